@@ -1,0 +1,43 @@
+"""Callbacks: optional hooks the interpreter calls on loads, stores and opaque calls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import CodeType
+from typing import Any
+
+from thunder_interp._provenance import Provenance
+
+__all__ = ["Callbacks"]
+
+
+@dataclass(frozen=True)
+class Callbacks:
+    """Hooks for a binding layer. Every field is optional.
+
+    Load hooks return the value the program will see (return ``value`` to keep it); that is how a
+    binding layer substitutes proxies. ``provenance`` is the record of the value (``None`` unless
+    ``interpret(..., provenance=True)``).
+
+    - ``load_global(name, value, globals, provenance) -> value``: a global or builtin is read
+      (``LOAD_GLOBAL``, and ``LOAD_NAME`` when it falls back to globals/builtins).
+    - ``load_closure_cell(name, value, code, provenance) -> value``: a closure cell is read.
+    - ``load_constant(value, provenance) -> value``: a constant of a code object is read.
+    - ``load_attribute(obj, name, value, provenance) -> value``: ``obj.name`` was read.
+    - ``store_global(name, value, globals) -> None``: before a global is written.
+    - ``store_closure_cell(name, value, code) -> None``: before a closure cell is written.
+    - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
+    - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
+      function, or one the interpreter does not enter); it must perform the call itself, e.g.
+      ``return fn(*args, **kwargs)``, and may replace the result.
+    """
+
+    load_global: Callable[[str, Any, dict[str, Any], Provenance | None], Any] | None = None
+    load_closure_cell: Callable[[str, Any, CodeType, Provenance | None], Any] | None = None
+    load_constant: Callable[[Any, Provenance | None], Any] | None = None
+    load_attribute: Callable[[Any, str, Any, Provenance | None], Any] | None = None
+    store_global: Callable[[str, Any, dict[str, Any]], None] | None = None
+    store_closure_cell: Callable[[str, Any, CodeType], None] | None = None
+    store_attribute: Callable[[Any, str, Any], None] | None = None
+    opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None

@@ -1,0 +1,26 @@
+"""Errors raised by the interpreter itself (never by the code it interprets)."""
+
+from __future__ import annotations
+
+__all__ = ["InterpreterError", "UnsupportedOpcodeError"]
+
+
+class InterpreterError(Exception):
+    """The interpreter cannot honour CPython semantics for this program.
+
+    Such errors are never routed to the interpreted program's own ``except`` clauses: they
+    always propagate to the caller of the interpreted function.
+    """
+
+
+class UnsupportedOpcodeError(InterpreterError):
+    """An opcode (or construct) the interpreter does not support was reached."""
+
+    def __init__(self, opname: str, filename: str, lineno: int, detail: str = "") -> None:
+        self.opname = opname
+        self.filename = filename
+        self.lineno = lineno
+        extra = f": {detail}" if detail else ""
+        super().__init__(
+            f"unsupported opcode {opname} at {filename}:{lineno}{extra}"
+        )

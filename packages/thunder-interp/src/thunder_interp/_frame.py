@@ -1,0 +1,150 @@
+"""Interpreter frames and the small runtime records they carry."""
+
+from __future__ import annotations
+
+from types import CellType, CodeType, FunctionType
+from typing import TYPE_CHECKING, Any
+
+from thunder_interp._bytecode import ExceptionHandler, Instruction
+from thunder_interp._registry import Op
+
+if TYPE_CHECKING:
+    from thunder_interp._runtime import Runtime
+
+__all__ = ["NULL", "CompiledCode", "ExcItem", "Frame"]
+
+
+class _Null:
+    """The C ``NULL`` of the value stack and of unbound local slots."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<NULL>"
+
+
+NULL: Any = _Null()
+
+
+class CompiledCode:
+    """A code object compiled for one interpretation mode: ops with their arguments baked in."""
+
+    __slots__ = (
+        "argcount",
+        "flags",
+        "handlers",
+        "instructions",
+        "is_simple",
+        "local_names",
+        "lines",
+        "nlocals",
+        "nslots",
+        "ops",
+        "padding",
+    )
+
+    def __init__(
+        self,
+        code: CodeType,
+        instructions: tuple[Instruction, ...],
+        handlers: tuple[ExceptionHandler | None, ...],
+        ops: list[Op],
+        local_names: tuple[str, ...],
+    ) -> None:
+        self.instructions = instructions
+        self.handlers = handlers
+        self.ops = ops
+        self.lines = [i.lineno for i in instructions]
+        self.local_names = local_names
+        self.nlocals = code.co_nlocals
+        self.nslots = len(local_names)
+        self.flags = code.co_flags
+        self.argcount = code.co_argcount
+        # A "simple" signature: only positional parameters, no *args/**kwargs/kw-only.
+        self.is_simple = code.co_kwonlyargcount == 0 and not (code.co_flags & 0x0C)
+        self.padding: list[Any] = [NULL] * (self.nslots - code.co_argcount)
+
+
+class ExcItem:
+    """One level of CPython's "currently handled exception" stack (per thread / per generator)."""
+
+    __slots__ = ("previous", "value")
+
+    def __init__(self, value: BaseException | None, previous: ExcItem | None) -> None:
+        self.value = value
+        self.previous = previous
+
+
+class Frame:
+    """The state of one interpreted code object execution."""
+
+    __slots__ = (
+        "blocks",
+        "builtins",
+        "cc",
+        "code",
+        "fn",
+        "globals",
+        "kw_names",
+        "lv",
+        "names",
+        "ops",
+        "pc",
+        "retval",
+        "rt",
+        "stack",
+        "suspended",
+        "yf",
+    )
+
+    def __init__(
+        self,
+        rt: Runtime,
+        cc: CompiledCode,
+        code: CodeType,
+        lv: list[Any],
+        globals_: dict[str, Any],
+        builtins: dict[str, Any],
+        fn: FunctionType | None,
+        names: dict[str, Any] | None = None,
+    ) -> None:
+        self.rt = rt
+        self.cc = cc
+        self.code = code
+        self.ops = cc.ops
+        self.lv = lv
+        self.stack: list[Any] = []
+        self.globals = globals_
+        self.builtins = builtins
+        self.fn = fn
+        self.names = names
+        self.pc = 1
+        self.retval: Any = None
+        self.kw_names: tuple[str, ...] = ()
+        self.blocks: list[tuple[int, int, int]] = []
+        self.suspended = False
+        self.yf: Any = None
+
+    @property
+    def lineno(self) -> int:
+        """The source line of the instruction being executed."""
+        return self.cc.lines[self.pc] if 0 <= self.pc < len(self.cc.lines) else self.code.co_firstlineno
+
+    def locals_dict(self) -> dict[str, Any]:
+        """A snapshot of the frame's local variables (what ``locals()`` returns in a function)."""
+        if self.names is not None:
+            return self.names
+        result: dict[str, Any] = {}
+        for name, value in zip(self.cc.local_names, self.lv):
+            if value is NULL:
+                continue
+            if isinstance(value, CellType) and name in self._cell_names():
+                try:
+                    value = value.cell_contents
+                except ValueError:
+                    continue
+            result[name] = value
+        return result
+
+    def _cell_names(self) -> frozenset[str]:
+        return frozenset(self.code.co_cellvars) | frozenset(self.code.co_freevars)

@@ -1,0 +1,184 @@
+"""Printing traces as Python. What is printed is what runs: ``Trace.python_callable`` compiles the
+same text, with a context that binds the names the text uses."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from thunder_ir.devices import Device
+from thunder_ir.dtypes import DType, from_torch_dtype
+from thunder_ir.proxies import Proxy, TensorProxy
+from thunder_ir.tags import OpTag
+
+if TYPE_CHECKING:
+    from thunder_ir.symbol import BoundSymbol, Symbol
+
+__all__ = ["Printer", "PythonCode", "value_to_python", "bound_symbol_lines", "SymbolNamespace"]
+
+
+class SymbolNamespace:
+    """What a module name in printed code (``prims``, ``torch``...) resolves to when it runs: the
+    symbols (or their executor implementations) used by the trace, falling back to the real module
+    of that name for anything else (``torch.float32``)."""
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        real = sys.modules.get(self._module)
+        if real is None:
+            raise AttributeError(f"{self._module}.{name} is not bound in this trace's context")
+        return getattr(real, name)
+
+
+class Printer:
+    """Turns values into Python source, collecting the context names the source needs."""
+
+    def __init__(self) -> None:
+        self.ctx: dict[str, Any] = {}
+        self._object_names: dict[int, str] = {}
+
+    def symbol(self, sym: Symbol) -> str:
+        ns = self.ctx.get(sym.module)
+        if not isinstance(ns, SymbolNamespace):
+            ns = SymbolNamespace(sym.module)
+            self.ctx[sym.module] = ns
+        setattr(ns, sym.name, sym.impl if sym.impl is not None else sym)
+        return f"{sym.module}.{sym.name}"
+
+    def value(self, x: Any) -> str:
+        return value_to_python(x, self)
+
+    def opaque(self, x: Any) -> str:
+        """A name for an object that has no literal form (bound in the context)."""
+        key = id(x)
+        name = self._object_names.get(key)
+        if name is None:
+            name = f"_obj{len(self._object_names)}"
+            self._object_names[key] = name
+            self.ctx[name] = x
+        return name
+
+
+def value_to_python(x: Any, printer: Printer | None = None) -> str:
+    if isinstance(x, Proxy):
+        return x.name
+    if isinstance(x, PythonCode):
+        return x.text
+    if x is None or x is Ellipsis or isinstance(x, (bool, int, str)):
+        return "..." if x is Ellipsis else repr(x)
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "float('nan')"
+        if math.isinf(x):
+            return "float('inf')" if x > 0 else "float('-inf')"
+        return repr(x)
+    if isinstance(x, complex):
+        return f"complex({value_to_python(x.real)}, {value_to_python(x.imag)})"
+    if isinstance(x, DType):
+        _need(printer, "dtypes")
+        return f"dtypes.{x.name}"
+    if isinstance(x, Device):
+        _need(printer, "devices")
+        return repr(x)
+    if isinstance(x, torch.dtype):
+        _need(printer, "torch")
+        return f"torch.{str(x).removeprefix('torch.')}" if from_torch_dtype(x) else ""
+    if isinstance(x, torch.device):
+        _need(printer, "torch")
+        return f"torch.device({str(x)!r})"
+    if isinstance(x, slice):
+        return f"slice({value_to_python(x.start, printer)}, {value_to_python(x.stop, printer)}, {value_to_python(x.step, printer)})"
+    if type(x) is tuple:
+        inner = ", ".join(value_to_python(v, printer) for v in x)
+        return f"({inner},)" if len(x) == 1 else f"({inner})"
+    if type(x) is list:
+        return "[" + ", ".join(value_to_python(v, printer) for v in x) + "]"
+    if type(x) is dict:
+        items = (f"{value_to_python(k, printer)}: {value_to_python(v, printer)}" for k, v in x.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(x, torch.Size):
+        return value_to_python(tuple(x), printer)
+    if printer is None:
+        raise TypeError(f"cannot print {type(x).__name__} value {x!r} as Python")
+    return printer.opaque(x)
+
+
+def _need(printer: Printer | None, module: str) -> None:
+    if printer is None or module in printer.ctx:
+        return
+    if module == "torch":
+        printer.ctx["torch"] = torch
+    else:
+        import thunder_ir
+
+        printer.ctx[module] = getattr(thunder_ir, module)
+
+
+def _target(out: Any, printer: Printer) -> str:
+    """The left-hand side for an output tree: names for proxies, ``_`` for constants."""
+    if isinstance(out, Proxy):
+        return out.name
+    if isinstance(out, (tuple, list)):
+        inner = ", ".join(_target(o, printer) for o in out)
+        return f"({inner},)" if len(out) == 1 else f"({inner})"
+    return "_"
+
+
+def _has_proxy(out: Any) -> bool:
+    if isinstance(out, Proxy):
+        return True
+    if isinstance(out, (tuple, list)):
+        return any(_has_proxy(o) for o in out)
+    return False
+
+
+def _call(bsym: BoundSymbol, printer: Printer) -> str:
+    parts = [value_to_python(a, printer) for a in bsym.args]
+    parts += [f"{k}={value_to_python(v, printer)}" for k, v in bsym.kwargs.items()]
+    return f"{printer.symbol(bsym.sym)}({', '.join(parts)})"
+
+
+def _type_comment(bsym: BoundSymbol) -> str:
+    outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
+    if not outs:
+        return ""
+    return "  # " + ", ".join(f'{o.name}: "{o.type_string()}"' for o in outs)
+
+
+def bound_symbol_lines(
+    bsym: BoundSymbol, indent: int, subsymbol_depth: int, printer: Printer | None = None
+) -> list[str]:
+    printer = printer if printer is not None else Printer()
+    pad = "  " * indent
+    lines = [f"{pad}# {h}" for h in bsym.header.splitlines()] if bsym.header else []
+    if OpTag.RETURN in bsym.sym.tags:
+        value = bsym.args[0] if bsym.args else None
+        lines.append(f"{pad}return {value_to_python(value, printer)}")
+        return lines
+    call = _call(bsym, printer)
+    if _has_proxy(bsym.output):
+        lines.append(f"{pad}{_target(bsym.output, printer)} = {call}{_type_comment(bsym)}")
+    else:
+        lines.append(f"{pad}{call}")
+    if subsymbol_depth > 0:
+        for sub in bsym.subsymbols:
+            for line in bound_symbol_lines(sub, 0, subsymbol_depth - 1, Printer()):
+                lines.append(f"{pad}  # {line}")
+    return lines
+
+
+class PythonCode:
+    """Source text printed verbatim as an argument (a constraint evaluated inline by a prologue)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text

@@ -1,0 +1,440 @@
+"""A small expression language over NumberProxies, for the facts a traced path relied on.
+
+A symbolic ``NumberProxy`` carries the ``Expr`` that produced it. When Python branches on a value
+derived from it, the branch taken becomes a constraint (an ``Expr`` that must be true); the
+prologue checks the conjunction of all constraints before reusing the traced program. Expressions
+print as Python (``python()``), evaluate against concrete values (``evaluate``) and simplify
+(``x > 5 and x > 3`` is ``x > 5``).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "Expr",
+    "Var",
+    "Const",
+    "BinOp",
+    "UnaryOp",
+    "Compare",
+    "And",
+    "Or",
+    "Not",
+    "conjunction",
+    "simplify",
+]
+
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "**": operator.pow,
+    "&": operator.and_,
+    "|": operator.or_,
+    "^": operator.xor,
+    "<<": operator.lshift,
+    ">>": operator.rshift,
+}
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+_UNARY: dict[str, Callable[[Any], Any]] = {
+    "-": operator.neg,
+    "+": operator.pos,
+    "~": operator.invert,
+    "abs": abs,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "floor": math.floor,
+    "ceil": math.ceil,
+}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+class Expr:
+    """Base of all expressions. Immutable, hashable, compared structurally."""
+
+    __slots__ = ()
+
+    def python(self) -> str:
+        raise NotImplementedError
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
+    def _key(self) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def variables(self) -> set[str]:
+        out: set[str] = set()
+        stack: list[Expr] = [self]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, Var):
+                out.add(e.name)
+            stack.extend(e.children())
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))
+
+    def __repr__(self) -> str:
+        return f"Expr({self.python()})"
+
+
+class Var(Expr):
+    """A named input value (the name of the NumberProxy in the trace)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def python(self) -> str:
+        return self.name
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        return env[self.name]
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.name,)
+
+
+class Const(Expr):
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def python(self) -> str:
+        v = self.value
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"float('{v}')"
+        return repr(v)
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        return self.value
+
+    def _key(self) -> tuple[Any, ...]:
+        return (type(self.value).__name__, self.value)
+
+
+class BinOp(Expr):
+    __slots__ = ("op", "lhs", "rhs")
+
+    def __init__(self, op: str, lhs: Expr, rhs: Expr) -> None:
+        if op not in _BINARY:
+            raise ValueError(f"unknown binary operator {op!r}")
+        self.op, self.lhs, self.rhs = op, lhs, rhs
+
+    def python(self) -> str:
+        return f"({self.lhs.python()} {self.op} {self.rhs.python()})"
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        return _BINARY[self.op](self.lhs.evaluate(env), self.rhs.evaluate(env))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.lhs, self.rhs)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.op, self.lhs, self.rhs)
+
+
+class UnaryOp(Expr):
+    __slots__ = ("op", "operand")
+
+    def __init__(self, op: str, operand: Expr) -> None:
+        if op not in _UNARY:
+            raise ValueError(f"unknown unary operator {op!r}")
+        self.op, self.operand = op, operand
+
+    def python(self) -> str:
+        if self.op in ("-", "+", "~"):
+            return f"({self.op}{self.operand.python()})"
+        fn = f"math.{self.op}" if self.op in ("floor", "ceil") else self.op
+        return f"{fn}({self.operand.python()})"
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        return _UNARY[self.op](self.operand.evaluate(env))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.op, self.operand)
+
+
+class Compare(Expr):
+    __slots__ = ("op", "lhs", "rhs")
+
+    def __init__(self, op: str, lhs: Expr, rhs: Expr) -> None:
+        if op not in _COMPARE:
+            raise ValueError(f"unknown comparison {op!r}")
+        self.op, self.lhs, self.rhs = op, lhs, rhs
+
+    def python(self) -> str:
+        return f"({self.lhs.python()} {self.op} {self.rhs.python()})"
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        return _COMPARE[self.op](self.lhs.evaluate(env), self.rhs.evaluate(env))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.lhs, self.rhs)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.op, self.lhs, self.rhs)
+
+
+class Not(Expr):
+    __slots__ = ("operand",)
+
+    def __init__(self, operand: Expr) -> None:
+        self.operand = operand
+
+    def python(self) -> str:
+        return f"(not {self.operand.python()})"
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        return not self.operand.evaluate(env)
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.operand,)
+
+
+class _Junction(Expr):
+    __slots__ = ("terms",)
+    _word = ""
+
+    def __init__(self, terms: Iterable[Expr]) -> None:
+        self.terms = tuple(terms)
+
+    def python(self) -> str:
+        if not self.terms:
+            return "True" if isinstance(self, And) else "False"
+        if len(self.terms) == 1:
+            return self.terms[0].python()
+        return "(" + f" {self._word} ".join(t.python() for t in self.terms) + ")"
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.terms
+
+    def _key(self) -> tuple[Any, ...]:
+        return self.terms
+
+
+class And(_Junction):
+    __slots__ = ()
+    _word = "and"
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        return all(t.evaluate(env) for t in self.terms)
+
+
+class Or(_Junction):
+    __slots__ = ()
+    _word = "or"
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        return any(t.evaluate(env) for t in self.terms)
+
+
+def conjunction(terms: Iterable[Expr]) -> Expr:
+    """The simplified conjunction of ``terms``."""
+    return simplify(And(terms))
+
+
+# Simplification ------------------------------------------------------------------------------
+
+
+def simplify(e: Expr) -> Expr:
+    """Constant-folds, removes double negations, flattens and/or, and merges bounds on a variable."""
+    if isinstance(e, (Var, Const)):
+        return e
+    if isinstance(e, (BinOp, UnaryOp, Compare)):
+        kids = [simplify(c) for c in e.children()]
+        if all(isinstance(k, Const) for k in kids):
+            try:
+                return Const(type(e)(e.op, *kids).evaluate({}))  # type: ignore[arg-type]
+            except (ArithmeticError, ValueError, TypeError):
+                pass
+        rebuilt = type(e)(e.op, *kids)  # type: ignore[arg-type]
+        if isinstance(rebuilt, Compare) and isinstance(rebuilt.lhs, Const) and not isinstance(rebuilt.rhs, Const):
+            rebuilt = Compare(_MIRRORED[rebuilt.op], rebuilt.rhs, rebuilt.lhs)
+        return rebuilt
+    if isinstance(e, Not):
+        inner = simplify(e.operand)
+        if isinstance(inner, Const):
+            return Const(not inner.value)
+        if isinstance(inner, Not):
+            return inner.operand
+        if isinstance(inner, Compare):
+            return Compare(_NEGATED[inner.op], inner.lhs, inner.rhs)
+        return Not(inner)
+    if isinstance(e, And):
+        return _simplify_and(e)
+    if isinstance(e, Or):
+        return _simplify_or(e)
+    raise TypeError(f"cannot simplify {e!r}")
+
+
+def _flatten(terms: Iterable[Expr], kind: type[_Junction]) -> list[Expr]:
+    out: list[Expr] = []
+    for t in terms:
+        t = simplify(t)
+        if isinstance(t, kind):
+            out.extend(t.terms)
+        else:
+            out.append(t)
+    return out
+
+
+def _dedupe(terms: Iterable[Expr]) -> list[Expr]:
+    seen: set[Expr] = set()
+    out = []
+    for t in terms:
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return out
+
+
+class _Bounds:
+    """What a conjunction of comparisons against constants says about one expression."""
+
+    def __init__(self) -> None:
+        self.lo: tuple[Any, bool] | None = None  # (value, strict)
+        self.hi: tuple[Any, bool] | None = None
+        self.eq: Any = None
+        self.has_eq = False
+        self.ne: list[Any] = []
+        self.empty = False
+
+    def add(self, op: str, c: Any) -> None:
+        if op == "==":
+            if self.has_eq and self.eq != c:
+                self.empty = True
+            self.eq, self.has_eq = c, True
+        elif op == "!=":
+            self.ne.append(c)
+        elif op in (">", ">="):
+            cand = (c, op == ">")
+            if self.lo is None or c > self.lo[0] or (c == self.lo[0] and cand[1]):
+                self.lo = cand
+        else:
+            cand = (c, op == "<")
+            if self.hi is None or c < self.hi[0] or (c == self.hi[0] and cand[1]):
+                self.hi = cand
+
+    def terms(self, subject: Expr) -> list[Expr] | None:
+        """The minimal comparisons, or None if they cannot all hold."""
+        if self.empty:
+            return None
+        lo, hi = self.lo, self.hi
+        if lo and hi and (lo[0] > hi[0] or (lo[0] == hi[0] and (lo[1] or hi[1]))):
+            return None
+        if self.has_eq:
+            v = self.eq
+            ok = (lo is None or v > lo[0] or (v == lo[0] and not lo[1])) and (
+                hi is None or v < hi[0] or (v == hi[0] and not hi[1])
+            )
+            if not ok or v in self.ne:
+                return None
+            return [Compare("==", subject, Const(v))]
+        if lo and hi and lo[0] == hi[0]:
+            return [Compare("==", subject, Const(lo[0]))] if lo[0] not in self.ne else None
+        out: list[Expr] = []
+        if lo:
+            out.append(Compare(">" if lo[1] else ">=", subject, Const(lo[0])))
+        if hi:
+            out.append(Compare("<" if hi[1] else "<=", subject, Const(hi[0])))
+        for v in _dedupe(Const(v) for v in self.ne):
+            assert isinstance(v, Const)
+            excluded = (lo and (v.value < lo[0] or (v.value == lo[0] and lo[1]))) or (
+                hi and (v.value > hi[0] or (v.value == hi[0] and hi[1]))
+            )
+            if not excluded:
+                out.append(Compare("!=", subject, v))
+        return out
+
+
+def _simplify_and(e: And) -> Expr:
+    bounds: dict[Expr, _Bounds] = {}
+    rest: list[Expr] = []
+    for t in _flatten(e.terms, And):
+        if isinstance(t, Const):
+            if not t.value:
+                return Const(False)
+            continue
+        if isinstance(t, Compare) and isinstance(t.rhs, Const) and not isinstance(t.lhs, Const):
+            bounds.setdefault(t.lhs, _Bounds()).add(t.op, t.rhs.value)
+        else:
+            rest.append(t)
+    out: list[Expr] = []
+    for subject, b in bounds.items():
+        ts = b.terms(subject)
+        if ts is None:
+            return Const(False)
+        out.extend(ts)
+    out.extend(_dedupe(rest))
+    if not out:
+        return Const(True)
+    return out[0] if len(out) == 1 else And(out)
+
+
+def _simplify_or(e: Or) -> Expr:
+    terms: list[Expr] = []
+    for t in _flatten(e.terms, Or):
+        if isinstance(t, Const):
+            if t.value:
+                return Const(True)
+            continue
+        terms.append(t)
+    terms = _dedupe(terms)
+    # x > 5 or x > 3 is x > 3: keep the weakest one-sided bound on each subject.
+    weakest: dict[tuple[Expr, str], Compare] = {}
+    rest: list[Expr] = []
+    for t in terms:
+        if isinstance(t, Compare) and isinstance(t.rhs, Const) and t.op in ("<", "<=", ">", ">="):
+            side = "lo" if t.op in (">", ">=") else "hi"
+            key = (t.lhs, side)
+            cur = weakest.get(key)
+            if cur is None or _weaker(t, cur):
+                weakest[key] = t
+        else:
+            rest.append(t)
+    out: list[Expr] = [*weakest.values(), *rest]
+    if not out:
+        return Const(False)
+    return out[0] if len(out) == 1 else Or(out)
+
+
+def _weaker(a: Compare, b: Compare) -> bool:
+    """True if ``a`` admits every value ``b`` admits (both bound the same side)."""
+    assert isinstance(a.rhs, Const) and isinstance(b.rhs, Const)
+    av, bv = a.rhs.value, b.rhs.value
+    if a.op in (">", ">="):
+        return bool(av < bv or (av == bv and a.op == ">="))
+    return bool(av > bv or (av == bv and a.op == "<="))

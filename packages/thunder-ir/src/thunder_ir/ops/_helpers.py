@@ -1,0 +1,161 @@
+"""Broadcasting, type promotion and dtype conversion as torch does them, for writing ops."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from thunder_ir import dtypes, prims
+from thunder_ir.dtypes import DType
+from thunder_ir.proxies import NumberProxy, TensorProxy
+from thunder_ir.symbol import Symbol
+from thunder_ir.utils import check, dtype_of, result_type
+
+__all__ = [
+    "Promotion",
+    "broadcast_shapes",
+    "expand_to",
+    "broadcast",
+    "promote",
+    "to_dtype",
+    "elementwise_unary",
+    "elementwise_binary",
+    "is_number",
+    "to_shape",
+]
+
+
+class Promotion(enum.Enum):
+    """torch's ELEMENTWISE_TYPE_PROMOTION_KIND."""
+
+    DEFAULT = "default"
+    INT_TO_FLOAT = "int_to_float"
+    ALWAYS_BOOL = "always_bool"
+    COMPLEX_TO_FLOAT = "complex_to_float"
+    BOOL_TO_LONG = "bool_to_long"
+    NO_OPMATH = "no_opmath"
+
+
+def is_number(x: Any) -> bool:
+    return isinstance(x, (bool, int, float, complex, NumberProxy))
+
+
+def to_shape(shape: Any) -> tuple[Any, ...]:
+    """Accepts ``f(2, 3)``-style varargs, a tuple/list, or a torch.Size."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)) or (len(shape) == 1 and type(shape[0]).__name__ == "Size"):
+        shape = shape[0]
+    return tuple(shape)
+
+
+def broadcast_shapes(*shapes: Sequence[Any]) -> tuple[Any, ...]:
+    n = max((len(s) for s in shapes), default=0)
+    out: list[Any] = [1] * n
+    for s in shapes:
+        for i, d in enumerate(s):
+            j = n - len(s) + i
+            cur = out[j]
+            if isinstance(d, int) and d == 1:
+                continue
+            if isinstance(cur, int) and cur == 1:
+                out[j] = d
+            else:
+                check(
+                    not (isinstance(cur, int) and isinstance(d, int)) or cur == d,
+                    lambda: f"The size of tensor a ({cur}) must match the size of tensor b ({d}) at non-singleton dimension {i}",
+                )
+    return tuple(out)
+
+
+def expand_to(a: TensorProxy, shape: Sequence[Any]) -> TensorProxy:
+    """``a`` broadcast to ``shape`` (a no-op, recording nothing, when it already has it)."""
+    if tuple(a.shape) == tuple(shape):
+        return a
+    offset = len(shape) - a.ndim
+    check(offset >= 0, lambda: f"cannot broadcast a tensor of shape {a.shape} to {tuple(shape)}")
+    return prims.broadcast_in_dim(a, tuple(shape), tuple(range(offset, len(shape))))  # type: ignore[no-any-return]
+
+
+def broadcast(*args: Any) -> tuple[Any, ...]:
+    """Tensors among ``args`` broadcast to their common shape; numbers and None pass through."""
+    shapes = [a.shape for a in args if isinstance(a, TensorProxy)]
+    if not shapes:
+        return args
+    common = broadcast_shapes(*shapes)
+    return tuple(expand_to(a, common) if isinstance(a, TensorProxy) else a for a in args)
+
+
+def promote(*args: Any, kind: Promotion) -> tuple[DType, DType]:
+    """(computation dtype, result dtype) of an elementwise op, as torch's
+    elementwise_dtypes: low-precision floats compute in float32 unless NO_OPMATH."""
+    rt = result_type(*args)
+    if kind is Promotion.ALWAYS_BOOL:
+        return _opmath(rt), dtypes.bool8
+    if kind is Promotion.INT_TO_FLOAT and rt.is_exact:
+        rt = dtypes.float32
+    if kind is Promotion.BOOL_TO_LONG and rt.is_boolean:
+        rt = dtypes.int64
+    result = rt
+    if kind is Promotion.COMPLEX_TO_FLOAT and rt.is_complex:
+        result = dtypes.corresponding_real_dtype(rt)
+    computation = rt if kind is Promotion.NO_OPMATH else _opmath(rt)
+    return computation, result
+
+
+def _opmath(d: DType) -> DType:
+    return dtypes.float32 if d.is_float and d.bytes <= 2 else d
+
+
+def to_dtype(a: Any, dtype: DType) -> Any:
+    """``a`` converted to ``dtype``; tensors already of that dtype and numbers pass unchanged
+    (numbers are weak: the prim takes them as they are)."""
+    if isinstance(a, TensorProxy):
+        return a if a.dtype == dtype else prims.convert_element_type(a, dtype)
+    return a
+
+
+def elementwise_unary(prim: Symbol, a: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
+    check(isinstance(a, TensorProxy) or is_number(a), lambda: f"{prim.name}(): argument 'input' must be Tensor, not {type(a).__name__}", TypeError)
+    if not isinstance(a, TensorProxy):
+        return prim(a)
+    computation, result = promote(a, kind=kind)
+    out = prim(to_dtype(a, computation))
+    if kind is Promotion.ALWAYS_BOOL:
+        return out
+    return to_dtype(out, result)
+
+
+def elementwise_binary(prim: Symbol, a: Any, b: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
+    for x, what in ((a, "input"), (b, "other")):
+        check(isinstance(x, TensorProxy) or is_number(x), lambda: f"{prim.name}(): argument '{what}' must be Tensor or Number, not {type(x).__name__}", TypeError)
+    if not isinstance(a, TensorProxy) and not isinstance(b, TensorProxy):
+        return prim(a, b)
+    computation, result = promote(a, b, kind=kind)
+    a, b = broadcast(a, b)
+    out = prim(_for_computation(a, computation), _for_computation(b, computation))
+    if kind is Promotion.ALWAYS_BOOL:
+        return out
+    return to_dtype(out, result)
+
+
+def _for_computation(x: Any, dtype: DType) -> Any:
+    if isinstance(x, TensorProxy):
+        return to_dtype(x, dtype)
+    # A Python number joins the computation at the computation dtype's kind (2 * float_tensor).
+    if isinstance(x, NumberProxy):
+        return x
+    if dtype.is_complex:
+        return complex(x)
+    if dtype.is_float:
+        return float(x)
+    if dtype.is_boolean:
+        return bool(x)
+    return int(x) if not isinstance(x, (float, complex)) else x
+
+
+def dtype_arg(dtype: Any) -> DType | None:
+    """Normalizes a ``dtype=`` argument (torch dtype, IR dtype, Python type or None)."""
+    return None if dtype is None else dtypes.to_dtype(dtype).strong()
+
+
+__all__ += ["dtype_arg", "dtype_of"]

@@ -1,0 +1,65 @@
+"""Factory, random and in-place prims.
+
+Random prims take their RNG state explicitly: ``seed=None`` draws from the ambient torch generator
+at run time (as eager does under ``torch.manual_seed``); a ``seed`` (and ``offset``) makes the
+draw a pure function of them, which lets passes recompute it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from thunder_ir.devices import Device, to_device
+from thunder_ir.dtypes import DType
+from thunder_ir.prims._common import check_shape, check_tensor, is_number, make_prim
+from thunder_ir.proxies import TensorProxy
+from thunder_ir.tags import OpTag
+from thunder_ir.utils import check
+
+
+def _check_factory(shape: Sequence[Any], device: Any, dtype: Any, what: str) -> tuple[tuple[Any, ...], Device]:
+    shape = check_shape(shape, what)
+    check(isinstance(dtype, DType), lambda: f"{what}: expected a dtype, got {dtype!r}", TypeError)
+    return shape, to_device(device)
+
+
+def _full_meta(shape: Sequence[Any], fill_value: Any, *, device: Any, dtype: DType) -> TensorProxy:
+    shape, dev = _check_factory(shape, device, dtype, "prims.full")
+    check(is_number(fill_value), lambda: f"prims.full: fill value must be a number, got {type(fill_value).__name__}", TypeError)
+    return TensorProxy(shape=shape, dtype=dtype, device=dev)
+
+
+full = make_prim("full", _full_meta, tags=(OpTag.FACTORY,))
+
+
+def _iota_meta(length: Any, *, start: Any, step: Any, device: Any, dtype: DType) -> TensorProxy:
+    check(not isinstance(length, int) or length >= 0, lambda: f"prims.iota: length must be non-negative, got {length}")
+    _, dev = _check_factory((), device, dtype, "prims.iota")
+    check(step != 0, "prims.iota: step must be non-zero")
+    return TensorProxy(shape=(length,), dtype=dtype, device=dev)
+
+
+iota = make_prim("iota", _iota_meta, tags=(OpTag.FACTORY,))
+
+
+def _random_meta(name: str) -> Any:
+    def meta(shape: Sequence[Any], a: Any, b: Any, *, device: Any, dtype: DType, seed: Any = None, offset: Any = 0) -> TensorProxy:
+        shape, dev = _check_factory(shape, device, dtype, f"prims.{name}")
+        check(dtype.is_float, lambda: f"prims.{name}: dtype must be floating point, got {dtype.name}", TypeError)
+        return TensorProxy(shape=shape, dtype=dtype, device=dev)
+
+    return meta
+
+
+uniform = make_prim("uniform", _random_meta("uniform"), tags=(OpTag.FACTORY, OpTag.RANDOM))
+normal = make_prim("normal", _random_meta("normal"), tags=(OpTag.FACTORY, OpTag.RANDOM))
+
+
+def _copy__meta(src: Any, dst: Any) -> TensorProxy:
+    src, dst = check_tensor(src, "prims.copy_"), check_tensor(dst, "prims.copy_")
+    check(src.shape == dst.shape, lambda: f"prims.copy_: shapes differ, {src.shape} and {dst.shape} (broadcast first)")
+    check(src.dtype == dst.dtype, lambda: f"prims.copy_: dtypes differ, {src.dtype.name} and {dst.dtype.name} (convert first)")
+    return TensorProxy(shape=dst.shape, dtype=dst.dtype, device=dst.device, requires_grad=dst.requires_grad or src.requires_grad)
+
+
+copy_ = make_prim("copy_", _copy__meta, tags=(OpTag.IN_PLACE, OpTag.DONT_DCE))

@@ -1,0 +1,453 @@
+"""Proxies: the stand-ins for tensors, numbers, strings and collections while a trace is recorded.
+
+Operators on a ``TensorProxy`` dispatch to the torch-language ops (registered by ``thunder_ir.ops``
+through ``register_tensor_method``), so ``a + b`` inside traced code records ``ltorch.add``.
+Operators on a ``NumberProxy`` record number prims and build the expression (``constraints.Expr``)
+that produced the value; branching on one records a constraint in the trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from thunder_ir import constraints as C
+from thunder_ir.devices import Device, to_device
+from thunder_ir.dtypes import DType, to_dtype
+from thunder_ir.tracectx import get_tracectx
+
+if TYPE_CHECKING:
+    from thunder_ir.trace import Trace
+
+__all__ = [
+    "Proxy",
+    "TensorProxy",
+    "NumberProxy",
+    "IntegerProxy",
+    "FloatProxy",
+    "ComplexProxy",
+    "StringProxy",
+    "CollectionProxy",
+    "register_tensor_method",
+    "tensor_method",
+    "pyval",
+    "is_proxyable_number",
+]
+
+# Torch-language functions for Tensor methods and operators, filled in when thunder_ir.ops is
+# imported. Written once at import, read-only afterwards.
+_TENSOR_METHODS: dict[str, Callable[..., Any]] = {}
+# Number prims for NumberProxy operators, filled in by thunder_ir.prims.
+_NUMBER_OPS: dict[str, Callable[..., Any]] = {}
+
+
+def register_tensor_method(name: str, fn: Callable[..., Any]) -> None:
+    """Makes ``tensor.name(...)`` on a TensorProxy call ``fn(tensor, ...)``."""
+    _TENSOR_METHODS[name] = fn
+
+
+def tensor_method(name: str) -> Callable[..., Any]:
+    try:
+        return _TENSOR_METHODS[name]
+    except KeyError:
+        raise AttributeError(f"Tensor method {name!r} is not supported by the IR") from None
+
+
+def _register_number_op(name: str, fn: Callable[..., Any]) -> None:
+    _NUMBER_OPS[name] = fn
+
+
+class Proxy:
+    """A named stand-in for a value. Names are unique within the trace that created the proxy."""
+
+    __slots__ = ("name",)
+    prefix = "p"
+
+    def __init__(self, name: str | None = None) -> None:
+        trace = get_tracectx()
+        if name is None:
+            if trace is None:
+                raise RuntimeError(f"{type(self).__name__} needs a name outside of tracing")
+            name = trace.make_name(self.prefix)
+        elif trace is not None:
+            trace.add_name(name)
+        self.name = name
+
+    def type_string(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}: {self.type_string()}>"
+
+    __hash__ = object.__hash__
+
+
+def _fresh_name(trace: Trace | None, prefix: str) -> str | None:
+    return None if trace is None else trace.make_name(prefix)
+
+
+class TensorProxy(Proxy):
+    """A tensor's metadata: shape (ints or IntegerProxies), dtype, device, requires_grad."""
+
+    __slots__ = ("shape", "dtype", "device", "requires_grad")
+    prefix = "t"
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        shape: Sequence[int | IntegerProxy],
+        dtype: DType | Any,
+        device: Device | Any,
+        requires_grad: bool = False,
+    ) -> None:
+        super().__init__(name)
+        self.shape = tuple(shape)
+        self.dtype = to_dtype(dtype).strong()
+        self.device = to_device(device)
+        self.requires_grad = bool(requires_grad)
+
+    def replace(self, *, name: str | None = None, **changes: Any) -> TensorProxy:
+        """A new proxy with some metadata changed (and a fresh name unless one is given)."""
+        return TensorProxy(
+            name,
+            shape=changes.get("shape", self.shape),
+            dtype=changes.get("dtype", self.dtype),
+            device=changes.get("device", self.device),
+            requires_grad=changes.get("requires_grad", self.requires_grad),
+        )
+
+    # Metadata queries that are not ops.
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    ndimension = dim
+
+    def numel(self) -> int | IntegerProxy:
+        n: int | IntegerProxy = 1
+        for s in self.shape:
+            n = n * s
+        return n
+
+    def size(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self.shape
+        from thunder_ir.utils import canonicalize_dim
+
+        return self.shape[canonicalize_dim(self.ndim, dim)]
+
+    def element_size(self) -> int:
+        return self.dtype.bytes
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    @property
+    def is_floating_point_dtype(self) -> bool:
+        return self.dtype.is_float
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_float
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+    def type_string(self) -> str:
+        dims = ", ".join(str(s) if isinstance(s, int) else s.name for s in self.shape)
+        return f"{self.device} {self.dtype.shortname}[{dims}]"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        n = self.shape[0]
+        return int(n)
+
+    def __bool__(self) -> bool:
+        raise RuntimeError(
+            f"the truth value of tensor {self.name} depends on its data, which is not known while "
+            "tracing; compute the condition with tensor ops (torch.where) or pass it as a Python value"
+        )
+
+    def __iter__(self) -> Any:
+        return iter(tensor_method("unbind")(self, 0))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not slots or class attributes: the Tensor methods.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        fn = _TENSOR_METHODS.get(name)
+        if fn is None:
+            raise AttributeError(f"Tensor attribute or method {name!r} is not supported by the IR")
+        if name in _TENSOR_PROPERTIES:
+            return fn(self)
+        return _BoundTensorMethod(fn, self)
+
+
+class _BoundTensorMethod:
+    __slots__ = ("fn", "tensor")
+
+    def __init__(self, fn: Callable[..., Any], tensor: TensorProxy) -> None:
+        self.fn, self.tensor = fn, tensor
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(self.tensor, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<method {getattr(self.fn, '__name__', self.fn)} of {self.tensor.name}>"
+
+
+# Tensor attributes that are computed by an op rather than called (t.T, t.mT, t.real).
+_TENSOR_PROPERTIES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
+
+_BINARY_DUNDERS = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "truediv": "true_divide",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "pow": "pow",
+    "matmul": "matmul",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+_COMPARE_DUNDERS = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+_UNARY_DUNDERS = {"neg": "neg", "pos": "positive", "abs": "abs", "invert": "bitwise_not"}
+
+
+def _tensor_binary(op: str) -> Callable[[Any, Any], Any]:
+    def method(self: Any, other: Any) -> Any:
+        return _TENSOR_METHODS[op](self, other)
+
+    return method
+
+
+def _tensor_reflected(op: str) -> Callable[[Any, Any], Any]:
+    def method(self: Any, other: Any) -> Any:
+        return _TENSOR_METHODS[op](other, self)
+
+    return method
+
+
+def _tensor_inplace(op: str) -> Callable[[Any, Any], Any]:
+    def method(self: Any, other: Any) -> Any:
+        return _TENSOR_METHODS[op + "_"](self, other)
+
+    return method
+
+
+def _tensor_unary(op: str) -> Callable[[Any], Any]:
+    def method(self: Any) -> Any:
+        return _TENSOR_METHODS[op](self)
+
+    return method
+
+
+for _d, _op in _BINARY_DUNDERS.items():
+    setattr(TensorProxy, f"__{_d}__", _tensor_binary(_op))
+    setattr(TensorProxy, f"__r{_d}__", _tensor_reflected(_op))
+    setattr(TensorProxy, f"__i{_d}__", _tensor_inplace(_op))
+for _d, _op in _COMPARE_DUNDERS.items():
+    setattr(TensorProxy, f"__{_d}__", _tensor_binary(_op))
+for _d, _op in _UNARY_DUNDERS.items():
+    setattr(TensorProxy, f"__{_d}__", _tensor_unary(_op))
+TensorProxy.__hash__ = Proxy.__hash__  # type: ignore[method-assign]
+
+
+def _tensor_getitem(self: TensorProxy, key: Any) -> Any:
+    return _TENSOR_METHODS["__getitem__"](self, key)
+
+
+def _tensor_setitem(self: TensorProxy, key: Any, value: Any) -> None:
+    _TENSOR_METHODS["__setitem__"](self, key, value)
+
+
+TensorProxy.__getitem__ = _tensor_getitem  # type: ignore[attr-defined]
+TensorProxy.__setitem__ = _tensor_setitem  # type: ignore[attr-defined]
+
+
+# Numbers ----------------------------------------------------------------------------------------
+
+
+class NumberProxy(Proxy):
+    """A Python number whose value may change between calls.
+
+    It carries this call's concrete ``value`` and the ``expr`` that produced it (a ``Var`` for an
+    input). Arithmetic records number prims; using the value for control flow (``bool``, ``int``,
+    ``range``) records a constraint in the trace, which the prologue checks on later calls.
+    """
+
+    __slots__ = ("value", "python_type", "expr")
+    prefix = "n"
+
+    def __init__(
+        self, name: str | None = None, *, value: Any, python_type: type, expr: C.Expr | None = None
+    ) -> None:
+        super().__init__(name)
+        self.value = value
+        self.python_type = python_type
+        self.expr: C.Expr = expr if expr is not None else C.Var(self.name)
+
+    def replace(self, *, name: str | None = None) -> NumberProxy:
+        return type(self)(name, value=self.value, python_type=self.python_type)  # type: ignore[call-arg]
+
+    @property
+    def dtype(self) -> DType:
+        return to_dtype(self.python_type)
+
+    def type_string(self) -> str:
+        return f"{self.python_type.__name__} {self.value!r}"
+
+    def _constrain(self, expr: C.Expr) -> None:
+        trace = get_tracectx()
+        if trace is not None:
+            trace.add_constraint(expr)
+
+    def __bool__(self) -> bool:
+        result = bool(self.value)
+        e = self.expr if self.python_type is bool else C.Compare("!=", self.expr, C.Const(0))
+        self._constrain(e if result else C.Not(e))
+        return result
+
+    def __index__(self) -> int:
+        if self.python_type not in (int, bool):
+            raise TypeError(f"{self.python_type.__name__} value cannot be used as an index")
+        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        return int(self.value)
+
+    def __int__(self) -> int:
+        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        return int(self.value)
+
+    def __float__(self) -> float:
+        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        return float(self.value)
+
+    def __complex__(self) -> complex:
+        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        return complex(self.value)
+
+    def __hash__(self) -> int:
+        return object.__hash__(self)
+
+
+class IntegerProxy(NumberProxy):
+    """An int (or bool: ``python_type`` says which)."""
+
+    __slots__ = ()
+    prefix = "i"
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        value: int,
+        python_type: type = int,
+        expr: C.Expr | None = None,
+    ) -> None:
+        super().__init__(name, value=value, python_type=python_type, expr=expr)
+
+    def replace(self, *, name: str | None = None) -> IntegerProxy:
+        return IntegerProxy(name, value=self.value, python_type=self.python_type)
+
+
+class FloatProxy(NumberProxy):
+    __slots__ = ()
+    prefix = "f"
+
+    def __init__(self, name: str | None = None, *, value: float, python_type: type = float, expr: C.Expr | None = None) -> None:
+        super().__init__(name, value=value, python_type=float, expr=expr)
+
+    def replace(self, *, name: str | None = None) -> FloatProxy:
+        return FloatProxy(name, value=self.value)
+
+
+class ComplexProxy(NumberProxy):
+    __slots__ = ()
+    prefix = "c"
+
+    def __init__(self, name: str | None = None, *, value: complex, python_type: type = complex, expr: C.Expr | None = None) -> None:
+        super().__init__(name, value=value, python_type=complex, expr=expr)
+
+    def replace(self, *, name: str | None = None) -> ComplexProxy:
+        return ComplexProxy(name, value=self.value)
+
+
+def _number_binary(op: str, reflected: bool) -> Callable[[Any, Any], Any]:
+    def method(self: Any, other: Any) -> Any:
+        if not isinstance(other, (int, float, complex, NumberProxy)):
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        return _NUMBER_OPS[op](a, b)
+
+    return method
+
+
+def _number_unary(op: str) -> Callable[[Any], Any]:
+    def method(self: Any) -> Any:
+        return _NUMBER_OPS[op](self)
+
+    return method
+
+
+_NUMBER_BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift")
+for _op in _NUMBER_BINARY:
+    setattr(NumberProxy, f"__{_op}__", _number_binary(_op, False))
+    setattr(NumberProxy, f"__r{_op}__", _number_binary(_op, True))
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(NumberProxy, f"__{_op}__", _number_binary(_op, False))
+for _op in ("neg", "pos", "abs", "invert"):
+    setattr(NumberProxy, f"__{_op}__", _number_unary(_op))
+NumberProxy.__hash__ = Proxy.__hash__  # type: ignore[method-assign]
+
+
+# Strings and collections --------------------------------------------------------------------
+
+
+class StringProxy(Proxy):
+    """A string input. Its value is known; the prologue checks it (strings steer control flow)."""
+
+    __slots__ = ("value",)
+    prefix = "s"
+
+    def __init__(self, name: str | None = None, *, value: str) -> None:
+        super().__init__(name)
+        self.value = value
+
+    def type_string(self) -> str:
+        return f"str {self.value!r}"
+
+
+class CollectionProxy(Proxy):
+    """A tuple, list or dict input whose items are unpacked in the prologue."""
+
+    __slots__ = ("collection",)
+    prefix = "C"
+
+    def __init__(self, name: str | None = None, *, collection: Any) -> None:
+        super().__init__(name)
+        self.collection = collection
+
+    def type_string(self) -> str:
+        return type(self.collection).__name__
+
+
+def pyval(x: Any) -> Any:
+    """The concrete value of a number (proxy or not)."""
+    return x.value if isinstance(x, NumberProxy) else x
+
+
+def is_proxyable_number(x: Any) -> bool:
+    return isinstance(x, (bool, int, float, complex))

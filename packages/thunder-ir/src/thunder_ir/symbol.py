@@ -1,0 +1,159 @@
+"""Symbols (ops) and bound symbols (one call of an op in a trace).
+
+A ``Symbol`` is one declaration: its name, the module it prints under, its meta function, tags and
+the torch callables it mirrors. Calling it while a trace is recorded runs the meta function (for
+a composite op, the decomposition, whose calls are recorded as the bound symbol's subsymbols) and
+appends a ``BoundSymbol`` to the trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from thunder_ir.proxies import Proxy
+from thunder_ir.pytree import tree_iter
+from thunder_ir.tags import OpTag
+from thunder_ir.tracectx import get_tracectx
+
+__all__ = ["Symbol", "BoundSymbol"]
+
+
+class Symbol:
+    """An op. ``module`` is the name it prints under (``prims``, ``ltorch``, ``torch``...).
+
+    ``meta`` computes the outputs from the inputs (proxies in, proxies out). For a prim it only
+    infers metadata; for a composite op it is the decomposition, written with other symbols.
+    ``torch_names`` are the qualified names of the torch callables the op mirrors
+    (``"torch.add"``, ``"torch.Tensor.add"``); the map from torch callable to symbol is derived
+    from them. ``impl`` is set on executor symbols: the callable that runs it.
+    """
+
+    __slots__ = ("name", "module", "meta", "is_prim", "tags", "torch_names", "impl", "id", "__weakref__")
+
+    def __init__(
+        self,
+        name: str,
+        meta: Callable[..., Any] | None,
+        *,
+        module: str,
+        is_prim: bool = False,
+        tags: Iterable[OpTag] = (),
+        torch_names: Sequence[str] = (),
+        impl: Callable[..., Any] | None = None,
+        id: str | None = None,
+    ) -> None:
+        self.name = name
+        self.module = module
+        self.meta = meta
+        self.is_prim = is_prim
+        self.tags = frozenset(tags)
+        self.torch_names = tuple(torch_names)
+        self.impl = impl
+        self.id = id if id is not None else f"{module}.{name}"
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    def __repr__(self) -> str:
+        return f"<Symbol {self.id}>"
+
+    def bind(self, *args: Any, output: Any, subsymbols: Sequence[BoundSymbol] = (), **kwargs: Any) -> BoundSymbol:
+        """A bound symbol for a call whose output is already known (used by passes)."""
+        return BoundSymbol(self, args, kwargs, output, tuple(subsymbols))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        trace = get_tracectx()
+        if trace is None:
+            if self.impl is not None:
+                return self.impl(*args, **kwargs)
+            raise RuntimeError(
+                f"{self.qualified_name} was called outside of tracing. IR symbols only record; to "
+                "run a trace, hand it to an executor (thunder_executors.transform_for_execution)"
+            )
+        if self.is_prim or self.meta is None:
+            out = self.meta(*args, **kwargs) if self.meta is not None else None
+            subsymbols: tuple[BoundSymbol, ...] = ()
+        else:
+            trace.push_scope()
+            try:
+                out = self.meta(*args, **kwargs)
+            finally:
+                subsymbols = tuple(trace.pop_scope())
+        trace.record(BoundSymbol(self, args, kwargs, out, subsymbols))
+        return out
+
+
+class BoundSymbol:
+    """One call of a symbol: its arguments, output and (for composites) the calls it decomposes into.
+
+    Immutable by convention: passes build new ones with ``replace``.
+    """
+
+    __slots__ = ("sym", "args", "kwargs", "output", "subsymbols", "header", "_flat_args", "_flat_outs")
+
+    def __init__(
+        self,
+        sym: Symbol,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        output: Any,
+        subsymbols: tuple[BoundSymbol, ...] = (),
+        header: str = "",
+    ) -> None:
+        self.sym = sym
+        self.args = tuple(args)
+        self.kwargs = kwargs
+        self.output = output
+        self.subsymbols = subsymbols
+        self.header = header
+        self._flat_args: tuple[Any, ...] | None = None
+        self._flat_outs: tuple[Any, ...] | None = None
+
+    def replace(self, **changes: Any) -> BoundSymbol:
+        values = {
+            "sym": self.sym,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "output": self.output,
+            "subsymbols": self.subsymbols,
+            "header": self.header,
+        }
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise TypeError(f"BoundSymbol.replace got unknown fields {sorted(unknown)}")
+        values.update(changes)
+        return BoundSymbol(**values)
+
+    @property
+    def flat_args(self) -> tuple[Any, ...]:
+        """Every leaf of args and kwargs."""
+        if self._flat_args is None:
+            self._flat_args = (*tree_iter(self.args), *tree_iter(self.kwargs))
+        return self._flat_args
+
+    @property
+    def flat_proxy_args(self) -> tuple[Proxy, ...]:
+        return tuple(a for a in self.flat_args if isinstance(a, Proxy))
+
+    @property
+    def flat_outs(self) -> tuple[Any, ...]:
+        if self._flat_outs is None:
+            self._flat_outs = tuple(tree_iter(self.output))
+        return self._flat_outs
+
+    @property
+    def flat_proxy_outs(self) -> tuple[Proxy, ...]:
+        return tuple(o for o in self.flat_outs if isinstance(o, Proxy))
+
+    def has_tag(self, tag: OpTag) -> bool:
+        return tag in self.sym.tags
+
+    def python(self, indent: int = 0, *, subsymbol_depth: int = 1) -> list[str]:
+        from thunder_ir.codegen import bound_symbol_lines
+
+        return bound_symbol_lines(self, indent, subsymbol_depth)
+
+    def __repr__(self) -> str:
+        return "\n".join(self.python(subsymbol_depth=0))

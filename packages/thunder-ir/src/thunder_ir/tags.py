@@ -1,0 +1,24 @@
+"""Tags on symbols: facts about an op that passes and executors key on."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["OpTag"]
+
+
+class OpTag(enum.Enum):
+    """What an op does, beyond its meta function."""
+
+    ELEMENTWISE = "elementwise"
+    REDUCTION = "reduction"
+    SHAPE_OP = "shape_op"
+    MATMUL = "matmul"
+    IN_PLACE = "in_place"  # mutates an input (copy_ and the in-place variants built on it)
+    VIEW = "view"  # the output always aliases an input
+    MAY_RETURN_VIEW = "may_return_view"  # the output aliases an input for some inputs (reshape)
+    RANDOM = "random"  # consumes RNG state; never CSE'd or constant-folded
+    DONT_DCE = "dont_dce"  # has effects beyond its outputs
+    PROLOGUE = "prologue"  # unpacks or checks inputs in a prologue trace
+    FACTORY = "factory"  # creates a tensor from nothing but numbers
+    RETURN = "return"

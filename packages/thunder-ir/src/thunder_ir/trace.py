@@ -1,0 +1,149 @@
+"""Traces: a Python function's worth of bound symbols, printable and executable."""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from thunder_ir import constraints as C
+from thunder_ir.codegen import Printer, bound_symbol_lines
+from thunder_ir.proxies import Proxy
+from thunder_ir.symbol import BoundSymbol
+
+__all__ = ["Trace", "PassRecord"]
+
+_trace_ids = itertools.count()  # only for unique file names of compiled traces
+
+
+@dataclass(frozen=True, slots=True)
+class PassRecord:
+    """Which pass produced a trace and how long it took."""
+
+    name: str
+    seconds: float
+
+
+class Trace:
+    """A function: inputs (proxies), bound symbols in order, and the constraints the recording
+    relied on. ``python()`` prints it; ``python_callable()`` compiles exactly that text."""
+
+    def __init__(
+        self,
+        fn_name: str = "computation",
+        *,
+        args: Sequence[Proxy] = (),
+        bound_symbols: Iterable[BoundSymbol] = (),
+        names: Iterable[str] = (),
+    ) -> None:
+        self.fn_name = fn_name
+        self.args: tuple[Proxy, ...] = tuple(args)
+        self.bound_symbols: list[BoundSymbol] = list(bound_symbols)
+        self.names: set[str] = set(names)
+        self._counters: dict[str, int] = {}
+        self.scopes: list[list[BoundSymbol]] = [self.bound_symbols]
+        self.constraints: list[C.Expr] = []
+        self.history: tuple[PassRecord, ...] = ()
+        self.docstring: str = ""
+
+    # Names ----------------------------------------------------------------------------------
+
+    def make_name(self, prefix: str) -> str:
+        n = self._counters.get(prefix, 0)
+        while True:
+            name = f"{prefix}{n}"
+            n += 1
+            if name not in self.names:
+                break
+        self._counters[prefix] = n
+        self.names.add(name)
+        return name
+
+    def add_name(self, name: str) -> None:
+        if name in self.names:
+            raise ValueError(f"name {name!r} is already used in this trace")
+        if not name.isidentifier():
+            raise ValueError(f"{name!r} is not a valid Python identifier")
+        self.names.add(name)
+
+    # Recording -------------------------------------------------------------------------------
+
+    def record(self, bsym: BoundSymbol) -> None:
+        self.scopes[-1].append(bsym)
+
+    def push_scope(self) -> None:
+        self.scopes.append([])
+
+    def pop_scope(self) -> list[BoundSymbol]:
+        if len(self.scopes) == 1:
+            raise RuntimeError("pop_scope without a matching push_scope")
+        return self.scopes.pop()
+
+    def add_constraint(self, expr: C.Expr) -> None:
+        self.constraints.append(expr)
+
+    def constraint(self) -> C.Expr:
+        """The simplified conjunction of everything the recording relied on."""
+        return C.conjunction(self.constraints)
+
+    # Deriving traces ------------------------------------------------------------------------
+
+    def derive(self, bound_symbols: Iterable[BoundSymbol], *, pass_name: str, seconds: float = 0.0) -> Trace:
+        """A trace with the same signature, names and constraints and new bound symbols, recording
+        which pass produced it."""
+        t = Trace(self.fn_name, args=self.args, bound_symbols=bound_symbols, names=self.names)
+        t._counters = dict(self._counters)
+        t.constraints = list(self.constraints)
+        t.history = (*self.history, PassRecord(pass_name, seconds))
+        t.docstring = self.docstring
+        return t
+
+    @property
+    def return_value(self) -> Any:
+        from thunder_ir.tags import OpTag
+
+        for bsym in reversed(self.bound_symbols):
+            if OpTag.RETURN in bsym.sym.tags:
+                return bsym.args[0] if bsym.args else None
+        return None
+
+    # Printing and running -------------------------------------------------------------------
+
+    def _source(self, subsymbol_depth: int) -> tuple[str, dict[str, Any]]:
+        printer = Printer()
+        params = ", ".join(a.name for a in self.args)
+        lines = []
+        if self.history:
+            lines.append(f"# produced by: {' -> '.join(r.name for r in self.history)}")
+        lines.append(f"def {self.fn_name}({params}):")
+        if self.docstring:
+            lines.append(f'  """{self.docstring}"""')
+        for a in self.args:
+            lines.append(f'  # {a.name}: "{a.type_string()}"')
+        body_start = len(lines)
+        for bsym in self.bound_symbols:
+            lines.extend(bound_symbol_lines(bsym, 1, subsymbol_depth, printer))
+        if len(lines) == body_start or all(line.lstrip().startswith("#") for line in lines[body_start:]):
+            lines.append("  pass")
+        return "\n".join(lines) + "\n", printer.ctx
+
+    def python(self, *, subsymbol_depth: int = 1) -> str:
+        """The trace as readable Python (subsymbols of composite ops as comments)."""
+        return self._source(subsymbol_depth)[0]
+
+    def python_callable(self, ctx: dict[str, Any] | None = None) -> Callable[..., Any]:
+        """Compiles the printed trace. ``ctx`` adds or overrides global names the code uses."""
+        source, needed = self._source(subsymbol_depth=0)
+        filename = f"<thunder trace {self.fn_name} #{next(_trace_ids)}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        code = compile(source, filename, "exec")
+        globs: dict[str, Any] = {"__builtins__": __builtins__, **needed, **(ctx or {})}
+        exec(code, globs)
+        fn: Callable[..., Any] = globs[self.fn_name]
+        fn.__thunder_source__ = source  # type: ignore[attr-defined]
+        return fn
+
+    def __repr__(self) -> str:
+        return self.python()

@@ -1,0 +1,53 @@
+"""Recording a trace from a Python function written with torch-language ops, given example inputs.
+
+This is the IR's own entry point (tests, hand-built traces, the demo); the jit records through
+the interpreter instead."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from thunder_ir import prims
+from thunder_ir.devices import to_device
+from thunder_ir.dtypes import from_torch_dtype
+from thunder_ir.proxies import Proxy, TensorProxy
+from thunder_ir.pytree import tree_flatten, tree_unflatten
+from thunder_ir.trace import Trace
+from thunder_ir.tracectx import tracectx
+
+__all__ = ["trace_function", "proxy_for_tensor"]
+
+
+def proxy_for_tensor(t: torch.Tensor, name: str | None = None) -> TensorProxy:
+    return TensorProxy(
+        name,
+        shape=tuple(t.shape),
+        dtype=from_torch_dtype(t.dtype),
+        device=to_device(t.device),
+        requires_grad=t.requires_grad,
+    )
+
+
+def trace_function(fn: Callable[..., Any], *args: Any, fn_name: str = "computation", **kwargs: Any) -> Trace:
+    """Records ``fn(*args, **kwargs)``: tensors (also inside lists, tuples and dicts) become the
+    trace's inputs, in order; every other value is a constant of the trace."""
+    trace = Trace(fn_name)
+    with tracectx(trace):
+        leaves, spec = tree_flatten((args, kwargs))
+        inputs: list[Proxy] = []
+        proxied = []
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                p = proxy_for_tensor(leaf)
+                inputs.append(p)
+                proxied.append(p)
+            else:
+                proxied.append(leaf)
+        trace.args = tuple(inputs)
+        pargs, pkwargs = tree_unflatten(proxied, spec)
+        result = fn(*pargs, **pkwargs)
+        prims.python_return(result)
+    return trace

@@ -1,0 +1,31 @@
+"""The interface of a transform. External transforms depend on thunder-ir alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thunder_ir.trace import Trace
+
+__all__ = ["Transform"]
+
+
+class Transform:
+    """A pass over traces, applied by the jit at fixed points of compilation.
+
+    Override what you need; every hook defaults to doing nothing. Each hook returns a new trace
+    (passes are pure: they never mutate their input).
+    """
+
+    def transform_module(self, model: Any) -> None:
+        """Called once with the ``nn.Module`` being compiled, before tracing."""
+
+    def transform_traces_pre_prologue(self, prologue: Trace, computation: Trace, epilogue: Trace | None, **kwargs: Any) -> tuple[Trace, Trace, Trace | None]:
+        """Called on the traces as recorded, before they are optimized."""
+        return prologue, computation, epilogue
+
+    def transform_trace_post_optimization(self, computation: Trace, **kwargs: Any) -> Trace:
+        """Called on the computation after the optimization passes and executor assignment."""
+        return computation
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
