@@ -35,7 +35,15 @@ from typing import Any
 
 import pytest
 
-__all__ = ["Outcome", "Snippet", "assert_ok", "assert_same", "case", "run_cpython", "run_interpreted"]
+__all__ = [
+    "Outcome",
+    "Snippet",
+    "assert_ok",
+    "assert_same",
+    "case",
+    "run_cpython",
+    "run_interpreted",
+]
 
 # How many items of a returned iterator are compared (a snippet returning an endless iterator
 # is compared on its first MAX_ITEMS items).
@@ -68,7 +76,9 @@ class Snippet:
 
     def assert_ok(self) -> None:
         __tracebackhide__ = True
-        assert_ok(self.source, *self.args, _fn=self.fn, _check=self.check, _name=self.name, **self.kwargs)
+        assert_ok(
+            self.source, *self.args, _fn=self.fn, _check=self.check, _name=self.name, **self.kwargs
+        )
 
 
 def case(
@@ -328,7 +338,9 @@ def _differences(expected: Outcome, actual: Outcome) -> list[str]:
     return problems
 
 
-def assert_same(expected: Outcome, actual: Outcome, name: str = "snippet", source: str = "") -> None:
+def assert_same(
+    expected: Outcome, actual: Outcome, name: str = "snippet", source: str = ""
+) -> None:
     __tracebackhide__ = True
     problems = _differences(expected, actual)
     if not problems:

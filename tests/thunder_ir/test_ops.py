@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import torch
-from opinfos import ALL_OPINFOS, OpInfo, SampleInput
 
 import thunder_ir
-from thunder_ir import check_trace, trace_function
+from opinfos import ALL_OPINFOS, OpInfo, SampleInput
 from thunder_executors import transform_for_execution
+from thunder_ir import check_trace, trace_function
 
 CASES = [(oi, dt) for oi in ALL_OPINFOS for dt in oi.dtypes]
 
@@ -68,12 +68,16 @@ def test_op_matches_torch(case: tuple[OpInfo, torch.dtype]) -> None:
                 if oi.compare is not None:
                     oi.compare(got, expected)
                 else:
-                    torch.testing.assert_close(got, expected, equal_nan=True, **_tolerances(oi, dtype))
+                    torch.testing.assert_close(
+                        got, expected, equal_nan=True, **_tolerances(oi, dtype)
+                    )
             except AssertionError as e:
                 raise AssertionError(f"{oi.name} on {sample}:\n{e}\n{extrace.python()}") from None
 
 
-ERROR_CASES = [(oi, i, ei) for oi in ALL_OPINFOS if oi.error_inputs for i, ei in enumerate(oi.error_inputs())]
+ERROR_CASES = [
+    (oi, i, ei) for oi in ALL_OPINFOS if oi.error_inputs for i, ei in enumerate(oi.error_inputs())
+]
 
 
 @pytest.mark.parametrize("case", ERROR_CASES, ids=lambda c: f"{c[0].name}-{c[1]}")
@@ -84,7 +88,9 @@ def test_op_error_inputs(case: Any) -> None:
         oi.ref(*ei.sample.args, **ei.sample.kwargs)
     with pytest.raises(ei.exc_type) as err:
         run_traced(oi, ei.sample)
-    assert re.search(ei.match, str(err.value)), f"message {str(err.value)!r} does not match {ei.match!r}"
+    assert re.search(ei.match, str(err.value)), (
+        f"message {str(err.value)!r} does not match {ei.match!r}"
+    )
     del torch_err
 
 

@@ -72,9 +72,19 @@ class OpInfo:
             self.torch_names = self.op.torch_names
 
 
-def make_tensor(shape: Iterable[int], dtype: torch.dtype, *, requires_grad: bool = False, low: float | None = None, high: float | None = None, noncontiguous: bool = False) -> torch.Tensor:
+def make_tensor(
+    shape: Iterable[int],
+    dtype: torch.dtype,
+    *,
+    requires_grad: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    noncontiguous: bool = False,
+) -> torch.Tensor:
     """A fresh random tensor (torch.testing.make_tensor on CPU)."""
-    t = torch.testing.make_tensor(tuple(shape), dtype=dtype, device="cpu", low=low, high=high, noncontiguous=noncontiguous)
+    t = torch.testing.make_tensor(
+        tuple(shape), dtype=dtype, device="cpu", low=low, high=high, noncontiguous=noncontiguous
+    )
     if requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex):
         t.requires_grad_(True)
     return t

@@ -1,5 +1,43 @@
-"""thunder_interp."""
+"""thunder_interp: a CPython bytecode interpreter in pure Python (3.10 to 3.13).
 
+``interpret(fn)(*args)`` behaves like ``fn(*args)``, with lookasides (replace callables),
+callbacks (hooks on loads, stores and opaque calls), provenance (where values came from) and an
+optional execution history.
+"""
+
+from thunder_interp import ops as _ops  # noqa: F401  (registers the opcode handlers)
 from thunder_interp.__about__ import __version__
+from thunder_interp._api import InterpretedFunction, interpret, provenance_of
+from thunder_interp._callbacks import Callbacks
+from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError
+from thunder_interp._generators import InterpretedCoroutine, InterpretedGenerator
+from thunder_interp._history import HistoryEntry, format_history
+from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._registry import (
+    DEFAULT_OPCODE_TABLE,
+    UNSUPPORTED_OPCODES,
+    OpcodeTable,
+    register_opcode,
+    unsupported_opcodes,
+)
 
-__all__ = ["__version__"]
+__all__ = [
+    "DEFAULT_OPCODE_TABLE",
+    "UNSUPPORTED_OPCODES",
+    "Callbacks",
+    "HistoryEntry",
+    "InterpretedCoroutine",
+    "InterpretedFunction",
+    "InterpretedGenerator",
+    "InterpreterError",
+    "OpcodeTable",
+    "Provenance",
+    "ProvenanceKind",
+    "UnsupportedOpcodeError",
+    "__version__",
+    "format_history",
+    "interpret",
+    "provenance_of",
+    "register_opcode",
+    "unsupported_opcodes",
+]

@@ -95,6 +95,7 @@ class Frame:
         "stack",
         "suspended",
         "yf",
+        "yf_exit",
     )
 
     def __init__(
@@ -124,6 +125,7 @@ class Frame:
         self.blocks: list[tuple[int, int, int]] = []
         self.suspended = False
         self.yf: Any = None
+        self.yf_exit = 0
 
     @property
     def lineno(self) -> int:

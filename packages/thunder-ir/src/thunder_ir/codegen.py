@@ -17,7 +17,7 @@ from thunder_ir.tags import OpTag
 if TYPE_CHECKING:
     from thunder_ir.symbol import BoundSymbol, Symbol
 
-__all__ = ["Printer", "PythonCode", "value_to_python", "bound_symbol_lines", "SymbolNamespace"]
+__all__ = ["Printer", "PythonCode", "SymbolNamespace", "bound_symbol_lines", "value_to_python"]
 
 
 class SymbolNamespace:
@@ -99,7 +99,9 @@ def value_to_python(x: Any, printer: Printer | None = None) -> str:
     if type(x) is list:
         return "[" + ", ".join(value_to_python(v, printer) for v in x) + "]"
     if type(x) is dict:
-        items = (f"{value_to_python(k, printer)}: {value_to_python(v, printer)}" for k, v in x.items())
+        items = (
+            f"{value_to_python(k, printer)}: {value_to_python(v, printer)}" for k, v in x.items()
+        )
         return "{" + ", ".join(items) + "}"
     if isinstance(x, torch.Size):
         return value_to_python(tuple(x), printer)

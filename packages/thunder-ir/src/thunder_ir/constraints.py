@@ -15,15 +15,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
-    "Expr",
-    "Var",
-    "Const",
-    "BinOp",
-    "UnaryOp",
-    "Compare",
     "And",
-    "Or",
+    "BinOp",
+    "Compare",
+    "Const",
+    "Expr",
     "Not",
+    "Or",
+    "UnaryOp",
+    "Var",
     "conjunction",
     "simplify",
 ]
@@ -140,7 +140,7 @@ class Const(Expr):
 
 
 class BinOp(Expr):
-    __slots__ = ("op", "lhs", "rhs")
+    __slots__ = ("lhs", "op", "rhs")
 
     def __init__(self, op: str, lhs: Expr, rhs: Expr) -> None:
         if op not in _BINARY:
@@ -185,7 +185,7 @@ class UnaryOp(Expr):
 
 
 class Compare(Expr):
-    __slots__ = ("op", "lhs", "rhs")
+    __slots__ = ("lhs", "op", "rhs")
 
     def __init__(self, op: str, lhs: Expr, rhs: Expr) -> None:
         if op not in _COMPARE:
@@ -281,7 +281,11 @@ def simplify(e: Expr) -> Expr:
             except (ArithmeticError, ValueError, TypeError):
                 pass
         rebuilt = type(e)(e.op, *kids)  # type: ignore[arg-type]
-        if isinstance(rebuilt, Compare) and isinstance(rebuilt.lhs, Const) and not isinstance(rebuilt.rhs, Const):
+        if (
+            isinstance(rebuilt, Compare)
+            and isinstance(rebuilt.lhs, Const)
+            and not isinstance(rebuilt.rhs, Const)
+        ):
             rebuilt = Compare(_MIRRORED[rebuilt.op], rebuilt.rhs, rebuilt.lhs)
         return rebuilt
     if isinstance(e, Not):

@@ -27,7 +27,11 @@ class Device:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def __repr__(self) -> str:
-        return f'devices.Device("{self}")' if self.index is None else f'devices.Device("{self.type}", {self.index})'
+        return (
+            f'devices.Device("{self}")'
+            if self.index is None
+            else f'devices.Device("{self.type}", {self.index})'
+        )
 
 
 cpu = Device("cpu")

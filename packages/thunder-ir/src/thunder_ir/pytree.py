@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["tree_flatten", "tree_unflatten", "tree_map", "tree_iter"]
+__all__ = ["tree_flatten", "tree_iter", "tree_map", "tree_unflatten"]
 
 # A spec is None for a leaf, or (kind, aux, child_specs).
 Spec = Any

@@ -16,7 +16,7 @@ from thunder_ir.pytree import tree_iter
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx
 
-__all__ = ["Symbol", "BoundSymbol"]
+__all__ = ["BoundSymbol", "Symbol"]
 
 
 class Symbol:
@@ -29,7 +29,17 @@ class Symbol:
     from them. ``impl`` is set on executor symbols: the callable that runs it.
     """
 
-    __slots__ = ("name", "module", "meta", "is_prim", "tags", "torch_names", "impl", "id", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "id",
+        "impl",
+        "is_prim",
+        "meta",
+        "module",
+        "name",
+        "tags",
+        "torch_names",
+    )
 
     def __init__(
         self,
@@ -59,7 +69,9 @@ class Symbol:
     def __repr__(self) -> str:
         return f"<Symbol {self.id}>"
 
-    def bind(self, *args: Any, output: Any, subsymbols: Sequence[BoundSymbol] = (), **kwargs: Any) -> BoundSymbol:
+    def bind(
+        self, *args: Any, output: Any, subsymbols: Sequence[BoundSymbol] = (), **kwargs: Any
+    ) -> BoundSymbol:
         """A bound symbol for a call whose output is already known (used by passes)."""
         return BoundSymbol(self, args, kwargs, output, tuple(subsymbols))
 
@@ -91,7 +103,16 @@ class BoundSymbol:
     Immutable by convention: passes build new ones with ``replace``.
     """
 
-    __slots__ = ("sym", "args", "kwargs", "output", "subsymbols", "header", "_flat_args", "_flat_outs")
+    __slots__ = (
+        "_flat_args",
+        "_flat_outs",
+        "args",
+        "header",
+        "kwargs",
+        "output",
+        "subsymbols",
+        "sym",
+    )
 
     def __init__(
         self,

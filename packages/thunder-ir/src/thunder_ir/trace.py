@@ -13,7 +13,7 @@ from thunder_ir.codegen import Printer, bound_symbol_lines
 from thunder_ir.proxies import Proxy
 from thunder_ir.symbol import BoundSymbol
 
-__all__ = ["Trace", "PassRecord"]
+__all__ = ["PassRecord", "Trace"]
 
 _trace_ids = itertools.count()  # only for unique file names of compiled traces
 
@@ -90,7 +90,9 @@ class Trace:
 
     # Deriving traces ------------------------------------------------------------------------
 
-    def derive(self, bound_symbols: Iterable[BoundSymbol], *, pass_name: str, seconds: float = 0.0) -> Trace:
+    def derive(
+        self, bound_symbols: Iterable[BoundSymbol], *, pass_name: str, seconds: float = 0.0
+    ) -> Trace:
         """A trace with the same signature, names and constraints and new bound symbols, recording
         which pass produced it."""
         t = Trace(self.fn_name, args=self.args, bound_symbols=bound_symbols, names=self.names)
@@ -125,7 +127,9 @@ class Trace:
         body_start = len(lines)
         for bsym in self.bound_symbols:
             lines.extend(bound_symbol_lines(bsym, 1, subsymbol_depth, printer))
-        if len(lines) == body_start or all(line.lstrip().startswith("#") for line in lines[body_start:]):
+        if len(lines) == body_start or all(
+            line.lstrip().startswith("#") for line in lines[body_start:]
+        ):
             lines.append("  pass")
         return "\n".join(lines) + "\n", printer.ctx
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from thunder_ir.trace import Trace
 
-__all__ = ["get_tracectx", "tracectx", "require_tracectx"]
+__all__ = ["get_tracectx", "require_tracectx", "tracectx"]
 
 _current_trace: ContextVar[Trace | None] = ContextVar("thunder_ir_current_trace", default=None)
 

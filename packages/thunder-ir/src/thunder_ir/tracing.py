@@ -18,7 +18,7 @@ from thunder_ir.pytree import tree_flatten, tree_unflatten
 from thunder_ir.trace import Trace
 from thunder_ir.tracectx import tracectx
 
-__all__ = ["trace_function", "proxy_for_tensor"]
+__all__ = ["proxy_for_tensor", "trace_function"]
 
 
 def proxy_for_tensor(t: torch.Tensor, name: str | None = None) -> TensorProxy:
@@ -31,7 +31,9 @@ def proxy_for_tensor(t: torch.Tensor, name: str | None = None) -> TensorProxy:
     )
 
 
-def trace_function(fn: Callable[..., Any], *args: Any, fn_name: str = "computation", **kwargs: Any) -> Trace:
+def trace_function(
+    fn: Callable[..., Any], *args: Any, fn_name: str = "computation", **kwargs: Any
+) -> Trace:
     """Records ``fn(*args, **kwargs)``: tensors (also inside lists, tuples and dicts) become the
     trace's inputs, in order; every other value is a constant of the trace."""
     trace = Trace(fn_name)

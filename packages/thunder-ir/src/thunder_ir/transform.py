@@ -19,7 +19,9 @@ class Transform:
     def transform_module(self, model: Any) -> None:
         """Called once with the ``nn.Module`` being compiled, before tracing."""
 
-    def transform_traces_pre_prologue(self, prologue: Trace, computation: Trace, epilogue: Trace | None, **kwargs: Any) -> tuple[Trace, Trace, Trace | None]:
+    def transform_traces_pre_prologue(
+        self, prologue: Trace, computation: Trace, epilogue: Trace | None, **kwargs: Any
+    ) -> tuple[Trace, Trace, Trace | None]:
         """Called on the traces as recorded, before they are optimized."""
         return prologue, computation, epilogue
 

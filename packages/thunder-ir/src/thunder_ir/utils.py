@@ -9,13 +9,13 @@ from thunder_ir import dtypes
 from thunder_ir.dtypes import DType
 
 __all__ = [
-    "check",
-    "fail",
     "canonicalize_dim",
     "canonicalize_dims",
+    "check",
+    "dtype_of",
+    "fail",
     "promote_types",
     "result_type",
-    "dtype_of",
 ]
 
 
@@ -35,7 +35,9 @@ def canonicalize_dim(ndim: int, dim: int, *, wrap_scalar: bool = True) -> int:
     if not isinstance(dim, int) or isinstance(dim, bool):
         dim = int(dim)
     if not -rank <= dim < rank:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})"
+        )
     return dim + rank if dim < 0 else dim
 
 
@@ -65,7 +67,10 @@ def promote_types(a: DType, b: DType) -> DType:
             return a if a.bytes > b.bytes else b
         if a.kind == "float":
             if a.bytes == 1 or b.bytes == 1:
-                fail(f"Promotion for Float8 Types is not supported, attempted to promote {a.name} and {b.name}", TypeError)
+                fail(
+                    f"Promotion for Float8 Types is not supported, attempted to promote {a.name} and {b.name}",
+                    TypeError,
+                )
             if {a, b} == {dtypes.bfloat16, dtypes.float16}:
                 return dtypes.float32
             return a if a.bytes > b.bytes else b
@@ -74,7 +79,10 @@ def promote_types(a: DType, b: DType) -> DType:
     if hi.kind == "complex" and lo.kind == "float":
         return dtypes.complex128 if lo == dtypes.float64 or hi == dtypes.complex128 else hi
     if hi.kind == "float" and hi.bytes == 1:
-        fail(f"Promotion for Float8 Types is not supported, attempted to promote {a.name} and {b.name}", TypeError)
+        fail(
+            f"Promotion for Float8 Types is not supported, attempted to promote {a.name} and {b.name}",
+            TypeError,
+        )
     return hi
 
 
@@ -93,7 +101,11 @@ def _combine_categories(higher: DType | None, lower: DType | None) -> DType | No
         return higher
     if lower is not None and lower.is_complex:
         if higher is not None and higher.is_float:
-            return dtypes.corresponding_complex_dtype(higher) if higher != dtypes.float64 else dtypes.complex128
+            return (
+                dtypes.corresponding_complex_dtype(higher)
+                if higher != dtypes.float64
+                else dtypes.complex128
+            )
         return lower
     if higher is not None and higher.is_float:
         return higher

@@ -44,7 +44,9 @@ def check_trace(trace: Trace, *, rerun_meta: bool = True) -> None:
             if known is None:
                 raise TraceCheckError(f"{where} uses {p.name} before it is defined")
             if _meta_key(known) != _meta_key(p):
-                raise TraceCheckError(f"{where} uses {p.name} with metadata {p.type_string()}, defined as {known.type_string()}")
+                raise TraceCheckError(
+                    f"{where} uses {p.name} with metadata {p.type_string()}, defined as {known.type_string()}"
+                )
         for p in bsym.flat_proxy_outs:
             if p.name in defined:
                 raise TraceCheckError(f"{where} defines {p.name}, which is already defined")
@@ -64,10 +66,14 @@ def _check_meta(bsym: BoundSymbol, where: str) -> None:
         try:
             out = bsym.sym.meta(*bsym.args, **bsym.kwargs)
         except Exception as e:
-            raise TraceCheckError(f"{where}: its meta function rejects the recorded inputs: {e}") from e
+            raise TraceCheckError(
+                f"{where}: its meta function rejects the recorded inputs: {e}"
+            ) from e
     from thunder_ir.pytree import tree_iter
 
     got = [_meta_key(p) for p in tree_iter(out) if isinstance(p, Proxy)]
     want = [_meta_key(p) for p in bsym.flat_proxy_outs]
     if got != want:
-        raise TraceCheckError(f"{where}: recorded outputs {want} disagree with its meta function {got}")
+        raise TraceCheckError(
+            f"{where}: recorded outputs {want} disagree with its meta function {got}"
+        )

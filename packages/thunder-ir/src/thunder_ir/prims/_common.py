@@ -12,7 +12,15 @@ from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
 
-__all__ = ["ALL_PRIMS", "make_prim", "check_tensor", "check_same_shape", "check_same_device", "check_same_dtype", "check_shape"]
+__all__ = [
+    "ALL_PRIMS",
+    "check_same_device",
+    "check_same_dtype",
+    "check_same_shape",
+    "check_shape",
+    "check_tensor",
+    "make_prim",
+]
 
 # Every prim, by name, in declaration order. Filled at import time only.
 ALL_PRIMS: dict[str, Symbol] = {}
@@ -33,19 +41,30 @@ def make_prim(
 
 
 def check_tensor(x: Any, what: str) -> TensorProxy:
-    check(isinstance(x, TensorProxy), lambda: f"{what}: expected a tensor, got {type(x).__name__}", TypeError)
+    check(
+        isinstance(x, TensorProxy),
+        lambda: f"{what}: expected a tensor, got {type(x).__name__}",
+        TypeError,
+    )
     return x  # type: ignore[no-any-return]
 
 
 def check_shape(shape: Sequence[Any], what: str) -> tuple[int | IntegerProxy, ...]:
-    check(isinstance(shape, (tuple, list)), lambda: f"{what}: expected a shape (tuple of ints), got {shape!r}", TypeError)
+    check(
+        isinstance(shape, (tuple, list)),
+        lambda: f"{what}: expected a shape (tuple of ints), got {shape!r}",
+        TypeError,
+    )
     for s in shape:
         check(
             (isinstance(s, int) and not isinstance(s, bool)) or isinstance(s, IntegerProxy),
             lambda: f"{what}: shape entries must be ints, got {s!r}",
             TypeError,
         )
-        check(not isinstance(s, int) or s >= 0, lambda: f"{what}: negative dimension {s} in shape {tuple(shape)}")
+        check(
+            not isinstance(s, int) or s >= 0,
+            lambda: f"{what}: negative dimension {s} in shape {tuple(shape)}",
+        )
     return tuple(shape)
 
 
@@ -53,7 +72,10 @@ def check_same_shape(tensors: Sequence[TensorProxy], what: str) -> None:
     if tensors:
         s = tensors[0].shape
         for t in tensors[1:]:
-            check(t.shape == s, lambda: f"{what}: expected tensors of the same shape, got {s} and {t.shape}")
+            check(
+                t.shape == s,
+                lambda: f"{what}: expected tensors of the same shape, got {s} and {t.shape}",
+            )
 
 
 def check_same_device(tensors: Sequence[TensorProxy], what: str) -> Device | None:
@@ -61,7 +83,10 @@ def check_same_device(tensors: Sequence[TensorProxy], what: str) -> Device | Non
         return None
     d = tensors[0].device
     for t in tensors[1:]:
-        check(t.device == d, lambda: f"{what}: expected tensors on the same device, got {d} and {t.device}")
+        check(
+            t.device == d,
+            lambda: f"{what}: expected tensors on the same device, got {d} and {t.device}",
+        )
     return d
 
 
@@ -70,7 +95,10 @@ def check_same_dtype(tensors: Sequence[TensorProxy], what: str) -> DType | None:
         return None
     d = tensors[0].dtype
     for t in tensors[1:]:
-        check(t.dtype == d, lambda: f"{what}: expected tensors of the same dtype, got {d.name} and {t.dtype.name}")
+        check(
+            t.dtype == d,
+            lambda: f"{what}: expected tensors of the same dtype, got {d.name} and {t.dtype.name}",
+        )
     return d
 
 

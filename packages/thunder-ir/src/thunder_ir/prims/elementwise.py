@@ -16,8 +16,21 @@ from typing import Any
 from thunder_ir import constraints as C
 from thunder_ir import dtypes
 from thunder_ir.dtypes import DType
-from thunder_ir.prims._common import check_same_device, check_same_dtype, check_same_shape, is_number, make_prim
-from thunder_ir.proxies import ComplexProxy, FloatProxy, IntegerProxy, NumberProxy, TensorProxy, _register_number_op
+from thunder_ir.prims._common import (
+    check_same_device,
+    check_same_dtype,
+    check_same_shape,
+    is_number,
+    make_prim,
+)
+from thunder_ir.proxies import (
+    ComplexProxy,
+    FloatProxy,
+    IntegerProxy,
+    NumberProxy,
+    TensorProxy,
+    _register_number_op,
+)
 from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
@@ -46,12 +59,26 @@ def _value(x: Any) -> Any:
     return x.value if isinstance(x, NumberProxy) else x
 
 
-def _elementwise_meta(name: str, arity: int, out: str, number_fn: Callable[..., Any] | None, expr_fn: Callable[..., C.Expr] | None) -> Callable[..., Any]:
+def _elementwise_meta(
+    name: str,
+    arity: int,
+    out: str,
+    number_fn: Callable[..., Any] | None,
+    expr_fn: Callable[..., C.Expr] | None,
+) -> Callable[..., Any]:
     def meta(*args: Any) -> Any:
-        check(len(args) == arity, lambda: f"prims.{name} takes {arity} inputs, got {len(args)}", TypeError)
+        check(
+            len(args) == arity,
+            lambda: f"prims.{name} takes {arity} inputs, got {len(args)}",
+            TypeError,
+        )
         tensors = [a for a in args if isinstance(a, TensorProxy)]
         for a in args:
-            check(isinstance(a, TensorProxy) or is_number(a), lambda: f"prims.{name}: expected tensors or numbers, got {type(a).__name__}", TypeError)
+            check(
+                isinstance(a, TensorProxy) or is_number(a),
+                lambda: f"prims.{name}: expected tensors or numbers, got {type(a).__name__}",
+                TypeError,
+            )
         if not tensors:
             check(number_fn is not None, lambda: f"prims.{name} does not accept only numbers")
             assert number_fn is not None and expr_fn is not None
@@ -69,7 +96,12 @@ def _elementwise_meta(name: str, arity: int, out: str, number_fn: Callable[..., 
         elif out == REAL:
             out_dtype = dtypes.corresponding_real_dtype(dtype)
         t = tensors[0]
-        return TensorProxy(shape=t.shape, dtype=out_dtype, device=device, requires_grad=any(x.requires_grad for x in tensors))
+        return TensorProxy(
+            shape=t.shape,
+            dtype=out_dtype,
+            device=device,
+            requires_grad=any(x.requires_grad for x in tensors),
+        )
 
     meta.__name__ = f"{name}_meta"
     return meta
@@ -87,7 +119,9 @@ def _compare_expr(op: str) -> Callable[[C.Expr, C.Expr], C.Expr]:
     return lambda a, b: C.Compare(op, a, b)
 
 
-def _num1(fn: Callable[[float], Any], cfn: Callable[[complex], Any] | None = None) -> Callable[[Any], Any]:
+def _num1(
+    fn: Callable[[float], Any], cfn: Callable[[complex], Any] | None = None
+) -> Callable[[Any], Any]:
     def run(x: Any) -> Any:
         if isinstance(x, complex):
             check(cfn is not None, "complex numbers are not supported by this op")
@@ -98,22 +132,40 @@ def _num1(fn: Callable[[float], Any], cfn: Callable[[complex], Any] | None = Non
     return run
 
 
-def _unary(name: str, number_fn: Callable[[Any], Any] | None = None, *, out: str = SAME, expr_op: str | None = None) -> Symbol:
+def _unary(
+    name: str,
+    number_fn: Callable[[Any], Any] | None = None,
+    *,
+    out: str = SAME,
+    expr_op: str | None = None,
+) -> Symbol:
     expr_fn = _unary_expr(expr_op) if expr_op else (_opaque_expr(name) if number_fn else None)
-    return make_prim(name, _elementwise_meta(name, 1, out, number_fn, expr_fn), tags=(OpTag.ELEMENTWISE,))
+    return make_prim(
+        name, _elementwise_meta(name, 1, out, number_fn, expr_fn), tags=(OpTag.ELEMENTWISE,)
+    )
 
 
 def _opaque_expr(name: str) -> Callable[..., C.Expr]:
     # Number functions without an expression form (math.exp) are recorded as constants of the
     # expression language would lose their input: refuse symbolic use instead.
     def fn(*args: C.Expr) -> C.Expr:
-        raise NotImplementedError(f"prims.{name} on a symbolic number is not supported; the value would be specialized")
+        raise NotImplementedError(
+            f"prims.{name} on a symbolic number is not supported; the value would be specialized"
+        )
 
     return fn
 
 
-def _binary(name: str, number_fn: Callable[[Any, Any], Any] | None = None, *, out: str = SAME, expr: Callable[..., C.Expr] | None = None) -> Symbol:
-    return make_prim(name, _elementwise_meta(name, 2, out, number_fn, expr), tags=(OpTag.ELEMENTWISE,))
+def _binary(
+    name: str,
+    number_fn: Callable[[Any, Any], Any] | None = None,
+    *,
+    out: str = SAME,
+    expr: Callable[..., C.Expr] | None = None,
+) -> Symbol:
+    return make_prim(
+        name, _elementwise_meta(name, 2, out, number_fn, expr), tags=(OpTag.ELEMENTWISE,)
+    )
 
 
 def _py_floordiv(a: Any, b: Any) -> Any:
@@ -128,7 +180,9 @@ def _trunc_div(a: Any, b: Any) -> Any:
 
 
 def _sign(x: Any) -> Any:
-    return (x > 0) - (x < 0) if not isinstance(x, float) else math.copysign(1.0, x) if x != 0 else 0.0
+    return (
+        (x > 0) - (x < 0) if not isinstance(x, float) else math.copysign(1.0, x) if x != 0 else 0.0
+    )
 
 
 # Unary
@@ -203,31 +257,54 @@ ge = _binary("ge", operator.ge, out=BOOL, expr=_compare_expr(">="))
 
 
 def _where_meta(pred: Any, a: Any, b: Any) -> Any:
-    check(isinstance(pred, TensorProxy) or isinstance(pred, (bool, NumberProxy)), "prims.where: pred must be a tensor or a bool", TypeError)
+    check(
+        isinstance(pred, (TensorProxy, bool, NumberProxy)),
+        "prims.where: pred must be a tensor or a bool",
+        TypeError,
+    )
     tensors = [x for x in (pred, a, b) if isinstance(x, TensorProxy)]
     check(bool(tensors), "prims.where needs at least one tensor", TypeError)
     check_same_shape(tensors, "prims.where")
     device = check_same_device(tensors, "prims.where")
     if isinstance(pred, TensorProxy):
-        check(pred.dtype == dtypes.bool8, lambda: f"prims.where: pred must be bool, got {pred.dtype.name}", TypeError)
+        check(
+            pred.dtype == dtypes.bool8,
+            lambda: f"prims.where: pred must be bool, got {pred.dtype.name}",
+            TypeError,
+        )
     values = [x for x in (a, b) if isinstance(x, TensorProxy)]
     dtype = check_same_dtype(values, "prims.where")
     if dtype is None:
         from thunder_ir.utils import result_type
 
         dtype = result_type(a, b)
-    return TensorProxy(shape=tensors[0].shape, dtype=dtype, device=device, requires_grad=any(v.requires_grad for v in values))
+    return TensorProxy(
+        shape=tensors[0].shape,
+        dtype=dtype,
+        device=device,
+        requires_grad=any(v.requires_grad for v in values),
+    )
 
 
 where = make_prim("where", _where_meta, tags=(OpTag.ELEMENTWISE,))
 
 
 def _convert_element_type_meta(a: Any, dtype: DType) -> Any:
-    check(isinstance(dtype, DType), lambda: f"prims.convert_element_type: expected a dtype, got {dtype!r}", TypeError)
+    check(
+        isinstance(dtype, DType),
+        lambda: f"prims.convert_element_type: expected a dtype, got {dtype!r}",
+        TypeError,
+    )
     if isinstance(a, TensorProxy):
         rg = a.requires_grad and dtype.is_inexact
         return TensorProxy(shape=a.shape, dtype=dtype, device=a.device, requires_grad=rg)
-    check(is_number(a), lambda: f"prims.convert_element_type: expected a tensor or a number, got {type(a).__name__}", TypeError)
+    check(
+        is_number(a),
+        lambda: (
+            f"prims.convert_element_type: expected a tensor or a number, got {type(a).__name__}"
+        ),
+        TypeError,
+    )
     typ = dtypes.python_type_of(dtype)
     value = typ(_value(a))
     if isinstance(a, NumberProxy):
@@ -238,14 +315,33 @@ def _convert_element_type_meta(a: Any, dtype: DType) -> Any:
     return value
 
 
-convert_element_type = make_prim("convert_element_type", _convert_element_type_meta, tags=(OpTag.ELEMENTWISE,))
+convert_element_type = make_prim(
+    "convert_element_type", _convert_element_type_meta, tags=(OpTag.ELEMENTWISE,)
+)
 
 # NumberProxy operators record these prims.
 for _name, _sym in {
-    "add": add, "sub": sub, "mul": mul, "truediv": div, "floordiv": floor_divide, "mod": remainder,
-    "pow": pow, "and": bitwise_and, "or": bitwise_or, "xor": bitwise_xor, "lshift": shift_left,
-    "rshift": shift_right, "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge, "neg": neg,
-    "abs": abs, "invert": bitwise_not,
+    "add": add,
+    "sub": sub,
+    "mul": mul,
+    "truediv": div,
+    "floordiv": floor_divide,
+    "mod": remainder,
+    "pow": pow,
+    "and": bitwise_and,
+    "or": bitwise_or,
+    "xor": bitwise_xor,
+    "lshift": shift_left,
+    "rshift": shift_right,
+    "eq": eq,
+    "ne": ne,
+    "lt": lt,
+    "le": le,
+    "gt": gt,
+    "ge": ge,
+    "neg": neg,
+    "abs": abs,
+    "invert": bitwise_not,
 }.items():
     _register_number_op(_name, _sym)
 _register_number_op("pos", lambda x: x)

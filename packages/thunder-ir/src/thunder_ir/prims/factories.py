@@ -17,7 +17,9 @@ from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
 
 
-def _check_factory(shape: Sequence[Any], device: Any, dtype: Any, what: str) -> tuple[tuple[Any, ...], Device]:
+def _check_factory(
+    shape: Sequence[Any], device: Any, dtype: Any, what: str
+) -> tuple[tuple[Any, ...], Device]:
     shape = check_shape(shape, what)
     check(isinstance(dtype, DType), lambda: f"{what}: expected a dtype, got {dtype!r}", TypeError)
     return shape, to_device(device)
@@ -25,7 +27,11 @@ def _check_factory(shape: Sequence[Any], device: Any, dtype: Any, what: str) -> 
 
 def _full_meta(shape: Sequence[Any], fill_value: Any, *, device: Any, dtype: DType) -> TensorProxy:
     shape, dev = _check_factory(shape, device, dtype, "prims.full")
-    check(is_number(fill_value), lambda: f"prims.full: fill value must be a number, got {type(fill_value).__name__}", TypeError)
+    check(
+        is_number(fill_value),
+        lambda: f"prims.full: fill value must be a number, got {type(fill_value).__name__}",
+        TypeError,
+    )
     return TensorProxy(shape=shape, dtype=dtype, device=dev)
 
 
@@ -33,7 +39,10 @@ full = make_prim("full", _full_meta, tags=(OpTag.FACTORY,))
 
 
 def _iota_meta(length: Any, *, start: Any, step: Any, device: Any, dtype: DType) -> TensorProxy:
-    check(not isinstance(length, int) or length >= 0, lambda: f"prims.iota: length must be non-negative, got {length}")
+    check(
+        not isinstance(length, int) or length >= 0,
+        lambda: f"prims.iota: length must be non-negative, got {length}",
+    )
     _, dev = _check_factory((), device, dtype, "prims.iota")
     check(step != 0, "prims.iota: step must be non-zero")
     return TensorProxy(shape=(length,), dtype=dtype, device=dev)
@@ -43,9 +52,22 @@ iota = make_prim("iota", _iota_meta, tags=(OpTag.FACTORY,))
 
 
 def _random_meta(name: str) -> Any:
-    def meta(shape: Sequence[Any], a: Any, b: Any, *, device: Any, dtype: DType, seed: Any = None, offset: Any = 0) -> TensorProxy:
+    def meta(
+        shape: Sequence[Any],
+        a: Any,
+        b: Any,
+        *,
+        device: Any,
+        dtype: DType,
+        seed: Any = None,
+        offset: Any = 0,
+    ) -> TensorProxy:
         shape, dev = _check_factory(shape, device, dtype, f"prims.{name}")
-        check(dtype.is_float, lambda: f"prims.{name}: dtype must be floating point, got {dtype.name}", TypeError)
+        check(
+            dtype.is_float,
+            lambda: f"prims.{name}: dtype must be floating point, got {dtype.name}",
+            TypeError,
+        )
         return TensorProxy(shape=shape, dtype=dtype, device=dev)
 
     return meta
@@ -57,9 +79,22 @@ normal = make_prim("normal", _random_meta("normal"), tags=(OpTag.FACTORY, OpTag.
 
 def _copy__meta(src: Any, dst: Any) -> TensorProxy:
     src, dst = check_tensor(src, "prims.copy_"), check_tensor(dst, "prims.copy_")
-    check(src.shape == dst.shape, lambda: f"prims.copy_: shapes differ, {src.shape} and {dst.shape} (broadcast first)")
-    check(src.dtype == dst.dtype, lambda: f"prims.copy_: dtypes differ, {src.dtype.name} and {dst.dtype.name} (convert first)")
-    return TensorProxy(shape=dst.shape, dtype=dst.dtype, device=dst.device, requires_grad=dst.requires_grad or src.requires_grad)
+    check(
+        src.shape == dst.shape,
+        lambda: f"prims.copy_: shapes differ, {src.shape} and {dst.shape} (broadcast first)",
+    )
+    check(
+        src.dtype == dst.dtype,
+        lambda: (
+            f"prims.copy_: dtypes differ, {src.dtype.name} and {dst.dtype.name} (convert first)"
+        ),
+    )
+    return TensorProxy(
+        shape=dst.shape,
+        dtype=dst.dtype,
+        device=dst.device,
+        requires_grad=dst.requires_grad or src.requires_grad,
+    )
 
 
 copy_ = make_prim("copy_", _copy__meta, tags=(OpTag.IN_PLACE, OpTag.DONT_DCE))

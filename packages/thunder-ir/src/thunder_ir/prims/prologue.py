@@ -50,7 +50,11 @@ def _unpack_global(globs: dict[str, Any], name: str) -> Any:
         return globs[name]
     except KeyError:
         try:
-            return globs["__builtins__"][name] if isinstance(globs.get("__builtins__"), dict) else getattr(globs["__builtins__"], name)
+            return (
+                globs["__builtins__"][name]
+                if isinstance(globs.get("__builtins__"), dict)
+                else getattr(globs["__builtins__"], name)
+            )
         except (KeyError, AttributeError):
             return _fail(f"global {name!r} is not defined")
 
@@ -62,11 +66,19 @@ def _unpack_cell(fn: Any, index: int) -> Any:
         return _fail(f"closure cell {index} of {fn!r} is not available")
 
 
-def _check_tensor_metadata(t: Any, shape: tuple[int, ...], device: str, dtype: torch.dtype, requires_grad: bool) -> None:
-    if not (
-        type(t) is torch.Tensor or isinstance(t, torch.Tensor)
-    ) or t.shape != shape or t.dtype is not dtype or t.requires_grad is not requires_grad or str(t.device) != device:
-        _fail(f"tensor metadata changed: expected {device} {dtype}{list(shape)} requires_grad={requires_grad}")
+def _check_tensor_metadata(
+    t: Any, shape: tuple[int, ...], device: str, dtype: torch.dtype, requires_grad: bool
+) -> None:
+    if (
+        not (type(t) is torch.Tensor or isinstance(t, torch.Tensor))
+        or t.shape != shape
+        or t.dtype is not dtype
+        or t.requires_grad is not requires_grad
+        or str(t.device) != device
+    ):
+        _fail(
+            f"tensor metadata changed: expected {device} {dtype}{list(shape)} requires_grad={requires_grad}"
+        )
 
 
 def _check_value(x: Any, value: Any) -> None:
@@ -95,12 +107,16 @@ def _check_constraint(cond: Any, text: str) -> None:
 
 
 _P = (OpTag.PROLOGUE, OpTag.DONT_DCE)
-unpack_sequence = make_prim("unpack_sequence", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_sequence)
+unpack_sequence = make_prim(
+    "unpack_sequence", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_sequence
+)
 unpack_key = make_prim("unpack_key", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_key)
 unpack_attr = make_prim("unpack_attr", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_attr)
 unpack_global = make_prim("unpack_global", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_global)
 unpack_cell = make_prim("unpack_cell", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_cell)
-check_tensor_metadata = make_prim("check_tensor_metadata", _no_meta, tags=_P, impl=_check_tensor_metadata)
+check_tensor_metadata = make_prim(
+    "check_tensor_metadata", _no_meta, tags=_P, impl=_check_tensor_metadata
+)
 check_value = make_prim("check_value", _no_meta, tags=_P, impl=_check_value)
 check_type = make_prim("check_type", _no_meta, tags=_P, impl=_check_type)
 check_len = make_prim("check_len", _no_meta, tags=_P, impl=_check_len)

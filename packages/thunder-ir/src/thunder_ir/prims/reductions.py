@@ -15,7 +15,12 @@ from thunder_ir.utils import canonicalize_dim, canonicalize_dims, check
 def _reduced(a: TensorProxy, dims: Sequence[int], dtype: Any = None) -> TensorProxy:
     shape = [s for i, s in enumerate(a.shape) if i not in dims]
     dtype = dtype if dtype is not None else a.dtype
-    return TensorProxy(shape=shape, dtype=dtype, device=a.device, requires_grad=a.requires_grad and dtype.is_inexact)
+    return TensorProxy(
+        shape=shape,
+        dtype=dtype,
+        device=a.device,
+        requires_grad=a.requires_grad and dtype.is_inexact,
+    )
 
 
 def _reduction_meta(name: str, nonempty: bool) -> Callable[..., TensorProxy]:
@@ -42,7 +47,11 @@ amin = make_prim("amin", _reduction_meta("amin", True), tags=(OpTag.REDUCTION,))
 
 def _var_meta(a: Any, dims: Sequence[int], *, correction: float) -> TensorProxy:
     a = check_tensor(a, "prims.var")
-    check(a.dtype.is_inexact, lambda: f"var: expected a floating point or complex tensor, got {a.dtype.name}", TypeError)
+    check(
+        a.dtype.is_inexact,
+        lambda: f"var: expected a floating point or complex tensor, got {a.dtype.name}",
+        TypeError,
+    )
     ds = canonicalize_dims(a.ndim, tuple(dims))
     return _reduced(a, ds, dtypes.corresponding_real_dtype(a.dtype))
 
@@ -50,7 +59,9 @@ def _var_meta(a: Any, dims: Sequence[int], *, correction: float) -> TensorProxy:
 var = make_prim("var", _var_meta, tags=(OpTag.REDUCTION,))
 
 
-def _var_mean_meta(a: Any, dims: Sequence[int], *, correction: float) -> tuple[TensorProxy, TensorProxy]:
+def _var_mean_meta(
+    a: Any, dims: Sequence[int], *, correction: float
+) -> tuple[TensorProxy, TensorProxy]:
     v = _var_meta(a, dims, correction=correction)
     ds = canonicalize_dims(a.ndim, tuple(dims))
     return v, _reduced(a, ds)
@@ -62,12 +73,24 @@ var_mean = make_prim("var_mean", _var_mean_meta, tags=(OpTag.REDUCTION,))
 def _arg_reduction_meta(name: str) -> Callable[..., TensorProxy]:
     def meta(a: Any, dim: int | None) -> TensorProxy:
         a = check_tensor(a, f"prims.{name}")
-        check(not a.dtype.is_complex, lambda: f"{name}(): complex tensors are not supported", TypeError)
+        check(
+            not a.dtype.is_complex,
+            lambda: f"{name}(): complex tensors are not supported",
+            TypeError,
+        )
         if dim is None:
-            check(a.ndim == 0 or all(not isinstance(s, int) or s > 0 for s in a.shape), lambda: f"{name}(): Expected reduction dim to be specified for input.numel() == 0.", IndexError)
+            check(
+                a.ndim == 0 or all(not isinstance(s, int) or s > 0 for s in a.shape),
+                lambda: f"{name}(): Expected reduction dim to be specified for input.numel() == 0.",
+                IndexError,
+            )
             return TensorProxy(shape=(), dtype=dtypes.int64, device=a.device)
         d = canonicalize_dim(a.ndim, dim)
-        check(a.ndim == 0 or not isinstance(a.shape[d], int) or a.shape[d] > 0, lambda: f"{name}(): Expected reduction dim {d} to have non-zero size.", IndexError)
+        check(
+            a.ndim == 0 or not isinstance(a.shape[d], int) or a.shape[d] > 0,
+            lambda: f"{name}(): Expected reduction dim {d} to have non-zero size.",
+            IndexError,
+        )
         shape = [s for i, s in enumerate(a.shape) if i != d]
         return TensorProxy(shape=shape, dtype=dtypes.int64, device=a.device)
 
@@ -82,7 +105,9 @@ def _cumulative_meta(name: str) -> Callable[..., TensorProxy]:
     def meta(a: Any, dim: int) -> TensorProxy:
         a = check_tensor(a, f"prims.{name}")
         canonicalize_dim(a.ndim, dim)
-        return TensorProxy(shape=a.shape, dtype=a.dtype, device=a.device, requires_grad=a.requires_grad)
+        return TensorProxy(
+            shape=a.shape, dtype=a.dtype, device=a.device, requires_grad=a.requires_grad
+        )
 
     return meta
 

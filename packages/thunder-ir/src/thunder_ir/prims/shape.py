@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from thunder_ir.prims._common import check_same_device, check_same_dtype, check_shape, check_tensor, make_prim
+from thunder_ir.prims._common import (
+    check_same_device,
+    check_same_dtype,
+    check_shape,
+    check_tensor,
+    make_prim,
+)
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import canonicalize_dim, check
@@ -16,21 +22,36 @@ def _same_int(a: Any, b: Any) -> bool:
 
 
 def _out(a: TensorProxy, shape: Sequence[Any]) -> TensorProxy:
-    return TensorProxy(shape=tuple(shape), dtype=a.dtype, device=a.device, requires_grad=a.requires_grad)
+    return TensorProxy(
+        shape=tuple(shape), dtype=a.dtype, device=a.device, requires_grad=a.requires_grad
+    )
 
 
-def _broadcast_in_dim_meta(a: Any, shape: Sequence[Any], broadcast_dimensions: Sequence[int]) -> TensorProxy:
+def _broadcast_in_dim_meta(
+    a: Any, shape: Sequence[Any], broadcast_dimensions: Sequence[int]
+) -> TensorProxy:
     a = check_tensor(a, "prims.broadcast_in_dim")
     shape = check_shape(shape, "prims.broadcast_in_dim")
     bd = tuple(broadcast_dimensions)
-    check(len(bd) == a.ndim, lambda: f"prims.broadcast_in_dim: {a.ndim} broadcast dimensions expected, got {bd}")
-    check(all(0 <= d < len(shape) for d in bd), lambda: f"prims.broadcast_in_dim: broadcast dimensions {bd} out of range for shape {shape}")
-    check(all(x < y for x, y in zip(bd, bd[1:])), lambda: f"prims.broadcast_in_dim: broadcast dimensions {bd} must be increasing")
+    check(
+        len(bd) == a.ndim,
+        lambda: f"prims.broadcast_in_dim: {a.ndim} broadcast dimensions expected, got {bd}",
+    )
+    check(
+        all(0 <= d < len(shape) for d in bd),
+        lambda: f"prims.broadcast_in_dim: broadcast dimensions {bd} out of range for shape {shape}",
+    )
+    check(
+        all(x < y for x, y in zip(bd, bd[1:])),
+        lambda: f"prims.broadcast_in_dim: broadcast dimensions {bd} must be increasing",
+    )
     for i, d in enumerate(bd):
         s = a.shape[i]
         check(
             not isinstance(s, int) or s == 1 or _same_int(s, shape[d]),
-            lambda: f"prims.broadcast_in_dim: dimension {i} of size {s} cannot be broadcast to size {shape[d]}",
+            lambda: (
+                f"prims.broadcast_in_dim: dimension {i} of size {s} cannot be broadcast to size {shape[d]}"
+            ),
         )
     return _out(a, shape)
 
@@ -54,15 +75,28 @@ def _reshape_meta(a: Any, shape: Sequence[Any]) -> TensorProxy:
 reshape = make_prim("reshape", _reshape_meta, tags=(OpTag.SHAPE_OP,))
 
 
-def _slice_meta(a: Any, start_indices: Sequence[int], end_indices: Sequence[int], strides: Sequence[int] | None = None) -> TensorProxy:
+def _slice_meta(
+    a: Any,
+    start_indices: Sequence[int],
+    end_indices: Sequence[int],
+    strides: Sequence[int] | None = None,
+) -> TensorProxy:
     a = check_tensor(a, "prims.slice")
     strides = tuple(strides) if strides is not None else (1,) * a.ndim
-    check(len(start_indices) == len(end_indices) == len(strides) == a.ndim, "prims.slice: one start, end and stride per dimension expected")
+    check(
+        len(start_indices) == len(end_indices) == len(strides) == a.ndim,
+        "prims.slice: one start, end and stride per dimension expected",
+    )
     shape = []
     for size, lo, hi, st in zip(a.shape, start_indices, end_indices, strides):
         check(st >= 1, lambda: f"prims.slice: strides must be positive, got {strides}")
         if isinstance(size, int) and isinstance(lo, int) and isinstance(hi, int):
-            check(0 <= lo <= hi <= size, lambda: f"prims.slice: bounds [{lo}, {hi}) out of range for a dimension of size {size}")
+            check(
+                0 <= lo <= hi <= size,
+                lambda: (
+                    f"prims.slice: bounds [{lo}, {hi}) out of range for a dimension of size {size}"
+                ),
+            )
         shape.append((hi - lo + st - 1) // st)
     return _out(a, shape)
 
@@ -74,7 +108,10 @@ def _squeeze_meta(a: Any, dims: Sequence[int]) -> TensorProxy:
     a = check_tensor(a, "prims.squeeze")
     dims = tuple(canonicalize_dim(a.ndim, d) for d in dims)
     for d in dims:
-        check(not isinstance(a.shape[d], int) or a.shape[d] == 1, lambda: f"prims.squeeze: dimension {d} has size {a.shape[d]}, not 1")
+        check(
+            not isinstance(a.shape[d], int) or a.shape[d] == 1,
+            lambda: f"prims.squeeze: dimension {d} has size {a.shape[d]}, not 1",
+        )
     return _out(a, [s for i, s in enumerate(a.shape) if i not in dims])
 
 
@@ -95,7 +132,10 @@ unsqueeze = make_prim("unsqueeze", _unsqueeze_meta, tags=(OpTag.SHAPE_OP,))
 def _transpose_meta(a: Any, permutation: Sequence[int]) -> TensorProxy:
     a = check_tensor(a, "prims.transpose")
     perm = tuple(permutation)
-    check(sorted(perm) == list(range(a.ndim)), lambda: f"prims.transpose: {perm} is not a permutation of the {a.ndim} dimensions")
+    check(
+        sorted(perm) == list(range(a.ndim)),
+        lambda: f"prims.transpose: {perm} is not a permutation of the {a.ndim} dimensions",
+    )
     return _out(a, [a.shape[p] for p in perm])
 
 
@@ -103,7 +143,11 @@ transpose = make_prim("transpose", _transpose_meta, tags=(OpTag.SHAPE_OP,))
 
 
 def _cat_meta(tensors: Sequence[Any], dim: int) -> TensorProxy:
-    check(isinstance(tensors, (list, tuple)) and len(tensors) > 0, "prims.cat: expected a non-empty list of tensors", TypeError)
+    check(
+        isinstance(tensors, (list, tuple)) and len(tensors) > 0,
+        "prims.cat: expected a non-empty list of tensors",
+        TypeError,
+    )
     ts = [check_tensor(t, "prims.cat") for t in tensors]
     check_same_dtype(ts, "prims.cat")
     check_same_device(ts, "prims.cat")
@@ -111,27 +155,54 @@ def _cat_meta(tensors: Sequence[Any], dim: int) -> TensorProxy:
     dim = canonicalize_dim(nd, dim)
     total: Any = 0
     for t in ts:
-        check(t.ndim == nd, lambda: f"prims.cat: tensors must have the same rank, got {nd} and {t.ndim}")
+        check(
+            t.ndim == nd,
+            lambda: f"prims.cat: tensors must have the same rank, got {nd} and {t.ndim}",
+        )
         for i in range(nd):
             if i != dim:
-                check(_same_int(t.shape[i], ts[0].shape[i]), lambda: f"prims.cat: sizes of tensors must match except in dimension {dim}; got {ts[0].shape} and {t.shape}")
+                check(
+                    _same_int(t.shape[i], ts[0].shape[i]),
+                    lambda: (
+                        f"prims.cat: sizes of tensors must match except in dimension {dim}; got {ts[0].shape} and {t.shape}"
+                    ),
+                )
         total = total + t.shape[dim]
     shape = list(ts[0].shape)
     shape[dim] = total
-    return TensorProxy(shape=shape, dtype=ts[0].dtype, device=ts[0].device, requires_grad=any(t.requires_grad for t in ts))
+    return TensorProxy(
+        shape=shape,
+        dtype=ts[0].dtype,
+        device=ts[0].device,
+        requires_grad=any(t.requires_grad for t in ts),
+    )
 
 
 cat = make_prim("cat", _cat_meta, tags=(OpTag.SHAPE_OP,))
 
 
-def _pad_meta(a: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> TensorProxy:
+def _pad_meta(
+    a: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]
+) -> TensorProxy:
     a = check_tensor(a, "prims.pad")
-    check(len(padding_config) == a.ndim, lambda: f"prims.pad: one (low, high, interior) per dimension expected, got {len(padding_config)} for rank {a.ndim}")
+    check(
+        len(padding_config) == a.ndim,
+        lambda: (
+            f"prims.pad: one (low, high, interior) per dimension expected, got {len(padding_config)} for rank {a.ndim}"
+        ),
+    )
     shape = []
     for size, (lo, hi, interior) in zip(a.shape, padding_config):
         check(interior >= 0, "prims.pad: interior padding must be non-negative")
-        n = lo + hi + size + max(size - 1, 0) * interior if isinstance(size, int) else lo + hi + size + (size - 1) * interior
-        check(not isinstance(n, int) or n >= 0, lambda: f"prims.pad: padding {padding_config} gives a negative size")
+        n = (
+            lo + hi + size + max(size - 1, 0) * interior
+            if isinstance(size, int)
+            else lo + hi + size + (size - 1) * interior
+        )
+        check(
+            not isinstance(n, int) or n >= 0,
+            lambda: f"prims.pad: padding {padding_config} gives a negative size",
+        )
         shape.append(n)
     return _out(a, shape)
 

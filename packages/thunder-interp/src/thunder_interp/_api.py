@@ -1,0 +1,151 @@
+"""The public entry point: :func:`interpret`."""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from thunder_interp._callbacks import Callbacks
+from thunder_interp._history import HistoryEntry, format_history
+from thunder_interp._lookasides import default_lookasides, hooked_lookasides
+from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._registry import DEFAULT_OPCODE_TABLE, OpcodeTable
+from thunder_interp._runtime import CodeCache, Runtime
+
+__all__ = ["InterpretedFunction", "interpret", "provenance_of"]
+
+_CURRENT_RUNTIME: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar(
+    "thunder_interp_runtime", default=None
+)
+
+
+def provenance_of(value: Any) -> Provenance | None:
+    """The provenance record of ``value`` in the interpretation running now (hooks, lookasides).
+
+    ``None`` outside an interpretation, when provenance is off, or when ``value`` has no record.
+    """
+    rt = _CURRENT_RUNTIME.get()
+    return rt.provenance_of(value) if rt is not None else None
+
+
+def _has_hooks(callbacks: Callbacks | None) -> bool:
+    if callbacks is None:
+        return False
+    return any(
+        getattr(callbacks, name) is not None
+        for name in (
+            "load_global",
+            "load_closure_cell",
+            "load_constant",
+            "load_attribute",
+            "store_global",
+            "store_closure_cell",
+            "store_attribute",
+        )
+    )
+
+
+class InterpretedFunction:
+    """``fn`` run by the interpreter; call it like ``fn``.
+
+    After a call, :attr:`history` holds the executed instructions (with ``record_history=True``)
+    and :meth:`provenance_of` answers for values of the last call (with ``provenance=True``).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        lookasides: Mapping[Any, Callable[..., Any]] | None,
+        callbacks: Callbacks | None,
+        provenance: bool,
+        record_history: bool,
+        opcode_table: OpcodeTable | None,
+    ) -> None:
+        self.fn = fn
+        self.callbacks = callbacks
+        self.provenance = provenance
+        self.record_history = record_history
+        hooked = provenance or _has_hooks(callbacks)
+        table: dict[Any, Any] = dict(default_lookasides())
+        if hooked:
+            table.update(hooked_lookasides())
+        if lookasides:
+            table.update(lookasides)
+        self.lookasides: Mapping[Any, Any] = table
+        self._codes = CodeCache(opcode_table if opcode_table is not None else DEFAULT_OPCODE_TABLE, hooked, record_history)
+        self._last: Runtime | None = None
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        rt = Runtime(self._codes, self.lookasides, self.callbacks, self.provenance, self.record_history)
+        self._last = rt
+        if rt.prov is not None:
+            names = _parameter_names(self.fn)
+            for i, value in enumerate(args):
+                name = names[i] if i < len(names) else None
+                rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=name, index=i))
+            for key, value in kwargs.items():
+                rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=key, index=None))
+        token = _CURRENT_RUNTIME.set(rt)
+        try:
+            return rt.call(self.fn, args, kwargs, None)
+        finally:
+            _CURRENT_RUNTIME.reset(token)
+
+    @property
+    def history(self) -> list[HistoryEntry]:
+        """Instructions executed by the last call (empty unless ``record_history=True``)."""
+        return list(self._last.history) if self._last is not None else []
+
+    def format_history(self) -> str:
+        """The last call's history as a readable log."""
+        return format_history(self.history)
+
+    def provenance_of(self, value: Any) -> Provenance | None:
+        """The provenance record of ``value`` in the last call (``None`` if unknown)."""
+        return self._last.provenance_of(value) if self._last is not None else None
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+
+def _parameter_names(fn: Any) -> tuple[str, ...]:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        func = getattr(fn, "__func__", None)
+        code = getattr(func, "__code__", None)
+        if code is not None:
+            return tuple(code.co_varnames[1 : code.co_argcount])
+        return ()
+    return tuple(code.co_varnames[: code.co_argcount])
+
+
+def interpret(
+    fn: Callable[..., Any],
+    *,
+    lookasides: Mapping[Any, Callable[..., Any]] | None = None,
+    callbacks: Callbacks | None = None,
+    provenance: bool = False,
+    record_history: bool = False,
+    opcode_table: OpcodeTable | None = None,
+) -> InterpretedFunction:
+    """Return a callable that runs ``fn``'s bytecode in the interpreter.
+
+    Calling the result behaves like calling ``fn`` (CPython semantics: same result, same
+    exception). Python functions it calls are interpreted too; C functions are called opaquely.
+
+    Args:
+        fn: a Python function, method, ``functools.partial``, class or callable object.
+        lookasides: callables to replace (``{original: replacement}``); a replacement runs
+            natively and may itself call :func:`interpret`. They override the defaults
+            (``super``, ``locals``, ``globals``, ``vars``, ``dir``, ``sys.exc_info``, ...).
+        callbacks: hooks on loads, stores and opaque calls (see :class:`Callbacks`).
+        provenance: keep a record of where values came from (see :class:`Provenance`).
+        record_history: record executed instructions (see :attr:`InterpretedFunction.history`).
+        opcode_table: the handler table to use (defaults to :data:`DEFAULT_OPCODE_TABLE`).
+    """
+    return InterpretedFunction(fn, lookasides, callbacks, provenance, record_history, opcode_table)

@@ -1,0 +1,248 @@
+"""Default lookasides: builtins that need the interpreter's view of the calling frame."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+from collections.abc import Mapping
+from types import CellType, FunctionType, MappingProxyType
+from typing import Any
+
+from thunder_interp._frame import NULL, Frame
+from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._registry import PY_VERSION
+from thunder_interp._runtime import InternalLookaside, Runtime
+
+__all__ = ["default_lookasides", "hooked_lookasides"]
+
+
+def _no_frame(name: str) -> RuntimeError:
+    return RuntimeError(f"{name}() called without an interpreted frame")
+
+
+def _super(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if args or kwargs or f is None:
+        return super(*args, **kwargs)
+    code = f.code
+    if code.co_argcount == 0 and not (code.co_flags & 4):
+        raise RuntimeError("super(): no arguments")
+    first_name = code.co_varnames[0]
+    first = f.lv[0]
+    if isinstance(first, CellType) and first_name in code.co_cellvars:
+        first = first.cell_contents
+    if first is NULL and PY_VERSION < (3, 11) and first_name in code.co_cellvars:
+        cell = f.lv[code.co_nlocals + code.co_cellvars.index(first_name)]
+        first = cell.cell_contents
+    if first is NULL:
+        raise RuntimeError("super(): arg[0] deleted")
+    if "__class__" not in code.co_freevars:
+        raise RuntimeError("super(): __class__ cell not found")
+    index = f.cc.local_names.index("__class__", f.cc.nslots - len(code.co_freevars))
+    try:
+        cls = f.lv[index].cell_contents
+    except ValueError:
+        raise RuntimeError("super(): empty __class__ cell") from None
+    return super(cls, first)
+
+
+def _locals(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if args or kwargs or f is None:
+        return locals(*args, **kwargs)  # raises the CPython error
+    return f.locals_dict()
+
+
+def _globals(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if args or kwargs or f is None:
+        return globals(*args, **kwargs)
+    return f.globals
+
+
+def _vars(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if args or kwargs or f is None:
+        return vars(*args, **kwargs)
+    return f.locals_dict()
+
+
+def _dir(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if args or kwargs or f is None:
+        return dir(*args, **kwargs)
+    return sorted(f.locals_dict())
+
+
+def _exc_info(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if args or kwargs:
+        return sys.exc_info(*args, **kwargs)
+    exc = rt.topmost_handled()
+    if exc is None:
+        return (None, None, None)
+    return (type(exc), exc, exc.__traceback__)
+
+
+def _exception(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if args or kwargs:
+        return sys.exception(*args, **kwargs)  # type: ignore[attr-defined]
+    return rt.topmost_handled()
+
+
+def _exec_or_eval(name: str) -> InternalLookaside:
+    native = getattr(builtins, name)
+
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if f is not None and len(args) == 1 and not kwargs:
+            # Like CPython in a function: the frame's globals and a snapshot of its locals.
+            return native(args[0], f.globals, f.locals_dict())
+        if f is not None and len(args) == 2 and not kwargs and args[1] is not None:
+            return native(*args)
+        return native(*args, **kwargs)
+
+    return InternalLookaside(name, impl)
+
+
+def _build_class(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if len(args) < 2:
+        raise TypeError("__build_class__: not enough arguments")
+    func, name, *bases_list = args
+    if not isinstance(func, FunctionType):
+        raise TypeError("__build_class__: func must be a function")
+    if not isinstance(name, str):
+        raise TypeError("__build_class__: name is not a string")
+    orig_bases = tuple(bases_list)
+    import types
+
+    bases = types.resolve_bases(orig_bases)
+    kwds = dict(kwargs)
+    meta = kwds.pop("metaclass", NULL)
+    is_class = True
+    if meta is NULL:
+        meta = type(bases[0]) if bases else type
+    else:
+        is_class = isinstance(meta, type)
+    if is_class:
+        meta = _calculate_meta(meta, bases)
+    prepare = getattr(meta, "__prepare__", None)
+    ns = prepare(name, bases, **kwds) if prepare is not None else {}
+    if not isinstance(ns, Mapping) and not hasattr(ns, "__getitem__"):
+        meta_name = getattr(meta, "__name__", "<metaclass>")
+        raise TypeError(f"{meta_name}.__prepare__() must return a mapping, not {type(ns).__name__}")
+    cell = rt.run_class_body(func, ns)
+    if bases is not orig_bases and bases != orig_bases:
+        ns["__orig_bases__"] = orig_bases
+    cls = rt.call(meta, (name, bases, ns), kwds, f)
+    if isinstance(cls, type) and isinstance(cell, CellType):
+        try:
+            cell_cls = cell.cell_contents
+        except ValueError:
+            cell_cls = NULL
+        if cell_cls is not cls:
+            if cell_cls is NULL:
+                raise RuntimeError(
+                    f"__class__ not set defining {name!r} as {cls!r}. "
+                    "Was __classcell__ propagated to type.__new__?"
+                )
+            raise TypeError(f"__class__ set to {cell_cls!r} defining {name!r} as {cls!r}")
+    return cls
+
+
+def _calculate_meta(meta: type, bases: tuple[Any, ...]) -> type:
+    winner = meta
+    for base in bases:
+        base_meta = type(base)
+        if issubclass(winner, base_meta):
+            continue
+        if issubclass(base_meta, winner):
+            winner = base_meta
+            continue
+        raise TypeError(
+            "metaclass conflict: the metaclass of a derived class must be a (non-strict) "
+            "subclass of the metaclasses of all its bases"
+        )
+    return winner
+
+
+_MISSING: Any = object()
+
+
+def _getattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs or len(args) not in (2, 3):
+        return getattr(*args, **kwargs)
+    obj, name = args[0], args[1]
+    if len(args) == 3:
+        try:
+            value = getattr(obj, name)
+        except AttributeError:
+            return args[2]
+    else:
+        value = getattr(obj, name)
+    return attribute_loaded(rt, obj, name, value)
+
+
+def attribute_loaded(rt: Runtime, obj: Any, name: str, value: Any) -> Any:
+    """Record provenance and run the ``load_attribute`` hook for ``obj.name -> value``."""
+    prov: Provenance | None = None
+    if rt.prov is not None:
+        parent = rt.provenance_of(obj)
+        if parent is not None:
+            prov = Provenance(ProvenanceKind.ATTRIBUTE, name=name, parent=parent)
+            rt.record(value, prov)
+        else:
+            prov = rt.provenance_of(value)
+    hook = rt.cb_load_attr
+    if hook is not None:
+        value = hook(obj, name, value, prov)
+    return value
+
+
+def _setattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs or len(args) != 3:
+        return setattr(*args, **kwargs)
+    hook = rt.cb_store_attr
+    if hook is not None:
+        hook(args[0], args[1], args[2])
+    return setattr(*args)
+
+
+def _hasattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs or len(args) != 2:
+        return hasattr(*args, **kwargs)
+    try:
+        _getattr(rt, f, args, {})
+    except AttributeError:
+        return False
+    return True
+
+
+def _build_defaults() -> dict[Any, InternalLookaside]:
+    table: dict[Any, InternalLookaside] = {
+        super: InternalLookaside("super", _super),
+        locals: InternalLookaside("locals", _locals),
+        globals: InternalLookaside("globals", _globals),
+        vars: InternalLookaside("vars", _vars),
+        dir: InternalLookaside("dir", _dir),
+        sys.exc_info: InternalLookaside("sys.exc_info", _exc_info),
+        exec: _exec_or_eval("exec"),
+        eval: _exec_or_eval("eval"),
+        builtins.__build_class__: InternalLookaside("__build_class__", _build_class),
+    }
+    if PY_VERSION >= (3, 11):
+        table[sys.exception] = InternalLookaside("sys.exception", _exception)  # type: ignore[attr-defined]
+    return table
+
+
+_DEFAULTS: Mapping[Any, InternalLookaside] = MappingProxyType(_build_defaults())
+_HOOKED: Mapping[Any, InternalLookaside] = MappingProxyType(
+    {
+        getattr: InternalLookaside("getattr", _getattr),
+        setattr: InternalLookaside("setattr", _setattr),
+        hasattr: InternalLookaside("hasattr", _hasattr),
+    }
+)
+
+
+def default_lookasides() -> Mapping[Any, InternalLookaside]:
+    """The lookasides every interpretation starts with (user lookasides override them)."""
+    return _DEFAULTS
+
+
+def hooked_lookasides() -> Mapping[Any, InternalLookaside]:
+    """Extra lookasides active when attribute hooks or provenance are on."""
+    return _HOOKED

@@ -1,0 +1,507 @@
+"""The runtime of one interpretation: call dispatch, frames, the dispatch loop, exceptions.
+
+A :class:`Runtime` is created per call of an interpreted function; everything an interpretation
+mutates lives in it (or in the frames it creates), so two interpretations never share state.
+"""
+
+from __future__ import annotations
+
+import builtins as _builtins
+import functools
+import os
+import sys
+from collections.abc import Callable, Mapping
+from types import CellType, CodeType, FrameType, FunctionType, MethodType, TracebackType
+from typing import Any
+
+from thunder_interp._bytecode import normalize
+from thunder_interp._callbacks import Callbacks
+from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError
+from thunder_interp._frame import NULL, CompiledCode, ExcItem, Frame
+from thunder_interp._history import HistoryEntry
+from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._registry import PY_VERSION, CompileContext, Op, OpcodeTable
+
+__all__ = ["CodeCache", "InternalLookaside", "Runtime", "run_frame"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+CO_GENERATOR = 0x20
+CO_COROUTINE = 0x80
+CO_ITERABLE_COROUTINE = 0x100
+CO_ASYNC_GENERATOR = 0x200
+
+
+class InternalLookaside:
+    """A lookaside implemented by the interpreter; it sees the calling frame."""
+
+    __slots__ = ("impl", "name")
+
+    def __init__(self, name: str, impl: Callable[[Runtime, Frame | None, tuple[Any, ...], dict[str, Any]], Any]) -> None:
+        self.name = name
+        self.impl = impl
+
+
+def _local_names(code: CodeType) -> tuple[str, ...]:
+    if PY_VERSION >= (3, 11):
+        cells = [c for c in code.co_cellvars if c not in code.co_varnames]
+        return tuple(code.co_varnames) + tuple(cells) + tuple(code.co_freevars)
+    return tuple(code.co_varnames) + tuple(code.co_cellvars) + tuple(code.co_freevars)
+
+
+def _unsupported_op(opname: str, filename: str, lineno: int) -> Op:
+    def op(f: Frame) -> int:
+        raise UnsupportedOpcodeError(opname, f.code.co_filename, lineno)
+
+    return op
+
+
+def _traced(op: Op, index: int, opname: str, argrepr: str, lineno: int) -> Op:
+    def traced(f: Frame) -> int:
+        f.rt.history.append(
+            HistoryEntry(f.code.co_filename, f.code.co_name, lineno, index, opname, argrepr, f.rt.depth - 1)
+        )
+        return op(f)
+
+    return traced
+
+
+def compile_code(code: CodeType, table: OpcodeTable, hooked: bool, history: bool) -> CompiledCode:
+    """Compile ``code`` into ops (one closure per instruction)."""
+    normalized = normalize(code)
+    names = _local_names(code)
+    ctx = CompileContext(code, normalized.instructions, hooked, names, code.co_nlocals)
+    ops: list[Op] = []
+    for instr in normalized.instructions:
+        factory = table.get(instr.opname)
+        if factory is None:
+            op = _unsupported_op(instr.opname, code.co_filename, instr.lineno)
+        else:
+            op = factory(instr, ctx)
+        if history:
+            op = _traced(op, instr.index, instr.opname, instr.argrepr, instr.lineno)
+        ops.append(op)
+    return CompiledCode(code, normalized.instructions, normalized.handlers, ops, names)
+
+
+class CodeCache:
+    """Compiled code per code object for one table and mode (owned by an interpreted function)."""
+
+    __slots__ = ("entries", "history", "hooked", "table")
+
+    def __init__(self, table: OpcodeTable, hooked: bool, history: bool) -> None:
+        self.table = table
+        self.hooked = hooked
+        self.history = history
+        self.entries: dict[int, tuple[CodeType, CompiledCode]] = {}
+
+    def get(self, code: CodeType) -> CompiledCode:
+        entry = self.entries.get(id(code))
+        if entry is not None and entry[0] is code:
+            return entry[1]
+        cc = compile_code(code, self.table, self.hooked, self.history)
+        self.entries[id(code)] = (code, cc)
+        return cc
+
+
+def _lookup_type(cls: type, name: str) -> Any:
+    for klass in cls.__mro__:
+        d = klass.__dict__
+        if name in d:
+            return d[name]
+    return NULL
+
+
+def lookup_special(obj: Any, name: str) -> Any:
+    """``_PyObject_LookupSpecial``: look ``name`` up on the type and bind it; NULL if missing."""
+    attr = _lookup_type(type(obj), name)
+    if attr is NULL:
+        return NULL
+    get = getattr(type(attr), "__get__", None)
+    if get is not None:
+        return get(attr, obj, type(obj))
+    return attr
+
+
+def _is_interpreter_frame(frame: FrameType) -> bool:
+    return frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
+def chain_context(exc: BaseException, handled: BaseException | None) -> None:
+    """Implicit exception chaining as ``_PyErr_SetObject`` does it."""
+    if handled is None or handled is exc:
+        return
+    node = handled
+    while True:
+        ctx = node.__context__
+        if ctx is None:
+            break
+        if ctx is exc:
+            node.__context__ = None
+            break
+        node = ctx
+    exc.__context__ = handled
+
+
+class Runtime:
+    """Per-call state of an interpretation."""
+
+    def __init__(
+        self,
+        codes: CodeCache,
+        lookasides: Mapping[Any, Any],
+        callbacks: Callbacks | None,
+        provenance: bool,
+        record_history: bool,
+    ) -> None:
+        self.codes = codes
+        self.lookasides = lookasides
+        self.callbacks = callbacks
+        cb = callbacks if callbacks is not None else Callbacks()
+        self.cb_load_global = cb.load_global
+        self.cb_load_cell = cb.load_closure_cell
+        self.cb_load_const = cb.load_constant
+        self.cb_load_attr = cb.load_attribute
+        self.cb_store_global = cb.store_global
+        self.cb_store_cell = cb.store_closure_cell
+        self.cb_store_attr = cb.store_attribute
+        self.cb_opaque = cb.opaque_call
+        self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
+        self.history: list[HistoryEntry] = []
+        self.record_history = record_history
+        self.depth = 0
+        self.exc_item = ExcItem(sys.exc_info()[1], None)
+        self._stub_frames: dict[int, tuple[CodeType, FrameType]] = {}
+        self._binders: dict[int, tuple[FunctionType, FunctionType]] = {}
+
+    # ------------------------------------------------------------------------------------------
+    # provenance
+
+    def provenance_of(self, value: Any) -> Provenance | None:
+        table = self.prov
+        if table is None:
+            return None
+        entry = table.get(id(value))
+        if entry is not None and entry[0] is value:
+            return entry[1]
+        return None
+
+    def record(self, value: Any, prov: Provenance) -> None:
+        table = self.prov
+        if table is not None:
+            key = id(value)
+            entry = table.get(key)
+            if entry is None or entry[0] is not value:
+                table[key] = (value, prov)
+
+    # ------------------------------------------------------------------------------------------
+    # exceptions
+
+    def topmost_handled(self) -> BaseException | None:
+        item: ExcItem | None = self.exc_item
+        while item is not None:
+            if item.value is not None:
+                return item.value
+            item = item.previous
+        return None
+
+    def _stub_frame(self, code: CodeType, globals_: dict[str, Any]) -> FrameType:
+        entry = self._stub_frames.get(id(code))
+        if entry is not None and entry[0] is code:
+            return entry[1]
+        stub_code = _STUB_CODE.replace(co_name=code.co_name, co_filename=code.co_filename)
+        if PY_VERSION >= (3, 11):
+            stub_code = stub_code.replace(co_qualname=code.co_qualname)
+        stub_globals = {k: globals_[k] for k in ("__name__", "__loader__", "__spec__", "__file__") if k in globals_}
+        stub_globals["_getframe"] = sys._getframe
+        frame: FrameType = FunctionType(stub_code, stub_globals)()
+        self._stub_frames[id(code)] = (code, frame)
+        return frame
+
+    def traceback_for(self, f: Frame, exc: BaseException, pc: int) -> TracebackType | None:
+        """``exc``'s traceback with an entry for ``f`` (user file and line) on top."""
+        tb = exc.__traceback__
+        while tb is not None and _is_interpreter_frame(tb.tb_frame):
+            tb = tb.tb_next
+        lines = f.cc.lines
+        lineno = lines[pc] if 0 <= pc < len(lines) else f.code.co_firstlineno
+        try:
+            frame = self._stub_frame(f.code, f.globals)
+        except Exception:  # pragma: no cover - defensive
+            return exc.__traceback__
+        return TracebackType(tb, frame, -1, lineno)
+
+    def unwind(self, f: Frame, exc: BaseException, pc: int) -> int:
+        """Route ``exc`` (raised at instruction ``pc`` of ``f``) to a handler, or re-raise it."""
+        if isinstance(exc, InterpreterError):
+            f.pc = pc
+            raise exc.with_traceback(self.traceback_for(f, exc, pc))
+        if exc.__context__ is None:
+            chain_context(exc, self.topmost_handled())
+        if PY_VERSION >= (3, 11):
+            handler = f.cc.handlers[pc]
+            if handler is not None:
+                stack = f.stack
+                del stack[handler.depth :]
+                if handler.lasti:
+                    stack.append(pc)
+                stack.append(exc)
+                return handler.target
+        else:
+            target = self._unwind_blocks(f, exc)
+            if target:
+                return target
+        f.pc = pc
+        raise exc.with_traceback(self.traceback_for(f, exc, pc))
+
+    def _unwind_blocks(self, f: Frame, exc: BaseException) -> int:
+        """3.10: pop the block stack until a SETUP_FINALLY block takes the exception."""
+        blocks = f.blocks
+        stack = f.stack
+        while blocks:
+            kind, handler, level = blocks.pop()
+            if kind == BLOCK_EXCEPT_HANDLER:
+                del stack[level + 3 :]
+                stack.pop()  # type
+                value = stack.pop()
+                stack.pop()  # traceback
+                self.exc_item.value = value
+                continue
+            del stack[level:]
+            if kind == BLOCK_FINALLY:
+                blocks.append((BLOCK_EXCEPT_HANDLER, -1, len(stack)))
+                prev = self.exc_item.value
+                stack.append(prev.__traceback__ if prev is not None else None)
+                stack.append(prev)
+                stack.append(type(prev) if prev is not None else None)
+                self.exc_item.value = exc
+                stack.append(exc.__traceback__)
+                stack.append(exc)
+                stack.append(type(exc))
+                return handler
+        return 0
+
+    # ------------------------------------------------------------------------------------------
+    # calls
+
+    def call(self, fn: Any, args: Any, kwargs: dict[str, Any] | None, caller: Frame | None) -> Any:
+        """Call ``fn`` the way interpreted code does: lookasides, then interpret or call opaquely."""
+        try:
+            la = self.lookasides.get(fn)
+        except TypeError:
+            la = None
+        if la is not None:
+            if type(la) is InternalLookaside:
+                return la.impl(self, caller, tuple(args), kwargs or {})
+            return la(*args, **kwargs) if kwargs else la(*args)
+        t = type(fn)
+        if t is FunctionType:
+            return self.call_function(fn, args, kwargs)
+        if t is MethodType:
+            return self.call(fn.__func__, (fn.__self__, *args), kwargs, caller)
+        if t is functools.partial:
+            kw = {**fn.keywords, **kwargs} if kwargs else fn.keywords
+            return self.call(fn.func, (*fn.args, *args), kw, caller)
+        if isinstance(fn, type):
+            return self.instantiate(fn, args, kwargs, caller)
+        if t is staticmethod:
+            return self.call(fn.__func__, args, kwargs, caller)
+        dunder_call = _lookup_type(t, "__call__")
+        if type(dunder_call) is FunctionType:
+            return self.call(dunder_call, (fn, *args), kwargs, caller)
+        return self.opaque_call(fn, args, kwargs)
+
+    def opaque_call(self, fn: Any, args: Any, kwargs: dict[str, Any] | None) -> Any:
+        cb = self.cb_opaque
+        if cb is not None:
+            result = cb(fn, tuple(args), dict(kwargs) if kwargs else {})
+        elif kwargs:
+            result = fn(*args, **kwargs)
+        else:
+            result = fn(*args)
+        if self.prov is not None:
+            name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+            self.record(result, Provenance(ProvenanceKind.OPAQUE_CALL, function=str(name)))
+        return result
+
+    def instantiate(self, cls: type, args: Any, kwargs: dict[str, Any] | None, caller: Frame | None) -> Any:
+        meta = type(cls)
+        if meta is not type:
+            meta_call = _lookup_type(meta, "__call__")
+            if type(meta_call) is FunctionType:
+                return self.call(meta_call, (cls, *args), kwargs, caller)
+        new = _lookup_type(cls, "__new__")
+        if type(new) is staticmethod:
+            new = new.__func__
+        init = _lookup_type(cls, "__init__")
+        if type(new) is not FunctionType and type(init) is not FunctionType:
+            return self.opaque_call(cls, args, kwargs)
+        if type(new) is FunctionType:
+            obj = self.call(new, (cls, *args), kwargs, caller)
+        elif new is object.__new__:
+            obj = object.__new__(cls)
+        else:
+            obj = new(cls, *args, **kwargs) if kwargs else new(cls, *args)
+        if not isinstance(obj, cls):
+            return obj
+        init = _lookup_type(type(obj), "__init__")
+        if type(init) is FunctionType:
+            result = self.call(init, (obj, *args), kwargs, caller)
+        else:
+            result = init(obj, *args, **kwargs) if kwargs else init(obj, *args)
+        if result is not None:
+            raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
+        return obj
+
+    def _binder(self, fn: FunctionType) -> FunctionType:
+        entry = self._binders.get(id(fn))
+        if entry is not None and entry[0] is fn:
+            binder = entry[1]
+            if binder.__defaults__ is fn.__defaults__ and binder.__kwdefaults__ is fn.__kwdefaults__:
+                return binder
+        binder = FunctionType(_binder_code(fn.__code__), {}, fn.__name__, fn.__defaults__, None)
+        binder.__kwdefaults__ = fn.__kwdefaults__
+        binder.__qualname__ = fn.__qualname__
+        self._binders[id(fn)] = (fn, binder)
+        return binder
+
+    def make_frame(self, fn: FunctionType, args: Any, kwargs: dict[str, Any] | None) -> Frame:
+        code = fn.__code__
+        cc = self.codes.get(code)
+        if not kwargs and cc.is_simple and len(args) == cc.argcount:
+            lv = [*args, *cc.padding]
+        else:
+            values = self._binder(fn)(*args, **kwargs) if kwargs else self._binder(fn)(*args)
+            lv = [*values, *([NULL] * (cc.nslots - len(values)))]
+        f = Frame(self, cc, code, lv, fn.__globals__, fn.__builtins__, fn)
+        if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
+            _setup_cells_310(f, fn)
+        return f
+
+    def call_function(self, fn: FunctionType, args: Any, kwargs: dict[str, Any] | None) -> Any:
+        f = self.make_frame(fn, args, kwargs)
+        flags = f.cc.flags
+        if flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
+            return self.make_generator(f, flags)
+        self.depth += 1
+        try:
+            run_frame(f)
+        finally:
+            self.depth -= 1
+        return f.retval
+
+    def make_generator(self, f: Frame, flags: int) -> Any:
+        from thunder_interp._generators import InterpretedCoroutine, InterpretedGenerator
+
+        if flags & CO_ASYNC_GENERATOR:
+            raise UnsupportedOpcodeError(
+                "ASYNC_GENERATOR", f.code.co_filename, f.code.co_firstlineno, "async generators are not supported"
+            )
+        if PY_VERSION >= (3, 11):
+            # Run the preamble (MAKE_CELL, COPY_FREE_VARS) up to RETURN_GENERATOR.
+            run_frame(f)
+        if flags & CO_COROUTINE:
+            return InterpretedCoroutine(f)
+        return InterpretedGenerator(f)
+
+    def run_class_body(self, fn: FunctionType, namespace: Any) -> Any:
+        code = fn.__code__
+        cc = self.codes.get(code)
+        lv = [NULL] * cc.nslots
+        f = Frame(self, cc, code, lv, fn.__globals__, fn.__builtins__, fn, namespace)
+        if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
+            _setup_cells_310(f, fn)
+        self.depth += 1
+        try:
+            run_frame(f)
+        finally:
+            self.depth -= 1
+        return f.retval
+
+
+BLOCK_FINALLY = 1
+BLOCK_EXCEPT_HANDLER = 2
+
+
+def _setup_cells_310(f: Frame, fn: FunctionType) -> None:
+    code = f.code
+    nlocals = code.co_nlocals
+    lv = f.lv
+    argnames = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 4) + bool(code.co_flags & 8)]
+    for i, name in enumerate(code.co_cellvars):
+        if name in argnames:
+            j = code.co_varnames.index(name)
+            lv[nlocals + i] = CellType(lv[j])
+            lv[j] = NULL
+        else:
+            lv[nlocals + i] = CellType()
+    base = nlocals + len(code.co_cellvars)
+    for i, cell in enumerate(fn.__closure__ or ()):
+        lv[base + i] = cell
+
+
+def _make_stub_code() -> CodeType:
+    source = "def stub():\n    return _getframe()\n"
+    module = compile(source, "<thunder_interp stub>", "exec")
+    for const in module.co_consts:
+        if isinstance(const, CodeType):
+            return const
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_STUB_CODE = _make_stub_code()
+
+
+def _binder_code(code: CodeType) -> CodeType:
+    return _binder_code_cached(code)
+
+
+@functools.lru_cache(maxsize=1024)
+def _binder_code_cached(code: CodeType) -> CodeType:
+    nargs = code.co_argcount
+    nkw = code.co_kwonlyargcount
+    varargs = bool(code.co_flags & 4)
+    varkw = bool(code.co_flags & 8)
+    total = nargs + nkw + varargs + varkw
+    names = [n if n.isidentifier() else f"_p{i}" for i, n in enumerate(code.co_varnames[:total])]
+    params: list[str] = []
+    for i in range(nargs):
+        params.append(names[i])
+        if i + 1 == code.co_posonlyargcount:
+            params.append("/")
+    pos = nargs
+    if varargs:
+        params.append("*" + names[nargs + nkw])
+    elif nkw:
+        params.append("*")
+    params.extend(names[pos : pos + nkw])
+    if varkw:
+        params.append("**" + names[nargs + nkw + varargs])
+    body = ", ".join(names) + ("," if len(names) == 1 else "")
+    source = f"def binder({', '.join(params)}):\n    return ({body})\n"
+    module = compile(source, code.co_filename, "exec")
+    for const in module.co_consts:
+        if isinstance(const, CodeType):
+            binder = const.replace(co_name=code.co_name)
+            if PY_VERSION >= (3, 11):
+                binder = binder.replace(co_qualname=code.co_qualname)
+            return binder
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def run_frame(f: Frame, exc: BaseException | None = None) -> None:
+    """Run ``f`` from ``f.pc`` until it returns, yields, or raises (``exc``: thrown in first)."""
+    ops = f.ops
+    pc = f.pc
+    if exc is not None:
+        pc = f.rt.unwind(f, exc, pc)
+    while True:
+        try:
+            while pc:
+                pc = ops[pc](f)
+            return
+        except BaseException as e:
+            pc = f.rt.unwind(f, e, pc)
+
+
+_ = _builtins

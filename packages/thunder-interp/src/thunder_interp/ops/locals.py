@@ -1,0 +1,456 @@
+"""Stack shuffling, fast locals, constants and closure cells."""
+
+from __future__ import annotations
+
+from types import CellType
+from typing import Any
+
+from thunder_interp._bytecode import Instruction
+from thunder_interp._frame import NULL, Frame
+from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp.ops._common import unbound_free, unbound_local
+
+# -- no-ops and stack shuffling -----------------------------------------------------------------
+
+
+@register_opcode("NOP", "RESUME", "EXTENDED_ARG")
+@register_opcode("PRECALL", min_version=(3, 11), max_version=(3, 11))
+def nop(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+
+    def op(f: Frame) -> int:
+        return nxt
+
+    return op
+
+
+@register_opcode("POP_TOP")
+def pop_top(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+
+    def op(f: Frame) -> int:
+        f.stack.pop()
+        return nxt
+
+    return op
+
+
+@register_opcode("PUSH_NULL", min_version=(3, 11))
+def push_null(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+
+    def op(f: Frame) -> int:
+        f.stack.append(NULL)
+        return nxt
+
+    return op
+
+
+@register_opcode("COPY", min_version=(3, 11))
+def copy(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    n = -ins.arg
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        st.append(st[n])
+        return nxt
+
+    return op
+
+
+@register_opcode("SWAP", min_version=(3, 11))
+def swap(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    n = -ins.arg
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        st[-1], st[n] = st[n], st[-1]
+        return nxt
+
+    return op
+
+
+def _rot(ins: Instruction, n: int) -> Op:
+    nxt = ins.index + 1
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        st.insert(-n + 1 if n > 1 else len(st), st.pop())
+        return nxt
+
+    return op
+
+
+@register_opcode("ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N", max_version=(3, 10))
+def rot(ins: Instruction, ctx: CompileContext) -> Op:
+    n = {"ROT_TWO": 2, "ROT_THREE": 3, "ROT_FOUR": 4}.get(ins.opname, ins.arg)
+    return _rot(ins, n)
+
+
+@register_opcode("DUP_TOP", max_version=(3, 10))
+def dup_top(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        st.append(st[-1])
+        return nxt
+
+    return op
+
+
+@register_opcode("DUP_TOP_TWO", max_version=(3, 10))
+def dup_top_two(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        st.extend(st[-2:])
+        return nxt
+
+    return op
+
+
+# -- fast locals ----------------------------------------------------------------------------------
+
+
+@register_opcode("LOAD_FAST", "LOAD_FAST_CHECK")
+def load_fast(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = ins.arg
+    name = ctx.local_names[i]
+    if PY_VERSION >= (3, 12) and ins.opname == "LOAD_FAST":
+        # The compiler guarantees the local is bound.
+        def op(f: Frame) -> int:
+            f.stack.append(f.lv[i])
+            return nxt
+
+        return op
+
+    def op_checked(f: Frame) -> int:
+        v = f.lv[i]
+        if v is NULL:
+            raise unbound_local(name)
+        f.stack.append(v)
+        return nxt
+
+    return op_checked
+
+
+@register_opcode("LOAD_FAST_AND_CLEAR", min_version=(3, 12))
+def load_fast_and_clear(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = ins.arg
+
+    def op(f: Frame) -> int:
+        lv = f.lv
+        f.stack.append(lv[i])
+        lv[i] = NULL
+        return nxt
+
+    return op
+
+
+@register_opcode("LOAD_FAST_LOAD_FAST", min_version=(3, 13))
+def load_fast_load_fast(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i, j = ins.arg >> 4, ins.arg & 15
+
+    def op(f: Frame) -> int:
+        lv = f.lv
+        f.stack += (lv[i], lv[j])
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_FAST")
+def store_fast(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = ins.arg
+
+    def op(f: Frame) -> int:
+        f.lv[i] = f.stack.pop()
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_FAST_LOAD_FAST", min_version=(3, 13))
+def store_fast_load_fast(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i, j = ins.arg >> 4, ins.arg & 15
+
+    def op(f: Frame) -> int:
+        lv = f.lv
+        st = f.stack
+        lv[i] = st[-1]
+        st[-1] = lv[j]
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_FAST_STORE_FAST", min_version=(3, 13))
+def store_fast_store_fast(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i, j = ins.arg >> 4, ins.arg & 15
+
+    def op(f: Frame) -> int:
+        lv = f.lv
+        st = f.stack
+        lv[i] = st.pop()
+        lv[j] = st.pop()
+        return nxt
+
+    return op
+
+
+@register_opcode("DELETE_FAST")
+def delete_fast(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = ins.arg
+    name = ctx.local_names[i]
+
+    def op(f: Frame) -> int:
+        if f.lv[i] is NULL:
+            raise unbound_local(name)
+        f.lv[i] = NULL
+        return nxt
+
+    return op
+
+
+# -- constants -------------------------------------------------------------------------------------
+
+
+def load_constant_hooked(f: Frame, value: Any) -> Any:
+    rt = f.rt
+    prov = None
+    if rt.prov is not None:
+        prov = rt.provenance_of(value)
+        if prov is None:
+            prov = Provenance(ProvenanceKind.CONSTANT, index=value)
+            rt.record(value, prov)
+    hook = rt.cb_load_const
+    if hook is not None:
+        new = hook(value, prov)
+        if new is not value and prov is not None:
+            rt.record(new, prov)
+        return new
+    return value
+
+
+@register_opcode("LOAD_CONST")
+def load_const(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    value = ctx.code.co_consts[ins.arg]
+    if ctx.hooked:
+
+        def op_hooked(f: Frame) -> int:
+            f.stack.append(load_constant_hooked(f, value))
+            return nxt
+
+        return op_hooked
+
+    def op(f: Frame) -> int:
+        f.stack.append(value)
+        return nxt
+
+    return op
+
+
+@register_opcode("RETURN_CONST", min_version=(3, 12))
+def return_const(ins: Instruction, ctx: CompileContext) -> Op:
+    value = ctx.code.co_consts[ins.arg]
+    if ctx.hooked:
+
+        def op_hooked(f: Frame) -> int:
+            f.retval = load_constant_hooked(f, value)
+            return 0
+
+        return op_hooked
+
+    def op(f: Frame) -> int:
+        f.retval = value
+        return 0
+
+    return op
+
+
+@register_opcode("RETURN_VALUE")
+def return_value(ins: Instruction, ctx: CompileContext) -> Op:
+    def op(f: Frame) -> int:
+        f.retval = f.stack.pop()
+        return 0
+
+    return op
+
+
+# -- cells -----------------------------------------------------------------------------------------
+
+
+def _cell_index(ins: Instruction, ctx: CompileContext) -> int:
+    """Index of a cell/free variable in the frame's local slots."""
+    if PY_VERSION >= (3, 11):
+        return ins.arg
+    return ctx.nlocals + ins.arg
+
+
+def _is_free(ctx: CompileContext, index: int) -> bool:
+    return index >= len(ctx.local_names) - len(ctx.code.co_freevars)
+
+
+@register_opcode("MAKE_CELL", min_version=(3, 11))
+def make_cell(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = ins.arg
+
+    def op(f: Frame) -> int:
+        lv = f.lv
+        v = lv[i]
+        lv[i] = CellType() if v is NULL else CellType(v)
+        return nxt
+
+    return op
+
+
+@register_opcode("COPY_FREE_VARS", min_version=(3, 11))
+def copy_free_vars(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    n = ins.arg
+
+    def op(f: Frame) -> int:
+        fn = f.fn
+        closure = fn.__closure__ if fn is not None else None
+        if closure is not None:
+            f.lv[-n:] = closure
+        return nxt
+
+    return op
+
+
+def _cell_get(f: Frame, i: int, name: str, free: bool) -> Any:
+    try:
+        return f.lv[i].cell_contents
+    except ValueError:
+        pass
+    raise unbound_free(name) if free else unbound_local(name)
+
+
+def _load_cell_hooked(f: Frame, name: str, value: Any) -> Any:
+    rt = f.rt
+    prov = None
+    if rt.prov is not None:
+        prov = Provenance(
+            ProvenanceKind.CLOSURE_CELL, name=name, function=getattr(f.code, "co_qualname", f.code.co_name)
+        )
+        rt.record(value, prov)
+    hook = rt.cb_load_cell
+    if hook is not None:
+        new = hook(name, value, f.code, prov)
+        if new is not value and prov is not None:
+            rt.record(new, prov)
+        return new
+    return value
+
+
+@register_opcode("LOAD_DEREF")
+def load_deref(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = _cell_index(ins, ctx)
+    name = ctx.local_names[i]
+    free = _is_free(ctx, i)
+    hooked = ctx.hooked
+
+    def op(f: Frame) -> int:
+        try:
+            v = f.lv[i].cell_contents
+        except ValueError:
+            v = NULL
+        if v is NULL:
+            v = _cell_get(f, i, name, free)
+        if hooked:
+            v = _load_cell_hooked(f, name, v)
+        f.stack.append(v)
+        return nxt
+
+    return op
+
+
+@register_opcode("LOAD_CLASSDEREF", max_version=(3, 11))
+@register_opcode("LOAD_FROM_DICT_OR_DEREF", min_version=(3, 12))
+def load_classderef(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = _cell_index(ins, ctx)
+    name = ctx.local_names[i]
+    from_stack = ins.opname == "LOAD_FROM_DICT_OR_DEREF"
+
+    def op(f: Frame) -> int:
+        mapping = f.stack.pop() if from_stack else f.names
+        if mapping is not None:
+            try:
+                f.stack.append(mapping[name])
+                return nxt
+            except KeyError:
+                pass
+        v = _cell_get(f, i, name, True)
+        if ctx.hooked:
+            v = _load_cell_hooked(f, name, v)
+        f.stack.append(v)
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_DEREF")
+def store_deref(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = _cell_index(ins, ctx)
+    name = ctx.local_names[i]
+    hooked = ctx.hooked
+
+    def op(f: Frame) -> int:
+        v = f.stack.pop()
+        if hooked:
+            hook = f.rt.cb_store_cell
+            if hook is not None:
+                hook(name, v, f.code)
+        f.lv[i].cell_contents = v
+        return nxt
+
+    return op
+
+
+@register_opcode("DELETE_DEREF")
+def delete_deref(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = _cell_index(ins, ctx)
+    name = ctx.local_names[i]
+    free = _is_free(ctx, i)
+
+    def op(f: Frame) -> int:
+        cell = f.lv[i]
+        try:
+            del cell.cell_contents
+            return nxt
+        except ValueError:
+            pass
+        raise unbound_free(name) if free else unbound_local(name)
+
+    return op
+
+
+@register_opcode("LOAD_CLOSURE", max_version=(3, 12))
+def load_closure(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ins.index + 1
+    i = _cell_index(ins, ctx)
+
+    def op(f: Frame) -> int:
+        f.stack.append(f.lv[i])
+        return nxt
+
+    return op

@@ -1,0 +1,58 @@
+"""The constraint language: printing, evaluation, and simplification that preserves meaning."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from thunder_ir import constraints as C
+
+x, y = C.Var("x"), C.Var("y")
+
+
+def test_simplify_merges_bounds() -> None:
+    e = C.conjunction([C.Compare(">", x, C.Const(5)), C.Compare(">", x, C.Const(3))])
+    assert e.python() == "(x > 5)"
+
+
+def test_simplify_detects_contradictions_and_tautologies() -> None:
+    assert C.conjunction([C.Compare(">", x, C.Const(5)), C.Compare("<", x, C.Const(3))]) == C.Const(False)
+    assert C.simplify(C.Or([C.Compare(">", x, C.Const(5)), C.Const(True)])) == C.Const(True)
+    assert C.conjunction([]) == C.Const(True)
+
+
+def test_simplify_removes_double_negation_and_flips_constants_left() -> None:
+    assert C.simplify(C.Not(C.Not(C.Compare("<", x, y)))) == C.Compare("<", x, y)
+    assert C.simplify(C.Compare("<", C.Const(3), x)) == C.Compare(">", x, C.Const(3))
+    assert C.simplify(C.Not(C.Compare("<", x, C.Const(3)))) == C.Compare(">=", x, C.Const(3))
+
+
+def test_equality_absorbs_compatible_bounds() -> None:
+    e = C.conjunction([C.Compare("==", x, C.Const(4)), C.Compare(">", x, C.Const(3)), C.Compare("!=", x, C.Const(9))])
+    assert e.python() == "(x == 4)"
+
+
+def test_prints_python_that_evaluates_the_same() -> None:
+    e = C.And([C.Compare(">=", C.BinOp("*", x, C.Const(2)), y), C.Not(C.Compare("==", C.BinOp("%", y, C.Const(3)), C.Const(0)))])
+    env = {"x": 5, "y": 7}
+    assert eval(e.python(), {}, env) == e.evaluate(env)
+
+
+_ops = ["<", "<=", ">", ">=", "==", "!="]
+atoms = st.builds(lambda op, v, var: C.Compare(op, C.Var(var), C.Const(v)), st.sampled_from(_ops), st.integers(-5, 5), st.sampled_from(["x", "y"]))
+exprs = st.recursive(
+    atoms,
+    lambda inner: st.one_of(
+        st.builds(lambda ts: C.And(ts), st.lists(inner, min_size=1, max_size=4)),
+        st.builds(lambda ts: C.Or(ts), st.lists(inner, min_size=1, max_size=4)),
+        st.builds(C.Not, inner),
+    ),
+    max_leaves=10,
+)
+
+
+@given(exprs, st.integers(-7, 7), st.integers(-7, 7))
+def test_simplify_preserves_meaning(e: C.Expr, xv: int, yv: int) -> None:
+    env = {"x": xv, "y": yv}
+    assert bool(C.simplify(e).evaluate(env)) == bool(e.evaluate(env))
+    assert bool(eval(C.simplify(e).python(), {}, env)) == bool(e.evaluate(env))
