@@ -1,8 +1,17 @@
 """Shared pytest configuration. Must not import torch: the interpreter tests run without it."""
 
 import os
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+
+# Test folders hold helper modules (conformance, opinfos, strategies) that their tests import by
+# name; tests are collected in importlib mode, so the folders go on the path here. Helper module
+# names are unique across folders.
+_here = Path(__file__).parent
+for _folder in sorted(p for p in _here.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+    sys.path.insert(0, str(_folder))
 
 settings.register_profile(
     "ci",

@@ -502,6 +502,75 @@ TRY = [
         """,
     ),
     case(
+        "traceback_points_to_user_line",
+        """
+        import traceback
+        def f():
+            def inner():
+                x = 1
+                raise ValueError("here")
+            try:
+                inner()
+            except ValueError as e:
+                last = traceback.extract_tb(e.__traceback__)[-1]
+                return last.name, last.lineno - inner.__code__.co_firstlineno, last.line
+        """,
+    ),
+    case(
+        "getattr_fallback_error_escapes_without_context",
+        """
+        def f():
+            class P:
+                def __getattr__(self, name):
+                    raise AttributeError("no " + name)
+            return P().thing
+        """,
+    ),
+    case(
+        "missing_dunder_escapes_without_context",
+        """
+        def f():
+            class D(dict):
+                def __missing__(self, key):
+                    raise LookupError("missing " + repr(key))
+            return D()["k"]
+        """,
+    ),
+    case(
+        "name_error_inside_handler_has_context",
+        """
+        def f():
+            try:
+                raise KeyError("first")
+            except KeyError:
+                return not_defined_anywhere
+        """,
+    ),
+    case(
+        "builtin_name_lookup_no_context",
+        """
+        def f():
+            try:
+                return undefined_builtin_like_name
+            except NameError as e:
+                return e.__context__, e.__cause__, str(e)
+        """,
+    ),
+    case(
+        "exception_in_generator_has_context_of_handler",
+        """
+        def f():
+            def gen():
+                try:
+                    yield 1
+                    raise KeyError("in gen")
+                except KeyError:
+                    yield 2
+                    raise ValueError("second")
+            return list(gen())
+        """,
+    ),
+    case(
         "systemexit_is_catchable",
         """
         import sys

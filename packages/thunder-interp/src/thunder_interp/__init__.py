@@ -10,7 +10,6 @@ from thunder_interp.__about__ import __version__
 from thunder_interp._api import InterpretedFunction, interpret, provenance_of
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError
-from thunder_interp._generators import InterpretedCoroutine, InterpretedGenerator
 from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import (
@@ -26,9 +25,7 @@ __all__ = [
     "UNSUPPORTED_OPCODES",
     "Callbacks",
     "HistoryEntry",
-    "InterpretedCoroutine",
     "InterpretedFunction",
-    "InterpretedGenerator",
     "InterpreterError",
     "OpcodeTable",
     "Provenance",

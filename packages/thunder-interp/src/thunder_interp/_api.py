@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._lookasides import default_lookasides, hooked_lookasides
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import DEFAULT_OPCODE_TABLE, OpcodeTable
-from thunder_interp._runtime import CodeCache, Runtime
+from thunder_interp._runtime import CodeCache, Runtime, strip_interpreter_frames
 
 __all__ = ["InterpretedFunction", "interpret", "provenance_of"]
 
@@ -74,12 +75,18 @@ class InterpretedFunction:
         if lookasides:
             table.update(lookasides)
         self.lookasides: Mapping[Any, Any] = table
-        self._codes = CodeCache(opcode_table if opcode_table is not None else DEFAULT_OPCODE_TABLE, hooked, record_history)
+        self._codes = CodeCache(
+            opcode_table if opcode_table is not None else DEFAULT_OPCODE_TABLE,
+            hooked,
+            record_history,
+        )
         self._last: Runtime | None = None
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        rt = Runtime(self._codes, self.lookasides, self.callbacks, self.provenance, self.record_history)
+        rt = Runtime(
+            self._codes, self.lookasides, self.callbacks, self.provenance, self.record_history
+        )
         self._last = rt
         if rt.prov is not None:
             names = _parameter_names(self.fn)
@@ -88,11 +95,22 @@ class InterpretedFunction:
                 rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=name, index=i))
             for key, value in kwargs.items():
                 rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=key, index=None))
+        limit = sys.getrecursionlimit()
+        native_depth = _native_depth()
+        rt.max_depth = max(limit - native_depth - 5, 1)
+        wanted = native_depth + rt.max_depth * _FRAMES_PER_CALL + 200
+        raised = wanted > limit
+        if raised:
+            sys.setrecursionlimit(wanted)
         token = _CURRENT_RUNTIME.set(rt)
         try:
             return rt.call(self.fn, args, kwargs, None)
+        except BaseException as e:
+            raise e.with_traceback(strip_interpreter_frames(e.__traceback__))  # noqa: B904
         finally:
             _CURRENT_RUNTIME.reset(token)
+            if raised and sys.getrecursionlimit() == wanted:
+                sys.setrecursionlimit(limit)
 
     @property
     def history(self) -> list[HistoryEntry]:
@@ -111,6 +129,19 @@ class InterpretedFunction:
         if obj is None:
             return self
         return functools.partial(self, obj)
+
+
+# Python frames the interpreter uses per interpreted call (run_frame, op, call, call_function).
+_FRAMES_PER_CALL = 6
+
+
+def _native_depth() -> int:
+    depth = 0
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
 
 
 def _parameter_names(fn: Any) -> tuple[str, ...]:

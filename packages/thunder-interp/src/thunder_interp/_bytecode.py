@@ -19,6 +19,7 @@ import sys
 import weakref
 from dataclasses import dataclass
 from types import CodeType
+from typing import Any
 
 __all__ = ["ExceptionHandler", "Instruction", "NormalizedCode", "normalize"]
 
@@ -44,7 +45,7 @@ class Instruction:
     opname: str
     opcode: int
     arg: int
-    argval: object
+    argval: Any
     argrepr: str
     offset: int
     lineno: int
@@ -163,8 +164,5 @@ def normalize(code: CodeType) -> NormalizedCode:
     except KeyError:
         pass
     normalized = _decode(code)
-    try:
-        _CACHE[code] = normalized
-    except TypeError:  # pragma: no cover - code objects support weak references
-        pass
+    _CACHE[code] = normalized
     return normalized

@@ -21,6 +21,4 @@ class UnsupportedOpcodeError(InterpreterError):
         self.filename = filename
         self.lineno = lineno
         extra = f": {detail}" if detail else ""
-        super().__init__(
-            f"unsupported opcode {opname} at {filename}:{lineno}{extra}"
-        )
+        super().__init__(f"unsupported opcode {opname} at {filename}:{lineno}{extra}")

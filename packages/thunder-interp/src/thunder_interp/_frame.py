@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from types import CellType, CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,10 @@ class CompiledCode:
         "handlers",
         "instructions",
         "is_simple",
-        "local_names",
         "lines",
+        "local_names",
+        "native",
+        "needs_setup",
         "nlocals",
         "nslots",
         "ops",
@@ -63,6 +66,10 @@ class CompiledCode:
         # A "simple" signature: only positional parameters, no *args/**kwargs/kw-only.
         self.is_simple = code.co_kwonlyargcount == 0 and not (code.co_flags & 0x0C)
         self.padding: list[Any] = [NULL] * (self.nslots - code.co_argcount)
+        # Code of the interpreter itself (e.g. methods of interpreted generators) runs natively.
+        self.native = False
+        # 3.10 creates cells when the frame is set up (3.11+ does it with MAKE_CELL).
+        self.needs_setup = sys.version_info < (3, 11) and bool(code.co_cellvars or code.co_freevars)
 
 
 class ExcItem:
@@ -73,6 +80,9 @@ class ExcItem:
     def __init__(self, value: BaseException | None, previous: ExcItem | None) -> None:
         self.value = value
         self.previous = previous
+
+
+_NO_BLOCKS: list[tuple[int, int, int]] = []  # never mutated: 3.11+ has no block stack
 
 
 class Frame:
@@ -86,6 +96,7 @@ class Frame:
         "fn",
         "globals",
         "kw_names",
+        "lasti",
         "lv",
         "names",
         "ops",
@@ -122,15 +133,20 @@ class Frame:
         self.pc = 1
         self.retval: Any = None
         self.kw_names: tuple[str, ...] = ()
-        self.blocks: list[tuple[int, int, int]] = []
+        self.blocks: list[tuple[int, int, int]] = _NO_BLOCKS if sys.version_info >= (3, 11) else []
         self.suspended = False
         self.yf: Any = None
         self.yf_exit = 0
+        self.lasti = 0
 
     @property
     def lineno(self) -> int:
         """The source line of the instruction being executed."""
-        return self.cc.lines[self.pc] if 0 <= self.pc < len(self.cc.lines) else self.code.co_firstlineno
+        return (
+            self.cc.lines[self.pc]
+            if 0 <= self.pc < len(self.cc.lines)
+            else self.code.co_firstlineno
+        )
 
     def locals_dict(self) -> dict[str, Any]:
         """A snapshot of the frame's local variables (what ``locals()`` returns in a function)."""

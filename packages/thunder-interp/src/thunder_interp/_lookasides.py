@@ -98,7 +98,9 @@ def _exec_or_eval(name: str) -> InternalLookaside:
     return InternalLookaside(name, impl)
 
 
-def _build_class(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _build_class(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     if len(args) < 2:
         raise TypeError("__build_class__: not enough arguments")
     func, name, *bases_list = args

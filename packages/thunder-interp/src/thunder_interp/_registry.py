@@ -34,6 +34,8 @@ PY_VERSION: tuple[int, int] = (sys.version_info[0], sys.version_info[1])
 
 Op = Callable[["Frame"], int]
 
+_SKIPPABLE = frozenset({"NOP", "RESUME", "PRECALL", "EXTENDED_ARG"})
+
 
 @dataclass(frozen=True)
 class CompileContext:
@@ -48,7 +50,12 @@ class CompileContext:
     nlocals: int
 
     def next_index(self, instr: Instruction) -> int:
-        return instr.index + 1
+        """Index of the instruction that follows ``instr``, skipping pure no-ops."""
+        i = instr.index + 1
+        instructions = self.instructions
+        while i < len(instructions) - 1 and instructions[i].opname in _SKIPPABLE:
+            i += 1
+        return i
 
 
 OpFactory = Callable[[Instruction, CompileContext], Op]
@@ -68,9 +75,9 @@ def register_opcode(
     """
 
     def decorate(factory: OpFactory) -> OpFactory:
-        if min_version is not None and PY_VERSION < min_version:
+        if min_version is not None and min_version > PY_VERSION:
             return factory
-        if max_version is not None and PY_VERSION > max_version:
+        if max_version is not None and max_version < PY_VERSION:
             return factory
         for name in names:
             if name in _REGISTRY:
@@ -94,12 +101,6 @@ def _unsupported() -> dict[str, str]:
         "ENTER_EXECUTOR": "internal to CPython's tier-2 optimizer",
         "EXIT_INIT_CHECK": "internal to CPython's specialized __init__ calls",
         "PRINT_EXPR": "interactive mode only",
-        "ASYNC_GEN_WRAP": "async generators are not supported",
-        "GET_ANEXT": "async generators and async for are not supported",
-        "GET_AITER": "async generators and async for are not supported",
-        "END_ASYNC_FOR": "async generators and async for are not supported",
-        "BEFORE_ASYNC_WITH": "async with is not supported",
-        "SETUP_ASYNC_WITH": "async with is not supported",
     }
     pseudo = [
         "JUMP",
@@ -123,8 +124,10 @@ def _unsupported() -> dict[str, str]:
             result[name] = "instrumented variant (monitoring); co_code never contains it"
         elif name in reasons:
             result[name] = reasons[name]
-        elif name in pseudo and PY_VERSION >= (3, 12) and not (
-            name == "LOAD_CLOSURE" and PY_VERSION == (3, 12)
+        elif (
+            name in pseudo
+            and PY_VERSION >= (3, 12)
+            and not (name == "LOAD_CLOSURE" and PY_VERSION == (3, 12))
         ):
             result[name] = "pseudo-instruction; never present in co_code"
     # A handler, when registered, wins over the list (e.g. LOAD_METHOD on 3.10/3.11).

@@ -32,12 +32,28 @@ CO_ITERABLE_COROUTINE = 0x100
 CO_ASYNC_GENERATOR = 0x200
 
 
+_OPAQUE_TYPES = frozenset(
+    {
+        type(len),
+        type([].append),
+        type(object.__init__),
+        type(str.join),
+        type((1).__add__),
+        type(dict.__dict__["fromkeys"]),
+    }
+)
+
+
 class InternalLookaside:
     """A lookaside implemented by the interpreter; it sees the calling frame."""
 
     __slots__ = ("impl", "name")
 
-    def __init__(self, name: str, impl: Callable[[Runtime, Frame | None, tuple[Any, ...], dict[str, Any]], Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        impl: Callable[[Runtime, Frame | None, tuple[Any, ...], dict[str, Any]], Any],
+    ) -> None:
         self.name = name
         self.impl = impl
 
@@ -59,7 +75,9 @@ def _unsupported_op(opname: str, filename: str, lineno: int) -> Op:
 def _traced(op: Op, index: int, opname: str, argrepr: str, lineno: int) -> Op:
     def traced(f: Frame) -> int:
         f.rt.history.append(
-            HistoryEntry(f.code.co_filename, f.code.co_name, lineno, index, opname, argrepr, f.rt.depth - 1)
+            HistoryEntry(
+                f.code.co_filename, f.code.co_name, lineno, index, opname, argrepr, f.rt.depth - 1
+            )
         )
         return op(f)
 
@@ -100,6 +118,7 @@ class CodeCache:
         if entry is not None and entry[0] is code:
             return entry[1]
         cc = compile_code(code, self.table, self.hooked, self.history)
+        cc.native = code.co_filename.startswith(_PACKAGE_DIR)
         self.entries[id(code)] = (code, cc)
         return cc
 
@@ -125,6 +144,13 @@ def lookup_special(obj: Any, name: str) -> Any:
 
 def _is_interpreter_frame(frame: FrameType) -> bool:
     return frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
+def strip_interpreter_frames(tb: TracebackType | None) -> TracebackType | None:
+    """Drop the interpreter's own frames from the head of a traceback."""
+    while tb is not None and _is_interpreter_frame(tb.tb_frame):
+        tb = tb.tb_next
+    return tb
 
 
 def chain_context(exc: BaseException, handled: BaseException | None) -> None:
@@ -170,6 +196,7 @@ class Runtime:
         self.history: list[HistoryEntry] = []
         self.record_history = record_history
         self.depth = 0
+        self.max_depth = 1000
         self.exc_item = ExcItem(sys.exc_info()[1], None)
         self._stub_frames: dict[int, tuple[CodeType, FrameType]] = {}
         self._binders: dict[int, tuple[FunctionType, FunctionType]] = {}
@@ -212,7 +239,11 @@ class Runtime:
         stub_code = _STUB_CODE.replace(co_name=code.co_name, co_filename=code.co_filename)
         if PY_VERSION >= (3, 11):
             stub_code = stub_code.replace(co_qualname=code.co_qualname)
-        stub_globals = {k: globals_[k] for k in ("__name__", "__loader__", "__spec__", "__file__") if k in globals_}
+        stub_globals: dict[str, Any] = {
+            k: globals_[k]
+            for k in ("__name__", "__loader__", "__spec__", "__file__")
+            if k in globals_
+        }
         stub_globals["_getframe"] = sys._getframe
         frame: FrameType = FunctionType(stub_code, stub_globals)()
         self._stub_frames[id(code)] = (code, frame)
@@ -220,9 +251,7 @@ class Runtime:
 
     def traceback_for(self, f: Frame, exc: BaseException, pc: int) -> TracebackType | None:
         """``exc``'s traceback with an entry for ``f`` (user file and line) on top."""
-        tb = exc.__traceback__
-        while tb is not None and _is_interpreter_frame(tb.tb_frame):
-            tb = tb.tb_next
+        tb = strip_interpreter_frames(exc.__traceback__)
         lines = f.cc.lines
         lineno = lines[pc] if 0 <= pc < len(lines) else f.code.co_firstlineno
         try:
@@ -231,12 +260,19 @@ class Runtime:
             return exc.__traceback__
         return TracebackType(tb, frame, -1, lineno)
 
-    def unwind(self, f: Frame, exc: BaseException, pc: int) -> int:
-        """Route ``exc`` (raised at instruction ``pc`` of ``f``) to a handler, or re-raise it."""
+    def unwind(self, f: Frame, exc: BaseException, pc: int, chain: bool = True) -> int:
+        """Route ``exc`` (raised at instruction ``pc`` of ``f``) to a handler, or re-raise it.
+
+        ``chain=False`` for re-raises (``RERAISE``, bare ``raise``): CPython neither chains them
+        nor adds a traceback entry.
+        """
+        if chain:
+            # CPython's "error:" label: the frame is added to the traceback.
+            exc.__traceback__ = self.traceback_for(f, exc, pc)
         if isinstance(exc, InterpreterError):
             f.pc = pc
-            raise exc.with_traceback(self.traceback_for(f, exc, pc))
-        if exc.__context__ is None:
+            raise exc
+        if chain and exc.__context__ is None:
             chain_context(exc, self.topmost_handled())
         if PY_VERSION >= (3, 11):
             handler = f.cc.handlers[pc]
@@ -244,15 +280,17 @@ class Runtime:
                 stack = f.stack
                 del stack[handler.depth :]
                 if handler.lasti:
-                    stack.append(pc)
+                    stack.append(f.lasti or pc)
+                f.lasti = 0
                 stack.append(exc)
                 return handler.target
         else:
             target = self._unwind_blocks(f, exc)
             if target:
+                f.lasti = 0
                 return target
         f.pc = pc
-        raise exc.with_traceback(self.traceback_for(f, exc, pc))
+        raise exc
 
     def _unwind_blocks(self, f: Frame, exc: BaseException) -> int:
         """3.10: pop the block stack until a SETUP_FINALLY block takes the exception."""
@@ -297,6 +335,8 @@ class Runtime:
         t = type(fn)
         if t is FunctionType:
             return self.call_function(fn, args, kwargs)
+        if t in _OPAQUE_TYPES:
+            return self.opaque_call(fn, args, kwargs)
         if t is MethodType:
             return self.call(fn.__func__, (fn.__self__, *args), kwargs, caller)
         if t is functools.partial:
@@ -320,11 +360,17 @@ class Runtime:
         else:
             result = fn(*args)
         if self.prov is not None:
-            name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+            name = (
+                getattr(fn, "__qualname__", None)
+                or getattr(fn, "__name__", None)
+                or type(fn).__name__
+            )
             self.record(result, Provenance(ProvenanceKind.OPAQUE_CALL, function=str(name)))
         return result
 
-    def instantiate(self, cls: type, args: Any, kwargs: dict[str, Any] | None, caller: Frame | None) -> Any:
+    def instantiate(
+        self, cls: type, args: Any, kwargs: dict[str, Any] | None, caller: Frame | None
+    ) -> Any:
         meta = type(cls)
         if meta is not type:
             meta_call = _lookup_type(meta, "__call__")
@@ -357,7 +403,10 @@ class Runtime:
         entry = self._binders.get(id(fn))
         if entry is not None and entry[0] is fn:
             binder = entry[1]
-            if binder.__defaults__ is fn.__defaults__ and binder.__kwdefaults__ is fn.__kwdefaults__:
+            if (
+                binder.__defaults__ is fn.__defaults__
+                and binder.__kwdefaults__ is fn.__kwdefaults__
+            ):
                 return binder
         binder = FunctionType(_binder_code(fn.__code__), {}, fn.__name__, fn.__defaults__, None)
         binder.__kwdefaults__ = fn.__kwdefaults__
@@ -373,14 +422,27 @@ class Runtime:
         else:
             values = self._binder(fn)(*args, **kwargs) if kwargs else self._binder(fn)(*args)
             lv = [*values, *([NULL] * (cc.nslots - len(values)))]
-        f = Frame(self, cc, code, lv, fn.__globals__, fn.__builtins__, fn)
+        f = Frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn)
         if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
             _setup_cells_310(f, fn)
         return f
 
     def call_function(self, fn: FunctionType, args: Any, kwargs: dict[str, Any] | None) -> Any:
-        f = self.make_frame(fn, args, kwargs)
-        flags = f.cc.flags
+        if self.depth >= self.max_depth:
+            raise RecursionError("maximum recursion depth exceeded")
+        code = fn.__code__
+        entry = self.codes.entries.get(id(code))
+        if entry is not None and entry[0] is code:
+            cc = entry[1]
+        else:
+            cc = self.codes.get(code)
+        if cc.native:
+            return fn(*args, **kwargs) if kwargs else fn(*args)
+        if not kwargs and cc.is_simple and len(args) == cc.argcount and not cc.needs_setup:
+            f = Frame(self, cc, code, [*args, *cc.padding], fn.__globals__, _builtins_of(fn), fn)
+        else:
+            f = self.make_frame(fn, args, kwargs)
+        flags = cc.flags
         if flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
             return self.make_generator(f, flags)
         self.depth += 1
@@ -391,24 +453,22 @@ class Runtime:
         return f.retval
 
     def make_generator(self, f: Frame, flags: int) -> Any:
-        from thunder_interp._generators import InterpretedCoroutine, InterpretedGenerator
+        from thunder_interp._generators import make_async_generator, make_coroutine, make_generator
 
-        if flags & CO_ASYNC_GENERATOR:
-            raise UnsupportedOpcodeError(
-                "ASYNC_GENERATOR", f.code.co_filename, f.code.co_firstlineno, "async generators are not supported"
-            )
         if PY_VERSION >= (3, 11):
             # Run the preamble (MAKE_CELL, COPY_FREE_VARS) up to RETURN_GENERATOR.
             run_frame(f)
         if flags & CO_COROUTINE:
-            return InterpretedCoroutine(f)
-        return InterpretedGenerator(f)
+            return make_coroutine(f)
+        if flags & CO_ASYNC_GENERATOR:
+            return make_async_generator(f)
+        return make_generator(f)
 
     def run_class_body(self, fn: FunctionType, namespace: Any) -> Any:
         code = fn.__code__
         cc = self.codes.get(code)
         lv = [NULL] * cc.nslots
-        f = Frame(self, cc, code, lv, fn.__globals__, fn.__builtins__, fn, namespace)
+        f = Frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, namespace)
         if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
             _setup_cells_310(f, fn)
         self.depth += 1
@@ -423,11 +483,21 @@ BLOCK_FINALLY = 1
 BLOCK_EXCEPT_HANDLER = 2
 
 
+def _builtins_of(fn: FunctionType) -> dict[str, Any]:
+    builtins: dict[str, Any] = fn.__builtins__  # type: ignore[attr-defined]
+    return builtins
+
+
 def _setup_cells_310(f: Frame, fn: FunctionType) -> None:
     code = f.code
     nlocals = code.co_nlocals
     lv = f.lv
-    argnames = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 4) + bool(code.co_flags & 8)]
+    argnames = code.co_varnames[
+        : code.co_argcount
+        + code.co_kwonlyargcount
+        + bool(code.co_flags & 4)
+        + bool(code.co_flags & 8)
+    ]
     for i, name in enumerate(code.co_cellvars):
         if name in argnames:
             j = code.co_varnames.index(name)

@@ -93,6 +93,10 @@ class Symbol:
                 out = self.meta(*args, **kwargs)
             finally:
                 subsymbols = tuple(trace.pop_scope())
+            if not subsymbols and _passes_input_through(args, kwargs, out):
+                # The op computed nothing (dropout in eval mode, a reshape to the same shape):
+                # its output is its input, and recording it would redefine that name.
+                return out
         trace.record(BoundSymbol(self, args, kwargs, out, subsymbols))
         return out
 
@@ -178,3 +182,12 @@ class BoundSymbol:
 
     def __repr__(self) -> str:
         return "\n".join(self.python(subsymbol_depth=0))
+
+
+def _passes_input_through(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> bool:
+    """Whether every proxy in ``out`` is one of the inputs (and there is at least one)."""
+    outs = [o for o in tree_iter(out) if isinstance(o, Proxy)]
+    if not outs:
+        return False
+    inputs = {id(x) for x in (*tree_iter(args), *tree_iter(kwargs)) if isinstance(x, Proxy)}
+    return all(id(o) in inputs for o in outs)

@@ -11,7 +11,9 @@ __all__ = ["function_str", "name_error", "unbound_free", "unbound_local"]
 
 def unbound_local(name: str) -> UnboundLocalError:
     if PY_VERSION >= (3, 11):
-        return UnboundLocalError(f"cannot access local variable '{name}' where it is not associated with a value")
+        return UnboundLocalError(
+            f"cannot access local variable '{name}' where it is not associated with a value"
+        )
     return UnboundLocalError(f"local variable '{name}' referenced before assignment")
 
 

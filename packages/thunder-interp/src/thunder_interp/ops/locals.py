@@ -14,10 +14,11 @@ from thunder_interp.ops._common import unbound_free, unbound_local
 # -- no-ops and stack shuffling -----------------------------------------------------------------
 
 
-@register_opcode("NOP", "RESUME", "EXTENDED_ARG")
+@register_opcode("NOP", "EXTENDED_ARG")
+@register_opcode("RESUME", min_version=(3, 11))
 @register_opcode("PRECALL", min_version=(3, 11), max_version=(3, 11))
 def nop(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
 
     def op(f: Frame) -> int:
         return nxt
@@ -27,7 +28,7 @@ def nop(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("POP_TOP")
 def pop_top(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
 
     def op(f: Frame) -> int:
         f.stack.pop()
@@ -38,7 +39,7 @@ def pop_top(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("PUSH_NULL", min_version=(3, 11))
 def push_null(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
 
     def op(f: Frame) -> int:
         f.stack.append(NULL)
@@ -49,7 +50,7 @@ def push_null(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("COPY", min_version=(3, 11))
 def copy(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     n = -ins.arg
 
     def op(f: Frame) -> int:
@@ -62,7 +63,7 @@ def copy(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("SWAP", min_version=(3, 11))
 def swap(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     n = -ins.arg
 
     def op(f: Frame) -> int:
@@ -73,8 +74,8 @@ def swap(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
-def _rot(ins: Instruction, n: int) -> Op:
-    nxt = ins.index + 1
+def _rot(ins: Instruction, ctx: CompileContext, n: int) -> Op:
+    nxt = ctx.next_index(ins)
 
     def op(f: Frame) -> int:
         st = f.stack
@@ -87,12 +88,12 @@ def _rot(ins: Instruction, n: int) -> Op:
 @register_opcode("ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N", max_version=(3, 10))
 def rot(ins: Instruction, ctx: CompileContext) -> Op:
     n = {"ROT_TWO": 2, "ROT_THREE": 3, "ROT_FOUR": 4}.get(ins.opname, ins.arg)
-    return _rot(ins, n)
+    return _rot(ins, ctx, n)
 
 
 @register_opcode("DUP_TOP", max_version=(3, 10))
 def dup_top(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
 
     def op(f: Frame) -> int:
         st = f.stack
@@ -104,7 +105,7 @@ def dup_top(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("DUP_TOP_TWO", max_version=(3, 10))
 def dup_top_two(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
 
     def op(f: Frame) -> int:
         st = f.stack
@@ -117,9 +118,10 @@ def dup_top_two(ins: Instruction, ctx: CompileContext) -> Op:
 # -- fast locals ----------------------------------------------------------------------------------
 
 
-@register_opcode("LOAD_FAST", "LOAD_FAST_CHECK")
+@register_opcode("LOAD_FAST")
+@register_opcode("LOAD_FAST_CHECK", min_version=(3, 12))
 def load_fast(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = ins.arg
     name = ctx.local_names[i]
     if PY_VERSION >= (3, 12) and ins.opname == "LOAD_FAST":
@@ -142,7 +144,7 @@ def load_fast(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("LOAD_FAST_AND_CLEAR", min_version=(3, 12))
 def load_fast_and_clear(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = ins.arg
 
     def op(f: Frame) -> int:
@@ -156,7 +158,7 @@ def load_fast_and_clear(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("LOAD_FAST_LOAD_FAST", min_version=(3, 13))
 def load_fast_load_fast(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i, j = ins.arg >> 4, ins.arg & 15
 
     def op(f: Frame) -> int:
@@ -169,7 +171,7 @@ def load_fast_load_fast(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("STORE_FAST")
 def store_fast(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = ins.arg
 
     def op(f: Frame) -> int:
@@ -181,7 +183,7 @@ def store_fast(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("STORE_FAST_LOAD_FAST", min_version=(3, 13))
 def store_fast_load_fast(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i, j = ins.arg >> 4, ins.arg & 15
 
     def op(f: Frame) -> int:
@@ -196,7 +198,7 @@ def store_fast_load_fast(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("STORE_FAST_STORE_FAST", min_version=(3, 13))
 def store_fast_store_fast(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i, j = ins.arg >> 4, ins.arg & 15
 
     def op(f: Frame) -> int:
@@ -211,7 +213,7 @@ def store_fast_store_fast(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("DELETE_FAST")
 def delete_fast(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = ins.arg
     name = ctx.local_names[i]
 
@@ -246,7 +248,7 @@ def load_constant_hooked(f: Frame, value: Any) -> Any:
 
 @register_opcode("LOAD_CONST")
 def load_const(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     value = ctx.code.co_consts[ins.arg]
     if ctx.hooked:
 
@@ -306,7 +308,7 @@ def _is_free(ctx: CompileContext, index: int) -> bool:
 
 @register_opcode("MAKE_CELL", min_version=(3, 11))
 def make_cell(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = ins.arg
 
     def op(f: Frame) -> int:
@@ -320,7 +322,7 @@ def make_cell(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("COPY_FREE_VARS", min_version=(3, 11))
 def copy_free_vars(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     n = ins.arg
 
     def op(f: Frame) -> int:
@@ -346,7 +348,9 @@ def _load_cell_hooked(f: Frame, name: str, value: Any) -> Any:
     prov = None
     if rt.prov is not None:
         prov = Provenance(
-            ProvenanceKind.CLOSURE_CELL, name=name, function=getattr(f.code, "co_qualname", f.code.co_name)
+            ProvenanceKind.CLOSURE_CELL,
+            name=name,
+            function=f.fn.__qualname__ if f.fn is not None else f.code.co_name,
         )
         rt.record(value, prov)
     hook = rt.cb_load_cell
@@ -360,7 +364,7 @@ def _load_cell_hooked(f: Frame, name: str, value: Any) -> Any:
 
 @register_opcode("LOAD_DEREF")
 def load_deref(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = _cell_index(ins, ctx)
     name = ctx.local_names[i]
     free = _is_free(ctx, i)
@@ -384,7 +388,7 @@ def load_deref(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("LOAD_CLASSDEREF", max_version=(3, 11))
 @register_opcode("LOAD_FROM_DICT_OR_DEREF", min_version=(3, 12))
 def load_classderef(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = _cell_index(ins, ctx)
     name = ctx.local_names[i]
     from_stack = ins.opname == "LOAD_FROM_DICT_OR_DEREF"
@@ -408,7 +412,7 @@ def load_classderef(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("STORE_DEREF")
 def store_deref(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = _cell_index(ins, ctx)
     name = ctx.local_names[i]
     hooked = ctx.hooked
@@ -427,7 +431,7 @@ def store_deref(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("DELETE_DEREF")
 def delete_deref(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = _cell_index(ins, ctx)
     name = ctx.local_names[i]
     free = _is_free(ctx, i)
@@ -446,7 +450,7 @@ def delete_deref(ins: Instruction, ctx: CompileContext) -> Op:
 
 @register_opcode("LOAD_CLOSURE", max_version=(3, 12))
 def load_closure(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ins.index + 1
+    nxt = ctx.next_index(ins)
     i = _cell_index(ins, ctx)
 
     def op(f: Frame) -> int:

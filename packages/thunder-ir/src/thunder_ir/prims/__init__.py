@@ -213,6 +213,9 @@ from thunder_ir.prims.factories import (
     copy_ as copy_,
 )
 from thunder_ir.prims.factories import (
+    device_put as device_put,
+)
+from thunder_ir.prims.factories import (
     full as full,
 )
 from thunder_ir.prims.factories import (
@@ -325,6 +328,9 @@ from thunder_ir.prims.shape import (
     cat as cat,
 )
 from thunder_ir.prims.shape import (
+    clone as clone,
+)
+from thunder_ir.prims.shape import (
     flip as flip,
 )
 from thunder_ir.prims.shape import (
@@ -334,10 +340,16 @@ from thunder_ir.prims.shape import (
     reshape as reshape,
 )
 from thunder_ir.prims.shape import (
+    shallow_copy as shallow_copy,
+)
+from thunder_ir.prims.shape import (
     slice_prim as slice_prim,
 )
 from thunder_ir.prims.shape import (
     squeeze as squeeze,
+)
+from thunder_ir.prims.shape import (
+    stop_gradient as stop_gradient,
 )
 from thunder_ir.prims.shape import (
     transpose as transpose,

@@ -98,3 +98,14 @@ def _copy__meta(src: Any, dst: Any) -> TensorProxy:
 
 
 copy_ = make_prim("copy_", _copy__meta, tags=(OpTag.IN_PLACE, OpTag.DONT_DCE))
+
+
+def _device_put_meta(a: Any, device: Any) -> TensorProxy:
+    a = check_tensor(a, "prims.device_put")
+    return TensorProxy(
+        shape=a.shape, dtype=a.dtype, device=to_device(device), requires_grad=a.requires_grad
+    )
+
+
+# The tensor copied to ``device`` (Tensor.to(device)).
+device_put = make_prim("device_put", _device_put_meta)

@@ -218,3 +218,31 @@ def _flip_meta(a: Any, dims: Sequence[int]) -> TensorProxy:
 
 
 flip = make_prim("flip", _flip_meta, tags=(OpTag.SHAPE_OP,))
+
+
+def _shallow_copy_meta(a: Any) -> TensorProxy:
+    a = check_tensor(a, "prims.shallow_copy")
+    return _out(a, a.shape)
+
+
+# The same tensor under a new name: an op that returns its input unchanged (contiguous, a no-op
+# reshape) records this, so each op output is a fresh proxy. Executors run it as the identity.
+shallow_copy = make_prim("shallow_copy", _shallow_copy_meta, tags=(OpTag.SHAPE_OP,))
+
+
+def _clone_meta(a: Any) -> TensorProxy:
+    a = check_tensor(a, "prims.clone")
+    return _out(a, a.shape)
+
+
+# A copy of a tensor in new memory (torch.clone): never aliases its input when executed.
+clone = make_prim("clone", _clone_meta)
+
+
+def _stop_gradient_meta(a: Any) -> TensorProxy:
+    a = check_tensor(a, "prims.stop_gradient")
+    return TensorProxy(shape=a.shape, dtype=a.dtype, device=a.device, requires_grad=False)
+
+
+# The same values with no gradient flowing back (Tensor.detach).
+stop_gradient = make_prim("stop_gradient", _stop_gradient_meta)

@@ -1,0 +1,337 @@
+"""The assignment pass: which executor runs each bound symbol, and the fusion regions.
+
+Each bound symbol goes to the first executor in the list that claims it. An operator executor
+claims it by translating it into a call of one of its symbols; a fusion executor marks it fusible.
+A composite op nobody claims is replaced by its subsymbols (recursively). Fusible symbols are then
+grouped into regions by dataflow: one may join a region unless a symbol outside the region sits
+between them on a dependency path (joining would create a cycle). Groups are emitted in a
+topological order that stays as close as possible to the original one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from thunder_executors.executor import Executor, FusionExecutor, OperatorExecutor, get_executor
+from thunder_ir import BoundSymbol, Proxy, Trace
+from thunder_ir.tags import OpTag
+
+__all__ = ["ExecutionTrace", "ExecutorLike", "resolve_executors", "transform_for_execution"]
+
+ExecutorLike = str | Executor
+
+
+class ExecutionTrace(Trace):
+    """A trace whose symbols all belong to executors: what runs is what prints.
+
+    ``fusion_notes`` says, for every fusion region, why it starts where it does (a split from
+    another region, with the symbol that forced it). ``fusion_regions`` are the fused bound
+    symbols; the compile time of regions compiled lazily is ``compile_seconds()``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fusion_notes: list[str] = []
+        self.fusion_regions: list[BoundSymbol] = []
+        self.executors: tuple[Executor, ...] = ()
+
+    def python_callable(self, ctx: dict[str, Any] | None = None) -> Callable[..., Any]:
+        # Executor symbols printed under ``torch`` are exactly torch's functions, so the real
+        # module can stand in for the namespace: constants like torch.float32 then cost a dict
+        # lookup, not a fallback __getattr__.
+        return super().python_callable({"torch": torch, **(ctx or {})})
+
+    def compile_seconds(self) -> float:
+        """Time spent compiling fusion regions so far (they compile on their first call)."""
+        return float(sum(getattr(b.sym.impl, "compile_seconds", 0.0) for b in self.fusion_regions))
+
+
+def resolve_executors(executors: Iterable[ExecutorLike]) -> tuple[Executor, ...]:
+    """Executors by name or object, with the torch executor appended as the last resort. An
+    executor asked for that cannot run here is an error that says why."""
+    out = [get_executor(e) if isinstance(e, str) else e for e in executors]
+    for e in out:
+        ok, why = e.availability()
+        if not ok:
+            raise RuntimeError(f"executor {e.name!r} is not available here: {why}")
+    if not any(e.name == "torch" for e in out):
+        out.append(get_executor("torch"))
+    return tuple(out)
+
+
+@dataclass
+class _Node:
+    """One bound symbol after claiming: translated (operator executor), kept, or fusible."""
+
+    bsym: BoundSymbol
+    fusion: FusionExecutor | None = None
+    tags: frozenset[OpTag] = frozenset()  # the IR symbol's (an executor symbol has none)
+
+
+@dataclass
+class _Group:
+    """A node of the dependency graph: one symbol, or a fusion region of one executor."""
+
+    first: int
+    fusion: FusionExecutor | None
+    members: list[_Node] = field(default_factory=list)
+    preds: set[int] = field(default_factory=set)
+    note: str = ""
+
+
+def _bits(mask: int) -> Iterable[int]:
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+class _Assigner:
+    def __init__(self, executors: Sequence[Executor]) -> None:
+        self.executors = executors
+        self.nodes: list[_Node] = []
+
+    def claim(self, bsyms: Iterable[BoundSymbol], defined: set[str]) -> None:
+        for bsym in bsyms:
+            node = self._claim_one(bsym)
+            if node is not None:
+                self.nodes.append(node)
+                defined.update(p.name for p in node.bsym.flat_proxy_outs)
+                continue
+            if bsym.subsymbols:
+                self.claim(bsym.subsymbols, defined)
+                continue
+            if all(p.name in defined for p in bsym.flat_proxy_outs):
+                continue  # a composite that returned one of its inputs: nothing to run
+            raise NotImplementedError(
+                f"no executor among {[e.name for e in self.executors]} can run {bsym.sym.id}, "
+                "and it has no decomposition"
+            )
+
+    def _claim_one(self, bsym: BoundSymbol) -> _Node | None:
+        tags = bsym.sym.tags
+        if OpTag.RETURN in tags or OpTag.PROLOGUE in tags:
+            return _Node(bsym, tags=tags)
+        for ex in self.executors:
+            if isinstance(ex, FusionExecutor):
+                if ex.can_fuse(bsym):
+                    return _Node(bsym, fusion=ex, tags=tags)
+            elif isinstance(ex, OperatorExecutor):
+                info = ex.implementation_for(bsym)
+                if info is not None:
+                    return _Node(info.translate(bsym), tags=tags)
+        if bsym.sym.impl is not None and not bsym.subsymbols:
+            return _Node(bsym, tags=tags)  # already runnable as it is
+        return None
+
+    def translate_unfused(self, node: _Node) -> BoundSymbol:
+        """A fusible symbol left out of any region: the first operator executor that claims it."""
+        for ex in (*self.executors, get_executor("torch")):
+            if isinstance(ex, OperatorExecutor):
+                info = ex.implementation_for(node.bsym)
+                if info is not None:
+                    return info.translate(node.bsym)
+        raise NotImplementedError(
+            f"no operator executor can run {node.bsym.sym.id} outside a fusion region"
+        )
+
+
+def _describe(group: _Group) -> str:
+    b = group.members[0].bsym
+    outs = ", ".join(p.name for p in b.flat_proxy_outs)
+    what = f"{b.sym.qualified_name}" + (f" ({outs})" if outs else "")
+    if group.fusion is not None:
+        return f"{group.fusion.name} region that starts with {what}"
+    return what
+
+
+def _group_nodes(nodes: Sequence[_Node]) -> list[_Group]:
+    """Dataflow grouping. ``anc[g]``/``desc[g]`` are bitsets of the transitive ancestors and
+    descendants of group g, kept exact as regions grow so every join is checked against them."""
+    groups: list[_Group] = []
+    anc: list[int] = []
+    desc: list[int] = []
+    producer: dict[str, int] = {}
+    last_region: dict[int, int] = {}  # id(fusion executor) -> its most recent region
+    last_barrier: int | None = None
+    last_random: int | None = None
+
+    def add_group(g: _Group, ancestors: int) -> int:
+        gi = len(groups)
+        groups.append(g)
+        anc.append(ancestors)
+        desc.append(0)
+        for a in _bits(ancestors):
+            desc[a] |= 1 << gi
+        return gi
+
+    for i, node in enumerate(nodes):
+        bsym = node.bsym
+        preds = {producer[p.name] for p in bsym.flat_proxy_args if p.name in producer}
+        tags = node.tags
+        barrier = OpTag.IN_PLACE in tags or (OpTag.DONT_DCE in tags and OpTag.RETURN not in tags)
+        if barrier:
+            preds.update(range(len(groups)))  # effects stay in program order
+        elif last_barrier is not None:
+            preds.add(last_barrier)
+        if OpTag.RANDOM in tags and last_random is not None:
+            preds.add(last_random)  # draws from the ambient generator stay in order
+        ancestors = 0
+        for p in preds:
+            ancestors |= anc[p] | (1 << p)
+
+        joined: int | None = None
+        note = ""
+        if node.fusion is not None and not barrier:
+            key = id(node.fusion)
+            candidates = sorted((p for p in preds if groups[p].fusion is node.fusion), reverse=True)
+            if key in last_region and last_region[key] not in candidates:
+                candidates.append(last_region[key])
+            for r in candidates:
+                blocker = next((p for p in preds if p != r and (anc[p] >> r) & 1), None)
+                if blocker is None:
+                    joined = r
+                    break
+                if not note:
+                    note = (
+                        f"split from the {_describe(groups[r])}: {bsym.sym.qualified_name} depends on it "
+                        f"through {_describe(groups[blocker])}"
+                    )
+        if joined is not None:
+            r = joined
+            groups[r].members.append(node)
+            groups[r].preds |= preds - {r}
+            new = ancestors & ~anc[r] & ~(1 << r)
+            if new:
+                for d in _bits(desc[r]):
+                    anc[d] |= new
+                anc[r] |= new
+                for a in _bits(new):
+                    desc[a] |= desc[r] | (1 << r)
+            gi = r
+        else:
+            gi = add_group(_Group(i, node.fusion, [node], preds, note), ancestors)
+            if node.fusion is not None:
+                last_region[id(node.fusion)] = gi
+        if barrier:
+            last_barrier = gi
+        if OpTag.RANDOM in tags:
+            last_random = gi
+        for out in bsym.flat_proxy_outs:
+            producer[out.name] = gi
+    return groups
+
+
+def _topological_order(groups: Sequence[_Group]) -> list[int]:
+    succs: list[list[int]] = [[] for _ in groups]
+    indegree = [0] * len(groups)
+    for gi, g in enumerate(groups):
+        for p in g.preds:
+            succs[p].append(gi)
+            indegree[gi] += 1
+    ready = [(g.first, gi) for gi, g in enumerate(groups) if indegree[gi] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _, gi = heapq.heappop(ready)
+        order.append(gi)
+        for s in succs[gi]:
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                heapq.heappush(ready, (groups[s].first, s))
+    if len(order) != len(groups):
+        raise AssertionError("fusion grouping produced a cycle")  # a bug in _group_nodes
+    return order
+
+
+def _region_interface(
+    group: _Group, readers: dict[str, set[int]], gi: int, returned: set[str], position: dict[str, int]
+) -> tuple[list[Proxy], list[Proxy]]:
+    """A region's inputs (in the order they are defined: trace arguments first) and outputs (the
+    values it produces that anything outside it reads)."""
+    produced: dict[str, Proxy] = {}
+    inputs: dict[str, Proxy] = {}
+    for node in group.members:
+        for p in node.bsym.flat_proxy_args:
+            if p.name not in produced and p.name not in inputs:
+                inputs[p.name] = p
+        for p in node.bsym.flat_proxy_outs:
+            produced[p.name] = p
+    outputs = [
+        p for name, p in produced.items() if name in returned or readers.get(name, set()) - {gi}
+    ]
+    ordered_inputs = sorted(inputs.values(), key=lambda p: position.get(p.name, -1))
+    return ordered_inputs, outputs
+
+
+def transform_for_execution(
+    trace: Trace, executors: Iterable[ExecutorLike] = ("torch",)
+) -> ExecutionTrace:
+    """The execution trace of ``trace``: every bound symbol assigned to an executor (in list
+    order; the torch executor is always the last resort), fusible runs grouped into regions.
+    ``.python_callable()`` of the result runs the computation."""
+    start = time.perf_counter()
+    exs = resolve_executors(executors)
+    assigner = _Assigner(exs)
+    assigner.claim(trace.bound_symbols, {a.name for a in trace.args})
+    groups = _group_nodes(assigner.nodes)
+
+    readers: dict[str, set[int]] = {}
+    for gi, g in enumerate(groups):
+        for node in g.members:
+            for p in node.bsym.flat_proxy_args:
+                readers.setdefault(p.name, set()).add(gi)
+    returned = {p.name for p in _proxies(trace.return_value)}
+    position = {a.name: i for i, a in enumerate(trace.args)}
+    for node in assigner.nodes:
+        for p in node.bsym.flat_proxy_outs:
+            position.setdefault(p.name, len(position))
+
+    out: list[BoundSymbol] = []
+    regions: list[BoundSymbol] = []
+    notes: list[str] = []
+    for gi in _topological_order(groups):
+        g = groups[gi]
+        if g.fusion is None:
+            out.append(g.members[0].bsym)
+            continue
+        if len(g.members) < g.fusion.min_region_size():
+            out.extend(assigner.translate_unfused(n) for n in g.members)
+            continue
+        inputs, outputs = _region_interface(g, readers, gi, returned, position)
+        if not outputs:
+            continue  # nothing of it is used
+        fused = g.fusion.fuse([n.bsym for n in g.members], inputs, outputs, index=len(regions))
+        header = f"{g.fusion.name} region {len(regions)}: {len(g.members)} symbols"
+        if g.note:
+            header += f"; {g.note}"
+            notes.append(f"region {len(regions)}: {g.note}")
+        fused = fused.replace(header=header)
+        regions.append(fused)
+        out.append(fused)
+
+    derived = trace.derive(
+        out, pass_name="transform_for_execution", seconds=time.perf_counter() - start
+    )
+    ex = ExecutionTrace(
+        derived.fn_name, args=derived.args, bound_symbols=derived.bound_symbols, names=derived.names
+    )
+    ex.constraints = derived.constraints
+    ex.history = derived.history
+    ex.docstring = derived.docstring
+    ex.fusion_notes = notes
+    ex.fusion_regions = regions
+    ex.executors = exs
+    return ex
+
+
+def _proxies(x: Any) -> list[Proxy]:
+    from thunder_ir.pytree import tree_iter
+
+    return [p for p in tree_iter(x) if isinstance(p, Proxy)]

@@ -1,0 +1,259 @@
+"""The nvFuser executor ("nvfuser"): fusion regions as nvFuser fusion definitions.
+
+A region's prims are translated, one call each, into the FusionDefinition API
+(``fd.define_tensor``, ``fd.ops.add``, ``fd.add_output``...). The translation only talks to the
+``fd`` object and a ``DataType`` namespace it is given, so it is tested here against a recording
+stand-in; running needs the real ``nvfuser`` package and a CUDA device, and the module imports
+nvfuser only then. Definitions are built per input layout (dtype, rank, contiguity) on first use
+and cached on the region.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from thunder_executors.executor import FusionExecutor, register_executor
+from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, dtypes
+from thunder_ir.dtypes import DType
+
+__all__ = [
+    "NvFuserExecutor",
+    "nvfuser_executor",
+    "define_fusion",
+    "TensorLayout",
+    "layout_of",
+    "TRANSLATABLE_PRIMS",
+]
+
+# The DataType member for each IR dtype.
+_DATATYPE_NAMES = {
+    dtypes.bool8: "Bool",
+    dtypes.int32: "Int32",
+    dtypes.int64: "Int",
+    dtypes.float16: "Half",
+    dtypes.bfloat16: "BFloat16",
+    dtypes.float32: "Float",
+    dtypes.float64: "Double",
+    dtypes.complex64: "ComplexFloat",
+    dtypes.complex128: "ComplexDouble",
+}
+
+# prim -> fd.ops function of the same meaning.
+_ELEMENTWISE = {
+    **{n: n for n in (
+        "abs", "neg", "bitwise_not", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt",
+        "rsqrt", "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+        "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "lgamma", "digamma", "sigmoid", "floor",
+        "ceil", "round", "trunc", "sign", "signbit", "isfinite", "isnan", "isinf", "real", "imag",
+        "add", "sub", "mul", "div", "fmod", "remainder", "pow", "atan2", "maximum", "minimum",
+        "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "where",
+    )},
+    "shift_left": "bitwise_left_shift",
+    "shift_right": "bitwise_right_shift",
+}  # fmt: skip
+_REDUCTIONS = {"sum": "sum", "prod": "prod", "amax": "max", "amin": "min"}
+TRANSLATABLE_PRIMS = frozenset(
+    {*_ELEMENTWISE, *_REDUCTIONS, "convert_element_type", "broadcast_in_dim", "reshape", "transpose",
+     "squeeze", "var", "var_mean", "slice", "cat", "pad", "full"}
+)  # fmt: skip
+
+
+class TensorLayout:
+    """What a definition's ``define_tensor`` depends on: dtype, sizes (1 marks broadcast dims,
+    -1 any size), contiguity and whether it is a CPU scalar."""
+
+    __slots__ = ("dtype", "shape", "contiguity", "is_cpu")
+
+    def __init__(self, dtype: DType, shape: tuple[int, ...], contiguity: tuple[bool | None, ...], is_cpu: bool) -> None:
+        self.dtype, self.shape, self.contiguity, self.is_cpu = dtype, shape, contiguity, is_cpu
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.dtype, self.shape, self.contiguity, self.is_cpu)
+
+
+def layout_of(t: torch.Tensor) -> TensorLayout:
+    """The layout of a (row-major ordered) tensor, in nvFuser's contiguity convention: per dim,
+    None for size-1 dims, else whether it is dense with the next inner non-broadcast dim."""
+    from thunder_ir.dtypes import from_torch_dtype
+
+    contiguity: list[bool | None] = []
+    expected = 1
+    for size, stride in reversed(list(zip(t.shape, t.stride()))):
+        if size == 1:
+            contiguity.append(None)
+            continue
+        contiguity.append(stride == expected)
+        expected = stride * size
+    shape = tuple(1 if s == 1 else -1 for s in t.shape)
+    is_cpu = t.device.type == "cpu" and t.ndim == 0
+    return TensorLayout(from_torch_dtype(t.dtype), shape, tuple(reversed(contiguity)), is_cpu)
+
+
+def define_fusion(
+    fd: Any,
+    datatype: Any,
+    region: Sequence[BoundSymbol],
+    inputs: Sequence[Proxy],
+    outputs: Sequence[Proxy],
+    layouts: Sequence[TensorLayout | None],
+) -> None:
+    """Fills ``fd`` (a FusionDefinition, inside its ``with`` block) with the region: one
+    ``define_tensor``/``define_scalar`` per input (``layouts[i]`` for tensor inputs), one op per
+    prim, one ``add_output`` per output."""
+    values: dict[str, Any] = {}
+
+    def dt(d: DType) -> Any:
+        return getattr(datatype, _DATATYPE_NAMES[d.strong()])
+
+    for p, layout in zip(inputs, layouts):
+        if isinstance(p, TensorProxy):
+            assert layout is not None
+            values[p.name] = fd.define_tensor(
+                shape=list(layout.shape), contiguity=list(layout.contiguity), dtype=dt(layout.dtype), is_cpu=layout.is_cpu
+            )
+        elif isinstance(p, NumberProxy):
+            values[p.name] = fd.define_scalar(dtype=dt(p.dtype))
+        else:
+            raise NotImplementedError(f"nvFuser regions take tensors and numbers, not {type(p).__name__}")
+
+    def value(x: Any) -> Any:
+        if isinstance(x, Proxy):
+            return values[x.name]
+        if isinstance(x, bool):
+            return fd.define_scalar(x, dtype=datatype.Bool)
+        if isinstance(x, int):
+            return fd.define_scalar(x, dtype=datatype.Int)
+        if isinstance(x, float):
+            return fd.define_scalar(x, dtype=datatype.Double)
+        if isinstance(x, complex):
+            return fd.define_scalar(x, dtype=datatype.ComplexDouble)
+        raise NotImplementedError(f"cannot pass {x!r} to nvFuser")
+
+    for bsym in region:
+        out = _translate(fd, bsym, value, dt)
+        outs = out if isinstance(out, tuple) else (out,)
+        for p, v in zip(bsym.flat_proxy_outs, outs):
+            values[p.name] = v
+    for p in outputs:
+        fd.add_output(values[p.name])
+
+
+def _translate(fd: Any, bsym: BoundSymbol, value: Callable[[Any], Any], dt: Callable[[DType], Any]) -> Any:
+    name, args, kwargs = bsym.sym.name, bsym.args, bsym.kwargs
+    ops = fd.ops
+    if name in _ELEMENTWISE:
+        return getattr(ops, _ELEMENTWISE[name])(*(value(a) for a in args))
+    if name in _REDUCTIONS:
+        a, dims = args
+        return getattr(ops, _REDUCTIONS[name])(value(a), list(dims), False, dt(a.dtype))
+    if name == "convert_element_type":
+        return ops.cast(value(args[0]), dt(args[1]))
+    if name == "broadcast_in_dim":
+        a, shape, bdims = args
+        return ops.broadcast_in_dim(value(a), list(shape), list(bdims))
+    if name == "reshape":
+        return ops.reshape(value(args[0]), list(args[1]))
+    if name == "transpose":
+        return ops.permute(value(args[0]), list(args[1]))
+    if name == "squeeze":
+        return ops.squeeze(value(args[0]), list(args[1]))
+    if name in ("var", "var_mean"):
+        a, dims = args
+        fn = ops.var if name == "var" else ops.var_mean
+        return fn(value(a), list(dims), kwargs["correction"], False)
+    if name == "slice":
+        a, start, end = args[:3]
+        strides = args[3] if len(args) > 3 else kwargs.get("strides") or [1] * len(start)
+        return ops.slice(value(a), list(start), list(end), list(strides))
+    if name == "cat":
+        tensors, dim = args
+        return ops.cat([value(t) for t in tensors], dim)
+    if name == "pad":
+        a, pad_value, config = args
+        if any(interior for _, _, interior in config):
+            raise NotImplementedError("nvFuser pad has no interior padding")
+        widths = [w for lo, hi, _ in reversed(config) for w in (lo, hi)]
+        return ops.pad(value(a), widths, value(pad_value))
+    if name == "full":
+        shape, fill = args
+        return ops.full(list(shape), value(fill), dt(kwargs["dtype"]))
+    raise NotImplementedError(f"prims.{name} has no nvFuser translation")
+
+
+def _fusible_pad(bsym: BoundSymbol) -> bool:
+    return bsym.sym.name != "pad" or not any(i for _, _, i in bsym.args[2])
+
+
+class NvFuserRegion:
+    """A region run by nvFuser: one FusionDefinition per input layout, built on first use."""
+
+    def __init__(self, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy]) -> None:
+        self.region, self.inputs, self.outputs = tuple(region), tuple(inputs), tuple(outputs)
+        self._definitions: dict[tuple[Any, ...], Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: Any) -> tuple[Any, ...]:
+        layouts = [layout_of(a) if isinstance(a, torch.Tensor) else None for a in args]
+        key = tuple(lay.key() if lay is not None else type(a) for lay, a in zip(layouts, args))
+        fd = self._definitions.get(key)
+        if fd is None:
+            from nvfuser import DataType, FusionDefinition
+
+            with self._lock:
+                fd = FusionDefinition()
+                with fd:
+                    define_fusion(fd, DataType, self.region, self.inputs, self.outputs, layouts)
+                self._definitions[key] = fd
+        return tuple(fd.execute(list(args)))
+
+
+class NvFuserExecutor(FusionExecutor):
+    """Fuses the prims it can translate into nvFuser fusions (CUDA tensors only)."""
+
+    def __init__(self) -> None:
+        super().__init__("nvfuser")
+        self._availability: tuple[bool, str] | None = None
+
+    def availability(self) -> tuple[bool, str]:
+        if self._availability is None:
+            try:
+                import nvfuser  # noqa: F401
+            except Exception as e:  # ImportError, or a broken install failing to load its library
+                self._availability = (False, f"nvfuser is not importable ({type(e).__name__}: {e})")
+            else:
+                ok = torch.cuda.is_available()
+                self._availability = (ok, "" if ok else "nvfuser needs a CUDA device; none is available")
+        return self._availability
+
+    def can_fuse(self, bsym: BoundSymbol) -> bool:
+        return self.can_translate(bsym) and self.is_available()
+
+    @staticmethod
+    def can_translate(bsym: BoundSymbol) -> bool:
+        """Whether ``bsym`` has a translation (for CUDA tensors), whatever this machine has."""
+        if not bsym.sym.is_prim or bsym.sym.name not in TRANSLATABLE_PRIMS or not _fusible_pad(bsym):
+            return False
+        tensors = [p for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs) if isinstance(p, TensorProxy)]
+        return (
+            bool(bsym.flat_proxy_outs)
+            and all(isinstance(p, TensorProxy) for p in bsym.flat_proxy_outs)
+            and all(t.device.type == "cuda" and t.dtype.strong() in _DATATYPE_NAMES for t in tensors)
+        )
+
+    def min_region_size(self) -> int:
+        return 2
+
+    def fuse(
+        self, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy], *, index: int
+    ) -> BoundSymbol:
+        name = f"nvFusion{index}"
+        sym = Symbol(name, None, module=self.name, impl=NvFuserRegion(region, inputs, outputs), id=f"nvfuser::{name}")
+        return BoundSymbol(sym, tuple(inputs), {}, tuple(outputs), subsymbols=tuple(region))
+
+
+nvfuser_executor = NvFuserExecutor()
+register_executor(nvfuser_executor)

@@ -1,0 +1,343 @@
+"""The torch executor: every prim as one torch call.
+
+Prims with a 1:1 torch function print as that function (``torch.add(t0, t1)``); the others as a
+small named function of ``thunder_executors.torch_impls`` (``torch_ex.broadcast_in_dim(...)``).
+Arguments are converted once, when the execution trace is built: IR dtypes and devices become
+torch's, the choice between variants (a number operand, an empty dim list, an integer dtype
+that torch would promote) is made then, never per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from thunder_executors import torch_impls
+from thunder_executors.executor import (
+    OperatorExecutor,
+    Translator,
+    register_executor,
+    to_runtime_value,
+)
+from thunder_ir import BoundSymbol, Symbol, TensorProxy, prims
+from thunder_ir.dtypes import to_torch_dtype
+from thunder_ir.tags import OpTag
+
+__all__ = ["TorchExecutor", "helper_symbol", "torch_executor", "torch_symbol"]
+
+
+class TorchExecutor(OperatorExecutor):
+    """Runs prims with eager torch, one call each."""
+
+
+torch_executor = TorchExecutor("torch")
+register_executor(torch_executor)
+
+_symbols: dict[tuple[str, str], Symbol] = {}
+
+
+def _symbol(module: str, name: str, fn: Callable[..., Any]) -> Symbol:
+    key = (module, name)
+    sym = _symbols.get(key)
+    if sym is None:
+        sym = Symbol(name, None, module=module, impl=fn, id=f"torch::{module}.{name}")
+        _symbols[key] = sym
+    return sym
+
+
+def torch_symbol(name: str) -> Symbol:
+    """The executor symbol for ``torch.<name>`` (printed and run as exactly that)."""
+    return _symbol("torch", name, getattr(torch, name))
+
+
+def helper_symbol(name: str, fn: Callable[..., Any] | None = None) -> Symbol:
+    """The executor symbol for ``torch_ex.<name>``, a function of thunder_executors.torch_impls."""
+    return _symbol("torch_ex", name, fn if fn is not None else getattr(torch_impls, name))
+
+
+def _call(
+    sym: Symbol, bsym: BoundSymbol, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+) -> BoundSymbol:
+    return BoundSymbol(sym, args, kwargs or {}, bsym.output, header=bsym.header)
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, TensorProxy)
+
+
+def _has_tensor(bsym: BoundSymbol) -> bool:
+    return any(isinstance(a, TensorProxy) for a in bsym.flat_args)
+
+
+def _number_symbol(prim_name: str) -> Symbol:
+    fn = torch_impls.NUMBER_FUNCTIONS[prim_name]
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__name__", "<lambda>")
+    if module in ("operator", "math", "builtins", "_operator") and name.isidentifier():
+        return _symbol("operator" if module == "_operator" else module, name, fn)
+    return helper_symbol(f"number_{prim_name}", fn)
+
+
+# Elementwise ------------------------------------------------------------------------------------
+
+# prim name -> torch function name, where they differ.
+_UNARY_TORCH_NAMES = {
+    "abs": "abs", "neg": "neg", "bitwise_not": "bitwise_not", "exp": "exp", "exp2": "exp2",
+    "expm1": "expm1", "log": "log", "log1p": "log1p", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
+    "rsqrt": "rsqrt", "reciprocal": "reciprocal", "sin": "sin", "cos": "cos", "tan": "tan",
+    "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+    "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "erf": "erf", "erfc": "erfc",
+    "erfinv": "erfinv", "lgamma": "lgamma", "digamma": "digamma", "sigmoid": "sigmoid",
+    "floor": "floor", "ceil": "ceil", "round": "round", "trunc": "trunc", "sign": "sign",
+    "signbit": "signbit", "isfinite": "isfinite", "isnan": "isnan", "isinf": "isinf", "real": "real",
+}  # fmt: skip
+
+_BINARY_TORCH_NAMES = {
+    "add": "add", "sub": "sub", "mul": "mul", "floor_divide": "floor_divide",
+    "remainder": "remainder", "fmod": "fmod", "pow": "pow", "atan2": "atan2", "maximum": "maximum",
+    "minimum": "minimum", "copysign": "copysign", "bitwise_and": "bitwise_and",
+    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor", "shift_left": "bitwise_left_shift",
+    "shift_right": "bitwise_right_shift", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt",
+    "ge": "ge",
+}  # fmt: skip
+
+# Comparisons with the number first: swap the operands and mirror the comparison.
+_MIRRORED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+# torch refuses a Python number here (as the first, or as either operand).
+_NO_NUMBER_FIRST = {"fmod", "atan2", "maximum", "minimum", "copysign"}
+_NO_NUMBER_AT_ALL = {"atan2", "maximum", "minimum"}
+
+
+def _elementwise_translator(prim_name: str, tensor_translate: Translator) -> Translator:
+    number_sym = _number_symbol(prim_name) if prim_name in torch_impls.NUMBER_FUNCTIONS else None
+
+    def translate(bsym: BoundSymbol) -> BoundSymbol:
+        if not _has_tensor(bsym):
+            if number_sym is None:
+                raise NotImplementedError(
+                    f"prims.{prim_name} on numbers only has no implementation"
+                )
+            return _call(number_sym, bsym, bsym.args)
+        return tensor_translate(bsym)
+
+    return translate
+
+
+def _unary(prim_name: str, torch_name: str) -> Translator:
+    sym = torch_symbol(torch_name)
+    return _elementwise_translator(prim_name, lambda bsym: _call(sym, bsym, bsym.args))
+
+
+def _binary(prim_name: str, torch_name: str) -> Translator:
+    sym = torch_symbol(torch_name)
+    wrapped = helper_symbol(
+        f"{torch_name}_with_number", torch_impls.number_to_tensor_then(getattr(torch, torch_name))
+    )
+
+    def tensor_translate(bsym: BoundSymbol) -> BoundSymbol:
+        a, b = bsym.args
+        if _is_tensor(a) and _is_tensor(b):
+            return _call(sym, bsym, (a, b))
+        if _is_tensor(a):
+            return _call(wrapped if prim_name in _NO_NUMBER_AT_ALL else sym, bsym, (a, b))
+        if prim_name in _MIRRORED:
+            return _call(torch_symbol(_BINARY_TORCH_NAMES[_MIRRORED[prim_name]]), bsym, (b, a))
+        return _call(wrapped if prim_name in _NO_NUMBER_FIRST else sym, bsym, (a, b))
+
+    return _elementwise_translator(prim_name, tensor_translate)
+
+
+def _divide(prim_name: str, rounding_mode: str | None) -> Translator:
+    div = torch_symbol("div")
+    true_divide = torch_symbol("true_divide")
+
+    def tensor_translate(bsym: BoundSymbol) -> BoundSymbol:
+        out = bsym.output
+        assert isinstance(out, TensorProxy)
+        mode = rounding_mode
+        if mode is None and out.dtype.is_exact:
+            mode = "trunc"  # the prim keeps the dtype: integer division truncates, as in C
+        if mode is None:
+            return _call(true_divide, bsym, bsym.args)
+        return _call(div, bsym, bsym.args, {"rounding_mode": mode})
+
+    return _elementwise_translator(prim_name, tensor_translate)
+
+
+def _convert_element_type(bsym: BoundSymbol) -> BoundSymbol:
+    a, dtype = bsym.args
+    if not isinstance(a, TensorProxy):
+        from thunder_ir.dtypes import python_type_of
+
+        typ = python_type_of(dtype)
+        return _call(_symbol("builtins", typ.__name__, typ), bsym, (a,))
+    return _call(helper_symbol("convert_element_type"), bsym, (a, to_torch_dtype(dtype)))
+
+
+def _where(bsym: BoundSymbol) -> BoundSymbol:
+    pred = bsym.args[0]
+    if _is_tensor(pred):
+        return _call(torch_symbol("where"), bsym, bsym.args)
+    return _call(helper_symbol("where"), bsym, bsym.args)
+
+
+# Reductions -------------------------------------------------------------------------------------
+
+
+def _reduction(torch_name: str, *, keeps_dtype: bool) -> Translator:
+    """sum/prod/amax/amin(a, dims): torch reads empty dims as "all"; sum and prod of integers
+    would widen to int64 without an explicit dtype."""
+    sym = torch_symbol(torch_name)
+
+    def translate(bsym: BoundSymbol) -> BoundSymbol:
+        a, dims = bsym.args
+        kwargs: dict[str, Any] = {}
+        if keeps_dtype and a.dtype.is_exact:
+            kwargs["dtype"] = to_torch_dtype(a.dtype)
+        if not dims:
+            return _call(helper_symbol("reduce_no_dims"), bsym, (torch_name, a), kwargs)
+        if torch_name == "prod":  # torch.prod reduces one dim at a time
+            if len(dims) == 1:
+                return _call(sym, bsym, (a, dims[0]), kwargs)
+            return _call(helper_symbol("prod_dims"), bsym, (a, tuple(dims)), kwargs)
+        return _call(sym, bsym, (a, tuple(dims)), kwargs)
+
+    return translate
+
+
+def _var(bsym: BoundSymbol) -> BoundSymbol:
+    a, dims = bsym.args
+    kwargs = dict(bsym.kwargs)
+    if not dims:
+        return _call(helper_symbol("reduce_no_dims"), bsym, ("var", a), kwargs)
+    return _call(torch_symbol("var"), bsym, (a, tuple(dims)), kwargs)
+
+
+def _cumulative(torch_name: str) -> Translator:
+    sym = torch_symbol(torch_name)
+
+    def translate(bsym: BoundSymbol) -> BoundSymbol:
+        a, dim = bsym.args
+        kwargs = {"dtype": to_torch_dtype(a.dtype)} if a.dtype.is_exact else {}
+        return _call(sym, bsym, (a, dim), kwargs)
+
+    return translate
+
+
+# Shapes, factories, indexing --------------------------------------------------------------------
+
+
+def _slice(bsym: BoundSymbol) -> BoundSymbol:
+    args = list(bsym.args) + [bsym.kwargs[k] for k in ("strides",) if k in bsym.kwargs]
+    a, start, end = args[:3]
+    strides = args[3] if len(args) > 3 else None
+    if strides is not None and all(s == 1 for s in strides):
+        strides = None
+    call_args = (
+        (a, tuple(start), tuple(end))
+        if strides is None
+        else (a, tuple(start), tuple(end), tuple(strides))
+    )
+    return _call(helper_symbol("slice_with_strides"), bsym, call_args)
+
+
+def _convolution(bsym: BoundSymbol) -> BoundSymbol:
+    a, weight, bias, stride, padding, dilation, transposed, output_padding, groups = bsym.args
+    nd = weight.ndim - 2
+
+    def per_dim(x: Any) -> tuple[Any, ...]:
+        values = tuple(x)
+        return values * nd if len(values) == 1 else values
+
+    args = (
+        a,
+        weight,
+        bias,
+        per_dim(stride),
+        per_dim(padding),
+        per_dim(dilation),
+        transposed,
+        per_dim(output_padding),
+        groups,
+    )
+    return _call(torch_symbol("convolution"), bsym, args)
+
+
+def _same(sym: Symbol) -> Translator:
+    def translate(bsym: BoundSymbol) -> BoundSymbol:
+        return _call(sym, bsym, to_runtime_value(bsym.args), to_runtime_value(bsym.kwargs))
+
+    return translate
+
+
+def _register_all() -> None:
+    reg = torch_executor.register_implementation
+    for prim_name, torch_name in _UNARY_TORCH_NAMES.items():
+        reg(prims.ALL_PRIMS[prim_name], translate=_unary(prim_name, torch_name))
+    imag_sym = helper_symbol("imag")
+    reg(prims.imag, translate=_elementwise_translator("imag", lambda b: _call(imag_sym, b, b.args)))
+    for prim_name, torch_name in _BINARY_TORCH_NAMES.items():
+        reg(prims.ALL_PRIMS[prim_name], translate=_binary(prim_name, torch_name))
+    reg(prims.div, translate=_divide("div", None))
+    reg(prims.trunc_divide, translate=_divide("trunc_divide", "trunc"))
+    reg(prims.convert_element_type, translate=_convert_element_type)
+    reg(prims.where, translate=_where)
+
+    reg(prims.sum, translate=_reduction("sum", keeps_dtype=True))
+    reg(prims.prod, translate=_reduction("prod", keeps_dtype=True))
+    reg(prims.amax, translate=_reduction("amax", keeps_dtype=False))
+    reg(prims.amin, translate=_reduction("amin", keeps_dtype=False))
+    reg(prims.var, translate=_var)
+    reg(prims.var_mean, translate=_same(helper_symbol("var_mean")))
+    reg(prims.argmax, translate=_same(torch_symbol("argmax")))
+    reg(prims.argmin, translate=_same(torch_symbol("argmin")))
+    reg(prims.cumsum, translate=_cumulative("cumsum"))
+    reg(prims.cumprod, translate=_cumulative("cumprod"))
+
+    reg(prims.broadcast_in_dim, translate=_same(helper_symbol("broadcast_in_dim")))
+    reg(prims.reshape, translate=_same(torch_symbol("reshape")))
+    reg(prims.slice_prim, translate=_slice)
+    reg(
+        prims.squeeze,
+        translate=lambda b: _call(torch_symbol("squeeze"), b, (b.args[0], tuple(b.args[1]))),
+    )
+    reg(prims.unsqueeze, translate=_same(torch_symbol("unsqueeze")))
+    reg(prims.transpose, translate=_same(torch_symbol("permute")))
+    reg(prims.cat, translate=_same(torch_symbol("cat")))
+    reg(prims.pad, translate=_same(helper_symbol("pad")))
+    reg(prims.flip, translate=_same(torch_symbol("flip")))
+    reg(prims.shallow_copy, translate=_same(helper_symbol("shallow_copy")))
+    reg(prims.clone, translate=_same(torch_symbol("clone")))
+    reg(prims.stop_gradient, translate=_same(torch_symbol("detach")))
+    reg(prims.device_put, translate=_same(helper_symbol("device_put")))
+
+    reg(prims.full, translate=_same(torch_symbol("full")))
+    reg(prims.iota, translate=_same(helper_symbol("iota")))
+    reg(prims.uniform, translate=_same(helper_symbol("uniform")))
+    reg(prims.normal, translate=_same(helper_symbol("normal")))
+    reg(prims.copy_, translate=_same(helper_symbol("copy_")))
+
+    reg(prims.take, translate=_same(helper_symbol("take")))
+    reg(prims.index_select, translate=_same(torch_symbol("index_select")))
+    reg(prims.gather, translate=_same(torch_symbol("gather")))
+    reg(prims.scatter_add, translate=_same(torch_symbol("scatter_add")))
+    reg(prims.index_put, translate=_same(helper_symbol("index_put")))
+    reg(prims.matmul, translate=_same(torch_symbol("matmul")))
+    reg(prims.linear, translate=_same(helper_symbol("linear")))
+    reg(prims.convolution, translate=_convolution)
+    reg(prims.embedding, translate=_same(helper_symbol("embedding")))
+
+
+_register_all()
+
+
+def unclaimed_prims() -> list[str]:
+    """Prims (other than prologue prims and the return) the torch executor does not claim."""
+    return [
+        name
+        for name, sym in prims.ALL_PRIMS.items()
+        if not (OpTag.PROLOGUE in sym.tags or OpTag.RETURN in sym.tags)
+        and sym.id not in torch_executor.implementations
+    ]

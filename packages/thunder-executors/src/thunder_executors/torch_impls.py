@@ -1,0 +1,302 @@
+"""Implementations of the prims that have no 1:1 torch function.
+
+Execution traces print these as ``torch_ex.<name>(...)``; the name binds to this module, so what
+runs is exactly what is read. Each function takes torch values (torch dtypes and devices: the
+execution trace converts IR values once, when it is built).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "NUMBER_FUNCTIONS",
+    "broadcast_in_dim",
+    "convert_element_type",
+    "copy_",
+    "device_put",
+    "embedding",
+    "imag",
+    "index_put",
+    "iota",
+    "linear",
+    "normal",
+    "number_to_tensor_then",
+    "pad",
+    "prod_dims",
+    "reduce_no_dims",
+    "shallow_copy",
+    "slice_with_strides",
+    "take",
+    "uniform",
+    "var_mean",
+    "where",
+]
+
+
+def broadcast_in_dim(
+    a: torch.Tensor, shape: Sequence[int], broadcast_dimensions: Sequence[int]
+) -> torch.Tensor:
+    """``a`` placed at ``broadcast_dimensions`` of ``shape`` and expanded to it (a view)."""
+    if a.ndim != len(shape):
+        view_shape = [1] * len(shape)
+        for src, dst in enumerate(broadcast_dimensions):
+            view_shape[dst] = a.shape[src]
+        a = a.reshape(view_shape)
+    return a.expand(shape)
+
+
+def slice_with_strides(
+    a: torch.Tensor,
+    start_indices: Sequence[int],
+    end_indices: Sequence[int],
+    strides: Sequence[int] | None = None,
+) -> torch.Tensor:
+    """``a[start:end:stride, ...]`` per dimension (a view)."""
+    if strides is None:
+        return a[tuple(map(slice, start_indices, end_indices))]
+    return a[tuple(map(slice, start_indices, end_indices, strides))]
+
+
+def pad(
+    a: torch.Tensor, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]
+) -> torch.Tensor:
+    """jax.lax.pad: per dimension (low, high, interior); low and high may be negative (crop)."""
+    if any(interior for _, _, interior in padding_config):
+        # Interior padding: scatter the input into a strided view of a filled tensor first.
+        shape = [
+            s + max(s - 1, 0) * interior for s, (_, _, interior) in zip(a.shape, padding_config)
+        ]
+        spread = torch.full(shape, padding_value, dtype=a.dtype, device=a.device)
+        spread[tuple(slice(None, None, interior + 1) for _, _, interior in padding_config)] = a
+        a = spread
+    flat: list[int] = []
+    for low, high, _ in reversed(padding_config):
+        flat += (low, high)
+    if not any(flat):
+        return a.clone()
+    return F.pad(a, flat, mode="constant", value=padding_value)
+
+
+def convert_element_type(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return a.to(dtype)
+
+
+def reduce_no_dims(reduction: str, a: torch.Tensor, **kwargs: Any) -> Any:
+    """``torch.<reduction>`` over an empty set of dims: over a new size-1 dim (torch reads () as
+    all dims)."""
+    return getattr(torch, reduction)(a.unsqueeze(-1), -1, **kwargs)
+
+
+def prod_dims(
+    a: torch.Tensor, dims: Sequence[int], *, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """The product over several dims (torch.prod takes one)."""
+    for d in sorted(dims, reverse=True):
+        a = torch.prod(a, d, dtype=dtype)
+    return a
+
+
+def var_mean(
+    a: torch.Tensor, dims: Sequence[int], *, correction: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if not dims:
+        return reduce_no_dims("var_mean", a, correction=correction)  # type: ignore[no-any-return]
+    return torch.var_mean(a, tuple(dims), correction=correction)
+
+
+def iota(
+    length: int, *, start: Any, step: Any, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
+    """``start, start + step, ...`` (``length`` values)."""
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return torch.arange(start, start + length * step, step, device=device, dtype=dtype)
+    out: torch.Tensor = torch.arange(length, device=device, dtype=dtype) * step + start
+    return out
+
+
+def _generator(device: torch.device, seed: int, offset: int) -> torch.Generator:
+    # One deterministic stream per (seed, offset): a pure function of both, as the prim promises.
+    g = torch.Generator(device=device)
+    g.manual_seed((int(seed) * 0x9E3779B97F4A7C15 + int(offset)) % (2**63))
+    return g
+
+
+def uniform(
+    shape: Sequence[int],
+    a: Any,
+    b: Any,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+    seed: Any = None,
+    offset: Any = 0,
+) -> torch.Tensor:
+    """Uniform in [a, b): the ambient torch RNG when ``seed`` is None, else a function of (seed, offset)."""
+    out = torch.empty(shape, device=device, dtype=dtype)
+    gen = None if seed is None else _generator(device, seed, offset)
+    return out.uniform_(a, b, generator=gen)
+
+
+def normal(
+    shape: Sequence[int],
+    mean: Any,
+    std: Any,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+    seed: Any = None,
+    offset: Any = 0,
+) -> torch.Tensor:
+    """Normal(mean, std): the ambient torch RNG when ``seed`` is None, else a function of (seed, offset)."""
+    out = torch.empty(shape, device=device, dtype=dtype)
+    gen = None if seed is None else _generator(device, seed, offset)
+    return out.normal_(mean, std, generator=gen)
+
+
+def copy_(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """Copies ``src`` into ``dst`` in place and returns ``dst``."""
+    return dst.copy_(src)
+
+
+def shallow_copy(a: torch.Tensor) -> torch.Tensor:
+    """The same tensor (the prim only gives it a new name in the trace)."""
+    return a
+
+
+def device_put(a: torch.Tensor, device: torch.device) -> torch.Tensor:
+    return a.to(device)
+
+
+def take(a: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return torch.take(a, index.long())
+
+
+def index_put(
+    a: torch.Tensor, indices: Sequence[torch.Tensor], values: torch.Tensor, accumulate: bool
+) -> torch.Tensor:
+    return torch.index_put(a, tuple(indices), values, accumulate)
+
+
+def embedding(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return F.embedding(indices, weight)
+
+
+linear = F.linear
+
+
+def where(pred: Any, a: Any, b: Any) -> torch.Tensor:
+    """torch.where, also for a Python bool predicate."""
+    if not isinstance(pred, torch.Tensor):
+        ref = a if isinstance(a, torch.Tensor) else b
+        pred = torch.tensor(bool(pred), device=ref.device)
+    return torch.where(pred, a, b)
+
+
+def imag(a: torch.Tensor) -> torch.Tensor:
+    """The imaginary part; zeros for a real tensor (torch.imag refuses those)."""
+    return torch.imag(a) if a.is_complex() else torch.zeros_like(a)
+
+
+def number_to_tensor_then(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``fn`` for calls where a Python number stands for a tensor (torch.maximum(t, 2.0) is refused):
+    the number becomes a 0-d tensor of the other operand's dtype and device."""
+
+    def run(a: Any, b: Any) -> torch.Tensor:
+        if not isinstance(a, torch.Tensor):
+            a = torch.tensor(a, dtype=b.dtype, device=b.device)
+        elif not isinstance(b, torch.Tensor):
+            b = torch.tensor(b, dtype=a.dtype, device=a.device)
+        return fn(a, b)
+
+    run.__name__ = fn.__name__
+    return run
+
+
+def _trunc_divide(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    return math.trunc(a / b)
+
+
+def _sign(x: Any) -> Any:
+    if isinstance(x, float):
+        return math.copysign(1.0, x) if x != 0 else 0.0
+    return (x > 0) - (x < 0)
+
+
+# Prims applied to Python numbers only (shape arithmetic on symbolic values): the Python callable
+# that computes them, printed under its own module where one exists (``operator.add``).
+NUMBER_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "abs": operator.abs,
+    "neg": operator.neg,
+    "bitwise_not": operator.invert,
+    "exp": math.exp,
+    "exp2": lambda x: 2.0**x,
+    "expm1": math.expm1,
+    "log": math.log,
+    "log1p": math.log1p,
+    "log2": math.log2,
+    "log10": math.log10,
+    "sqrt": math.sqrt,
+    "rsqrt": lambda x: 1.0 / math.sqrt(x),
+    "reciprocal": lambda x: 1.0 / x,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "sinh": math.sinh,
+    "cosh": math.cosh,
+    "tanh": math.tanh,
+    "asinh": math.asinh,
+    "acosh": math.acosh,
+    "atanh": math.atanh,
+    "erf": math.erf,
+    "erfc": math.erfc,
+    "lgamma": math.lgamma,
+    "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "round": round,
+    "trunc": math.trunc,
+    "sign": _sign,
+    "signbit": lambda x: math.copysign(1.0, x) < 0,
+    "isfinite": math.isfinite,
+    "isnan": math.isnan,
+    "isinf": math.isinf,
+    "real": lambda x: x.real,
+    "imag": lambda x: x.imag,
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "floor_divide": operator.floordiv,
+    "trunc_divide": _trunc_divide,
+    "remainder": operator.mod,
+    "fmod": math.fmod,
+    "pow": operator.pow,
+    "atan2": math.atan2,
+    "maximum": max,
+    "minimum": min,
+    "copysign": math.copysign,
+    "bitwise_and": operator.and_,
+    "bitwise_or": operator.or_,
+    "bitwise_xor": operator.xor,
+    "shift_left": operator.lshift,
+    "shift_right": operator.rshift,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}

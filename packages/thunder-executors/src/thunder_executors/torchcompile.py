@@ -1,0 +1,114 @@
+"""The torch.compile executor ("torchcompile"): fusion regions compiled by inductor.
+
+A region becomes a small Python function of torch calls (the torch executor's translation of its
+prims, printed like any trace) and that function is compiled by ``torch.compile``. Compiled
+regions are cached by their printed source, so the same region in a retraced program reuses the
+compiled code. Compilation happens on a region's first call; its duration is recorded on the
+region (``CompiledRegion.compile_seconds``) and summed by ``ExecutionTrace.compile_seconds()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from thunder_executors.executor import FusionExecutor, register_executor
+from thunder_executors.torch_executor import torch_executor
+from thunder_ir import BoundSymbol, Proxy, Symbol, TensorProxy, Trace, prims
+from thunder_ir.tags import OpTag
+
+__all__ = ["TorchCompileExecutor", "CompiledRegion", "torchcompile_executor", "region_trace"]
+
+# Symbols with effects or ambient state stay outside regions: inductor reorders freely and draws
+# random numbers its own way.
+_NOT_FUSIBLE = frozenset({OpTag.PROLOGUE, OpTag.RETURN, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.DONT_DCE})
+
+
+def region_trace(
+    name: str, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy]
+) -> Trace:
+    """The region as a trace of its own: inputs as arguments, outputs returned as a tuple."""
+    body = [*region, prims.python_return.bind(tuple(outputs), output=None)]
+    return Trace(name, args=inputs, bound_symbols=body)
+
+
+class CompiledRegion:
+    """A region's Python function, compiled by torch.compile on the first call."""
+
+    def __init__(self, source: str, fn: Callable[..., Any], options: dict[str, Any]) -> None:
+        self.source = source
+        self.fn = fn
+        self.options = options
+        self.compile_seconds = 0.0
+        self.calls = 0
+        self._compiled: Callable[..., Any] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: Any) -> Any:
+        compiled = self._compiled
+        if compiled is not None:
+            return compiled(*args)
+        with self._lock:
+            if self._compiled is None:
+                start = time.perf_counter()
+                fn = torch.compile(self.fn, **self.options)
+                out = fn(*args)  # compiles now (dynamo is lazy)
+                self.compile_seconds += time.perf_counter() - start
+                self._compiled = fn
+                self.calls += 1
+                return out
+        return self._compiled(*args)
+
+
+class TorchCompileExecutor(FusionExecutor):
+    """Fuses prims the torch executor can run into regions compiled by inductor."""
+
+    def __init__(self, name: str = "torchcompile", **compile_options: Any) -> None:
+        super().__init__(name)
+        self.compile_options: dict[str, Any] = {"dynamic": False, **compile_options}
+        # Printed region source -> its compiled region (a memo: equal source, equal program).
+        self._cache: dict[str, CompiledRegion] = {}
+        self._cache_lock = threading.Lock()
+
+    def availability(self) -> tuple[bool, str]:
+        if not hasattr(torch, "compile"):
+            return False, "this torch has no torch.compile"
+        return True, ""
+
+    def can_fuse(self, bsym: BoundSymbol) -> bool:
+        if not bsym.sym.is_prim or bsym.sym.tags & _NOT_FUSIBLE:
+            return False
+        outs = bsym.flat_proxy_outs
+        if not outs or not all(isinstance(o, TensorProxy) for o in outs):
+            return False  # number computations stay in Python
+        return torch_executor.claims(bsym)
+
+    def min_region_size(self) -> int:
+        return 2  # one op gains nothing from fusion and pays the compiled call's overhead
+
+    def fuse(
+        self, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy], *, index: int
+    ) -> BoundSymbol:
+        translated = [torch_executor.translate(b) for b in region]
+        name = f"fusion{index}"
+        rtrace = region_trace(name, translated, inputs, outputs)
+        source = rtrace.python()
+        with self._cache_lock:
+            compiled = self._cache.get(source)
+            if compiled is None:
+                fn = rtrace.python_callable({"torch": torch})
+                compiled = CompiledRegion(source, fn, self.compile_options)
+                self._cache[source] = compiled
+        sym = Symbol(name, None, module=self.name, impl=compiled, id=f"{self.name}::{name}")
+        return BoundSymbol(sym, tuple(inputs), {}, tuple(outputs), subsymbols=tuple(translated))
+
+    def cached_regions(self) -> int:
+        return len(self._cache)
+
+
+torchcompile_executor = TorchCompileExecutor()
+register_executor(torchcompile_executor)

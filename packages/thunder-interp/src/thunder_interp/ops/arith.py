@@ -1,0 +1,185 @@
+"""Arithmetic, comparisons, unary operators and truth tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from thunder_interp._bytecode import Instruction
+from thunder_interp._frame import Frame
+from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+
+_BINARY_SYMBOLS: dict[str, str] = {
+    "+": "+",
+    "&": "&",
+    "//": "//",
+    "<<": "<<",
+    "@": "@",
+    "*": "*",
+    "%": "%",
+    "|": "|",
+    "**": "**",
+    ">>": ">>",
+    "-": "-",
+    "/": "/",
+    "^": "^",
+}
+
+_OPS_310: dict[str, str] = {
+    "BINARY_ADD": "+",
+    "BINARY_AND": "&",
+    "BINARY_FLOOR_DIVIDE": "//",
+    "BINARY_LSHIFT": "<<",
+    "BINARY_MATRIX_MULTIPLY": "@",
+    "BINARY_MULTIPLY": "*",
+    "BINARY_MODULO": "%",
+    "BINARY_OR": "|",
+    "BINARY_POWER": "**",
+    "BINARY_RSHIFT": ">>",
+    "BINARY_SUBTRACT": "-",
+    "BINARY_TRUE_DIVIDE": "/",
+    "BINARY_XOR": "^",
+    "INPLACE_ADD": "+=",
+    "INPLACE_AND": "&=",
+    "INPLACE_FLOOR_DIVIDE": "//=",
+    "INPLACE_LSHIFT": "<<=",
+    "INPLACE_MATRIX_MULTIPLY": "@=",
+    "INPLACE_MULTIPLY": "*=",
+    "INPLACE_MODULO": "%=",
+    "INPLACE_OR": "|=",
+    "INPLACE_POWER": "**=",
+    "INPLACE_RSHIFT": ">>=",
+    "INPLACE_SUBTRACT": "-=",
+    "INPLACE_TRUE_DIVIDE": "/=",
+    "INPLACE_XOR": "^=",
+}
+
+_TEMPLATE_BINARY = """
+def make(nxt):
+    def op(f):
+        st = f.stack
+        b = st.pop()
+        st[-1] = st[-1] {sym} b
+        return nxt
+    return op
+"""
+
+_TEMPLATE_INPLACE = """
+def make(nxt):
+    def op(f):
+        st = f.stack
+        b = st.pop()
+        a = st[-1]
+        a {sym}= b
+        st[-1] = a
+        return nxt
+    return op
+"""
+
+
+def _build_makers() -> dict[str, Callable[[int], Op]]:
+    makers: dict[str, Callable[[int], Op]] = {}
+    for sym in _BINARY_SYMBOLS:
+        for template, key in ((_TEMPLATE_BINARY, sym), (_TEMPLATE_INPLACE, sym + "=")):
+            namespace: dict[str, Any] = {}
+            exec(template.format(sym=sym), namespace)
+            makers[key] = namespace["make"]
+    return makers
+
+
+_MAKERS = _build_makers()
+
+
+@register_opcode("BINARY_OP", min_version=(3, 11))
+def binary_op(ins: Instruction, ctx: CompileContext) -> Op:
+    return _MAKERS[ins.argrepr](ctx.next_index(ins))
+
+
+@register_opcode(*_OPS_310, max_version=(3, 10))
+def binary_op_310(ins: Instruction, ctx: CompileContext) -> Op:
+    return _MAKERS[_OPS_310[ins.opname]](ctx.next_index(ins))
+
+
+def _unary(fn: Callable[[Any], Any]) -> Callable[[Instruction, CompileContext], Op]:
+    def factory(ins: Instruction, ctx: CompileContext) -> Op:
+        nxt = ctx.next_index(ins)
+
+        def op(f: Frame) -> int:
+            st = f.stack
+            st[-1] = fn(st[-1])
+            return nxt
+
+        return op
+
+    return factory
+
+
+register_opcode("UNARY_NEGATIVE")(_unary(lambda a: -a))
+register_opcode("UNARY_INVERT")(_unary(lambda a: ~a))
+register_opcode("UNARY_POSITIVE", max_version=(3, 11))(_unary(lambda a: +a))
+register_opcode("UNARY_NOT")(_unary(lambda a: not a))
+register_opcode("TO_BOOL", min_version=(3, 13))(_unary(bool))
+
+_COMPARE_TEMPLATE = """
+def make(nxt, to_bool):
+    if to_bool:
+        def op_bool(f):
+            st = f.stack
+            b = st.pop()
+            st[-1] = bool(st[-1] {sym} b)
+            return nxt
+        return op_bool
+    def op(f):
+        st = f.stack
+        b = st.pop()
+        st[-1] = st[-1] {sym} b
+        return nxt
+    return op
+"""
+
+
+def _build_compare() -> dict[str, Callable[[int, bool], Op]]:
+    result: dict[str, Callable[[int, bool], Op]] = {}
+    for sym in ("<", "<=", "==", "!=", ">", ">="):
+        namespace: dict[str, Any] = {}
+        exec(_COMPARE_TEMPLATE.format(sym=sym), namespace)
+        result[sym] = namespace["make"]
+    return result
+
+
+_COMPARE = _build_compare()
+
+
+@register_opcode("COMPARE_OP")
+def compare_op(ins: Instruction, ctx: CompileContext) -> Op:
+    sym = str(ins.argval)
+    to_bool = PY_VERSION >= (3, 13) and bool(ins.arg & 16)
+    return _COMPARE[sym](ctx.next_index(ins), to_bool)
+
+
+@register_opcode("IS_OP")
+def is_op(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    invert = bool(ins.arg)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        b = st.pop()
+        st[-1] = (st[-1] is b) is not invert
+        return nxt
+
+    return op
+
+
+@register_opcode("CONTAINS_OP")
+def contains_op(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    invert = bool(ins.arg)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        container = st.pop()
+        st[-1] = (st[-1] in container) is not invert
+        return nxt
+
+    return op

@@ -1,0 +1,213 @@
+"""Calls and function creation."""
+
+from __future__ import annotations
+
+from types import CellType, FunctionType
+from typing import Any
+
+from thunder_interp._bytecode import Instruction
+from thunder_interp._frame import NULL, Frame
+from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp.ops._common import function_str
+
+
+def _split_kwargs(args: list[Any], kwnames: tuple[str, ...]) -> dict[str, Any]:
+    n = len(kwnames)
+    values = args[len(args) - n :]
+    del args[len(args) - n :]
+    return dict(zip(kwnames, values))
+
+
+def _call_factory(
+    nargs: int, nxt: int, layout: str, kw_from_stack: bool, kw_from_frame: bool
+) -> Op:
+    """Build a CALL op. ``layout``: "null_first" ([NULL|meth, callable|self, args]),
+    "self_second" ([callable, self|NULL, args]) or "plain" ([callable, args])."""
+
+    if layout == "plain":
+
+        def op_plain(f: Frame) -> int:
+            st = f.stack
+            kwnames = st.pop() if kw_from_stack else ()
+            k = len(st) - nargs
+            args = st[k:]
+            fn = st[k - 1]
+            del st[k - 1 :]
+            kwargs = _split_kwargs(args, kwnames) if kwnames else None
+            st.append(f.rt.call(fn, args, kwargs, f))
+            return nxt
+
+        return op_plain
+
+    null_first = layout == "null_first"
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        if kw_from_stack:
+            kwnames = st.pop()
+        elif kw_from_frame:
+            kwnames = f.kw_names
+            f.kw_names = ()
+        else:
+            kwnames = ()
+        k = len(st) - nargs
+        args = st[k:]
+        a = st[k - 2]
+        b = st[k - 1]
+        del st[k - 2 :]
+        if null_first:
+            if a is NULL:
+                fn = b
+            else:
+                fn = a
+                args.insert(0, b)
+        else:
+            fn = a
+            if b is not NULL:
+                args.insert(0, b)
+        if kwnames:
+            st.append(f.rt.call(fn, args, _split_kwargs(args, kwnames), f))
+            return nxt
+        rt = f.rt
+        if type(fn) is FunctionType and fn not in rt.lookasides:
+            st.append(rt.call_function(fn, args, None))
+        else:
+            st.append(rt.call(fn, args, None, f))
+        return nxt
+
+    return op
+
+
+@register_opcode("CALL", min_version=(3, 11))
+def call(ins: Instruction, ctx: CompileContext) -> Op:
+    layout = "null_first" if PY_VERSION < (3, 13) else "self_second"
+    return _call_factory(ins.arg, ins.index + 1, layout, False, PY_VERSION < (3, 13))
+
+
+@register_opcode("CALL_KW", min_version=(3, 13))
+def call_kw(ins: Instruction, ctx: CompileContext) -> Op:
+    return _call_factory(ins.arg, ins.index + 1, "self_second", True, False)
+
+
+@register_opcode("KW_NAMES", min_version=(3, 11), max_version=(3, 12))
+def kw_names(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    names = ctx.code.co_consts[ins.arg]
+
+    def op(f: Frame) -> int:
+        f.kw_names = names
+        return nxt
+
+    return op
+
+
+@register_opcode("CALL_FUNCTION", max_version=(3, 10))
+def call_function(ins: Instruction, ctx: CompileContext) -> Op:
+    return _call_factory(ins.arg, ins.index + 1, "plain", False, False)
+
+
+@register_opcode("CALL_FUNCTION_KW", max_version=(3, 10))
+def call_function_kw(ins: Instruction, ctx: CompileContext) -> Op:
+    return _call_factory(ins.arg, ins.index + 1, "plain", True, False)
+
+
+@register_opcode("CALL_METHOD", max_version=(3, 10))
+def call_method(ins: Instruction, ctx: CompileContext) -> Op:
+    return _call_factory(ins.arg, ins.index + 1, "null_first", False, False)
+
+
+@register_opcode("CALL_FUNCTION_EX")
+def call_function_ex(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    has_kwargs = bool(ins.arg & 1)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        kwargs = st.pop() if has_kwargs else None
+        callargs = st.pop()
+        if PY_VERSION >= (3, 13):
+            st.pop()
+            fn = st.pop()
+        elif PY_VERSION >= (3, 11):
+            fn = st.pop()
+            st.pop()
+        else:
+            fn = st.pop()
+        if type(callargs) is not tuple:
+            t = type(callargs)
+            if not hasattr(t, "__iter__") and not hasattr(t, "__getitem__"):
+                raise TypeError(
+                    f"{function_str(fn)} argument after * must be an iterable, not {t.__name__}"
+                )
+            callargs = tuple(callargs)
+        if kwargs is not None and type(kwargs) is not dict:
+            if not hasattr(type(kwargs), "keys"):
+                raise TypeError(
+                    f"{function_str(fn)} argument after ** must be a mapping, not {type(kwargs).__name__}"
+                )
+            kwargs = {k: kwargs[k] for k in kwargs.keys()}  # noqa: SIM118
+        st.append(f.rt.call(fn, callargs, kwargs or None, f))
+        return nxt
+
+    return op
+
+
+def _annotations(value: Any) -> dict[str, Any]:
+    if isinstance(value, tuple):
+        return dict(zip(value[::2], value[1::2]))
+    return dict(value)
+
+
+@register_opcode("MAKE_FUNCTION")
+def make_function(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    flags = ins.arg if PY_VERSION < (3, 13) else 0
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        qualname = st.pop() if PY_VERSION < (3, 11) else None
+        code = st.pop()
+        closure = st.pop() if flags & 8 else None
+        annotations = st.pop() if flags & 4 else None
+        kwdefaults = st.pop() if flags & 2 else None
+        defaults = st.pop() if flags & 1 else None
+        if closure is None and code.co_freevars:
+            # 3.13: SET_FUNCTION_ATTRIBUTE sets the real closure right after.
+            closure = tuple(CellType() for _ in code.co_freevars)
+        fn = FunctionType(code, f.globals, code.co_name, defaults, closure)
+        if qualname is not None:
+            fn.__qualname__ = qualname
+        if kwdefaults is not None:
+            fn.__kwdefaults__ = kwdefaults
+        if annotations is not None:
+            fn.__annotations__ = _annotations(annotations)
+        st.append(fn)
+        return nxt
+
+    return op
+
+
+@register_opcode("SET_FUNCTION_ATTRIBUTE", min_version=(3, 13))
+def set_function_attribute(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    which = ins.arg
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        fn = st.pop()
+        value = st.pop()
+        if which == 1:
+            fn.__defaults__ = value
+        elif which == 2:
+            fn.__kwdefaults__ = value
+        elif which == 4:
+            fn.__annotations__ = _annotations(value)
+        elif which == 8:
+            new = FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, value)
+            new.__kwdefaults__ = fn.__kwdefaults__
+            new.__qualname__ = fn.__qualname__
+            fn = new
+        st.append(fn)
+        return nxt
+
+    return op

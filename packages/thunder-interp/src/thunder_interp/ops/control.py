@@ -1,0 +1,197 @@
+"""Jumps, conditional jumps, iteration and length."""
+
+from __future__ import annotations
+
+from thunder_interp._bytecode import Instruction
+from thunder_interp._frame import NULL, Frame
+from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+
+
+@register_opcode("JUMP_FORWARD")
+@register_opcode("JUMP_ABSOLUTE", max_version=(3, 10))
+@register_opcode("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", min_version=(3, 11))
+def jump(ins: Instruction, ctx: CompileContext) -> Op:
+    target = ins.target
+
+    def op(f: Frame) -> int:
+        return target
+
+    return op
+
+
+_POP_JUMPS = {
+    "POP_JUMP_IF_FALSE": "false",
+    "POP_JUMP_IF_TRUE": "true",
+    "POP_JUMP_IF_NONE": "none",
+    "POP_JUMP_IF_NOT_NONE": "not_none",
+    "POP_JUMP_FORWARD_IF_FALSE": "false",
+    "POP_JUMP_FORWARD_IF_TRUE": "true",
+    "POP_JUMP_FORWARD_IF_NONE": "none",
+    "POP_JUMP_FORWARD_IF_NOT_NONE": "not_none",
+    "POP_JUMP_BACKWARD_IF_FALSE": "false",
+    "POP_JUMP_BACKWARD_IF_TRUE": "true",
+    "POP_JUMP_BACKWARD_IF_NONE": "none",
+    "POP_JUMP_BACKWARD_IF_NOT_NONE": "not_none",
+}
+
+
+@register_opcode("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", max_version=(3, 10))
+@register_opcode(
+    "POP_JUMP_FORWARD_IF_FALSE",
+    "POP_JUMP_FORWARD_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_NONE",
+    "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_NONE",
+    "POP_JUMP_BACKWARD_IF_NOT_NONE",
+    min_version=(3, 11),
+    max_version=(3, 11),
+)
+@register_opcode(
+    "POP_JUMP_IF_FALSE",
+    "POP_JUMP_IF_TRUE",
+    "POP_JUMP_IF_NONE",
+    "POP_JUMP_IF_NOT_NONE",
+    min_version=(3, 12),
+)
+def pop_jump(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    target = ins.target
+    kind = _POP_JUMPS[ins.opname]
+    if kind == "false":
+
+        def op_false(f: Frame) -> int:
+            if f.stack.pop():
+                return nxt
+            return target
+
+        return op_false
+    if kind == "true":
+
+        def op_true(f: Frame) -> int:
+            if f.stack.pop():
+                return target
+            return nxt
+
+        return op_true
+    if kind == "none":
+
+        def op_none(f: Frame) -> int:
+            if f.stack.pop() is None:
+                return target
+            return nxt
+
+        return op_none
+
+    def op_not_none(f: Frame) -> int:
+        if f.stack.pop() is not None:
+            return target
+        return nxt
+
+    return op_not_none
+
+
+@register_opcode("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", max_version=(3, 11))
+def jump_or_pop(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    target = ins.target
+    if ins.opname == "JUMP_IF_TRUE_OR_POP":
+
+        def op_true(f: Frame) -> int:
+            st = f.stack
+            if st[-1]:
+                return target
+            st.pop()
+            return nxt
+
+        return op_true
+
+    def op_false(f: Frame) -> int:
+        st = f.stack
+        if st[-1]:
+            st.pop()
+            return nxt
+        return target
+
+    return op_false
+
+
+@register_opcode("GET_ITER")
+def get_iter(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        st[-1] = iter(st[-1])
+        return nxt
+
+    return op
+
+
+@register_opcode("FOR_ITER")
+def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    exit_ = ins.target
+    instrs = ctx.instructions
+    if PY_VERSION >= (3, 12) and exit_ < len(instrs) and instrs[exit_].opname == "END_FOR":
+        exit_ += 1
+        if PY_VERSION >= (3, 13) and exit_ < len(instrs) and instrs[exit_].opname == "POP_TOP":
+            exit_ += 1
+    following = instrs[nxt] if nxt < len(instrs) else None
+    jumped_to = any(i.target == nxt for i in instrs)
+    if (
+        following is not None
+        and following.opname == "STORE_FAST"
+        and not jumped_to
+        and not ctx.hooked
+    ):
+        # Superinstruction FOR_ITER + STORE_FAST.
+        slot = following.arg
+        after = ctx.next_index(following)
+
+        def op_store(f: Frame) -> int:
+            st = f.stack
+            v = next(st[-1], NULL)
+            if v is NULL:
+                st.pop()
+                return exit_
+            f.lv[slot] = v
+            return after
+
+        return op_store
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        v = next(st[-1], NULL)
+        if v is NULL:
+            st.pop()
+            return exit_
+        st.append(v)
+        return nxt
+
+    return op
+
+
+@register_opcode("END_FOR", min_version=(3, 12))
+def end_for(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    count = 2 if PY_VERSION == (3, 12) else 1
+
+    def op(f: Frame) -> int:
+        del f.stack[-count:]
+        return nxt
+
+    return op
+
+
+@register_opcode("GET_LEN")
+def get_len(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        st.append(len(st[-1]))
+        return nxt
+
+    return op

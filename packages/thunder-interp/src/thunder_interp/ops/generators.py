@@ -1,0 +1,355 @@
+"""Generators and coroutines: yield, yield from / await (SEND), awaitables."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from thunder_interp._bytecode import Instruction
+from thunder_interp._frame import NULL, Frame
+from thunder_interp._generators import AsyncGenValue
+from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._runtime import BLOCK_FINALLY, lookup_special
+
+
+@register_opcode("RETURN_GENERATOR", min_version=(3, 11))
+def return_generator(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        f.pc = nxt
+        return 0
+
+    return op
+
+
+@register_opcode("GEN_START", max_version=(3, 10))
+def gen_start(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        f.stack.pop()
+        return nxt
+
+    return op
+
+
+@register_opcode("YIELD_VALUE")
+def yield_value(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    instrs = ctx.instructions
+    delegating = False
+    yf_exit = 0
+    if PY_VERSION >= (3, 11) and ins.index + 1 < len(instrs):
+        following = instrs[ins.index + 1]
+        delegating = following.opname == "RESUME" and (following.arg & 3) >= 2
+        previous = instrs[ins.index - 1]
+        if previous.opname == "SEND":
+            yf_exit = previous.target
+
+    wrap = PY_VERSION < (3, 11) and bool(ctx.code.co_flags & 0x200)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        f.retval = st.pop()
+        if wrap:
+            f.retval = AsyncGenValue(f.retval)
+        f.pc = nxt
+        f.suspended = True
+        if delegating:
+            f.yf = st[-1]
+            f.yf_exit = yf_exit
+        else:
+            f.yf = None
+        return 0
+
+    return op
+
+
+def _send(receiver: Any, value: Any) -> Any:
+    if value is None and hasattr(type(receiver), "__next__"):
+        return next(receiver)
+    return receiver.send(value)
+
+
+class _Returned:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _send_or_return(receiver: Any, value: Any) -> Any:
+    try:
+        return _send(receiver, value)
+    except StopIteration as e:
+        return _Returned(e.value)
+
+
+@register_opcode("SEND", min_version=(3, 11))
+def send(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    target = ins.target
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        v = st.pop()
+        result = _send_or_return(st[-1], v)
+        if type(result) is _Returned:
+            if PY_VERSION >= (3, 12):
+                st.append(result.value)
+            else:
+                st[-1] = result.value
+            return target
+        st.append(result)
+        return nxt
+
+    return op
+
+
+@register_opcode("END_SEND", min_version=(3, 12))
+def end_send(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        del f.stack[-2]
+        return nxt
+
+    return op
+
+
+@register_opcode("YIELD_FROM", max_version=(3, 10))
+def yield_from(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    index = ins.index
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        v = st.pop()
+        receiver = st[-1]
+        result = _send_or_return(receiver, v)
+        if type(result) is _Returned:
+            st[-1] = result.value
+            f.yf = None
+            return nxt
+        f.retval = result
+        f.pc = index
+        f.suspended = True
+        f.yf = receiver
+        f.yf_exit = nxt
+        return 0
+
+    return op
+
+
+def _is_coroutine(value: Any) -> bool:
+    if isinstance(value, types.CoroutineType):
+        return True
+    return isinstance(value, types.GeneratorType) and bool(value.gi_code.co_flags & 0x100)
+
+
+@register_opcode("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    in_coroutine = bool(ctx.code.co_flags & (0x80 | 0x100))
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        v = st[-1]
+        if isinstance(v, types.CoroutineType):
+            if not in_coroutine:
+                raise TypeError(
+                    "cannot 'yield from' a coroutine object in a non-coroutine generator"
+                )
+        elif not isinstance(v, types.GeneratorType):
+            st[-1] = iter(v)
+        return nxt
+
+    return op
+
+
+def get_awaitable(value: Any) -> Any:
+    """``_PyCoro_GetAwaitableIter``."""
+    if _is_coroutine(value):
+        return value
+    getter = getattr(type(value), "__await__", None)
+    if getter is None:
+        raise TypeError(f"object {type(value).__name__} can't be used in 'await' expression")
+    res = getter(value)
+    if _is_coroutine(res):
+        raise TypeError("__await__() returned a coroutine")
+    if not hasattr(type(res), "__next__"):
+        raise TypeError(f"__await__() returned non-iterator of type '{type(res).__name__}'")
+    return res
+
+
+@register_opcode("GET_AWAITABLE")
+def get_awaitable_op(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    where = ins.arg
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        value = st[-1]
+        try:
+            st[-1] = get_awaitable(value)
+            return nxt
+        except TypeError:
+            if where == 0:
+                raise
+        kind = "__aenter__" if where == 1 else "__aexit__"
+        raise TypeError(
+            f"'async with' received an object from {kind} that does not implement __await__: {type(value).__name__}"
+        )
+
+    return op
+
+
+# -- async generators, async for, async with ---------------------------------------------------
+
+
+@register_opcode("ASYNC_GEN_WRAP", min_version=(3, 11), max_version=(3, 11))
+def async_gen_wrap(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        st[-1] = AsyncGenValue(st[-1])
+        return nxt
+
+    return op
+
+
+@register_opcode("GET_AITER")
+def get_aiter(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        obj = st[-1]
+        getter = getattr(type(obj), "__aiter__", None)
+        if getter is None:
+            raise TypeError(
+                f"'async for' requires an object with __aiter__ method, got {type(obj).__name__}"
+            )
+        it = getter(obj)
+        if not hasattr(type(it), "__anext__"):
+            raise TypeError(
+                "'async for' received an object from __aiter__ that does not implement __anext__: "
+                + type(it).__name__
+            )
+        st[-1] = it
+        return nxt
+
+    return op
+
+
+@register_opcode("GET_ANEXT")
+def get_anext(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        it = st[-1]
+        getter = getattr(type(it), "__anext__", None)
+        if getter is None:
+            raise TypeError(
+                f"'async for' requires an iterator with __anext__ method, got {type(it).__name__}"
+            )
+        awaitable = getter(it)
+        try:
+            st.append(get_awaitable(awaitable))
+            return nxt
+        except TypeError:
+            pass
+        raise TypeError(
+            f"'async for' received an invalid object from __anext__: {type(awaitable).__name__}"
+        )
+
+    return op
+
+
+@register_opcode("END_ASYNC_FOR")
+def end_async_for(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    index = ins.index
+    if PY_VERSION >= (3, 11):
+
+        def op(f: Frame) -> int:
+            st = f.stack
+            exc = st.pop()
+            if isinstance(exc, StopAsyncIteration):
+                st.pop()
+                return nxt
+            return f.rt.unwind(f, exc, index, chain=False)
+
+        return op
+
+    def op_310(f: Frame) -> int:
+        st = f.stack
+        exc_type = st.pop()
+        if isinstance(exc_type, type) and issubclass(exc_type, StopAsyncIteration):
+            _, _, level = f.blocks.pop()
+            del st[level + 3 :]
+            st.pop()
+            f.rt.exc_item.value = st.pop()
+            st.pop()
+            st.pop()  # the async iterator
+            return nxt
+        exc = st.pop()
+        st.pop()
+        return f.rt.unwind(f, exc, index, chain=False)
+
+    return op_310
+
+
+def _enter_async(mgr: Any) -> tuple[Any, Any]:
+    enter = lookup_special(mgr, "__aenter__")
+    if enter is NULL:
+        if PY_VERSION < (3, 11):
+            raise AttributeError("__aenter__")
+        raise TypeError(
+            f"'{type(mgr).__name__}' object does not support the asynchronous context manager protocol"
+        )
+    exit_ = lookup_special(mgr, "__aexit__")
+    if exit_ is NULL:
+        if PY_VERSION < (3, 11):
+            raise AttributeError("__aexit__")
+        if PY_VERSION >= (3, 12):
+            raise TypeError(
+                f"'{type(mgr).__name__}' object does not support the asynchronous context manager protocol "
+                "(missed __aexit__ method)"
+            )
+        raise TypeError(
+            f"'{type(mgr).__name__}' object does not support the asynchronous context manager protocol"
+        )
+    return enter, exit_
+
+
+@register_opcode("BEFORE_ASYNC_WITH")
+def before_async_with(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        enter, exit_ = _enter_async(st[-1])
+        st[-1] = exit_
+        st.append(f.rt.call(enter, (), None, f))
+        return nxt
+
+    return op
+
+
+@register_opcode("SETUP_ASYNC_WITH", max_version=(3, 10))
+def setup_async_with(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    target = ins.target
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        res = st.pop()
+        f.blocks.append((BLOCK_FINALLY, target, len(st)))
+        st.append(res)
+        return nxt
+
+    return op

@@ -1,0 +1,531 @@
+"""Globals, names (class bodies), attributes, subscripts, imports."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from thunder_interp._bytecode import Instruction
+from thunder_interp._frame import NULL, Frame
+from thunder_interp._lookasides import attribute_loaded
+from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp.ops._common import name_error
+
+# -- globals ---------------------------------------------------------------------------------------
+
+
+def global_loaded(f: Frame, name: str, value: Any, from_builtins: bool) -> Any:
+    rt = f.rt
+    prov = None
+    if rt.prov is not None:
+        module = "builtins" if from_builtins else f.globals.get("__name__")
+        prov = Provenance(
+            ProvenanceKind.GLOBAL, name=name, module=module if isinstance(module, str) else None
+        )
+        rt.record(value, prov)
+    hook = rt.cb_load_global
+    if hook is not None:
+        new = hook(name, value, f.globals, prov)
+        if new is not value and prov is not None:
+            rt.record(new, prov)
+        return new
+    return value
+
+
+def _load_global_value(f: Frame, name: str, hooked: bool) -> Any:
+    v = f.globals.get(name, NULL)
+    if v is NULL:
+        b = f.builtins
+        v = b.get(name, NULL) if type(b) is dict else getattr(b, name, NULL)
+        if v is NULL:
+            raise name_error(name)
+        if hooked:
+            v = global_loaded(f, name, v, True)
+    elif hooked:
+        v = global_loaded(f, name, v, False)
+    return v
+
+
+@register_opcode("LOAD_GLOBAL")
+def load_global(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval if isinstance(ins.argval, str) else ctx.code.co_names[ins.arg >> 1]
+    push_null = PY_VERSION >= (3, 11) and bool(ins.arg & 1)
+    null_first = PY_VERSION < (3, 13)
+    hooked = ctx.hooked
+    if not push_null and not hooked:
+
+        def op_plain(f: Frame) -> int:
+            v = f.globals.get(name, NULL)
+            if v is NULL:
+                v = _load_global_value(f, name, False)
+            f.stack.append(v)
+            return nxt
+
+        return op_plain
+
+    def op(f: Frame) -> int:
+        v = _load_global_value(f, name, hooked)
+        st = f.stack
+        if push_null:
+            if null_first:
+                st += (NULL, v)
+            else:
+                st += (v, NULL)
+        else:
+            st.append(v)
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_GLOBAL")
+def store_global(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+    hooked = ctx.hooked
+
+    def op(f: Frame) -> int:
+        v = f.stack.pop()
+        if hooked:
+            hook = f.rt.cb_store_global
+            if hook is not None:
+                hook(name, v, f.globals)
+        f.globals[name] = v
+        return nxt
+
+    return op
+
+
+@register_opcode("DELETE_GLOBAL")
+def delete_global(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+
+    def op(f: Frame) -> int:
+        if name not in f.globals:
+            raise name_error(name)
+        del f.globals[name]
+        return nxt
+
+    return op
+
+
+# -- names (class bodies, module code) ------------------------------------------------------------
+
+
+def _names_get(mapping: Any, name: str) -> Any:
+    if type(mapping) is dict:
+        return mapping.get(name, NULL)
+    try:
+        return mapping[name]
+    except KeyError:
+        return NULL
+
+
+@register_opcode("LOAD_NAME")
+def load_name(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+    hooked = ctx.hooked
+
+    def op(f: Frame) -> int:
+        names = f.names
+        v = _names_get(names, name) if names is not None else NULL
+        if v is NULL:
+            v = _load_global_value(f, name, hooked)
+        f.stack.append(v)
+        return nxt
+
+    return op
+
+
+@register_opcode("LOAD_FROM_DICT_OR_GLOBALS", min_version=(3, 12))
+def load_from_dict_or_globals(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+    hooked = ctx.hooked
+
+    def op(f: Frame) -> int:
+        mapping = f.stack.pop()
+        v = _names_get(mapping, name)
+        if v is NULL:
+            v = _load_global_value(f, name, hooked)
+        f.stack.append(v)
+        return nxt
+
+    return op
+
+
+@register_opcode("LOAD_LOCALS", min_version=(3, 12))
+def load_locals(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        if f.names is None:
+            raise SystemError("no locals found")
+        f.stack.append(f.names)
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_NAME")
+def store_name(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+
+    def op(f: Frame) -> int:
+        v = f.stack.pop()
+        names = f.names
+        if names is None:
+            raise SystemError(f"no locals found when storing {name!r}")
+        names[name] = v
+        return nxt
+
+    return op
+
+
+@register_opcode("DELETE_NAME")
+def delete_name(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+
+    def op(f: Frame) -> int:
+        names = f.names
+        if names is None:
+            raise SystemError(f"no locals when deleting {name!r}")
+        if _names_get(names, name) is NULL:
+            raise name_error(name)
+        del names[name]
+        return nxt
+
+    return op
+
+
+# -- attributes -------------------------------------------------------------------------------------
+
+
+@register_opcode("LOAD_ATTR")
+@register_opcode("LOAD_METHOD", max_version=(3, 11))
+def load_attr(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+    method = ins.opname == "LOAD_METHOD" or (PY_VERSION >= (3, 12) and bool(ins.arg & 1))
+    null_first = PY_VERSION < (3, 13)
+    hooked = ctx.hooked
+    if not method and not hooked:
+
+        def op_plain(f: Frame) -> int:
+            st = f.stack
+            st[-1] = getattr(st[-1], name)
+            return nxt
+
+        return op_plain
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        obj = st[-1]
+        v = getattr(obj, name)
+        if hooked:
+            v = attribute_loaded(f.rt, obj, name, v)
+        if method:
+            if null_first:
+                st[-1] = NULL
+                st.append(v)
+            else:
+                st[-1] = v
+                st.append(NULL)
+        else:
+            st[-1] = v
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_ATTR")
+def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+    hooked = ctx.hooked
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        obj = st.pop()
+        v = st.pop()
+        if hooked:
+            hook = f.rt.cb_store_attr
+            if hook is not None:
+                hook(obj, name, v)
+        setattr(obj, name, v)
+        return nxt
+
+    return op
+
+
+@register_opcode("DELETE_ATTR")
+def delete_attr(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+
+    def op(f: Frame) -> int:
+        delattr(f.stack.pop(), name)
+        return nxt
+
+    return op
+
+
+@register_opcode("LOAD_SUPER_ATTR", min_version=(3, 12))
+def load_super_attr(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+    method = bool(ins.arg & 1)
+    two_args = bool(ins.arg & 2)
+    null_first = PY_VERSION < (3, 13)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        self_ = st.pop()
+        cls = st.pop()
+        global_super = st.pop()
+        if two_args or global_super is super:
+            sup = f.rt.call(global_super, (cls, self_), None, f)
+        else:
+            sup = f.rt.call(global_super, (), None, f)
+        v = getattr(sup, name)
+        if ctx.hooked:
+            v = attribute_loaded(f.rt, sup, name, v)
+        if method:
+            st += (NULL, v) if null_first else (v, NULL)
+        else:
+            st.append(v)
+        return nxt
+
+    return op
+
+
+# -- subscripts ---------------------------------------------------------------------------------
+
+
+def item_loaded(f: Frame, container: Any, key: Any, value: Any) -> None:
+    rt = f.rt
+    if rt.prov is not None:
+        parent = rt.provenance_of(container)
+        if parent is not None:
+            rt.record(value, Provenance(ProvenanceKind.ITEM, index=key, parent=parent))
+
+
+@register_opcode("BINARY_SUBSCR")
+def binary_subscr(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    if ctx.hooked:
+
+        def op_hooked(f: Frame) -> int:
+            st = f.stack
+            key = st.pop()
+            container = st[-1]
+            v = container[key]
+            item_loaded(f, container, key, v)
+            st[-1] = v
+            return nxt
+
+        return op_hooked
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        key = st.pop()
+        st[-1] = st[-1][key]
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_SUBSCR")
+def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        key = st.pop()
+        container = st.pop()
+        container[key] = st.pop()
+        return nxt
+
+    return op
+
+
+@register_opcode("DELETE_SUBSCR")
+def delete_subscr(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        key = st.pop()
+        del st.pop()[key]
+        return nxt
+
+    return op
+
+
+@register_opcode("BINARY_SLICE", min_version=(3, 12))
+def binary_slice(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        stop = st.pop()
+        start = st.pop()
+        st[-1] = st[-1][start:stop]
+        return nxt
+
+    return op
+
+
+@register_opcode("STORE_SLICE", min_version=(3, 12))
+def store_slice(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        stop = st.pop()
+        start = st.pop()
+        container = st.pop()
+        container[start:stop] = st.pop()
+        return nxt
+
+    return op
+
+
+@register_opcode("BUILD_SLICE")
+def build_slice(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    n = ins.arg
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        if n == 3:
+            step = st.pop()
+            stop = st.pop()
+            st[-1] = slice(st[-1], stop, step)
+        else:
+            stop = st.pop()
+            st[-1] = slice(st[-1], stop)
+        return nxt
+
+    return op
+
+
+# -- imports ---------------------------------------------------------------------------------------
+
+
+@register_opcode("IMPORT_NAME")
+def import_name(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        fromlist = st.pop()
+        level = st.pop()
+        import_ = f.builtins.get("__import__", NULL) if type(f.builtins) is dict else NULL
+        if import_ is NULL:
+            raise ImportError("__import__ not found")
+        locals_ = f.names if f.names is not None else None
+        st.append(import_(name, f.globals, locals_, fromlist, level))
+        return nxt
+
+    return op
+
+
+@register_opcode("IMPORT_FROM")
+def import_from(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    name = ins.argval
+
+    def op(f: Frame) -> int:
+        module = f.stack[-1]
+        v = getattr(module, name, NULL)
+        if v is NULL:
+            v = _import_from_fallback(module, name)
+        f.stack.append(v)
+        return nxt
+
+    return op
+
+
+def _import_from_fallback(module: Any, name: str) -> Any:
+    import sys
+
+    pkgname = getattr(module, "__name__", None)
+    if isinstance(pkgname, str):
+        full = f"{pkgname}.{name}"
+        found = sys.modules.get(full)
+        if found is not None:
+            return found
+    mod_name = pkgname if isinstance(pkgname, str) else "<unknown module name>"
+    path = getattr(module, "__file__", None)
+    if path is None:
+        msg = f"cannot import name '{name}' from '{mod_name}' (unknown location)"
+    else:
+        msg = f"cannot import name '{name}' from '{mod_name}' ({path})"
+    raise ImportError(msg, name=mod_name, path=path)
+
+
+def import_star(f: Frame, module: Any) -> None:
+    names = f.names
+    if names is None:
+        raise SystemError("no locals found during 'import *'")
+    all_names = getattr(module, "__all__", None)
+    if all_names is None:
+        all_names = [k for k in module.__dict__ if not k.startswith("_")]
+    for k in all_names:
+        names[k] = getattr(module, k)
+
+
+@register_opcode("IMPORT_STAR", max_version=(3, 11))
+def import_star_op(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        import_star(f, f.stack.pop())
+        return nxt
+
+    return op
+
+
+@register_opcode("SETUP_ANNOTATIONS")
+def setup_annotations(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        names = f.names
+        if names is None:
+            raise SystemError("no locals found when setting up annotations")
+        if _names_get(names, "__annotations__") is NULL:
+            names["__annotations__"] = {}
+        return nxt
+
+    return op
+
+
+@register_opcode("LOAD_BUILD_CLASS")
+def load_build_class(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+
+    def op(f: Frame) -> int:
+        b = f.builtins
+        v = (
+            b.get("__build_class__", NULL)
+            if type(b) is dict
+            else getattr(b, "__build_class__", NULL)
+        )
+        if v is NULL:
+            raise NameError("__build_class__ not found")
+        f.stack.append(v)
+        return nxt
+
+    return op
+
+
+_ = builtins

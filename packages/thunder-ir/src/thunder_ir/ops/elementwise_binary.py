@@ -1,0 +1,559 @@
+"""Elementwise torch-language ops of two or more operands: arithmetic, comparisons, logical and
+bitwise ops, ``where``, ``masked_fill``, ``lerp``, ``addcmul``/``addcdiv``.
+
+Operands broadcast to a common shape and promote to a common dtype as torch does (``compute`` in
+``elementwise``); Python numbers are weak and keep their place in the prim call."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from thunder_ir import dtypes, prims
+from thunder_ir.ops._helpers import Promotion, _for_computation, broadcast, is_number, to_dtype
+from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise import (
+    check_dtype,
+    check_tensor_arg,
+    compute,
+    inplace,
+    torch_dtype_name,
+    zero_of,
+)
+from thunder_ir.proxies import NumberProxy, TensorProxy
+from thunder_ir.symbol import Symbol
+from thunder_ir.tags import OpTag
+from thunder_ir.utils import check, dtype_of, result_type
+
+_EW = (OpTag.ELEMENTWISE,)
+
+
+def _is_bool(x: Any) -> bool:
+    if isinstance(x, TensorProxy):
+        return x.dtype.is_boolean
+    if isinstance(x, NumberProxy):
+        return x.python_type is bool
+    return isinstance(x, bool)
+
+
+def _is_float_number(x: Any) -> bool:
+    if isinstance(x, NumberProxy):
+        return x.python_type in (float, complex)
+    return isinstance(x, (float, complex))
+
+
+def _check_operands(op: str, a: Any, b: Any) -> None:
+    for x, what in ((a, "input"), (b, "other")):
+        check(
+            isinstance(x, TensorProxy) or is_number(x),
+            lambda: f"{op}(): argument '{what}' must be Tensor or Number, not {type(x).__name__}",
+            TypeError,
+        )
+
+
+def _check_alpha(op: str, a: Any, b: Any, alpha: Any) -> None:
+    check(is_number(alpha), lambda: f"{op}(): argument 'alpha' must be Number, not {type(alpha).__name__}", TypeError)
+    rt = result_type(a, b)
+    check(
+        not (rt.is_exact and _is_float_number(alpha)),
+        "For integral input tensors, argument alpha must not be a floating point number.",
+    )
+    check(not (_is_bool(alpha) and not rt.is_boolean), "Boolean alpha only supported for Boolean results.")
+
+
+def _binary(op: str, prim: Symbol, a: Any, b: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
+    return compute(op, kind, prim, a, b)
+
+
+def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
+    """``prim(a, b * alpha)``; ``b`` is scaled before it is broadcast (fewer elements)."""
+    if not (isinstance(alpha, (int, float)) and alpha == 1):
+        b = mul(b, alpha)
+    return _binary(op, prim, a, b)
+
+
+# Arithmetic ------------------------------------------------------------------------------
+
+
+@torchop("torch.add", "torch.Tensor.add", tags=_EW)
+def add(a: Any, b: Any, *, alpha: Any = 1) -> Any:
+    _check_operands("add", a, b)
+    _check_alpha("add", a, b, alpha)
+    return _with_alpha("add", prims.add, a, b, alpha)
+
+
+def _check_sub_bool(a: Any, b: Any) -> None:
+    check(
+        not (_is_bool(a) and _is_bool(b)),
+        "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+        "`logical_xor()` operator instead.",
+    )
+    check(
+        not (_is_bool(a) or _is_bool(b)),
+        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+        "invert a mask, use the `~` or `logical_not()` operator instead.",
+    )
+
+
+@torchop("torch.sub", "torch.Tensor.sub", "torch.subtract", "torch.Tensor.subtract", tags=_EW)
+def sub(a: Any, b: Any, *, alpha: Any = 1) -> Any:
+    if isinstance(a, TensorProxy) or isinstance(b, TensorProxy):
+        _check_sub_bool(a, b)
+    _check_operands("sub", a, b)
+    _check_alpha("sub", a, b, alpha)
+    return _with_alpha("sub", prims.sub, a, b, alpha)
+
+
+@torchop("torch.rsub", tags=_EW)
+def rsub(a: Any, b: Any, *, alpha: Any = 1) -> Any:
+    """``b - alpha * a``."""
+    return sub(b, a, alpha=alpha)
+
+
+@torchop("torch.mul", "torch.multiply", "torch.Tensor.mul", "torch.Tensor.multiply", tags=_EW)
+def mul(a: Any, b: Any) -> Any:
+    return _binary("mul", prims.mul, a, b)
+
+
+def _true_divide(a: Any, b: Any) -> Any:
+    return _binary("div", prims.div, a, b, Promotion.INT_TO_FLOAT)
+
+
+def _trunc_divide(a: Any, b: Any) -> Any:
+    if result_type(a, b).is_exact:
+        return compute("div", Promotion.DEFAULT, prims.trunc_divide, a, b)
+    # As torch: the quotient is rounded to the result dtype before it is truncated.
+    q = compute("div", Promotion.DEFAULT, prims.div, a, b)
+    return prims.trunc(q)
+
+
+@torchop("torch.div", "torch.Tensor.div", "torch.divide", "torch.Tensor.divide", tags=_EW)
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
+    if rounding_mode is None:
+        return _true_divide(a, b)
+    if rounding_mode == "trunc":
+        check_dtype("div_trunc", a, lambda d: not d.is_boolean)
+        return _trunc_divide(a, b)
+    if rounding_mode == "floor":
+        return floor_divide(a, b)
+    raise RuntimeError(
+        f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+    )
+
+
+@torchop("torch.true_divide", "torch.Tensor.true_divide", tags=_EW)
+def true_divide(a: Any, b: Any) -> Any:
+    return _true_divide(a, b)
+
+
+@torchop("torch.floor_divide", "torch.Tensor.floor_divide", tags=_EW)
+def floor_divide(a: Any, b: Any) -> Any:
+    for x in (a, b):
+        check_dtype("div_floor", x, lambda d: not d.is_boolean and not d.is_complex)
+    return _binary("floor_divide", prims.floor_divide, a, b)
+
+
+@torchop("torch.remainder", "torch.Tensor.remainder", tags=_EW)
+def remainder(a: Any, b: Any) -> Any:
+    for x in (a, b):
+        check_dtype("remainder", x, lambda d: not d.is_boolean and not d.is_complex)
+    return _binary("remainder", prims.remainder, a, b)
+
+
+@torchop("torch.fmod", "torch.Tensor.fmod", tags=_EW)
+def fmod(a: Any, b: Any) -> Any:
+    check_tensor_arg(a, "fmod", "input", 1)
+    for x in (a, b):
+        check_dtype("fmod", x, lambda d: not d.is_boolean and not d.is_complex)
+    return _binary("fmod", prims.fmod, a, b)
+
+
+@torchop("torch.pow", "torch.Tensor.pow", tags=_EW)
+def pow(a: Any, b: Any) -> Any:
+    check(
+        not (
+            isinstance(a, TensorProxy)
+            and a.dtype.is_exact
+            and isinstance(b, int)
+            and not isinstance(b, bool)
+            and b < 0
+        ),
+        "Integers to negative integer powers are not allowed.",
+    )
+    return _binary("pow", prims.pow, a, b)
+
+
+@torchop("torch.float_power", "torch.Tensor.float_power", tags=_EW)
+def float_power(a: Any, b: Any) -> Any:
+    check(
+        isinstance(a, TensorProxy) or isinstance(b, TensorProxy),
+        "float_power(): one of the arguments must be a tensor",
+        TypeError,
+    )
+    complex_ = any(dtype_of(x).is_complex for x in (a, b))
+    dtype = dtypes.complex128 if complex_ else dtypes.float64
+    a, b = broadcast(a, b)
+    return prims.pow(_for_computation(a, dtype), _for_computation(b, dtype))
+
+
+@torchop("torch.atan2", "torch.Tensor.atan2", "torch.arctan2", "torch.Tensor.arctan2", tags=_EW)
+def atan2(a: Any, b: Any) -> Any:
+    check_tensor_arg(a, "atan2", "input", 1)
+    check_tensor_arg(b, "atan2", "other", 2)
+    return _binary("atan2", prims.atan2, a, b, Promotion.INT_TO_FLOAT)
+
+
+@torchop("torch.hypot", "torch.Tensor.hypot", tags=_EW)
+def hypot(a: Any, b: Any) -> Any:
+    check_tensor_arg(a, "hypot", "input", 1)
+    check_tensor_arg(b, "hypot", "other", 2)
+    for x in (a, b):
+        check_dtype("hypot", x, lambda d: d.is_float)
+    return compute(
+        "hypot",
+        Promotion.DEFAULT,
+        lambda x, y: prims.sqrt(prims.add(prims.mul(x, x), prims.mul(y, y))),
+        a,
+        b,
+    )
+
+
+@torchop("torch.copysign", "torch.Tensor.copysign", tags=_EW)
+def copysign(a: Any, b: Any) -> Any:
+    check_tensor_arg(a, "copysign", "input", 1)
+    return _binary("copysign", prims.copysign, a, b, Promotion.INT_TO_FLOAT)
+
+
+def _check_no_complex(op: str, *args: Any) -> None:
+    for x in args:
+        check_dtype(op, x, lambda d: not d.is_complex)
+
+
+@torchop("torch.maximum", "torch.Tensor.maximum", tags=_EW)
+def maximum(a: Any, b: Any) -> Any:
+    check_tensor_arg(a, "maximum", "input", 1)
+    check_tensor_arg(b, "maximum", "other", 2)
+    _check_no_complex("maximum", a, b)
+    return _binary("maximum", prims.maximum, a, b)
+
+
+@torchop("torch.minimum", "torch.Tensor.minimum", tags=_EW)
+def minimum(a: Any, b: Any) -> Any:
+    check_tensor_arg(a, "minimum", "input", 1)
+    check_tensor_arg(b, "minimum", "other", 2)
+    _check_no_complex("minimum", a, b)
+    return _binary("minimum", prims.minimum, a, b)
+
+
+def _nan_ignoring(prim: Symbol) -> Any:
+    def fn(x: Any, y: Any) -> Any:
+        if not x.dtype.is_float:
+            return prim(x, y)
+        # NaN loses against a number; two NaNs give NaN.
+        out = prim(x, y)
+        out = prims.where(prims.isnan(x), y, out)
+        return prims.where(prims.isnan(y), x, out)
+
+    return fn
+
+
+@torchop("torch.fmax", "torch.Tensor.fmax", tags=_EW)
+def fmax(a: Any, b: Any) -> Any:
+    check_tensor_arg(a, "fmax", "input", 1)
+    check_tensor_arg(b, "fmax", "other", 2)
+    _check_no_complex("fmax", a, b)
+    return compute("fmax", Promotion.DEFAULT, _nan_ignoring(prims.maximum), a, b)
+
+
+@torchop("torch.fmin", "torch.Tensor.fmin", tags=_EW)
+def fmin(a: Any, b: Any) -> Any:
+    check_tensor_arg(a, "fmin", "input", 1)
+    check_tensor_arg(b, "fmin", "other", 2)
+    _check_no_complex("fmin", a, b)
+    return compute("fmin", Promotion.DEFAULT, _nan_ignoring(prims.minimum), a, b)
+
+
+# Bitwise and logical -------------------------------------------------------------------------
+
+
+def _bitwise(op: str, prim: Symbol, a: Any, b: Any) -> Any:
+    for x in (a, b):
+        check_dtype(op, x, lambda d: d.is_exact)
+        check(
+            not _is_float_number(x),
+            lambda: f"{op}(): expected integer or bool operands, got {type(x).__name__}",
+            TypeError,
+        )
+    return _binary(op, prim, a, b)
+
+
+@torchop("torch.bitwise_and", "torch.Tensor.bitwise_and", tags=_EW)
+def bitwise_and(a: Any, b: Any) -> Any:
+    return _bitwise("bitwise_and", prims.bitwise_and, a, b)
+
+
+@torchop("torch.bitwise_or", "torch.Tensor.bitwise_or", tags=_EW)
+def bitwise_or(a: Any, b: Any) -> Any:
+    return _bitwise("bitwise_or", prims.bitwise_or, a, b)
+
+
+@torchop("torch.bitwise_xor", "torch.Tensor.bitwise_xor", tags=_EW)
+def bitwise_xor(a: Any, b: Any) -> Any:
+    return _bitwise("bitwise_xor", prims.bitwise_xor, a, b)
+
+
+@torchop("torch.bitwise_left_shift", "torch.Tensor.bitwise_left_shift", tags=_EW)
+def bitwise_left_shift(a: Any, b: Any) -> Any:
+    return _bitwise("bitwise_left_shift", prims.shift_left, a, b)
+
+
+@torchop("torch.bitwise_right_shift", "torch.Tensor.bitwise_right_shift", tags=_EW)
+def bitwise_right_shift(a: Any, b: Any) -> Any:
+    return _bitwise("bitwise_right_shift", prims.shift_right, a, b)
+
+
+def _logical(op: str, prim: Symbol, a: Any, b: Any) -> Any:
+    check_tensor_arg(a, op, "input", 1)
+    check_tensor_arg(b, op, "other", 2)
+
+    def truth(x: Any) -> Any:
+        if isinstance(x, TensorProxy):
+            return x if x.dtype.is_boolean else prims.ne(x, zero_of(x.dtype))
+        return bool(x)
+
+    a, b = broadcast(a, b)
+    return prim(truth(a), truth(b))
+
+
+@torchop("torch.logical_and", "torch.Tensor.logical_and", tags=_EW)
+def logical_and(a: Any, b: Any) -> Any:
+    return _logical("logical_and", prims.bitwise_and, a, b)
+
+
+@torchop("torch.logical_or", "torch.Tensor.logical_or", tags=_EW)
+def logical_or(a: Any, b: Any) -> Any:
+    return _logical("logical_or", prims.bitwise_or, a, b)
+
+
+@torchop("torch.logical_xor", "torch.Tensor.logical_xor", tags=_EW)
+def logical_xor(a: Any, b: Any) -> Any:
+    return _logical("logical_xor", prims.bitwise_xor, a, b)
+
+
+# Comparisons ---------------------------------------------------------------------------------
+
+
+def _compare(op: str, prim: Symbol, a: Any, b: Any, ordered: bool) -> Any:
+    check_tensor_arg(a, op, "input", 1)
+    if ordered:
+        _check_no_complex(op, a, b)
+    return _binary(op, prim, a, b, Promotion.ALWAYS_BOOL)
+
+
+@torchop("torch.eq", "torch.Tensor.eq", tags=_EW)
+def eq(a: Any, b: Any) -> Any:
+    return _compare("eq", prims.eq, a, b, False)
+
+
+@torchop("torch.ne", "torch.Tensor.ne", "torch.not_equal", "torch.Tensor.not_equal", tags=_EW)
+def ne(a: Any, b: Any) -> Any:
+    return _compare("ne", prims.ne, a, b, False)
+
+
+@torchop("torch.lt", "torch.Tensor.lt", "torch.less", "torch.Tensor.less", tags=_EW)
+def lt(a: Any, b: Any) -> Any:
+    return _compare("lt", prims.lt, a, b, True)
+
+
+@torchop("torch.le", "torch.Tensor.le", "torch.less_equal", "torch.Tensor.less_equal", tags=_EW)
+def le(a: Any, b: Any) -> Any:
+    return _compare("le", prims.le, a, b, True)
+
+
+@torchop("torch.gt", "torch.Tensor.gt", "torch.greater", "torch.Tensor.greater", tags=_EW)
+def gt(a: Any, b: Any) -> Any:
+    return _compare("gt", prims.gt, a, b, True)
+
+
+@torchop(
+    "torch.ge", "torch.Tensor.ge", "torch.greater_equal", "torch.Tensor.greater_equal", tags=_EW
+)
+def ge(a: Any, b: Any) -> Any:
+    return _compare("ge", prims.ge, a, b, True)
+
+
+# Ternary ------------------------------------------------------------------------------------
+
+
+@torchop("torch.lerp", "torch.Tensor.lerp", tags=_EW)
+def lerp(start: Any, end: Any, weight: Any) -> Any:
+    check_tensor_arg(start, "lerp", "input", 1)
+    check_tensor_arg(end, "lerp", "end", 2)
+    for x, what in ((end, "end"), (weight, "weight")):
+        check(
+            not isinstance(x, TensorProxy) or x.dtype == start.dtype,
+            lambda: f"expected dtype {torch_dtype_name(start.dtype).lower()} for `{what}` but got "
+            f"dtype {torch_dtype_name(x.dtype).lower()}",
+        )
+    check(is_number(weight) or isinstance(weight, TensorProxy), lambda: f"lerp(): argument 'weight' must be Number or Tensor, not {type(weight).__name__}", TypeError)
+    check_dtype("lerp", start, lambda d: d.is_inexact)
+
+    def fn(s: Any, e: Any, w: Any) -> Any:
+        # As torch: weight < 0.5 ? start + weight * (end - start) : end - (end - start) * (1 - weight)
+        diff = prims.sub(e, s)
+        low = prims.add(s, prims.mul(w, diff))
+        high = prims.sub(e, prims.mul(diff, prims.sub(1.0, w)))
+        if isinstance(w, TensorProxy):
+            return prims.where(prims.lt(prims.abs(w), 0.5), low, high)
+        return low if abs(w) < 0.5 else high
+
+    computation = dtypes.float32 if start.dtype.is_low_precision else start.dtype
+    s, e, w = broadcast(start, end, weight)
+    out = fn(*(_for_computation(x, computation) for x in (s, e, w)))
+    return to_dtype(out, start.dtype)
+
+
+@torchop("torch.addcmul", "torch.Tensor.addcmul", tags=_EW)
+def addcmul(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
+    for i, (x, what) in enumerate(((a, "input"), (t1, "tensor1"), (t2, "tensor2"))):
+        check_tensor_arg(x, "addcmul", what, i + 1)
+    check(is_number(value), lambda: f"addcmul(): argument 'value' must be Number, not {type(value).__name__}", TypeError)
+    return compute(
+        "addcmul",
+        Promotion.DEFAULT,
+        lambda x, y, z: prims.add(x, prims.mul(prims.mul(y, z), _number_as(value, x.dtype))),
+        a,
+        t1,
+        t2,
+    )
+
+
+@torchop("torch.addcdiv", "torch.Tensor.addcdiv", tags=_EW)
+def addcdiv(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
+    for i, (x, what) in enumerate(((a, "input"), (t1, "tensor1"), (t2, "tensor2"))):
+        check_tensor_arg(x, "addcdiv", what, i + 1)
+    check(
+        not (t1.dtype.is_exact and t2.dtype.is_exact),
+        "Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+        "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
+        "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+        "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+        "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+        "for all dtypes.",
+    )
+    check(is_number(value), lambda: f"addcdiv(): argument 'value' must be Number, not {type(value).__name__}", TypeError)
+    return compute(
+        "addcdiv",
+        Promotion.DEFAULT,
+        lambda x, y, z: prims.add(x, prims.mul(prims.div(y, z), _number_as(value, x.dtype))),
+        a,
+        t1,
+        t2,
+    )
+
+
+@torchop("torch.where", tags=_EW)
+def where(condition: Any, a: Any = None, b: Any = None) -> Any:
+    if a is None and b is None:
+        raise NotImplementedError(
+            "where(condition) with one argument (the indices of nonzero elements) is not "
+            "supported: its output shape depends on the data; use torch.nonzero outside the "
+            "compiled region"
+        )
+    check_tensor_arg(condition, "where", "condition", 1)
+    check(
+        condition.dtype.is_boolean,
+        lambda: "where expected condition to be a boolean tensor, but got a tensor with dtype "
+        f"{torch_dtype_name(condition.dtype)}",
+    )
+    for x, what in ((a, "input"), (b, "other")):
+        check(
+            isinstance(x, TensorProxy) or is_number(x),
+            lambda: f"where(): argument '{what}' must be Tensor or Number, not {type(x).__name__}",
+            TypeError,
+        )
+    dtype = result_type(a, b)
+    c, x, y = broadcast(condition, a, b)
+    return prims.where(c, _for_computation(x, dtype), _for_computation(y, dtype))
+
+
+@torchop("torch.Tensor.where", tags=_EW)
+def tensor_where(a: Any, condition: Any, other: Any) -> Any:
+    """``a.where(condition, other)``: ``torch.where(condition, a, other)``."""
+    return where(condition, a, other)
+
+
+@torchop("torch.masked_fill", "torch.Tensor.masked_fill", tags=_EW)
+def masked_fill(a: Any, mask: Any, value: Any) -> Any:
+    check_tensor_arg(a, "masked_fill", "input", 1)
+    check_tensor_arg(mask, "masked_fill", "mask", 2)
+    check(
+        mask.dtype.is_boolean,
+        lambda: "masked_fill_ only supports boolean masks, but got mask with dtype "
+        f"{torch_dtype_name(mask.dtype).lower()}",
+    )
+    if isinstance(value, TensorProxy):
+        check(
+            value.ndim == 0,
+            lambda: "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+            f"{value.ndim} dimension(s).",
+        )
+        fill: Any = prims.convert_element_type(value, a.dtype) if value.dtype != a.dtype else value
+    else:
+        check(is_number(value), lambda: f"masked_fill(): argument 'value' must be Number or Tensor, not {type(value).__name__}", TypeError)
+        check(
+            a.dtype.is_complex or not isinstance(value, complex),
+            "value cannot be converted to type without overflow",
+        )
+        fill = _number_as(value, a.dtype)
+    x, m, f = broadcast(a, mask, fill)
+    return prims.where(m, f, x)
+
+
+def _number_as(value: Any, dtype: Any) -> Any:
+    """A Python number as a tensor of ``dtype`` would hold it (ints truncate toward zero)."""
+    if isinstance(value, NumberProxy):
+        return value
+    if dtype.is_boolean:
+        return bool(value)
+    if dtype.is_exact:
+        check(math.isfinite(value), lambda: f"value cannot be converted to type {torch_dtype_name(dtype)} without overflow")
+        return int(value)
+    if dtype.is_complex:
+        return complex(value)
+    return float(value)
+
+
+# In-place variants -----------------------------------------------------------------------------
+
+add_ = inplace(add, "torch.Tensor.add_")
+sub_ = inplace(sub, "torch.Tensor.sub_", "torch.Tensor.subtract_")
+mul_ = inplace(mul, "torch.Tensor.mul_", "torch.Tensor.multiply_")
+div_ = inplace(div, "torch.Tensor.div_", "torch.Tensor.divide_")
+true_divide_ = inplace(true_divide, "torch.Tensor.true_divide_")
+floor_divide_ = inplace(floor_divide, "torch.Tensor.floor_divide_")
+remainder_ = inplace(remainder, "torch.Tensor.remainder_")
+fmod_ = inplace(fmod, "torch.Tensor.fmod_")
+pow_ = inplace(pow, "torch.Tensor.pow_")
+float_power_ = inplace(float_power, "torch.Tensor.float_power_")
+atan2_ = inplace(atan2, "torch.Tensor.atan2_", "torch.Tensor.arctan2_")
+hypot_ = inplace(hypot, "torch.Tensor.hypot_")
+copysign_ = inplace(copysign, "torch.Tensor.copysign_")
+bitwise_and_ = inplace(bitwise_and, "torch.Tensor.bitwise_and_")
+bitwise_or_ = inplace(bitwise_or, "torch.Tensor.bitwise_or_")
+bitwise_xor_ = inplace(bitwise_xor, "torch.Tensor.bitwise_xor_")
+bitwise_left_shift_ = inplace(bitwise_left_shift, "torch.Tensor.bitwise_left_shift_")
+bitwise_right_shift_ = inplace(bitwise_right_shift, "torch.Tensor.bitwise_right_shift_")
+logical_and_ = inplace(logical_and, "torch.Tensor.logical_and_")
+logical_or_ = inplace(logical_or, "torch.Tensor.logical_or_")
+logical_xor_ = inplace(logical_xor, "torch.Tensor.logical_xor_")
+eq_ = inplace(eq, "torch.Tensor.eq_")
+ne_ = inplace(ne, "torch.Tensor.ne_", "torch.Tensor.not_equal_")
+lt_ = inplace(lt, "torch.Tensor.lt_", "torch.Tensor.less_")
+le_ = inplace(le, "torch.Tensor.le_", "torch.Tensor.less_equal_")
+gt_ = inplace(gt, "torch.Tensor.gt_", "torch.Tensor.greater_")
+ge_ = inplace(ge, "torch.Tensor.ge_", "torch.Tensor.greater_equal_")
+lerp_ = inplace(lerp, "torch.Tensor.lerp_")
+addcmul_ = inplace(addcmul, "torch.Tensor.addcmul_")
+addcdiv_ = inplace(addcdiv, "torch.Tensor.addcdiv_")
+masked_fill_ = inplace(masked_fill, "torch.Tensor.masked_fill_")

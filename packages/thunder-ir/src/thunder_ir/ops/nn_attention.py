@@ -1,0 +1,151 @@
+"""Dropout and scaled dot-product attention.
+
+``scaled_dot_product_attention`` is one op whose decomposition is torch's math reference
+(executors such as torch's run it whole). Random draws use ``prims.uniform`` with ``seed=None``:
+the ambient generator at run time, as eager torch."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from thunder_ir import dtypes, prims
+from thunder_ir.ops._helpers import to_dtype
+from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.nn import matmul
+from thunder_ir.ops.nn_activations import softmax
+from thunder_ir.ops.nn_base import add, ge, lt, mul, opmath, require_tensor, where
+from thunder_ir.proxies import TensorProxy
+from thunder_ir.tags import OpTag
+from thunder_ir.utils import check
+
+
+@torchop("torch.nn.functional.dropout", "torch.dropout", tags=(OpTag.RANDOM,))
+def dropout(a: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
+    require_tensor(a, "dropout")
+    check(
+        0.0 <= p <= 1.0,
+        lambda: f"dropout probability has to be between 0 and 1, but got {p}",
+        ValueError,
+    )
+    if not training or p == 0:
+        return a
+    check(
+        a.dtype.is_inexact, lambda: f"dropout: expected a floating point input, got {a.dtype.name}"
+    )
+    if p == 1:
+        out = mul(a, 0.0)
+    else:
+        r = prims.uniform(tuple(a.shape), 0.0, 1.0, device=a.device, dtype=opmath(a.dtype))
+        out = to_dtype(
+            where(lt(r, 1.0 - p), mul(to_dtype(a, opmath(a.dtype)), 1.0 / (1.0 - p)), 0.0), a.dtype
+        )
+    if inplace:
+        return prims.copy_(out, a)
+    return out
+
+
+def _causal_mask(q: TensorProxy, k: TensorProxy) -> TensorProxy:
+    """(L, S) bool, True where key position <= query position (torch's tril of ones, top-left)."""
+    L, S = q.shape[-2], k.shape[-2]
+    rows = prims.iota(L, start=0, step=1, device=q.device, dtype=dtypes.int64)
+    cols = prims.iota(S, start=0, step=1, device=q.device, dtype=dtypes.int64)
+    rows = prims.broadcast_in_dim(rows, (L, S), (0,))
+    cols = prims.broadcast_in_dim(cols, (L, S), (1,))
+    return ge(rows, cols)  # type: ignore[no-any-return]
+
+
+def _repeat_heads(x: TensorProxy, groups: int) -> TensorProxy:
+    """``x`` (..., H, S, E) -> (..., H * groups, S, E), each head repeated ``groups`` times in
+    place (torch's repeat_interleave on dim -3)."""
+    if groups == 1:
+        return x
+    *batch, h, s, e = x.shape
+    nd = x.ndim
+    expanded = prims.broadcast_in_dim(
+        x, (*batch, h, groups, s, e), (*range(nd - 3), nd - 3, nd - 1, nd)
+    )
+    return prims.reshape(expanded, (*batch, h * groups, s, e))  # type: ignore[no-any-return]
+
+
+@torchop("torch.nn.functional.scaled_dot_product_attention")
+def scaled_dot_product_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: Any = None,
+    enable_gqa: bool = False,
+) -> Any:
+    q = require_tensor(query, "scaled_dot_product_attention", "query")
+    k = require_tensor(key, "scaled_dot_product_attention", "key")
+    v = require_tensor(value, "scaled_dot_product_attention", "value")
+    check(
+        q.dtype == k.dtype == v.dtype,
+        lambda: (
+            f"Expected query, key, and value to have the same dtype, but got query.dtype: {q.dtype.name} key.dtype: {k.dtype.name} and value.dtype: {v.dtype.name} instead."
+        ),
+    )
+    check(
+        q.dtype.is_float,
+        lambda: f"scaled_dot_product_attention: expected floating point inputs, got {q.dtype.name}",
+    )
+    check(
+        q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2,
+        "scaled_dot_product_attention: query, key and value must be at least 2-D",
+    )
+    check(
+        q.shape[-1] == k.shape[-1],
+        lambda: (
+            f"Expected size for first two dimensions of batch2 tensor to be: [{q.shape[-3] if q.ndim > 2 else 1}, {q.shape[-1]}] but got: [{k.shape[-3] if k.ndim > 2 else 1}, {k.shape[-1]}]."
+        ),
+    )
+    check(
+        k.shape[-2] == v.shape[-2],
+        lambda: (
+            f"scaled_dot_product_attention: key and value must have the same sequence length, got {k.shape[-2]} and {v.shape[-2]}"
+        ),
+    )
+    check(
+        not (is_causal and attn_mask is not None),
+        "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True",
+    )
+    check(
+        0.0 <= dropout_p <= 1.0,
+        lambda: f"dropout probability has to be between 0 and 1, but got {dropout_p}",
+        ValueError,
+    )
+    if enable_gqa and q.ndim >= 3:
+        hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
+        check(
+            hq % hk == 0 and hq % hv == 0,
+            lambda: (
+                f"Number of heads in key and value must divide the number of heads in query, got {hk}, {hv} and {hq}"
+            ),
+        )
+        k, v = _repeat_heads(k, hq // hk), _repeat_heads(v, hq // hv)
+    compute = opmath(q.dtype)
+    qc, kc, vc = (to_dtype(x, compute) for x in (q, k, v))
+    scale_factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    perm = (*range(kc.ndim - 2), kc.ndim - 1, kc.ndim - 2)
+    scores = mul(matmul(qc, prims.transpose(kc, perm)), scale_factor)
+    if is_causal:
+        scores = where(_causal_mask(q, k), scores, -math.inf)
+    elif attn_mask is not None:
+        require_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
+        if attn_mask.dtype.is_boolean:
+            scores = where(attn_mask, scores, -math.inf)
+        else:
+            check(
+                attn_mask.dtype == q.dtype or attn_mask.dtype.is_float,
+                lambda: (
+                    f"Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: {attn_mask.dtype.name} and  query.dtype: {q.dtype.name} instead."
+                ),
+            )
+            scores = add(scores, to_dtype(attn_mask, compute))
+    weights = softmax(scores, -1)
+    if dropout_p > 0:
+        weights = dropout(weights, dropout_p, True)
+    return to_dtype(matmul(weights, vc), q.dtype)

@@ -1,0 +1,292 @@
+"""Normalization: layer, RMS, group and batch norm, and vector normalization (F.normalize,
+cosine similarity). Statistics are computed in float32 for low-precision inputs; the result has the
+input's dtype, as torch's kernels give it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from thunder_ir import dtypes, prims
+from thunder_ir.ops._helpers import broadcast, to_dtype
+from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.nn_base import (
+    abs_,
+    add,
+    amax_,
+    clamp,
+    div,
+    keep_dims,
+    mean_,
+    mul,
+    ne,
+    not_implemented,
+    opmath,
+    pow_,
+    require_tensor,
+    rsqrt,
+    sqrt,
+    sub,
+    sum_,
+    unsqueeze_to,
+)
+from thunder_ir.proxies import TensorProxy
+from thunder_ir.utils import canonicalize_dim, check, result_type
+
+
+def _normalized_shape(op: str, a: TensorProxy, normalized_shape: Any) -> tuple[Any, ...]:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    check(
+        k >= 1,
+        "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, but got normalized_shape = []",
+    )
+    check(
+        a.ndim >= k and tuple(a.shape[a.ndim - k :]) == shape,
+        lambda: (
+            f"Given normalized_shape={list(shape)}, expected input with shape [*, {', '.join(map(str, shape))}], but got input of size{list(a.shape)}"
+        ),
+    )
+    return shape
+
+
+def _check_param(p: Any, shape: tuple[Any, ...], what: str) -> None:
+    if p is None:
+        return
+    require_tensor(p, "layer_norm", what)
+    check(
+        tuple(p.shape) == shape,
+        lambda: (
+            f"Expected {what} to be of same shape as normalized_shape, but got {what} of shape {list(p.shape)} and normalized_shape = {list(shape)}"
+        ),
+    )
+
+
+def _affine(x: TensorProxy, weight: Any, bias: Any, compute: Any) -> TensorProxy:
+    if weight is not None:
+        x = mul(x, to_dtype(weight, compute))
+    if bias is not None:
+        x = add(x, to_dtype(bias, compute))
+    return x
+
+
+@torchop("torch.nn.functional.layer_norm", "torch.layer_norm")
+def layer_norm(
+    a: Any,
+    normalized_shape: Any,
+    weight: Any = None,
+    bias: Any = None,
+    eps: float = 1e-5,
+    cudnn_enable: bool = True,
+) -> Any:
+    require_tensor(a, "layer_norm")
+    shape = _normalized_shape("layer_norm", a, normalized_shape)
+    _check_param(weight, shape, "weight")
+    _check_param(bias, shape, "bias")
+    check(
+        a.dtype.is_inexact, lambda: f"\"LayerNormKernelImpl\" not implemented for '{a.dtype.name}'"
+    )
+    compute = opmath(a.dtype)
+    x = to_dtype(a, compute)
+    dims = tuple(range(a.ndim - len(shape), a.ndim))
+    var, mean = prims.var_mean(x, dims, correction=0)
+    rstd = keep_dims(x, rsqrt(add(var, eps)), dims)
+    out = mul(sub(x, keep_dims(x, mean, dims)), rstd)
+    return to_dtype(_affine(out, weight, bias, compute), a.dtype)
+
+
+@torchop("torch.nn.functional.rms_norm", "torch.rms_norm")
+def rms_norm(a: Any, normalized_shape: Any, weight: Any = None, eps: Any = None) -> Any:
+    require_tensor(a, "rms_norm")
+    shape = _normalized_shape("rms_norm", a, normalized_shape)
+    _check_param(weight, shape, "weight")
+    check(a.dtype.is_inexact, lambda: f"\"rms_norm\" not implemented for '{a.dtype.name}'")
+    compute = opmath(a.dtype)
+    if eps is None:
+        import torch
+
+        eps = torch.finfo(dtypes.to_torch_dtype(compute)).eps
+    x = to_dtype(a, compute)
+    dims = tuple(range(a.ndim - len(shape), a.ndim))
+    rstd = rsqrt(add(mean_(mul(x, x), dims, keepdim=True), eps))
+    return to_dtype(_affine(mul(x, rstd), weight, None, compute), a.dtype)
+
+
+@torchop("torch.nn.functional.group_norm", "torch.group_norm")
+def group_norm(
+    a: Any,
+    num_groups: int,
+    weight: Any = None,
+    bias: Any = None,
+    eps: float = 1e-5,
+    cudnn_enabled: bool = True,
+) -> Any:
+    require_tensor(a, "group_norm")
+    check(
+        a.ndim >= 2,
+        lambda: f"Expected at least 2 dimensions for input tensor but received {a.ndim}",
+    )
+    n, c = a.shape[0], a.shape[1]
+    check(
+        c % num_groups == 0,
+        lambda: (
+            f"Expected number of channels in input to be divisible by num_groups, but got input of shape {list(a.shape)} and num_groups={num_groups}"
+        ),
+    )
+    for p, what in ((weight, "weight"), (bias, "bias")):
+        if p is not None:
+            require_tensor(p, "group_norm", what)
+            check(
+                p.ndim == 1 and p.shape[0] == c,
+                lambda: (
+                    f"Expected {what} to be a vector of size equal to the number of channels in input, but got {what} of shape {list(p.shape)} and input of shape {list(a.shape)}"
+                ),
+            )
+    check(
+        a.dtype.is_inexact, lambda: f"\"GroupNormKernelImpl\" not implemented for '{a.dtype.name}'"
+    )
+    compute = opmath(a.dtype)
+    x = to_dtype(a, compute)
+    grouped = prims.reshape(
+        x, (n, num_groups, a.numel() // (n * num_groups) if n * num_groups else 0)
+    )
+    var, mean = prims.var_mean(grouped, (2,), correction=0)
+    normed = mul(
+        sub(grouped, keep_dims(grouped, mean, (2,))), keep_dims(grouped, rsqrt(add(var, eps)), (2,))
+    )
+    out = prims.reshape(normed, tuple(a.shape))
+    if weight is not None:
+        out = mul(out, unsqueeze_to(to_dtype(weight, compute), a.ndim, 1))
+    if bias is not None:
+        out = add(out, unsqueeze_to(to_dtype(bias, compute), a.ndim, 1))
+    return to_dtype(out, a.dtype)
+
+
+@torchop("torch.nn.functional.batch_norm")
+def batch_norm(
+    a: Any,
+    running_mean: Any,
+    running_var: Any,
+    weight: Any = None,
+    bias: Any = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Any:
+    """Inference with running statistics, or training without them (batch statistics). Updating
+    running statistics in training mode mutates them and is not supported yet."""
+    require_tensor(a, "batch_norm")
+    check(a.ndim >= 2, lambda: f"batch_norm: expected a 2D or higher input, got {a.ndim}D")
+    c = a.shape[1]
+    for p, what in (
+        (running_mean, "running_mean"),
+        (running_var, "running_var"),
+        (weight, "weight"),
+        (bias, "bias"),
+    ):
+        if p is not None:
+            require_tensor(p, "batch_norm", what)
+            check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
+    check(a.dtype.is_inexact, lambda: f"\"batch_norm\" not implemented for '{a.dtype.name}'")
+    compute = opmath(a.dtype)
+    x = to_dtype(a, compute)
+    if training:
+        if running_mean is not None or running_var is not None:
+            raise not_implemented(
+                "batch_norm", "training=True with running_mean/running_var (updates them in place)"
+            )
+        per_channel = a.numel() // c if c else 0
+        check(
+            per_channel != 1,
+            lambda: (
+                f"Expected more than 1 value per channel when training, got input size {list(a.shape)}"
+            ),
+            ValueError,
+        )
+        dims = tuple(d for d in range(a.ndim) if d != 1)
+        var, mean = prims.var_mean(x, dims, correction=0)
+    else:
+        check(running_mean is not None, "running_mean must be defined in evaluation mode")
+        check(running_var is not None, "running_var must be defined in evaluation mode")
+        mean, var = to_dtype(running_mean, compute), to_dtype(running_var, compute)
+    mean_b = unsqueeze_to(mean, a.ndim, 1)
+    rstd_b = unsqueeze_to(rsqrt(add(var, eps)), a.ndim, 1)
+    out = mul(sub(x, mean_b), rstd_b)
+    if weight is not None:
+        out = mul(out, unsqueeze_to(to_dtype(weight, compute), a.ndim, 1))
+    if bias is not None:
+        out = add(out, unsqueeze_to(to_dtype(bias, compute), a.ndim, 1))
+    return to_dtype(out, a.dtype)
+
+
+# Vector norms -------------------------------------------------------------------------------------
+
+
+def vector_norm(x: TensorProxy, p: float, dims: Sequence[int], keepdim: bool) -> TensorProxy:
+    """torch.linalg.vector_norm in ``x``'s dtype, computed in its opmath dtype."""
+    compute = opmath(x.dtype)
+    y = to_dtype(x, compute)
+    if p == 2:
+        out = sqrt(sum_(mul(y, y), dims, keepdim))
+    elif p == 1:
+        out = sum_(abs_(y), dims, keepdim)
+    elif p == math.inf:
+        out = amax_(abs_(y), dims, keepdim)
+    elif p == -math.inf:
+        out = neg_amax(abs_(y), dims, keepdim)
+    elif p == 0:
+        out = sum_(to_dtype(ne(y, 0), compute), dims, keepdim)
+    else:
+        out = pow_(sum_(pow_(abs_(y), float(p)), dims, keepdim), 1.0 / p)
+    return to_dtype(out, x.dtype)  # type: ignore[no-any-return]
+
+
+def neg_amax(x: TensorProxy, dims: Sequence[int], keepdim: bool) -> TensorProxy:
+    ds = tuple(dims)
+    out = prims.amin(x, ds)
+    return keep_dims(x, out, ds) if keepdim else out
+
+
+@torchop("torch.nn.functional.normalize")
+def normalize(a: Any, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Any = None) -> Any:
+    require_tensor(a, "normalize")
+    if out is not None:
+        raise not_implemented("normalize", "out=")
+    check(
+        a.dtype.is_inexact,
+        "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+        + a.dtype.name,
+    )
+    d = canonicalize_dim(a.ndim, dim)
+    norm = vector_norm(a, p, (d,) if a.ndim else (), keepdim=True)
+    return div(a, clamp(norm, eps))
+
+
+@torchop("torch.nn.functional.cosine_similarity", "torch.cosine_similarity")
+def cosine_similarity(x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Any:
+    require_tensor(x1, "cosine_similarity", "x1")
+    require_tensor(x2, "cosine_similarity", "x2")
+    common = result_type(x1, x2)
+    check(
+        common.is_float,
+        lambda: f"expected common dtype to be floating point, yet common dtype is {common.name}",
+    )
+    a, b = broadcast(to_dtype(x1, common), to_dtype(x2, common))
+    d = canonicalize_dim(a.ndim, dim)
+    na = clamp(vector_norm(a, 2, (d,), keepdim=True), eps)
+    nb = clamp(vector_norm(b, 2, (d,), keepdim=True), eps)
+    return sum_(mul(div(a, na), div(b, nb)), (d,))
+
+
+@torchop("torch.nn.functional.pairwise_distance", "torch.pairwise_distance")
+def pairwise_distance(
+    x1: Any, x2: Any, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
+) -> Any:
+    require_tensor(x1, "pairwise_distance", "x1")
+    require_tensor(x2, "pairwise_distance", "x2")
+    diff = add(sub(x1, x2), eps)
+    nd = diff.ndim
+    if nd == 0:
+        return vector_norm(diff, p, (), keepdim)
+    return vector_norm(diff, p, (nd - 1,), keepdim)

@@ -1,0 +1,530 @@
+"""The public API of thunder_interp: lookasides, callbacks, provenance, history, errors."""
+
+from __future__ import annotations
+
+import dis
+import functools
+import threading
+import traceback
+from typing import Any
+
+import pytest
+
+from thunder_interp import (
+    DEFAULT_OPCODE_TABLE,
+    Callbacks,
+    InterpreterError,
+    Provenance,
+    ProvenanceKind,
+    UnsupportedOpcodeError,
+    interpret,
+    provenance_of,
+)
+
+CONFIG = {"scale": 3}
+OFFSET = 10
+
+
+class Box:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.items = [value, value + 1]
+
+
+# -- basic contract ------------------------------------------------------------------------------
+
+
+def test_interpret_returns_result_and_accepts_kwargs() -> None:
+    def f(a: int, b: int = 2, *, c: int = 3) -> int:
+        return a * 100 + b * 10 + c
+
+    assert interpret(f)(1) == 123
+    assert interpret(f)(1, 5, c=7) == 157
+
+
+def test_interpret_raises_user_exception() -> None:
+    def f(x: int) -> float:
+        return 1 / x
+
+    with pytest.raises(ZeroDivisionError):
+        interpret(f)(0)
+
+
+def test_interpret_methods_partials_and_classes() -> None:
+    class Adder:
+        def __init__(self, base: int) -> None:
+            self.base = base
+
+        def add(self, x: int) -> int:
+            return self.base + x
+
+    def add3(a: int, b: int, c: int) -> int:
+        return a + b + c
+
+    assert interpret(Adder(1).add)(2) == 3
+    assert interpret(functools.partial(add3, 1, 2))(3) == 6
+    assert interpret(Adder)(5).base == 5
+
+
+# -- lookasides -----------------------------------------------------------------------------------
+
+
+def test_lookaside_replaces_callable_in_nested_calls() -> None:
+    def inner(x: int) -> int:
+        return abs(x)
+
+    def f(x: int) -> int:
+        return inner(x) + abs(x)
+
+    calls: list[int] = []
+
+    def fake_abs(x: int) -> int:
+        calls.append(x)
+        return 1000
+
+    assert interpret(f, lookasides={abs: fake_abs})(-2) == 2000
+    assert calls == [-2, -2]
+
+
+def test_lookaside_can_replace_python_function() -> None:
+    def helper(x: int) -> int:
+        return x + 1
+
+    def f(x: int) -> int:
+        return helper(x) * 2
+
+    assert interpret(f, lookasides={helper: lambda x: x - 1})(5) == 8
+
+
+def test_reentrant_interpret_inside_lookaside() -> None:
+    seen_globals: list[str] = []
+
+    def body(x: int) -> int:
+        return x * OFFSET
+
+    def higher_order(fn: Any, x: int) -> int:
+        return fn(x) + 1
+
+    def replacement(fn: Any, x: int) -> int:
+        # A binding layer would interpret the user callable into a sub-trace.
+        inner = interpret(
+            fn, callbacks=Callbacks(load_global=lambda n, v, g, p: seen_globals.append(n) or v)
+        )
+        return inner(x) + 1
+
+    def f(x: int) -> int:
+        return higher_order(body, x)
+
+    assert interpret(f, lookasides={higher_order: replacement})(4) == 41
+    assert seen_globals == ["OFFSET"]
+
+
+def test_user_lookaside_overrides_default() -> None:
+    def f() -> Any:
+        return locals()
+
+    assert interpret(f, lookasides={locals: lambda: {"replaced": True}})() == {"replaced": True}
+
+
+def test_default_lookasides_see_interpreted_frame() -> None:
+    class Base:
+        def hello(self) -> str:
+            return "base"
+
+    class Child(Base):
+        def hello(self) -> str:
+            return "child+" + super().hello()
+
+    def f(a: int) -> Any:
+        b = a + 1
+        return sorted(locals().items()), Child().hello(), globals() is f.__globals__
+
+    result = interpret(f)(1)
+    assert result == f(1)
+    assert ("a", 1) in result[0] and ("b", 2) in result[0]
+    assert result[1:] == ("child+base", True)
+
+
+# -- callbacks ------------------------------------------------------------------------------------
+
+
+def test_load_global_callback_args_and_replacement() -> None:
+    events: list[tuple[Any, ...]] = []
+
+    def on_global(name: str, value: Any, globals_: dict[str, Any], prov: Provenance | None) -> Any:
+        events.append((name, value, globals_ is globals(), prov))
+        return 5 if name == "OFFSET" else value
+
+    def f(x: int) -> int:
+        return x + OFFSET
+
+    assert interpret(f, callbacks=Callbacks(load_global=on_global))(1) == 6
+    assert events == [("OFFSET", 10, True, None)]
+
+
+def test_load_builtin_fires_load_global() -> None:
+    names: list[str] = []
+
+    def f(xs: list[int]) -> int:
+        return len(xs)
+
+    cb = Callbacks(load_global=lambda n, v, g, p: names.append(n) or v)
+    assert interpret(f, callbacks=cb)([1, 2]) == 2
+    assert names == ["len"]
+
+
+def test_load_closure_cell_callback() -> None:
+    events: list[tuple[str, Any, str]] = []
+
+    def make() -> Any:
+        secret = 7
+
+        def g() -> int:
+            return secret * 2
+
+        return g
+
+    def hook(name: str, value: Any, code: Any, prov: Any) -> Any:
+        events.append((name, value, code.co_name))
+        return 100
+
+    assert interpret(make(), callbacks=Callbacks(load_closure_cell=hook))() == 200
+    assert events == [("secret", 7, "g")]
+
+
+def test_load_constant_callback() -> None:
+    seen: list[Any] = []
+
+    def f() -> int:
+        return 40 + 2
+
+    def hook(value: Any, prov: Any) -> Any:
+        seen.append(value)
+        return value
+
+    assert interpret(f, callbacks=Callbacks(load_constant=hook))() == 42
+    assert 42 in seen or 40 in seen
+
+
+def test_load_attribute_callback_and_getattr() -> None:
+    events: list[tuple[str, Any]] = []
+
+    def hook(obj: Any, name: str, value: Any, prov: Any) -> Any:
+        events.append((name, value))
+        return value * 10 if name == "value" else value
+
+    def f(b: Box) -> Any:
+        return b.value, getattr(b, "value"), hasattr(b, "missing")
+
+    assert interpret(f, callbacks=Callbacks(load_attribute=hook))(Box(2)) == (20, 20, False)
+    assert events == [("value", 2), ("value", 2)]
+
+
+def test_store_callbacks() -> None:
+    events: list[tuple[Any, ...]] = []
+    cb = Callbacks(
+        store_global=lambda n, v, g: events.append(("global", n, v)),
+        store_closure_cell=lambda n, v, code: events.append(("cell", n, v)),
+        store_attribute=lambda o, n, v: events.append(("attr", type(o).__name__, n, v)),
+    )
+
+    def f(b: Box) -> int:
+        global _STORED
+        _STORED = 1
+        counter = 0
+
+        def bump() -> None:
+            nonlocal counter
+            counter += 5
+
+        bump()
+        b.value = 9
+        setattr(b, "other", 3)
+        return counter
+
+    box = Box(0)
+    assert interpret(f, callbacks=cb)(box) == 5
+    assert box.value == 9 and box.other == 3  # type: ignore[attr-defined]
+    assert events == [
+        ("global", "_STORED", 1),
+        ("cell", "counter", 0),
+        ("cell", "counter", 5),
+        ("attr", "Box", "value", 9),
+        ("attr", "Box", "other", 3),
+    ]
+
+
+def test_opaque_call_callback_wraps_c_calls() -> None:
+    calls: list[str] = []
+
+    def wrap(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        calls.append(getattr(fn, "__name__", "?"))
+        result = fn(*args, **kwargs)
+        return result + 1 if fn is len else result
+
+    def helper(xs: list[int]) -> int:
+        return len(xs)
+
+    def f(xs: list[int]) -> int:
+        return helper(xs) + max(xs)
+
+    assert interpret(f, callbacks=Callbacks(opaque_call=wrap))([1, 5]) == 8
+    assert calls == ["len", "max"]
+
+
+# -- provenance -----------------------------------------------------------------------------------
+
+
+def test_provenance_of_args_items_attrs() -> None:
+    paths: dict[str, str] = {}
+
+    def record(obj: Any, name: str, value: Any, prov: Provenance | None) -> Any:
+        assert prov is not None
+        paths[name] = prov.path()
+        return value
+
+    def f(a: Box, b: dict[str, Any]) -> Any:
+        v = a.value
+        first = a.items[1]
+        x, y = b["pair"]
+        return v, first, x, y
+
+    interp = interpret(f, provenance=True, callbacks=Callbacks(load_attribute=record))
+    box = Box(1000)
+    d = {"pair": (object(), object())}
+    result = interp(box, b=d)
+    assert paths == {"value": "args[0].value", "items": "args[0].items"}
+    p_first = interp.provenance_of(result[1])
+    assert p_first is not None and p_first.path() == "args[0].items[1]"
+    p_x = interp.provenance_of(result[2])
+    assert p_x is not None and p_x.path() == "kwargs['b']['pair'][0]"
+    assert p_x.root().kind is ProvenanceKind.ARGUMENT and p_x.root().name == "b"
+
+
+def test_provenance_of_globals_cells_constants_opaque() -> None:
+    seen: dict[str, str] = {}
+
+    def make() -> Any:
+        cell_value = object()
+
+        def g() -> Any:
+            table = CONFIG
+            item = table["scale"]
+            made = list(range(3))
+            return cell_value, table, item, made
+
+        return g
+
+    def on_cell(name: str, value: Any, code: Any, prov: Provenance | None) -> Any:
+        assert prov is not None
+        seen[name] = prov.path()
+        return value
+
+    interp = interpret(make(), provenance=True, callbacks=Callbacks(load_closure_cell=on_cell))
+    cell_value, table, item, made = interp()
+    assert seen["cell_value"].endswith("make.<locals>.g.<closure>.cell_value")
+    p_table = interp.provenance_of(table)
+    assert p_table is not None and p_table.kind is ProvenanceKind.GLOBAL
+    assert p_table.path() == f"{__name__}.CONFIG"
+    p_item = interp.provenance_of(item)
+    assert p_item is not None
+    p_made = interp.provenance_of(made)
+    assert p_made is not None and p_made.kind is ProvenanceKind.OPAQUE_CALL
+    assert p_made.path() == "list(...)"
+    p_cell = interp.provenance_of(cell_value)
+    assert p_cell is not None and p_cell.kind is ProvenanceKind.CLOSURE_CELL
+
+
+def test_provenance_of_inside_lookaside() -> None:
+    found: list[str] = []
+
+    def sink(x: Any) -> Any:
+        return x
+
+    def spy(x: Any) -> Any:
+        prov = provenance_of(x)
+        found.append(prov.path() if prov is not None else "?")
+        return x
+
+    def f(b: Box) -> Any:
+        return sink(b.items)
+
+    interpret(f, provenance=True, lookasides={sink: spy})(Box(1))
+    assert found == ["args[0].items"]
+    assert provenance_of(object()) is None
+
+
+def test_provenance_off_gives_none() -> None:
+    def f(b: Box) -> Any:
+        return b.items
+
+    interp = interpret(f)
+    items = interp(Box(1))
+    assert interp.provenance_of(items) is None
+
+
+# -- history ------------------------------------------------------------------------------------
+
+
+def test_record_history() -> None:
+    def inner(x: int) -> int:
+        return x + 1
+
+    def f(x: int) -> int:
+        return inner(x) * 2
+
+    interp = interpret(f, record_history=True)
+    assert interp(1) == 4
+    history = interp.history
+    opnames = [e.opname for e in history]
+    assert "RETURN_VALUE" in opnames or "RETURN_CONST" in opnames
+    assert {e.function for e in history} == {"f", "inner"}
+    assert any(e.depth == 1 and e.function == "inner" for e in history)
+    log = interp.format_history()
+    assert "inner:" in log and "f:" in log
+    assert all(e.filename == __file__ for e in history)
+
+
+def test_history_off_by_default() -> None:
+    def f() -> int:
+        return 1
+
+    interp = interpret(f)
+    interp()
+    assert interp.history == []
+
+
+# -- isolation ---------------------------------------------------------------------------------
+
+
+def test_nested_interpretations_do_not_share_state() -> None:
+    outer_events: list[str] = []
+    inner_events: list[str] = []
+
+    def g() -> int:
+        return OFFSET
+
+    def run_inner() -> int:
+        return interpret(g, callbacks=Callbacks(load_global=lambda n, v, gl, p: inner_events.append(n) or v))()
+
+    def f() -> int:
+        return run_inner() + OFFSET
+
+    interp = interpret(
+        f,
+        callbacks=Callbacks(load_global=lambda n, v, gl, p: outer_events.append(n) or v),
+        lookasides={run_inner: run_inner},
+        record_history=True,
+    )
+    assert interp() == 20
+    assert outer_events == ["OFFSET"]
+    assert inner_events == ["OFFSET"]
+    assert {e.function for e in interp.history} == {"f"}
+
+
+def test_concurrent_interpretations_in_threads() -> None:
+    def work(n: int) -> int:
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+
+    results: dict[int, int] = {}
+
+    def run(n: int) -> None:
+        interp = interpret(work, provenance=True, record_history=True)
+        results[n] = interp(n)
+        assert all(e.function == "work" for e in interp.history)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (100, 200, 300, 400)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {n: n * (n - 1) // 2 for n in (100, 200, 300, 400)}
+
+
+def test_generators_keep_their_interpretation() -> None:
+    names: list[str] = []
+
+    def gen(n: int) -> Any:
+        for i in range(n):
+            yield i + OFFSET
+
+    def f() -> Any:
+        return gen(2)
+
+    g = interpret(f, callbacks=Callbacks(load_global=lambda n, v, gl, p: names.append(n) or v))()
+    assert list(g) == [10, 11]
+    assert names.count("OFFSET") == 2
+
+
+# -- tracebacks and errors -------------------------------------------------------------------------
+
+
+def _raiser(x: int) -> int:
+    if x > 0:
+        raise ValueError("boom")  # LINE: raise
+    return x
+
+
+def _caller(x: int) -> int:
+    return _raiser(x) + 1  # LINE: call
+
+
+def _line_of(marker: str) -> int:
+    with open(__file__) as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.rstrip().endswith("# LINE: " + marker):
+                return number
+    raise AssertionError(marker)
+
+
+def test_traceback_has_user_file_and_lines() -> None:
+    with pytest.raises(ValueError) as info:
+        interpret(_caller)(1)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    user = [(fr.filename, fr.lineno, fr.name) for fr in frames if fr.filename == __file__]
+    assert (__file__, _line_of("call"), "_caller") in user
+    assert (__file__, _line_of("raise"), "_raiser") in user
+    text = "".join(traceback.format_exception(info.value))
+    assert 'raise ValueError("boom")' in text
+
+
+def test_unsupported_opcode_error_names_opcode_and_location() -> None:
+    table = dict(DEFAULT_OPCODE_TABLE)
+    del table["BINARY_OP" if "BINARY_OP" in dis.opmap else "BINARY_ADD"]
+
+    def f(x: int) -> int:
+        y = x + 1  # LINE: unsupported
+        return y
+
+    with pytest.raises(UnsupportedOpcodeError) as info:
+        interpret(f, opcode_table=table)(1)
+    message = str(info.value)
+    assert "BINARY_" in message
+    assert f"{__file__}:{_line_of('unsupported')}" in message
+    assert isinstance(info.value, InterpreterError)
+
+
+def test_interpreter_errors_bypass_user_except() -> None:
+    table = dict(DEFAULT_OPCODE_TABLE)
+    del table["BUILD_SET"]
+
+    def f() -> str:
+        try:
+            return str({1, 2})
+        except Exception:
+            return "swallowed"
+
+    with pytest.raises(UnsupportedOpcodeError):
+        interpret(f, opcode_table=table)()
+
+
+def test_hand_built_code_with_unknown_handler() -> None:
+    def f() -> int:
+        return 1
+
+    table = {k: v for k, v in DEFAULT_OPCODE_TABLE.items() if not k.startswith("RETURN")}
+    with pytest.raises(UnsupportedOpcodeError, match="RETURN"):
+        interpret(f, opcode_table=table)()
