@@ -68,12 +68,14 @@ def generator_pipeline(n: int) -> int:
     return sum(evens(squares(numbers(n))))
 
 
-def _time(fn: Callable[[], Any], repeat: int) -> float:
-    best = float("inf")
+def _time_interleaved(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
+    """Best CPU time of each function, run in turn (robust to a machine whose load varies)."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
+        for k, fn in enumerate(fns):
+            start = time.process_time()
+            fn()
+            best[k] = min(best[k], time.process_time() - start)
     return best
 
 
@@ -89,7 +91,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller inputs, one repetition")
     options = parser.parse_args()
-    repeat = 1 if options.quick else 3
+    repeat = 1 if options.quick else 7
     print(f"Python {sys.version.split()[0]}")
     header = (
         f"{'workload':<22}{'CPython':>12}{'interp':>12}{'ratio':>9}{'interp+prov':>14}{'ratio':>9}"
@@ -103,9 +105,9 @@ def main() -> None:
         plain = interpret(fn)
         with_provenance = interpret(fn, provenance=True)
         assert plain(n) == expected and with_provenance(n) == expected
-        base = _time(lambda: fn(n), repeat)
-        t_plain = _time(lambda: plain(n), repeat)
-        t_prov = _time(lambda: with_provenance(n), repeat)
+        base, t_plain, t_prov = _time_interleaved(
+            [lambda: fn(n), lambda: plain(n), lambda: with_provenance(n)], repeat
+        )
         print(
             f"{name:<22}{base * 1e3:>10.2f}ms{t_plain * 1e3:>10.1f}ms{t_plain / base:>8.1f}x"
             f"{t_prov * 1e3:>12.1f}ms{t_prov / base:>8.1f}x"

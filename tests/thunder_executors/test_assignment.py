@@ -35,10 +35,17 @@ class EagerElementwiseFuser(FusionExecutor):
         return bsym.has_tag(OpTag.ELEMENTWISE) and bsym.sym.is_prim and bool(bsym.flat_proxy_outs)
 
     def fuse(
-        self, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy], *, index: int
+        self,
+        region: Sequence[BoundSymbol],
+        inputs: Sequence[Proxy],
+        outputs: Sequence[Proxy],
+        *,
+        index: int,
     ) -> BoundSymbol:
         translated = [torch_executor.translate(b) for b in region]
-        fn = region_trace(f"region{index}", translated, inputs, outputs).python_callable({"torch": torch})
+        fn = region_trace(f"region{index}", translated, inputs, outputs).python_callable(
+            {"torch": torch}
+        )
         sym = Symbol(f"region{index}", None, module="ew_fuser", impl=fn)
         return BoundSymbol(sym, tuple(inputs), {}, tuple(outputs), subsymbols=tuple(translated))
 
@@ -62,7 +69,9 @@ def test_a_non_fusible_op_on_the_path_splits_the_region_and_says_why() -> None:
     assert len(extrace.fusion_notes) == 1
     assert "through torch.matmul (t4)" in extrace.fusion_notes[0]
     assert "through torch.matmul" in extrace.python()
-    torch.testing.assert_close(extrace.python_callable()(a, w), torch.sin((torch.exp(a + a) @ w) * torch.exp(a + a)))
+    torch.testing.assert_close(
+        extrace.python_callable()(a, w), torch.sin((torch.exp(a + a) @ w) * torch.exp(a + a))
+    )
 
 
 def test_an_independent_op_after_a_non_fusible_one_joins_the_earlier_region() -> None:
@@ -117,7 +126,9 @@ def _random_program(rng: random.Random, n_ops: int) -> Any:
             elif kind < 0.6:
                 values.append(prims.ALL_PRIMS[rng.choice(_UNARY)](rng.choice(values)))
             else:
-                values.append(prims.ALL_PRIMS[rng.choice(_BINARY)](rng.choice(values), rng.choice(values)))
+                values.append(
+                    prims.ALL_PRIMS[rng.choice(_BINARY)](rng.choice(values), rng.choice(values))
+                )
         return tuple(values[len(inputs) :])
 
     return f

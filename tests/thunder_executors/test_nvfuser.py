@@ -9,8 +9,13 @@ import pytest
 import torch
 
 from thunder_executors import executor_availability, get_executor, transform_for_execution
-from thunder_executors.nvfuser_executor import NvFuserExecutor, NvFuserRegion, define_fusion, layout_of
-from thunder_ir import Trace, TensorProxy, dtypes, prims
+from thunder_executors.nvfuser_executor import (
+    NvFuserExecutor,
+    NvFuserRegion,
+    define_fusion,
+    layout_of,
+)
+from thunder_ir import TensorProxy, Trace, dtypes, prims
 from thunder_ir.tracectx import tracectx
 
 
@@ -30,7 +35,9 @@ class RecordingOps:
         def record(*args: Any) -> Any:
             outs = 2 if op == "var_mean" else 1
             handles = [self._fd.new("T") for _ in range(outs)]
-            self._fd.lines.append(f"{', '.join(map(repr, handles))} = fd.ops.{op}({', '.join(map(repr, args))})")
+            self._fd.lines.append(
+                f"{', '.join(map(repr, handles))} = fd.ops.{op}({', '.join(map(repr, args))})"
+            )
             return tuple(handles) if outs > 1 else handles[0]
 
         return record
@@ -49,14 +56,20 @@ class RecordingFusionDefinition:
         self._counts[prefix] = n + 1
         return Handle(f"{prefix}{n}")
 
-    def define_tensor(self, *, shape: list[int], contiguity: list[Any], dtype: Any, is_cpu: bool) -> Handle:
+    def define_tensor(
+        self, *, shape: list[int], contiguity: list[Any], dtype: Any, is_cpu: bool
+    ) -> Handle:
         h = self.new("T")
-        self.lines.append(f"{h} = fd.define_tensor(shape={shape}, contiguity={contiguity}, dtype={dtype}, is_cpu={is_cpu})")
+        self.lines.append(
+            f"{h} = fd.define_tensor(shape={shape}, contiguity={contiguity}, dtype={dtype}, is_cpu={is_cpu})"
+        )
         return h
 
     def define_scalar(self, value: Any = None, *, dtype: Any) -> Handle:
         h = self.new("S")
-        self.lines.append(f"{h} = fd.define_scalar({'' if value is None else repr(value) + ', '}dtype={dtype})")
+        self.lines.append(
+            f"{h} = fd.define_scalar({'' if value is None else repr(value) + ', '}dtype={dtype})"
+        )
         return h
 
     def add_output(self, v: Handle) -> None:
@@ -64,8 +77,8 @@ class RecordingFusionDefinition:
 
 
 class DataType:
-    def __getattr__(self, name: str) -> str:
-        return f"DataType.{name}"
+    def __getattr__(self, name: str) -> Handle:
+        return Handle(f"DataType.{name}")
 
 
 class TranslatingNvFuser(NvFuserExecutor):

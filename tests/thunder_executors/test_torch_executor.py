@@ -567,3 +567,20 @@ def test_dtype_and_device_arguments_are_converted_once() -> None:
     trace = trace_function(lambda: prims.full((2,), 1, device=cpu, dtype=dtypes.int32))
     extrace = transform_for_execution(trace)
     assert "torch.full((2,), 1, device=torch.device('cpu'), dtype=torch.int32)" in extrace.python()
+
+
+def test_intermediates_are_deleted_after_their_last_use() -> None:
+    from thunder_ir import check_trace
+
+    a = randn(3)
+    trace = trace_function(lambda a: (prims.exp(prims.sin(prims.neg(a))), prims.cos(a)), a)
+    extrace = transform_for_execution(trace)
+    check_trace(extrace, rerun_meta=False)
+    lines = [line.strip() for line in extrace.python().splitlines()]
+    assert lines.index("del t1") == lines.index(next(x for x in lines if x.startswith("t2 = "))) + 1
+    assert "del t2" in lines
+    assert not any(
+        line.startswith("del") and ("t0" in line or "t3" in line or "t4" in line) for line in lines
+    )
+    got = extrace.python_callable()(a)
+    torch.testing.assert_close(got, (a.neg().sin().exp(), a.cos()))

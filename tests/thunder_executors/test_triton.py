@@ -16,14 +16,18 @@ from thunder_ir import ops as ltorch
 from thunder_ir import trace_function
 
 if not triton_executor.is_available():
-    pytest.skip(f"triton executor unavailable: {triton_executor.availability()[1]}", allow_module_level=True)
+    pytest.skip(
+        f"triton executor unavailable: {triton_executor.availability()[1]}", allow_module_level=True
+    )
 
 from thunder_executors import triton_kernels as K  # noqa: E402
 
 DEVICE = "cpu" if interpreted() else "cuda"
 
 
-@pytest.mark.parametrize("shape,dim", [((4, 10), -1), ((3, 5, 33), 1), ((7, 1000), -1), ((2, 3), 0)])
+@pytest.mark.parametrize(
+    "shape,dim", [((4, 10), -1), ((3, 5, 33), 1), ((7, 1000), -1), ((2, 3), 0)]
+)
 def test_softmax_kernel_matches_torch(shape: tuple[int, ...], dim: int) -> None:
     for _ in range(2):
         x = torch.randn(shape, device=DEVICE) * 3
@@ -32,7 +36,9 @@ def test_softmax_kernel_matches_torch(shape: tuple[int, ...], dim: int) -> None:
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("n_rows,n_classes", [(8, 37), (5, 1000), (1, 3)])
-def test_cross_entropy_forward_and_backward_kernels_match_autograd(reduction: str, n_rows: int, n_classes: int) -> None:
+def test_cross_entropy_forward_and_backward_kernels_match_autograd(
+    reduction: str, n_rows: int, n_classes: int
+) -> None:
     logits = torch.randn(n_rows, n_classes, device=DEVICE) * 2
     target = torch.randint(0, n_classes, (n_rows,), device=DEVICE)
     if n_rows > 2:
@@ -63,7 +69,11 @@ def test_the_executor_claims_what_its_kernels_can_run() -> None:
     target = torch.randint(0, 37, (8,), device=DEVICE)
 
     def f(x: Any, t: Any) -> Any:
-        return ltorch.cross_entropy(x, t), ltorch.softmax(x, -1), ltorch.cross_entropy(x, t, label_smoothing=0.1)
+        return (
+            ltorch.cross_entropy(x, t),
+            ltorch.softmax(x, -1),
+            ltorch.cross_entropy(x, t, label_smoothing=0.1),
+        )
 
     extrace = transform_for_execution(trace_function(f, x, target), ("triton",))
     text = extrace.python()
@@ -78,7 +88,9 @@ def test_the_executor_claims_what_its_kernels_can_run() -> None:
 
 def test_float64_is_left_to_other_executors() -> None:
     x = torch.randn(4, 5, dtype=torch.float64, device=DEVICE)
-    extrace = transform_for_execution(trace_function(lambda x: ltorch.softmax(x, -1), x), ("triton",))
+    extrace = transform_for_execution(
+        trace_function(lambda x: ltorch.softmax(x, -1), x), ("triton",)
+    )
     assert "triton." not in extrace.python()
     torch.testing.assert_close(extrace.python_callable()(x), torch.softmax(x, -1))
 
@@ -108,7 +120,9 @@ def test_kernels_compile_for_a_cuda_target_without_a_gpu() -> None:
     import sys
 
     env = {**os.environ, "TRITON_INTERPRET": "0"}
-    done = subprocess.run([sys.executable, "-c", _COMPILE_ALL], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE_ALL], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     sizes = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(sizes) == set(K.KERNELS) and all(n > 0 for n in sizes.values())

@@ -405,7 +405,9 @@ def test_nested_interpretations_do_not_share_state() -> None:
         return OFFSET
 
     def run_inner() -> int:
-        return interpret(g, callbacks=Callbacks(load_global=lambda n, v, gl, p: inner_events.append(n) or v))()
+        return interpret(
+            g, callbacks=Callbacks(load_global=lambda n, v, gl, p: inner_events.append(n) or v)
+        )()
 
     def f() -> int:
         return run_inner() + OFFSET

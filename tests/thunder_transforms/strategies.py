@@ -28,7 +28,10 @@ class RandomProgram:
 
     def inputs(self, seed: int) -> list[torch.Tensor]:
         g = torch.Generator().manual_seed(seed)
-        return [torch.randn(s, generator=g, dtype=torch.float64).to(d) * 0.5 for s, d in zip(self.shapes, self.dtypes)]
+        return [
+            torch.randn(s, generator=g, dtype=torch.float64).to(d) * 0.5
+            for s, d in zip(self.shapes, self.dtypes)
+        ]
 
     def run(self, ns: Any, *args: Any) -> Any:
         values = list(args)
@@ -65,7 +68,11 @@ def random_programs(draw: st.DrawFn) -> RandomProgram:
     steps = []
     for _ in range(draw(st.integers(1, 12))):
         kind = draw(st.sampled_from(["unary", "binary", "binary", "reduction"]))
-        name = {"unary": st.sampled_from(UNARY), "binary": st.sampled_from(BINARY), "reduction": st.just("sum")}[kind]
+        name = {
+            "unary": st.sampled_from(UNARY),
+            "binary": st.sampled_from(BINARY),
+            "reduction": st.just("sum"),
+        }[kind]
         operands = (draw(st.integers(0, 50)), draw(st.integers(0, 50)))
         step = (kind, draw(name), operands)
         steps.append(step)

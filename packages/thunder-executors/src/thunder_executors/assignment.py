@@ -5,7 +5,8 @@ claims it by translating it into a call of one of its symbols; a fusion executor
 A composite op nobody claims is replaced by its subsymbols (recursively). Fusible symbols are then
 grouped into regions by dataflow: one may join a region unless a symbol outside the region sits
 between them on a dependency path (joining would create a cycle). Groups are emitted in a
-topological order that stays as close as possible to the original one.
+topological order that stays as close as possible to the original one, and every intermediate
+is deleted after its last use (``del t3, t4``) so memory is freed as early as in eager code.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from thunder_executors.executor import Executor, FusionExecutor, OperatorExecutor, get_executor
-from thunder_ir import BoundSymbol, Proxy, Trace
+from thunder_ir import BoundSymbol, Proxy, Symbol, Trace
 from thunder_ir.tags import OpTag
 
 __all__ = ["ExecutionTrace", "ExecutorLike", "resolve_executors", "transform_for_execution"]
@@ -251,7 +252,11 @@ def _topological_order(groups: Sequence[_Group]) -> list[int]:
 
 
 def _region_interface(
-    group: _Group, readers: dict[str, set[int]], gi: int, returned: set[str], position: dict[str, int]
+    group: _Group,
+    readers: dict[str, set[int]],
+    gi: int,
+    returned: set[str],
+    position: dict[str, int],
 ) -> tuple[list[Proxy], list[Proxy]]:
     """A region's inputs (in the order they are defined: trace arguments first) and outputs (the
     values it produces that anything outside it reads)."""
@@ -268,6 +273,32 @@ def _region_interface(
     ]
     ordered_inputs = sorted(inputs.values(), key=lambda p: position.get(p.name, -1))
     return ordered_inputs, outputs
+
+
+# ``del a, b``: frees intermediates after their last use, as eager code does by rebinding names.
+_DELETE = Symbol("del", None, module="python", tags=(OpTag.DELETE,), id="python::del")
+
+
+def _with_deletes(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` with a ``del`` after the last use of every name not in ``keep``."""
+    last_use: dict[str, int] = {}
+    for i, b in enumerate(bsyms):
+        for p in b.flat_proxy_args:
+            last_use[p.name] = i
+        for p in b.flat_proxy_outs:
+            last_use.setdefault(p.name, i)  # never read: dies where it is made
+    out: list[BoundSymbol] = []
+    for i, b in enumerate(bsyms):
+        out.append(b)
+        if b.has_tag(OpTag.RETURN):
+            continue
+        dying: dict[str, Proxy] = {}
+        for p in (*b.flat_proxy_args, *b.flat_proxy_outs):
+            if last_use.get(p.name) == i and p.name not in keep:
+                dying.setdefault(p.name, p)
+        if dying:
+            out.append(_DELETE.bind(*dying.values(), output=None))
+    return out
 
 
 def transform_for_execution(
@@ -316,6 +347,7 @@ def transform_for_execution(
         regions.append(fused)
         out.append(fused)
 
+    out = _with_deletes(out, returned | {a.name for a in trace.args})
     derived = trace.derive(
         out, pass_name="transform_for_execution", seconds=time.perf_counter() - start
     )

@@ -21,12 +21,12 @@ from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, dty
 from thunder_ir.dtypes import DType
 
 __all__ = [
-    "NvFuserExecutor",
-    "nvfuser_executor",
-    "define_fusion",
-    "TensorLayout",
-    "layout_of",
     "TRANSLATABLE_PRIMS",
+    "NvFuserExecutor",
+    "TensorLayout",
+    "define_fusion",
+    "layout_of",
+    "nvfuser_executor",
 ]
 
 # The DataType member for each IR dtype.
@@ -66,9 +66,15 @@ class TensorLayout:
     """What a definition's ``define_tensor`` depends on: dtype, sizes (1 marks broadcast dims,
     -1 any size), contiguity and whether it is a CPU scalar."""
 
-    __slots__ = ("dtype", "shape", "contiguity", "is_cpu")
+    __slots__ = ("contiguity", "dtype", "is_cpu", "shape")
 
-    def __init__(self, dtype: DType, shape: tuple[int, ...], contiguity: tuple[bool | None, ...], is_cpu: bool) -> None:
+    def __init__(
+        self,
+        dtype: DType,
+        shape: tuple[int, ...],
+        contiguity: tuple[bool | None, ...],
+        is_cpu: bool,
+    ) -> None:
         self.dtype, self.shape, self.contiguity, self.is_cpu = dtype, shape, contiguity, is_cpu
 
     def key(self) -> tuple[Any, ...]:
@@ -113,12 +119,17 @@ def define_fusion(
         if isinstance(p, TensorProxy):
             assert layout is not None
             values[p.name] = fd.define_tensor(
-                shape=list(layout.shape), contiguity=list(layout.contiguity), dtype=dt(layout.dtype), is_cpu=layout.is_cpu
+                shape=list(layout.shape),
+                contiguity=list(layout.contiguity),
+                dtype=dt(layout.dtype),
+                is_cpu=layout.is_cpu,
             )
         elif isinstance(p, NumberProxy):
             values[p.name] = fd.define_scalar(dtype=dt(p.dtype))
         else:
-            raise NotImplementedError(f"nvFuser regions take tensors and numbers, not {type(p).__name__}")
+            raise NotImplementedError(
+                f"nvFuser regions take tensors and numbers, not {type(p).__name__}"
+            )
 
     def value(x: Any) -> Any:
         if isinstance(x, Proxy):
@@ -142,7 +153,9 @@ def define_fusion(
         fd.add_output(values[p.name])
 
 
-def _translate(fd: Any, bsym: BoundSymbol, value: Callable[[Any], Any], dt: Callable[[DType], Any]) -> Any:
+def _translate(
+    fd: Any, bsym: BoundSymbol, value: Callable[[Any], Any], dt: Callable[[DType], Any]
+) -> Any:
     name, args, kwargs = bsym.sym.name, bsym.args, bsym.kwargs
     ops = fd.ops
     if name in _ELEMENTWISE:
@@ -191,7 +204,9 @@ def _fusible_pad(bsym: BoundSymbol) -> bool:
 class NvFuserRegion:
     """A region run by nvFuser: one FusionDefinition per input layout, built on first use."""
 
-    def __init__(self, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy]) -> None:
+    def __init__(
+        self, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy]
+    ) -> None:
         self.region, self.inputs, self.outputs = tuple(region), tuple(inputs), tuple(outputs)
         self._definitions: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
@@ -226,7 +241,10 @@ class NvFuserExecutor(FusionExecutor):
                 self._availability = (False, f"nvfuser is not importable ({type(e).__name__}: {e})")
             else:
                 ok = torch.cuda.is_available()
-                self._availability = (ok, "" if ok else "nvfuser needs a CUDA device; none is available")
+                self._availability = (
+                    ok,
+                    "" if ok else "nvfuser needs a CUDA device; none is available",
+                )
         return self._availability
 
     def can_fuse(self, bsym: BoundSymbol) -> bool:
@@ -235,23 +253,42 @@ class NvFuserExecutor(FusionExecutor):
     @staticmethod
     def can_translate(bsym: BoundSymbol) -> bool:
         """Whether ``bsym`` has a translation (for CUDA tensors), whatever this machine has."""
-        if not bsym.sym.is_prim or bsym.sym.name not in TRANSLATABLE_PRIMS or not _fusible_pad(bsym):
+        if (
+            not bsym.sym.is_prim
+            or bsym.sym.name not in TRANSLATABLE_PRIMS
+            or not _fusible_pad(bsym)
+        ):
             return False
-        tensors = [p for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs) if isinstance(p, TensorProxy)]
+        tensors = [
+            p for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs) if isinstance(p, TensorProxy)
+        ]
         return (
             bool(bsym.flat_proxy_outs)
             and all(isinstance(p, TensorProxy) for p in bsym.flat_proxy_outs)
-            and all(t.device.type == "cuda" and t.dtype.strong() in _DATATYPE_NAMES for t in tensors)
+            and all(
+                t.device.type == "cuda" and t.dtype.strong() in _DATATYPE_NAMES for t in tensors
+            )
         )
 
     def min_region_size(self) -> int:
         return 2
 
     def fuse(
-        self, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy], *, index: int
+        self,
+        region: Sequence[BoundSymbol],
+        inputs: Sequence[Proxy],
+        outputs: Sequence[Proxy],
+        *,
+        index: int,
     ) -> BoundSymbol:
         name = f"nvFusion{index}"
-        sym = Symbol(name, None, module=self.name, impl=NvFuserRegion(region, inputs, outputs), id=f"nvfuser::{name}")
+        sym = Symbol(
+            name,
+            None,
+            module=self.name,
+            impl=NvFuserRegion(region, inputs, outputs),
+            id=f"nvfuser::{name}",
+        )
         return BoundSymbol(sym, tuple(inputs), {}, tuple(outputs), subsymbols=tuple(region))
 
 

@@ -1,7 +1,8 @@
 """The torch.compile executor ("torchcompile"): fusion regions compiled by inductor.
 
 A region becomes a small Python function of torch calls (the torch executor's translation of its
-prims, printed like any trace) and that function is compiled by ``torch.compile``. Compiled
+prims, high-level ops such as attention kept whole; printed like any trace) and that function is
+compiled by ``torch.compile``. Compiled
 regions are cached by their printed source, so the same region in a retraced program reuses the
 compiled code. Compilation happens on a region's first call; its duration is recorded on the
 region (``CompiledRegion.compile_seconds``) and summed by ``ExecutionTrace.compile_seconds()``.
@@ -18,14 +19,17 @@ import torch
 
 from thunder_executors.executor import FusionExecutor, register_executor
 from thunder_executors.torch_executor import torch_executor
+from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, Proxy, Symbol, TensorProxy, Trace, prims
 from thunder_ir.tags import OpTag
 
-__all__ = ["TorchCompileExecutor", "CompiledRegion", "torchcompile_executor", "region_trace"]
+__all__ = ["CompiledRegion", "TorchCompileExecutor", "region_trace", "torchcompile_executor"]
 
 # Symbols with effects or ambient state stay outside regions: inductor reorders freely and draws
 # random numbers its own way.
-_NOT_FUSIBLE = frozenset({OpTag.PROLOGUE, OpTag.RETURN, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.DONT_DCE})
+_NOT_FUSIBLE = frozenset(
+    {OpTag.PROLOGUE, OpTag.RETURN, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.DONT_DCE}
+)
 
 
 def region_trace(
@@ -34,6 +38,20 @@ def region_trace(
     """The region as a trace of its own: inputs as arguments, outputs returned as a tuple."""
     body = [*region, prims.python_return.bind(tuple(outputs), output=None)]
     return Trace(name, args=inputs, bound_symbols=body)
+
+
+def _torch_calls(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:
+    """The region as torch calls: high-level ops torch runs whole stay whole (inductor has its
+    own lowerings and patterns for attention, normalizations...), other composites decompose."""
+    out: list[BoundSymbol] = []
+    for b in bsyms:
+        if b.sym.is_prim:
+            out.append(torch_executor.translate(b))
+        elif torch_ops_executor.claims(b):
+            out.append(torch_ops_executor.translate(b))
+        else:
+            out.extend(_torch_calls(b.subsymbols))
+    return out
 
 
 class CompiledRegion:
@@ -80,8 +98,12 @@ class TorchCompileExecutor(FusionExecutor):
         return True, ""
 
     def can_fuse(self, bsym: BoundSymbol) -> bool:
-        if not bsym.sym.is_prim or bsym.sym.tags & _NOT_FUSIBLE:
+        """Prims the torch executor runs, without effects; and composite ops whose whole
+        decomposition is such prims (decomposed inside the region, kept whole elsewhere)."""
+        if bsym.sym.tags & _NOT_FUSIBLE:
             return False
+        if not bsym.sym.is_prim:
+            return bool(bsym.subsymbols) and all(self.can_fuse(s) for s in bsym.subsymbols)
         outs = bsym.flat_proxy_outs
         if not outs or not all(isinstance(o, TensorProxy) for o in outs):
             return False  # number computations stay in Python
@@ -91,9 +113,14 @@ class TorchCompileExecutor(FusionExecutor):
         return 2  # one op gains nothing from fusion and pays the compiled call's overhead
 
     def fuse(
-        self, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy], *, index: int
+        self,
+        region: Sequence[BoundSymbol],
+        inputs: Sequence[Proxy],
+        outputs: Sequence[Proxy],
+        *,
+        index: int,
     ) -> BoundSymbol:
-        translated = [torch_executor.translate(b) for b in region]
+        translated = _torch_calls(region)
         name = f"fusion{index}"
         rtrace = region_trace(name, translated, inputs, outputs)
         source = rtrace.python()

@@ -24,7 +24,7 @@ import torch
 from thunder_executors.executor import OperatorExecutor, register_executor
 from thunder_ir import BoundSymbol, Symbol, TensorProxy, dtypes
 
-__all__ = ["TritonExecutor", "triton_executor", "interpreted"]
+__all__ = ["TritonExecutor", "interpreted", "triton_executor"]
 
 _INTERPRET_DTYPES = frozenset({dtypes.float32})
 _GPU_DTYPES = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16})
@@ -62,7 +62,9 @@ class TritonExecutor(OperatorExecutor):
                 self._unavailable = f"triton is not importable ({e})"
             else:
                 if not interpreted() and not torch.cuda.is_available():
-                    self._unavailable = "no CUDA device, and triton was imported without TRITON_INTERPRET=1"
+                    self._unavailable = (
+                        "no CUDA device, and triton was imported without TRITON_INTERPRET=1"
+                    )
                 else:
                     self._kernels = triton_kernels
         return self._kernels
@@ -88,7 +90,8 @@ class TritonExecutor(OperatorExecutor):
         allowed = _INTERPRET_DTYPES if interpreted() else _GPU_DTYPES
         device_type = "cpu" if interpreted() else "cuda"
         return all(
-            isinstance(t, TensorProxy) and t.device.type == device_type and t.dtype in allowed for t in tensors
+            isinstance(t, TensorProxy) and t.device.type == device_type and t.dtype in allowed
+            for t in tensors
         )
 
 
@@ -120,9 +123,17 @@ def _softmax_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[st
     if bound is None:
         return None
     a, dim, dtype = bound.get("a"), bound.get("dim"), bound.get("dtype")
-    if not isinstance(a, TensorProxy) or not isinstance(dim, int) or dtype is not None or a.ndim == 0:
+    if (
+        not isinstance(a, TensorProxy)
+        or not isinstance(dim, int)
+        or dtype is not None
+        or a.ndim == 0
+    ):
         return None
-    if not triton_executor.runs_on(a) or a.shape[-1 if dim in (-1, a.ndim - 1) else dim] > _max_columns():
+    if (
+        not triton_executor.runs_on(a)
+        or a.shape[-1 if dim in (-1, a.ndim - 1) else dim] > _max_columns()
+    ):
         return None
     return bound
 
@@ -138,10 +149,18 @@ def _softmax_checker(*args: Any, **kwargs: Any) -> bool:
 def _softmax_translate(bsym: BoundSymbol) -> BoundSymbol:
     bound = _softmax_arguments(bsym.args, bsym.kwargs)
     assert bound is not None
-    return BoundSymbol(triton_executor.symbol("softmax"), (bound["a"], bound["dim"]), {}, bsym.output, header=bsym.header)
+    return BoundSymbol(
+        triton_executor.symbol("softmax"),
+        (bound["a"], bound["dim"]),
+        {},
+        bsym.output,
+        header=bsym.header,
+    )
 
 
-def _cross_entropy_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+def _cross_entropy_arguments(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any] | None:
     meta = _op_meta("cross_entropy")
     bound = None if meta is None else _arguments(meta, args, kwargs)
     if bound is None:
@@ -180,7 +199,9 @@ def _cross_entropy_translate(bsym: BoundSymbol) -> BoundSymbol:
     return BoundSymbol(sym, (bound["a"], bound["target"]), kwargs, bsym.output, header=bsym.header)
 
 
-triton_executor.register_implementation("ltorch.softmax", checker=_softmax_checker, translate=_softmax_translate)
+triton_executor.register_implementation(
+    "ltorch.softmax", checker=_softmax_checker, translate=_softmax_translate
+)
 triton_executor.register_implementation(
     "ltorch.cross_entropy", checker=_cross_entropy_checker, translate=_cross_entropy_translate
 )

@@ -14,24 +14,24 @@ import triton
 import triton.language as tl
 
 __all__ = [
-    "softmax_kernel",
-    "cross_entropy_forward_kernel",
-    "cross_entropy_backward_kernel",
     "KERNELS",
-    "softmax",
-    "cross_entropy_forward",
-    "cross_entropy_backward",
-    "cross_entropy",
-    "CrossEntropyFunction",
     "MAX_COLUMNS",
+    "CrossEntropyFunction",
+    "cross_entropy",
+    "cross_entropy_backward",
+    "cross_entropy_backward_kernel",
+    "cross_entropy_forward",
+    "cross_entropy_forward_kernel",
+    "softmax",
+    "softmax_kernel",
 ]
 
 # One program per row holds the whole row: rows longer than this would not fit.
 MAX_COLUMNS = 1 << 17
 
 
-@triton.jit
-def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+@triton.jit  # type: ignore[untyped-decorator, misc]
+def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def, untyped-decorator, misc]
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
@@ -43,8 +43,8 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
     tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def cross_entropy_forward_kernel(  # type: ignore[no-untyped-def]
+@triton.jit  # type: ignore[untyped-decorator, misc]
+def cross_entropy_forward_kernel(  # type: ignore[no-untyped-def, untyped-decorator, misc]
     loss_ptr, lse_ptr, logits_ptr, target_ptr, row_stride, n_cols, ignore_index, BLOCK: tl.constexpr
 ):
     row = tl.program_id(0)
@@ -60,8 +60,8 @@ def cross_entropy_forward_kernel(  # type: ignore[no-untyped-def]
     tl.store(lse_ptr + row, lse)
 
 
-@triton.jit
-def cross_entropy_backward_kernel(  # type: ignore[no-untyped-def]
+@triton.jit  # type: ignore[untyped-decorator, misc]
+def cross_entropy_backward_kernel(  # type: ignore[no-untyped-def, untyped-decorator, misc]
     grad_logits_ptr,
     grad_loss_ptr,
     grad_loss_stride,
@@ -92,7 +92,13 @@ def cross_entropy_backward_kernel(  # type: ignore[no-untyped-def]
 KERNELS: dict[str, tuple[Any, dict[str, str]]] = {
     "softmax_kernel": (
         softmax_kernel,
-        {"out_ptr": "*fp32", "in_ptr": "*fp32", "in_row_stride": "i32", "out_row_stride": "i32", "n_cols": "i32"},
+        {
+            "out_ptr": "*fp32",
+            "in_ptr": "*fp32",
+            "in_row_stride": "i32",
+            "out_row_stride": "i32",
+            "n_cols": "i32",
+        },
     ),
     "cross_entropy_forward_kernel": (
         cross_entropy_forward_kernel,
@@ -162,7 +168,11 @@ def cross_entropy_forward(
 
 
 def cross_entropy_backward(
-    grad_rows: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, ignore_index: int
+    grad_rows: torch.Tensor,
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    lse: torch.Tensor,
+    ignore_index: int,
 ) -> torch.Tensor:
     """The logits' gradient; ``grad_rows`` is one value per row, or one value (stride 0) for all."""
     rows = _rows(logits)
@@ -173,7 +183,16 @@ def cross_entropy_backward(
     if n_rows:
         block = triton.next_power_of_2(n_cols)
         cross_entropy_backward_kernel[(n_rows,)](
-            grad, g, g_stride, rows, rows.stride(0), target.contiguous(), lse, n_cols, ignore_index, BLOCK=block
+            grad,
+            g,
+            g_stride,
+            rows,
+            rows.stride(0),
+            target.contiguous(),
+            lse,
+            n_cols,
+            ignore_index,
+            BLOCK=block,
         )
     return grad.reshape(logits.shape)
 
@@ -182,7 +201,9 @@ class CrossEntropyFunction(torch.autograd.Function):
     """Cross-entropy whose forward and backward are the fused kernels."""
 
     @staticmethod
-    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
+    def forward(
+        ctx: Any, logits: torch.Tensor, target: torch.Tensor, ignore_index: int, reduction: str
+    ) -> torch.Tensor:
         loss_rows, lse = cross_entropy_forward(logits, target, ignore_index)
         ctx.save_for_backward(logits, target, lse)
         ctx.ignore_index, ctx.reduction = ignore_index, reduction
@@ -192,7 +213,8 @@ class CrossEntropyFunction(torch.autograd.Function):
         if reduction == "sum":
             return total.to(logits.dtype)
         ctx.n_valid = (target != ignore_index).sum()
-        return (total / ctx.n_valid).to(logits.dtype)
+        mean: torch.Tensor = (total / ctx.n_valid).to(logits.dtype)
+        return mean
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -207,5 +229,5 @@ def cross_entropy(
     logits: torch.Tensor, target: torch.Tensor, *, ignore_index: int = -100, reduction: str = "mean"
 ) -> torch.Tensor:
     """torch.nn.functional.cross_entropy for [N, C] logits and [N] class indices."""
-    out: torch.Tensor = CrossEntropyFunction.apply(logits, target, ignore_index, reduction)
+    out: torch.Tensor = CrossEntropyFunction.apply(logits, target, ignore_index, reduction)  # type: ignore[no-untyped-call]
     return out

@@ -14,6 +14,7 @@ The result is a pure function of the code object and is memoized (see :func:`nor
 
 from __future__ import annotations
 
+import bisect
 import dis
 import sys
 import weakref
@@ -146,11 +147,13 @@ def _decode(code: CodeType) -> NormalizedCode:
     if PY_VERSION >= (3, 11):
         # Entries are sorted so that an inner (later) entry overrides an outer one on overlap;
         # CPython's tables never overlap, so a plain assignment is enough.
+        offsets = [ins.offset for ins in instructions]
         for start, end, target, depth, lasti in _exception_table(code):
             handler = ExceptionHandler(offset_to_index[target], depth, lasti)
-            for ins in instructions[1:]:
-                if start <= ins.offset < end:
-                    handlers[ins.index] = handler
+            index = bisect.bisect_left(offsets, start, 1)
+            while index < len(offsets) and offsets[index] < end:
+                handlers[index] = handler
+                index += 1
     return NormalizedCode(tuple(instructions), tuple(handlers))
 
 

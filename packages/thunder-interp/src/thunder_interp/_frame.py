@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from types import CellType, CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ class CompiledCode:
 
     __slots__ = (
         "argcount",
+        "block_builder",
         "flags",
         "handlers",
         "instructions",
@@ -44,6 +46,7 @@ class CompiledCode:
         "nslots",
         "ops",
         "padding",
+        "warmth",
     )
 
     def __init__(
@@ -68,6 +71,9 @@ class CompiledCode:
         self.padding: list[Any] = [NULL] * (self.nslots - code.co_argcount)
         # Code of the interpreter itself (e.g. methods of interpreted generators) runs natively.
         self.native = False
+        # Set while basic blocks are still to be compiled (see _blocks); called once code is warm.
+        self.block_builder: Callable[[], None] | None = None
+        self.warmth = 0
         # 3.10 creates cells when the frame is set up (3.11+ does it with MAKE_CELL).
         self.needs_setup = sys.version_info < (3, 11) and bool(code.co_cellvars or code.co_freevars)
 
@@ -83,31 +89,25 @@ class ExcItem:
 
 
 _NO_BLOCKS: list[tuple[int, int, int]] = []  # never mutated: 3.11+ has no block stack
+_HAS_BLOCK_STACK = sys.version_info < (3, 11)
 
 
 class Frame:
-    """The state of one interpreted code object execution."""
+    """The state of one interpreted code object execution.
 
-    __slots__ = (
-        "blocks",
-        "builtins",
-        "cc",
-        "code",
-        "fn",
-        "globals",
-        "kw_names",
-        "lasti",
-        "lv",
-        "names",
-        "ops",
-        "pc",
-        "retval",
-        "rt",
-        "stack",
-        "suspended",
-        "yf",
-        "yf_exit",
-    )
+    Rarely written fields have class-level defaults (instances only store what they change),
+    which keeps frame creation, the cost of every interpreted call, small.
+    """
+
+    retval: Any = None
+    names: dict[str, Any] | None = None
+    kw_names: tuple[str, ...] = ()
+    blocks: list[tuple[int, int, int]] = _NO_BLOCKS
+    suspended = False
+    yf: Any = None
+    yf_exit = 0
+    lasti = 0
+    pc = 1
 
     def __init__(
         self,
@@ -129,15 +129,10 @@ class Frame:
         self.globals = globals_
         self.builtins = builtins
         self.fn = fn
-        self.names = names
-        self.pc = 1
-        self.retval: Any = None
-        self.kw_names: tuple[str, ...] = ()
-        self.blocks: list[tuple[int, int, int]] = _NO_BLOCKS if sys.version_info >= (3, 11) else []
-        self.suspended = False
-        self.yf: Any = None
-        self.yf_exit = 0
-        self.lasti = 0
+        if names is not None:
+            self.names = names
+        if _HAS_BLOCK_STACK:
+            self.blocks = []
 
     @property
     def lineno(self) -> int:

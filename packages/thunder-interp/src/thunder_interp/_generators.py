@@ -12,6 +12,7 @@ machinery therefore provides ``iter``/``next``/``send``/``throw``/``close``, ``g
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Coroutine, Generator
+from types import FunctionType
 from typing import Any
 
 from thunder_interp._frame import ExcItem, Frame
@@ -85,11 +86,32 @@ def _resume(f: Frame, item: ExcItem, value: Any, exc: BaseException | None) -> b
 
 
 def _drive(f: Frame) -> Generator[Any, Any, Any]:
+    from thunder_interp._api import _CURRENT_RUNTIME
+
     item = ExcItem(None, None)
     value: Any = None
     exc: BaseException | None = None
+    rt = f.rt
+    stack = f.stack
     while True:
-        if not _resume(f, item, value, exc):
+        if exc is None:
+            # The common case, inlined: resume with a value.
+            previous = rt.exc_item
+            item.previous = previous
+            rt.exc_item = item
+            token = _CURRENT_RUNTIME.set(rt) if _CURRENT_RUNTIME.get() is not rt else None
+            try:
+                stack.append(value)
+                run_frame(f)
+            finally:
+                rt.exc_item = previous
+                item.previous = None
+                if token is not None:
+                    _CURRENT_RUNTIME.reset(token)
+            if not f.suspended:
+                return f.retval
+            f.suspended = False
+        elif not _resume(f, item, value, exc):
             return f.retval
         try:
             value = yield f.retval
@@ -161,11 +183,18 @@ def _name(f: Frame) -> tuple[str, str]:
     return code.co_name, getattr(code, "co_qualname", code.co_name)
 
 
+# ``types.coroutine`` marks generator code CO_ITERABLE_COROUTINE; the driver must carry the flag.
+_drive_iterable_coroutine = FunctionType(
+    _drive.__code__.replace(co_flags=_drive.__code__.co_flags | 0x100), _drive.__globals__
+)
+
+
 def make_generator(f: Frame) -> Generator[Any, Any, Any]:
     """A generator object running the interpreted generator frame ``f``."""
-    gen = _drive(f)
-    gen.__name__, gen.__qualname__ = _name(f)  # type: ignore[attr-defined]
-    return gen
+    gen: Any = _drive_iterable_coroutine(f) if f.code.co_flags & 0x100 else _drive(f)
+    gen.__name__, gen.__qualname__ = _name(f)
+    result: Generator[Any, Any, Any] = gen
+    return result
 
 
 def make_coroutine(f: Frame) -> Coroutine[Any, Any, Any]:

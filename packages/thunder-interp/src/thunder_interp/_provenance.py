@@ -31,9 +31,11 @@ class ProvenanceKind(enum.Enum):
     OPAQUE_CALL = "opaque_call"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=True, slots=True)
 class Provenance:
     """One step of an access path; ``parent`` links to the value this one was taken from.
+
+    Records are shared and must be treated as immutable.
 
     - ``ARGUMENT``: ``index`` is the position (``None`` for a keyword argument), ``name`` the
       parameter or keyword name.

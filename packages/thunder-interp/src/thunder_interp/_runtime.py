@@ -10,6 +10,7 @@ import builtins as _builtins
 import functools
 import os
 import sys
+import weakref
 from collections.abc import Callable, Mapping
 from types import CellType, CodeType, FrameType, FunctionType, MethodType, TracebackType
 from typing import Any
@@ -20,7 +21,13 @@ from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError
 from thunder_interp._frame import NULL, CompiledCode, ExcItem, Frame
 from thunder_interp._history import HistoryEntry
 from thunder_interp._provenance import Provenance, ProvenanceKind
-from thunder_interp._registry import PY_VERSION, CompileContext, Op, OpcodeTable
+from thunder_interp._registry import (
+    DEFAULT_OPCODE_TABLE,
+    PY_VERSION,
+    CompileContext,
+    Op,
+    OpcodeTable,
+)
 
 __all__ = ["CodeCache", "InternalLookaside", "Runtime", "run_frame"]
 
@@ -99,7 +106,60 @@ def compile_code(code: CodeType, table: OpcodeTable, hooked: bool, history: bool
         if history:
             op = _traced(op, instr.index, instr.opname, instr.argrepr, instr.lineno)
         ops.append(op)
-    return CompiledCode(code, normalized.instructions, normalized.handlers, ops, names)
+    cc = CompiledCode(code, normalized.instructions, normalized.handlers, ops, names)
+    if not history and table is DEFAULT_OPCODE_TABLE:
+        cc.block_builder = _block_builder(cc, ctx, hooked)
+    return cc
+
+
+def _block_builder(cc: CompiledCode, ctx: CompileContext, hooked: bool) -> Callable[[], None]:
+    """Compile ``cc``'s basic blocks when called (once the code is warm)."""
+    from thunder_interp._blocks import compile_blocks
+    from thunder_interp.ops.locals import _always_bound
+
+    instructions = ctx.instructions
+    local_names = ctx.local_names
+    # The builder must not keep the code object alive (the memo is keyed by it, weakly).
+    bound = [_always_bound(ctx, i) for i in range(len(local_names))]
+
+    def build() -> None:
+        if cc.block_builder is None:
+            return
+        cc.block_builder = None
+        compile_blocks(instructions, cc.handlers, cc.ops, local_names, hooked, bound.__getitem__)
+
+    return build
+
+
+def warm_up(cc: CompiledCode) -> None:
+    """Count one more use of ``cc``; compile its basic blocks once it is warm."""
+    cc.warmth += 1
+    if cc.warmth >= WARM_THRESHOLD and cc.block_builder is not None:
+        cc.block_builder()
+
+
+# Uses (calls, or backward jumps) of a code object before its basic blocks are compiled.
+WARM_THRESHOLD = 2
+
+
+_COMPILED: weakref.WeakKeyDictionary[CodeType, dict[tuple[bool, bool], CompiledCode]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def compile_code_memo(
+    code: CodeType, table: OpcodeTable, hooked: bool, history: bool
+) -> CompiledCode:
+    """:func:`compile_code`, memoized per code object for the default table (a pure memo)."""
+    if table is not DEFAULT_OPCODE_TABLE:
+        return compile_code(code, table, hooked, history)
+    per_code = _COMPILED.get(code)
+    if per_code is None:
+        per_code = _COMPILED[code] = {}
+    cc = per_code.get((hooked, history))
+    if cc is None:
+        cc = per_code[(hooked, history)] = compile_code(code, table, hooked, history)
+    return cc
 
 
 class CodeCache:
@@ -117,7 +177,7 @@ class CodeCache:
         entry = self.entries.get(id(code))
         if entry is not None and entry[0] is code:
             return entry[1]
-        cc = compile_code(code, self.table, self.hooked, self.history)
+        cc = compile_code_memo(code, self.table, self.hooked, self.history)
         cc.native = code.co_filename.startswith(_PACKAGE_DIR)
         self.entries[id(code)] = (code, cc)
         return cc
@@ -193,6 +253,9 @@ class Runtime:
         self.cb_store_attr = cb.store_attribute
         self.cb_opaque = cb.opaque_call
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
+        self.global_records: dict[tuple[str, str | None], Provenance] = {}
+        # Opaque calls need no bookkeeping: CALL may call builtins directly.
+        self.plain_opaque = cb.opaque_call is None and not provenance
         self.history: list[HistoryEntry] = []
         self.record_history = record_history
         self.depth = 0
@@ -376,10 +439,8 @@ class Runtime:
             meta_call = _lookup_type(meta, "__call__")
             if type(meta_call) is FunctionType:
                 return self.call(meta_call, (cls, *args), kwargs, caller)
-        new = _lookup_type(cls, "__new__")
-        if type(new) is staticmethod:
-            new = new.__func__
-        init = _lookup_type(cls, "__init__")
+        new = cls.__new__
+        init = cls.__init__
         if type(new) is not FunctionType and type(init) is not FunctionType:
             return self.opaque_call(cls, args, kwargs)
         if type(new) is FunctionType:
@@ -390,7 +451,8 @@ class Runtime:
             obj = new(cls, *args, **kwargs) if kwargs else new(cls, *args)
         if not isinstance(obj, cls):
             return obj
-        init = _lookup_type(type(obj), "__init__")
+        if type(obj) is not cls:
+            init = type(obj).__init__
         if type(init) is FunctionType:
             result = self.call(init, (obj, *args), kwargs, caller)
         else:
@@ -438,6 +500,8 @@ class Runtime:
             cc = self.codes.get(code)
         if cc.native:
             return fn(*args, **kwargs) if kwargs else fn(*args)
+        if cc.block_builder is not None:
+            warm_up(cc)
         if not kwargs and cc.is_simple and len(args) == cc.argcount and not cc.needs_setup:
             f = Frame(self, cc, code, [*args, *cc.padding], fn.__globals__, _builtins_of(fn), fn)
         else:
@@ -571,7 +635,16 @@ def run_frame(f: Frame, exc: BaseException | None = None) -> None:
                 pc = ops[pc](f)
             return
         except BaseException as e:
+            owners = getattr(ops[pc], "block_owners", None)
+            if owners is not None:
+                pc = _block_fault_index(e, ops[pc], owners, pc)
             pc = f.rt.unwind(f, e, pc)
+
+
+def _block_fault_index(exc: BaseException, op: Any, owners: dict[int, int], default: int) -> int:
+    from thunder_interp._blocks import block_fault_index
+
+    return block_fault_index(exc, op, owners, default)
 
 
 _ = _builtins

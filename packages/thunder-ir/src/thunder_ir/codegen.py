@@ -162,6 +162,9 @@ def bound_symbol_lines(
         value = bsym.args[0] if bsym.args else None
         lines.append(f"{pad}return {value_to_python(value, printer)}")
         return lines
+    if OpTag.DELETE in bsym.sym.tags:
+        lines.append(f"{pad}del {', '.join(value_to_python(a, printer) for a in bsym.args)}")
+        return lines
     call = _call(bsym, printer)
     if _has_proxy(bsym.output):
         lines.append(f"{pad}{_target(bsym.output, printer)} = {call}{_type_comment(bsym)}")

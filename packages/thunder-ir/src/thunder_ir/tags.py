@@ -22,3 +22,4 @@ class OpTag(enum.Enum):
     PROLOGUE = "prologue"  # unpacks or checks inputs in a prologue trace
     FACTORY = "factory"  # creates a tensor from nothing but numbers
     RETURN = "return"
+    DELETE = "delete"  # frees the names of its arguments: printed as a ``del`` statement

@@ -1,8 +1,12 @@
-"""thunder_transforms: pure Trace -> Trace passes. Each returns a new trace recording that it ran."""
+"""thunder_transforms: pure Trace -> Trace passes. Each returns a new trace recording that it ran.
 
+``autodiff`` registers the grad rules (at import) and splits a trace into forward and backward
+traces wired to ``torch.autograd`` (``autodiff.make_differentiable``)."""
+
+from thunder_transforms import autodiff
 from thunder_transforms.__about__ import __version__
 from thunder_transforms.cse import cse
 from thunder_transforms.dce import dce
 from thunder_transforms.passes import run_pass, substitute_proxies
 
-__all__ = ["__version__", "cse", "dce", "run_pass", "substitute_proxies"]
+__all__ = ["__version__", "autodiff", "cse", "dce", "run_pass", "substitute_proxies"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from thunder_ir import BoundSymbol, OpTag, Proxy, Trace
 from thunder_ir.codegen import Printer, value_to_python
-
 from thunder_transforms.passes import run_pass, substitute_proxies
 
 __all__ = ["cse"]

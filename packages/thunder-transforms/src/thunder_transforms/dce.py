@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from thunder_ir import BoundSymbol, OpTag, Trace
-
 from thunder_transforms.passes import run_pass
 
 __all__ = ["dce"]
@@ -15,7 +14,9 @@ def _live_bound_symbols(trace: Trace) -> list[BoundSymbol]:
     needed: set[str] = set()
     kept: list[BoundSymbol] = []
     for bsym in reversed(trace.bound_symbols):
-        if _KEEP.isdisjoint(bsym.sym.tags) and not any(p.name in needed for p in bsym.flat_proxy_outs):
+        if _KEEP.isdisjoint(bsym.sym.tags) and not any(
+            p.name in needed for p in bsym.flat_proxy_outs
+        ):
             continue
         kept.append(bsym)
         needed.update(p.name for p in bsym.flat_proxy_args)

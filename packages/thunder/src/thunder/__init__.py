@@ -1,5 +1,149 @@
-"""thunder."""
+"""thunder: a source-to-source compiler for PyTorch programs.
+
+``thunder.jit(fn_or_module)`` runs the program through Thunder's bytecode interpreter, records its
+torch operations into a trace (readable, executable Python), hands the trace to executors, and
+caches the result behind a prologue of guards::
+
+    import thunder, torch
+
+    jfn = thunder.jit(lambda a, b: a + b)
+    jfn(torch.randn(2), torch.randn(2))
+    print(thunder.last_traces(jfn)[-1])          # the execution trace
+    print(thunder.last_prologue_traces(jfn)[-1]) # what is checked before reusing it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
 
 from thunder.__about__ import __version__
+from thunder.errors import (
+    JitError,
+    SharpEdgeError,
+    UnsupportedOperationError,
+    UnsupportedSideEffectError,
+)
+from thunder.examine import ExaminationReport, examine
+from thunder.jit_function import CompileStats, ThunderFunction
+from thunder.module import ThunderModule
+from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
+from thunder_ir import Trace, Transform
+from thunder_ir.prims.prologue import GuardFailure
 
-__all__ = ["__version__"]
+__all__ = [
+    "CACHE_OPTIONS",
+    "SHARP_EDGES_OPTIONS",
+    "CompileStats",
+    "ExaminationReport",
+    "GuardFailure",
+    "JitError",
+    "SharpEdgeError",
+    "ThunderFunction",
+    "ThunderModule",
+    "Transform",
+    "UnsupportedOperationError",
+    "UnsupportedSideEffectError",
+    "__version__",
+    "cache_hits",
+    "cache_misses",
+    "compile_stats",
+    "examine",
+    "jit",
+    "last_backward_traces",
+    "last_prologue_traces",
+    "last_traces",
+]
+
+
+def jit(
+    fn: Callable[..., Any] | torch.nn.Module,
+    /,
+    *,
+    executors: Sequence[Any] | None = None,
+    transforms: Sequence[Transform] | None = None,
+    cache: CACHE_OPTIONS | str | None = None,
+    sharp_edges: SHARP_EDGES_OPTIONS | str | None = None,
+    disable_torch_autograd: bool = False,
+    **compile_options: Any,
+) -> Any:
+    """Compile ``fn`` (a function or an ``nn.Module``); the result is called like ``fn``.
+
+    Args:
+        executors: executor names or objects, in priority order (default ``("torch",)``; the
+            torch executor is always appended as the last resort).
+        transforms: ``thunder.Transform`` objects applied to every compiled program.
+        cache: a ``thunder.CACHE_OPTIONS`` or its string (``"constant values"`` (default),
+            ``"symbolic values"``, ``"no caching"``).
+        sharp_edges: ``"allow"`` (default), ``"warn"`` or ``"error"`` when the function reads
+            globals or closure variables (always guarded either way).
+        disable_torch_autograd: accepted for compatibility. Thunder has no autodiff yet: the
+            execution trace calls torch operations on the real tensors, so torch's own autograd
+            records them whenever grad mode is on and an input requires grad.
+        compile_options: ``recompile_limit`` (default 8 programs per function, then new inputs
+            run eagerly with a warning that says what changed), ``warn_on_recompile``, ``dce``.
+            Any other name is an error listing the known ones.
+
+    Returns:
+        a :class:`ThunderModule` for a module, else a :class:`ThunderFunction`.
+    """
+    options = JitOptions.from_kwargs(cache, sharp_edges, disable_torch_autograd, compile_options)
+    transforms = tuple(transforms or ())
+    for t in transforms:
+        if not isinstance(t, Transform):
+            raise TypeError(f"thunder.jit: transforms must be thunder.Transform objects, got {t!r}")
+    executors = tuple(executors) if executors is not None else ("torch",)
+    from thunder_executors.assignment import resolve_executors
+
+    resolved = resolve_executors(executors)  # an unavailable executor is an error now, not later
+    if isinstance(fn, torch.nn.Module):
+        for t in transforms:
+            t.transform_module(fn)
+        return ThunderModule(fn, ThunderFunction(fn, options, resolved, transforms))
+    if not callable(fn):
+        raise TypeError(f"thunder.jit expects a function or an nn.Module, got {type(fn).__name__}")
+    return ThunderFunction(fn, options, resolved, transforms)
+
+
+def _function_of(j: Any) -> ThunderFunction:
+    if isinstance(j, ThunderFunction):
+        return j
+    if isinstance(j, ThunderModule):
+        return j._thunder_function
+    raise TypeError(f"expected the result of thunder.jit, got {type(j).__name__}")
+
+
+def compile_stats(j: Any) -> CompileStats:
+    """Counters and traces of a jitted function or module."""
+    return _function_of(j).stats
+
+
+def last_traces(j: Any) -> list[Trace]:
+    """The computation traces of the last compilation: as recorded, after each pass, and last the
+    execution trace (what runs)."""
+    return _function_of(j).stats.last_traces
+
+
+def last_prologue_traces(j: Any) -> list[Trace]:
+    """The prologue traces of the last compilation (the guards of its cache entry)."""
+    return _function_of(j).stats.last_prologue_traces
+
+
+def last_backward_traces(j: Any) -> list[Trace]:
+    """Backward traces of the last compilation (empty: autodiff is not implemented yet)."""
+    return _function_of(j).stats.last_backward_traces
+
+
+def cache_hits(j: Any) -> int:
+    """Calls that reused a compiled program."""
+    return _function_of(j).stats.cache_hits
+
+
+def cache_misses(j: Any) -> int:
+    """Calls that found no compiled program (they compiled one, or ran eagerly past the limit)."""
+    return _function_of(j).stats.cache_misses
+
+
+_ = JitOptions

@@ -602,6 +602,35 @@ def _stopiteration_error(f: Frame, exc: Any) -> Any:
     return error
 
 
+def _subscript_generic(params: Any) -> Any:
+    import typing
+
+    if not isinstance(params, tuple):
+        params = (params,)
+    unpacked = tuple(
+        typing.Unpack[p] if isinstance(p, typing.TypeVarTuple) else p  # type: ignore[attr-defined]
+        for p in params
+    )
+    return typing.Generic[unpacked]  # type: ignore[index]
+
+
+def _type_param(kind: str) -> Any:
+    def make(name: Any) -> Any:
+        import typing
+
+        return getattr(typing, kind)(name)
+
+    return make
+
+
+_TYPE_PARAM_MAKERS: dict[str, Any] = {
+    "INTRINSIC_TYPEVAR": _type_param("TypeVar"),
+    "INTRINSIC_PARAMSPEC": _type_param("ParamSpec"),
+    "INTRINSIC_TYPEVARTUPLE": _type_param("TypeVarTuple"),
+    "INTRINSIC_SUBSCRIPT_GENERIC": _subscript_generic,
+}
+
+
 @register_opcode("CALL_INTRINSIC_1", min_version=(3, 12))
 def call_intrinsic_1(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -628,6 +657,8 @@ def call_intrinsic_1(ins: Instruction, ctx: CompileContext) -> Op:
 
             import_star(f, v)
             st[-1] = None
+        elif name in _TYPE_PARAM_MAKERS:
+            st[-1] = _TYPE_PARAM_MAKERS[name](v)
         elif name == "INTRINSIC_PRINT":
             import sys
 
@@ -658,6 +689,9 @@ def call_intrinsic_2(ins: Instruction, ctx: CompileContext) -> Op:
             from thunder_interp.ops.exceptions import prep_reraise_star
 
             st[-1] = prep_reraise_star(v2, v1)
+        elif name == "INTRINSIC_SET_FUNCTION_TYPE_PARAMS":
+            v2.__type_params__ = v1
+            st[-1] = v2
         else:
             from thunder_interp._errors import UnsupportedOpcodeError
 

@@ -2,13 +2,47 @@
 
 from __future__ import annotations
 
-from types import CellType, FunctionType
+from types import CellType, FunctionType, MethodType
 from typing import Any
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
 from thunder_interp.ops._common import function_str
+
+_BUILTIN = type(len)
+
+
+def call_positional(f: Frame, fn: Any, args: list[Any]) -> Any:
+    """Call ``fn(*args)`` from interpreted code (the fast paths of CALL, for generated blocks)."""
+    rt = f.rt
+    t = type(fn)
+    if t is FunctionType:
+        if fn not in rt.lookasides:
+            return rt.call_function(fn, args, None)
+    elif t is MethodType:
+        func = fn.__func__
+        if type(func) is FunctionType and func not in rt.lookasides and fn not in rt.lookasides:
+            args.insert(0, fn.__self__)
+            return rt.call_function(func, args, None)
+    elif t is _BUILTIN and rt.plain_opaque and fn not in rt.lookasides:
+        return fn(*args)
+    return rt.call(fn, args, None, f)
+
+
+def call_null_first(f: Frame, a: Any, b: Any, args: list[Any]) -> Any:
+    """CALL with the 3.10-3.12 layout ``[NULL|method, callable|self, *args]``."""
+    if a is NULL:
+        return call_positional(f, b, args)
+    args.insert(0, b)
+    return call_positional(f, a, args)
+
+
+def call_self_second(f: Frame, a: Any, b: Any, args: list[Any]) -> Any:
+    """CALL with the 3.13 layout ``[callable, self|NULL, *args]``."""
+    if b is not NULL:
+        args.insert(0, b)
+    return call_positional(f, a, args)
 
 
 def _split_kwargs(args: list[Any], kwnames: tuple[str, ...]) -> dict[str, Any]:
@@ -69,10 +103,21 @@ def _call_factory(
             st.append(f.rt.call(fn, args, _split_kwargs(args, kwnames), f))
             return nxt
         rt = f.rt
-        if type(fn) is FunctionType and fn not in rt.lookasides:
-            st.append(rt.call_function(fn, args, None))
-        else:
-            st.append(rt.call(fn, args, None, f))
+        t = type(fn)
+        if t is FunctionType:
+            if fn not in rt.lookasides:
+                st.append(rt.call_function(fn, args, None))
+                return nxt
+        elif t is MethodType:
+            func = fn.__func__
+            if type(func) is FunctionType and func not in rt.lookasides and fn not in rt.lookasides:
+                args.insert(0, fn.__self__)
+                st.append(rt.call_function(func, args, None))
+                return nxt
+        elif t is _BUILTIN and rt.plain_opaque and fn not in rt.lookasides:
+            st.append(fn(*args))
+            return nxt
+        st.append(rt.call(fn, args, None, f))
         return nxt
 
     return op

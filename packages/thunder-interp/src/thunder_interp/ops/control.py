@@ -5,6 +5,7 @@ from __future__ import annotations
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._runtime import warm_up
 
 
 @register_opcode("JUMP_FORWARD")
@@ -12,6 +13,15 @@ from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_op
 @register_opcode("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", min_version=(3, 11))
 def jump(ins: Instruction, ctx: CompileContext) -> Op:
     target = ins.target
+    if target < ins.index:
+        # A loop: count iterations so that the code's basic blocks get compiled.
+        def op_backward(f: Frame) -> int:
+            cc = f.cc
+            if cc.block_builder is not None:
+                warm_up(cc)
+            return target
+
+        return op_backward
 
     def op(f: Frame) -> int:
         return target
@@ -59,6 +69,20 @@ def pop_jump(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     target = ins.target
     kind = _POP_JUMPS[ins.opname]
+    if target < ins.index:
+        forward = _pop_jump_forward(nxt, target, kind)
+
+        def op_backward(f: Frame) -> int:
+            cc = f.cc
+            if cc.block_builder is not None:
+                warm_up(cc)
+            return forward(f)
+
+        return op_backward
+    return _pop_jump_forward(nxt, target, kind)
+
+
+def _pop_jump_forward(nxt: int, target: int, kind: str) -> Op:
     if kind == "false":
 
         def op_false(f: Frame) -> int:
@@ -140,12 +164,7 @@ def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
             exit_ += 1
     following = instrs[nxt] if nxt < len(instrs) else None
     jumped_to = any(i.target == nxt for i in instrs)
-    if (
-        following is not None
-        and following.opname == "STORE_FAST"
-        and not jumped_to
-        and not ctx.hooked
-    ):
+    if following is not None and following.opname == "STORE_FAST" and not jumped_to:
         # Superinstruction FOR_ITER + STORE_FAST.
         slot = following.arg
         after = ctx.next_index(following)

@@ -72,6 +72,10 @@ def _send(receiver: Any, value: Any) -> Any:
     return receiver.send(value)
 
 
+_RANGE_ITERATOR = type(iter(range(0)))
+_DONE = object()
+
+
 class _Returned:
     __slots__ = ("value",)
 
@@ -94,7 +98,13 @@ def send(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         v = st.pop()
-        result = _send_or_return(st[-1], v)
+        receiver = st[-1]
+        if v is None and type(receiver) is _RANGE_ITERATOR:
+            result = next(receiver, _DONE)
+            if result is _DONE:
+                result = _Returned(None)
+        else:
+            result = _send_or_return(receiver, v)
         if type(result) is _Returned:
             if PY_VERSION >= (3, 12):
                 st.append(result.value)

@@ -124,7 +124,7 @@ def load_fast(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     i = ins.arg
     name = ctx.local_names[i]
-    if PY_VERSION >= (3, 12) and ins.opname == "LOAD_FAST":
+    if (PY_VERSION >= (3, 12) and ins.opname == "LOAD_FAST") or _always_bound(ctx, i):
         # The compiler guarantees the local is bound.
         def op(f: Frame) -> int:
             f.stack.append(f.lv[i])
@@ -140,6 +140,25 @@ def load_fast(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op_checked
+
+
+def _always_bound(ctx: CompileContext, index: int) -> bool:
+    """An argument slot that no instruction unbinds is bound whenever it is read."""
+    code = ctx.code
+    nargs = (
+        code.co_argcount
+        + code.co_kwonlyargcount
+        + bool(code.co_flags & 4)
+        + bool(code.co_flags & 8)
+    )
+    if index >= nargs:
+        return False
+    if PY_VERSION < (3, 11) and ctx.local_names[index] in code.co_cellvars:
+        return False  # 3.10 moves such arguments into cells
+    for instr in ctx.instructions:
+        if instr.opname in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR") and instr.arg == index:
+            return False
+    return True
 
 
 @register_opcode("LOAD_FAST_AND_CLEAR", min_version=(3, 12))
@@ -229,14 +248,17 @@ def delete_fast(ins: Instruction, ctx: CompileContext) -> Op:
 # -- constants -------------------------------------------------------------------------------------
 
 
-def load_constant_hooked(f: Frame, value: Any) -> Any:
+def load_constant_hooked(f: Frame, value: Any, record: Provenance) -> Any:
     rt = f.rt
     prov = None
-    if rt.prov is not None:
-        prov = rt.provenance_of(value)
-        if prov is None:
-            prov = Provenance(ProvenanceKind.CONSTANT, index=value)
-            rt.record(value, prov)
+    table = rt.prov
+    if table is not None:
+        entry = table.get(id(value))
+        if entry is None or entry[0] is not value:
+            table[id(value)] = (value, record)
+            prov = record
+        else:
+            prov = entry[1]
     hook = rt.cb_load_const
     if hook is not None:
         new = hook(value, prov)
@@ -251,9 +273,10 @@ def load_const(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     value = ctx.code.co_consts[ins.arg]
     if ctx.hooked:
+        record = Provenance(ProvenanceKind.CONSTANT, index=value)
 
         def op_hooked(f: Frame) -> int:
-            f.stack.append(load_constant_hooked(f, value))
+            f.stack.append(load_constant_hooked(f, value, record))
             return nxt
 
         return op_hooked
@@ -269,9 +292,10 @@ def load_const(ins: Instruction, ctx: CompileContext) -> Op:
 def return_const(ins: Instruction, ctx: CompileContext) -> Op:
     value = ctx.code.co_consts[ins.arg]
     if ctx.hooked:
+        record = Provenance(ProvenanceKind.CONSTANT, index=value)
 
         def op_hooked(f: Frame) -> int:
-            f.retval = load_constant_hooked(f, value)
+            f.retval = load_constant_hooked(f, value, record)
             return 0
 
         return op_hooked
@@ -389,6 +413,7 @@ def load_deref(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("LOAD_FROM_DICT_OR_DEREF", min_version=(3, 12))
 def load_classderef(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
+    hooked = ctx.hooked
     i = _cell_index(ins, ctx)
     name = ctx.local_names[i]
     from_stack = ins.opname == "LOAD_FROM_DICT_OR_DEREF"
@@ -402,7 +427,7 @@ def load_classderef(ins: Instruction, ctx: CompileContext) -> Op:
             except KeyError:
                 pass
         v = _cell_get(f, i, name, True)
-        if ctx.hooked:
+        if hooked:
             v = _load_cell_hooked(f, name, v)
         f.stack.append(v)
         return nxt

@@ -20,9 +20,12 @@ def global_loaded(f: Frame, name: str, value: Any, from_builtins: bool) -> Any:
     prov = None
     if rt.prov is not None:
         module = "builtins" if from_builtins else f.globals.get("__name__")
-        prov = Provenance(
-            ProvenanceKind.GLOBAL, name=name, module=module if isinstance(module, str) else None
-        )
+        key = (name, module if isinstance(module, str) else None)
+        prov = rt.global_records.get(key)
+        if prov is None:
+            prov = rt.global_records[key] = Provenance(
+                ProvenanceKind.GLOBAL, name=key[0], module=key[1]
+            )
         rt.record(value, prov)
     hook = rt.cb_load_global
     if hook is not None:
@@ -279,6 +282,7 @@ def delete_attr(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("LOAD_SUPER_ATTR", min_version=(3, 12))
 def load_super_attr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
+    hooked = ctx.hooked
     name = ins.argval
     method = bool(ins.arg & 1)
     two_args = bool(ins.arg & 2)
@@ -294,7 +298,7 @@ def load_super_attr(ins: Instruction, ctx: CompileContext) -> Op:
         else:
             sup = f.rt.call(global_super, (), None, f)
         v = getattr(sup, name)
-        if ctx.hooked:
+        if hooked:
             v = attribute_loaded(f.rt, sup, name, v)
         if method:
             st += (NULL, v) if null_first else (v, NULL)

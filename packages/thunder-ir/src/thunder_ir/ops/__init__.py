@@ -1,11 +1,32 @@
 """The torch-language ops (printed as ``ltorch``): torch's functions, Tensor methods and
-``torch.nn.functional``, decomposed into prims with torch's broadcasting and type promotion."""
+``torch.nn.functional``, decomposed into prims with torch's broadcasting and type promotion.
 
-from thunder_ir.ops import elementwise, reductions, shape  # noqa: F401  (register ops)
-from thunder_ir.ops import elementwise_binary  # noqa: F401  (register ops)
-from thunder_ir.ops import nn, nn_activations, nn_attention, nn_conv, nn_loss, nn_norm  # noqa: F401  (register ops)
-from thunder_ir.ops import conversion, factories, indexing  # noqa: F401  (register ops)
+Every op is an attribute of this module (``ops.add``, ``ops.layer_norm``)."""
+
+from thunder_ir.ops import (  # noqa: F401  (importing a family module registers its ops)
+    conversion,
+    elementwise,
+    elementwise_binary,
+    factories,
+    indexing,
+    nn,
+    nn_activations,
+    nn_attention,
+    nn_conv,
+    nn_einsum,
+    nn_loss,
+    nn_norm,
+    reductions,
+    shape,
+)
 from thunder_ir.ops._registry import ALL_OPS, resolve_torch_name, torch_symbol_map, torchop
+from thunder_ir.symbol import Symbol
 
-__all__ = ["ALL_OPS", "torchop", "torch_symbol_map", "resolve_torch_name"]
+__all__ = ["ALL_OPS", "resolve_torch_name", "torch_symbol_map", "torchop"]
+
 globals().update(ALL_OPS)
+
+
+def __getattr__(name: str) -> Symbol:
+    # Reached only for names that are not ops (every op is a module global).
+    raise AttributeError(f"thunder_ir.ops has no op named {name!r}")

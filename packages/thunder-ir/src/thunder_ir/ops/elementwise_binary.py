@@ -122,9 +122,12 @@ def _true_divide(a: Any, b: Any) -> Any:
 def _trunc_divide(a: Any, b: Any) -> Any:
     if result_type(a, b).is_exact:
         return compute("div", Promotion.DEFAULT, prims.trunc_divide, a, b)
-    # As torch: the quotient is rounded to the result dtype before it is truncated.
-    q = compute("div", Promotion.DEFAULT, prims.div, a, b)
-    return prims.trunc(q)
+    if isinstance(b, TensorProxy) and b.ndim > 0:
+        # As torch's kernels: a tensor quotient is rounded to the result dtype, then truncated
+        # (this differs from truncating in float32 for low-precision dtypes) ...
+        return prims.trunc(compute("div", Promotion.DEFAULT, prims.div, a, b))
+    # ... while a quotient by a scalar is truncated in the computation dtype.
+    return compute("div", Promotion.DEFAULT, lambda x, y: prims.trunc(prims.div(x, y)), a, b)
 
 
 @torchop("torch.div", "torch.Tensor.div", "torch.divide", "torch.Tensor.divide", tags=_EW)

@@ -17,6 +17,7 @@ from thunder_ir.ops.nn_base import (
     div,
     erf,
     exp,
+    expand_reduced,
     gt,
     le,
     log,
@@ -268,15 +269,15 @@ def _log_softmax_core(x: TensorProxy, d: int) -> TensorProxy:
     """log_softmax in ``x``'s (computation) dtype."""
     if x.ndim == 0:
         return sub(x, x)  # type: ignore[no-any-return]
-    shifted = sub(x, amax_(x, d, keepdim=True))
-    return sub(shifted, log(sum_(exp(shifted), d, keepdim=True)))  # type: ignore[no-any-return]
+    shifted = sub(x, expand_reduced(x, amax_(x, d), (d,)))
+    return sub(shifted, expand_reduced(x, log(sum_(exp(shifted), d)), (d,)))  # type: ignore[no-any-return]
 
 
 def _softmax_core(x: TensorProxy, d: int) -> TensorProxy:
     if x.ndim == 0:
         return exp(sub(x, x))  # type: ignore[no-any-return]
-    e = exp(sub(x, amax_(x, d, keepdim=True)))
-    return div(e, sum_(e, d, keepdim=True))  # type: ignore[no-any-return]
+    e = exp(sub(x, expand_reduced(x, amax_(x, d), (d,))))
+    return div(e, expand_reduced(x, sum_(e, d), (d,)))  # type: ignore[no-any-return]
 
 
 @torchop(

@@ -23,6 +23,7 @@ __all__ = [
     "eq",
     "erf",
     "exp",
+    "expand_reduced",
     "ge",
     "gt",
     "keep_dims",
@@ -221,6 +222,14 @@ def keep_dims(a: TensorProxy, out: TensorProxy, dims: Sequence[int]) -> TensorPr
     return prims.broadcast_in_dim(out, tuple(shape), tuple(kept))  # type: ignore[no-any-return]
 
 
+def expand_reduced(a: TensorProxy, out: TensorProxy, dims: Sequence[int]) -> TensorProxy:
+    """``out`` (``a`` reduced over ``dims``) broadcast back to ``a``'s shape, in one prim."""
+    if tuple(out.shape) == tuple(a.shape):
+        return out
+    kept = tuple(i for i in range(a.ndim) if i not in dims)
+    return prims.broadcast_in_dim(out, tuple(a.shape), kept)  # type: ignore[no-any-return]
+
+
 def _dims(a: TensorProxy, dims: int | Sequence[int] | None) -> tuple[int, ...]:
     if dims is None:
         return tuple(range(a.ndim))
@@ -257,7 +266,7 @@ def amax_(
 def unsqueeze_to(a: TensorProxy, ndim: int, dim: int) -> TensorProxy:
     """A 1-D ``a`` shaped to broadcast along ``dim`` of a rank-``ndim`` tensor ((1, C, 1, 1) for
     per-channel parameters)."""
-    shape = [1] * ndim
+    shape: list[Any] = [1] * ndim
     shape[dim] = a.shape[0]
     return prims.broadcast_in_dim(a, tuple(shape), (dim,))  # type: ignore[no-any-return]
 

@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 from thunder_ir import prims
-from thunder_ir.ops._registry import torchop
 from thunder_ir.ops._helpers import to_dtype
+from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn_base import add, div, not_implemented, opmath, pair, require_tensor, sum_
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.utils import check

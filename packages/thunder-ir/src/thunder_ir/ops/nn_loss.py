@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from thunder_ir import dtypes, prims
+from thunder_ir.dtypes import DType
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn_activations import log_softmax, logsigmoid
@@ -62,18 +63,21 @@ def _check_class_target(input: TensorProxy, target: TensorProxy) -> None:
     )
 
 
-def _torch_name(d: Any) -> str:
-    return {
-        "int32": "Int",
-        "int64": "Long",
-        "float32": "Float",
-        "float64": "Double",
-        "bfloat16": "BFloat16",
-        "float16": "Half",
-        "bool8": "Bool",
-        "int16": "Short",
-        "int8": "Char",
-    }.get(d.name, d.name)
+_TORCH_NAMES: dict[str, str] = {
+    "int32": "Int",
+    "int64": "Long",
+    "float32": "Float",
+    "float64": "Double",
+    "bfloat16": "BFloat16",
+    "float16": "Half",
+    "bool8": "Bool",
+    "int16": "Short",
+    "int8": "Char",
+}
+
+
+def _torch_name(d: DType) -> str:
+    return _TORCH_NAMES.get(d.name, d.name)
 
 
 def _check_weight(weight: Any, n_classes: Any) -> None:

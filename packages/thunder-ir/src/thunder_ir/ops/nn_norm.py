@@ -17,6 +17,7 @@ from thunder_ir.ops.nn_base import (
     amax_,
     clamp,
     div,
+    expand_reduced,
     keep_dims,
     mean_,
     mul,
@@ -91,8 +92,8 @@ def layer_norm(
     x = to_dtype(a, compute)
     dims = tuple(range(a.ndim - len(shape), a.ndim))
     var, mean = prims.var_mean(x, dims, correction=0)
-    rstd = keep_dims(x, rsqrt(add(var, eps)), dims)
-    out = mul(sub(x, keep_dims(x, mean, dims)), rstd)
+    rstd = expand_reduced(x, rsqrt(add(var, eps)), dims)
+    out = mul(sub(x, expand_reduced(x, mean, dims)), rstd)
     return to_dtype(_affine(out, weight, bias, compute), a.dtype)
 
 
@@ -103,13 +104,11 @@ def rms_norm(a: Any, normalized_shape: Any, weight: Any = None, eps: Any = None)
     _check_param(weight, shape, "weight")
     check(a.dtype.is_inexact, lambda: f"\"rms_norm\" not implemented for '{a.dtype.name}'")
     compute = opmath(a.dtype)
-    if eps is None:
-        import torch
-
-        eps = torch.finfo(dtypes.to_torch_dtype(compute)).eps
+    if eps is None:  # the machine epsilon of the computation dtype, as torch
+        eps = {dtypes.float32: 2.0**-23, dtypes.float64: 2.0**-52}.get(compute, 2.0**-23)
     x = to_dtype(a, compute)
     dims = tuple(range(a.ndim - len(shape), a.ndim))
-    rstd = rsqrt(add(mean_(mul(x, x), dims, keepdim=True), eps))
+    rstd = expand_reduced(x, rsqrt(add(mean_(mul(x, x), dims), eps)), dims)
     return to_dtype(_affine(mul(x, rstd), weight, None, compute), a.dtype)
 
 
@@ -153,7 +152,8 @@ def group_norm(
     )
     var, mean = prims.var_mean(grouped, (2,), correction=0)
     normed = mul(
-        sub(grouped, keep_dims(grouped, mean, (2,))), keep_dims(grouped, rsqrt(add(var, eps)), (2,))
+        sub(grouped, expand_reduced(grouped, mean, (2,))),
+        expand_reduced(grouped, rsqrt(add(var, eps)), (2,)),
     )
     out = prims.reshape(normed, tuple(a.shape))
     if weight is not None:
@@ -218,6 +218,39 @@ def batch_norm(
     if bias is not None:
         out = add(out, unsqueeze_to(to_dtype(bias, compute), a.ndim, 1))
     return to_dtype(out, a.dtype)
+
+
+@torchop("torch.nn.functional.instance_norm")
+def instance_norm(
+    a: Any,
+    running_mean: Any = None,
+    running_var: Any = None,
+    weight: Any = None,
+    bias: Any = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Any:
+    """Per-sample, per-channel statistics (group_norm with a group per channel), or the running
+    statistics when ``use_input_stats=False``."""
+    require_tensor(a, "instance_norm")
+    check(a.ndim >= 3, lambda: f"instance_norm: expected a 3D or higher input, got {a.ndim}D")
+    if not use_input_stats:
+        return batch_norm(a, running_mean, running_var, weight, bias, False, momentum, eps)
+    if running_mean is not None or running_var is not None:
+        raise not_implemented(
+            "instance_norm",
+            "use_input_stats=True with running_mean/running_var (updates them in place)",
+        )
+    spatial = a.numel() // (a.shape[0] * a.shape[1]) if a.shape[0] * a.shape[1] else 0
+    check(
+        spatial != 1,
+        lambda: (
+            f"Expected more than 1 spatial element when training, got input size {list(a.shape)}"
+        ),
+        ValueError,
+    )
+    return group_norm(a, a.shape[1], weight, bias, eps)
 
 
 # Vector norms -------------------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+"""Runs the benchmarks: ``python -m benchmarks [name ...] [--option ...]``.
+
+Every module of this folder that defines ``main()`` is a benchmark (``executors``,
+``interpreter``, ...); with no names, all of them run. Options are passed on to each one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def available() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules([str(HERE)]) if not m.name.startswith("_"))
+
+
+def main() -> None:
+    names = [a for a in sys.argv[1:] if not a.startswith("-")]
+    options = [a for a in sys.argv[1:] if a.startswith("-")]
+    unknown = set(names) - set(available())
+    if unknown:
+        sys.exit(f"unknown benchmark(s) {sorted(unknown)}; available: {available()}")
+    sys.path.insert(0, str(HERE))
+    for name in names or available():
+        module = importlib.import_module(name)
+        if not hasattr(module, "main"):
+            continue
+        print(f"== {name} ==")
+        sys.argv = [str(HERE / f"{name}.py"), *options]
+        module.main()
+        print()
+
+
+if __name__ == "__main__":
+    main()

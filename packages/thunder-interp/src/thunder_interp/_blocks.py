@@ -1,0 +1,453 @@
+"""Basic-block compilation: a straight-line run of simple instructions becomes one generated function.
+
+The op at the first index of such a run is replaced by a generated Python function that executes
+the whole run with the value stack held in Python locals, and returns the next instruction index
+like any op. The ops of the other instructions of the run stay in place, so a jump into the middle
+of a run still executes correctly (one instruction at a time).
+
+Exceptions: every generated line belongs to one instruction (``block_owners``); when a generated
+function raises, the dispatch loop maps the traceback line back to the faulting instruction, so
+exception-table lookup, ``lasti`` and tracebacks see the instruction that raised. A run never
+spans two exception-table entries, and within one entry CPython's stack never drops below the
+handler's depth, so values kept in Python locals are never ones a handler needs.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from thunder_interp._bytecode import ExceptionHandler, Instruction
+from thunder_interp._frame import NULL, Frame
+from thunder_interp._registry import PY_VERSION, Op
+from thunder_interp.ops._common import unbound_local
+from thunder_interp.ops.calls import call_null_first, call_positional, call_self_second
+from thunder_interp.ops.names import _load_global_value
+
+__all__ = ["block_fault_index", "compile_blocks"]
+
+_FILENAME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "<generated block>")
+
+_SKIPPABLE = frozenset({"NOP", "RESUME", "PRECALL", "EXTENDED_ARG"})
+
+_BINARY_310 = {
+    "BINARY_ADD": "+",
+    "BINARY_AND": "&",
+    "BINARY_FLOOR_DIVIDE": "//",
+    "BINARY_LSHIFT": "<<",
+    "BINARY_MATRIX_MULTIPLY": "@",
+    "BINARY_MULTIPLY": "*",
+    "BINARY_MODULO": "%",
+    "BINARY_OR": "|",
+    "BINARY_POWER": "**",
+    "BINARY_RSHIFT": ">>",
+    "BINARY_SUBTRACT": "-",
+    "BINARY_TRUE_DIVIDE": "/",
+    "BINARY_XOR": "^",
+}
+_INPLACE_310 = {name.replace("BINARY_", "INPLACE_"): sym for name, sym in _BINARY_310.items()}
+
+_POP_JUMP_KIND = {
+    "POP_JUMP_IF_FALSE": "false",
+    "POP_JUMP_IF_TRUE": "true",
+    "POP_JUMP_IF_NONE": "none",
+    "POP_JUMP_IF_NOT_NONE": "not_none",
+    "POP_JUMP_FORWARD_IF_FALSE": "false",
+    "POP_JUMP_FORWARD_IF_TRUE": "true",
+    "POP_JUMP_FORWARD_IF_NONE": "none",
+    "POP_JUMP_FORWARD_IF_NOT_NONE": "not_none",
+    "POP_JUMP_BACKWARD_IF_FALSE": "false",
+    "POP_JUMP_BACKWARD_IF_TRUE": "true",
+    "POP_JUMP_BACKWARD_IF_NONE": "none",
+    "POP_JUMP_BACKWARD_IF_NOT_NONE": "not_none",
+}
+_JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE"})
+_UNARY = {
+    "UNARY_NEGATIVE": "-{}",
+    "UNARY_INVERT": "~{}",
+    "UNARY_NOT": "not {}",
+    "TO_BOOL": "bool({})",
+}
+if PY_VERSION < (3, 12):
+    _UNARY["UNARY_POSITIVE"] = "+{}"
+
+OK, END, NO = 0, 1, 2
+
+
+def _attr_ok(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__")
+
+
+class _BlockGen:
+    """Generates the source of one block; the value stack is simulated with Python names."""
+
+    def __init__(
+        self,
+        instructions: tuple[Instruction, ...],
+        local_names: tuple[str, ...],
+        argbound: Callable[[int], bool],
+    ) -> None:
+        self.instructions = instructions
+        self.local_names = local_names
+        self.argbound = argbound
+        self.body: list[tuple[str, int]] = []
+        self.stack: list[str] = []
+        self.env: dict[str, Any] = {}
+        self.ntemps = 0
+        self.count = 0
+        self.uses_globals = False
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def emit(self, text: str, index: int) -> None:
+        self.body.append((text, index))
+
+    def temp(self) -> str:
+        self.ntemps += 1
+        return f"t{self.ntemps}"
+
+    def push_expr(self, expr: str, index: int) -> None:
+        t = self.temp()
+        self.emit(f"{t} = {expr}", index)
+        self.stack.append(t)
+
+    def pop(self, index: int) -> str:
+        if self.stack:
+            return self.stack.pop()
+        t = self.temp()
+        self.emit(f"{t} = st.pop()", index)
+        return t
+
+    def const(self, value: Any) -> str:
+        name = f"c{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def materialize(self, index: int) -> None:
+        if self.stack:
+            self.emit(f"st.extend(({', '.join(self.stack)},))", index)
+            self.stack.clear()
+
+    def next_index(self, instr: Instruction) -> int:
+        i = instr.index + 1
+        instructions = self.instructions
+        while i < len(instructions) - 1 and instructions[i].opname in _SKIPPABLE:
+            i += 1
+        return i
+
+    # -- instructions --------------------------------------------------------------------------
+
+    def add(self, ins: Instruction, first: bool, hooked: bool) -> int:
+        op = ins.opname
+        i = ins.index
+        if op in _SKIPPABLE:
+            return OK
+        self.count += 1
+        if op in ("LOAD_FAST", "LOAD_FAST_CHECK"):
+            checked = op == "LOAD_FAST_CHECK" or (
+                PY_VERSION < (3, 12) and not self.argbound(ins.arg)
+            )
+            self.push_expr(f"lv[{ins.arg}]", i)
+            if checked:
+                t = self.stack[-1]
+                self.emit(f"if {t} is NULL: raise unbound_local({self.local_names[ins.arg]!r})", i)
+            return OK
+        if op == "LOAD_FAST_LOAD_FAST":
+            self.push_expr(f"lv[{ins.arg >> 4}]", i)
+            self.push_expr(f"lv[{ins.arg & 15}]", i)
+            return OK
+        if op == "STORE_FAST":
+            self.emit(f"lv[{ins.arg}] = {self.pop(i)}", i)
+            return OK
+        if op == "STORE_FAST_STORE_FAST":
+            self.emit(f"lv[{ins.arg >> 4}] = {self.pop(i)}", i)
+            self.emit(f"lv[{ins.arg & 15}] = {self.pop(i)}", i)
+            return OK
+        if op == "STORE_FAST_LOAD_FAST":
+            self.emit(f"lv[{ins.arg >> 4}] = {self.pop(i)}", i)
+            self.push_expr(f"lv[{ins.arg & 15}]", i)
+            return OK
+        if op == "POP_TOP":
+            if self.stack:
+                self.stack.pop()
+            else:
+                self.emit("st.pop()", i)
+            return OK
+        if op == "PUSH_NULL":
+            self.stack.append("NULL")
+            return OK
+        if op == "BINARY_OP":
+            sym = ins.argrepr
+            return self._binary(sym, i)
+        if op in _BINARY_310 and PY_VERSION < (3, 11):
+            return self._binary(_BINARY_310[op], i)
+        if op in _INPLACE_310 and PY_VERSION < (3, 11):
+            return self._binary(_INPLACE_310[op] + "=", i)
+        if op == "COMPARE_OP":
+            b = self.pop(i)
+            a = self.pop(i)
+            expr = f"{a} {ins.argval} {b}"
+            if PY_VERSION >= (3, 13) and ins.arg & 16:
+                expr = f"bool({expr})"
+            self.push_expr(expr, i)
+            return OK
+        if op == "IS_OP":
+            b = self.pop(i)
+            a = self.pop(i)
+            self.push_expr(f"{a} is {'not ' if ins.arg else ''}{b}", i)
+            return OK
+        if op == "CONTAINS_OP":
+            b = self.pop(i)
+            a = self.pop(i)
+            self.push_expr(f"{a} {'not in' if ins.arg else 'in'} {b}", i)
+            return OK
+        if op in _UNARY:
+            self.push_expr(_UNARY[op].format(self.pop(i)), i)
+            return OK
+        if op == "STORE_SUBSCR":
+            k = self.pop(i)
+            c = self.pop(i)
+            v = self.pop(i)
+            self.emit(f"{c}[{k}] = {v}", i)
+            return OK
+        if op == "BUILD_TUPLE" or op == "BUILD_LIST":
+            items = [self.pop(i) for _ in range(ins.arg)][::-1]
+            if op == "BUILD_TUPLE":
+                self.push_expr(f"({', '.join(items)},)" if items else "()", i)
+            else:
+                self.push_expr(f"[{', '.join(items)}]", i)
+            return OK
+        if op in ("CALL", "CALL_METHOD", "CALL_FUNCTION") and not self._after_kw_names(ins):
+            args = [self.pop(i) for _ in range(ins.arg)][::-1]
+            arglist = f"[{', '.join(args)}]"
+            if op == "CALL_FUNCTION":
+                fn = self.pop(i)
+                self.push_expr(f"call_positional(f, {fn}, {arglist})", i)
+            else:
+                b = self.pop(i)
+                a = self.pop(i)
+                helper = "call_self_second" if PY_VERSION >= (3, 13) else "call_null_first"
+                self.push_expr(f"{helper}(f, {a}, {b}, {arglist})", i)
+            return OK
+        if op in _POP_JUMP_KIND:
+            kind = _POP_JUMP_KIND[op]
+            v = self.pop(i)
+            self.materialize(i)
+            nxt = self.next_index(ins)
+            if kind == "false":
+                self.emit(f"if {v}: return {nxt}", i)
+                self.emit(f"return {ins.target}", i)
+            elif kind == "true":
+                self.emit(f"if {v}: return {ins.target}", i)
+                self.emit(f"return {nxt}", i)
+            elif kind == "none":
+                self.emit(f"if {v} is None: return {ins.target}", i)
+                self.emit(f"return {nxt}", i)
+            else:
+                self.emit(f"if {v} is not None: return {ins.target}", i)
+                self.emit(f"return {nxt}", i)
+            return END
+        if op in _JUMPS:
+            self.materialize(i)
+            self.emit(f"return {ins.target}", i)
+            return END
+        if op == "RETURN_VALUE":
+            self.emit(f"f.retval = {self.pop(i)}", i)
+            self.emit("return 0", i)
+            return END
+        if op == "FOR_ITER" and first:
+            exit_ = ins.target
+            instrs = self.instructions
+            if PY_VERSION >= (3, 12) and exit_ < len(instrs) and instrs[exit_].opname == "END_FOR":
+                exit_ += 1
+                if (
+                    PY_VERSION >= (3, 13)
+                    and exit_ < len(instrs)
+                    and instrs[exit_].opname == "POP_TOP"
+                ):
+                    exit_ += 1
+            t = self.temp()
+            self.emit(f"{t} = next(st[-1], NULL)", i)
+            self.emit(f"if {t} is NULL: st.pop(); return {exit_}", i)
+            self.stack.append(t)
+            return OK
+        if hooked:
+            self.count -= 1
+            return NO
+        # Ops whose plain variants have no hooks.
+        if op == "LOAD_CONST":
+            self.stack.append(self.const(ins.argval))
+            return OK
+        if op == "RETURN_CONST":
+            self.emit(f"f.retval = {self.const(ins.argval)}", i)
+            self.emit("return 0", i)
+            return END
+        if op == "LOAD_GLOBAL":
+            name = self.const(ins.argval)
+            push_null = PY_VERSION >= (3, 11) and bool(ins.arg & 1)
+            self.uses_globals = True
+            if push_null and PY_VERSION < (3, 13):
+                self.stack.append("NULL")
+            t = self.temp()
+            self.emit(f"{t} = G.get({name}, NULL)", i)
+            self.emit(f"if {t} is NULL: {t} = load_global(f, {name}, False)", i)
+            self.stack.append(t)
+            if push_null and PY_VERSION >= (3, 13):
+                self.stack.append("NULL")
+            return OK
+        if op == "BINARY_SUBSCR":
+            k = self.pop(i)
+            c = self.pop(i)
+            self.push_expr(f"{c}[{k}]", i)
+            return OK
+        if op in ("LOAD_ATTR", "LOAD_METHOD"):
+            name = ins.argval
+            method = op == "LOAD_METHOD" or (PY_VERSION >= (3, 12) and bool(ins.arg & 1))
+            o = self.pop(i)
+            expr = f"{o}.{name}" if _attr_ok(name) else f"getattr({o}, {self.const(name)})"
+            if method and PY_VERSION < (3, 13):
+                self.stack.append("NULL")
+            self.push_expr(expr, i)
+            if method and PY_VERSION >= (3, 13):
+                self.stack.append("NULL")
+            return OK
+        if op == "STORE_ATTR":
+            name = ins.argval
+            o = self.pop(i)
+            v = self.pop(i)
+            if _attr_ok(name):
+                self.emit(f"{o}.{name} = {v}", i)
+            else:
+                self.emit(f"setattr({o}, {self.const(name)}, {v})", i)
+            return OK
+        self.count -= 1
+        return NO
+
+    def _after_kw_names(self, ins: Instruction) -> bool:
+        k = ins.index - 1
+        while k > 0 and self.instructions[k].opname in _SKIPPABLE:
+            k -= 1
+        return self.instructions[k].opname == "KW_NAMES"
+
+    def _binary(self, sym: str, i: int) -> int:
+        b = self.pop(i)
+        a = self.pop(i)
+        if sym.endswith("=") and sym not in ("==", "!=", "<=", ">="):
+            t = self.temp()
+            self.emit(f"{t} = {a}", i)
+            self.emit(f"{t} {sym} {b}", i)
+            self.stack.append(t)
+        else:
+            self.push_expr(f"{a} {sym} {b}", i)
+        return OK
+
+    def build(self, fallthrough: int, ended: bool, start: int) -> Op:
+        if not ended:
+            self.materialize(start)
+            self.emit(f"return {fallthrough}", start)
+        params = [
+            "NULL",
+            "unbound_local",
+            "load_global",
+            "call_positional",
+            "call_null_first",
+            "call_self_second",
+            *self.env,
+        ]
+        lines = [
+            f"def make({', '.join(params)}):",
+            "    def block(f):",
+            "        st = f.stack",
+            "        lv = f.lv",
+        ]
+        if self.uses_globals:
+            lines.append("        G = f.globals")
+        owners: dict[int, int] = {}
+        for text, index in self.body:
+            lines.append("        " + text)
+            owners[len(lines)] = index
+        lines.append("    return block")
+        namespace: dict[str, Any] = {}
+        exec(compile("\n".join(lines) + "\n", _FILENAME, "exec"), namespace)
+        block: Any = namespace["make"](
+            NULL,
+            unbound_local,
+            _load_global_value,
+            call_positional,
+            call_null_first,
+            call_self_second,
+            *self.env.values(),
+        )
+        block.block_owners = owners
+        result: Op = block
+        return result
+
+
+def compile_blocks(
+    instructions: tuple[Instruction, ...],
+    handlers: tuple[ExceptionHandler | None, ...],
+    ops: list[Op],
+    local_names: tuple[str, ...],
+    hooked: bool,
+    argbound: Callable[[int], bool],
+) -> None:
+    """Replace the op at the start of every eligible run of instructions by a block op."""
+    targets = {ins.target for ins in instructions if ins.target >= 0}
+    targets.update(h.target for h in handlers if h is not None)
+    n = len(instructions)
+    i = 1
+    while i < n:
+        gen = _BlockGen(instructions, local_names, argbound)
+        j = i
+        ended = False
+        while j < n:
+            ins = instructions[j]
+            if j != i and (j in targets or handlers[j] != handlers[i]):
+                break
+            kind = gen.add(ins, j == i, hooked)
+            if kind == NO:
+                break
+            j += 1
+            if kind == END:
+                ended = True
+                break
+        if gen.count >= 2:
+            ops[i] = _lazy_block(ops, i, ops[i], gen, j, ended)
+        i = max(j, i + 1)
+
+
+# A block is compiled once it has run this many times (compiling costs more than running once).
+HOT_THRESHOLD = 2
+
+
+def _lazy_block(
+    ops: list[Op], start: int, original: Op, gen: _BlockGen, fallthrough: int, ended: bool
+) -> Op:
+    """An op that runs ``original`` and, once hot, replaces itself by the compiled block."""
+    runs = 0
+
+    def lazy(f: Frame) -> int:
+        nonlocal runs
+        runs += 1
+        if runs == HOT_THRESHOLD and ops[start] is lazy:
+            ops[start] = gen.build(fallthrough, ended, start)
+        return original(f)
+
+    return lazy
+
+
+def block_fault_index(exc: BaseException, op: Any, owners: dict[int, int], default: int) -> int:
+    """The index of the instruction of a block op that raised ``exc``."""
+    code = op.__code__
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return owners.get(tb.tb_lineno, default)
+        tb = tb.tb_next
+    return default
+
+
+_ = Frame

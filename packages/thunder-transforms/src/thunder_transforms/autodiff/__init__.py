@@ -1,0 +1,62 @@
+"""Reverse-mode autodiff: grad rules, the forward/backward split and its ``torch.autograd`` runner.
+
+The API the jit facade calls::
+
+    fn, fw_trace, bw_trace = make_differentiable(
+        trace,
+        compile=lambda t: transform_for_execution(t, executors=...).python_callable(),
+        requires_grad=None,  # per trace input; default: the proxies' requires_grad flags
+    )
+    out = fn(*tensor_inputs)  # same outputs as the trace; loss.backward() fills the inputs' .grad
+
+``compile`` turns a trace into a callable (this package does not import executors). The
+forward trace takes the trace's inputs and returns ``(flat_outputs, saved)``; the backward trace
+takes ``(*saved, *cotangents)`` (one cotangent per floating-point output that depends on an input
+requiring grad) and returns one gradient per input (None where there is none).
+
+Grad rules are VJP rules keyed by symbol id in ``VJP_RULES`` and registered with
+``register_vjp(symbol)``; see ``registry`` for the calling convention. Every differentiable prim
+has one; a composite op without a rule is differentiated through its subsymbols, and a few
+composites (softmax, log_softmax, embedding) have their own cheaper rule. Ops whose outputs are
+integer or boolean (comparisons, argmax) carry no gradient; ``prims.stop_gradient`` stops it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from thunder_ir import Trace
+from thunder_transforms.autodiff import rules_elementwise, rules_nn, rules_shape  # noqa: F401
+from thunder_transforms.autodiff.core import (
+    NONDIFFERENTIABLE,
+    ForwardBackward,
+    split_forward_backward,
+)
+from thunder_transforms.autodiff.registry import VJP_RULES, VJPRule, register_vjp
+from thunder_transforms.autodiff.runner import DifferentiableFunction
+
+__all__ = [
+    "NONDIFFERENTIABLE",
+    "VJP_RULES",
+    "DifferentiableFunction",
+    "ForwardBackward",
+    "VJPRule",
+    "make_differentiable",
+    "register_vjp",
+    "split_forward_backward",
+]
+
+
+def make_differentiable(
+    trace: Trace,
+    *,
+    compile: Callable[[Trace], Callable[..., Any]],
+    requires_grad: Sequence[bool] | None = None,
+) -> tuple[DifferentiableFunction, Trace, Trace]:
+    """Splits ``trace`` into forward and backward traces, compiles both with ``compile`` and wires
+    them to ``torch.autograd``. Returns the callable (it takes the trace's inputs in order) and
+    the forward and backward traces."""
+    fb = split_forward_backward(trace, requires_grad=requires_grad)
+    fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward))
+    return fn, fb.forward, fb.backward

@@ -1,0 +1,208 @@
+"""The forward/backward split: which values carry gradients, the backward trace recorded from the
+grad rules, and the forward trace that also returns what the backward needs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from thunder_ir import (
+    BoundSymbol,
+    OpTag,
+    PassRecord,
+    Proxy,
+    TensorProxy,
+    Trace,
+    prims,
+    tracectx,
+)
+from thunder_ir.pytree import tree_flatten
+from thunder_transforms.autodiff.registry import VJP_RULES, static_eq, zeros_like
+from thunder_transforms.dce import dce
+
+__all__ = ["NONDIFFERENTIABLE", "ForwardBackward", "split_forward_backward"]
+
+# Ops whose outputs never carry gradients although their inputs may (Tensor.detach).
+NONDIFFERENTIABLE: frozenset[str] = frozenset({prims.stop_gradient.id})
+
+
+@dataclass(frozen=True)
+class ForwardBackward:
+    """The result of :func:`split_forward_backward`.
+
+    ``forward`` takes the trace's inputs and returns ``(outputs, saved)``: the flat leaves of the
+    original return value and the values the backward needs. ``backward`` takes ``*saved`` then
+    one cotangent per differentiable output and returns one gradient per forward input (None for
+    inputs that do not require grad or that the outputs do not depend on).
+    """
+
+    forward: Trace
+    backward: Trace
+    output_spec: Any  # pytree spec of the original return value, over ``forward``'s outputs
+    differentiable_outputs: tuple[bool, ...]  # per flat output: whether it takes a cotangent
+    requires_grad: tuple[bool, ...]  # per forward input
+    n_saved: int
+    mutated_inputs: frozenset[int] = frozenset()  # inputs the forward writes in place (copy_)
+
+
+def _carries_grad(p: Any) -> bool:
+    return isinstance(p, TensorProxy) and p.dtype.is_inexact
+
+
+class _Linearizer:
+    """Flattens the forward down to symbols with grad rules (composites without one are replaced
+    by their subsymbols) wherever gradients flow, and records which proxies carry gradients."""
+
+    def __init__(self, active: set[str]) -> None:
+        self.active = active
+        self.forward: list[BoundSymbol] = []
+        self.differentiated: list[BoundSymbol] = []
+
+    def visit(self, bsym: BoundSymbol) -> None:
+        gets_grad = bsym.sym.id not in NONDIFFERENTIABLE and any(
+            p.name in self.active for p in bsym.flat_proxy_args
+        )
+        if not gets_grad:
+            self.forward.append(bsym)
+            return
+        rule = VJP_RULES.get(bsym.sym.id)
+        if rule is None and bsym.subsymbols:
+            for sub in bsym.subsymbols:
+                self.visit(sub)
+            return
+        outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy) and _carries_grad(o)]
+        self.forward.append(bsym)
+        if not outs:
+            return  # comparisons, argmax...: integer or boolean results carry no gradient
+        if rule is None:
+            raise NotImplementedError(
+                f"{bsym.sym.qualified_name} has no grad rule and no decomposition; register one "
+                "with thunder_transforms.autodiff.register_vjp"
+            )
+        if any(o.dtype.is_complex for o in outs):
+            raise NotImplementedError(f"gradients of complex values ({bsym.sym.qualified_name})")
+        self.differentiated.append(bsym)
+        self.active.update(o.name for o in outs)
+
+
+class _Backward:
+    """Records the backward: cotangents accumulated per forward proxy, rules run in reverse."""
+
+    def __init__(self) -> None:
+        self.cotangents: dict[str, TensorProxy] = {}
+        self.reached: set[str] = set()
+
+    def accumulate(self, p: TensorProxy, g: Any, bsym: BoundSymbol | None) -> None:
+        where = f"the grad rule of {bsym.sym.id}" if bsym is not None else "a cotangent"
+        if not isinstance(g, TensorProxy):
+            raise TypeError(f"{where} returned {g!r} for {p.name}; expected a tensor")
+        if len(g.shape) != len(p.shape) or not all(
+            static_eq(x, y) for x, y in zip(g.shape, p.shape)
+        ):
+            raise RuntimeError(
+                f"{where} returned a gradient of shape {g.shape} for {p.name} of shape {p.shape}"
+            )
+        if g.dtype != p.dtype:
+            g = prims.convert_element_type(g, p.dtype)
+        if g.device != p.device:
+            g = prims.device_put(g, p.device)
+        have = self.cotangents.get(p.name)
+        self.cotangents[p.name] = g if have is None else prims.add(have, g)
+
+    def run(self, differentiated: Sequence[BoundSymbol], active: set[str]) -> None:
+        for bsym in reversed(differentiated):
+            outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
+            cts = [self.cotangents.get(o.name) for o in outs]
+            if all(c is None for c in cts):
+                continue
+            self.reached.update(p.name for p in bsym.flat_proxy_args if p.name in active)
+            for inp, grad in VJP_RULES[bsym.sym.id](bsym, *cts):
+                if isinstance(inp, TensorProxy) and inp.name in active and grad is not None:
+                    self.accumulate(inp, grad, bsym)
+
+
+def _fresh_name(trace: Trace, prefix: str) -> str:
+    return trace.make_name(prefix)
+
+
+def split_forward_backward(
+    trace: Trace, *, requires_grad: Sequence[bool] | None = None
+) -> ForwardBackward:
+    """Differentiates ``trace`` with respect to the inputs marked in ``requires_grad`` (by default
+    the tensor inputs whose proxies say ``requires_grad``; only floating-point tensors can be).
+
+    Composite ops without a grad rule are differentiated through their decompositions; the
+    forward keeps composites that no gradient flows through as they are."""
+    start = time.perf_counter()
+    args = trace.args
+    if requires_grad is None:
+        requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
+    if len(requires_grad) != len(args):
+        raise ValueError(f"requires_grad has {len(requires_grad)} entries for {len(args)} inputs")
+    which = tuple(bool(r) and _carries_grad(a) for r, a in zip(requires_grad, args))
+    active = {a.name for a, w in zip(args, which) if w}
+
+    lin = _Linearizer(active)
+    for bsym in trace.bound_symbols:
+        if not bsym.has_tag(OpTag.RETURN):
+            lin.visit(bsym)
+    leaves, spec = tree_flatten(trace.return_value)
+    diff_out = tuple(isinstance(x, TensorProxy) and x.name in active for x in leaves)
+
+    bw = Trace("backward", names=trace.names)
+    bw._counters = dict(trace._counters)
+    cotangent_inputs = [
+        TensorProxy(_fresh_name(bw, "ct"), shape=x.shape, dtype=x.dtype, device=x.device)
+        for x, d in zip(leaves, diff_out)
+        if d
+    ]
+    back = _Backward()
+    with tracectx(bw):
+        for x, ct in zip((x for x, d in zip(leaves, diff_out) if d), cotangent_inputs):
+            back.accumulate(x, ct, None)
+        back.run(lin.differentiated, active)
+        grads: list[Any] = []
+        for a, w in zip(args, which):
+            if not w:
+                grads.append(None)
+            elif a.name in back.cotangents:
+                grads.append(back.cotangents[a.name])
+            elif a.name in back.reached:
+                assert isinstance(a, TensorProxy)
+                grads.append(zeros_like(a))  # reached only through zero-gradient ops, as eager
+            else:
+                grads.append(None)
+        prims.python_return(tuple(grads))
+
+    # The backward's free variables are what the forward must save.
+    bw = dce(bw)
+    defined = {p.name for p in cotangent_inputs}
+    saved: list[Proxy] = []
+    seen: set[str] = set()
+    for bsym in bw.bound_symbols:
+        for p in bsym.flat_proxy_args:
+            if p.name not in defined and p.name not in seen:
+                seen.add(p.name)
+                saved.append(p)
+        defined.update(p.name for p in bsym.flat_proxy_outs)
+    bw.args = (*saved, *cotangent_inputs)
+    seconds = time.perf_counter() - start
+    bw.history = (*trace.history, PassRecord("autodiff backward", seconds))
+
+    ret = prims.python_return.bind((tuple(leaves), tuple(saved)), output=None)
+    fw = trace.derive([*lin.forward, ret], pass_name="autodiff forward", seconds=seconds)
+    fw = dce(fw)
+    fw.fn_name = f"{trace.fn_name}_forward"
+    bw.fn_name = f"{trace.fn_name}_backward"
+    arg_index = {a.name: i for i, a in enumerate(args)}
+    mutated = frozenset(
+        arg_index[b.args[1].name]
+        for b in fw.bound_symbols
+        if b.has_tag(OpTag.IN_PLACE)
+        and len(b.args) > 1
+        and isinstance(b.args[1], Proxy)
+        and b.args[1].name in arg_index
+    )
+    return ForwardBackward(fw, bw, spec, diff_out, which, len(saved), mutated)

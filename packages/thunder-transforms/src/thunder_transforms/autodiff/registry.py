@@ -1,0 +1,101 @@
+"""The grad-rule registry and the helpers rules are written with.
+
+A VJP rule is registered for a symbol (by ``Symbol.id``) and is called, while the backward trace
+is recorded, with the forward bound symbol and one cotangent per tensor output (None where that
+output received none). It returns ``(input, grad)`` pairs: the proxy among the bound symbol's
+arguments and the gradient flowing to it. Pairs whose input is not a tensor, or whose grad is None,
+are ignored, and a proxy that appears twice among the arguments simply gets two pairs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from thunder_ir import BoundSymbol, Symbol, TensorProxy, prims
+from thunder_ir.proxies import IntegerProxy
+
+__all__ = [
+    "VJP_RULES",
+    "GradPairs",
+    "VJPRule",
+    "bound_arguments",
+    "expand_reduced",
+    "register_vjp",
+    "static_eq",
+    "sum_to_shape",
+    "zeros_like",
+]
+
+GradPairs = Iterable[tuple[Any, Any]]
+VJPRule = Callable[..., GradPairs]
+
+# Symbol id -> VJP rule. Written only when rule modules are imported (import time), read-only after.
+VJP_RULES: dict[str, VJPRule] = {}
+
+
+def register_vjp(*symbols: Symbol) -> Callable[[VJPRule], VJPRule]:
+    """Registers the decorated function as the VJP rule of ``symbols``."""
+
+    def decorate(fn: VJPRule) -> VJPRule:
+        for sym in symbols:
+            if sym.id in VJP_RULES:
+                raise ValueError(f"a VJP rule for {sym.id} is already registered")
+            VJP_RULES[sym.id] = fn
+        return fn
+
+    return decorate
+
+
+_SIGNATURES: dict[int, inspect.Signature] = {}
+
+
+def bound_arguments(bsym: BoundSymbol) -> dict[str, Any]:
+    """The call's arguments by parameter name, defaults included (rules read ``padding_idx=`` the
+    same way whether it was passed by position or by keyword)."""
+    fn = bsym.sym.meta
+    assert fn is not None
+    sig = _SIGNATURES.get(id(fn))
+    if sig is None:
+        sig = _SIGNATURES[id(fn)] = inspect.signature(fn)
+    bound = sig.bind(*bsym.args, **bsym.kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def static_eq(a: Any, b: Any) -> bool:
+    """Whether two sizes are known to be equal without recording a constraint."""
+    if isinstance(a, IntegerProxy) or isinstance(b, IntegerProxy):
+        return a is b or (
+            isinstance(a, IntegerProxy) and isinstance(b, IntegerProxy) and a.name == b.name
+        )
+    return bool(a == b)
+
+
+def zeros_like(p: TensorProxy) -> TensorProxy:
+    """A zero tensor of ``p``'s shape, dtype and device."""
+    zero: Any = False if p.dtype.is_boolean else (0.0 if p.dtype.is_inexact else 0)
+    return prims.full(p.shape, zero, device=p.device, dtype=p.dtype)  # type: ignore[no-any-return]
+
+
+def sum_to_shape(g: TensorProxy, shape: Sequence[Any]) -> TensorProxy:
+    """``g`` summed over the dimensions that broadcasting ``shape`` to ``g.shape`` created or
+    expanded: the adjoint of broadcasting."""
+    lead = g.ndim - len(shape)
+    dims = list(range(lead))
+    for i, s in enumerate(shape):
+        if isinstance(s, int) and s == 1 and not static_eq(g.shape[lead + i], 1):
+            dims.append(lead + i)
+    out = prims.sum(g, tuple(dims)) if dims else g
+    if len(out.shape) != len(shape) or not all(static_eq(x, y) for x, y in zip(out.shape, shape)):
+        out = prims.reshape(out, tuple(shape))
+    return out  # type: ignore[no-any-return]
+
+
+def expand_reduced(t: TensorProxy, shape: Sequence[Any], dims: Sequence[int]) -> TensorProxy:
+    """A reduction's result (``dims`` of ``shape`` removed) broadcast back to ``shape``."""
+    ndim = len(shape)
+    reduced = {d % ndim for d in dims} if ndim else set()
+    kept = tuple(i for i in range(ndim) if i not in reduced)
+    return prims.broadcast_in_dim(t, tuple(shape), kept)  # type: ignore[no-any-return]

@@ -1,0 +1,190 @@
+"""VJP rules of matmul, linear, convolution and embedding, and of the composite ops whose own rule
+is cheaper than differentiating their decomposition (softmax, log_softmax, embedding with
+``padding_idx``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from thunder_ir import BoundSymbol, TensorProxy, prims
+from thunder_ir import ops as ltorch
+from thunder_transforms.autodiff.registry import (
+    GradPairs,
+    bound_arguments,
+    expand_reduced,
+    register_vjp,
+    sum_to_shape,
+)
+from thunder_transforms.autodiff.rules_shape import _reshape_to, _rows_accumulated
+
+__all__: list[str] = []
+
+P = prims
+
+
+def _mT(x: TensorProxy) -> TensorProxy:
+    perm = (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2)
+    return P.transpose(x, perm)  # type: ignore[no-any-return]
+
+
+@register_vjp(P.matmul)
+def _matmul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, b = bsym.args
+    if a.ndim == 1 and b.ndim == 1:
+        return [
+            (a, P.mul(P.broadcast_in_dim(g, a.shape, ()), b)),
+            (b, P.mul(P.broadcast_in_dim(g, b.shape, ()), a)),
+        ]
+    a2 = a if a.ndim > 1 else P.unsqueeze(a, 0)
+    b2 = b if b.ndim > 1 else P.unsqueeze(b, 1)
+    g2 = g
+    if a.ndim == 1:
+        g2 = P.unsqueeze(g2, g2.ndim - 1)
+    if b.ndim == 1:
+        g2 = P.unsqueeze(g2, g2.ndim)
+    ga = _reshape_to(sum_to_shape(P.matmul(g2, _mT(b2)), a2.shape), a.shape)
+    gb = _reshape_to(sum_to_shape(P.matmul(_mT(a2), g2), b2.shape), b.shape)
+    return [(a, ga), (b, gb)]
+
+
+@register_vjp(P.linear)
+def _linear(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, w, bias = bsym.args
+    pairs: list[tuple[Any, Any]] = []
+    if bias is not None:
+        pairs.append((bias, sum_to_shape(g, bias.shape)))
+    if w.ndim == 1:  # a @ w: the last dimension of a is contracted away
+        lead = tuple(range(a.ndim - 1))
+        g_full = P.broadcast_in_dim(g, a.shape, lead)
+        pairs.append((a, P.mul(g_full, P.broadcast_in_dim(w, a.shape, (a.ndim - 1,)))))
+        prod = P.mul(g_full, a)
+        pairs.append((w, P.sum(prod, lead) if lead else prod))
+        return pairs
+    out_f, in_f = w.shape
+    pairs.append((a, P.matmul(g, w)))
+    rows: Any = 1
+    for s in a.shape[:-1]:
+        rows = rows * s
+    g2 = _reshape_to(g, (rows, out_f))
+    a2 = _reshape_to(a, (rows, in_f))
+    pairs.append((w, P.matmul(_mT(g2), a2)))
+    return pairs
+
+
+def _per_dim(x: Sequence[int], nd: int) -> tuple[int, ...]:
+    return tuple(x) * nd if len(x) == 1 else tuple(x)
+
+
+def _conv_weight_grad(
+    inp: TensorProxy,
+    gout: TensorProxy,
+    kernel: Sequence[Any],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    groups: int,
+) -> TensorProxy:
+    """The weight gradient of ``conv(inp, w)`` given the output's gradient ``gout``: itself a
+    convolution of the input with the output gradient as kernel (batch as channels, stride and
+    dilation swapped), groups folded into the batch dimension."""
+    nd = len(kernel)
+    n, c_in = inp.shape[0], inp.shape[1]
+    c_out = gout.shape[1]
+    ci, co = c_in // groups, c_out // groups
+    sp = tuple(range(3, 3 + nd))
+    x = P.reshape(inp, (n, groups, ci, *inp.shape[2:]))
+    x = P.reshape(P.transpose(x, (2, 1, 0, *sp)), (ci, groups * n, *inp.shape[2:]))
+    k = P.reshape(gout, (n, groups, co, *gout.shape[2:]))
+    k = P.reshape(P.transpose(k, (1, 2, 0, *sp)), (groups * co, n, *gout.shape[2:]))
+    out = P.convolution(x, k, None, dilation, padding, stride, False, (0,) * nd, groups)
+    if any(not isinstance(s, int) or s != kk for s, kk in zip(out.shape[2:], kernel)):
+        out = P.slice_prim(out, [0] * (nd + 2), [ci, groups * co, *kernel], [1] * (nd + 2))
+    return P.transpose(out, (1, 0, *range(2, nd + 2)))  # type: ignore[no-any-return]
+
+
+@register_vjp(P.convolution)
+def _convolution(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, w, bias, stride, padding, dilation, transposed, _output_padding, groups = bsym.args
+    nd = w.ndim - 2
+    stride, padding, dilation = (_per_dim(x, nd) for x in (stride, padding, dilation))
+    kernel = w.shape[2:]
+    pairs: list[tuple[Any, Any]] = []
+    if bias is not None:
+        pairs.append((bias, P.sum(g, (0, *range(2, g.ndim)))))
+    if not transposed:
+        # The input gradient is the transposed convolution; output_padding restores the rows
+        # that the forward's stride dropped.
+        op = tuple(
+            a.shape[i + 2]
+            - (
+                (g.shape[i + 2] - 1) * stride[i]
+                - 2 * padding[i]
+                + dilation[i] * (kernel[i] - 1)
+                + 1
+            )
+            for i in range(nd)
+        )
+        ga = P.convolution(g, w, None, stride, padding, dilation, True, op, groups)
+        gw = _conv_weight_grad(a, g, kernel, stride, padding, dilation, groups)
+    else:
+        # A transposed convolution is the adjoint of the direct one with the same weight.
+        ga = P.convolution(g, w, None, stride, padding, dilation, False, (0,) * nd, groups)
+        gw = _conv_weight_grad(g, a, kernel, stride, padding, dilation, groups)
+    pairs += [(a, ga), (w, gw)]
+    return pairs
+
+
+@register_vjp(P.embedding)
+def _embedding(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    indices, weight = bsym.args
+    return [(weight, _rows_accumulated(weight.shape[0], weight.shape[1:], indices, g))]
+
+
+@register_vjp(ltorch.embedding)
+def _ltorch_embedding(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    args = bound_arguments(bsym)
+    indices, weight = args["a"], args["weight"]
+    n = weight.shape[0]
+    lead = tuple(range(indices.ndim))
+    if args["padding_idx"] is not None:
+        pad_row = args["padding_idx"] % n if isinstance(n, int) else args["padding_idx"]
+        is_pad = P.broadcast_in_dim(P.eq(indices, pad_row), g.shape, lead)
+        g = P.where(is_pad, 0.0, g)
+    if args["scale_grad_by_freq"]:
+        ones = P.full(indices.shape, 1.0, device=g.device, dtype=g.dtype)
+        counts = _rows_accumulated(n, (), indices, ones)
+        per_position = _reshape_to(
+            P.index_select(counts, 0, _reshape_to(indices, (indices.numel(),))), indices.shape
+        )
+        g = P.div(g, P.broadcast_in_dim(per_position, g.shape, lead))
+    return [(weight, _rows_accumulated(n, weight.shape[1:], indices, g))]
+
+
+def _softmax_dim(bsym: BoundSymbol, ndim: int) -> int:
+    dim = bound_arguments(bsym)["dim"]
+    if dim is None:  # torch's legacy implicit dimension
+        dim = 0 if ndim in (0, 1, 3) else 1
+    return int(dim) % ndim if ndim else 0
+
+
+@register_vjp(ltorch.softmax)
+def _softmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, y = bsym.args[0], bsym.output
+    if y.ndim == 0:
+        return [(a, P.convert_element_type(P.mul(g, 0.0), a.dtype))]
+    d = _softmax_dim(bsym, y.ndim)
+    s = expand_reduced(P.sum(P.mul(g, y), (d,)), y.shape, (d,))
+    ga = P.mul(y, P.sub(g, s))
+    return [(a, ga if ga.dtype == a.dtype else P.convert_element_type(ga, a.dtype))]
+
+
+@register_vjp(ltorch.log_softmax)
+def _log_softmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, y = bsym.args[0], bsym.output
+    if y.ndim == 0:
+        return [(a, P.convert_element_type(P.mul(g, 0.0), a.dtype))]
+    d = _softmax_dim(bsym, y.ndim)
+    s = expand_reduced(P.sum(g, (d,)), y.shape, (d,))
+    ga = P.sub(g, P.mul(P.exp(y), s))
+    return [(a, ga if ga.dtype == a.dtype else P.convert_element_type(ga, a.dtype))]

@@ -1,0 +1,222 @@
+"""VJP rules of the shape, copy and indexing prims: each is the adjoint data movement (a slice is
+undone by a pad, a gather by a scatter-add)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
+from thunder_transforms.autodiff.registry import (
+    GradPairs,
+    register_vjp,
+    static_eq,
+    sum_to_shape,
+    zeros_like,
+)
+
+__all__: list[str] = []
+
+P = prims
+
+
+def _reshape_to(g: TensorProxy, shape: Sequence[Any]) -> TensorProxy:
+    same = len(g.shape) == len(shape) and all(static_eq(x, y) for x, y in zip(g.shape, shape))
+    return g if same else P.reshape(g, tuple(shape))  # type: ignore[no-any-return]
+
+
+def _inverse(perm: Sequence[int]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+@register_vjp(P.broadcast_in_dim)
+def _broadcast_in_dim(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, shape, bdims = bsym.args
+    dims = {d for d in range(len(shape)) if d not in bdims}
+    for i, d in enumerate(bdims):
+        if isinstance(a.shape[i], int) and a.shape[i] == 1 and not static_eq(shape[d], 1):
+            dims.add(d)
+    summed = P.sum(g, tuple(sorted(dims))) if dims else g
+    return [(a, _reshape_to(summed, a.shape))]
+
+
+@register_vjp(P.reshape, P.squeeze, P.unsqueeze)
+def _reshape(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a = bsym.args[0]
+    return [(a, _reshape_to(g, a.shape))]
+
+
+@register_vjp(P.transpose)
+def _transpose(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, perm = bsym.args
+    return [(a, P.transpose(g, _inverse(perm)))]
+
+
+@register_vjp(P.slice_prim)
+def _slice(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, starts, _ends, *rest = bsym.args
+    strides = rest[0] if rest else bsym.kwargs.get("strides")
+    strides = tuple(strides) if strides is not None else (1,) * a.ndim
+    config = []
+    for size, lo, st, n in zip(a.shape, starts, strides, g.shape):
+        if isinstance(n, int) and n == 0:
+            config.append((lo, size - lo, 0))
+        else:
+            config.append((lo, size - lo - (n - 1) * st - 1, st - 1))
+    return [(a, P.pad(g, 0.0, config))]
+
+
+@register_vjp(P.pad)
+def _pad(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, _value, config = bsym.args
+    # Where the forward cropped (negative padding), pad the gradient back with zeros first.
+    undo = [(max(-lo, 0), max(-hi, 0), 0) for lo, hi, _ in config]
+    if any(lo or hi for lo, hi, _ in undo):
+        g = P.pad(g, 0.0, undo)
+    starts, ends, steps = [], [], []
+    for size, (lo, _hi, interior) in zip(a.shape, config):
+        start = max(lo, 0)
+        starts.append(start)
+        steps.append(interior + 1)
+        ends.append(start + (size - 1) * (interior + 1) + 1 if not static_eq(size, 0) else start)
+    return [(a, P.slice_prim(g, starts, ends, steps))]
+
+
+@register_vjp(P.cat)
+def _cat(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    tensors, dim = bsym.args
+    dim = dim % g.ndim
+    offset: Any = 0
+    pairs = []
+    for t in tensors:
+        starts = [0] * g.ndim
+        ends = list(g.shape)
+        starts[dim] = offset
+        offset = offset + t.shape[dim]
+        ends[dim] = offset
+        pairs.append((t, P.slice_prim(g, starts, ends, [1] * g.ndim)))
+    return pairs
+
+
+@register_vjp(P.flip)
+def _flip(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, dims = bsym.args
+    return [(a, P.flip(g, dims))]
+
+
+@register_vjp(P.shallow_copy, P.clone)
+def _identity(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return [(bsym.args[0], g)]
+
+
+@register_vjp(P.device_put)
+def _device_put(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a = bsym.args[0]
+    return [(a, g if g.device == a.device else P.device_put(g, a.device))]
+
+
+@register_vjp(P.copy_)
+def _copy_(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # The destination's old value is overwritten: only the source receives the gradient.
+    src, _dst = bsym.args
+    return [(src, g)]
+
+
+# Indexing -------------------------------------------------------------------------------------
+
+
+def _flat(t: TensorProxy) -> TensorProxy:
+    return _reshape_to(t, (t.numel(),))
+
+
+def _as_int64(t: TensorProxy) -> TensorProxy:
+    return t if t.dtype == dtypes.int64 else P.convert_element_type(t, dtypes.int64)  # type: ignore[no-any-return]
+
+
+def _rows_accumulated(n_rows: Any, rest: Sequence[Any], index: TensorProxy, g: TensorProxy) -> Any:
+    """``g`` (rows of shape ``rest``, one per entry of ``index``) summed into ``n_rows`` rows."""
+    z = P.full((n_rows, *rest), 0.0, device=g.device, dtype=g.dtype)
+    return P.index_put(z, [_flat(index)], _reshape_to(g, (index.numel(), *rest)), True)
+
+
+@register_vjp(P.take)
+def _take(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, index = bsym.args
+    return [(a, _reshape_to(_rows_accumulated(a.numel(), (), index, g), a.shape))]
+
+
+@register_vjp(P.index_select)
+def _index_select(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, dim, index = bsym.args
+    if a.ndim == 0:
+        return [(a, _reshape_to(g, ()))]
+    d = dim % a.ndim
+    perm = (d, *(i for i in range(a.ndim) if i != d))
+    moved = P.transpose(g, perm) if d else g
+    rest = [a.shape[i] for i in perm[1:]]
+    acc = _rows_accumulated(a.shape[d], rest, index, moved)
+    return [(a, P.transpose(acc, _inverse(perm)) if d else acc)]
+
+
+@register_vjp(P.gather)
+def _gather(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, dim, index = bsym.args
+    if a.ndim == 0:
+        return [(a, _reshape_to(P.sum(g, tuple(range(g.ndim))) if g.ndim else g, ()))]
+    return [(a, P.scatter_add(zeros_like(a), dim, index, g))]
+
+
+@register_vjp(P.scatter_add)
+def _scatter_add(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, dim, index, src = bsym.args
+    gsrc = P.gather(g, dim, index)
+    if not all(static_eq(x, y) for x, y in zip(index.shape, src.shape)):
+        # Elements of src beyond the index's extent are not read: zero gradient.
+        gsrc = P.pad(gsrc, 0.0, [(0, s - i, 0) for s, i in zip(src.shape, index.shape)])
+    return [(a, g), (src, gsrc)]
+
+
+def _broadcast_all(ts: Sequence[TensorProxy]) -> list[TensorProxy]:
+    nd = max(t.ndim for t in ts)
+    shape: list[Any] = [1] * nd
+    for t in ts:
+        for i, s in enumerate(t.shape):
+            j = nd - t.ndim + i
+            if not (isinstance(s, int) and s == 1):
+                shape[j] = s
+    return [
+        t
+        if len(t.shape) == nd and all(static_eq(x, y) for x, y in zip(t.shape, shape))
+        else P.broadcast_in_dim(t, tuple(shape), tuple(range(nd - t.ndim, nd)))
+        for t in ts
+    ]
+
+
+def _advanced_index(g: TensorProxy, indices: Sequence[TensorProxy]) -> TensorProxy:
+    """``g[indices]`` for integer index tensors on the leading dimensions (torch semantics:
+    the indices broadcast together, negative ones count from the end)."""
+    k = len(indices)
+    idx = _broadcast_all([_as_int64(i) for i in indices])
+    linear: Any = None
+    for i, size in zip(idx, g.shape[:k]):
+        wrapped = P.where(P.lt(i, 0), P.add(i, size), i)
+        linear = wrapped if linear is None else P.add(P.mul(linear, size), wrapped)
+    n_lead: Any = 1
+    for s in g.shape[:k]:
+        n_lead = n_lead * s
+    rest = tuple(g.shape[k:])
+    rows = P.index_select(_reshape_to(g, (n_lead, *rest)), 0, _flat(linear))
+    return _reshape_to(rows, (*idx[0].shape, *rest))
+
+
+@register_vjp(P.index_put)
+def _index_put(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a, indices, values, accumulate = bsym.args
+    if any(i.dtype == dtypes.bool8 for i in indices):
+        raise NotImplementedError("the gradient of index_put with boolean masks is not supported")
+    ga = g if accumulate else P.index_put(g, list(indices), zeros_like(values), False)
+    gathered = _advanced_index(g, indices)
+    return [(a, ga), (values, sum_to_shape(gathered, values.shape))]

@@ -1,0 +1,89 @@
+"""Running a forward/backward pair under ``torch.autograd``: one ``torch.autograd.Function`` whose
+forward runs the compiled forward trace and saves what the backward trace takes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from thunder_ir import Trace
+from thunder_ir.pytree import tree_unflatten
+from thunder_transforms.autodiff.core import ForwardBackward
+
+__all__ = ["DifferentiableFunction"]
+
+
+class DifferentiableFunction:
+    """Calls the compiled forward on the trace's inputs; when an input requires grad (and grad
+    mode is on) the call is recorded by autograd, and ``backward()`` runs the compiled backward.
+
+    ``forward_trace``/``backward_trace`` are the traces the callables were compiled from.
+    """
+
+    def __init__(
+        self,
+        fb: ForwardBackward,
+        forward_fn: Callable[..., Any],
+        backward_fn: Callable[..., Any],
+    ) -> None:
+        self.forward_trace: Trace = fb.forward
+        self.backward_trace: Trace = fb.backward
+        self.forward_fn = forward_fn
+        self.backward_fn = backward_fn
+        self.output_spec = fb.output_spec
+        self.differentiable_outputs = fb.differentiable_outputs
+        self.requires_grad = fb.requires_grad
+        self.mutated_inputs = fb.mutated_inputs
+
+    def __call__(self, *args: Any) -> Any:
+        wants_grad = False
+        for a, declared in zip(args, self.requires_grad):
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                if not declared:
+                    raise RuntimeError(
+                        "an input requires grad that was traced as not requiring it; the "
+                        "backward would miss its gradient. Recompile with requires_grad set."
+                    )
+                wants_grad = True
+        if not (wants_grad and torch.is_grad_enabled()):
+            outs, _saved = self.forward_fn(*args)
+        else:
+            outs = _ThunderFunction.apply(self, *args)  # type: ignore[no-untyped-call]
+        return tree_unflatten(list(outs), self.output_spec)
+
+
+class _ThunderFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, fn: DifferentiableFunction, *args: Any) -> Any:
+        outs, saved = fn.forward_fn(*args)
+        tensors = [s for s in saved if isinstance(s, torch.Tensor)]
+        ctx.save_for_backward(*tensors)
+        ctx.saved_layout = [None if isinstance(s, torch.Tensor) else (s,) for s in saved]
+        ctx.fn = fn
+        frozen = [
+            o
+            for o, d in zip(outs, fn.differentiable_outputs)
+            if isinstance(o, torch.Tensor) and not d
+        ]
+        if frozen:
+            ctx.mark_non_differentiable(*frozen)
+        if fn.mutated_inputs:
+            # Inputs written in place and returned: autograd must know they changed.
+            written = [args[i] for i in fn.mutated_inputs]
+            dirty = [o for o in outs if any(o is w for w in written)]
+            if dirty:
+                ctx.mark_dirty(*dirty)
+        return tuple(outs)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, *grads: Any) -> Any:
+        fn: DifferentiableFunction = ctx.fn
+        tensors = iter(ctx.saved_tensors)
+        saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
+        cts = [g for g, d in zip(grads, fn.differentiable_outputs) if d]
+        input_grads: Sequence[Any] = fn.backward_fn(*saved, *cts)
+        return (None, *input_grads)

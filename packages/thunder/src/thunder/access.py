@@ -1,0 +1,98 @@
+"""Access paths: how the prologue finds, on every call, a value the traced program read.
+
+An :class:`Access` is one step (an argument, the jitted callable itself, a global, a closure cell,
+an attribute, an item) with a link to the step it was taken from. Paths are hashable, so a value
+read twice is unpacked and guarded once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ARG", "ATTR", "CELL", "GLOBAL", "ITEM", "KWARG", "ROOT", "Access"]
+
+ARG = "arg"  # key: position in *args
+KWARG = "kwarg"  # key: keyword name
+ROOT = "root"  # the jitted callable itself
+GLOBAL = "global"  # key: (module name, global name)
+CELL = "cell"  # key: (index in __closure__, free variable name); parent: the function
+ATTR = "attr"  # key: attribute name
+ITEM = "item"  # key: the subscript
+
+_NOT_IDENT = re.compile(r"[^0-9a-zA-Z_]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One step of an access path."""
+
+    kind: str
+    key: Any
+    parent: Access | None = None
+
+    def attr(self, name: str) -> Access:
+        return Access(ATTR, name, self)
+
+    def item(self, key: Any) -> Access:
+        return Access(ITEM, key, self)
+
+    @property
+    def root(self) -> Access:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def is_argument_leaf(self) -> bool:
+        """Whether the value is an argument or an item of argument containers (the cache key
+        covers those)."""
+        node: Access | None = self
+        while node is not None and node.kind == ITEM:
+            node = node.parent
+        return node is not None and node.kind in (ARG, KWARG)
+
+    def describe(self, param_names: tuple[str, ...] = ()) -> str:
+        """Python-like text: ``args[0].weight``, ``mymodule.CONFIG['k']``, ``fn.<closure>.x``."""
+        k = self.kind
+        if k == ARG:
+            i = self.key
+            return param_names[i] if i < len(param_names) else f"args[{i}]"
+        if k == KWARG:
+            return str(self.key)
+        if k == ROOT:
+            return "fn"
+        if k == GLOBAL:
+            module, name = self.key
+            return f"{module}.{name}" if module else str(name)
+        parent = self.parent.describe(param_names) if self.parent is not None else "?"
+        if k == CELL:
+            return f"{parent}.<closure>.{self.key[1]}"
+        if k == ATTR:
+            return f"{parent}.{self.key}"
+        return f"{parent}[{self.key!r}]"
+
+    def short_name(self, param_names: tuple[str, ...] = ()) -> str:
+        """A readable identifier for the value (``transformer_h_0_attn_weight``)."""
+        parts: list[str] = []
+        node: Access | None = self
+        while node is not None:
+            k = node.kind
+            if k == ARG:
+                i = node.key
+                parts.append(param_names[i] if i < len(param_names) else f"arg{i}")
+            elif k == KWARG:
+                parts.append(str(node.key))
+            elif k == GLOBAL or k == CELL:
+                parts.append(str(node.key[1]))
+            elif k in (ATTR, ITEM):
+                parts.append(str(node.key))
+            node = node.parent
+        parts.reverse()
+        if len(parts) > 1 and self.root.kind == ARG and parts[0] in ("self", "module", "model"):
+            parts = parts[1:]
+        name = _NOT_IDENT.sub("_", "_".join(p for p in parts if p)).strip("_").lower()
+        if not name or name[0].isdigit():
+            name = "v_" + name
+        return name[:60]

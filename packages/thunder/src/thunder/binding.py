@@ -1,0 +1,558 @@
+"""Binding the interpreter to the IR: what the traced program reads, calls and writes.
+
+A :class:`Binder` owns the state of one tracing run. Its callbacks (given to
+``thunder_interp.interpret``) turn every value the program reads from outside its arguments into
+either a proxy input (tensors; numbers in symbolic mode) or a guard the prologue checks; its
+lookasides send torch callables to IR symbols; its opaque-call hook refuses torch ops without an
+IR symbol and records mutations of outside containers. Writes to outside state (globals, closure
+cells, attributes, container mutations) are recorded for the epilogue and undone when tracing ends,
+so tracing itself has no visible effect: every call, the first included, runs the compiled program.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import types
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
+from thunder.errors import SharpEdgeError, UnsupportedOperationError, UnsupportedSideEffectError
+from thunder.guards import HOOK_ATTRIBUTES
+from thunder.lookasides import is_torch_callable, jit_lookasides, query_is_allowed
+from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
+from thunder_interp import Callbacks
+from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, Trace
+from thunder_ir.proxies import CollectionProxy
+from thunder_ir.pytree import tree_iter
+from thunder_ir.tracing import proxy_for_tensor
+
+__all__ = ["Binder", "Guard", "Write", "is_scalar_constant"]
+
+_MISSING: Any = object()
+_SCALAR_TYPES = (
+    type(None),
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    torch.dtype,
+    torch.device,
+    type(Ellipsis),
+)
+_CONTAINER_TYPES = (list, tuple, dict, OrderedDict, set, frozenset)
+_CONTAINER_MUTATORS = {
+    list: {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "__setitem__"},
+    dict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"},
+    OrderedDict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "move_to_end"},
+    set: {"add", "discard", "remove", "pop", "clear", "update"},
+}
+# Module globals of libraries: their functions, classes and modules are not rebound by users.
+_LIBRARY_PREFIXES = ("torch", "builtins", "thunder", "typing", "collections", "math", "functools")
+
+
+def is_scalar_constant(x: Any, depth: int = 0) -> bool:
+    """Whether ``x`` is a value the prologue can compare with ``==`` (scalars and small
+    containers of them)."""
+    if isinstance(x, _SCALAR_TYPES):
+        return True
+    if depth < 3 and type(x) in (tuple, list, frozenset, set) and len(x) <= 64:
+        return all(is_scalar_constant(v, depth + 1) for v in x)
+    if depth < 3 and type(x) in (dict, OrderedDict) and len(x) <= 64:
+        return all(is_scalar_constant(k, 3) and is_scalar_constant(v, depth + 1) for k, v in x.items())
+    return False
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A fact the trace relied on: ``kind`` is ``tensor`` (metadata), ``value`` (``==``), ``type``,
+    ``is`` (identity) or ``len``."""
+
+    access: Access
+    kind: str
+    expected: Any
+
+
+@dataclass(frozen=True)
+class Write:
+    """A write the program made to outside state, replayed by the epilogue on every call.
+
+    ``kind``: ``global`` (``target`` is the global), ``cell`` (the closure cell), ``attr``
+    (``target`` is the object, ``name`` the attribute), ``call`` (``target`` is a container,
+    ``name`` the mutating method, ``value`` the argument tuple). ``value`` is a template: proxies,
+    constants, ``Access`` objects (outside values) and containers of those.
+    """
+
+    kind: str
+    target: Access
+    name: str
+    value: Any
+
+
+class ExternalRef:
+    """An outside object in a value template, re-read through its access path."""
+
+    __slots__ = ("access",)
+
+    def __init__(self, access: Access) -> None:
+        self.access = access
+
+
+class Binder:
+    """The state of one tracing run (one cache entry being compiled)."""
+
+    def __init__(self, fn: Any, options: JitOptions, trace: Trace, param_names: tuple[str, ...]):
+        self.fn = fn
+        self.options = options
+        self.trace = trace
+        self.param_names = param_names
+        self.symbolic = options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES
+        # Outside objects the program can reach, by id: (object, access path).
+        self.access_of: dict[int, tuple[Any, Access]] = {}
+        # Computation inputs in order: proxy and where it comes from.
+        self.inputs: list[tuple[Proxy, Access]] = []
+        self.tensor_proxies: dict[int, tuple[Any, TensorProxy]] = {}
+        self.guards: dict[Access, Guard] = {}
+        self.writes: list[Write] = []
+        self.globals_dicts: dict[str, dict[str, Any]] = {}
+        self.functions_by_code: dict[types.CodeType, tuple[Any, Access]] = {}
+        self.mutated: set[int] = set()
+        self._undo: list[Callable[[], None]] = []
+        self._snapshotted: set[int] = set()
+        self._module_index: dict[int, Access] | None = None
+        self._indexed_modules = 0
+        self._register_root(fn)
+
+    # -- roots ----------------------------------------------------------------------------------
+
+    def _register_root(self, fn: Any) -> None:
+        root = Access(ROOT, None)
+        self.access_of[id(fn)] = (fn, root)
+        if isinstance(fn, types.FunctionType):
+            self.functions_by_code[fn.__code__] = (fn, root)
+        elif isinstance(fn, types.MethodType):
+            self.access_of[id(fn.__self__)] = (fn.__self__, root.attr("__self__"))
+            func = fn.__func__
+            if isinstance(func, types.FunctionType):
+                self.functions_by_code[func.__code__] = (func, root.attr("__func__"))
+
+    def bind_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """The arguments the interpreted program receives: tensors (and numbers, in symbolic mode)
+        inside tuples, lists and dicts become proxies; other objects are tracked outside values."""
+        pargs = tuple(self._bind_leaf(a, Access(ARG, i)) for i, a in enumerate(args))
+        pkwargs = {k: self._bind_leaf(v, Access(KWARG, k)) for k, v in kwargs.items()}
+        return pargs, pkwargs
+
+    def _bind_leaf(self, x: Any, access: Access) -> Any:
+        t = type(x)
+        if t is tuple or t is list:
+            return t(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
+        if t is dict:
+            return {k: self._bind_leaf(v, access.item(k)) for k, v in x.items()}
+        if isinstance(x, torch.Tensor):
+            return self._tensor_input(x, access, guarded=False)
+        if self.symbolic and t in (int, float):
+            name = self._name_for(access)
+            proxy: NumberProxy = IntegerProxy(name, value=x) if t is int else FloatProxy(name, value=x)
+            self.inputs.append((proxy, access))
+            return proxy
+        if not isinstance(x, _SCALAR_TYPES):
+            self.access_of.setdefault(id(x), (x, access))
+        return x
+
+    # -- names and inputs -----------------------------------------------------------------------
+
+    def _name_for(self, access: Access) -> str:
+        base = access.short_name(self.param_names)
+        names = self.trace.names
+        if base not in names and base.isidentifier() and not _is_reserved(base):
+            return base
+        i = 0
+        while f"{base}_{i}" in names:
+            i += 1
+        return f"{base}_{i}"
+
+    def _tensor_input(self, t: torch.Tensor, access: Access, guarded: bool) -> TensorProxy:
+        known = self.tensor_proxies.get(id(t))
+        if known is not None and known[0] is t:
+            if guarded and access != self._access_of_input(known[1]):
+                # The same tensor reached by a second path (tied weights): check it stays tied.
+                self.guards.setdefault(access, Guard(access, "is_input", known[1].name))
+            return known[1]
+        proxy = proxy_for_tensor(t, self._name_for(access))
+        self.tensor_proxies[id(t)] = (t, proxy)
+        self.inputs.append((proxy, access))
+        if guarded:
+            self.guards[access] = Guard(access, "tensor", t)
+        return proxy
+
+    def _access_of_input(self, proxy: Proxy) -> Access | None:
+        for p, a in self.inputs:
+            if p is proxy:
+                return a
+        return None
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def on_load(self, value: Any, access: Access) -> Any:
+        """A value read from outside state: returns what the program sees, records the guard."""
+        if isinstance(value, Proxy):
+            return value
+        if self.options.sharp_edges is not SHARP_EDGES_OPTIONS.ALLOW:
+            self._sharp_edge(access)
+        if isinstance(value, torch.Tensor):
+            return self._tensor_input(value, access, guarded=True)
+        if isinstance(value, _SCALAR_TYPES):
+            self.guards.setdefault(access, Guard(access, "value", value))
+            return value
+        t = type(value)
+        self.access_of.setdefault(id(value), (value, access))
+        if t in _CONTAINER_TYPES:
+            return self._load_container(value, access)
+        if isinstance(value, types.FunctionType):
+            self.functions_by_code.setdefault(value.__code__, (value, access))
+            if not self._is_library_global(access):
+                self.guards.setdefault(access, Guard(access, "is", value))
+            return value
+        if isinstance(value, (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)):
+            return value  # bound to an object whose type is guarded
+        if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
+            if not self._is_library_global(access) and access.kind != ATTR:
+                self.guards.setdefault(access, Guard(access, "is", value))
+            return value
+        self.guards.setdefault(access, Guard(access, "type", t))
+        return value
+
+    def _load_container(self, value: Any, access: Access) -> Any:
+        if is_scalar_constant(value):
+            self.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
+            return value
+        self.guards.setdefault(access, Guard(access, "type", type(value)))
+        if type(value) in (tuple, list) and any(isinstance(v, torch.Tensor) for v in value):
+            # A container of tensors: the program sees proxies (a copy; writes to it are refused).
+            self.guards[access] = Guard(access, "len", len(value))
+            proxied = [
+                self.on_load(v, access.item(i)) if isinstance(v, torch.Tensor) else v
+                for i, v in enumerate(value)
+            ]
+            return type(value)(proxied)
+        return value
+
+    def _is_library_global(self, access: Access) -> bool:
+        node: Access | None = access
+        while node is not None and node.kind == ATTR:
+            node = node.parent
+        if node is None or node.kind != GLOBAL:
+            return False
+        module = node.key[0] or ""
+        return bool(module.startswith(_LIBRARY_PREFIXES))
+
+    def _sharp_edge(self, access: Access) -> None:
+        root = access.root
+        if root.kind not in (GLOBAL, CELL) or self._is_library_global(access):
+            return
+        what = f"reads {access.describe(self.param_names)}, which is not an argument"
+        if self.options.sharp_edges is SHARP_EDGES_OPTIONS.ERROR:
+            raise SharpEdgeError(f"thunder.jit(sharp_edges='error'): the function {what}")
+        warnings.warn(f"thunder.jit: the function {what} (it is guarded)", stacklevel=2)
+
+    def access_for(self, obj: Any) -> Access | None:
+        """Where an outside object can be found on later calls, or None (created by the program)."""
+        entry = self.access_of.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            return entry[1]
+        if isinstance(obj, torch.nn.Module):
+            return self._module_access(obj)
+        return None
+
+    def _module_access(self, module: torch.nn.Module) -> Access | None:
+        """Submodules reached without a path (iterating a ModuleList): found by their name in
+        an outside module, and the containers on the way guarded by length."""
+        tracked = [(o, a) for o, a in self.access_of.values() if isinstance(o, torch.nn.Module)]
+        if self._module_index is None or len(tracked) != self._indexed_modules:
+            index: dict[int, Access] = {}
+            for root, root_access in tracked:
+                for name, sub in root.named_modules(remove_duplicate=True):
+                    if name and id(sub) not in index:
+                        index[id(sub)] = _dotted(root_access, name)
+            self._module_index = index
+            self._indexed_modules = len(tracked)
+        access = self._module_index.get(id(module))
+        if access is None:
+            return None
+        node: Access | None = access.parent
+        while node is not None and node.kind == ATTR:
+            parent = self._resolve(node)
+            if isinstance(parent, torch.nn.Module):
+                modules = node.attr("_modules")
+                self.guards.setdefault(modules, Guard(modules, "len", len(parent._modules)))
+            node = node.parent
+        self.access_of[id(module)] = (module, access)
+        self.guards.setdefault(access, Guard(access, "type", type(module)))
+        return access
+
+    def _resolve(self, access: Access) -> Any:
+        for obj, a in self.access_of.values():
+            if a == access:
+                return obj
+        if access.kind == ATTR and access.parent is not None:
+            parent = self._resolve(access.parent)
+            return getattr(parent, access.key, None) if parent is not None else None
+        return None
+
+    # -- interpreter callbacks -----------------------------------------------------------------
+
+    def callbacks(self) -> Callbacks:
+        return Callbacks(
+            load_global=self._cb_load_global,
+            load_closure_cell=self._cb_load_cell,
+            load_attribute=self._cb_load_attribute,
+            store_global=self._cb_store_global,
+            store_closure_cell=self._cb_store_cell,
+            store_attribute=self._cb_store_attribute,
+            opaque_call=self._cb_opaque_call,
+        )
+
+    def lookasides(self) -> dict[Any, Any]:
+        return jit_lookasides()
+
+    def _cb_load_global(self, name: str, value: Any, globs: dict[str, Any], prov: Any) -> Any:
+        if name in globs:
+            module = globs.get("__name__")
+            module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
+            self.globals_dicts.setdefault(module, globs)
+        else:
+            module = "builtins"
+            if value is getattr(builtins, name, _MISSING):
+                return value  # a builtin: not guarded
+            self.globals_dicts.setdefault(module, globs)
+        return self.on_load(value, Access(GLOBAL, (module, name)))
+
+    def _cb_load_cell(self, name: str, value: Any, code: types.CodeType, prov: Any) -> Any:
+        if name in code.co_cellvars:
+            return value  # a cell of this frame: created by this call
+        entry = self.functions_by_code.get(code)
+        if entry is None:
+            return value  # a function created by the program: its cells hold program values
+        fn, fn_access = entry
+        index = code.co_freevars.index(name)
+        return self.on_load(value, Access(CELL, (index, name), fn_access))
+
+    def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
+        if isinstance(obj, Proxy):
+            return value
+        if isinstance(obj, types.ModuleType) and obj.__name__.startswith(_LIBRARY_PREFIXES):
+            return value  # torch.float32, math.pi: library constants
+        if name in HOOK_ATTRIBUTES and isinstance(obj, torch.nn.Module):
+            hooks = self._module_hooks_access(obj, name, value)
+            if hooks is not None:
+                return value
+        parent = self.access_for(obj)
+        if parent is None:
+            if isinstance(value, torch.Tensor):
+                raise UnsupportedOperationError(
+                    f"reading the tensor attribute {name!r} of a {type(obj).__name__}",
+                    "the object was not passed in and cannot be found again on later calls",
+                )
+            return value
+        return self.on_load(value, parent.attr(name))
+
+    def _module_hooks_access(self, module: torch.nn.Module, name: str, value: Any) -> Access | None:
+        """Reads of an nn.Module's hook dicts fold into one guard per module while they are
+        empty (the common case); otherwise they are guarded like any attribute."""
+        if value:
+            return None
+        access = self.access_for(module)
+        if access is None:
+            return access
+        self.guards.setdefault(access.attr("<hooks>"), Guard(access, "no_hooks", None))
+        return access
+
+    def _cb_store_global(self, name: str, value: Any, globs: dict[str, Any]) -> None:
+        module = globs.get("__name__")
+        module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
+        self.globals_dicts.setdefault(module, globs)
+        access = Access(GLOBAL, (module, name))
+        template = self._template(value, f"global {name}")
+        old = globs.get(name, _MISSING)
+        self._undo.append(lambda: _restore_item(globs, name, old))
+        self.writes.append(Write("global", access, name, template))
+
+    def _cb_store_cell(self, name: str, value: Any, code: types.CodeType) -> None:
+        if name in code.co_cellvars:
+            return
+        entry = self.functions_by_code.get(code)
+        if entry is None:
+            return
+        fn, fn_access = entry
+        index = code.co_freevars.index(name)
+        cell = fn.__closure__[index]
+        template = self._template(value, f"nonlocal {name}")
+        old = cell.cell_contents if _cell_is_set(cell) else _MISSING
+        self._undo.append(lambda: _restore_cell(cell, old))
+        self.writes.append(Write("cell", Access(CELL, (index, name), fn_access), name, template))
+
+    def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
+        access = self.access_for(obj)
+        if access is None:
+            return
+        if isinstance(obj, torch.nn.Module) and isinstance(value, Proxy):
+            if name in obj._buffers or name in obj._parameters:
+                raise UnsupportedSideEffectError(
+                    f"thunder.jit: assigning a computed tensor to the buffer or parameter {name!r} "
+                    f"of {type(obj).__name__} is not supported yet; update it in place "
+                    f"(self.{name}.copy_(new_value))"
+                )
+        template = self._template(value, f"attribute {name}")
+        old = getattr(obj, name, _MISSING)
+        self._undo.append(lambda: _restore_attr(obj, name, old))
+        self.writes.append(Write("attr", access, name, template))
+
+    def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        owner = getattr(fn, "__self__", None)
+        if owner is not None and type(fn) is types.BuiltinMethodType:
+            mutators = _CONTAINER_MUTATORS.get(type(owner))
+            if mutators is not None and fn.__name__ in mutators:
+                self._record_mutation(owner, fn.__name__, args, kwargs)
+        if is_torch_callable(fn):
+            has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
+            if has_proxy or not query_is_allowed(fn):
+                raise UnsupportedOperationError(_callable_name(fn))
+            result = fn(*args, **kwargs)
+            if isinstance(result, torch.Tensor):
+                raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")
+            return result
+        return fn(*args, **kwargs)
+
+    def _record_mutation(self, container: Any, method: str, args: tuple[Any, ...], kw: Any) -> None:
+        access = self.access_for(container)
+        if access is None:
+            return  # created by the program
+        if kw:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay {type(container).__name__}.{method} with keywords"
+            )
+        template = self._template(tuple(args), f"{type(container).__name__}.{method} argument")
+        if id(container) not in self._snapshotted:
+            self._snapshotted.add(id(container))
+            snapshot = copy.copy(container)
+            self._undo.append(lambda: _restore_container(container, snapshot))
+        self.mutated.add(id(container))
+        self.guards.pop(access, None)
+        self.guards[access] = Guard(access, "type", type(container))
+        self.writes.append(Write("call", access, method, template))
+
+    # -- values of writes and outputs ----------------------------------------------------------
+
+    def _template(self, value: Any, what: str) -> Any:
+        """``value`` as something the epilogue can rebuild on every call."""
+        if isinstance(value, Proxy) or isinstance(value, _SCALAR_TYPES):
+            return value
+        access = self.access_for(value)
+        if access is not None:
+            return ExternalRef(access)
+        t = type(value)
+        if t in (tuple, list):
+            return t(self._template(v, what) for v in value)
+        if t is dict:
+            return {k: self._template(v, what) for k, v in value.items()}
+        raise UnsupportedSideEffectError(
+            f"thunder.jit: cannot replay storing a {t.__name__} created by the function into "
+            f"{what} on later calls; only tensors, numbers, strings, None, outside objects and "
+            "tuples/lists/dicts of those can be written to state outside the function"
+        )
+
+    def output_template(self, value: Any) -> Any:
+        """The function's return value as a template (the same rules as writes)."""
+        if isinstance(value, torch.Tensor) and not isinstance(value, Proxy):
+            access = self.access_for(value)
+            if access is None:
+                raise UnsupportedSideEffectError(
+                    "thunder.jit: the function returned a tensor thunder did not trace"
+                )
+        return self._template(value, "the return value")
+
+    def undo_effects(self) -> None:
+        """Restore outside state written while tracing (the epilogue replays it for real)."""
+        while self._undo:
+            self._undo.pop()()
+
+
+def _dotted(root: Access, dotted: str) -> Access:
+    access = root
+    for part in dotted.split("."):
+        access = access.attr(part)
+    return access
+
+
+def _is_reserved(name: str) -> bool:
+    return name in ("args", "kwargs", "fn", "prims", "ltorch", "torch", "outs") or hasattr(builtins, name)
+
+
+def _callable_name(fn: Any) -> str:
+    owner = getattr(fn, "__objclass__", None) or getattr(fn, "__self__", None)
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    if isinstance(owner, torch.Tensor) or owner is torch._C.TensorBase:
+        return f"torch.Tensor.{name}"
+    module = getattr(fn, "__module__", None)
+    if module:
+        module = module.replace("torch._C._nn", "torch._C._nn").replace("torch._C._VariableFunctions", "torch")
+        return f"{module}.{name}"
+    return str(name)
+
+
+def _cell_is_set(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _restore_item(d: dict[str, Any], name: str, old: Any) -> None:
+    if old is _MISSING:
+        d.pop(name, None)
+    else:
+        d[name] = old
+
+
+def _restore_cell(cell: types.CellType, old: Any) -> None:
+    if old is _MISSING:
+        if _cell_is_set(cell):
+            del cell.cell_contents
+    else:
+        cell.cell_contents = old
+
+
+def _restore_attr(obj: Any, name: str, old: Any) -> None:
+    if old is _MISSING:
+        if hasattr(obj, name):
+            delattr(obj, name)
+    else:
+        setattr(obj, name, old)
+
+
+def _restore_container(container: Any, snapshot: Any) -> None:
+    if isinstance(container, list):
+        container[:] = snapshot
+    else:
+        container.clear()
+        container.update(snapshot)
+
+
+def iter_proxies(template: Any) -> Iterator[Proxy]:
+    """Every proxy in a value template."""
+    for leaf in tree_iter(template):
+        if isinstance(leaf, Proxy):
+            yield leaf
+
+
+_ = (CollectionProxy, ITEM)

@@ -1,0 +1,173 @@
+"""Compiling one cache entry: interpret the function with proxies, then build the prologue, the
+computation (through the executors) and the epilogue."""
+
+from __future__ import annotations
+
+import os
+import time
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from thunder.binding import Binder, iter_proxies
+from thunder.errors import JitError, UnsupportedOperationError
+from thunder.options import JitOptions
+from thunder.prologue import build_epilogue, build_prologue
+from thunder_executors import transform_for_execution
+from thunder_interp import interpret
+from thunder_ir import Proxy, Trace, Transform, prims, tracectx
+from thunder_transforms import dce
+
+__all__ = ["CacheEntry", "compile_entry", "parameter_names"]
+
+
+@dataclass
+class CacheEntry:
+    """One compiled program: its guards (the prologue), computation and epilogue."""
+
+    prologue: Callable[..., Any]
+    computation: Callable[..., Any]
+    epilogue: Callable[..., Any] | None
+    prologue_traces: list[Trace]
+    computation_traces: list[Trace]
+    epilogue_source: str | None
+    key: tuple[Any, ...] | None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Prologue, computation, epilogue (the prologue's GuardFailure propagates)."""
+        inputs = self.prologue(args, kwargs)
+        out = self.computation(*inputs)
+        if self.epilogue is None:
+            return out
+        return self.epilogue(args, kwargs, out)
+
+
+def parameter_names(fn: Any) -> tuple[str, ...]:
+    """The names of ``fn``'s positional parameters (``forward``'s for a module), for naming."""
+    target = fn
+    if hasattr(fn, "forward") and not isinstance(fn, types.FunctionType):
+        target = fn.forward
+    if isinstance(target, types.MethodType):
+        code = getattr(target.__func__, "__code__", None)
+        return tuple(code.co_varnames[1 : code.co_argcount]) if code else ()
+    code = getattr(target, "__code__", None)
+    return tuple(code.co_varnames[: code.co_argcount]) if code else ()
+
+
+_PACKAGE_DIRS = tuple(
+    os.path.dirname(os.path.dirname(os.path.abspath(m.__file__ or "")))
+    for m in (__import__("thunder"), __import__("thunder_interp"), __import__("thunder_ir"))
+)
+
+
+def _user_location(exc: BaseException) -> str | None:
+    """The innermost ``file:line`` of the traceback outside torch, thunder and its interpreter."""
+    import torch
+
+    skip = (*_PACKAGE_DIRS, os.path.dirname(os.path.abspath(torch.__file__)))
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith("<") and not os.path.abspath(filename).startswith(skip):
+            found = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+def compile_entry(
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: JitOptions,
+    executors: Sequence[Any],
+    transforms: Sequence[Transform],
+    param_names: tuple[str, ...],
+    key: tuple[Any, ...] | None,
+) -> CacheEntry:
+    """Trace ``fn(*args, **kwargs)`` and compile the entry that runs calls like it."""
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    trace = Trace("computation")
+    binder = Binder(fn, options, trace, param_names)
+    with tracectx(trace):
+        pargs, pkwargs = binder.bind_arguments(args, kwargs)
+        interpreted = interpret(fn, lookasides=binder.lookasides(), callbacks=binder.callbacks())
+        try:
+            result = interpreted(*pargs, **pkwargs)
+            template = binder.output_template(result)
+        except UnsupportedOperationError as e:
+            location = _user_location(e)
+            if location is None or e.location is not None:
+                raise
+            raise e.with_location(location).with_traceback(e.__traceback__) from None
+        except JitError as e:
+            location = _user_location(e)
+            if location is not None and location not in str(e):
+                e.args = (f"{e.args[0]} (at {location})", *e.args[1:])
+            raise
+        finally:
+            binder.undo_effects()
+        trace.args = tuple(p for p, _ in binder.inputs)
+        needs_epilogue = bool(binder.writes) or _has_external_refs(template)
+        outputs: tuple[Proxy, ...] = ()
+        if needs_epilogue:
+            seen: dict[str, Proxy] = {}
+            for w in binder.writes:
+                for p in iter_proxies(w.value):
+                    seen.setdefault(p.name, p)
+            for p in iter_proxies(template):
+                seen.setdefault(p.name, p)
+            outputs = tuple(seen.values())
+            prims.python_return(outputs)
+        else:
+            prims.python_return(template)
+    timings["interpretation"] = time.perf_counter() - start
+
+    t = time.perf_counter()
+    prologue_trace, ctx = build_prologue(binder, len(args), trace.constraint())
+    epilogue_trace = None
+    for tr in transforms:
+        prologue_trace, trace, epilogue_trace = tr.transform_traces_pre_prologue(
+            prologue_trace, trace, epilogue_trace
+        )
+    computation_traces = [trace]
+    if options.dce:
+        trace = dce(trace)
+        computation_traces.append(trace)
+    extrace: Trace = transform_for_execution(trace, executors)
+    computation_traces.append(extrace)
+    for tr in transforms:
+        extrace = tr.transform_trace_post_optimization(extrace)
+        if extrace is not computation_traces[-1]:
+            computation_traces.append(extrace)
+    timings["transforms"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    computation = extrace.python_callable()
+    prologue = prologue_trace.python_callable(ctx)
+    epilogue = None
+    epilogue_source = None
+    if needs_epilogue:
+        epilogue_source, epilogue = build_epilogue(binder, template, outputs, fn)
+    timings["codegen"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - start
+    return CacheEntry(
+        prologue,
+        computation,
+        epilogue,
+        [prologue_trace],
+        computation_traces,
+        epilogue_source,
+        key,
+        timings,
+    )
+
+
+def _has_external_refs(template: Any) -> bool:
+    from thunder.binding import ExternalRef
+    from thunder_ir.pytree import tree_iter
+
+    return any(isinstance(x, ExternalRef) for x in tree_iter(template))

@@ -1,0 +1,40 @@
+"""Errors raised by ``thunder.jit`` about the program it compiles."""
+
+from __future__ import annotations
+
+from thunder_interp import InterpreterError
+
+__all__ = ["JitError", "SharpEdgeError", "UnsupportedOperationError", "UnsupportedSideEffectError"]
+
+
+class JitError(InterpreterError):
+    """The program cannot be compiled as written. Derives from the interpreter's error so that the
+    interpreted program's own ``except`` clauses never swallow it."""
+
+
+class UnsupportedOperationError(JitError, NotImplementedError):
+    """A torch callable with no Thunder op was called (``.op`` names it, ``.location`` is the
+    user's ``file:line``)."""
+
+    def __init__(self, op: str, detail: str = "", location: str | None = None) -> None:
+        self.op = op
+        self.detail = detail
+        self.location = location
+        where = f" at {location}" if location else ""
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"thunder.jit: {op} is not supported{where}{extra}. No Thunder op mirrors it, and "
+            "thunder never falls back to running it silently; rewrite the call with supported "
+            "ops (thunder.examine(fn, *args) lists what a program uses)"
+        )
+
+    def with_location(self, location: str) -> UnsupportedOperationError:
+        return UnsupportedOperationError(self.op, self.detail, location)
+
+
+class UnsupportedSideEffectError(JitError):
+    """The function writes state outside its arguments in a way thunder cannot replay."""
+
+
+class SharpEdgeError(JitError):
+    """``sharp_edges="error"`` and the function read state from outside its arguments."""

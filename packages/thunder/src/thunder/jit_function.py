@@ -1,0 +1,199 @@
+"""``ThunderFunction``: a jitted callable and its cache.
+
+The cached path is: the generated signature of the arguments, one dict lookup, the prologues of
+that bucket (usually one), the computation. Buckets hold the entries whose arguments share a key;
+entries in one bucket differ only in what the prologue checks beyond the key (a global's value, a
+symbolic-value constraint). Finding the bucket costs the same with 1 or 64 entries.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from thunder.compile_entry import CacheEntry, compile_entry, parameter_names
+from thunder.options import CACHE_OPTIONS, JitOptions
+from thunder.prologue import GuardFailure, describe_guard_failure
+from thunder.signature import Signature, make_signature
+from thunder_ir import Trace, Transform
+
+__all__ = ["CompileStats", "ThunderFunction"]
+
+
+@dataclass
+class CompileStats:
+    """Counters and the traces of the last compilation of a jitted function."""
+
+    cache_hits: int = 0
+    cache_misses: int = 0
+    compilations: int = 0
+    eager_fallbacks: int = 0
+    last_traces: list[Trace] = field(default_factory=list)
+    last_prologue_traces: list[Trace] = field(default_factory=list)
+    last_backward_traces: list[Trace] = field(default_factory=list)
+    last_epilogue_source: str | None = None
+    last_compile_seconds: float = 0.0
+    last_timings: dict[str, float] = field(default_factory=dict)
+    last_recompile_reason: str | None = None
+
+
+class _Structure:
+    """A signature and its buckets: key -> entries."""
+
+    __slots__ = ("buckets", "signature")
+
+    def __init__(self, signature: Signature) -> None:
+        self.signature = signature
+        self.buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
+
+
+class ThunderFunction:
+    """What ``thunder.jit(fn)`` returns for a function: call it like ``fn``."""
+
+    def __init__(
+        self,
+        fn: Any,
+        options: JitOptions,
+        executors: Sequence[Any],
+        transforms: Sequence[Transform],
+    ) -> None:
+        self.fn = fn
+        self.options = options
+        self.executors = tuple(executors)
+        self.transforms = tuple(transforms)
+        self.stats = CompileStats()
+        self._param_names = parameter_names(fn)
+        self._structures: list[_Structure] = []
+        self._entries = 0
+        # The fast path reads these two directly.
+        self._signature: Any = _no_signature
+        self._buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
+        self._last_failure = ""
+        try:
+            functools.update_wrapper(self, fn)
+        except (AttributeError, TypeError):  # pragma: no cover - objects without a name
+            pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            key = self._signature(args, kwargs)
+        except Exception:
+            key = None
+        bucket = self._buckets.get(key) if key is not None else None
+        if bucket is not None:
+            for entry in bucket:
+                try:
+                    inputs = entry.prologue(args, kwargs)
+                except GuardFailure:
+                    continue
+                self.stats.cache_hits += 1
+                out = entry.computation(*inputs)
+                if entry.epilogue is None:
+                    return out
+                return entry.epilogue(args, kwargs, out)
+        return self._slow_call(args, kwargs)
+
+    # -- the slow path ------------------------------------------------------------------------
+
+    def _slow_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        caching = self.options.cache is not CACHE_OPTIONS.NO_CACHING
+        structure, key = self._find_structure(args, kwargs) if caching else (None, None)
+        if structure is not None and key is not None:
+            for entry in structure.buckets.get(key, ()):
+                try:
+                    inputs = entry.prologue(args, kwargs)
+                except GuardFailure as e:
+                    self._last_failure = describe_guard_failure(e)
+                    continue
+                self.stats.cache_hits += 1
+                out = entry.computation(*inputs)
+                return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
+        self.stats.cache_misses += 1
+        limit = self.options.recompile_limit
+        if caching and limit is not None and self._entries >= limit:
+            self._warn_recompile_limit(structure, key)
+            self.stats.eager_fallbacks += 1
+            return self.fn(*args, **kwargs)
+        if caching and structure is None:
+            signature = make_signature(args, kwargs, self._symbolic, self._param_names)
+            structure = _Structure(signature)
+            self._structures.append(structure)
+            key = signature.fn(args, kwargs)
+            if len(self._structures) == 1:
+                self._signature, self._buckets = signature.fn, structure.buckets
+        reason = self._change_reason(structure, key)
+        start = time.perf_counter()
+        entry = compile_entry(
+            self.fn,
+            args,
+            kwargs,
+            self.options,
+            self.executors,
+            self.transforms,
+            self._param_names,
+            key,
+        )
+        stats = self.stats
+        stats.compilations += 1
+        stats.last_compile_seconds = time.perf_counter() - start
+        stats.last_timings = entry.timings
+        stats.last_traces = entry.computation_traces
+        stats.last_prologue_traces = entry.prologue_traces
+        stats.last_epilogue_source = entry.epilogue_source
+        stats.last_recompile_reason = reason
+        if caching and structure is not None and key is not None:
+            structure.buckets.setdefault(key, []).append(entry)
+            self._entries += 1
+        return entry.run(args, kwargs)
+
+    @property
+    def _symbolic(self) -> bool:
+        return self.options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES
+
+    def _find_structure(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[_Structure | None, tuple[Any, ...] | None]:
+        for structure in self._structures:
+            try:
+                return structure, structure.signature.fn(args, kwargs)
+            except Exception:
+                continue
+        return None, None
+
+    def _change_reason(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> str | None:
+        """What differs from the most recent compiled entry (None for the first compilation)."""
+        if self._entries == 0:
+            return None
+        if structure is None or key is None:
+            return "the arguments have a new structure (count, keywords, nesting or types)"
+        if key in structure.buckets and self._last_failure:
+            return f"a guard failed: {self._last_failure}"
+        if not structure.buckets:
+            return "the arguments have a new structure (count, keywords, nesting or types)"
+        last_key = next(reversed(structure.buckets))
+        changes = structure.signature.describe_change(last_key, key)
+        return "; ".join(changes) if changes else "a guard failed"
+
+    def _warn_recompile_limit(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> None:
+        if not self.options.warn_on_recompile:
+            return
+        reason = self._change_reason(structure, key) or "new inputs"
+        name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        warnings.warn(
+            f"thunder.jit: {name} hit the recompile limit ({self.options.recompile_limit} "
+            f"compiled programs); running it eagerly for these inputs. What changed: {reason}. "
+            "Raise the limit with thunder.jit(..., recompile_limit=N), or use "
+            "cache='symbolic values' for changing numbers.",
+            stacklevel=3,
+        )
+
+    def __repr__(self) -> str:
+        return f"<thunder.jit of {self.fn!r}>"
+
+
+def _no_signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    raise LookupError("nothing compiled yet")

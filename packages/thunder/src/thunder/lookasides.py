@@ -1,0 +1,122 @@
+"""The lookasides of the jit: torch callables to IR symbols, and IR internals run natively.
+
+``jit_lookasides()`` is static data built once per process: every torch function, Tensor method
+and ``torch.nn.functional`` function that an IR op mirrors maps to that op's symbol; every Python
+function of ``thunder_ir`` (proxy methods, ``Symbol.__call__``) maps to itself so the interpreter
+calls it natively instead of interpreting the IR's own code; ``isinstance`` answers for proxies
+as it would for the tensors and numbers they stand for.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from typing import Any
+
+import torch
+
+from thunder_ir import NumberProxy, Proxy, TensorProxy
+from thunder_ir.ops import ALL_OPS, torch_symbol_map
+from thunder_ir.prims import ALL_PRIMS
+
+__all__ = ["is_torch_callable", "jit_lookasides", "query_is_allowed"]
+
+
+def _isinstance(obj: Any, classinfo: Any) -> bool:
+    if isinstance(obj, TensorProxy):
+        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+        return any(
+            isinstance(obj, c) or (isinstance(c, type) and issubclass(torch.Tensor, c))
+            for c in classes
+            if isinstance(c, type)
+        )
+    if isinstance(obj, NumberProxy):
+        return isinstance(obj, classinfo) or isinstance(obj.value, classinfo)
+    return isinstance(obj, classinfo)
+
+
+def _is_tensor(obj: Any) -> bool:
+    return isinstance(obj, (torch.Tensor, TensorProxy))
+
+
+def _ir_functions() -> dict[Any, Any]:
+    """Every Python function defined by thunder_ir modules and classes, mapped to itself."""
+    out: dict[Any, Any] = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("thunder_ir") or module is None:
+            continue
+        for value in vars(module).values():
+            if getattr(value, "__module__", None) != name:
+                continue
+            if isinstance(value, types.FunctionType):
+                out[value] = value
+            elif isinstance(value, type):
+                for attr in vars(value).values():
+                    func = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
+                    if isinstance(func, types.FunctionType):
+                        out[func] = func
+    return out
+
+
+@functools.cache
+def _static_lookasides() -> dict[Any, Any]:
+    table: dict[Any, Any] = _ir_functions()
+    for sym in (*ALL_OPS.values(), *ALL_PRIMS.values()):
+        table[sym] = sym
+    table.update(torch_symbol_map())
+    table[isinstance] = _isinstance
+    table[torch.is_tensor] = _is_tensor
+    return table
+
+
+def jit_lookasides() -> dict[Any, Any]:
+    """The lookaside table of a jit tracing run (a fresh copy the caller may extend)."""
+    return dict(_static_lookasides())
+
+
+def is_torch_callable(fn: Any) -> bool:
+    """Whether ``fn`` is a torch operation (a function of a torch module or a Tensor method)."""
+    if isinstance(fn, Proxy):
+        return False
+    owner = getattr(fn, "__objclass__", None)
+    if owner is not None and isinstance(owner, type) and issubclass(owner, torch._C.TensorBase):
+        return True
+    if isinstance(getattr(fn, "__self__", None), torch.Tensor):
+        return True
+    module = getattr(fn, "__module__", None)
+    return isinstance(module, str) and (module == "torch" or module.startswith("torch."))
+
+
+# Torch queries that are safe to evaluate while tracing (they read no tensor data).
+_ALLOWED_QUERIES = {
+    "_get_tracing_state",
+    "_has_torch_function",
+    "_has_torch_function_unary",
+    "_has_torch_function_variadic",
+    "has_torch_function",
+    "has_torch_function_unary",
+    "has_torch_function_variadic",
+    "is_scripting",
+    "is_tracing",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "get_default_dtype",
+    "is_autocast_enabled",
+    "is_autocast_cpu_enabled",
+    "_is_torch_function_mode_enabled",
+    "is_compiling",
+    "_is_any_autocast_enabled",
+    "finfo",
+    "iinfo",
+    "device",
+    "Size",
+    "_get_cpp_backtrace",
+    "_log_api_usage_once",
+    "is_available",
+}
+
+
+def query_is_allowed(fn: Any) -> bool:
+    """Whether a torch callable may run (opaquely, with no proxy arguments) while tracing."""
+    return getattr(fn, "__name__", None) in _ALLOWED_QUERIES or isinstance(fn, type)

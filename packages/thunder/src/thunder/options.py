@@ -1,0 +1,116 @@
+"""Options of ``thunder.jit``: the cache modes and the checked set of compile options."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CACHE_OPTIONS", "SHARP_EDGES_OPTIONS", "JitOptions", "resolve_cache_option"]
+
+
+class CACHE_OPTIONS(enum.Enum):
+    """How a compiled program is reused.
+
+    - ``CONSTANT_VALUES`` (default): Python numbers and strings among the inputs are constants of
+      the program; another value is another cache entry.
+    - ``SYMBOLIC_VALUES``: int and float inputs stay symbolic (``NumberProxy``); the prologue checks
+      the conditions the traced path relied on (``flag > 5``), so one program serves every value
+      that satisfies them.
+    - ``NO_CACHING``: every call interprets, traces and compiles again.
+    """
+
+    CONSTANT_VALUES = "constant values"
+    SYMBOLIC_VALUES = "symbolic values"
+    NO_CACHING = "no caching"
+
+
+class SHARP_EDGES_OPTIONS(enum.Enum):
+    """What to do when the function reads state from outside its arguments (a global, a closure
+    cell, an attribute of an object it did not receive). Such reads are always guarded; this says
+    whether they are also reported."""
+
+    ALLOW = "allow"
+    WARN = "warn"
+    ERROR = "error"
+
+
+def resolve_cache_option(cache: CACHE_OPTIONS | str | None) -> CACHE_OPTIONS:
+    if cache is None:
+        return CACHE_OPTIONS.CONSTANT_VALUES
+    if isinstance(cache, CACHE_OPTIONS):
+        return cache
+    if isinstance(cache, str):
+        for option in CACHE_OPTIONS:
+            if cache.lower() in (option.value, option.name.lower()):
+                return option
+    known = ", ".join(repr(o.value) for o in CACHE_OPTIONS)
+    raise ValueError(f"unknown cache option {cache!r}; known: {known} (or thunder.CACHE_OPTIONS)")
+
+
+def _resolve_sharp_edges(value: SHARP_EDGES_OPTIONS | str | None) -> SHARP_EDGES_OPTIONS:
+    if value is None:
+        return SHARP_EDGES_OPTIONS.ALLOW
+    if isinstance(value, SHARP_EDGES_OPTIONS):
+        return value
+    for option in SHARP_EDGES_OPTIONS:
+        if str(value).lower() in (option.value, option.name.lower()):
+            return option
+    known = ", ".join(repr(o.value) for o in SHARP_EDGES_OPTIONS)
+    raise ValueError(f"unknown sharp_edges option {value!r}; known: {known}")
+
+
+# compile option -> (default, description). Anything else passed to jit is an error.
+KNOWN_COMPILE_OPTIONS: Mapping[str, tuple[Any, str]] = {
+    "recompile_limit": (
+        8,
+        "programs compiled per function before new inputs run eagerly (None: no limit)",
+    ),
+    "warn_on_recompile": (True, "warn, saying what changed, when the recompile limit is hit"),
+    "dce": (True, "drop unused computations from the trace before executor assignment"),
+}
+
+
+@dataclass(frozen=True)
+class JitOptions:
+    """The resolved options of one jitted function."""
+
+    cache: CACHE_OPTIONS
+    sharp_edges: SHARP_EDGES_OPTIONS
+    disable_torch_autograd: bool
+    recompile_limit: int | None
+    warn_on_recompile: bool
+    dce: bool
+
+    @staticmethod
+    def from_kwargs(
+        cache: CACHE_OPTIONS | str | None,
+        sharp_edges: SHARP_EDGES_OPTIONS | str | None,
+        disable_torch_autograd: bool,
+        compile_options: Mapping[str, Any],
+    ) -> JitOptions:
+        unknown = sorted(set(compile_options) - set(KNOWN_COMPILE_OPTIONS))
+        if unknown:
+            known = "\n".join(
+                f"  {name} (default {default!r}): {doc}"
+                for name, (default, doc) in KNOWN_COMPILE_OPTIONS.items()
+            )
+            raise TypeError(
+                f"thunder.jit got unknown option(s) {', '.join(map(repr, unknown))}. "
+                "Known keyword arguments: executors, transforms, cache, sharp_edges, "
+                f"disable_torch_autograd, and the compile options:\n{known}"
+            )
+        merged = {name: default for name, (default, _) in KNOWN_COMPILE_OPTIONS.items()}
+        merged.update(compile_options)
+        limit = merged["recompile_limit"]
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"recompile_limit must be a positive int or None, got {limit!r}")
+        return JitOptions(
+            cache=resolve_cache_option(cache),
+            sharp_edges=_resolve_sharp_edges(sharp_edges),
+            disable_torch_autograd=bool(disable_torch_autograd),
+            recompile_limit=limit,
+            warn_on_recompile=bool(merged["warn_on_recompile"]),
+            dce=bool(merged["dce"]),
+        )

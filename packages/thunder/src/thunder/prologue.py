@@ -1,0 +1,280 @@
+"""Generating the prologue trace (unpack, then check) and the epilogue (replayed writes, the
+return value) of a cache entry.
+
+The prologue is a ``Trace`` of prologue prims, printed and run as Python: it receives the call's
+``args`` and ``kwargs``, unpacks every value the computation reads (by its access path), checks the
+guards the traced program relied on, and returns the computation's inputs. What the cache key
+already covers (the arguments' structure, types, tensor metadata and, for constant values, their
+values) is not checked again. The epilogue is plain generated Python run after the computation.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from collections.abc import Callable
+from typing import Any
+
+from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
+from thunder.binding import Binder, ExternalRef, Guard, Write
+from thunder.guards import check_no_module_hooks
+from thunder_ir import (
+    FloatProxy,
+    IntegerProxy,
+    NumberProxy,
+    Proxy,
+    PythonCode,
+    TensorProxy,
+    Trace,
+    prims,
+    tracectx,
+)
+from thunder_ir import constraints as C
+from thunder_ir.codegen import Printer, value_to_python
+from thunder_ir.devices import to_torch_device
+from thunder_ir.dtypes import to_torch_dtype
+from thunder_ir.prims.prologue import GuardFailure
+from thunder_ir.proxies import CollectionProxy
+
+__all__ = ["GuardFailure", "build_epilogue", "build_prologue", "describe_guard_failure"]
+
+
+class _PrologueBuilder:
+    def __init__(self, binder: Binder, nargs: int) -> None:
+        self.binder = binder
+        self.nargs = nargs
+        self.trace = Trace("prologue")
+        self.ctx: dict[str, Any] = {"fn": binder.fn}
+        self.values: dict[Access, Any] = {}
+        self.input_names = {p.name: p for p, _ in binder.inputs}
+        self.arg_slots: list[Any] = [None] * nargs
+        self.args_unpacked = False
+
+    def build(self, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
+        trace = self.trace
+        with tracectx(trace):
+            args, kwargs = CollectionProxy("args", collection=()), CollectionProxy("kwargs", collection={})
+            trace.args = (args, kwargs)
+            self.args_proxy, self.kwargs_proxy = args, kwargs
+            # Positional arguments first, in one unpack_sequence.
+            arg_inputs = [(p, a) for p, a in self.binder.inputs if a.kind == ARG]
+            used_args = {a.key for _, a in self.binder.inputs if a.root.kind == ARG}
+            used_args |= {g.access.root.key for g in self.binder.guards.values() if g.access.root.kind == ARG}
+            if used_args:
+                for i in range(self.nargs):
+                    if i in used_args:
+                        direct = next((p for p, a in arg_inputs if a.key == i), None)
+                        proxy = self._new_proxy(direct, Access(ARG, i))
+                        self.arg_slots[i] = proxy
+                        self.values[Access(ARG, i)] = proxy
+                bsym = prims.unpack_sequence.bind(args, self.nargs, output=tuple(self.arg_slots))
+                trace.record(bsym)
+            for proxy, access in self.binder.inputs:
+                self._unpack(access)
+            for guard in self.binder.guards.values():
+                self._check(guard)
+            if constraint != C.Const(True):
+                text = constraint.python()
+                trace.record(
+                    prims.check_constraint.bind(PythonCode(text), text, output=None).replace(
+                        header=f"guard: {text}"
+                    )
+                )
+            result = tuple(self.values[a] for _, a in self.binder.inputs)
+            trace.record(prims.python_return.bind(result, output=None))
+        trace.docstring = (
+            "Unpacks what the computation reads and checks what the trace relied on. The arguments' "
+            "structure, types, tensor metadata (and constant values) are the cache key, checked "
+            "before this runs."
+        )
+        return trace, self.ctx
+
+    def _new_proxy(self, like: Proxy | None, access: Access) -> Proxy:
+        if isinstance(like, TensorProxy):
+            return like.replace(name=like.name)
+        if isinstance(like, NumberProxy):
+            cls = IntegerProxy if isinstance(like, IntegerProxy) else FloatProxy
+            return cls(like.name, value=like.value)  # type: ignore[arg-type]
+        base = access.short_name(self.binder.param_names)
+        name = base if base.isidentifier() and base not in self.trace.names and base not in self.input_names else None
+        if name is not None and name not in ("args", "kwargs", "fn"):
+            return Proxy(name)
+        return Proxy(self.trace.make_name((base or "o") + "_"))
+
+    def _global_dict_name(self, module: str) -> str:
+        name = "G_" + re.sub(r"[^0-9a-zA-Z_]", "_", module)
+        self.ctx[name] = self.binder.globals_dicts[module]
+        return name
+
+    def _unpack(self, access: Access) -> Any:
+        known = self.values.get(access)
+        if known is not None:
+            return known
+        kind = access.kind
+        if kind == ROOT:
+            value: Any = PythonCode("fn")
+            self.values[access] = value
+            return value
+        like = next((p for p, a in self.binder.inputs if a == access), None)
+        out = self._new_proxy(like, access)
+        if kind == ARG:  # not unpacked above: an argument only reached through its items
+            bsym = prims.unpack_key.bind(self.args_proxy, access.key, output=out)
+        elif kind == KWARG:
+            bsym = prims.unpack_key.bind(self.kwargs_proxy, access.key, output=out)
+        elif kind == GLOBAL:
+            module, name = access.key
+            globs = PythonCode(self._global_dict_name(module))
+            bsym = prims.unpack_global.bind(globs, name, output=out)
+        else:
+            assert access.parent is not None
+            parent = self._unpack(access.parent)
+            if kind == ATTR:
+                bsym = prims.unpack_attr.bind(parent, access.key, output=out)
+            elif kind == ITEM:
+                bsym = prims.unpack_key.bind(parent, access.key, output=out)
+            elif kind == CELL:
+                bsym = prims.unpack_cell.bind(parent, access.key[0], output=out)
+            else:  # pragma: no cover
+                raise AssertionError(kind)
+        self.trace.record(bsym)
+        self.values[access] = out
+        return out
+
+    def _check(self, guard: Guard) -> None:
+        x = self._unpack(guard.access)
+        what = guard.access.describe(self.binder.param_names)
+        kind, expected = guard.kind, guard.expected
+        if kind == "tensor":
+            bsym = prims.check_tensor_metadata.bind(
+                x,
+                tuple(expected.shape),
+                str(expected.device),
+                expected.dtype,
+                expected.requires_grad,
+                output=None,
+            )
+        elif kind == "value":
+            bsym = prims.check_value.bind(x, expected, output=None)
+        elif kind == "type":
+            bsym = prims.check_type.bind(x, expected, output=None)
+        elif kind == "is":
+            bsym = prims.check_is.bind(x, expected, output=None)
+        elif kind == "is_input":
+            bsym = prims.check_is.bind(x, self.input_names[expected], output=None)
+        elif kind == "no_hooks":
+            bsym = check_no_module_hooks.bind(x, output=None)
+            what += " has no hooks"
+        elif kind == "len":
+            bsym = prims.check_len.bind(x, expected, output=None)
+        else:  # pragma: no cover
+            raise AssertionError(kind)
+        self.trace.record(bsym.replace(header=f"guard: {what}"))
+
+
+def build_prologue(binder: Binder, nargs: int, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
+    """The prologue trace of a cache entry and the context its printed code needs."""
+    return _PrologueBuilder(binder, nargs).build(constraint)
+
+
+def describe_guard_failure(exc: GuardFailure) -> str:
+    """``exc``'s message with the guard that failed (read from the prologue's source)."""
+    tb = exc.__traceback__
+    header = ""
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.startswith("<thunder trace prologue"):
+            lines = linecache.getlines(code.co_filename)
+            i = tb.tb_lineno - 2
+            while 0 <= i < len(lines):
+                line = lines[i].strip()
+                if line.startswith("# guard: "):
+                    header = line.removeprefix("# guard: ")
+                    break
+                if not line.startswith("#"):
+                    break
+                i -= 1
+        tb = tb.tb_next
+    return f"{header}: {exc}" if header else str(exc)
+
+
+# -- epilogue -------------------------------------------------------------------------------------
+
+
+class _EpilogueWriter:
+    def __init__(self, binder: Binder, ctx: dict[str, Any]) -> None:
+        self.binder = binder
+        self.ctx = ctx
+        self.printer = Printer()
+
+    def access(self, access: Access) -> str:
+        kind = access.kind
+        if kind == ROOT:
+            return "fn"
+        if kind == ARG:
+            return f"args[{access.key}]"
+        if kind == KWARG:
+            return f"kwargs[{access.key!r}]"
+        if kind == GLOBAL:
+            module, name = access.key
+            gname = "G_" + re.sub(r"[^0-9a-zA-Z_]", "_", module)
+            self.ctx[gname] = self.binder.globals_dicts[module]
+            return f"{gname}[{name!r}]"
+        assert access.parent is not None
+        parent = self.access(access.parent)
+        if kind == ATTR:
+            return f"{parent}.{access.key}" if str(access.key).isidentifier() else f"getattr({parent}, {access.key!r})"
+        if kind == ITEM:
+            return f"{parent}[{value_to_python(access.key, self.printer)}]"
+        if kind == CELL:
+            return f"{parent}.__closure__[{access.key[0]}].cell_contents"
+        raise AssertionError(kind)  # pragma: no cover
+
+    def value(self, template: Any) -> str:
+        if isinstance(template, ExternalRef):
+            return self.access(template.access)
+        if isinstance(template, Proxy):
+            return template.name
+        t = type(template)
+        if t is tuple:
+            inner = ", ".join(self.value(v) for v in template)
+            return f"({inner},)" if len(template) == 1 else f"({inner})"
+        if t is list:
+            return "[" + ", ".join(self.value(v) for v in template) + "]"
+        if t is dict:
+            return "{" + ", ".join(f"{value_to_python(k, self.printer)}: {self.value(v)}" for k, v in template.items()) + "}"
+        return value_to_python(template, self.printer)
+
+    def write(self, w: Write) -> str:
+        value = self.value(w.value)
+        if w.kind in ("global", "cell"):
+            return f"{self.access(w.target)} = {value}"
+        if w.kind == "attr":
+            obj = self.access(w.target)
+            return f"setattr({obj}, {w.name!r}, {value})"
+        return f"{self.access(w.target)}.{w.name}(*{value})"
+
+
+def build_epilogue(
+    binder: Binder, result: Any, outputs: tuple[Proxy, ...], fn: Any
+) -> tuple[str, Callable[..., Any]]:
+    """Python that replays the writes and builds the return value from the computation's
+    ``outputs`` (in that order); returns its source and the compiled function."""
+    ctx: dict[str, Any] = {"fn": fn}
+    writer = _EpilogueWriter(binder, ctx)
+    lines = ["def epilogue(args, kwargs, outs):"]
+    if outputs:
+        names = ", ".join(p.name for p in outputs)
+        lines.append(f"  ({names},) = outs")
+    for w in binder.writes:
+        lines.append("  " + writer.write(w))
+    lines.append(f"  return {writer.value(result)}")
+    source = "\n".join(lines) + "\n"
+    ctx.update(writer.printer.ctx)
+    filename = f"<thunder epilogue {id(binder):x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    globs: dict[str, Any] = {"__builtins__": __builtins__, **ctx}
+    exec(compile(source, filename, "exec"), globs)
+    return source, globs["epilogue"]
+
+
+_ = (to_torch_device, to_torch_dtype)

@@ -1,0 +1,118 @@
+"""The cache key of a call: generated straight-line code over the arguments.
+
+For the structure of the arguments seen when a program is compiled (how many, which keywords,
+which nested tuples/lists/dicts), ``make_signature`` generates a function returning a flat tuple:
+per tensor its type, shape, dtype, device and requires_grad; per number or string its type and
+(with constant values) its value; per other object its type. A call whose arguments have another
+structure makes the generated code raise (tuple unpacking, a missing key), which sends the call to
+the slow path. The key's labels say what each entry is, for the "what changed" warning.
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["Signature", "make_signature"]
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+
+
+class Signature:
+    """A generated key function and the labels of its key's entries."""
+
+    __slots__ = ("fn", "labels", "source")
+
+    def __init__(self, fn: Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]], labels: list[str], source: str):
+        self.fn = fn
+        self.labels = labels
+        self.source = source
+
+    def describe_change(self, old: tuple[Any, ...], new: tuple[Any, ...]) -> list[str]:
+        """What differs between two keys of this signature, as readable lines."""
+        changes = []
+        for label, a, b in zip(self.labels, old, new):
+            if a is not b and a != b:
+                changes.append(f"{label}: {_show(a)} -> {_show(b)}")
+        return changes
+
+
+def _show(x: Any) -> str:
+    if isinstance(x, type):
+        return x.__name__
+    if isinstance(x, torch.Size):
+        return str(tuple(x))
+    return repr(x)
+
+
+class _Generator:
+    def __init__(self, symbolic: bool) -> None:
+        self.symbolic = symbolic
+        self.body: list[str] = []
+        self.key: list[str] = []
+        self.labels: list[str] = []
+        self.counter = 0
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"v{self.counter}"
+
+    def leaf(self, var: str, value: Any, label: str, depth: int) -> None:
+        t = type(value)
+        self.key.append(f"type({var})")
+        self.labels.append(f"type of {label}")
+        if (t is tuple or t is list) and depth < 4:
+            names = [self.fresh() for _ in value]
+            if names:
+                self.body.append(f"  {', '.join(names)}, = {var}")
+            else:
+                self.body.append(f"  if {var}: raise LookupError")
+            for i, (name, v) in enumerate(zip(names, value)):
+                self.leaf(name, v, f"{label}[{i}]", depth + 1)
+        elif t is dict and depth < 4:
+            self.key.append(f"tuple({var})")
+            self.labels.append(f"keys of {label}")
+            for k, v in value.items():
+                name = self.fresh()
+                self.body.append(f"  {name} = {var}[{k!r}]")
+                self.leaf(name, v, f"{label}[{k!r}]", depth + 1)
+        elif isinstance(value, torch.Tensor):
+            for attr in ("shape", "dtype", "device", "requires_grad"):
+                self.key.append(f"{var}.{attr}")
+                self.labels.append(f"{label}.{attr}")
+        elif isinstance(value, _SCALARS) and not (self.symbolic and t in (int, float)):
+            self.key.append(var)
+            self.labels.append(label)
+
+
+def make_signature(
+    args: tuple[Any, ...], kwargs: dict[str, Any], symbolic: bool, param_names: tuple[str, ...]
+) -> Signature:
+    """The key function for calls structured like ``(args, kwargs)``."""
+    gen = _Generator(symbolic)
+    names = [f"a{i}" for i in range(len(args))]
+    if names:
+        gen.body.append(f"  {', '.join(names)}, = args")
+    else:
+        gen.body.append("  if args: raise LookupError")
+    for i, (name, value) in enumerate(zip(names, args)):
+        label = param_names[i] if i < len(param_names) else f"args[{i}]"
+        gen.leaf(name, value, label, 0)
+    if kwargs:
+        gen.body.append(f"  if len(kwargs) != {len(kwargs)}: raise LookupError")
+        for k, value in kwargs.items():
+            name = gen.fresh()
+            gen.body.append(f"  {name} = kwargs[{k!r}]")
+            gen.leaf(name, value, k, 0)
+    else:
+        gen.body.append("  if kwargs: raise LookupError")
+    key = ", ".join(gen.key)
+    source = "def signature(args, kwargs):\n" + "\n".join(gen.body) + f"\n  return ({key}{',' if len(gen.key) == 1 else ''})\n"
+    filename = f"<thunder signature {id(gen):x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    globs: dict[str, Any] = {"__builtins__": __builtins__}
+    exec(compile(source, filename, "exec"), globs)
+    return Signature(globs["signature"], gen.labels, source)
