@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from thunder_executors import transform_for_execution
 from thunder_ir import ops as ltorch
 from thunder_ir import trace_function
+from thunder_ir.tags import OpTag
 
 TORCH_NS = SimpleNamespace(
     add=torch.add,
@@ -139,16 +140,19 @@ def run_workload(
         for f in columns.values():
             torch.testing.assert_close(f(*inputs), expected, atol=1e-4, rtol=1e-4)
             f(*inputs)  # warm up
-        times = best_seconds(
-            {col: (lambda f=f: f(*inputs)) for col, f in columns.items()}, repeat
-        )
+        times = best_seconds({col: (lambda f=f: f(*inputs)) for col, f in columns.items()}, repeat)
     return {
         "name": name,
         "times": times,
         "compile": compile_seconds,
         "regions": len(fused.fusion_regions),
-        "symbols": (len(torch_only.bound_symbols), len(fused.bound_symbols)),
+        "symbols": (_calls(torch_only), _calls(fused)),
     }
+
+
+def _calls(extrace: Any) -> int:
+    """Calls an execution trace makes (not its ``del`` statements and return)."""
+    return sum(1 for b in extrace.bound_symbols if not ({OpTag.DELETE, OpTag.RETURN} & b.sym.tags))
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
@@ -178,7 +182,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    repeat = 5 if args.quick else 20
+    repeat = 5 if args.quick else 30
     n = (1 << 20) if args.quick else (1 << 22)
     x, y = torch.randn(n), torch.rand(n)
     results = [

@@ -219,3 +219,8 @@ def test_executors_by_name_and_availability() -> None:
         assert ok or why  # unavailable executors say why
     with pytest.raises(KeyError, match="unknown executor"):
         get_executor("no_such_executor")
+    from thunder_executors import recommended_executors
+
+    recommended = recommended_executors()
+    assert recommended[-2:] == ("torch_ops", "torch")
+    assert all(get_executor(n).is_available() for n in recommended)

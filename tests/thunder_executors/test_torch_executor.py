@@ -99,6 +99,13 @@ UNARY = [
     unary("round", torch.round, lambda: randn(3, 4) * 4),
     unary("trunc", torch.trunc),
     unary("sign", torch.sign),
+    Case(
+        "sign",
+        lambda a: prims.sign(a),
+        torch.sgn,
+        lambda: (randn(3, dtype=torch.complex64),),
+        name="sign_complex",
+    ),
     unary("signbit", torch.signbit),
     unary("isfinite", torch.isfinite, lambda: torch.tensor([1.0, math.inf, -math.inf, math.nan])),
     unary("isnan", torch.isnan, lambda: torch.tensor([1.0, math.inf, -math.inf, math.nan])),
@@ -411,7 +418,7 @@ OTHER = [
     Case(
         "scatter_add",
         lambda a, i, s: prims.scatter_add(a, 1, i, s),
-        torch.scatter_add.__get__ if False else (lambda a, i, s: a.scatter_add(1, i, s)),
+        lambda a, i, s: a.scatter_add(1, i, s),
         lambda: (randn(3, 4), torch.randint(0, 4, (3, 2)), randn(3, 2)),
     ),
     Case(

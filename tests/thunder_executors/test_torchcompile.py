@@ -67,3 +67,38 @@ def test_random_and_number_symbols_stay_outside_regions() -> None:
 
 def test_registered_by_name() -> None:
     assert isinstance(get_executor("torchcompile"), TorchCompileExecutor)
+
+
+def test_equal_regions_with_different_names_share_one_compiled_program() -> None:
+    from thunder_ir import dtypes
+    from thunder_ir.devices import cpu
+
+    ex = TorchCompileExecutor("torchcompile_canonical_test")
+
+    def block(a: Any, b: Any) -> Any:
+        return prims.sin(prims.add(prims.exp(a), b))
+
+    def shifted(a: Any, b: Any) -> Any:
+        # A random draw (never fused) first: every name after it differs from block's trace.
+        r = prims.uniform((3,), 0.0, 1.0, device=cpu, dtype=dtypes.float32)
+        return r, block(a, b)
+
+    a, b = torch.randn(3), torch.randn(3)
+    first = transform_for_execution(trace_function(block, a, b), (ex,))
+    second = transform_for_execution(trace_function(shifted, a, b), (ex,))
+    assert [p.name for p in first.fusion_regions[0].flat_proxy_outs] != [
+        p.name for p in second.fusion_regions[0].flat_proxy_outs
+    ]
+    assert first.fusion_regions[0].sym.impl is second.fusion_regions[0].sym.impl
+    assert ex.cached_regions() == 1
+    torch.testing.assert_close(second.python_callable()(a, b)[1], torch.sin(torch.exp(a) + b))
+
+
+def test_a_lone_fusible_composite_too_small_to_fuse_runs_decomposed() -> None:
+    from thunder_ir import ops as ltorch
+
+    a = torch.randn(5)
+    extrace = transform_for_execution(trace_function(ltorch.exp, a), ("torchcompile",))
+    assert extrace.fusion_regions == []
+    assert "torch.exp(t0)" in extrace.python()
+    torch.testing.assert_close(extrace.python_callable()(a), torch.exp(a))

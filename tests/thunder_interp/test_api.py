@@ -530,3 +530,62 @@ def test_hand_built_code_with_unknown_handler() -> None:
     table = {k: v for k, v in DEFAULT_OPCODE_TABLE.items() if not k.startswith("RETURN")}
     with pytest.raises(UnsupportedOpcodeError, match="RETURN"):
         interpret(f, opcode_table=table)()
+
+
+# -- compiled basic blocks -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def eager_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compile basic blocks on first use (normally only warm code gets them)."""
+    import thunder_interp._blocks as blocks
+    import thunder_interp._runtime as runtime
+
+    monkeypatch.setattr(runtime, "WARM_THRESHOLD", 0)
+    monkeypatch.setattr(blocks, "HOT_THRESHOLD", 1)
+
+
+def _hot_loop(xs: list[int]) -> list[int]:
+    out = []
+    for x in xs:
+        try:
+            out.append(10 // x + len(out))  # LINE: hot division
+        except ZeroDivisionError:
+            out.append(-1)
+    return out
+
+
+def _hot_loop_raising(xs: list[int]) -> int:
+    total = 0
+    for x in xs:
+        total += 100 // x  # LINE: hot raise
+    return total
+
+
+@pytest.mark.usefixtures("eager_blocks")
+def test_blocks_keep_exception_semantics() -> None:
+    xs = [1, 2, 0, 5, 0, 3]
+    assert interpret(_hot_loop)(xs) == _hot_loop(xs)
+
+
+@pytest.mark.usefixtures("eager_blocks")
+def test_blocks_report_the_faulting_line() -> None:
+    with pytest.raises(ZeroDivisionError) as info:
+        interpret(_hot_loop_raising)([1, 2, 3, 0])
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert (__file__, _line_of("hot raise")) in [(fr.filename, fr.lineno) for fr in frames]
+    assert all("generated block" not in fr.filename for fr in frames)
+
+
+def test_warm_loop_gets_compiled_and_stays_correct() -> None:
+    def f(n: int) -> int:
+        s = 0
+        i = 0
+        while i < n:
+            s += i * i % 7
+            i += 1
+        return s
+
+    interp = interpret(f)
+    assert interp(1000) == f(1000)
+    assert interp(1001) == f(1001)

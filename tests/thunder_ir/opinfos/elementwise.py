@@ -49,17 +49,26 @@ def tensor(
                 high = low + 1
         if dtype is torch.uint8 and (low is None or low < 0):
             low = 0
-    return make_tensor(shape, dtype, low=low, high=high, noncontiguous=noncontiguous, requires_grad=requires_grad)
+    return make_tensor(
+        shape, dtype, low=low, high=high, noncontiguous=noncontiguous, requires_grad=requires_grad
+    )
 
 
 SPECIAL_FLOATS = [0.0, -0.0, 1.0, -1.5, math.inf, -math.inf, math.nan, 2.5, -2.5, 0.5]
 
 
-def unary_samples_fn(low: float | None = None, high: float | None = None, special: bool = False, **kwargs: Any) -> SampleFn:
+def unary_samples_fn(
+    low: float | None = None, high: float | None = None, special: bool = False, **kwargs: Any
+) -> SampleFn:
     def samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
         for shape in ((), (5,), (3, 4), (2, 3, 4), (0, 3)):
-            yield SampleInput((tensor(shape, dtype, low=low, high=high, requires_grad=requires_grad),), dict(kwargs))
-        yield SampleInput((tensor((4, 6), dtype, low=low, high=high, noncontiguous=True),), dict(kwargs))
+            yield SampleInput(
+                (tensor(shape, dtype, low=low, high=high, requires_grad=requires_grad),),
+                dict(kwargs),
+            )
+        yield SampleInput(
+            (tensor((4, 6), dtype, low=low, high=high, noncontiguous=True),), dict(kwargs)
+        )
         if special and dtype.is_floating_point:
             yield SampleInput((torch.tensor(SPECIAL_FLOATS, dtype=dtype),), dict(kwargs), "special")
 
@@ -69,7 +78,9 @@ def unary_samples_fn(low: float | None = None, high: float | None = None, specia
 unary_samples = unary_samples_fn()
 
 
-def bool_input_error(op: Any, match: str, exc: type[Exception] = RuntimeError) -> Callable[[], Iterator[ErrorInput]]:
+def bool_input_error(
+    op: Any, match: str, exc: type[Exception] = RuntimeError
+) -> Callable[[], Iterator[ErrorInput]]:
     def errors() -> Iterator[ErrorInput]:
         yield ErrorInput(SampleInput((torch.tensor([True, False]),)), exc, match)
 
@@ -78,7 +89,9 @@ def bool_input_error(op: Any, match: str, exc: type[Exception] = RuntimeError) -
 
 def type_error_for_number(name: str) -> Callable[[], Iterator[ErrorInput]]:
     def errors() -> Iterator[ErrorInput]:
-        yield ErrorInput(SampleInput(([1.0, 2.0],)), TypeError, rf"{name}\(\): argument 'input' .*must be Tensor")
+        yield ErrorInput(
+            SampleInput(([1.0, 2.0],)), TypeError, rf"{name}\(\): argument 'input' .*must be Tensor"
+        )
 
     return errors
 
@@ -94,15 +107,25 @@ def float_unary(
     return OpInfo(op, ref, unary_samples_fn(low, high), dtypes=dtypes, **kw)
 
 
-def inplace_unary(op: Any, ref: Any, low: float | None = None, high: float | None = None, **kw: Any) -> OpInfo:
-    return OpInfo(op, ref, unary_samples_fn(low, high), dtypes=kw.pop("dtypes", (torch.float32, torch.bfloat16)), **kw)
+def inplace_unary(
+    op: Any, ref: Any, low: float | None = None, high: float | None = None, **kw: Any
+) -> OpInfo:
+    return OpInfo(
+        op,
+        ref,
+        unary_samples_fn(low, high),
+        dtypes=kw.pop("dtypes", (torch.float32, torch.bfloat16)),
+        **kw,
+    )
 
 
 def inplace_error(op: Any, ref: Any, match: str) -> Callable[[], Iterator[ErrorInput]]:
     """An integer tensor cannot take a float result in place."""
 
     def errors() -> Iterator[ErrorInput]:
-        yield ErrorInput(SampleInput((make_tensor((3,), torch.int64, low=1, high=5),)), RuntimeError, match)
+        yield ErrorInput(
+            SampleInput((make_tensor((3,), torch.int64, low=1, high=5),)), RuntimeError, match
+        )
 
     return errors
 
@@ -144,7 +167,11 @@ def clamp_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInp
 
 
 def clamp_errors() -> Iterator[ErrorInput]:
-    yield ErrorInput(SampleInput((make_tensor((3,), torch.float32),)), RuntimeError, r"At least one of 'min' or 'max' must not be None")
+    yield ErrorInput(
+        SampleInput((make_tensor((3,), torch.float32),)),
+        RuntimeError,
+        r"At least one of 'min' or 'max' must not be None",
+    )
 
 
 def clamp_min_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
@@ -156,7 +183,9 @@ def clamp_min_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[Sampl
 def complex_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
     yield from unary_samples(dtype, requires_grad)
     if dtype.is_complex:
-        yield SampleInput((torch.tensor([0j, 1 + 1j, -2 + 0j, 3j], dtype=dtype),), name="with zeros")
+        yield SampleInput(
+            (torch.tensor([0j, 1 + 1j, -2 + 0j, 3j], dtype=dtype),), name="with zeros"
+        )
 
 
 def positive_ref(a: torch.Tensor) -> torch.Tensor:
@@ -209,37 +238,70 @@ _DOMAINS = {op.name: (lo, hi) for op, _, lo, hi in _FLOAT_UNARY}
 
 OPINFOS = [
     *(float_unary(op, ref, lo, hi) for op, ref, lo, hi in _FLOAT_UNARY),
-    OpInfo(ltorch.exp, torch.exp, unary_samples, dtypes=(torch.complex64,), name="exp_complex", torch_names=("torch.exp",)),
-    OpInfo(ltorch.sigmoid, torch.sigmoid, unary_samples, dtypes=(torch.bool,), name="sigmoid_bool", torch_names=("torch.sigmoid",)),
+    OpInfo(
+        ltorch.exp,
+        torch.exp,
+        unary_samples,
+        dtypes=(torch.complex64,),
+        name="exp_complex",
+        torch_names=("torch.exp",),
+    ),
+    OpInfo(
+        ltorch.sigmoid,
+        torch.sigmoid,
+        unary_samples,
+        dtypes=(torch.bool,),
+        name="sigmoid_bool",
+        torch_names=("torch.sigmoid",),
+    ),
     OpInfo(
         ltorch.abs,
         torch.abs,
         complex_samples,
         dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32, torch.uint8, torch.complex64),
-        error_inputs=bool_input_error(ltorch.abs, r"not implemented for 'Bool'", NotImplementedError),
+        error_inputs=bool_input_error(
+            ltorch.abs, r"not implemented for 'Bool'", NotImplementedError
+        ),
     ),
     OpInfo(
         ltorch.neg,
         torch.neg,
         unary_samples,
         dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32, torch.complex64),
-        error_inputs=bool_input_error(ltorch.neg, r"Negation, the `-` operator, on a bool tensor is not supported"),
+        error_inputs=bool_input_error(
+            ltorch.neg, r"Negation, the `-` operator, on a bool tensor is not supported"
+        ),
     ),
     OpInfo(
         ltorch.positive,
         positive_ref,
         unary_samples,
         dtypes=(torch.float32, torch.int64),
-        error_inputs=bool_input_error(ltorch.positive, r"The `\+` operator, on a bool tensor is not supported"),
+        error_inputs=bool_input_error(
+            ltorch.positive, r"The `\+` operator, on a bool tensor is not supported"
+        ),
     ),
     OpInfo(
         ltorch.sign,
         torch.sign,
         unary_samples_fn(special=True),
         dtypes=ALL_BUT_COMPLEX,
-        error_inputs=lambda: iter([ErrorInput(SampleInput((torch.ones(2, dtype=torch.complex64),)), NotImplementedError, r"torch.sign is not intended to support complex numbers")]),
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((torch.ones(2, dtype=torch.complex64),)),
+                    NotImplementedError,
+                    r"torch.sign is not intended to support complex numbers",
+                )
+            ]
+        ),
     ),
-    OpInfo(ltorch.sgn, torch.sgn, complex_samples, dtypes=(torch.float32, torch.int64, torch.complex64, torch.complex128)),
+    OpInfo(
+        ltorch.sgn,
+        torch.sgn,
+        complex_samples,
+        dtypes=(torch.float32, torch.int64, torch.complex64, torch.complex128),
+    ),
     OpInfo(ltorch.signbit, torch.signbit, unary_samples_fn(special=True), dtypes=ALL_BUT_COMPLEX),
     OpInfo(ltorch.square, torch.square, unary_samples, dtypes=(*ALL_BUT_COMPLEX, torch.complex64)),
     OpInfo(
@@ -247,72 +309,204 @@ OPINFOS = [
         torch.floor,
         unary_samples_fn(special=True),
         dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32),
-        error_inputs=bool_input_error(ltorch.floor, r"not implemented for 'Bool'", NotImplementedError),
+        error_inputs=bool_input_error(
+            ltorch.floor, r"not implemented for 'Bool'", NotImplementedError
+        ),
     ),
-    OpInfo(ltorch.ceil, torch.ceil, unary_samples_fn(special=True), dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32)),
-    OpInfo(ltorch.trunc, torch.trunc, unary_samples_fn(special=True), dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32)),
+    OpInfo(
+        ltorch.ceil,
+        torch.ceil,
+        unary_samples_fn(special=True),
+        dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32),
+    ),
+    OpInfo(
+        ltorch.trunc,
+        torch.trunc,
+        unary_samples_fn(special=True),
+        dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32),
+    ),
     OpInfo(
         ltorch.round,
         torch.round,
         round_samples,
         dtypes=(*FLOATS_AND_HALF, torch.int64),
-        error_inputs=lambda: iter([ErrorInput(SampleInput((make_tensor((3,), torch.int64),), {"decimals": 1}), NotImplementedError, r"not implemented for 'Long'")]),
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((make_tensor((3,), torch.int64),), {"decimals": 1}),
+                    NotImplementedError,
+                    r"not implemented for 'Long'",
+                )
+            ]
+        ),
     ),
     OpInfo(
         ltorch.frac,
         torch.frac,
         unary_samples_fn(special=True),
         dtypes=FLOATS_AND_HALF,
-        error_inputs=lambda: iter([ErrorInput(SampleInput((make_tensor((3,), torch.int64),)), NotImplementedError, r"not implemented for 'Long'")]),
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((make_tensor((3,), torch.int64),)),
+                    NotImplementedError,
+                    r"not implemented for 'Long'",
+                )
+            ]
+        ),
     ),
     OpInfo(ltorch.isfinite, torch.isfinite, unary_samples_fn(special=True), dtypes=ALL_BUT_COMPLEX),
     OpInfo(ltorch.isnan, torch.isnan, unary_samples_fn(special=True), dtypes=ALL_BUT_COMPLEX),
     OpInfo(ltorch.isinf, torch.isinf, unary_samples_fn(special=True), dtypes=ALL_BUT_COMPLEX),
-    OpInfo(ltorch.isposinf, torch.isposinf, unary_samples_fn(special=True), dtypes=(torch.float32, torch.bfloat16, torch.int64)),
-    OpInfo(ltorch.isneginf, torch.isneginf, unary_samples_fn(special=True), dtypes=(torch.float32, torch.float16, torch.int64)),
+    OpInfo(
+        ltorch.isposinf,
+        torch.isposinf,
+        unary_samples_fn(special=True),
+        dtypes=(torch.float32, torch.bfloat16, torch.int64),
+    ),
+    OpInfo(
+        ltorch.isneginf,
+        torch.isneginf,
+        unary_samples_fn(special=True),
+        dtypes=(torch.float32, torch.float16, torch.int64),
+    ),
     OpInfo(ltorch.isreal, torch.isreal, complex_samples, dtypes=(torch.float32, torch.complex64)),
     OpInfo(
         ltorch.bitwise_not,
         torch.bitwise_not,
         unary_samples,
         dtypes=(torch.int64, torch.int32, torch.uint8, torch.bool),
-        error_inputs=lambda: iter([ErrorInput(SampleInput((make_tensor((3,), torch.float32),)), NotImplementedError, r"not implemented for 'Float'")]),
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((make_tensor((3,), torch.float32),)),
+                    NotImplementedError,
+                    r"not implemented for 'Float'",
+                )
+            ]
+        ),
     ),
-    OpInfo(ltorch.logical_not, torch.logical_not, unary_samples_fn(special=True), dtypes=ALL_BUT_COMPLEX, error_inputs=type_error_for_number("logical_not")),
-    OpInfo(ltorch.real, real_ref, complex_samples, dtypes=(torch.float32, torch.complex64, torch.complex128)),
+    OpInfo(
+        ltorch.logical_not,
+        torch.logical_not,
+        unary_samples_fn(special=True),
+        dtypes=ALL_BUT_COMPLEX,
+        error_inputs=type_error_for_number("logical_not"),
+    ),
+    OpInfo(
+        ltorch.real,
+        real_ref,
+        complex_samples,
+        dtypes=(torch.float32, torch.complex64, torch.complex128),
+    ),
     OpInfo(
         ltorch.imag,
         torch.imag,
         complex_samples,
         dtypes=(torch.complex64, torch.complex128),
-        error_inputs=lambda: iter([ErrorInput(SampleInput((make_tensor((3,), torch.float32),)), RuntimeError, r"imag is not implemented for tensors with non-complex dtypes")]),
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((make_tensor((3,), torch.float32),)),
+                    RuntimeError,
+                    r"imag is not implemented for tensors with non-complex dtypes",
+                )
+            ]
+        ),
     ),
-    OpInfo(ltorch.nan_to_num, torch.nan_to_num, nan_to_num_samples, dtypes=(*FLOATS_AND_HALF, torch.int64)),
-    OpInfo(ltorch.clamp, torch.clamp, clamp_samples, dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32), error_inputs=clamp_errors),
-    OpInfo(ltorch.clamp, torch.clip, clamp_samples, dtypes=(torch.float32,), name="clip", torch_names=("torch.clip", "torch.Tensor.clip")),
-    OpInfo(ltorch.clamp_min, torch.clamp_min, clamp_min_samples, dtypes=(torch.float32, torch.bfloat16, torch.int64)),
-    OpInfo(ltorch.clamp_max, torch.clamp_max, clamp_min_samples, dtypes=(torch.float32, torch.bfloat16, torch.int64)),
+    OpInfo(
+        ltorch.nan_to_num,
+        torch.nan_to_num,
+        nan_to_num_samples,
+        dtypes=(*FLOATS_AND_HALF, torch.int64),
+    ),
+    OpInfo(
+        ltorch.clamp,
+        torch.clamp,
+        clamp_samples,
+        dtypes=(*FLOATS_AND_HALF, torch.int64, torch.int32),
+        error_inputs=clamp_errors,
+    ),
+    OpInfo(
+        ltorch.clamp,
+        torch.clip,
+        clamp_samples,
+        dtypes=(torch.float32,),
+        name="clip",
+        torch_names=("torch.clip", "torch.Tensor.clip"),
+    ),
+    OpInfo(
+        ltorch.clamp_min,
+        torch.clamp_min,
+        clamp_min_samples,
+        dtypes=(torch.float32, torch.bfloat16, torch.int64),
+    ),
+    OpInfo(
+        ltorch.clamp_max,
+        torch.clamp_max,
+        clamp_min_samples,
+        dtypes=(torch.float32, torch.bfloat16, torch.int64),
+    ),
     # In-place variants: the result lands in the first argument.
     *(
         inplace_unary(
             getattr(ltorch, f"{name}_"),
             getattr(torch.Tensor, f"{name}_"),
             *_DOMAINS[name],
-            error_inputs=inplace_error(getattr(ltorch, f"{name}_"), getattr(torch.Tensor, f"{name}_"), r"result type Float can't be cast to the desired output type Long"),
+            error_inputs=inplace_error(
+                getattr(ltorch, f"{name}_"),
+                getattr(torch.Tensor, f"{name}_"),
+                r"result type Float can't be cast to the desired output type Long",
+            ),
         )
         for name in _INPLACE_FLOAT
     ),
     *(
-        inplace_unary(getattr(ltorch, f"{name}_"), getattr(torch.Tensor, f"{name}_"), dtypes=(torch.float32, torch.bfloat16, torch.int64))
+        inplace_unary(
+            getattr(ltorch, f"{name}_"),
+            getattr(torch.Tensor, f"{name}_"),
+            dtypes=(torch.float32, torch.bfloat16, torch.int64),
+        )
         for name in ("abs", "neg", "sign", "sgn", "square", "floor", "ceil", "trunc", "round")
     ),
     inplace_unary(ltorch.frac_, torch.Tensor.frac_),
     inplace_unary(ltorch.nan_to_num_, torch.Tensor.nan_to_num_),
-    OpInfo(ltorch.bitwise_not_, torch.Tensor.bitwise_not_, unary_samples, dtypes=(torch.int64, torch.bool)),
-    OpInfo(ltorch.logical_not_, torch.Tensor.logical_not_, unary_samples, dtypes=(torch.float32, torch.int64, torch.bool)),
-    OpInfo(ltorch.clamp_, torch.Tensor.clamp_, lambda dt, rg: (s for s in clamp_samples(dt, rg) if s.args[0].shape == (3, 4) and all(not isinstance(v, torch.Tensor) for v in (*s.args[1:], *s.kwargs.values())) and all(not isinstance(v, float) for v in s.args[1:])), dtypes=(torch.float32, torch.int64)),
-    OpInfo(ltorch.clamp_min_, torch.Tensor.clamp_min_, lambda dt, rg: (SampleInput((tensor((3, 4), dt), 1)),), dtypes=(torch.float32, torch.int64)),
-    OpInfo(ltorch.clamp_max_, torch.Tensor.clamp_max_, lambda dt, rg: (SampleInput((tensor((3, 4), dt), tensor((4,), dt))),), dtypes=(torch.float32, torch.int64)),
+    OpInfo(
+        ltorch.bitwise_not_,
+        torch.Tensor.bitwise_not_,
+        unary_samples,
+        dtypes=(torch.int64, torch.bool),
+    ),
+    OpInfo(
+        ltorch.logical_not_,
+        torch.Tensor.logical_not_,
+        unary_samples,
+        dtypes=(torch.float32, torch.int64, torch.bool),
+    ),
+    OpInfo(
+        ltorch.clamp_,
+        torch.Tensor.clamp_,
+        lambda dt, rg: (
+            s
+            for s in clamp_samples(dt, rg)
+            if s.args[0].shape == (3, 4)
+            and all(not isinstance(v, torch.Tensor) for v in (*s.args[1:], *s.kwargs.values()))
+            and all(not isinstance(v, float) for v in s.args[1:])
+        ),
+        dtypes=(torch.float32, torch.int64),
+    ),
+    OpInfo(
+        ltorch.clamp_min_,
+        torch.Tensor.clamp_min_,
+        lambda dt, rg: (SampleInput((tensor((3, 4), dt), 1)),),
+        dtypes=(torch.float32, torch.int64),
+    ),
+    OpInfo(
+        ltorch.clamp_max_,
+        torch.Tensor.clamp_max_,
+        lambda dt, rg: (SampleInput((tensor((3, 4), dt), tensor((4,), dt))),),
+        dtypes=(torch.float32, torch.int64),
+    ),
 ]
 
 _ = FLOATS, INTS_AND_BOOL

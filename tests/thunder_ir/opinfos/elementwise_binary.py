@@ -37,10 +37,14 @@ def binary_samples_fn(
 
     def samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
         def lhs(*shape: int, nc: bool = False, dt: torch.dtype = dtype) -> torch.Tensor:
-            return tensor(shape, dt, low=low, high=high, noncontiguous=nc, requires_grad=requires_grad)
+            return tensor(
+                shape, dt, low=low, high=high, noncontiguous=nc, requires_grad=requires_grad
+            )
 
         def rhs(*shape: int, nc: bool = False, dt: torch.dtype = dtype) -> torch.Tensor:
-            t = tensor(shape, dt, low=rhs_low, high=rhs_high, noncontiguous=nc, requires_grad=requires_grad)
+            t = tensor(
+                shape, dt, low=rhs_low, high=rhs_high, noncontiguous=nc, requires_grad=requires_grad
+            )
             if nonzero_rhs and is_exact(dt):
                 t = torch.where(t == 0, torch.ones((), dtype=dt), t)
             return t
@@ -81,7 +85,10 @@ def broadcast_error(dtype: torch.dtype = torch.float32) -> Iterator[ErrorInput]:
     )
 
 
-def errors(*cases: tuple[tuple[Any, ...], dict[str, Any], type[Exception], str], dtype: torch.dtype = torch.float32) -> Callable[[], Iterator[ErrorInput]]:
+def errors(
+    *cases: tuple[tuple[Any, ...], dict[str, Any], type[Exception], str],
+    dtype: torch.dtype = torch.float32,
+) -> Callable[[], Iterator[ErrorInput]]:
     """The broadcasting error (operands of ``dtype``) and the given cases."""
 
     def gen() -> Iterator[ErrorInput]:
@@ -108,11 +115,20 @@ def c64(*shape: int) -> torch.Tensor:
     return make_tensor(shape, torch.complex64)
 
 
-def ternary_samples_fn(third_number: float | None = None, *, nonzero: bool = False, kwargs: dict[str, Any] | None = None, third_low: float | None = None, third_high: float | None = None) -> SampleFn:
+def ternary_samples_fn(
+    third_number: float | None = None,
+    *,
+    nonzero: bool = False,
+    kwargs: dict[str, Any] | None = None,
+    third_low: float | None = None,
+    third_high: float | None = None,
+) -> SampleFn:
     kw = kwargs or {}
 
     def samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
-        def t(*shape: int, nc: bool = False, low: float | None = None, high: float | None = None) -> torch.Tensor:
+        def t(
+            *shape: int, nc: bool = False, low: float | None = None, high: float | None = None
+        ) -> torch.Tensor:
             x = tensor(shape, dtype, noncontiguous=nc, low=low, high=high)
             if nonzero and is_exact(dtype):
                 x = torch.where(x == 0, torch.ones((), dtype=dtype), x)
@@ -144,7 +160,9 @@ def addc_samples_fn(nonzero: bool) -> SampleFn:
 def lerp_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
     yield from ternary_samples_fn(0.3, third_low=0.0, third_high=1.0)(dtype, requires_grad)
     yield SampleInput((tensor((3, 4), dtype), tensor((3, 4), dtype), 0.75))
-    yield SampleInput((tensor((3, 4), dtype), tensor((3, 4), dtype), tensor((3, 4), dtype, low=-1.0, high=2.0)))
+    yield SampleInput(
+        (tensor((3, 4), dtype), tensor((3, 4), dtype), tensor((3, 4), dtype, low=-1.0, high=2.0))
+    )
 
 
 def where_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
@@ -159,6 +177,7 @@ def where_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInp
     yield SampleInput((cond(), t(3, 4), t()))
     yield SampleInput((cond(3, 4), t(3, 4), 2))
     yield SampleInput((cond(3, 4), 1.5, t(3, 4)))
+    yield SampleInput((cond(3, 4), 1, 2.5))  # two scalars: the result takes their dtype
     yield SampleInput((cond(3, 4), t(3, 4), make_tensor((3, 4), torch.float64)))
 
 
@@ -213,79 +232,304 @@ DIV_DTYPES = (*FLOATS_AND_HALF, torch.int64, torch.int32)
 
 _int_div = {"nonzero_rhs": True}
 _alpha_errors = errors(
-    ((i64(3), i64(3)), {"alpha": 1.5}, RuntimeError, r"For integral input tensors, argument alpha must not be a floating point number"),
-    ((f32(3), f32(3)), {"alpha": True}, RuntimeError, r"Boolean alpha only supported for Boolean results"),
+    (
+        (i64(3), i64(3)),
+        {"alpha": 1.5},
+        RuntimeError,
+        r"For integral input tensors, argument alpha must not be a floating point number",
+    ),
+    (
+        (f32(3), f32(3)),
+        {"alpha": True},
+        RuntimeError,
+        r"Boolean alpha only supported for Boolean results",
+    ),
 )
 
 OPINFOS = [
     # Arithmetic
-    OpInfo(ltorch.add, torch.add, binary_samples_fn(scalar_lhs=True), dtypes=(*NUMERIC_AND_BOOL, torch.complex64), error_inputs=_alpha_errors),
-    OpInfo(ltorch.add, torch.add, binary_samples_fn(kwargs={"alpha": 2}), dtypes=ALL_NUMERIC, name="add_alpha", torch_names=("torch.add",)),
-    OpInfo(ltorch.add, torch.add, binary_samples_fn(kwargs={"alpha": 0.5}), dtypes=FLOATS_AND_HALF, name="add_float_alpha", torch_names=("torch.add",)),
+    OpInfo(
+        ltorch.add,
+        torch.add,
+        binary_samples_fn(scalar_lhs=True),
+        dtypes=(*NUMERIC_AND_BOOL, torch.complex64),
+        error_inputs=_alpha_errors,
+    ),
+    OpInfo(
+        ltorch.add,
+        torch.add,
+        binary_samples_fn(kwargs={"alpha": 2}),
+        dtypes=ALL_NUMERIC,
+        name="add_alpha",
+        torch_names=("torch.add",),
+    ),
+    OpInfo(
+        ltorch.add,
+        torch.add,
+        binary_samples_fn(kwargs={"alpha": 0.5}),
+        dtypes=FLOATS_AND_HALF,
+        name="add_float_alpha",
+        torch_names=("torch.add",),
+    ),
     OpInfo(
         ltorch.sub,
         torch.sub,
         binary_samples_fn(scalar_lhs=True),
         dtypes=ALL_NUMERIC,
         error_inputs=errors(
-            ((b8(3), b8(3)), {}, RuntimeError, r"Subtraction, the `-` operator, with two bool tensors is not supported"),
-            ((i64(3), b8(3)), {}, RuntimeError, r"Subtraction, the `-` operator, with a bool tensor is not supported"),
+            (
+                (b8(3), b8(3)),
+                {},
+                RuntimeError,
+                r"Subtraction, the `-` operator, with two bool tensors is not supported",
+            ),
+            (
+                (i64(3), b8(3)),
+                {},
+                RuntimeError,
+                r"Subtraction, the `-` operator, with a bool tensor is not supported",
+            ),
         ),
     ),
-    OpInfo(ltorch.sub, torch.sub, binary_samples_fn(kwargs={"alpha": 3}), dtypes=ALL_NUMERIC, name="sub_alpha", torch_names=("torch.sub",)),
+    OpInfo(
+        ltorch.sub,
+        torch.sub,
+        binary_samples_fn(kwargs={"alpha": 3}),
+        dtypes=ALL_NUMERIC,
+        name="sub_alpha",
+        torch_names=("torch.sub",),
+    ),
     OpInfo(ltorch.rsub, rsub_ref, binary_samples_fn(), dtypes=ALL_NUMERIC),
-    OpInfo(ltorch.rsub, rsub_ref, binary_samples_fn(kwargs={"alpha": 2}), dtypes=(torch.float32, torch.int64), name="rsub_alpha"),
-    OpInfo(ltorch.mul, torch.mul, binary_samples_fn(scalar_lhs=True), dtypes=(*NUMERIC_AND_BOOL, torch.complex64)),
-    OpInfo(ltorch.div, torch.div, binary_samples_fn(scalar_lhs=True, **_int_div), dtypes=(*DIV_DTYPES, torch.bool, torch.complex64),
-           error_inputs=errors(((f32(3), f32(3)), {"rounding_mode": "round"}, RuntimeError, r"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found 'round'"))),
-    OpInfo(ltorch.div, torch.div, binary_samples_fn(special=True, kwargs={"rounding_mode": "trunc"}, **_int_div), dtypes=DIV_DTYPES, name="div_trunc", torch_names=("torch.div",)),
-    OpInfo(ltorch.div, torch.div, binary_samples_fn(special=True, kwargs={"rounding_mode": "floor"}, **_int_div), dtypes=DIV_DTYPES, name="div_floor", torch_names=("torch.div",)),
-    OpInfo(ltorch.true_divide, torch.true_divide, binary_samples_fn(scalar_lhs=True, **_int_div), dtypes=DIV_DTYPES),
-    OpInfo(ltorch.floor_divide, torch.floor_divide, binary_samples_fn(scalar_lhs=True, special=True, **_int_div), dtypes=DIV_DTYPES,
-           error_inputs=errors(((b8(3), b8(3)), {}, NotImplementedError, r"not implemented for 'Bool'"))),
-    OpInfo(ltorch.remainder, torch.remainder, binary_samples_fn(scalar_lhs=True, special=True, **_int_div), dtypes=DIV_DTYPES,
-           error_inputs=errors(((b8(3), b8(3)), {}, NotImplementedError, r"not implemented for 'Bool'"))),
+    OpInfo(
+        ltorch.rsub,
+        rsub_ref,
+        binary_samples_fn(kwargs={"alpha": 2}),
+        dtypes=(torch.float32, torch.int64),
+        name="rsub_alpha",
+    ),
+    OpInfo(
+        ltorch.mul,
+        torch.mul,
+        binary_samples_fn(scalar_lhs=True),
+        dtypes=(*NUMERIC_AND_BOOL, torch.complex64),
+    ),
+    OpInfo(
+        ltorch.div,
+        torch.div,
+        binary_samples_fn(scalar_lhs=True, **_int_div),
+        dtypes=(*DIV_DTYPES, torch.bool, torch.complex64),
+        error_inputs=errors(
+            (
+                (f32(3), f32(3)),
+                {"rounding_mode": "round"},
+                RuntimeError,
+                r"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found 'round'",
+            )
+        ),
+    ),
+    OpInfo(
+        ltorch.div,
+        torch.div,
+        binary_samples_fn(special=True, kwargs={"rounding_mode": "trunc"}, **_int_div),
+        dtypes=DIV_DTYPES,
+        name="div_trunc",
+        torch_names=("torch.div",),
+    ),
+    OpInfo(
+        ltorch.div,
+        torch.div,
+        binary_samples_fn(special=True, kwargs={"rounding_mode": "floor"}, **_int_div),
+        dtypes=DIV_DTYPES,
+        name="div_floor",
+        torch_names=("torch.div",),
+    ),
+    OpInfo(
+        ltorch.true_divide,
+        torch.true_divide,
+        binary_samples_fn(scalar_lhs=True, **_int_div),
+        dtypes=DIV_DTYPES,
+    ),
+    OpInfo(
+        ltorch.floor_divide,
+        torch.floor_divide,
+        binary_samples_fn(scalar_lhs=True, special=True, **_int_div),
+        dtypes=DIV_DTYPES,
+        error_inputs=errors(
+            ((b8(3), b8(3)), {}, NotImplementedError, r"not implemented for 'Bool'")
+        ),
+    ),
+    OpInfo(
+        ltorch.remainder,
+        torch.remainder,
+        binary_samples_fn(scalar_lhs=True, special=True, **_int_div),
+        dtypes=DIV_DTYPES,
+        error_inputs=errors(
+            ((b8(3), b8(3)), {}, NotImplementedError, r"not implemented for 'Bool'")
+        ),
+    ),
     OpInfo(ltorch.fmod, torch.fmod, binary_samples_fn(special=True, **_int_div), dtypes=DIV_DTYPES),
     OpInfo(
         ltorch.pow,
         torch.pow,
         binary_samples_fn(rhs_low=0, rhs_high=4, scalar_lhs=True, special=True),
         dtypes=(*DIV_DTYPES, torch.complex64),
-        error_inputs=errors(((i64(3), -2), {}, RuntimeError, r"Integers to negative integer powers are not allowed")),
+        error_inputs=errors(
+            ((i64(3), -2), {}, RuntimeError, r"Integers to negative integer powers are not allowed")
+        ),
     ),
-    OpInfo(ltorch.pow, torch.pow, binary_samples_fn(low=0.1, rhs_low=-3, rhs_high=3), dtypes=FLOATS_AND_HALF, name="pow_positive_base", torch_names=("torch.pow",)),
-    OpInfo(ltorch.float_power, torch.float_power, binary_samples_fn(low=0.1, rhs_low=-2, rhs_high=3, scalar_lhs=True), dtypes=(torch.float32, torch.bfloat16, torch.int64, torch.complex64)),
-    OpInfo(ltorch.atan2, torch.atan2, binary_samples_fn(scalars=False, special=True), dtypes=(*FLOATS_AND_HALF, torch.int64),
-           error_inputs=errors(((f32(3), 2), {}, TypeError, r"atan2\(\): argument 'other' \(position 2\) must be Tensor, not int"))),
-    OpInfo(ltorch.hypot, torch.hypot, binary_samples_fn(scalars=False, mixed=None), dtypes=FLOATS_AND_HALF,
-           error_inputs=errors(((i64(3), i64(3)), {}, NotImplementedError, r"not implemented for 'Long'"))),
-    OpInfo(ltorch.copysign, torch.copysign, binary_samples_fn(special=True), dtypes=(*FLOATS_AND_HALF, torch.int64)),
+    OpInfo(
+        ltorch.pow,
+        torch.pow,
+        binary_samples_fn(low=0.1, rhs_low=-3, rhs_high=3),
+        dtypes=FLOATS_AND_HALF,
+        name="pow_positive_base",
+        torch_names=("torch.pow",),
+    ),
+    OpInfo(
+        ltorch.float_power,
+        torch.float_power,
+        binary_samples_fn(low=0.1, rhs_low=-2, rhs_high=3, scalar_lhs=True),
+        dtypes=(torch.float32, torch.bfloat16, torch.int64, torch.complex64),
+    ),
+    OpInfo(
+        ltorch.atan2,
+        torch.atan2,
+        binary_samples_fn(scalars=False, special=True),
+        dtypes=(*FLOATS_AND_HALF, torch.int64),
+        error_inputs=errors(
+            (
+                (f32(3), 2),
+                {},
+                TypeError,
+                r"atan2\(\): argument 'other' \(position 2\) must be Tensor, not int",
+            )
+        ),
+    ),
+    OpInfo(
+        ltorch.hypot,
+        torch.hypot,
+        binary_samples_fn(scalars=False, mixed=None),
+        dtypes=FLOATS_AND_HALF,
+        error_inputs=errors(
+            ((i64(3), i64(3)), {}, NotImplementedError, r"not implemented for 'Long'")
+        ),
+    ),
+    OpInfo(
+        ltorch.copysign,
+        torch.copysign,
+        binary_samples_fn(special=True),
+        dtypes=(*FLOATS_AND_HALF, torch.int64),
+    ),
     OpInfo(
         ltorch.maximum,
         torch.maximum,
         binary_samples_fn(scalars=False, special=True),
         dtypes=NUMERIC_AND_BOOL,
-        error_inputs=errors(((f32(3), 2), {}, TypeError, r"maximum\(\): argument 'other' \(position 2\) must be Tensor, not int")),
+        error_inputs=errors(
+            (
+                (f32(3), 2),
+                {},
+                TypeError,
+                r"maximum\(\): argument 'other' \(position 2\) must be Tensor, not int",
+            )
+        ),
     ),
-    OpInfo(ltorch.minimum, torch.minimum, binary_samples_fn(scalars=False, special=True), dtypes=NUMERIC_AND_BOOL,
-           error_inputs=errors(((c64(3), c64(3)), {}, NotImplementedError, r"not implemented for 'ComplexFloat'"))),
-    OpInfo(ltorch.fmax, torch.fmax, binary_samples_fn(scalars=False, special=True), dtypes=(*ALL_NUMERIC, torch.float16)),
-    OpInfo(ltorch.fmin, torch.fmin, binary_samples_fn(scalars=False, special=True), dtypes=(*ALL_NUMERIC, torch.float16)),
+    OpInfo(
+        ltorch.minimum,
+        torch.minimum,
+        binary_samples_fn(scalars=False, special=True),
+        dtypes=NUMERIC_AND_BOOL,
+        error_inputs=errors(
+            ((c64(3), c64(3)), {}, NotImplementedError, r"not implemented for 'ComplexFloat'")
+        ),
+    ),
+    OpInfo(
+        ltorch.fmax,
+        torch.fmax,
+        binary_samples_fn(scalars=False, special=True),
+        dtypes=(*ALL_NUMERIC, torch.float16),
+    ),
+    OpInfo(
+        ltorch.fmin,
+        torch.fmin,
+        binary_samples_fn(scalars=False, special=True),
+        dtypes=(*ALL_NUMERIC, torch.float16),
+    ),
     # Bitwise and logical
-    OpInfo(ltorch.bitwise_and, torch.bitwise_and, binary_samples_fn(float_scalars=False, scalar_lhs=True, mixed=torch.int32), dtypes=BITWISE,
-           error_inputs=errors(((f32(3), f32(3)), {}, NotImplementedError, r"not implemented for 'Float'"), dtype=torch.int64)),
-    OpInfo(ltorch.bitwise_or, torch.bitwise_or, binary_samples_fn(float_scalars=False, mixed=torch.int32), dtypes=BITWISE),
-    OpInfo(ltorch.bitwise_xor, torch.bitwise_xor, binary_samples_fn(float_scalars=False, mixed=torch.int32), dtypes=BITWISE),
-    OpInfo(ltorch.bitwise_left_shift, torch.bitwise_left_shift, binary_samples_fn(low=0, rhs_low=0, rhs_high=5, float_scalars=False, mixed=torch.int32), dtypes=(torch.int64, torch.int32, torch.uint8)),
-    OpInfo(ltorch.bitwise_right_shift, torch.bitwise_right_shift, binary_samples_fn(rhs_low=0, rhs_high=5, float_scalars=False, mixed=torch.int32), dtypes=(torch.int64, torch.int32, torch.uint8)),
-    OpInfo(ltorch.logical_and, torch.logical_and, binary_samples_fn(scalars=False, special=True), dtypes=NUMERIC_AND_BOOL),
-    OpInfo(ltorch.logical_or, torch.logical_or, binary_samples_fn(scalars=False, special=True), dtypes=NUMERIC_AND_BOOL),
-    OpInfo(ltorch.logical_xor, torch.logical_xor, binary_samples_fn(scalars=False, special=True), dtypes=NUMERIC_AND_BOOL),
+    OpInfo(
+        ltorch.bitwise_and,
+        torch.bitwise_and,
+        binary_samples_fn(float_scalars=False, scalar_lhs=True, mixed=torch.int32),
+        dtypes=BITWISE,
+        error_inputs=errors(
+            ((f32(3), f32(3)), {}, NotImplementedError, r"not implemented for 'Float'"),
+            dtype=torch.int64,
+        ),
+    ),
+    OpInfo(
+        ltorch.bitwise_or,
+        torch.bitwise_or,
+        binary_samples_fn(float_scalars=False, mixed=torch.int32),
+        dtypes=BITWISE,
+    ),
+    OpInfo(
+        ltorch.bitwise_xor,
+        torch.bitwise_xor,
+        binary_samples_fn(float_scalars=False, mixed=torch.int32),
+        dtypes=BITWISE,
+    ),
+    OpInfo(
+        ltorch.bitwise_left_shift,
+        torch.bitwise_left_shift,
+        binary_samples_fn(low=0, rhs_low=0, rhs_high=5, float_scalars=False, mixed=torch.int32),
+        dtypes=(torch.int64, torch.int32, torch.uint8),
+    ),
+    OpInfo(
+        ltorch.bitwise_right_shift,
+        torch.bitwise_right_shift,
+        binary_samples_fn(rhs_low=0, rhs_high=5, float_scalars=False, mixed=torch.int32),
+        dtypes=(torch.int64, torch.int32, torch.uint8),
+    ),
+    OpInfo(
+        ltorch.logical_and,
+        torch.logical_and,
+        binary_samples_fn(scalars=False, special=True),
+        dtypes=NUMERIC_AND_BOOL,
+    ),
+    OpInfo(
+        ltorch.logical_or,
+        torch.logical_or,
+        binary_samples_fn(scalars=False, special=True),
+        dtypes=NUMERIC_AND_BOOL,
+    ),
+    OpInfo(
+        ltorch.logical_xor,
+        torch.logical_xor,
+        binary_samples_fn(scalars=False, special=True),
+        dtypes=NUMERIC_AND_BOOL,
+    ),
     # Comparisons
-    OpInfo(ltorch.eq, torch.eq, binary_samples_fn(special=True), dtypes=(*NUMERIC_AND_BOOL, torch.complex64)),
-    OpInfo(ltorch.ne, torch.ne, binary_samples_fn(special=True), dtypes=(*NUMERIC_AND_BOOL, torch.complex64)),
-    OpInfo(ltorch.lt, torch.lt, binary_samples_fn(special=True), dtypes=NUMERIC_AND_BOOL,
-           error_inputs=errors(((c64(3), c64(3)), {}, NotImplementedError, r"not implemented for 'ComplexFloat'"))),
+    OpInfo(
+        ltorch.eq,
+        torch.eq,
+        binary_samples_fn(special=True),
+        dtypes=(*NUMERIC_AND_BOOL, torch.complex64),
+    ),
+    OpInfo(
+        ltorch.ne,
+        torch.ne,
+        binary_samples_fn(special=True),
+        dtypes=(*NUMERIC_AND_BOOL, torch.complex64),
+    ),
+    OpInfo(
+        ltorch.lt,
+        torch.lt,
+        binary_samples_fn(special=True),
+        dtypes=NUMERIC_AND_BOOL,
+        error_inputs=errors(
+            ((c64(3), c64(3)), {}, NotImplementedError, r"not implemented for 'ComplexFloat'")
+        ),
+    ),
     OpInfo(ltorch.le, torch.le, binary_samples_fn(special=True), dtypes=NUMERIC_AND_BOOL),
     OpInfo(ltorch.gt, torch.gt, binary_samples_fn(special=True), dtypes=NUMERIC_AND_BOOL),
     OpInfo(ltorch.ge, torch.ge, binary_samples_fn(special=True), dtypes=NUMERIC_AND_BOOL),
@@ -295,24 +539,62 @@ OPINFOS = [
         torch.lerp,
         lerp_samples,
         dtypes=FLOATS_AND_HALF,
-        error_inputs=lambda: iter([ErrorInput(SampleInput((f32(3), make_tensor((3,), torch.float64), 0.5)), RuntimeError, r"expected dtype float for `end` but got dtype double")]),
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((f32(3), make_tensor((3,), torch.float64), 0.5)),
+                    RuntimeError,
+                    r"expected dtype float for `end` but got dtype double",
+                )
+            ]
+        ),
     ),
-    OpInfo(ltorch.addcmul, torch.addcmul, addc_samples_fn(False), dtypes=(*FLOATS_AND_HALF, torch.int64)),
+    OpInfo(
+        ltorch.addcmul,
+        torch.addcmul,
+        addc_samples_fn(False),
+        dtypes=(*FLOATS_AND_HALF, torch.int64),
+    ),
     OpInfo(
         ltorch.addcdiv,
         torch.addcdiv,
         addc_samples_fn(True),
         dtypes=FLOATS_AND_HALF,
-        error_inputs=lambda: iter([ErrorInput(SampleInput((i64(3), i64(3), i64(3))), RuntimeError, r"Integer division with addcdiv is no longer supported")]),
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((i64(3), i64(3), i64(3))),
+                    RuntimeError,
+                    r"Integer division with addcdiv is no longer supported",
+                )
+            ]
+        ),
     ),
     OpInfo(
         ltorch.where,
         torch.where,
         where_samples,
         dtypes=NUMERIC_AND_BOOL,
-        error_inputs=lambda: iter([ErrorInput(SampleInput((f32(3), f32(3), f32(3))), RuntimeError, r"where expected condition to be a boolean tensor, but got a tensor with dtype Float")]),
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((f32(3), f32(3), f32(3))),
+                    RuntimeError,
+                    r"where expected condition to be a boolean tensor, but got a tensor with dtype Float",
+                )
+            ]
+        ),
     ),
-    OpInfo(ltorch.tensor_where, torch.Tensor.where, lambda dt, rg: (SampleInput((s.args[1], s.args[0], s.args[2])) for s in where_samples(dt, rg) if isinstance(s.args[1], torch.Tensor)), dtypes=(torch.float32, torch.int64)),
+    OpInfo(
+        ltorch.tensor_where,
+        torch.Tensor.where,
+        lambda dt, rg: (
+            SampleInput((s.args[1], s.args[0], s.args[2]))
+            for s in where_samples(dt, rg)
+            if isinstance(s.args[1], torch.Tensor)
+        ),
+        dtypes=(torch.float32, torch.int64),
+    ),
     OpInfo(
         ltorch.masked_fill,
         torch.masked_fill,
@@ -320,8 +602,16 @@ OPINFOS = [
         dtypes=(*NUMERIC_AND_BOOL, torch.float16),
         error_inputs=lambda: iter(
             [
-                ErrorInput(SampleInput((f32(3), f32(3), 1.0)), RuntimeError, r"masked_fill_ only supports boolean masks, but got mask with dtype float"),
-                ErrorInput(SampleInput((f32(3), b8(3), f32(2))), RuntimeError, r"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with 1 dimension\(s\)"),
+                ErrorInput(
+                    SampleInput((f32(3), f32(3), 1.0)),
+                    RuntimeError,
+                    r"masked_fill_ only supports boolean masks, but got mask with dtype float",
+                ),
+                ErrorInput(
+                    SampleInput((f32(3), b8(3), f32(2))),
+                    RuntimeError,
+                    r"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with 1 dimension\(s\)",
+                ),
             ]
         ),
     ),
@@ -333,23 +623,54 @@ OPINFOS = [
         dtypes=(torch.float32, torch.bfloat16),
         error_inputs=lambda: iter(
             [
-                ErrorInput(SampleInput((i64(3), 1.5)), RuntimeError, r"result type Float can't be cast to the desired output type Long"),
-                ErrorInput(SampleInput((f32(3), f32(2, 3))), RuntimeError, r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"),
+                ErrorInput(
+                    SampleInput((i64(3), 1.5)),
+                    RuntimeError,
+                    r"result type Float can't be cast to the desired output type Long",
+                ),
+                ErrorInput(
+                    SampleInput((f32(3), f32(2, 3))),
+                    RuntimeError,
+                    r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]",
+                ),
             ]
         ),
     ),
-    OpInfo(ltorch.add_, torch.Tensor.add_, inplace_binary_samples_fn(float_scalars=False), dtypes=(torch.int64,), name="add__int"),
+    OpInfo(
+        ltorch.add_,
+        torch.Tensor.add_,
+        inplace_binary_samples_fn(float_scalars=False),
+        dtypes=(torch.int64,),
+        name="add__int",
+    ),
     *(
-        OpInfo(getattr(ltorch, f"{name}_"), getattr(torch.Tensor, f"{name}_"), inplace_binary_samples_fn(**kw), dtypes=dts)
+        OpInfo(
+            getattr(ltorch, f"{name}_"),
+            getattr(torch.Tensor, f"{name}_"),
+            inplace_binary_samples_fn(**kw),
+            dtypes=dts,
+        )
         for name, kw, dts in [
             ("sub", {}, (torch.float32, torch.float16)),
             ("mul", {}, (torch.float32, torch.bfloat16)),
             ("div", {}, (torch.float32, torch.float64)),
             ("true_divide", {}, (torch.float32,)),
-            ("floor_divide", {"nonzero_rhs": True, "float_scalars": False}, (torch.float32, torch.int64)),
-            ("remainder", {"nonzero_rhs": True, "float_scalars": False}, (torch.float32, torch.int64)),
+            (
+                "floor_divide",
+                {"nonzero_rhs": True, "float_scalars": False},
+                (torch.float32, torch.int64),
+            ),
+            (
+                "remainder",
+                {"nonzero_rhs": True, "float_scalars": False},
+                (torch.float32, torch.int64),
+            ),
             ("fmod", {"nonzero_rhs": True, "float_scalars": False}, (torch.float32, torch.int64)),
-            ("pow", {"rhs_low": 0, "rhs_high": 3, "float_scalars": False}, (torch.float32, torch.int64)),
+            (
+                "pow",
+                {"rhs_low": 0, "rhs_high": 3, "float_scalars": False},
+                (torch.float32, torch.int64),
+            ),
             ("float_power", {"low": 0.1}, (torch.float64,)),
             ("atan2", {"scalars": False}, (torch.float32,)),
             ("hypot", {"scalars": False}, (torch.float32,)),
@@ -357,8 +678,16 @@ OPINFOS = [
             ("bitwise_and", {"float_scalars": False}, (torch.int64,)),
             ("bitwise_or", {"float_scalars": False}, (torch.int64,)),
             ("bitwise_xor", {"float_scalars": False}, (torch.int64,)),
-            ("bitwise_left_shift", {"low": 0, "rhs_low": 0, "rhs_high": 4, "float_scalars": False}, (torch.int64,)),
-            ("bitwise_right_shift", {"rhs_low": 0, "rhs_high": 4, "float_scalars": False}, (torch.int64,)),
+            (
+                "bitwise_left_shift",
+                {"low": 0, "rhs_low": 0, "rhs_high": 4, "float_scalars": False},
+                (torch.int64,),
+            ),
+            (
+                "bitwise_right_shift",
+                {"rhs_low": 0, "rhs_high": 4, "float_scalars": False},
+                (torch.int64,),
+            ),
             ("logical_and", {"scalars": False}, (torch.float32, torch.bool)),
             ("logical_or", {"scalars": False}, (torch.float32, torch.bool)),
             ("logical_xor", {"scalars": False}, (torch.int64,)),
@@ -370,8 +699,29 @@ OPINFOS = [
             ("ge", {}, (torch.float32,)),
         ]
     ),
-    OpInfo(ltorch.lerp_, torch.Tensor.lerp_, _same_shape_ternary(lerp_samples), dtypes=(torch.float32,)),
-    OpInfo(ltorch.addcmul_, torch.Tensor.addcmul_, _same_shape_ternary(addc_samples_fn(False)), dtypes=(torch.float32, torch.int64)),
-    OpInfo(ltorch.addcdiv_, torch.Tensor.addcdiv_, _same_shape_ternary(addc_samples_fn(True)), dtypes=(torch.float32,)),
-    OpInfo(ltorch.masked_fill_, torch.Tensor.masked_fill_, lambda dt, rg: (s for s in masked_fill_samples(dt, rg) if s.args[0].shape == torch.broadcast_shapes(s.args[0].shape, s.args[1].shape)), dtypes=(torch.float32, torch.int64)),
+    OpInfo(
+        ltorch.lerp_, torch.Tensor.lerp_, _same_shape_ternary(lerp_samples), dtypes=(torch.float32,)
+    ),
+    OpInfo(
+        ltorch.addcmul_,
+        torch.Tensor.addcmul_,
+        _same_shape_ternary(addc_samples_fn(False)),
+        dtypes=(torch.float32, torch.int64),
+    ),
+    OpInfo(
+        ltorch.addcdiv_,
+        torch.Tensor.addcdiv_,
+        _same_shape_ternary(addc_samples_fn(True)),
+        dtypes=(torch.float32,),
+    ),
+    OpInfo(
+        ltorch.masked_fill_,
+        torch.Tensor.masked_fill_,
+        lambda dt, rg: (
+            s
+            for s in masked_fill_samples(dt, rg)
+            if s.args[0].shape == torch.broadcast_shapes(s.args[0].shape, s.args[1].shape)
+        ),
+        dtypes=(torch.float32, torch.int64),
+    ),
 ]

@@ -472,6 +472,9 @@ def sdpa_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
         {"attn_mask": _t(dtype, b, 1, L, s, low=-3.0, high=0.0)},
     )  # additive (BERT)
     yield SampleInput((t(b, h, L, e), t(b, h, L, e), t(b, h, L, e)), {"scale": 0.5})
+    fully_masked = bool_mask.clone()
+    fully_masked[1] = False  # a query that may attend to nothing: zeros, as torch's safe softmax
+    yield SampleInput((t(b, h, L, e), t(b, h, s, e), t(b, h, s, e)), {"attn_mask": fully_masked})
     yield SampleInput(
         (t(b, 4, L, e), t(b, 2, L, e), t(b, 2, L, e)), {"enable_gqa": True, "is_causal": True}
     )  # Llama GQA
@@ -672,7 +675,15 @@ OPINFOS = [
         atol=0.1,
         rtol=0.05,
     ),
-    OpInfo(ltorch.instance_norm, F.instance_norm, instance_norm_samples, dtypes=FLOATS_BF16),
+    OpInfo(ltorch.instance_norm, F.instance_norm, instance_norm_samples, dtypes=FLOATS),
+    OpInfo(
+        ltorch.instance_norm,
+        F.instance_norm,
+        instance_norm_samples,
+        dtypes=(torch.bfloat16,),
+        atol=0.1,
+        rtol=0.05,
+    ),
     OpInfo(ltorch.normalize, F.normalize, normalize_samples, dtypes=FLOATS_BF16),
     OpInfo(
         ltorch.cosine_similarity, F.cosine_similarity, cosine_similarity_samples, dtypes=FLOATS_BF16

@@ -54,8 +54,16 @@ reduction_samples = reduction_samples_fn()
 
 def dim_errors(op_name: str) -> Callable[[], Iterator[ErrorInput]]:
     def errors() -> Iterator[ErrorInput]:
-        yield ErrorInput(SampleInput((make_tensor((3, 4), torch.float32), 2)), IndexError, r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)")
-        yield ErrorInput(SampleInput(([1.0, 2.0],)), TypeError, rf"{op_name}\(\): argument 'input' \(position 1\) must be Tensor, not list")
+        yield ErrorInput(
+            SampleInput((make_tensor((3, 4), torch.float32), 2)),
+            IndexError,
+            r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)",
+        )
+        yield ErrorInput(
+            SampleInput(([1.0, 2.0],)),
+            TypeError,
+            rf"{op_name}\(\): argument 'input' \(position 1\) must be Tensor, not list",
+        )
 
     return errors
 
@@ -75,15 +83,25 @@ def extremum_samples_fn(with_dims: bool = True) -> SampleFn:
             yield SampleInput((tensor((), dtype), 0))
             yield SampleInput((tensor((0, 3), dtype), 1))
         if dtype.is_floating_point:
-            yield SampleInput((torch.tensor([[1.0, math.nan, 2.0], [3.0, 4.0, -math.inf]], dtype=dtype),))
+            yield SampleInput(
+                (torch.tensor([[1.0, math.nan, 2.0], [3.0, 4.0, -math.inf]], dtype=dtype),)
+            )
 
     return samples
 
 
 def extremum_errors(op_name: str) -> Callable[[], Iterator[ErrorInput]]:
     def errors() -> Iterator[ErrorInput]:
-        yield ErrorInput(SampleInput((torch.ones(0, 3),)), RuntimeError, rf"{op_name}\(\): Expected reduction dim to be specified for input.numel\(\) == 0")
-        yield ErrorInput(SampleInput((torch.ones(2, 0), 1)), IndexError, rf"{op_name}\(\): Expected reduction dim 1 to have non-zero size")
+        yield ErrorInput(
+            SampleInput((torch.ones(0, 3),)),
+            RuntimeError,
+            rf"{op_name}\(\): Expected reduction dim to be specified for input.numel\(\) == 0",
+        )
+        yield ErrorInput(
+            SampleInput((torch.ones(2, 0), 1)),
+            IndexError,
+            rf"{op_name}\(\): Expected reduction dim 1 to have non-zero size",
+        )
 
     return errors
 
@@ -95,7 +113,11 @@ def max_dim_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleI
         if dtype is torch.bool:
             return make_tensor(shape, dtype, noncontiguous=nc)
         hi = 100 if dtype in (torch.bfloat16, torch.float16) or dtype.is_floating_point else n * 2
-        vals = torch.randperm(n * 2)[:n].reshape(shape).to(dtype) if n <= hi else torch.arange(n).to(dtype).reshape(shape)
+        vals = (
+            torch.randperm(n * 2)[:n].reshape(shape).to(dtype)
+            if n <= hi
+            else torch.arange(n).to(dtype).reshape(shape)
+        )
         return vals.t() if nc and vals.ndim == 2 else vals
 
     yield SampleInput((distinct(3, 4, 5), 1))
@@ -112,8 +134,7 @@ def max_binary_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[Samp
 
 
 def arg_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
-    for s in max_dim_samples(dtype, requires_grad):
-        yield s
+    yield from max_dim_samples(dtype, requires_grad)
     yield SampleInput((make_tensor((3, 4), dtype),))
     yield SampleInput((make_tensor((3, 4), dtype),), {"keepdim": True})
     yield SampleInput((make_tensor((), dtype),))
@@ -134,13 +155,25 @@ def var_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput
 
 
 def var_errors() -> Iterator[ErrorInput]:
-    yield ErrorInput(SampleInput((make_tensor((3, 4), torch.int64),)), RuntimeError, r"std and var only support floating point and complex dtypes")
+    yield ErrorInput(
+        SampleInput((make_tensor((3, 4), torch.int64),)),
+        RuntimeError,
+        r"std and var only support floating point and complex dtypes",
+    )
 
 
 def mean_errors() -> Iterator[ErrorInput]:
     yield from dim_errors("mean")()
-    yield ErrorInput(SampleInput((make_tensor((3, 4), torch.int64),)), RuntimeError, r"mean\(\): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long")
-    yield ErrorInput(SampleInput((make_tensor((3, 4), torch.float32),), {"dtype": torch.int32}), RuntimeError, r"Optional dtype must be either a floating point or complex dtype. Got: Int")
+    yield ErrorInput(
+        SampleInput((make_tensor((3, 4), torch.int64),)),
+        RuntimeError,
+        r"mean\(\): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long",
+    )
+    yield ErrorInput(
+        SampleInput((make_tensor((3, 4), torch.float32),), {"dtype": torch.int32}),
+        RuntimeError,
+        r"Optional dtype must be either a floating point or complex dtype. Got: Int",
+    )
 
 
 def norm_samples_fn(ords: tuple[Any, ...]) -> SampleFn:
@@ -157,7 +190,11 @@ def norm_samples_fn(ords: tuple[Any, ...]) -> SampleFn:
 
 
 def vector_norm_errors() -> Iterator[ErrorInput]:
-    yield ErrorInput(SampleInput((make_tensor((3, 4), torch.int64),)), RuntimeError, r"linalg.vector_norm: Expected a floating point or complex tensor as input. Got Long")
+    yield ErrorInput(
+        SampleInput((make_tensor((3, 4), torch.int64),)),
+        RuntimeError,
+        r"linalg.vector_norm: Expected a floating point or complex tensor as input. Got Long",
+    )
 
 
 def norm_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
@@ -179,7 +216,14 @@ def logsumexp_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[Sampl
     yield SampleInput((tensor((), dtype), 0))
     yield SampleInput((tensor((4, 6), dtype, noncontiguous=True), 0))
     if dtype.is_floating_point:
-        yield SampleInput((torch.tensor([[1.0, -math.inf], [-math.inf, -math.inf], [math.inf, 2.0]], dtype=dtype), 1))
+        yield SampleInput(
+            (
+                torch.tensor(
+                    [[1.0, -math.inf], [-math.inf, -math.inf], [math.inf, 2.0]], dtype=dtype
+                ),
+                1,
+            )
+        )
         yield SampleInput((tensor((3, 4), dtype, low=50, high=90), 1))  # large values: no overflow
 
 
@@ -194,7 +238,9 @@ def scan_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInpu
 
 
 def scan_errors() -> Iterator[ErrorInput]:
-    yield ErrorInput(SampleInput((make_tensor((3, 4), torch.float32), 2)), IndexError, r"Dimension out of range")
+    yield ErrorInput(
+        SampleInput((make_tensor((3, 4), torch.float32), 2)), IndexError, r"Dimension out of range"
+    )
 
 
 def all_any_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
@@ -229,37 +275,221 @@ def _tuple_ref(fn: Any) -> Any:
 
 
 OPINFOS = [
-    OpInfo(ltorch.sum, torch.sum, reduction_samples, dtypes=(*NUMERIC_AND_BOOL, torch.float16, torch.complex64), error_inputs=dim_errors("sum")),
-    OpInfo(ltorch.sum, torch.sum, reduction_samples_fn(kwargs={"dtype": torch.float64}), dtypes=(torch.float32, torch.int32), name="sum_dtype", torch_names=("torch.sum",)),
-    OpInfo(ltorch.nansum, torch.nansum, nansum_samples, dtypes=(torch.float32, torch.float64, torch.int64)),
+    OpInfo(
+        ltorch.sum,
+        torch.sum,
+        reduction_samples,
+        dtypes=(*NUMERIC_AND_BOOL, torch.float16, torch.complex64),
+        error_inputs=dim_errors("sum"),
+    ),
+    OpInfo(
+        ltorch.sum,
+        torch.sum,
+        reduction_samples_fn(kwargs={"dtype": torch.float64}),
+        dtypes=(torch.float32, torch.int32),
+        name="sum_dtype",
+        torch_names=("torch.sum",),
+    ),
+    OpInfo(
+        ltorch.nansum,
+        torch.nansum,
+        nansum_samples,
+        dtypes=(torch.float32, torch.float64, torch.int64),
+    ),
     # torch accumulates low-precision nansums over several dims less precisely than float32.
-    OpInfo(ltorch.nansum, torch.nansum, nansum_samples, dtypes=(torch.bfloat16,), name="nansum_bf16", atol=0.1, rtol=0.05),
-    OpInfo(ltorch.prod, torch.prod, reduction_samples_fn(multi_dim=False, low=0.5, high=1.5), dtypes=(*NUMERIC_AND_BOOL, torch.float16), error_inputs=dim_errors("prod")),
-    OpInfo(ltorch.prod, torch.prod, reduction_samples_fn(multi_dim=False), dtypes=(torch.float64, torch.int64), name="prod_wide_range", torch_names=("torch.prod",)),
-    OpInfo(ltorch.mean, torch.mean, reduction_samples, dtypes=(*FLOATS_AND_HALF, torch.complex64), error_inputs=mean_errors),
-    OpInfo(ltorch.mean, torch.mean, reduction_samples_fn(kwargs={"dtype": torch.float64}), dtypes=(torch.float32, torch.int64), name="mean_dtype", torch_names=("torch.mean",)),
-    OpInfo(ltorch.amax, torch.amax, extremum_samples_fn(), dtypes=(*NUMERIC_AND_BOOL, torch.float16), error_inputs=extremum_errors("amax")),
-    OpInfo(ltorch.amin, torch.amin, extremum_samples_fn(), dtypes=(*NUMERIC_AND_BOOL, torch.float16), error_inputs=extremum_errors("amin")),
-    OpInfo(ltorch.max, torch.max, extremum_samples_fn(with_dims=False), dtypes=NUMERIC_AND_BOOL, error_inputs=lambda: iter([ErrorInput(SampleInput((torch.ones(0, 3),)), RuntimeError, r"max\(\): Expected reduction dim to be specified for input.numel\(\) == 0")])),
-    OpInfo(ltorch.max, _tuple_ref(torch.max), max_dim_samples, dtypes=NUMERIC_AND_BOOL, name="max_dim", torch_names=("torch.max",)),
-    OpInfo(ltorch.max, torch.max, max_binary_samples, dtypes=(torch.float32, torch.int64), name="max_binary", torch_names=("torch.max",)),
+    OpInfo(
+        ltorch.nansum,
+        torch.nansum,
+        nansum_samples,
+        dtypes=(torch.bfloat16,),
+        name="nansum_bf16",
+        atol=0.1,
+        rtol=0.05,
+    ),
+    OpInfo(
+        ltorch.prod,
+        torch.prod,
+        reduction_samples_fn(multi_dim=False, low=0.5, high=1.5),
+        dtypes=(torch.float32, torch.float64, torch.int64, torch.int32, torch.bool),
+        error_inputs=dim_errors("prod"),
+    ),
+    # torch's low-precision products round as they go (up to ~5% off the float32 product).
+    OpInfo(
+        ltorch.prod,
+        torch.prod,
+        reduction_samples_fn(multi_dim=False, low=0.5, high=1.5),
+        dtypes=(torch.bfloat16, torch.float16),
+        name="prod_low_precision",
+        torch_names=("torch.prod",),
+        atol=1e-2,
+        rtol=0.1,
+    ),
+    OpInfo(
+        ltorch.prod,
+        torch.prod,
+        reduction_samples_fn(multi_dim=False),
+        dtypes=(torch.float64, torch.int64),
+        name="prod_wide_range",
+        torch_names=("torch.prod",),
+    ),
+    OpInfo(
+        ltorch.mean,
+        torch.mean,
+        reduction_samples,
+        dtypes=(*FLOATS_AND_HALF, torch.complex64),
+        error_inputs=mean_errors,
+    ),
+    OpInfo(
+        ltorch.mean,
+        torch.mean,
+        reduction_samples_fn(kwargs={"dtype": torch.float64}),
+        dtypes=(torch.float32, torch.int64),
+        name="mean_dtype",
+        torch_names=("torch.mean",),
+    ),
+    OpInfo(
+        ltorch.amax,
+        torch.amax,
+        extremum_samples_fn(),
+        dtypes=(*NUMERIC_AND_BOOL, torch.float16),
+        error_inputs=extremum_errors("amax"),
+    ),
+    OpInfo(
+        ltorch.amin,
+        torch.amin,
+        extremum_samples_fn(),
+        dtypes=(*NUMERIC_AND_BOOL, torch.float16),
+        error_inputs=extremum_errors("amin"),
+    ),
+    OpInfo(
+        ltorch.max,
+        torch.max,
+        extremum_samples_fn(with_dims=False),
+        dtypes=NUMERIC_AND_BOOL,
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((torch.ones(0, 3),)),
+                    RuntimeError,
+                    r"max\(\): Expected reduction dim to be specified for input.numel\(\) == 0",
+                )
+            ]
+        ),
+    ),
+    OpInfo(
+        ltorch.max,
+        _tuple_ref(torch.max),
+        max_dim_samples,
+        dtypes=NUMERIC_AND_BOOL,
+        name="max_dim",
+        torch_names=("torch.max",),
+    ),
+    OpInfo(
+        ltorch.max,
+        torch.max,
+        max_binary_samples,
+        dtypes=(torch.float32, torch.int64),
+        name="max_binary",
+        torch_names=("torch.max",),
+    ),
     OpInfo(ltorch.min, torch.min, extremum_samples_fn(with_dims=False), dtypes=NUMERIC_AND_BOOL),
-    OpInfo(ltorch.min, _tuple_ref(torch.min), max_dim_samples, dtypes=NUMERIC_AND_BOOL, name="min_dim", torch_names=("torch.min",)),
-    OpInfo(ltorch.min, torch.min, max_binary_samples, dtypes=(torch.float32,), name="min_binary", torch_names=("torch.min",)),
-    OpInfo(ltorch.argmax, torch.argmax, arg_samples, dtypes=ALL_NUMERIC, error_inputs=lambda: iter([ErrorInput(SampleInput((torch.ones(3, dtype=torch.bool),)), RuntimeError, r"argmax\(\): does not support bool input")])),
+    OpInfo(
+        ltorch.min,
+        _tuple_ref(torch.min),
+        max_dim_samples,
+        dtypes=NUMERIC_AND_BOOL,
+        name="min_dim",
+        torch_names=("torch.min",),
+    ),
+    OpInfo(
+        ltorch.min,
+        torch.min,
+        max_binary_samples,
+        dtypes=(torch.float32,),
+        name="min_binary",
+        torch_names=("torch.min",),
+    ),
+    OpInfo(
+        ltorch.argmax,
+        torch.argmax,
+        arg_samples,
+        dtypes=ALL_NUMERIC,
+        error_inputs=lambda: iter(
+            [
+                ErrorInput(
+                    SampleInput((torch.ones(3, dtype=torch.bool),)),
+                    RuntimeError,
+                    r"argmax\(\): does not support bool input",
+                )
+            ]
+        ),
+    ),
     OpInfo(ltorch.argmin, torch.argmin, arg_samples, dtypes=ALL_NUMERIC),
-    OpInfo(ltorch.var, torch.var, var_samples, dtypes=(*FLOATS_AND_HALF, torch.complex64), error_inputs=var_errors),
-    OpInfo(ltorch.std, torch.std, var_samples, dtypes=(*FLOATS_AND_HALF, torch.complex64), error_inputs=var_errors),
-    OpInfo(ltorch.var_mean, torch.var_mean, var_samples, dtypes=(*FLOATS_AND_HALF, torch.complex64)),
+    OpInfo(
+        ltorch.var,
+        torch.var,
+        var_samples,
+        dtypes=(*FLOATS_AND_HALF, torch.complex64),
+        error_inputs=var_errors,
+    ),
+    OpInfo(
+        ltorch.std,
+        torch.std,
+        var_samples,
+        dtypes=(*FLOATS_AND_HALF, torch.complex64),
+        error_inputs=var_errors,
+    ),
+    OpInfo(
+        ltorch.var_mean, torch.var_mean, var_samples, dtypes=(*FLOATS_AND_HALF, torch.complex64)
+    ),
     OpInfo(ltorch.std_mean, torch.std_mean, var_samples, dtypes=FLOATS_AND_HALF),
-    OpInfo(ltorch.all, torch.all, all_any_samples, dtypes=(*NUMERIC_AND_BOOL, torch.uint8), error_inputs=dim_errors("all")),
+    OpInfo(
+        ltorch.all,
+        torch.all,
+        all_any_samples,
+        dtypes=(*NUMERIC_AND_BOOL, torch.uint8),
+        error_inputs=dim_errors("all"),
+    ),
     OpInfo(ltorch.any, torch.any, all_any_samples, dtypes=(*NUMERIC_AND_BOOL, torch.uint8)),
-    OpInfo(ltorch.count_nonzero, torch.count_nonzero, count_nonzero_samples, dtypes=NUMERIC_AND_BOOL),
-    OpInfo(ltorch.vector_norm, torch.linalg.vector_norm, norm_samples_fn((2, 1, math.inf, -math.inf, 0, 3.5)), dtypes=(*FLOATS_AND_HALF, torch.complex64), error_inputs=vector_norm_errors),
+    OpInfo(
+        ltorch.count_nonzero, torch.count_nonzero, count_nonzero_samples, dtypes=NUMERIC_AND_BOOL
+    ),
+    OpInfo(
+        ltorch.vector_norm,
+        torch.linalg.vector_norm,
+        norm_samples_fn((2, 1, math.inf, -math.inf, 0, 3.5)),
+        dtypes=(*FLOATS_AND_HALF, torch.complex64),
+        error_inputs=vector_norm_errors,
+    ),
     OpInfo(ltorch.norm, torch.norm, norm_samples, dtypes=(*FLOATS_AND_HALF, torch.complex64)),
-    OpInfo(ltorch.logsumexp, torch.logsumexp, logsumexp_samples, dtypes=(*FLOATS_AND_HALF, torch.int64)),
-    OpInfo(ltorch.cumsum, torch.cumsum, scan_samples, dtypes=(*NUMERIC_AND_BOOL, torch.float16), error_inputs=scan_errors),
-    OpInfo(ltorch.cumprod, torch.cumprod, scan_samples, dtypes=(*NUMERIC_AND_BOOL, torch.float16), rtol=2e-2, atol=1e-2),
-    OpInfo(ltorch.cumsum_, torch.Tensor.cumsum_, lambda dt, rg: (s for s in scan_samples(dt, rg) if not s.kwargs), dtypes=(torch.float32, torch.int64)),
-    OpInfo(ltorch.cumprod_, torch.Tensor.cumprod_, lambda dt, rg: (s for s in scan_samples(dt, rg) if not s.kwargs), dtypes=(torch.float32,)),
+    OpInfo(
+        ltorch.logsumexp, torch.logsumexp, logsumexp_samples, dtypes=(*FLOATS_AND_HALF, torch.int64)
+    ),
+    OpInfo(
+        ltorch.cumsum,
+        torch.cumsum,
+        scan_samples,
+        dtypes=(*NUMERIC_AND_BOOL, torch.float16),
+        error_inputs=scan_errors,
+    ),
+    OpInfo(
+        ltorch.cumprod,
+        torch.cumprod,
+        scan_samples,
+        dtypes=(*NUMERIC_AND_BOOL, torch.float16),
+        rtol=2e-2,
+        atol=1e-2,
+    ),
+    OpInfo(
+        ltorch.cumsum_,
+        torch.Tensor.cumsum_,
+        lambda dt, rg: (s for s in scan_samples(dt, rg) if not s.kwargs),
+        dtypes=(torch.float32, torch.int64),
+    ),
+    OpInfo(
+        ltorch.cumprod_,
+        torch.Tensor.cumprod_,
+        lambda dt, rg: (s for s in scan_samples(dt, rg) if not s.kwargs),
+        dtypes=(torch.float32,),
+    ),
 ]

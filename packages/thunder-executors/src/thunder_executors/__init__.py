@@ -19,7 +19,11 @@ from thunder_executors import torch_ops_executor as _torch_ops_executor  # noqa:
 from thunder_executors import torchcompile as _torchcompile  # noqa: F401  (registers "torchcompile")
 from thunder_executors import triton_executor as _triton_executor  # noqa: F401  (registers "triton")
 from thunder_executors.__about__ import __version__
-from thunder_executors.assignment import ExecutionTrace, transform_for_execution
+from thunder_executors.assignment import (
+    ExecutionTrace,
+    recommended_executors,
+    transform_for_execution,
+)
 from thunder_executors.executor import (
     Executor,
     FusionExecutor,
@@ -41,6 +45,7 @@ __all__ = [
     "get_all_executors",
     "get_available_executors",
     "get_executor",
+    "recommended_executors",
     "register_executor",
     "transform_for_execution",
 ]

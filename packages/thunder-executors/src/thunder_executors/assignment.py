@@ -66,6 +66,13 @@ def resolve_executors(executors: Iterable[ExecutorLike]) -> tuple[Executor, ...]
     return tuple(out)
 
 
+def recommended_executors() -> tuple[str, ...]:
+    """A good executor list for this machine: a fusion executor (nvFuser when it can run here,
+    else torch.compile), high-level ops kept whole by torch, then prims by torch."""
+    fusion = "nvfuser" if get_executor("nvfuser").is_available() else "torchcompile"
+    return (fusion, "torch_ops", "torch")
+
+
 @dataclass
 class _Node:
     """One bound symbol after claiming: translated (operator executor), kept, or fusible."""
@@ -131,16 +138,25 @@ class _Assigner:
             return _Node(bsym, tags=tags)  # already runnable as it is
         return None
 
-    def translate_unfused(self, node: _Node) -> BoundSymbol:
-        """A fusible symbol left out of any region: the first operator executor that claims it."""
+    def translate_unfused(self, bsym: BoundSymbol) -> list[BoundSymbol]:
+        """A fusible symbol left out of any region: the first operator executor that claims it,
+        else (a composite) its subsymbols that way."""
         for ex in (*self.executors, get_executor("torch")):
             if isinstance(ex, OperatorExecutor):
-                info = ex.implementation_for(node.bsym)
+                info = ex.implementation_for(bsym)
                 if info is not None:
-                    return info.translate(node.bsym)
+                    return [info.translate(bsym)]
+        if bsym.subsymbols:
+            return [t for sub in bsym.subsymbols for t in self.translate_unfused(sub)]
         raise NotImplementedError(
-            f"no operator executor can run {node.bsym.sym.id} outside a fusion region"
+            f"no operator executor can run {bsym.sym.id} outside a fusion region"
         )
+
+
+def _prim_count(bsym: BoundSymbol) -> int:
+    if not bsym.subsymbols:
+        return 1
+    return sum(_prim_count(s) for s in bsym.subsymbols)
 
 
 def _describe(group: _Group) -> str:
@@ -153,11 +169,14 @@ def _describe(group: _Group) -> str:
 
 
 def _group_nodes(nodes: Sequence[_Node]) -> list[_Group]:
-    """Dataflow grouping. ``anc[g]``/``desc[g]`` are bitsets of the transitive ancestors and
-    descendants of group g, kept exact as regions grow so every join is checked against them."""
+    """Dataflow grouping. ``anc[g]`` is the bitset of the transitive ancestors of group g and,
+    for regions only, ``desc[g]`` of their transitive descendants; both stay exact as regions
+    grow (a join adds ancestors to the region and to everything after it), so every join is
+    checked against the true dependency graph."""
     groups: list[_Group] = []
     anc: list[int] = []
     desc: list[int] = []
+    regions = 0  # bitset of the groups that are fusion regions
     producer: dict[str, int] = {}
     last_region: dict[int, int] = {}  # id(fusion executor) -> its most recent region
     last_barrier: int | None = None
@@ -168,7 +187,7 @@ def _group_nodes(nodes: Sequence[_Node]) -> list[_Group]:
         groups.append(g)
         anc.append(ancestors)
         desc.append(0)
-        for a in _bits(ancestors):
+        for a in _bits(ancestors & regions):
             desc[a] |= 1 << gi
         return gi
 
@@ -177,10 +196,12 @@ def _group_nodes(nodes: Sequence[_Node]) -> list[_Group]:
         preds = {producer[p.name] for p in bsym.flat_proxy_args if p.name in producer}
         tags = node.tags
         barrier = OpTag.IN_PLACE in tags or (OpTag.DONT_DCE in tags and OpTag.RETURN not in tags)
-        if barrier:
-            preds.update(range(len(groups)))  # effects stay in program order
-        elif last_barrier is not None:
+        if last_barrier is not None:
             preds.add(last_barrier)
+        if barrier:
+            # Effects stay in program order: after everything since the previous barrier (which
+            # itself comes after everything before it).
+            preds.update(range(0 if last_barrier is None else last_barrier + 1, len(groups)))
         if OpTag.RANDOM in tags and last_random is not None:
             preds.add(last_random)  # draws from the ambient generator stay in order
         ancestors = 0
@@ -213,13 +234,14 @@ def _group_nodes(nodes: Sequence[_Node]) -> list[_Group]:
                 for d in _bits(desc[r]):
                     anc[d] |= new
                 anc[r] |= new
-                for a in _bits(new):
+                for a in _bits(new & regions):
                     desc[a] |= desc[r] | (1 << r)
             gi = r
         else:
             gi = add_group(_Group(i, node.fusion, [node], preds, note), ancestors)
             if node.fusion is not None:
                 last_region[id(node.fusion)] = gi
+                regions |= 1 << gi
         if barrier:
             last_barrier = gi
         if OpTag.RANDOM in tags:
@@ -332,8 +354,8 @@ def transform_for_execution(
         if g.fusion is None:
             out.append(g.members[0].bsym)
             continue
-        if len(g.members) < g.fusion.min_region_size():
-            out.extend(assigner.translate_unfused(n) for n in g.members)
+        if sum(_prim_count(n.bsym) for n in g.members) < g.fusion.min_region_size():
+            out.extend(t for n in g.members for t in assigner.translate_unfused(n.bsym))
             continue
         inputs, outputs = _region_interface(g, readers, gi, returned, position)
         if not outputs:

@@ -172,7 +172,8 @@ class FusionExecutor(Executor):
         raise NotImplementedError
 
     def min_region_size(self) -> int:
-        """Regions smaller than this are not worth a fusion; their ops go to operator executors."""
+        """Regions of fewer prims than this are not worth a fusion; their symbols go to operator
+        executors."""
         return 1
 
 

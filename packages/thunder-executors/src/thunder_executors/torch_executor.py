@@ -127,6 +127,11 @@ def _elementwise_translator(prim_name: str, tensor_translate: Translator) -> Tra
 
 def _unary(prim_name: str, torch_name: str) -> Translator:
     sym = torch_symbol(torch_name)
+    if prim_name == "sign":  # torch.sign refuses complex tensors; torch.sgn is its complex form
+        sgn = torch_symbol("sgn")
+        return _elementwise_translator(
+            prim_name, lambda b: _call(sgn if b.args[0].dtype.is_complex else sym, b, b.args)
+        )
     return _elementwise_translator(prim_name, lambda bsym: _call(sym, bsym, bsym.args))
 
 

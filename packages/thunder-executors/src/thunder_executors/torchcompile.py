@@ -3,8 +3,8 @@
 A region becomes a small Python function of torch calls (the torch executor's translation of its
 prims, high-level ops such as attention kept whole; printed like any trace) and that function is
 compiled by ``torch.compile``. Compiled
-regions are cached by their printed source, so the same region in a retraced program reuses the
-compiled code. Compilation happens on a region's first call; its duration is recorded on the
+regions are cached by their printed source (with names made canonical), so the same region in a
+retraced program, or in every layer of a model, reuses one compiled program. Compilation happens on a region's first call; its duration is recorded on the
 region (``CompiledRegion.compile_seconds``) and summed by ``ExecutionTrace.compile_seconds()``.
 """
 
@@ -20,7 +20,8 @@ import torch
 from thunder_executors.executor import FusionExecutor, register_executor
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
-from thunder_ir import BoundSymbol, Proxy, Symbol, TensorProxy, Trace, prims
+from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, prims
+from thunder_ir.pytree import tree_map
 from thunder_ir.tags import OpTag
 
 __all__ = ["CompiledRegion", "TorchCompileExecutor", "region_trace", "torchcompile_executor"]
@@ -52,6 +53,37 @@ def _torch_calls(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:
         else:
             out.extend(_torch_calls(b.subsymbols))
     return out
+
+
+def _canonical(
+    region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy]
+) -> tuple[list[BoundSymbol], list[Proxy], list[Proxy]]:
+    """The region with its proxies renamed in order of appearance (``a0, a1`` for inputs,
+    ``t0, t1`` for the rest): equal computations then print equal source and share one compiled
+    program, whatever the names in the traces they come from (the same block in every layer)."""
+    renamed: dict[str, Proxy] = {}
+    counts = {"a": 0, "t": 0}
+
+    def rename(x: Any, prefix: str = "t") -> Any:
+        if not isinstance(x, (TensorProxy, NumberProxy)):
+            return x
+        new = renamed.get(x.name)
+        if new is None:
+            new = x.replace(name=f"{prefix}{counts[prefix]}")
+            counts[prefix] += 1
+            renamed[x.name] = new
+        return new
+
+    new_inputs = [rename(p, "a") for p in inputs]
+    new_region = [
+        b.replace(
+            args=tree_map(rename, b.args),
+            kwargs=tree_map(rename, b.kwargs),
+            output=tree_map(rename, b.output),
+        )
+        for b in region
+    ]
+    return new_region, new_inputs, [rename(p) for p in outputs]
 
 
 class CompiledRegion:
@@ -122,7 +154,7 @@ class TorchCompileExecutor(FusionExecutor):
     ) -> BoundSymbol:
         translated = _torch_calls(region)
         name = f"fusion{index}"
-        rtrace = region_trace(name, translated, inputs, outputs)
+        rtrace = region_trace("fusion", *_canonical(translated, inputs, outputs))
         source = rtrace.python()
         with self._cache_lock:
             compiled = self._cache.get(source)

@@ -44,6 +44,7 @@ def _has_hooks(callbacks: Callbacks | None) -> bool:
             "store_global",
             "store_closure_cell",
             "store_attribute",
+            "store_item",
         )
     )
 

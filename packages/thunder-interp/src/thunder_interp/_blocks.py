@@ -432,8 +432,9 @@ def _lazy_block(
     def lazy(f: Frame) -> int:
         nonlocal runs
         runs += 1
-        if runs == HOT_THRESHOLD and ops[start] is lazy:
-            ops[start] = gen.build(fallthrough, ended, start)
+        if runs >= HOT_THRESHOLD and ops[start] is lazy:
+            block = ops[start] = gen.build(fallthrough, ended, start)
+            return block(f)
         return original(f)
 
     return lazy

@@ -93,21 +93,28 @@ _HAS_BLOCK_STACK = sys.version_info < (3, 11)
 
 
 class Frame:
-    """The state of one interpreted code object execution.
+    """The state of one interpreted code object execution."""
 
-    Rarely written fields have class-level defaults (instances only store what they change),
-    which keeps frame creation, the cost of every interpreted call, small.
-    """
-
-    retval: Any = None
-    names: dict[str, Any] | None = None
-    kw_names: tuple[str, ...] = ()
-    blocks: list[tuple[int, int, int]] = _NO_BLOCKS
-    suspended = False
-    yf: Any = None
-    yf_exit = 0
-    lasti = 0
-    pc = 1
+    __slots__ = (
+        "blocks",
+        "builtins",
+        "cc",
+        "code",
+        "fn",
+        "globals",
+        "kw_names",
+        "lasti",
+        "lv",
+        "names",
+        "ops",
+        "pc",
+        "retval",
+        "rt",
+        "stack",
+        "suspended",
+        "yf",
+        "yf_exit",
+    )
 
     def __init__(
         self,
@@ -129,10 +136,15 @@ class Frame:
         self.globals = globals_
         self.builtins = builtins
         self.fn = fn
-        if names is not None:
-            self.names = names
-        if _HAS_BLOCK_STACK:
-            self.blocks = []
+        self.names = names
+        self.pc = 1
+        self.retval: Any = None
+        self.kw_names: tuple[str, ...] = ()
+        self.blocks: list[tuple[int, int, int]] = [] if _HAS_BLOCK_STACK else _NO_BLOCKS
+        self.suspended = False
+        self.yf: Any = None
+        self.yf_exit = 0
+        self.lasti = 0
 
     @property
     def lineno(self) -> int:

@@ -251,6 +251,7 @@ class Runtime:
         self.cb_store_global = cb.store_global
         self.cb_store_cell = cb.store_closure_cell
         self.cb_store_attr = cb.store_attribute
+        self.cb_store_item = cb.store_item
         self.cb_opaque = cb.opaque_call
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}
@@ -439,8 +440,9 @@ class Runtime:
             meta_call = _lookup_type(meta, "__call__")
             if type(meta_call) is FunctionType:
                 return self.call(meta_call, (cls, *args), kwargs, caller)
-        new = cls.__new__
-        init = cls.__init__
+        klass: Any = cls
+        new: Any = klass.__new__
+        init: Any = klass.__init__
         if type(new) is not FunctionType and type(init) is not FunctionType:
             return self.opaque_call(cls, args, kwargs)
         if type(new) is FunctionType:
@@ -452,7 +454,7 @@ class Runtime:
         if not isinstance(obj, cls):
             return obj
         if type(obj) is not cls:
-            init = type(obj).__init__
+            init = _lookup_type(type(obj), "__init__")
         if type(init) is FunctionType:
             result = self.call(init, (obj, *args), kwargs, caller)
         else:

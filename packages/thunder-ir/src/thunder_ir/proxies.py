@@ -317,7 +317,7 @@ for _d, _op in _COMPARE_DUNDERS.items():
     setattr(TensorProxy, f"__{_d}__", _tensor_binary(_op))
 for _d, _op in _UNARY_DUNDERS.items():
     setattr(TensorProxy, f"__{_d}__", _tensor_unary(_op))
-TensorProxy.__hash__ = Proxy.__hash__
+setattr(TensorProxy, "__hash__", Proxy.__hash__)  # operators above replaced the default
 
 
 def _tensor_getitem(self: TensorProxy, key: Any) -> Any:
@@ -328,8 +328,8 @@ def _tensor_setitem(self: TensorProxy, key: Any, value: Any) -> None:
     _TENSOR_METHODS["__setitem__"](self, key, value)
 
 
-TensorProxy.__getitem__ = _tensor_getitem
-TensorProxy.__setitem__ = _tensor_setitem
+setattr(TensorProxy, "__getitem__", _tensor_getitem)
+setattr(TensorProxy, "__setitem__", _tensor_setitem)
 
 
 # Numbers ----------------------------------------------------------------------------------------
@@ -528,7 +528,7 @@ for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(NumberProxy, f"__{_op}__", _number_binary(_op, False))
 for _op in ("neg", "pos", "abs", "invert"):
     setattr(NumberProxy, f"__{_op}__", _number_unary(_op))
-NumberProxy.__hash__ = Proxy.__hash__
+setattr(NumberProxy, "__hash__", Proxy.__hash__)
 
 
 # Strings and collections --------------------------------------------------------------------

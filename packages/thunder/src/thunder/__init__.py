@@ -33,8 +33,12 @@ from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
 from thunder_ir import Trace, Transform
 from thunder_ir.prims.prologue import GuardFailure
 
+# Eager torch for everything: high-level ops (linear, sdpa, layer_norm) whole, the rest as prims.
+DEFAULT_EXECUTORS: tuple[str, ...] = ("torch_ops", "torch")
+
 __all__ = [
     "CACHE_OPTIONS",
+    "DEFAULT_EXECUTORS",
     "SHARP_EDGES_OPTIONS",
     "CompileStats",
     "ExaminationReport",
@@ -72,8 +76,10 @@ def jit(
     """Compile ``fn`` (a function or an ``nn.Module``); the result is called like ``fn``.
 
     Args:
-        executors: executor names or objects, in priority order (default ``("torch",)``; the
-            torch executor is always appended as the last resort).
+        executors: executor names or objects, in priority order (default
+            ``DEFAULT_EXECUTORS``: ``("torch_ops", "torch")``, high-level ops kept whole and the
+            rest as prims, all run by eager torch; the torch executor is always appended as the
+            last resort). ``thunder_executors.recommended_executors()`` adds fusion.
         transforms: ``thunder.Transform`` objects applied to every compiled program.
         cache: a ``thunder.CACHE_OPTIONS`` or its string (``"constant values"`` (default),
             ``"symbolic values"``, ``"no caching"``).
@@ -94,7 +100,7 @@ def jit(
     for t in transforms:
         if not isinstance(t, Transform):
             raise TypeError(f"thunder.jit: transforms must be thunder.Transform objects, got {t!r}")
-    executors = tuple(executors) if executors is not None else ("torch",)
+    executors = tuple(executors) if executors is not None else DEFAULT_EXECUTORS
     from thunder_executors.assignment import resolve_executors
 
     resolved = resolve_executors(executors)  # an unavailable executor is an error now, not later

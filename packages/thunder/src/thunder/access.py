@@ -84,7 +84,7 @@ class Access:
                 parts.append(param_names[i] if i < len(param_names) else f"arg{i}")
             elif k == KWARG:
                 parts.append(str(node.key))
-            elif k == GLOBAL or k == CELL:
+            elif k in (GLOBAL, CELL):
                 parts.append(str(node.key[1]))
             elif k in (ATTR, ITEM):
                 parts.append(str(node.key))

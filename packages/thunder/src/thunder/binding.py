@@ -49,8 +49,18 @@ _SCALAR_TYPES = (
     type(Ellipsis),
 )
 _CONTAINER_TYPES = (list, tuple, dict, OrderedDict, set, frozenset)
-_CONTAINER_MUTATORS = {
-    list: {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "__setitem__"},
+_CONTAINER_MUTATORS: dict[type, set[str]] = {
+    list: {
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "remove",
+        "clear",
+        "reverse",
+        "sort",
+        "__setitem__",
+    },
     dict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"},
     OrderedDict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "move_to_end"},
     set: {"add", "discard", "remove", "pop", "clear", "update"},
@@ -67,7 +77,9 @@ def is_scalar_constant(x: Any, depth: int = 0) -> bool:
     if depth < 3 and type(x) in (tuple, list, frozenset, set) and len(x) <= 64:
         return all(is_scalar_constant(v, depth + 1) for v in x)
     if depth < 3 and type(x) in (dict, OrderedDict) and len(x) <= 64:
-        return all(is_scalar_constant(k, 3) and is_scalar_constant(v, depth + 1) for k, v in x.items())
+        return all(
+            is_scalar_constant(k, 3) and is_scalar_constant(v, depth + 1) for k, v in x.items()
+        )
     return False
 
 
@@ -161,7 +173,9 @@ class Binder:
             return self._tensor_input(x, access, guarded=False)
         if self.symbolic and t in (int, float):
             name = self._name_for(access)
-            proxy: NumberProxy = IntegerProxy(name, value=x) if t is int else FloatProxy(name, value=x)
+            proxy: NumberProxy = (
+                IntegerProxy(name, value=x) if t is int else FloatProxy(name, value=x)
+            )
             self.inputs.append((proxy, access))
             return proxy
         if not isinstance(x, _SCALAR_TYPES):
@@ -318,6 +332,7 @@ class Binder:
             store_global=self._cb_store_global,
             store_closure_cell=self._cb_store_cell,
             store_attribute=self._cb_store_attribute,
+            store_item=self._cb_store_item,
             opaque_call=self._cb_opaque_call,
         )
 
@@ -342,7 +357,7 @@ class Binder:
         entry = self.functions_by_code.get(code)
         if entry is None:
             return value  # a function created by the program: its cells hold program values
-        fn, fn_access = entry
+        _fn, fn_access = entry
         index = code.co_freevars.index(name)
         return self.on_load(value, Access(CELL, (index, name), fn_access))
 
@@ -404,17 +419,31 @@ class Binder:
         access = self.access_for(obj)
         if access is None:
             return
-        if isinstance(obj, torch.nn.Module) and isinstance(value, Proxy):
-            if name in obj._buffers or name in obj._parameters:
-                raise UnsupportedSideEffectError(
-                    f"thunder.jit: assigning a computed tensor to the buffer or parameter {name!r} "
-                    f"of {type(obj).__name__} is not supported yet; update it in place "
-                    f"(self.{name}.copy_(new_value))"
-                )
+        if (
+            isinstance(obj, torch.nn.Module)
+            and isinstance(value, Proxy)
+            and (name in obj._buffers or name in obj._parameters)
+        ):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: assigning a computed tensor to the buffer or parameter {name!r} "
+                f"of {type(obj).__name__} is not supported yet; update it in place "
+                f"(self.{name}.copy_(new_value))"
+            )
         template = self._template(value, f"attribute {name}")
         old = getattr(obj, name, _MISSING)
         self._undo.append(lambda: _restore_attr(obj, name, old))
         self.writes.append(Write("attr", access, name, template))
+
+    def _cb_store_item(self, container: Any, key: Any, value: Any) -> None:
+        if isinstance(container, Proxy):
+            return
+        if type(container) in _CONTAINER_MUTATORS:
+            self._record_mutation(container, "__setitem__", (key, value), {})
+        elif self.access_for(container) is not None:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay item assignment on a {type(container).__name__} "
+                "that the function did not create"
+            )
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         owner = getattr(fn, "__self__", None)
@@ -454,7 +483,7 @@ class Binder:
 
     def _template(self, value: Any, what: str) -> Any:
         """``value`` as something the epilogue can rebuild on every call."""
-        if isinstance(value, Proxy) or isinstance(value, _SCALAR_TYPES):
+        if isinstance(value, (Proxy, *_SCALAR_TYPES)):
             return value
         access = self.access_for(value)
         if access is not None:
@@ -494,7 +523,9 @@ def _dotted(root: Access, dotted: str) -> Access:
 
 
 def _is_reserved(name: str) -> bool:
-    return name in ("args", "kwargs", "fn", "prims", "ltorch", "torch", "outs") or hasattr(builtins, name)
+    return name in ("args", "kwargs", "fn", "prims", "ltorch", "torch", "outs") or hasattr(
+        builtins, name
+    )
 
 
 def _callable_name(fn: Any) -> str:
@@ -504,7 +535,9 @@ def _callable_name(fn: Any) -> str:
         return f"torch.Tensor.{name}"
     module = getattr(fn, "__module__", None)
     if module:
-        module = module.replace("torch._C._nn", "torch._C._nn").replace("torch._C._VariableFunctions", "torch")
+        module = module.replace("torch._C._nn", "torch._C._nn").replace(
+            "torch._C._VariableFunctions", "torch"
+        )
         return f"{module}.{name}"
     return str(name)
 

@@ -1,60 +1,112 @@
-"""The main job: record a small model's forward into a trace by hand, print it, run it, check it.
+"""The main job: ``thunder.jit`` a small GPT, check it against eager PyTorch, show what it made.
 
-Run with ``./dev demo``. (Once the jit lands, this becomes the jit demo.)
+Run with ``./dev demo`` (``python -m thunder.demo [--layers N] [--calls N]``). It builds the
+nanoGPT-style model of ``thunder.models.gpt`` with random weights, jits it, compares the outputs
+with eager PyTorch on fresh random inputs, prints an excerpt of the execution trace and of the
+prologue (the guards of the cache entry), and a table of first-call and per-call times.
 """
 
 from __future__ import annotations
 
+import argparse
 import time
-from typing import Any
 
 import torch
 
-from thunder_executors import transform_for_execution
-from thunder_ir import check_trace, trace_function
-from thunder_ir import ops as ltorch
+import thunder
+from thunder.models import GPT, GPTConfig
 
 
-def mlp_block(x: Any, ln_w: Any, ln_b: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
-    """A pre-norm MLP block with a residual connection, written with torch-language ops."""
-    h = ltorch.layer_norm(x, (x.shape[-1],), ln_w, ln_b, 1e-5)
-    h = ltorch.gelu(ltorch.linear(h, w1, b1), approximate="tanh")
-    return x + ltorch.linear(h, w2, b2)
+def _excerpt(text: str, head: int, tail: int) -> str:
+    lines = [
+        line if len(line) <= 150 else line[:146] + " ..."
+        for line in text.splitlines()
+        if not line.lstrip().startswith(("# ", "del ", '"""'))
+    ]
+    if len(lines) <= head + tail:
+        return "\n".join(lines)
+    skipped = len(lines) - head - tail
+    return "\n".join([*lines[:head], f"  ... ({skipped} more lines) ...", *lines[-tail:]])
 
 
-def eager_mlp_block(x: Any, ln_w: Any, ln_b: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
-    F = torch.nn.functional
-    h = F.layer_norm(x, (x.shape[-1],), ln_w, ln_b, 1e-5)
-    h = F.gelu(F.linear(h, w1, b1), approximate="tanh")
-    return x + F.linear(h, w2, b2)
+def _per_call(fn: object, idx: torch.Tensor, calls: int) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(idx)  # type: ignore[operator]
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=20)
+    options = parser.parse_args()
+
     torch.manual_seed(0)
-    d = 64
-    inputs = [
-        torch.randn(4, 16, d),
-        torch.ones(d),
-        torch.zeros(d),
-        torch.randn(4 * d, d) * d**-0.5,
-        torch.zeros(4 * d),
-        torch.randn(d, 4 * d) * (4 * d) ** -0.5,
-        torch.zeros(d),
+    config = GPTConfig(n_layer=options.layers, n_head=4, n_embd=128, vocab_size=512, block_size=64)
+    model = GPT(config).eval()
+    n_params = sum(p.numel() for p in model.parameters())
+    print(
+        f"nanoGPT: {config.n_layer} layers, {config.n_head} heads, {config.n_embd} dims, "
+        f"vocab {config.vocab_size}, seq {config.block_size}; {n_params / 1e6:.2f}M parameters"
+    )
+
+    def batch() -> torch.Tensor:
+        return torch.randint(0, config.vocab_size, (2, config.block_size))
+
+    jmodel = thunder.jit(model)
+    with torch.no_grad():
+        idx = batch()
+        start = time.perf_counter()
+        eager_out = model(idx)
+        eager_first = time.perf_counter() - start
+        start = time.perf_counter()
+        out = jmodel(idx)
+        jit_first = time.perf_counter() - start
+        torch.testing.assert_close(out, eager_out)
+        for _ in range(3):  # fresh random inputs reuse the compiled program
+            idx = batch()
+            torch.testing.assert_close(jmodel(idx), model(idx))
+        idx = batch()
+        eager_call = _per_call(model, idx, options.calls)
+        jit_call = _per_call(jmodel, idx, options.calls)
+
+    stats = thunder.compile_stats(jmodel)
+    execution = thunder.last_traces(jmodel)[-1]
+    prologue = thunder.last_prologue_traces(jmodel)[-1]
+    print(
+        f"outputs {tuple(out.shape)} match eager PyTorch on 4 random batches "
+        f"(cache: {stats.cache_misses} miss, {stats.cache_hits} hits)\n"
+    )
+    print("# The execution trace (excerpt; what runs on every call):")
+    print(_excerpt(execution.python(), head=14, tail=12))
+    print(
+        f"\n# The prologue (excerpt; {len(prologue.bound_symbols)} unpacks and checks "
+        "guard the cache entry):"
+    )
+    print(_excerpt(prologue.python(), head=10, tail=4))
+    timings = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.last_timings.items())
+    print(f"\ncompilation: {timings}")
+    rows = [
+        (
+            "first call",
+            f"{eager_first * 1e3:9.1f} ms",
+            f"{jit_first * 1e3:9.1f} ms",
+            f"{jit_first / eager_first:6.2f}x",
+        ),
+        (
+            "per call",
+            f"{eager_call * 1e3:9.2f} ms",
+            f"{jit_call * 1e3:9.2f} ms",
+            f"{jit_call / eager_call:6.2f}x",
+        ),
     ]
-    start = time.perf_counter()
-    trace = trace_function(mlp_block, *inputs, fn_name="mlp_block")
-    check_trace(trace)
-    traced = time.perf_counter() - start
-    print("# The recorded trace (torch-language ops, with the prims they decompose into):")
-    print(trace.python())
-    extrace = transform_for_execution(trace)
-    print("# The execution trace (what runs):")
-    print(extrace.python())
-    fn = extrace.python_callable()
-    got = fn(*inputs)
-    want = eager_mlp_block(*inputs)
-    torch.testing.assert_close(got, want)
-    print(f"recorded in {traced * 1e3:.1f} ms; output {tuple(got.shape)} matches eager PyTorch")
+    print(f"\n{'':<12}{'eager':>13}{'thunder.jit':>14}{'ratio':>9}")
+    for name, e, j, r in rows:
+        print(f"{name:<12}{e:>13}{j:>14}{r:>9}")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,9 @@ class ExaminationReport:
 def _name(fn: Any) -> str:
     owner = getattr(fn, "__objclass__", None) or getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", type(fn).__name__)
-    if isinstance(owner, torch.Tensor) or (isinstance(owner, type) and issubclass(owner, torch._C.TensorBase)):
+    if isinstance(owner, torch.Tensor) or (
+        isinstance(owner, type) and issubclass(owner, torch._C.TensorBase)
+    ):
         return f"torch.Tensor.{name}"
     return f"{getattr(fn, '__module__', None) or 'torch'}.{name}"
 
@@ -70,7 +72,9 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
                 report.unsupported[_name(f)] += 1
         return f(*a, **k)
 
-    interpret(fn, lookasides=lookasides, callbacks=Callbacks(opaque_call=opaque_call))(*args, **kwargs)
+    interpret(fn, lookasides=lookasides, callbacks=Callbacks(opaque_call=opaque_call))(
+        *args, **kwargs
+    )
     if show:
         print(report)
     return report

@@ -8,6 +8,7 @@ symbolic-value constraint). Finding the bucket costs the same with 1 or 64 entri
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import warnings
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thunder.compile_entry import CacheEntry, compile_entry, parameter_names
+from thunder.errors import JitError
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
 from thunder.signature import Signature, make_signature
@@ -73,10 +75,9 @@ class ThunderFunction:
         self._signature: Any = _no_signature
         self._buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
         self._last_failure = ""
-        try:
+        self._warned = False
+        with contextlib.suppress(AttributeError, TypeError):  # objects without a name
             functools.update_wrapper(self, fn)
-        except (AttributeError, TypeError):  # pragma: no cover - objects without a name
-            pass
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -148,7 +149,14 @@ class ThunderFunction:
         if caching and structure is not None and key is not None:
             structure.buckets.setdefault(key, []).append(entry)
             self._entries += 1
-        return entry.run(args, kwargs)
+        try:
+            return entry.run(args, kwargs)
+        except GuardFailure as e:
+            raise JitError(
+                "thunder.jit: the program compiled for these inputs rejects them "
+                f"({describe_guard_failure(e)}). The function changed state it also reads in a "
+                "way thunder does not track; please report this"
+            ) from e
 
     @property
     def _symbolic(self) -> bool:
@@ -164,7 +172,9 @@ class ThunderFunction:
                 continue
         return None, None
 
-    def _change_reason(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> str | None:
+    def _change_reason(
+        self, structure: _Structure | None, key: tuple[Any, ...] | None
+    ) -> str | None:
         """What differs from the most recent compiled entry (None for the first compilation)."""
         if self._entries == 0:
             return None
@@ -178,9 +188,12 @@ class ThunderFunction:
         changes = structure.signature.describe_change(last_key, key)
         return "; ".join(changes) if changes else "a guard failed"
 
-    def _warn_recompile_limit(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> None:
-        if not self.options.warn_on_recompile:
+    def _warn_recompile_limit(
+        self, structure: _Structure | None, key: tuple[Any, ...] | None
+    ) -> None:
+        if not self.options.warn_on_recompile or self._warned:
             return
+        self._warned = True
         reason = self._change_reason(structure, key) or "new inputs"
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
         warnings.warn(

@@ -37,13 +37,19 @@ class ThunderModule(torch.nn.Module):
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         return self._model.state_dict(*args, **kwargs)
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
         return self._model.load_state_dict(state_dict, strict=strict, assign=assign)
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True) -> Iterator[tuple[str, torch.nn.Parameter]]:
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, torch.nn.Parameter]]:
         return self._model.named_parameters(prefix, recurse, remove_duplicate)
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True) -> Iterator[tuple[str, torch.Tensor]]:
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, torch.Tensor]]:
         return self._model.named_buffers(prefix, recurse, remove_duplicate)
 
     def __getattr__(self, name: str) -> Any:

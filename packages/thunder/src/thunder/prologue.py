@@ -53,13 +53,18 @@ class _PrologueBuilder:
     def build(self, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
         trace = self.trace
         with tracectx(trace):
-            args, kwargs = CollectionProxy("args", collection=()), CollectionProxy("kwargs", collection={})
+            args, kwargs = (
+                CollectionProxy("args", collection=()),
+                CollectionProxy("kwargs", collection={}),
+            )
             trace.args = (args, kwargs)
             self.args_proxy, self.kwargs_proxy = args, kwargs
             # Positional arguments first, in one unpack_sequence.
             arg_inputs = [(p, a) for p, a in self.binder.inputs if a.kind == ARG]
             used_args = {a.key for _, a in self.binder.inputs if a.root.kind == ARG}
-            used_args |= {g.access.root.key for g in self.binder.guards.values() if g.access.root.kind == ARG}
+            used_args |= {
+                g.access.root.key for g in self.binder.guards.values() if g.access.root.kind == ARG
+            }
             if used_args:
                 for i in range(self.nargs):
                     if i in used_args:
@@ -69,7 +74,7 @@ class _PrologueBuilder:
                         self.values[Access(ARG, i)] = proxy
                 bsym = prims.unpack_sequence.bind(args, self.nargs, output=tuple(self.arg_slots))
                 trace.record(bsym)
-            for proxy, access in self.binder.inputs:
+            for _, access in self.binder.inputs:
                 self._unpack(access)
             for guard in self.binder.guards.values():
                 self._check(guard)
@@ -96,7 +101,11 @@ class _PrologueBuilder:
             cls = IntegerProxy if isinstance(like, IntegerProxy) else FloatProxy
             return cls(like.name, value=like.value)  # type: ignore[arg-type]
         base = access.short_name(self.binder.param_names)
-        name = base if base.isidentifier() and base not in self.trace.names and base not in self.input_names else None
+        name = (
+            base
+            if base.isidentifier() and base not in self.trace.names and base not in self.input_names
+            else None
+        )
         if name is not None and name not in ("args", "kwargs", "fn"):
             return Proxy(name)
         return Proxy(self.trace.make_name((base or "o") + "_"))
@@ -222,7 +231,11 @@ class _EpilogueWriter:
         assert access.parent is not None
         parent = self.access(access.parent)
         if kind == ATTR:
-            return f"{parent}.{access.key}" if str(access.key).isidentifier() else f"getattr({parent}, {access.key!r})"
+            return (
+                f"{parent}.{access.key}"
+                if str(access.key).isidentifier()
+                else f"getattr({parent}, {access.key!r})"
+            )
         if kind == ITEM:
             return f"{parent}[{value_to_python(access.key, self.printer)}]"
         if kind == CELL:
@@ -241,7 +254,14 @@ class _EpilogueWriter:
         if t is list:
             return "[" + ", ".join(self.value(v) for v in template) + "]"
         if t is dict:
-            return "{" + ", ".join(f"{value_to_python(k, self.printer)}: {self.value(v)}" for k, v in template.items()) + "}"
+            return (
+                "{"
+                + ", ".join(
+                    f"{value_to_python(k, self.printer)}: {self.value(v)}"
+                    for k, v in template.items()
+                )
+                + "}"
+            )
         return value_to_python(template, self.printer)
 
     def write(self, w: Write) -> str:

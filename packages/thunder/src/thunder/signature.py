@@ -26,7 +26,12 @@ class Signature:
 
     __slots__ = ("fn", "labels", "source")
 
-    def __init__(self, fn: Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]], labels: list[str], source: str):
+    def __init__(
+        self,
+        fn: Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]],
+        labels: list[str],
+        source: str,
+    ):
         self.fn = fn
         self.labels = labels
         self.source = source
@@ -110,7 +115,11 @@ def make_signature(
     else:
         gen.body.append("  if kwargs: raise LookupError")
     key = ", ".join(gen.key)
-    source = "def signature(args, kwargs):\n" + "\n".join(gen.body) + f"\n  return ({key}{',' if len(gen.key) == 1 else ''})\n"
+    source = (
+        "def signature(args, kwargs):\n"
+        + "\n".join(gen.body)
+        + f"\n  return ({key}{',' if len(gen.key) == 1 else ''})\n"
+    )
     filename = f"<thunder signature {id(gen):x}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     globs: dict[str, Any] = {"__builtins__": __builtins__}

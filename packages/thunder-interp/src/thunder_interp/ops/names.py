@@ -348,6 +348,20 @@ def binary_subscr(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("STORE_SUBSCR")
 def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
+    if ctx.hooked:
+
+        def op_hooked(f: Frame) -> int:
+            st = f.stack
+            key = st.pop()
+            container = st.pop()
+            value = st.pop()
+            hook = f.rt.cb_store_item
+            if hook is not None:
+                hook(container, key, value)
+            container[key] = value
+            return nxt
+
+        return op_hooked
 
     def op(f: Frame) -> int:
         st = f.stack

@@ -24,7 +24,7 @@ from thunder_ir.ops._helpers import (
     to_dtype,
 )
 from thunder_ir.ops._registry import torchop
-from thunder_ir.proxies import NumberProxy, TensorProxy
+from thunder_ir.proxies import TensorProxy
 from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
@@ -64,7 +64,7 @@ def can_cast(src: DType, dst: DType) -> bool:
 
 def not_implemented_for(op: str, d: DType) -> NotImplementedError:
     """torch's error for an op without a kernel for a dtype (``"abs" not implemented for 'Bool'``)."""
-    return NotImplementedError(f'"{op}" not implemented for \'{torch_dtype_name(d)}\'')
+    return NotImplementedError(f"\"{op}\" not implemented for '{torch_dtype_name(d)}'")
 
 
 def check_dtype(op: str, a: Any, ok: Callable[[DType], bool]) -> None:
@@ -77,7 +77,9 @@ def check_tensor_arg(x: Any, op: str, what: str, position: int) -> None:
     """torch's TypeError for an argument that must be a tensor."""
     check(
         isinstance(x, TensorProxy),
-        lambda: f"{op}(): argument '{what}' (position {position}) must be Tensor, not {type(x).__name__}",
+        lambda: (
+            f"{op}(): argument '{what}' (position {position}) must be Tensor, not {type(x).__name__}"
+        ),
         TypeError,
     )
 
@@ -108,9 +110,7 @@ def compute(
     if not any(isinstance(x, TensorProxy) for x in args):
         return fn(*args)
     computation, result = promote(*(x for x in args if x is not None), kind=kind)
-    converted = [
-        None if x is None else _for_computation(x, computation) for x in broadcast(*args)
-    ]
+    converted = [None if x is None else _for_computation(x, computation) for x in broadcast(*args)]
     out = fn(*converted)
     if kind is Promotion.ALWAYS_BOOL:
         return out
@@ -136,12 +136,16 @@ def inplace(op: Symbol, *torch_names: str) -> Symbol:
         out = op(a, *args, **kwargs)
         check(
             can_cast(out.dtype, a.dtype),
-            lambda: f"result type {torch_dtype_name(out.dtype)} can't be cast to the desired "
-            f"output type {torch_dtype_name(a.dtype)}",
+            lambda: (
+                f"result type {torch_dtype_name(out.dtype)} can't be cast to the desired "
+                f"output type {torch_dtype_name(a.dtype)}"
+            ),
         )
         check(
             tuple(out.shape) == tuple(a.shape),
-            lambda: f"output with shape {list(a.shape)} doesn't match the broadcast shape {list(out.shape)}",
+            lambda: (
+                f"output with shape {list(a.shape)} doesn't match the broadcast shape {list(out.shape)}"
+            ),
         )
         return prims.copy_(to_dtype(out, a.dtype), a)
 
@@ -366,7 +370,9 @@ def lgamma(a: Any) -> Any:
     return _float_unary(prims.lgamma, a)
 
 
-@torchop("torch.digamma", "torch.Tensor.digamma", "torch.special.digamma", "torch.special.psi", tags=_EW)
+@torchop(
+    "torch.digamma", "torch.Tensor.digamma", "torch.special.digamma", "torch.special.psi", tags=_EW
+)
 def digamma(a: Any) -> Any:
     return _float_unary(prims.digamma, a)
 
@@ -460,7 +466,11 @@ def isinf(a: Any) -> Any:
 
 
 def _is_signed_inf(name: str, a: Any, value: float) -> Any:
-    check(isinstance(a, TensorProxy), lambda: f"{name}(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}", TypeError)
+    check(
+        isinstance(a, TensorProxy),
+        lambda: f"{name}(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}",
+        TypeError,
+    )
     check(not a.dtype.is_complex, lambda: f"{name} does not support complex inputs.")
     if a.dtype.is_exact:
         return full_like(a, False, dtypes.bool8)
@@ -479,7 +489,11 @@ def isneginf(a: Any) -> Any:
 
 @torchop("torch.isreal", "torch.Tensor.isreal", tags=_EW)
 def isreal(a: Any) -> Any:
-    check(isinstance(a, TensorProxy), lambda: f"isreal(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}", TypeError)
+    check(
+        isinstance(a, TensorProxy),
+        lambda: f"isreal(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}",
+        TypeError,
+    )
     if not a.dtype.is_complex:
         return full_like(a, True, dtypes.bool8)
     return prims.eq(prims.imag(a), 0.0)
@@ -496,7 +510,13 @@ def bitwise_not(a: Any) -> Any:
 
 @torchop("torch.logical_not", "torch.Tensor.logical_not", tags=_EW)
 def logical_not(a: Any) -> Any:
-    check(isinstance(a, TensorProxy), lambda: f"logical_not(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}", TypeError)
+    check(
+        isinstance(a, TensorProxy),
+        lambda: (
+            f"logical_not(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}"
+        ),
+        TypeError,
+    )
     return prims.eq(a, zero_of(a.dtype))
 
 
@@ -505,13 +525,21 @@ def logical_not(a: Any) -> Any:
 
 @torchop("torch.real", "torch.Tensor.real", tags=_EW)
 def real(a: Any) -> Any:
-    check(isinstance(a, TensorProxy), lambda: f"real(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}", TypeError)
+    check(
+        isinstance(a, TensorProxy),
+        lambda: f"real(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}",
+        TypeError,
+    )
     return prims.real(a) if a.dtype.is_complex else identity(a)
 
 
 @torchop("torch.imag", "torch.Tensor.imag", tags=_EW)
 def imag(a: Any) -> Any:
-    check(isinstance(a, TensorProxy), lambda: f"imag(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}", TypeError)
+    check(
+        isinstance(a, TensorProxy),
+        lambda: f"imag(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}",
+        TypeError,
+    )
     check(a.dtype.is_complex, "imag is not implemented for tensors with non-complex dtypes.")
     return prims.imag(a)
 
@@ -520,13 +548,23 @@ def imag(a: Any) -> Any:
 
 
 @torchop("torch.nan_to_num", "torch.Tensor.nan_to_num", tags=_EW)
-def nan_to_num(a: Any, nan: float | None = 0.0, posinf: float | None = None, neginf: float | None = None) -> Any:
-    check(isinstance(a, TensorProxy), lambda: f"nan_to_num(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}", TypeError)
+def nan_to_num(
+    a: Any, nan: float | None = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> Any:
+    check(
+        isinstance(a, TensorProxy),
+        lambda: (
+            f"nan_to_num(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}"
+        ),
+        TypeError,
+    )
     if a.dtype.is_exact:
         return identity(a)
     if a.dtype.is_complex:
         raise NotImplementedError("nan_to_num: complex tensors are not supported")
-    info = torch.finfo(dtypes.to_torch_dtype(a.dtype))
+    torch_dtype = dtypes.to_torch_dtype(a.dtype)
+    assert torch_dtype is not None
+    info = torch.finfo(torch_dtype)
     nan = 0.0 if nan is None else float(nan)
     posinf = info.max if posinf is None else float(posinf)
     neginf = info.min if neginf is None else float(neginf)
@@ -536,11 +574,20 @@ def nan_to_num(a: Any, nan: float | None = 0.0, posinf: float | None = None, neg
 
 
 def _clamp(op: str, a: Any, lo: Any, hi: Any) -> Any:
-    check(isinstance(a, TensorProxy), lambda: f"{op}(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}", TypeError)
-    check(lo is not None or hi is not None, "torch.clamp: At least one of 'min' or 'max' must not be None")
+    check(
+        isinstance(a, TensorProxy),
+        lambda: f"{op}(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}",
+        TypeError,
+    )
+    check(
+        lo is not None or hi is not None,
+        "torch.clamp: At least one of 'min' or 'max' must not be None",
+    )
     for x, what in ((lo, "min"), (hi, "max")):
         check(
-            x is None or isinstance(x, TensorProxy) or (is_number(x) and not isinstance(x, complex)),
+            x is None
+            or isinstance(x, TensorProxy)
+            or (is_number(x) and not isinstance(x, complex)),
             lambda: f"{op}(): argument '{what}' must be Number or Tensor, not {type(x).__name__}",
             TypeError,
         )
@@ -605,9 +652,15 @@ atan_ = inplace(atan, "torch.Tensor.atan_", "torch.atan_", "torch.Tensor.arctan_
 sinh_ = inplace(sinh, "torch.Tensor.sinh_", "torch.sinh_")
 cosh_ = inplace(cosh, "torch.Tensor.cosh_", "torch.cosh_")
 tanh_ = inplace(tanh, "torch.Tensor.tanh_", "torch.tanh_")
-asinh_ = inplace(asinh, "torch.Tensor.asinh_", "torch.asinh_", "torch.Tensor.arcsinh_", "torch.arcsinh_")
-acosh_ = inplace(acosh, "torch.Tensor.acosh_", "torch.acosh_", "torch.Tensor.arccosh_", "torch.arccosh_")
-atanh_ = inplace(atanh, "torch.Tensor.atanh_", "torch.atanh_", "torch.Tensor.arctanh_", "torch.arctanh_")
+asinh_ = inplace(
+    asinh, "torch.Tensor.asinh_", "torch.asinh_", "torch.Tensor.arcsinh_", "torch.arcsinh_"
+)
+acosh_ = inplace(
+    acosh, "torch.Tensor.acosh_", "torch.acosh_", "torch.Tensor.arccosh_", "torch.arccosh_"
+)
+atanh_ = inplace(
+    atanh, "torch.Tensor.atanh_", "torch.atanh_", "torch.Tensor.arctanh_", "torch.arctanh_"
+)
 erf_ = inplace(erf, "torch.Tensor.erf_", "torch.erf_")
 erfc_ = inplace(erfc, "torch.Tensor.erfc_", "torch.erfc_")
 erfinv_ = inplace(erfinv, "torch.Tensor.erfinv_")

@@ -52,13 +52,20 @@ def _check_operands(op: str, a: Any, b: Any) -> None:
 
 
 def _check_alpha(op: str, a: Any, b: Any, alpha: Any) -> None:
-    check(is_number(alpha), lambda: f"{op}(): argument 'alpha' must be Number, not {type(alpha).__name__}", TypeError)
+    check(
+        is_number(alpha),
+        lambda: f"{op}(): argument 'alpha' must be Number, not {type(alpha).__name__}",
+        TypeError,
+    )
     rt = result_type(a, b)
     check(
         not (rt.is_exact and _is_float_number(alpha)),
         "For integral input tensors, argument alpha must not be a floating point number.",
     )
-    check(not (_is_bool(alpha) and not rt.is_boolean), "Boolean alpha only supported for Boolean results.")
+    check(
+        not (_is_bool(alpha) and not rt.is_boolean),
+        "Boolean alpha only supported for Boolean results.",
+    )
 
 
 def _binary(op: str, prim: Symbol, a: Any, b: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
@@ -395,10 +402,16 @@ def lerp(start: Any, end: Any, weight: Any) -> Any:
     for x, what in ((end, "end"), (weight, "weight")):
         check(
             not isinstance(x, TensorProxy) or x.dtype == start.dtype,
-            lambda: f"expected dtype {torch_dtype_name(start.dtype).lower()} for `{what}` but got "
-            f"dtype {torch_dtype_name(x.dtype).lower()}",
+            lambda: (
+                f"expected dtype {torch_dtype_name(start.dtype).lower()} for `{what}` but got "
+                f"dtype {torch_dtype_name(x.dtype).lower()}"
+            ),
         )
-    check(is_number(weight) or isinstance(weight, TensorProxy), lambda: f"lerp(): argument 'weight' must be Number or Tensor, not {type(weight).__name__}", TypeError)
+    check(
+        is_number(weight) or isinstance(weight, TensorProxy),
+        lambda: f"lerp(): argument 'weight' must be Number or Tensor, not {type(weight).__name__}",
+        TypeError,
+    )
     check_dtype("lerp", start, lambda d: d.is_inexact)
 
     def fn(s: Any, e: Any, w: Any) -> Any:
@@ -420,7 +433,11 @@ def lerp(start: Any, end: Any, weight: Any) -> Any:
 def addcmul(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
     for i, (x, what) in enumerate(((a, "input"), (t1, "tensor1"), (t2, "tensor2"))):
         check_tensor_arg(x, "addcmul", what, i + 1)
-    check(is_number(value), lambda: f"addcmul(): argument 'value' must be Number, not {type(value).__name__}", TypeError)
+    check(
+        is_number(value),
+        lambda: f"addcmul(): argument 'value' must be Number, not {type(value).__name__}",
+        TypeError,
+    )
     return compute(
         "addcmul",
         Promotion.DEFAULT,
@@ -444,7 +461,11 @@ def addcdiv(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
         "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
         "for all dtypes.",
     )
-    check(is_number(value), lambda: f"addcdiv(): argument 'value' must be Number, not {type(value).__name__}", TypeError)
+    check(
+        is_number(value),
+        lambda: f"addcdiv(): argument 'value' must be Number, not {type(value).__name__}",
+        TypeError,
+    )
     return compute(
         "addcdiv",
         Promotion.DEFAULT,
@@ -466,8 +487,10 @@ def where(condition: Any, a: Any = None, b: Any = None) -> Any:
     check_tensor_arg(condition, "where", "condition", 1)
     check(
         condition.dtype.is_boolean,
-        lambda: "where expected condition to be a boolean tensor, but got a tensor with dtype "
-        f"{torch_dtype_name(condition.dtype)}",
+        lambda: (
+            "where expected condition to be a boolean tensor, but got a tensor with dtype "
+            f"{torch_dtype_name(condition.dtype)}"
+        ),
     )
     for x, what in ((a, "input"), (b, "other")):
         check(
@@ -492,18 +515,28 @@ def masked_fill(a: Any, mask: Any, value: Any) -> Any:
     check_tensor_arg(mask, "masked_fill", "mask", 2)
     check(
         mask.dtype.is_boolean,
-        lambda: "masked_fill_ only supports boolean masks, but got mask with dtype "
-        f"{torch_dtype_name(mask.dtype).lower()}",
+        lambda: (
+            "masked_fill_ only supports boolean masks, but got mask with dtype "
+            f"{torch_dtype_name(mask.dtype).lower()}"
+        ),
     )
     if isinstance(value, TensorProxy):
         check(
             value.ndim == 0,
-            lambda: "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-            f"{value.ndim} dimension(s).",
+            lambda: (
+                "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                f"{value.ndim} dimension(s)."
+            ),
         )
         fill: Any = prims.convert_element_type(value, a.dtype) if value.dtype != a.dtype else value
     else:
-        check(is_number(value), lambda: f"masked_fill(): argument 'value' must be Number or Tensor, not {type(value).__name__}", TypeError)
+        check(
+            is_number(value),
+            lambda: (
+                f"masked_fill(): argument 'value' must be Number or Tensor, not {type(value).__name__}"
+            ),
+            TypeError,
+        )
         check(
             a.dtype.is_complex or not isinstance(value, complex),
             "value cannot be converted to type without overflow",
@@ -520,7 +553,10 @@ def _number_as(value: Any, dtype: Any) -> Any:
     if dtype.is_boolean:
         return bool(value)
     if dtype.is_exact:
-        check(math.isfinite(value), lambda: f"value cannot be converted to type {torch_dtype_name(dtype)} without overflow")
+        check(
+            math.isfinite(value),
+            lambda: f"value cannot be converted to type {torch_dtype_name(dtype)} without overflow",
+        )
         return int(value)
     if dtype.is_complex:
         return complex(value)

@@ -14,7 +14,18 @@ from thunder_ir.ops._helpers import to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn import matmul
 from thunder_ir.ops.nn_activations import softmax
-from thunder_ir.ops.nn_base import add, ge, lt, mul, opmath, require_tensor, where
+from thunder_ir.ops.nn_base import (
+    add,
+    amax_,
+    eq,
+    expand_reduced,
+    ge,
+    lt,
+    mul,
+    opmath,
+    require_tensor,
+    where,
+)
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
@@ -146,6 +157,11 @@ def scaled_dot_product_attention(
             )
             scores = add(scores, to_dtype(attn_mask, compute))
     weights = softmax(scores, -1)
+    if attn_mask is not None:
+        # torch's safe softmax: a query that may attend to nothing gets zero weights, not NaN.
+        last = scores.ndim - 1
+        masked_row = eq(expand_reduced(scores, amax_(scores, last), (last,)), -math.inf)
+        weights = where(masked_row, 0.0, weights)
     if dropout_p > 0:
         weights = dropout(weights, dropout_p, True)
     return to_dtype(matmul(weights, vc), q.dtype)

@@ -6,7 +6,9 @@ products accumulate in int64."""
 from __future__ import annotations
 
 import builtins
+import functools
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,17 +57,18 @@ def _accumulation(d: DType) -> DType:
 
 
 def _numel(a: TensorProxy, dims: tuple[int, ...]) -> Any:
-    n: Any = 1
-    for d in dims:
-        n = n * a.shape[d]
-    return n
+    """The number of elements reduced (a traced product when sizes are symbolic)."""
+    sizes = [a.shape[d] for d in dims]
+    return functools.reduce(operator.mul, sizes) if sizes else 1
 
 
 def _check_nonempty(op: str, a: TensorProxy) -> None:
     check(
         not builtins.any(isinstance(s, int) and s == 0 for s in a.shape),
-        lambda: f"{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
-        "the reduction dim with the 'dim' argument.",
+        lambda: (
+            f"{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+            "the reduction dim with the 'dim' argument."
+        ),
     )
 
 
@@ -111,14 +114,18 @@ def mean(a: Any, dim: DimArg = None, keepdim: bool = False, *, dtype: Any = None
     if out_dtype is None:
         check(
             a.dtype.is_inexact,
-            lambda: "mean(): could not infer output dtype. Input dtype must be either a floating "
-            f"point or complex dtype. Got: {torch_dtype_name(a.dtype)}",
+            lambda: (
+                "mean(): could not infer output dtype. Input dtype must be either a floating "
+                f"point or complex dtype. Got: {torch_dtype_name(a.dtype)}"
+            ),
         )
         out_dtype = a.dtype
     check(
         out_dtype.is_inexact,
-        lambda: "mean(): could not infer output dtype. Optional dtype must be either a floating "
-        f"point or complex dtype. Got: {torch_dtype_name(out_dtype)}",
+        lambda: (
+            "mean(): could not infer output dtype. Optional dtype must be either a floating "
+            f"point or complex dtype. Got: {torch_dtype_name(out_dtype)}"
+        ),
     )
     dims = _dims(a, dim)
     s = prims.sum(to_dtype(a, _accumulation(out_dtype)), dims)
@@ -232,7 +239,15 @@ def _correction(dim: Any, unbiased: bool | None, correction: float | None) -> tu
 
 
 def _variance(
-    op: str, a: Any, dim: Any, unbiased: bool | None, keepdim: bool, correction: float | None, *, root: bool, with_mean: bool
+    op: str,
+    a: Any,
+    dim: Any,
+    unbiased: bool | None,
+    keepdim: bool,
+    correction: float | None,
+    *,
+    root: bool,
+    with_mean: bool,
 ) -> Any:
     a = _check_input(op, a)
     check(a.dtype.is_inexact, "std and var only support floating point and complex dtypes")
@@ -253,28 +268,48 @@ def _variance(
 
 @torchop("torch.var", "torch.Tensor.var", tags=_RED)
 def var(
-    a: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *, correction: float | None = None
+    a: Any,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
 ) -> Any:
     return _variance("var", a, dim, unbiased, keepdim, correction, root=False, with_mean=False)
 
 
 @torchop("torch.std", "torch.Tensor.std", tags=_RED)
 def std(
-    a: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *, correction: float | None = None
+    a: Any,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
 ) -> Any:
     return _variance("std", a, dim, unbiased, keepdim, correction, root=True, with_mean=False)
 
 
 @torchop("torch.var_mean", tags=_RED)
 def var_mean(
-    a: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *, correction: float | None = None
+    a: Any,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
 ) -> Any:
     return _variance("var_mean", a, dim, unbiased, keepdim, correction, root=False, with_mean=True)
 
 
 @torchop("torch.std_mean", tags=_RED)
 def std_mean(
-    a: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *, correction: float | None = None
+    a: Any,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
 ) -> Any:
     return _variance("std_mean", a, dim, unbiased, keepdim, correction, root=True, with_mean=True)
 
@@ -328,8 +363,10 @@ def vector_norm(
     x = _check_input("linalg.vector_norm", x)
     check(
         x.dtype.is_inexact,
-        lambda: "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-        f"{torch_dtype_name(x.dtype)}",
+        lambda: (
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+            f"{torch_dtype_name(x.dtype)}"
+        ),
     )
     check(
         isinstance(ord, (int, float)) and not isinstance(ord, bool),
@@ -364,7 +401,9 @@ def vector_norm(
 
 
 @torchop("torch.norm", "torch.Tensor.norm", tags=_RED)
-def norm(a: Any, p: Any = "fro", dim: DimArg = None, keepdim: bool = False, dtype: Any = None) -> Any:
+def norm(
+    a: Any, p: Any = "fro", dim: DimArg = None, keepdim: bool = False, dtype: Any = None
+) -> Any:
     a = _check_input("norm", a)
     if isinstance(p, str):
         if p != "fro":
@@ -381,7 +420,9 @@ def norm(a: Any, p: Any = "fro", dim: DimArg = None, keepdim: bool = False, dtyp
 @torchop("torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp", tags=_RED)
 def logsumexp(a: Any, dim: DimArg, keepdim: bool = False) -> Any:
     a = _check_input("logsumexp", a)
-    check(not a.dtype.is_complex, "logsumexp(): complex inputs are not supported", NotImplementedError)
+    check(
+        not a.dtype.is_complex, "logsumexp(): complex inputs are not supported", NotImplementedError
+    )
     dims = _dims(a, dim)
     out_dtype = a.dtype if a.dtype.is_float else dtypes.float32
     x = to_dtype(a, _accumulation(out_dtype))

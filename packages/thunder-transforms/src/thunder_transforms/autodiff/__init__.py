@@ -19,6 +19,10 @@ Grad rules are VJP rules keyed by symbol id in ``VJP_RULES`` and registered with
 has one; a composite op without a rule is differentiated through its subsymbols, and a few
 composites (softmax, log_softmax, embedding) have their own cheaper rule. Ops whose outputs are
 integer or boolean (comparisons, argmax) carry no gradient; ``prims.stop_gradient`` stops it.
+
+``split_forward_backward(trace)`` is the pure trace transform underneath (a ``ForwardBackward``
+of the two traces); ``remat.rematerialize`` recomputes cheap forward values in the backward
+instead of saving them, where that saves bytes.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from thunder_ir import Trace
-from thunder_transforms.autodiff import rules_elementwise, rules_nn, rules_shape  # noqa: F401
+from thunder_transforms.autodiff import remat, rules_elementwise, rules_nn, rules_shape  # noqa: F401
 from thunder_transforms.autodiff.core import (
     NONDIFFERENTIABLE,
     ForwardBackward,
@@ -44,6 +48,7 @@ __all__ = [
     "VJPRule",
     "make_differentiable",
     "register_vjp",
+    "remat",
     "split_forward_backward",
 ]
 
@@ -53,10 +58,14 @@ def make_differentiable(
     *,
     compile: Callable[[Trace], Callable[..., Any]],
     requires_grad: Sequence[bool] | None = None,
+    rematerialize: bool = True,
 ) -> tuple[DifferentiableFunction, Trace, Trace]:
     """Splits ``trace`` into forward and backward traces, compiles both with ``compile`` and wires
     them to ``torch.autograd``. Returns the callable (it takes the trace's inputs in order) and
-    the forward and backward traces."""
+    the forward and backward traces. With ``rematerialize``, cheap values are recomputed in the
+    backward where that saves memory (see ``remat``)."""
     fb = split_forward_backward(trace, requires_grad=requires_grad)
+    if rematerialize:
+        fb = remat.rematerialize(fb)
     fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward))
     return fn, fb.forward, fb.backward

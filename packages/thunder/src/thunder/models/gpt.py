@@ -45,7 +45,12 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+            q,
+            k,
+            v,
+            attn_mask=None,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=True,
         )
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))  # type: ignore[no-any-return]
@@ -77,6 +82,18 @@ class Block(nn.Module):
         return x
 
 
+class Transformer(nn.Module):
+    """The trunk (nanoGPT's ``transformer`` ModuleDict, as a typed module: same state_dict keys)."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+
+
 class GPT(nn.Module):
     """``GPT(config)(idx)`` maps token ids ``(B, T)`` to logits ``(B, T, vocab_size)``."""
 
@@ -84,15 +101,7 @@ class GPT(nn.Module):
         super().__init__()
         config = config or GPTConfig()
         self.config = config
-        self.transformer = nn.ModuleDict(
-            dict(
-                wte=nn.Embedding(config.vocab_size, config.n_embd),
-                wpe=nn.Embedding(config.block_size, config.n_embd),
-                drop=nn.Dropout(config.dropout),
-                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-                ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
-            )
-        )
+        self.transformer = Transformer(config)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying
         self.apply(self._init_weights)
@@ -109,8 +118,10 @@ class GPT(nn.Module):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        b, t = idx.size()
-        assert t <= self.config.block_size, f"sequence of length {t} > block size {self.config.block_size}"
+        _, t = idx.size()
+        assert t <= self.config.block_size, (
+            f"sequence of length {t} > block size {self.config.block_size}"
+        )
         pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
         tok_emb = self.transformer.wte(idx)
         pos_emb = self.transformer.wpe(pos)

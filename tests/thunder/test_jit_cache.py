@@ -1,0 +1,184 @@
+"""thunder.jit on functions: results, caching, guards on the inputs, options."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import thunder
+
+
+def add(a, b):
+    return a + b
+
+
+def test_jit_matches_eager_and_caches():
+    j = thunder.jit(add)
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    torch.testing.assert_close(j(a, b), a + b)
+    a2, b2 = torch.randn(2, 3), torch.randn(2, 3)
+    torch.testing.assert_close(j(a2, b2), a2 + b2)
+    assert thunder.cache_misses(j) == 1
+    assert thunder.cache_hits(j) == 1
+
+
+def test_last_traces_and_prologue_are_python():
+    j = thunder.jit(add)
+    j(torch.randn(2), torch.randn(2))
+    traces = thunder.last_traces(j)
+    assert "torch.add(a, b)" in traces[-1].python()
+    prologue = thunder.last_prologue_traces(j)[-1].python()
+    assert "def prologue(args, kwargs)" in prologue
+    assert thunder.last_backward_traces(j) == []
+    stats = thunder.compile_stats(j)
+    assert stats.compilations == 1 and stats.last_compile_seconds > 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda t: t.reshape(3, 2).clone(),
+        lambda t: t.double(),
+        lambda t: t.clone().requires_grad_(True),
+        lambda t: torch.randn(4, 5),
+    ],
+    ids=["shape", "dtype", "requires_grad", "new-shape"],
+)
+def test_input_metadata_change_recompiles(change):
+    j = thunder.jit(lambda a: a * 2)
+    a = torch.randn(2, 3)
+    j(a)
+    b = change(a)
+    torch.testing.assert_close(j(b), b * 2)
+    assert thunder.cache_misses(j) == 2
+    j(a)
+    j(b)
+    assert thunder.cache_hits(j) == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_device_change_recompiles():  # pragma: no cover - CPU CI
+    j = thunder.jit(lambda a: a * 2)
+    j(torch.randn(2))
+    j(torch.randn(2, device="cuda"))
+    assert thunder.cache_misses(j) == 2
+
+
+def test_requires_grad_inputs_get_torch_autograd():
+    j = thunder.jit(lambda a, b: (a * b).sum())
+    a = torch.randn(3, requires_grad=True)
+    b = torch.randn(3)
+    out = j(a, b)
+    out.backward()
+    torch.testing.assert_close(a.grad, b)
+
+
+def test_constant_values_recompile_per_number():
+    j = thunder.jit(lambda a, n: a * n)
+    a = torch.ones(2)
+    torch.testing.assert_close(j(a, 2), a * 2)
+    torch.testing.assert_close(j(a, 3), a * 3)
+    torch.testing.assert_close(j(a, 2), a * 2)
+    assert (thunder.cache_misses(j), thunder.cache_hits(j)) == (2, 1)
+
+
+def test_symbolic_values_reuse_one_program():
+    j = thunder.jit(lambda a, n: a * n, cache="symbolic values")
+    a = torch.ones(2)
+    for n in (2, 3, 4):
+        torch.testing.assert_close(j(a, n), a * n)
+    assert (thunder.cache_misses(j), thunder.cache_hits(j)) == (1, 2)
+
+
+def test_no_caching_compiles_every_call():
+    j = thunder.jit(add, cache=thunder.CACHE_OPTIONS.NO_CACHING)
+    a = torch.ones(2)
+    j(a, a)
+    j(a, a)
+    assert thunder.cache_misses(j) == 2 and thunder.cache_hits(j) == 0
+
+
+def test_nested_and_keyword_inputs():
+    def f(xs, *, scale, opts):
+        return xs[0] * scale + xs[1] * opts["w"]
+
+    j = thunder.jit(f)
+    xs = [torch.randn(3), torch.randn(3)]
+    want = xs[0] * 2 + xs[1] * 0.5
+    torch.testing.assert_close(j(xs, scale=2, opts={"w": 0.5}), want)
+    torch.testing.assert_close(j(xs, scale=2, opts={"w": 0.5}), want)
+    assert thunder.cache_hits(j) == 1
+    torch.testing.assert_close(j(xs, scale=3, opts={"w": 0.5}), xs[0] * 3 + xs[1] * 0.5)
+    # another structure of the arguments: a new cache entry, not an error
+    xs3 = [torch.randn(3), torch.randn(3), torch.randn(3)]
+    torch.testing.assert_close(j(xs3, scale=1, opts={"w": 1.0}), xs3[0] + xs3[1])
+
+
+def test_returns_structures_and_constants():
+    j = thunder.jit(lambda a: {"double": a * 2, "pair": (a + 1, 7), "none": None})
+    a = torch.randn(2)
+    out = j(a)
+    torch.testing.assert_close(out["double"], a * 2)
+    torch.testing.assert_close(out["pair"][0], a + 1)
+    assert out["pair"][1] == 7 and out["none"] is None
+
+
+def test_cache_lookup_with_many_entries():
+    j = thunder.jit(add, recompile_limit=64)
+    inputs = [(torch.randn(i + 1), torch.randn(i + 1)) for i in range(64)]
+    for a, b in inputs:
+        j(a, b)
+    for a, b in inputs:
+        torch.testing.assert_close(j(a, b), a + b)
+    assert thunder.cache_misses(j) == 64 and thunder.cache_hits(j) == 64
+
+
+def test_recompile_limit_warns_with_what_changed_and_runs_eagerly():
+    j = thunder.jit(lambda a: a + 1, recompile_limit=2)
+    j(torch.randn(1))
+    j(torch.randn(2))
+    with pytest.warns(
+        UserWarning, match=r"recompile limit \(2.*What changed: a\.shape: \(2,\) -> \(3,\)"
+    ):
+        out = j(torch.ones(3))
+    torch.testing.assert_close(out, torch.full((3,), 2.0))
+    assert thunder.compile_stats(j).eager_fallbacks == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        j(torch.ones(4))  # warned once per function
+
+
+def test_unknown_option_lists_the_known_ones():
+    with pytest.raises(TypeError, match=r"(?s)unknown option\(s\) 'fusion_level'.*recompile_limit"):
+        thunder.jit(add, fusion_level=3)
+    with pytest.raises(ValueError, match="unknown cache option"):
+        thunder.jit(add, cache="sometimes")
+
+
+def test_transform_hooks_are_called():
+    seen = []
+
+    class Record(thunder.Transform):
+        def transform_traces_pre_prologue(self, prologue, computation, epilogue, **kwargs):
+            seen.append("pre")
+            return prologue, computation, epilogue
+
+        def transform_trace_post_optimization(self, computation, **kwargs):
+            seen.append("post")
+            return computation
+
+    j = thunder.jit(add, transforms=[Record()])
+    j(torch.ones(1), torch.ones(1))
+    assert seen == ["pre", "post"]
+
+
+def test_examine_lists_supported_and_unsupported_ops(capsys):
+    def f(x):
+        return torch.special.bessel_j0(torch.nn.functional.gelu(x)).sum()
+
+    report = thunder.examine(f, torch.randn(3))
+    assert any("gelu" in name for name in report.supported)
+    assert any("bessel_j0" in name for name in report.unsupported)
+    assert "UNSUPPORTED" in capsys.readouterr().out

@@ -1,0 +1,210 @@
+"""Globals, closures, nonlocals and module attributes: guarded or replayed, never stale (seeds
+001 and 002)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder
+
+SCALE = 2.0
+CONFIG = {"shift": 1.0}
+counter = 0
+
+
+def scaled(x):
+    return x * SCALE
+
+
+def test_global_changed_between_calls_gives_the_new_result():
+    global SCALE
+    j = thunder.jit(scaled)
+    x = torch.ones(2)
+    try:
+        torch.testing.assert_close(j(x), x * 2.0)
+        SCALE = 5.0
+        torch.testing.assert_close(j(x), x * 5.0)
+        SCALE = 2.0
+        torch.testing.assert_close(j(x), x * 2.0)
+    finally:
+        SCALE = 2.0
+    assert thunder.cache_hits(j) == 1  # the third call reuses the first program
+    assert "SCALE" in thunder.compile_stats(j).last_recompile_reason
+
+
+def test_global_dict_contents_are_guarded():
+    j = thunder.jit(lambda x: x + CONFIG["shift"])
+    x = torch.zeros(2)
+    try:
+        torch.testing.assert_close(j(x), x + 1.0)
+        CONFIG["shift"] = 3.0
+        torch.testing.assert_close(j(x), x + 3.0)
+    finally:
+        CONFIG["shift"] = 1.0
+
+
+def test_closure_cell_changed_between_calls():
+    factor = 2
+
+    def f(x):
+        return x * factor
+
+    j = thunder.jit(f)
+    x = torch.ones(3)
+    torch.testing.assert_close(j(x), x * 2)
+    factor = 4  # noqa: F841  (read through the closure cell)
+    torch.testing.assert_close(j(x), x * 4)
+
+
+def test_nonlocal_list_is_appended_on_every_call():
+    def outer():
+        lst = []
+
+        def inner(x):
+            lst.append("#")
+            return x + 1
+
+        return inner, lst
+
+    inner, lst = outer()
+    j = thunder.jit(inner)
+    x = torch.zeros(1)
+    for _ in range(3):
+        j(x)
+    assert lst == ["#", "#", "#"]
+    assert thunder.cache_hits(j) == 2
+
+
+def test_nonlocal_list_receives_computed_tensors():
+    seen = []
+
+    def f(x):
+        y = x * 2
+        seen.append(y)
+        return y + 1
+
+    j = thunder.jit(f)
+    a, b = torch.ones(2), torch.full((2,), 3.0)
+    j(a)
+    j(b)
+    assert len(seen) == 2
+    torch.testing.assert_close(seen[1], b * 2)
+
+
+def test_nonlocal_assignment_happens_on_every_call():
+    def make():
+        total = 0
+
+        def step(x):
+            nonlocal total
+            total = 10
+            return x + 1
+
+        def get():
+            return total
+
+        return step, get
+
+    step, get = make()
+    j = thunder.jit(step)
+    j(torch.zeros(1))
+    assert get() == 10
+
+
+def test_global_write_is_replayed():
+    def bump(x):
+        global counter
+        counter = 7
+        return x
+
+    global counter
+    counter = 0
+    j = thunder.jit(bump)
+    j(torch.zeros(1))
+    assert counter == 7
+    counter = 0
+    j(torch.zeros(1))
+    assert counter == 7 and thunder.cache_hits(j) == 1
+
+
+def test_tracing_leaves_no_trace_of_proxies_in_outside_state():
+    store = {}
+
+    def f(x):
+        store["last"] = 1
+        return x
+
+    thunder.jit(f)(torch.zeros(1))
+    assert store == {"last": 1}
+
+
+def test_symbolic_values_recheck_the_branch():
+    def foo(flag):
+        if flag > 5:
+            return torch.ones(1)
+        return torch.zeros(1)
+
+    j = thunder.jit(foo, cache=thunder.CACHE_OPTIONS.SYMBOLIC_VALUES)
+    assert j(6).item() == 1.0
+    assert j(0).item() == 0.0  # seed 001: the cached program for flag=6 must not be reused
+    assert j(7).item() == 1.0
+    assert j(-3).item() == 0.0
+    assert (thunder.cache_misses(j), thunder.cache_hits(j)) == (2, 2)
+    assert "flag <= 5" in thunder.last_prologue_traces(j)[-1].python()
+
+
+def test_module_attribute_flag_is_guarded():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.use_relu = False
+
+        def forward(self, x):
+            return torch.relu(x) if self.use_relu else x * 2
+
+    m = M()
+    j = thunder.jit(m)
+    x = torch.tensor([-1.0, 2.0])
+    torch.testing.assert_close(j(x), x * 2)
+    m.use_relu = True
+    torch.testing.assert_close(j(x), torch.relu(x))
+
+
+def test_training_flag_is_guarded():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    j = thunder.jit(m)
+    x = torch.randn(8, 4)
+    m.eval()
+    torch.testing.assert_close(j(x), m(x))
+    m.train()
+    torch.manual_seed(0)
+    out = j(x)
+    assert (out == 0).any()  # dropout is active again
+    j.eval()
+    torch.testing.assert_close(j(x), m(x))
+
+
+def test_module_attribute_write_happens_every_call():
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.last_batch = 0
+
+        def forward(self, x):
+            self.last_batch = x.shape[0]
+            return self.lin(x)
+
+    m = Counting()
+    j = thunder.jit(m)
+    j(torch.randn(3, 2))
+    assert m.last_batch == 3
+    m.last_batch = 0
+    j(torch.randn(3, 2))
+    assert m.last_batch == 3 and thunder.cache_hits(j) == 1
+
+
+def test_sharp_edges_error_refuses_globals():
+    with pytest.raises(thunder.SharpEdgeError, match="SCALE"):
+        thunder.jit(scaled, sharp_edges="error")(torch.ones(1))

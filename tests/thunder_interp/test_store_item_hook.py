@@ -1,0 +1,38 @@
+"""The ``store_item`` callback: called before ``container[key] = value`` (STORE_SUBSCR)."""
+
+from __future__ import annotations
+
+from thunder_interp import Callbacks, interpret
+
+
+def test_store_item_hook_sees_every_subscript_store():
+    seen = []
+    d = {}
+
+    def f(x):
+        d["a"] = x
+        lst = [0, 0]
+        lst[1] = x + 1
+        return lst
+
+    cb = Callbacks(store_item=lambda c, k, v: seen.append((type(c).__name__, k, v)))
+    assert interpret(f, callbacks=cb)(5) == [0, 6]
+    assert d == {"a": 5}
+    assert seen == [("dict", "a", 5), ("list", 1, 6)]
+
+
+def test_store_item_hook_runs_before_the_store():
+    d = {}
+
+    def hook(container, key, value):
+        assert key not in container
+
+    interpret(
+        lambda: d.__setitem__("k", 1) or d.update(j=2), callbacks=Callbacks(store_item=hook)
+    )()
+
+    def g():
+        d["z"] = 3
+
+    interpret(g, callbacks=Callbacks(store_item=hook))()
+    assert d["z"] == 3
