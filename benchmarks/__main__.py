@@ -1,4 +1,4 @@
-"""Runs the benchmarks: ``python -m benchmarks [name ...] [--option ...]``.
+"""Runs the benchmarks: ``python -m benchmarks [name ...] [--option [value] ...]``.
 
 Every module of this folder that defines ``main()`` is a benchmark (``executors``,
 ``interpreter``, ...); with no names, all of them run. Options are passed on to each one.
@@ -19,8 +19,10 @@ def available() -> list[str]:
 
 
 def main() -> None:
-    names = [a for a in sys.argv[1:] if not a.startswith("-")]
-    options = [a for a in sys.argv[1:] if a.startswith("-")]
+    args = sys.argv[1:]
+    # Leading names pick benchmarks; everything from the first option on is passed to them.
+    first_option = next((i for i, a in enumerate(args) if a.startswith("-")), len(args))
+    names, options = args[:first_option], args[first_option:]
     unknown = set(names) - set(available())
     if unknown:
         sys.exit(f"unknown benchmark(s) {sorted(unknown)}; available: {available()}")

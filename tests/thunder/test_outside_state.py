@@ -208,3 +208,33 @@ def test_module_attribute_write_happens_every_call():
 def test_sharp_edges_error_refuses_globals():
     with pytest.raises(thunder.SharpEdgeError, match="SCALE"):
         thunder.jit(scaled, sharp_edges="error")(torch.ones(1))
+
+
+def test_calling_a_jitted_function_from_a_jitted_function_is_traced_reentrantly():
+    k = 3.0
+
+    @thunder.jit
+    def inner(x):
+        return x * k
+
+    def outer(x):
+        return inner(x) + 1
+
+    j = thunder.jit(outer)
+    x = torch.ones(2)
+    torch.testing.assert_close(j(x), x * 3 + 1)
+    k = 5.0  # noqa: F841  (read through inner's closure)
+    torch.testing.assert_close(j(x), x * 5 + 1)
+    assert "torch.mul" in thunder.last_traces(j)[-1].python()
+
+
+def test_calling_a_jitted_module_from_a_jitted_function():
+    lin = torch.nn.Linear(2, 2)
+    jl = thunder.jit(lin)
+    j = thunder.jit(lambda x: jl(x) * 2)
+    x = torch.ones(2)
+    torch.testing.assert_close(j(x), lin(x) * 2)
+    with torch.no_grad():
+        lin.weight.mul_(2)
+    torch.testing.assert_close(j(x), lin(x) * 2)
+    assert thunder.cache_hits(j) == 1

@@ -226,6 +226,7 @@ def test_store_callbacks() -> None:
         store_global=lambda n, v, g: events.append(("global", n, v)),
         store_closure_cell=lambda n, v, code: events.append(("cell", n, v)),
         store_attribute=lambda o, n, v: events.append(("attr", type(o).__name__, n, v)),
+        store_item=lambda c, k, v: events.append(("item", type(c).__name__, k, v)),
     )
 
     def f(b: Box) -> int:
@@ -240,6 +241,7 @@ def test_store_callbacks() -> None:
         bump()
         b.value = 9
         setattr(b, "other", 3)
+        b.items[0] = 7
         return counter
 
     box = Box(0)
@@ -251,6 +253,7 @@ def test_store_callbacks() -> None:
         ("cell", "counter", 5),
         ("attr", "Box", "value", 9),
         ("attr", "Box", "other", 3),
+        ("item", "list", 0, 7),
     ]
 
 
@@ -589,3 +592,20 @@ def test_warm_loop_gets_compiled_and_stays_correct() -> None:
     interp = interpret(f)
     assert interp(1000) == f(1000)
     assert interp(1001) == f(1001)
+
+
+def test_provenance_of_iterated_items() -> None:
+    class Model:
+        def __init__(self) -> None:
+            self.layers = [object(), object(), object()]
+
+    def f(m: Model) -> list[Any]:
+        out = []
+        for layer in m.layers:
+            out.append(layer)
+        return out
+
+    interp = interpret(f, provenance=True)
+    layers = interp(Model())
+    paths = [p.path() if (p := interp.provenance_of(x)) is not None else None for x in layers]
+    assert paths == ["args[0].layers[0]", "args[0].layers[1]", "args[0].layers[2]"]

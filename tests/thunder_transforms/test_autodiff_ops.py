@@ -326,3 +326,24 @@ def test_mlp_training_step_matches_eager() -> None:
     F.cross_entropy(model(x), t).backward()
     for a, p in zip(ours, params):
         torch.testing.assert_close(a, p.grad)
+
+
+class _TorchNS:
+    def __getattr__(self, name):
+        return getattr(torch, name, None) or getattr(F, name)
+
+
+def _block(ns, x, w, b, g, beta, w2):
+    h = ns.layer_norm(x, (8,), g, beta)
+    q = ns.reshape(ns.linear(h, w, b), (2, 3, 2, 4)).transpose(1, 2)
+    a = ns.scaled_dot_product_attention(q, q * 0.5, q, is_causal=True)
+    x = x + ns.gelu(ns.reshape(a.transpose(1, 2), (2, 3, 8)))
+    return ns.sum(ns.matmul(x, w2) * x)
+
+
+def test_transformer_block_matches_eager() -> None:
+    inputs = [rand(2, 3, 8), rand(8, 8, seed=1), rand(8, seed=2), rand(8, seed=3), rand(8, seed=4)]
+    inputs.append(rand(8, 8, seed=5))
+    check_against_eager(
+        lambda *a: _block(L, *a), lambda *a: _block(_TorchNS(), *a), *inputs, gradcheck=True
+    )

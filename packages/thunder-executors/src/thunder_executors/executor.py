@@ -15,8 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from thunder_ir import BoundSymbol, Proxy, Symbol
 from thunder_ir.devices import Device, to_torch_device
 from thunder_ir.dtypes import DType, to_torch_dtype
@@ -34,6 +32,8 @@ __all__ = [
     "get_executor",
     "register_executor",
     "to_runtime_value",
+    "same_arguments",
+    "register_unavailable",
 ]
 
 # checker(*args, **kwargs) -> whether this executor can run this particular call.
@@ -223,13 +223,3 @@ def executor_availability() -> dict[str, tuple[bool, str]]:
 def get_available_executors() -> tuple[Executor, ...]:
     """The executors that can run on this machine."""
     return tuple(ex for ex in _EXECUTORS.values() if ex.is_available())
-
-
-def torch_device_of(bsym: BoundSymbol) -> torch.device | None:
-    """The device of the first tensor a bound symbol reads or writes (None: numbers only)."""
-    from thunder_ir import TensorProxy
-
-    for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs):
-        if isinstance(p, TensorProxy):
-            return to_torch_device(p.device)
-    return None

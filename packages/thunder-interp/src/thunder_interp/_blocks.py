@@ -207,12 +207,6 @@ class _BlockGen:
         if op in _UNARY:
             self.push_expr(_UNARY[op].format(self.pop(i)), i)
             return OK
-        if op == "STORE_SUBSCR":
-            k = self.pop(i)
-            c = self.pop(i)
-            v = self.pop(i)
-            self.emit(f"{c}[{k}] = {v}", i)
-            return OK
         if op == "BUILD_TUPLE" or op == "BUILD_LIST":
             items = [self.pop(i) for _ in range(ins.arg)][::-1]
             if op == "BUILD_TUPLE":
@@ -258,7 +252,7 @@ class _BlockGen:
             self.emit(f"f.retval = {self.pop(i)}", i)
             self.emit("return 0", i)
             return END
-        if op == "FOR_ITER" and first:
+        if op == "FOR_ITER" and first and not hooked:
             exit_ = ins.target
             instrs = self.instructions
             if PY_VERSION >= (3, 12) and exit_ < len(instrs) and instrs[exit_].opname == "END_FOR":
@@ -297,6 +291,12 @@ class _BlockGen:
             self.stack.append(t)
             if push_null and PY_VERSION >= (3, 13):
                 self.stack.append("NULL")
+            return OK
+        if op == "STORE_SUBSCR":
+            k = self.pop(i)
+            c = self.pop(i)
+            v = self.pop(i)
+            self.emit(f"{c}[{k}] = {v}", i)
             return OK
         if op == "BINARY_SUBSCR":
             k = self.pop(i)

@@ -255,6 +255,8 @@ class Runtime:
         self.cb_opaque = cb.opaque_call
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}
+        # Iterators over recorded lists/tuples: id -> [iterator, provenance of the sequence, k].
+        self.iter_sources: dict[int, list[Any]] = {}
         # Opaque calls need no bookkeeping: CALL may call builtins directly.
         self.plain_opaque = cb.opaque_call is None and not provenance
         self.history: list[HistoryEntry] = []

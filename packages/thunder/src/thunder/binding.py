@@ -27,7 +27,7 @@ from thunder.errors import SharpEdgeError, UnsupportedOperationError, Unsupporte
 from thunder.guards import HOOK_ATTRIBUTES
 from thunder.lookasides import is_torch_callable, jit_lookasides, query_is_allowed
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
-from thunder_interp import Callbacks
+from thunder_interp import Callbacks, interpret
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, Trace
 from thunder_ir.proxies import CollectionProxy
 from thunder_ir.pytree import tree_iter
@@ -156,6 +156,16 @@ class Binder:
             if isinstance(func, types.FunctionType):
                 self.functions_by_code[func.__code__] = (func, root.attr("__func__"))
 
+    def _register_function(self, fn: Any, access: Access) -> None:
+        self.access_of.setdefault(id(fn), (fn, access))
+        if isinstance(fn, types.FunctionType):
+            self.functions_by_code.setdefault(fn.__code__, (fn, access))
+        elif isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+            self.access_of.setdefault(id(fn.__self__), (fn.__self__, access.attr("__self__")))
+            self.functions_by_code.setdefault(
+                fn.__func__.__code__, (fn.__func__, access.attr("__func__"))
+            )
+
     def bind_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """The arguments the interpreted program receives: tensors (and numbers, in symbolic mode)
         inside tuples, lists and dicts become proxies; other objects are tracked outside values."""
@@ -236,6 +246,9 @@ class Binder:
             if not self._is_library_global(access):
                 self.guards.setdefault(access, Guard(access, "is", value))
             return value
+        inner = getattr(value, "_thunder_inner_function", None)
+        if inner is not None:  # an already jitted function: its code is read through it
+            self._register_function(inner(), access.attr("fn"))
         if isinstance(value, (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)):
             return value  # bound to an object whose type is guarded
         if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
@@ -337,7 +350,19 @@ class Binder:
         )
 
     def lookasides(self) -> dict[Any, Any]:
-        return jit_lookasides()
+        """The lookaside table of this run: the static one, plus calls of already jitted
+        functions, which are interpreted into this trace (reentrantly) instead of running their
+        own cache."""
+        from thunder.jit_function import ThunderFunction
+
+        table = jit_lookasides()
+
+        def call_jitted(jitted: ThunderFunction, *args: Any, **kwargs: Any) -> Any:
+            inner = interpret(jitted.fn, lookasides=table, callbacks=self.callbacks())
+            return inner(*args, **kwargs)
+
+        table[ThunderFunction.__call__] = call_jitted
+        return table
 
     def _cb_load_global(self, name: str, value: Any, globs: dict[str, Any], prov: Any) -> Any:
         if name in globs:

@@ -204,6 +204,10 @@ class ThunderFunction:
             stacklevel=3,
         )
 
+    def _thunder_inner_function(self) -> Any:
+        """The jitted callable (how an enclosing jit reads through this one)."""
+        return self.fn
+
     def __repr__(self) -> str:
         return f"<thunder.jit of {self.fn!r}>"
 

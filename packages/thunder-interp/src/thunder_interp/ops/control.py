@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
+from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
 from thunder_interp._runtime import warm_up
 
@@ -144,6 +145,20 @@ def jump_or_pop(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("GET_ITER")
 def get_iter(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
+    if ctx.hooked:
+
+        def op_hooked(f: Frame) -> int:
+            st = f.stack
+            iterable = st[-1]
+            it = st[-1] = iter(iterable)
+            rt = f.rt
+            if rt.prov is not None and type(iterable) in (list, tuple):
+                parent = rt.provenance_of(iterable)
+                if parent is not None:
+                    rt.iter_sources[id(it)] = [it, parent, 0]
+            return nxt
+
+        return op_hooked
 
     def op(f: Frame) -> int:
         st = f.stack
@@ -162,6 +177,8 @@ def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
         exit_ += 1
         if PY_VERSION >= (3, 13) and exit_ < len(instrs) and instrs[exit_].opname == "POP_TOP":
             exit_ += 1
+    if ctx.hooked:
+        return _for_iter_hooked(nxt, exit_)
     following = instrs[nxt] if nxt < len(instrs) else None
     jumped_to = any(i.target == nxt for i in instrs)
     if following is not None and following.opname == "STORE_FAST" and not jumped_to:
@@ -186,6 +203,29 @@ def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
         if v is NULL:
             st.pop()
             return exit_
+        st.append(v)
+        return nxt
+
+    return op
+
+
+def _for_iter_hooked(nxt: int, exit_: int) -> Op:
+    """FOR_ITER recording ``item k of x`` for items of a list/tuple that has a provenance."""
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        it = st[-1]
+        v = next(it, NULL)
+        sources = f.rt.iter_sources
+        entry = sources.get(id(it)) if sources else None
+        if v is NULL:
+            if entry is not None and entry[0] is it:
+                del sources[id(it)]
+            st.pop()
+            return exit_
+        if entry is not None and entry[0] is it:
+            f.rt.record(v, Provenance(ProvenanceKind.ITEM, index=entry[2], parent=entry[1]))
+            entry[2] += 1
         st.append(v)
         return nxt
 

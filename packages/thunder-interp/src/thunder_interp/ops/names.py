@@ -403,13 +403,19 @@ def binary_slice(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("STORE_SLICE", min_version=(3, 12))
 def store_slice(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
+    hooked = ctx.hooked
 
     def op(f: Frame) -> int:
         st = f.stack
         stop = st.pop()
         start = st.pop()
         container = st.pop()
-        container[start:stop] = st.pop()
+        value = st.pop()
+        if hooked:
+            hook = f.rt.cb_store_item
+            if hook is not None:
+                hook(container, slice(start, stop), value)
+        container[start:stop] = value
         return nxt
 
     return op

@@ -20,6 +20,10 @@ has one; a composite op without a rule is differentiated through its subsymbols,
 composites (softmax, log_softmax, embedding) have their own cheaper rule. Ops whose outputs are
 integer or boolean (comparisons, argmax) carry no gradient; ``prims.stop_gradient`` stops it.
 
+The backward is recorded once and is not itself differentiable (``create_graph=True`` double
+backward is refused). A call whose inputs require grad in a way the trace did not declare is an
+error (the facade should key its cache on ``requires_grad``).
+
 ``split_forward_backward(trace)`` is the pure trace transform underneath (a ``ForwardBackward``
 of the two traces); ``remat.rematerialize`` recomputes cheap forward values in the backward
 instead of saving them, where that saves bytes.
