@@ -31,9 +31,9 @@ __all__ = [
     "get_available_executors",
     "get_executor",
     "register_executor",
-    "to_runtime_value",
-    "same_arguments",
     "register_unavailable",
+    "same_arguments",
+    "to_runtime_value",
 ]
 
 # checker(*args, **kwargs) -> whether this executor can run this particular call.
