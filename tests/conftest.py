@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, settings
 # name; tests are collected in importlib mode, so the folders go on the path here. Helper module
 # names are unique across folders.
 _here = Path(__file__).parent
-for _folder in sorted(p for p in _here.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+for _folder in sorted(
+    p for p in _here.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+):
     sys.path.insert(0, str(_folder))
 
 settings.register_profile(

@@ -16,7 +16,9 @@ def test_simplify_merges_bounds() -> None:
 
 
 def test_simplify_detects_contradictions_and_tautologies() -> None:
-    assert C.conjunction([C.Compare(">", x, C.Const(5)), C.Compare("<", x, C.Const(3))]) == C.Const(False)
+    assert C.conjunction([C.Compare(">", x, C.Const(5)), C.Compare("<", x, C.Const(3))]) == C.Const(
+        False
+    )
     assert C.simplify(C.Or([C.Compare(">", x, C.Const(5)), C.Const(True)])) == C.Const(True)
     assert C.conjunction([]) == C.Const(True)
 
@@ -28,18 +30,34 @@ def test_simplify_removes_double_negation_and_flips_constants_left() -> None:
 
 
 def test_equality_absorbs_compatible_bounds() -> None:
-    e = C.conjunction([C.Compare("==", x, C.Const(4)), C.Compare(">", x, C.Const(3)), C.Compare("!=", x, C.Const(9))])
+    e = C.conjunction(
+        [
+            C.Compare("==", x, C.Const(4)),
+            C.Compare(">", x, C.Const(3)),
+            C.Compare("!=", x, C.Const(9)),
+        ]
+    )
     assert e.python() == "(x == 4)"
 
 
 def test_prints_python_that_evaluates_the_same() -> None:
-    e = C.And([C.Compare(">=", C.BinOp("*", x, C.Const(2)), y), C.Not(C.Compare("==", C.BinOp("%", y, C.Const(3)), C.Const(0)))])
+    e = C.And(
+        [
+            C.Compare(">=", C.BinOp("*", x, C.Const(2)), y),
+            C.Not(C.Compare("==", C.BinOp("%", y, C.Const(3)), C.Const(0))),
+        ]
+    )
     env = {"x": 5, "y": 7}
     assert eval(e.python(), {}, env) == e.evaluate(env)
 
 
 _ops = ["<", "<=", ">", ">=", "==", "!="]
-atoms = st.builds(lambda op, v, var: C.Compare(op, C.Var(var), C.Const(v)), st.sampled_from(_ops), st.integers(-5, 5), st.sampled_from(["x", "y"]))
+atoms = st.builds(
+    lambda op, v, var: C.Compare(op, C.Var(var), C.Const(v)),
+    st.sampled_from(_ops),
+    st.integers(-5, 5),
+    st.sampled_from(["x", "y"]),
+)
 exprs = st.recursive(
     atoms,
     lambda inner: st.one_of(

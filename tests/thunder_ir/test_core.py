@@ -103,7 +103,9 @@ def test_bound_symbol_replace_and_flat_views() -> None:
 
 
 def test_composite_op_records_its_prims_as_subsymbols() -> None:
-    trace = trace_function(lambda a, b: ltorch.add(a, b, alpha=2), torch.randn(2, 3), torch.randn(3))
+    trace = trace_function(
+        lambda a, b: ltorch.add(a, b, alpha=2), torch.randn(2, 3), torch.randn(3)
+    )
     (add, ret) = trace.bound_symbols
     assert add.sym is ltorch.add and ret.sym is prims.python_return
     assert [s.sym.name for s in add.subsymbols] == ["mul", "broadcast_in_dim", "add"]
@@ -111,7 +113,9 @@ def test_composite_op_records_its_prims_as_subsymbols() -> None:
 
 
 def test_printed_trace_golden() -> None:
-    trace = trace_function(lambda a, b: ltorch.sum(ltorch.mul(a, b), 0), torch.randn(2, 3), torch.randn(2, 3))
+    trace = trace_function(
+        lambda a, b: ltorch.sum(ltorch.mul(a, b), 0), torch.randn(2, 3), torch.randn(2, 3)
+    )
     assert trace.python() == (
         "def computation(t0, t1):\n"
         '  # t0: "cpu f32[2, 3]"\n'
@@ -148,7 +152,10 @@ def test_constants_print_as_python() -> None:
         prims.full((2,), float("inf"), device=devices.cpu, dtype=dtypes.bfloat16)
         prims.python_return(None)
     text = trace.python()
-    assert "prims.full((2,), float('inf'), device=devices.Device(\"cpu\"), dtype=dtypes.bfloat16)" in text
+    assert (
+        "prims.full((2,), float('inf'), device=devices.Device(\"cpu\"), dtype=dtypes.bfloat16)"
+        in text
+    )
 
 
 def test_number_proxies_record_arithmetic_and_constraints() -> None:
@@ -189,4 +196,6 @@ def test_tensor_proxy_bool_is_a_clear_error() -> None:
 
 def test_custom_symbol_tags_and_repr() -> None:
     s = Symbol("my_op", lambda x: x, module="mylib", tags=(OpTag.DONT_DCE,))
-    assert s.qualified_name == "mylib.my_op" and OpTag.DONT_DCE in s.tags and "mylib.my_op" in repr(s)
+    assert (
+        s.qualified_name == "mylib.my_op" and OpTag.DONT_DCE in s.tags and "mylib.my_op" in repr(s)
+    )

@@ -11,7 +11,9 @@ from thunder_ir.proxies import TensorProxy
 
 
 def _trace() -> Trace:
-    return trace_function(lambda a, b: ltorch.mul(ltorch.add(a, b), a), torch.randn(2, 3), torch.randn(2, 3))
+    return trace_function(
+        lambda a, b: ltorch.mul(ltorch.add(a, b), a), torch.randn(2, 3), torch.randn(2, 3)
+    )
 
 
 def test_accepts_a_recorded_trace() -> None:

@@ -30,8 +30,6 @@ class Callbacks:
     - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
     - ``store_item(container, key, value) -> None``: before ``container[key] = value`` (a slice
       assignment ``c[a:b] = v`` passes ``slice(a, b)`` as the key).
-    - ``store_item(container, key, value) -> None``: before ``container[key] = value``
-      (``STORE_SUBSCR``).
     - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
       function, or one the interpreter does not enter); it must perform the call itself, e.g.
       ``return fn(*args, **kwargs)``, and may replace the result.
@@ -44,6 +42,5 @@ class Callbacks:
     store_global: Callable[[str, Any, dict[str, Any]], None] | None = None
     store_closure_cell: Callable[[str, Any, CodeType], None] | None = None
     store_attribute: Callable[[Any, str, Any], None] | None = None
-    store_item: Callable[[Any, Any, Any], None] | None = None
     store_item: Callable[[Any, Any, Any], None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None

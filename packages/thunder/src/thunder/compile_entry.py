@@ -16,8 +16,9 @@ from thunder.options import JitOptions
 from thunder.prologue import build_epilogue, build_prologue
 from thunder_executors import transform_for_execution
 from thunder_interp import interpret
-from thunder_ir import Proxy, Trace, Transform, prims, tracectx
+from thunder_ir import Proxy, TensorProxy, Trace, Transform, prims, tracectx
 from thunder_transforms import dce
+from thunder_transforms.autodiff import make_differentiable
 
 __all__ = ["CacheEntry", "compile_entry", "parameter_names"]
 
@@ -34,6 +35,7 @@ class CacheEntry:
     epilogue_source: str | None
     key: tuple[Any, ...] | None
     timings: dict[str, float] = field(default_factory=dict)
+    backward_traces: list[Trace] = field(default_factory=list)
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Prologue, computation, epilogue (the prologue's GuardFailure propagates)."""
@@ -137,16 +139,17 @@ def compile_entry(
     if options.dce:
         trace = dce(trace)
         computation_traces.append(trace)
-    extrace: Trace = transform_for_execution(trace, executors)
-    computation_traces.append(extrace)
-    for tr in transforms:
-        extrace = tr.transform_trace_post_optimization(extrace)
-        if extrace is not computation_traces[-1]:
-            computation_traces.append(extrace)
+    backward_traces: list[Trace] = []
+    computation: Callable[..., Any]
+    if needs_autodiff(trace, options):
+        computation = _differentiable_computation(
+            trace, executors, transforms, computation_traces, backward_traces
+        )
+    else:
+        computation = _execution(trace, executors, transforms, computation_traces)
     timings["transforms"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    computation = extrace.python_callable()
     prologue = prologue_trace.python_callable(ctx)
     epilogue = None
     epilogue_source = None
@@ -163,7 +166,64 @@ def compile_entry(
         epilogue_source,
         key,
         timings,
+        backward_traces,
     )
+
+
+def needs_autodiff(trace: Trace, options: JitOptions) -> bool:
+    """Whether the computation goes through thunder's autodiff: grad mode is on, an input requires
+    grad and ``disable_torch_autograd`` is off. (Grad mode is part of the cache key.)"""
+    import torch
+
+    if options.disable_torch_autograd or not torch.is_grad_enabled():
+        return False
+    return any(isinstance(a, TensorProxy) and a.requires_grad for a in trace.args)
+
+
+def _execution(
+    trace: Trace,
+    executors: Sequence[Any],
+    transforms: Sequence[Transform],
+    record: list[Trace],
+) -> Callable[..., Any]:
+    """The callable of ``trace``'s execution trace; the traces made on the way go to ``record``."""
+    extrace: Trace = transform_for_execution(trace, executors)
+    record.append(extrace)
+    for tr in transforms:
+        extrace = tr.transform_trace_post_optimization(extrace)
+        if extrace is not record[-1]:
+            record.append(extrace)
+    return extrace.python_callable()
+
+
+def _differentiable_computation(
+    trace: Trace,
+    executors: Sequence[Any],
+    transforms: Sequence[Transform],
+    forward_traces: list[Trace],
+    backward_traces: list[Trace],
+) -> Callable[..., Any]:
+    """The forward/backward split of ``trace`` (with rematerialization), both halves compiled
+    through the executors and wired to ``torch.autograd``: ``loss.backward()`` runs the backward
+    trace. The forward's traces go to ``forward_traces``, the backward's to ``backward_traces``."""
+    compiled: list[list[Trace]] = []
+
+    def compile_half(half: Trace) -> Callable[..., Any]:
+        record = [half]
+        compiled.append(record)
+        return _execution(half, executors, transforms, record)
+
+    try:
+        fn, _fw, _bw = make_differentiable(trace, compile=compile_half)
+    except NotImplementedError as e:
+        raise JitError(
+            f"thunder.jit cannot differentiate this program: {e}. Call it under torch.no_grad(), "
+            "or pass disable_torch_autograd=True to let torch's autograd record the torch calls"
+        ) from e
+    fw_record, bw_record = compiled
+    forward_traces.extend(fw_record)
+    backward_traces.extend(bw_record)
+    return fn
 
 
 def _has_external_refs(template: Any) -> bool:

@@ -144,6 +144,7 @@ class ThunderFunction:
         stats.last_timings = entry.timings
         stats.last_traces = entry.computation_traces
         stats.last_prologue_traces = entry.prologue_traces
+        stats.last_backward_traces = entry.backward_traces
         stats.last_epilogue_source = entry.epilogue_source
         stats.last_recompile_reason = reason
         if caching and structure is not None and key is not None:

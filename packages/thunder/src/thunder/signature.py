@@ -2,7 +2,8 @@
 
 For the structure of the arguments seen when a program is compiled (how many, which keywords,
 which nested tuples/lists/dicts), ``make_signature`` generates a function returning a flat tuple:
-per tensor its type, shape, dtype, device and requires_grad; per number or string its type and
+first the grad mode (``torch.is_grad_enabled()``: it decides whether the program is compiled
+through autodiff, and the traced code may branch on it), then per tensor its type, shape, dtype, device and requires_grad; per number or string its type and
 (with constant values) its value; per other object its type. A call whose arguments have another
 structure makes the generated code raise (tuple unpacking, a missing key), which sends the call to
 the slow path. The key's labels say what each entry is, for the "what changed" warning.
@@ -98,6 +99,10 @@ def make_signature(
 ) -> Signature:
     """The key function for calls structured like ``(args, kwargs)``."""
     gen = _Generator(symbolic)
+    # Grad mode decides whether the program is compiled through autodiff, and a traced program
+    # may branch on it (torch.is_grad_enabled()): ambient state, so part of the key.
+    gen.key.append("is_grad_enabled()")
+    gen.labels.append("grad mode (torch.is_grad_enabled())")
     names = [f"a{i}" for i in range(len(args))]
     if names:
         gen.body.append(f"  {', '.join(names)}, = args")
@@ -122,6 +127,6 @@ def make_signature(
     )
     filename = f"<thunder signature {id(gen):x}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    globs: dict[str, Any] = {"__builtins__": __builtins__}
+    globs: dict[str, Any] = {"__builtins__": __builtins__, "is_grad_enabled": torch.is_grad_enabled}
     exec(compile(source, filename, "exec"), globs)
     return Signature(globs["signature"], gen.labels, source)

@@ -14,14 +14,14 @@ from thunder_ir.utils import check, dtype_of, result_type
 
 __all__ = [
     "Promotion",
-    "broadcast_shapes",
-    "expand_to",
     "broadcast",
+    "broadcast_shapes",
+    "elementwise_binary",
+    "elementwise_unary",
+    "expand_to",
+    "is_number",
     "promote",
     "to_dtype",
-    "elementwise_unary",
-    "elementwise_binary",
-    "is_number",
     "to_shape",
 ]
 
@@ -43,7 +43,9 @@ def is_number(x: Any) -> bool:
 
 def to_shape(shape: Any) -> tuple[Any, ...]:
     """Accepts ``f(2, 3)``-style varargs, a tuple/list, or a torch.Size."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)) or (len(shape) == 1 and type(shape[0]).__name__ == "Size"):
+    if (len(shape) == 1 and isinstance(shape[0], (tuple, list))) or (
+        len(shape) == 1 and type(shape[0]).__name__ == "Size"
+    ):
         shape = shape[0]
     return tuple(shape)
 
@@ -62,7 +64,9 @@ def broadcast_shapes(*shapes: Sequence[Any]) -> tuple[Any, ...]:
             else:
                 check(
                     not (isinstance(cur, int) and isinstance(d, int)) or cur == d,
-                    lambda: f"The size of tensor a ({cur}) must match the size of tensor b ({d}) at non-singleton dimension {i}",
+                    lambda: (
+                        f"The size of tensor a ({cur}) must match the size of tensor b ({d}) at non-singleton dimension {i}"
+                    ),
                 )
     return tuple(out)
 
@@ -115,7 +119,11 @@ def to_dtype(a: Any, dtype: DType) -> Any:
 
 
 def elementwise_unary(prim: Symbol, a: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
-    check(isinstance(a, TensorProxy) or is_number(a), lambda: f"{prim.name}(): argument 'input' must be Tensor, not {type(a).__name__}", TypeError)
+    check(
+        isinstance(a, TensorProxy) or is_number(a),
+        lambda: f"{prim.name}(): argument 'input' must be Tensor, not {type(a).__name__}",
+        TypeError,
+    )
     if not isinstance(a, TensorProxy):
         return prim(a)
     computation, result = promote(a, kind=kind)
@@ -127,7 +135,13 @@ def elementwise_unary(prim: Symbol, a: Any, kind: Promotion = Promotion.DEFAULT)
 
 def elementwise_binary(prim: Symbol, a: Any, b: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
     for x, what in ((a, "input"), (b, "other")):
-        check(isinstance(x, TensorProxy) or is_number(x), lambda: f"{prim.name}(): argument '{what}' must be Tensor or Number, not {type(x).__name__}", TypeError)
+        check(
+            isinstance(x, TensorProxy) or is_number(x),
+            lambda: (
+                f"{prim.name}(): argument '{what}' must be Tensor or Number, not {type(x).__name__}"
+            ),
+            TypeError,
+        )
     if not isinstance(a, TensorProxy) and not isinstance(b, TensorProxy):
         return prim(a, b)
     computation, result = promote(a, b, kind=kind)

@@ -11,7 +11,7 @@ from thunder_ir.proxies import register_tensor_method
 from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
 
-__all__ = ["ALL_OPS", "torchop", "torch_symbol_map", "resolve_torch_name"]
+__all__ = ["ALL_OPS", "resolve_torch_name", "torch_symbol_map", "torchop"]
 
 # Every torch-language op by its ltorch name. Filled at import time only.
 ALL_OPS: dict[str, Symbol] = {}

@@ -1,0 +1,205 @@
+"""End to end: training steps under thunder.jit equal eager PyTorch. With grad mode on and inputs
+(parameters) requiring grad, jit compiles the program through thunder's autodiff (a forward and a
+backward trace wired to torch.autograd): the loss, every parameter's ``.grad``, the inputs'
+``.grad`` and the parameters after optimizer steps match eager."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from test_models import BertEncoder
+from torch import nn
+from torch.nn import functional as F
+
+import thunder
+from thunder.models import GPT, GPTConfig
+
+SMALL_GPT = GPTConfig(n_layer=2, n_head=4, n_embd=64, vocab_size=128, block_size=32)
+
+
+def _assert_grads_match(model: nn.Module, reference: nn.Module, **tol: float) -> None:
+    params = dict(reference.named_parameters())
+    for name, p in model.named_parameters():
+        q = params[name]
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, msg=lambda m, n=name: f"{n}: {m}", **tol)
+
+
+def _gpt_loss(model: nn.Module, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = model(idx)
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def _gpt_batch(config: GPTConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    idx = torch.randint(0, config.vocab_size, (2, config.block_size))
+    return idx, torch.randint(0, config.vocab_size, (2, config.block_size))
+
+
+def test_nanogpt_training_step_matches_eager():
+    torch.manual_seed(0)
+    model = GPT(SMALL_GPT)
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+    for step in range(2):  # the second step reuses the compiled program
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+        idx, targets = _gpt_batch(SMALL_GPT)
+        loss = _gpt_loss(jm, idx, targets)
+        expected = _gpt_loss(reference, idx, targets)
+        torch.testing.assert_close(loss, expected)
+        loss.backward()
+        expected.backward()
+        _assert_grads_match(model, reference, atol=1e-5, rtol=1e-4)
+    assert thunder.cache_misses(jm) == 1 and thunder.cache_hits(jm) == 1
+    backward = thunder.last_backward_traces(jm)
+    assert backward and "def computation_backward(" in backward[0].python()
+    forward = [t.python() for t in thunder.last_traces(jm)]
+    assert any("def computation_forward(" in src for src in forward)
+
+
+def test_nanogpt_loss_inside_jit_matches_eager():
+    torch.manual_seed(0)
+    model = GPT(SMALL_GPT)
+    reference = copy.deepcopy(model)
+    jstep = thunder.jit(lambda idx, targets: _gpt_loss(model, idx, targets))
+    idx, targets = _gpt_batch(SMALL_GPT)
+    loss = jstep(idx, targets)
+    expected = _gpt_loss(reference, idx, targets)
+    torch.testing.assert_close(loss, expected)
+    loss.backward()
+    expected.backward()
+    _assert_grads_match(model, reference, atol=1e-5, rtol=1e-4)
+    assert thunder.last_backward_traces(jstep)
+
+
+def test_mlp_input_and_parameter_grads_match_eager():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 4))
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+    x = torch.randn(8, 16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    out, expected = jm(x), reference(x_ref)
+    torch.testing.assert_close(out, expected)
+    cotangent = torch.randn_like(out)
+    out.backward(cotangent)
+    expected.backward(cotangent)
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    _assert_grads_match(model, reference)
+    assert thunder.last_backward_traces(jm)
+
+
+def test_bert_encoder_training_grads_match_eager():
+    torch.manual_seed(0)
+    model = BertEncoder().eval()  # dropout off: eager and thunder draw different random masks
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+    ids = torch.randint(0, 300, (2, 16))
+    types = torch.randint(0, 2, (2, 16))
+    mask = torch.ones(2, 16, dtype=torch.long)
+    mask[1, 10:] = 0
+
+    def loss_of(m: nn.Module) -> torch.Tensor:
+        hidden, pooled = m(ids, types, mask)
+        return hidden.square().mean() + pooled.sum()
+
+    loss, expected = loss_of(jm), loss_of(reference)
+    torch.testing.assert_close(loss, expected)
+    loss.backward()
+    expected.backward()
+    _assert_grads_match(model, reference, atol=1e-5, rtol=1e-4)
+
+
+def test_batchnorm_training_with_batch_statistics_grads_match_eager():
+    # Updating running statistics in training mode is not supported by the IR yet.
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(16, 32), nn.BatchNorm1d(32, track_running_stats=False), nn.ReLU(), nn.Linear(32, 4)
+    )
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+    for _ in range(2):
+        x = torch.randn(8, 16)
+        loss, expected = jm(x).square().sum(), reference(x).square().sum()
+        torch.testing.assert_close(loss, expected)
+        loss.backward()
+        expected.backward()
+    _assert_grads_match(model, reference, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_optimizer_steps_update_parameters_as_eager(optimizer):
+    torch.manual_seed(0)
+    model = GPT(SMALL_GPT)
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+
+    def make(params):
+        if optimizer == "sgd":
+            return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+        return torch.optim.AdamW(params, lr=1e-3)
+
+    opt, opt_ref = make(model.parameters()), make(reference.parameters())
+    for _ in range(3):
+        idx, targets = _gpt_batch(SMALL_GPT)
+        for m, o in ((jm, opt), (reference, opt_ref)):
+            o.zero_grad(set_to_none=True)
+            _gpt_loss(m, idx, targets).backward()
+            o.step()
+    params = dict(reference.named_parameters())
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p, params[name], atol=1e-5, rtol=1e-4, msg=name)
+    assert thunder.cache_misses(jm) == 1  # parameters updated in place keep the program
+
+
+def test_grad_mode_is_part_of_the_cache_key():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    jm = thunder.jit(model)
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        out = jm(x)
+    assert out.grad_fn is None and not thunder.last_backward_traces(jm)
+    out = jm(x)  # grad mode on: a second program, through autodiff
+    assert out.grad_fn is not None and thunder.last_backward_traces(jm)
+    assert "grad mode" in (thunder.compile_stats(jm).last_recompile_reason or "")
+    with torch.no_grad():
+        assert jm(x).grad_fn is None
+    assert jm(x).grad_fn is not None
+    assert thunder.cache_misses(jm) == 2 and thunder.cache_hits(jm) == 2
+
+
+def test_disable_torch_autograd_keeps_the_plain_program():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model, disable_torch_autograd=True)
+    x = torch.randn(4, 8)
+    jm(x).sum().backward()  # torch's autograd records the torch calls of the execution trace
+    reference(x).sum().backward()
+    assert not thunder.last_backward_traces(jm)
+    _assert_grads_match(model, reference)
+
+
+def test_frozen_parameters_get_no_grad():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+    model[0].weight.requires_grad_(False)
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+    x = torch.randn(4, 8)
+    jm(x).sum().backward()
+    reference(x).sum().backward()
+    assert model[0].weight.grad is None
+    _assert_grads_match(model, reference)
+    model[0].weight.requires_grad_(True)  # the prologue's requires_grad guard: recompile
+    model.zero_grad(set_to_none=True)
+    reference.zero_grad(set_to_none=True)
+    reference[0].weight.requires_grad_(True)
+    jm(x).sum().backward()
+    reference(x).sum().backward()
+    _assert_grads_match(model, reference)
+    assert thunder.cache_misses(jm) == 2
