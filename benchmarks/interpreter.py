@@ -90,7 +90,7 @@ WORKLOADS: list[tuple[str, Callable[[int], Any], int]] = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller inputs, one repetition")
-    options = parser.parse_args()
+    options, _unknown = parser.parse_known_args()
     repeat = 1 if options.quick else 7
     print(f"Python {sys.version.split()[0]}")
     header = (

@@ -77,7 +77,9 @@ def test_nanogpt_loss_inside_jit_matches_eager():
 
 def test_mlp_input_and_parameter_grads_match_eager():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 4))
+    model = nn.Sequential(
+        nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 4)
+    )
     reference = copy.deepcopy(model)
     jm = thunder.jit(model)
     x = torch.randn(8, 16, requires_grad=True)
@@ -117,7 +119,10 @@ def test_batchnorm_training_with_batch_statistics_grads_match_eager():
     # Updating running statistics in training mode is not supported by the IR yet.
     torch.manual_seed(0)
     model = nn.Sequential(
-        nn.Linear(16, 32), nn.BatchNorm1d(32, track_running_stats=False), nn.ReLU(), nn.Linear(32, 4)
+        nn.Linear(16, 32),
+        nn.BatchNorm1d(32, track_running_stats=False),
+        nn.ReLU(),
+        nn.Linear(32, 4),
     )
     reference = copy.deepcopy(model)
     jm = thunder.jit(model)

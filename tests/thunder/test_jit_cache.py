@@ -66,13 +66,64 @@ def test_device_change_recompiles():  # pragma: no cover - CPU CI
     assert thunder.cache_misses(j) == 2
 
 
-def test_requires_grad_inputs_get_torch_autograd():
+def test_requires_grad_inputs_go_through_thunder_autodiff():
     j = thunder.jit(lambda a, b: (a * b).sum())
     a = torch.randn(3, requires_grad=True)
     b = torch.randn(3)
     out = j(a, b)
     out.backward()
     torch.testing.assert_close(a.grad, b)
+    backward = thunder.last_backward_traces(j)
+    assert backward and "def computation_backward(" in backward[-1].python()
+    assert "def computation_forward(" in thunder.last_traces(j)[-1].python()
+
+
+def test_requires_grad_change_recompiles():
+    j = thunder.jit(lambda a, b: (a * b).sum())
+    a, b = torch.randn(3), torch.randn(3)
+    j(a, b)
+    assert not thunder.last_backward_traces(j)
+    a.requires_grad_()
+    j(a, b).backward()
+    torch.testing.assert_close(a.grad, b)
+    assert thunder.cache_misses(j) == 2
+    assert "a.requires_grad: False -> True" in thunder.compile_stats(j).last_recompile_reason
+
+
+def branch_on_grad_mode(a):
+    return a * 2 if torch.is_grad_enabled() else a * 3
+
+
+def test_grad_mode_is_in_the_key():
+    # The traced code branches on ambient grad mode: a cached program must not outlive it.
+    j = thunder.jit(branch_on_grad_mode)
+    a = torch.ones(2)
+    torch.testing.assert_close(j(a), a * 2)
+    with torch.no_grad():
+        torch.testing.assert_close(j(a), a * 3)
+    torch.testing.assert_close(j(a), a * 2)
+    assert thunder.cache_misses(j) == 2 and thunder.cache_hits(j) == 1
+    reason = thunder.compile_stats(j).last_recompile_reason
+    assert "grad mode (torch.is_grad_enabled()): True -> False" in reason
+
+
+def test_program_compiled_without_grad_is_not_reused_with_grad():
+    j = thunder.jit(lambda a: (a.sin() * a).sum())
+    a = torch.randn(4, requires_grad=True)
+    with torch.no_grad():
+        assert j(a).grad_fn is None
+    out = j(a)
+    out.backward()
+    torch.testing.assert_close(a.grad, a.detach().cos() * a.detach() + a.detach().sin())
+    assert thunder.last_backward_traces(j)
+
+
+def test_disable_torch_autograd_compiles_without_autodiff():
+    j = thunder.jit(lambda a: (a * a).sum(), disable_torch_autograd=True)
+    a = torch.randn(3, requires_grad=True)
+    j(a).backward()  # torch's autograd records the execution trace's torch calls
+    torch.testing.assert_close(a.grad, 2 * a.detach())
+    assert thunder.last_backward_traces(j) == []
 
 
 def test_constant_values_recompile_per_number():
@@ -182,3 +233,15 @@ def test_examine_lists_supported_and_unsupported_ops(capsys):
     assert any("gelu" in name for name in report.supported)
     assert any("bessel_j0" in name for name in report.unsupported)
     assert "UNSUPPORTED" in capsys.readouterr().out
+
+
+def test_op_without_grad_rule_is_a_clear_error(monkeypatch):
+    from thunder_ir import prims
+    from thunder_transforms.autodiff import VJP_RULES
+
+    monkeypatch.delitem(VJP_RULES, prims.sin.id)
+    j = thunder.jit(lambda a: a.sin().sum())
+    with pytest.raises(thunder.JitError, match="cannot differentiate.*disable_torch_autograd"):
+        j(torch.randn(3, requires_grad=True))
+    with torch.no_grad():
+        j(torch.randn(3, requires_grad=True))  # no gradients wanted: no autodiff needed

@@ -609,3 +609,23 @@ def test_provenance_of_iterated_items() -> None:
     layers = interp(Model())
     paths = [p.path() if (p := interp.provenance_of(x)) is not None else None for x in layers]
     assert paths == ["args[0].layers[0]", "args[0].layers[1]", "args[0].layers[2]"]
+
+
+@pytest.mark.usefixtures("eager_blocks")
+def test_hooks_fire_inside_compiled_blocks() -> None:
+    events: list[str] = []
+
+    def f(b: Box, n: int) -> int:
+        total = 0
+        for i in range(n):
+            total += b.value + OFFSET + b.items[1]
+        return total
+
+    cb = Callbacks(
+        load_global=lambda n, v, g, p: events.append("global:" + n) or v,
+        load_attribute=lambda o, n, v, p: events.append("attr:" + n) or v,
+    )
+    interp = interpret(f, callbacks=cb, provenance=True)
+    assert interp(Box(1), 3) == f(Box(1), 3)
+    assert events.count("global:OFFSET") == 3
+    assert events.count("attr:value") == 3 and events.count("attr:items") == 3

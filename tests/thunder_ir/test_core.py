@@ -199,3 +199,22 @@ def test_custom_symbol_tags_and_repr() -> None:
     assert (
         s.qualified_name == "mylib.my_op" and OpTag.DONT_DCE in s.tags and "mylib.my_op" in repr(s)
     )
+
+
+def test_default_dtype_is_read_at_trace_time() -> None:
+    from thunder_executors import transform_for_execution
+
+    def f(a: TensorProxy) -> object:
+        return ltorch.exp(a) + ltorch.zeros(3) + a * 2.5
+
+    previous = torch.get_default_dtype()
+    try:
+        for default in (torch.float64, torch.float32):
+            torch.set_default_dtype(default)
+            a = torch.arange(3)
+            got = transform_for_execution(trace_function(f, a)).python_callable()(a)
+            want = torch.exp(a) + torch.zeros(3) + a * 2.5
+            assert got.dtype == want.dtype == default
+            torch.testing.assert_close(got, want)
+    finally:
+        torch.set_default_dtype(previous)

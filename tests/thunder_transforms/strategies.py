@@ -80,3 +80,59 @@ def random_programs(draw: st.DrawFn) -> RandomProgram:
             steps.append(step)  # an exact repeat, for CSE
     outputs = draw(st.lists(st.integers(0, 100), min_size=1, max_size=3))
     return RandomProgram(shapes, dtypes, steps, outputs)
+
+
+# Number programs: arithmetic on an int and a float input and on constants, whose results scale
+# tensors and are returned (the shape of what constant folding works on).
+NUMBER_UNARY = ("neg", "abs", "floor", "ceil")  # sin & co. refuse symbolic numbers
+NUMBER_BINARY = ("add", "sub", "mul", "lt", "ge", "eq")
+
+
+@dataclass
+class NumberProgram:
+    int_input: int
+    float_input: float
+    steps: list[tuple[str, int, int | float | None]]  # (op, operand index, constant or None)
+    outputs: list[int]
+
+    def trace(self) -> Trace:
+        from thunder_ir import FloatProxy, IntegerProxy, prims, tracectx
+        from thunder_ir.tracing import proxy_for_tensor
+
+        trace = Trace()
+        with tracectx(trace):
+            x = proxy_for_tensor(torch.zeros(2, 3))
+            n = IntegerProxy("n", value=self.int_input)
+            f = FloatProxy("f", value=self.float_input)
+            trace.args = (x, n, f)
+            values: list[Any] = [n, f, 2, -1.5]
+            for op, i, const in self.steps:
+                a = values[i % len(values)]
+                if op in NUMBER_UNARY:
+                    values.append(getattr(prims, op)(a))
+                else:
+                    b = const if const is not None else values[(i * 7 + 3) % len(values)]
+                    if op == "mul" and const is None:
+                        b = -1  # products of symbolic values would grow without bound
+                    values.append(getattr(prims, op)(a, b))
+            picked = [values[i % len(values)] for i in self.outputs]
+            scaled = x
+            for v in picked:
+                scaled = ltorch.add(ltorch.mul(scaled, 0.5), v)
+            prims.python_return((scaled, *picked))
+        return trace
+
+
+@st.composite
+def number_programs(draw: st.DrawFn) -> NumberProgram:
+    steps = []
+    for _ in range(draw(st.integers(1, 12))):
+        op = draw(st.sampled_from(NUMBER_UNARY + NUMBER_BINARY))
+        const = draw(
+            st.one_of(st.none(), st.integers(-3, 3), st.floats(-2.0, 2.0, allow_nan=False))
+        )
+        steps.append((op, draw(st.integers(0, 40)), const))
+    outputs = draw(st.lists(st.integers(0, 60), min_size=1, max_size=3))
+    return NumberProgram(
+        draw(st.integers(-5, 5)), draw(st.floats(-3.0, 3.0, allow_nan=False)), steps, outputs
+    )

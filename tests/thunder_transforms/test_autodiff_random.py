@@ -43,7 +43,9 @@ def _compare(trace, eager, inputs, seed: int) -> None:
             assert a is None or not a.any()
         else:
             assert a is not None
-            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+            # float32: cancellation (x / x) leaves rounding noise relative to the terms' size
+            tol = 1e-6 if b.dtype == torch.float64 else 1e-4
+            torch.testing.assert_close(a, b, atol=tol, rtol=tol * 10)
 
 
 @settings(max_examples=60, deadline=None)
@@ -58,5 +60,18 @@ def test_random_programs_grads_match_eager(program: DiffProgram, seed: int) -> N
 def test_dce_cse_programs_differentiate_after_the_passes(program: RandomProgram, seed: int) -> None:
     inputs = [x.requires_grad_() for x in program.inputs(seed)]
     trace = dce(cse(program.trace(seed)))
-    # float32 inputs: looser tolerances come from assert_close's dtype defaults
+    # float32 inputs: looser tolerances for their gradients (see _compare)
     _compare(trace, program.eager, inputs, seed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(diff_programs())
+def test_min_cut_saves_no_more_than_greedy_on_random_programs(program: DiffProgram) -> None:
+    from thunder_transforms.autodiff import remat, split_forward_backward
+
+    fb = split_forward_backward(program.trace())
+    greedy = remat.rematerialize(fb, method="greedy")
+    min_cut = remat.rematerialize(fb, method="min_cut")
+    for t in (min_cut.forward, min_cut.backward):
+        check_trace(t)
+    assert remat.saved_bytes(min_cut) <= remat.saved_bytes(greedy) <= remat.saved_bytes(fb)

@@ -22,10 +22,13 @@ from typing import Any
 
 from thunder_interp._bytecode import ExceptionHandler, Instruction
 from thunder_interp._frame import NULL, Frame
+from thunder_interp._lookasides import attribute_loaded
+from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, Op
 from thunder_interp.ops._common import unbound_local
 from thunder_interp.ops.calls import call_null_first, call_positional, call_self_second
-from thunder_interp.ops.names import _load_global_value
+from thunder_interp.ops.locals import load_constant_hooked
+from thunder_interp.ops.names import _load_global_value, item_loaded
 
 __all__ = ["block_fault_index", "compile_blocks"]
 
@@ -269,8 +272,7 @@ class _BlockGen:
             self.stack.append(t)
             return OK
         if hooked:
-            self.count -= 1
-            return NO
+            return self._add_hooked(ins)
         # Ops whose plain variants have no hooks.
         if op == "LOAD_CONST":
             self.stack.append(self.const(ins.argval))
@@ -322,6 +324,52 @@ class _BlockGen:
                 self.emit(f"{o}.{name} = {v}", i)
             else:
                 self.emit(f"setattr({o}, {self.const(name)}, {v})", i)
+            return OK
+        self.count -= 1
+        return NO
+
+    def _add_hooked(self, ins: Instruction) -> int:
+        """The hooked variants of loads and stores: the same helpers as the single ops."""
+        op = ins.opname
+        i = ins.index
+        env = self.env
+        if op in ("LOAD_CONST", "RETURN_CONST"):
+            value = self.const(ins.argval)
+            record = self.const(Provenance(ProvenanceKind.CONSTANT, index=ins.argval))
+            env.setdefault("load_constant_hooked", load_constant_hooked)
+            expr = f"load_constant_hooked(f, {value}, {record})"
+            if op == "RETURN_CONST":
+                self.emit(f"f.retval = {expr}", i)
+                self.emit("return 0", i)
+                return END
+            self.push_expr(expr, i)
+            return OK
+        if op == "LOAD_GLOBAL":
+            name = self.const(ins.argval)
+            push_null = PY_VERSION >= (3, 11) and bool(ins.arg & 1)
+            if push_null and PY_VERSION < (3, 13):
+                self.stack.append("NULL")
+            self.push_expr(f"load_global(f, {name}, True)", i)
+            if push_null and PY_VERSION >= (3, 13):
+                self.stack.append("NULL")
+            return OK
+        if op in ("LOAD_ATTR", "LOAD_METHOD"):
+            name = self.const(ins.argval)
+            method = op == "LOAD_METHOD" or (PY_VERSION >= (3, 12) and bool(ins.arg & 1))
+            env.setdefault("attribute_loaded", attribute_loaded)
+            o = self.pop(i)
+            if method and PY_VERSION < (3, 13):
+                self.stack.append("NULL")
+            self.push_expr(f"attribute_loaded(f.rt, {o}, {name}, getattr({o}, {name}))", i)
+            if method and PY_VERSION >= (3, 13):
+                self.stack.append("NULL")
+            return OK
+        if op == "BINARY_SUBSCR":
+            env.setdefault("item_loaded", item_loaded)
+            k = self.pop(i)
+            c = self.pop(i)
+            self.push_expr(f"{c}[{k}]", i)
+            self.emit(f"item_loaded(f, {c}, {k}, {self.stack[-1]})", i)
             return OK
         self.count -= 1
         return NO

@@ -34,6 +34,7 @@ class CompiledCode:
     __slots__ = (
         "argcount",
         "block_builder",
+        "fast_argcount",
         "flags",
         "handlers",
         "instructions",
@@ -76,6 +77,10 @@ class CompiledCode:
         self.warmth = 0
         # 3.10 creates cells when the frame is set up (3.11+ does it with MAKE_CELL).
         self.needs_setup = sys.version_info < (3, 11) and bool(code.co_cellvars or code.co_freevars)
+        # Calls with exactly this many positional arguments (and no keywords) take the fast path
+        # (a plain signature, no 3.10 cell setup, not a generator); -1 when none do.
+        fast = self.is_simple and not self.needs_setup and not (code.co_flags & 0x2A0)
+        self.fast_argcount = code.co_argcount if fast else -1
 
 
 class ExcItem:

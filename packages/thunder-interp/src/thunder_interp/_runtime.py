@@ -179,6 +179,8 @@ class CodeCache:
             return entry[1]
         cc = compile_code_memo(code, self.table, self.hooked, self.history)
         cc.native = code.co_filename.startswith(_PACKAGE_DIR)
+        if cc.native:
+            cc.fast_argcount = -1
         self.entries[id(code)] = (code, cc)
         return cc
 
@@ -494,22 +496,36 @@ class Runtime:
         return f
 
     def call_function(self, fn: FunctionType, args: Any, kwargs: dict[str, Any] | None) -> Any:
-        if self.depth >= self.max_depth:
-            raise RecursionError("maximum recursion depth exceeded")
+        """Interpret a call of the Python function ``fn`` (the hot path of every call)."""
         code = fn.__code__
         entry = self.codes.entries.get(id(code))
         if entry is not None and entry[0] is code:
             cc = entry[1]
         else:
             cc = self.codes.get(code)
-        if cc.native:
-            return fn(*args, **kwargs) if kwargs else fn(*args)
         if cc.block_builder is not None:
             warm_up(cc)
-        if not kwargs and cc.is_simple and len(args) == cc.argcount and not cc.needs_setup:
-            f = Frame(self, cc, code, [*args, *cc.padding], fn.__globals__, _builtins_of(fn), fn)
-        else:
-            f = self.make_frame(fn, args, kwargs)
+        if kwargs or len(args) != cc.fast_argcount:
+            return self._call_function_general(fn, cc, args, kwargs)
+        f = Frame(self, cc, code, [*args, *cc.padding], fn.__globals__, fn.__builtins__, fn)  # type: ignore[attr-defined]
+        depth = self.depth
+        if depth >= self.max_depth:
+            raise RecursionError("maximum recursion depth exceeded")
+        self.depth = depth + 1
+        try:
+            run_frame(f)
+        finally:
+            self.depth = depth
+        return f.retval
+
+    def _call_function_general(
+        self, fn: FunctionType, cc: CompiledCode, args: Any, kwargs: dict[str, Any] | None
+    ) -> Any:
+        if cc.native:
+            return fn(*args, **kwargs) if kwargs else fn(*args)
+        if self.depth >= self.max_depth:
+            raise RecursionError("maximum recursion depth exceeded")
+        f = self.make_frame(fn, args, kwargs)
         flags = cc.flags
         if flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
             return self.make_generator(f, flags)

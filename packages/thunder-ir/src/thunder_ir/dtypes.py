@@ -170,13 +170,16 @@ _TO_TORCH: dict[str, torch.dtype] = {
 }
 _FROM_TORCH: dict[torch.dtype, DType] = {v: _STRONG[k] for k, v in _TO_TORCH.items()}
 
-# Python scalar types map to the weak form of torch's default dtypes.
-_PYTHON_TYPES: dict[type, DType] = {
-    bool: _WEAK["bool8"],
-    int: _WEAK["int64"],
-    float: _WEAK["float32"],
-    complex: _WEAK["complex64"],
-}
+
+
+def default_float_dtype() -> DType:
+    """torch's default floating dtype now (``torch.set_default_dtype``). Traces that depend on it
+    are recorded under the value at trace time; the jit keys its cache on it."""
+    return _FROM_TORCH[torch.get_default_dtype()]
+
+
+def default_complex_dtype() -> DType:
+    return complex128 if torch.get_default_dtype() == torch.float64 else complex64
 
 
 def to_torch_dtype(dtype: DType | torch.dtype | type | None) -> torch.dtype | None:
@@ -201,8 +204,14 @@ def to_dtype(x: Any) -> DType:
         return x
     if isinstance(x, torch.dtype):
         return from_torch_dtype(x)
-    if isinstance(x, type) and x in _PYTHON_TYPES:
-        return _PYTHON_TYPES[x]
+    if x is bool:
+        return _WEAK["bool8"]
+    if x is int:
+        return _WEAK["int64"]
+    if x is float:
+        return _WEAK[default_float_dtype().name]
+    if x is complex:
+        return _WEAK[default_complex_dtype().name]
     raise TypeError(f"expected a dtype, got {x!r}")
 
 

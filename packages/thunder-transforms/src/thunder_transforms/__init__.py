@@ -5,8 +5,20 @@ traces wired to ``torch.autograd`` (``autodiff.make_differentiable``)."""
 
 from thunder_transforms import autodiff
 from thunder_transforms.__about__ import __version__
+from thunder_transforms.autocast import autocast
+from thunder_transforms.constant_fold import constant_fold
 from thunder_transforms.cse import cse
 from thunder_transforms.dce import dce
-from thunder_transforms.passes import run_pass, substitute_proxies
+from thunder_transforms.passes import run_pass, substitute, substitute_proxies
 
-__all__ = ["__version__", "autodiff", "cse", "dce", "run_pass", "substitute_proxies"]
+__all__ = [
+    "__version__",
+    "autocast",
+    "autodiff",
+    "constant_fold",
+    "cse",
+    "dce",
+    "run_pass",
+    "substitute",
+    "substitute_proxies",
+]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from thunder_ir import BoundSymbol, Proxy, Trace
 from thunder_ir.pytree import tree_map
 
-__all__ = ["run_pass", "substitute_proxies"]
+__all__ = ["run_pass", "substitute", "substitute_proxies"]
 
 
 def run_pass(name: str, fn: Callable[[Trace], Iterable[BoundSymbol]], trace: Trace) -> Trace:
@@ -21,6 +21,12 @@ def run_pass(name: str, fn: Callable[[Trace], Iterable[BoundSymbol]], trace: Tra
 
 def substitute_proxies(bsym: BoundSymbol, mapping: dict[str, Proxy]) -> BoundSymbol:
     """``bsym`` with every proxy argument named in ``mapping`` replaced (subsymbols included)."""
+    return substitute(bsym, mapping)
+
+
+def substitute(bsym: BoundSymbol, mapping: Mapping[str, Any]) -> BoundSymbol:
+    """``bsym`` with every proxy argument named in ``mapping`` replaced by the mapped value, a
+    proxy or a constant (subsymbols included)."""
     if not mapping or not any(p.name in mapping for p in bsym.flat_proxy_args):
         return bsym
 
@@ -30,5 +36,5 @@ def substitute_proxies(bsym: BoundSymbol, mapping: dict[str, Proxy]) -> BoundSym
     return bsym.replace(
         args=tree_map(swap, bsym.args),
         kwargs=tree_map(swap, bsym.kwargs),
-        subsymbols=tuple(substitute_proxies(s, mapping) for s in bsym.subsymbols),
+        subsymbols=tuple(substitute(s, mapping) for s in bsym.subsymbols),
     )

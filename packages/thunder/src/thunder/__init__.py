@@ -85,9 +85,13 @@ def jit(
             ``"symbolic values"``, ``"no caching"``).
         sharp_edges: ``"allow"`` (default), ``"warn"`` or ``"error"`` when the function reads
             globals or closure variables (always guarded either way).
-        disable_torch_autograd: accepted for compatibility. Thunder has no autodiff yet: the
-            execution trace calls torch operations on the real tensors, so torch's own autograd
-            records them whenever grad mode is on and an input requires grad.
+        disable_torch_autograd: by default, when grad mode is on and an input (a parameter,
+            an argument) requires grad, the program is compiled through thunder's autodiff: a
+            forward and a backward trace (rematerialized, run by the executors) wired to
+            ``torch.autograd``, so ``loss.backward()`` runs the backward trace
+            (``thunder.last_backward_traces``). With ``True`` the program is compiled without
+            autodiff; the execution trace calls torch on the real tensors and torch's own
+            autograd records those calls.
         compile_options: ``recompile_limit`` (default 8 programs per function, then new inputs
             run eagerly with a warning that says what changed), ``warn_on_recompile``, ``dce``.
             Any other name is an error listing the known ones.
@@ -138,7 +142,10 @@ def last_prologue_traces(j: Any) -> list[Trace]:
 
 
 def last_backward_traces(j: Any) -> list[Trace]:
-    """Backward traces of the last compilation (empty: autodiff is not implemented yet)."""
+    """The backward traces of the last compilation: as split off by autodiff (after
+    rematerialization), then the execution trace that ``loss.backward()`` runs. Empty when the
+    last compiled program was not differentiated (no input required grad, grad mode was off, or
+    ``disable_torch_autograd=True``)."""
     return _function_of(j).stats.last_backward_traces
 
 

@@ -96,7 +96,7 @@ def promote(*args: Any, kind: Promotion) -> tuple[DType, DType]:
     if kind is Promotion.ALWAYS_BOOL:
         return _opmath(rt), dtypes.bool8
     if kind is Promotion.INT_TO_FLOAT and rt.is_exact:
-        rt = dtypes.float32
+        rt = dtypes.default_float_dtype()
     if kind is Promotion.BOOL_TO_LONG and rt.is_boolean:
         rt = dtypes.int64
     result = rt

@@ -64,8 +64,8 @@ def _fill_dtype(fill_value: Any) -> DType:
     if typ is int:
         return dtypes.int64
     if typ is complex:
-        return dtypes.complex64
-    return dtypes.float32
+        return dtypes.default_complex_dtype()
+    return dtypes.default_float_dtype()
 
 
 def _fill(shape: Sequence[Any], value: Any, device: Device, dtype: DType) -> TensorProxy:
@@ -107,7 +107,7 @@ def zeros(
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "zeros")
     check(out is None, "zeros(out=...) is not supported", NotImplementedError)
-    return _fill(_size_arg(size, "zeros"), 0, _device(device), dtype_arg(dtype) or dtypes.float32)
+    return _fill(_size_arg(size, "zeros"), 0, _device(device), dtype_arg(dtype) or dtypes.default_float_dtype())
 
 
 @torchop("torch.ones", tags=_FACTORY)
@@ -122,7 +122,7 @@ def ones(
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "ones")
     check(out is None, "ones(out=...) is not supported", NotImplementedError)
-    return _fill(_size_arg(size, "ones"), 1, _device(device), dtype_arg(dtype) or dtypes.float32)
+    return _fill(_size_arg(size, "ones"), 1, _device(device), dtype_arg(dtype) or dtypes.default_float_dtype())
 
 
 @torchop("torch.empty", tags=_FACTORY)
@@ -138,7 +138,7 @@ def empty(
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "empty")
     check(out is None, "empty(out=...) is not supported", NotImplementedError)
-    return _fill(_size_arg(size, "empty"), 0, _device(device), dtype_arg(dtype) or dtypes.float32)
+    return _fill(_size_arg(size, "empty"), 0, _device(device), dtype_arg(dtype) or dtypes.default_float_dtype())
 
 
 @torchop("torch.full", tags=_FACTORY)
@@ -349,7 +349,7 @@ def arange(
             TypeError,
         )
     out_dtype = dtype_arg(dtype) or (
-        dtypes.float32 if any(_is_float(x) for x in (start, end, step)) else dtypes.int64
+        dtypes.default_float_dtype() if any(_is_float(x) for x in (start, end, step)) else dtypes.int64
     )
     check(step != 0, "step must be nonzero")
     check(
@@ -394,7 +394,7 @@ def linspace(
     _check_common(requires_grad, layout, pin_memory, "linspace")
     check(out is None, "linspace(out=...) is not supported", NotImplementedError)
     check(steps >= 0, "number of steps must be non-negative")
-    out_dtype = dtype_arg(dtype) or dtypes.float32
+    out_dtype = dtype_arg(dtype) or dtypes.default_float_dtype()
     dev = _device(device)
     if steps == 0:
         return prims.full((0,), 0, device=dev, dtype=out_dtype)
@@ -433,7 +433,7 @@ def eye(
     m = n if m is None else m
     check(n >= 0, lambda: f"n must be greater or equal to 0, got {n}")
     check(m >= 0, lambda: f"m must be greater or equal to 0, got {m}")
-    out_dtype = dtype_arg(dtype) or dtypes.float32
+    out_dtype = dtype_arg(dtype) or dtypes.default_float_dtype()
     dev = _device(device)
     rows = prims.broadcast_in_dim(
         prims.iota(n, start=0, step=1, device=dev, dtype=dtypes.int64), (n, m), (0,)
@@ -455,7 +455,7 @@ def _random(
         f"{op}(generator=...) is not supported; seed the default generator with torch.manual_seed",
         NotImplementedError,
     )
-    out_dtype = dtype_arg(dtype) or dtypes.float32
+    out_dtype = dtype_arg(dtype) or dtypes.default_float_dtype()
     check(
         out_dtype.is_float,
         lambda: (

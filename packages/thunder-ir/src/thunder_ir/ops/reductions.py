@@ -424,7 +424,7 @@ def logsumexp(a: Any, dim: DimArg, keepdim: bool = False) -> Any:
         not a.dtype.is_complex, "logsumexp(): complex inputs are not supported", NotImplementedError
     )
     dims = _dims(a, dim)
-    out_dtype = a.dtype if a.dtype.is_float else dtypes.float32
+    out_dtype = a.dtype if a.dtype.is_float else dtypes.default_float_dtype()
     x = to_dtype(a, _accumulation(out_dtype))
     m = prims.amax(x, dims)
     # An infinite max would give inf - inf = nan; shifting by 0 instead keeps the right limit.

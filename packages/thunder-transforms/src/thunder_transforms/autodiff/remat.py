@@ -1,20 +1,36 @@
-"""Rematerialization: recompute cheap forward values in the backward instead of saving them.
+"""Rematerialization: recompute forward values in the backward instead of saving them.
 
-The forward's cheap ops (elementwise, shape and non-random factory prims) form connected
-clusters. For each cluster, the backward's saved values inside it can be either saved, or
-recomputed from the cluster's inputs; the cheaper choice in bytes is taken (an input the forward
-saves anyway, or a trace input, costs nothing). An activation chain such as GELU then saves its
-input alone instead of three intermediates.
+The default, ``method="min_cut"``, is the min-cut partitioning of AOTAutograd/functorch. The
+forward values that lie between what must be saved and what the backward needs form a flow
+network: each value is a node split into ``in -> out`` whose capacity is its size in bytes (free
+for trace inputs, which stay alive anyway; infinite for values that may never be saved), every op
+that may be recomputed links its inputs' ``out`` to its outputs' ``in``, values that cannot be
+recomputed (outputs of matmuls, reductions, random and effectful ops: see ``is_cheap``) hang off
+the source, and the values the backward reads are joined to the sink. A minimum cut is a set of
+values to save of least total size from which everything the backward reads can be recomputed
+with cheap ops; it is found with a max-flow (``maxflow.FlowGraph``). Among minimum cuts, the one
+closest to the backward is taken, so that no more is recomputed than needed.
+
+``method="greedy"`` is the older heuristic (kept for comparison): the cheap ops form connected
+clusters, and each cluster either saves what the backward reads from it or its inputs, whichever
+is smaller.
+
+Values listed in ``ForwardBackward.checkpointed`` (activation checkpointing) are never saved:
+any non-random op producing them is recomputed, so the backward recomputes such a region from
+its inputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
+from typing import Literal
 
 from thunder_ir import BoundSymbol, OpTag, PassRecord, Proxy, TensorProxy, Trace, prims
 from thunder_ir.proxies import IntegerProxy
 from thunder_transforms.autodiff.core import ForwardBackward
+from thunder_transforms.autodiff.maxflow import INF, FlowGraph
 from thunder_transforms.dce import dce
 
 __all__ = ["is_cheap", "rematerialize", "saved_bytes"]
@@ -24,10 +40,17 @@ _NEVER = frozenset({OpTag.RANDOM, OpTag.IN_PLACE, OpTag.DONT_DCE, OpTag.RETURN, 
 
 
 def is_cheap(bsym: BoundSymbol) -> bool:
-    """A prim worth recomputing rather than keeping: elementwise, shape or non-random factory."""
+    """An op worth recomputing rather than keeping: an elementwise, shape or non-random factory
+    prim, or an elementwise composite made of such prims (gelu, kept whole in the forward)."""
     tags = bsym.sym.tags
-    if not bsym.sym.is_prim or not _NEVER.isdisjoint(tags):
+    if not _NEVER.isdisjoint(tags):
         return False
+    if not bsym.sym.is_prim:
+        return (
+            OpTag.ELEMENTWISE in tags
+            and bool(bsym.subsymbols)
+            and all(is_cheap(s) for s in bsym.subsymbols)
+        )
     return not _CHEAP_TAGS.isdisjoint(tags) or OpTag.FACTORY in tags
 
 
@@ -44,6 +67,115 @@ def saved_bytes(fb: ForwardBackward) -> int:
     """Bytes of the tensors the forward saves for the backward, trace inputs excluded."""
     inputs = {a.name for a in fb.forward.args}
     return sum(_bytes(p) for p in fb.backward.args[: fb.n_saved] if p.name not in inputs)
+
+
+def rematerialize(
+    fb: ForwardBackward, *, method: Literal["min_cut", "greedy"] = "min_cut"
+) -> ForwardBackward:
+    """``fb`` with forward values recomputed in the backward where that saves bytes (and the
+    values of checkpointed regions always recomputed). Gradients are unchanged."""
+    start = time.perf_counter()
+    if method == "min_cut":
+        kept, recompute = _min_cut_choice(fb)
+    elif method == "greedy":
+        kept, recompute = _greedy_choice(fb)
+    else:
+        raise ValueError(f"unknown rematerialization method {method!r}")
+    if not recompute:
+        return fb
+    return _rebuild(fb, kept, recompute, time.perf_counter() - start)
+
+
+# The min-cut choice ---------------------------------------------------------------------------
+
+
+def _recomputable(bsym: BoundSymbol, checkpointed: frozenset[str]) -> bool:
+    outs = bsym.flat_proxy_outs
+    if is_cheap(bsym):
+        return len(outs) == 1
+    return (
+        bool(outs)
+        and all(o.name in checkpointed for o in outs)
+        and _NEVER.isdisjoint(bsym.sym.tags)
+        and not any(s.has_tag(OpTag.RANDOM) for s in _flat_subsymbols(bsym))
+    )
+
+
+def _flat_subsymbols(bsym: BoundSymbol) -> Iterable[BoundSymbol]:
+    for s in bsym.subsymbols:
+        yield s
+        yield from _flat_subsymbols(s)
+
+
+def _min_cut_choice(fb: ForwardBackward) -> tuple[set[str], dict[str, BoundSymbol]]:
+    fw, bw = fb.forward, fb.backward
+    checkpointed = fb.checkpointed
+    producer: dict[str, BoundSymbol] = {}
+    for bsym in fw.bound_symbols:
+        for o in bsym.flat_proxy_outs:
+            producer[o.name] = bsym
+    inputs = {a.name for a in fw.args}
+    needed = list(bw.args[: fb.n_saved])
+
+    # The values that matter: what the backward reads and, through recomputable ops, what those
+    # are computed from, up to values that cannot be recomputed.
+    recomputable: dict[str, bool] = {}
+    values: dict[str, Proxy] = {}
+    stack = list(needed)
+    while stack:
+        p = stack.pop()
+        if p.name in values:
+            continue
+        values[p.name] = p
+        b = producer.get(p.name)
+        ok = b is not None and p.name not in inputs and _recomputable(b, checkpointed)
+        recomputable[p.name] = ok
+        if ok:
+            assert b is not None
+            stack.extend(b.flat_proxy_args)
+
+    graph = FlowGraph()
+    source, sink = graph.add_node(), graph.add_node()
+    node_in: dict[str, int] = {}
+    node_out: dict[str, int] = {}
+    for name in values:
+        node_in[name], node_out[name] = graph.add_node(), graph.add_node()
+    for name, p in values.items():
+        if name in inputs:
+            capacity = 0
+        elif name in checkpointed and recomputable[name]:
+            capacity = INF
+        else:
+            capacity = _bytes(p)
+        graph.add_edge(node_in[name], node_out[name], capacity)
+        if recomputable[name]:
+            for a in producer[name].flat_proxy_args:
+                graph.add_edge(node_out[a.name], node_in[name], INF)
+        else:
+            graph.add_edge(source, node_in[name], INF)
+    for p in needed:
+        graph.add_edge(node_out[p.name], sink, INF)
+    graph.max_flow(source, sink)
+    near_sink = graph.sink_side(sink)
+    kept = {n for n in values if node_in[n] not in near_sink and node_out[n] in near_sink}
+
+    recompute: dict[str, BoundSymbol] = {}
+    seen: set[str] = set()
+    stack = list(needed)
+    while stack:
+        p = stack.pop()
+        if p.name in seen or p.name in kept:
+            continue
+        seen.add(p.name)
+        assert recomputable[p.name], p.name
+        b = producer[p.name]
+        for o in b.flat_proxy_outs:
+            recompute[o.name] = b
+        stack.extend(b.flat_proxy_args)
+    return kept, recompute
+
+
+# The greedy choice ----------------------------------------------------------------------------
 
 
 class _Clusters:
@@ -65,9 +197,7 @@ class _Clusters:
         self.parent[self.find(a)] = self.find(b)
 
 
-def rematerialize(fb: ForwardBackward) -> ForwardBackward:
-    """``fb`` with cheap saved values recomputed in the backward where that saves bytes."""
-    start = time.perf_counter()
+def _greedy_choice(fb: ForwardBackward) -> tuple[set[str], dict[str, BoundSymbol]]:
     fw, bw = fb.forward, fb.backward
     producer: dict[str, BoundSymbol] = {}
     clusters = _Clusters()
@@ -84,7 +214,6 @@ def rematerialize(fb: ForwardBackward) -> ForwardBackward:
                     clusters.union(a.name, o.name)
 
     saved = list(bw.args[: fb.n_saved])
-    cotangents = bw.args[fb.n_saved :]
     inputs = {a.name for a in fw.args}
     by_cluster: dict[str, list[Proxy]] = {}
     for p in saved:
@@ -103,23 +232,7 @@ def rematerialize(fb: ForwardBackward) -> ForwardBackward:
             for b in ops:
                 for o in b.flat_proxy_outs:
                     recompute[o.name] = b
-    if not recompute:
-        return fb
-
-    new_saved = _in_forward_order(fw, kept)
-    new_bw = bw.derive(_just_in_time(bw.bound_symbols, recompute), pass_name="rematerialize")
-    new_bw.args = (*new_saved, *cotangents)
-    new_bw = dce(new_bw)
-    leaves_of_fw = list(fw.return_value[0])
-    ret = prims.python_return.bind((tuple(leaves_of_fw), tuple(new_saved)), output=None)
-    body = [b for b in fw.bound_symbols if not b.has_tag(OpTag.RETURN)]
-    new_fw = dce(fw.derive([*body, ret], pass_name="rematerialize"))
-    seconds = time.perf_counter() - start
-    for t in (new_fw, new_bw):  # the timing, on the record of this pass
-        t.history = tuple(
-            PassRecord(r.name, seconds) if r.name == "rematerialize" else r for r in t.history
-        )
-    return dataclasses.replace(fb, forward=new_fw, backward=new_bw, n_saved=len(new_saved))
+    return kept, recompute
 
 
 def _recompute_closure(
@@ -142,6 +255,29 @@ def _recompute_closure(
         ops[id(b)] = b
         stack.extend(b.flat_proxy_args)
     return list(ops.values()), leaves
+
+
+# Building the new pair ------------------------------------------------------------------------
+
+
+def _rebuild(
+    fb: ForwardBackward, kept: set[str], recompute: dict[str, BoundSymbol], seconds: float
+) -> ForwardBackward:
+    fw, bw = fb.forward, fb.backward
+    cotangents = bw.args[fb.n_saved :]
+    new_saved = _in_forward_order(fw, kept)
+    new_bw = bw.derive(_just_in_time(bw.bound_symbols, recompute), pass_name="rematerialize")
+    new_bw.args = (*new_saved, *cotangents)
+    new_bw = dce(new_bw)
+    leaves_of_fw = list(fw.return_value[0])
+    ret = prims.python_return.bind((tuple(leaves_of_fw), tuple(new_saved)), output=None)
+    body = [b for b in fw.bound_symbols if not b.has_tag(OpTag.RETURN)]
+    new_fw = dce(fw.derive([*body, ret], pass_name="rematerialize"))
+    for t in (new_fw, new_bw):  # the timing, on the record of this pass
+        t.history = tuple(
+            PassRecord(r.name, seconds) if r.name == "rematerialize" else r for r in t.history
+        )
+    return dataclasses.replace(fb, forward=new_fw, backward=new_bw, n_saved=len(new_saved))
 
 
 def _in_forward_order(fw: Trace, names: set[str]) -> list[Proxy]:
@@ -167,14 +303,24 @@ def _just_in_time(
     out: list[BoundSymbol] = []
     emitted: set[int] = set()
 
-    def emit(name: str) -> None:
-        b = recompute.get(name)
-        if b is None or id(b) in emitted:
+    def emit(name: str) -> None:  # iterative post-order: recompute chains can be long
+        root = recompute.get(name)
+        if root is None or id(root) in emitted:
             return
-        emitted.add(id(b))
-        for a in b.flat_proxy_args:
-            emit(a.name)
-        out.append(b)
+        stack: list[tuple[BoundSymbol, bool]] = [(root, False)]
+        while stack:
+            b, ready = stack.pop()
+            if id(b) in emitted:
+                continue
+            if ready:
+                emitted.add(id(b))
+                out.append(b)
+                continue
+            stack.append((b, True))
+            for a in reversed(b.flat_proxy_args):
+                dep = recompute.get(a.name)
+                if dep is not None and id(dep) not in emitted:
+                    stack.append((dep, False))
 
     for bsym in backward:
         for a in bsym.flat_proxy_args:

@@ -1,0 +1,165 @@
+"""Benchmark: a nanoGPT training step (forward, cross-entropy loss, backward) under thunder.jit
+against eager PyTorch.
+
+The model is ``thunder.models.GPT`` (4 layers by default); thunder jits the model (the loss is
+eager, the same on both sides) and differentiates it with its own autodiff (forward/backward
+traces, rematerialization). Columns:
+
+- time per step (zero_grad, forward, loss, backward), best of interleaved rounds, and its ratio
+  to eager (goal with fusion: at most 1.0);
+- bytes saved for backward, measured with ``torch.autograd.graph.saved_tensors_hooks`` on both
+  sides, counting each storage once (goal: at most eager's); "activations" leaves out the
+  parameters' storages (both sides save the weights they multiply by).
+
+Configurations: thunder with the torch executors only (``torch_ops``, ``torch``) and, when the
+``torchcompile`` executor is available, with torch.compile fusion regions first.
+
+Run: ``python -m benchmarks training [--quick] [--layers N] [--batch N] [--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+import thunder
+from thunder.models import GPT, GPTConfig
+
+
+def _loss(model: Any, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = model(idx)
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def _step(model: Any, params: list[torch.nn.Parameter], batch: tuple[torch.Tensor, ...]) -> Any:
+    for p in params:
+        p.grad = None
+    loss = _loss(model, *batch)
+    loss.backward()
+    return loss
+
+
+def saved_bytes(
+    model: Any, batch: tuple[torch.Tensor, ...], params: list[torch.nn.Parameter]
+) -> tuple[int, int]:
+    """Bytes saved for backward by one forward+loss (all, and without the parameters'
+    storages), each storage counted once."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = _loss(model, *batch)
+    param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+    total = sum(storages.values())
+    activations = sum(n for ptr, n in storages.items() if ptr not in param_ptrs)
+    loss.backward()  # release the graph
+    for p in params:
+        p.grad = None
+    return total, activations
+
+
+def _interleaved(fns: list[Callable[[], Any]], n: int, rounds: int) -> list[float]:
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best[k] = min(best[k], (time.perf_counter() - start) / n)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--profile", action="store_true", help="cProfile thunder's steps")
+    options = parser.parse_args()
+    from thunder_executors import get_available_executors
+
+    torch.manual_seed(0)
+    config = GPTConfig(n_layer=options.layers)
+    model = GPT(config)
+    params = list(model.parameters())
+
+    def make_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        shape = (options.batch, config.block_size)
+        return torch.randint(0, config.vocab_size, shape), torch.randint(
+            0, config.vocab_size, shape
+        )
+
+    batch = make_batch()
+    available = {e.name for e in get_available_executors()}
+    configs: list[tuple[str, tuple[str, ...]]] = [("thunder (torch)", ("torch_ops", "torch"))]
+    if "torchcompile" in available:
+        configs.append(("thunder (torchcompile)", ("torchcompile", "torch_ops", "torch")))
+
+    runners: list[tuple[str, Any, str]] = [("eager", model, "")]
+    for name, executors in configs:
+        jm = thunder.jit(model, executors=executors)
+        start = time.perf_counter()
+        expected = _step(model, params, batch)
+        grads = [p.grad for p in params]
+        loss = _step(jm, params, batch)
+        first = time.perf_counter() - start
+        torch.testing.assert_close(loss, expected)
+        for p, g in zip(params, grads):
+            torch.testing.assert_close(p.grad, g, atol=1e-4, rtol=1e-3)
+        _step(jm, params, batch)  # warm (torch.compile regions compile lazily)
+        runners.append((name, jm, f"first step {first:.2f} s"))
+
+    n, rounds = (3, 3) if options.quick else (10, 7)
+    times = _interleaved([lambda m=m: _step(m, params, batch) for _, m, _ in runners], n, rounds)
+    saved = [saved_bytes(m, batch, params) for _, m, _ in runners]
+
+    print(
+        f"nanoGPT training step: {config.n_layer} layers, {config.n_embd} dims, vocab "
+        f"{config.vocab_size}, batch {options.batch}x{config.block_size}; torch "
+        f"{torch.__version__}, {torch.get_num_threads()} threads, Python {sys.version.split()[0]}"
+    )
+    header = ("", "ms/step", "time ratio", "saved MB", "saved ratio", "activations MB", "notes")
+    rows = []
+    for (name, _, note), t, (total, acts) in zip(runners, times, saved):
+        rows.append(
+            (
+                name,
+                f"{t * 1e3:.2f}",
+                f"{t / times[0]:.2f}",
+                f"{total / 2**20:.2f}",
+                f"{total / saved[0][0]:.2f}",
+                f"{acts / 2**20:.2f}",
+                note,
+            )
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    print("goals: time ratio <= 1.0 with fusion; saved ratio <= 1.0")
+
+    if options.profile:
+        for name, m, _ in runners[1:]:
+            print(f"\n== cProfile of 5 steps: {name} ==")
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(5):
+                _step(m, params, batch)
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Autocast: the trace rewritten to run as ``torch.autocast(device_type, dtype)`` runs it eagerly.
+
+Ops on torch's lower-precision list (matmuls, linear, convolutions, scaled dot-product attention)
+get their floating-point inputs (float64 excepted) converted to the low dtype first and so compute
+and return it; ops on its float32 list (losses, ``prod``) get theirs converted to float32; every
+other op runs on whatever dtypes reach it, with the usual type promotion. The lists are those of
+torch's CPU autocast (``aten/src/ATen/autocast_mode.cpp``), restricted to the ops this IR has, and
+were checked against eager ``torch.autocast("cpu", dtype=torch.bfloat16)`` in torch 2.13.
+
+The trace is replayed op by op into a new one (dtypes change downstream of a cast, so composites
+are recorded again); ops whose inputs did not change are kept as they were. A composite op off the
+lists whose decomposition contains a listed op is replayed through its decomposition.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from thunder_ir import BoundSymbol, PassRecord, Proxy, TensorProxy, Trace, dtypes, tracectx
+from thunder_ir.dtypes import DType
+from thunder_ir.pytree import tree_flatten, tree_map
+
+__all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "autocast"]
+
+# Symbol ids. einsum is not on torch's list but runs on bmm, which is (for two operands or more).
+LOWER_PRECISION_OPS: frozenset[str] = frozenset(
+    {
+        *(f"ltorch.{n}" for n in ("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "prelu")),
+        *(f"ltorch.conv{n}d" for n in (1, 2, 3)),
+        *(f"ltorch.conv_transpose{n}d" for n in (1, 2, 3)),
+        "ltorch.scaled_dot_product_attention",
+        "ltorch.einsum",
+        "prims.matmul",
+        "prims.linear",
+        "prims.convolution",
+    }
+)
+FP32_OPS: frozenset[str] = frozenset(
+    f"ltorch.{n}"
+    for n in (
+        "prod",
+        "cross_entropy",
+        "nll_loss",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+        "kl_div",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "avg_pool3d",
+    )
+)
+
+
+def _listed(bsym: BoundSymbol) -> bool:
+    return bsym.sym.id in LOWER_PRECISION_OPS or bsym.sym.id in FP32_OPS
+
+
+def _contains_listed(bsym: BoundSymbol) -> bool:
+    return any(_listed(s) or _contains_listed(s) for s in bsym.subsymbols)
+
+
+def _eligible(x: Any) -> bool:
+    return isinstance(x, TensorProxy) and x.dtype.is_float and x.dtype.strong() != dtypes.float64
+
+
+class _Replay:
+    def __init__(self, new: Trace, target: DType) -> None:
+        self.new = new
+        self.target = target
+        self.env: dict[str, Any] = {}
+
+    def lookup(self, x: Any) -> Any:
+        return self.env.get(x.name, x) if isinstance(x, Proxy) else x
+
+    def cast_all(self, args: Any, kwargs: Any, to: DType) -> tuple[Any, Any]:
+        from thunder_ir import prims
+
+        def cast(x: Any) -> Any:
+            if _eligible(x) and x.dtype.strong() != to:
+                return prims.convert_element_type(x, to)
+            return x
+
+        return tree_map(cast, args), tree_map(cast, kwargs)
+
+    def visit(self, bsym: BoundSymbol) -> None:
+        args = tree_map(self.lookup, bsym.args)
+        kwargs = tree_map(self.lookup, bsym.kwargs)
+        changed = any(
+            self.env.get(p.name, p) is not p for p in bsym.flat_proxy_args
+        )  # an input was replaced
+        sym_id = bsym.sym.id
+        if sym_id in LOWER_PRECISION_OPS:
+            if sym_id == "ltorch.einsum" and sum(_eligible(a) for a in tree_flatten(args)[0]) < 2:
+                self.call(bsym, args, kwargs, changed)
+                return
+            args, kwargs = self.cast_all(args, kwargs, self.target)
+            self.call(bsym, args, kwargs, True)
+        elif sym_id in FP32_OPS:
+            args, kwargs = self.cast_all(args, kwargs, dtypes.float32)
+            self.call(bsym, args, kwargs, True)
+        elif bsym.subsymbols and _contains_listed(bsym):
+            for sub in bsym.subsymbols:
+                self.visit(sub)
+        else:
+            self.call(bsym, args, kwargs, changed)
+
+    def call(self, bsym: BoundSymbol, args: Any, kwargs: Any, changed: bool) -> None:
+        if not changed and args == bsym.args and kwargs == bsym.kwargs:
+            self.new.record(bsym)
+            return
+        try:
+            out = bsym.sym(*args, **kwargs)
+        except Exception:
+            if not bsym.sym.is_prim:
+                raise
+            # A prim inside a replayed decomposition takes inputs of one dtype: give its inputs
+            # back the dtypes it was recorded with.
+            args, kwargs = self._as_recorded(bsym, args, kwargs)
+            out = bsym.sym(*args, **kwargs)
+        olds, news = tree_flatten(bsym.output)[0], tree_flatten(out)[0]
+        for o, n in zip(olds, news):
+            if isinstance(o, Proxy):
+                self.env[o.name] = n
+
+    def _as_recorded(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> tuple[Any, Any]:
+        from thunder_ir import prims
+
+        recorded = {p.name: p for p in bsym.flat_proxy_args}
+        back = {v.name: recorded[k] for k, v in self.env.items() if isinstance(v, Proxy)}
+
+        def undo(x: Any) -> Any:
+            old = back.get(x.name) if isinstance(x, TensorProxy) else None
+            if isinstance(old, TensorProxy) and old.dtype != x.dtype:
+                return prims.convert_element_type(x, old.dtype)
+            return x
+
+        return tree_map(undo, args), tree_map(undo, kwargs)
+
+
+def autocast(
+    trace: Trace,
+    dtype: DType | torch.dtype = dtypes.bfloat16,
+    device_type: str = "cpu",
+) -> Trace:
+    """``trace`` computing as under ``torch.autocast(device_type, dtype=dtype)`` (see the module
+    docstring for the op lists). Only CPU autocast's lists are implemented."""
+    start = time.perf_counter()
+    if device_type != "cpu":
+        raise NotImplementedError(f"autocast for {device_type!r}: only 'cpu' is implemented")
+    target = dtype if isinstance(dtype, DType) else dtypes.from_torch_dtype(dtype)
+    if target.strong() not in (dtypes.bfloat16, dtypes.float16):
+        raise ValueError(f"autocast to {target}: expected bfloat16 or float16")
+    new = Trace(trace.fn_name, args=trace.args, names=trace.names)
+    new._counters = dict(trace._counters)
+    new.constraints = list(trace.constraints)
+    new.docstring = trace.docstring
+    replay = _Replay(new, target.strong())
+    with tracectx(new):
+        for bsym in trace.bound_symbols:
+            replay.visit(bsym)
+    new.history = (*trace.history, PassRecord("autocast", time.perf_counter() - start))
+    return new
