@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 from autodiff_harness import compile_trace, fresh
 from autodiff_strategies import TORCH, DiffProgram, diff_programs
 from hypothesis import given, settings

@@ -90,7 +90,7 @@ def test_mlp_saves_no_more_than_eager() -> None:
 
 def test_elementwise_chain_is_recomputed_from_its_input() -> None:
     x = torch.randn(4, 8, requires_grad=True)
-    fb = split_forward_backward(trace_function(lambda a: L.silu(L.exp(a)), x))
+    fb = split_forward_backward(trace_function(lambda a: L.gelu(L.exp(a)), x))
     assert fb.n_saved > 1
     fb = remat.rematerialize(fb)
     assert [p.name for p in fb.backward.args[: fb.n_saved]] == [fb.forward.args[0].name]
@@ -217,6 +217,5 @@ def test_min_cut_is_fast_on_a_12_layer_gpt() -> None:
     smaller = remat.rematerialize(fb)
     seconds = time.perf_counter() - start
     assert seconds < 0.5, seconds
-    # layer_norm, gelu and attention are recomputed in the backward already (RECOMPUTED_IN_BACKWARD)
-    assert remat.saved_bytes(smaller) <= remat.saved_bytes(fb)
+    assert remat.saved_bytes(smaller) < remat.saved_bytes(fb)
     check_trace(smaller.backward)

@@ -23,3 +23,6 @@ class OpTag(enum.Enum):
     FACTORY = "factory"  # creates a tensor from nothing but numbers
     RETURN = "return"
     DELETE = "delete"  # frees the names of its arguments: printed as a ``del`` statement
+    # A composite whose subsymbols are an activation-checkpointed region: autodiff saves none of
+    # the region's intermediates, the backward recomputes them from the region's inputs.
+    CHECKPOINT = "checkpoint"

@@ -6,6 +6,7 @@ traces wired to ``torch.autograd`` (``autodiff.make_differentiable``)."""
 from thunder_transforms import autodiff
 from thunder_transforms.__about__ import __version__
 from thunder_transforms.autocast import autocast
+from thunder_transforms.checkpoint import checkpoint
 from thunder_transforms.constant_fold import constant_fold
 from thunder_transforms.cse import cse
 from thunder_transforms.dce import dce
@@ -15,6 +16,7 @@ __all__ = [
     "__version__",
     "autocast",
     "autodiff",
+    "checkpoint",
     "constant_fold",
     "cse",
     "dce",

@@ -26,7 +26,8 @@ error (the facade should key its cache on ``requires_grad``).
 
 ``split_forward_backward(trace)`` is the pure trace transform underneath (a ``ForwardBackward``
 of the two traces); ``remat.rematerialize`` recomputes cheap forward values in the backward
-instead of saving them, where that saves bytes.
+instead of saving them, where that saves bytes (a min-cut over the forward graph), and always
+recomputes the intermediates of checkpointed regions (``thunder_transforms.checkpoint``).
 """
 
 from __future__ import annotations
@@ -67,9 +68,12 @@ def make_differentiable(
     """Splits ``trace`` into forward and backward traces, compiles both with ``compile`` and wires
     them to ``torch.autograd``. Returns the callable (it takes the trace's inputs in order) and
     the forward and backward traces. With ``rematerialize``, cheap values are recomputed in the
-    backward where that saves memory (see ``remat``)."""
+    backward where that saves memory (min-cut, see ``remat``); checkpointed regions (see
+    ``thunder_transforms.checkpoint``) are recomputed either way."""
     fb = split_forward_backward(trace, requires_grad=requires_grad)
     if rematerialize:
         fb = remat.rematerialize(fb)
+    elif fb.checkpointed:
+        fb = remat.rematerialize(fb, method="checkpointed_only")
     fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward))
     return fn, fb.forward, fb.backward

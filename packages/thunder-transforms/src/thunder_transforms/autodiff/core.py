@@ -18,29 +18,15 @@ from thunder_ir import (
     prims,
     tracectx,
 )
-from thunder_ir import ops as ltorch
 from thunder_ir.pytree import tree_flatten
-from thunder_ir.tracectx import require_tracectx
 from thunder_transforms.autodiff.registry import VJP_RULES, static_eq, zeros_like
+from thunder_transforms.checkpoint import checkpointed_values
 from thunder_transforms.dce import dce
 
-__all__ = [
-    "NONDIFFERENTIABLE",
-    "RECOMPUTED_IN_BACKWARD",
-    "ForwardBackward",
-    "split_forward_backward",
-]
+__all__ = ["NONDIFFERENTIABLE", "ForwardBackward", "split_forward_backward"]
 
 # Ops whose outputs never carry gradients although their inputs may (Tensor.detach).
 NONDIFFERENTIABLE: frozenset[str] = frozenset({prims.stop_gradient.id})
-
-# Composite ops without a grad rule that the forward keeps whole (an executor runs each as one
-# kernel) while the backward recomputes their decomposition and differentiates that, as
-# flash attention's backward does: nothing of their inside is saved. Others are decomposed in the
-# forward wherever gradients flow. Ops that draw random numbers are always decomposed.
-RECOMPUTED_IN_BACKWARD: frozenset[str] = frozenset(
-    {ltorch.layer_norm.id, ltorch.gelu.id, ltorch.scaled_dot_product_attention.id}
-)
 
 
 @dataclass(frozen=True)
@@ -76,6 +62,7 @@ class _Linearizer:
         self.active = active
         self.forward: list[BoundSymbol] = []
         self.differentiated: list[BoundSymbol] = []
+        self.checkpointed: set[str] = set()  # intermediates of checkpointed regions
 
     def visit(self, bsym: BoundSymbol) -> None:
         gets_grad = bsym.sym.id not in NONDIFFERENTIABLE and any(
@@ -85,7 +72,9 @@ class _Linearizer:
             self.forward.append(bsym)
             return
         rule = VJP_RULES.get(bsym.sym.id)
-        if rule is None and bsym.subsymbols and not self._recomputable(bsym):
+        if rule is None and bsym.subsymbols:
+            if bsym.has_tag(OpTag.CHECKPOINT):
+                self.checkpointed.update(checkpointed_values(bsym))
             for sub in bsym.subsymbols:
                 self.visit(sub)
             return
@@ -93,7 +82,7 @@ class _Linearizer:
         self.forward.append(bsym)
         if not outs:
             return  # comparisons, argmax...: integer or boolean results carry no gradient
-        if rule is None and not bsym.subsymbols:
+        if rule is None:
             raise NotImplementedError(
                 f"{bsym.sym.qualified_name} has no grad rule and no decomposition; register one "
                 "with thunder_transforms.autodiff.register_vjp"
@@ -102,33 +91,6 @@ class _Linearizer:
             raise NotImplementedError(f"gradients of complex values ({bsym.sym.qualified_name})")
         self.differentiated.append(bsym)
         self.active.update(o.name for o in outs)
-
-    def inner(self, bsym: BoundSymbol) -> _Linearizer:
-        """The linearization of a composite's decomposition (gradients flowing from its active
-        inputs)."""
-        inner = _Linearizer({p.name for p in bsym.flat_proxy_args if p.name in self.active})
-        for sub in bsym.subsymbols:
-            inner.visit(sub)
-        return inner
-
-    def _recomputable(self, bsym: BoundSymbol) -> bool:
-        """Whether ``bsym`` stays whole in the forward and is recomputed in the backward: a
-        listed op whose decomposition draws no random numbers and whose outputs are produced by
-        bound symbols that produce nothing else (the backward recomputes all but those)."""
-        if bsym.sym.id not in RECOMPUTED_IN_BACKWARD:
-            return False
-        outs = {o.name for o in bsym.flat_proxy_outs}
-        for sub in self.inner(bsym).forward:
-            if sub.has_tag(OpTag.RANDOM) or _draws_random(sub):
-                return False
-            names = {o.name for o in sub.flat_proxy_outs}
-            if names & outs and not names <= outs:
-                return False
-        return True
-
-
-def _draws_random(bsym: BoundSymbol) -> bool:
-    return any(s.has_tag(OpTag.RANDOM) or _draws_random(s) for s in bsym.subsymbols)
 
 
 class _Backward:
@@ -162,24 +124,9 @@ class _Backward:
             if all(c is None for c in cts):
                 continue
             self.reached.update(p.name for p in bsym.flat_proxy_args if p.name in active)
-            rule = VJP_RULES.get(bsym.sym.id)
-            if rule is None:  # a composite kept whole in the forward
-                self.recompute(bsym, active)
-                continue
-            for inp, grad in rule(bsym, *cts):
+            for inp, grad in VJP_RULES[bsym.sym.id](bsym, *cts):
                 if isinstance(inp, TensorProxy) and inp.name in active and grad is not None:
                     self.accumulate(inp, grad, bsym)
-
-    def recompute(self, bsym: BoundSymbol, active: set[str]) -> None:
-        """Records ``bsym``'s decomposition (but its outputs, which the forward has) into the
-        backward and differentiates it."""
-        inner = _Linearizer(active).inner(bsym)
-        outs = {o.name for o in bsym.flat_proxy_outs}
-        trace = require_tracectx("recomputing a composite in the backward")
-        for sub in inner.forward:
-            if not any(o.name in outs for o in sub.flat_proxy_outs):
-                trace.record(sub)
-        self.run(inner.differentiated, inner.active)
 
 
 def _fresh_name(trace: Trace, prefix: str) -> str:
@@ -264,4 +211,6 @@ def split_forward_backward(
         and isinstance(b.args[1], Proxy)
         and b.args[1].name in arg_index
     )
-    return ForwardBackward(fw, bw, spec, diff_out, which, len(saved), mutated)
+    return ForwardBackward(
+        fw, bw, spec, diff_out, which, len(saved), mutated, frozenset(lin.checkpointed)
+    )

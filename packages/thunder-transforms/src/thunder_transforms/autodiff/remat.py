@@ -11,13 +11,14 @@ values to save of least total size from which everything the backward reads can 
 with cheap ops; it is found with a max-flow (``maxflow.FlowGraph``). Among minimum cuts, the one
 closest to the backward is taken, so that no more is recomputed than needed.
 
-``method="greedy"`` is the older heuristic (kept for comparison): the cheap ops form connected
-clusters, and each cluster either saves what the backward reads from it or its inputs, whichever
-is smaller.
+Values listed in ``ForwardBackward.checkpointed`` (activation checkpointing, see
+``thunder_transforms.checkpoint``) are never saved: any non-random op producing them may be
+recomputed and their capacity is infinite, so the backward recomputes such a region from its
+inputs. ``method="checkpointed_only"`` recomputes those and nothing else.
 
-Values listed in ``ForwardBackward.checkpointed`` (activation checkpointing) are never saved:
-any non-random op producing them is recomputed, so the backward recomputes such a region from
-its inputs.
+``method="greedy"`` is the older heuristic (kept for comparison; it ignores checkpointed
+regions): the cheap ops form connected clusters, and each cluster either saves what the backward
+reads from it or its inputs, whichever is smaller.
 """
 
 from __future__ import annotations
@@ -40,17 +41,10 @@ _NEVER = frozenset({OpTag.RANDOM, OpTag.IN_PLACE, OpTag.DONT_DCE, OpTag.RETURN, 
 
 
 def is_cheap(bsym: BoundSymbol) -> bool:
-    """An op worth recomputing rather than keeping: an elementwise, shape or non-random factory
-    prim, or an elementwise composite made of such prims (gelu, kept whole in the forward)."""
+    """A prim worth recomputing rather than keeping: elementwise, shape or non-random factory."""
     tags = bsym.sym.tags
-    if not _NEVER.isdisjoint(tags):
+    if not bsym.sym.is_prim or not _NEVER.isdisjoint(tags):
         return False
-    if not bsym.sym.is_prim:
-        return (
-            OpTag.ELEMENTWISE in tags
-            and bool(bsym.subsymbols)
-            and all(is_cheap(s) for s in bsym.subsymbols)
-        )
     return not _CHEAP_TAGS.isdisjoint(tags) or OpTag.FACTORY in tags
 
 
@@ -70,13 +64,15 @@ def saved_bytes(fb: ForwardBackward) -> int:
 
 
 def rematerialize(
-    fb: ForwardBackward, *, method: Literal["min_cut", "greedy"] = "min_cut"
+    fb: ForwardBackward,
+    *,
+    method: Literal["min_cut", "checkpointed_only", "greedy"] = "min_cut",
 ) -> ForwardBackward:
     """``fb`` with forward values recomputed in the backward where that saves bytes (and the
     values of checkpointed regions always recomputed). Gradients are unchanged."""
     start = time.perf_counter()
-    if method == "min_cut":
-        kept, recompute = _min_cut_choice(fb)
+    if method in ("min_cut", "checkpointed_only"):
+        kept, recompute = _min_cut_choice(fb, cheap_ops=method == "min_cut")
     elif method == "greedy":
         kept, recompute = _greedy_choice(fb)
     else:
@@ -89,9 +85,13 @@ def rematerialize(
 # The min-cut choice ---------------------------------------------------------------------------
 
 
-def _recomputable(bsym: BoundSymbol, checkpointed: frozenset[str]) -> bool:
+def _recomputable(bsym: BoundSymbol, checkpointed: frozenset[str], cheap_ops: bool) -> bool:
     outs = bsym.flat_proxy_outs
-    if is_cheap(bsym):
+    if any(a.name in checkpointed for a in bsym.flat_proxy_args) and not all(
+        o.name in checkpointed for o in outs
+    ):
+        return False  # a region's output: kept, as torch keeps it, not recomputed from inside
+    if cheap_ops and is_cheap(bsym):
         return len(outs) == 1
     return (
         bool(outs)
@@ -107,7 +107,9 @@ def _flat_subsymbols(bsym: BoundSymbol) -> Iterable[BoundSymbol]:
         yield from _flat_subsymbols(s)
 
 
-def _min_cut_choice(fb: ForwardBackward) -> tuple[set[str], dict[str, BoundSymbol]]:
+def _min_cut_choice(
+    fb: ForwardBackward, *, cheap_ops: bool
+) -> tuple[set[str], dict[str, BoundSymbol]]:
     fw, bw = fb.forward, fb.backward
     checkpointed = fb.checkpointed
     producer: dict[str, BoundSymbol] = {}
@@ -128,7 +130,7 @@ def _min_cut_choice(fb: ForwardBackward) -> tuple[set[str], dict[str, BoundSymbo
             continue
         values[p.name] = p
         b = producer.get(p.name)
-        ok = b is not None and p.name not in inputs and _recomputable(b, checkpointed)
+        ok = b is not None and p.name not in inputs and _recomputable(b, checkpointed, cheap_ops)
         recomputable[p.name] = ok
         if ok:
             assert b is not None
