@@ -174,8 +174,8 @@ def batch_norm(
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Any:
-    """Inference with running statistics, or training without them (batch statistics). Updating
-    running statistics in training mode mutates them and is not supported yet."""
+    """Inference with running statistics, or training with batch statistics. In training, given
+    running statistics are updated in place (``prims.copy_``) exactly as torch does."""
     require_tensor(a, "batch_norm")
     check(a.ndim >= 2, lambda: f"batch_norm: expected a 2D or higher input, got {a.ndim}D")
     c = a.shape[1]
@@ -192,10 +192,6 @@ def batch_norm(
     compute = opmath(a.dtype)
     x = to_dtype(a, compute)
     if training:
-        if running_mean is not None or running_var is not None:
-            raise not_implemented(
-                "batch_norm", "training=True with running_mean/running_var (updates them in place)"
-            )
         per_channel = a.numel() // c if c else 0
         check(
             per_channel != 1,
@@ -206,6 +202,12 @@ def batch_norm(
         )
         dims = tuple(d for d in range(a.ndim) if d != 1)
         var, mean = prims.var_mean(x, dims, correction=0)
+        if running_mean is not None or running_var is not None:
+            if momentum is None:
+                raise not_implemented("batch_norm", "momentum=None (cumulative moving average)")
+            _update_running_stat(running_mean, mean, momentum)
+            # torch keeps the unbiased variance in the running estimate.
+            _update_running_stat(running_var, mul(var, per_channel / (per_channel - 1)), momentum)
     else:
         check(running_mean is not None, "running_mean must be defined in evaluation mode")
         check(running_var is not None, "running_var must be defined in evaluation mode")
@@ -218,6 +220,14 @@ def batch_norm(
     if bias is not None:
         out = add(out, unsqueeze_to(to_dtype(bias, compute), a.ndim, 1))
     return to_dtype(out, a.dtype)
+
+
+def _update_running_stat(running: Any, batch_stat: Any, momentum: float) -> None:
+    if running is None:
+        return
+    stat = to_dtype(batch_stat, running.dtype)
+    updated = add(mul(running, 1.0 - momentum), mul(stat, momentum))
+    prims.copy_(to_dtype(updated, running.dtype), running)
 
 
 @torchop("torch.nn.functional.instance_norm")
