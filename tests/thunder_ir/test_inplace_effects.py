@@ -13,7 +13,9 @@ from thunder_transforms import dce
 
 @pytest.mark.parametrize("executors", [("torch",), ("torch_ops", "torch")])
 @pytest.mark.parametrize("use_output", [True, False])
-def test_batch_norm_training_updates_running_stats(executors: tuple[str, ...], use_output: bool) -> None:
+def test_batch_norm_training_updates_running_stats(
+    executors: tuple[str, ...], use_output: bool
+) -> None:
     x = torch.randn(8, 3, 5)
     w, b = torch.randn(3), torch.randn(3)
     rm, rv = torch.randn(3), torch.rand(3) + 0.5

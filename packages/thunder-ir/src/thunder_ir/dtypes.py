@@ -171,7 +171,6 @@ _TO_TORCH: dict[str, torch.dtype] = {
 _FROM_TORCH: dict[torch.dtype, DType] = {v: _STRONG[k] for k, v in _TO_TORCH.items()}
 
 
-
 def default_float_dtype() -> DType:
     """torch's default floating dtype now (``torch.set_default_dtype``). Traces that depend on it
     are recorded under the value at trace time; the jit keys its cache on it."""

@@ -107,7 +107,12 @@ def zeros(
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "zeros")
     check(out is None, "zeros(out=...) is not supported", NotImplementedError)
-    return _fill(_size_arg(size, "zeros"), 0, _device(device), dtype_arg(dtype) or dtypes.default_float_dtype())
+    return _fill(
+        _size_arg(size, "zeros"),
+        0,
+        _device(device),
+        dtype_arg(dtype) or dtypes.default_float_dtype(),
+    )
 
 
 @torchop("torch.ones", tags=_FACTORY)
@@ -122,7 +127,12 @@ def ones(
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "ones")
     check(out is None, "ones(out=...) is not supported", NotImplementedError)
-    return _fill(_size_arg(size, "ones"), 1, _device(device), dtype_arg(dtype) or dtypes.default_float_dtype())
+    return _fill(
+        _size_arg(size, "ones"),
+        1,
+        _device(device),
+        dtype_arg(dtype) or dtypes.default_float_dtype(),
+    )
 
 
 @torchop("torch.empty", tags=_FACTORY)
@@ -138,7 +148,12 @@ def empty(
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "empty")
     check(out is None, "empty(out=...) is not supported", NotImplementedError)
-    return _fill(_size_arg(size, "empty"), 0, _device(device), dtype_arg(dtype) or dtypes.default_float_dtype())
+    return _fill(
+        _size_arg(size, "empty"),
+        0,
+        _device(device),
+        dtype_arg(dtype) or dtypes.default_float_dtype(),
+    )
 
 
 @torchop("torch.full", tags=_FACTORY)
@@ -349,7 +364,9 @@ def arange(
             TypeError,
         )
     out_dtype = dtype_arg(dtype) or (
-        dtypes.default_float_dtype() if any(_is_float(x) for x in (start, end, step)) else dtypes.int64
+        dtypes.default_float_dtype()
+        if any(_is_float(x) for x in (start, end, step))
+        else dtypes.int64
     )
     check(step != 0, "step must be nonzero")
     check(
