@@ -115,12 +115,12 @@ def test_bert_encoder_training_grads_match_eager():
     _assert_grads_match(model, reference, atol=1e-5, rtol=1e-4)
 
 
-def test_batchnorm_training_with_batch_statistics_grads_match_eager():
-    # Updating running statistics in training mode is not supported by the IR yet.
+@pytest.mark.parametrize("track_running_stats", [True, False])
+def test_batchnorm_training_grads_and_running_stats_match_eager(track_running_stats):
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Linear(16, 32),
-        nn.BatchNorm1d(32, track_running_stats=False),
+        nn.BatchNorm1d(32, track_running_stats=track_running_stats),
         nn.ReLU(),
         nn.Linear(32, 4),
     )
@@ -133,6 +133,12 @@ def test_batchnorm_training_with_batch_statistics_grads_match_eager():
         loss.backward()
         expected.backward()
     _assert_grads_match(model, reference, atol=1e-5, rtol=1e-4)
+    if track_running_stats:
+        bn, bn_ref = model[1], reference[1]
+        torch.testing.assert_close(bn.running_mean, bn_ref.running_mean)
+        torch.testing.assert_close(bn.running_var, bn_ref.running_var)
+        assert bn.num_batches_tracked == bn_ref.num_batches_tracked == 2
+    assert thunder.cache_misses(jm) == 1
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])

@@ -9,17 +9,31 @@ were checked against eager ``torch.autocast("cpu", dtype=torch.bfloat16)`` in to
 
 The trace is replayed op by op into a new one (dtypes change downstream of a cast, so composites
 are recorded again); ops whose inputs did not change are kept as they were. A composite op off the
-lists whose decomposition contains a listed op is replayed through its decomposition.
+lists whose decomposition contains a listed op is replayed through its decomposition, except a
+checkpointed region (``OpTag.CHECKPOINT``), which is replayed into a new region of the same name.
+``regions=`` gives the dtype per top-level bound symbol (None: autocast off there), for programs
+that enter and leave ``torch.autocast`` themselves.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from thunder_ir import BoundSymbol, PassRecord, Proxy, TensorProxy, Trace, dtypes, tracectx
+from thunder_ir import (
+    BoundSymbol,
+    OpTag,
+    PassRecord,
+    Proxy,
+    Symbol,
+    TensorProxy,
+    Trace,
+    dtypes,
+    tracectx,
+)
 from thunder_ir.dtypes import DType
 from thunder_ir.pytree import tree_flatten, tree_map
 
@@ -69,7 +83,7 @@ def _eligible(x: Any) -> bool:
 
 
 class _Replay:
-    def __init__(self, new: Trace, target: DType) -> None:
+    def __init__(self, new: Trace, target: DType | None) -> None:
         self.new = new
         self.target = target
         self.env: dict[str, Any] = {}
@@ -94,7 +108,14 @@ class _Replay:
             self.env.get(p.name, p) is not p for p in bsym.flat_proxy_args
         )  # an input was replaced
         sym_id = bsym.sym.id
-        if sym_id in LOWER_PRECISION_OPS:
+        if OpTag.CHECKPOINT in bsym.sym.tags and (
+            changed or (self.target is not None and _contains_listed(bsym))
+        ):
+            # Replayed from its subsymbols (never by calling the region's function again).
+            self.call(bsym, args, kwargs, True, region=self._region(bsym))
+        elif self.target is None:  # outside autocast: only the dtypes flowing in may have changed
+            self.call(bsym, args, kwargs, changed)
+        elif sym_id in LOWER_PRECISION_OPS:
             if sym_id == "ltorch.einsum" and sum(_eligible(a) for a in tree_flatten(args)[0]) < 2:
                 self.call(bsym, args, kwargs, changed)
                 return
@@ -109,12 +130,33 @@ class _Replay:
         else:
             self.call(bsym, args, kwargs, changed)
 
-    def call(self, bsym: BoundSymbol, args: Any, kwargs: Any, changed: bool) -> None:
+    def _region(self, bsym: BoundSymbol) -> Symbol:
+        """A checkpointed region replayed under autocast, still one checkpointed region."""
+        from thunder_transforms.checkpoint import checkpoint_symbol
+
+        target = self.target
+
+        def region(*args: Any, **kwargs: Any) -> Any:
+            inner = _Replay(self.new, target)
+            olds = tree_flatten((bsym.args, bsym.kwargs))[0]
+            news = tree_flatten((args, kwargs))[0]
+            for o, n in zip(olds, news):
+                if isinstance(o, Proxy):
+                    inner.env[o.name] = n
+            for sub in bsym.subsymbols:
+                inner.visit(sub)
+            return tree_map(inner.lookup, bsym.output)
+
+        return checkpoint_symbol(region, name=bsym.sym.name)
+
+    def call(
+        self, bsym: BoundSymbol, args: Any, kwargs: Any, changed: bool, region: Symbol | None = None
+    ) -> None:
         if not changed and args == bsym.args and kwargs == bsym.kwargs:
             self.new.record(bsym)
             return
         try:
-            out = bsym.sym(*args, **kwargs)
+            out = (region or bsym.sym)(*args, **kwargs)
         except Exception:
             if not bsym.sym.is_prim:
                 raise
@@ -142,26 +184,41 @@ class _Replay:
         return tree_map(undo, args), tree_map(undo, kwargs)
 
 
+def _target(dtype: DType | torch.dtype) -> DType:
+    target = dtype if isinstance(dtype, DType) else dtypes.from_torch_dtype(dtype)
+    if target.strong() not in (dtypes.bfloat16, dtypes.float16):
+        raise ValueError(f"autocast to {target}: expected bfloat16 or float16")
+    return target.strong()
+
+
 def autocast(
     trace: Trace,
     dtype: DType | torch.dtype = dtypes.bfloat16,
     device_type: str = "cpu",
+    *,
+    regions: Sequence[DType | torch.dtype | None] | None = None,
 ) -> Trace:
     """``trace`` computing as under ``torch.autocast(device_type, dtype=dtype)`` (see the module
-    docstring for the op lists). Only CPU autocast's lists are implemented."""
+    docstring for the op lists). Only CPU autocast's lists are implemented.
+
+    ``regions``, when given, holds one entry per bound symbol of ``trace`` (top level): the
+    autocast dtype it runs under, or None where autocast is off (a ``with torch.autocast(...)``
+    block inside a program); ``dtype`` is then unused."""
     start = time.perf_counter()
     if device_type != "cpu":
         raise NotImplementedError(f"autocast for {device_type!r}: only 'cpu' is implemented")
-    target = dtype if isinstance(dtype, DType) else dtypes.from_torch_dtype(dtype)
-    if target.strong() not in (dtypes.bfloat16, dtypes.float16):
-        raise ValueError(f"autocast to {target}: expected bfloat16 or float16")
+    if regions is not None and len(regions) != len(trace.bound_symbols):
+        raise ValueError("autocast: regions needs one entry per bound symbol of the trace")
+    targets = [None if d is None else _target(d) for d in regions] if regions is not None else None
     new = Trace(trace.fn_name, args=trace.args, names=trace.names)
     new._counters = dict(trace._counters)
     new.constraints = list(trace.constraints)
     new.docstring = trace.docstring
-    replay = _Replay(new, target.strong())
+    replay = _Replay(new, _target(dtype) if targets is None else None)
     with tracectx(new):
-        for bsym in trace.bound_symbols:
+        for i, bsym in enumerate(trace.bound_symbols):
+            if targets is not None:
+                replay.target = targets[i]
             replay.visit(bsym)
     new.history = (*trace.history, PassRecord("autocast", time.perf_counter() - start))
     return new

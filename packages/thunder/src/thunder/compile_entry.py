@@ -130,12 +130,15 @@ def compile_entry(
 
     t = time.perf_counter()
     prologue_trace, ctx = build_prologue(binder, len(args), trace.constraint())
+    traced = trace
+    trace, under_autocast = _apply_autocast(trace, binder)
     epilogue_trace = None
     for tr in transforms:
         prologue_trace, trace, epilogue_trace = tr.transform_traces_pre_prologue(
             prologue_trace, trace, epilogue_trace
         )
-    computation_traces = [trace]
+    computation_traces = [traced] if traced is not trace else []
+    computation_traces.append(trace)
     if options.dce:
         trace = dce(trace)
         computation_traces.append(trace)
@@ -143,10 +146,10 @@ def compile_entry(
     computation: Callable[..., Any]
     if needs_autodiff(trace, options):
         computation = _differentiable_computation(
-            trace, executors, transforms, computation_traces, backward_traces
+            trace, executors, transforms, computation_traces, backward_traces, under_autocast
         )
     else:
-        computation = _execution(trace, executors, transforms, computation_traces)
+        computation = _execution(trace, executors, transforms, computation_traces, under_autocast)
     timings["transforms"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -180,11 +183,53 @@ def needs_autodiff(trace: Trace, options: JitOptions) -> bool:
     return any(isinstance(a, TensorProxy) and a.requires_grad for a in trace.args)
 
 
+def _apply_autocast(trace: Trace, binder: Binder) -> tuple[Trace, bool]:
+    """The computation as eager torch computes it under the autocast state of this call (ambient,
+    part of the cache key) and the ``torch.autocast`` blocks the program entered; and whether
+    the program is called under autocast (its compiled code then runs with autocast off: the
+    trace already says which dtype each op computes in)."""
+    import torch
+
+    from thunder_transforms import autocast
+
+    ambient = binder.autocast_at_start()
+    for device in ("cuda", "xpu", "mps"):
+        try:
+            enabled = torch.is_autocast_enabled(device)
+        except (RuntimeError, TypeError, ValueError):
+            continue
+        if enabled:
+            raise JitError(
+                f"thunder.jit: calling a jitted function under torch.autocast({device!r}) is not "
+                "supported (only CPU autocast is); call it outside the autocast context"
+            )
+    regions = binder.autocast_regions()
+    if regions is not None:
+        if all(r is None for r in regions):
+            return trace, ambient is not None
+        return autocast(trace, regions=regions), ambient is not None
+    if ambient is None:
+        return trace, False
+    return autocast(trace, ambient), True
+
+
+def _without_autocast(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run with CPU autocast off (the compiled code of an entry compiled under autocast)."""
+    import torch
+
+    def run(*args: Any) -> Any:
+        with torch.autocast("cpu", enabled=False):
+            return fn(*args)
+
+    return run
+
+
 def _execution(
     trace: Trace,
     executors: Sequence[Any],
     transforms: Sequence[Transform],
     record: list[Trace],
+    under_autocast: bool = False,
 ) -> Callable[..., Any]:
     """The callable of ``trace``'s execution trace; the traces made on the way go to ``record``."""
     extrace: Trace = transform_for_execution(trace, executors)
@@ -193,7 +238,8 @@ def _execution(
         extrace = tr.transform_trace_post_optimization(extrace)
         if extrace is not record[-1]:
             record.append(extrace)
-    return extrace.python_callable()
+    fn = extrace.python_callable()
+    return _without_autocast(fn) if under_autocast else fn
 
 
 def _differentiable_computation(
@@ -202,6 +248,7 @@ def _differentiable_computation(
     transforms: Sequence[Transform],
     forward_traces: list[Trace],
     backward_traces: list[Trace],
+    under_autocast: bool = False,
 ) -> Callable[..., Any]:
     """The forward/backward split of ``trace`` (with rematerialization), both halves compiled
     through the executors and wired to ``torch.autograd``: ``loss.backward()`` runs the backward
@@ -211,7 +258,7 @@ def _differentiable_computation(
     def compile_half(half: Trace) -> Callable[..., Any]:
         record = [half]
         compiled.append(record)
-        return _execution(half, executors, transforms, record)
+        return _execution(half, executors, transforms, record, under_autocast)
 
     try:
         fn, _fw, _bw = make_differentiable(trace, compile=compile_half)

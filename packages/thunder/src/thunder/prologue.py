@@ -10,6 +10,8 @@ values) is not checked again. The epilogue is plain generated Python run after t
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import linecache
 import re
 from collections.abc import Callable
@@ -37,6 +39,17 @@ from thunder_ir.prims.prologue import GuardFailure
 from thunder_ir.proxies import CollectionProxy
 
 __all__ = ["GuardFailure", "build_epilogue", "build_prologue", "describe_guard_failure"]
+
+
+def _shadows_prologue_name(name: str) -> bool:
+    """Whether a local of that name would hide a name the generated prologue uses (a global
+    ``torch`` read by the function is unpacked under another name)."""
+    return (
+        name in ("args", "kwargs", "fn", "prims", "ltorch", "torch", "thunder_guards")
+        or name.startswith(("G_", "_obj"))
+        or keyword.iskeyword(name)
+        or hasattr(builtins, name)
+    )
 
 
 class _PrologueBuilder:
@@ -106,9 +119,13 @@ class _PrologueBuilder:
             if base.isidentifier() and base not in self.trace.names and base not in self.input_names
             else None
         )
-        if name is not None and name not in ("args", "kwargs", "fn"):
+        if name is not None and not _shadows_prologue_name(name):
             return Proxy(name)
-        return Proxy(self.trace.make_name((base or "o") + "_"))
+        prefix = (base if base.isidentifier() else "o") + "_"
+        i = 0
+        while f"{prefix}{i}" in self.trace.names or f"{prefix}{i}" in self.input_names:
+            i += 1
+        return Proxy(f"{prefix}{i}")
 
     def _global_dict_name(self, module: str) -> str:
         name = "G_" + re.sub(r"[^0-9a-zA-Z_]", "_", module)

@@ -2,8 +2,12 @@
 
 For the structure of the arguments seen when a program is compiled (how many, which keywords,
 which nested tuples/lists/dicts), ``make_signature`` generates a function returning a flat tuple:
-first the grad mode (``torch.is_grad_enabled()``: it decides whether the program is compiled
-through autodiff, and the traced code may branch on it), then per tensor its type, shape, dtype, device and requires_grad; per number or string its type and
+first the ambient torch state a program depends on: grad mode (``torch.is_grad_enabled()``: it
+decides whether the program is compiled through autodiff, and the traced code may branch on it),
+the default dtype (the IR reads it at trace time for factories, Python floats and int-to-float
+promotion), inference mode, and the autocast state (off, or the devices and dtypes autocast is
+enabled for: an entry compiled under ``torch.autocast`` has the autocast transform applied). Then
+per tensor its type, shape, dtype, device and requires_grad; per number or string its type and
 (with constant values) its value; per other object its type. A call whose arguments have another
 structure makes the generated code raise (tuple unpacking, a missing key), which sends the call to
 the slow path. The key's labels say what each entry is, for the "what changed" warning.
@@ -18,6 +22,27 @@ from typing import Any
 import torch
 
 __all__ = ["Signature", "make_signature"]
+
+# (expression in the generated code, label for the "what changed" warning)
+AMBIENT_KEY = (
+    ("is_grad_enabled()", "grad mode (torch.is_grad_enabled())"),
+    ("get_default_dtype()", "default dtype (torch.get_default_dtype())"),
+    ("is_inference_mode_enabled()", "inference mode (torch.is_inference_mode_enabled())"),
+    (
+        "is_any_autocast_enabled() and autocast_state()",
+        "autocast (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))",
+    ),
+)
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> tuple[tuple[str, torch.dtype], ...]:
+    """The devices autocast is enabled for, each with its dtype (empty when none of
+    ``AUTOCAST_DEVICES``)."""
+    return tuple(
+        (d, torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES if torch.is_autocast_enabled(d)
+    )
+
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
 
@@ -99,10 +124,13 @@ def make_signature(
 ) -> Signature:
     """The key function for calls structured like ``(args, kwargs)``."""
     gen = _Generator(symbolic)
-    # Grad mode decides whether the program is compiled through autodiff, and a traced program
-    # may branch on it (torch.is_grad_enabled()): ambient state, so part of the key.
-    gen.key.append("is_grad_enabled()")
-    gen.labels.append("grad mode (torch.is_grad_enabled())")
+    # Ambient torch state that the traced program reads or that decides how it is compiled. Grad
+    # mode decides whether the program goes through autodiff and the program may branch on it;
+    # the IR reads the default dtype while tracing; autocast changes the dtypes ops compute in.
+    # A few C calls (about 0.2 us); autocast_state() runs only while some autocast is enabled.
+    for expr, label in AMBIENT_KEY:
+        gen.key.append(expr)
+        gen.labels.append(label)
     names = [f"a{i}" for i in range(len(args))]
     if names:
         gen.body.append(f"  {', '.join(names)}, = args")
@@ -127,6 +155,13 @@ def make_signature(
     )
     filename = f"<thunder signature {id(gen):x}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    globs: dict[str, Any] = {"__builtins__": __builtins__, "is_grad_enabled": torch.is_grad_enabled}
+    globs: dict[str, Any] = {
+        "__builtins__": __builtins__,
+        "is_grad_enabled": torch.is_grad_enabled,
+        "get_default_dtype": torch.get_default_dtype,
+        "is_inference_mode_enabled": torch.is_inference_mode_enabled,
+        "is_any_autocast_enabled": torch._C._is_any_autocast_enabled,
+        "autocast_state": autocast_state,
+    }
     exec(compile(source, filename, "exec"), globs)
     return Signature(globs["signature"], gen.labels, source)
