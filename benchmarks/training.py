@@ -157,7 +157,9 @@ def main() -> None:
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
-    print("goals: time ratio <= 1.0 with fusion and within 10% of torch.compile; saved ratio <= 1.0")
+    print(
+        "goals: time ratio <= 1.0 with fusion and within 10% of torch.compile; saved ratio <= 1.0"
+    )
 
     if options.profile:
         for name, m, _ in runners[1:]:
