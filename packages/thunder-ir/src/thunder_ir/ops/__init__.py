@@ -12,6 +12,7 @@ from thunder_ir.ops import (  # noqa: F401  (importing a family module registers
     nn,
     nn_activations,
     nn_attention,
+    nn_backward,
     nn_conv,
     nn_einsum,
     nn_loss,

@@ -14,6 +14,7 @@ from thunder_ir.ops._helpers import to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn import matmul
 from thunder_ir.ops.nn_activations import softmax
+from thunder_ir.ops.nn_backward import sdpa_flash
 from thunder_ir.ops.nn_base import (
     add,
     amax_,
@@ -137,6 +138,18 @@ def scaled_dot_product_attention(
             ),
         )
         k, v = _repeat_heads(k, hq // hk), _repeat_heads(v, hq // hv)
+    if (
+        attn_mask is None
+        and dropout_p == 0
+        and q.dtype in (dtypes.float32, dtypes.float64)
+        and q.ndim == k.ndim == v.ndim == 4
+        and q.shape[:2] == k.shape[:2] == v.shape[:2]
+        and v.shape[-1] == q.shape[-1]
+    ):
+        # One op that also returns the logsumexp: autodiff differentiates it with torch's fused
+        # attention backward (``sdpa_flash_backward``) instead of this decomposition.
+        s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        return sdpa_flash(q, k, v, is_causal, s)[0]
     compute = opmath(q.dtype)
     qc, kc, vc = (to_dtype(x, compute) for x in (q, k, v))
     scale_factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale

@@ -11,6 +11,7 @@ from typing import Any
 from thunder_ir import dtypes, prims
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.nn_backward import native_layer_norm
 from thunder_ir.ops.nn_base import (
     abs_,
     add,
@@ -88,6 +89,12 @@ def layer_norm(
     check(
         a.dtype.is_inexact, lambda: f"\"LayerNormKernelImpl\" not implemented for '{a.dtype.name}'"
     )
+    if a.dtype in (dtypes.float32, dtypes.float64) and all(
+        p is None or p.dtype == a.dtype for p in (weight, bias)
+    ):
+        # One op that also returns mean and rstd: autodiff differentiates it with torch's fused
+        # backward kernel (``layer_norm_backward``) instead of this decomposition.
+        return native_layer_norm(a, shape, weight, bias, eps)[0]
     compute = opmath(a.dtype)
     x = to_dtype(a, compute)
     dims = tuple(range(a.ndim - len(shape), a.ndim))

@@ -36,7 +36,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from thunder_ir import Trace
-from thunder_transforms.autodiff import remat, rules_elementwise, rules_nn, rules_shape  # noqa: F401
+from thunder_transforms.autodiff import (  # noqa: F401
+    remat,
+    rules_elementwise,
+    rules_fused,
+    rules_nn,
+    rules_shape,
+)
 from thunder_transforms.autodiff.core import (
     NONDIFFERENTIABLE,
     ForwardBackward,
