@@ -11,6 +11,13 @@ values to save of least total size from which everything the backward reads can 
 with cheap ops; it is found with a max-flow (``maxflow.FlowGraph``). Among minimum cuts, the one
 closest to the backward is taken, so that no more is recomputed than needed.
 
+Composite ops count as cheap where their decomposition is: a one-output composite made of cheap
+prims (``gelu``) is recomputed as one op, and an output of a composite that cannot be recomputed
+as a whole is recomputed with the cheap part of its decomposition where it has one, from the
+composite's inputs and other outputs (``native_layer_norm``'s output, from its input, weight,
+bias and the small mean and rstd, which the fused backward reads anyway). The intermediates of
+such a part exist only in the decomposition: they are never saved.
+
 Values listed in ``ForwardBackward.checkpointed`` (activation checkpointing, see
 ``thunder_transforms.checkpoint``) are never saved: any non-random op producing them may be
 recomputed and their capacity is infinite, so the backward recomputes such a region from its
@@ -46,6 +53,61 @@ def is_cheap(bsym: BoundSymbol) -> bool:
     if not bsym.sym.is_prim or not _NEVER.isdisjoint(tags):
         return False
     return not _CHEAP_TAGS.isdisjoint(tags) or OpTag.FACTORY in tags
+
+
+def _cheap_composite(bsym: BoundSymbol) -> bool:
+    """A one-output composite (``gelu``, ``silu``) whose decomposition is all cheap prims:
+    recomputed as one op, as its executor runs it."""
+    if bsym.sym.is_prim or not bsym.subsymbols or len(bsym.flat_proxy_outs) != 1:
+        return False
+    if not _NEVER.isdisjoint(bsym.sym.tags):
+        return False
+    return all(is_cheap(s) or _cheap_composite(s) for s in bsym.subsymbols)
+
+
+def _cheap_parts(bsym: BoundSymbol) -> dict[str, BoundSymbol]:
+    """For a composite that cannot be recomputed as a whole (``native_layer_norm``: its mean and
+    rstd come from a reduction), the cheap ops of its decomposition that compute some of its
+    outputs from its inputs and its other outputs (the normalized output from the input, mean,
+    rstd, weight and bias), by the name of each value they produce (outputs and intermediates)."""
+    if bsym.sym.is_prim or not bsym.subsymbols:
+        return {}
+    outer = {p.name for p in bsym.flat_proxy_args}
+    outs = {p.name for p in bsym.flat_proxy_outs}
+    inner: dict[str, BoundSymbol] = {}
+    for s in bsym.subsymbols:
+        for o in s.flat_proxy_outs:
+            inner[o.name] = s
+    parts: dict[str, BoundSymbol] = {}
+    memo: dict[tuple[str, str], bool] = {}
+
+    def computable(name: str, target: str) -> bool:  # from outer values and other outputs
+        if name in outer or (name in outs and name != target):
+            return True
+        key = (name, target)
+        if key not in memo:
+            memo[key] = False  # no cycles in a trace; guards the recursion all the same
+            s = inner.get(name)
+            memo[key] = (
+                s is not None
+                and len(s.flat_proxy_outs) == 1
+                and (is_cheap(s) or _cheap_composite(s))
+                and all(computable(a.name, target) for a in s.flat_proxy_args)
+            )
+        return memo[key]
+
+    for out in bsym.flat_proxy_outs:
+        if not computable(out.name, out.name):
+            continue
+        stack = [out.name]
+        while stack:
+            name = stack.pop()
+            if name in parts or name in outer or (name in outs and name != out.name):
+                continue
+            s = inner[name]
+            parts[name] = s
+            stack.extend(a.name for a in s.flat_proxy_args)
+    return parts
 
 
 def _bytes(p: Proxy) -> int:
@@ -91,7 +153,7 @@ def _recomputable(bsym: BoundSymbol, checkpointed: frozenset[str], cheap_ops: bo
         o.name in checkpointed for o in outs
     ):
         return False  # a region's output: kept, as torch keeps it, not recomputed from inside
-    if cheap_ops and is_cheap(bsym):
+    if cheap_ops and (is_cheap(bsym) or _cheap_composite(bsym)):
         return len(outs) == 1
     return (
         bool(outs)
@@ -113,9 +175,21 @@ def _min_cut_choice(
     fw, bw = fb.forward, fb.backward
     checkpointed = fb.checkpointed
     producer: dict[str, BoundSymbol] = {}
+    internal: set[str] = set()  # values of decompositions: recomputed, never saved
     for bsym in fw.bound_symbols:
         for o in bsym.flat_proxy_outs:
             producer[o.name] = bsym
+        if (
+            cheap_ops
+            and not _recomputable(bsym, checkpointed, cheap_ops)
+            and not any(
+                p.name in checkpointed for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)
+            )
+        ):
+            parts = _cheap_parts(bsym)
+            producer.update(parts)
+            top = {o.name for o in bsym.flat_proxy_outs}
+            internal.update(n for n in parts if n not in top)
     inputs = {a.name for a in fw.args}
     needed = list(bw.args[: fb.n_saved])
 
@@ -145,7 +219,7 @@ def _min_cut_choice(
     for name, p in values.items():
         if name in inputs:
             capacity = 0
-        elif name in checkpointed and recomputable[name]:
+        elif name in internal or (name in checkpointed and recomputable[name]):
             capacity = INF
         else:
             capacity = _bytes(p)
