@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -238,3 +240,55 @@ def test_calling_a_jitted_module_from_a_jitted_function():
         lin.weight.mul_(2)
     torch.testing.assert_close(j(x), lin(x) * 2)
     assert thunder.cache_hits(j) == 1
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["len_after_append", "item_after_insert", "dict_counter", "slice_after_append"],
+)
+def test_reading_a_container_the_function_mutates_matches_eager(program):
+    """Contents read after a mutation depend on what the call found: they must be guarded, so
+    every call gives eager's result (recompiling, and past the limit running eagerly)."""
+
+    def make():
+        state = {"log": [], "items": [1], "counter": {"n": 0}, "seq": [1, 2, 3]}
+
+        def len_after_append(x):
+            state["log"].append(1)
+            return x * len(state["log"])
+
+        def item_after_insert(x):
+            state["items"].insert(0, 9)
+            return x * state["items"][1]
+
+        def dict_counter(x):
+            c = state["counter"]
+            c["n"] = c["n"] + 1
+            return x * c["n"]
+
+        def slice_after_append(x):
+            state["seq"].append(4)
+            return x * sum(state["seq"][1:])
+
+        return locals()[program]
+
+    eager, jitted = make(), thunder.jit(make(), recompile_limit=3)
+    x = torch.ones(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(5):
+            torch.testing.assert_close(jitted(x), eager(x))
+
+
+def test_write_only_container_keeps_one_cache_entry():
+    log = []
+
+    def f(x):
+        log.append(3)
+        return x * 2
+
+    j = thunder.jit(f)
+    for _ in range(4):
+        j(torch.ones(2))
+    assert log == [3, 3, 3, 3]
+    assert thunder.cache_misses(j) == 1

@@ -36,3 +36,15 @@ def test_store_item_hook_runs_before_the_store():
 
     interpret(g, callbacks=Callbacks(store_item=hook))()
     assert d["z"] == 3
+
+
+def test_load_item_hook_sees_subscript_and_slice_reads():
+    seen = []
+
+    def f(d, seq):
+        return d["a"] + seq[1] + sum(seq[1:3])
+
+    hook = Callbacks(load_item=lambda c, k, v: seen.append((type(c).__name__, k, v)))
+    assert interpret(f, callbacks=hook)({"a": 1}, [10, 20, 30]) == f({"a": 1}, [10, 20, 30])
+    assert ("dict", "a", 1) in seen and ("list", 1, 20) in seen
+    assert ("list", slice(1, 3, None), [20, 30]) in seen

@@ -45,6 +45,7 @@ def _has_hooks(callbacks: Callbacks | None) -> bool:
             "store_closure_cell",
             "store_attribute",
             "store_item",
+            "load_item",
         )
     )
 

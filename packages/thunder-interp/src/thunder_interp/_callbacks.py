@@ -28,6 +28,8 @@ class Callbacks:
     - ``store_global(name, value, globals) -> None``: before a global is written.
     - ``store_closure_cell(name, value, code) -> None``: before a closure cell is written.
     - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
+    - ``load_item(container, key, value) -> None``: after ``value = container[key]`` was read
+      (``BINARY_SUBSCR``; ``BINARY_SLICE`` passes a ``slice``). A notification: the value stays.
     - ``store_item(container, key, value) -> None``: before ``container[key] = value`` (a slice
       assignment ``c[a:b] = v`` passes ``slice(a, b)`` as the key).
     - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
@@ -43,4 +45,5 @@ class Callbacks:
     store_closure_cell: Callable[[str, Any, CodeType], None] | None = None
     store_attribute: Callable[[Any, str, Any], None] | None = None
     store_item: Callable[[Any, Any, Any], None] | None = None
+    load_item: Callable[[Any, Any, Any], None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None

@@ -254,6 +254,7 @@ class Runtime:
         self.cb_store_cell = cb.store_closure_cell
         self.cb_store_attr = cb.store_attribute
         self.cb_store_item = cb.store_item
+        self.cb_load_item = cb.load_item
         self.cb_opaque = cb.opaque_call
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}

@@ -141,6 +141,12 @@ class Binder:
         self.mutated: set[int] = set()
         self._undo: list[Callable[[], None]] = []
         self._snapshotted: set[int] = set()
+        # Outside containers whose contents the program read (an item, or the container passed to
+        # an opaque call such as len or sum), and the contents of mutated ones as the call found
+        # them. A mutated container keeps a type guard only while its contents are never read.
+        self._content_read: set[int] = set()
+        self._entry_contents: dict[int, Any] = {}
+        self._container_at: dict[Access, Any] = {}
         self._module_index: dict[int, Access] | None = None
         self._indexed_modules = 0
         # CPU autocast entered by the program: the stack of its dtypes (None: off) and the
@@ -238,6 +244,8 @@ class Binder:
         """A value read from outside state: returns what the program sees, records the guard."""
         if isinstance(value, Proxy):
             return value
+        if access.kind == ITEM and access.parent is not None:
+            self._note_content_read(access.parent)
         if self.options.sharp_edges is not SHARP_EDGES_OPTIONS.ALLOW:
             self._sharp_edge(access)
         if isinstance(value, torch.Tensor):
@@ -267,6 +275,8 @@ class Binder:
         return value
 
     def _load_container(self, value: Any, access: Access) -> Any:
+        if type(value) in _CONTAINER_MUTATORS:
+            self._container_at.setdefault(access, value)
         if is_scalar_constant(value):
             self.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
             return value
@@ -354,6 +364,7 @@ class Binder:
             store_closure_cell=self._cb_store_cell,
             store_attribute=self._cb_store_attribute,
             store_item=self._cb_store_item,
+            load_item=self._cb_load_item,
             opaque_call=self._cb_opaque_call,
         )
 
@@ -641,12 +652,29 @@ class Binder:
                 "that the function did not create"
             )
 
+    def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:
+        if type(container) not in _CONTAINER_MUTATORS:
+            return
+        self._note_content_read_of(container)
+        # A container inside an outside container: track it too, so that its mutations are
+        # replayed and its contents guarded like those of any outside container.
+        access = self.access_for(container)
+        if access is not None and type(value) in _CONTAINER_MUTATORS and not isinstance(key, slice):
+            item = access.item(key)
+            self.access_of.setdefault(id(value), (value, item))
+            self._container_at.setdefault(item, value)
+
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         owner = getattr(fn, "__self__", None)
         if owner is not None and type(fn) is types.BuiltinMethodType:
             mutators = _CONTAINER_MUTATORS.get(type(owner))
             if mutators is not None and fn.__name__ in mutators:
                 self._record_mutation(owner, fn.__name__, args, kwargs)
+            elif type(owner) in _CONTAINER_MUTATORS:
+                self._note_content_read_of(owner)  # list.index, dict.get, ...
+        for a in (*args, *kwargs.values()):
+            if type(a) in _CONTAINER_MUTATORS:
+                self._note_content_read_of(a)
         if is_torch_callable(fn):
             has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
             if has_proxy or not query_is_allowed(fn):
@@ -670,10 +698,42 @@ class Binder:
             self._snapshotted.add(id(container))
             snapshot = copy.copy(container)
             self._undo.append(lambda: _restore_container(container, snapshot))
+            self._entry_contents[id(container)] = copy.deepcopy(snapshot)
         self.mutated.add(id(container))
-        self.guards.pop(access, None)
-        self.guards[access] = Guard(access, "type", type(container))
+        if id(container) in self._content_read:
+            self._guard_entry_contents(container, access)
+        else:
+            # Only written so far: its contents change every call, so guard the type alone.
+            self.guards.pop(access, None)
+            self.guards[access] = Guard(access, "type", type(container))
         self.writes.append(Write("call", access, method, template))
+
+    def _note_content_read(self, access: Access) -> None:
+        container = self._container_at.get(access)
+        if container is not None:
+            self._note_content_read_of(container)
+
+    def _note_content_read_of(self, container: Any) -> None:
+        if id(container) in self._content_read:
+            return
+        self._content_read.add(id(container))
+        if id(container) in self.mutated:
+            access = self.access_for(container)
+            if access is not None:
+                self._guard_entry_contents(container, access)
+
+    def _guard_entry_contents(self, container: Any, access: Access) -> None:
+        """The program reads a container it also mutates: what it read depends on the contents
+        the call found, so those are guarded (each call that changes them recompiles)."""
+        entry = self._entry_contents[id(container)]
+        if not is_scalar_constant(entry):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function both mutates and reads "
+                f"{access.describe(self.param_names)}, whose contents cannot be guarded by value; "
+                "pass it as an argument or read it outside the jitted function"
+            )
+        self.guards.pop(access, None)
+        self.guards[access] = Guard(access, "value", entry)
 
     # -- values of writes and outputs ----------------------------------------------------------
 

@@ -314,6 +314,8 @@ def load_super_attr(ins: Instruction, ctx: CompileContext) -> Op:
 
 def item_loaded(f: Frame, container: Any, key: Any, value: Any) -> None:
     rt = f.rt
+    if rt.cb_load_item is not None:
+        rt.cb_load_item(container, key, value)
     if rt.prov is not None:
         parent = rt.provenance_of(container)
         if parent is not None:
@@ -389,6 +391,20 @@ def delete_subscr(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("BINARY_SLICE", min_version=(3, 12))
 def binary_slice(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
+
+    if ctx.hooked:
+
+        def op_hooked(f: Frame) -> int:
+            st = f.stack
+            stop = st.pop()
+            start = st.pop()
+            container = st[-1]
+            v = container[start:stop]
+            item_loaded(f, container, slice(start, stop), v)
+            st[-1] = v
+            return nxt
+
+        return op_hooked
 
     def op(f: Frame) -> int:
         st = f.stack
