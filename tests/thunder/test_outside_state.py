@@ -292,3 +292,24 @@ def test_write_only_container_keeps_one_cache_entry():
         j(torch.ones(2))
     assert log == [3, 3, 3, 3]
     assert thunder.cache_misses(j) == 1
+
+
+def test_objects_inside_outside_containers_are_guarded():
+    class Config:
+        scale = 2.0
+
+    cfg = Config()
+    holders = {"by_key": {"cfg": cfg, "bias": 1.0}, "by_index": [cfg]}
+
+    def by_key(x):
+        return x * holders["by_key"]["cfg"].scale + holders["by_key"]["bias"]
+
+    def by_index(x):
+        return x * holders["by_index"][0].scale
+
+    x = torch.ones(2)
+    for fn in (by_key, by_index):
+        j = thunder.jit(fn)
+        for scale, bias in ((2.0, 1.0), (5.0, 1.0), (5.0, -3.0)):
+            cfg.scale, holders["by_key"]["bias"] = scale, bias
+            torch.testing.assert_close(j(x), fn(x))

@@ -656,13 +656,19 @@ class Binder:
         if type(container) not in _CONTAINER_MUTATORS:
             return
         self._note_content_read_of(container)
-        # A container inside an outside container: track it too, so that its mutations are
-        # replayed and its contents guarded like those of any outside container.
+        if id(container) in self.mutated:
+            return  # the contents the call found are guarded whole (or refused)
         access = self.access_for(container)
-        if access is not None and type(value) in _CONTAINER_MUTATORS and not isinstance(key, slice):
-            item = access.item(key)
-            self.access_of.setdefault(id(value), (value, item))
-            self._container_at.setdefault(item, value)
+        if access is None or isinstance(key, slice) or isinstance(value, (Proxy, torch.Tensor)):
+            return
+        # An item of an outside container is outside state too: guard it like any other read,
+        # so that objects and containers inside it are tracked (their attributes guarded, their
+        # mutations replayed).
+        item = access.item(key)
+        if isinstance(value, _SCALAR_TYPES):
+            self.guards.setdefault(item, Guard(item, "value", value))
+        else:
+            self.on_load(value, item)
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         owner = getattr(fn, "__self__", None)
