@@ -21,6 +21,7 @@ import torch
 
 from thunder.__about__ import __version__
 from thunder.errors import (
+    ImpureCallError,
     JitError,
     SharpEdgeError,
     UnsupportedOperationError,
@@ -43,6 +44,7 @@ __all__ = [
     "CompileStats",
     "ExaminationReport",
     "GuardFailure",
+    "ImpureCallError",
     "JitError",
     "SharpEdgeError",
     "ThunderFunction",

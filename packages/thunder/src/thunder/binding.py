@@ -25,9 +25,15 @@ from typing import Any
 import torch
 
 from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
-from thunder.errors import SharpEdgeError, UnsupportedOperationError, UnsupportedSideEffectError
+from thunder.errors import (
+    ImpureCallError,
+    SharpEdgeError,
+    UnsupportedOperationError,
+    UnsupportedSideEffectError,
+)
 from thunder.guards import HOOK_ATTRIBUTES
 from thunder.lookasides import is_torch_callable, jit_lookasides, query_is_allowed
+from thunder.opaque import impure_reason
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
 from thunder_interp import Callbacks, interpret
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, Trace
@@ -147,6 +153,9 @@ class Binder:
         self._content_read: set[int] = set()
         self._entry_contents: dict[int, Any] = {}
         self._container_at: dict[Access, Any] = {}
+        # Objects whose bound methods the program read from outside state (``random.random`` is
+        # a method of the random module's hidden generator): calling those is not pure.
+        self._outside_owners: dict[int, Any] = {}
         self._module_index: dict[int, Access] | None = None
         self._indexed_modules = 0
         # CPU autocast entered by the program: the stack of its dtypes (None: off) and the
@@ -266,6 +275,9 @@ class Binder:
         if inner is not None:  # an already jitted function: its code is read through it
             self._register_function(inner(), access.attr("fn"))
         if isinstance(value, (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)):
+            owner = value.__self__
+            if not isinstance(owner, types.ModuleType):
+                self._outside_owners.setdefault(id(owner), owner)
             return value  # bound to an object whose type is guarded
         if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
             if not self._is_library_global(access) and access.kind != ATTR:
@@ -681,6 +693,8 @@ class Binder:
         for a in (*args, *kwargs.values()):
             if type(a) in _CONTAINER_MUTATORS:
                 self._note_content_read_of(a)
+        if not is_torch_callable(fn):
+            self._refuse_impure(fn, args)
         if is_torch_callable(fn):
             has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
             if has_proxy or not query_is_allowed(fn):
@@ -690,6 +704,27 @@ class Binder:
                 raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")
             return result
         return fn(*args, **kwargs)
+
+    def _is_outside(self, obj: Any) -> bool:
+        return id(obj) in self._outside_owners or self.access_for(obj) is not None
+
+    def _refuse_impure(self, fn: Any, args: tuple[Any, ...]) -> None:
+        owner = getattr(fn, "__self__", None)
+        mutators = _CONTAINER_MUTATORS.get(type(owner)) if owner is not None else None
+        if mutators is not None and getattr(fn, "__name__", "") in mutators:
+            return  # a recorded (replayed) mutation
+        reason: str | None
+        if getattr(fn, "__name__", "") == "next" and getattr(fn, "__module__", "") == "builtins":
+            if not args or self.access_for(args[0]) is None:
+                return  # an iterator the program made in this call
+            reason = "next() advances an iterator that lives outside the function"
+        else:
+            reason = impure_reason(fn, self._is_outside)
+        if reason is not None:
+            raise ImpureCallError(
+                _callable_name(fn),
+                f"its result would become a constant of the compiled program ({reason})",
+            )
 
     def _record_mutation(self, container: Any, method: str, args: tuple[Any, ...], kw: Any) -> None:
         access = self.access_for(container)

@@ -29,7 +29,23 @@ class UnsupportedOperationError(JitError, NotImplementedError):
         )
 
     def with_location(self, location: str) -> UnsupportedOperationError:
-        return UnsupportedOperationError(self.op, self.detail, location)
+        return type(self)(self.op, self.detail, location)
+
+
+class ImpureCallError(UnsupportedOperationError):
+    """A C function whose result may change between calls (``random.random``, ``time.time``,
+    ``next`` on an outside iterator) was called while tracing: its result would be baked in."""
+
+    def __init__(self, op: str, detail: str = "", location: str | None = None) -> None:
+        self.op = op
+        self.detail = detail
+        self.location = location
+        where = f" at {location}" if location else ""
+        JitError.__init__(
+            self,
+            f"thunder.jit: calling {op}{where} is not supported: {detail}. Call it outside the "
+            "jitted function and pass the value in as an argument",
+        )
 
 
 class UnsupportedSideEffectError(JitError):
