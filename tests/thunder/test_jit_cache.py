@@ -245,3 +245,14 @@ def test_op_without_grad_rule_is_a_clear_error(monkeypatch):
         j(torch.randn(3, requires_grad=True))
     with torch.no_grad():
         j(torch.randn(3, requires_grad=True))  # no gradients wanted: no autodiff needed
+
+
+def test_a_different_function_argument_is_a_different_program():
+    def apply(x, fn):
+        return fn(x)
+
+    j = thunder.jit(apply)
+    x = torch.randn(4)
+    for fn in (torch.sin, torch.cos, torch.sin, lambda t: t * 3):
+        torch.testing.assert_close(j(x, fn), fn(x))
+    assert thunder.cache_misses(j) == 3 and thunder.cache_hits(j) == 1

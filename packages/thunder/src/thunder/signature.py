@@ -15,7 +15,9 @@ the slow path. The key's labels say what each entry is, for the "what changed" w
 
 from __future__ import annotations
 
+import functools
 import linecache
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +47,14 @@ def autocast_state() -> tuple[tuple[str, torch.dtype], ...]:
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+_CALLABLES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.BuiltinMethodType,
+    functools.partial,
+    type,
+)
 
 
 class Signature:
@@ -115,6 +125,10 @@ class _Generator:
                 self.key.append(f"{var}.{attr}")
                 self.labels.append(f"{label}.{attr}")
         elif isinstance(value, _SCALARS) and not (self.symbolic and t in (int, float)):
+            self.key.append(var)
+            self.labels.append(label)
+        elif isinstance(value, _CALLABLES):
+            # The program calls it (or may): a different function is a different program.
             self.key.append(var)
             self.labels.append(label)
 
