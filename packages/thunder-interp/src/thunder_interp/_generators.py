@@ -62,12 +62,10 @@ def _resume(f: Frame, item: ExcItem, value: Any, exc: BaseException | None) -> b
             _close_iter(yf)
         except BaseException as close_error:
             exc = close_error
-        f.yf = None
-        return _run(f, item, None, exc)
+        return _throw_here(f, item, exc)
     throw = getattr(yf, "throw", None)
     if throw is None:
-        f.yf = None
-        return _run(f, item, None, exc)
+        return _throw_here(f, item, exc)
     try:
         f.retval = throw(exc)
         return True
@@ -75,14 +73,26 @@ def _resume(f: Frame, item: ExcItem, value: Any, exc: BaseException | None) -> b
         error = delegate_error
     f.yf = None
     if PY_VERSION >= (3, 12):
-        # CLEANUP_THROW in the exception table turns StopIteration into the value.
+        # Raised at the yield: CLEANUP_THROW turns StopIteration into the value of `yield from`.
+        f.pc = f.yf_exit
         return _run(f, item, None, error)
     # 3.10/3.11: pop the sub-iterator and skip the rest of the delegation loop.
     f.stack.pop()
     f.pc = f.yf_exit
     if isinstance(error, StopIteration):
         return _run(f, item, error.value, None)
+    if PY_VERSION == (3, 11):
+        # Raised at the loop's last jump, which the try around `yield from`/`await` still covers.
+        f.pc = f.yf_exit - 1
     return _run(f, item, None, error)
+
+
+def _throw_here(f: Frame, item: ExcItem, exc: BaseException) -> bool:
+    """Raise ``exc`` in the delegating frame itself (CPython's ``throw_here``)."""
+    f.yf = None
+    if PY_VERSION >= (3, 12):
+        f.pc = f.yf_exit  # at the yield, as CPython does: its handler is CLEANUP_THROW
+    return _run(f, item, None, exc)
 
 
 def _drive(f: Frame) -> Generator[Any, Any, Any]:

@@ -45,7 +45,9 @@ def yield_value(ins: Instruction, ctx: CompileContext) -> Op:
         delegating = following.opname == "RESUME" and (following.arg & 3) >= 2
         previous = instrs[ins.index - 1]
         if previous.opname == "SEND":
-            yf_exit = previous.target
+            # Where the frame resumes when the delegate's throw fails: 3.11 after the loop;
+            # 3.12+ at this yield, whose handler (CLEANUP_THROW) turns StopIteration into a value.
+            yf_exit = previous.target if PY_VERSION < (3, 12) else ins.index
 
     wrap = PY_VERSION < (3, 11) and bool(ctx.code.co_flags & 0x200)
 
