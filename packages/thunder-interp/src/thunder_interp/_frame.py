@@ -109,6 +109,7 @@ class Frame:
         "globals",
         "kw_names",
         "lasti",
+        "locals_cache",
         "lv",
         "names",
         "ops",
@@ -150,6 +151,10 @@ class Frame:
         self.yf: Any = None
         self.yf_exit = 0
         self.lasti = 0
+
+    # Before 3.13, the dict ``locals()`` returns in a function (CPython's ``f_locals``); unset
+    # until the first call (see _locals.frame_locals).
+    locals_cache: dict[str, Any]
 
     @property
     def lineno(self) -> int:

@@ -9,6 +9,7 @@ from types import CellType, FunctionType, MappingProxyType
 from typing import Any
 
 from thunder_interp._frame import NULL, Frame
+from thunder_interp._locals import frame_locals
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION
 from thunder_interp._runtime import InternalLookaside, Runtime
@@ -48,7 +49,7 @@ def _super(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str
 def _locals(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if args or kwargs or f is None:
         return locals(*args, **kwargs)  # raises the CPython error
-    return f.locals_dict()
+    return frame_locals(f)
 
 
 def _globals(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -60,13 +61,13 @@ def _globals(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[s
 def _vars(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if args or kwargs or f is None:
         return vars(*args, **kwargs)
-    return f.locals_dict()
+    return frame_locals(f)
 
 
 def _dir(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if args or kwargs or f is None:
         return dir(*args, **kwargs)
-    return sorted(f.locals_dict())
+    return sorted(frame_locals(f))
 
 
 def _exc_info(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -89,8 +90,8 @@ def _exec_or_eval(name: str) -> InternalLookaside:
 
     def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if f is not None and len(args) == 1 and not kwargs:
-            # Like CPython in a function: the frame's globals and a snapshot of its locals.
-            return native(args[0], f.globals, f.locals_dict())
+            # Like CPython in a function: the frame's globals and what locals() returns.
+            return native(args[0], f.globals, frame_locals(f))
         if f is not None and len(args) == 2 and not kwargs and args[1] is not None:
             return native(*args)
         return native(*args, **kwargs)
