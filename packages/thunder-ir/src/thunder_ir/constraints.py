@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
+    "PYTHON_NAMES",
     "And",
     "BinOp",
     "Compare",
@@ -61,6 +62,8 @@ _UNARY: dict[str, Callable[[Any], Any]] = {
     "floor": math.floor,
     "ceil": math.ceil,
 }
+# The global names the printed Python of an expression may use (``math.ceil``).
+PYTHON_NAMES: dict[str, Any] = {"math": math}
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 _MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import linecache
 from collections.abc import Callable, Iterable, Sequence
@@ -9,12 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from thunder_ir import constraints as C
-from thunder_ir.codegen import Printer, bound_symbol_lines
+from thunder_ir.codegen import Printer, bound_symbol_lines, global_names
 from thunder_ir.proxies import Proxy
 from thunder_ir.symbol import BoundSymbol
 
 __all__ = ["PassRecord", "Trace"]
 
+_BUILTINS = frozenset(dir(builtins))
 _trace_ids = itertools.count()  # only for unique file names of compiled traces
 
 
@@ -144,6 +146,12 @@ class Trace:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         code = compile(source, filename, "exec")
         globs: dict[str, Any] = {"__builtins__": __builtins__, **needed, **(ctx or {})}
+        unbound = sorted(n for n in global_names(code) if n not in globs and n not in _BUILTINS)
+        if unbound:  # a bug of the code generator: say so now, not with a NameError at run time
+            raise NameError(
+                f"the generated code of trace {self.fn_name!r} uses names it does not bind: "
+                f"{', '.join(unbound)}"
+            )
         exec(code, globs)
         fn: Callable[..., Any] = globs[self.fn_name]
         fn.__thunder_source__ = source  # type: ignore[attr-defined]

@@ -73,6 +73,7 @@ _CONTAINER_MUTATORS: dict[type, set[str]] = {
     OrderedDict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "move_to_end"},
     set: {"add", "discard", "remove", "pop", "clear", "update"},
 }
+_RETURNS_CONTENTS = frozenset({"pop", "popitem", "setdefault"})
 # Module globals of libraries: their functions, classes and modules are not rebound by users.
 _LIBRARY_PREFIXES = ("torch", "builtins", "thunder", "typing", "collections", "math", "functools")
 
@@ -94,7 +95,7 @@ def is_scalar_constant(x: Any, depth: int = 0) -> bool:
 @dataclass(frozen=True)
 class Guard:
     """A fact the trace relied on: ``kind`` is ``tensor`` (metadata), ``value`` (``==``), ``type``,
-    ``is`` (identity) or ``len``."""
+    ``is`` (identity), ``len`` or ``keys`` (a dict's keys, in order)."""
 
     access: Access
     kind: str
@@ -137,6 +138,16 @@ class Binder:
         self.symbolic = options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES
         # Outside objects the program can reach, by id: (object, access path).
         self.access_of: dict[int, tuple[Any, Access]] = {}
+        # When each object's path was taken, as the number of writes made before: the epilogue
+        # resolves a path at that point of its replay, so writes made since (an insert before a
+        # list item, a ``del``) do not move it to another object.
+        self.bound_at: dict[Access, int] = {}
+        # Objects taken out of outside containers (``pop``): no path reaches them on later calls.
+        self._detached: dict[int, Any] = {}
+        # Paths to objects the program itself put into outside containers: written (replayed),
+        # never guarded (they do not exist when a call starts).
+        self._inserted: set[Access] = set()
+        self._snapshots: dict[int, Any] = {}
         # Computation inputs in order: proxy and where it comes from.
         self.inputs: list[tuple[Proxy, Access]] = []
         self.tensor_proxies: dict[int, tuple[Any, TensorProxy]] = {}
@@ -202,6 +213,9 @@ class Binder:
             return t(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
         if t is dict:
             return {k: self._bind_leaf(v, access.item(k)) for k, v in x.items()}
+        if isinstance(x, tuple) and hasattr(t, "_make") and _holds_tensors(x):
+            # A namedtuple of tensors: the program sees one of proxies (items and fields alike).
+            return t._make(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
         if isinstance(x, torch.Tensor):
             return self._tensor_input(x, access, guarded=False)
         if self.symbolic and t in (int, float):
@@ -212,7 +226,7 @@ class Binder:
             self.inputs.append((proxy, access))
             return proxy
         if not isinstance(x, _SCALAR_TYPES):
-            self.access_of.setdefault(id(x), (x, access))
+            self._associate(x, access)
         return x
 
     # -- names and inputs -----------------------------------------------------------------------
@@ -263,7 +277,7 @@ class Binder:
             self.guards.setdefault(access, Guard(access, "value", value))
             return value
         t = type(value)
-        self.access_of.setdefault(id(value), (value, access))
+        self._associate(value, access)
         if t in _CONTAINER_TYPES:
             return self._load_container(value, access)
         if isinstance(value, types.FunctionType):
@@ -293,15 +307,29 @@ class Binder:
             self.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
             return value
         self.guards.setdefault(access, Guard(access, "type", type(value)))
-        if type(value) in (tuple, list) and any(isinstance(v, torch.Tensor) for v in value):
-            # A container of tensors: the program sees proxies (a copy; writes to it are refused).
+        if not _holds_tensors(value):
+            return value
+        # A container of tensors: the program sees a copy holding proxies. The copy stands for the
+        # outside container, so its mutations are recorded (and replayed) as the container's.
+        copied: Any
+        if type(value) in (dict, OrderedDict):
+            self.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))
+            copied = type(value)(
+                (k, self.on_load(v, access.item(k)) if isinstance(v, torch.Tensor) else v)
+                for k, v in value.items()
+            )
+        elif type(value) in (tuple, list):
             self.guards[access] = Guard(access, "len", len(value))
-            proxied = [
+            copied = type(value)(
                 self.on_load(v, access.item(i)) if isinstance(v, torch.Tensor) else v
                 for i, v in enumerate(value)
-            ]
-            return type(value)(proxied)
-        return value
+            )
+        else:
+            return value  # a set of tensors: hashed by identity, never proxied
+        self.access_of[id(copied)] = (copied, access)
+        self.bound_at.setdefault(access, len(self.writes))
+        self._container_at[access] = copied
+        return copied
 
     def _is_library_global(self, access: Access) -> bool:
         node: Access | None = access
@@ -321,6 +349,13 @@ class Binder:
             raise SharpEdgeError(f"thunder.jit(sharp_edges='error'): the function {what}")
         warnings.warn(f"thunder.jit: the function {what} (it is guarded)", stacklevel=2)
 
+    def _associate(self, obj: Any, access: Access) -> None:
+        """``obj`` is found at ``access`` (the first path the program took to it is kept)."""
+        entry = self.access_of.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            self.access_of[id(obj)] = (obj, access)
+            self.bound_at.setdefault(access, len(self.writes))
+
     def access_for(self, obj: Any) -> Access | None:
         """Where an outside object can be found on later calls, or None (created by the program)."""
         entry = self.access_of.get(id(obj))
@@ -328,7 +363,44 @@ class Binder:
             return entry[1]
         if isinstance(obj, torch.nn.Module):
             return self._module_access(obj)
+        return self._find_in_outside_containers(obj)
+
+    def _find_in_outside_containers(self, obj: Any) -> Access | None:
+        """The path of ``obj`` when it sits in an outside container the program read (reached
+        without a hook: iterating, unpacking, ``dict.get``); None when it is in none of them (the
+        program created it). What the program found there is then guarded (a content read)."""
+        if isinstance(obj, (_SCALAR_TYPES, Proxy)):
+            return None
+        for access, container in list(self._container_at.items()):
+            items = container.items() if isinstance(container, dict) else enumerate(container)
+            for key, value in items:
+                if value is obj:
+                    found = access.item(key)
+                    snapshot = self._snapshots.get(id(container))
+                    if snapshot is not None and not any(v is obj for v in _values(snapshot)):
+                        self._inserted.add(found)  # put there by this call
+                    else:
+                        self._note_content_read_of(container)
+                    self._associate(obj, found)
+                    return found
         return None
+
+    def is_inserted(self, access: Access) -> bool:
+        """Whether ``access`` goes through an object the program put into outside state."""
+        node: Access | None = access
+        while node is not None:
+            if node in self._inserted:
+                return True
+            node = node.parent
+        return False
+
+    def _refuse_detached(self, obj: Any, what: str) -> None:
+        if id(obj) in self._detached and self._detached[id(obj)] is obj:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function {what} a {type(obj).__name__} it took out of an "
+                "outside container (pop); later calls could not find it to replay that. Copy it "
+                "first, or mutate it before taking it out"
+            )
 
     def _module_access(self, module: torch.nn.Module) -> Access | None:
         """Submodules reached without a path (iterating a ModuleList): found by their name in
@@ -635,6 +707,7 @@ class Binder:
         self.writes.append(Write("cell", Access(CELL, (index, name), fn_access), name, template))
 
     def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
+        self._refuse_detached(obj, f"sets the attribute {name!r} of")
         access = self.access_for(obj)
         if access is None:
             return
@@ -666,6 +739,8 @@ class Binder:
 
     def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:
         if type(container) not in _CONTAINER_MUTATORS:
+            if isinstance(container, tuple) and not isinstance(key, slice):
+                self._load_immutable_item(container, key, value)
             return
         self._note_content_read_of(container)
         if id(container) in self.mutated:
@@ -682,12 +757,34 @@ class Binder:
         else:
             self.on_load(value, item)
 
+    def _load_immutable_item(self, container: tuple[Any, ...], key: Any, value: Any) -> None:
+        """An item of an outside tuple (a namedtuple, ``torch.Size``, a tuple holding objects)
+        is outside state: guarded like any read (a tuple of scalars is guarded whole)."""
+        if isinstance(value, (Proxy, torch.Tensor)):
+            return
+        access = self.access_for(container)
+        if access is None or (access.is_argument_leaf() and type(container) is tuple):
+            return  # created by the program, or an argument tuple (the cache key covers it)
+        item = access.item(key)
+        if isinstance(value, _SCALAR_TYPES):
+            self.guards.setdefault(item, Guard(item, "value", value))
+        else:
+            self.on_load(value, item)
+
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         owner = getattr(fn, "__self__", None)
         if owner is not None and type(fn) is types.BuiltinMethodType:
             mutators = _CONTAINER_MUTATORS.get(type(owner))
             if mutators is not None and fn.__name__ in mutators:
                 self._record_mutation(owner, fn.__name__, args, kwargs)
+                if fn.__name__ in _RETURNS_CONTENTS:  # what it returns was in the container
+                    self._note_content_read_of(owner)
+                if fn.__name__ in ("pop", "popitem") and self.access_for(owner) is not None:
+                    result = fn(*args, **kwargs)
+                    for x in result if fn.__name__ == "popitem" else (result,):
+                        if not isinstance(x, _SCALAR_TYPES):
+                            self._detached[id(x)] = x
+                    return result
             elif type(owner) in _CONTAINER_MUTATORS:
                 self._note_content_read_of(owner)  # list.index, dict.get, ...
         for a in (*args, *kwargs.values()):
@@ -727,6 +824,7 @@ class Binder:
             )
 
     def _record_mutation(self, container: Any, method: str, args: tuple[Any, ...], kw: Any) -> None:
+        self._refuse_detached(container, f"calls {method} on")
         access = self.access_for(container)
         if access is None:
             return  # created by the program
@@ -738,14 +836,18 @@ class Binder:
         if id(container) not in self._snapshotted:
             self._snapshotted.add(id(container))
             snapshot = copy.copy(container)
+            self._snapshots[id(container)] = snapshot
             self._undo.append(lambda: _restore_container(container, snapshot))
-            self._entry_contents[id(container)] = copy.deepcopy(snapshot)
+            self._entry_contents[id(container)] = (
+                copy.deepcopy(snapshot) if is_scalar_constant(snapshot) else _MISSING
+            )
         self.mutated.add(id(container))
         if id(container) in self._content_read:
             self._guard_entry_contents(container, access)
         else:
             # Only written so far: its contents change every call, so guard the type alone.
             self.guards.pop(access, None)
+            self.guards.pop(access.attr("<keys>"), None)
             self.guards[access] = Guard(access, "type", type(container))
         self.writes.append(Write("call", access, method, template))
 
@@ -767,7 +869,7 @@ class Binder:
         """The program reads a container it also mutates: what it read depends on the contents
         the call found, so those are guarded (each call that changes them recompiles)."""
         entry = self._entry_contents[id(container)]
-        if not is_scalar_constant(entry):
+        if entry is _MISSING:
             raise UnsupportedSideEffectError(
                 f"thunder.jit: the function both mutates and reads "
                 f"{access.describe(self.param_names)}, whose contents cannot be guarded by value; "
@@ -810,6 +912,14 @@ class Binder:
         """Restore outside state written while tracing (the epilogue replays it for real)."""
         while self._undo:
             self._undo.pop()()
+
+
+def _values(container: Any) -> Any:
+    return container.values() if isinstance(container, dict) else container
+
+
+def _holds_tensors(container: Any) -> bool:
+    return any(isinstance(v, torch.Tensor) for v in _values(container))
 
 
 def _is_backend_flags(obj: Any) -> bool:

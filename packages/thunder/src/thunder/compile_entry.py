@@ -20,7 +20,7 @@ from thunder_ir import Proxy, TensorProxy, Trace, Transform, prims, tracectx
 from thunder_transforms import dce
 from thunder_transforms.autodiff import make_differentiable
 
-__all__ = ["CacheEntry", "compile_entry", "parameter_names"]
+__all__ = ["CacheEntry", "ProgramRaised", "compile_entry", "parameter_names"]
 
 
 @dataclass
@@ -44,6 +44,16 @@ class CacheEntry:
         if self.epilogue is None:
             return out
         return self.epilogue(args, kwargs, out)
+
+
+class ProgramRaised(Exception):
+    """Tracing the program raised ``error`` (not a thunder error): the program's own exception,
+    or an op refusing these inputs. Nothing of the traced call is visible (its writes are undone);
+    the caller decides how the call runs instead."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def parameter_names(fn: Any) -> tuple[str, ...]:
@@ -110,6 +120,8 @@ def compile_entry(
             if location is not None and location not in str(e):
                 e.args = (f"{e.args[0]} (at {location})", *e.args[1:])
             raise
+        except Exception as e:
+            raise ProgramRaised(e) from e
         finally:
             binder.undo_effects()
         trace.args = tuple(p for p, _ in binder.inputs)

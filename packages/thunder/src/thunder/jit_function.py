@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder.compile_entry import CacheEntry, compile_entry, parameter_names
+from thunder.compile_entry import CacheEntry, ProgramRaised, compile_entry, parameter_names
 from thunder.errors import JitError
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
@@ -128,16 +128,22 @@ class ThunderFunction:
                 self._signature, self._buckets = signature.fn, structure.buckets
         reason = self._change_reason(structure, key)
         start = time.perf_counter()
-        entry = compile_entry(
-            self.fn,
-            args,
-            kwargs,
-            self.options,
-            self.executors,
-            self.transforms,
-            self._param_names,
-            key,
-        )
+        raised: Exception | None = None
+        try:
+            entry = compile_entry(
+                self.fn,
+                args,
+                kwargs,
+                self.options,
+                self.executors,
+                self.transforms,
+                self._param_names,
+                key,
+            )
+        except ProgramRaised as e:
+            raised = e.error
+        if raised is not None:  # outside the handler: eager's traceback is not chained to it
+            return self._run_eagerly_after_raise(args, kwargs, raised)
         stats = self.stats
         stats.compilations += 1
         stats.last_compile_seconds = time.perf_counter() - start
@@ -158,6 +164,22 @@ class ThunderFunction:
                 f"({describe_guard_failure(e)}). The function changed state it also reads in a "
                 "way thunder does not track; please report this"
             ) from e
+
+    def _run_eagerly_after_raise(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], error: Exception
+    ) -> Any:
+        """Tracing this call raised. It runs as Python runs it: the writes made before the raise
+        happen and the exception is eager's own, with its traceback. Were eager not to raise,
+        tracing went wrong where eager does not: the result is eager's, and a warning says so."""
+        self.stats.eager_fallbacks += 1
+        result = self.fn(*args, **kwargs)
+        name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        warnings.warn(
+            f"thunder.jit: tracing {name} raised {type(error).__name__}: {error}; the call ran "
+            "eagerly instead (please report this)",
+            stacklevel=4,
+        )
+        return result
 
     @property
     def _symbolic(self) -> bool:

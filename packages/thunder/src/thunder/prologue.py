@@ -90,13 +90,14 @@ class _PrologueBuilder:
             for _, access in self.binder.inputs:
                 self._unpack(access)
             for guard in self.binder.guards.values():
-                self._check(guard)
+                if not self.binder.is_inserted(guard.access):
+                    self._check(guard)
             if constraint != C.Const(True):
                 text = constraint.python()
                 trace.record(
-                    prims.check_constraint.bind(PythonCode(text), text, output=None).replace(
-                        header=f"guard: {text}"
-                    )
+                    prims.check_constraint.bind(
+                        PythonCode(text, C.PYTHON_NAMES), text, output=None
+                    ).replace(header=f"guard: {text}")
                 )
             result = tuple(self.values[a] for _, a in self.binder.inputs)
             trace.record(prims.python_return.bind(result, output=None))
@@ -190,6 +191,9 @@ class _PrologueBuilder:
         elif kind == "no_hooks":
             bsym = check_no_module_hooks.bind(x, output=None)
             what += " has no hooks"
+        elif kind == "keys":
+            bsym = prims.check_keys.bind(x, expected, output=None)
+            what += " keys"
         elif kind == "len":
             bsym = prims.check_len.bind(x, expected, output=None)
         else:  # pragma: no cover
@@ -231,8 +235,37 @@ class _EpilogueWriter:
         self.binder = binder
         self.ctx = ctx
         self.printer = Printer()
+        # Objects the writes use, bound to locals at the point of the replay where the program
+        # took their path: before write ``i`` (``pending[i]``), then read from the local.
+        self.locals: dict[Access, str] = {}
+        self.pending: dict[int, list[Access]] = {}
+
+    def plan_bindings(self, result: Any) -> None:
+        """Which object paths get a local, and before which write each is resolved."""
+        used: list[Access] = []
+        for w in self.binder.writes:
+            if w.kind in ("attr", "call"):
+                used.append(w.target)
+            used.extend(_external_refs(w.value))
+        used.extend(_external_refs(result))
+        for access in dict.fromkeys(used):
+            point = self.binder.bound_at.get(access)
+            if point is not None:
+                self.pending.setdefault(point, []).append(access)
+
+    def bindings_before(self, index: int) -> list[str]:
+        lines = []
+        for access in self.pending.pop(index, ()):
+            path = self.access(access)
+            name = f"_o{len(self.locals)}"
+            self.locals[access] = name
+            lines.append(f"{name} = {path}")
+        return lines
 
     def access(self, access: Access) -> str:
+        local = self.locals.get(access)
+        if local is not None:
+            return local
         kind = access.kind
         if kind == ROOT:
             return "fn"
@@ -302,8 +335,12 @@ def build_epilogue(
     if outputs:
         names = ", ".join(p.name for p in outputs)
         lines.append(f"  ({names},) = outs")
-    for w in binder.writes:
+    writer.plan_bindings(result)
+    for i, w in enumerate(binder.writes):
+        lines.extend("  " + line for line in writer.bindings_before(i))
         lines.append("  " + writer.write(w))
+    for index in sorted(writer.pending):
+        lines.extend("  " + line for line in writer.bindings_before(index))
     lines.append(f"  return {writer.value(result)}")
     source = "\n".join(lines) + "\n"
     ctx.update(writer.printer.ctx)
@@ -312,6 +349,12 @@ def build_epilogue(
     globs: dict[str, Any] = {"__builtins__": __builtins__, **ctx}
     exec(compile(source, filename, "exec"), globs)
     return source, globs["epilogue"]
+
+
+def _external_refs(template: Any) -> list[Access]:
+    from thunder_ir.pytree import tree_iter
+
+    return [x.access for x in tree_iter(template) if isinstance(x, ExternalRef)]
 
 
 _ = (to_torch_device, to_torch_dtype)

@@ -15,6 +15,7 @@ the slow path. The key's labels say what each entry is, for the "what changed" w
 
 from __future__ import annotations
 
+import enum
 import functools
 import linecache
 import types
@@ -47,6 +48,45 @@ def autocast_state() -> tuple[tuple[str, torch.dtype], ...]:
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+
+
+# Compared by identity or by a hashable value: a different one is a different program.
+def alias_pattern(*tensors: torch.Tensor) -> tuple[tuple[int, int], ...] | None:
+    """Which tensor arguments share memory: None when none do (the common case); otherwise, for
+    each, the position of the first one with the same storage and of the first that is the same
+    tensor. A program traced for ``f(t, t)`` reads one input where ``f(x, y)`` reads two, and
+    writes through one argument show in another only when they share memory."""
+    ptrs = [_storage_address(t) for t in tensors]
+    if len(set(ptrs)) == len(ptrs):
+        return None
+    pattern = []
+    for i, (p, t) in enumerate(zip(ptrs, tensors)):
+        same_object = next(j for j, u in enumerate(tensors) if u is t)
+        pattern.append((ptrs.index(p) if p else i, same_object))
+    return tuple(pattern)
+
+
+def _storage_address(t: torch.Tensor) -> int:
+    """The address of ``t``'s storage (0 when it has none; the object's id when it has no plain
+    storage, e.g. a sparse tensor)."""
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return -id(t)
+
+
+_HASHABLE_VALUES = (
+    torch.Size,
+    range,
+    frozenset,
+    enum.Enum,
+    torch.memory_format,
+    torch.layout,
+    torch.qscheme,
+    types.ModuleType,
+    type(Ellipsis),
+    type(NotImplemented),
+)
 _CALLABLES = (
     types.FunctionType,
     types.BuiltinFunctionType,
@@ -96,6 +136,7 @@ class _Generator:
         self.key: list[str] = []
         self.labels: list[str] = []
         self.counter = 0
+        self.tensors: list[str] = []
 
     def fresh(self) -> str:
         self.counter += 1
@@ -105,7 +146,16 @@ class _Generator:
         t = type(value)
         self.key.append(f"type({var})")
         self.labels.append(f"type of {label}")
-        if (t is tuple or t is list) and depth < 4:
+        if isinstance(value, _HASHABLE_VALUES):
+            self.key.append(var)
+            self.labels.append(label)
+        elif t is slice:  # unhashable before Python 3.12
+            self.key.append(f"({var}.start, {var}.stop, {var}.step)")
+            self.labels.append(label)
+        elif t is set:
+            self.key.append(f"frozenset({var})")
+            self.labels.append(label)
+        elif isinstance(value, (tuple, list)) and depth < 4:
             names = [self.fresh() for _ in value]
             if names:
                 self.body.append(f"  {', '.join(names)}, = {var}")
@@ -121,6 +171,7 @@ class _Generator:
                 self.body.append(f"  {name} = {var}[{k!r}]")
                 self.leaf(name, v, f"{label}[{k!r}]", depth + 1)
         elif isinstance(value, torch.Tensor):
+            self.tensors.append(var)
             for attr in ("shape", "dtype", "device", "requires_grad"):
                 self.key.append(f"{var}.{attr}")
                 self.labels.append(f"{label}.{attr}")
@@ -161,6 +212,9 @@ def make_signature(
             gen.leaf(name, value, k, 0)
     else:
         gen.body.append("  if kwargs: raise LookupError")
+    if len(gen.tensors) > 1:
+        gen.key.append(f"alias_pattern({', '.join(gen.tensors)})")
+        gen.labels.append("which tensor arguments share memory")
     key = ", ".join(gen.key)
     source = (
         "def signature(args, kwargs):\n"
@@ -176,6 +230,7 @@ def make_signature(
         "is_inference_mode_enabled": torch.is_inference_mode_enabled,
         "is_any_autocast_enabled": torch._C._is_any_autocast_enabled,
         "autocast_state": autocast_state,
+        "alias_pattern": alias_pattern,
     }
     exec(compile(source, filename, "exec"), globs)
     return Signature(globs["signature"], gen.labels, source)

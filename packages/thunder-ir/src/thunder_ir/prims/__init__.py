@@ -262,6 +262,9 @@ from thunder_ir.prims.prologue import (
     check_is as check_is,
 )
 from thunder_ir.prims.prologue import (
+    check_keys as check_keys,
+)
+from thunder_ir.prims.prologue import (
     check_len as check_len,
 )
 from thunder_ir.prims.prologue import (

@@ -96,6 +96,11 @@ def _check_len(x: Any, n: int) -> None:
         _fail(f"expected length {n}, got {len(x)}")
 
 
+def _check_keys(x: Any, keys: tuple[Any, ...]) -> None:
+    if tuple(x) != keys:
+        _fail(f"expected the keys {keys!r} in this order, got {tuple(x)!r}")
+
+
 def _check_is(x: Any, obj: Any) -> None:
     if x is not obj:
         _fail(f"expected the object {obj!r}")
@@ -120,6 +125,7 @@ check_tensor_metadata = make_prim(
 check_value = make_prim("check_value", _no_meta, tags=_P, impl=_check_value)
 check_type = make_prim("check_type", _no_meta, tags=_P, impl=_check_type)
 check_len = make_prim("check_len", _no_meta, tags=_P, impl=_check_len)
+check_keys = make_prim("check_keys", _no_meta, tags=_P, impl=_check_keys)
 check_is = make_prim("check_is", _no_meta, tags=_P, impl=_check_is)
 check_constraint = make_prim("check_constraint", _no_meta, tags=_P, impl=_check_constraint)
 

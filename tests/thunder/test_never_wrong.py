@@ -1,0 +1,315 @@
+"""Regression tests for silent mismatches found by comparing thunder.jit with eager PyTorch: each
+program's outputs and all the state it touches must equal eager's after every call, or the call
+must raise a clear error before changing anything."""
+
+from __future__ import annotations
+
+import collections
+import enum
+import warnings
+
+import pytest
+import torch
+
+import thunder
+
+G_LOG: list[torch.Tensor] = []
+G_LL: list[list[int]] = []
+G_D: dict[str, object] = {}
+G_L: list[int] = []
+G_W: dict[str, torch.Tensor] = {}
+
+
+def _log_sum(y):
+    G_LOG.append(y.sum())
+    return y * 2
+
+
+def test_global_list_append_survives_a_recompile():
+    G_LOG.clear()
+    jf = thunder.jit(_log_sum)
+    shapes = [(2,), (1, 2), (1, 2), (3,), (2,)]
+    for shape in shapes:
+        x = torch.randn(shape)
+        torch.testing.assert_close(jf(x), x * 2)
+        torch.testing.assert_close(G_LOG[-1], x.sum())
+    assert len(G_LOG) == len(shapes)
+    assert thunder.compile_stats(jf).compilations == 3
+
+
+def _closure_logger():
+    seen: list[torch.Tensor] = []
+
+    def f(y):
+        seen.append(y.sum())
+        return y + 1
+
+    return f, seen
+
+
+@pytest.mark.parametrize("recompile_limit", [None, 1])
+def test_closure_list_append_on_every_path(recompile_limit):
+    """Cache miss, hit, recompile and past the recompile limit: every call appends once."""
+    f, seen = _closure_logger()
+    jf = thunder.jit(f, recompile_limit=recompile_limit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, shape in enumerate([(2,), (2,), (1, 2), (3,), (1, 2)]):
+            x = torch.randn(shape)
+            jf(x)
+            assert len(seen) == i + 1
+            torch.testing.assert_close(seen[-1], x.sum())
+
+
+def test_side_effects_before_an_exception_happen_as_in_eager():
+    def make():
+        seen: list[int] = []
+
+        def f(x, fail):
+            seen.append(x.shape[0])
+            if fail:
+                raise ValueError("boom")
+            return x * 2
+
+        return f, seen
+
+    f, eager_seen = make()
+    g, jit_seen = make()
+    jg = thunder.jit(g)
+    for shape, fail in [(2, False), (2, True), (2, False), (3, True), (3, False)]:
+        x = torch.randn(shape)
+        outcomes = []
+        for fn in (f, jg):
+            try:
+                outcomes.append(fn(x, fail))
+            except ValueError as e:
+                outcomes.append(str(e))
+        if fail:
+            assert outcomes == ["boom", "boom"]
+        else:
+            torch.testing.assert_close(outcomes[1], outcomes[0])
+        assert jit_seen == eager_seen
+
+
+def test_user_exception_has_no_thunder_frames_chained():
+    def f(x):
+        raise KeyError("mine")
+
+    with pytest.raises(KeyError, match="mine") as info:
+        thunder.jit(f)(torch.randn(1))
+    assert info.value.__context__ is None and info.value.__cause__ is None
+
+
+def _iterate_and_append(x):
+    for sub in G_LL:
+        sub.append(1)
+    return x
+
+
+def _setdefault_append(x):
+    G_D.setdefault("hist", []).append(x.shape[0])
+    return x
+
+
+def _get_append(x):
+    G_D.get("hist").append(x.shape[0])
+    return x
+
+
+def _unpack_and_append(x):
+    a, _b = G_LL
+    a.append(3)
+    return x
+
+
+def _item_then_delete(x):
+    first = G_LL[0]
+    del G_LL[0]
+    first.append(9)
+    return x
+
+
+@pytest.mark.parametrize(
+    ("fn", "initial"),
+    [
+        (_iterate_and_append, {"G_LL": [[], []]}),
+        (_setdefault_append, {"G_D": {}}),
+        (_get_append, {"G_D": {"hist": []}}),
+        (_unpack_and_append, {"G_LL": [[], []]}),
+    ],
+)
+def test_mutating_objects_inside_outside_containers(fn, initial):
+    """Objects reached through an outside container without an item read (iteration,
+    unpacking, ``dict.get``, ``setdefault``) are outside objects: their mutations are replayed."""
+
+    def reset():
+        for name, value in initial.items():
+            target = globals()[name]
+            target.clear()
+            target.update(value) if isinstance(target, dict) else target.extend(value)
+            for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+                target[k] = list(v)
+
+    reset()
+    for i in range(3):
+        fn(torch.ones(i + 1))
+    eager = {name: repr(globals()[name]) for name in initial}
+    reset()
+    jf = thunder.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(3):
+            jf(torch.ones(i + 1))
+    assert {name: repr(globals()[name]) for name in initial} == eager
+
+
+def test_popped_object_mutation_is_refused_before_anything_changes():
+    def f(x):
+        item = G_LL.pop()
+        item.append(1)
+        return x
+
+    G_LL[:] = [[0], [5]]
+    with pytest.raises(thunder.UnsupportedSideEffectError, match="pop"):
+        thunder.jit(f)(torch.ones(1))
+    assert G_LL == [[0], [5]]
+
+
+def test_pop_result_is_not_a_stale_constant():
+    def f(x):
+        return x + G_L.pop()
+
+    G_L[:] = [1, 2, 3, 4]
+    jf = thunder.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = [jf(torch.zeros(1)).item() for _ in range(3)]
+    assert got == [4.0, 3.0, 2.0] and G_L == [1]
+
+
+def test_dict_of_tensors_global_is_read_through_proxies():
+    G_W.clear()
+    G_W["w"] = torch.ones(2)
+
+    def f(y):
+        return y * G_W["w"]
+
+    jf = thunder.jit(f)
+    x = torch.randn(2)
+    torch.testing.assert_close(jf(x), x)
+    G_W["w"] = torch.full((2,), 3.0)
+    torch.testing.assert_close(jf(x), x * 3)
+    G_W["w"].mul_(2)
+    torch.testing.assert_close(jf(x), x * 6)
+    G_W["v"] = torch.zeros(2)  # a new key: the keys the program saw changed
+    torch.testing.assert_close(jf(x), x * 6)
+
+
+def _add_then_read(a, b):
+    a.add_(1)
+    return b * 2
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        ["same", "distinct"],
+        ["distinct", "same"],
+        ["view", "distinct", "same", "view"],
+    ],
+)
+def test_aliased_arguments_are_part_of_the_cache_key(calls):
+    jf = thunder.jit(_add_then_read)
+    for kind in calls:
+        base = torch.randn(3)
+        if kind == "same":
+            make = lambda b: (b, b)  # noqa: E731
+        elif kind == "view":
+            make = lambda b: (b, b[:])  # noqa: E731
+        else:
+            make = lambda b: (b, torch.randn(3))  # noqa: E731
+        want_args = make(base.clone())
+        got_args = make(base.clone())
+        if kind == "distinct":
+            got_args = (got_args[0], want_args[1].clone())
+        want = _add_then_read(*want_args)
+        got = jf(*got_args)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        torch.testing.assert_close(got_args[0], want_args[0], rtol=0, atol=0)
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Box:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+CFG = (Box(2.0),)
+
+
+@pytest.mark.parametrize(
+    ("fn", "first", "second"),
+    [
+        (
+            lambda x, sizes: torch.split_with_sizes(x, sizes),
+            torch.Size([1, 3, 2]),
+            torch.Size([1, 5, 0]),
+        ),
+        (lambda x, e: x * 2 if e is Color.RED else x * 3, Color.RED, Color.BLUE),
+        (lambda x, p: x * p[0], Pair(2, 3), Pair(5, 3)),
+        (lambda x, p: x * p.a + p.b, Pair(2, 3), Pair(2, 7)),
+        (lambda x, s: x[s], slice(0, 2), slice(1, 4)),
+        (lambda x, r: x * len(r), range(3), range(5)),
+        (lambda x, fs: x * len(fs), frozenset({1}), frozenset({1, 2})),
+        (lambda x, st: x * len(st), {1}, {1, 2}),
+        (lambda x, dt: x.to(dt), torch.float16, torch.float64),
+        (
+            lambda x, mf: x * (2 if mf == torch.channels_last else 3),
+            torch.contiguous_format,
+            torch.channels_last,
+        ),
+        (lambda x, p: x * p.a[0] + p.b, Pair(torch.ones(1), 1), Pair(torch.full((1,), 4.0), 2)),
+    ],
+)
+def test_every_argument_type_is_guarded(fn, first, second):
+    jf = thunder.jit(fn)
+    four_d = "mf" in fn.__code__.co_varnames
+    x = torch.arange(24.0).reshape(1, 2, 3, 4) if four_d else torch.arange(6.0)
+    for arg in (first, second, first):
+        want, got = fn(x, arg), jf(x, arg)
+        want = want if isinstance(want, tuple) else (want,)
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(want) == len(got)
+        for w, g in zip(want, got):
+            assert w.shape == g.shape and w.dtype == g.dtype and w.stride() == g.stride()
+            torch.testing.assert_close(g, w)
+
+
+def test_object_inside_a_global_tuple_is_guarded():
+    global CFG
+
+    def f(x):
+        return x * CFG[0].scale
+
+    jf = thunder.jit(f)
+    x = torch.ones(1)
+    assert jf(x).item() == 2.0
+    CFG = (Box(3.0),)
+    assert jf(x).item() == 3.0
+
+
+def test_symbolic_sizes_generate_code_that_runs():
+    def f(x, n):
+        return x[:n] * torch.arange(n)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (3, 4, 2):
+        x = torch.randn(5)
+        torch.testing.assert_close(jf(x, n), f(x, n))
