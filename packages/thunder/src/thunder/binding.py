@@ -890,6 +890,9 @@ class Binder:
         t = type(value)
         if t in (tuple, list):
             return t(self._template(v, what) for v in value)
+        if t is slice:  # a slice assignment's key
+            parts = (value.start, value.stop, value.step)
+            return slice(*(self._template(v, what) for v in parts))
         if t is dict:
             return {k: self._template(v, what) for k, v in value.items()}
         raise UnsupportedSideEffectError(

@@ -7,8 +7,11 @@ decides whether the program is compiled through autodiff, and the traced code ma
 the default dtype (the IR reads it at trace time for factories, Python floats and int-to-float
 promotion), inference mode, and the autocast state (off, or the devices and dtypes autocast is
 enabled for: an entry compiled under ``torch.autocast`` has the autocast transform applied). Then
-per tensor its type, shape, dtype, device and requires_grad; per number or string its type and
-(with constant values) its value; per other object its type. A call whose arguments have another
+per tensor its type, shape, dtype, device and requires_grad, and, with two tensors or more, which
+of them share memory; per number or string its type and (with constant values) its value; per
+value-like object (``torch.Size``, enum members, memory formats, slices, ranges, sets, functions)
+the value itself; tuple subclasses item by item; per other object its type (what the program
+reads from it is guarded by the prologue). A call whose arguments have another
 structure makes the generated code raise (tuple unpacking, a missing key), which sends the call to
 the slow path. The key's labels say what each entry is, for the "what changed" warning.
 """
