@@ -313,3 +313,124 @@ def test_symbolic_sizes_generate_code_that_runs():
     for n in (3, 4, 2):
         x = torch.randn(5)
         torch.testing.assert_close(jf(x, n), f(x, n))
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = torch.relu
+        self.scale = 2.0
+
+    def forward(self, x):
+        return self.act(x) * self.scale
+
+
+def _swap_activation(m):
+    m.act = torch.tanh
+
+
+def _add_forward_hook(m):
+    m.register_forward_hook(lambda mod, inp, out: out * 10)
+
+
+def _add_pre_hook(m):
+    m.register_forward_pre_hook(lambda mod, inp: (inp[0] + 1,))
+
+
+def _append_layer(m):
+    m.append(torch.nn.Linear(4, 4))
+
+
+def _replace_layer(m):
+    m[0] = torch.nn.Linear(4, 4)
+
+
+def _bound_method_of_other(m):
+    other = torch.nn.Linear(4, 4)
+    m.act = other.forward
+
+
+@pytest.mark.parametrize(
+    ("make", "change"),
+    [
+        (_Scaled, _swap_activation),
+        (_Scaled, _add_forward_hook),
+        (_Scaled, _add_pre_hook),
+        (_Scaled, _bound_method_of_other),
+        (lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), _append_layer),
+        (lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), _replace_layer),
+    ],
+)
+def test_module_changes_between_calls_recompile(make, change):
+    m = make()
+    jm = thunder.jit(m)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(jm(x), m(x))
+    change(m)
+    torch.testing.assert_close(jm(x), m(x))
+    for hooks in (m._forward_hooks, m._forward_pre_hooks):
+        hooks.clear()
+    torch.testing.assert_close(jm(x), m(x))
+
+
+def test_hooks_registered_before_the_first_call_run_and_can_be_removed():
+    m = _Scaled()
+    handle = m.register_forward_hook(lambda mod, inp, out: out - 1)
+    jm = thunder.jit(m)
+    x = torch.randn(5)
+    torch.testing.assert_close(jm(x), m(x))
+    handle.remove()
+    torch.testing.assert_close(jm(x), m(x))
+
+
+G_FNS: list = [torch.sin]
+
+
+def test_functions_in_a_global_list_are_guarded():
+    def f(x):
+        for fn in G_FNS:
+            x = fn(x)
+        return x
+
+    jf = thunder.jit(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(jf(x), f(x))
+    G_FNS.append(torch.cos)
+    torch.testing.assert_close(jf(x), f(x))
+    G_FNS[0] = torch.exp
+    torch.testing.assert_close(jf(x), f(x))
+
+
+def test_changed_defaults_are_seen():
+    def f(x, s=2.0, *, t=1.0):
+        return x * s + t
+
+    jf = thunder.jit(f)
+    x = torch.randn(2)
+    torch.testing.assert_close(jf(x), f(x))
+    f.__defaults__ = (5.0,)
+    torch.testing.assert_close(jf(x), f(x))
+    f.__kwdefaults__ = {"t": -3.0}
+    torch.testing.assert_close(jf(x), f(x))
+
+
+def test_mutable_and_tensor_defaults():
+    def f(x, acc=[]):  # noqa: B006
+        acc.append(1)
+        return x * len(acc)
+
+    jf = thunder.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert [jf(torch.ones(1)).item() for _ in range(3)] == [1.0, 2.0, 3.0]
+    assert f.__defaults__ == ([1, 1, 1],)
+
+    w = torch.ones(2)
+
+    def g(x, w=w):
+        return x * w
+
+    jg = thunder.jit(g)
+    torch.testing.assert_close(jg(torch.ones(2)), torch.ones(2))
+    w.mul_(3)
+    torch.testing.assert_close(jg(torch.ones(2)), torch.full((2,), 3.0))

@@ -31,12 +31,13 @@ from thunder.errors import (
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
-from thunder.guards import HOOK_ATTRIBUTES
+from thunder.guards import HOOK_ATTRIBUTES, check_no_module_hooks
 from thunder.lookasides import is_torch_callable, jit_lookasides, query_is_allowed
 from thunder.opaque import impure_reason
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
 from thunder_interp import Callbacks, interpret
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, Trace
+from thunder_ir.prims.prologue import GuardFailure
 from thunder_ir.proxies import CollectionProxy
 from thunder_ir.pytree import tree_iter
 from thunder_ir.tracing import proxy_for_tensor
@@ -73,6 +74,16 @@ _CONTAINER_MUTATORS: dict[type, set[str]] = {
     OrderedDict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "move_to_end"},
     set: {"add", "discard", "remove", "pop", "clear", "update"},
 }
+# Items of outside containers compared by identity when the container is guarded item by item.
+_IDENTIFIED_TYPES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    type,
+    types.ModuleType,
+    functools.partial,
+)
+_MAX_GUARDED_ITEMS = 256
 _RETURNS_CONTENTS = frozenset({"pop", "popitem", "setdefault"})
 # Module globals of libraries: their functions, classes and modules are not rebound by users.
 _LIBRARY_PREFIXES = ("torch", "builtins", "thunder", "typing", "collections", "math", "functools")
@@ -205,7 +216,39 @@ class Binder:
         inside tuples, lists and dicts become proxies; other objects are tracked outside values."""
         pargs = tuple(self._bind_leaf(a, Access(ARG, i)) for i, a in enumerate(args))
         pkwargs = {k: self._bind_leaf(v, Access(KWARG, k)) for k, v in kwargs.items()}
+        self._bind_defaults(len(args), kwargs, pkwargs)
         return pargs, pkwargs
+
+    def _bind_defaults(self, nargs: int, kwargs: dict[str, Any], pkwargs: dict[str, Any]) -> None:
+        """The default values this call uses are outside state (``fn.__defaults__`` can be
+        reassigned, a mutable default mutated): guarded like any read; a default holding tensors
+        is passed in as the proxies the program sees."""
+        fn, root, skip = self.fn, Access(ROOT, None), 0
+        if isinstance(fn, types.MethodType):
+            fn, root, skip = fn.__func__, root.attr("__func__"), 1
+        if not isinstance(fn, types.FunctionType):
+            return
+        code = fn.__code__
+        defaults = fn.__defaults__ or ()
+        first = code.co_argcount - len(defaults)
+        used: list[tuple[str, Any, Access, bool]] = []
+        for i, value in enumerate(defaults):
+            name = code.co_varnames[first + i]
+            if first + i - skip >= nargs and name not in kwargs:
+                positional_only = first + i < code.co_posonlyargcount
+                used.append((name, value, root.attr("__defaults__").item(i), positional_only))
+        for name, value in (fn.__kwdefaults__ or {}).items():
+            if name not in kwargs:
+                used.append((name, value, root.attr("__kwdefaults__").item(name), False))
+        for name, value, access, positional_only in used:
+            seen = self.on_load(value, access)
+            if seen is not value:
+                if positional_only:
+                    raise UnsupportedOperationError(
+                        f"a tensor default of the positional-only parameter {name!r}",
+                        "pass the tensor as an argument",
+                    )
+                pkwargs[name] = seen
 
     def _bind_leaf(self, x: Any, access: Access) -> Any:
         t = type(x)
@@ -263,7 +306,7 @@ class Binder:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def on_load(self, value: Any, access: Access) -> Any:
+    def on_load(self, value: Any, access: Access, holder: Any = _MISSING) -> Any:
         """A value read from outside state: returns what the program sees, records the guard."""
         if isinstance(value, Proxy):
             return value
@@ -289,16 +332,64 @@ class Binder:
         if inner is not None:  # an already jitted function: its code is read through it
             self._register_function(inner(), access.attr("fn"))
         if isinstance(value, (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)):
-            owner = value.__self__
-            if not isinstance(owner, types.ModuleType):
-                self._outside_owners.setdefault(id(owner), owner)
-            return value  # bound to an object whose type is guarded
+            self._guard_callable(value, access, holder)
+            return value
         if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
             if not self._is_library_global(access) and access.kind != ATTR:
                 self.guards.setdefault(access, Guard(access, "is", value))
             return value
         self.guards.setdefault(access, Guard(access, "type", t))
         return value
+
+    def _guard_items(self, container: Any, access: Access) -> None:
+        """An outside container of objects: the program may iterate it, which no hook sees, so
+        its length or keys and which object each item is are guarded (a hook registered on a
+        module, a function appended to a global list, recompile)."""
+        if len(container) > _MAX_GUARDED_ITEMS or not isinstance(container, (list, tuple, dict)):
+            return
+        if isinstance(container, dict):
+            self.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(container))
+            items: Any = container.items()
+        else:
+            self.guards[access.attr("<len>")] = Guard(access, "len", len(container))
+            items = enumerate(container)
+        for key, item in items:
+            item_access = access.item(key)
+            if isinstance(item, _SCALAR_TYPES):
+                kind = "value"
+            elif isinstance(item, _IDENTIFIED_TYPES):
+                kind = "is"
+            else:
+                kind = "type"
+                self._associate(item, item_access)
+            self.guards.setdefault(
+                item_access, Guard(item_access, kind, type(item) if kind == "type" else item)
+            )
+
+    def _guard_callable(self, value: Any, access: Access, holder: Any) -> None:
+        """Which function a stored callable is: a builtin (``torch.tanh`` kept in an attribute)
+        by identity; a method bound to another object (or stored on the instance) by its object
+        and function. A method looked up on its own object's class needs no guard: the object's
+        type is guarded."""
+        owner = value.__self__
+        if owner is None or isinstance(owner, types.ModuleType):
+            if not self._is_library_global(access):
+                self.guards.setdefault(access, Guard(access, "is", value))
+            return
+        self._outside_owners.setdefault(id(owner), owner)
+        if self._is_library_global(access):
+            return
+        if owner is holder and access.key not in getattr(holder, "__dict__", {}):
+            return  # obj.method: found on the (guarded) type
+        self_access = access.attr("__self__")
+        self.guards.setdefault(self_access, Guard(self_access, "is", owner))
+        self._associate(owner, self_access)  # what the method reads from it is found through it
+        if isinstance(value, types.MethodType):
+            func_access = access.attr("__func__")
+            self.guards.setdefault(func_access, Guard(func_access, "is", value.__func__))
+        else:
+            name_access = access.attr("__name__")
+            self.guards.setdefault(name_access, Guard(name_access, "value", value.__name__))
 
     def _load_container(self, value: Any, access: Access) -> Any:
         if type(value) in _CONTAINER_MUTATORS:
@@ -308,6 +399,7 @@ class Binder:
             return value
         self.guards.setdefault(access, Guard(access, "type", type(value)))
         if not _holds_tensors(value):
+            self._guard_items(value, access)
             return value
         # A container of tensors: the program sees a copy holding proxies. The copy stands for the
         # outside container, so its mutations are recorded (and replayed) as the container's.
@@ -418,11 +510,13 @@ class Binder:
         if access is None:
             return None
         node: Access | None = access.parent
-        while node is not None and node.kind == ATTR:
+        while node is not None:
             parent = self._resolve(node)
             if isinstance(parent, torch.nn.Module):
                 modules = node.attr("_modules")
-                self.guards.setdefault(modules, Guard(modules, "len", len(parent._modules)))
+                self.guards.setdefault(modules, Guard(modules, "keys", tuple(parent._modules)))
+            if node.kind != ATTR:
+                break
             node = node.parent
         self.access_of[id(module)] = (module, access)
         self.guards.setdefault(access, Guard(access, "type", type(module)))
@@ -651,7 +745,7 @@ class Binder:
                     "the object was not passed in and cannot be found again on later calls",
                 )
             return value
-        return self.on_load(value, parent.attr(name))
+        return self.on_load(value, parent.attr(name), holder=obj)
 
     def _backend_access(self, obj: Any) -> Access | None:
         """Where a ``torch.backends`` module (or a flags object in one) is found on every call:
@@ -674,8 +768,8 @@ class Binder:
     def _module_hooks_access(self, module: torch.nn.Module, name: str, value: Any) -> Access | None:
         """Reads of an nn.Module's hook dicts fold into one guard per module while they are
         empty (the common case); otherwise they are guarded like any attribute."""
-        if value:
-            return None
+        if value or _has_hooks(module):
+            return None  # guarded like any attribute: by the hooks each dict holds
         access = self.access_for(module)
         if access is None:
             return access
@@ -848,6 +942,7 @@ class Binder:
             # Only written so far: its contents change every call, so guard the type alone.
             self.guards.pop(access, None)
             self.guards.pop(access.attr("<keys>"), None)
+            self.guards.pop(access.attr("<len>"), None)
             self.guards[access] = Guard(access, "type", type(container))
         self.writes.append(Write("call", access, method, template))
 
@@ -915,6 +1010,14 @@ class Binder:
         """Restore outside state written while tracing (the epilogue replays it for real)."""
         while self._undo:
             self._undo.pop()()
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    try:
+        check_no_module_hooks.impl(module)  # type: ignore[misc]
+    except GuardFailure:
+        return True
+    return False
 
 
 def _values(container: Any) -> Any:
