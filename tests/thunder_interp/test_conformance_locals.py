@@ -199,6 +199,31 @@ NAMESPACES = [
             return C.keys, C.same, C.is_namespace, sorted(k for k in vars(C) if k in "rxy")
         """,
     ),
+    case(
+        "locals_in_class_body_with_type_alias",
+        """
+        def f():
+            class C:
+                type A = int
+                def m[T](self): pass
+                keys = sorted(locals())
+                r = [sorted(locals()) for x in range(1)]
+            return C.keys, C.r, sorted(k for k in vars(C) if not k.startswith("__d"))
+        """,
+        min_version=(3, 12),
+    ),
+    case(
+        # (CPython 3.13.0 crashes when a comprehension calling locals() precedes this one.)
+        "locals_in_class_body_comprehension_with_cell_variable",
+        """
+        def f():
+            class C:
+                type A = int
+                r = [sorted(locals()) for x in range(1) for g in [lambda: x]]
+            return C.r, sorted(k for k in vars(C) if not k.startswith("__d"))
+        """,
+        min_version=(3, 12),
+    ),
 ]
 
 CASES = FUNCTIONS + NAMESPACES

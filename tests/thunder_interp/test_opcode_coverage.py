@@ -28,3 +28,19 @@ def test_handler_table_names_only_real_opcodes() -> None:
 def test_unsupported_opcodes_say_why() -> None:
     for name, reason in unsupported_opcodes().items():
         assert reason, name
+
+
+def test_every_intrinsic_has_a_handler() -> None:
+    # CALL_INTRINSIC_1/2 (3.12+) select their operation by argument; each needs an implementation.
+    from thunder_interp.ops.intrinsics import INTRINSIC_1_HANDLERS, INTRINSIC_2_HANDLERS
+
+    missing = [
+        name
+        for descs, handlers in (
+            (getattr(dis, "_intrinsic_1_descs", []), INTRINSIC_1_HANDLERS),
+            (getattr(dis, "_intrinsic_2_descs", []), INTRINSIC_2_HANDLERS),
+        )
+        for name in descs
+        if not name.endswith("_INVALID") and name not in handlers
+    ]
+    assert missing == []

@@ -79,7 +79,9 @@ class CompiledCode:
         self.needs_setup = sys.version_info < (3, 11) and bool(code.co_cellvars or code.co_freevars)
         # Calls with exactly this many positional arguments (and no keywords) take the fast path
         # (a plain signature, no 3.10 cell setup, not a generator); -1 when none do.
-        fast = self.is_simple and not self.needs_setup and not (code.co_flags & 0x2A0)
+        # Code that is not CO_OPTIMIZED (module code wrapped in a function) needs a names mapping.
+        optimized = bool(code.co_flags & 0x1)
+        fast = optimized and self.is_simple and not self.needs_setup and not (code.co_flags & 0x2A0)
         self.fast_argcount = code.co_argcount if fast else -1
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from types import CellType, FunctionType, MappingProxyType
 from typing import Any
 
+from thunder_interp._exec import exec_lookaside
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._locals import frame_locals
 from thunder_interp._provenance import Provenance, ProvenanceKind
@@ -83,20 +84,6 @@ def _exception(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict
     if args or kwargs:
         return sys.exception(*args, **kwargs)  # type: ignore[attr-defined]
     return rt.topmost_handled()
-
-
-def _exec_or_eval(name: str) -> InternalLookaside:
-    native = getattr(builtins, name)
-
-    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if f is not None and len(args) == 1 and not kwargs:
-            # Like CPython in a function: the frame's globals and what locals() returns.
-            return native(args[0], f.globals, frame_locals(f))
-        if f is not None and len(args) == 2 and not kwargs and args[1] is not None:
-            return native(*args)
-        return native(*args, **kwargs)
-
-    return InternalLookaside(name, impl)
 
 
 def _build_class(
@@ -222,8 +209,8 @@ def _build_defaults() -> dict[Any, InternalLookaside]:
         vars: InternalLookaside("vars", _vars),
         dir: InternalLookaside("dir", _dir),
         sys.exc_info: InternalLookaside("sys.exc_info", _exc_info),
-        exec: _exec_or_eval("exec"),
-        eval: _exec_or_eval("eval"),
+        exec: exec_lookaside("exec"),
+        eval: exec_lookaside("eval"),
         builtins.__build_class__: InternalLookaside("__build_class__", _build_class),
     }
     if PY_VERSION >= (3, 11):

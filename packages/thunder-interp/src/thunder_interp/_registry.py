@@ -100,7 +100,6 @@ def _unsupported() -> dict[str, str]:
         "INTERPRETER_EXIT": "internal to CPython's interpreter",
         "ENTER_EXECUTOR": "internal to CPython's tier-2 optimizer",
         "EXIT_INIT_CHECK": "internal to CPython's specialized __init__ calls",
-        "PRINT_EXPR": "interactive mode only",
     }
     pseudo = [
         "JUMP",

@@ -17,7 +17,7 @@ from typing import Any
 
 from thunder_interp._bytecode import normalize
 from thunder_interp._callbacks import Callbacks
-from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError
+from thunder_interp._errors import UnsupportedOpcodeError, is_uncatchable
 from thunder_interp._frame import NULL, CompiledCode, ExcItem, Frame
 from thunder_interp._history import HistoryEntry
 from thunder_interp._provenance import Provenance, ProvenanceKind
@@ -33,6 +33,8 @@ __all__ = ["CodeCache", "InternalLookaside", "Runtime", "run_frame"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
+CO_OPTIMIZED = 0x1
+CO_NEWLOCALS = 0x2
 CO_GENERATOR = 0x20
 CO_COROUTINE = 0x80
 CO_ITERABLE_COROUTINE = 0x100
@@ -338,7 +340,7 @@ class Runtime:
         if chain:
             # CPython's "error:" label: the frame is added to the traceback.
             exc.__traceback__ = self.traceback_for(f, exc, pc)
-        if isinstance(exc, InterpreterError):
+        if is_uncatchable(exc):
             f.pc = pc
             raise exc
         if chain and exc.__context__ is None:
@@ -491,7 +493,8 @@ class Runtime:
         else:
             values = self._binder(fn)(*args, **kwargs) if kwargs else self._binder(fn)(*args)
             lv = [*values, *([NULL] * (cc.nslots - len(values)))]
-        f = Frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn)
+        names = None if code.co_flags & CO_OPTIMIZED else _unoptimized_names(code, fn.__globals__)
+        f = Frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, names)
         if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
             _setup_cells_310(f, fn)
         return f
@@ -566,6 +569,14 @@ class Runtime:
 
 BLOCK_FINALLY = 1
 BLOCK_EXCEPT_HANDLER = 2
+
+
+def _unoptimized_names(code: CodeType, globals_: dict[str, Any]) -> dict[str, Any]:
+    """The locals of a function whose code is not CO_OPTIMIZED (module, class body or exec code
+    wrapped in a function): its globals, as in CPython (3.10: a new dict for CO_NEWLOCALS code)."""
+    if PY_VERSION < (3, 11) and code.co_flags & CO_NEWLOCALS:
+        return {}
+    return globals_
 
 
 def _builtins_of(fn: FunctionType) -> dict[str, Any]:

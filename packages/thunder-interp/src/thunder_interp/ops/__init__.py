@@ -7,6 +7,7 @@ from thunder_interp.ops import (  # noqa: F401
     control,
     exceptions,
     generators,
+    intrinsics,
     locals,
     names,
 )

@@ -138,6 +138,9 @@ def load_name(ins: Instruction, ctx: CompileContext) -> Op:
         v = _names_get(names, name) if names is not None else NULL
         if v is NULL:
             v = _load_global_value(f, name, hooked)
+        elif hooked and names is f.globals:
+            # Module code (its names are its globals): the read is a global read.
+            v = global_loaded(f, name, v, False)
         f.stack.append(v)
         return nxt
 
@@ -178,12 +181,17 @@ def load_locals(ins: Instruction, ctx: CompileContext) -> Op:
 def store_name(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     name = ins.argval
+    hooked = ctx.hooked
 
     def op(f: Frame) -> int:
         v = f.stack.pop()
         names = f.names
         if names is None:
             raise SystemError(f"no locals found when storing {name!r}")
+        if hooked and names is f.globals:
+            hook = f.rt.cb_store_global
+            if hook is not None:
+                hook(name, v, f.globals)
         names[name] = v
         return nxt
 
@@ -199,10 +207,13 @@ def delete_name(ins: Instruction, ctx: CompileContext) -> Op:
         names = f.names
         if names is None:
             raise SystemError(f"no locals when deleting {name!r}")
-        if _names_get(names, name) is NULL:
-            raise name_error(name)
-        del names[name]
-        return nxt
+        try:
+            del names[name]
+            return nxt
+        except Exception:
+            pass
+        # Whatever the mapping raised, CPython replaces it (no chaining) with a NameError.
+        raise name_error(name)
 
     return op
 
