@@ -547,6 +547,107 @@ COROUTINES = [
     ),
 ]
 
+SUSPENDED_IN_BLOCKS = [
+    delegation_case(
+        "throw_into_yield_inside_with_block",
+        """
+        class Manager:
+            def __enter__(self):
+                print("enter")
+            def __exit__(self, *exc):
+                print("exit", exc[0].__name__ if exc[0] else None)
+                return exc[0] is KeyError
+        def gen():
+            with Manager():
+                yield 1
+                yield 2
+            yield "after"
+        def f():
+            return drive(gen(), [("next",), ("throw", KeyError()), ("next",)])
+        """,
+    ),
+    delegation_case(
+        "throw_into_yield_from_inside_with_block",
+        """
+        class Manager:
+            def __enter__(self):
+                print("enter")
+            def __exit__(self, *exc):
+                print("exit", exc[0].__name__ if exc[0] else None)
+                return True
+        def inner():
+            yield 1
+        def gen():
+            with Manager():
+                yield from inner()
+            yield "after"
+        def f():
+            return drive(gen(), [("next",), ("throw", ValueError()), ("next",)])
+        """,
+    ),
+    delegation_case(
+        "throw_into_await_inside_async_with",
+        """
+        class Manager:
+            async def __aenter__(self):
+                await Pending("entering")
+            async def __aexit__(self, *exc):
+                print("exit", exc[0].__name__ if exc[0] else None)
+                return True
+        async def job():
+            async with Manager():
+                await Pending("inside")
+            return "done"
+        def f():
+            return drive(job(), [("send", None), ("send", None), ("throw", KeyError()),
+                                 ("send", None)])
+        """,
+    ),
+    delegation_case(
+        "throw_into_yield_in_finally_and_except",
+        """
+        def gen():
+            try:
+                yield 1
+            except KeyError:
+                yield "in except"
+            finally:
+                yield "in finally"
+        def f():
+            return drive(gen(), [("next",), ("throw", KeyError()), ("throw", ValueError("v")),
+                                 ("next",)])
+        """,
+    ),
+    delegation_case(
+        "return_await_in_try_delegate_raises",
+        """
+        async def inner():
+            await Pending(1)
+        async def outer():
+            try:
+                return await inner()
+            except KeyError:
+                return "caught around return await"
+        def f():
+            return drive(outer(), [("send", None), ("throw", KeyError())])
+        """,
+    ),
+    delegation_case(
+        "return_yield_from_in_try_delegate_raises",
+        """
+        def inner():
+            yield 1
+        def outer():
+            try:
+                return (yield from inner())
+            except KeyError:
+                return "caught around return yield from"
+        def f():
+            return drive(outer(), [("next",), ("throw", KeyError())])
+        """,
+    ),
+]
+
 ASYNC_GENERATORS = [
     delegation_case(
         "async_generator_asend_athrow",
@@ -625,7 +726,7 @@ ASYNC_GENERATORS = [
     ),
 ]
 
-CASES = GENERATORS + COROUTINES + ASYNC_GENERATORS
+CASES = GENERATORS + COROUTINES + SUSPENDED_IN_BLOCKS + ASYNC_GENERATORS
 
 
 @pytest.mark.parametrize("snippet", CASES)
