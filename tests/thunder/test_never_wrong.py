@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import thunder
+import thunder_ir
 
 G_LOG: list[torch.Tensor] = []
 G_LL: list[list[int]] = []
@@ -434,3 +435,35 @@ def test_mutable_and_tensor_defaults():
     torch.testing.assert_close(jg(torch.ones(2)), torch.ones(2))
     w.mul_(3)
     torch.testing.assert_close(jg(torch.ones(2)), torch.full((2,), 3.0))
+
+
+G_OUT = [0.0]
+
+
+def test_user_except_clauses_cannot_swallow_tracing_limits():
+    """A data-dependent conversion inside ``try: ... except Exception`` would silently take the
+    except path while tracing; it is a clear error instead."""
+
+    def f(x):
+        try:
+            G_OUT[0] = float(x.sum())
+        except Exception:
+            G_OUT[0] = -1.0
+        return x + 1
+
+    with pytest.raises(thunder_ir.DataDependentError, match="float"):
+        thunder.jit(f)(torch.ones(2))
+    assert G_OUT == [0.0]
+
+
+def test_hasattr_of_an_unsupported_tensor_attribute_is_an_error_not_false():
+    def f(x):
+        return x * 2 if hasattr(x, "stride") else x
+
+    with pytest.raises(thunder_ir.UnsupportedTensorAttributeError, match="stride"):
+        thunder.jit(f)(torch.ones(2))
+
+    def g(x):
+        return x * 2 if hasattr(x, "no_such_attribute") else x
+
+    torch.testing.assert_close(thunder.jit(g)(torch.ones(2)), torch.ones(2))

@@ -629,3 +629,22 @@ def test_hooks_fire_inside_compiled_blocks() -> None:
     assert interp(Box(1), 3) == f(Box(1), 3)
     assert events.count("global:OFFSET") == 3
     assert events.count("attr:value") == 3 and events.count("attr:items") == 3
+
+
+def test_errors_marked_uncatchable_bypass_the_programs_except_clauses():
+    class Limit(Exception):
+        _interpreter_uncatchable = True
+
+    def boom():
+        raise Limit("no")
+
+    def program():
+        try:
+            boom()
+        except Exception:
+            return "swallowed"
+        return "not reached"
+
+    assert program.__name__ == "program"
+    with pytest.raises(Limit):
+        interpret(program)()

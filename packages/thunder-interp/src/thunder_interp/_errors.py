@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["InterpreterError", "UnsupportedOpcodeError"]
+__all__ = ["InterpreterError", "UnsupportedOpcodeError", "is_uncatchable"]
 
 
 class InterpreterError(Exception):
@@ -11,6 +11,15 @@ class InterpreterError(Exception):
     Such errors are never routed to the interpreted program's own ``except`` clauses: they
     always propagate to the caller of the interpreted function.
     """
+
+
+def is_uncatchable(exc: BaseException) -> bool:
+    """Whether ``exc`` bypasses the interpreted program's ``except`` clauses: the interpreter's
+    own errors, and those of a class that sets ``_interpreter_uncatchable = True`` (a library
+    built on the interpreter marks its errors so without importing it)."""
+    return isinstance(exc, InterpreterError) or getattr(
+        type(exc), "_interpreter_uncatchable", False
+    )
 
 
 class UnsupportedOpcodeError(InterpreterError):

@@ -8,6 +8,7 @@ transform depends on this package alone.
 from thunder_ir import constraints, devices, dtypes, ops, prims
 from thunder_ir.__about__ import __version__
 from thunder_ir.codegen import PythonCode
+from thunder_ir.errors import DataDependentError, TracingError, UnsupportedTensorAttributeError
 from thunder_ir.proxies import (
     CollectionProxy,
     ComplexProxy,
@@ -32,6 +33,7 @@ __all__ = [
     "BoundSymbol",
     "CollectionProxy",
     "ComplexProxy",
+    "DataDependentError",
     "FloatProxy",
     "IntegerProxy",
     "NumberProxy",
@@ -44,7 +46,9 @@ __all__ = [
     "TensorProxy",
     "Trace",
     "TraceCheckError",
+    "TracingError",
     "Transform",
+    "UnsupportedTensorAttributeError",
     "__version__",
     "check_trace",
     "constraints",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from thunder_ir import constraints as C
 from thunder_ir.devices import Device, to_device
 from thunder_ir.dtypes import DType, to_dtype
+from thunder_ir.errors import DataDependentError, UnsupportedTensorAttributeError
 from thunder_ir.tracectx import get_tracectx
 
 if TYPE_CHECKING:
@@ -39,6 +40,17 @@ __all__ = [
 _TENSOR_METHODS: dict[str, Callable[..., Any]] = {}
 # Number prims for NumberProxy operators, filled in by thunder_ir.prims.
 _NUMBER_OPS: dict[str, Callable[..., Any]] = {}
+
+
+# Tensor methods that return Python values computed from the data.
+_DATA_METHODS = frozenset({"item", "tolist", "numpy", "__array__", "__float__", "__int__"})
+
+
+def _data_dependent(t: Any, what: str) -> DataDependentError:
+    return DataDependentError(
+        f"{what} of tensor {t.name} depends on its data, which is not known while tracing; "
+        "compute it with tensor ops (torch.where) or pass it in as a Python value"
+    )
 
 
 def register_tensor_method(name: str, fn: Callable[..., Any]) -> None:
@@ -226,10 +238,19 @@ class TensorProxy(Proxy):
         return int(n)
 
     def __bool__(self) -> bool:
-        raise RuntimeError(
-            f"the truth value of tensor {self.name} depends on its data, which is not known while "
-            "tracing; compute the condition with tensor ops (torch.where) or pass it as a Python value"
-        )
+        raise _data_dependent(self, "the truth value")
+
+    def __float__(self) -> float:
+        raise _data_dependent(self, "float()")
+
+    def __int__(self) -> int:
+        raise _data_dependent(self, "int()")
+
+    def __index__(self) -> int:
+        raise _data_dependent(self, "using it as an index or size")
+
+    def __complex__(self) -> complex:
+        raise _data_dependent(self, "complex()")
 
     def __iter__(self) -> Any:
         return iter(tensor_method("unbind")(self, 0))
@@ -240,7 +261,15 @@ class TensorProxy(Proxy):
             raise AttributeError(name)
         fn = _TENSOR_METHODS.get(name)
         if fn is None:
-            raise AttributeError(f"Tensor attribute or method {name!r} is not supported by the IR")
+            import torch
+
+            if name in _DATA_METHODS:
+                raise _data_dependent(self, f"Tensor.{name}()")
+            if hasattr(torch.Tensor, name):
+                raise UnsupportedTensorAttributeError(
+                    f"Tensor attribute or method {name!r} is not supported by the IR"
+                )
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'")
         if name in _TENSOR_PROPERTIES:
             return fn(self)
         return _BoundTensorMethod(fn, self)

@@ -16,7 +16,7 @@ from thunder.options import JitOptions
 from thunder.prologue import build_epilogue, build_prologue
 from thunder_executors import transform_for_execution
 from thunder_interp import interpret
-from thunder_ir import Proxy, TensorProxy, Trace, Transform, prims, tracectx
+from thunder_ir import Proxy, TensorProxy, Trace, TracingError, Transform, prims, tracectx
 from thunder_transforms import dce
 from thunder_transforms.autodiff import make_differentiable
 
@@ -115,7 +115,7 @@ def compile_entry(
             if location is None or e.location is not None:
                 raise
             raise e.with_location(location).with_traceback(e.__traceback__) from None
-        except JitError as e:
+        except (JitError, TracingError) as e:
             location = _user_location(e)
             if location is not None and location not in str(e):
                 e.args = (f"{e.args[0]} (at {location})", *e.args[1:])
