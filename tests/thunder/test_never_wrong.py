@@ -467,3 +467,55 @@ def test_hasattr_of_an_unsupported_tensor_attribute_is_an_error_not_false():
         return x * 2 if hasattr(x, "no_such_attribute") else x
 
     torch.testing.assert_close(thunder.jit(g)(torch.ones(2)), torch.ones(2))
+
+
+G_DEL: dict[str, int] = {}
+
+
+class _Holder:
+    pass
+
+
+G_HOLDER = _Holder()
+
+
+def test_deletions_of_outside_state_are_replayed():
+    def f(x, k):
+        del G_DEL[k]
+        if hasattr(G_HOLDER, "a"):
+            del G_HOLDER.a
+        else:
+            G_HOLDER.a = k
+        return x + len(G_DEL)
+
+    def run(fn):
+        G_DEL.clear()
+        G_DEL.update({"a": 1, "b": 2, "c": 3, "d": 4})
+        G_HOLDER.__dict__.clear()
+        outs = [fn(torch.zeros(1), k).item() for k in "abcd"]
+        return outs, dict(G_DEL), dict(G_HOLDER.__dict__)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert run(thunder.jit(f)) == run(f)
+
+
+def test_deleting_a_global_and_a_nonlocal():
+    def make():
+        v = 1
+
+        def f(x):
+            nonlocal v
+            global G_GONE
+            del v
+            del G_GONE
+            return x * 2
+
+        return f
+
+    globals()["G_GONE"] = 1
+    f = make()
+    thunder.jit(f)(torch.ones(1))
+    assert "G_GONE" not in globals()
+    with pytest.raises(ValueError):
+        f.__closure__[0].cell_contents  # noqa: B018

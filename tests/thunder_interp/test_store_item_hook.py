@@ -48,3 +48,41 @@ def test_load_item_hook_sees_subscript_and_slice_reads():
     assert interpret(f, callbacks=hook)({"a": 1}, [10, 20, 30]) == f({"a": 1}, [10, 20, 30])
     assert ("dict", "a", 1) in seen and ("list", 1, 20) in seen
     assert ("list", slice(1, 3, None), [20, 30]) in seen
+
+
+def test_delete_hooks_fire_before_each_deletion():
+    seen: list[tuple[Any, ...]] = []
+    hooks = Callbacks(
+        delete_global=lambda name, g: seen.append(("global", name, name in g)),
+        delete_closure_cell=lambda name, code: seen.append(("cell", name, code.co_name)),
+        delete_attribute=lambda obj, name: seen.append(("attr", name, hasattr(obj, name))),
+        delete_item=lambda c, k: seen.append(("item", k, k in c)),
+    )
+    namespace: dict[str, Any] = {}
+    exec(
+        "X = 1\n"
+        "class Box: pass\n"
+        "def make():\n"
+        "    v = 1\n"
+        "    def program(box, d):\n"
+        "        nonlocal v\n"
+        "        global X\n"
+        "        del X\n"
+        "        del v\n"
+        "        del box.a\n"
+        "        del d['k']\n"
+        "        return d\n"
+        "    return program\n",
+        namespace,
+    )
+    box = namespace["Box"]()
+    box.a = 1
+    d = {"k": 1, "j": 2}
+    assert interpret(namespace["make"](), callbacks=hooks)(box, d) == {"j": 2}
+    assert seen == [
+        ("global", "X", True),
+        ("cell", "v", "program"),
+        ("attr", "a", True),
+        ("item", "k", True),
+    ]
+    assert "X" not in namespace and not hasattr(box, "a")

@@ -46,6 +46,10 @@ def _has_hooks(callbacks: Callbacks | None) -> bool:
             "store_attribute",
             "store_item",
             "load_item",
+            "delete_global",
+            "delete_closure_cell",
+            "delete_attribute",
+            "delete_item",
         )
     )
 

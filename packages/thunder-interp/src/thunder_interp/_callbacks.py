@@ -32,6 +32,10 @@ class Callbacks:
       (``BINARY_SUBSCR``; ``BINARY_SLICE`` passes a ``slice``). A notification: the value stays.
     - ``store_item(container, key, value) -> None``: before ``container[key] = value`` (a slice
       assignment ``c[a:b] = v`` passes ``slice(a, b)`` as the key).
+    - ``delete_global(name, globals) -> None``: before ``del name`` of a global.
+    - ``delete_closure_cell(name, code) -> None``: before ``del name`` of a closure cell.
+    - ``delete_attribute(obj, name) -> None``: before ``del obj.name``.
+    - ``delete_item(container, key) -> None``: before ``del container[key]``.
     - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
       function, or one the interpreter does not enter); it must perform the call itself, e.g.
       ``return fn(*args, **kwargs)``, and may replace the result.
@@ -46,4 +50,8 @@ class Callbacks:
     store_attribute: Callable[[Any, str, Any], None] | None = None
     store_item: Callable[[Any, Any, Any], None] | None = None
     load_item: Callable[[Any, Any, Any], None] | None = None
+    delete_global: Callable[[str, dict[str, Any]], None] | None = None
+    delete_closure_cell: Callable[[str, CodeType], None] | None = None
+    delete_attribute: Callable[[Any, str], None] | None = None
+    delete_item: Callable[[Any, Any], None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None

@@ -257,6 +257,10 @@ class Runtime:
         self.cb_store_attr = cb.store_attribute
         self.cb_store_item = cb.store_item
         self.cb_load_item = cb.load_item
+        self.cb_delete_global = cb.delete_global
+        self.cb_delete_cell = cb.delete_closure_cell
+        self.cb_delete_attr = cb.delete_attribute
+        self.cb_delete_item = cb.delete_item
         self.cb_opaque = cb.opaque_call
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}

@@ -69,9 +69,19 @@ _CONTAINER_MUTATORS: dict[type, set[str]] = {
         "reverse",
         "sort",
         "__setitem__",
+        "__delitem__",
     },
     dict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"},
-    OrderedDict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "move_to_end"},
+    OrderedDict: {
+        "update",
+        "pop",
+        "popitem",
+        "setdefault",
+        "clear",
+        "__setitem__",
+        "__delitem__",
+        "move_to_end",
+    },
     set: {"add", "discard", "remove", "pop", "clear", "update"},
 }
 # Items of outside containers compared by identity when the container is guarded item by item.
@@ -119,7 +129,8 @@ class Write:
 
     ``kind``: ``global`` (``target`` is the global), ``cell`` (the closure cell), ``attr``
     (``target`` is the object, ``name`` the attribute), ``call`` (``target`` is a container,
-    ``name`` the mutating method, ``value`` the argument tuple). ``value`` is a template: proxies,
+    ``name`` the mutating method, ``value`` the argument tuple); ``del_global``, ``del_cell`` and
+    ``del_attr`` delete what the first three write. ``value`` is a template: proxies,
     constants, ``Access`` objects (outside values) and containers of those.
     """
 
@@ -543,6 +554,10 @@ class Binder:
             store_attribute=self._cb_store_attribute,
             store_item=self._cb_store_item,
             load_item=self._cb_load_item,
+            delete_global=self._cb_delete_global,
+            delete_closure_cell=self._cb_delete_cell,
+            delete_attribute=self._cb_delete_attribute,
+            delete_item=self._cb_delete_item,
             opaque_call=self._cb_opaque_call,
         )
 
@@ -819,6 +834,45 @@ class Binder:
         old = getattr(obj, name, _MISSING)
         self._undo.append(lambda: _restore_attr(obj, name, old))
         self.writes.append(Write("attr", access, name, template))
+
+    def _cb_delete_global(self, name: str, globs: dict[str, Any]) -> None:
+        module = globs.get("__name__")
+        module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
+        self.globals_dicts.setdefault(module, globs)
+        old = globs[name]
+        self._undo.append(lambda: _restore_item(globs, name, old))
+        self.writes.append(Write("del_global", Access(GLOBAL, (module, name)), name, None))
+
+    def _cb_delete_cell(self, name: str, code: types.CodeType) -> None:
+        entry = self.functions_by_code.get(code)
+        if entry is None or name in code.co_cellvars:
+            return
+        fn, fn_access = entry
+        index = code.co_freevars.index(name)
+        cell = fn.__closure__[index]
+        old = cell.cell_contents
+        self._undo.append(lambda: _restore_cell(cell, old))
+        self.writes.append(Write("del_cell", Access(CELL, (index, name), fn_access), name, None))
+
+    def _cb_delete_attribute(self, obj: Any, name: str) -> None:
+        self._refuse_detached(obj, f"deletes the attribute {name!r} of")
+        access = self.access_for(obj)
+        if access is None:
+            return
+        old = getattr(obj, name, _MISSING)
+        self._undo.append(lambda: _restore_attr(obj, name, old))
+        self.writes.append(Write("del_attr", access, name, None))
+
+    def _cb_delete_item(self, container: Any, key: Any) -> None:
+        if isinstance(container, Proxy):
+            return
+        if type(container) in _CONTAINER_MUTATORS:
+            self._record_mutation(container, "__delitem__", (key,), {})
+        elif self.access_for(container) is not None:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay deleting an item of a {type(container).__name__} "
+                "that the function did not create"
+            )
 
     def _cb_store_item(self, container: Any, key: Any, value: Any) -> None:
         if isinstance(container, Proxy):

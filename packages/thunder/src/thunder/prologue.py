@@ -244,7 +244,7 @@ class _EpilogueWriter:
         """Which object paths get a local, and before which write each is resolved."""
         used: list[Access] = []
         for w in self.binder.writes:
-            if w.kind in ("attr", "call"):
+            if w.kind in ("attr", "call", "del_attr"):
                 used.append(w.target)
             used.extend(_external_refs(w.value))
         used.extend(_external_refs(result))
@@ -315,6 +315,10 @@ class _EpilogueWriter:
         return value_to_python(template, self.printer)
 
     def write(self, w: Write) -> str:
+        if w.kind in ("del_global", "del_cell"):
+            return f"del {self.access(w.target)}"
+        if w.kind == "del_attr":
+            return f"delattr({self.access(w.target)}, {w.name!r})"
         value = self.value(w.value)
         if w.kind in ("global", "cell"):
             return f"{self.access(w.target)} = {value}"

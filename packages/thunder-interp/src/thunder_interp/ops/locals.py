@@ -463,6 +463,13 @@ def delete_deref(ins: Instruction, ctx: CompileContext) -> Op:
 
     def op(f: Frame) -> int:
         cell = f.lv[i]
+        hook = f.rt.cb_delete_cell
+        if hook is not None and free:
+            try:
+                cell.cell_contents  # noqa: B018  (an unbound cell raises below, as CPython does)
+                hook(name, f.code)
+            except ValueError:
+                pass
         try:
             del cell.cell_contents
             return nxt

@@ -109,6 +109,9 @@ def delete_global(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         if name not in f.globals:
             raise name_error(name)
+        hook = f.rt.cb_delete_global
+        if hook is not None:
+            hook(name, f.globals)
         del f.globals[name]
         return nxt
 
@@ -207,6 +210,9 @@ def delete_name(ins: Instruction, ctx: CompileContext) -> Op:
         names = f.names
         if names is None:
             raise SystemError(f"no locals when deleting {name!r}")
+        hook = f.rt.cb_delete_global
+        if hook is not None and names is f.globals and name in names:
+            hook(name, names)
         try:
             del names[name]
             return nxt
@@ -284,7 +290,11 @@ def delete_attr(ins: Instruction, ctx: CompileContext) -> Op:
     name = ins.argval
 
     def op(f: Frame) -> int:
-        delattr(f.stack.pop(), name)
+        obj = f.stack.pop()
+        hook = f.rt.cb_delete_attr
+        if hook is not None:
+            hook(obj, name)
+        delattr(obj, name)
         return nxt
 
     return op
@@ -393,7 +403,11 @@ def delete_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         key = st.pop()
-        del st.pop()[key]
+        container = st.pop()
+        hook = f.rt.cb_delete_item
+        if hook is not None:
+            hook(container, key)
+        del container[key]
         return nxt
 
     return op
