@@ -519,3 +519,37 @@ def test_deleting_a_global_and_a_nonlocal():
     assert "G_GONE" not in globals()
     with pytest.raises(ValueError):
         f.__closure__[0].cell_contents  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.shape,
+        lambda x: x.size(),
+        lambda x: x.dtype,
+        lambda x: x.device,
+        lambda x: (x.shape[0], x.size(1)),
+        lambda x: x * isinstance(x.shape, torch.Size),
+        lambda x: x * isinstance(x.size(), torch.Size),
+        lambda x: x * isinstance(x.dtype, torch.dtype),
+        lambda x: x * (x.dtype is torch.float32),
+        lambda x: x * (x.dtype == torch.float32),
+        lambda x: x * (x.device == torch.device("cpu")),
+        lambda x: x * x.dtype.is_floating_point,
+        lambda x: x * torch.finfo(x.dtype).eps,
+        lambda x: torch.zeros(x.shape, dtype=x.dtype, device=x.device),
+        lambda x: x.view(x.shape[::-1]),
+        lambda x: torch.promote_types(x.dtype, torch.float64),
+    ],
+)
+def test_values_crossing_into_user_code_are_torch_types(fn):
+    x = torch.randn(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no eager fallback
+        got = thunder.jit(fn)(x)
+    want = fn(x)
+    assert type(got) is type(want)
+    if isinstance(want, torch.Tensor):
+        torch.testing.assert_close(got, want)
+    else:
+        assert got == want

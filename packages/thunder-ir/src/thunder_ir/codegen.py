@@ -115,7 +115,8 @@ def value_to_python(x: Any, printer: Printer | None = None) -> str:
         )
         return "{" + ", ".join(items) + "}"
     if isinstance(x, torch.Size):
-        return value_to_python(tuple(x), printer)
+        _need(printer, "torch")
+        return f"torch.Size({value_to_python(tuple(x), printer)})"
     if printer is None:
         raise TypeError(f"cannot print {type(x).__name__} value {x!r} as Python")
     return printer.opaque(x)

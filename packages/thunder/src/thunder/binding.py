@@ -36,9 +36,11 @@ from thunder.lookasides import is_torch_callable, jit_lookasides, query_is_allow
 from thunder.opaque import impure_reason
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
 from thunder_interp import Callbacks, interpret
-from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, Trace
+from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy, Symbol, TensorProxy, Trace
+from thunder_ir.devices import Device, to_torch_device
+from thunder_ir.dtypes import DType, to_torch_dtype
 from thunder_ir.prims.prologue import GuardFailure
-from thunder_ir.proxies import CollectionProxy
+from thunder_ir.proxies import CollectionProxy, _BoundTensorMethod
 from thunder_ir.pytree import tree_iter
 from thunder_ir.tracing import proxy_for_tensor
 
@@ -46,6 +48,7 @@ __all__ = ["Binder", "Guard", "Write", "is_scalar_constant"]
 
 _MISSING: Any = object()
 _SCALAR_TYPES = (
+    torch.Size,
     type(None),
     bool,
     int,
@@ -574,6 +577,11 @@ class Binder:
             return inner(*args, **kwargs)
 
         table[ThunderFunction.__call__] = call_jitted
+        for fn, impl in table.items():
+            if isinstance(impl, Symbol):  # a torch callable the IR mirrors: a user-level call
+                table[fn] = _returning_torch_types(impl)
+        table[_BoundTensorMethod.__call__] = _call_tensor_method
+        table[TensorProxy.size] = _tensor_size
         table.update(self._context_lookasides(table))
         return table
 
@@ -734,7 +742,7 @@ class Binder:
 
     def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         if isinstance(obj, Proxy):
-            return value
+            return torch_value(value, as_size=name == "shape")
         if _is_backend_flags(obj):
             # torch.backends.*: flags users flip at run time (mkldnn.enabled, matmul.allow_tf32)
             access = self._backend_access(obj)
@@ -1076,6 +1084,40 @@ def _has_hooks(module: torch.nn.Module) -> bool:
 
 def _values(container: Any) -> Any:
     return container.values() if isinstance(container, dict) else container
+
+
+def torch_value(value: Any, as_size: bool = False) -> Any:
+    """An IR value as the torch value user code expects (``x.dtype == torch.float32``,
+    ``isinstance(x.shape, torch.Size)``): IR dtypes and devices become torch's, a static shape a
+    ``torch.Size``. Everything else (proxies, numbers) is returned as is."""
+    if isinstance(value, DType):
+        return to_torch_dtype(value)
+    if isinstance(value, Device):
+        return to_torch_device(value)
+    if as_size and type(value) is tuple and all(type(d) is int for d in value):
+        return torch.Size(value)
+    return value
+
+
+def _returning_torch_types(sym: Symbol) -> Callable[..., Any]:
+    @functools.wraps(sym)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        out = sym(*args, **kwargs)
+        return out if isinstance(out, TensorProxy) else torch_value(out)
+
+    return call
+
+
+def _tensor_size(t: TensorProxy, dim: Any = None) -> Any:
+    return torch_value(t.size(dim), as_size=dim is None)
+
+
+def _call_tensor_method(method: Any, *args: Any, **kwargs: Any) -> Any:
+    out = method(*args, **kwargs)
+    if isinstance(out, TensorProxy):
+        return out
+    name = getattr(method.fn, "name", None)
+    return torch_value(out, as_size=name == "size" and not args and not kwargs)
 
 
 def _holds_tensors(container: Any) -> bool:

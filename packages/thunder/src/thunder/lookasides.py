@@ -114,6 +114,9 @@ _ALLOWED_QUERIES = {
     "_get_cpp_backtrace",
     "_log_api_usage_once",
     "is_available",
+    # Pure functions of dtypes.
+    "promote_types",
+    "can_cast",
 }
 
 
