@@ -604,6 +604,41 @@ def diagonal_errors() -> Iterator[ErrorInput]:
     yield ErrorInput(SampleInput((_f32(3),)), IndexError, r"Dimension out of range")
 
 
+def unfold_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
+    t = make_tensor((3, 5, 4), dtype, noncontiguous=True)
+    yield SampleInput((t, 1, 2, 1))
+    yield SampleInput((t, 1, 2, 2))
+    yield SampleInput((t, -1, 4, 3))
+    yield SampleInput((t, 0, 1, 1))
+    yield SampleInput((make_tensor((6,), dtype), 0, 3, 2))
+    yield SampleInput((make_tensor((), dtype), 0, 1, 1))
+    yield SampleInput((make_tensor((4,), dtype), 0, 0, 1))
+
+
+def unfold_errors() -> Iterator[ErrorInput]:
+    yield ErrorInput(
+        SampleInput((_f32(3, 3), 0, 4, 1)),
+        RuntimeError,
+        r"maximum size for tensor at dimension 0 is 3 but size is 4",
+    )
+    yield ErrorInput(SampleInput((_f32(3, 3), 0, 2, 0)), RuntimeError, r"step is 0 but must be > 0")
+
+
+def as_strided_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
+    yield SampleInput((make_tensor((3, 4), dtype), (2, 2), (1, 4)))
+    yield SampleInput((make_tensor((3, 4), dtype), (2, 3), (4, 1), 1))
+    yield SampleInput((make_tensor((3, 4), dtype, noncontiguous=True), (3,), (5,)))
+    yield SampleInput((make_tensor((5,), dtype), (2, 2), (1, 2)), {"storage_offset": 0})
+
+
+def as_strided_errors() -> Iterator[ErrorInput]:
+    yield ErrorInput(
+        SampleInput((_f32(3, 3), (2, 2), (1,))),
+        RuntimeError,
+        r"mismatch in length of strides and shape",
+    )
+
+
 def pad_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:
     t = make_tensor((3, 4, 5), dtype, noncontiguous=True)
     yield SampleInput((t, (1, 2)))
@@ -790,6 +825,21 @@ OPINFOS = [
         diagonal_samples,
         dtypes=SHAPE_DTYPES,
         error_inputs=diagonal_errors,
+    ),
+    OpInfo(
+        ltorch.unfold,
+        torch.Tensor.unfold,
+        unfold_samples,
+        dtypes=SHAPE_DTYPES,
+        error_inputs=unfold_errors,
+    ),
+    OpInfo(
+        ltorch.as_strided,
+        torch.as_strided,
+        as_strided_samples,
+        dtypes=FEW_DTYPES,
+        error_inputs=as_strided_errors,
+        supports_grad=False,
     ),
     OpInfo(ltorch.pad, F.pad, pad_samples, dtypes=SHAPE_DTYPES, error_inputs=pad_errors),
 ]

@@ -7,6 +7,19 @@ grouped into regions by dataflow: one may join a region unless a symbol outside 
 between them on a dependency path (joining would create a cycle). Groups are emitted in a
 topological order that stays as close as possible to the original one, and every intermediate
 is deleted after its last use (``del t3, t4``) so memory is freed as early as in eager code.
+
+Memory is shared as in eager torch. The values of the trace are split into alias groups
+(``thunder_ir.aliasing``); an op whose output may share memory with an input runs as the torch
+callable it mirrors (``torch.Tensor.diagonal(y)``), never decomposed and never in a fusion region,
+when its group is written in place (a decomposition computes the view's values in new memory and
+the write would miss the base) or holds an input or an output of the trace (the caller sees
+whether it is a view of the input, its strides, and torch's errors: ``view`` of a tensor whose
+strides do not allow it). Torch then makes the same views and copies as eager (reshape of a
+transposed tensor copies) whatever the strides of the inputs when it runs. In-place ops run as
+torch's own (``torch.Tensor.add_``: torch's checks of the memory written, the written tensor as
+result), and every write is a barrier that keeps program order. Views of intermediates nobody
+writes stay free to decompose and fuse. ``eager_aliasing=False`` keeps only what writes need
+(views in written groups) and decomposes the rest (the OpInfo suite checks decompositions).
 """
 
 from __future__ import annotations
@@ -20,7 +33,9 @@ from typing import Any
 import torch
 
 from thunder_executors.executor import Executor, FusionExecutor, OperatorExecutor, get_executor
-from thunder_ir import BoundSymbol, Proxy, Symbol, Trace
+from thunder_executors.torch_views import torch_call
+from thunder_ir import BoundSymbol, Proxy, Symbol, TensorProxy, Trace
+from thunder_ir.aliasing import AliasInfo, alias_info
 from thunder_ir.tags import OpTag
 
 __all__ = ["ExecutionTrace", "ExecutorLike", "resolve_executors", "transform_for_execution"]
@@ -101,12 +116,35 @@ def _bits(mask: int) -> Iterable[int]:
 
 
 class _Assigner:
-    def __init__(self, executors: Sequence[Executor]) -> None:
+    def __init__(
+        self, executors: Sequence[Executor], aliases: AliasInfo, eager_aliasing: bool = True
+    ) -> None:
         self.executors = executors
         self.nodes: list[_Node] = []
+        self.aliases = aliases
+        self.eager_aliasing = eager_aliasing
+
+    def _as_torch_runs_it(self, bsym: BoundSymbol) -> BoundSymbol | None:
+        """``bsym`` as one call of the torch callable it mirrors, where memory sharing needs it."""
+        if bsym.sym.module != "ltorch":
+            return None
+        if OpTag.IN_PLACE in bsym.sym.tags:
+            return torch_call(bsym) if self.eager_aliasing else None
+        if self.aliases.in_written_group(bsym) or (
+            self.eager_aliasing and self.aliases.in_observed_group(bsym)
+        ):
+            return torch_call(bsym)
+        return None
 
     def claim(self, bsyms: Iterable[BoundSymbol], defined: set[str]) -> None:
         for bsym in bsyms:
+            call = self._as_torch_runs_it(bsym)
+            if call is not None:
+                # The numbers its decomposition computes (symbolic sizes) may be read after it.
+                self.claim(_number_computations(bsym, defined), defined)
+                self.nodes.append(_Node(call, tags=bsym.sym.tags))
+                defined.update(p.name for p in call.flat_proxy_outs)
+                continue
             node = self._claim_one(bsym)
             if node is not None:
                 self.nodes.append(node)
@@ -151,6 +189,27 @@ class _Assigner:
         raise NotImplementedError(
             f"no operator executor can run {bsym.sym.id} outside a fusion region"
         )
+
+
+def _number_computations(bsym: BoundSymbol, defined: set[str]) -> list[BoundSymbol]:
+    """The calls of ``bsym``'s decomposition that compute only numbers from numbers and from
+    defined tensors (the sizes of its outputs, when they are symbolic)."""
+    out: list[BoundSymbol] = []
+    for sub in _leaves(bsym):
+        outs = sub.flat_proxy_outs
+        if not outs or any(isinstance(p, TensorProxy) or p.name in defined for p in outs):
+            continue
+        if all(p.name in defined for p in sub.flat_proxy_args if isinstance(p, TensorProxy)):
+            out.append(sub)
+    return out
+
+
+def _leaves(bsym: BoundSymbol) -> Iterable[BoundSymbol]:
+    if not bsym.subsymbols:
+        yield bsym
+        return
+    for sub in bsym.subsymbols:
+        yield from _leaves(sub)
 
 
 def _prim_count(bsym: BoundSymbol) -> int:
@@ -324,14 +383,18 @@ def _with_deletes(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSym
 
 
 def transform_for_execution(
-    trace: Trace, executors: Iterable[ExecutorLike] = ("torch",)
+    trace: Trace, executors: Iterable[ExecutorLike] = ("torch",), *, eager_aliasing: bool = True
 ) -> ExecutionTrace:
     """The execution trace of ``trace``: every bound symbol assigned to an executor (in list
     order; the torch executor is always the last resort), fusible runs grouped into regions.
-    ``.python_callable()`` of the result runs the computation."""
+    ``.python_callable()`` of the result runs the computation. Memory is shared as in eager torch
+    (see the module docstring); ``eager_aliasing=False`` keeps only what in-place writes need."""
     start = time.perf_counter()
     exs = resolve_executors(executors)
-    assigner = _Assigner(exs)
+    observed = [a.name for a in trace.args if isinstance(a, Proxy)]
+    observed += [p.name for p in _proxies(trace.return_value)]
+    aliases = alias_info(trace.bound_symbols, observed)
+    assigner = _Assigner(exs, aliases, eager_aliasing)
     assigner.claim(trace.bound_symbols, {a.name for a in trace.args})
     groups = _group_nodes(assigner.nodes)
 

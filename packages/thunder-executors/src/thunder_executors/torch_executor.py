@@ -334,6 +334,17 @@ def _register_all() -> None:
     reg(prims.convolution, translate=_convolution)
     reg(prims.embedding, translate=_same(helper_symbol("embedding")))
 
+    # Ops without a decomposition: as_strided reads memory, so only torch can run it.
+    from thunder_executors.torch_views import torch_call
+    from thunder_ir import ops
+
+    def as_torch_runs_it(bsym: BoundSymbol) -> BoundSymbol:
+        call = torch_call(bsym)
+        assert call is not None, bsym.sym.id
+        return call
+
+    reg(ops.as_strided, translate=as_torch_runs_it)
+
 
 _register_all()
 

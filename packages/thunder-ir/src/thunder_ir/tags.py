@@ -17,6 +17,15 @@ class OpTag(enum.Enum):
     IN_PLACE = "in_place"  # mutates an input (copy_ and the in-place variants built on it)
     VIEW = "view"  # the output always aliases an input
     MAY_RETURN_VIEW = "may_return_view"  # the output aliases an input for some inputs (reshape)
+    # Which elements of the input the output holds, or whether it shares their memory, depends on
+    # the input's strides and not only on its values: reshape, flatten and contiguous return a
+    # view or a copy by strides, as_strided reads memory. The IR cannot replay such an op on
+    # values alone (see thunder_transforms.functionalize).
+    STRIDE_DEPENDENT = "stride_dependent"
+    # Raises for some memory layouts of its input (``view`` of a tensor whose strides do not allow
+    # it, ``as_strided`` past the end of the storage): dead code elimination keeps it, unused,
+    # where it reads the caller's memory, so that the call raises as eager torch does.
+    LAYOUT_ERRORS = "layout_errors"
     RANDOM = "random"  # consumes RNG state; never CSE'd or constant-folded
     DONT_DCE = "dont_dce"  # has effects beyond its outputs
     PROLOGUE = "prologue"  # unpacks or checks inputs in a prologue trace

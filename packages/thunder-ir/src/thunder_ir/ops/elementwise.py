@@ -523,7 +523,9 @@ def logical_not(a: Any) -> Any:
 # Complex parts -------------------------------------------------------------------------------
 
 
-@torchop("torch.real", "torch.Tensor.real", tags=_EW)
+# torch.real and torch.imag of a complex tensor are views of it (and torch.real of a real tensor is
+# the tensor itself).
+@torchop("torch.real", "torch.Tensor.real", tags=(*_EW, OpTag.VIEW))
 def real(a: Any) -> Any:
     check(
         isinstance(a, TensorProxy),
@@ -533,7 +535,7 @@ def real(a: Any) -> Any:
     return prims.real(a) if a.dtype.is_complex else identity(a)
 
 
-@torchop("torch.imag", "torch.Tensor.imag", tags=_EW)
+@torchop("torch.imag", "torch.Tensor.imag", tags=(*_EW, OpTag.VIEW))
 def imag(a: Any) -> Any:
     check(
         isinstance(a, TensorProxy),

@@ -1,9 +1,11 @@
 """Shape and view torch-language ops.
 
 Views (``OpTag.VIEW``) always alias their input in torch; ``OpTag.MAY_RETURN_VIEW`` ops (reshape,
-flatten, contiguous) alias it for some inputs. In the IR every op is functional: the tags are what
-alias analysis and in-place functionalization look at. An op that returns its input unchanged
-records ``prims.shallow_copy`` so that its output is a fresh proxy.
+flatten, contiguous) alias it for some inputs, by its strides (``OpTag.STRIDE_DEPENDENT``). In
+the IR every op is functional: the tags are what alias analysis (``thunder_ir.aliasing``) and
+in-place functionalization look at. An op that returns its input unchanged records
+``prims.shallow_copy`` so that its output is a fresh proxy. ``as_strided`` reads memory, not
+values: it has no decomposition and always runs as ``torch.as_strided``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from thunder_ir.tags import OpTag
 from thunder_ir.utils import canonicalize_dim, check, promote_types
 
 _VIEW = (OpTag.SHAPE_OP, OpTag.VIEW)
-_MAY_VIEW = (OpTag.SHAPE_OP, OpTag.MAY_RETURN_VIEW)
+_MAY_VIEW = (OpTag.SHAPE_OP, OpTag.MAY_RETURN_VIEW, OpTag.STRIDE_DEPENDENT)
 _SHAPE = (OpTag.SHAPE_OP,)
 
 
@@ -129,7 +131,7 @@ def reshape(a: Any, *shape: Any, **kwargs: Any) -> Any:
     return reshape_to(a, infer_shape(a, sizes_arg(shape, kwargs, "shape", "reshape")))
 
 
-@torchop("torch.Tensor.view", tags=_VIEW)
+@torchop("torch.Tensor.view", tags=(*_VIEW, OpTag.LAYOUT_ERRORS))
 def view(a: Any, *shape: Any, **kwargs: Any) -> Any:
     a = check_tensor_arg(a, "view")
     if (
@@ -143,7 +145,7 @@ def view(a: Any, *shape: Any, **kwargs: Any) -> Any:
     return reshape_to(a, infer_shape(a, sizes_arg(shape, kwargs, "size", "view")))
 
 
-@torchop("torch.Tensor.view_as", tags=_VIEW)
+@torchop("torch.Tensor.view_as", tags=(*_VIEW, OpTag.LAYOUT_ERRORS))
 def view_as(a: Any, other: Any) -> Any:
     return view(a, check_tensor_arg(other, "view_as", "other").shape)
 
@@ -801,6 +803,64 @@ def diagonal(a: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
     if length == 0:
         return slice_in_dim(flat, flat.ndim - 1, 0, 0)
     return slice_in_dim(flat, flat.ndim - 1, start, start + (length - 1) * (m + 1) + 1, m + 1)
+
+
+@torchop("torch.Tensor.unfold", tags=_VIEW)
+def unfold(a: Any, dimension: int, size: int, step: int) -> Any:
+    """Every ``size``-long window of ``dimension`` taken ``step`` apart, as a new last dimension
+    (computed here by gathering; torch returns a view)."""
+    a = check_tensor_arg(a, "unfold")
+    src = a if a.ndim else prims.reshape(a, (1,))
+    d = canonicalize_dim(src.ndim, dimension)
+    n = src.shape[d]
+    check(
+        size <= n,
+        lambda: f"maximum size for tensor at dimension {d} is {n} but size is {size}",
+    )
+    check(step > 0, lambda: f"step is {step} but must be > 0")
+    windows = (n - size) // step + 1
+    starts = prims.broadcast_in_dim(
+        prims.iota(windows, start=0, step=step, device=a.device, dtype=dtypes.int64),
+        (windows, size),
+        (0,),
+    )
+    offsets = prims.broadcast_in_dim(
+        prims.iota(size, start=0, step=1, device=a.device, dtype=dtypes.int64),
+        (windows, size),
+        (1,),
+    )
+    index = prims.reshape(prims.add(starts, offsets), (windows * size,))
+    gathered = prims.index_select(src, d, index)
+    shape = (*src.shape[:d], windows, size, *src.shape[d + 1 :])
+    out = prims.reshape(gathered, shape)
+    perm = (*range(d + 1), *range(d + 2, len(shape)), d + 1)
+    out = prims.transpose(out, perm)
+    return out if a.ndim else prims.reshape(out, (size,))  # a 0-d tensor: one window
+
+
+@torchop(
+    "torch.as_strided",
+    "torch.Tensor.as_strided",
+    tags=(*_VIEW, OpTag.STRIDE_DEPENDENT, OpTag.LAYOUT_ERRORS),
+)
+def as_strided(
+    a: Any, size: Sequence[Any], stride: Sequence[Any], storage_offset: Any = None
+) -> Any:
+    """A view of ``a``'s memory with the given sizes and strides. What it holds depends on how
+    ``a`` lies in memory, which the IR does not model: no decomposition, it runs as
+    ``torch.as_strided`` (and has no gradient here)."""
+    a = check_tensor_arg(a, "as_strided")
+    size, stride = tuple(size), tuple(stride)
+    check(
+        len(size) == len(stride),
+        "mismatch in length of strides and shape",
+    )
+    for s in (*size, *stride):
+        check(
+            not isinstance(s, int) or s >= 0,
+            "as_strided: negative sizes or strides are not supported",
+        )
+    return TensorProxy(shape=size, dtype=a.dtype, device=a.device, requires_grad=a.requires_grad)
 
 
 @torchop("torch.nn.functional.pad", tags=_SHAPE)

@@ -1,0 +1,133 @@
+"""Running a torch-language op as the very torch callable it mirrors.
+
+An op whose output shares memory with an input that the trace writes in place (a view the program
+writes through, a view of a tensor written later) must run as eager torch runs it: its
+decomposition into prims or a fusion region would compute the same values in new memory, and
+the write would miss the base. In-place ops run as torch's own (``torch.Tensor.add_``), so that
+the checks torch makes on the memory they write (no element written twice, no partial overlap
+with an input) and the result (the written tensor itself) are eager's. ``torch_call(bsym)`` is the bound symbol that calls the torch
+callable the op mirrors (``torch.Tensor.diagonal(y)``), with the op's arguments; torch then
+decides, for the strides the tensors have when it runs, whether the result is a view (reshape of
+a transposed tensor copies, as in eager). The callable is derived from the op's torch names.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from thunder_executors.executor import to_runtime_value
+from thunder_ir import BoundSymbol, Symbol
+
+__all__ = ["torch_call", "torch_callable_symbol"]
+
+
+def setitem_(a: torch.Tensor, key: Any, value: Any) -> torch.Tensor:
+    """``a[key] = value``, returning ``a`` (as the in-place op does)."""
+    a[key] = value
+    return a
+
+
+# Torch callables that return None where the op returns its (written) first argument.
+_RETURNING_SELF: dict[str, Callable[..., Any]] = {"torch.Tensor.__setitem__": setitem_}
+
+
+def _attribute_getter(name: str) -> Callable[[Any], Any]:
+    def get(a: Any) -> Any:
+        return getattr(a, name)
+
+    get.__name__ = get.__qualname__ = f"{name}_attribute"
+    return get
+
+
+@functools.cache
+def torch_callable_symbol(op: Symbol) -> Symbol | None:
+    """The executor symbol calling the torch callable ``op`` mirrors, or None when it mirrors
+    none (internal ops). Tensor methods come first: they take sizes both as varargs and as one
+    sequence (``permute(1, 0)``, ``permute((1, 0))``), as the op does; a Tensor property
+    (``Tensor.T``) is read by a small function printed as ``torch_ex.T_attribute``."""
+    from thunder_ir.ops import resolve_torch_name
+
+    methods = [n for n in op.torch_names if n.startswith("torch.Tensor.")]
+    functions = [n for n in op.torch_names if not n.startswith("torch.Tensor.")]
+    for qualified in (*methods, *functions):
+        if qualified in _RETURNING_SELF:
+            fn = _RETURNING_SELF[qualified]
+            return Symbol(
+                fn.__name__, None, module="torch_ex", impl=fn, id=f"torch_views::{qualified}"
+            )
+        fn = resolve_torch_name(qualified)
+        if callable(fn):
+            module, _, name = qualified.rpartition(".")
+            return Symbol(name, None, module=module, impl=fn, id=f"torch_views::{qualified}")
+    for qualified in methods:
+        attr = qualified.removeprefix("torch.Tensor.")
+        if hasattr(torch.Tensor, attr):
+            getter = _attribute_getter(attr)
+            return Symbol(
+                getter.__name__, None, module="torch_ex", impl=getter, id=f"torch_views::{attr}"
+            )
+    return None
+
+
+@functools.cache
+def _signature(op: Symbol) -> inspect.Signature | None:
+    try:
+        return inspect.signature(op.meta) if op.meta is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_torch_arguments(
+    op: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The op's arguments as the torch callable takes them: bound to the op's signature (which
+    mirrors torch's) and passed by position up to the first one left out, by keyword after it, so
+    that parameter names that differ between ``torch.x`` and ``Tensor.x`` do not matter."""
+    sig = _signature(op)
+    if sig is None:
+        return args, kwargs
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    positional: list[Any] = []
+    keywords: dict[str, Any] = {}
+    gap = False
+    for param in sig.parameters.values():
+        given = param.name in bound.arguments
+        if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            if not given:
+                gap = True
+            elif gap:
+                keywords[param.name] = bound.arguments[param.name]
+            else:
+                positional.append(bound.arguments[param.name])
+        elif param.kind is param.VAR_POSITIONAL:
+            if given and gap:
+                return args, kwargs
+            positional.extend(bound.arguments.get(param.name, ()))
+        elif param.kind is param.KEYWORD_ONLY:
+            if given:
+                keywords[param.name] = bound.arguments[param.name]
+        elif given:
+            keywords.update(bound.arguments[param.name])
+    return tuple(positional), keywords
+
+
+def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
+    """``bsym`` (a torch-language op) as one call of the torch callable it mirrors, or None when
+    it mirrors none."""
+    if bsym.sym.module != "ltorch":
+        return None
+    sym = torch_callable_symbol(bsym.sym)
+    if sym is None:
+        return None
+    args, kwargs = _as_torch_arguments(bsym.sym, bsym.args, bsym.kwargs)
+    return BoundSymbol(
+        sym, to_runtime_value(args), to_runtime_value(kwargs), bsym.output, header=bsym.header
+    )
