@@ -553,3 +553,20 @@ def test_values_crossing_into_user_code_are_torch_types(fn):
         torch.testing.assert_close(got, want)
     else:
         assert got == want
+
+
+def test_argument_lists_and_dicts_are_mutated_and_returned_as_themselves():
+    def f(x, lst, d):
+        lst.append(x.sum())
+        d["n"] = x * 2
+        return lst, d
+
+    jf = thunder.jit(f)
+    lst: list[torch.Tensor] = []
+    d: dict[str, torch.Tensor] = {}
+    for i in range(3):
+        x = torch.randn(2)
+        got_lst, got_d = jf(x, lst, d)
+        assert got_lst is lst and got_d is d and len(lst) == i + 1
+        torch.testing.assert_close(lst[-1], x.sum())
+        torch.testing.assert_close(d["n"], x * 2)

@@ -266,10 +266,17 @@ class Binder:
 
     def _bind_leaf(self, x: Any, access: Access) -> Any:
         t = type(x)
-        if t is tuple or t is list:
-            return t(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
-        if t is dict:
-            return {k: self._bind_leaf(v, access.item(k)) for k, v in x.items()}
+        if t is tuple:
+            return tuple(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
+        if t is list or t is dict:
+            # The program sees a copy holding proxies that stands for the argument: what it
+            # does to the copy (append, item stores, returning it) is done to the argument.
+            items = enumerate(x) if t is list else x.items()
+            bound = [(k, self._bind_leaf(v, access.item(k))) for k, v in items]
+            copied = [v for _, v in bound] if t is list else dict(bound)
+            self._associate(copied, access)
+            self._container_at[access] = copied
+            return copied
         if isinstance(x, tuple) and hasattr(t, "_make") and _holds_tensors(x):
             # A namedtuple of tensors: the program sees one of proxies (items and fields alike).
             return t._make(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
