@@ -97,9 +97,10 @@ def record_refusal(test: str, exc: BaseException) -> None:
 class Mismatch(AssertionError):
     """Eager and thunder disagree (the message holds the program and a reproducer)."""
 
-    def __init__(self, headline: str, details: str) -> None:
+    def __init__(self, headline: str, details: str, program: Any = None) -> None:
         super().__init__(f"{headline}\n\n{details}")
         self.headline = headline
+        self.program = program
 
 
 def report(test: str, mismatch: Mismatch) -> None:
@@ -122,6 +123,8 @@ def report(test: str, mismatch: Mismatch) -> None:
         pytest.fail(str(mismatch), pytrace=False)
     with open(path, "a") as f:
         f.write(f"\n=== {test} :: {mismatch.headline}\n{mismatch}\n")
+        if mismatch.program is not None:
+            f.write(f"--- program ---\n{mismatch.program!r}\n")
 
 
 # -- running generated source -------------------------------------------------------------------

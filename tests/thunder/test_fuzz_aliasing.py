@@ -265,6 +265,7 @@ def run_program(program: Program) -> None:
             msg,
             f"--- generated source ---\n{program.source}\n--- calls ---\n{log}\n"
             f"--- reproducer ---\n{program.reproducer()}",
+            program,
         )
 
     for i, specs in enumerate(program.calls):

@@ -387,6 +387,7 @@ def run_program(program: Program) -> None:
             msg,
             f"--- generated source ---\n{program.source}\n--- calls ---\n{log}\n"
             f"--- reproducer ---\n{program.reproducer()}",
+            program,
         )
 
     for i, (layout, dtype) in enumerate(program.calls):
