@@ -31,6 +31,9 @@ class Access:
     kind: str
     key: Any
     parent: Access | None = None
+    # Tells apart the objects one path holds at different times of a call (a global rebound to
+    # a container the program made): the epilogue binds each at its own point.
+    version: int = 0
 
     def attr(self, name: str) -> Access:
         return Access(ATTR, name, self)

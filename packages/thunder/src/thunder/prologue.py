@@ -256,16 +256,21 @@ class _EpilogueWriter:
     def bindings_before(self, index: int) -> list[str]:
         lines = []
         for access in self.pending.pop(index, ()):
-            path = self.access(access)
+            path = self.path(access)
             name = f"_o{len(self.locals)}"
             self.locals[access] = name
             lines.append(f"{name} = {path}")
         return lines
 
     def access(self, access: Access) -> str:
+        """An object's expression: its local when it has one, else its path."""
         local = self.locals.get(access)
         if local is not None:
             return local
+        return self.path(access)
+
+    def path(self, access: Access) -> str:
+        """The expression that reads ``access`` now (and, for a global or cell, stores it)."""
         kind = access.kind
         if kind == ROOT:
             return "fn"
@@ -316,12 +321,12 @@ class _EpilogueWriter:
 
     def write(self, w: Write) -> str:
         if w.kind in ("del_global", "del_cell"):
-            return f"del {self.access(w.target)}"
+            return f"del {self.path(w.target)}"
         if w.kind == "del_attr":
             return f"delattr({self.access(w.target)}, {w.name!r})"
         value = self.value(w.value)
         if w.kind in ("global", "cell"):
-            return f"{self.access(w.target)} = {value}"
+            return f"{self.path(w.target)} = {value}"
         if w.kind == "attr":
             obj = self.access(w.target)
             return f"setattr({obj}, {w.name!r}, {value})"

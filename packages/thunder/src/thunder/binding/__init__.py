@@ -1,0 +1,68 @@
+"""Binding the interpreter to the IR: what the traced program reads, calls and writes.
+
+A :class:`Binder` owns the state of one tracing run. Its callbacks (given to
+``thunder_interp.interpret``) turn every value the program reads from outside its arguments into
+either a proxy input (tensors; numbers in symbolic mode) or a guard the prologue checks; its
+lookasides send torch callables to IR symbols; its opaque-call hook refuses torch ops without an
+IR symbol and records mutations of outside containers. Writes to outside state (globals, closure
+cells, attributes, container mutations) are recorded for the epilogue and undone when tracing ends,
+so tracing itself has no visible effect: every call, the first included, runs the compiled program.
+
+The binder is split by concern, each module a layer of one class: ``state`` (access paths,
+inputs, guards), ``reads``, ``writes``, ``calls`` (the opaque-call policy and the callbacks
+handed to the interpreter) and ``regions`` (autocast and checkpoint).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
+from thunder.binding.regions import RegionsMixin
+from thunder.binding.state import (
+    ExternalRef,
+    Guard,
+    Write,
+    is_scalar_constant,
+    iter_proxies,
+    torch_value,
+)
+from thunder.lookasides import jit_lookasides
+from thunder_interp import interpret
+from thunder_ir import Symbol, TensorProxy
+from thunder_ir.proxies import _BoundTensorMethod
+
+__all__ = [
+    "Binder",
+    "ExternalRef",
+    "Guard",
+    "Write",
+    "is_scalar_constant",
+    "iter_proxies",
+    "torch_value",
+]
+
+
+class Binder(RegionsMixin):
+    """The state of one tracing run (one cache entry being compiled)."""
+
+    def lookasides(self) -> dict[Any, Any]:
+        """The lookaside table of this run: the static one, plus calls of already jitted
+        functions, which are interpreted into this trace (reentrantly) instead of running their
+        own cache."""
+        from thunder.jit_function import ThunderFunction
+
+        table = jit_lookasides()
+
+        def call_jitted(jitted: ThunderFunction, *args: Any, **kwargs: Any) -> Any:
+            inner = interpret(jitted.fn, lookasides=table, callbacks=self.callbacks())
+            return inner(*args, **kwargs)
+
+        table[ThunderFunction.__call__] = call_jitted
+        for fn, impl in table.items():
+            if isinstance(impl, Symbol):  # a torch callable the IR mirrors: a user-level call
+                table[fn] = _returning_torch_types(impl)
+        table[_BoundTensorMethod.__call__] = _call_tensor_method
+        table[TensorProxy.size] = _tensor_size
+        table.update(self._context_lookasides(table))
+        return table

@@ -1,0 +1,139 @@
+"""The policy for calls the interpreter does not enter (C functions, torch callables without an
+IR op): run, record as a mutation, or refuse with a clear error; and the values crossing from the
+IR back into user code (torch dtypes, devices, ``torch.Size``)."""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from thunder.binding.state import (
+    _CONTAINER_MUTATORS,
+    _RETURNS_CONTENTS,
+    _SCALAR_TYPES,
+    torch_value,
+)
+from thunder.binding.writes import (
+    WritesMixin,
+)
+from thunder.errors import (
+    ImpureCallError,
+    UnsupportedOperationError,
+)
+from thunder.lookasides import is_torch_callable, query_is_allowed
+from thunder.opaque import impure_reason
+from thunder_interp import Callbacks
+from thunder_ir import Proxy, Symbol, TensorProxy
+from thunder_ir.pytree import tree_iter
+
+
+def _returning_torch_types(sym: Symbol) -> Callable[..., Any]:
+    @functools.wraps(sym)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        out = sym(*args, **kwargs)
+        return out if isinstance(out, TensorProxy) else torch_value(out)
+
+    return call
+
+
+def _tensor_size(t: TensorProxy, dim: Any = None) -> Any:
+    return torch_value(t.size(dim), as_size=dim is None)
+
+
+def _call_tensor_method(method: Any, *args: Any, **kwargs: Any) -> Any:
+    out = method(*args, **kwargs)
+    if isinstance(out, TensorProxy):
+        return out
+    name = getattr(method.fn, "name", None)
+    return torch_value(out, as_size=name == "size" and not args and not kwargs)
+
+
+def _callable_name(fn: Any) -> str:
+    owner = getattr(fn, "__objclass__", None) or getattr(fn, "__self__", None)
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    if isinstance(owner, torch.Tensor) or owner is torch._C.TensorBase:
+        return f"torch.Tensor.{name}"
+    module = getattr(fn, "__module__", None)
+    if module:
+        module = module.replace("torch._C._nn", "torch._C._nn").replace(
+            "torch._C._VariableFunctions", "torch"
+        )
+        return f"{module}.{name}"
+    return str(name)
+
+
+class CallsMixin(WritesMixin):
+    """Opaque calls and the callbacks given to the interpreter."""
+
+    def callbacks(self) -> Callbacks:
+        return Callbacks(
+            load_global=self._cb_load_global,
+            load_closure_cell=self._cb_load_cell,
+            load_attribute=self._cb_load_attribute,
+            store_global=self._cb_store_global,
+            store_closure_cell=self._cb_store_cell,
+            store_attribute=self._cb_store_attribute,
+            store_item=self._cb_store_item,
+            load_item=self._cb_load_item,
+            delete_global=self._cb_delete_global,
+            delete_closure_cell=self._cb_delete_cell,
+            delete_attribute=self._cb_delete_attribute,
+            delete_item=self._cb_delete_item,
+            opaque_call=self._cb_opaque_call,
+        )
+
+    def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        owner = getattr(fn, "__self__", None)
+        if owner is not None and type(fn) is types.BuiltinMethodType:
+            mutators = _CONTAINER_MUTATORS.get(type(owner))
+            if mutators is not None and fn.__name__ in mutators:
+                self._record_mutation(owner, fn.__name__, args, kwargs)
+                if fn.__name__ in _RETURNS_CONTENTS:  # what it returns was in the container
+                    self._note_content_read_of(owner)
+                if fn.__name__ in ("pop", "popitem") and self.access_for(owner) is not None:
+                    result = fn(*args, **kwargs)
+                    for x in result if fn.__name__ == "popitem" else (result,):
+                        if not isinstance(x, _SCALAR_TYPES):
+                            self._detached[id(x)] = x
+                    return result
+            elif type(owner) in _CONTAINER_MUTATORS:
+                self._note_content_read_of(owner)  # list.index, dict.get, ...
+        for a in (*args, *kwargs.values()):
+            if type(a) in _CONTAINER_MUTATORS:
+                self._note_content_read_of(a)
+        if not is_torch_callable(fn):
+            self._refuse_impure(fn, args)
+        if is_torch_callable(fn):
+            has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
+            if has_proxy or not query_is_allowed(fn):
+                raise UnsupportedOperationError(_callable_name(fn))
+            result = fn(*args, **kwargs)
+            if isinstance(result, torch.Tensor):
+                raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")
+            return result
+        return fn(*args, **kwargs)
+
+    def _is_outside(self, obj: Any) -> bool:
+        return id(obj) in self._outside_owners or self.access_for(obj) is not None
+
+    def _refuse_impure(self, fn: Any, args: tuple[Any, ...]) -> None:
+        owner = getattr(fn, "__self__", None)
+        mutators = _CONTAINER_MUTATORS.get(type(owner)) if owner is not None else None
+        if mutators is not None and getattr(fn, "__name__", "") in mutators:
+            return  # a recorded (replayed) mutation
+        reason: str | None
+        if getattr(fn, "__name__", "") == "next" and getattr(fn, "__module__", "") == "builtins":
+            if not args or self.access_for(args[0]) is None:
+                return  # an iterator the program made in this call
+            reason = "next() advances an iterator that lives outside the function"
+        else:
+            reason = impure_reason(fn, self._is_outside)
+        if reason is not None:
+            raise ImpureCallError(
+                _callable_name(fn),
+                f"its result would become a constant of the compiled program ({reason})",
+            )

@@ -1,0 +1,453 @@
+"""Reads: every value the traced program takes from outside its arguments becomes a proxy
+input (tensors; numbers in symbolic mode) or a guard the prologue checks. Arguments are bound
+here too, and containers whose contents the program reads are tracked (a content read)."""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import sys
+import types
+import warnings
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
+from thunder.binding.state import (
+    _CONTAINER_MUTATORS,
+    _CONTAINER_TYPES,
+    _IDENTIFIED_TYPES,
+    _LIBRARY_PREFIXES,
+    _MAX_GUARDED_ITEMS,
+    _MISSING,
+    _SCALAR_TYPES,
+    BinderState,
+    Guard,
+    _dotted,
+    _has_hooks,
+    _holds_tensors,
+    _is_backend_flags,
+    _values,
+    is_scalar_constant,
+    torch_value,
+)
+from thunder.errors import (
+    SharpEdgeError,
+    UnsupportedOperationError,
+    UnsupportedSideEffectError,
+)
+from thunder.guards import HOOK_ATTRIBUTES
+from thunder.options import SHARP_EDGES_OPTIONS
+from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy
+
+
+class ReadsMixin(BinderState):
+    """Outside reads and argument binding."""
+
+    def access_for(self, obj: Any) -> Access | None:
+        """Where an outside object can be found on later calls, or None (created by the program)."""
+        entry = self.access_of.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            return entry[1]
+        if isinstance(obj, torch.nn.Module):
+            return self._module_access(obj)
+        return self._find_in_outside_containers(obj)
+
+    def _find_in_outside_containers(self, obj: Any) -> Access | None:
+        """The path of ``obj`` when it sits in an outside container the program read (reached
+        without a hook: iterating, unpacking, ``dict.get``); None when it is in none of them (the
+        program created it). What the program found there is then guarded (a content read)."""
+        if isinstance(obj, (_SCALAR_TYPES, Proxy)):
+            return None
+        for access, container in list(self._container_at.items()):
+            items = container.items() if isinstance(container, dict) else enumerate(container)
+            for key, value in items:
+                if value is obj:
+                    found = access.item(key)
+                    snapshot = self._snapshots.get(id(container))
+                    if snapshot is not None and not any(v is obj for v in _values(snapshot)):
+                        self._inserted.add(found)  # put there by this call
+                    else:
+                        self._note_content_read_of(container)
+                    self._associate(obj, found)
+                    return found
+        return None
+
+    def _module_access(self, module: torch.nn.Module) -> Access | None:
+        """Submodules reached without a path (iterating a ModuleList): found by their name in
+        an outside module, and the containers on the way guarded by length."""
+        tracked = [(o, a) for o, a in self.access_of.values() if isinstance(o, torch.nn.Module)]
+        if self._module_index is None or len(tracked) != self._indexed_modules:
+            index: dict[int, Access] = {}
+            for root, root_access in tracked:
+                for name, sub in root.named_modules(remove_duplicate=True):
+                    if name and id(sub) not in index:
+                        index[id(sub)] = _dotted(root_access, name)
+            self._module_index = index
+            self._indexed_modules = len(tracked)
+        access = self._module_index.get(id(module))
+        if access is None:
+            return None
+        node: Access | None = access.parent
+        while node is not None:
+            parent = self._resolve(node)
+            if isinstance(parent, torch.nn.Module):
+                modules = node.attr("_modules")
+                self.guards.setdefault(modules, Guard(modules, "keys", tuple(parent._modules)))
+            if node.kind != ATTR:
+                break
+            node = node.parent
+        self.access_of[id(module)] = (module, access)
+        self.guards.setdefault(access, Guard(access, "type", type(module)))
+        return access
+
+    def _resolve(self, access: Access) -> Any:
+        for obj, a in self.access_of.values():
+            if a == access:
+                return obj
+        if access.kind == ATTR and access.parent is not None:
+            parent = self._resolve(access.parent)
+            return getattr(parent, access.key, None) if parent is not None else None
+        return None
+
+    def bind_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """The arguments the interpreted program receives: tensors (and numbers, in symbolic mode)
+        inside tuples, lists and dicts become proxies; other objects are tracked outside values."""
+        pargs = tuple(self._bind_leaf(a, Access(ARG, i)) for i, a in enumerate(args))
+        pkwargs = {k: self._bind_leaf(v, Access(KWARG, k)) for k, v in kwargs.items()}
+        self._bind_defaults(len(args), kwargs, pkwargs)
+        return pargs, pkwargs
+
+    def _bind_defaults(self, nargs: int, kwargs: dict[str, Any], pkwargs: dict[str, Any]) -> None:
+        """The default values this call uses are outside state (``fn.__defaults__`` can be
+        reassigned, a mutable default mutated): guarded like any read; a default holding tensors
+        is passed in as the proxies the program sees."""
+        fn, root, skip = self.fn, Access(ROOT, None), 0
+        if isinstance(fn, types.MethodType):
+            fn, root, skip = fn.__func__, root.attr("__func__"), 1
+        if not isinstance(fn, types.FunctionType):
+            return
+        code = fn.__code__
+        defaults = fn.__defaults__ or ()
+        first = code.co_argcount - len(defaults)
+        used: list[tuple[str, Any, Access, bool]] = []
+        for i, value in enumerate(defaults):
+            name = code.co_varnames[first + i]
+            if first + i - skip >= nargs and name not in kwargs:
+                positional_only = first + i < code.co_posonlyargcount
+                used.append((name, value, root.attr("__defaults__").item(i), positional_only))
+        for name, value in (fn.__kwdefaults__ or {}).items():
+            if name not in kwargs:
+                used.append((name, value, root.attr("__kwdefaults__").item(name), False))
+        for name, value, access, positional_only in used:
+            seen = self.on_load(value, access)
+            if seen is not value:
+                if positional_only:
+                    raise UnsupportedOperationError(
+                        f"a tensor default of the positional-only parameter {name!r}",
+                        "pass the tensor as an argument",
+                    )
+                pkwargs[name] = seen
+
+    def _bind_leaf(self, x: Any, access: Access) -> Any:
+        t = type(x)
+        if t is tuple:
+            return tuple(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
+        if t is list or t is dict:
+            # The program sees a copy holding proxies that stands for the argument: what it
+            # does to the copy (append, item stores, returning it) is done to the argument.
+            # Without tensors in it (nothing to proxy) the program sees the argument itself, so
+            # it also sees what it does to the argument through another path (a global).
+            items = enumerate(x) if t is list else x.items()
+            bound = [(k, self._bind_leaf(v, access.item(k))) for k, v in items]
+            values = x.values() if t is dict else x
+            same = all(b is v for (_, b), v in zip(bound, values))
+            seen = x if same else ([v for _, v in bound] if t is list else dict(bound))
+            self._associate(seen, access)
+            self._container_at[access] = seen
+            return seen
+        if isinstance(x, tuple) and hasattr(t, "_make") and _holds_tensors(x):
+            # A namedtuple of tensors: the program sees one of proxies (items and fields alike).
+            return t._make(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
+        if isinstance(x, torch.Tensor):
+            return self._tensor_input(x, access, guarded=False)
+        if self.symbolic and t in (int, float):
+            name = self._name_for(access)
+            proxy: NumberProxy = (
+                IntegerProxy(name, value=x) if t is int else FloatProxy(name, value=x)
+            )
+            self.inputs.append((proxy, access))
+            return proxy
+        if not isinstance(x, _SCALAR_TYPES):
+            self._associate(x, access)
+        return x
+
+    def on_load(self, value: Any, access: Access, holder: Any = _MISSING) -> Any:
+        """A value read from outside state: returns what the program sees, records the guard."""
+        if isinstance(value, Proxy):
+            return value
+        if access.kind == ITEM and access.parent is not None:
+            self._note_content_read(access.parent)
+        if self.options.sharp_edges is not SHARP_EDGES_OPTIONS.ALLOW:
+            self._sharp_edge(access)
+        if isinstance(value, torch.Tensor):
+            return self._tensor_input(value, access, guarded=True)
+        if isinstance(value, _SCALAR_TYPES):
+            self.guards.setdefault(access, Guard(access, "value", value))
+            return value
+        t = type(value)
+        self._associate(value, access)
+        if t in _CONTAINER_TYPES:
+            return self._load_container(value, access)
+        if isinstance(value, types.FunctionType):
+            self.functions_by_code.setdefault(value.__code__, (value, access))
+            if not self._is_library_global(access):
+                self.guards.setdefault(access, Guard(access, "is", value))
+            return value
+        inner = getattr(value, "_thunder_inner_function", None)
+        if inner is not None:  # an already jitted function: its code is read through it
+            self._register_function(inner(), access.attr("fn"))
+        if isinstance(value, (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)):
+            self._guard_callable(value, access, holder)
+            return value
+        if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
+            if not self._is_library_global(access) and access.kind != ATTR:
+                self.guards.setdefault(access, Guard(access, "is", value))
+            return value
+        self.guards.setdefault(access, Guard(access, "type", t))
+        return value
+
+    def _guard_items(self, container: Any, access: Access) -> None:
+        """An outside container of objects: the program may iterate it, which no hook sees, so
+        its length or keys and which object each item is are guarded (a hook registered on a
+        module, a function appended to a global list, recompile)."""
+        if len(container) > _MAX_GUARDED_ITEMS or not isinstance(container, (list, tuple, dict)):
+            return
+        if isinstance(container, dict):
+            self.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(container))
+            items: Any = container.items()
+        else:
+            self.guards[access.attr("<len>")] = Guard(access, "len", len(container))
+            items = enumerate(container)
+        for key, item in items:
+            item_access = access.item(key)
+            if isinstance(item, _SCALAR_TYPES):
+                kind = "value"
+            elif isinstance(item, _IDENTIFIED_TYPES):
+                kind = "is"
+            else:
+                kind = "type"
+                self._associate(item, item_access)
+            self.guards.setdefault(
+                item_access, Guard(item_access, kind, type(item) if kind == "type" else item)
+            )
+
+    def _guard_callable(self, value: Any, access: Access, holder: Any) -> None:
+        """Which function a stored callable is: a builtin (``torch.tanh`` kept in an attribute)
+        by identity; a method bound to another object (or stored on the instance) by its object
+        and function. A method looked up on its own object's class needs no guard: the object's
+        type is guarded."""
+        owner = value.__self__
+        if owner is None or isinstance(owner, types.ModuleType):
+            if not self._is_library_global(access):
+                self.guards.setdefault(access, Guard(access, "is", value))
+            return
+        self._outside_owners.setdefault(id(owner), owner)
+        if self._is_library_global(access):
+            return
+        if owner is holder and access.key not in getattr(holder, "__dict__", {}):
+            return  # obj.method: found on the (guarded) type
+        self_access = access.attr("__self__")
+        self.guards.setdefault(self_access, Guard(self_access, "is", owner))
+        self._associate(owner, self_access)  # what the method reads from it is found through it
+        if isinstance(value, types.MethodType):
+            func_access = access.attr("__func__")
+            self.guards.setdefault(func_access, Guard(func_access, "is", value.__func__))
+        else:
+            name_access = access.attr("__name__")
+            self.guards.setdefault(name_access, Guard(name_access, "value", value.__name__))
+
+    def _load_container(self, value: Any, access: Access) -> Any:
+        if type(value) in _CONTAINER_MUTATORS:
+            self._container_at.setdefault(access, value)
+        if is_scalar_constant(value):
+            self.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
+            return value
+        self.guards.setdefault(access, Guard(access, "type", type(value)))
+        if not _holds_tensors(value):
+            self._guard_items(value, access)
+            return value
+        # A container of tensors: the program sees a copy holding proxies. The copy stands for the
+        # outside container, so its mutations are recorded (and replayed) as the container's.
+        copied: Any
+        if type(value) in (dict, OrderedDict):
+            self.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))
+            copied = type(value)(
+                (k, self.on_load(v, access.item(k)) if isinstance(v, torch.Tensor) else v)
+                for k, v in value.items()
+            )
+        elif type(value) in (tuple, list):
+            self.guards[access] = Guard(access, "len", len(value))
+            copied = type(value)(
+                self.on_load(v, access.item(i)) if isinstance(v, torch.Tensor) else v
+                for i, v in enumerate(value)
+            )
+        else:
+            return value  # a set of tensors: hashed by identity, never proxied
+        self.access_of[id(copied)] = (copied, access)
+        self.bound_at.setdefault(access, len(self.writes))
+        self._container_at[access] = copied
+        return copied
+
+    def _sharp_edge(self, access: Access) -> None:
+        root = access.root
+        if root.kind not in (GLOBAL, CELL) or self._is_library_global(access):
+            return
+        what = f"reads {access.describe(self.param_names)}, which is not an argument"
+        if self.options.sharp_edges is SHARP_EDGES_OPTIONS.ERROR:
+            raise SharpEdgeError(f"thunder.jit(sharp_edges='error'): the function {what}")
+        warnings.warn(f"thunder.jit: the function {what} (it is guarded)", stacklevel=2)
+
+    def _cb_load_global(self, name: str, value: Any, globs: dict[str, Any], prov: Any) -> Any:
+        if name in globs:
+            module = globs.get("__name__")
+            module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
+            self.globals_dicts.setdefault(module, globs)
+        else:
+            module = "builtins"
+            if value is getattr(builtins, name, _MISSING):
+                return value  # a builtin: not guarded
+            self.globals_dicts.setdefault(module, globs)
+        return self.on_load(value, Access(GLOBAL, (module, name)))
+
+    def _cb_load_cell(self, name: str, value: Any, code: types.CodeType, prov: Any) -> Any:
+        if name in code.co_cellvars:
+            return value  # a cell of this frame: created by this call
+        entry = self.functions_by_code.get(code)
+        if entry is None:
+            return value  # a function created by the program: its cells hold program values
+        _fn, fn_access = entry
+        index = code.co_freevars.index(name)
+        return self.on_load(value, Access(CELL, (index, name), fn_access))
+
+    def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
+        if isinstance(obj, Proxy):
+            return torch_value(value, as_size=name == "shape")
+        if _is_backend_flags(obj):
+            # torch.backends.*: flags users flip at run time (mkldnn.enabled, matmul.allow_tf32)
+            access = self._backend_access(obj)
+            if access is not None:
+                if isinstance(value, (bool, int, float, str)):
+                    self.guards.setdefault(
+                        access.attr(name), Guard(access.attr(name), "value", value)
+                    )
+                elif _is_backend_flags(value):
+                    self._backend_accesses.setdefault(id(value), (value, access.attr(name)))
+            return value
+        if isinstance(obj, types.ModuleType) and obj.__name__.startswith(_LIBRARY_PREFIXES):
+            return value  # torch.float32, math.pi: library constants
+        if name in HOOK_ATTRIBUTES and isinstance(obj, torch.nn.Module):
+            hooks = self._module_hooks_access(obj, name, value)
+            if hooks is not None:
+                return value
+        parent = self.access_for(obj)
+        if parent is None:
+            if isinstance(value, torch.Tensor):
+                raise UnsupportedOperationError(
+                    f"reading the tensor attribute {name!r} of a {type(obj).__name__}",
+                    "the object was not passed in and cannot be found again on later calls",
+                )
+            return value
+        return self.on_load(value, parent.attr(name), holder=obj)
+
+    def _backend_access(self, obj: Any) -> Access | None:
+        """Where a ``torch.backends`` module (or a flags object in one) is found on every call:
+        its canonical path ``torch.backends.<name>`` (how the program reached it does not
+        matter)."""
+        entry = self._backend_accesses.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            return entry[1]
+        if not isinstance(obj, types.ModuleType):
+            return None
+        parent_name, _, leaf = obj.__name__.rpartition(".")
+        parent = sys.modules.get(parent_name)
+        if parent is None or getattr(parent, leaf, None) is not obj:
+            return None
+        self.globals_dicts.setdefault(parent_name, vars(parent))
+        access = Access(GLOBAL, (parent_name, leaf))
+        self._backend_accesses[id(obj)] = (obj, access)
+        return access
+
+    def _module_hooks_access(self, module: torch.nn.Module, name: str, value: Any) -> Access | None:
+        """Reads of an nn.Module's hook dicts fold into one guard per module while they are
+        empty (the common case); otherwise they are guarded like any attribute."""
+        if value or _has_hooks(module):
+            return None  # guarded like any attribute: by the hooks each dict holds
+        access = self.access_for(module)
+        if access is None:
+            return access
+        self.guards.setdefault(access.attr("<hooks>"), Guard(access, "no_hooks", None))
+        return access
+
+    def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:
+        if type(container) not in _CONTAINER_MUTATORS:
+            if isinstance(container, tuple) and not isinstance(key, slice):
+                self._load_immutable_item(container, key, value)
+            return
+        self._note_content_read_of(container)
+        if id(container) in self.mutated:
+            return  # the contents the call found are guarded whole (or refused)
+        access = self.access_for(container)
+        if access is None or isinstance(key, slice) or isinstance(value, (Proxy, torch.Tensor)):
+            return
+        # An item of an outside container is outside state too: guard it like any other read,
+        # so that objects and containers inside it are tracked (their attributes guarded, their
+        # mutations replayed).
+        item = access.item(key)
+        if isinstance(value, _SCALAR_TYPES):
+            self.guards.setdefault(item, Guard(item, "value", value))
+        else:
+            self.on_load(value, item)
+
+    def _load_immutable_item(self, container: tuple[Any, ...], key: Any, value: Any) -> None:
+        """An item of an outside tuple (a namedtuple, ``torch.Size``, a tuple holding objects)
+        is outside state: guarded like any read (a tuple of scalars is guarded whole)."""
+        if isinstance(value, (Proxy, torch.Tensor)):
+            return
+        access = self.access_for(container)
+        if access is None or (access.is_argument_leaf() and type(container) is tuple):
+            return  # created by the program, or an argument tuple (the cache key covers it)
+        item = access.item(key)
+        if isinstance(value, _SCALAR_TYPES):
+            self.guards.setdefault(item, Guard(item, "value", value))
+        else:
+            self.on_load(value, item)
+
+    def _note_content_read(self, access: Access) -> None:
+        container = self._container_at.get(access)
+        if container is not None:
+            self._note_content_read_of(container)
+
+    def _note_content_read_of(self, container: Any) -> None:
+        if id(container) in self._content_read:
+            return
+        self._content_read.add(id(container))
+        if id(container) in self.mutated:
+            access = self.access_for(container)
+            if access is not None:
+                self._guard_entry_contents(container, access)
+
+    def _guard_entry_contents(self, container: Any, access: Access) -> None:
+        """The program reads a container it also mutates: what it read depends on the contents
+        the call found, so those are guarded (each call that changes them recompiles)."""
+        entry = self._entry_contents[id(container)]
+        if entry is _MISSING:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function both mutates and reads "
+                f"{access.describe(self.param_names)}, whose contents cannot be guarded by value; "
+                "pass it as an argument or read it outside the jitted function"
+            )
+        self.guards.pop(access, None)
+        self.guards[access] = Guard(access, "value", entry)

@@ -1,0 +1,150 @@
+"""Regions of torch state the program enters itself: ``torch.autocast`` blocks (recorded, then
+applied by the autocast transform) and ``torch.utils.checkpoint.checkpoint`` regions."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from thunder.binding.calls import CallsMixin
+from thunder.errors import (
+    UnsupportedOperationError,
+)
+from thunder_interp import interpret
+
+
+class RegionsMixin(CallsMixin):
+    """Autocast and checkpoint regions entered by the program."""
+
+    def _context_lookasides(self, table: dict[Any, Any]) -> dict[Any, Any]:
+        """``torch.autocast`` entered inside the program (as a context manager or decorator)
+        records where its region starts and ends (the autocast transform is applied to it after
+        tracing); ``torch.utils.checkpoint.checkpoint`` records a checkpointed region."""
+        from torch.amp.autocast_mode import autocast as autocast_cls
+
+        out: dict[Any, Any] = {
+            torch.is_autocast_enabled: self._is_autocast_enabled,
+            torch.get_autocast_dtype: self._get_autocast_dtype,
+            torch.utils.checkpoint.checkpoint: functools.partial(self._checkpoint, table),
+        }
+        legacy = getattr(torch, "is_autocast_cpu_enabled", None)
+        if legacy is not None:
+            out[legacy] = functools.partial(self._is_autocast_enabled, "cpu")
+        classes: list[Any] = [autocast_cls]
+        cpu_autocast = getattr(getattr(getattr(torch, "cpu", None), "amp", None), "autocast", None)
+        if isinstance(cpu_autocast, type):  # torch.cpu.amp.autocast (deprecated)
+            classes.append(cpu_autocast)
+        for cls in classes:
+            # Constructing one reads ambient state only (part of the cache key): run natively.
+            out[cls] = cls
+            out[cls.__enter__] = self._autocast_enter
+            out[cls.__exit__] = self._autocast_exit
+        return out
+
+    def autocast_at_start(self) -> torch.dtype | None:
+        """The CPU autocast dtype the program starts under (None: autocast off)."""
+        if torch.is_autocast_enabled("cpu"):
+            return torch.get_autocast_dtype("cpu")
+        return None
+
+    def _autocast_now(self) -> torch.dtype | None:
+        return self.autocast_stack[-1] if self.autocast_stack else self.autocast_at_start()
+
+    def _autocast_enter(self, cm: Any) -> Any:
+        device = getattr(cm, "device", None)
+        enabled = bool(getattr(cm, "_enabled", False))
+        if device != "cpu":
+            if enabled:
+                raise UnsupportedOperationError(
+                    f"torch.autocast(device_type={device!r}) inside a jitted function",
+                    "only device_type='cpu' autocast regions are supported",
+                )
+            self.autocast_stack.append(self._autocast_now())  # changes nothing on the CPU
+            return cm
+        if len(self.trace.scopes) > 1:
+            raise UnsupportedOperationError(
+                "entering torch.autocast inside a checkpointed region",
+                "enter it outside torch.utils.checkpoint.checkpoint, or around the jitted call",
+            )
+        state = cm.fast_dtype if enabled else None
+        self.autocast_stack.append(state)
+        self.autocast_marks.append((len(self.trace.bound_symbols), state))
+        return cm
+
+    def _autocast_exit(self, cm: Any, *exc_info: Any) -> bool:
+        if not self.autocast_stack:
+            raise UnsupportedOperationError(
+                "torch.autocast.__exit__ without a matching __enter__ inside the jitted function"
+            )
+        self.autocast_stack.pop()
+        if getattr(cm, "device", None) == "cpu":
+            if len(self.trace.scopes) > 1:
+                raise UnsupportedOperationError(
+                    "leaving torch.autocast inside a checkpointed region",
+                    "enter and leave it outside torch.utils.checkpoint.checkpoint",
+                )
+            self.autocast_marks.append((len(self.trace.bound_symbols), self._autocast_now()))
+        return False
+
+    def _is_autocast_enabled(self, *args: Any, **kwargs: Any) -> bool:
+        device = kwargs.get("device_type", args[0] if args else None)
+        if device == "cpu" and self.autocast_stack:
+            return self.autocast_stack[-1] is not None
+        return bool(torch.is_autocast_enabled(*args, **kwargs))
+
+    def _get_autocast_dtype(self, *args: Any, **kwargs: Any) -> torch.dtype:
+        device = kwargs.get("device_type", args[0] if args else None)
+        if device == "cpu" and self.autocast_stack and self.autocast_stack[-1] is not None:
+            return self.autocast_stack[-1]
+        return torch.get_autocast_dtype(*args, **kwargs)
+
+    def autocast_regions(self) -> list[torch.dtype | None] | None:
+        """The CPU autocast dtype of each top-level bound symbol of the trace (None: off), or
+        None when the program never entered or left autocast itself."""
+        if not self.autocast_marks:
+            return None
+        regions: list[torch.dtype | None] = []
+        state = self.autocast_at_start()
+        marks = iter(self.autocast_marks)
+        mark = next(marks, None)
+        for i in range(len(self.trace.bound_symbols)):
+            while mark is not None and mark[0] <= i:
+                state = mark[1]
+                mark = next(marks, None)
+            regions.append(state)
+        return regions
+
+    def _checkpoint(
+        self,
+        table: dict[Any, Any],
+        function: Any,
+        *args: Any,
+        use_reentrant: bool | None = None,
+        context_fn: Any = None,
+        determinism_check: str = "default",
+        debug: bool = False,
+        early_stop: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """``torch.utils.checkpoint.checkpoint`` inside a jitted function: ``function`` is
+        interpreted into a checkpointed region (its intermediates are recomputed in the backward
+        instead of saved). Random values drawn inside it are saved, not drawn again."""
+        from thunder_transforms.checkpoint import checkpoint_symbol
+
+        if use_reentrant is not False:
+            raise UnsupportedOperationError(
+                f"torch.utils.checkpoint.checkpoint(use_reentrant={use_reentrant!r})",
+                "pass use_reentrant=False (the reentrant variant's gradient semantics differ)",
+            )
+        if context_fn is not None and context_fn is not torch.utils.checkpoint.noop_context_fn:
+            raise UnsupportedOperationError(
+                "torch.utils.checkpoint.checkpoint(context_fn=...)",
+                "custom context functions are not supported",
+            )
+        kwargs.pop("preserve_rng_state", None)  # random values are saved, so always preserved
+        interpreted = interpret(function, lookasides=table, callbacks=self.callbacks())
+        name = getattr(function, "__name__", None) or type(function).__name__
+        name = name if name.isidentifier() else "region"
+        return checkpoint_symbol(interpreted, name=name)(*args, **kwargs)

@@ -1,0 +1,332 @@
+"""The state of one tracing run: where each outside object is found (its access path), the
+inputs and guards recorded so far, and the shared vocabulary (``Guard``, ``Write``, the value
+kinds the binder tells apart)."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import types
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from thunder.access import ATTR, GLOBAL, ROOT, Access
+from thunder.errors import (
+    UnsupportedSideEffectError,
+)
+from thunder.guards import check_no_module_hooks
+from thunder.options import CACHE_OPTIONS, JitOptions
+from thunder_ir import Proxy, TensorProxy, Trace
+from thunder_ir.devices import Device, to_torch_device
+from thunder_ir.dtypes import DType, to_torch_dtype
+from thunder_ir.prims.prologue import GuardFailure
+from thunder_ir.pytree import tree_iter
+from thunder_ir.tracing import proxy_for_tensor
+
+_MISSING: Any = object()
+_SCALAR_TYPES = (
+    torch.Size,
+    type(None),
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    torch.dtype,
+    torch.device,
+    type(Ellipsis),
+)
+_CONTAINER_TYPES = (list, tuple, dict, OrderedDict, set, frozenset)
+_CONTAINER_MUTATORS: dict[type, set[str]] = {
+    list: {
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "remove",
+        "clear",
+        "reverse",
+        "sort",
+        "__setitem__",
+        "__delitem__",
+    },
+    dict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"},
+    OrderedDict: {
+        "update",
+        "pop",
+        "popitem",
+        "setdefault",
+        "clear",
+        "__setitem__",
+        "__delitem__",
+        "move_to_end",
+    },
+    set: {"add", "discard", "remove", "pop", "clear", "update"},
+}
+# Items of outside containers compared by identity when the container is guarded item by item.
+_IDENTIFIED_TYPES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    type,
+    types.ModuleType,
+    functools.partial,
+)
+_MAX_GUARDED_ITEMS = 256
+_RETURNS_CONTENTS = frozenset({"pop", "popitem", "setdefault"})
+# Module globals of libraries: their functions, classes and modules are not rebound by users.
+_LIBRARY_PREFIXES = ("torch", "builtins", "thunder", "typing", "collections", "math", "functools")
+
+
+def is_scalar_constant(x: Any, depth: int = 0) -> bool:
+    """Whether ``x`` is a value the prologue can compare with ``==`` (scalars and small
+    containers of them)."""
+    if isinstance(x, _SCALAR_TYPES):
+        return True
+    if depth < 3 and type(x) in (tuple, list, frozenset, set) and len(x) <= 64:
+        return all(is_scalar_constant(v, depth + 1) for v in x)
+    if depth < 3 and type(x) in (dict, OrderedDict) and len(x) <= 64:
+        return all(
+            is_scalar_constant(k, 3) and is_scalar_constant(v, depth + 1) for k, v in x.items()
+        )
+    return False
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A fact the trace relied on: ``kind`` is ``tensor`` (metadata), ``value`` (``==``), ``type``,
+    ``is`` (identity), ``len`` or ``keys`` (a dict's keys, in order)."""
+
+    access: Access
+    kind: str
+    expected: Any
+
+
+@dataclass(frozen=True)
+class Write:
+    """A write the program made to outside state, replayed by the epilogue on every call.
+
+    ``kind``: ``global`` (``target`` is the global), ``cell`` (the closure cell), ``attr``
+    (``target`` is the object, ``name`` the attribute), ``call`` (``target`` is a container,
+    ``name`` the mutating method, ``value`` the argument tuple); ``del_global``, ``del_cell`` and
+    ``del_attr`` delete what the first three write. ``value`` is a template: proxies,
+    constants, ``Access`` objects (outside values) and containers of those.
+    """
+
+    kind: str
+    target: Access
+    name: str
+    value: Any
+
+
+class ExternalRef:
+    """An outside object in a value template, re-read through its access path."""
+
+    __slots__ = ("access",)
+
+    def __init__(self, access: Access) -> None:
+        self.access = access
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    try:
+        check_no_module_hooks.impl(module)  # type: ignore[misc]
+    except GuardFailure:
+        return True
+    return False
+
+
+def _values(container: Any) -> Any:
+    return container.values() if isinstance(container, dict) else container
+
+
+def _holds_tensors(container: Any) -> bool:
+    return any(isinstance(v, torch.Tensor) for v in _values(container))
+
+
+def _is_backend_flags(obj: Any) -> bool:
+    """Whether ``obj`` is a ``torch.backends`` module or a flags object of one."""
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__.startswith("torch.backends.")
+    return type(obj).__module__.startswith("torch.backends.") and not isinstance(obj, type)
+
+
+def _dotted(root: Access, dotted: str) -> Access:
+    access = root
+    for part in dotted.split("."):
+        access = access.attr(part)
+    return access
+
+
+def _is_reserved(name: str) -> bool:
+    return name in ("args", "kwargs", "fn", "prims", "ltorch", "torch", "outs") or hasattr(
+        builtins, name
+    )
+
+
+def iter_proxies(template: Any) -> Iterator[Proxy]:
+    """Every proxy in a value template."""
+    for leaf in tree_iter(template):
+        if isinstance(leaf, Proxy):
+            yield leaf
+
+
+def _cell_is_set(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def torch_value(value: Any, as_size: bool = False) -> Any:
+    """An IR value as the torch value user code expects (``x.dtype == torch.float32``,
+    ``isinstance(x.shape, torch.Size)``): IR dtypes and devices become torch's, a static shape a
+    ``torch.Size``. Everything else (proxies, numbers) is returned as is."""
+    if isinstance(value, DType):
+        return to_torch_dtype(value)
+    if isinstance(value, Device):
+        return to_torch_device(value)
+    if as_size and type(value) is tuple and all(type(d) is int for d in value):
+        return torch.Size(value)
+    return value
+
+
+class BinderState:
+    """The bookkeeping every part of the binder shares."""
+
+    def __init__(self, fn: Any, options: JitOptions, trace: Trace, param_names: tuple[str, ...]):
+        self.fn = fn
+        self.options = options
+        self.trace = trace
+        self.param_names = param_names
+        self.symbolic = options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES
+        # Outside objects the program can reach, by id: (object, access path).
+        self.access_of: dict[int, tuple[Any, Access]] = {}
+        # When each object's path was taken, as the number of writes made before: the epilogue
+        # resolves a path at that point of its replay, so writes made since (an insert before a
+        # list item, a ``del``) do not move it to another object.
+        self.bound_at: dict[Access, int] = {}
+        # Objects taken out of outside containers (``pop``): no path reaches them on later calls.
+        self._detached: dict[int, Any] = {}
+        # Paths to objects the program itself put into outside containers: written (replayed),
+        # never guarded (they do not exist when a call starts).
+        self._inserted: set[Access] = set()
+        self._snapshots: dict[int, Any] = {}
+        # Computation inputs in order: proxy and where it comes from.
+        self.inputs: list[tuple[Proxy, Access]] = []
+        self.tensor_proxies: dict[int, tuple[Any, TensorProxy]] = {}
+        self.guards: dict[Access, Guard] = {}
+        self.writes: list[Write] = []
+        self.globals_dicts: dict[str, dict[str, Any]] = {}
+        self.functions_by_code: dict[types.CodeType, tuple[Any, Access]] = {}
+        self.mutated: set[int] = set()
+        self._undo: list[Callable[[], None]] = []
+        self._snapshotted: set[int] = set()
+        # Outside containers whose contents the program read (an item, or the container passed to
+        # an opaque call such as len or sum), and the contents of mutated ones as the call found
+        # them. A mutated container keeps a type guard only while its contents are never read.
+        self._content_read: set[int] = set()
+        self._entry_contents: dict[int, Any] = {}
+        self._container_at: dict[Access, Any] = {}
+        # Objects whose bound methods the program read from outside state (``random.random`` is
+        # a method of the random module's hidden generator): calling those is not pure.
+        self._outside_owners: dict[int, Any] = {}
+        self._module_index: dict[int, Access] | None = None
+        self._indexed_modules = 0
+        # CPU autocast entered by the program: the stack of its dtypes (None: off) and the
+        # (top-level bound symbol index, dtype) where it changes.
+        self.autocast_stack: list[torch.dtype | None] = []
+        self.autocast_marks: list[tuple[int, torch.dtype | None]] = []
+        # torch.backends modules and flag objects read by the program: their canonical paths.
+        self._backend_accesses: dict[int, tuple[Any, Access]] = {}
+        self._register_root(fn)
+
+    def _register_root(self, fn: Any) -> None:
+        root = Access(ROOT, None)
+        self.access_of[id(fn)] = (fn, root)
+        if isinstance(fn, types.FunctionType):
+            self.functions_by_code[fn.__code__] = (fn, root)
+        elif isinstance(fn, types.MethodType):
+            self.access_of[id(fn.__self__)] = (fn.__self__, root.attr("__self__"))
+            func = fn.__func__
+            if isinstance(func, types.FunctionType):
+                self.functions_by_code[func.__code__] = (func, root.attr("__func__"))
+
+    def _register_function(self, fn: Any, access: Access) -> None:
+        self.access_of.setdefault(id(fn), (fn, access))
+        if isinstance(fn, types.FunctionType):
+            self.functions_by_code.setdefault(fn.__code__, (fn, access))
+        elif isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+            self.access_of.setdefault(id(fn.__self__), (fn.__self__, access.attr("__self__")))
+            self.functions_by_code.setdefault(
+                fn.__func__.__code__, (fn.__func__, access.attr("__func__"))
+            )
+
+    def _name_for(self, access: Access) -> str:
+        base = access.short_name(self.param_names)
+        names = self.trace.names
+        if base not in names and base.isidentifier() and not _is_reserved(base):
+            return base
+        i = 0
+        while f"{base}_{i}" in names:
+            i += 1
+        return f"{base}_{i}"
+
+    def _tensor_input(self, t: torch.Tensor, access: Access, guarded: bool) -> TensorProxy:
+        known = self.tensor_proxies.get(id(t))
+        if known is not None and known[0] is t:
+            if guarded and access != self._access_of_input(known[1]):
+                # The same tensor reached by a second path (tied weights): check it stays tied.
+                self.guards.setdefault(access, Guard(access, "is_input", known[1].name))
+            return known[1]
+        proxy = proxy_for_tensor(t, self._name_for(access))
+        self.tensor_proxies[id(t)] = (t, proxy)
+        self.inputs.append((proxy, access))
+        if guarded:
+            self.guards[access] = Guard(access, "tensor", t)
+        return proxy
+
+    def _access_of_input(self, proxy: Proxy) -> Access | None:
+        for p, a in self.inputs:
+            if p is proxy:
+                return a
+        return None
+
+    def _associate(self, obj: Any, access: Access) -> None:
+        """``obj`` is found at ``access`` (the first path the program took to it is kept)."""
+        entry = self.access_of.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            self.access_of[id(obj)] = (obj, access)
+            self.bound_at.setdefault(access, len(self.writes))
+
+    def is_inserted(self, access: Access) -> bool:
+        """Whether ``access`` goes through an object the program put into outside state."""
+        node: Access | None = access
+        while node is not None:
+            if node in self._inserted:
+                return True
+            node = node.parent
+        return False
+
+    def _refuse_detached(self, obj: Any, what: str) -> None:
+        if id(obj) in self._detached and self._detached[id(obj)] is obj:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function {what} a {type(obj).__name__} it took out of an "
+                "outside container (pop); later calls could not find it to replay that. Copy it "
+                "first, or mutate it before taking it out"
+            )
+
+    def _is_library_global(self, access: Access) -> bool:
+        node: Access | None = access
+        while node is not None and node.kind == ATTR:
+            node = node.parent
+        if node is None or node.kind != GLOBAL:
+            return False
+        module = node.key[0] or ""
+        return bool(module.startswith(_LIBRARY_PREFIXES))

@@ -1,0 +1,234 @@
+"""Writes: stores, deletions and container mutations of outside state are recorded for the
+epilogue (as templates it can rebuild on every call) and undone when tracing ends, so tracing
+itself has no visible effect."""
+
+from __future__ import annotations
+
+import copy
+import types
+from typing import Any
+
+import torch
+
+from thunder.access import CELL, GLOBAL, Access
+from thunder.binding.reads import ReadsMixin
+from thunder.binding.state import (
+    _CONTAINER_MUTATORS,
+    _MISSING,
+    _SCALAR_TYPES,
+    ExternalRef,
+    Guard,
+    Write,
+    _cell_is_set,
+    is_scalar_constant,
+)
+from thunder.errors import (
+    UnsupportedSideEffectError,
+)
+from thunder_ir import Proxy
+
+
+def _restore_item(d: dict[str, Any], name: str, old: Any) -> None:
+    if old is _MISSING:
+        d.pop(name, None)
+    else:
+        d[name] = old
+
+
+def _restore_cell(cell: types.CellType, old: Any) -> None:
+    if old is _MISSING:
+        if _cell_is_set(cell):
+            del cell.cell_contents
+    else:
+        cell.cell_contents = old
+
+
+def _restore_attr(obj: Any, name: str, old: Any) -> None:
+    if old is _MISSING:
+        if hasattr(obj, name):
+            delattr(obj, name)
+    else:
+        setattr(obj, name, old)
+
+
+def _restore_container(container: Any, snapshot: Any) -> None:
+    if isinstance(container, list):
+        container[:] = snapshot
+    else:
+        container.clear()
+        container.update(snapshot)
+
+
+class WritesMixin(ReadsMixin):
+    """Outside writes, deletions and mutations."""
+
+    def _cb_store_global(self, name: str, value: Any, globs: dict[str, Any]) -> None:
+        module = globs.get("__name__")
+        module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
+        self.globals_dicts.setdefault(module, globs)
+        access = Access(GLOBAL, (module, name))
+        template = self._template(value, f"global {name}")
+        old = globs.get(name, _MISSING)
+        self._undo.append(lambda: _restore_item(globs, name, old))
+        self.writes.append(Write("global", access, name, template))
+        self._track_stored(value, access)
+
+    def _cb_store_cell(self, name: str, value: Any, code: types.CodeType) -> None:
+        if name in code.co_cellvars:
+            return
+        entry = self.functions_by_code.get(code)
+        if entry is None:
+            return
+        fn, fn_access = entry
+        index = code.co_freevars.index(name)
+        cell = fn.__closure__[index]
+        template = self._template(value, f"nonlocal {name}")
+        old = cell.cell_contents if _cell_is_set(cell) else _MISSING
+        self._undo.append(lambda: _restore_cell(cell, old))
+        cell_access = Access(CELL, (index, name), fn_access)
+        self.writes.append(Write("cell", cell_access, name, template))
+        self._track_stored(value, cell_access)
+
+    def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
+        self._refuse_detached(obj, f"sets the attribute {name!r} of")
+        access = self.access_for(obj)
+        if access is None:
+            return
+        if (
+            isinstance(obj, torch.nn.Module)
+            and isinstance(value, Proxy)
+            and (name in obj._buffers or name in obj._parameters)
+        ):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: assigning a computed tensor to the buffer or parameter {name!r} "
+                f"of {type(obj).__name__} is not supported yet; update it in place "
+                f"(self.{name}.copy_(new_value))"
+            )
+        template = self._template(value, f"attribute {name}")
+        old = getattr(obj, name, _MISSING)
+        self._undo.append(lambda: _restore_attr(obj, name, old))
+        self.writes.append(Write("attr", access, name, template))
+        self._track_stored(value, access.attr(name))
+
+    def _track_stored(self, value: Any, access: Access) -> None:
+        """A container the program made and stored into outside state is outside state from now
+        on: what the program does to it later is replayed on it, found where it was stored."""
+        if type(value) in _CONTAINER_MUTATORS and self.access_for(value) is None:
+            stored = Access(access.kind, access.key, access.parent, version=len(self.writes))
+            self._associate(value, stored)
+            self._inserted.add(stored)
+
+    def _cb_delete_global(self, name: str, globs: dict[str, Any]) -> None:
+        module = globs.get("__name__")
+        module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
+        self.globals_dicts.setdefault(module, globs)
+        old = globs[name]
+        self._undo.append(lambda: _restore_item(globs, name, old))
+        self.writes.append(Write("del_global", Access(GLOBAL, (module, name)), name, None))
+
+    def _cb_delete_cell(self, name: str, code: types.CodeType) -> None:
+        entry = self.functions_by_code.get(code)
+        if entry is None or name in code.co_cellvars:
+            return
+        fn, fn_access = entry
+        index = code.co_freevars.index(name)
+        cell = fn.__closure__[index]
+        old = cell.cell_contents
+        self._undo.append(lambda: _restore_cell(cell, old))
+        self.writes.append(Write("del_cell", Access(CELL, (index, name), fn_access), name, None))
+
+    def _cb_delete_attribute(self, obj: Any, name: str) -> None:
+        self._refuse_detached(obj, f"deletes the attribute {name!r} of")
+        access = self.access_for(obj)
+        if access is None:
+            return
+        old = getattr(obj, name, _MISSING)
+        self._undo.append(lambda: _restore_attr(obj, name, old))
+        self.writes.append(Write("del_attr", access, name, None))
+
+    def _cb_delete_item(self, container: Any, key: Any) -> None:
+        if isinstance(container, Proxy):
+            return
+        if type(container) in _CONTAINER_MUTATORS:
+            self._record_mutation(container, "__delitem__", (key,), {})
+        elif self.access_for(container) is not None:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay deleting an item of a {type(container).__name__} "
+                "that the function did not create"
+            )
+
+    def _cb_store_item(self, container: Any, key: Any, value: Any) -> None:
+        if isinstance(container, Proxy):
+            return
+        if type(container) in _CONTAINER_MUTATORS:
+            self._record_mutation(container, "__setitem__", (key, value), {})
+        elif self.access_for(container) is not None:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay item assignment on a {type(container).__name__} "
+                "that the function did not create"
+            )
+
+    def _record_mutation(self, container: Any, method: str, args: tuple[Any, ...], kw: Any) -> None:
+        self._refuse_detached(container, f"calls {method} on")
+        access = self.access_for(container)
+        if access is None:
+            return  # created by the program
+        if kw:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay {type(container).__name__}.{method} with keywords"
+            )
+        template = self._template(tuple(args), f"{type(container).__name__}.{method} argument")
+        if id(container) not in self._snapshotted:
+            self._snapshotted.add(id(container))
+            snapshot = copy.copy(container)
+            self._snapshots[id(container)] = snapshot
+            self._undo.append(lambda: _restore_container(container, snapshot))
+            self._entry_contents[id(container)] = (
+                copy.deepcopy(snapshot) if is_scalar_constant(snapshot) else _MISSING
+            )
+        self.mutated.add(id(container))
+        if id(container) in self._content_read:
+            self._guard_entry_contents(container, access)
+        else:
+            # Only written so far: its contents change every call, so guard the type alone.
+            self.guards.pop(access, None)
+            self.guards.pop(access.attr("<keys>"), None)
+            self.guards.pop(access.attr("<len>"), None)
+            self.guards[access] = Guard(access, "type", type(container))
+        self.writes.append(Write("call", access, method, template))
+
+    def _template(self, value: Any, what: str) -> Any:
+        """``value`` as something the epilogue can rebuild on every call."""
+        if isinstance(value, (Proxy, *_SCALAR_TYPES)):
+            return value
+        access = self.access_for(value)
+        if access is not None:
+            return ExternalRef(access)
+        t = type(value)
+        if t in (tuple, list):
+            return t(self._template(v, what) for v in value)
+        if t is slice:  # a slice assignment's key
+            parts = (value.start, value.stop, value.step)
+            return slice(*(self._template(v, what) for v in parts))
+        if t is dict:
+            return {k: self._template(v, what) for k, v in value.items()}
+        raise UnsupportedSideEffectError(
+            f"thunder.jit: cannot replay storing a {t.__name__} created by the function into "
+            f"{what} on later calls; only tensors, numbers, strings, None, outside objects and "
+            "tuples/lists/dicts of those can be written to state outside the function"
+        )
+
+    def output_template(self, value: Any) -> Any:
+        """The function's return value as a template (the same rules as writes)."""
+        if isinstance(value, torch.Tensor) and not isinstance(value, Proxy):
+            access = self.access_for(value)
+            if access is None:
+                raise UnsupportedSideEffectError(
+                    "thunder.jit: the function returned a tensor thunder did not trace"
+                )
+        return self._template(value, "the return value")
+
+    def undo_effects(self) -> None:
+        """Restore outside state written while tracing (the epilogue replays it for real)."""
+        while self._undo:
+            self._undo.pop()()
