@@ -29,7 +29,14 @@ from thunder_ir.proxies import Proxy, TensorProxy
 from thunder_ir.symbol import BoundSymbol
 from thunder_ir.tags import OpTag
 
-__all__ = ["MAY_ALIAS_PRIMS", "AliasInfo", "alias_info", "aliased_inputs", "writes_in_place"]
+__all__ = [
+    "MAY_ALIAS_PRIMS",
+    "AliasInfo",
+    "alias_info",
+    "aliased_inputs",
+    "writes_in_place",
+    "written_inputs",
+]
 
 # Prims whose executors may return a view of their first argument, or that argument itself. Every
 # other prim returns new memory when it runs (``prims.copy_`` returns its destination).
@@ -135,6 +142,11 @@ def aliased_inputs(bsym: BoundSymbol) -> list[tuple[Proxy, Proxy]]:
     """(output, input) pairs of ``bsym``: each tensor output with each tensor input it may share
     memory with when the bound symbol runs."""
     return _analyze(bsym)[0]
+
+
+def written_inputs(bsym: BoundSymbol) -> set[str]:
+    """The names of the inputs of ``bsym`` it writes into (through views of them too)."""
+    return _analyze(bsym)[1]
 
 
 def writes_in_place(bsym: BoundSymbol) -> bool:

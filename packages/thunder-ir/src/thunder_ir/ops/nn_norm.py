@@ -232,7 +232,8 @@ def batch_norm(
 def _update_running_stat(running: Any, batch_stat: Any, momentum: float) -> None:
     if running is None:
         return
-    stat = to_dtype(batch_stat, running.dtype)
+    # torch updates the running statistics outside autograd: they never carry a gradient.
+    stat = to_dtype(prims.stop_gradient(batch_stat), running.dtype)
     updated = add(mul(running, 1.0 - momentum), mul(stat, momentum))
     prims.copy_(to_dtype(updated, running.dtype), running)
 

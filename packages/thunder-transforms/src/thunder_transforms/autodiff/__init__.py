@@ -46,6 +46,7 @@ from thunder_transforms.autodiff import (  # noqa: F401
 from thunder_transforms.autodiff.core import (
     NONDIFFERENTIABLE,
     ForwardBackward,
+    snapshot_written_inputs,
     split_forward_backward,
 )
 from thunder_transforms.autodiff.registry import VJP_RULES, VJPRule, register_vjp
@@ -60,6 +61,7 @@ __all__ = [
     "make_differentiable",
     "register_vjp",
     "remat",
+    "snapshot_written_inputs",
     "split_forward_backward",
 ]
 
@@ -81,5 +83,6 @@ def make_differentiable(
         fb = remat.rematerialize(fb)
     elif fb.checkpointed:
         fb = remat.rematerialize(fb, method="checkpointed_only")
+    fb = snapshot_written_inputs(fb)
     fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward))
     return fn, fb.forward, fb.backward

@@ -3,6 +3,7 @@ grad rules, and the forward trace that also returns what the backward needs."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,12 +19,19 @@ from thunder_ir import (
     prims,
     tracectx,
 )
+from thunder_ir.aliasing import alias_info
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.registry import VJP_RULES, static_eq, zeros_like
 from thunder_transforms.checkpoint import checkpointed_values
 from thunder_transforms.dce import dce
+from thunder_transforms.functionalize import functionalize
 
-__all__ = ["NONDIFFERENTIABLE", "ForwardBackward", "split_forward_backward"]
+__all__ = [
+    "NONDIFFERENTIABLE",
+    "ForwardBackward",
+    "snapshot_written_inputs",
+    "split_forward_backward",
+]
 
 # Ops whose outputs never carry gradients although their inputs may (Tensor.detach).
 NONDIFFERENTIABLE: frozenset[str] = frozenset({prims.stop_gradient.id})
@@ -48,6 +56,11 @@ class ForwardBackward:
     mutated_inputs: frozenset[int] = frozenset()  # inputs the forward writes in place (copy_)
     # Forward values inside checkpointed regions: never saved, recomputed (see ``remat``).
     checkpointed: frozenset[str] = frozenset()
+    # The last ``hidden_outputs`` flat outputs of ``forward`` are not the program's: inputs it
+    # writes whose new values carry gradients, returned so that autograd records the write.
+    hidden_outputs: int = 0
+    # Mutated inputs written through a view of them (eager's error for a leaf names the view).
+    written_through_views: frozenset[int] = frozenset()
 
 
 def _carries_grad(p: Any) -> bool:
@@ -140,8 +153,12 @@ def split_forward_backward(
     the tensor inputs whose proxies say ``requires_grad``; only floating-point tensors can be).
 
     Composite ops without a grad rule are differentiated through their decompositions; the
-    forward keeps composites that no gradient flows through as they are."""
+    forward keeps composites that no gradient flows through as they are. In-place writes are
+    functionalized first (``thunder_transforms.functionalize``): gradients flow through them as
+    in eager torch, and the forward writes the final values of written inputs back at its end."""
     start = time.perf_counter()
+    fz = functionalize(trace)
+    trace = fz.trace
     args = trace.args
     if requires_grad is None:
         requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
@@ -155,6 +172,15 @@ def split_forward_backward(
         if not bsym.has_tag(OpTag.RETURN):
             lin.visit(bsym)
     leaves, spec = tree_flatten(trace.return_value)
+    # Written inputs whose new values carry gradients are outputs too (hidden from the program):
+    # autograd must record the write for the caller's later uses of the input.
+    returned = {x.name for x in leaves if isinstance(x, Proxy)}
+    hidden = [
+        t
+        for _, t in sorted(fz.written_inputs.items())
+        if t.name in active and t.name not in returned
+    ]
+    leaves = [*leaves, *hidden]
     diff_out = tuple(isinstance(x, TensorProxy) and x.name in active for x in leaves)
 
     bw = Trace("backward", names=trace.names)
@@ -212,5 +238,59 @@ def split_forward_backward(
         and b.args[1].name in arg_index
     )
     return ForwardBackward(
-        fw, bw, spec, diff_out, which, len(saved), mutated, frozenset(lin.checkpointed)
+        fw,
+        bw,
+        spec,
+        diff_out,
+        which,
+        len(saved),
+        mutated,
+        frozenset(lin.checkpointed),
+        len(hidden),
+        fz.through_views,
     )
+
+
+def snapshot_written_inputs(fb: ForwardBackward) -> ForwardBackward:
+    """``fb`` whose forward saves copies of the values that share memory with an input it writes
+    at its end (the input itself, views of it): the backward needs them as they were before the
+    write. Run after rematerialization, which may choose to save inputs."""
+    if not fb.mutated_inputs:
+        return fb
+    fw = fb.forward
+    bsyms = fw.bound_symbols
+    ret = bsyms[-1]
+    if not ret.has_tag(OpTag.RETURN):
+        return fb
+    outputs, saved = ret.args[0]
+    written = {fw.args[i].name for i in fb.mutated_inputs}
+    first = next(
+        (
+            i
+            for i, b in enumerate(bsyms)
+            if b.has_tag(OpTag.IN_PLACE)
+            and len(b.args) > 1
+            and isinstance(b.args[1], Proxy)
+            and b.args[1].name in written
+        ),
+        None,
+    )
+    if first is None:
+        return fb
+    info = alias_info(bsyms[:first])
+    roots = {info.root(n) for n in written}
+    defined = {a.name for a in fw.args} | {p.name for b in bsyms[:first] for p in b.flat_proxy_outs}
+    risky = {
+        s.name: s
+        for s in saved
+        if isinstance(s, TensorProxy) and s.name in defined and info.root(s.name) in roots
+    }
+    if not risky:
+        return fb
+    scratch = fw.derive([], pass_name="snapshot written inputs")
+    with tracectx(scratch):
+        copies = {name: prims.clone(s) for name, s in risky.items()}
+    new_saved = tuple(copies.get(s.name, s) if isinstance(s, Proxy) else s for s in saved)
+    new_ret = ret.replace(args=((outputs, new_saved),))
+    scratch.bound_symbols[:] = [*bsyms[:first], *scratch.bound_symbols, *bsyms[first:-1], new_ret]
+    return dataclasses.replace(fb, forward=scratch)

@@ -37,6 +37,8 @@ class DifferentiableFunction:
         self.differentiable_outputs = fb.differentiable_outputs
         self.requires_grad = fb.requires_grad
         self.mutated_inputs = fb.mutated_inputs
+        self.hidden_outputs = fb.hidden_outputs
+        self.written_through_views = fb.written_through_views
 
     def __call__(self, *args: Any) -> Any:
         wants_grad = False
@@ -51,8 +53,23 @@ class DifferentiableFunction:
         if not (wants_grad and torch.is_grad_enabled()):
             outs, _saved = self.forward_fn(*args)
         else:
+            self._check_writes(args)
             outs = _ThunderFunction.apply(self, *args)  # type: ignore[no-untyped-call]
-        return tree_unflatten(list(outs), self.output_spec)
+        outs = list(outs)
+        if self.hidden_outputs:
+            outs = outs[: len(outs) - self.hidden_outputs]
+        return tree_unflatten(outs, self.output_spec)
+
+    def _check_writes(self, args: Sequence[Any]) -> None:
+        """Eager refuses to write in place into a leaf that requires grad (or a view of one)."""
+        for i in sorted(self.mutated_inputs):
+            a = args[i]
+            if isinstance(a, torch.Tensor) and a.requires_grad and a.is_leaf:
+                view = "a view of " if i in self.written_through_views else ""
+                raise RuntimeError(
+                    f"{view}a leaf Variable that requires grad is being used in an in-place "
+                    "operation."
+                )
 
 
 class _ThunderFunction(torch.autograd.Function):

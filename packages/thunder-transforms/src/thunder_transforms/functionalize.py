@@ -1,0 +1,340 @@
+"""Functionalization: a trace with in-place writes as a trace without them (for autodiff).
+
+Autodiff reads a trace as dataflow: ``s = sum(h)`` depends on ``h`` as it was defined. After
+``h.diagonal().mul_(3)`` the name ``h`` holds other values, and its gradient goes through the
+write. ``functionalize`` rewrites every write into new values, as torch's own functionalization
+does: a write into a value ``d`` of an alias group (``d`` is a view of the group's root ``r``, by a
+chain of view ops) computes the root anew, ``r' = r`` with the positions ``d`` covers replaced by
+the written values, and every later read of ``r`` or of a view of it reads ``r'`` or the view
+replayed on ``r'``. The positions are found by replaying the chain of views on ``arange``: a view's
+elements are positions of its root whatever the strides, so one ``index_put`` scatters them back.
+
+Roots that are inputs of the trace get their final value written back at the end
+(``prims.copy_(final, x)``), the only writes left; the caller sees its tensor updated, and the
+result of that copy is what the trace returns for the input.
+
+Refused (``NotImplementedError``, naming the op), where the values alone cannot say what eager
+does: writes through, or reads after a write of, the result of an ``OpTag.STRIDE_DEPENDENT`` op
+(``reshape``, ``flatten``, ``contiguous`` return a view or a copy by the strides of their input;
+``as_strided`` reads memory), through ``detach`` (the write is not recorded by autograd) and
+through ``real``/``imag`` of a complex tensor. A write through a view with an element twice
+(``expand``) raises torch's error, unless it writes one value everywhere (``fill_``, ``zero_``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from thunder_ir import (
+    BoundSymbol,
+    OpTag,
+    PassRecord,
+    Proxy,
+    TensorProxy,
+    Trace,
+    dtypes,
+    prims,
+    tracectx,
+)
+from thunder_ir.aliasing import aliased_inputs, writes_in_place
+from thunder_ir.pytree import tree_iter, tree_map
+from thunder_transforms.passes import substitute
+
+__all__ = ["Functionalized", "functionalize"]
+
+_OVERLAP_MESSAGE = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation."
+)
+
+
+@dataclass(frozen=True)
+class Functionalized:
+    """The result of :func:`functionalize`: the trace, and for each input it writes (by position)
+    the output of the final ``prims.copy_`` into it; ``through_views`` are the inputs written
+    through a view of them."""
+
+    trace: Trace
+    written_inputs: dict[int, Proxy]
+    through_views: frozenset[int]
+
+
+@dataclass(frozen=True)
+class _View:
+    """How a value was made from its base: ``bsym`` (``kind`` "view": replayable on values;
+    "identity": the base itself; otherwise why it cannot be replayed)."""
+
+    base: str
+    bsym: BoundSymbol | None
+    kind: str
+
+
+def _flat(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
+    """The bound symbols with every writing composite replaced by its decomposition, down to
+    the ``prims.copy_`` calls."""
+    out: list[BoundSymbol] = []
+    for b in bsyms:
+        if _is_copy(b) or not writes_in_place(b) or not b.subsymbols:
+            out.append(b)
+        else:
+            out.extend(_flat(list(b.subsymbols)))
+    return out
+
+
+def _is_copy(b: BoundSymbol) -> bool:
+    return b.sym.is_prim and b.sym.name == "copy_"
+
+
+def _leaf_prims(b: BoundSymbol) -> list[BoundSymbol]:
+    if not b.subsymbols:
+        return [b]
+    return [leaf for s in b.subsymbols for leaf in _leaf_prims(s)]
+
+
+def _kind(b: BoundSymbol, base: TensorProxy, out: TensorProxy) -> str:
+    tags = b.sym.tags
+    if OpTag.STRIDE_DEPENDENT in tags:
+        return "strides"
+    if any(p.sym.is_prim and p.sym.name == "stop_gradient" for p in _leaf_prims(b)):
+        return "detach"
+    if base.dtype.is_complex and not out.dtype.is_complex:
+        return "complex"
+    if OpTag.VIEW in tags:
+        return "view"
+    return "identity"  # a conversion that changes nothing returns its input itself
+
+
+def _views(bsyms: list[BoundSymbol]) -> dict[str, _View]:
+    """For every value that is a view of another in torch's semantics, how it was made."""
+    views: dict[str, _View] = {}
+    for b in bsyms:
+        if _is_copy(b):
+            dst = b.args[1]
+            for o in b.flat_proxy_outs:
+                views[o.name] = _View(dst.name, None, "identity")
+            continue
+        if not ({OpTag.VIEW, OpTag.MAY_RETURN_VIEW} & b.sym.tags):
+            continue
+        first: dict[str, TensorProxy] = {}
+        for out, inp in aliased_inputs(b):
+            if isinstance(out, TensorProxy) and isinstance(inp, TensorProxy):
+                first.setdefault(out.name, inp)  # the op's own tensor first (``self``)
+        for o in b.flat_proxy_outs:
+            base = first.get(o.name)
+            if base is not None and isinstance(o, TensorProxy):
+                views[o.name] = _View(base.name, b, _kind(b, base, o))
+    return views
+
+
+_REFUSALS = {
+    "strides": (
+        "is a view or a copy of its input depending on the input's strides (as_strided: reads "
+        "memory), which gradients cannot follow; use .view() (always a view) or .clone() (a copy)"
+    ),
+    "detach": "is a detached view (autograd does not record writes through it)",
+    "complex": "is the real or imaginary part of a complex tensor",
+}
+
+
+class _Functionalizer:
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.out = trace.derive([], pass_name="functionalize")
+        self.bsyms = _flat(list(trace.bound_symbols))
+        self.views = _views(self.bsyms)
+        self.producers = {p.name: b for b in self.bsyms for p in b.flat_proxy_outs}
+        self.current: dict[str, Proxy] = {}  # name -> its value now (written groups only)
+        self.version: dict[str, int] = {}  # root -> number of writes so far
+        self.made_at: dict[str, int] = {}  # name -> version of its root its value reflects
+        self.written_roots: set[str] = set()
+        self.through_views: set[str] = set()
+
+    def root(self, name: str) -> str:
+        while name in self.views:
+            name = self.views[name].base
+        return name
+
+    def path(self, name: str) -> list[str]:
+        """The names from just below the root down to ``name``."""
+        names: list[str] = []
+        while name in self.views:
+            names.append(name)
+            name = self.views[name].base
+        return names[::-1]
+
+    def refuse(self, name: str, what: str) -> None:
+        view = self.views[name]
+        assert view.bsym is not None
+        raise NotImplementedError(
+            f"{what} the result of {view.bsym.sym.qualified_name} ({name}) while computing "
+            f"gradients: it {_REFUSALS[view.kind]}"
+        )
+
+    def value(self, p: Proxy) -> Proxy:
+        """``p``'s value at this point of the program."""
+        r = self.root(p.name)
+        if r not in self.version:
+            return p
+        if p.name == r:
+            return self.current[r]
+        if self.made_at.get(p.name) == self.version[r]:
+            return self.current.get(p.name, p)
+        view = self.views[p.name]
+        if view.kind not in ("view", "identity"):
+            self.refuse(p.name, "reading after an in-place write")
+        base = self.value(self._proxy(view.base))
+        if view.kind == "identity" or view.bsym is None:
+            new: Proxy = base
+            self.current[p.name], self.made_at[p.name] = new, self.version[r]
+            return new
+        replayed = self.replay(view.bsym, view.base, base)
+        for old, fresh in zip(view.bsym.flat_proxy_outs, replayed):
+            if self.root(old.name) == r:
+                self.current[old.name], self.made_at[old.name] = fresh, self.version[r]
+        return self.current[p.name]
+
+    def _proxy(self, name: str) -> Proxy:
+        for a in self.trace.args:
+            if a.name == name:
+                return a
+        b = self.producers[name]
+        return next(p for p in b.flat_proxy_outs if p.name == name)
+
+    def replay(self, b: BoundSymbol, base_name: str, base: Proxy) -> list[Proxy]:
+        """``b`` called again with ``base`` for its argument ``base_name``: its new outputs."""
+
+        def swap(x: Any) -> Any:
+            return base if isinstance(x, Proxy) and x.name == base_name else x
+
+        with tracectx(self.out):
+            out = b.sym(*tree_map(swap, b.args), **tree_map(swap, b.kwargs))
+        return [p for p in tree_iter(out) if isinstance(p, Proxy)]
+
+    def write(self, b: BoundSymbol) -> None:
+        src, dst = b.args[0], b.args[1]
+        r = self.root(dst.name)
+        names = self.path(dst.name)
+        for name in names:
+            if self.views[name].kind not in ("view", "identity"):
+                self.refuse(name, "in-place write through")
+        value = self.value(src)
+        root = self._proxy(r)
+        assert isinstance(root, TensorProxy)
+        base = self.value(root) if r in self.version else root
+        with tracectx(self.out):
+            steps = [n for n in names if self.views[n].kind == "view"]
+            if not steps:
+                new = value
+            else:
+                new = self.scatter(base, steps, value, src)
+        self.version[r] = self.version.get(r, 0) + 1
+        self.current[r] = new
+        self.written_roots.add(r)
+        if steps:
+            self.through_views.add(r)
+
+    def scatter(self, base: Proxy, steps: list[str], value: Proxy, src: Proxy) -> Proxy:
+        """``base`` with the elements the chain of views ``steps`` selects replaced by ``value``."""
+        assert isinstance(base, TensorProxy) and isinstance(value, TensorProxy)
+        n = base.numel()
+        positions: Proxy = prims.reshape(
+            prims.iota(n, start=0, step=1, device=base.device, dtype=dtypes.int64),
+            tuple(base.shape),
+        )
+        previous: Proxy = base
+        for name in steps:
+            view = self.views[name]
+            assert view.bsym is not None
+            replayed = self.replay(view.bsym, view.base, positions)
+            positions = replayed[[p.name for p in view.bsym.flat_proxy_outs].index(name)]
+            out = self._proxy(name)
+            if _overlapping(view.bsym, previous, out) and not self._constant(src):
+                raise RuntimeError(_OVERLAP_MESSAGE)
+            previous = out
+        assert isinstance(positions, TensorProxy)
+        m = positions.numel()
+        flat = prims.reshape(base, (n,))
+        index = prims.reshape(positions, (m,))
+        values = prims.reshape(value, (m,))
+        return prims.reshape(prims.index_put(flat, [index], values, False), tuple(base.shape))  # type: ignore[no-any-return]
+
+    def _constant(self, src: Proxy) -> bool:
+        """Whether ``src`` holds one value everywhere (what fill_ and zero_ write)."""
+        b = self.producers.get(src.name)
+        return b is not None and b.sym.is_prim and b.sym.name == "full"
+
+    def run(self) -> Functionalized:
+        ret: BoundSymbol | None = None
+        for b in self.bsyms:
+            if b.has_tag(OpTag.RETURN):
+                ret = b
+                continue
+            if _is_copy(b):
+                self.write(b)
+                continue
+            mapping = {
+                p.name: self.value(p)
+                for p in b.flat_proxy_args
+                if self.root(p.name) in self.version
+            }
+            mapping = {k: v for k, v in mapping.items() if v.name != k}
+            self.out.record(substitute(b, mapping) if mapping else b)
+            for o in b.flat_proxy_outs:
+                r = self.root(o.name)
+                if r in self.version:
+                    self.current[o.name], self.made_at[o.name] = o, self.version[r]
+        args = {a.name: i for i, a in enumerate(self.trace.args)}
+        returned = ret.args[0] if ret is not None and ret.args else None
+
+        def resolve(x: Any) -> Any:
+            return self.value(x) if isinstance(x, Proxy) else x
+
+        inputs_written = sorted(r for r in self.written_roots if r in args)
+
+        def is_input(x: Any) -> bool:
+            """Whether ``x`` is a written input itself (not a view of it): returned, it is the
+            input tensor, as eager returns it."""
+            if not isinstance(x, Proxy) or self.root(x.name) not in inputs_written:
+                return False
+            return all(self.views[n].kind == "identity" for n in self.path(x.name))
+
+        new_return = tree_map(lambda x: x if is_input(x) else resolve(x), returned)
+        written: dict[int, Proxy] = {}
+        with tracectx(self.out):
+            for r in inputs_written:
+                x = self.trace.args[args[r]]
+                written[args[r]] = prims.copy_(self.current[r], x)
+        finals = {self.trace.args[i].name: t for i, t in written.items()}
+        new_return = tree_map(lambda x: finals[self.root(x.name)] if is_input(x) else x, new_return)
+        with tracectx(self.out):
+            prims.python_return(new_return)
+        through = frozenset(args[r] for r in inputs_written if r in self.through_views)
+        return Functionalized(self.out, written, through)
+
+
+def _overlapping(b: BoundSymbol, base: Proxy, out: Proxy) -> bool:
+    """Whether the view ``out = b(base, ...)`` holds some element of ``base`` twice."""
+    if not (isinstance(base, TensorProxy) and isinstance(out, TensorProxy)):
+        return False
+    n_in, n_out = base.numel(), out.numel()
+    if isinstance(n_in, int) and isinstance(n_out, int) and n_out > n_in:
+        return True  # expand, broadcast_to: more elements than memory
+    if b.sym.name == "unfold":
+        dim, size, step = b.args[1:4]
+        windows = out.shape[dim % base.ndim] if base.ndim else 1
+        return isinstance(windows, int) and windows > 1 and step < size
+    return False
+
+
+def functionalize(trace: Trace) -> Functionalized:
+    """``trace`` without in-place writes (see the module docstring); the trace itself, when it
+    writes nothing."""
+    if not any(writes_in_place(b) for b in trace.bound_symbols):
+        return Functionalized(trace, {}, frozenset())
+    start = time.perf_counter()
+    result = _Functionalizer(trace).run()
+    seconds = time.perf_counter() - start
+    result.trace.history = (*trace.history, PassRecord("functionalize", seconds))
+    return result
