@@ -1,0 +1,515 @@
+"""End to end: in-place writes through views under thunder.jit do exactly what eager PyTorch does.
+
+Every program is run eagerly and through ``thunder.jit`` on copies of the same input, for inputs
+of one logical shape in several memory layouts (contiguous, transposed, stepped slices, a storage
+offset, custom as_strided strides, expanded): one jitted function serves them all, so the cached
+program must be right for any strides. After each call the outputs (values, shapes, strides,
+whether they share the input's memory), the whole storage the input was cut from, and the input's
+own strides must be eager's; when eager raises, thunder raises the same exception type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import thunder
+from thunder.errors import JitError
+from thunder_executors import get_available_executors
+
+_AVAILABLE = {e.name for e in get_available_executors()}
+EXECUTORS: list[Any] = [None, ("torch",)]
+if "torchcompile" in _AVAILABLE:
+    EXECUTORS.append(("torchcompile", "torch"))
+EXECUTOR_IDS = ["default" if e is None else "+".join(e) for e in EXECUTORS]
+
+SHAPE = (4, 6)
+LAYOUTS = [
+    "contiguous",
+    "transposed",
+    "stepped",
+    "offset",
+    "transposed_stepped",
+    "as_strided",
+    "expanded",
+]
+
+
+def make_input(layout: str, seed: int, shape: tuple[int, int] = SHAPE, dtype: Any = None):
+    """(base, a): ``a`` of ``shape`` cut from ``base`` with the layout's strides and offset."""
+    dtype = dtype or torch.float32
+    g = torch.Generator().manual_seed(seed)
+    n, m = shape
+
+    def vals(k: int) -> torch.Tensor:
+        return torch.randn(k, generator=g, dtype=dtype)
+
+    if layout == "contiguous":
+        base = vals(n * m).reshape(n, m)
+        return base, base
+    if layout == "transposed":
+        base = vals(n * m).reshape(m, n)
+        return base, base.t()
+    if layout == "stepped":
+        base = vals(n * 2 * m).reshape(n, 2 * m)
+        return base, base[:, ::2]
+    if layout == "offset":
+        base = vals(n * m + 5)
+        return base, base[5:].view(n, m)
+    if layout == "transposed_stepped":
+        base = vals(2 * m * n).reshape(2 * m, n)
+        return base, base[::2].t()
+    if layout == "as_strided":
+        base = vals((n - 1) * (m + 3) + m + 2)
+        return base, base.as_strided((n, m), (m + 3, 1), 2)
+    if layout == "expanded":
+        base = vals(m).reshape(1, m)
+        return base, base.expand(n, m)
+    raise ValueError(layout)
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    try:
+        return "ok", fn(*args)
+    except Exception as e:  # noqa: BLE001 - the exception is the observed result
+        return "raise", e
+
+
+def _tensors(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def assert_same_as_eager(
+    fn: Callable[..., Any],
+    jf: Callable[..., Any],
+    layout: str,
+    seed: int,
+    *,
+    exact: bool = True,
+    make: Callable[[str, int], tuple[torch.Tensor, torch.Tensor]] = make_input,
+) -> None:
+    base_e, a_e = make(layout, seed)
+    base_j, a_j = make(layout, seed)
+    kind_e, out_e = _call(fn, a_e)
+    kind_j, out_j = _call(jf, a_j)
+    where = f"layout {layout}"
+    if kind_e == "raise":
+        assert kind_j == "raise", f"{where}: eager raised {out_e!r}, thunder returned"
+        assert type(out_j) is type(out_e), f"{where}: eager {out_e!r}, thunder {out_j!r}"
+    else:
+        assert kind_j == "ok", f"{where}: thunder raised {out_j!r}"
+        tol = {"rtol": 0, "atol": 0} if exact else {}
+        outs_e, outs_j = _tensors(out_e), _tensors(out_j)
+        assert len(outs_e) == len(outs_j)
+        ptr_e, ptr_j = base_e.untyped_storage().data_ptr(), base_j.untyped_storage().data_ptr()
+        for i, (e, j) in enumerate(zip(outs_e, outs_j)):
+            msg = f"{where}: output {i}"
+            torch.testing.assert_close(j, e, **tol, msg=lambda m, msg=msg: f"{msg}: {m}")
+            shares_e = e.untyped_storage().data_ptr() == ptr_e
+            shares_j = j.untyped_storage().data_ptr() == ptr_j
+            assert shares_e == shares_j, f"{msg}: shares the input's memory: eager {shares_e}"
+            if shares_e:
+                assert (e.stride(), e.storage_offset()) == (j.stride(), j.storage_offset()), msg
+            assert (e is a_e) == (j is a_j), f"{msg}: is the input itself: eager {e is a_e}"
+    torch.testing.assert_close(base_j, base_e, rtol=0, atol=0, msg=lambda m: f"{where}: base: {m}")
+    assert (a_j.shape, a_j.stride(), a_j.storage_offset()) == (
+        a_e.shape,
+        a_e.stride(),
+        a_e.storage_offset(),
+    ), f"{where}: the input's layout changed"
+
+
+def jit(fn: Callable[..., Any], executors: Any) -> Callable[..., Any]:
+    return thunder.jit(fn) if executors is None else thunder.jit(fn, executors=executors)
+
+
+# -- writes through each view op ---------------------------------------------------------------
+
+VIEWS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "diagonal": lambda a: a.diagonal(),
+    "diagonal_offset": lambda a: a.diagonal(-1),
+    "slice": lambda a: a[1:, ::2],
+    "basic_index": lambda a: a[None, 2, ..., 1:5],
+    "select": lambda a: a.select(1, 2),
+    "narrow": lambda a: a.narrow(0, 1, 2),
+    "transpose": lambda a: a.transpose(0, 1),
+    "permute": lambda a: a.permute(1, 0),
+    "t": lambda a: a.t(),
+    "T": lambda a: a.T,
+    "mT": lambda a: a.mT,
+    "expand": lambda a: a[:1].expand(3, 6),
+    "as_strided": lambda a: a.as_strided((2, 3), (3, 1), 1),
+    "unfold": lambda a: a.unfold(1, 2, 2),
+    "view": lambda a: a.view(2, 12),
+    "view_as": lambda a: a.view_as(a.t()),
+    "unsqueeze": lambda a: a.unsqueeze(1),
+    "squeeze": lambda a: a.unsqueeze(0).squeeze(0),
+    "movedim": lambda a: a.movedim(0, 1),
+    "split": lambda a: a.split(2, dim=1)[1],
+    "chunk": lambda a: a.chunk(2, dim=0)[1],
+    "unbind": lambda a: a.unbind(1)[3],
+    "reshape": lambda a: a.reshape(2, 12),
+    "flatten": lambda a: a.flatten(),
+    "reshape_as": lambda a: a.reshape_as(a.t()),
+    "contiguous": lambda a: a.contiguous(),
+    "detach": lambda a: a.detach(),
+    "chain_t_slice_diagonal": lambda a: a.t()[1:].diagonal(),
+    "chain_unsqueeze_transpose_index": lambda a: a.unsqueeze(0).transpose(1, 2)[0, ::2, 1:],
+    "chain_reshape_permute_select": lambda a: (
+        a.reshape(4, 2, 3).permute(2, 0, 1).select(0, 1).narrow(0, 1, 2)
+    ),
+    "chain_split_t_unbind": lambda a: a.split([1, 3])[1].t().unbind(0)[2],
+}
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=EXECUTOR_IDS)
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_write_through_view_updates_the_base(view: str, executors: Any) -> None:
+    make_view = VIEWS[view]
+
+    def f(a):
+        v = make_view(a)
+        v.add_(1.5)
+        v.mul_(2)
+        return a, v, a * 2  # the base after the write, the view, a read of the base after it
+
+    jf = jit(f, executors)
+    for seed, layout in enumerate(LAYOUTS):
+        assert_same_as_eager(f, jf, layout, seed)
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=EXECUTOR_IDS)
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_view_made_before_a_write_of_the_base_sees_it(view: str, executors: Any) -> None:
+    make_view = VIEWS[view]
+
+    def f(a):
+        v = make_view(a)
+        a.mul_(-1)
+        a[0] = 3.0
+        return v * 1, v
+
+    jf = jit(f, executors)
+    for seed, layout in enumerate(LAYOUTS):
+        assert_same_as_eager(f, jf, layout, seed)
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=EXECUTOR_IDS)
+def test_two_writes_through_overlapping_views(executors: Any) -> None:
+    def f(a):
+        rows = a[1:3]
+        cols = a[:, 1:4]
+        diag = a.diagonal()
+        rows.add_(1)
+        cols.mul_(2)
+        diag.copy_(rows[:, 0].sum() * torch.ones(4))
+        return a, rows, cols, diag, rows + cols[1:3, :1]
+
+    jf = jit(f, executors)
+    for seed, layout in enumerate(LAYOUTS):
+        assert_same_as_eager(f, jf, layout, seed)
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=EXECUTOR_IDS)
+def test_writes_seen_through_views_made_earlier(executors: Any) -> None:
+    def f(a):
+        u = a.t()
+        flat = a.reshape(-1)  # a view or a copy, by the strides of a
+        d = a.diagonal()
+        d.fill_(0.0)
+        a[:, -1:] += 1
+        return u.sum(0), u, flat, d
+
+    jf = jit(f, executors)
+    for seed, layout in enumerate(LAYOUTS):
+        assert_same_as_eager(f, jf, layout, seed, exact=executors != ("torchcompile", "torch"))
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=EXECUTOR_IDS)
+def test_write_through_views_of_an_intermediate(executors: Any) -> None:
+    def f(a):
+        h = a * 2 + 1
+        v = h.t()[::2]
+        v.sub_(3)
+        h.diagonal().zero_()
+        return h, v, h.sum()
+
+    jf = jit(f, executors)
+    for seed, layout in enumerate(LAYOUTS):
+        assert_same_as_eager(f, jf, layout, seed, exact=executors != ("torchcompile", "torch"))
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=EXECUTOR_IDS)
+@pytest.mark.parametrize("part", ["real", "imag"])
+def test_write_through_real_and_imag(part: str, executors: Any) -> None:
+    def f(a):
+        v = getattr(a, part)
+        v.mul_(3)
+        return a, v
+
+    def make(layout: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return make_input(layout, seed, dtype=torch.complex64)
+
+    jf = jit(f, executors)
+    for seed, layout in enumerate(LAYOUTS):
+        assert_same_as_eager(f, jf, layout, seed, make=make)
+
+
+# -- the issue's examples, verbatim ------------------------------------------------------------
+
+
+def test_issue_example_diagonal_add() -> None:
+    def f3(y):
+        v = y.diagonal(); v.add_(2); return y  # fmt: skip  # noqa: E702
+
+    a = torch.randn(3, 3).t(); b = a.clone().t().contiguous().t()  # fmt: skip  # noqa: E702
+    thunder.jit(f3)(a); f3(b); assert torch.equal(a, b)  # fmt: skip  # noqa: E702
+
+
+def test_issue_example_div_then_sliced_diagonal() -> None:
+    def f3b(y):
+        y.div_(0.25); v = y.diagonal(); v[-2:] += 0.001; return y  # fmt: skip  # noqa: E702
+
+    a = torch.randn(3, 3).t(); b = a.clone().t().contiguous().t()  # fmt: skip  # noqa: E702
+    out = thunder.jit(f3b)(a)
+    assert out is a
+    f3b(b)
+    assert torch.equal(a, b)
+
+
+# -- random view chains and writes -------------------------------------------------------------
+
+
+def _view_steps(shape: tuple[int, ...]) -> list[str]:
+    """View expressions valid for a tensor ``x`` of ``shape``."""
+    nd = len(shape)
+    steps = ["x.unsqueeze(0)", "x.detach()"]
+    if nd >= 1:
+        n = shape[0]
+        steps += [f"x[{n // 2}:]", "x[::2]", f"x.narrow(0, 0, {max(n - 1, 1)})", "x.select(0, -1)"]
+        steps += [f"x.unfold(0, 1, {max(n // 2, 1)})", "x.flatten()", "x.movedim(0, -1)"]
+        steps += [f"x.split({max(n // 2, 1)})[0]", "x.unbind(0)[0]"]
+    if nd >= 2:
+        steps += ["x.t()" if nd == 2 else "x.transpose(0, 1)", "x.diagonal()", "x[:, 1:]"]
+        steps += [
+            f"x.reshape({shape[0] * shape[1]}, -1)",
+            "x.mT",
+            "x.permute(1, 0, *range(2, x.ndim))",
+        ]
+    if nd >= 1 and shape[0] == 1:
+        steps.append("x.squeeze(0)")
+    return steps
+
+
+WRITES = [
+    "v.add_(1.25)",
+    "v.mul_(-2)",
+    "v.fill_(0.5)",
+    "v.zero_()",
+    "v.copy_(v * 3 - 1)",
+    "v[...] = 7.0",
+    "v.clamp_(min=0.0)",
+    "v += a.sum()",
+]
+
+
+@st.composite
+def programs(draw: Any) -> tuple[str, str]:
+    x = torch.empty(SHAPE)
+    lines = []
+    for i in range(draw(st.integers(1, 3))):
+        steps = [s for s in _view_steps(tuple(x.shape))]
+        step = draw(st.sampled_from(steps))
+        try:
+            x = eval(step, {"x": x})
+        except Exception:  # noqa: BLE001 - not valid for this shape: stop the chain here
+            break
+        lines.append(f"x = {step}")
+        if x.numel() == 0:
+            break
+    lines.append("v = x")
+    lines.append(draw(st.sampled_from(WRITES)))
+    ret = draw(st.sampled_from(["a, v", "a", "v * 1, a.sum()"]))
+    body = "\n".join(f"    {line}" for line in ["x = a", *lines])
+    source = f"def f(a):\n{body}\n    return {ret}\n"
+    return source, draw(st.sampled_from(LAYOUTS))
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs())
+def test_random_view_chains_and_writes(program: tuple[str, str]) -> None:
+    source, layout = program
+    ns: dict[str, Any] = {"torch": torch}
+    exec(compile(source, "<random view chain>", "exec"), ns)
+    f = ns["f"]
+    jf = thunder.jit(f)
+    try:
+        for seed, lay in enumerate((layout, "contiguous", "transposed")):
+            assert_same_as_eager(f, jf, lay, seed)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{source}") from None
+
+
+# -- gradients -----------------------------------------------------------------------------------
+
+
+def _grads(fn: Callable[..., Any], *inputs: torch.Tensor) -> tuple[Any, list[torch.Tensor]]:
+    out = fn(*inputs)
+    loss = sum(o.sum() for o in _tensors(out))
+    return out, list(torch.autograd.grad(loss, inputs, allow_unused=True))
+
+
+@pytest.mark.parametrize("executors", [None, ("torch",)], ids=["default", "torch"])
+@pytest.mark.parametrize(
+    "program",
+    ["diagonal_add", "diagonal_mul_used", "view_before_write", "slice_copy", "two_views"],
+)
+def test_gradients_through_writes_into_views_of_intermediates(program: str, executors: Any) -> None:
+    def diagonal_add(x, y):
+        h = x * 1
+        h.diagonal().add_(2)
+        return h.sum()
+
+    def diagonal_mul_used(x, y):
+        h = x * 1
+        h.diagonal().mul_(y[0])
+        return (h * h).sum()
+
+    def view_before_write(x, y):
+        h = x * 2
+        v = h.t()
+        h.add_(y)
+        return (v * v).sum()
+
+    def slice_copy(x, y):
+        h = x * 3 + 1
+        h[1:, ::2].copy_(y[:2, :2] * 3)
+        return h * x
+
+    def two_views(x, y):
+        h = x.t() * y
+        d = h.diagonal()
+        r = h[1]
+        d.mul_(2)
+        r.sub_(d.sum())
+        return h, d, r
+
+    fn = locals()[program]
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    if program in ("view_before_write", "two_views", "diagonal_add", "diagonal_mul_used"):
+        x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        y = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    out_e, grads_e = _grads(fn, x, y)
+    out_j, grads_j = _grads(jit(fn, executors), x, y)
+    for e, j in zip(_tensors(out_e), _tensors(out_j)):
+        torch.testing.assert_close(j, e)
+    for e, j in zip(grads_e, grads_j):
+        assert (e is None) == (j is None)
+        if e is not None:
+            torch.testing.assert_close(j, e)
+
+
+def test_gradients_when_a_non_leaf_input_is_written_through_a_view() -> None:
+    def f(x):
+        x[1:].mul_(3)
+        x.diagonal().add_(1)
+        return x.sum()
+
+    w = torch.randn(4, 4, requires_grad=True)
+    x_e, x_j = w * 1, w * 1
+    out_e, out_j = f(x_e), thunder.jit(f)(x_j)
+    torch.testing.assert_close(out_j, out_e)
+    torch.testing.assert_close(x_j, x_e)
+    # The caller's later use of the written input takes the gradient through the write.
+    (g_e,) = torch.autograd.grad(out_e + (x_e * x_e).sum(), w)
+    (g_j,) = torch.autograd.grad(out_j + (x_j * x_j).sum(), w)
+    torch.testing.assert_close(g_j, g_e)
+
+
+def test_write_from_a_tensor_requiring_grad_makes_the_destination_require_grad() -> None:
+    def f(x, buf):
+        buf[:2].copy_(x * 2)
+        return x.sum()
+
+    w = torch.randn(2, requires_grad=True)
+    buf_e, buf_j = torch.zeros(3), torch.zeros(3)
+    out_e, out_j = f(w, buf_e), thunder.jit(f)(w, buf_j)
+    assert buf_j.requires_grad == buf_e.requires_grad
+    torch.testing.assert_close(buf_j, buf_e)
+    (g_e,) = torch.autograd.grad(out_e + (buf_e**2).sum(), w)
+    (g_j,) = torch.autograd.grad(out_j + (buf_j**2).sum(), w)
+    torch.testing.assert_close(g_j, g_e)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [lambda x: x.add_(1), lambda x: x.diagonal().add_(1), lambda x: x[1:].t().zero_()],
+    ids=["itself", "diagonal", "slice_t"],
+)
+def test_writing_into_a_leaf_that_requires_grad_raises_like_eager(write: Any) -> None:
+    def f(x):
+        write(x)
+        return x.sum()
+
+    x = torch.randn(3, 3, requires_grad=True)
+    with pytest.raises(RuntimeError) as eager:
+        f(x)
+    before = x.detach().clone()
+    with pytest.raises(RuntimeError) as jitted:
+        thunder.jit(f)(x)
+    assert str(jitted.value) == str(eager.value)
+    assert torch.equal(x.detach(), before)
+
+
+def test_gradient_through_a_write_into_a_reshape_is_refused_clearly() -> None:
+    def f(x):
+        h = x * 1
+        h.reshape(-1).add_(1)  # a view of h or a copy, by the strides h has
+        return h.sum()
+
+    x = torch.randn(3, 3, requires_grad=True)
+    with pytest.raises(JitError, match=r"in-place write through the result of ltorch.reshape"):
+        thunder.jit(f)(x)
+    with torch.no_grad():  # without gradients it runs, as eager does
+        a, b = x.detach().t().clone(), x.detach().t().clone()
+        torch.testing.assert_close(thunder.jit(f)(a), f(b))
+
+
+# -- what stays free to decompose and fuse -------------------------------------------------------
+
+
+def test_views_nobody_writes_still_decompose_and_fuse() -> None:
+    from thunder_executors import transform_for_execution
+    from thunder_ir import ops as ltorch
+    from thunder_ir import trace_function
+
+    def f(a):
+        h = ltorch.mul(a, 2)
+        return ltorch.add(ltorch.diagonal(ltorch.transpose(h, 0, 1)), 1)
+
+    trace = trace_function(f, torch.randn(4, 4))
+    printed = transform_for_execution(trace, ("torch",)).python()
+    assert "torch.Tensor." not in printed  # decomposed into prims
+    if "torchcompile" in _AVAILABLE:
+        ex = transform_for_execution(trace, ("torchcompile", "torch"))
+        assert len(ex.fusion_regions) == 1
+        assert "torch.Tensor." not in ex.python()
+
+
+def test_views_of_a_written_tensor_run_as_torch_views() -> None:
+    def f(y):
+        v = y.diagonal()
+        v.add_(2)
+        return y
+
+    jf = thunder.jit(f)
+    jf(torch.randn(3, 3))
+    printed = str(thunder.last_traces(jf)[-1])
+    assert "torch.Tensor.diagonal(y)" in printed
+    assert "torch.Tensor.add_(" in printed
