@@ -98,7 +98,21 @@ class Symbol:
                 # its output is its input, and recording it would redefine that name.
                 return out
         trace.record(BoundSymbol(self, args, kwargs, out, subsymbols))
+        if not trace.grad_enabled and self.name != "stop_gradient":
+            return _without_grad(out)
         return out
+
+
+def _without_grad(out: Any) -> Any:
+    """``out`` with each tensor that requires grad passed through ``prims.stop_gradient``."""
+    from thunder_ir.prims import stop_gradient
+    from thunder_ir.proxies import TensorProxy
+
+    if isinstance(out, TensorProxy):
+        return stop_gradient(out) if out.requires_grad else out
+    if type(out) in (tuple, list):
+        return type(out)(_without_grad(o) for o in out)
+    return out
 
 
 class BoundSymbol:

@@ -49,6 +49,10 @@ class Trace:
         self.constraints: list[C.Expr] = []
         self.history: tuple[PassRecord, ...] = ()
         self.docstring: str = ""
+        # While False (a no-grad region of the recorded program), every tensor an op records
+        # that would require grad is recorded through prims.stop_gradient: no gradient flows
+        # through what the region computes, as in eager.
+        self.grad_enabled = True
 
     # Names ----------------------------------------------------------------------------------
 

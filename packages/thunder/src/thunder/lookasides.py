@@ -122,4 +122,6 @@ _ALLOWED_QUERIES = {
 
 def query_is_allowed(fn: Any) -> bool:
     """Whether a torch callable may run (opaquely, with no proxy arguments) while tracing."""
-    return getattr(fn, "__name__", None) in _ALLOWED_QUERIES or isinstance(fn, type)
+    # By name, types included: constructing a torch._C class can enter process state (an
+    # _InferenceMode guard left inference mode on after tracing).
+    return getattr(fn, "__name__", None) in _ALLOWED_QUERIES

@@ -23,8 +23,14 @@ class RegionsMixin(CallsMixin):
         records where its region starts and ends (the autocast transform is applied to it after
         tracing); ``torch.utils.checkpoint.checkpoint`` records a checkpointed region."""
         from torch.amp.autocast_mode import autocast as autocast_cls
+        from torch.autograd.grad_mode import inference_mode
 
         out: dict[Any, Any] = {
+            torch._C._set_grad_enabled: self._set_grad_enabled,
+            torch.is_grad_enabled: self._is_grad_enabled,
+            torch.is_inference_mode_enabled: self._is_inference_mode_enabled,
+            inference_mode.__enter__: self._inference_mode_enter,
+            inference_mode.__exit__: self._inference_mode_exit,
             torch.is_autocast_enabled: self._is_autocast_enabled,
             torch.get_autocast_dtype: self._get_autocast_dtype,
             torch.utils.checkpoint.checkpoint: functools.partial(self._checkpoint, table),
@@ -42,6 +48,54 @@ class RegionsMixin(CallsMixin):
             out[cls.__enter__] = self._autocast_enter
             out[cls.__exit__] = self._autocast_exit
         return out
+
+    # -- grad mode and inference mode -----------------------------------------------------------
+
+    def _grad_mode(self) -> bool:
+        if self.grad_mode is None:
+            self.grad_mode = torch.is_grad_enabled()  # part of the cache key
+        return self.grad_mode
+
+    def _is_grad_enabled(self) -> bool:
+        return self._grad_mode()
+
+    def _set_grad_enabled(self, mode: bool) -> None:
+        """``torch.no_grad()``, ``enable_grad()``, ``set_grad_enabled(b)`` inside the program:
+        the program's grad mode changes, not the process's. Ops recorded while it is off pass
+        what they compute through ``stop_gradient`` (the trace's ``grad_enabled``)."""
+        mode = bool(mode)
+        at_start = torch.is_grad_enabled()
+        if mode and not at_start:
+            raise UnsupportedOperationError(
+                "enabling grad mode inside a function called with grad mode off",
+                "the program is compiled without autodiff when called under torch.no_grad(); "
+                "call it with grad mode on",
+            )
+        self.grad_mode = mode
+        self.trace.grad_enabled = mode or not at_start
+
+    def _is_inference_mode_enabled(self) -> bool:
+        return bool(self.inference_stack and self.inference_stack[-1][1]) or (
+            not self.inference_stack and torch.is_inference_mode_enabled()
+        )
+
+    def _inference_mode_enter(self, cm: Any) -> None:
+        """``torch.inference_mode()`` inside the program: grad mode off for the block (the
+        process's own inference mode is never entered while tracing)."""
+        enabled = bool(getattr(cm, "mode", True))
+        self.inference_stack.append((self._grad_mode(), enabled))
+        if enabled:
+            self._set_grad_enabled(False)
+
+    def _inference_mode_exit(self, cm: Any, *exc_info: Any) -> None:
+        if not self.inference_stack:
+            raise UnsupportedOperationError(
+                "torch.inference_mode.__exit__ without a matching __enter__ inside the function"
+            )
+        grad_before, _enabled = self.inference_stack.pop()
+        self._set_grad_enabled(grad_before)
+
+    # -- autocast -------------------------------------------------------------------------------
 
     def autocast_at_start(self) -> torch.dtype | None:
         """The CPU autocast dtype the program starts under (None: autocast off)."""

@@ -242,6 +242,10 @@ class BinderState:
         # CPU autocast entered by the program: the stack of its dtypes (None: off) and the
         # (top-level bound symbol index, dtype) where it changes.
         self.autocast_stack: list[torch.dtype | None] = []
+        # The program's grad mode (None: as the call started) and its inference_mode blocks:
+        # (grad mode before the block, whether the block enables inference mode).
+        self.grad_mode: bool | None = None
+        self.inference_stack: list[tuple[bool, bool]] = []
         self.autocast_marks: list[tuple[int, torch.dtype | None]] = []
         # torch.backends modules and flag objects read by the program: their canonical paths.
         self._backend_accesses: dict[int, tuple[Any, Access]] = {}

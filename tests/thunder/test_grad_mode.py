@@ -1,0 +1,96 @@
+"""Grad mode and inference mode entered inside a jitted function: the program's mode changes
+(never the process's), and no gradient flows through what a no-grad region computes, as in
+eager PyTorch. Each case compares outputs and every gradient with eager on fresh inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder
+
+
+def _with_block(x, w):
+    with torch.no_grad():
+        s = (x * w).sum()
+        frozen = x * 3
+    assert not frozen.requires_grad and not s.requires_grad
+    return x * w * s + frozen + float(torch.is_grad_enabled())
+
+
+@torch.no_grad()
+def _decorated(x):
+    return x * 2
+
+
+def _with_decorated(x, w):
+    return _decorated(x * w) + x * w
+
+
+def _set_grad_enabled(x, w):
+    with torch.set_grad_enabled(False):
+        a = x.exp() * w
+    with torch.enable_grad():
+        b = (x * w).sin()
+    return a + b
+
+
+def _nested(x, w):
+    with torch.no_grad():
+        a = x * w
+        with torch.enable_grad():
+            b = a * w  # a is constant; b depends on w
+    return a + b
+
+
+def _inference_block(x, w):
+    with torch.inference_mode():
+        a = x * w
+        flag = torch.is_inference_mode_enabled()
+    return x * w + a * 0.5 + float(flag)
+
+
+def _rotary_like(x, w):
+    """The pattern of rotary embeddings: frequencies computed under no_grad."""
+    with torch.no_grad():
+        freqs = torch.arange(x.shape[-1], dtype=x.dtype) * 0.1
+        cos, sin = freqs.cos(), freqs.sin()
+    return x * cos * w + x.flip(-1) * sin
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [_with_block, _with_decorated, _set_grad_enabled, _nested, _inference_block, _rotary_like],
+)
+def test_grad_regions_match_eager(fn):
+    x, w = torch.randn(4), torch.randn(4)
+    xs = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+    es = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+    got = thunder.jit(fn)(*xs)
+    want = fn(*es)
+    torch.testing.assert_close(got, want)
+    assert got.requires_grad == want.requires_grad
+    got.sum().backward()
+    want.sum().backward()
+    for g, e in zip(xs, es):
+        torch.testing.assert_close(g.grad, e.grad)
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
+def test_enabling_grad_under_no_grad_is_a_clear_error():
+    def f(x):
+        with torch.enable_grad():
+            return x * 2
+
+    with torch.no_grad(), pytest.raises(thunder.UnsupportedOperationError, match="grad mode"):
+        thunder.jit(f)(torch.randn(2, requires_grad=True))
+
+
+def test_tracing_never_leaves_process_state_changed():
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y + 1
+
+    thunder.jit(f)(torch.ones(2))
+    assert not torch.is_inference_mode_enabled() and torch.is_grad_enabled()
