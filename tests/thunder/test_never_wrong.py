@@ -570,3 +570,17 @@ def test_argument_lists_and_dicts_are_mutated_and_returned_as_themselves():
         assert got_lst is lst and got_d is d and len(lst) == i + 1
         torch.testing.assert_close(lst[-1], x.sum())
         torch.testing.assert_close(d["n"], x * 2)
+
+
+def test_inputs_returned_unchanged_are_the_callers_tensors_under_autodiff():
+    w = torch.nn.Parameter(torch.ones(2))
+    t = torch.zeros(3)
+
+    def f(x):
+        return x * w, t, x
+
+    x = torch.randn(2, requires_grad=True)
+    a, b, c = thunder.jit(f)(x)
+    assert b is t and c is x
+    (a.sum() + c.sum()).backward()
+    torch.testing.assert_close(x.grad, w.detach() + 1)

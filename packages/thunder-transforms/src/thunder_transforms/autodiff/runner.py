@@ -54,7 +54,13 @@ class DifferentiableFunction:
             outs, _saved = self.forward_fn(*args)
         else:
             self._check_writes(args)
-            outs = _ThunderFunction.apply(self, *args)  # type: ignore[no-untyped-call]
+            returned_inputs: dict[int, int] = {}
+            outs = _ThunderFunction.apply(self, returned_inputs, *args)  # type: ignore[no-untyped-call]
+            outs = list(outs)
+            for out_index, arg_index in returned_inputs.items():
+                # An input returned unchanged is the caller's tensor itself, as in eager (not a
+                # new tensor autograd made for the function's output).
+                outs[out_index] = args[arg_index]
         outs = list(outs)
         if self.hidden_outputs:
             outs = outs[: len(outs) - self.hidden_outputs]
@@ -74,8 +80,15 @@ class DifferentiableFunction:
 
 class _ThunderFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, fn: DifferentiableFunction, *args: Any) -> Any:
+    def forward(
+        ctx: Any, fn: DifferentiableFunction, returned_inputs: dict[int, int], *args: Any
+    ) -> Any:
         outs, saved = fn.forward_fn(*args)
+        for i, o in enumerate(outs):
+            for j, a in enumerate(args):
+                if o is a and isinstance(o, torch.Tensor) and j not in fn.mutated_inputs:
+                    returned_inputs[i] = j
+                    break
         tensors = [s for s in saved if isinstance(s, torch.Tensor)]
         ctx.save_for_backward(*tensors)
         ctx.saved_layout = [None if isinstance(s, torch.Tensor) else (s,) for s in saved]
@@ -103,4 +116,4 @@ class _ThunderFunction(torch.autograd.Function):
         saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
         cts = [g for g, d in zip(grads, fn.differentiable_outputs) if d]
         input_grads: Sequence[Any] = fn.backward_fn(*saved, *cts)
-        return (None, *input_grads)
+        return (None, None, *input_grads)
