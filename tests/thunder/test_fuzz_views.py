@@ -81,11 +81,19 @@ def make_input(shape, layout, dtype, seed):
         base = vals(math.prod(small)).reshape(small)
         return base, base.expand(shape)
     raise ValueError(layout)
+
+
+def make_weight(shape):
+    import math
+    import torch
+    n = math.prod(shape)
+    return (torch.linspace(-1.0, 1.5, n).reshape(shape) + 0.1).requires_grad_()
 """
 
 _helpers: dict = {}
 exec(MAKE_INPUT, _helpers)
 make_input = _helpers["make_input"]
+make_weight = _helpers["make_weight"]
 
 
 # -- statement generators: each takes (draw, env, var) and returns a source line --------------
@@ -163,7 +171,11 @@ def view_expr(draw, t: torch.Tensor, v: str) -> str:
         m = max(1, min(2, shape[-1]))
         st0 = draw(st.sampled_from([1, 2, t.stride()[0] if t.stride() else 1]))
         off = draw(st.integers(0, 1))
-        return f"{v}.as_strided(({n}, {m}), ({st0}, 1), {v}.storage_offset() + {off})"
+        # the offset is absolute (into the storage): a constant fit for the first call's layout;
+        # rarely read from the tensor (``storage_offset()`` is refused by thunder today)
+        if draw(st.integers(0, 9)) == 0:
+            return f"{v}.as_strided(({n}, {m}), ({st0}, 1), {v}.storage_offset() + {off})"
+        return f"{v}.as_strided(({n}, {m}), ({st0}, 1), {t.storage_offset() + off})"
     if op == "detach":
         return f"{v}.detach()"
     if op == "expand":
@@ -297,8 +309,9 @@ def _broadcastable(src: torch.Size, dst: torch.Size) -> bool:
 class Program:
     source: str
     shape: tuple[int, ...]
-    calls: list[tuple[str, str]]  # (layout, dtype)
+    calls: list[tuple]  # (layout, dtype) or (layout, dtype, shape) for another input shape
     cache: str | None
+    grad: bool = False  # f(a, w): w a leaf that requires grad; gradients compared too
 
     def reproducer(self) -> str:
         kw = f", cache={self.cache!r}" if self.cache else ""
@@ -308,17 +321,23 @@ import torch, thunder
 {MAKE_INPUT}
 {self.source}
 jf = thunder.jit(f{kw})
-for i, (layout, dtype) in enumerate({self.calls!r}):
+for i, (layout, dtype, *shape) in enumerate({self.calls!r}):
+    shape = shape[0] if shape else {self.shape!r}
     for tag, fn in (("eager", f), ("thunder", jf)):
-        base, a = make_input({self.shape!r}, layout, dtype, i)
+        base, a = make_input(shape, layout, dtype, i)
+        args = (a, make_weight(shape)) if {self.grad!r} else (a,)
         try:
-            out = fn(a)
+            out = fn(*args)
             outs = out if isinstance(out, tuple) else (out,)
             desc = [(o.tolist(), o.stride(), o.storage_offset()) if isinstance(o, torch.Tensor)
                     else o for o in outs]
+            if {self.grad!r}:
+                loss = sum(o.sum() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad)
+                if isinstance(loss, torch.Tensor):
+                    desc.append(("w.grad", torch.autograd.grad(loss, args[1])[0].tolist()))
         except Exception as e:
             desc = f"raised {{type(e).__name__}}: {{e}}"
-        print(f"call {{i}} {{layout}} {{tag:8}} out={{desc}}\\n    base after={{base.tolist()}}")
+        print(f"call {{i}} {{layout}} {{tag:8}} out={{desc}}\n    base after={{base.tolist()}}")
 """
 
 
@@ -328,6 +347,9 @@ def programs(draw) -> Program:
     layout0 = draw(st.sampled_from(LAYOUTS[:-1]))
     _, sample = make_input(shape, layout0, "float32", 0)
     env: dict[str, torch.Tensor] = {"a": sample}
+    grad = draw(st.integers(0, 2)) == 0
+    if grad:
+        env["w"] = make_weight(shape)
     stmts: list[str] = []
     n_new = 0
     for _ in range(draw(st.integers(2, 9))):
@@ -355,16 +377,23 @@ def programs(draw) -> Program:
     if not stmts:
         stmts.append("v1 = a[0]")
         env["v1"] = sample[0]
-    names = sorted(env)
+    if grad and not any("w" in s for s in stmts):
+        stmts.append("c0 = a * w")
+        env["c0"] = sample * env["w"]
+    names = sorted(n for n in env if n != "w")
     returned = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
     ret = ", ".join(returned) + ("," if len(returned) == 1 and draw(st.booleans()) else "")
     body = "\n".join("    " + s for s in stmts)
-    source = f"def f(a):\n{body}\n    return {ret}\n"
-    calls = [(layout0, "float32")]
+    source = f"def f({'a, w' if grad else 'a'}):\n{body}\n    return {ret}\n"
+    calls: list[tuple] = [(layout0, "float32")]
+    same_rank = [s for s in SHAPES if len(s) == len(shape) and s != shape]
     for _ in range(draw(st.integers(1, 4))):
-        calls.append((draw(st.sampled_from([*LAYOUTS, layout0])), draw(st.sampled_from(DTYPES))))
+        call: tuple = (draw(st.sampled_from([*LAYOUTS, layout0])), draw(st.sampled_from(DTYPES)))
+        if same_rank and draw(st.integers(0, 4)) == 0:
+            call = (*call, draw(st.sampled_from(same_rank)))  # recompile for a new shape
+        calls.append(call)
     cache = draw(st.sampled_from([None, None, "symbolic values"]))
-    return Program(source, shape, calls, cache)
+    return Program(source, shape, calls, cache, grad)
 
 
 def _aliases(out: object, base: torch.Tensor, a: torch.Tensor) -> list[tuple[bool, bool]]:
@@ -373,6 +402,16 @@ def _aliases(out: object, base: torch.Tensor, a: torch.Tensor) -> list[tuple[boo
     return [
         (o.untyped_storage().data_ptr() == ptr, o is a) for o in outs if isinstance(o, torch.Tensor)
     ]
+
+
+def _grad(out: object, w: torch.Tensor) -> torch.Tensor | None:
+    """d(sum of every output that requires grad)/dw (None when no output does)."""
+    outs = out if isinstance(out, tuple) else (out,)
+    parts = [o.sum() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not parts:
+        return None
+    (g,) = torch.autograd.grad(sum(parts), [w], allow_unused=True)
+    return g
 
 
 def run_program(program: Program) -> None:
@@ -390,16 +429,21 @@ def run_program(program: Program) -> None:
             program,
         )
 
-    for i, (layout, dtype) in enumerate(program.calls):
-        base_e, a_e = make_input(program.shape, layout, dtype, i)
-        base_j, a_j = make_input(program.shape, layout, dtype, i)
+    for i, (layout, dtype, *other_shape) in enumerate(program.calls):
+        shape = other_shape[0] if other_shape else program.shape
+        base_e, a_e = make_input(shape, layout, dtype, i)
+        base_j, a_j = make_input(shape, layout, dtype, i)
+        args_e, args_j = [a_e], [a_j]
+        if program.grad:
+            args_e.append(make_weight(shape))
+            args_j.append(make_weight(shape))
         log.add(
-            f"call {i}: layout {layout} {dtype}: a.stride()={a_e.stride()} "
-            f"offset={a_e.storage_offset()}"
+            f"call {i}: shape {shape} layout {layout} {dtype}: a.stride()={a_e.stride()} "
+            f"offset={a_e.storage_offset()}" + (" (w requires grad)" if program.grad else "")
         )
         before = snapshot(base_j)
-        kind_e, res_e = quiet_call(f, a_e)
-        kind_j, res_j = quiet_call(jf, a_j)
+        kind_e, res_e = quiet_call(f, *args_e)
+        kind_j, res_j = quiet_call(jf, *args_j)
         log.add(f"    eager:   {kind_e} {describe_exc(res_e) if kind_e == 'raise' else ''}")
         log.add(f"    thunder: {kind_j} {describe_exc(res_j) if kind_j == 'raise' else ''}")
         if (
@@ -433,6 +477,15 @@ def run_program(program: Program) -> None:
                     f"call {i}: (aliases input storage, is the input) per output: "
                     f"eager {al_e}, thunder {al_j}"
                 )
+            if program.grad:
+                kg_e, g_e = quiet_call(_grad, res_e, args_e[1])
+                kg_j, g_j = quiet_call(_grad, res_j, args_j[1])
+                if kg_e != kg_j or (kg_e == "raise" and type(g_e) is not type(g_j)):
+                    fail(f"call {i}: backward: eager {kg_e} {g_e!r}, thunder {kg_j} {g_j!r}")
+                if kg_e == "ok" and (
+                    d := diff(snapshot(g_e), snapshot(g_j), "w.grad", strides=False)
+                ):
+                    fail(f"call {i}: gradients differ:\n  " + "\n  ".join(d))
         if d := diff(snapshot(base_e), snapshot(base_j), "input storage (base)"):
             fail(f"call {i}: input storage after the call differs:\n  " + "\n  ".join(d))
         if (a_e.stride(), a_e.storage_offset(), a_e.shape) != (
