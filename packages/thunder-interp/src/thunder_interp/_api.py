@@ -12,8 +12,9 @@ from thunder_interp._callbacks import Callbacks
 from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._lookasides import default_lookasides, hooked_lookasides
 from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._recursion import DepthGuard, depth_below
 from thunder_interp._registry import DEFAULT_OPCODE_TABLE, OpcodeTable
-from thunder_interp._runtime import CodeCache, Runtime, strip_interpreter_frames
+from thunder_interp._runtime import CodeCache, Runtime, run_frame, strip_interpreter_frames
 
 __all__ = ["InterpretedFunction", "interpret", "provenance_of"]
 
@@ -101,22 +102,15 @@ class InterpretedFunction:
                 rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=name, index=i))
             for key, value in kwargs.items():
                 rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=key, index=None))
-        limit = sys.getrecursionlimit()
-        native_depth = _native_depth()
-        rt.max_depth = max(limit - native_depth - 5, 1)
-        wanted = native_depth + rt.max_depth * _FRAMES_PER_CALL + 200
-        raised = wanted > limit
-        if raised:
-            sys.setrecursionlimit(wanted)
+        guard = rt.guard = DepthGuard(rt, depth_below(sys._getframe(), _RUN_FRAME_CODE))
         token = _CURRENT_RUNTIME.set(rt)
         try:
             return _with_stack_room(rt.call, self.fn, args, kwargs, None)
         except BaseException as e:
             raise e.with_traceback(strip_interpreter_frames(e.__traceback__))  # noqa: B904
         finally:
+            guard.close()
             _CURRENT_RUNTIME.reset(token)
-            if raised and sys.getrecursionlimit() == wanted:
-                sys.setrecursionlimit(limit)
 
     @property
     def history(self) -> list[HistoryEntry]:
@@ -151,17 +145,7 @@ if sys.version_info >= (3, 11):
     _with_stack_room.__code__ = _with_stack_room.__code__.replace(co_stacksize=1 << 17)
 
 
-# Python frames the interpreter uses per interpreted call (run_frame, op, call, call_function).
-_FRAMES_PER_CALL = 6
-
-
-def _native_depth() -> int:
-    depth = 0
-    frame: Any = sys._getframe(1)
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back
-    return depth
+_RUN_FRAME_CODE = run_frame.__code__
 
 
 def _parameter_names(fn: Any) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from thunder_interp._exec import exec_lookaside
 from thunder_interp._frame import NULL, Frame
+from thunder_interp._frames import frame_lookasides
 from thunder_interp._locals import frame_locals
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION
@@ -213,6 +214,7 @@ def _build_defaults() -> dict[Any, InternalLookaside]:
         eval: exec_lookaside("eval"),
         builtins.__build_class__: InternalLookaside("__build_class__", _build_class),
     }
+    table.update(frame_lookasides())
     if PY_VERSION >= (3, 11):
         table[sys.exception] = InternalLookaside("sys.exception", _exception)  # type: ignore[attr-defined]
     return table

@@ -21,6 +21,7 @@ from thunder_interp._errors import UnsupportedOpcodeError, is_uncatchable
 from thunder_interp._frame import NULL, CompiledCode, ExcItem, Frame
 from thunder_interp._history import HistoryEntry
 from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._recursion import DepthGuard
 from thunder_interp._registry import (
     DEFAULT_OPCODE_TABLE,
     PY_VERSION,
@@ -270,8 +271,14 @@ class Runtime:
         self.plain_opaque = cb.opaque_call is None and not provenance
         self.history: list[HistoryEntry] = []
         self.record_history = record_history
+        # Interpreted frames running; the dispatch loop consults ``guard`` (set by the entry
+        # point) when the depth reaches ``depth_limit`` or drops below ``depth_floor``.
         self.depth = 0
-        self.max_depth = 1000
+        self.depth_limit = 1 << 62
+        self.depth_floor = -1
+        self.guard: DepthGuard | None = None
+        # An exception a re-raise found no handler for in its frame (see :meth:`unwind`).
+        self.unwound: BaseException | None = None
         self.exc_item = ExcItem(sys.exc_info()[1], None)
         self._stub_frames: dict[int, tuple[CodeType, FrameType]] = {}
         self._binders: dict[int, tuple[FunctionType, FunctionType]] = {}
@@ -319,8 +326,9 @@ class Runtime:
             for k in ("__name__", "__loader__", "__spec__", "__file__")
             if k in globals_
         }
-        stub_globals["_getframe"] = sys._getframe
-        frame: FrameType = FunctionType(stub_code, stub_globals)()
+        # The frame of a generator never started: it has no f_back, so it keeps none of the
+        # (many, real) frames of this moment alive, and freeing it recurses no deeper in C.
+        frame: FrameType = FunctionType(stub_code, stub_globals)().gi_frame
         self._stub_frames[id(code)] = (code, frame)
         return frame
 
@@ -346,6 +354,8 @@ class Runtime:
             exc.__traceback__ = self.traceback_for(f, exc, pc)
         if is_uncatchable(exc):
             f.pc = pc
+            if not chain:
+                self.unwound = exc
             raise exc
         if chain and exc.__context__ is None:
             chain_context(exc, self.topmost_handled())
@@ -365,6 +375,9 @@ class Runtime:
                 f.lasti = 0
                 return target
         f.pc = pc
+        if not chain:
+            # Raised from inside an op: the dispatch loop must let it through, not unwind again.
+            self.unwound = exc
         raise exc
 
     def _unwind_blocks(self, f: Frame, exc: BaseException) -> int:
@@ -423,8 +436,36 @@ class Runtime:
             return self.call(fn.__func__, args, kwargs, caller)
         dunder_call = _lookup_type(t, "__call__")
         if type(dunder_call) is FunctionType:
+            if _COUNTS_C_CALLS:
+                return self.counted_c_call(self.call, dunder_call, (fn, *args), kwargs, caller)
             return self.call(dunder_call, (fn, *args), kwargs, caller)
         return self.opaque_call(fn, args, kwargs)
+
+    def counted_c_call(
+        self,
+        method: Callable[[Any, Any, dict[str, Any] | None, Frame | None], Any],
+        fn: Any,
+        args: Any,
+        kwargs: dict[str, Any] | None,
+        caller: Frame | None,
+    ) -> Any:
+        """``method(fn, args, kwargs, caller)`` counted as one level of recursion, as 3.10 and 3.11
+        count the C call of an object that is not a function (an instance's ``__call__``, a
+        Python class). (No ``*args`` call: 3.11+ runs those on the C stack.)"""
+        depth = self.depth
+        if depth >= self.depth_limit:
+            guard = self.guard
+            assert guard is not None
+            guard.deeper(depth, sys._getframe(), " while calling a Python object")
+        self.depth = depth + 1
+        try:
+            return method(fn, args, kwargs, caller)
+        finally:
+            self.depth = depth
+            if depth < self.depth_floor:
+                guard = self.guard
+                assert guard is not None
+                guard.shallower(depth)
 
     def opaque_call(self, fn: Any, args: Any, kwargs: dict[str, Any] | None) -> Any:
         cb = self.cb_opaque
@@ -450,18 +491,35 @@ class Runtime:
         if meta is not type:
             meta_call = _lookup_type(meta, "__call__")
             if type(meta_call) is FunctionType:
+                if _COUNTS_C_CALLS:
+                    return self.counted_c_call(self.call, meta_call, (cls, *args), kwargs, caller)
                 return self.call(meta_call, (cls, *args), kwargs, caller)
         klass: Any = cls
         new: Any = klass.__new__
         init: Any = klass.__init__
         if type(new) is not FunctionType and type(init) is not FunctionType:
+            if issubclass(cls, type):
+                args = namespace_with_module(caller, tuple(args), 2)
             return self.opaque_call(cls, args, kwargs)
+        if _COUNTS_C_CALLS:
+            return self.counted_c_call(self._construct, cls, args, kwargs, caller)
+        return self._construct(cls, args, kwargs, caller)
+
+    def _construct(
+        self, cls: Any, args: Any, kwargs: dict[str, Any] | None, caller: Frame | None
+    ) -> Any:
+        """``type.__call__`` for a class whose ``__new__`` or ``__init__`` is Python code."""
+        new: Any = cls.__new__
+        init: Any = cls.__init__
         if type(new) is FunctionType:
             obj = self.call(new, (cls, *args), kwargs, caller)
         elif new is object.__new__:
             obj = object.__new__(cls)
         else:
-            obj = new(cls, *args, **kwargs) if kwargs else new(cls, *args)
+            new_args = (
+                namespace_with_module(caller, tuple(args), 2) if new is type.__new__ else args
+            )
+            obj = new(cls, *new_args, **kwargs) if kwargs else new(cls, *new_args)
         if not isinstance(obj, cls):
             return obj
         if type(obj) is not cls:
@@ -516,14 +574,7 @@ class Runtime:
         if kwargs or len(args) != cc.fast_argcount:
             return self._call_function_general(fn, cc, args, kwargs)
         f = Frame(self, cc, code, [*args, *cc.padding], fn.__globals__, fn.__builtins__, fn)  # type: ignore[attr-defined]
-        depth = self.depth
-        if depth >= self.max_depth:
-            raise RecursionError("maximum recursion depth exceeded")
-        self.depth = depth + 1
-        try:
-            run_frame(f)
-        finally:
-            self.depth = depth
+        run_frame(f)
         return f.retval
 
     def _call_function_general(
@@ -531,17 +582,11 @@ class Runtime:
     ) -> Any:
         if cc.native:
             return fn(*args, **kwargs) if kwargs else fn(*args)
-        if self.depth >= self.max_depth:
-            raise RecursionError("maximum recursion depth exceeded")
         f = self.make_frame(fn, args, kwargs)
         flags = cc.flags
         if flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
             return self.make_generator(f, flags)
-        self.depth += 1
-        try:
-            run_frame(f)
-        finally:
-            self.depth -= 1
+        run_frame(f)
         return f.retval
 
     def make_generator(self, f: Frame, flags: int) -> Any:
@@ -563,16 +608,30 @@ class Runtime:
         f = Frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, namespace)
         if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
             _setup_cells_310(f, fn)
-        self.depth += 1
-        try:
-            run_frame(f)
-        finally:
-            self.depth -= 1
+        run_frame(f)
         return f.retval
 
 
 BLOCK_FINALLY = 1
 BLOCK_EXCEPT_HANDLER = 2
+
+# 3.10 and 3.11 count C calls of objects that are not functions in the recursion depth too.
+_COUNTS_C_CALLS = PY_VERSION < (3, 12)
+
+
+def namespace_with_module(caller: Frame | None, args: tuple[Any, ...], index: int) -> Any:
+    """The arguments of a class creation by ``type`` (``args[index]`` is the namespace), with the
+    ``__module__`` that CPython takes from the calling frame: the interpreted caller's globals,
+    not those of the interpreter's frame that makes the call."""
+    if caller is None or len(args) != index + 1:
+        return args
+    namespace = args[index]
+    if not isinstance(namespace, dict) or "__module__" in namespace:
+        return args
+    module = caller.globals.get("__name__")
+    if module is None:
+        return args
+    return (*args[:index], {**namespace, "__module__": module})
 
 
 def _unoptimized_names(code: CodeType, globals_: dict[str, Any]) -> dict[str, Any]:
@@ -611,7 +670,7 @@ def _setup_cells_310(f: Frame, fn: FunctionType) -> None:
 
 
 def _make_stub_code() -> CodeType:
-    source = "def stub():\n    return _getframe()\n"
+    source = "def stub():\n    yield\n"
     module = compile(source, "<thunder_interp stub>", "exec")
     for const in module.co_consts:
         if isinstance(const, CodeType):
@@ -661,20 +720,37 @@ def _binder_code_cached(code: CodeType) -> CodeType:
 
 def run_frame(f: Frame, exc: BaseException | None = None) -> None:
     """Run ``f`` from ``f.pc`` until it returns, yields, or raises (``exc``: thrown in first)."""
-    ops = f.ops
-    pc = f.pc
-    if exc is not None:
-        pc = f.rt.unwind(f, exc, pc)
-    while True:
-        try:
-            while pc:
-                pc = ops[pc](f)
-            return
-        except BaseException as e:
-            owners = getattr(ops[pc], "block_owners", None)
-            if owners is not None:
-                pc = _block_fault_index(e, ops[pc], owners, pc)
-            pc = f.rt.unwind(f, e, pc)
+    rt = f.rt
+    depth = rt.depth
+    if depth >= rt.depth_limit:
+        guard = rt.guard
+        assert guard is not None
+        guard.deeper(depth, sys._getframe())  # raises RecursionError where CPython would
+    rt.depth = depth + 1
+    try:
+        ops = f.ops
+        pc = f.pc
+        if exc is not None:
+            pc = rt.unwind(f, exc, pc)
+        while True:
+            try:
+                while pc:
+                    pc = ops[pc](f)
+                return
+            except BaseException as e:
+                if e is rt.unwound:
+                    rt.unwound = None
+                    raise
+                owners = getattr(ops[pc], "block_owners", None)
+                if owners is not None:
+                    pc = _block_fault_index(e, ops[pc], owners, pc)
+                pc = rt.unwind(f, e, pc)
+    finally:
+        rt.depth = depth
+        if depth < rt.depth_floor:
+            guard = rt.guard
+            assert guard is not None
+            guard.shallower(depth)
 
 
 def _block_fault_index(exc: BaseException, op: Any, owners: dict[int, int], default: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -77,12 +78,18 @@ def make(nxt):
 """
 
 
+# Generated ops carry a file name inside the package, so tracebacks and frame walks skip them.
+_GENERATED = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "<generated op>"
+)
+
+
 def _build_makers() -> dict[str, Callable[[int], Op]]:
     makers: dict[str, Callable[[int], Op]] = {}
     for sym in _BINARY_SYMBOLS:
         for template, key in ((_TEMPLATE_BINARY, sym), (_TEMPLATE_INPLACE, sym + "=")):
             namespace: dict[str, Any] = {}
-            exec(template.format(sym=sym), namespace)
+            exec(compile(template.format(sym=sym), _GENERATED, "exec"), namespace)
             makers[key] = namespace["make"]
     return makers
 
@@ -142,7 +149,7 @@ def _build_compare() -> dict[str, Callable[[int, bool], Op]]:
     result: dict[str, Callable[[int, bool], Op]] = {}
     for sym in ("<", "<=", "==", "!=", ">", ">="):
         namespace: dict[str, Any] = {}
-        exec(_COMPARE_TEMPLATE.format(sym=sym), namespace)
+        exec(compile(_COMPARE_TEMPLATE.format(sym=sym), _GENERATED, "exec"), namespace)
         result[sym] = namespace["make"]
     return result
 

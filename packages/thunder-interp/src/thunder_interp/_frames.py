@@ -1,0 +1,333 @@
+"""Frames as interpreted code sees them: ``sys._getframe``, ``inspect``, ``warnings``, ``logging``.
+
+CPython's frame functions read the real stack, which holds the interpreter's own frames. The
+lookasides here read it too, but show each interpreted frame (one ``run_frame`` call on the real
+stack) as a :class:`FrameView` and hide the interpreter's other frames; the native frames below
+the interpretation are shown as they are. So ``collections.namedtuple``, ``enum``, ``typing``
+and ``dataclasses`` find the caller's module, ``inspect.stack()`` and ``logging`` the caller's
+function and line, and a warning the file and line its ``stacklevel`` points at.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import os
+import sys
+import warnings
+import weakref
+from collections.abc import Iterator
+from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, TracebackType
+from typing import Any
+
+from thunder_interp._frame import Frame
+from thunder_interp._locals import frame_locals
+from thunder_interp._recursion import LIMITS
+from thunder_interp._registry import PY_VERSION
+from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_module, run_frame
+
+__all__ = ["FrameView", "frame_lookasides"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_RUN_FRAME_CODE = run_frame.__code__
+_UNRESOLVED: Any = object()
+
+
+class FrameView:
+    """An interpreted frame with the attributes of a frame object (``f_back``, ``f_code``,
+    ``f_globals``, ``f_locals``, ``f_lineno``, ``f_lasti``, ...)."""
+
+    __slots__ = (
+        "__weakref__",
+        "_back",
+        "_frame",
+        "_index",
+        "_real",
+        "f_trace",
+        "f_trace_lines",
+        "f_trace_opcodes",
+    )
+
+    # ``isinstance(view, types.FrameType)`` holds, as ``inspect.isframe`` and friends check.
+    __class__ = property(lambda self: FrameType)  # type: ignore[assignment]
+
+    def __init__(self, frame: Frame) -> None:
+        self._frame = frame
+        self._real: FrameType | None = None
+        self._index = frame.pc
+        self._back: Any = _UNRESOLVED
+        self.f_trace: Any = None
+        self.f_trace_lines = True
+        self.f_trace_opcodes = False
+
+    @property
+    def f_code(self) -> CodeType:
+        return self._frame.code
+
+    @property
+    def f_globals(self) -> dict[str, Any]:
+        return self._frame.globals
+
+    @property
+    def f_builtins(self) -> dict[str, Any]:
+        return self._frame.builtins
+
+    @property
+    def f_locals(self) -> Any:
+        return frame_locals(self._frame)
+
+    @property
+    def f_lineno(self) -> int:
+        lines = self._frame.cc.lines
+        index = self._index
+        return lines[index] if 0 < index < len(lines) else self._frame.code.co_firstlineno
+
+    @property
+    def f_lasti(self) -> int:
+        instructions = self._frame.cc.instructions
+        index = self._index
+        return instructions[index].offset if 0 < index < len(instructions) else -1
+
+    @property
+    def f_back(self) -> Any:
+        if self._back is _UNRESOLVED:
+            real = self._real
+            below = _user_frames(real.f_back, real) if real is not None else iter(())
+            self._back = next(below, (None, 0))[0]
+        return self._back
+
+    def clear(self) -> None:
+        raise RuntimeError("cannot clear an executing frame")
+
+    def __repr__(self) -> str:
+        code = self.f_code
+        return (
+            f"<frame at {hex(id(self))}, file {code.co_filename!r}, line {self.f_lineno}, "
+            f"code {code.co_name}>"
+        )
+
+
+_VIEWS: weakref.WeakValueDictionary[int, FrameView] = weakref.WeakValueDictionary()
+
+
+def _view(real: FrameType, child: FrameType | None) -> FrameView | None:
+    """The view of the interpreted frame that the real ``run_frame`` frame ``real`` runs."""
+    names = real.f_locals
+    frame = names.get("f")
+    if not isinstance(frame, Frame):
+        return None
+    view = _VIEWS.get(id(frame))
+    if view is None or view._frame is not frame:
+        view = _VIEWS[id(frame)] = FrameView(frame)
+    pc = names.get("pc")
+    index = pc if isinstance(pc, int) else frame.pc
+    ops = frame.ops
+    op = ops[index] if 0 < index < len(ops) else None
+    owners = getattr(op, "block_owners", None)
+    if owners is not None and child is not None and child.f_code is getattr(op, "__code__", None):
+        # A compiled block runs several instructions: its line tells which one is running.
+        index = owners.get(child.f_lineno, index)
+    view._real = real
+    view._index = index
+    view._back = _UNRESOLVED
+    return view
+
+
+def _user_frames(real: FrameType | None, child: FrameType | None) -> Iterator[tuple[Any, int]]:
+    """``(frame, offset)`` for the frames the user sees from ``real`` down: views of interpreted
+    frames and native frames; ``offset`` counts real frames from ``real``."""
+    offset = 0
+    while real is not None:
+        code = real.f_code
+        if code is _RUN_FRAME_CODE:
+            view = _view(real, child)
+            if view is not None:
+                yield view, offset
+        elif not code.co_filename.startswith(_PACKAGE_DIR):
+            yield real, offset
+        child = real
+        real = real.f_back
+        offset += 1
+
+
+def _depth_argument(value: Any) -> int:
+    return value if type(value) is int else operator.index(value)
+
+
+def _getframe(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs or len(args) > 1:
+        return sys._getframe(*args, **kwargs)  # CPython's TypeError
+    depth = _depth_argument(args[0]) if args else 0
+    for frame, _ in _user_frames(sys._getframe(), None):
+        if depth <= 0:
+            return frame
+        depth -= 1
+    raise ValueError("call stack is not deep enough")
+
+
+def _module_name_args(depth: int = 0) -> int:
+    return depth
+
+
+def _getframemodulename(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    native = sys._getframemodulename  # type: ignore[attr-defined]
+    try:
+        depth = _depth_argument(_module_name_args(*args, **kwargs))
+    except TypeError:
+        return native(*args, **kwargs)
+    here = sys._getframe()
+    for frame, offset in _user_frames(here, None):
+        if depth <= 0:
+            if type(frame) is FrameView:
+                fn = frame._frame.fn
+                return fn.__module__ if fn is not None else frame.f_globals.get("__name__")
+            return native(offset)  # a native frame: CPython's answer (its function's module)
+        depth -= 1
+    return None
+
+
+def _getrecursionlimit(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    if args or kwargs:
+        return sys.getrecursionlimit(*args, **kwargs)
+    return LIMITS.user_limit()
+
+
+# 3.10 and 3.11 count the builtin call itself in the depth they report.
+_SETRECURSIONLIMIT_EXTRA_DEPTH = 1 if PY_VERSION < (3, 12) else 0
+
+
+def _setrecursionlimit(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    guard = rt.guard
+    if kwargs or len(args) != 1 or guard is None:
+        return sys.setrecursionlimit(*args, **kwargs)
+    try:
+        limit = _depth_argument(args[0])
+    except TypeError:
+        return sys.setrecursionlimit(args[0])  # CPython's TypeError
+    if limit < 1 or limit > 0x7FFFFFFF:
+        return sys.setrecursionlimit(limit)  # CPython's ValueError or OverflowError
+    depth = guard.user_depth() + _SETRECURSIONLIMIT_EXTRA_DEPTH
+    if depth >= limit:
+        raise RecursionError(
+            f"cannot set the recursion limit to {limit} at the recursion depth {depth}: "
+            "the limit is too low"
+        )
+    LIMITS.set_user_limit(limit)
+    guard.limit_changed()
+    return None
+
+
+def _type_new(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return rt.opaque_call(type.__new__, namespace_with_module(f, args, 3), kwargs)
+
+
+# ------------------------------------------------------------------------------------------------
+# warnings.warn: C code that finds the warning's file, line and module in the calling frames.
+
+_NATIVE_WARN = warnings.warn
+_WARN_STUB = compile(
+    "lambda warn, message, category, source: warn(message, category, 1, source)", "<stub>", "eval"
+).co_consts[0]
+
+
+def _warn_args(
+    message: Any,
+    category: Any = None,
+    stacklevel: Any = 1,
+    source: Any = None,
+    *,
+    skip_file_prefixes: Any = (),
+) -> tuple[Any, Any, Any, Any, Any]:
+    return message, category, stacklevel, source, skip_file_prefixes
+
+
+def _is_internal(frame: Any) -> bool:
+    filename = frame.f_code.co_filename
+    return "importlib" in filename and "_bootstrap" in filename
+
+
+def _is_skipped(frame: Any, prefixes: tuple[str, ...]) -> bool:
+    filename = frame.f_code.co_filename
+    return isinstance(filename, str) and any(filename.startswith(p) for p in prefixes)
+
+
+def _warning_frame(stacklevel: int, prefixes: tuple[str, ...]) -> Any:
+    """The frame a warning is attributed to (CPython's ``setup_context``), None past the stack."""
+    frame = next(_user_frames(sys._getframe(), None), (None, 0))[0]
+    if stacklevel <= 0 or (frame is not None and _is_internal(frame)):
+        while stacklevel > 1 and frame is not None:
+            frame = frame.f_back
+            stacklevel -= 1
+        return frame
+    while stacklevel > 1 and frame is not None:
+        frame = frame.f_back
+        while frame is not None and (_is_internal(frame) or _is_skipped(frame, prefixes)):
+            frame = frame.f_back
+        stacklevel -= 1
+    return frame
+
+
+@functools.lru_cache(maxsize=256)
+def _stub_code(filename: str, lineno: int, name: str) -> CodeType:
+    code: CodeType = _WARN_STUB.replace(
+        co_filename=filename, co_firstlineno=max(lineno, 1), co_name=name
+    )
+    return code
+
+
+def _without_stub(tb: TracebackType | None, code: CodeType) -> TracebackType | None:
+    """``tb`` below the stub's entry (what CPython's traceback holds: nothing of ``warn``)."""
+    entry = tb
+    while entry is not None:
+        if entry.tb_frame.f_code is code:
+            return entry.tb_next
+        entry = entry.tb_next
+    return tb
+
+
+def _warn(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        message, category, stacklevel, source, prefixes = _warn_args(*args, **kwargs)
+        stacklevel = _depth_argument(stacklevel)
+    except TypeError:
+        return _NATIVE_WARN(*args, **kwargs)  # CPython's TypeError
+    if type(prefixes) is not tuple or (PY_VERSION < (3, 12) and "skip_file_prefixes" in kwargs):
+        return _NATIVE_WARN(*args, **kwargs)
+    if prefixes and stacklevel < 2:
+        stacklevel = 2
+    frame = _warning_frame(stacklevel, prefixes)
+    if frame is None:
+        return _NATIVE_WARN(message, category, 1 << 30, source)  # past the stack: "sys", line 1
+    code = _stub_code(frame.f_code.co_filename, frame.f_lineno or 1, frame.f_code.co_name)
+    # Called from a frame with the globals, file and line of ``frame``, warn's stacklevel=1
+    # attributes the warning (and its registry) to that frame, as CPython's C code does.
+    stub = FunctionType(code, frame.f_globals)
+    try:
+        return stub(_NATIVE_WARN, message, category, source)
+    except BaseException as e:
+        raise e.with_traceback(_without_stub(e.__traceback__, code))  # noqa: B904
+
+
+def frame_lookasides() -> dict[Any, InternalLookaside]:
+    """The default lookasides of this module."""
+    table: dict[Any, InternalLookaside] = {
+        sys._getframe: InternalLookaside("sys._getframe", _getframe),
+        sys.getrecursionlimit: InternalLookaside("sys.getrecursionlimit", _getrecursionlimit),
+        sys.setrecursionlimit: InternalLookaside("sys.setrecursionlimit", _setrecursionlimit),
+        type.__new__: InternalLookaside("type.__new__", _type_new),
+    }
+    if hasattr(sys, "_getframemodulename"):
+        table[sys._getframemodulename] = InternalLookaside(
+            "sys._getframemodulename", _getframemodulename
+        )
+    if isinstance(
+        _NATIVE_WARN, BuiltinFunctionType
+    ):  # the C implementation (the Python one is interpreted)
+        table[_NATIVE_WARN] = InternalLookaside("warnings.warn", _warn)
+    return table
