@@ -42,6 +42,7 @@ class FrameView:
         "_back",
         "_frame",
         "_index",
+        "_pc",
         "_real",
         "f_trace",
         "f_trace_lines",
@@ -53,8 +54,8 @@ class FrameView:
 
     def __init__(self, frame: Frame) -> None:
         self._frame = frame
-        self._real: FrameType | None = None
-        self._index = frame.pc
+        self._real: FrameType | None = None  # the real frame of the run_frame call running it
+        self._pc = self._index = frame.pc  # the op run_frame ran, the instruction running
         self._back: Any = _UNRESOLVED
         self.f_trace: Any = None
         self.f_trace_lines = True
@@ -79,22 +80,41 @@ class FrameView:
     @property
     def f_lineno(self) -> int:
         lines = self._frame.cc.lines
-        index = self._index
+        index = self._current_index()
         return lines[index] if 0 < index < len(lines) else self._frame.code.co_firstlineno
 
     @property
     def f_lasti(self) -> int:
         instructions = self._frame.cc.instructions
-        index = self._index
+        index = self._current_index()
         return instructions[index].offset if 0 < index < len(instructions) else -1
 
     @property
     def f_back(self) -> Any:
         if self._back is _UNRESOLVED:
             real = self._real
-            below = _user_frames(real.f_back, real) if real is not None else iter(())
+            below = _user_frames(real.f_back) if real is not None else iter(())
             self._back = next(below, (None, 0))[0]
         return self._back
+
+    def _current_index(self) -> int:
+        """The instruction running now: the frame may have moved on since it was looked up."""
+        real = self._real
+        if real is None:
+            return self._index
+        above: list[FrameType] = []
+        frame: FrameType | None = sys._getframe(1)
+        for _ in range(_LOOK_UP_AT_MOST):
+            if frame is None:
+                break
+            if frame is real:
+                return _running_index(self._frame, real, above)[1]
+            above.append(frame)
+            frame = frame.f_back
+        pc = real.f_locals.get("pc")
+        if isinstance(pc, int) and pc and pc != self._pc:
+            return pc  # it has moved on (the start of the op it runs, if that is a block)
+        return self._index
 
     def clear(self) -> None:
         raise RuntimeError("cannot clear an executing frame")
@@ -107,45 +127,60 @@ class FrameView:
         )
 
 
+# Real frames searched for the run_frame call of a frame whose line is asked for.
+_LOOK_UP_AT_MOST = 64
 _VIEWS: weakref.WeakValueDictionary[int, FrameView] = weakref.WeakValueDictionary()
 
 
-def _view(real: FrameType, child: FrameType | None) -> FrameView | None:
+def _running_index(frame: Frame, real: FrameType, above: list[FrameType]) -> tuple[int, int]:
+    """``(pc, index)``: the op the run_frame call ``real`` runs for ``frame``, and the
+    instruction running; ``above`` are the real frames above ``real`` (innermost first)."""
+    pc = real.f_locals.get("pc")
+    if not isinstance(pc, int):
+        return frame.pc, frame.pc
+    ops = frame.ops
+    op = ops[pc] if 0 < pc < len(ops) else None
+    owners = getattr(op, "block_owners", None)
+    if owners is not None:
+        # A compiled block runs several instructions: the line of its frame tells which one.
+        code = getattr(op, "__code__", None)
+        for frame_above in reversed(above):
+            if frame_above.f_code is code:
+                return pc, owners.get(frame_above.f_lineno, pc)
+    return pc, pc
+
+
+def _view(real: FrameType, above: list[FrameType]) -> FrameView | None:
     """The view of the interpreted frame that the real ``run_frame`` frame ``real`` runs."""
-    names = real.f_locals
-    frame = names.get("f")
+    frame = real.f_locals.get("f")
     if not isinstance(frame, Frame):
         return None
     view = _VIEWS.get(id(frame))
     if view is None or view._frame is not frame:
         view = _VIEWS[id(frame)] = FrameView(frame)
-    pc = names.get("pc")
-    index = pc if isinstance(pc, int) else frame.pc
-    ops = frame.ops
-    op = ops[index] if 0 < index < len(ops) else None
-    owners = getattr(op, "block_owners", None)
-    if owners is not None and child is not None and child.f_code is getattr(op, "__code__", None):
-        # A compiled block runs several instructions: its line tells which one is running.
-        index = owners.get(child.f_lineno, index)
     view._real = real
-    view._index = index
+    view._pc, view._index = _running_index(frame, real, above)
     view._back = _UNRESOLVED
     return view
 
 
-def _user_frames(real: FrameType | None, child: FrameType | None) -> Iterator[tuple[Any, int]]:
+def _user_frames(real: FrameType | None) -> Iterator[tuple[Any, int]]:
     """``(frame, offset)`` for the frames the user sees from ``real`` down: views of interpreted
     frames and native frames; ``offset`` counts real frames from ``real``."""
     offset = 0
+    above: list[FrameType] = []  # the interpreter's frames since the last frame shown
     while real is not None:
         code = real.f_code
         if code is _RUN_FRAME_CODE:
-            view = _view(real, child)
+            view = _view(real, above)
             if view is not None:
                 yield view, offset
-        elif not code.co_filename.startswith(_PACKAGE_DIR):
+            above = []
+        elif code.co_filename.startswith(_PACKAGE_DIR):
+            above.append(real)
+        else:
             yield real, offset
-        child = real
+            above = []
         real = real.f_back
         offset += 1
 
@@ -158,7 +193,7 @@ def _getframe(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[
     if kwargs or len(args) > 1:
         return sys._getframe(*args, **kwargs)  # CPython's TypeError
     depth = _depth_argument(args[0]) if args else 0
-    for frame, _ in _user_frames(sys._getframe(), None):
+    for frame, _ in _user_frames(sys._getframe()):
         if depth <= 0:
             return frame
         depth -= 1
@@ -178,7 +213,7 @@ def _getframemodulename(
     except TypeError:
         return native(*args, **kwargs)
     here = sys._getframe()
-    for frame, offset in _user_frames(here, None):
+    for frame, offset in _user_frames(here):
         if depth <= 0:
             if type(frame) is FrameView:
                 fn = frame._frame.fn
@@ -259,7 +294,7 @@ def _is_skipped(frame: Any, prefixes: tuple[str, ...]) -> bool:
 
 def _warning_frame(stacklevel: int, prefixes: tuple[str, ...]) -> Any:
     """The frame a warning is attributed to (CPython's ``setup_context``), None past the stack."""
-    frame = next(_user_frames(sys._getframe(), None), (None, 0))[0]
+    frame = next(_user_frames(sys._getframe()), (None, 0))[0]
     if stacklevel <= 0 or (frame is not None and _is_internal(frame)):
         while stacklevel > 1 and frame is not None:
             frame = frame.f_back
