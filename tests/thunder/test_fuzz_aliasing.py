@@ -89,6 +89,15 @@ STMTS_2D = [
     "{T} = {X}.diagonal()",
     "{X}.copy_({Y}.t())",
 ]
+# With a parameter ``w`` that requires grad (never aliased with the others).
+GRAD_STMTS = [
+    "{X}.add_(w)",
+    "{X}.mul_(w)",
+    "{X}.copy_(w * 2)",
+    "{T} = {X} * w",
+    "{T} = ({X} + {Y}) * w",
+    "{X}[0] = w.sum()",
+]
 # In-place ops on temporaries (views of arguments write through).
 TEMP_STMTS = ["{T}.add_(1)", "{T}.mul_(-1)", "{T}.zero_()"]
 
@@ -108,6 +117,12 @@ def _base_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 # Builds the arguments of one call; shared verbatim by the test and the reproducer script.
 MAKE_ARGS = '''\
+def make_weight(shape):
+    import math
+    import torch
+    return (torch.linspace(-1.0, 1.5, math.prod(shape)).reshape(shape) + 0.1).requires_grad_()
+
+
 def make_args(shape, base_shape, specs, seed):
     """specs: per argument ("arg", j) (the very object of argument j), ("T", i) (tensor i of its
     own), ("B", i, expr) (a view of base i). Returns (args, holders): holders are every base and
@@ -140,6 +155,7 @@ def make_args(shape, base_shape, specs, seed):
 _helpers: dict = {}
 exec(MAKE_ARGS, _helpers)
 make_args = _helpers["make_args"]
+make_weight = _helpers["make_weight"]
 
 
 @dataclass
@@ -148,6 +164,7 @@ class Program:
     shape: tuple[int, ...]
     calls: list[list[tuple]]
     cache: str | None
+    grad: bool = False  # a last parameter w that requires grad; w.grad compared too
 
     def reproducer(self) -> str:
         kw = f", cache={self.cache!r}" if self.cache else ""
@@ -161,8 +178,15 @@ CALLS = {self.calls!r}
 for i, specs in enumerate(CALLS):
     for tag, fn in (("eager", f), ("thunder", jf)):
         args, holders = make_args({self.shape!r}, {_base_shape(self.shape)!r}, specs, i)
+        if {self.grad!r}:
+            args.append(make_weight({self.shape!r}))
         try:
             out = fn(*args)
+            if {self.grad!r}:
+                outs = out if isinstance(out, tuple) else (out,)
+                loss = [o.sum() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+                if loss:
+                    print("    w.grad", torch.autograd.grad(sum(loss), args[-1])[0].tolist())
         except Exception as e:
             out = f"raised {{type(e).__name__}}: {{e}}"
         print(f"call {{i}} {{specs}} {{tag:8}} out={{out}}\\n    after={{holders}}")
@@ -209,12 +233,15 @@ def programs(draw) -> Program:
     shape = draw(st.sampled_from(SHAPES))
     n_args = draw(st.integers(2, 3))
     names = ["a", "b", "c"][:n_args]
-    pool = STMTS + (STMTS_2D if len(shape) == 2 else [])
+    grad = draw(st.integers(0, 2)) == 0
+    pool = STMTS + (STMTS_2D if len(shape) == 2 else []) + (GRAD_STMTS * 2 if grad else [])
     stmts: list[str] = []
     temps: list[str] = []
     # validate every statement on distinct arguments so that the program is meaningful
     distinct = [("T", j) for j in range(n_args)]
     env = dict(zip(names, make_args(shape, _base_shape(shape), distinct, 0)[0], strict=True))
+    if grad:
+        env["w"] = make_weight(shape)
     for _ in range(draw(st.integers(2, 7))):
         if temps and draw(st.integers(0, 4)) == 0:
             template = draw(st.sampled_from(TEMP_STMTS))
@@ -246,10 +273,21 @@ def programs(draw) -> Program:
         )
     )
     body = "\n".join("    " + s for s in stmts)
-    source = f"def f({', '.join(names)}):\n{body}\n    return {', '.join(ret_items)}\n"
+    params = ", ".join(names + (["w"] if grad else []))
+    source = f"def f({params}):\n{body}\n    return {', '.join(ret_items)}\n"
     calls = [draw(alias_patterns(n_args, shape)) for _ in range(draw(st.integers(3, 6)))]
     cache = draw(st.sampled_from([None, None, "symbolic values"]))
-    return Program(source, shape, calls, cache)
+    return Program(source, shape, calls, cache, grad)
+
+
+def _grad(out: object, w: torch.Tensor) -> torch.Tensor | None:
+    """d(sum of every output that requires grad)/dw (None when no output does)."""
+    outs = out if isinstance(out, tuple) else (out,)
+    parts = [o.sum() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not parts:
+        return None
+    (g,) = torch.autograd.grad(sum(parts), [w], allow_unused=True)
+    return g
 
 
 def run_program(program: Program) -> None:
@@ -271,6 +309,9 @@ def run_program(program: Program) -> None:
     for i, specs in enumerate(program.calls):
         args_e, holders_e = make_args(program.shape, base_shape, specs, i)
         args_j, holders_j = make_args(program.shape, base_shape, specs, i)
+        if program.grad:
+            args_e.append(make_weight(program.shape))
+            args_j.append(make_weight(program.shape))
         log.add(f"call {i}: f{_describe(specs)}")
         before = snapshot(holders_j)
         kind_e, res_e = quiet_call(f, *args_e)
@@ -299,8 +340,18 @@ def run_program(program: Program) -> None:
                     f"call {i}: exception type differs: eager {describe_exc(res_e)}, "
                     f"thunder {describe_exc(res_j)}"
                 )
-        elif d := diff(snapshot(res_e), snapshot(res_j), "result", strides=False):
-            fail(f"call {i}: results differ:\n  " + "\n  ".join(d))
+        else:
+            if d := diff(snapshot(res_e), snapshot(res_j), "result", strides=False):
+                fail(f"call {i}: results differ:\n  " + "\n  ".join(d))
+            if program.grad:
+                kg_e, g_e = quiet_call(_grad, res_e, args_e[-1])
+                kg_j, g_j = quiet_call(_grad, res_j, args_j[-1])
+                if kg_e != kg_j or (kg_e == "raise" and type(g_e) is not type(g_j)):
+                    fail(f"call {i}: backward: eager {kg_e} {g_e!r}, thunder {kg_j} {g_j!r}")
+                if kg_e == "ok" and (
+                    d := diff(snapshot(g_e), snapshot(g_j), "w.grad", strides=False)
+                ):
+                    fail(f"call {i}: gradients differ:\n  " + "\n  ".join(d))
         if d := diff(snapshot(holders_e), snapshot(holders_j), "argument storage"):
             fail(f"call {i}: argument storage after the call differs:\n  " + "\n  ".join(d))
 
