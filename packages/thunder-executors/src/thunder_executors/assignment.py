@@ -35,7 +35,7 @@ import torch
 from thunder_executors.executor import Executor, FusionExecutor, OperatorExecutor, get_executor
 from thunder_executors.torch_views import torch_call
 from thunder_ir import BoundSymbol, Proxy, Symbol, TensorProxy, Trace
-from thunder_ir.aliasing import AliasInfo, alias_info
+from thunder_ir.aliasing import AliasInfo, alias_info, writes_in_place
 from thunder_ir.tags import OpTag
 
 __all__ = ["ExecutionTrace", "ExecutorLike", "resolve_executors", "transform_for_execution"]
@@ -130,6 +130,10 @@ class _Assigner:
             return None
         if OpTag.IN_PLACE in bsym.sym.tags:
             return torch_call(bsym) if self.eager_aliasing else None
+        if writes_in_place(bsym):
+            # An op that writes by an argument (relu(x, inplace=True), batch_norm's statistics)
+            # runs as its decomposition: its writes go into real tensors.
+            return None
         if self.aliases.in_written_group(bsym) or (
             self.eager_aliasing and self.aliases.in_observed_group(bsym)
         ):

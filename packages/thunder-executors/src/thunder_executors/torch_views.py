@@ -23,7 +23,7 @@ import torch
 from thunder_executors.executor import to_runtime_value
 from thunder_ir import BoundSymbol, Symbol
 
-__all__ = ["torch_call", "torch_callable_symbol"]
+__all__ = ["torch_call", "torch_callable_symbols"]
 
 
 def setitem_(a: torch.Tensor, key: Any, value: Any) -> torch.Tensor:
@@ -45,33 +45,53 @@ def _attribute_getter(name: str) -> Callable[[Any], Any]:
 
 
 @functools.cache
-def torch_callable_symbol(op: Symbol) -> Symbol | None:
-    """The executor symbol calling the torch callable ``op`` mirrors, or None when it mirrors
-    none (internal ops). Tensor methods come first: they take sizes both as varargs and as one
-    sequence (``permute(1, 0)``, ``permute((1, 0))``), as the op does; a Tensor property
+def torch_callable_symbols(op: Symbol) -> tuple[Symbol, ...]:
+    """Executor symbols calling the torch callables ``op`` mirrors, in order of preference
+    (none for internal ops). Tensor methods come first: they take sizes both as varargs and as
+    one sequence (``permute(1, 0)``, ``permute((1, 0))``), as the op does; a Tensor property
     (``Tensor.T``) is read by a small function printed as ``torch_ex.T_attribute``."""
     from thunder_ir.ops import resolve_torch_name
 
     methods = [n for n in op.torch_names if n.startswith("torch.Tensor.")]
     functions = [n for n in op.torch_names if not n.startswith("torch.Tensor.")]
+    out: list[Symbol] = []
     for qualified in (*methods, *functions):
         if qualified in _RETURNING_SELF:
             fn = _RETURNING_SELF[qualified]
-            return Symbol(
-                fn.__name__, None, module="torch_ex", impl=fn, id=f"torch_views::{qualified}"
+            out.append(
+                Symbol(
+                    fn.__name__, None, module="torch_ex", impl=fn, id=f"torch_views::{qualified}"
+                )
             )
+            continue
         fn = resolve_torch_name(qualified)
         if callable(fn):
             module, _, name = qualified.rpartition(".")
-            return Symbol(name, None, module=module, impl=fn, id=f"torch_views::{qualified}")
+            out.append(Symbol(name, None, module=module, impl=fn, id=f"torch_views::{qualified}"))
     for qualified in methods:
         attr = qualified.removeprefix("torch.Tensor.")
-        if hasattr(torch.Tensor, attr):
+        if not callable(resolve_torch_name(qualified)) and hasattr(torch.Tensor, attr):
             getter = _attribute_getter(attr)
-            return Symbol(
-                getter.__name__, None, module="torch_ex", impl=getter, id=f"torch_views::{attr}"
+            out.append(
+                Symbol(
+                    getter.__name__, None, module="torch_ex", impl=getter, id=f"torch_views::{attr}"
+                )
             )
-    return None
+    return tuple(out)
+
+
+def _accepts(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``fn`` takes these arguments, as far as its Python signature says (torch's C
+    functions have none: they are taken on trust)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
 
 
 @functools.cache
@@ -124,10 +144,14 @@ def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
     it mirrors none."""
     if bsym.sym.module != "ltorch":
         return None
-    sym = torch_callable_symbol(bsym.sym)
-    if sym is None:
-        return None
     args, kwargs = _as_torch_arguments(bsym.sym, bsym.args, bsym.kwargs)
-    return BoundSymbol(
-        sym, to_runtime_value(args), to_runtime_value(kwargs), bsym.output, header=bsym.header
-    )
+    for sym in torch_callable_symbols(bsym.sym):
+        if _accepts(sym.impl, args, kwargs):
+            return BoundSymbol(
+                sym,
+                to_runtime_value(args),
+                to_runtime_value(kwargs),
+                bsym.output,
+                header=bsym.header,
+            )
+    return None
