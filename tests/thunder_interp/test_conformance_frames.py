@@ -5,8 +5,12 @@ module of classes made by ``namedtuple``/``Enum``/``dataclasses``/``typing``/``t
 and line a warning is attributed to, and the caller ``logging`` records.
 """
 
+import sys
+
 import pytest
 from conformance import case
+
+from thunder_interp import interpret
 
 MODULES = [
     case(
@@ -353,3 +357,49 @@ CASES = MODULES + GETFRAME + INSPECT + WARNINGS + LOGGING
 @pytest.mark.parametrize("snippet", CASES)
 def test_frames(snippet):
     snippet.assert_ok()
+
+
+def _names_and_depth():
+    names = []
+    frame = sys._getframe()
+    while frame is not None and frame.f_code.co_name != "test_nested_interpretation":
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    reached = [0]
+
+    def down(n):
+        reached[0] = n
+        down(n + 1)
+
+    try:
+        down(0)
+    except RecursionError:
+        pass
+    return names, reached[0]
+
+
+def _replacement():
+    return interpret(_names_and_depth)()
+
+
+def _original():
+    raise AssertionError("replaced by a lookaside")
+
+
+def _outer():
+    return _original()
+
+
+def test_nested_interpretation():
+    # A lookaside that interprets again: the inner interpretation sees the outer one's frames,
+    # and its recursion limit counts them as CPython would count the same program run natively.
+    def native_outer():
+        return _replacement_native()
+
+    def _replacement_native():
+        return _names_and_depth()
+
+    interpreted = interpret(_outer, lookasides={_original: _replacement})()
+    assert interpreted[0] == ["_names_and_depth", "_replacement", "_outer"]
+    native = native_outer()
+    assert interpreted[1] == native[1]

@@ -24,6 +24,20 @@ CASES = [
         """,
     ),
     case(
+        "traceback_of_recursion_error",
+        """
+        import traceback
+        def f():
+            def down(n):
+                return down(n + 1)
+            try:
+                down(0)
+            except RecursionError as e:
+                entries = traceback.extract_tb(e.__traceback__)
+                return len(entries), [(fs.name, fs.lineno) for fs in entries[:2] + entries[-2:]]
+        """,
+    ),
+    case(
         "program_continues_after_recursion_error",
         """
         def f():

@@ -127,9 +127,51 @@ class FrameView:
         )
 
 
+class NativeFrameView:
+    """A native frame above interpreted ones (code a lookaside runs, say): its own attributes,
+    but an ``f_back`` that shows the interpreted frames below rather than the interpreter's."""
+
+    __slots__ = ("__weakref__", "_back", "_real")
+
+    __class__ = property(lambda self: FrameType)  # type: ignore[assignment]
+
+    def __init__(self, real: FrameType) -> None:
+        self._real = real
+        self._back: Any = _UNRESOLVED
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    @property
+    def f_back(self) -> Any:
+        if self._back is _UNRESOLVED:
+            self._back = next(_user_frames(self._real.f_back), (None, 0))[0]
+        return self._back
+
+    def __repr__(self) -> str:
+        return repr(self._real)
+
+
+def _native_view(real: FrameType) -> NativeFrameView:
+    view = _NATIVE_VIEWS.get(id(real))
+    if view is None or view._real is not real:
+        view = _NATIVE_VIEWS[id(real)] = NativeFrameView(real)
+    view._back = _UNRESOLVED
+    return view
+
+
+def _interpreter_below(real: FrameType | None) -> bool:
+    while real is not None:
+        if real.f_code.co_filename.startswith(_PACKAGE_DIR):
+            return True
+        real = real.f_back
+    return False
+
+
 # Real frames searched for the run_frame call of a frame whose line is asked for.
 _LOOK_UP_AT_MOST = 64
 _VIEWS: weakref.WeakValueDictionary[int, FrameView] = weakref.WeakValueDictionary()
+_NATIVE_VIEWS: weakref.WeakValueDictionary[int, NativeFrameView] = weakref.WeakValueDictionary()
 
 
 def _running_index(frame: Frame, real: FrameType, above: list[FrameType]) -> tuple[int, int]:
@@ -169,6 +211,7 @@ def _user_frames(real: FrameType | None) -> Iterator[tuple[Any, int]]:
     frames and native frames; ``offset`` counts real frames from ``real``."""
     offset = 0
     above: list[FrameType] = []  # the interpreter's frames since the last frame shown
+    interpreted_below = True  # until a native frame is found with none of them below it
     while real is not None:
         code = real.f_code
         if code is _RUN_FRAME_CODE:
@@ -179,7 +222,8 @@ def _user_frames(real: FrameType | None) -> Iterator[tuple[Any, int]]:
         elif code.co_filename.startswith(_PACKAGE_DIR):
             above.append(real)
         else:
-            yield real, offset
+            interpreted_below = interpreted_below and _interpreter_below(real.f_back)
+            yield (_native_view(real) if interpreted_below else real), offset
             above = []
         real = real.f_back
         offset += 1

@@ -46,6 +46,8 @@ if sys.version_info >= (3, 11):
     _BYTES_PER_FRAME, _BYTES_PER_C_ENTRY = 0, 1000
 else:
     _BYTES_PER_FRAME, _BYTES_PER_C_ENTRY = 600, 400
+if hasattr(sys, "gettotalrefcount"):  # a debug build: far larger C frames
+    _BYTES_PER_FRAME, _BYTES_PER_C_ENTRY = 4 * _BYTES_PER_FRAME, 4 * _BYTES_PER_C_ENTRY
 _WORST_LEVEL_BYTES = FRAMES_PER_LEVEL_MAX * _BYTES_PER_FRAME + 2 * _BYTES_PER_C_ENTRY
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator: resumed from C
 _NO_LIMIT = 1 << 62
@@ -114,7 +116,9 @@ class _ProcessLimit:
 LIMITS = _ProcessLimit()
 
 
-_ENTRY_C_CALLS = 2 if sys.version_info < (3, 12) else 0
+# 3.10/3.11 count a call of a builtin, and of an object's __call__ (a C-level call), in the
+# recursion depth.
+_C_CALL_COUNTED = 1 if sys.version_info < (3, 12) else 0
 _DEPTH_IN_MESSAGE = re.compile(r"at the recursion depth (\d+)")
 
 
@@ -142,7 +146,7 @@ def depth_below(entry: FrameType, run_frame_code: CodeType) -> tuple[int, int, i
     called from the user's code): the depth as CPython counts it for the user (the frames the
     user sees: interpreted frames once, the interpreter's own not at all; on 3.10/3.11 also the C
     calls in progress), CPython's real depth here, and an estimate of the C stack in use."""
-    user = real = c_bytes = 0
+    user = real = c_bytes = entries = 0
     frame: FrameType | None = entry
     while frame is not None:
         real += 1
@@ -150,13 +154,15 @@ def depth_below(entry: FrameType, run_frame_code: CodeType) -> tuple[int, int, i
         code = frame.f_code
         if code is run_frame_code or not code.co_filename.startswith(_PACKAGE_DIR):
             user += 1
+        elif code is entry.f_code:
+            entries += 1  # this interpretation's or an enclosing one's
         frame = frame.f_back
     counted = _cpython_depth()
     if counted is None:
         return user, real, c_bytes
-    # Counted but not below: this frame and _cpython_depth's, and on 3.10/3.11 the call of the
-    # entry point (an object's __call__: a C-level call) and of the builtin _cpython_depth uses.
-    c_calls_below = max(counted - real - 2 - _ENTRY_C_CALLS, 0)
+    # Counted but not the user's: this frame and _cpython_depth's, and on 3.10/3.11 the builtin
+    # _cpython_depth calls and the C-level calls of the interpreter's entry points.
+    c_calls_below = max(counted - real - 2 - _C_CALL_COUNTED * (1 + entries), 0)
     return user + c_calls_below, counted, c_bytes + c_calls_below * _BYTES_PER_FRAME
 
 
