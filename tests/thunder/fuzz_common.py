@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, settings
 
 from thunder.errors import JitError
 from thunder_interp import InterpreterError
+from thunder_ir import TracingError
 
 DEFAULT_EXAMPLES = 300
 
@@ -54,7 +55,7 @@ def fuzz_settings(default: int = DEFAULT_EXAMPLES, share: float = 1.0) -> settin
 #: Errors that mean "thunder says it cannot compile this" (acceptable when nothing changed).
 #: ``JitError`` covers UnsupportedOperationError, ImpureCallError, UnsupportedSideEffectError and
 #: SharpEdgeError; a bare ``InterpreterError`` is the interpreter refusing bytecode it cannot honour.
-REFUSALS: tuple[type[BaseException], ...] = (JitError, InterpreterError)
+REFUSALS: tuple[type[BaseException], ...] = (JitError, InterpreterError, TracingError)
 
 REFUSAL_COUNTS: Counter[str] = Counter()
 

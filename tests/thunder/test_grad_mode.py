@@ -94,3 +94,40 @@ def test_tracing_never_leaves_process_state_changed():
 
     thunder.jit(f)(torch.ones(2))
     assert not torch.is_inference_mode_enabled() and torch.is_grad_enabled()
+
+
+def test_writes_in_a_no_grad_region_carry_no_gradient():
+    """A buffer written from a value that requires grad, inside no_grad: later reads of the
+    buffer carry no gradient (eager writes the value without history)."""
+
+    def f(x, w, buf):
+        y = x * w
+        with torch.no_grad():
+            buf.copy_(y)
+        return y + buf * w
+
+    x, w = torch.randn(3), torch.randn(3)
+    outs, grads = [], []
+    for fn in (thunder.jit(f), f):
+        ww = w.clone().requires_grad_()
+        buf = torch.zeros(3)
+        out = fn(x, ww, buf)
+        out.sum().backward()
+        outs.append((out, buf))
+        grads.append(ww.grad)
+    torch.testing.assert_close(outs[0][0], outs[1][0])
+    torch.testing.assert_close(outs[0][1], outs[1][1])
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_a_no_grad_write_into_a_tensor_that_requires_grad_is_a_clear_error():
+    w = torch.nn.Parameter(torch.ones(2))
+
+    def f(x):
+        with torch.no_grad():
+            w.mul_(0.9)
+        return x * w
+
+    with pytest.raises(NotImplementedError, match="no-grad region"):
+        thunder.jit(f)(torch.ones(2))
+    torch.testing.assert_close(w.detach(), torch.ones(2))

@@ -8,7 +8,12 @@ transform depends on this package alone.
 from thunder_ir import constraints, devices, dtypes, ops, prims
 from thunder_ir.__about__ import __version__
 from thunder_ir.codegen import PythonCode
-from thunder_ir.errors import DataDependentError, TracingError, UnsupportedTensorAttributeError
+from thunder_ir.errors import (
+    DataDependentError,
+    TracingError,
+    UnsupportedInTracingError,
+    UnsupportedTensorAttributeError,
+)
 from thunder_ir.proxies import (
     CollectionProxy,
     ComplexProxy,
@@ -48,6 +53,7 @@ __all__ = [
     "TraceCheckError",
     "TracingError",
     "Transform",
+    "UnsupportedInTracingError",
     "UnsupportedTensorAttributeError",
     "__version__",
     "check_trace",

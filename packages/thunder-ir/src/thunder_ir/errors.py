@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["DataDependentError", "TracingError", "UnsupportedTensorAttributeError"]
+__all__ = [
+    "DataDependentError",
+    "TracingError",
+    "UnsupportedInTracingError",
+    "UnsupportedTensorAttributeError",
+]
 
 
 class TracingError(Exception):
@@ -24,3 +29,7 @@ class DataDependentError(TracingError, RuntimeError):
 class UnsupportedTensorAttributeError(TracingError, NotImplementedError):
     """A ``torch.Tensor`` attribute or method the IR does not mirror. Not an ``AttributeError``:
     ``hasattr`` and ``getattr(x, name, default)`` would turn it into a silent False or default."""
+
+
+class UnsupportedInTracingError(TracingError, NotImplementedError):
+    """A construct the IR cannot record with eager's semantics (named in the message)."""

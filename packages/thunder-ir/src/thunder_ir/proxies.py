@@ -459,6 +459,19 @@ class NumberProxy(Proxy):
         self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
         return complex(self.value)
 
+    # Text made from the number bakes its value into the program: it holds only for this value.
+    def __str__(self) -> str:
+        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        return str(self.value)
+
+    def __repr__(self) -> str:
+        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        return repr(self.value)
+
+    def __format__(self, spec: str) -> str:
+        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        return format(self.value, spec)
+
     def __hash__(self) -> int:
         return object.__hash__(self)
 

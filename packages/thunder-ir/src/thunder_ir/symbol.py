@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from thunder_ir.errors import UnsupportedInTracingError
 from thunder_ir.proxies import Proxy
 from thunder_ir.pytree import tree_iter
 from thunder_ir.tags import OpTag
@@ -84,6 +85,15 @@ class Symbol:
                 f"{self.qualified_name} was called outside of tracing. IR symbols only record; to "
                 "run a trace, hand it to an executor (thunder_executors.transform_for_execution)"
             )
+        if not trace.grad_enabled and self.is_prim and self.name == "copy_" and len(args) > 1:
+            # A write in a no-grad region writes a value without gradient history, as eager.
+            if getattr(args[1], "requires_grad", False):
+                raise UnsupportedInTracingError(
+                    "an in-place write into a tensor that requires grad inside a no-grad region "
+                    "(torch.no_grad(), inference_mode()) is not supported; write outside the "
+                    "jitted function, or into a tensor that does not require grad"
+                )
+            args = (_without_grad(args[0]), *args[1:])
         if self.is_prim or self.meta is None:
             out = self.meta(*args, **kwargs) if self.meta is not None else None
             subsymbols: tuple[BoundSymbol, ...] = ()
