@@ -165,14 +165,21 @@ def nest(depth, fn):
 '''
 
 
-def _run_child(body: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def _run_child(
+    body: str, timeout: int = 300, stack_bytes: int | None = STACK_BYTES
+) -> subprocess.CompletedProcess[str]:
+    """Run ``body`` after the scenarios in a child whose main thread has ``stack_bytes`` of stack
+    (``ulimit -s``; None: as much as the hard limit allows)."""
     code = SCENARIOS + textwrap.dedent(body)
 
     def small_stack() -> None:
         import resource
 
         hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
-        soft = STACK_BYTES if hard == resource.RLIM_INFINITY else min(STACK_BYTES, hard)
+        if stack_bytes is None:
+            soft = hard
+        else:
+            soft = stack_bytes if hard == resource.RLIM_INFINITY else min(stack_bytes, hard)
         resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
 
     return subprocess.run(
@@ -205,6 +212,19 @@ def test_runaway_recursion_from_native_depth(native_depth: int) -> None:
             results = nest({native_depth}, lambda: run_all(interpret, compare=True))
             print("ok", results)
             """
+        )
+    )
+    assert lines[-1].startswith("ok")
+
+
+def test_runaway_recursion_with_unlimited_stack() -> None:
+    lines = _check(
+        _run_child(
+            """
+            from thunder_interp import interpret
+            print("ok", nest(300, lambda: run_all(interpret, compare=True)))
+            """,
+            stack_bytes=None,
         )
     )
     assert lines[-1].startswith("ok")

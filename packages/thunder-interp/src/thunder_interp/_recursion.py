@@ -20,7 +20,6 @@ before it runs out, earlier than CPython would where the thread's stack is small
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
@@ -77,11 +76,13 @@ class _ProcessLimit:
 
     def _apply(self) -> None:
         target = max(self._user, *self._needs.values()) if self._needs else self._user
-        if sys.getrecursionlimit() != target:
-            # Lower than the calling thread's depth: keep it higher.
-            with contextlib.suppress(RecursionError):
-                sys.setrecursionlimit(target)
         current = sys.getrecursionlimit()
+        if current != target:
+            try:
+                sys.setrecursionlimit(target)
+                current = target
+            except RecursionError:  # lower than the calling thread's depth: keep it higher
+                pass
         self._applied = current if self._needs else None
         if not self._needs:
             self._user = current
@@ -103,14 +104,17 @@ class _ProcessLimit:
     def need(self, key: int, real_limit: int) -> None:
         with self._lock:
             self._sync()
-            self._needs[key] = real_limit
-            self._apply()
+            if self._needs.get(key) != real_limit:
+                self._needs[key] = real_limit
+                self._apply()
 
-    def release(self, key: int) -> None:
+    def release(self, key: int) -> int:
+        """Forget ``key``'s need; the user's limit."""
         with self._lock:
             self._sync()
             self._needs.pop(key, None)
             self._apply()
+            return self._user
 
 
 LIMITS = _ProcessLimit()
@@ -150,13 +154,15 @@ def depth_below(entry: FrameType, run_frame_code: CodeType) -> tuple[int, int, i
     frame: FrameType | None = entry
     while frame is not None:
         real += 1
-        c_bytes += _frame_bytes(frame)
         code = frame.f_code
+        if code.co_flags & _GENERATOR_FLAGS:
+            c_bytes += _BYTES_PER_C_ENTRY
         if code is run_frame_code or not code.co_filename.startswith(_PACKAGE_DIR):
             user += 1
         elif code is entry.f_code:
             entries += 1  # this interpretation's or an enclosing one's
         frame = frame.f_back
+    c_bytes += real * _BYTES_PER_FRAME
     counted = _cpython_depth()
     if counted is None:
         return user, real, c_bytes
@@ -238,11 +244,12 @@ class DepthGuard:
         self.base, real, c_bytes = below  # see depth_below
         self.c_budget = _c_stack_budget()
         first = _Checkpoint(0, None, real, c_bytes)
-        self._plan(first)
         self.checkpoints = [first]
         self.measured: dict[int, _Checkpoint] = {}  # by id of their frame
         self.active = True
-        self._install(first)
+        room = self.user_room()
+        self._plan(first, room)
+        self._install(first, room)
 
     def user_room(self) -> int:
         """How many interpreted frames may nest (CPython's limit minus the frames below)."""
@@ -265,35 +272,35 @@ class DepthGuard:
             below = below.f_back
         cp = _Checkpoint(depth, frame, _cpython_depth() or real, c_bytes)
         measured[id(frame)] = cp
-        self._plan(cp)
         return cp
 
-    def _plan(self, cp: _Checkpoint) -> None:
-        """The real limit to ask for at ``cp`` and how deep the C stack lets it go."""
+    def _plan(self, cp: _Checkpoint, room: int) -> None:
+        """The real limit to ask for at ``cp`` and how deep the C stack lets it go (``room``:
+        the interpreted frames the user's limit allows)."""
         # What the user may still nest (native code recurses on real frames as in CPython), or
         # what the interpreter needs until the next measurement, whichever is more.
-        room = self.user_room() - cp.depth
-        cp.real_limit = cp.real + max(room + 2 * CHECK_EVERY, HEADROOM)
+        cp.real_limit = cp.real + max(room - cp.depth + 2 * CHECK_EVERY, HEADROOM)
         c_room = self.c_budget - cp.c_bytes
         if _BYTES_PER_FRAME:
             cp.real_limit = min(cp.real_limit, cp.real + max(c_room, 0) // _BYTES_PER_FRAME)
         if c_room < CHECK_EVERY * _WORST_LEVEL_BYTES:
             cp.levels_cap = cp.depth + max(c_room, 0) // _WORST_LEVEL_BYTES
 
-    def _install(self, cp: _Checkpoint) -> None:
+    def _install(self, cp: _Checkpoint, room: int) -> None:
         rt = self.rt
         if not self.active:
-            rt.depth_limit = min(self.user_room(), cp.levels_cap)
+            rt.depth_limit = min(room, cp.levels_cap)
             rt.depth_floor = -1
             return
-        rt.depth_limit = min(self.user_room(), cp.depth + CHECK_EVERY, cp.levels_cap)
+        rt.depth_limit = min(room, cp.depth + CHECK_EVERY, cp.levels_cap)
         rt.depth_floor = cp.depth - CHECK_EVERY if len(self.checkpoints) > 1 else -1
         LIMITS.need(id(self), cp.real_limit)
 
     def deeper(self, depth: int, frame: FrameType, where: str = "") -> None:
         """``depth`` levels run and ``frame`` (a real one) starts another (``where``: what the
         message adds, as CPython's does)."""
-        if depth >= self.user_room():
+        room = self.user_room()
+        if depth >= room:
             raise RecursionError(_MESSAGE + where)
         top = self.checkpoints[-1]
         if not self.active:
@@ -301,19 +308,21 @@ class DepthGuard:
                 raise RecursionError(_MESSAGE)
             return
         if depth < top.depth + CHECK_EVERY and depth < top.levels_cap:
-            self._install(top)  # the user's limit changed
+            self._install(top, room)  # the user's limit changed
             return
         cp = self._measure(depth, frame)
+        self._plan(cp, room)
         self.checkpoints.append(cp)
-        self._install(cp)
+        self._install(cp, room)
         if depth >= cp.levels_cap:
             raise RecursionError(_MESSAGE)  # before the C stack overflows
 
     def limit_changed(self) -> None:
         """The user's limit changed (``sys.setrecursionlimit`` in interpreted code)."""
         top = self.checkpoints[-1]
-        self._plan(top)
-        self._install(top)
+        room = self.user_room()
+        self._plan(top, room)
+        self._install(top, room)
 
     def shallower(self, depth: int) -> None:
         """Back at ``depth`` interpreted frames: forget the measurements made deeper."""
@@ -330,7 +339,7 @@ class DepthGuard:
     def close(self) -> None:
         """The interpretation is over; generators it made may still run, with CPython's limit."""
         self.active = False
-        LIMITS.release(id(self))
+        room = LIMITS.release(id(self)) - self.base
         del self.checkpoints[1:]
         self.measured.clear()
-        self._install(self.checkpoints[0])
+        self._install(self.checkpoints[0], room)
