@@ -388,6 +388,25 @@ def test_record_history() -> None:
     assert all(e.filename == __file__ for e in history)
 
 
+def test_history_depth_counts_frames() -> None:
+    # Calls of classes and callable objects count twice toward 3.10/3.11's recursion limit; the
+    # history's depth counts frames on every version.
+    class Box:
+        def __init__(self) -> None:
+            self.value = 1
+
+        def __call__(self) -> int:
+            return self.value
+
+    def f() -> int:
+        return Box()()
+
+    interp = interpret(f, record_history=True)
+    assert interp() == 1
+    depths = {(e.function, e.depth) for e in interp.history}
+    assert depths == {("f", 0), ("__init__", 1), ("__call__", 1)}
+
+
 def test_history_off_by_default() -> None:
     def f() -> int:
         return 1

@@ -2,10 +2,11 @@
 
 CPython's frame functions read the real stack, which holds the interpreter's own frames. The
 lookasides here read it too, but show each interpreted frame (one ``run_frame`` call on the real
-stack) as a :class:`FrameView` and hide the interpreter's other frames; the native frames below
-the interpretation are shown as they are. So ``collections.namedtuple``, ``enum``, ``typing``
-and ``dataclasses`` find the caller's module, ``inspect.stack()`` and ``logging`` the caller's
-function and line, and a warning the file and line its ``stacklevel`` points at.
+stack) as a :class:`FrameView` and hide the interpreter's other frames; native frames are shown
+as they are (as a :class:`NativeFrameView` where interpreted frames lie below them, so that
+``f_back`` leads there). So ``collections.namedtuple``, ``enum``, ``typing`` and ``dataclasses``
+find the caller's module, ``inspect.stack()`` and ``logging`` the caller's function and line,
+and a warning the file and line its ``stacklevel`` points at.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from thunder_interp._recursion import LIMITS
 from thunder_interp._registry import PY_VERSION
 from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_module, run_frame
 
-__all__ = ["FrameView", "frame_lookasides"]
+__all__ = ["FrameView", "NativeFrameView", "frame_lookasides"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _RUN_FRAME_CODE = run_frame.__code__

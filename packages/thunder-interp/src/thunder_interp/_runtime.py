@@ -86,7 +86,13 @@ def _traced(op: Op, index: int, opname: str, argrepr: str, lineno: int) -> Op:
     def traced(f: Frame) -> int:
         f.rt.history.append(
             HistoryEntry(
-                f.code.co_filename, f.code.co_name, lineno, index, opname, argrepr, f.rt.depth - 1
+                f.code.co_filename,
+                f.code.co_name,
+                lineno,
+                index,
+                opname,
+                argrepr,
+                f.rt.depth - f.rt.c_calls - 1,
             )
         )
         return op(f)
@@ -277,6 +283,7 @@ class Runtime:
         self.depth_limit = 1 << 62
         self.depth_floor = -1
         self.guard: DepthGuard | None = None
+        self.c_calls = 0  # levels of ``depth`` that are C calls (3.10/3.11), not frames
         # An exception a re-raise found no handler for in its frame (see :meth:`unwind`).
         self.unwound: BaseException | None = None
         self.exc_item = ExcItem(sys.exc_info()[1], None)
@@ -458,10 +465,12 @@ class Runtime:
             assert guard is not None
             guard.deeper(depth, sys._getframe(), " while calling a Python object")
         self.depth = depth + 1
+        self.c_calls += 1
         try:
             return method(fn, args, kwargs, caller)
         finally:
             self.depth = depth
+            self.c_calls -= 1
             if depth < self.depth_floor:
                 guard = self.guard
                 assert guard is not None
