@@ -75,7 +75,13 @@ SOFT_REFUSAL_PATTERNS = (
 )
 
 
+#: A refusal whose message says it is thunder's own bug is a failure, not a refusal.
+INTERNAL_ERROR_PATTERNS = ("please report this",)
+
+
 def is_refusal(exc: BaseException) -> bool:
+    if any(p in str(exc) for p in INTERNAL_ERROR_PATTERNS):
+        return False
     if isinstance(exc, REFUSALS):
         return True
     if os.environ.get("THUNDER_FUZZ_STRICT") == "1":
