@@ -584,3 +584,71 @@ def test_inputs_returned_unchanged_are_the_callers_tensors_under_autodiff():
     assert b is t and c is x
     (a.sum() + c.sum()).backward()
     torch.testing.assert_close(x.grad, w.detach() + 1)
+
+
+def test_differentiated_writes_to_inputs_sharing_memory_are_refused_before_any_change():
+    def f(a, b, w):
+        t = (b + a) * w
+        b.add_(a)
+        return t
+
+    base = torch.arange(1.0, 7.0)
+    w = torch.ones(3, requires_grad=True)
+    with pytest.raises(thunder.JitError, match="share memory"):
+        thunder.jit(f)(base[:3], base[3:], w)
+    torch.testing.assert_close(base, torch.arange(1.0, 7.0))
+    with torch.no_grad():  # not differentiated: memory is shared at run time, as in eager
+        got_base, want_base = torch.arange(1.0, 7.0), torch.arange(1.0, 7.0)
+        got = thunder.jit(f)(got_base[:3], got_base[3:], w)
+        want = f(want_base[:3], want_base[3:], w)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_base, want_base)
+
+
+class _Dyn:
+    pass
+
+
+G_DYN = _Dyn()
+
+
+def test_absent_attributes_are_guarded():
+    def f(x):
+        return x * (getattr(G_DYN, "dyn", 0) + hasattr(G_DYN, "flag"))
+
+    jf = thunder.jit(f)
+    x = torch.ones(1)
+    assert jf(x).item() == 0.0
+    G_DYN.dyn = 5
+    assert jf(x).item() == 5.0
+    G_DYN.flag = True
+    assert jf(x).item() == 6.0
+    del G_DYN.dyn
+    assert jf(x).item() == 1.0
+
+
+def test_reading_back_what_the_program_wrote_is_not_guarded():
+    def f(x, k):
+        global G_NEW
+        _Dyn.v = k
+        G_NEW = [7]
+        G_NEW.append(5)
+        return x * _Dyn.v * len(G_NEW)
+
+    globals()["G_NEW"] = [1, 2]
+    jf = thunder.jit(f, cache="symbolic values")
+    for k in (1, 2, 3):
+        torch.testing.assert_close(jf(torch.ones(2), k), torch.ones(2) * k * 2)
+        assert globals()["G_NEW"] == [7, 5] and _Dyn.v == k
+
+
+def test_float_slice_bounds_raise_like_eager_after_the_same_side_effects():
+    seen: list[float] = []
+
+    def f(x, k):
+        seen.append(k)
+        return x[: k + 1]
+
+    with pytest.raises(TypeError, match="slice indices"):
+        thunder.jit(f, cache="symbolic values")(torch.ones(4), 2.5)
+    assert seen == [2.5]

@@ -88,3 +88,17 @@ def test_delete_hooks_fire_before_each_deletion():
         ("item", "k", True),
     ]
     assert "X" not in namespace and not hasattr(box, "a")
+
+
+def test_missing_attribute_hook_fires_for_getattr_default_and_hasattr():
+    seen: list[tuple[Any, ...]] = []
+    hooks = Callbacks(load_attribute_missing=lambda obj, name: seen.append((type(obj), name)))
+
+    class Box:
+        present = 1
+
+    def program(box):
+        return getattr(box, "absent", 7), hasattr(box, "gone"), hasattr(box, "present")
+
+    assert interpret(program, callbacks=hooks)(Box()) == (7, False, True)
+    assert seen == [(Box, "absent"), (Box, "gone")]

@@ -42,6 +42,7 @@ def _has_hooks(callbacks: Callbacks | None) -> bool:
             "load_closure_cell",
             "load_constant",
             "load_attribute",
+            "load_attribute_missing",
             "store_global",
             "store_closure_cell",
             "store_attribute",

@@ -25,6 +25,8 @@ class Callbacks:
     - ``load_closure_cell(name, value, code, provenance) -> value``: a closure cell is read.
     - ``load_constant(value, provenance) -> value``: a constant of a code object is read.
     - ``load_attribute(obj, name, value, provenance) -> value``: ``obj.name`` was read.
+    - ``load_attribute_missing(obj, name) -> None``: ``getattr(obj, name[, default])`` or
+      ``hasattr(obj, name)`` found no such attribute (the program's path depends on its absence).
     - ``store_global(name, value, globals) -> None``: before a global is written.
     - ``store_closure_cell(name, value, code) -> None``: before a closure cell is written.
     - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
@@ -45,6 +47,7 @@ class Callbacks:
     load_closure_cell: Callable[[str, Any, CodeType, Provenance | None], Any] | None = None
     load_constant: Callable[[Any, Provenance | None], Any] | None = None
     load_attribute: Callable[[Any, str, Any, Provenance | None], Any] | None = None
+    load_attribute_missing: Callable[[Any, str], None] | None = None
     store_global: Callable[[str, Any, dict[str, Any]], None] | None = None
     store_closure_cell: Callable[[str, Any, CodeType], None] | None = None
     store_attribute: Callable[[Any, str, Any], None] | None = None

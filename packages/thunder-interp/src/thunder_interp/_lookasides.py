@@ -157,13 +157,15 @@ def _getattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[s
     if kwargs or len(args) not in (2, 3):
         return getattr(*args, **kwargs)
     obj, name = args[0], args[1]
-    if len(args) == 3:
-        try:
-            value = getattr(obj, name)
-        except AttributeError:
-            return args[2]
-    else:
+    try:
         value = getattr(obj, name)
+    except AttributeError:
+        hook = rt.cb_load_attr_missing
+        if hook is not None and isinstance(name, str):
+            hook(obj, name)
+        if len(args) == 3:
+            return args[2]
+        raise
     return attribute_loaded(rt, obj, name, value)
 
 

@@ -259,6 +259,7 @@ class Runtime:
         self.cb_load_cell = cb.load_closure_cell
         self.cb_load_const = cb.load_constant
         self.cb_load_attr = cb.load_attribute
+        self.cb_load_attr_missing = cb.load_attribute_missing
         self.cb_store_global = cb.store_global
         self.cb_store_cell = cb.store_closure_cell
         self.cb_store_attr = cb.store_attribute

@@ -157,6 +157,7 @@ def compile_entry(
     backward_traces: list[Trace] = []
     computation: Callable[..., Any]
     if needs_autodiff(trace, options):
+        _refuse_writes_to_shared_inputs(trace, binder)
         computation = _differentiable_computation(
             trace, executors, transforms, computation_traces, backward_traces, under_autocast
         )
@@ -223,6 +224,26 @@ def _apply_autocast(trace: Trace, binder: Binder) -> tuple[Trace, bool]:
     if ambient is None:
         return trace, False
     return autocast(trace, ambient), True
+
+
+def _refuse_writes_to_shared_inputs(trace: Trace, binder: Binder) -> None:
+    """Autodiff sees each input as its own memory. When the program writes an input in place
+    and another input shares its memory (``f(a, a[1:])``), the written values reach the other
+    only at run time, unseen by the gradients: refused rather than differentiated wrongly."""
+    from thunder.signature import storage_address
+    from thunder_ir.aliasing import alias_info
+
+    info = alias_info(trace.bound_symbols)
+    by_storage: dict[int, list[str]] = {}
+    for tensor, proxy in binder.tensor_proxies.values():
+        by_storage.setdefault(storage_address(tensor), []).append(proxy.name)
+    for names in by_storage.values():
+        if len(names) > 1 and any(info.is_written(n) for n in names):
+            raise JitError(
+                f"thunder.jit: the program writes in place to inputs that share memory "
+                f"({', '.join(sorted(names))}) and is differentiated, which is not supported: "
+                "pass distinct tensors (clone one), or call it under torch.no_grad()"
+            )
 
 
 def _without_autocast(fn: Callable[..., Any]) -> Callable[..., Any]:

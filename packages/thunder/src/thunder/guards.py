@@ -8,7 +8,7 @@ from thunder_ir import Symbol
 from thunder_ir.prims.prologue import GuardFailure
 from thunder_ir.tags import OpTag
 
-__all__ = ["HOOK_ATTRIBUTES", "check_no_module_hooks"]
+__all__ = ["HOOK_ATTRIBUTES", "check_has_attribute", "check_no_module_hooks"]
 
 # nn.Module attributes that ``Module.__call__`` reads to decide whether it takes its fast path.
 HOOK_ATTRIBUTES = frozenset(
@@ -48,4 +48,22 @@ check_no_module_hooks = Symbol(
     is_prim=True,
     tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
     impl=_check_no_module_hooks,
+)
+
+
+def _check_has_attribute(obj: Any, name: str, expected: bool) -> None:
+    if hasattr(obj, name) is not expected:
+        raise GuardFailure(
+            f"expected the attribute {name!r} to be {'set' if expected else 'unset'}"
+        )
+
+
+# hasattr(obj, name) / getattr(obj, name, default) in the program: whether the attribute exists.
+check_has_attribute = Symbol(
+    "check_has_attribute",
+    _no_meta,
+    module="thunder_guards",
+    is_prim=True,
+    tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
+    impl=_check_has_attribute,
 )

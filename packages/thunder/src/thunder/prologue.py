@@ -19,7 +19,7 @@ from typing import Any
 
 from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
-from thunder.guards import check_no_module_hooks
+from thunder.guards import check_has_attribute, check_no_module_hooks
 from thunder_ir import (
     FloatProxy,
     IntegerProxy,
@@ -191,6 +191,10 @@ class _PrologueBuilder:
         elif kind == "no_hooks":
             bsym = check_no_module_hooks.bind(x, output=None)
             what += " has no hooks"
+        elif kind == "has_attr":
+            name, present = expected
+            bsym = check_has_attribute.bind(x, name, present, output=None)
+            what += f" has the attribute {name!r}" if present else f" lacks the attribute {name!r}"
         elif kind == "keys":
             bsym = prims.check_keys.bind(x, expected, output=None)
             what += " keys"

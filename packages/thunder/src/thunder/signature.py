@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Signature", "make_signature"]
+__all__ = ["Signature", "alias_pattern", "make_signature", "storage_address"]
 
 # (expression in the generated code, label for the "what changed" warning)
 AMBIENT_KEY = (
@@ -59,7 +59,7 @@ def alias_pattern(*tensors: torch.Tensor) -> tuple[tuple[int, int], ...] | None:
     each, the position of the first one with the same storage and of the first that is the same
     tensor. A program traced for ``f(t, t)`` reads one input where ``f(x, y)`` reads two, and
     writes through one argument show in another only when they share memory."""
-    ptrs = [_storage_address(t) for t in tensors]
+    ptrs = [storage_address(t) for t in tensors]
     if len(set(ptrs)) == len(ptrs):
         return None
     pattern = []
@@ -69,7 +69,7 @@ def alias_pattern(*tensors: torch.Tensor) -> tuple[tuple[int, int], ...] | None:
     return tuple(pattern)
 
 
-def _storage_address(t: torch.Tensor) -> int:
+def storage_address(t: torch.Tensor) -> int:
     """The address of ``t``'s storage (0 when it has none; the object's id when it has no plain
     storage, e.g. a sparse tensor)."""
     try:

@@ -25,7 +25,7 @@ from thunder_ir.ops.shape import (
     slice_in_dim,
     zero_of,
 )
-from thunder_ir.proxies import NumberProxy, TensorProxy
+from thunder_ir.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import canonicalize_dim, check
 
@@ -128,7 +128,22 @@ def parse_key(a: TensorProxy, key: Any) -> list[Item]:
     return items
 
 
+def _is_slice_index(x: Any) -> bool:
+    """What Python accepts in a slice of a tensor: None, an int (or symbolic int), an object with
+    ``__index__`` (a float, symbolic or not, is refused)."""
+    if x is None or isinstance(x, IntegerProxy):
+        return True
+    if isinstance(x, (NumberProxy, float)):
+        return False
+    return hasattr(type(x), "__index__")
+
+
 def _canonical_slice(s: slice, size: Any) -> tuple[Any, Any, Any]:
+    check(
+        all(_is_slice_index(x) for x in (s.start, s.stop, s.step)),
+        "slice indices must be integers or None or have an __index__ method",
+        TypeError,
+    )
     step = 1 if s.step is None else s.step
     check(step > 0, "step must be greater than zero", ValueError)
 

@@ -74,6 +74,7 @@ class CallsMixin(WritesMixin):
             load_global=self._cb_load_global,
             load_closure_cell=self._cb_load_cell,
             load_attribute=self._cb_load_attribute,
+            load_attribute_missing=self._cb_attribute_missing,
             store_global=self._cb_store_global,
             store_closure_cell=self._cb_store_cell,
             store_attribute=self._cb_store_attribute,

@@ -188,6 +188,8 @@ class ReadsMixin(BinderState):
         """A value read from outside state: returns what the program sees, records the guard."""
         if isinstance(value, Proxy):
             return value
+        if self._set_by_program(value, access):
+            return value  # what the program itself put there: nothing to guard
         if access.kind == ITEM and access.parent is not None:
             self._note_content_read(access.parent)
         if self.options.sharp_edges is not SHARP_EDGES_OPTIONS.ALLOW:
@@ -268,6 +270,20 @@ class ReadsMixin(BinderState):
         else:
             name_access = access.attr("__name__")
             self.guards.setdefault(name_access, Guard(name_access, "value", value.__name__))
+
+    def _set_by_program(self, value: Any, access: Access) -> bool:
+        """Whether the program, earlier in this call, wrote what is read now: a path it assigned
+        (or one below it), an object it stored, or a container it mutated. Guards state what a
+        call starts with; these values did not exist then."""
+        node: Access | None = access
+        while node is not None:
+            if node in self.written_paths:
+                return True
+            node = node.parent
+        if id(value) in self.mutated:
+            return True
+        known = self.access_of.get(id(value))
+        return known is not None and known[0] is value and self.is_inserted(known[1])
 
     def _load_container(self, value: Any, access: Access) -> Any:
         if type(value) in _CONTAINER_MUTATORS:
@@ -361,6 +377,17 @@ class ReadsMixin(BinderState):
                 )
             return value
         return self.on_load(value, parent.attr(name), holder=obj)
+
+    def _cb_attribute_missing(self, obj: Any, name: str) -> None:
+        """``getattr(obj, name, default)`` / ``hasattr`` found nothing: the program relied on the
+        attribute's absence (setting it later recompiles)."""
+        if isinstance(obj, (Proxy, types.ModuleType)):
+            return
+        access = self.access_for(obj)
+        if access is None or self._set_by_program(obj, access):
+            return
+        key = access.attr(f"<has {name}>")
+        self.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
 
     def _backend_access(self, obj: Any) -> Access | None:
         """Where a ``torch.backends`` module (or a flags object in one) is found on every call:

@@ -218,6 +218,8 @@ class BinderState:
         # never guarded (they do not exist when a call starts).
         self._inserted: set[Access] = set()
         self._snapshots: dict[int, Any] = {}
+        # Paths the program assigned or deleted in this call (a global, a cell, an attribute).
+        self.written_paths: set[Access] = set()
         # Computation inputs in order: proxy and where it comes from.
         self.inputs: list[tuple[Proxy, Access]] = []
         self.tensor_proxies: dict[int, tuple[Any, TensorProxy]] = {}

@@ -71,6 +71,7 @@ class WritesMixin(ReadsMixin):
         old = globs.get(name, _MISSING)
         self._undo.append(lambda: _restore_item(globs, name, old))
         self.writes.append(Write("global", access, name, template))
+        self.written_paths.add(access)
         self._track_stored(value, access)
 
     def _cb_store_cell(self, name: str, value: Any, code: types.CodeType) -> None:
@@ -87,6 +88,7 @@ class WritesMixin(ReadsMixin):
         self._undo.append(lambda: _restore_cell(cell, old))
         cell_access = Access(CELL, (index, name), fn_access)
         self.writes.append(Write("cell", cell_access, name, template))
+        self.written_paths.add(cell_access)
         self._track_stored(value, cell_access)
 
     def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
@@ -108,6 +110,7 @@ class WritesMixin(ReadsMixin):
         old = getattr(obj, name, _MISSING)
         self._undo.append(lambda: _restore_attr(obj, name, old))
         self.writes.append(Write("attr", access, name, template))
+        self.written_paths.add(access.attr(name))
         self._track_stored(value, access.attr(name))
 
     def _track_stored(self, value: Any, access: Access) -> None:
@@ -125,6 +128,7 @@ class WritesMixin(ReadsMixin):
         old = globs[name]
         self._undo.append(lambda: _restore_item(globs, name, old))
         self.writes.append(Write("del_global", Access(GLOBAL, (module, name)), name, None))
+        self.written_paths.add(Access(GLOBAL, (module, name)))
 
     def _cb_delete_cell(self, name: str, code: types.CodeType) -> None:
         entry = self.functions_by_code.get(code)
@@ -136,6 +140,7 @@ class WritesMixin(ReadsMixin):
         old = cell.cell_contents
         self._undo.append(lambda: _restore_cell(cell, old))
         self.writes.append(Write("del_cell", Access(CELL, (index, name), fn_access), name, None))
+        self.written_paths.add(Access(CELL, (index, name), fn_access))
 
     def _cb_delete_attribute(self, obj: Any, name: str) -> None:
         self._refuse_detached(obj, f"deletes the attribute {name!r} of")
@@ -145,6 +150,7 @@ class WritesMixin(ReadsMixin):
         old = getattr(obj, name, _MISSING)
         self._undo.append(lambda: _restore_attr(obj, name, old))
         self.writes.append(Write("del_attr", access, name, None))
+        self.written_paths.add(access.attr(name))
 
     def _cb_delete_item(self, container: Any, key: Any) -> None:
         if isinstance(container, Proxy):
