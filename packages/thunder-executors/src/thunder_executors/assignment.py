@@ -126,7 +126,7 @@ class _Assigner:
 
     def _as_torch_runs_it(self, bsym: BoundSymbol) -> BoundSymbol | None:
         """``bsym`` as one call of the torch callable it mirrors, where memory sharing needs it."""
-        if bsym.sym.module != "ltorch":
+        if bsym.sym.module != "ltorch" or _stops_gradients(bsym):
             return None
         if OpTag.IN_PLACE in bsym.sym.tags:
             return torch_call(bsym) if self.eager_aliasing else None
@@ -193,6 +193,14 @@ class _Assigner:
         raise NotImplementedError(
             f"no operator executor can run {bsym.sym.id} outside a fusion region"
         )
+
+
+def _stops_gradients(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym``'s decomposition stops gradients where the torch callable it mirrors
+    would not (a write recorded in a no-grad region): it must run as its decomposition."""
+    if bsym.sym.name == "detach":
+        return False
+    return any(leaf.sym.is_prim and leaf.sym.name == "stop_gradient" for leaf in _leaves(bsym))
 
 
 def _number_computations(bsym: BoundSymbol, defined: set[str]) -> list[BoundSymbol]:

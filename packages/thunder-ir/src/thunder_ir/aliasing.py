@@ -24,17 +24,24 @@ non-contiguous tensor copies), never miss two that share it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
+from thunder_ir import prims
 from thunder_ir.proxies import Proxy, TensorProxy
 from thunder_ir.symbol import BoundSymbol
 from thunder_ir.tags import OpTag
+
+if TYPE_CHECKING:
+    from thunder_ir.trace import Trace
 
 __all__ = [
     "MAY_ALIAS_PRIMS",
     "AliasInfo",
     "alias_info",
     "aliased_inputs",
+    "with_writes_exposed",
     "writes_in_place",
+    "writes_where_gradients_flow",
     "written_inputs",
 ]
 
@@ -149,6 +156,20 @@ def written_inputs(bsym: BoundSymbol) -> set[str]:
     return _analyze(bsym)[1]
 
 
+def with_writes_exposed(bsyms: Iterable[BoundSymbol]) -> list[BoundSymbol]:
+    """``bsyms`` with every composite that writes in place replaced by its decomposition, down to
+    the ``prims.copy_`` calls (batch_norm's update of its running statistics then stands apart
+    from its output)."""
+    out: list[BoundSymbol] = []
+    for b in bsyms:
+        is_copy = b.sym.is_prim and b.sym.name == "copy_"
+        if is_copy or not b.subsymbols or not writes_in_place(b):
+            out.append(b)
+        else:
+            out.extend(with_writes_exposed(b.subsymbols))
+    return out
+
+
 def writes_in_place(bsym: BoundSymbol) -> bool:
     """Whether ``bsym`` writes into memory in place: tagged ``OpTag.IN_PLACE`` or a composite
     with a ``prims.copy_`` in its decomposition (batch_norm updating running statistics)."""
@@ -211,8 +232,8 @@ class AliasInfo:
         """Whether ``name`` shares a group with an input or an output of the trace."""
         return self.root(name) in self._group_roots("observed")
 
-    @property
     def any_written(self) -> bool:
+        """Whether anything is written in place."""
         return bool(self._written)
 
     def written_names(self) -> frozenset[str]:
@@ -252,3 +273,37 @@ def alias_info(
     for name in observed:
         info.mark_observed(name)
     return info
+
+
+def _carries_grad(p: object) -> bool:
+    return isinstance(p, TensorProxy) and p.dtype.is_inexact
+
+
+def writes_where_gradients_flow(trace: Trace, requires_grad: Sequence[bool] | None = None) -> bool:
+    """Whether ``trace`` writes in place where gradients flow: into memory shared with a value
+    that carries a gradient, a value that carries one, or memory that an op computing such a value
+    reads (its old or new contents may be what the backward needs). Writes elsewhere (batch_norm's
+    running statistics, counters) leave differentiation alone."""
+    if not any(writes_in_place(b) for b in trace.bound_symbols):
+        return False
+    args = trace.args
+    if requires_grad is None:
+        requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
+    active = {a.name for a, r in zip(args, requires_grad) if r and _carries_grad(a)}
+    if not active:
+        return False
+    bsyms = with_writes_exposed(trace.bound_symbols)
+    info = alias_info(bsyms)
+    for b in bsyms:
+        if b.has_tag(OpTag.RETURN):
+            continue
+        tensors = [p for p in b.flat_proxy_args if isinstance(p, TensorProxy)]
+        reads_active = b.sym.id != prims.stop_gradient.id and any(p.name in active for p in tensors)
+        if writes_in_place(b) and reads_active:
+            return True
+        if reads_active:
+            outs = [o for o in b.flat_outs if isinstance(o, TensorProxy) and _carries_grad(o)]
+            if outs and any(info.is_written(p.name) for p in tensors):
+                return True
+            active.update(o.name for o in outs)
+    return any(info.is_written(name) for name in active)

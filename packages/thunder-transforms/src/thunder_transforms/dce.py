@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from thunder_ir import BoundSymbol, OpTag, Proxy, Trace
-from thunder_ir.aliasing import alias_info
+from thunder_ir.aliasing import alias_info, writes_where_gradients_flow
 from thunder_transforms.passes import run_pass
 
 __all__ = ["dce", "has_effects"]
@@ -17,20 +17,32 @@ def has_effects(bsym: BoundSymbol) -> bool:
     return not _KEEP.isdisjoint(bsym.sym.tags) or any(has_effects(s) for s in bsym.subsymbols)
 
 
-def _raising_on_inputs(trace: Trace) -> set[int]:
-    """The bound symbols that may raise for the memory layout of the caller's tensors (``view``
-    of an input whose strides do not allow it): eager raises there even if the result is unused."""
-    candidates = [b for b in trace.bound_symbols if OpTag.LAYOUT_ERRORS in b.sym.tags]
-    if not candidates:
+def _kept_unused(trace: Trace) -> set[int]:
+    """The bound symbols that run even when their results are unused, because eager may raise
+    there: ``view`` of an input whose strides do not allow it (``OpTag.LAYOUT_ERRORS``); and, in a
+    program that writes in place where gradients flow (torch.autograd records it), every read of
+    memory that is written in place: autograd checks written views when they are used, and
+    whether it raises depends on which uses happened (torch rebuilds a view's history when it is
+    read after a write through another view of its base)."""
+    layout = [b for b in trace.bound_symbols if OpTag.LAYOUT_ERRORS in b.sym.tags]
+    recorded = writes_where_gradients_flow(trace)
+    if not layout and not recorded:
         return set()
     info = alias_info(trace.bound_symbols, (a.name for a in trace.args if isinstance(a, Proxy)))
-    return {id(b) for b in candidates if any(info.is_observed(p.name) for p in b.flat_proxy_args)}
+    kept = {id(b) for b in layout if any(info.is_observed(p.name) for p in b.flat_proxy_args)}
+    if recorded:
+        kept.update(
+            id(b)
+            for b in trace.bound_symbols
+            if any(info.is_written(p.name) for p in b.flat_proxy_args)
+        )
+    return kept
 
 
 def _live_bound_symbols(trace: Trace) -> list[BoundSymbol]:
     needed: set[str] = set()
     kept: list[BoundSymbol] = []
-    raising = _raising_on_inputs(trace)
+    raising = _kept_unused(trace)
     for bsym in reversed(trace.bound_symbols):
         if (
             not any(p.name in needed for p in bsym.flat_proxy_outs)
@@ -45,6 +57,6 @@ def _live_bound_symbols(trace: Trace) -> list[BoundSymbol]:
 
 
 def dce(trace: Trace) -> Trace:
-    """Drops bound symbols none of whose outputs are used, unless they have effects or may raise
-    for the memory layout of an input (``OpTag.LAYOUT_ERRORS``)."""
+    """Drops bound symbols none of whose outputs are used, unless they have effects or eager may
+    raise there (see ``_kept_unused``)."""
     return run_pass("dce", _live_bound_symbols, trace)

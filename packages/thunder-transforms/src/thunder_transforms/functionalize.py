@@ -38,7 +38,7 @@ from thunder_ir import (
     prims,
     tracectx,
 )
-from thunder_ir.aliasing import aliased_inputs, writes_in_place
+from thunder_ir.aliasing import aliased_inputs, with_writes_exposed, writes_in_place
 from thunder_ir.pytree import tree_iter, tree_map
 from thunder_transforms.passes import substitute
 
@@ -69,18 +69,6 @@ class _View:
     base: str
     bsym: BoundSymbol | None
     kind: str
-
-
-def _flat(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
-    """The bound symbols with every writing composite replaced by its decomposition, down to
-    the ``prims.copy_`` calls."""
-    out: list[BoundSymbol] = []
-    for b in bsyms:
-        if _is_copy(b) or not writes_in_place(b) or not b.subsymbols:
-            out.append(b)
-        else:
-            out.extend(_flat(list(b.subsymbols)))
-    return out
 
 
 def _is_copy(b: BoundSymbol) -> bool:
@@ -142,7 +130,7 @@ class _Functionalizer:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         self.out = trace.derive([], pass_name="functionalize")
-        self.bsyms = _flat(list(trace.bound_symbols))
+        self.bsyms = with_writes_exposed(trace.bound_symbols)
         self.views = _views(self.bsyms)
         self.producers = {p.name: b for b in self.bsyms for p in b.flat_proxy_outs}
         self.current: dict[str, Proxy] = {}  # name -> its value now (written groups only)

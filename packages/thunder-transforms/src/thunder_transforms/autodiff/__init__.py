@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thunder_ir import Trace
+from thunder_ir import Trace, prims, tracectx
 from thunder_transforms.autodiff import (  # noqa: F401
     remat,
     rules_elementwise,
@@ -48,6 +48,7 @@ from thunder_transforms.autodiff.core import (
     ForwardBackward,
     snapshot_written_inputs,
     split_forward_backward,
+    writes_where_gradients_flow,
 )
 from thunder_transforms.autodiff.registry import VJP_RULES, VJPRule, register_vjp
 from thunder_transforms.autodiff.runner import DifferentiableFunction
@@ -63,6 +64,7 @@ __all__ = [
     "remat",
     "snapshot_written_inputs",
     "split_forward_backward",
+    "writes_where_gradients_flow",
 ]
 
 
@@ -72,12 +74,18 @@ def make_differentiable(
     compile: Callable[[Trace], Callable[..., Any]],
     requires_grad: Sequence[bool] | None = None,
     rematerialize: bool = True,
-) -> tuple[DifferentiableFunction, Trace, Trace]:
+) -> tuple[Callable[..., Any], Trace, Trace]:
     """Splits ``trace`` into forward and backward traces, compiles both with ``compile`` and wires
     them to ``torch.autograd``. Returns the callable (it takes the trace's inputs in order) and
     the forward and backward traces. With ``rematerialize``, cheap values are recomputed in the
     backward where that saves memory (min-cut, see ``remat``); checkpointed regions (see
-    ``thunder_transforms.checkpoint``) are recomputed either way."""
+    ``thunder_transforms.checkpoint``) are recomputed either way.
+
+    A trace that writes in place where gradients flow (``writes_where_gradients_flow``) is
+    compiled whole instead, and torch.autograd records its torch calls as it records eager ones:
+    the callable is the compiled trace, the backward trace a placeholder that says so."""
+    if writes_where_gradients_flow(trace, requires_grad):
+        return _recorded_by_torch(trace, compile)
     fb = split_forward_backward(trace, requires_grad=requires_grad)
     if rematerialize:
         fb = remat.rematerialize(fb)
@@ -86,3 +94,23 @@ def make_differentiable(
     fb = snapshot_written_inputs(fb)
     fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward))
     return fn, fb.forward, fb.backward
+
+
+def _recorded_by_torch(
+    trace: Trace, compile: Callable[[Trace], Callable[..., Any]]
+) -> tuple[Callable[..., Any], Trace, Trace]:
+    """A program that writes in place where gradients flow runs as compiled, and torch.autograd
+    records its torch calls as it records eager ones: views, writes and the checks autograd makes
+    (a leaf written in place, a saved tensor overwritten) are then exactly eager's, also for
+    inputs that share memory, which no trace can know. Its backward is torch's: the backward
+    trace only says so."""
+    fn = compile(trace)
+    backward = Trace(f"{trace.fn_name}_backward")
+    backward.docstring = (
+        "The program writes in place where gradients flow: torch.autograd records the forward's "
+        "torch calls and runs their backward; thunder runs none."
+    )
+    with tracectx(backward):
+        prims.python_return(None)
+    compile(backward)
+    return fn, trace, backward

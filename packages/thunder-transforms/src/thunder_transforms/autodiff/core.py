@@ -19,18 +19,19 @@ from thunder_ir import (
     prims,
     tracectx,
 )
-from thunder_ir.aliasing import alias_info
+from thunder_ir.aliasing import alias_info, writes_where_gradients_flow
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.registry import VJP_RULES, static_eq, zeros_like
 from thunder_transforms.checkpoint import checkpointed_values
 from thunder_transforms.dce import dce
-from thunder_transforms.functionalize import functionalize
+from thunder_transforms.functionalize import Functionalized, functionalize
 
 __all__ = [
     "NONDIFFERENTIABLE",
     "ForwardBackward",
     "snapshot_written_inputs",
     "split_forward_backward",
+    "writes_where_gradients_flow",
 ]
 
 # Ops whose outputs never carry gradients although their inputs may (Tensor.detach).
@@ -67,6 +68,25 @@ def _carries_grad(p: Any) -> bool:
     return isinstance(p, TensorProxy) and p.dtype.is_inexact
 
 
+# Prims that only move data, whose grad rules read nothing but shapes and parameters.
+_DATA_MOVEMENT = frozenset(
+    {"transpose", "reshape", "slice", "squeeze", "unsqueeze", "broadcast_in_dim", "shallow_copy"}
+)
+
+
+def _leaf_prims(bsym: BoundSymbol) -> list[BoundSymbol]:
+    if not bsym.subsymbols:
+        return [bsym]
+    return [leaf for s in bsym.subsymbols for leaf in _leaf_prims(s)]
+
+
+def _moves_data_only(bsym: BoundSymbol) -> bool:
+    """A view op (``OpTag.VIEW`` or ``OpTag.MAY_RETURN_VIEW``) whose decomposition only moves data."""
+    if not bsym.subsymbols or not ({OpTag.VIEW, OpTag.MAY_RETURN_VIEW} & bsym.sym.tags):
+        return False
+    return all(b.sym.is_prim and b.sym.name in _DATA_MOVEMENT for b in _leaf_prims(bsym))
+
+
 class _Linearizer:
     """Flattens the forward down to symbols with grad rules (composites without one are replaced
     by their subsymbols) wherever gradients flow, and records which proxies carry gradients."""
@@ -85,6 +105,20 @@ class _Linearizer:
             self.forward.append(bsym)
             return
         rule = VJP_RULES.get(bsym.sym.id)
+        if rule is None and _moves_data_only(bsym):
+            # A view op stays whole in the forward (where it is a view of an input or an output,
+            # the executor runs it as torch's own: eager's strides and memory sharing); it is
+            # differentiated through its decomposition, whose grad rules need only shapes.
+            self.forward.append(bsym)
+            leaves = _leaf_prims(bsym)
+            outs = [o for b in leaves for o in b.flat_outs if isinstance(o, TensorProxy)]
+            if any(o.dtype.is_complex for o in outs):
+                raise NotImplementedError(
+                    f"gradients of complex values ({bsym.sym.qualified_name})"
+                )
+            self.differentiated.append(bsym)
+            self.active.update(o.name for o in outs if _carries_grad(o))
+            return
         if rule is None and bsym.subsymbols:
             if bsym.has_tag(OpTag.CHECKPOINT):
                 self.checkpointed.update(checkpointed_values(bsym))
@@ -131,7 +165,12 @@ class _Backward:
         self.cotangents[p.name] = g if have is None else prims.add(have, g)
 
     def run(self, differentiated: Sequence[BoundSymbol], active: set[str]) -> None:
-        for bsym in reversed(differentiated):
+        steps = [
+            leaf
+            for b in differentiated
+            for leaf in ([b] if b.sym.id in VJP_RULES else _leaf_prims(b))
+        ]
+        for bsym in reversed(steps):
             outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
             cts = [self.cotangents.get(o.name) for o in outs]
             if all(c is None for c in cts):
@@ -153,11 +192,15 @@ def split_forward_backward(
     the tensor inputs whose proxies say ``requires_grad``; only floating-point tensors can be).
 
     Composite ops without a grad rule are differentiated through their decompositions; the
-    forward keeps composites that no gradient flows through as they are. In-place writes are
-    functionalized first (``thunder_transforms.functionalize``): gradients flow through them as
-    in eager torch, and the forward writes the final values of written inputs back at its end."""
+    forward keeps composites that no gradient flows through as they are. A trace that writes in
+    place where gradients flow is functionalized first (``thunder_transforms.functionalize``):
+    gradients flow through the writes, and the forward writes the final values of written inputs
+    back at its end (this takes inputs that do not share memory with each other)."""
     start = time.perf_counter()
-    fz = functionalize(trace)
+    if writes_where_gradients_flow(trace, requires_grad):
+        fz = functionalize(trace)
+    else:  # writes gradients do not see run in place, in program order
+        fz = Functionalized(trace, {}, frozenset())
     trace = fz.trace
     args = trace.args
     if requires_grad is None:

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
+from thunder_ir import ops as ltorch
 from thunder_transforms.autodiff.registry import (
     GradPairs,
+    bound_arguments,
     register_vjp,
     static_eq,
     sum_to_shape,
@@ -220,3 +222,40 @@ def _index_put(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     ga = g if accumulate else P.index_put(g, list(indices), zeros_like(values), False)
     gathered = _advanced_index(g, indices)
     return [(a, ga), (values, sum_to_shape(gathered, values.shape))]
+
+
+# Views kept whole ------------------------------------------------------------------------------
+
+
+@register_vjp(ltorch.unfold)
+def _unfold(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """unfold gathers windows (a view in torch, kept whole so that it runs as one): every window
+    element's gradient is added back where it came from."""
+    args = bound_arguments(bsym)
+    a, size, step = args["a"], args["size"], args["step"]
+    src_shape = tuple(a.shape) if a.ndim else (1,)
+    nd = len(src_shape)
+    d = args["dimension"] % nd
+    n = src_shape[d]
+    windows = (n - size) // step + 1
+    shape = (*src_shape[:d], windows, size, *src_shape[d + 1 :])
+    perm = (*range(d + 1), *range(d + 2, nd + 1), d + 1)  # the forward's: window elements last
+    g = _reshape_to(g, [shape[p] for p in perm])
+    g = _reshape_to(
+        P.transpose(g, _inverse(perm)), (*src_shape[:d], windows * size, *src_shape[d + 1 :])
+    )
+    starts = P.broadcast_in_dim(
+        P.iota(windows, start=0, step=step, device=a.device, dtype=dtypes.int64),
+        (windows, size),
+        (0,),
+    )
+    offsets = P.broadcast_in_dim(
+        P.iota(size, start=0, step=1, device=a.device, dtype=dtypes.int64), (windows, size), (1,)
+    )
+    index = P.reshape(P.add(starts, offsets), (windows * size,))
+    moved_perm = (d, *(i for i in range(nd) if i != d))
+    moved = P.transpose(g, moved_perm) if d else g
+    rest = [src_shape[i] for i in moved_perm[1:]]
+    acc = _rows_accumulated(n, rest, index, moved)
+    grad = P.transpose(acc, _inverse(moved_perm)) if d else acc
+    return [(a, _reshape_to(grad, a.shape))]
