@@ -91,8 +91,9 @@ class _Linearizer:
     """Flattens the forward down to symbols with grad rules (composites without one are replaced
     by their subsymbols) wherever gradients flow, and records which proxies carry gradients."""
 
-    def __init__(self, active: set[str]) -> None:
+    def __init__(self, active: set[str], inputs: set[str] | None = None) -> None:
         self.active = active
+        self.input_views = set(inputs or ())  # trace inputs and views of them kept whole
         self.forward: list[BoundSymbol] = []
         self.differentiated: list[BoundSymbol] = []
         self.checkpointed: set[str] = set()  # intermediates of checkpointed regions
@@ -105,10 +106,16 @@ class _Linearizer:
             self.forward.append(bsym)
             return
         rule = VJP_RULES.get(bsym.sym.id)
-        if rule is None and _moves_data_only(bsym):
-            # A view op stays whole in the forward (where it is a view of an input or an output,
-            # the executor runs it as torch's own: eager's strides and memory sharing); it is
-            # differentiated through its decomposition, whose grad rules need only shapes.
+        if (
+            rule is None
+            and _moves_data_only(bsym)
+            and all(p.name in self.input_views for p in bsym.flat_proxy_args)
+        ):
+            # A view of an input stays whole in the forward (the executor runs it as torch's own:
+            # eager's strides, the caller's memory); it is differentiated through its
+            # decomposition, whose grad rules need only shapes. Views of intermediates are
+            # flattened like other composites (free to fuse).
+            self.input_views.update(p.name for p in bsym.flat_proxy_outs)
             self.forward.append(bsym)
             leaves = _leaf_prims(bsym)
             outs = [o for b in leaves for o in b.flat_outs if isinstance(o, TensorProxy)]
@@ -210,7 +217,7 @@ def split_forward_backward(
     which = tuple(bool(r) and _carries_grad(a) for r, a in zip(requires_grad, args))
     active = {a.name for a, w in zip(args, which) if w}
 
-    lin = _Linearizer(active)
+    lin = _Linearizer(active, {a.name for a in args})
     for bsym in trace.bound_symbols:
         if not bsym.has_tag(OpTag.RETURN):
             lin.visit(bsym)
