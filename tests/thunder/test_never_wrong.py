@@ -652,3 +652,18 @@ def test_float_slice_bounds_raise_like_eager_after_the_same_side_effects():
     with pytest.raises(TypeError, match="slice indices"):
         thunder.jit(f, cache="symbolic values")(torch.ones(4), 2.5)
     assert seen == [2.5]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_symbolic_shapes_of_unused_tensors_are_computed_and_returned_as_sizes(grad):
+    w = torch.ones(5, requires_grad=grad)
+
+    def f(x, k):
+        y = (x * w)[:, : k + 1]
+        return torch.zeros(y.shape[1]) + k, y.shape, isinstance(y.shape, torch.Size)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for k in (2, 3, 1):
+        got, want = jf(torch.ones(2, 5), k), f(torch.ones(2, 5), k)
+        torch.testing.assert_close(got[0], want[0])
+        assert type(got[1]) is torch.Size and got[1] == want[1] and got[2] is True

@@ -40,20 +40,36 @@ def _kept_unused(trace: Trace) -> set[int]:
 
 
 def _live_bound_symbols(trace: Trace) -> list[BoundSymbol]:
-    needed: set[str] = set()
+    return _live(trace.bound_symbols, set(), _kept_unused(trace))
+
+
+def _live(bsyms: list[BoundSymbol], needed: set[str], raising: set[int]) -> list[BoundSymbol]:
+    """The live bound symbols of ``bsyms`` (in order); ``needed`` holds the names used after them
+    and gains the names they use."""
     kept: list[BoundSymbol] = []
-    raising = _kept_unused(trace)
-    for bsym in reversed(trace.bound_symbols):
+    for bsym in reversed(bsyms):
         if (
             not any(p.name in needed for p in bsym.flat_proxy_outs)
             and not has_effects(bsym)
             and id(bsym) not in raising
         ):
+            if bsym.subsymbols and not needed.isdisjoint(_defined_inside(bsym)):
+                # Dead, but its decomposition computes a value used later (a symbolic size read
+                # from the shape of an unused tensor): what computes that value stays.
+                kept.extend(reversed(_live(list(bsym.subsymbols), needed, raising)))
             continue
         kept.append(bsym)
         needed.update(p.name for p in bsym.flat_proxy_args)
     kept.reverse()
     return kept
+
+
+def _defined_inside(bsym: BoundSymbol) -> set[str]:
+    names: set[str] = set()
+    for sub in bsym.subsymbols:
+        names.update(p.name for p in sub.flat_proxy_outs)
+        names |= _defined_inside(sub)
+    return names
 
 
 def dce(trace: Trace) -> Trace:

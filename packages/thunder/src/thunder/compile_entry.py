@@ -307,7 +307,19 @@ def _differentiable_computation(
 
 
 def _has_external_refs(template: Any) -> bool:
+    """Whether the return value needs the epilogue: it refers to outside objects, or holds a
+    shape with symbolic sizes (rebuilt as a ``torch.Size``)."""
     from thunder.binding import ExternalRef
+    from thunder.lookasides import SymbolicSize
     from thunder_ir.pytree import tree_iter
 
-    return any(isinstance(x, ExternalRef) for x in tree_iter(template))
+    def walk(x: Any) -> bool:
+        if isinstance(x, SymbolicSize):
+            return True
+        if type(x) in (tuple, list):
+            return any(walk(v) for v in x)
+        if type(x) is dict:
+            return any(walk(v) for v in x.values())
+        return False
+
+    return walk(template) or any(isinstance(x, ExternalRef) for x in tree_iter(template))

@@ -20,10 +20,21 @@ from thunder_ir import NumberProxy, Proxy, TensorProxy
 from thunder_ir.ops import ALL_OPS, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
 
-__all__ = ["is_torch_callable", "jit_lookasides", "query_is_allowed"]
+__all__ = ["SymbolicSize", "is_torch_callable", "jit_lookasides", "query_is_allowed"]
+
+
+class SymbolicSize(tuple):  # type: ignore[type-arg]
+    """A tensor's shape with symbolic sizes (``cache="symbolic values"``): what user code sees
+    as ``x.shape``. ``isinstance(s, torch.Size)`` holds in traced code, and a returned one is a
+    ``torch.Size`` again (``torch.Size`` itself holds only ints)."""
+
+    __slots__ = ()
 
 
 def _isinstance(obj: Any, classinfo: Any) -> bool:
+    if isinstance(obj, SymbolicSize):
+        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+        return any(c is torch.Size for c in classes) or isinstance(obj, classinfo)
     if isinstance(obj, TensorProxy):
         classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
         return any(

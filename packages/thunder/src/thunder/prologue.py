@@ -17,9 +17,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
 from thunder.guards import check_has_attribute, check_no_module_hooks
+from thunder.lookasides import SymbolicSize
 from thunder_ir import (
     FloatProxy,
     IntegerProxy,
@@ -307,6 +310,9 @@ class _EpilogueWriter:
         if isinstance(template, Proxy):
             return template.name
         t = type(template)
+        if t is SymbolicSize:
+            self.ctx["torch"] = torch
+            return f"torch.Size(({''.join(self.value(v) + ', ' for v in template)}))"
         if t is tuple:
             inner = ", ".join(self.value(v) for v in template)
             return f"({inner},)" if len(template) == 1 else f"({inner})"

@@ -19,6 +19,7 @@ from thunder.errors import (
     UnsupportedSideEffectError,
 )
 from thunder.guards import check_no_module_hooks
+from thunder.lookasides import SymbolicSize
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder_ir import Proxy, TensorProxy, Trace
 from thunder_ir.devices import Device, to_torch_device
@@ -174,6 +175,8 @@ def iter_proxies(template: Any) -> Iterator[Proxy]:
     for leaf in tree_iter(template):
         if isinstance(leaf, Proxy):
             yield leaf
+        elif isinstance(leaf, SymbolicSize):
+            yield from (d for d in leaf if isinstance(d, Proxy))
 
 
 def _cell_is_set(cell: types.CellType) -> bool:
@@ -192,8 +195,10 @@ def torch_value(value: Any, as_size: bool = False) -> Any:
         return to_torch_dtype(value)
     if isinstance(value, Device):
         return to_torch_device(value)
-    if as_size and type(value) is tuple and all(type(d) is int for d in value):
-        return torch.Size(value)
+    if as_size and type(value) is tuple:
+        if all(type(d) is int for d in value):
+            return torch.Size(value)
+        return SymbolicSize(value)
     return value
 
 

@@ -25,6 +25,7 @@ from thunder.binding.state import (
 from thunder.errors import (
     UnsupportedSideEffectError,
 )
+from thunder.lookasides import SymbolicSize
 from thunder_ir import Proxy
 
 
@@ -211,7 +212,7 @@ class WritesMixin(ReadsMixin):
         if access is not None:
             return ExternalRef(access)
         t = type(value)
-        if t in (tuple, list):
+        if t in (tuple, list, SymbolicSize):
             return t(self._template(v, what) for v in value)
         if t is slice:  # a slice assignment's key
             parts = (value.start, value.stop, value.step)
