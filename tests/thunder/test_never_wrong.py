@@ -667,3 +667,37 @@ def test_symbolic_shapes_of_unused_tensors_are_computed_and_returned_as_sizes(gr
         got, want = jf(torch.ones(2, 5), k), f(torch.ones(2, 5), k)
         torch.testing.assert_close(got[0], want[0])
         assert type(got[1]) is torch.Size and got[1] == want[1] and got[2] is True
+
+
+G_SHARED: list = []
+
+
+def test_an_argument_list_that_is_also_a_global_under_symbolic_values_is_refused_cleanly():
+    """Its contents are symbolic numbers, which cannot be guarded by value."""
+
+    def f(x, k, lst):
+        lst.append(k)
+        return x * 1, len(G_SHARED)
+
+    G_SHARED[:] = [1, 2.0]
+    with pytest.raises(thunder.UnsupportedSideEffectError, match="mutates and reads"):
+        thunder.jit(f, cache="symbolic values")(torch.ones(1), 0, G_SHARED)
+    assert G_SHARED == [1, 2.0]
+
+
+@pytest.mark.parametrize("cache", [None])
+def test_an_argument_list_that_is_also_a_global(cache):
+    def f(x, k, lst):
+        lst.append(k)
+        return x * 1, len(G_SHARED)
+
+    results = []
+    for fn in (f, thunder.jit(f, cache=cache)):
+        G_SHARED[:] = [1, 2.0]
+        other: list = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outs = [fn(torch.ones(1), 0, G_SHARED)[1] for _ in range(3)]
+            outs.append(fn(torch.ones(1), 0, other)[1])
+        results.append((outs, list(G_SHARED), other))
+    assert results[0] == results[1]

@@ -189,6 +189,9 @@ class _PrologueBuilder:
             bsym = prims.check_type.bind(x, expected, output=None)
         elif kind == "is":
             bsym = prims.check_is.bind(x, expected, output=None)
+        elif kind == "same_as":
+            bsym = prims.check_is.bind(x, self._unpack(expected), output=None)
+            what += f" is {expected.describe(self.binder.param_names)}"
         elif kind == "is_input":
             bsym = prims.check_is.bind(x, self.input_names[expected], output=None)
         elif kind == "no_hooks":

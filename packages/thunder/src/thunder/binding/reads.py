@@ -165,6 +165,8 @@ class ReadsMixin(BinderState):
             values = x.values() if t is dict else x
             same = all(b is v for (_, b), v in zip(bound, values))
             seen = x if same else ([v for _, v in bound] if t is list else dict(bound))
+            if seen is not x:
+                self.argument_copies[id(x)] = (x, seen)
             self._associate(seen, access)
             self._container_at[access] = seen
             return seen
@@ -188,6 +190,13 @@ class ReadsMixin(BinderState):
         """A value read from outside state: returns what the program sees, records the guard."""
         if isinstance(value, Proxy):
             return value
+        copy = self.argument_copies.get(id(value))
+        if copy is not None and copy[0] is value:
+            # An argument's list or dict reached again from outside (it is also a global): the
+            # program sees the one copy it already has, and this path must lead to the argument.
+            arg_access = self.access_of[id(copy[1])][1]
+            self.guards.setdefault(access, Guard(access, "same_as", arg_access))
+            return copy[1]
         if self._set_by_program(value, access):
             return value  # what the program itself put there: nothing to guard
         if access.kind == ITEM and access.parent is not None:
@@ -280,10 +289,19 @@ class ReadsMixin(BinderState):
             if node in self.written_paths:
                 return True
             node = node.parent
-        if id(value) in self.mutated:
-            return True
         known = self.access_of.get(id(value))
-        return known is not None and known[0] is value and self.is_inserted(known[1])
+        if known is None or known[0] is not value:
+            return False
+        if self.is_inserted(known[1]):
+            return True
+        if id(value) in self.mutated:
+            # A container the program mutates, read again by another path (an argument that is
+            # also a global): its contents are guarded where it was first found; this path must
+            # lead to the same object.
+            if known[1] != access:
+                self.guards.setdefault(access, Guard(access, "same_as", known[1]))
+            return True
+        return False
 
     def _load_container(self, value: Any, access: Access) -> Any:
         if type(value) in _CONTAINER_MUTATORS:

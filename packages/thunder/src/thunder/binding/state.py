@@ -223,6 +223,9 @@ class BinderState:
         # never guarded (they do not exist when a call starts).
         self._inserted: set[Access] = set()
         self._snapshots: dict[int, Any] = {}
+        # Argument lists and dicts the program sees as copies holding proxies, by the id of the
+        # caller's object: (the caller's object, the copy).
+        self.argument_copies: dict[int, tuple[Any, Any]] = {}
         # Paths the program assigned or deleted in this call (a global, a cell, an attribute).
         self.written_paths: set[Access] = set()
         # Computation inputs in order: proxy and where it comes from.
