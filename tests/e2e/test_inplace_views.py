@@ -557,3 +557,35 @@ def test_reads_torch_autograd_sees_are_kept_when_it_records(read_between: bool) 
         torch.testing.assert_close(outcomes[1][1], outcomes[0][1])
     else:
         assert outcomes[0][1] == outcomes[1][1]
+
+
+@pytest.mark.parametrize("program", ["read_before_write", "read_between_writes", "view_read"])
+def test_backward_uses_the_values_read_before_later_writes(program: str) -> None:
+    # The writes go into tensors that do not require grad, so thunder's autodiff runs; the
+    # backward needs a value read from them (a + b) as it was when read, not recomputed later.
+    def read_before_write(a, b, w):
+        t = (a + b) * w
+        a.add_(b)
+        return t
+
+    def read_between_writes(a, b, w):
+        a.add_(1)
+        t = (a + b) * w
+        a.mul_(2)
+        return t
+
+    def view_read(a, b, w):
+        t = (a.t()[0] + b[0]) * w[0]
+        a[0].zero_()
+        return t
+
+    fn = locals()[program]
+    results = []
+    for f in (fn, thunder.jit(fn)):
+        a, b = torch.arange(9.0).reshape(3, 3), torch.ones(3, 3)
+        w = torch.linspace(-1, 1, 9).reshape(3, 3).requires_grad_()
+        out = f(a, b, w)
+        (g,) = torch.autograd.grad(out.sum(), w)
+        results.append((out.detach(), g, a))
+    for e, j in zip(*results):
+        torch.testing.assert_close(j, e, rtol=0, atol=0)

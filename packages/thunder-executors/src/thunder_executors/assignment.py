@@ -14,7 +14,7 @@ callable it mirrors (``torch.Tensor.diagonal(y)``), never decomposed and never i
 when its group is written in place (a decomposition computes the view's values in new memory and
 the write would miss the base) or holds an input or an output of the trace (the caller sees
 whether it is a view of the input, its strides, and torch's errors: ``view`` of a tensor whose
-strides do not allow it). Torch then makes the same views and copies as eager (reshape of a
+strides do not allow it; ``view`` runs as torch's own wherever no fusion region takes it). Torch then makes the same views and copies as eager (reshape of a
 transposed tensor copies) whatever the strides of the inputs when it runs. In-place ops run as
 torch's own (``torch.Tensor.add_``: torch's checks of the memory written, the written tensor as
 result), and every write is a barrier that keeps program order. Views of intermediates nobody
@@ -137,6 +137,13 @@ class _Assigner:
         if self.aliases.in_written_group(bsym) or (
             self.eager_aliasing and self.aliases.in_observed_group(bsym)
         ):
+            return torch_call(bsym)
+        if (
+            self.eager_aliasing
+            and OpTag.LAYOUT_ERRORS in bsym.sym.tags
+            and not any(isinstance(e, FusionExecutor) and e.can_fuse(bsym) for e in self.executors)
+        ):
+            # view raises where the strides do not allow it; its decomposition would copy.
             return torch_call(bsym)
         return None
 

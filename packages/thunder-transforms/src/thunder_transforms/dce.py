@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from thunder_ir import BoundSymbol, OpTag, Proxy, Trace
+from thunder_ir import BoundSymbol, OpTag, Trace
 from thunder_ir.aliasing import alias_info, writes_where_gradients_flow
 from thunder_transforms.passes import run_pass
 
@@ -19,18 +19,14 @@ def has_effects(bsym: BoundSymbol) -> bool:
 
 def _kept_unused(trace: Trace) -> set[int]:
     """The bound symbols that run even when their results are unused, because eager may raise
-    there: ``view`` of an input whose strides do not allow it (``OpTag.LAYOUT_ERRORS``); and, in a
+    there: ``view`` of a tensor whose strides do not allow it (``OpTag.LAYOUT_ERRORS``); and, in a
     program that writes in place where gradients flow (torch.autograd records it), every read of
     memory that is written in place: autograd checks written views when they are used, and
     whether it raises depends on which uses happened (torch rebuilds a view's history when it is
     read after a write through another view of its base)."""
-    layout = [b for b in trace.bound_symbols if OpTag.LAYOUT_ERRORS in b.sym.tags]
-    recorded = writes_where_gradients_flow(trace)
-    if not layout and not recorded:
-        return set()
-    info = alias_info(trace.bound_symbols, (a.name for a in trace.args if isinstance(a, Proxy)))
-    kept = {id(b) for b in layout if any(info.is_observed(p.name) for p in b.flat_proxy_args)}
-    if recorded:
+    kept = {id(b) for b in trace.bound_symbols if OpTag.LAYOUT_ERRORS in b.sym.tags}
+    if writes_where_gradients_flow(trace):
+        info = alias_info(trace.bound_symbols)
         kept.update(
             id(b)
             for b in trace.bound_symbols

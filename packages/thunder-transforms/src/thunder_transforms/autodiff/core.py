@@ -19,7 +19,12 @@ from thunder_ir import (
     prims,
     tracectx,
 )
-from thunder_ir.aliasing import alias_info, writes_where_gradients_flow
+from thunder_ir.aliasing import (
+    alias_info,
+    writes_in_place,
+    writes_where_gradients_flow,
+    written_inputs,
+)
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.registry import VJP_RULES, static_eq, zeros_like
 from thunder_transforms.checkpoint import checkpointed_values
@@ -145,6 +150,10 @@ class _Linearizer:
             raise NotImplementedError(f"gradients of complex values ({bsym.sym.qualified_name})")
         self.differentiated.append(bsym)
         self.active.update(o.name for o in outs)
+        if {OpTag.VIEW, OpTag.MAY_RETURN_VIEW} & bsym.sym.tags and all(
+            p.name in self.input_views for p in bsym.flat_proxy_args
+        ):
+            self.input_views.update(p.name for p in bsym.flat_proxy_outs)  # unfold of an input
 
 
 class _Backward:
@@ -278,14 +287,9 @@ def split_forward_backward(
     fw = dce(fw)
     fw.fn_name = f"{trace.fn_name}_forward"
     bw.fn_name = f"{trace.fn_name}_backward"
-    arg_index = {a.name: i for i, a in enumerate(args)}
+    fw_aliases = alias_info(fw.bound_symbols)
     mutated = frozenset(
-        arg_index[b.args[1].name]
-        for b in fw.bound_symbols
-        if b.has_tag(OpTag.IN_PLACE)
-        and len(b.args) > 1
-        and isinstance(b.args[1], Proxy)
-        and b.args[1].name in arg_index
+        i for i, a in enumerate(args) if isinstance(a, Proxy) and fw_aliases.is_written(a.name)
     )
     return ForwardBackward(
         fw,
@@ -303,8 +307,8 @@ def split_forward_backward(
 
 def snapshot_written_inputs(fb: ForwardBackward) -> ForwardBackward:
     """``fb`` whose forward saves copies of the values that share memory with an input it writes
-    at its end (the input itself, views of it): the backward needs them as they were before the
-    write. Run after rematerialization, which may choose to save inputs."""
+    (the input itself, views of it), taken before the first write: the backward needs them as
+    they were. Run after rematerialization, which may choose to save inputs."""
     if not fb.mutated_inputs:
         return fb
     fw = fb.forward
@@ -314,21 +318,18 @@ def snapshot_written_inputs(fb: ForwardBackward) -> ForwardBackward:
         return fb
     outputs, saved = ret.args[0]
     written = {fw.args[i].name for i in fb.mutated_inputs}
+    info = alias_info(bsyms)
+    roots = {info.root(n) for n in written}
     first = next(
         (
             i
             for i, b in enumerate(bsyms)
-            if b.has_tag(OpTag.IN_PLACE)
-            and len(b.args) > 1
-            and isinstance(b.args[1], Proxy)
-            and b.args[1].name in written
+            if writes_in_place(b) and any(info.root(n) in roots for n in written_inputs(b))
         ),
         None,
     )
     if first is None:
         return fb
-    info = alias_info(bsyms[:first])
-    roots = {info.root(n) for n in written}
     defined = {a.name for a in fw.args} | {p.name for b in bsyms[:first] for p in b.flat_proxy_outs}
     risky = {
         s.name: s

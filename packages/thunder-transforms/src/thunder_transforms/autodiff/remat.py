@@ -26,16 +26,20 @@ inputs. ``method="checkpointed_only"`` recomputes those and nothing else.
 ``method="greedy"`` is the older heuristic (kept for comparison; it ignores checkpointed
 regions): the cheap ops form connected clusters, and each cluster either saves what the backward
 reads from it or its inputs, whichever is smaller.
+
+An op that reads memory the forward writes in place (a buffer it updates) is never recomputed:
+in the backward that memory holds the written values.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from thunder_ir import BoundSymbol, OpTag, PassRecord, Proxy, TensorProxy, Trace, prims
+from thunder_ir.aliasing import alias_info, writes_in_place
 from thunder_ir.proxies import IntegerProxy
 from thunder_transforms.autodiff.core import ForwardBackward
 from thunder_transforms.autodiff.maxflow import INF, FlowGraph
@@ -163,6 +167,16 @@ def _recomputable(bsym: BoundSymbol, checkpointed: frozenset[str], cheap_ops: bo
     )
 
 
+def _reads_written_memory(fw: Trace) -> Callable[[BoundSymbol], bool]:
+    """Whether a forward op reads memory the forward writes in place (a batch_norm buffer, an
+    input written at its end): the value it read is not there any more in the backward, so it is
+    never recomputed, only saved."""
+    if not any(writes_in_place(b) for b in fw.bound_symbols):
+        return lambda bsym: False
+    info = alias_info(fw.bound_symbols)
+    return lambda bsym: any(info.is_written(p.name) for p in bsym.flat_proxy_args)
+
+
 def _flat_subsymbols(bsym: BoundSymbol) -> Iterable[BoundSymbol]:
     for s in bsym.subsymbols:
         yield s
@@ -192,6 +206,7 @@ def _min_cut_choice(
             internal.update(n for n in parts if n not in top)
     inputs = {a.name for a in fw.args}
     needed = list(bw.args[: fb.n_saved])
+    reads_written = _reads_written_memory(fw)
 
     # The values that matter: what the backward reads and, through recomputable ops, what those
     # are computed from, up to values that cannot be recomputed.
@@ -204,7 +219,12 @@ def _min_cut_choice(
             continue
         values[p.name] = p
         b = producer.get(p.name)
-        ok = b is not None and p.name not in inputs and _recomputable(b, checkpointed, cheap_ops)
+        ok = (
+            b is not None
+            and p.name not in inputs
+            and _recomputable(b, checkpointed, cheap_ops)
+            and not reads_written(b)
+        )
         recomputable[p.name] = ok
         if ok:
             assert b is not None
@@ -277,8 +297,9 @@ def _greedy_choice(fb: ForwardBackward) -> tuple[set[str], dict[str, BoundSymbol
     fw, bw = fb.forward, fb.backward
     producer: dict[str, BoundSymbol] = {}
     clusters = _Clusters()
+    reads_written = _reads_written_memory(fw)
     for bsym in fw.bound_symbols:
-        if not is_cheap(bsym):
+        if not is_cheap(bsym) or reads_written(bsym):
             continue
         outs = bsym.flat_proxy_outs
         for o in outs:
