@@ -1,8 +1,9 @@
 """Shared machinery of the differential fuzz tests (test_fuzz_state, test_fuzz_views,
 test_fuzz_aliasing): the example budget, the acceptable refusals, a structural snapshot of any
 value (tensors with dtype, shape, strides and values; containers by structure; objects and modules
-by their attributes, buffers and parameters) and the comparison that names the first differing
-path.
+by their attributes, buffers and parameters), the comparison that names the first differing
+path, the per-call check of eager against thunder (:class:`Differential`: outcomes, refusals,
+results, gradients) and the common pieces of the standalone reproducers.
 
 Budget: ``THUNDER_FUZZ_EXAMPLES`` (default ``DEFAULT_EXAMPLES``) generated programs per fuzz test.
 ``THUNDER_FUZZ_STATS=path`` appends one line per refusal to ``path`` (what thunder refused and
@@ -17,8 +18,9 @@ import os
 import types
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from hypothesis import HealthCheck, settings
@@ -347,3 +349,172 @@ class Log:
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
+
+
+# -- comparing eager and thunder ----------------------------------------------------------------
+
+
+def check_example(test: str, run: Callable[[Any], None], program: Any) -> None:
+    """Run one generated example; a :class:`Mismatch` goes to :func:`report`."""
+    try:
+        run(program)
+    except Mismatch as m:
+        report(test, m)
+
+
+def output_grad(out: object, w: torch.Tensor) -> torch.Tensor | None:
+    """d(sum of every output that requires grad)/dw (None when no output does)."""
+    outs = out if isinstance(out, tuple) else (out,)
+    parts = [o.sum() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not parts:
+        return None
+    (g,) = torch.autograd.grad(sum(parts), [w], allow_unused=True)
+    return g
+
+
+class Differential:
+    """The checks of one example's calls, eager against thunder. ``program`` has ``source`` and
+    ``reproducer()``; a failure raises :class:`Mismatch` with the generated source, the call log
+    (``log``) and the reproducer."""
+
+    def __init__(self, test: str, program: Any) -> None:
+        self.test = test
+        self.program = program
+        self.log = Log()
+
+    def fail(self, msg: str) -> NoReturn:
+        raise Mismatch(
+            msg,
+            f"--- generated source ---\n{self.program.source}\n--- calls ---\n{self.log}\n"
+            f"--- reproducer ---\n{self.program.reproducer()}",
+            self.program,
+        )
+
+    def fail_on(self, differences: list[str], headline: str) -> None:
+        """Fail with ``headline`` and the ``differences`` when there are any."""
+        if differences:
+            self.fail(f"{headline}:\n  " + "\n  ".join(differences))
+
+    def outcomes(
+        self,
+        i: int,
+        eager: tuple[str, Any],
+        thunder: tuple[str, Any],
+        changes: Callable[[], list[str]],
+        changed: str,
+    ) -> str | None:
+        """Log call ``i``'s two outcomes (``quiet_call`` pairs) and check that they agree: both
+        returned, or both raised the same exception type. A thunder refusal (where eager did not
+        raise the same) is acceptable when ``changes()`` finds nothing changed (else it fails as
+        "thunder refused ... {changed}"); it is recorded and ends the example: returns None.
+        Otherwise returns the common kind, "ok" or "raise"."""
+        kind_e, res_e = eager
+        kind_j, res_j = thunder
+        self.log.add(f"    eager:   {kind_e} {describe_exc(res_e) if kind_e == 'raise' else ''}")
+        self.log.add(f"    thunder: {kind_j} {describe_exc(res_j) if kind_j == 'raise' else ''}")
+        if (
+            kind_j == "raise"
+            and is_refusal(res_j)
+            and not (kind_e == "raise" and type(res_e) is type(res_j))
+        ):
+            self.fail_on(changes(), f"call {i}: thunder refused ({describe_exc(res_j)}) {changed}")
+            record_refusal(self.test, res_j)
+            return None
+        if kind_e != kind_j:
+            what_e = describe_exc(res_e) if kind_e == "raise" else "returned"
+            what_j = describe_exc(res_j) if kind_j == "raise" else "returned"
+            self.fail(f"call {i}: eager {what_e} but thunder {what_j}")
+        if kind_e == "raise" and type(res_e) is not type(res_j):
+            self.fail(
+                f"call {i}: exception type differs: eager {describe_exc(res_e)}, "
+                f"thunder {describe_exc(res_j)}"
+            )
+        return kind_e
+
+    def call(
+        self,
+        i: int,
+        f: Callable[..., Any],
+        jf: Callable[..., Any],
+        args_e: list,
+        args_j: list,
+        written: Any,
+        path: str,
+    ) -> tuple[str | None, Any, Any]:
+        """Call ``f(*args_e)`` and ``jf(*args_j)`` and check the outcomes (:meth:`outcomes`; a
+        refusal must leave ``written``, thunder's side, as it was). Returns the common kind (None
+        after a refusal) and both results (or exceptions)."""
+        before = snapshot(written)
+        eager = quiet_call(f, *args_e)
+        thunder = quiet_call(jf, *args_j)
+        kind = self.outcomes(
+            i, eager, thunder, lambda: diff(before, snapshot(written), path), "after writing"
+        )
+        return kind, eager[1], thunder[1]
+
+    def results(self, i: int, res_e: Any, res_j: Any, *, strides: bool = True) -> None:
+        """Call ``i`` returned the same on both sides."""
+        d = diff(snapshot(res_e), snapshot(res_j), "result", strides=strides)
+        self.fail_on(d, f"call {i}: results differ")
+
+    def grads(
+        self,
+        i: int,
+        grad_fn: Callable[..., Any],
+        eager: tuple,
+        thunder: tuple,
+        path: str = "w.grad",
+        what: str = "gradients",
+    ) -> None:
+        """``grad_fn(*eager)`` and ``grad_fn(*thunder)`` (backward through the results) agree:
+        both raise the same exception type, or both give the same gradients."""
+        kg_e, g_e = quiet_call(grad_fn, *eager)
+        kg_j, g_j = quiet_call(grad_fn, *thunder)
+        if kg_e != kg_j or (kg_e == "raise" and type(g_e) is not type(g_j)):
+            self.fail(f"call {i}: backward: eager {kg_e} {g_e!r}, thunder {kg_j} {g_j!r}")
+        if kg_e == "ok":
+            d = diff(snapshot(g_e), snapshot(g_j), path, strides=False)
+            self.fail_on(d, f"call {i}: {what} differ")
+
+
+# -- reproducers --------------------------------------------------------------------------------
+
+REPRO_TITLE = "# standalone reproducer: .venv/bin/python repro.py\n"
+
+
+def repro_jit_function(helpers: str, source: str, cache: str | None) -> str:
+    """The start of a reproducer that defines ``helpers`` and ``f`` (``source``) and
+    ``jf = thunder.jit(f)`` (with ``cache`` when given)."""
+    kw = f", cache={cache!r}" if cache else ""
+    return f"{REPRO_TITLE}import torch, thunder\n{helpers}\n{source}\njf = thunder.jit(f{kw})\n"
+
+
+def repro_loader(source: str) -> str:
+    """The start of a reproducer that can exec ``source`` as a fresh module: ``load(tag)``."""
+    return f"""{REPRO_TITLE}import linecache, types, warnings
+import torch, thunder
+
+SRC = {source!r}
+
+def load(tag):
+    linecache.cache[tag] = (len(SRC), None, SRC.splitlines(True), tag)
+    m = types.ModuleType(tag); exec(compile(SRC, tag, "exec"), m.__dict__); return m.__dict__
+"""
+
+
+def exec_helpers(source: str) -> dict[str, Any]:
+    """The namespace of helper ``source`` that the tests and their reproducers share."""
+    ns: dict[str, Any] = {}
+    exec(source, ns)
+    return ns
+
+
+def try_line(line: str, env: dict[str, Any]) -> dict[str, Any] | None:
+    """``env`` after running ``line`` (with ``torch``) on a copy of it; None when it raises (the
+    line does not fit the sample values: the generator leaves it out)."""
+    trial = dict(env)
+    try:
+        exec(line, {"torch": torch}, trial)
+    except Exception:  # noqa: BLE001 - invalid for the sample values
+        return None
+    return trial

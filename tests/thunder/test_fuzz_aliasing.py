@@ -17,19 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from fuzz_common import (
-    Log,
-    Mismatch,
-    describe_exc,
+    Differential,
+    check_example,
     diff,
+    exec_helpers,
     exec_source,
     fuzz_settings,
-    is_refusal,
-    quiet_call,
-    record_refusal,
-    report,
+    output_grad,
+    repro_jit_function,
     snapshot,
+    try_line,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -152,8 +150,7 @@ def make_args(shape, base_shape, specs, seed):
     return args, holders
 '''
 
-_helpers: dict = {}
-exec(MAKE_ARGS, _helpers)
+_helpers = exec_helpers(MAKE_ARGS)
 make_args = _helpers["make_args"]
 make_weight = _helpers["make_weight"]
 
@@ -167,13 +164,8 @@ class Program:
     grad: bool = False  # a last parameter w that requires grad; w.grad compared too
 
     def reproducer(self) -> str:
-        kw = f", cache={self.cache!r}" if self.cache else ""
         return f"""\
-# standalone reproducer: .venv/bin/python repro.py
-import torch, thunder
-{MAKE_ARGS}
-{self.source}
-jf = thunder.jit(f{kw})
+{repro_jit_function(MAKE_ARGS, self.source, self.cache)}\
 CALLS = {self.calls!r}
 for i, specs in enumerate(CALLS):
     for tag, fn in (("eager", f), ("thunder", jf)):
@@ -253,10 +245,8 @@ def programs(draw) -> Program:
         line = template.format(
             X=x, Y=y, Z=z, T=draw(st.sampled_from(temps)) if "{T}." in template else t
         )
-        trial = dict(env)
-        try:
-            exec(line, {"torch": torch}, trial)
-        except Exception:  # noqa: BLE001 - invalid for distinct arguments: leave it out
+        trial = try_line(line, env)
+        if trial is None:  # invalid for distinct arguments: leave it out
             continue
         stmts.append(line)
         env = trial
@@ -280,31 +270,13 @@ def programs(draw) -> Program:
     return Program(source, shape, calls, cache, grad)
 
 
-def _grad(out: object, w: torch.Tensor) -> torch.Tensor | None:
-    """d(sum of every output that requires grad)/dw (None when no output does)."""
-    outs = out if isinstance(out, tuple) else (out,)
-    parts = [o.sum() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
-    if not parts:
-        return None
-    (g,) = torch.autograd.grad(sum(parts), [w], allow_unused=True)
-    return g
-
-
 def run_program(program: Program) -> None:
     ns = exec_source("import torch\n\n" + program.source, "fuzz_aliasing")
     f = ns["f"]
     jf = thunder.jit(f, cache=program.cache) if program.cache else thunder.jit(f)
     base_shape = _base_shape(program.shape)
-    log = Log()
-    log.add(f"argument shape {program.shape}, jit cache={program.cache or '(default)'}")
-
-    def fail(msg: str) -> None:
-        raise Mismatch(
-            msg,
-            f"--- generated source ---\n{program.source}\n--- calls ---\n{log}\n"
-            f"--- reproducer ---\n{program.reproducer()}",
-            program,
-        )
+    check = Differential("aliasing", program)
+    check.log.add(f"argument shape {program.shape}, jit cache={program.cache or '(default)'}")
 
     for i, specs in enumerate(program.calls):
         args_e, holders_e = make_args(program.shape, base_shape, specs, i)
@@ -312,54 +284,21 @@ def run_program(program: Program) -> None:
         if program.grad:
             args_e.append(make_weight(program.shape))
             args_j.append(make_weight(program.shape))
-        log.add(f"call {i}: f{_describe(specs)}")
-        before = snapshot(holders_j)
-        kind_e, res_e = quiet_call(f, *args_e)
-        kind_j, res_j = quiet_call(jf, *args_j)
-        log.add(f"    eager:   {kind_e} {describe_exc(res_e) if kind_e == 'raise' else ''}")
-        log.add(f"    thunder: {kind_j} {describe_exc(res_j) if kind_j == 'raise' else ''}")
-        if (
-            kind_j == "raise"
-            and is_refusal(res_j)
-            and not (kind_e == "raise" and type(res_e) is type(res_j))
-        ):
-            if d := diff(before, snapshot(holders_j), "arguments"):
-                fail(
-                    f"call {i}: thunder refused ({describe_exc(res_j)}) after writing:\n  "
-                    + "\n  ".join(d)
-                )
-            record_refusal("aliasing", res_j)
+        check.log.add(f"call {i}: f{_describe(specs)}")
+        kind, res_e, res_j = check.call(i, f, jf, args_e, args_j, holders_j, "arguments")
+        if kind is None:
             return
-        if kind_e != kind_j:
-            what_e = describe_exc(res_e) if kind_e == "raise" else "returned"
-            what_j = describe_exc(res_j) if kind_j == "raise" else "returned"
-            fail(f"call {i}: eager {what_e} but thunder {what_j}")
-        if kind_e == "raise":
-            if type(res_e) is not type(res_j):
-                fail(
-                    f"call {i}: exception type differs: eager {describe_exc(res_e)}, "
-                    f"thunder {describe_exc(res_j)}"
-                )
-        else:
-            if d := diff(snapshot(res_e), snapshot(res_j), "result", strides=False):
-                fail(f"call {i}: results differ:\n  " + "\n  ".join(d))
+        if kind == "ok":
+            check.results(i, res_e, res_j, strides=False)
             if program.grad:
-                kg_e, g_e = quiet_call(_grad, res_e, args_e[-1])
-                kg_j, g_j = quiet_call(_grad, res_j, args_j[-1])
-                if kg_e != kg_j or (kg_e == "raise" and type(g_e) is not type(g_j)):
-                    fail(f"call {i}: backward: eager {kg_e} {g_e!r}, thunder {kg_j} {g_j!r}")
-                if kg_e == "ok" and (
-                    d := diff(snapshot(g_e), snapshot(g_j), "w.grad", strides=False)
-                ):
-                    fail(f"call {i}: gradients differ:\n  " + "\n  ".join(d))
-        if d := diff(snapshot(holders_e), snapshot(holders_j), "argument storage"):
-            fail(f"call {i}: argument storage after the call differs:\n  " + "\n  ".join(d))
+                check.grads(i, output_grad, (res_e, args_e[-1]), (res_j, args_j[-1]))
+        check.fail_on(
+            diff(snapshot(holders_e), snapshot(holders_j), "argument storage"),
+            f"call {i}: argument storage after the call differs",
+        )
 
 
 @fuzz_settings(share=1.0)
 @given(programs())
 def test_fuzz_aliased_arguments(program: Program) -> None:
-    try:
-        run_program(program)
-    except Mismatch as m:
-        report("aliasing", m)
+    check_example("aliasing", run_program, program)

@@ -20,16 +20,13 @@ from dataclasses import dataclass
 
 import torch
 from fuzz_common import (
-    Log,
-    Mismatch,
-    describe_exc,
+    Differential,
+    check_example,
     diff,
     exec_source,
     fuzz_settings,
-    is_refusal,
     quiet_call,
-    record_refusal,
-    report,
+    repro_loader,
     snapshot,
 )
 from hypothesis import given
@@ -390,16 +387,7 @@ class Program:
             for c in self.calls
         )
         return f"""\
-# standalone reproducer: .venv/bin/python repro.py
-import linecache, types, warnings
-import torch, thunder
-
-SRC = {self.source!r}
-
-def load(tag):
-    linecache.cache[tag] = (len(SRC), None, SRC.splitlines(True), tag)
-    m = types.ModuleType(tag); exec(compile(SRC, tag, "exec"), m.__dict__); return m.__dict__
-
+{repro_loader(self.source)}
 def state(ns, args):
     F = ns["F"]
     cells = {{n: c.cell_contents for n, c in zip(F.__code__.co_freevars, F.__closure__ or ())}}
@@ -537,7 +525,8 @@ def _call(fn: object, args: tuple, keywords: bool) -> tuple[str, object]:
 
 
 def run_program(program: Program) -> None:
-    log = Log()
+    check = Differential("state", program)
+    log = check.log
     log.add(f"jit options: {program.jit_kwargs() or '(defaults)'}")
     ns_e = exec_source(program.source, "fuzz_state_eager")
     ns_j = exec_source(program.source, "fuzz_state_thunder")
@@ -549,14 +538,6 @@ def run_program(program: Program) -> None:
     jf = thunder.jit(ns_j["F"], **kwargs)
     inputs_e: list[tuple] = []
     inputs_j: list[tuple] = []
-
-    def fail(msg: str) -> None:
-        raise Mismatch(
-            msg,
-            f"--- generated source ---\n{program.source}\n--- calls ---\n{log}\n"
-            f"--- reproducer ---\n{program.reproducer()}",
-            program,
-        )
 
     for i, call in enumerate(program.calls):
         if call.mutation:
@@ -575,51 +556,30 @@ def run_program(program: Program) -> None:
         kind_j, res_j = _call(jf, inputs_j[-1], call.keywords)
         after_e = snapshot(_state(ns_e, inputs_e))
         after_j = snapshot(_state(ns_j, inputs_j))
-        log.add(f"    eager:   {kind_e} {describe_exc(res_e) if kind_e == 'raise' else ''}")
-        log.add(f"    thunder: {kind_j} {describe_exc(res_j) if kind_j == 'raise' else ''}")
-        if (
-            kind_j == "raise"
-            and is_refusal(res_j)
-            and not (kind_e == "raise" and type(res_e) is type(res_j))
-        ):
-            changed = diff(before_j, after_j)
-            if changed:
-                fail(
-                    f"call {i}: thunder refused ({describe_exc(res_j)}) after changing state:\n  "
-                    + "\n  ".join(changed)
-                )
-            record_refusal("state", res_j)
+        kind = check.outcomes(
+            i,
+            (kind_e, res_e),
+            (kind_j, res_j),
+            lambda: diff(before_j, after_j),
+            "after changing state",
+        )
+        if kind is None:
             return
-        if kind_e != kind_j:
-            what_e = describe_exc(res_e) if kind_e == "raise" else "returned"
-            what_j = describe_exc(res_j) if kind_j == "raise" else "returned"
-            fail(f"call {i}: eager {what_e} but thunder {what_j}")
-        if kind_e == "raise":
-            if type(res_e) is not type(res_j):
-                fail(
-                    f"call {i}: exception type differs: eager {describe_exc(res_e)}, "
-                    f"thunder {describe_exc(res_j)}"
-                )
-        else:
-            d = diff(snapshot(res_e), snapshot(res_j), "result", strides=False)
-            if d:
-                fail(f"call {i}: results differ:\n  " + "\n  ".join(d))
+        if kind == "ok":
+            check.results(i, res_e, res_j, strides=False)
             ids_e = _identities(res_e, ns_e, inputs_e)
             ids_j = _identities(res_j, ns_j, inputs_j)
             if ids_e != ids_j:
-                fail(f"call {i}: result identity differs: eager is {ids_e}, thunder is {ids_j}")
-        d = diff(after_e, after_j, "state")
-        if d:
-            fail(f"call {i}: state after the call differs:\n  " + "\n  ".join(d))
+                check.fail(
+                    f"call {i}: result identity differs: eager is {ids_e}, thunder is {ids_j}"
+                )
+        check.fail_on(diff(after_e, after_j, "state"), f"call {i}: state after the call differs")
 
 
 @fuzz_settings(share=0.6)
 @given(programs())
 def test_fuzz_outside_state(program: Program) -> None:
-    try:
-        run_program(program)
-    except Mismatch as m:
-        report("state", m)
+    check_example("state", run_program, program)
 
 
 # -- modules: thunder.jit(module) with state on self ---------------------------------------------
@@ -729,16 +689,7 @@ class ModuleProgram:
 
     def reproducer(self) -> str:
         return f"""\
-# standalone reproducer: .venv/bin/python repro.py
-import linecache, types, warnings
-import torch, thunder
-
-SRC = {self.source!r}
-
-def load(tag):
-    linecache.cache[tag] = (len(SRC), None, SRC.splitlines(True), tag)
-    m = types.ModuleType(tag); exec(compile(SRC, tag, "exec"), m.__dict__); return m.__dict__
-
+{repro_loader(self.source)}
 torch.manual_seed({self.seed}); ns_e = load("<eager>")
 torch.manual_seed({self.seed}); ns_j = load("<thunder>")
 jm = thunder.jit(ns_j["NET"])
@@ -796,15 +747,8 @@ def run_module_program(program: ModuleProgram) -> None:
     ns_j = exec_source(program.source, "fuzz_module_thunder")
     net_e, net_j = ns_e["NET"], ns_j["NET"]
     jm = thunder.jit(net_j)
-    log = Log()
-
-    def fail(msg: str) -> None:
-        raise Mismatch(
-            msg,
-            f"--- generated source ---\n{program.source}\n--- calls ---\n{log}\n"
-            f"--- reproducer ---\n{program.reproducer()}",
-            program,
-        )
+    check = Differential("module", program)
+    log = check.log
 
     def state(ns: dict) -> object:
         return snapshot({"NET": ns["NET"], "G_S": ns["G_S"]})
@@ -822,47 +766,27 @@ def run_module_program(program: ModuleProgram) -> None:
         kind_e, res_e = quiet_call(net_e, x.clone(), k)
         torch.manual_seed(program.seed + i)
         kind_j, res_j = quiet_call(jm, x.clone(), k)
-        log.add(f"    eager:   {kind_e} {describe_exc(res_e) if kind_e == 'raise' else ''}")
-        log.add(f"    thunder: {kind_j} {describe_exc(res_j) if kind_j == 'raise' else ''}")
-        if (
-            kind_j == "raise"
-            and is_refusal(res_j)
-            and not (kind_e == "raise" and type(res_e) is type(res_j))
-        ):
-            if changed := diff(before_j, state(ns_j)):
-                fail(
-                    f"call {i}: thunder refused ({describe_exc(res_j)}) after changing state:\n  "
-                    + "\n  ".join(changed)
-                )
-            record_refusal("module", res_j)
+        kind = check.outcomes(
+            i,
+            (kind_e, res_e),
+            (kind_j, res_j),
+            lambda: diff(before_j, state(ns_j)),
+            "after changing state",
+        )
+        if kind is None:
             return
-        if kind_e != kind_j:
-            what_e = describe_exc(res_e) if kind_e == "raise" else "returned"
-            what_j = describe_exc(res_j) if kind_j == "raise" else "returned"
-            fail(f"call {i}: eager {what_e} but thunder {what_j}")
-        if kind_e == "raise":
-            if type(res_e) is not type(res_j):
-                fail(
-                    f"call {i}: exception type differs: eager {describe_exc(res_e)}, "
-                    f"thunder {describe_exc(res_j)}"
-                )
-        else:
-            if d := diff(snapshot(res_e), snapshot(res_j), "result", strides=False):
-                fail(f"call {i}: results differ:\n  " + "\n  ".join(d))
-            kg_e, g_e = quiet_call(_module_grads, res_e, net_e)
-            kg_j, g_j = quiet_call(_module_grads, res_j, net_j)
-            if kg_e != kg_j or (kg_e == "raise" and type(g_e) is not type(g_j)):
-                fail(f"call {i}: backward: eager {kg_e} {g_e!r}, thunder {kg_j} {g_j!r}")
-            if kg_e == "ok" and (d := diff(snapshot(g_e), snapshot(g_j), "grad", strides=False)):
-                fail(f"call {i}: parameter gradients differ:\n  " + "\n  ".join(d))
-        if d := diff(state(ns_e), state(ns_j), "state"):
-            fail(f"call {i}: module state after the call differs:\n  " + "\n  ".join(d))
+        if kind == "ok":
+            check.results(i, res_e, res_j, strides=False)
+            check.grads(
+                i, _module_grads, (res_e, net_e), (res_j, net_j), "grad", "parameter gradients"
+            )
+        check.fail_on(
+            diff(state(ns_e), state(ns_j), "state"),
+            f"call {i}: module state after the call differs",
+        )
 
 
 @fuzz_settings(share=0.4)
 @given(module_programs())
 def test_fuzz_module_state(program: ModuleProgram) -> None:
-    try:
-        run_module_program(program)
-    except Mismatch as m:
-        report("module", m)
+    check_example("module", run_module_program, program)

@@ -23,17 +23,16 @@ from dataclasses import dataclass
 
 import torch
 from fuzz_common import (
-    Log,
-    Mismatch,
-    describe_exc,
+    Differential,
+    check_example,
     diff,
+    exec_helpers,
     exec_source,
     fuzz_settings,
-    is_refusal,
-    quiet_call,
-    record_refusal,
-    report,
+    output_grad,
+    repro_jit_function,
     snapshot,
+    try_line,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -90,8 +89,7 @@ def make_weight(shape):
     return (torch.linspace(-1.0, 1.5, n).reshape(shape) + 0.1).requires_grad_()
 """
 
-_helpers: dict = {}
-exec(MAKE_INPUT, _helpers)
+_helpers = exec_helpers(MAKE_INPUT)
 make_input = _helpers["make_input"]
 make_weight = _helpers["make_weight"]
 
@@ -314,13 +312,8 @@ class Program:
     grad: bool = False  # f(a, w): w a leaf that requires grad; gradients compared too
 
     def reproducer(self) -> str:
-        kw = f", cache={self.cache!r}" if self.cache else ""
         return f"""\
-# standalone reproducer: .venv/bin/python repro.py
-import torch, thunder
-{MAKE_INPUT}
-{self.source}
-jf = thunder.jit(f{kw})
+{repro_jit_function(MAKE_INPUT, self.source, self.cache)}\
 for i, (layout, dtype, *shape) in enumerate({self.calls!r}):
     shape = shape[0] if shape else {self.shape!r}
     for tag, fn in (("eager", f), ("thunder", jf)):
@@ -365,10 +358,8 @@ def programs(draw) -> Program:
         else:
             name = None
             line = inplace_stmt(draw, env, v)
-        trial = dict(env)
-        try:
-            exec(line, {"torch": torch}, trial)
-        except Exception:  # noqa: BLE001 - invalid for the sample: leave it out
+        trial = try_line(line, env)
+        if trial is None:  # invalid for the sample: leave it out
             continue
         stmts.append(line)
         env = trial
@@ -404,30 +395,12 @@ def _aliases(out: object, base: torch.Tensor, a: torch.Tensor) -> list[tuple[boo
     ]
 
 
-def _grad(out: object, w: torch.Tensor) -> torch.Tensor | None:
-    """d(sum of every output that requires grad)/dw (None when no output does)."""
-    outs = out if isinstance(out, tuple) else (out,)
-    parts = [o.sum() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
-    if not parts:
-        return None
-    (g,) = torch.autograd.grad(sum(parts), [w], allow_unused=True)
-    return g
-
-
 def run_program(program: Program) -> None:
     ns = exec_source("import torch\n\n" + program.source, "fuzz_views")
     f = ns["f"]
     jf = thunder.jit(f, cache=program.cache) if program.cache else thunder.jit(f)
-    log = Log()
-    log.add(f"input shape {program.shape}, jit cache={program.cache or '(default)'}")
-
-    def fail(msg: str) -> None:
-        raise Mismatch(
-            msg,
-            f"--- generated source ---\n{program.source}\n--- calls ---\n{log}\n"
-            f"--- reproducer ---\n{program.reproducer()}",
-            program,
-        )
+    check = Differential("views", program)
+    check.log.add(f"input shape {program.shape}, jit cache={program.cache or '(default)'}")
 
     for i, (layout, dtype, *other_shape) in enumerate(program.calls):
         shape = other_shape[0] if other_shape else program.shape
@@ -437,69 +410,38 @@ def run_program(program: Program) -> None:
         if program.grad:
             args_e.append(make_weight(shape))
             args_j.append(make_weight(shape))
-        log.add(
+        check.log.add(
             f"call {i}: shape {shape} layout {layout} {dtype}: a.stride()={a_e.stride()} "
             f"offset={a_e.storage_offset()}" + (" (w requires grad)" if program.grad else "")
         )
-        before = snapshot(base_j)
-        kind_e, res_e = quiet_call(f, *args_e)
-        kind_j, res_j = quiet_call(jf, *args_j)
-        log.add(f"    eager:   {kind_e} {describe_exc(res_e) if kind_e == 'raise' else ''}")
-        log.add(f"    thunder: {kind_j} {describe_exc(res_j) if kind_j == 'raise' else ''}")
-        if (
-            kind_j == "raise"
-            and is_refusal(res_j)
-            and not (kind_e == "raise" and type(res_e) is type(res_j))
-        ):
-            if d := diff(before, snapshot(base_j), "input storage"):
-                fail(
-                    f"call {i}: thunder refused ({describe_exc(res_j)}) after writing:\n  "
-                    + "\n  ".join(d)
-                )
-            record_refusal("views", res_j)
+        kind, res_e, res_j = check.call(i, f, jf, args_e, args_j, base_j, "input storage")
+        if kind is None:
             return
-        if kind_e != kind_j:
-            what_e = describe_exc(res_e) if kind_e == "raise" else "returned"
-            what_j = describe_exc(res_j) if kind_j == "raise" else "returned"
-            fail(f"call {i}: eager {what_e} but thunder {what_j}")
-        if kind_e == "raise":
-            if type(res_e) is not type(res_j):
-                fail(
-                    f"call {i}: exception type differs: eager {describe_exc(res_e)}, "
-                    f"thunder {describe_exc(res_j)}"
-                )
-        else:
-            if d := diff(snapshot(res_e), snapshot(res_j), "result"):
-                fail(f"call {i}: results differ:\n  " + "\n  ".join(d))
+        if kind == "ok":
+            check.results(i, res_e, res_j)
             al_e, al_j = _aliases(res_e, base_e, a_e), _aliases(res_j, base_j, a_j)
             if al_e != al_j:
-                fail(
+                check.fail(
                     f"call {i}: (aliases input storage, is the input) per output: "
                     f"eager {al_e}, thunder {al_j}"
                 )
             if program.grad:
-                kg_e, g_e = quiet_call(_grad, res_e, args_e[1])
-                kg_j, g_j = quiet_call(_grad, res_j, args_j[1])
-                if kg_e != kg_j or (kg_e == "raise" and type(g_e) is not type(g_j)):
-                    fail(f"call {i}: backward: eager {kg_e} {g_e!r}, thunder {kg_j} {g_j!r}")
-                if kg_e == "ok" and (
-                    d := diff(snapshot(g_e), snapshot(g_j), "w.grad", strides=False)
-                ):
-                    fail(f"call {i}: gradients differ:\n  " + "\n  ".join(d))
-        if d := diff(snapshot(base_e), snapshot(base_j), "input storage (base)"):
-            fail(f"call {i}: input storage after the call differs:\n  " + "\n  ".join(d))
+                check.grads(i, output_grad, (res_e, args_e[1]), (res_j, args_j[1]))
+        check.fail_on(
+            diff(snapshot(base_e), snapshot(base_j), "input storage (base)"),
+            f"call {i}: input storage after the call differs",
+        )
         if (a_e.stride(), a_e.storage_offset(), a_e.shape) != (
             a_j.stride(),
             a_j.storage_offset(),
             a_j.shape,
         ):
-            fail(f"call {i}: input layout changed: eager {a_e.stride()} thunder {a_j.stride()}")
+            check.fail(
+                f"call {i}: input layout changed: eager {a_e.stride()} thunder {a_j.stride()}"
+            )
 
 
 @fuzz_settings(share=1.0)
 @given(programs())
 def test_fuzz_views_and_inplace(program: Program) -> None:
-    try:
-        run_program(program)
-    except Mismatch as m:
-        report("views", m)
+    check_example("views", run_program, program)
