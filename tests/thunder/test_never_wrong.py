@@ -701,3 +701,28 @@ def test_an_argument_list_that_is_also_a_global(cache):
             outs.append(fn(torch.ones(1), 0, other)[1])
         results.append((outs, list(G_SHARED), other))
     assert results[0] == results[1]
+
+
+G_FEW: list = []
+G_TENSOR = torch.zeros(2)
+
+
+def test_a_deletion_that_would_fail_is_not_replayed_after_tensor_writes():
+    """del G[0] relies on the item being there: when it is gone, eager raises before the later
+    in-place write, and so does thunder (the contents are guarded, the call retraced)."""
+
+    def f(x):
+        del G_FEW[0]
+        G_TENSOR.add_(1)
+        return x
+
+    jf = thunder.jit(f)
+    G_FEW[:] = [1, 2]
+    G_TENSOR.zero_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jf(torch.ones(1))
+        jf(torch.ones(1))
+        with pytest.raises(IndexError):
+            jf(torch.ones(1))
+    assert G_FEW == [] and G_TENSOR.tolist() == [2.0, 2.0]

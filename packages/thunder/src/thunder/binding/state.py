@@ -79,7 +79,9 @@ _IDENTIFIED_TYPES = (
     functools.partial,
 )
 _MAX_GUARDED_ITEMS = 256
-_RETURNS_CONTENTS = frozenset({"pop", "popitem", "setdefault"})
+# Mutations whose outcome depends on the contents (what they return, or whether they raise:
+# del c[k], c.remove(v) on a missing item): a content read, so the contents are guarded.
+_RETURNS_CONTENTS = frozenset({"pop", "popitem", "setdefault", "remove", "__delitem__"})
 # Module globals of libraries: their functions, classes and modules are not rebound by users.
 _LIBRARY_PREFIXES = ("torch", "builtins", "thunder", "typing", "collections", "math", "functools")
 

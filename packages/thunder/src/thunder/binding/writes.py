@@ -158,6 +158,7 @@ class WritesMixin(ReadsMixin):
             return
         if type(container) in _CONTAINER_MUTATORS:
             self._record_mutation(container, "__delitem__", (key,), {})
+            self._note_content_read_of(container)  # it raises where the item is missing
         elif self.access_for(container) is not None:
             raise UnsupportedSideEffectError(
                 f"thunder.jit: cannot replay deleting an item of a {type(container).__name__} "
