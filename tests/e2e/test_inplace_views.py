@@ -589,3 +589,25 @@ def test_backward_uses_the_values_read_before_later_writes(program: str) -> None
         results.append((out.detach(), g, a))
     for e, j in zip(*results):
         torch.testing.assert_close(j, e, rtol=0, atol=0)
+
+
+def test_in_place_activations_and_residuals_keep_thunders_autodiff() -> None:
+    # Writes into intermediates that eager's autograd has not saved are functionalized: thunder
+    # differentiates the program (its own backward trace, rematerialization, fusion).
+    def f(x, w1, w2):
+        h = x @ w1
+        h += x
+        torch.nn.functional.relu(h, inplace=True)
+        out = h @ w2
+        out[:, 0].mul_(2)
+        return out.sum()
+
+    x = torch.randn(4, 3)
+    w1, w2 = torch.randn(3, 3, requires_grad=True), torch.randn(3, 2, requires_grad=True)
+    jf = thunder.jit(f)
+    out_j, out_e = jf(x, w1, w2), f(x, w1, w2)
+    torch.testing.assert_close(out_j, out_e)
+    for g_j, g_e in zip(torch.autograd.grad(out_j, (w1, w2)), torch.autograd.grad(out_e, (w1, w2))):
+        torch.testing.assert_close(g_j, g_e)
+    backward = str(thunder.last_backward_traces(jf)[-1])
+    assert "torch.autograd records" not in backward and "matmul" in backward

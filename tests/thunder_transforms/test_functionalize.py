@@ -134,7 +134,7 @@ def test_reads_after_a_write_of_a_stride_dependent_view_are_refused() -> None:
         functionalize(trace_function(f, torch.randn(3, 3)))
 
 
-def test_writes_through_expanded_views_raise_torchs_error_unless_one_value() -> None:
+def test_writes_through_expanded_views_raise_torchs_error() -> None:
     def add(x):
         h = ltorch.mul(x, 1)
         ltorch.add_(ltorch.expand(ltorch.getitem(h, slice(0, 1)), 3, 3), 1)
@@ -145,14 +145,9 @@ def test_writes_through_expanded_views_raise_torchs_error_unless_one_value() -> 
         ltorch.fill_(ltorch.expand(ltorch.getitem(h, slice(0, 1)), 3, 3), 1.0)
         return h
 
-    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
-        functionalize(trace_function(add, torch.randn(3, 3)))
-    fz = functionalize(trace_function(fill, torch.randn(3, 3)))
-    x = torch.randn(3, 3)
-    got = transform_for_execution(fz.trace).python_callable()(x)
-    want = x * 1
-    want[0:1].expand(3, 3).fill_(1.0)
-    torch.testing.assert_close(got, want)
+    for f in (add, fill):  # eager's backward of either raises this
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            functionalize(trace_function(f, torch.randn(3, 3)))
 
 
 def test_cse_keeps_reads_before_and_after_a_write_apart() -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "writes_in_place",
     "writes_where_gradients_flow",
     "written_inputs",
+    "written_where_gradients_flow",
 ]
 
 # Prims whose executors may return a view of their first argument, or that argument itself. Every
@@ -279,31 +280,46 @@ def _carries_grad(p: object) -> bool:
     return isinstance(p, TensorProxy) and p.dtype.is_inexact
 
 
-def writes_where_gradients_flow(trace: Trace, requires_grad: Sequence[bool] | None = None) -> bool:
-    """Whether ``trace`` writes in place where gradients flow: into memory shared with a value
-    that carries a gradient, a value that carries one, or memory that an op computing such a value
-    reads (its old or new contents may be what the backward needs). Writes elsewhere (batch_norm's
-    running statistics, counters) leave differentiation alone."""
+def written_where_gradients_flow(
+    trace: Trace, requires_grad: Sequence[bool] | None = None
+) -> frozenset[str]:
+    """The values of ``trace`` (all members of their alias groups) whose memory is written in
+    place where gradients flow: a group that holds a value carrying a gradient, is written with
+    one, or is read by an op computing one (its old or new contents may be what the backward
+    needs). Writes elsewhere (batch_norm's running statistics, counters) leave differentiation
+    alone. ``requires_grad`` per input; by default the proxies' flags."""
     if not any(writes_in_place(b) for b in trace.bound_symbols):
-        return False
+        return frozenset()
     args = trace.args
     if requires_grad is None:
         requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
     active = {a.name for a, r in zip(args, requires_grad) if r and _carries_grad(a)}
     if not active:
-        return False
+        return frozenset()
     bsyms = with_writes_exposed(trace.bound_symbols)
     info = alias_info(bsyms)
+    roots: set[str] = set()
+    names: set[str] = {a.name for a in args if isinstance(a, TensorProxy)}
     for b in bsyms:
         if b.has_tag(OpTag.RETURN):
             continue
         tensors = [p for p in b.flat_proxy_args if isinstance(p, TensorProxy)]
+        names.update(p.name for p in b.flat_proxy_outs if isinstance(p, TensorProxy))
         reads_active = b.sym.id != prims.stop_gradient.id and any(p.name in active for p in tensors)
-        if writes_in_place(b) and reads_active:
-            return True
-        if reads_active:
-            outs = [o for o in b.flat_outs if isinstance(o, TensorProxy) and _carries_grad(o)]
-            if outs and any(info.is_written(p.name) for p in tensors):
-                return True
-            active.update(o.name for o in outs)
-    return any(info.is_written(name) for name in active)
+        if not reads_active:
+            continue
+        if writes_in_place(b):
+            roots.update(info.root(n) for n in written_inputs(b))
+        else:
+            roots.update(info.root(p.name) for p in tensors if info.is_written(p.name))
+        active.update(
+            o.name for o in b.flat_outs if isinstance(o, TensorProxy) and _carries_grad(o)
+        )
+    roots.update(info.root(n) for n in active if info.is_written(n))
+    return frozenset(n for n in names if info.root(n) in roots)
+
+
+def writes_where_gradients_flow(trace: Trace, requires_grad: Sequence[bool] | None = None) -> bool:
+    """Whether ``trace`` writes in place where gradients flow (see
+    ``written_where_gradients_flow``)."""
+    return bool(written_where_gradients_flow(trace, requires_grad))

@@ -18,7 +18,7 @@ does: writes through, or reads after a write of, the result of an ``OpTag.STRIDE
 (``reshape``, ``flatten``, ``contiguous`` return a view or a copy by the strides of their input;
 ``as_strided`` reads memory), through ``detach`` (the write is not recorded by autograd) and
 through ``real``/``imag`` of a complex tensor. A write through a view with an element twice
-(``expand``) raises torch's error, unless it writes one value everywhere (``fill_``, ``zero_``).
+(``expand``) raises torch's error (as eager's backward of it does).
 """
 
 from __future__ import annotations
@@ -127,8 +127,9 @@ _REFUSALS = {
 
 
 class _Functionalizer:
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, only: frozenset[str] | None = None) -> None:
         self.trace = trace
+        self.only = only
         self.out = trace.derive([], pass_name="functionalize")
         self.bsyms = with_writes_exposed(trace.bound_symbols)
         self.views = _views(self.bsyms)
@@ -214,16 +215,33 @@ class _Functionalizer:
         with tracectx(self.out):
             steps = [n for n in names if self.views[n].kind == "view"]
             if not steps:
-                new = value
+                # The written tensor keeps its place in autograd's graph even when the values
+                # written do not depend on it (zero_, fill_, copy_ of a constant): it still
+                # requires grad, with a zero gradient to what it held.
+                new = value if self._depends_on(value, base) else prims.where(True, value, base)
             else:
-                new = self.scatter(base, steps, value, src)
+                new = self.scatter(base, steps, value)
         self.version[r] = self.version.get(r, 0) + 1
         self.current[r] = new
         self.written_roots.add(r)
         if steps:
             self.through_views.add(r)
 
-    def scatter(self, base: Proxy, steps: list[str], value: Proxy, src: Proxy) -> Proxy:
+    def _depends_on(self, value: Proxy, base: Proxy) -> bool:
+        """Whether ``value`` is computed from ``base`` (in the trace built so far)."""
+        producers = {p.name: b for b in self.out.bound_symbols for p in b.flat_proxy_outs}
+        stack, seen = [value.name], set()
+        while stack:
+            name = stack.pop()
+            if name == base.name:
+                return True
+            if name in seen or name not in producers:
+                continue
+            seen.add(name)
+            stack.extend(p.name for p in producers[name].flat_proxy_args)
+        return False
+
+    def scatter(self, base: Proxy, steps: list[str], value: Proxy) -> Proxy:
         """``base`` with the elements the chain of views ``steps`` selects replaced by ``value``."""
         assert isinstance(base, TensorProxy) and isinstance(value, TensorProxy)
         n = base.numel()
@@ -238,7 +256,9 @@ class _Functionalizer:
             replayed = self.replay(view.bsym, view.base, positions)
             positions = replayed[[p.name for p in view.bsym.flat_proxy_outs].index(name)]
             out = self._proxy(name)
-            if _overlapping(view.bsym, previous, out) and not self._constant(src):
+            if _overlapping(view.bsym, previous, out):
+                # Eager writes one value through an expanded view (fill_), but its backward of
+                # such a write raises this.
                 raise RuntimeError(_OVERLAP_MESSAGE)
             previous = out
         assert isinstance(positions, TensorProxy)
@@ -248,18 +268,13 @@ class _Functionalizer:
         values = prims.reshape(value, (m,))
         return prims.reshape(prims.index_put(flat, [index], values, False), tuple(base.shape))  # type: ignore[no-any-return]
 
-    def _constant(self, src: Proxy) -> bool:
-        """Whether ``src`` holds one value everywhere (what fill_ and zero_ write)."""
-        b = self.producers.get(src.name)
-        return b is not None and b.sym.is_prim and b.sym.name == "full"
-
     def run(self) -> Functionalized:
         ret: BoundSymbol | None = None
         for b in self.bsyms:
             if b.has_tag(OpTag.RETURN):
                 ret = b
                 continue
-            if _is_copy(b):
+            if _is_copy(b) and (self.only is None or b.args[1].name in self.only):
                 self.write(b)
                 continue
             mapping = {
@@ -316,13 +331,14 @@ def _overlapping(b: BoundSymbol, base: Proxy, out: Proxy) -> bool:
     return False
 
 
-def functionalize(trace: Trace) -> Functionalized:
+def functionalize(trace: Trace, *, only: frozenset[str] | None = None) -> Functionalized:
     """``trace`` without in-place writes (see the module docstring); the trace itself, when it
-    writes nothing."""
+    writes nothing. With ``only``, just the writes into those values are functionalized; the
+    others stay in place, in program order (memory nothing differentiated reads)."""
     if not any(writes_in_place(b) for b in trace.bound_symbols):
         return Functionalized(trace, {}, frozenset())
     start = time.perf_counter()
-    result = _Functionalizer(trace).run()
+    result = _Functionalizer(trace, only).run()
     seconds = time.perf_counter() - start
     result.trace.history = (*trace.history, PassRecord("functionalize", seconds))
     return result

@@ -50,6 +50,7 @@ from thunder_transforms.autodiff.core import (
     split_forward_backward,
     writes_where_gradients_flow,
 )
+from thunder_transforms.autodiff.eager_autograd import needs_eager_autograd
 from thunder_transforms.autodiff.registry import VJP_RULES, VJPRule, register_vjp
 from thunder_transforms.autodiff.runner import DifferentiableFunction
 
@@ -60,6 +61,7 @@ __all__ = [
     "ForwardBackward",
     "VJPRule",
     "make_differentiable",
+    "needs_eager_autograd",
     "register_vjp",
     "remat",
     "snapshot_written_inputs",
@@ -81,10 +83,12 @@ def make_differentiable(
     backward where that saves memory (min-cut, see ``remat``); checkpointed regions (see
     ``thunder_transforms.checkpoint``) are recomputed either way.
 
-    A trace that writes in place where gradients flow (``writes_where_gradients_flow``) is
-    compiled whole instead, and torch.autograd records its torch calls as it records eager ones:
-    the callable is the compiled trace, the backward trace a placeholder that says so."""
-    if writes_where_gradients_flow(trace, requires_grad):
+    A trace that writes in place where only torch.autograd can do what eager does
+    (``eager_autograd.needs_eager_autograd``: a written input, a tensor autograd may have saved
+    written later...) is compiled whole instead, and torch.autograd records its torch calls as
+    it records eager ones: the callable is the compiled trace, the backward trace a placeholder
+    that says so. Other writes are functionalized (``split_forward_backward``)."""
+    if needs_eager_autograd(trace, requires_grad):
         return _recorded_by_torch(trace, compile)
     fb = split_forward_backward(trace, requires_grad=requires_grad)
     if rematerialize:
@@ -99,16 +103,15 @@ def make_differentiable(
 def _recorded_by_torch(
     trace: Trace, compile: Callable[[Trace], Callable[..., Any]]
 ) -> tuple[Callable[..., Any], Trace, Trace]:
-    """A program that writes in place where gradients flow runs as compiled, and torch.autograd
-    records its torch calls as it records eager ones: views, writes and the checks autograd makes
-    (a leaf written in place, a saved tensor overwritten) are then exactly eager's, also for
-    inputs that share memory, which no trace can know. Its backward is torch's: the backward
-    trace only says so."""
+    """The program runs as compiled, and torch.autograd records its torch calls as it records
+    eager ones: views, writes and the checks autograd makes (a leaf written in place, a saved
+    tensor overwritten) are then exactly eager's, also for inputs that share memory, which no
+    trace can know. Its backward is torch's: the backward trace only says so."""
     fn = compile(trace)
     backward = Trace(f"{trace.fn_name}_backward")
     backward.docstring = (
-        "The program writes in place where gradients flow: torch.autograd records the forward's "
-        "torch calls and runs their backward; thunder runs none."
+        "The program writes in place where only torch.autograd does what eager does: it records "
+        "the forward's torch calls and runs their backward; thunder runs none."
     )
     with tracectx(backward):
         prims.python_return(None)

@@ -24,6 +24,7 @@ from thunder_ir.aliasing import (
     writes_in_place,
     writes_where_gradients_flow,
     written_inputs,
+    written_where_gradients_flow,
 )
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.registry import VJP_RULES, static_eq, zeros_like
@@ -213,10 +214,9 @@ def split_forward_backward(
     gradients flow through the writes, and the forward writes the final values of written inputs
     back at its end (this takes inputs that do not share memory with each other)."""
     start = time.perf_counter()
-    if writes_where_gradients_flow(trace, requires_grad):
-        fz = functionalize(trace)
-    else:  # writes gradients do not see run in place, in program order
-        fz = Functionalized(trace, {}, frozenset())
+    # Writes where gradients flow are functionalized; others run in place, in program order.
+    relevant = written_where_gradients_flow(trace, requires_grad)
+    fz = functionalize(trace, only=relevant) if relevant else Functionalized(trace, {}, frozenset())
     trace = fz.trace
     args = trace.args
     if requires_grad is None:
