@@ -1,0 +1,129 @@
+"""Tiny Hugging Face transformers models (random weights, built from configs): the architectures
+the model tests and ``./dev bench models`` run. Nothing is downloaded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+_VOCAB = 99
+_DECODER = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    vocab_size=_VOCAB,
+    max_position_embeddings=64,
+)
+_DROPOUTS = (
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
+    "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout_rate", "activation_dropout",
+    "hidden_dropout", "classifier_dropout", "seq_classif_dropout", "qa_dropout",
+)  # fmt: skip
+
+
+def _configs() -> dict[str, Callable[[], tuple[Any, Any]]]:
+    import transformers as T
+
+    def decoder(config_cls: Any, model_cls: Any, **extra: Any) -> Callable[[], tuple[Any, Any]]:
+        return lambda: (config_cls(**{**_DECODER, **extra}), model_cls)
+
+    encoder = dict(_DECODER)
+    return {
+        "bert": lambda: (T.BertConfig(**encoder), T.BertForSequenceClassification),
+        "roberta": lambda: (
+            T.RobertaConfig(**{**encoder, "pad_token_id": 1}),
+            T.RobertaForSequenceClassification,
+        ),
+        "distilbert": lambda: (
+            T.DistilBertConfig(
+                dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=_VOCAB,
+                max_position_embeddings=64,
+            ),
+            T.DistilBertForSequenceClassification,
+        ),  # fmt: skip
+        "gpt2": lambda: (
+            T.GPT2Config(
+                n_embd=32, n_layer=2, n_head=4, vocab_size=_VOCAB, n_positions=64,
+                bos_token_id=0, eos_token_id=0,
+            ),
+            T.GPT2LMHeadModel,
+        ),  # fmt: skip
+        "llama": decoder(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=2),
+        "mistral": decoder(T.MistralConfig, T.MistralForCausalLM, num_key_value_heads=2),
+        "qwen2": decoder(T.Qwen2Config, T.Qwen2ForCausalLM, num_key_value_heads=2),
+        "qwen3": decoder(T.Qwen3Config, T.Qwen3ForCausalLM, num_key_value_heads=2, head_dim=8),
+        "gemma": decoder(T.GemmaConfig, T.GemmaForCausalLM, num_key_value_heads=2, head_dim=8),
+        "phi3": decoder(
+            T.Phi3Config, T.Phi3ForCausalLM, num_key_value_heads=2, pad_token_id=0,
+            bos_token_id=0, eos_token_id=0,
+        ),  # fmt: skip
+        "mixtral": decoder(
+            T.MixtralConfig, T.MixtralForCausalLM, num_key_value_heads=2, num_local_experts=4,
+            num_experts_per_tok=2,
+        ),  # fmt: skip
+        "gpt_neox": decoder(T.GPTNeoXConfig, T.GPTNeoXForCausalLM),
+        "opt": lambda: (
+            T.OPTConfig(
+                hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=64,
+                vocab_size=_VOCAB, max_position_embeddings=64, word_embed_proj_dim=32,
+            ),
+            T.OPTForCausalLM,
+        ),  # fmt: skip
+        "t5": lambda: (
+            T.T5Config(
+                d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, vocab_size=_VOCAB,
+                decoder_start_token_id=0,
+            ),
+            T.T5ForConditionalGeneration,
+        ),  # fmt: skip
+        "bart": lambda: (
+            T.BartConfig(
+                d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                vocab_size=_VOCAB, max_position_embeddings=64,
+            ),
+            T.BartForConditionalGeneration,
+        ),  # fmt: skip
+        "vit": lambda: (
+            T.ViTConfig(
+                hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                image_size=16, patch_size=4, num_labels=3,
+            ),
+            T.ViTForImageClassification,
+        ),  # fmt: skip
+    }
+
+
+ARCHITECTURES = (
+    "bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma",
+    "phi3", "mixtral", "gpt_neox", "opt", "t5", "bart", "vit",
+)  # fmt: skip
+
+
+def build(name: str, seed: int = 0) -> torch.nn.Module:
+    """The tiny model ``name`` in eval mode, dropout off, weights drawn from ``seed``."""
+    config, model_cls = _configs()[name]()
+    for attr in _DROPOUTS:
+        if isinstance(getattr(config, attr, None), float):
+            setattr(config, attr, 0.0)
+    torch.manual_seed(seed)
+    return model_cls(config).eval()
+
+
+def inputs(name: str, seed: int, batch: int = 2, length: int = 8) -> dict[str, torch.Tensor]:
+    """Keyword inputs for one forward call of ``name``, drawn from ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    if name == "vit":
+        return {"pixel_values": torch.randn(batch, 3, 16, 16, generator=g)}
+    out = {"input_ids": torch.randint(2, _VOCAB, (batch, length), generator=g)}
+    if name in ("t5", "bart"):
+        out["decoder_input_ids"] = torch.randint(2, _VOCAB, (batch, length - 3), generator=g)
+    return out
+
+
+def logits(output: Any) -> torch.Tensor:
+    """The logits of a model's output (a ``ModelOutput``)."""
+    return output["logits"]
