@@ -20,6 +20,9 @@ For every architecture of the zoo (random weights, eval mode, ``torch.no_grad()`
 Steady times are medians of ``--repeat`` calls after warm-up, the configurations taking turns so
 a slow phase of the machine hits all of them alike.
 
+Each model is measured in a fresh interpreter (``--in-process`` measures all in this one): a
+model that crashes it (a segfault in a compiler) is a FAIL row, and the benchmark goes on.
+
 Run: ``python -m benchmarks models [--models bert,gpt2] [--repeat N] [--no-torch-compile]``.
 """
 
@@ -27,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -131,7 +136,7 @@ def measure(zoo: ModuleType, name: str, configs: list[str], repeat: int) -> dict
                 _check_compiled(config, compiled, caught)
                 torch.testing.assert_close(zoo.logits(out), expected)
             except Exception as e:
-                row["error"][config] = e
+                row["error"][config] = failure(e)
                 continue
             runners[config] = lambda c=compiled: c(**kwargs)
         times = medians(runners, repeat)
@@ -147,15 +152,16 @@ def print_table(rows: list[dict[str, Any]], configs: list[str]) -> None:
     header.append("check")
     lines = []
     for r in rows:
-        cells = [r["name"], f"{r['eager'] * 1e3:.2f} ms"]
+        eager = r["eager"]
+        cells = [r["name"], "-" if eager != eager else f"{eager * 1e3:.2f} ms"]  # nan: crashed
         for config in configs:
             if config in r["error"]:
                 cells += ["FAIL", "FAIL"]
             else:
                 cells += [f"{r['first'][config]:.2f} s", f"{r['ratio'][config]:.2f}x"]
         by_message: dict[str, list[str]] = {}  # one message, with every configuration it stopped
-        for config, e in r["error"].items():
-            by_message.setdefault(failure(e), []).append(config)
+        for config, message in r["error"].items():
+            by_message.setdefault(message, []).append(config)
         errors = [f"{m} ({', '.join(cs)})" for m, cs in by_message.items()]
         cells.append("; ".join(errors) if errors else "ok")
         lines.append(cells)
@@ -168,11 +174,38 @@ def print_table(rows: list[dict[str, Any]], configs: list[str]) -> None:
     print(f"\n{passed} of {len(rows)} models ok in every configuration")
 
 
+def measure_in_subprocess(name: str, options: argparse.Namespace) -> dict[str, Any]:
+    """``measure`` in a fresh interpreter: a model that crashes it (a segfault in a compiler)
+    becomes a FAIL row, and no model inherits another's compiled code or caches."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--models", name]
+    cmd += ["--repeat", str(options.repeat), "--worker"]
+    if options.no_torch_compile:
+        cmd.append("--no-torch-compile")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(_ROW_MARK)]
+    if proc.returncode == 0 and lines:
+        row: dict[str, Any] = json.loads(lines[-1].removeprefix(_ROW_MARK))
+        return row
+    what = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+    tail = (proc.stderr.strip().splitlines() or [""])[-1][:80]
+    message = f"FAIL: crashed ({what}) {tail}".rstrip()
+    configs = configurations(not options.no_torch_compile)
+    return {"name": name, "eager": float("nan"), "first": {}, "ratio": {},
+            "error": dict.fromkeys(configs, message)}  # fmt: skip
+
+
+_ROW_MARK = "ROW "
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
     parser.add_argument("--repeat", type=int, default=20, help="steady calls per configuration")
     parser.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument(
+        "--in-process", action="store_true", help="measure every model in this process"
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     zoo = load_zoo()
     names = [n for n in options.models.split(",") if n] or list(zoo.ARCHITECTURES)
@@ -180,6 +213,12 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown model(s) {unknown}; known: {', '.join(zoo.ARCHITECTURES)}")
     configs = configurations(not options.no_torch_compile)
+    if options.worker:  # one model, for measure_in_subprocess
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = measure(zoo, names[0], configs, max(options.repeat, 1))
+        print(_ROW_MARK + json.dumps(row))
+        return
     print(
         f"tiny Hugging Face models, eval forward under no_grad; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, Python {sys.version.split()[0]}; "
@@ -188,6 +227,9 @@ def main() -> None:
     rows = []
     for name in names:
         print(f"  {name}...", file=sys.stderr, flush=True)
+        if not options.in_process:
+            rows.append(measure_in_subprocess(name, options))
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # transformers' and the recompile notices
             rows.append(measure(zoo, name, configs, max(options.repeat, 1)))

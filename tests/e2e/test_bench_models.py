@@ -24,7 +24,7 @@ def _bench() -> ModuleType:
 
 def test_main_on_one_model(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     bench = _bench()
-    argv = ["models.py", "--models", "bert", "--repeat", "1", "--no-torch-compile"]
+    argv = ["models.py", "--models", "bert", "--repeat", "1", "--no-torch-compile", "--in-process"]
     monkeypatch.setattr(sys, "argv", argv)
     bench.main()
     lines = capsys.readouterr().out.splitlines()
