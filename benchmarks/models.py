@@ -23,7 +23,8 @@ a slow phase of the machine hits all of them alike.
 Each model is measured in a fresh interpreter (``--in-process`` measures all in this one): a
 model that crashes it (a segfault in a compiler) is a FAIL row, and the benchmark goes on.
 
-Run: ``python -m benchmarks models [--models bert,gpt2] [--repeat N] [--no-torch-compile]``.
+Run: ``python -m benchmarks models [--models bert,gpt2] [--repeat N] [--no-torch-compile]
+[--threads N]``.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def measure_in_subprocess(name: str, options: argparse.Namespace) -> dict[str, A
     """``measure`` in a fresh interpreter: a model that crashes it (a segfault in a compiler)
     becomes a FAIL row, and no model inherits another's compiled code or caches."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--models", name]
-    cmd += ["--repeat", str(options.repeat), "--worker"]
+    cmd += ["--repeat", str(options.repeat), "--threads", str(options.threads), "--worker"]
     if options.no_torch_compile:
         cmd.append("--no-torch-compile")
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -205,8 +206,14 @@ def main() -> None:
     parser.add_argument(
         "--in-process", action="store_true", help="measure every model in this process"
     )
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch threads (default: torch's choice); "
+        "on a machine shared with other work, 1 gives steadier figures"
+    )  # fmt: skip
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.threads:
+        torch.set_num_threads(options.threads)
     zoo = load_zoo()
     names = [n for n in options.models.split(",") if n] or list(zoo.ARCHITECTURES)
     unknown = sorted(set(names) - set(zoo.ARCHITECTURES))
