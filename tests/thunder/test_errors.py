@@ -10,21 +10,21 @@ import thunder
 
 def uses_unsupported(x):
     y = x + 1
-    return torch.special.bessel_j0(y)
+    return torch.nonzero(y)
 
 
 def test_unsupported_op_names_the_op_and_the_users_line():
     with pytest.raises(thunder.UnsupportedOperationError) as info:
         thunder.jit(uses_unsupported)(torch.randn(3))
     message = str(info.value)
-    assert "bessel_j0" in message
+    assert "nonzero" in message
     assert f"{__file__}:{uses_unsupported.__code__.co_firstlineno + 2}" in message
 
 
 def test_unsupported_op_is_not_swallowed_by_user_except():
     def f(x):
         try:
-            return torch.special.bessel_j0(x)
+            return torch.nonzero(x)
         except Exception:
             return x
 
@@ -34,9 +34,9 @@ def test_unsupported_op_is_not_swallowed_by_user_except():
 
 def test_unsupported_tensor_creation_is_refused():
     def f(x):
-        return x + torch.special.bessel_j0(torch.ones(3))
+        return x + torch.nonzero(torch.ones(3))
 
-    with pytest.raises(thunder.UnsupportedOperationError, match="bessel_j0"):
+    with pytest.raises(thunder.UnsupportedOperationError, match="nonzero"):
         thunder.jit(f)(torch.randn(3))
 
 

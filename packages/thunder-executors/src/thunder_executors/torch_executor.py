@@ -345,6 +345,29 @@ def _register_all() -> None:
 
     reg(ops.as_strided, translate=as_torch_runs_it)
 
+    # Torch callables no op mirrors: the callable itself, printed by its qualified name.
+    for sym in (ops.torch_fallback, ops.torch_fallback_view, ops.torch_fallback_random):
+        reg(sym, translate=_torch_fallback)
+    reg(ops.torch_fallback_vjp, translate=_same(helper_symbol("torch_fallback_vjp")))
+
+
+def _fallback_symbol(qualified: str) -> Symbol:
+    """The executor symbol printed as ``qualified`` (``torch.special.polygamma``) that runs it."""
+    from thunder_ir.ops import resolve_torch_name
+
+    name = qualified.removeprefix("torch.")
+    return _symbol("torch", name, resolve_torch_name(qualified))
+
+
+def _torch_fallback(bsym: BoundSymbol) -> BoundSymbol:
+    qualified, *args = bsym.args
+    return _call(
+        _fallback_symbol(qualified),
+        bsym,
+        to_runtime_value(tuple(args)),
+        to_runtime_value(bsym.kwargs),
+    )
+
 
 _register_all()
 

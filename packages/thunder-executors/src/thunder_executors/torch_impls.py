@@ -34,6 +34,7 @@ __all__ = [
     "shallow_copy",
     "slice_with_strides",
     "take",
+    "torch_fallback_vjp",
     "uniform",
     "var_mean",
     "where",
@@ -300,3 +301,45 @@ NUMBER_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "gt": operator.gt,
     "ge": operator.ge,
 }
+
+
+def torch_fallback_vjp(
+    qualified: str, args: tuple[Any, ...], kwargs: dict[str, Any], cotangents: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """The gradients of the torch callable named ``qualified`` at ``(args, kwargs)`` for the
+    cotangents of its tensor outputs (None where none flows): ``torch.autograd.grad`` through the
+    callable run again on detached copies of its floating-point tensor arguments. One entry per
+    leaf of ``(args, kwargs)``: a gradient for each floating-point tensor (zeros where the
+    outputs do not depend on it), None for the rest."""
+    from thunder_ir.ops import resolve_torch_name
+    from thunder_ir.pytree import tree_flatten, tree_unflatten
+
+    fn = resolve_torch_name(qualified)
+    leaves, spec = tree_flatten((args, kwargs))
+    grads_of = [
+        isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) for x in leaves
+    ]
+    inputs = [x.detach().requires_grad_(True) if g else x for x, g in zip(leaves, grads_of)]
+    with torch.enable_grad():
+        call_args, call_kwargs = tree_unflatten(inputs, spec)
+        out = fn(*call_args, **call_kwargs)
+    outs, _ = tree_flatten(tuple(out) if isinstance(out, tuple) else out)
+    tensor_outs = [o for o in outs if isinstance(o, torch.Tensor)]
+    pairs = [
+        (o, ct) for o, ct in zip(tensor_outs, cotangents) if ct is not None and o.requires_grad
+    ]
+    wrt = [x for x, g in zip(inputs, grads_of) if g]
+    found: tuple[torch.Tensor | None, ...] = (None,) * len(wrt)
+    if pairs and wrt:
+        found = torch.autograd.grad(
+            [o for o, _ in pairs], wrt, [ct for _, ct in pairs], allow_unused=True
+        )
+    it = iter(found)
+    result: list[Any] = []
+    for x, g in zip(inputs, grads_of):
+        if not g:
+            result.append(None)
+            continue
+        grad = next(it)
+        result.append(torch.zeros_like(x) if grad is None else grad)
+    return tuple(result)

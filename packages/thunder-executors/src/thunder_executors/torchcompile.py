@@ -32,6 +32,9 @@ _NOT_FUSIBLE = frozenset(
     {OpTag.PROLOGUE, OpTag.RETURN, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.DONT_DCE}
 )
 
+_FUSIBLE_FALLBACK = frozenset({OpTag.TORCH_FALLBACK})
+_VIEWS = frozenset({OpTag.VIEW, OpTag.MAY_RETURN_VIEW})
+
 
 def region_trace(
     name: str, region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy]
@@ -46,7 +49,7 @@ def _torch_calls(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:
     own lowerings and patterns for attention, normalizations...), other composites decompose."""
     out: list[BoundSymbol] = []
     for b in bsyms:
-        if b.sym.is_prim:
+        if b.sym.is_prim or OpTag.TORCH_FALLBACK in b.sym.tags:
             out.append(torch_executor.translate(b))
         elif torch_ops_executor.claims(b):
             out.append(torch_ops_executor.translate(b))
@@ -134,6 +137,9 @@ class TorchCompileExecutor(FusionExecutor):
         decomposition is such prims (decomposed inside the region, kept whole elsewhere)."""
         if bsym.sym.tags & _NOT_FUSIBLE:
             return False
+        if bsym.sym.tags >= _FUSIBLE_FALLBACK and not _VIEWS & bsym.sym.tags:
+            # A torch callable no op mirrors (thunder_ir.ops.fallback): dynamo traces the call.
+            return all(isinstance(o, TensorProxy) for o in bsym.flat_proxy_outs)
         if not bsym.sym.is_prim:
             return bool(bsym.subsymbols) and all(self.can_fuse(s) for s in bsym.subsymbols)
         outs = bsym.flat_proxy_outs

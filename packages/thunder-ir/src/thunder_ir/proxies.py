@@ -8,6 +8,8 @@ that produced the value; branching on one records a constraint in the trace.
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -265,6 +267,11 @@ class TensorProxy(Proxy):
 
             if name in _DATA_METHODS:
                 raise _data_dependent(self, f"Tensor.{name}()")
+            if name == "layout":
+                return torch.strided  # proxies stand for dense tensors only
+            method = _fallback_method(self, name)
+            if method is not None:
+                return method
             if hasattr(torch.Tensor, name):
                 raise UnsupportedTensorAttributeError(
                     f"Tensor attribute or method {name!r} is not supported by the IR"
@@ -273,6 +280,28 @@ class TensorProxy(Proxy):
         if name in _TENSOR_PROPERTIES:
             return fn(self)
         return _BoundTensorMethod(fn, self)
+
+
+def _fallback_method(self: TensorProxy, name: str) -> Any:
+    """``self.name`` for a Tensor method no op mirrors: a Python method of torch.Tensor bound to
+    the proxy (the interpreter runs its code), or a C method recorded as a torch fallback op
+    (``thunder_ir.ops.fallback``); None for other attributes (properties, data)."""
+    import torch
+
+    attr = torch.Tensor.__dict__.get(name)
+    if attr is None:
+        attr = getattr(torch.Tensor, name, None)
+    if isinstance(attr, types.FunctionType):
+        return types.MethodType(attr, self)
+    if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return _BoundTensorMethod(functools.partial(_call_fallback_method, attr), self)
+    return None
+
+
+def _call_fallback_method(method: Any, tensor: TensorProxy, *args: Any, **kwargs: Any) -> Any:
+    from thunder_ir.ops.fallback import call_torch_fallback
+
+    return call_torch_fallback(method, (tensor, *args), kwargs)
 
 
 class _BoundTensorMethod:

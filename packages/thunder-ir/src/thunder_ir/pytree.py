@@ -1,4 +1,5 @@
-"""Flattening nested Python containers (tuple, list, dict, slice) into leaves and back."""
+"""Flattening nested Python containers (tuple, list, dict, slice, namedtuples and torch.return_types
+structseqs) into leaves and back."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ def _flatten(x: Any, leaves: list[Any]) -> Spec:
         return (slice, None, tuple(_flatten(v, leaves) for v in (x.start, x.stop, x.step)))
     if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
         return (t, None, tuple(_flatten(v, leaves) for v in x))
+    if isinstance(x, tuple) and hasattr(t, "n_fields"):  # structseq (torch.return_types)
+        return (t, "structseq", tuple(_flatten(v, leaves) for v in x))
     leaves.append(x)
     return None
 
@@ -46,7 +49,7 @@ def _unflatten(it: Iterator[Any], spec: Spec) -> Any:
         return dict(zip(aux, values))
     if kind is slice:
         return slice(*values)
-    if kind is tuple or kind is list:
+    if kind is tuple or kind is list or aux == "structseq":
         return kind(values)
     return kind(*values)
 
@@ -59,7 +62,11 @@ def tree_map(fn: Callable[[Any], Any], x: Any) -> Any:
 def tree_iter(x: Any) -> Iterator[Any]:
     """The leaves of ``x``, without building a spec."""
     t = type(x)
-    if t is tuple or t is list or (isinstance(x, tuple) and hasattr(x, "_fields")):
+    if (
+        t is tuple
+        or t is list
+        or ((isinstance(x, tuple) and hasattr(x, "_fields")) or hasattr(t, "n_fields"))
+    ):
         for v in x:
             yield from tree_iter(v)
     elif t is dict:

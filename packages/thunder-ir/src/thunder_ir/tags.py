@@ -35,3 +35,5 @@ class OpTag(enum.Enum):
     # A composite whose subsymbols are an activation-checkpointed region: autodiff saves none of
     # the region's intermediates, the backward recomputes them from the region's inputs.
     CHECKPOINT = "checkpoint"
+    # A torch callable no op mirrors, run by torch (``thunder_ir.ops.fallback``).
+    TORCH_FALLBACK = "torch_fallback"

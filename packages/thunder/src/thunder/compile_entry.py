@@ -314,8 +314,8 @@ def _has_external_refs(template: Any) -> bool:
     from thunder_ir.pytree import tree_iter
 
     def walk(x: Any) -> bool:
-        if isinstance(x, SymbolicSize):
-            return True
+        if isinstance(x, SymbolicSize) or (isinstance(x, tuple) and hasattr(type(x), "n_fields")):
+            return True  # rebuilt as a torch.Size, or as the torch.return_types it is
         if type(x) in (tuple, list):
             return any(walk(v) for v in x)
         if type(x) is dict:

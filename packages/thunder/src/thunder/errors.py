@@ -13,8 +13,8 @@ class JitError(InterpreterError):
 
 
 class UnsupportedOperationError(JitError, NotImplementedError):
-    """A torch callable with no Thunder op was called (``.op`` names it, ``.location`` is the
-    user's ``file:line``)."""
+    """A torch callable that thunder can neither mirror with an op nor run by its torch fallback
+    was called (``.op`` names it, ``.location`` is the user's ``file:line``)."""
 
     def __init__(self, op: str, detail: str = "", location: str | None = None) -> None:
         self.op = op
@@ -23,9 +23,9 @@ class UnsupportedOperationError(JitError, NotImplementedError):
         where = f" at {location}" if location else ""
         extra = f" ({detail})" if detail else ""
         super().__init__(
-            f"thunder.jit: {op} is not supported{where}{extra}. No Thunder op mirrors it, and "
-            "thunder never falls back to running it silently; rewrite the call with supported "
-            "ops (thunder.examine(fn, *args) lists what a program uses)"
+            f"thunder.jit: {op} is not supported{where}{extra}. Rewrite the call with "
+            "supported ops, or make it outside the jitted function (thunder.examine(fn, *args) "
+            "lists what a program uses)"
         )
 
     def with_location(self, location: str) -> UnsupportedOperationError:

@@ -319,6 +319,9 @@ class _EpilogueWriter:
         if t is tuple:
             inner = ", ".join(self.value(v) for v in template)
             return f"({inner},)" if len(template) == 1 else f"({inner})"
+        if isinstance(template, tuple) and hasattr(t, "n_fields"):  # torch.return_types
+            inner = "".join(self.value(v) + ", " for v in template)
+            return f"{self.printer.opaque(t)}(({inner}))"
         if t is list:
             return "[" + ", ".join(self.value(v) for v in template) + "]"
         if t is dict:

@@ -8,6 +8,7 @@ from thunder_ir.ops import (  # noqa: F401  (importing a family module registers
     elementwise,
     elementwise_binary,
     factories,
+    fallback,
     indexing,
     nn,
     nn_activations,

@@ -39,6 +39,7 @@ from thunder_ir import Trace, prims, tracectx
 from thunder_transforms.autodiff import (  # noqa: F401
     remat,
     rules_elementwise,
+    rules_fallback,
     rules_fused,
     rules_nn,
     rules_shape,

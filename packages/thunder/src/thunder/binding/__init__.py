@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
+from thunder.binding.fallback import op_overload_lookasides
 from thunder.binding.regions import RegionsMixin
 from thunder.binding.state import (
     ExternalRef,
@@ -64,5 +65,6 @@ class Binder(RegionsMixin):
                 table[fn] = _returning_torch_types(impl)
         table[_BoundTensorMethod.__call__] = _call_tensor_method
         table[TensorProxy.size] = _tensor_size
+        table.update(op_overload_lookasides())
         table.update(self._context_lookasides(table))
         return table

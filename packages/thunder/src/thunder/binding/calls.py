@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from thunder.binding.fallback import call_torch_callable
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _RETURNS_CONTENTS,
@@ -111,7 +112,9 @@ class CallsMixin(WritesMixin):
         if is_torch_callable(fn):
             has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
             if has_proxy or not query_is_allowed(fn):
-                raise UnsupportedOperationError(_callable_name(fn))
+                return call_torch_callable(
+                    fn, args, kwargs, has_proxy=has_proxy, display_name=_callable_name(fn)
+                )
             result = fn(*args, **kwargs)
             if isinstance(result, torch.Tensor):
                 raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")

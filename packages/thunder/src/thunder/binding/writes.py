@@ -215,6 +215,8 @@ class WritesMixin(ReadsMixin):
         t = type(value)
         if t in (tuple, list, SymbolicSize):
             return t(self._template(v, what) for v in value)
+        if isinstance(value, tuple) and hasattr(t, "n_fields"):  # torch.return_types
+            return t(tuple(self._template(v, what) for v in value))
         if t is slice:  # a slice assignment's key
             parts = (value.start, value.stop, value.step)
             return slice(*(self._template(v, what) for v in parts))

@@ -1,0 +1,358 @@
+"""Torch callables that no op mirrors, recorded as one opaque op that names the callable.
+
+``call_torch_fallback(fn, args, kwargs)`` records ``ltorch.torch_fallback("torch.special.polygamma",
+1, t0)``: the torch callable by its qualified name, then its arguments. The outputs are inferred
+by running the callable on fake tensors (``torch._subclasses.FakeTensorMode``: shapes, dtypes,
+devices and whether an output requires grad, without data); executors run the callable itself
+(``torch.special.polygamma(1, t0)`` in an execution trace), and the autodiff grad rule runs
+``torch.autograd.grad`` through it (``torch_fallback_vjp``).
+
+What the fake run shows decides the variant recorded, or a clear refusal:
+
+- an output whose shape depends on the input's values (``nonzero``, ``unique``, ``masked_select``,
+  ``bincount``) or a Python number computed from the data (``item``, ``equal``): refused
+  (``TorchFallbackError``), as there is nothing to record;
+- a write into an argument (``cumprod_``, ``out=``): refused; the IR's writes go through
+  ``prims.copy_`` so that aliasing and functionalization see them;
+- an output that shares memory with an input (``diagonal``-like views): ``torch_fallback_view``,
+  tagged ``VIEW`` (the aliasing analysis groups it with its inputs) and ``STRIDE_DEPENDENT``
+  (functionalization refuses writes through it: it cannot replay an opaque view on values);
+- an op drawing random numbers (an aten op tagged ``nondeterministic_seeded``):
+  ``torch_fallback_random``, tagged ``RANDOM`` (never merged by CSE, kept in program order).
+
+Symbolic numbers among the arguments, and symbolic sizes of tensor arguments, are specialized
+(a constraint that they equal this call's value): the inferred output shapes hold only for them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from thunder_ir.constraints import Compare, Const
+from thunder_ir.devices import to_torch_device
+from thunder_ir.dtypes import from_torch_dtype, to_torch_dtype
+from thunder_ir.errors import UnsupportedInTracingError
+from thunder_ir.ops._registry import resolve_torch_name, torchop
+from thunder_ir.proxies import NumberProxy, TensorProxy
+from thunder_ir.pytree import tree_iter, tree_map
+from thunder_ir.tags import OpTag
+
+__all__ = [
+    "FALLBACK_SYMBOL_IDS",
+    "TorchFallbackError",
+    "call_torch_fallback",
+    "fallback_refusal",
+    "torch_callable_name",
+    "torch_fallback",
+    "torch_fallback_random",
+    "torch_fallback_view",
+    "torch_fallback_vjp",
+]
+
+
+class TorchFallbackError(UnsupportedInTracingError):
+    """A torch callable without an op that the fallback cannot record with eager's semantics.
+    ``op`` is its qualified name."""
+
+    def __init__(self, op: str, reason: str) -> None:
+        self.op = op
+        self.reason = reason
+        super().__init__(f"{op} cannot be traced: {reason}")
+
+
+# Modules searched for a readable name of a torch callable, most readable first.
+_NAMESPACES = (
+    "torch",
+    "torch.special",
+    "torch.linalg",
+    "torch.fft",
+    "torch.nn.functional",
+    "torch.sparse",
+    "torch._C._nn",
+    "torch._C._linalg",
+    "torch._C._special",
+    "torch._C._fft",
+    "torch._C._sparse",
+    "torch._C._VariableFunctions",
+)
+
+# Methods whose result is layout, memory or autograd bookkeeping the trace does not model.
+_REFUSED_METHODS = frozenset(
+    {
+        "stride", "is_contiguous", "data_ptr", "storage_offset", "untyped_storage", "storage",
+        "is_set_to", "is_non_overlapping_and_dense", "register_hook", "retain_grad",
+        "register_post_accumulate_grad_hook", "share_memory_", "record_stream", "backward",
+        "pin_memory", "is_pinned", "_version", "set_", "resize_", "resize_as_", "numpy", "tolist",
+        "item", "__setstate__", "__reduce_ex__", "_is_view", "_base", "is_shared",
+    }
+)  # fmt: skip
+
+
+@functools.cache
+def _name_index() -> dict[int, str]:
+    index: dict[int, str] = {}
+    for module_name in _NAMESPACES:
+        module = resolve_torch_name(module_name)
+        if module is None:  # pragma: no cover - every listed namespace exists in supported torch
+            continue
+        prefix = module_name
+        for attr in dir(module):
+            if attr.startswith("__"):
+                continue
+            obj = getattr(module, attr, None)
+            if callable(obj) and not isinstance(obj, type):
+                index.setdefault(id(obj), f"{prefix}.{attr}")
+    return index
+
+
+def torch_callable_name(fn: Any) -> str | None:
+    """The qualified name that denotes ``fn`` (``torch.special.polygamma``,
+    ``torch.Tensor.cumprod``, ``torch.ops.aten.mv.default``), or None when no name does."""
+    if isinstance(fn, torch._ops.OpOverload):
+        return f"torch.ops.{fn.namespace}.{fn._opname}.{fn._overloadname}"
+    if isinstance(fn, torch._ops.OpOverloadPacket):
+        return f"torch.ops.{fn._qualified_op_name.replace('::', '.')}"
+    name = getattr(fn, "__name__", None)
+    owner = getattr(fn, "__objclass__", None)
+    if isinstance(owner, type) and issubclass(owner, torch._C.TensorBase) and name:
+        candidate = f"torch.Tensor.{name}"
+        return candidate if getattr(torch.Tensor, name, None) is fn else None
+    found = _name_index().get(id(fn))
+    if found is not None:
+        return found
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if isinstance(module, str) and module.startswith("torch") and qualname:
+        candidate = f"{module}.{qualname}"
+        if resolve_torch_name(candidate) is fn:
+            return candidate
+    return None
+
+
+@functools.cache
+def _resolve(name: str) -> Any:
+    fn = resolve_torch_name(name)
+    if fn is None:
+        raise TorchFallbackError(name, "no torch callable has that name")
+    return fn
+
+
+def _specialize(x: Any) -> Any:
+    """A symbolic number as this call's value, with the constraint that it stays so."""
+    if isinstance(x, NumberProxy):
+        x._constrain(Compare("==", x.expr, Const(x.value)))
+        return x.value
+    return x
+
+
+def _specialize_shape(t: TensorProxy) -> None:
+    for s in t.shape:
+        _specialize(s)
+
+
+class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Notes whether any aten op of the fake run draws random numbers."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.random = False
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
+    ) -> Any:
+        if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+            self.random = True
+        return func(*args, **(kwargs or {}))
+
+
+class _FakeRun:
+    """The callable run once on fake tensors standing for the proxies among the arguments."""
+
+    def __init__(self, name: str, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        from torch._subclasses.fake_tensor import (
+            DataDependentOutputException,
+            DynamicOutputShapeException,
+            FakeTensorMode,
+            UnsupportedOperatorException,
+        )
+
+        self.name = name
+        mode = FakeTensorMode(allow_fallback_kernels=False)
+        recorder = _Recorder()
+        with mode:
+            fakes: list[Any] = []
+
+            def fake(x: Any) -> Any:
+                if isinstance(x, TensorProxy):
+                    t = torch.empty(
+                        tuple(int(_specialize(s)) for s in x.shape),
+                        dtype=to_torch_dtype(x.dtype),
+                        device=to_torch_device(x.device),
+                    )
+                    if x.requires_grad:
+                        t.requires_grad_(True)
+                    fakes.append(t)
+                    return t
+                if isinstance(x, torch.Tensor):
+                    t = mode.from_tensor(x)
+                    fakes.append(t)
+                    return t
+                return x
+
+            fargs = tree_map(fake, tuple(args))
+            fkwargs = tree_map(fake, dict(kwargs))
+            versions = [t._version for t in fakes]
+            try:
+                with torch.enable_grad(), recorder:
+                    out = fn(*fargs, **fkwargs)
+            except (DynamicOutputShapeException, DataDependentOutputException) as e:
+                raise TorchFallbackError(
+                    name,
+                    "its result depends on the values in its input tensors (shape or Python "
+                    f"value: {e}), which tracing does not know; compute it outside the jitted "
+                    "function or with ops whose output shape is static",
+                ) from None
+            except UnsupportedOperatorException as e:
+                raise TorchFallbackError(
+                    name, f"torch has no shape inference (meta kernel) for {e}"
+                ) from None
+        if any(t._version != v for t, v in zip(fakes, versions)):
+            raise TorchFallbackError(
+                name,
+                "it writes into one of its arguments in place (an in-place variant or out=), "
+                "which thunder records only for ops it mirrors; use the out-of-place form",
+            )
+        self.random = recorder.random
+        self.out = out
+        self.view = any(
+            isinstance(o, torch.Tensor) and any(_is_alias_of(o, t) for t in fakes)
+            for o in tree_iter(_as_tree(out))
+        )
+
+
+def _is_alias_of(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(torch._C._is_alias_of(a, b))  # type: ignore[attr-defined]
+
+
+def _as_tree(out: Any) -> Any:
+    """torch.return_types results (structseqs) as tuples."""
+    if isinstance(out, tuple) and type(out) is not tuple and hasattr(type(out), "n_fields"):
+        return tuple(out)
+    return out
+
+
+def _meta(torch_name: str, /, *args: Any, **kwargs: Any) -> Any:
+    run = _FakeRun(torch_name, _resolve(torch_name), args, kwargs)
+
+    def proxy(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return TensorProxy(
+                shape=tuple(x.shape),
+                dtype=from_torch_dtype(x.dtype),
+                device=x.device,
+                requires_grad=x.requires_grad,
+            )
+        return x
+
+    return tree_map(proxy, _as_tree(run.out))
+
+
+torch_fallback = torchop(name="torch_fallback", tags=(OpTag.TORCH_FALLBACK,))(_meta)
+torch_fallback_view = torchop(
+    name="torch_fallback_view",
+    tags=(OpTag.TORCH_FALLBACK, OpTag.VIEW, OpTag.STRIDE_DEPENDENT),
+)(_meta)
+torch_fallback_random = torchop(
+    name="torch_fallback_random", tags=(OpTag.TORCH_FALLBACK, OpTag.RANDOM)
+)(_meta)
+
+FALLBACK_SYMBOL_IDS = frozenset(
+    s.id for s in (torch_fallback, torch_fallback_view, torch_fallback_random)
+)
+
+
+def _differentiable(x: Any) -> bool:
+    return isinstance(x, TensorProxy) and (x.dtype.is_inexact)
+
+
+@torchop(name="torch_fallback_vjp", tags=(OpTag.TORCH_FALLBACK,))
+def torch_fallback_vjp(
+    torch_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], cotangents: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """The gradients of ``torch_fallback(torch_name, *args, **kwargs)`` given one cotangent per
+    tensor output (None where none flows): one per leaf of ``(args, kwargs)``, a tensor for each
+    floating-point tensor, None for the rest. Runs as ``torch.autograd.grad`` through the
+    callable re-run on the saved arguments."""
+    return tuple(
+        x.replace(requires_grad=False) if _differentiable(x) else None
+        for x in tree_iter((args, kwargs))
+    )
+
+
+def _refusal_by_name(name: str) -> str | None:
+    method = name.rpartition(".")[2]
+    if method in _REFUSED_METHODS:
+        return "its result is memory layout or autograd bookkeeping, which the trace does not model"
+    if name.startswith("torch.Tensor.") and method.endswith("_") and not method.endswith("__"):
+        return (
+            "it writes into its tensor in place, which thunder records only for ops it mirrors; "
+            "use the out-of-place form"
+        )
+    return None
+
+
+def fallback_refusal(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    """Why the fallback would refuse calling ``fn`` (on real tensors or proxies), or None. For
+    ``thunder.examine``: runs the callable on fake tensors only."""
+    name = torch_callable_name(fn)
+    if name is None:
+        return "no qualified name denotes this callable"
+    reason = _refusal_by_name(name)
+    if reason is not None or "out" in kwargs:
+        return reason or "it writes into its out= argument"
+    try:
+        _FakeRun(name, fn, args, kwargs)
+    except TorchFallbackError as e:
+        return e.reason
+    except Exception:  # eager raises too: not a refusal of the fallback
+        return None
+    return None
+
+
+def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """Records a call of the torch callable ``fn`` (which no op mirrors) in the current trace
+    and returns its outputs (proxies; a torch.return_types result keeps its type). Raises
+    ``TorchFallbackError`` where the call cannot be recorded with eager's semantics."""
+    name = torch_callable_name(fn)
+    if name is None:
+        raise TorchFallbackError(
+            getattr(fn, "__qualname__", repr(fn)), "no qualified name denotes this callable"
+        )
+    reason = _refusal_by_name(name)
+    if reason is None and kwargs.get("out") is not None:
+        reason = "it writes into its out= argument; assign the result instead"
+    if reason is not None:
+        raise TorchFallbackError(name, reason)
+    args = tuple(tree_map(_specialize, tuple(args)))
+    kwargs = tree_map(_specialize, dict(kwargs))
+    for p in tree_iter((args, kwargs)):
+        if isinstance(p, TensorProxy):
+            _specialize_shape(p)
+    run = _FakeRun(name, fn, args, kwargs)
+    has_tensor_out = any(isinstance(o, torch.Tensor) for o in tree_iter(_as_tree(run.out)))
+    if not has_tensor_out and not run.random:
+        # A value computed from metadata only (dtype, shape): the same for every call the
+        # compiled program serves, which guards those.
+        return run.out
+    sym = (
+        torch_fallback_random if run.random else torch_fallback_view if run.view else torch_fallback
+    )
+    out = sym(name, *args, **kwargs)
+    kind = type(run.out)
+    if kind is not tuple and isinstance(run.out, tuple) and hasattr(kind, "n_fields"):
+        return kind(out)
+    return out

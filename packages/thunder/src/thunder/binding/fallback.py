@@ -1,0 +1,85 @@
+"""Torch callables that no IR op mirrors, called by the traced program (rule 2 of the call policy):
+recorded as ``ltorch.torch_fallback`` (``thunder_ir.ops.fallback``), run by torch and
+differentiated by ``torch.autograd``; refused with a clear error where the fallback cannot keep
+eager's semantics (outputs whose shape depends on data, writes into arguments)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from thunder.errors import UnsupportedOperationError
+from thunder.lookasides import query_is_allowed
+from thunder_ir.ops.fallback import TorchFallbackError, call_torch_fallback, torch_callable_name
+
+__all__ = ["call_torch_callable", "op_overload_lookasides"]
+
+# Queries whose answer for a proxy is that of a plain tensor: no ``__torch_function__`` override.
+_TORCH_FUNCTION_QUERIES = frozenset(
+    {
+        "_has_torch_function",
+        "_has_torch_function_unary",
+        "_has_torch_function_variadic",
+        "has_torch_function",
+        "has_torch_function_unary",
+        "has_torch_function_variadic",
+    }
+)
+
+
+@functools.cache
+def _is_aten_tensor_factory(name: str) -> bool:
+    """Whether ``torch.<base>`` is an aten operator all of whose overloads return tensors (a
+    factory such as ``logspace`` or ``randperm``: safe to run on fake tensors while tracing)."""
+    base = name.rpartition(".")[2]
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{base}")
+    except RuntimeError:
+        return False
+    return bool(schemas) and all(
+        s.returns and all(str(r.type) == "Tensor" for r in s.returns) for s in schemas
+    )
+
+
+def call_torch_callable(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, has_proxy: bool, display_name: str
+) -> Any:
+    """A call of the torch callable ``fn`` that no op mirrors: an allowed query answered, a
+    tensor-producing call recorded as a fallback op, anything else refused."""
+    if query_is_allowed(fn):
+        if getattr(fn, "__name__", "") in _TORCH_FUNCTION_QUERIES:
+            return False
+        if not has_proxy:
+            return fn(*args, **kwargs)
+        raise UnsupportedOperationError(display_name)
+    name = torch_callable_name(fn)
+    is_aten = isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+    if not has_proxy and not is_aten and (name is None or not _is_aten_tensor_factory(name)):
+        # Only aten factories run on fake tensors without proxy arguments: other torch functions
+        # on plain values may read or set process state (torch.manual_seed, initial_seed).
+        raise UnsupportedOperationError(display_name)
+    try:
+        return call_torch_fallback(fn, args, kwargs)
+    except TorchFallbackError as e:
+        raise UnsupportedOperationError(e.op, e.reason) from None
+
+
+def _call_aten_op(op: Any, *args: Any, **kwargs: Any) -> Any:
+    """``torch.ops.aten.<name>.<overload>(...)`` (or the packet): recorded as a fallback op that
+    names it, as the torch function it backs would be."""
+    from thunder_ir import Proxy
+    from thunder_ir.pytree import tree_iter
+
+    has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
+    return call_torch_callable(op, args, kwargs, has_proxy=has_proxy, display_name=str(op))
+
+
+def op_overload_lookasides() -> dict[Any, Any]:
+    """Calls of aten operators (``torch.ops.aten.mv.default``) go to the fallback directly
+    instead of through their Python ``__call__`` (which calls an unnamed C function)."""
+    return {
+        torch._ops.OpOverload.__call__: _call_aten_op,
+        torch._ops.OpOverloadPacket.__call__: _call_aten_op,
+    }

@@ -1,0 +1,205 @@
+"""Torch callables no thunder op mirrors run by the torch fallback: recorded as one op that names
+the callable, run by torch, differentiated by torch.autograd; refused where the output shape
+depends on data or the call writes into an argument."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder
+from thunder_ir import OpTag
+
+
+def _inputs(seed: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(4, generator=g) + 0.5
+    a = torch.randn(3, 3, generator=g) + 3 * torch.eye(3)
+    idx = torch.randint(0, 3, (2, 4), generator=g)
+    src = torch.randn(2, 4, generator=g)
+    return x, a, idx, src
+
+
+CASES = {
+    "polygamma": lambda x, a, idx, src: torch.special.polygamma(1, x) * 2,
+    "xlogy": lambda x, a, idx, src: torch.xlogy(x, x + 1),
+    "dot": lambda x, a, idx, src: torch.dot(x, x.sin()),
+    "vector_norm": lambda x, a, idx, src: torch.linalg.vector_norm(a, ord=3, dim=1),
+    "inv": lambda x, a, idx, src: torch.linalg.inv(a).sum(0),
+    "slogdet": lambda x, a, idx, src: torch.linalg.slogdet(a).logabsdet,
+    "cumprod_method": lambda x, a, idx, src: a.cumprod(1),
+    "scatter_reduce": lambda x, a, idx, src: torch.zeros(3, 4).scatter_reduce(
+        0, idx, src, reduce="amax", include_self=False
+    ),
+    "aten_mv": lambda x, a, idx, src: torch.ops.aten.mv.default(a, x[:3]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fallback_matches_eager_with_gradients(name: str, seed: int) -> None:
+    fn = CASES[name]
+    x, a, idx, src = _inputs(seed)
+    xs = (x.requires_grad_(), a.requires_grad_(), idx, src.requires_grad_())
+    jfn = thunder.jit(fn)
+    got = jfn(*xs)
+    expected = fn(*xs)
+    torch.testing.assert_close(got, expected)
+    ct = torch.randn_like(expected)
+    wrt = [t for t in xs if t.requires_grad]
+    g_got = torch.autograd.grad(got, wrt, ct, allow_unused=True, materialize_grads=True)
+    g_exp = torch.autograd.grad(expected, wrt, ct, allow_unused=True, materialize_grads=True)
+    torch.testing.assert_close(g_got, g_exp)
+
+
+def test_trace_names_the_torch_callable_and_runs_it() -> None:
+    def f(x):
+        return torch.special.polygamma(1, x) + torch.xlogy(x, x)
+
+    jf = thunder.jit(f)
+    x = torch.rand(3) + 0.1
+    torch.testing.assert_close(jf(x), f(x))
+    computation = str(thunder.last_traces(jf)[0])
+    assert "ltorch.torch_fallback('torch.special.polygamma', 1, x)" in computation
+    execution = str(thunder.last_traces(jf)[-1])
+    assert "torch.special.polygamma(1, x)" in execution
+    assert "torch.xlogy(x, x)" in execution
+
+
+def test_structseq_result_keeps_its_type() -> None:
+    def f(a):
+        return torch.linalg.slogdet(a)
+
+    a = torch.randn(3, 3)
+    got, expected = thunder.jit(f)(a), f(a)
+    assert type(got) is type(expected)
+    torch.testing.assert_close(got.logabsdet, expected.logabsdet)
+
+
+def test_examine_lists_fallback_calls() -> None:
+    def f(x):
+        return torch.special.polygamma(1, x) + x.sin(), torch.nonzero(x)
+
+    report = thunder.examine(f, torch.rand(3), show=False)
+    assert report.fallback["torch.special.polygamma"] == 1
+    assert "torch.nonzero" in report.unsupported
+    assert "values in its input" in report.reasons["torch.nonzero"]
+    assert "polygamma" not in str(report.unsupported)
+
+
+@pytest.mark.parametrize(
+    ("name", "fn"),
+    [
+        ("nonzero", lambda x: torch.nonzero(x)),
+        ("_unique2", lambda x: torch.unique(x)),
+        ("unique_consecutive", lambda x: torch.unique_consecutive(x)),
+        ("bincount", lambda x: torch.bincount((x * 3).long())),
+        ("repeat_interleave", lambda x: torch.repeat_interleave(x, (x * 2).long())),
+        ("argwhere", lambda x: torch.argwhere(x)),
+    ],
+)
+def test_data_dependent_shapes_are_refused_naming_the_op(name, fn) -> None:
+    with pytest.raises(thunder.UnsupportedOperationError, match=name) as info:
+        thunder.jit(fn)(torch.rand(5))
+    assert "values in its input tensors" in str(info.value)
+
+
+def test_in_place_and_out_are_refused() -> None:
+    def out_arg(x):
+        y = torch.empty(3)
+        torch.xlogy(x, x, out=y)
+        return y
+
+    with pytest.raises(thunder.UnsupportedOperationError, match="out="):
+        thunder.jit(out_arg)(torch.rand(3))
+
+    def in_place(x):
+        y = x * 2
+        y.polygamma_(1)
+        return y
+
+    with pytest.raises(NotImplementedError, match="polygamma_"):
+        thunder.jit(in_place)(torch.rand(3))
+
+
+def test_layout_queries_are_refused() -> None:
+    with pytest.raises(NotImplementedError, match="stride"):
+        thunder.jit(lambda x: x.stride())(torch.rand(3, 2))
+
+
+def test_random_fallback_calls_are_not_merged_by_cse() -> None:
+    def f(x):
+        # poisson has no thunder op and draws random numbers
+        return torch.poisson(x), torch.poisson(x)
+
+    jf = thunder.jit(f)
+    x = torch.full((1000,), 5.0)
+    a, b = jf(x)
+    assert not torch.equal(a, b)
+    computation = thunder.last_traces(jf)[-1]
+    assert str(computation).count("torch.poisson(") == 2
+    calls = [b for b in thunder.last_traces(jf)[0].bound_symbols if b.sym.name.startswith("torch_")]
+    assert all(OpTag.RANDOM in b.sym.tags for b in calls)
+
+
+def test_random_fallback_consumes_the_generator_like_eager() -> None:
+    def f(x):
+        return torch.poisson(x) + torch.poisson(x)
+
+    x = torch.full((50,), 3.0)
+    jf = thunder.jit(f)
+    jf(x)  # compile
+    torch.manual_seed(3)
+    got = jf(x)
+    torch.manual_seed(3)
+    torch.testing.assert_close(got, f(x))
+
+
+def test_gradient_through_random_fallback_is_refused() -> None:
+    def f(x):
+        return torch.nn.functional.rrelu(x, training=True)
+
+    with pytest.raises(Exception, match="random"):
+        thunder.jit(f)(torch.randn(4, requires_grad=True))
+
+
+def test_fallback_view_written_in_place_mutates_the_base_like_eager() -> None:
+    def f(x):
+        y = x * 1
+        d = torch.Tensor.diagonal(y)  # a view whatever the op table says
+        v = torch.ops.aten.diagonal.default(y)
+        v.mul_(2)
+        return y, d
+
+    x = torch.randn(3, 3)
+    got, expected = thunder.jit(f)(x), f(x)
+    torch.testing.assert_close(got, expected)
+
+
+def test_fallback_inside_a_torchcompile_region() -> None:
+    def f(x, a):
+        y = torch.special.polygamma(1, x.sin()) * 2
+        return torch.xlogy(y, x).cos() + torch.linalg.inv(a).sum()
+
+    x = torch.rand(3, requires_grad=True)
+    a = (torch.randn(3, 3) + 3 * torch.eye(3)).requires_grad_()
+    jf = thunder.jit(f, executors=["torchcompile"])
+    got, expected = jf(x, a), f(x, a)
+    torch.testing.assert_close(got, expected)
+    ct = torch.randn(3)
+    torch.testing.assert_close(
+        torch.autograd.grad(got, (x, a), ct), torch.autograd.grad(expected, (x, a), ct)
+    )
+    forward = str(thunder.last_traces(jf)[-1])
+    assert "torchcompile.fusion0" in forward
+    assert "# t1 = torch.special.polygamma(1, t0)" in forward
+
+
+def test_fallback_under_no_grad_and_symbolic_values() -> None:
+    def f(x, n):
+        return torch.special.polygamma(n, x)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    x = torch.rand(3) + 0.5
+    for n in (1, 2, 1):
+        torch.testing.assert_close(jf(x, n), f(x, n))
