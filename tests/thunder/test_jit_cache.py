@@ -225,14 +225,16 @@ def test_transform_hooks_are_called():
     assert seen == ["pre", "post"]
 
 
-def test_examine_lists_supported_and_unsupported_ops(capsys):
+def test_examine_lists_supported_fallback_and_unsupported_ops(capsys):
     def f(x):
-        return torch.special.bessel_j0(torch.nn.functional.gelu(x)).sum()
+        return torch.special.bessel_j0(torch.nn.functional.gelu(x)).sum(), torch.nonzero(x)
 
     report = thunder.examine(f, torch.randn(3))
     assert any("gelu" in name for name in report.supported)
-    assert any("bessel_j0" in name for name in report.unsupported)
-    assert "UNSUPPORTED" in capsys.readouterr().out
+    assert any("bessel_j0" in name for name in report.fallback)
+    assert any("nonzero" in name for name in report.unsupported)
+    out = capsys.readouterr().out
+    assert "UNSUPPORTED" in out and "torch fallback" in out
 
 
 def test_op_without_grad_rule_is_a_clear_error(monkeypatch):
