@@ -39,15 +39,24 @@ def _configs() -> dict[str, Callable[[], tuple[Any, Any]]]:
         ),
         "distilbert": lambda: (
             T.DistilBertConfig(
-                dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=_VOCAB,
+                dim=32,
+                n_layers=2,
+                n_heads=4,
+                hidden_dim=64,
+                vocab_size=_VOCAB,
                 max_position_embeddings=64,
             ),
             T.DistilBertForSequenceClassification,
         ),  # fmt: skip
         "gpt2": lambda: (
             T.GPT2Config(
-                n_embd=32, n_layer=2, n_head=4, vocab_size=_VOCAB, n_positions=64,
-                bos_token_id=0, eos_token_id=0,
+                n_embd=32,
+                n_layer=2,
+                n_head=4,
+                vocab_size=_VOCAB,
+                n_positions=64,
+                bos_token_id=0,
+                eos_token_id=0,
             ),
             T.GPT2LMHeadModel,
         ),  # fmt: skip
@@ -57,40 +66,68 @@ def _configs() -> dict[str, Callable[[], tuple[Any, Any]]]:
         "qwen3": decoder(T.Qwen3Config, T.Qwen3ForCausalLM, num_key_value_heads=2, head_dim=8),
         "gemma": decoder(T.GemmaConfig, T.GemmaForCausalLM, num_key_value_heads=2, head_dim=8),
         "phi3": decoder(
-            T.Phi3Config, T.Phi3ForCausalLM, num_key_value_heads=2, pad_token_id=0,
-            bos_token_id=0, eos_token_id=0,
+            T.Phi3Config,
+            T.Phi3ForCausalLM,
+            num_key_value_heads=2,
+            pad_token_id=0,
+            bos_token_id=0,
+            eos_token_id=0,
         ),  # fmt: skip
         "mixtral": decoder(
-            T.MixtralConfig, T.MixtralForCausalLM, num_key_value_heads=2, num_local_experts=4,
+            T.MixtralConfig,
+            T.MixtralForCausalLM,
+            num_key_value_heads=2,
+            num_local_experts=4,
             num_experts_per_tok=2,
         ),  # fmt: skip
         "gpt_neox": decoder(T.GPTNeoXConfig, T.GPTNeoXForCausalLM),
         "opt": lambda: (
             T.OPTConfig(
-                hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=64,
-                vocab_size=_VOCAB, max_position_embeddings=64, word_embed_proj_dim=32,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                ffn_dim=64,
+                vocab_size=_VOCAB,
+                max_position_embeddings=64,
+                word_embed_proj_dim=32,
             ),
             T.OPTForCausalLM,
         ),  # fmt: skip
         "t5": lambda: (
             T.T5Config(
-                d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, vocab_size=_VOCAB,
+                d_model=32,
+                d_kv=8,
+                d_ff=64,
+                num_layers=2,
+                num_heads=4,
+                vocab_size=_VOCAB,
                 decoder_start_token_id=0,
             ),
             T.T5ForConditionalGeneration,
         ),  # fmt: skip
         "bart": lambda: (
             T.BartConfig(
-                d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                vocab_size=_VOCAB, max_position_embeddings=64,
+                d_model=32,
+                encoder_layers=2,
+                decoder_layers=2,
+                encoder_attention_heads=4,
+                decoder_attention_heads=4,
+                encoder_ffn_dim=64,
+                decoder_ffn_dim=64,
+                vocab_size=_VOCAB,
+                max_position_embeddings=64,
             ),
             T.BartForConditionalGeneration,
         ),  # fmt: skip
         "vit": lambda: (
             T.ViTConfig(
-                hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                image_size=16, patch_size=4, num_labels=3,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=64,
+                image_size=16,
+                patch_size=4,
+                num_labels=3,
             ),
             T.ViTForImageClassification,
         ),  # fmt: skip

@@ -41,13 +41,16 @@ def test_unsupported_tensor_creation_is_refused():
 
 
 def test_unreplayable_write_is_refused():
+    # (An object the function builds is rebuilt on every call; one that refers to itself is not.)
     holder = {}
 
     class Thing:
         pass
 
     def f(x):
-        holder["thing"] = Thing()
+        thing = Thing()
+        thing.me = thing
+        holder["thing"] = thing
         return x
 
     with pytest.raises(thunder.UnsupportedSideEffectError, match="Thing"):

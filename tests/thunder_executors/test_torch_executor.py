@@ -398,6 +398,19 @@ OTHER = [
         name="iota_float",
     ),
     Case(
+        "tensor",
+        lambda: prims.tensor((1.5, 2.0, -3.0, 4.0), (2, 2), device=cpu, dtype=dtypes.float64),
+        lambda: torch.tensor([[1.5, 2.0], [-3.0, 4.0]], dtype=torch.float64),
+        lambda: (),
+    ),
+    Case(
+        "tensor",
+        lambda: prims.tensor((), (2, 0), device=cpu, dtype=dtypes.int32),
+        lambda: torch.zeros(2, 0, dtype=torch.int32),
+        lambda: (),
+        name="tensor_empty",
+    ),
+    Case(
         "take",
         lambda a, i: prims.take(a, i),
         torch.take,

@@ -320,6 +320,7 @@ def _register_all() -> None:
 
     reg(prims.full, translate=_same(torch_symbol("full")))
     reg(prims.iota, translate=_same(helper_symbol("iota")))
+    reg(prims.tensor, translate=_same(helper_symbol("tensor")))
     reg(prims.uniform, translate=_same(helper_symbol("uniform")))
     reg(prims.normal, translate=_same(helper_symbol("normal")))
     reg(prims.copy_, translate=_same(helper_symbol("copy_")))

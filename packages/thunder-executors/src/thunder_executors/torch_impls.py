@@ -34,6 +34,7 @@ __all__ = [
     "shallow_copy",
     "slice_with_strides",
     "take",
+    "tensor",
     "torch_fallback_vjp",
     "uniform",
     "var_mean",
@@ -110,6 +111,13 @@ def var_mean(
     if not dims:
         return reduce_no_dims("var_mean", a, correction=correction)  # type: ignore[no-any-return]
     return torch.var_mean(a, tuple(dims), correction=correction)
+
+
+def tensor(
+    values: tuple[Any, ...], shape: tuple[int, ...], *, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
+    """A tensor of ``values`` (row-major) in ``shape``."""
+    return torch.tensor(values, dtype=dtype, device=device).reshape(shape)
 
 
 def iota(

@@ -80,9 +80,14 @@ def value_to_python(x: Any, printer: Printer | None = None) -> str:
         if printer is not None:
             printer.ctx.update(x.names)
         return x.text
-    if x is None or x is Ellipsis or isinstance(x, (bool, int, str)):
+    if x is None or x is Ellipsis or type(x) in (bool, int, str):
         return "..." if x is Ellipsis else repr(x)
-    if isinstance(x, float):
+    if isinstance(x, (int, str)) or (isinstance(x, float) and type(x) is not float):
+        if printer is None:  # a subclass (an IntEnum): its value
+            base = next(b for b in (bool, int, str, float) if isinstance(x, b))
+            return value_to_python(base(x))
+        return printer.opaque(x)
+    if type(x) is float:
         if math.isnan(x):
             return "float('nan')"
         if math.isinf(x):

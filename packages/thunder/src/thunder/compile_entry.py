@@ -109,6 +109,7 @@ def compile_entry(
         interpreted = interpret(fn, lookasides=binder.lookasides(), callbacks=binder.callbacks())
         try:
             result = interpreted(*pargs, **pkwargs)
+            binder.check_context_vars()
             template = binder.output_template(result)
         except UnsupportedOperationError as e:
             location = _user_location(e)
@@ -307,11 +308,11 @@ def _differentiable_computation(
 
 
 def _has_external_refs(template: Any) -> bool:
-    """Whether the return value needs the epilogue: it refers to outside objects, or holds a
-    shape with symbolic sizes (rebuilt as a ``torch.Size``)."""
-    from thunder.binding import ExternalRef
+    """Whether the return value needs the epilogue: it refers to outside objects, holds objects
+    the program built (rebuilt on every call), or a shape with symbolic sizes (rebuilt as a
+    ``torch.Size``)."""
+    from thunder.binding.state import ExternalRef, Rebuilt, template_leaves
     from thunder.lookasides import SymbolicSize
-    from thunder_ir.pytree import tree_iter
 
     def walk(x: Any) -> bool:
         if isinstance(x, SymbolicSize) or (isinstance(x, tuple) and hasattr(type(x), "n_fields")):
@@ -322,4 +323,6 @@ def _has_external_refs(template: Any) -> bool:
             return any(walk(v) for v in x.values())
         return False
 
-    return walk(template) or any(isinstance(x, ExternalRef) for x in tree_iter(template))
+    return walk(template) or any(
+        isinstance(x, (ExternalRef, Rebuilt)) for x in template_leaves(template)
+    )

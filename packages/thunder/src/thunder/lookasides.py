@@ -110,6 +110,7 @@ _ALLOWED_QUERIES = {
     "has_torch_function_variadic",
     "is_scripting",
     "is_tracing",
+    "_is_tracing",
     "is_grad_enabled",
     "is_inference_mode_enabled",
     "get_default_dtype",

@@ -21,6 +21,7 @@ import torch
 
 from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
+from thunder.binding.state import Rebuilt, rebuild, template_leaves
 from thunder.guards import check_has_attribute, check_no_module_hooks
 from thunder.lookasides import SymbolicSize
 from thunder_ir import (
@@ -312,6 +313,12 @@ class _EpilogueWriter:
             return self.access(template.access)
         if isinstance(template, Proxy):
             return template.name
+        if isinstance(template, Rebuilt):
+            self.ctx["_rebuild"] = rebuild
+            func = self.printer.opaque(template.func)
+            constants = ", ".join(self.printer.opaque(c) + "," for c in template.constants)
+            parts = ", ".join(self.value(p) for p in template.parts)
+            return f"_rebuild({func}, ({constants}), {parts})"
         t = type(template)
         if t is SymbolicSize:
             self.ctx["torch"] = torch
@@ -377,9 +384,7 @@ def build_epilogue(
 
 
 def _external_refs(template: Any) -> list[Access]:
-    from thunder_ir.pytree import tree_iter
-
-    return [x.access for x in tree_iter(template) if isinstance(x, ExternalRef)]
+    return [x.access for x in template_leaves(template) if isinstance(x, ExternalRef)]
 
 
 _ = (to_torch_device, to_torch_dtype)

@@ -278,10 +278,26 @@ def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
             hook = f.rt.cb_store_attr
             if hook is not None:
                 hook(obj, name, v)
+        # A lookaside for the type's ``__setattr__`` replaces it (as for any call).
+        setter = _type_setattr(obj)
+        if setter is not _OBJECT_SETATTR and setter in f.rt.lookasides:
+            f.rt.call(setter, [obj, name, v], None, f)
+            return nxt
         setattr(obj, name, v)
         return nxt
 
     return op
+
+
+_OBJECT_SETATTR = object.__setattr__
+
+
+def _type_setattr(obj: Any) -> Any:
+    for klass in type(obj).__mro__:
+        setter = klass.__dict__.get("__setattr__")
+        if setter is not None:
+            return setter
+    return _OBJECT_SETATTR
 
 
 @register_opcode("DELETE_ATTR")

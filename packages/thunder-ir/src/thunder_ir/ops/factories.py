@@ -92,6 +92,104 @@ def _size_arg(size: tuple[Any, ...], op: str) -> tuple[Any, ...]:
     return shape
 
 
+# From data -------------------------------------------------------------------------------------
+
+
+def _nested(data: Any, dim: int, op: str) -> tuple[tuple[int, ...], list[Any]]:
+    """The shape and row-major values of nested sequences of numbers (torch's rules)."""
+    if isinstance(data, TensorProxy):
+        raise NotImplementedError(
+            f"{op}() of tensors is not supported in traced code; use torch.stack or torch.cat"
+        )
+    if isinstance(data, (bool, int, float, complex, NumberProxy)):
+        return (), [data]
+    check(
+        isinstance(data, (list, tuple)),
+        lambda: f"Could not infer dtype of {type(data).__name__}",
+        TypeError,
+    )
+    if not data:
+        return (0,), []
+    shapes_values = [_nested(x, dim + 1, op) for x in data]
+    inner = shapes_values[0][0]
+    for shape, _ in shapes_values:
+        check(
+            shape == inner,
+            lambda: (
+                f"expected sequence of length {inner[0] if inner else 0} at dim {dim + 1} "
+                f"(got {shape[0] if shape else 0})"
+            ),
+            ValueError,
+        )
+    return (len(data), *inner), [v for _, values in shapes_values for v in values]
+
+
+def _data_dtype(values: Sequence[Any]) -> DType:
+    """torch.tensor's dtype for Python values when none is given."""
+    types = {v.python_type if isinstance(v, NumberProxy) else type(v) for v in values}
+    if complex in types:
+        return dtypes.default_complex_dtype()
+    if float in types or not types:
+        return dtypes.default_float_dtype()
+    if types == {bool}:
+        return dtypes.bool8
+    return dtypes.int64
+
+
+def _from_data(data: Any, dtype: Any, device: Device, op: str) -> TensorProxy:
+    shape, values = _nested(data, 0, op)
+    dt = dtype_arg(dtype) or _data_dtype(values)
+    py = dtypes.python_type_of(dt)
+    values = [v if isinstance(v, NumberProxy) else py(v) for v in values]
+    return prims.tensor(tuple(values), shape, device=device, dtype=dt)  # type: ignore[no-any-return]
+
+
+@torchop("torch.tensor", tags=_FACTORY)
+def tensor(
+    data: Any,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+) -> Any:
+    _check_common(requires_grad, None, pin_memory, "tensor")
+    return _from_data(data, dtype, _device(device), "tensor")
+
+
+@torchop("torch.as_tensor", tags=_FACTORY)
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Any:
+    if isinstance(data, TensorProxy):
+        dt = dtype_arg(dtype) or data.dtype
+        dev = _device(device, data.device)
+        if dt == data.dtype and dev == data.device:
+            return data  # the tensor itself when nothing changes, as eager
+        from thunder_ir.ops.conversion import to
+
+        return to(data, device=dev, dtype=dt)
+    return _from_data(data, dtype, _device(device), "as_tensor")
+
+
+@torchop("torch.Tensor.new_tensor", tags=_LIKE)
+def new_tensor(
+    a: Any,
+    data: Any,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    layout: Any = None,
+    pin_memory: bool = False,
+) -> Any:
+    a = check_tensor_arg(a, "new_tensor")
+    _check_common(requires_grad, layout, pin_memory, "new_tensor")
+    if isinstance(data, TensorProxy):
+        raise NotImplementedError(
+            "new_tensor() of a tensor is not supported in traced code; use clone().detach()"
+        )
+    return _from_data(data, dtype or a.dtype, _device(device, a.device), "new_tensor")
+
+
 # Filled ----------------------------------------------------------------------------------------
 
 

@@ -225,6 +225,9 @@ from thunder_ir.prims.factories import (
     normal as normal,
 )
 from thunder_ir.prims.factories import (
+    tensor as tensor,
+)
+from thunder_ir.prims.factories import (
     uniform as uniform,
 )
 from thunder_ir.prims.indexing import (

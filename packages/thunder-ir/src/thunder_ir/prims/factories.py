@@ -6,6 +6,7 @@ draw a pure function of them, which lets passes recompute it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,26 @@ def _full_meta(shape: Sequence[Any], fill_value: Any, *, device: Any, dtype: DTy
 
 
 full = make_prim("full", _full_meta, tags=(OpTag.FACTORY,))
+
+
+def _tensor_meta(
+    values: Sequence[Any], shape: Sequence[Any], *, device: Any, dtype: DType
+) -> TensorProxy:
+    shape, dev = _check_factory(shape, device, dtype, "prims.tensor")
+    check(
+        isinstance(values, tuple) and all(is_number(v) for v in values),
+        "prims.tensor: values must be a tuple of numbers",
+        TypeError,
+    )
+    check(
+        all(isinstance(s, int) for s in shape) and len(values) == math.prod(shape),
+        lambda: f"prims.tensor: {len(values)} values do not fill the shape {shape}",
+    )
+    return TensorProxy(shape=shape, dtype=dtype, device=dev)
+
+
+# A tensor of the given values (row-major), which may be symbolic numbers: ``torch.tensor``.
+tensor = make_prim("tensor", _tensor_meta, tags=(OpTag.FACTORY,))
 
 
 def _iota_meta(length: Any, *, start: Any, step: Any, device: Any, dtype: DType) -> TensorProxy:

@@ -39,6 +39,7 @@ class DifferentiableFunction:
         self.mutated_inputs = fb.mutated_inputs
         self.hidden_outputs = fb.hidden_outputs
         self.written_through_views = fb.written_through_views
+        self.gets_grad = _inputs_with_gradients(fb.backward, len(fb.requires_grad))
 
     def __call__(self, *args: Any) -> Any:
         wants_grad = False
@@ -55,7 +56,18 @@ class DifferentiableFunction:
         else:
             self._check_writes(args)
             returned_inputs: dict[int, int] = {}
-            outs = _ThunderFunction.apply(self, returned_inputs, *args)  # type: ignore[no-untyped-call]
+            # An input no gradient flows to (an unused tensor from an earlier call, say) is not
+            # linked into the graph: backward must not reach its history (which may be freed).
+            linked = [
+                a.detach()
+                if i not in self.gets_grad
+                and i not in self.mutated_inputs
+                and isinstance(a, torch.Tensor)
+                and a.requires_grad
+                else a
+                for i, a in enumerate(args)
+            ]
+            outs = _ThunderFunction.apply(self, returned_inputs, *linked)  # type: ignore[no-untyped-call]
             outs = list(outs)
             for out_index, arg_index in returned_inputs.items():
                 # An input returned unchanged is the caller's tensor itself, as in eager (not a
@@ -76,6 +88,15 @@ class DifferentiableFunction:
                     f"{view}a leaf Variable that requires grad is being used in an in-place "
                     "operation."
                 )
+
+
+def _inputs_with_gradients(backward: Trace, n: int) -> frozenset[int]:
+    """Which inputs the backward trace can return a gradient for (the others return None)."""
+    ret = backward.bound_symbols[-1] if backward.bound_symbols else None
+    grads = ret.args[0] if ret is not None and ret.args else None
+    if not isinstance(grads, (tuple, list)) or len(grads) != n:
+        return frozenset(range(n))  # unknown: all of them
+    return frozenset(i for i, g in enumerate(grads) if g is not None)
 
 
 class _ThunderFunction(torch.autograd.Function):

@@ -4,6 +4,7 @@ IR back into user code (torch dtypes, devices, ``torch.Size``)."""
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import types
 from collections.abc import Callable
@@ -67,8 +68,14 @@ def _callable_name(fn: Any) -> str:
     return str(name)
 
 
+_UNBOUND_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
 class CallsMixin(WritesMixin):
     """Opaque calls and the callbacks given to the interpreter."""
+
+    def _context_var_call(self, var: Any, name: str, args: tuple[Any, ...]) -> Any:
+        raise NotImplementedError  # regions.RegionsMixin
 
     def callbacks(self) -> Callbacks:
         return Callbacks(
@@ -89,7 +96,11 @@ class CallsMixin(WritesMixin):
         )
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if type(fn) in _UNBOUND_METHODS and args and isinstance(args[0], fn.__objclass__):
+            fn, args = fn.__get__(args[0]), args[1:]  # dict.copy(d) is d.copy()
         owner = getattr(fn, "__self__", None)
+        if type(owner) is contextvars.ContextVar and not kwargs:
+            return self._context_var_call(owner, fn.__name__, args)
         if owner is not None and type(fn) is types.BuiltinMethodType:
             mutators = _CONTAINER_MUTATORS.get(type(owner))
             if mutators is not None and fn.__name__ in mutators:

@@ -1,21 +1,62 @@
-"""Regions of torch state the program enters itself: ``torch.autocast`` blocks (recorded, then
-applied by the autocast transform) and ``torch.utils.checkpoint.checkpoint`` regions."""
+"""Regions of state the program enters itself: ``torch.autocast`` blocks (recorded, then
+applied by the autocast transform), grad and inference mode, ``torch.utils.checkpoint.checkpoint``
+regions, and ``contextvars.ContextVar`` values set and reset within the call."""
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import sys
 from typing import Any
 
 import torch
 
-from thunder.binding.calls import CallsMixin
+from thunder.binding.copying import CopyingMixin
 from thunder.errors import (
+    ImpureCallError,
     UnsupportedOperationError,
+    UnsupportedSideEffectError,
 )
 from thunder_interp import interpret
+from thunder_ir import TensorProxy
+
+_UNSET = object()
 
 
-class RegionsMixin(CallsMixin):
+class _TracedToken:
+    """What ``ContextVar.set`` returns while tracing: the value to restore on ``reset``."""
+
+    __slots__ = ("old", "used", "var")
+
+    def __init__(self, var: contextvars.ContextVar[Any], old: Any) -> None:
+        self.var, self.old, self.used = var, old, False
+
+
+def _module_setattr(module: torch.nn.Module, name: str, value: Any) -> None:
+    """``module.name = value``: a computed tensor assigned to a buffer replaces the buffer, as in
+    eager (the store is recorded and replayed by the epilogue, and undone after tracing)."""
+    if isinstance(value, TensorProxy) and name in module._buffers:
+        module._buffers[name] = value  # type: ignore[assignment]
+        return
+    torch.nn.Module.__setattr__(module, name, value)
+
+
+def _compiling() -> bool:
+    return True
+
+
+def _is_compiling_queries() -> list[Any]:
+    queries = [torch.compiler.is_compiling, torch._utils.is_compiling]
+    dynamo = sys.modules.get("torch._dynamo")  # importing it is slow: only if loaded already
+    if dynamo is not None:
+        queries.append(dynamo.is_compiling)
+        external = sys.modules.get("torch._dynamo.external_utils")
+        if external is not None:
+            queries.append(external.is_compiling)
+    return queries
+
+
+class RegionsMixin(CopyingMixin):
     """Autocast and checkpoint regions entered by the program."""
 
     def _context_lookasides(self, table: dict[Any, Any]) -> dict[Any, Any]:
@@ -34,7 +75,18 @@ class RegionsMixin(CallsMixin):
             torch.is_autocast_enabled: self._is_autocast_enabled,
             torch.get_autocast_dtype: self._get_autocast_dtype,
             torch.utils.checkpoint.checkpoint: functools.partial(self._checkpoint, table),
+            **self._copy_lookasides(table),
+            torch.nn.Module.__setattr__: _module_setattr,
         }
+        # Once torch.compile ran in the process, Module.__init__ is dynamo's wrapper recording
+        # new modules in its own bookkeeping: torch's state, not the program's; it runs natively.
+        init = torch.nn.Module.__init__
+        if getattr(init, "__module__", "").startswith("torch._dynamo"):
+            out[init] = init
+        # Libraries ask this to take their compile-friendly paths (no data-dependent checks,
+        # no context variables): the program is being compiled.
+        for is_compiling in _is_compiling_queries():
+            out[is_compiling] = _compiling
         legacy = getattr(torch, "is_autocast_cpu_enabled", None)
         if legacy is not None:
             out[legacy] = functools.partial(self._is_autocast_enabled, "cpu")
@@ -48,6 +100,47 @@ class RegionsMixin(CallsMixin):
             out[cls.__enter__] = self._autocast_enter
             out[cls.__exit__] = self._autocast_exit
         return out
+
+    # -- context variables ----------------------------------------------------------------------
+
+    def _context_var_call(self, var: Any, name: str, args: tuple[Any, ...]) -> Any:
+        """``var.set/get/reset`` while tracing. Values the program sets live in this run only (the
+        variable itself is untouched); it must reset them before it returns, as libraries do
+        around a call, so a call leaves the variable as it found it."""
+        overlay = self.context_values
+        if name == "set" and len(args) == 1:
+            token = _TracedToken(var, overlay.get(var, _UNSET))
+            overlay[var] = args[0]
+            return token
+        if name == "reset" and len(args) == 1 and isinstance(args[0], _TracedToken):
+            token = args[0]
+            if token.var is not var:
+                raise ValueError(f"{token!r} was created by a different ContextVar")
+            if token.used:
+                raise RuntimeError(f"{token!r} has already been used once")
+            token.used = True
+            if token.old is _UNSET:
+                overlay.pop(var, None)
+            else:
+                overlay[var] = token.old
+            return None
+        if name == "get" and var in overlay:
+            return overlay[var]
+        raise ImpureCallError(
+            f"contextvars.ContextVar.{name} ({var.name})",
+            "its result would become a constant of the compiled program (it reads or changes the "
+            "variable's value outside the function; only values the function sets and resets "
+            "itself are traced)",
+        )
+
+    def check_context_vars(self) -> None:
+        """Refuse a program that returns with a context variable still set by it."""
+        if self.context_values:
+            names = ", ".join(sorted(v.name for v in self.context_values))
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function returns with ContextVar {names} set; the compiled "
+                "program cannot replay that. Reset it before returning, or set it outside"
+            )
 
     # -- grad mode and inference mode -----------------------------------------------------------
 

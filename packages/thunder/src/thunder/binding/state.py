@@ -172,9 +172,57 @@ def _is_reserved(name: str) -> bool:
     )
 
 
+class Rebuilt:
+    """An object the program built (a dataclass, a ``ModelOutput``, a named tuple, an instance
+    of a user class) in a value template: the epilogue rebuilds it on every call by the copy
+    protocol (``__reduce_ex__``), from templates of its constructor arguments and state."""
+
+    __slots__ = ("constants", "func", "parts")
+
+    def __init__(self, func: Any, constants: tuple[Any, ...], parts: tuple[Any, ...]) -> None:
+        self.func = func
+        self.constants = constants  # leading arguments of ``func`` (the class, for __newobj__)
+        self.parts = parts  # (args, state, list items, dict items), each a template or None
+
+
+def rebuild(
+    func: Any, constants: Any, args: Any, state: Any, listitems: Any, dictitems: Any
+) -> Any:
+    """The object ``__reduce_ex__`` described (the epilogue's half of :class:`Rebuilt`)."""
+    obj = func(*constants, *args)
+    if state is not None:
+        setstate = getattr(obj, "__setstate__", None)
+        if setstate is not None:
+            setstate(state)
+        else:
+            slots = None
+            if type(state) is tuple and len(state) == 2:
+                state, slots = state
+            if state:
+                obj.__dict__.update(state)
+            for name, value in (slots or {}).items():
+                setattr(obj, name, value)
+    if listitems is not None:
+        obj.extend(listitems)
+    if dictitems is not None:
+        for key, value in dictitems:
+            obj[key] = value
+    return obj
+
+
+def template_leaves(template: Any) -> Iterator[Any]:
+    """The leaves of a value template, looking into rebuilt objects."""
+    for leaf in tree_iter(template):
+        if isinstance(leaf, Rebuilt):
+            yield leaf
+            yield from template_leaves(leaf.parts)
+        else:
+            yield leaf
+
+
 def iter_proxies(template: Any) -> Iterator[Proxy]:
     """Every proxy in a value template."""
-    for leaf in tree_iter(template):
+    for leaf in template_leaves(template):
         if isinstance(leaf, Proxy):
             yield leaf
         elif isinstance(leaf, SymbolicSize):
@@ -259,8 +307,11 @@ class BinderState:
         self.grad_mode: bool | None = None
         self.inference_stack: list[tuple[bool, bool]] = []
         self.autocast_marks: list[tuple[int, torch.dtype | None]] = []
+        # Context variables the program set in this call, and their values (see regions).
+        self.context_values: dict[Any, Any] = {}
         # torch.backends modules and flag objects read by the program: their canonical paths.
         self._backend_accesses: dict[int, tuple[Any, Access]] = {}
+        self._rebuilding: set[int] = set()  # objects being turned into templates (cycles)
         self._register_root(fn)
 
     def _register_root(self, fn: Any) -> None:

@@ -5,6 +5,7 @@ itself has no visible effect."""
 from __future__ import annotations
 
 import copy
+import copyreg
 import types
 from typing import Any
 
@@ -18,6 +19,7 @@ from thunder.binding.state import (
     _SCALAR_TYPES,
     ExternalRef,
     Guard,
+    Rebuilt,
     Write,
     _cell_is_set,
     is_scalar_constant,
@@ -27,6 +29,9 @@ from thunder.errors import (
 )
 from thunder.lookasides import SymbolicSize
 from thunder_ir import Proxy
+
+_NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 
 
 def _restore_item(d: dict[str, Any], name: str, old: Any) -> None:
@@ -97,16 +102,6 @@ class WritesMixin(ReadsMixin):
         access = self.access_for(obj)
         if access is None:
             return
-        if (
-            isinstance(obj, torch.nn.Module)
-            and isinstance(value, Proxy)
-            and (name in obj._buffers or name in obj._parameters)
-        ):
-            raise UnsupportedSideEffectError(
-                f"thunder.jit: assigning a computed tensor to the buffer or parameter {name!r} "
-                f"of {type(obj).__name__} is not supported yet; update it in place "
-                f"(self.{name}.copy_(new_value))"
-            )
         template = self._template(value, f"attribute {name}")
         old = getattr(obj, name, _MISSING)
         self._undo.append(lambda: _restore_attr(obj, name, old))
@@ -222,11 +217,48 @@ class WritesMixin(ReadsMixin):
             return slice(*(self._template(v, what) for v in parts))
         if t is dict:
             return {k: self._template(v, what) for k, v in value.items()}
+        rebuilt = self._rebuilt(value, what)
+        if rebuilt is not None:
+            return rebuilt
         raise UnsupportedSideEffectError(
             f"thunder.jit: cannot replay storing a {t.__name__} created by the function into "
             f"{what} on later calls; only tensors, numbers, strings, None, outside objects and "
             "tuples/lists/dicts of those can be written to state outside the function"
         )
+
+    def _rebuilt(self, value: Any, what: str) -> Rebuilt | None:
+        """An object of a Python class the program built, as the copy protocol rebuilds it; None
+        when it cannot be (C types, a reduction this does not follow, a cycle)."""
+        t = type(value)
+        if not t.__flags__ & _HEAPTYPE or isinstance(value, (type, torch.Tensor)):
+            return None
+        if id(value) in self._rebuilding:
+            return None
+        try:
+            reduced = value.__reduce_ex__(4)
+        except Exception:
+            return None
+        if type(reduced) is not tuple or not 2 <= len(reduced) <= 5:
+            return None
+        func, args, state, listitems, dictitems = (*reduced, None, None, None)[:5]
+        if type(args) is not tuple:
+            return None
+        constants: tuple[Any, ...] = ()
+        if func is _NEWOBJ and args and args[0] is t:
+            constants, args = args[:1], args[1:]  # cls.__new__(cls, *args)
+        elif func is not t:
+            return None
+        self._rebuilding.add(id(value))
+        try:
+            parts = (
+                self._template(args, what),
+                None if state is None else self._template(state, what),
+                None if listitems is None else self._template(list(listitems), what),
+                None if dictitems is None else self._template(list(dictitems), what),
+            )
+        finally:
+            self._rebuilding.discard(id(value))
+        return Rebuilt(func, constants, parts)
 
     def output_template(self, value: Any) -> Any:
         """The function's return value as a template (the same rules as writes)."""

@@ -1,0 +1,327 @@
+"""The torch and Python surface libraries use inside forward, compared with eager on fresh
+random inputs: context variables set and reset in the call, ``is_compiling``, ``torch.tensor``
+from Python values, copies of configs, objects built and returned, buffers assigned."""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import dataclasses
+from collections import OrderedDict, namedtuple
+from typing import Any
+
+import pytest
+import torch
+
+import thunder
+from thunder.errors import ImpureCallError, UnsupportedSideEffectError
+
+_VAR: contextvars.ContextVar[Any] = contextvars.ContextVar("collector", default=None)
+
+
+def _x(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape)
+
+
+# -- context variables ----------------------------------------------------------------------------
+
+
+def test_context_var_set_and_reset_within_the_call() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        token = _VAR.set({"scale": 3.0})
+        try:
+            y = x * _VAR.get()["scale"]
+            inner = _VAR.set(None)
+            assert _VAR.get() is None
+            _VAR.reset(inner)
+            return y + _VAR.get()["scale"]
+        finally:
+            _VAR.reset(token)
+
+    j = thunder.jit(f)
+    for _ in range(2):
+        x = _x(4)
+        torch.testing.assert_close(j(x), f(x))
+        assert _VAR.get() is None
+
+
+def test_context_var_left_set_is_refused() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        _VAR.set(1)
+        return x + 1
+
+    with pytest.raises(UnsupportedSideEffectError, match="ContextVar collector"):
+        thunder.jit(f)(_x(3))
+    assert _VAR.get() is None
+
+
+def test_context_var_read_from_outside_is_refused() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x + (_VAR.get() or 0)
+
+    with pytest.raises(ImpureCallError, match="ContextVar.get"):
+        thunder.jit(f)(_x(3))
+
+
+def test_context_var_token_misuse_raises_like_eager() -> None:
+    other: contextvars.ContextVar[int] = contextvars.ContextVar("other")
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        token = _VAR.set(1)
+        try:
+            other.reset(token)
+        except ValueError:
+            x = x + 1
+        _VAR.reset(token)
+        return x
+
+    x = _x(3)
+    torch.testing.assert_close(thunder.jit(f)(x), f(x))
+
+
+# -- queries libraries ask -------------------------------------------------------------------------
+
+
+def test_is_compiling_is_true_while_tracing() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return x * 2
+        return x * 3
+
+    x = _x(4)
+    torch.testing.assert_close(thunder.jit(f)(x), x * 2)
+    assert not torch.compiler.is_compiling()
+
+
+def test_tracing_queries_answer() -> None:
+    def f(x: torch.Tensor) -> Any:
+        return x + 1, torch._C._is_tracing(), torch.jit.is_scripting(), torch.jit.is_tracing()
+
+    x = _x(2)
+    out = thunder.jit(f)(x)
+    assert out[1:] == (False, False, False)
+
+
+# -- tensors from Python values ----------------------------------------------------------------------
+
+
+def test_tensor_from_python_values_matches_eager() -> None:
+    def f(x: torch.Tensor) -> Any:
+        n = x.shape[0]
+        return (
+            torch.tensor([[1, 2], [3, n]]) * x.shape[1],
+            torch.tensor([], dtype=x.dtype, device=x.device),
+            torch.tensor(n, dtype=torch.long),
+            torch.tensor([True, False]),
+            torch.tensor([1, 2.5]),
+            torch.tensor(3.5) + x,
+            torch.tensor([[0.5]], dtype=torch.float64),
+            x.new_tensor([1.5, 2.5]) * x[0, :2],
+            x.new_tensor([1, 2], dtype=torch.int32),
+            torch.as_tensor([3, 4], dtype=torch.float64),
+            torch.as_tensor(x) is x,
+            torch.as_tensor(x, dtype=torch.float64),
+        )
+
+    j = thunder.jit(f)
+    for shape in ((3, 4), (3, 4), (5, 2)):
+        x = _x(*shape)
+        for actual, expected in zip(j(x), f(x)):
+            if isinstance(expected, bool):
+                assert actual is expected
+            else:
+                torch.testing.assert_close(actual, expected)
+                assert actual.dtype == expected.dtype
+
+
+def test_tensor_from_ragged_data_raises_like_eager() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.tensor([[1, 2], [3]]) + x
+
+    with pytest.raises(ValueError, match="expected sequence of length 2 at dim 1"):
+        thunder.jit(f)(_x(2))
+
+
+def test_tensor_from_symbolic_numbers() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x.sum() + torch.tensor([x.shape[0], x.shape[1] * 2])
+
+    j = thunder.jit(f, cache="symbolic values")
+    for shape in ((2, 3), (4, 5)):
+        x = _x(*shape)
+        torch.testing.assert_close(j(x), f(x))
+
+
+# -- copies of configs ------------------------------------------------------------------------------
+
+
+class Config:
+    def __init__(self) -> None:
+        self.scale = 2.0
+        self.names = {"a": 1}
+        self.layers = [1, 2]
+
+
+class Model(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = Config()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        config = copy.deepcopy(self.config)
+        config.scale += 1
+        shallow = copy.copy(self.config)
+        return self.lin(x) * config.scale + shallow.scale + len(config.layers)
+
+
+def test_deepcopy_of_outside_config_rechecks_its_state() -> None:
+    m = Model()
+    j = thunder.jit(m)
+    x = _x(2, 4)
+    torch.testing.assert_close(j(x), m(x))
+    assert m.config.scale == 2.0  # the copy was changed, not the config
+    m.config.scale = 5.0
+    torch.testing.assert_close(j(x), m(x))  # no stale value
+    m.config.layers.append(3)
+    torch.testing.assert_close(j(x), m(x))
+    assert thunder.cache_misses(j) == 3
+
+
+def test_copy_of_the_programs_own_objects_is_interpreted() -> None:
+    def f(x: torch.Tensor) -> Any:
+        d = {"t": x * 2, "n": [1, 2]}
+        e = copy.copy(d)
+        e["n"] = e["n"] + [3]
+        c = copy.deepcopy({"k": [1, 2]})
+        c["k"].append(3)
+        return e["t"] + len(e["n"]) + len(d["n"]) + len(c["k"])
+
+    x = _x(3)
+    torch.testing.assert_close(thunder.jit(f)(x), f(x))
+
+
+# -- objects built and returned ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+Pair = namedtuple("Pair", ["first", "second"])
+
+
+class Box:
+    def __init__(self, value: torch.Tensor, tag: str) -> None:
+        self.value = value
+        self.tag = tag
+
+
+class OrderedOutput(OrderedDict):  # type: ignore[type-arg]
+    """Like transformers' ModelOutput: a dict subclass whose items are also attributes."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        object.__setattr__(self, key, value)
+
+
+def _returns_objects(x: torch.Tensor) -> Any:
+    out = OrderedOutput()
+    out["hidden"] = x * 3
+    return (
+        Output(x + 1, None, {"h": x * 2, "n": 3}),
+        Pair(x.sum(), Box(x - 1, "b")),
+        out,
+        x.dtype,
+    )
+
+
+def test_returned_objects_are_rebuilt_with_new_tensors() -> None:
+    j = thunder.jit(_returns_objects)
+    results = []
+    for _ in range(2):
+        x = _x(3)
+        actual, expected = j(x), _returns_objects(x)
+        results.append(actual)
+        assert type(actual[0]) is Output and type(actual[1]) is Pair
+        torch.testing.assert_close(actual[0].logits, expected[0].logits)
+        assert actual[0].loss is None
+        torch.testing.assert_close(actual[0].extra["h"], expected[0].extra["h"])
+        assert actual[0].extra["n"] == 3
+        torch.testing.assert_close(actual[1].first, expected[1].first)
+        assert type(actual[1].second) is Box and actual[1].second.tag == "b"
+        torch.testing.assert_close(actual[1].second.value, expected[1].second.value)
+        assert type(actual[2]) is OrderedOutput and list(actual[2]) == ["hidden"]
+        torch.testing.assert_close(actual[2].hidden, expected[2]["hidden"])
+        assert actual[3] is torch.float32
+    assert results[0][0] is not results[1][0]  # a fresh object on every call
+    assert thunder.cache_hits(j) == 1
+
+
+def test_returned_object_with_a_cycle_is_refused() -> None:
+    def f(x: torch.Tensor) -> Any:
+        b = Box(x + 1, "a")
+        b.me = b  # type: ignore[attr-defined]
+        return b
+
+    with pytest.raises(UnsupportedSideEffectError, match="Box"):
+        thunder.jit(f)(_x(2))
+
+
+def test_object_stored_into_outside_state_is_rebuilt() -> None:
+    holder: dict[str, Any] = {}
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        holder["last"] = Box(x * 2, "t")
+        return x + 1
+
+    j = thunder.jit(f)
+    for _ in range(2):
+        x = _x(3)
+        j(x)
+        torch.testing.assert_close(holder["last"].value, x * 2)
+
+
+# -- buffers assigned in forward ------------------------------------------------------------------------
+
+
+class Counter(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.steps = self.steps + 1
+        return self.lin(x) * self.steps
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_buffer_assigned_in_forward_is_replayed(grad: bool) -> None:
+    m, e = Counter(), Counter()
+    e.load_state_dict(m.state_dict())
+    j = thunder.jit(m)
+    for _ in range(3):
+        x = _x(2, 4)
+        with torch.set_grad_enabled(grad):
+            torch.testing.assert_close(j(x), e(x))
+    torch.testing.assert_close(m.steps, e.steps)
+    assert "steps" in dict(m.named_buffers())
+    assert thunder.cache_misses(j) == 1
+
+
+def test_hooks_registered_after_the_first_call_recompile() -> None:
+    m = torch.nn.Linear(4, 4)
+    j = thunder.jit(m)
+    x = _x(2, 4)
+    torch.testing.assert_close(j(x), m(x))
+    handle = m.register_forward_hook(lambda mod, args, out: out * 2)
+    torch.testing.assert_close(j(x), m(x))
+    handle.remove()
+    pre = m.register_forward_pre_hook(lambda mod, args: (args[0] + 1,))
+    torch.testing.assert_close(j(x), m(x))
+    pre.remove()
+    torch.testing.assert_close(j(x), m(x))
