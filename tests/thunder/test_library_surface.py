@@ -325,3 +325,23 @@ def test_hooks_registered_after_the_first_call_recompile() -> None:
     torch.testing.assert_close(j(x), m(x))
     pre.remove()
     torch.testing.assert_close(j(x), m(x))
+
+
+class TwiceCounter(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.tensor(0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.steps += 1
+        self.steps = self.steps + 1
+        return x * self.steps
+
+
+def test_buffer_stored_twice_in_one_call() -> None:
+    m, e = TwiceCounter(), TwiceCounter()
+    j = thunder.jit(m)
+    for _ in range(2):
+        x = _x(3)
+        torch.testing.assert_close(j(x), e(x))
+    torch.testing.assert_close(m.steps, e.steps)

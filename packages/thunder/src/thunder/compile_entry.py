@@ -3,6 +3,7 @@ computation (through the executors) and the epilogue."""
 
 from __future__ import annotations
 
+import linecache
 import os
 import time
 import types
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thunder.binding import Binder, iter_proxies
+from thunder.binding.fallback import is_ir_refusal
 from thunder.errors import JitError, UnsupportedOperationError
 from thunder.options import JitOptions
 from thunder.prologue import build_epilogue, build_prologue
@@ -89,6 +91,14 @@ def _user_location(exc: BaseException) -> str | None:
     return found
 
 
+def _source_at(location: str | None) -> str:
+    if location is None:
+        return "an operation"
+    filename, _, line = location.rpartition(":")
+    text = linecache.getline(filename, int(line)).strip()
+    return f"`{text}`" if text else "an operation"
+
+
 def compile_entry(
     fn: Any,
     args: tuple[Any, ...],
@@ -121,6 +131,13 @@ def compile_entry(
             if location is not None and location not in str(e):
                 e.args = (f"{e.args[0]} (at {location})", *e.args[1:])
             raise
+        except NotImplementedError as e:
+            if not is_ir_refusal(e):
+                raise ProgramRaised(e) from e
+            # The IR's own refusal (a boolean mask, a data-dependent shape): a clear error,
+            # not an eager run.
+            location = _user_location(e)
+            raise UnsupportedOperationError(_source_at(location), str(e), location) from None
         except Exception as e:
             raise ProgramRaised(e) from e
         finally:

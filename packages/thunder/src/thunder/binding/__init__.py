@@ -62,7 +62,7 @@ class Binder(RegionsMixin):
         table[ThunderFunction.__call__] = call_jitted
         for fn, impl in table.items():
             if isinstance(impl, Symbol):  # a torch callable the IR mirrors: a user-level call
-                table[fn] = _returning_torch_types(impl)
+                table[fn] = _returning_torch_types(impl, None if fn is impl else fn)
         table[_BoundTensorMethod.__call__] = _call_tensor_method
         table[TensorProxy.size] = _tensor_size
         table.update(op_overload_lookasides())

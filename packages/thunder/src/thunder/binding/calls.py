@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from thunder.binding.fallback import call_torch_callable
+from thunder.binding.fallback import call_torch_callable, mirrored_call
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _RETURNS_CONTENTS,
@@ -33,10 +33,10 @@ from thunder_ir import Proxy, Symbol, TensorProxy
 from thunder_ir.pytree import tree_iter
 
 
-def _returning_torch_types(sym: Symbol) -> Callable[..., Any]:
+def _returning_torch_types(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
     @functools.wraps(sym)
     def call(*args: Any, **kwargs: Any) -> Any:
-        out = sym(*args, **kwargs)
+        out = sym(*args, **kwargs) if fn is None else mirrored_call(fn, sym, args, kwargs)
         return out if isinstance(out, TensorProxy) else torch_value(out)
 
     return call

@@ -6,6 +6,7 @@ eager's semantics (outputs whose shape depends on data, writes into arguments)."
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import torch
@@ -14,7 +15,38 @@ from thunder.errors import UnsupportedOperationError
 from thunder.lookasides import query_is_allowed
 from thunder_ir.ops.fallback import TorchFallbackError, call_torch_fallback, torch_callable_name
 
-__all__ = ["call_torch_callable", "op_overload_lookasides"]
+__all__ = ["call_torch_callable", "is_ir_refusal", "op_overload_lookasides", "mirrored_call"]
+
+_IR_DIR = os.path.dirname(os.path.abspath(__import__("thunder_ir").__file__ or ""))
+
+
+def is_ir_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is an IR op refusing an option it does not implement (a plain
+    ``NotImplementedError`` raised inside thunder_ir), not the program's own error."""
+    if type(exc) is not NotImplementedError:
+        return False
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and os.path.abspath(last).startswith(_IR_DIR)
+
+
+def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A call of the torch callable ``fn`` through the IR op ``sym`` mirroring it; where the op
+    refuses an option it does not implement (``avg_pool2d(ceil_mode=True)``, reflect padding),
+    the torch fallback runs ``fn`` itself. Nothing the refused attempt recorded is kept (a
+    composite records its calls only when it succeeds)."""
+    try:
+        return sym(*args, **kwargs)
+    except NotImplementedError as e:
+        if not is_ir_refusal(e) or torch_callable_name(fn) is None:
+            raise
+        refusal = e
+    try:
+        return call_torch_fallback(fn, args, kwargs)
+    except TorchFallbackError:
+        raise refusal from None
 
 # Queries whose answer for a proxy is that of a plain tensor: no ``__torch_function__`` override.
 _TORCH_FUNCTION_QUERIES = frozenset(

@@ -53,6 +53,8 @@ def _restore_attr(obj: Any, name: str, old: Any) -> None:
     if old is _MISSING:
         if hasattr(obj, name):
             delattr(obj, name)
+    elif isinstance(obj, torch.nn.Module) and name in obj._buffers:
+        obj._buffers[name] = old  # (an earlier store of this call may have left a proxy there)
     else:
         setattr(obj, name, old)
 
