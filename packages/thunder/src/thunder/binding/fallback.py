@@ -15,7 +15,7 @@ from thunder.errors import UnsupportedOperationError
 from thunder.lookasides import query_is_allowed
 from thunder_ir.ops.fallback import TorchFallbackError, call_torch_fallback, torch_callable_name
 
-__all__ = ["call_torch_callable", "is_ir_refusal", "op_overload_lookasides", "mirrored_call"]
+__all__ = ["call_torch_callable", "is_ir_refusal", "mirrored_call", "op_overload_lookasides"]
 
 _IR_DIR = os.path.dirname(os.path.abspath(__import__("thunder_ir").__file__ or ""))
 
@@ -47,6 +47,7 @@ def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, An
         return call_torch_fallback(fn, args, kwargs)
     except TorchFallbackError:
         raise refusal from None
+
 
 # Queries whose answer for a proxy is that of a plain tensor: no ``__torch_function__`` override.
 _TORCH_FUNCTION_QUERIES = frozenset(
