@@ -332,7 +332,7 @@ MUTATIONS = [
     "OBJ.t = G_T",
     "MOD.cache = None",
     "with torch.no_grad():\n    MOD.w.mul_(2)",
-    "if hasattr(OBJ, 'extra'):\n    del OBJ.extra",
+    "if 'extra' in vars(OBJ):\n    del OBJ.extra",
     'set_cell("cell_n", {i})',
     'set_cell("cell_l", [])',
     "G_TL.append(torch.ones(2))",

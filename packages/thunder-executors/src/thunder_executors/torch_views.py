@@ -139,6 +139,30 @@ def _as_torch_arguments(
     return tuple(positional), keywords
 
 
+def _sizes_as_varargs(op: Symbol, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``view(t, (2, 8, 96))`` as ``view(t, 2, 8, 96)`` for a Tensor method taking sizes as
+    varargs or one sequence: torch parses separate ints several times faster than a sequence
+    (a ``torch.Size`` most of all), and the op runs on every call."""
+    sig = _signature(op)
+    if sig is None:
+        return args
+    k = 0
+    for param in sig.parameters.values():
+        if param.kind is param.VAR_POSITIONAL:
+            break
+        if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            return args
+        k += 1
+    else:
+        return args
+    if len(args) != k + 1 or not isinstance(args[k], (tuple, list)):
+        return args
+    sizes = args[k]
+    if not all(type(x) is int for x in sizes):
+        return args
+    return (*args[:k], *sizes)
+
+
 def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
     """``bsym`` (a torch-language op) as one call of the torch callable it mirrors, or None when
     it mirrors none."""
@@ -147,6 +171,8 @@ def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
     args, kwargs = _as_torch_arguments(bsym.sym, bsym.args, bsym.kwargs)
     for sym in torch_callable_symbols(bsym.sym):
         if _accepts(sym.impl, args, kwargs):
+            if sym.module == "torch.Tensor" and not kwargs:
+                args = _sizes_as_varargs(bsym.sym, args)
             return BoundSymbol(
                 sym,
                 to_runtime_value(args),

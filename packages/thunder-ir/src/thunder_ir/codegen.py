@@ -7,6 +7,7 @@ import dis
 import math
 import sys
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -25,6 +26,7 @@ __all__ = [
     "SymbolNamespace",
     "bound_symbol_lines",
     "global_names",
+    "register_inline",
     "value_to_python",
 ]
 
@@ -169,6 +171,19 @@ def _type_comment(bsym: BoundSymbol) -> str:
     return "  # " + ", ".join(f'{o.name}: "{o.type_string()}"' for o in outs)
 
 
+# Symbols printed as a statement of their own instead of a call (see ``register_inline``).
+InlinePrinter = Callable[["BoundSymbol", "Printer"], "str | None"]
+_INLINE: dict[str, InlinePrinter] = {}
+
+
+def register_inline(sym: Symbol, printer: InlinePrinter) -> None:
+    """Prints bound symbols of ``sym`` as the one-line statement ``printer(bsym, printer)``
+    returns (None: as the usual call). For the prologue's reads and checks, which run on every
+    call: ``if x is not _obj0: prims.check_is(x, _obj0)`` tests inline and calls the prim only
+    to fail with its message."""
+    _INLINE[sym.id] = printer
+
+
 def bound_symbol_lines(
     bsym: BoundSymbol, indent: int, subsymbol_depth: int, printer: Printer | None = None
 ) -> list[str]:
@@ -181,6 +196,11 @@ def bound_symbol_lines(
         return lines
     if OpTag.DELETE in bsym.sym.tags:
         lines.append(f"{pad}del {', '.join(value_to_python(a, printer) for a in bsym.args)}")
+        return lines
+    inline = _INLINE.get(bsym.sym.id)
+    text = inline(bsym, printer) if inline is not None else None
+    if text is not None:
+        lines.append(f"{pad}{text}")
         return lines
     call = _call(bsym, printer)
     if _has_proxy(bsym.output):

@@ -15,7 +15,7 @@ from thunder.binding import Binder, iter_proxies
 from thunder.binding.fallback import is_ir_refusal
 from thunder.errors import JitError, UnsupportedOperationError
 from thunder.options import JitOptions
-from thunder.prologue import build_epilogue, build_prologue
+from thunder.prologue import build_epilogue, build_prologue, reporting_misses
 from thunder_executors import transform_for_execution
 from thunder_interp import interpret
 from thunder_ir import Proxy, TensorProxy, Trace, TracingError, Transform, prims, tracectx
@@ -184,7 +184,7 @@ def compile_entry(
     timings["transforms"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    prologue = prologue_trace.python_callable(ctx)
+    prologue = reporting_misses(prologue_trace.python_callable(ctx))
     epilogue = None
     epilogue_source = None
     if needs_epilogue:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from thunder_ir import Symbol
 from thunder_ir.prims.prologue import GuardFailure
 from thunder_ir.tags import OpTag
 
-__all__ = ["HOOK_ATTRIBUTES", "check_has_attribute", "check_no_module_hooks"]
+__all__ = [
+    "HOOK_ATTRIBUTES",
+    "check_has_attribute",
+    "check_no_module_hooks",
+    "is_plain_module_member",
+    "unpack_module_attr",
+]
 
 # nn.Module attributes that ``Module.__call__`` reads to decide whether it takes its fast path.
 HOOK_ATTRIBUTES = frozenset(
@@ -66,4 +74,59 @@ check_has_attribute = Symbol(
     is_prim=True,
     tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
     impl=_check_has_attribute,
+)
+
+
+# -- reading a module's parameters, buffers and submodules --------------------------------------
+
+
+def is_plain_module_member(module: Any, name: str) -> bool:
+    """Whether ``module.<name>`` is answered by ``nn.Module.__getattr__`` from the parameter,
+    buffer or submodule dicts: the type neither customizes attribute lookup nor defines ``name``,
+    and the instance dict does not hold it. The prologue then reads the dicts directly."""
+    cls = type(module)
+    if not isinstance(module, torch.nn.Module):
+        return False
+    if cls.__getattribute__ is not object.__getattribute__:  # type: ignore[comparison-overlap]
+        return False
+    if cls.__getattr__ is not torch.nn.Module.__getattr__:
+        return False
+    if any(name in vars(c) for c in cls.__mro__):
+        return False
+    d = module.__dict__
+    if name in d:
+        return False
+    return any(name in d.get(store, ()) for store in ("_parameters", "_buffers", "_modules"))
+
+
+def _unpack_module_attr(module: Any, name: str) -> Any:
+    # nn.Module.__getattr__'s own order, without the failed ordinary lookup before it; anything
+    # unusual (the name now in the instance dict, a module without the dicts) takes getattr.
+    d = module.__dict__
+    if name not in d:
+        try:
+            members = d["_parameters"]
+            if name in members:
+                return members[name]
+            members = d["_buffers"]
+            if name in members:
+                return members[name]
+            members = d["_modules"]
+            if name in members:
+                return members[name]
+        except KeyError:
+            pass
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise GuardFailure(f"missing attribute {name!r}") from None
+
+
+unpack_module_attr = Symbol(
+    "unpack_module_attr",
+    _no_meta,
+    module="thunder_guards",
+    is_prim=True,
+    tags=(OpTag.PROLOGUE,),
+    impl=_unpack_module_attr,
 )

@@ -22,7 +22,12 @@ import torch
 from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
 from thunder.binding.state import Rebuilt, rebuild, template_leaves
-from thunder.guards import check_has_attribute, check_no_module_hooks
+from thunder.guards import (
+    check_has_attribute,
+    check_no_module_hooks,
+    is_plain_module_member,
+    unpack_module_attr,
+)
 from thunder.lookasides import SymbolicSize
 from thunder_ir import (
     FloatProxy,
@@ -39,10 +44,16 @@ from thunder_ir import constraints as C
 from thunder_ir.codegen import Printer, value_to_python
 from thunder_ir.devices import to_torch_device
 from thunder_ir.dtypes import to_torch_dtype
-from thunder_ir.prims.prologue import GuardFailure
+from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure
 from thunder_ir.proxies import CollectionProxy
 
-__all__ = ["GuardFailure", "build_epilogue", "build_prologue", "describe_guard_failure"]
+__all__ = [
+    "GuardFailure",
+    "build_epilogue",
+    "build_prologue",
+    "describe_guard_failure",
+    "reporting_misses",
+]
 
 
 def _shadows_prologue_name(name: str) -> bool:
@@ -66,6 +77,7 @@ class _PrologueBuilder:
         self.input_names = {p.name: p for p, _ in binder.inputs}
         self.arg_slots: list[Any] = [None] * nargs
         self.args_unpacked = False
+        self.objects = {a: o for o, a in binder.access_of.values()}
 
     def build(self, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
         trace = self.trace
@@ -159,7 +171,9 @@ class _PrologueBuilder:
         else:
             assert access.parent is not None
             parent = self._unpack(access.parent)
-            if kind == ATTR:
+            if kind == ATTR and self._reads_module_member(access):
+                bsym = unpack_module_attr.bind(parent, access.key, output=out)
+            elif kind == ATTR:
                 bsym = prims.unpack_attr.bind(parent, access.key, output=out)
             elif kind == ITEM:
                 bsym = prims.unpack_key.bind(parent, access.key, output=out)
@@ -170,6 +184,23 @@ class _PrologueBuilder:
         self.trace.record(bsym)
         self.values[access] = out
         return out
+
+    def _reads_module_member(self, access: Access) -> bool:
+        """A parameter, buffer or submodule of a module whose type is fixed (guarded, or the
+        jitted module itself): read from the module's dicts, skipping the failed ordinary
+        lookup ``nn.Module.__getattr__`` comes after."""
+        parent = access.parent
+        assert parent is not None
+        module = self.objects.get(parent)
+        if module is None or not is_plain_module_member(module, access.key):
+            return False
+        if parent.kind == ROOT or parent.is_argument_leaf():
+            return True
+        guard = self.binder.guards.get(parent)
+        return guard is not None and (
+            (guard.kind == "type" and guard.expected is type(module))
+            or (guard.kind == "is" and guard.expected is module)
+        )
 
     def _check(self, guard: Guard) -> None:
         x = self._unpack(guard.access)
@@ -217,9 +248,23 @@ def build_prologue(binder: Binder, nargs: int, constraint: C.Expr) -> tuple[Trac
     return _PrologueBuilder(binder, nargs).build(constraint)
 
 
+def reporting_misses(prologue: Callable[..., Any]) -> Callable[..., Any]:
+    """``prologue`` raising GuardFailure where an inlined read finds its path gone
+    (``fn.config`` deleted, a key missing: AttributeError, KeyError...)."""
+
+    def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            return prologue(args, kwargs)
+        except PROLOGUE_MISSES as e:
+            raise GuardFailure(f"{type(e).__name__}: {e}") from e
+
+    run.__thunder_source__ = getattr(prologue, "__thunder_source__", None)  # type: ignore[attr-defined]
+    return run
+
+
 def describe_guard_failure(exc: GuardFailure) -> str:
     """``exc``'s message with the guard that failed (read from the prologue's source)."""
-    tb = exc.__traceback__
+    tb = exc.__traceback__ if exc.__cause__ is None else exc.__cause__.__traceback__
     header = ""
     while tb is not None:
         code = tb.tb_frame.f_code

@@ -3,18 +3,25 @@ relies on. They are plain Python, so their implementations live here with them."
 
 from __future__ import annotations
 
+import keyword
 from typing import Any
 
 import torch
 
+from thunder_ir.codegen import Printer, register_inline
 from thunder_ir.prims._common import make_prim
 from thunder_ir.tags import OpTag
 
-__all__ = ["GuardFailure"]
+__all__ = ["PROLOGUE_MISSES", "GuardFailure"]
 
 
 class GuardFailure(Exception):
     """A prologue check failed: the cached program does not apply to these inputs."""
+
+
+# What an inlined read raises when its path is gone (``obj.name``, ``d[key]``): the prologue's
+# caller reports these as a GuardFailure.
+PROLOGUE_MISSES = (AttributeError, KeyError, IndexError, TypeError)
 
 
 def _no_meta(*args: Any, **kwargs: Any) -> Any:
@@ -66,15 +73,23 @@ def _unpack_cell(fn: Any, index: int) -> Any:
         return _fail(f"closure cell {index} of {fn!r} is not available")
 
 
+_DEVICES: dict[str, torch.device] = {}
+
+
 def _check_tensor_metadata(
     t: Any, shape: tuple[int, ...], device: str, dtype: torch.dtype, requires_grad: bool
 ) -> None:
+    # Every call checks every parameter: each test is the cheapest exact form (a torch.device
+    # comparison, not str(t.device)).
+    dev = _DEVICES.get(device)
+    if dev is None:
+        dev = _DEVICES[device] = torch.device(device)
     if (
-        not (type(t) is torch.Tensor or isinstance(t, torch.Tensor))
+        not isinstance(t, torch.Tensor)
         or t.shape != shape
         or t.dtype is not dtype
         or t.requires_grad is not requires_grad
-        or str(t.device) != device
+        or t.device != dev
     ):
         _fail(
             f"tensor metadata changed: expected {device} {dtype}{list(shape)} requires_grad={requires_grad}"
@@ -128,6 +143,54 @@ check_len = make_prim("check_len", _no_meta, tags=_P, impl=_check_len)
 check_keys = make_prim("check_keys", _no_meta, tags=_P, impl=_check_keys)
 check_is = make_prim("check_is", _no_meta, tags=_P, impl=_check_is)
 check_constraint = make_prim("check_constraint", _no_meta, tags=_P, impl=_check_constraint)
+
+
+# -- inline forms: the prologue runs on every call, and a Python call costs more than the test ----
+
+
+def _inline_unpack_attr(bsym: Any, p: Printer) -> str | None:
+    obj, name = bsym.args
+    if not (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)):
+        return None
+    return f"{bsym.output.name} = {p.value(obj)}.{name}"
+
+
+def _inline_unpack_key(bsym: Any, p: Printer) -> str | None:
+    d, key = bsym.args
+    return f"{bsym.output.name} = {p.value(d)}[{p.value(key)}]"
+
+
+def _failing_call(bsym: Any, p: Printer) -> str:
+    return f"{p.symbol(bsym.sym)}({', '.join(p.value(a) for a in bsym.args)})"
+
+
+def _inline_check_is(bsym: Any, p: Printer) -> str:
+    x, obj = bsym.args
+    return f"if {p.value(x)} is not {p.value(obj)}: {_failing_call(bsym, p)}"
+
+
+def _inline_check_type(bsym: Any, p: Printer) -> str:
+    x, typ = bsym.args
+    return f"if type({p.value(x)}) is not {p.opaque(typ)}: {_failing_call(bsym, p)}"
+
+
+def _inline_check_value(bsym: Any, p: Printer) -> str | None:
+    x, value = bsym.args
+    x_src = p.value(x)
+    if value is None or type(value) is bool:
+        test = f"{x_src} is not {value!r}"
+    elif type(value) in (int, str) or (type(value) is float and value == value):
+        test = f"type({x_src}) is not {type(value).__name__} or {x_src} != {p.value(value)}"
+    else:
+        return None
+    return f"if {test}: {_failing_call(bsym, p)}"
+
+
+register_inline(unpack_attr, _inline_unpack_attr)
+register_inline(unpack_key, _inline_unpack_key)
+register_inline(check_is, _inline_check_is)
+register_inline(check_type, _inline_check_type)
+register_inline(check_value, _inline_check_value)
 
 
 def _return_meta(value: Any = None) -> None:

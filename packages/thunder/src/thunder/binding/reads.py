@@ -315,21 +315,21 @@ class ReadsMixin(BinderState):
             return value
         # A container of tensors: the program sees a copy holding proxies. The copy stands for the
         # outside container, so its mutations are recorded (and replayed) as the container's.
+        known = self._proxied_copies.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
         copied: Any
         if type(value) in (dict, OrderedDict):
             self.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))
-            copied = type(value)(
-                (k, self.on_load(v, access.item(k)) if isinstance(v, torch.Tensor) else v)
-                for k, v in value.items()
-            )
+            # Every item is loaded (guarded), not only the tensors: the entry contents are then
+            # fully guarded, as a program that both reads and mutates the container needs.
+            copied = type(value)((k, self.on_load(v, access.item(k))) for k, v in value.items())
         elif type(value) in (tuple, list):
-            self.guards[access] = Guard(access, "len", len(value))
-            copied = type(value)(
-                self.on_load(v, access.item(i)) if isinstance(v, torch.Tensor) else v
-                for i, v in enumerate(value)
-            )
+            self.guards[access.attr("<len>")] = Guard(access, "len", len(value))
+            copied = type(value)(self.on_load(v, access.item(i)) for i, v in enumerate(value))
         else:
             return value  # a set of tensors: hashed by identity, never proxied
+        self._proxied_copies[id(value)] = (value, copied)
         self.access_of[id(copied)] = (copied, access)
         self.bound_at.setdefault(access, len(self.writes))
         self._container_at[access] = copied
@@ -487,6 +487,9 @@ class ReadsMixin(BinderState):
     def _guard_entry_contents(self, container: Any, access: Access) -> None:
         """The program reads a container it also mutates: what it read depends on the contents
         the call found, so those are guarded (each call that changes them recompiles)."""
+        known = self._proxied_copies.values()
+        if any(copy is container for _, copy in known):
+            return  # a copy holding proxies: its items were each guarded when it was loaded
         entry = self._entry_contents[id(container)]
         if entry is _MISSING:
             raise UnsupportedSideEffectError(

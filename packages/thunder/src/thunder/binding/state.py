@@ -294,6 +294,9 @@ class BinderState:
         self._content_read: set[int] = set()
         self._entry_contents: dict[int, Any] = {}
         self._container_at: dict[Access, Any] = {}
+        # Outside containers of tensors -> the copy holding proxies the program sees (one per
+        # container, so that reading it twice gives the same object).
+        self._proxied_copies: dict[int, tuple[Any, Any]] = {}
         # Objects whose bound methods the program read from outside state (``random.random`` is
         # a method of the random module's hidden generator): calling those is not pure.
         self._outside_owners: dict[int, Any] = {}

@@ -195,11 +195,11 @@ class WritesMixin(ReadsMixin):
         if id(container) in self._content_read:
             self._guard_entry_contents(container, access)
         else:
-            # Only written so far: its contents change every call, so guard the type alone.
-            self.guards.pop(access, None)
-            self.guards.pop(access.attr("<keys>"), None)
-            self.guards.pop(access.attr("<len>"), None)
-            self.guards[access] = Guard(access, "type", type(container))
+            # The guards made when it was loaded (its length or keys, its items) stay: the program
+            # may have looked at the contents in ways no hook reports (``len``, ``in``, a truth
+            # test, iterating) before this write, so the entry contents are part of what it
+            # relied on.
+            self.guards.setdefault(access, Guard(access, "type", type(container)))
         self.writes.append(Write("call", access, method, template))
 
     def _template(self, value: Any, what: str) -> Any:

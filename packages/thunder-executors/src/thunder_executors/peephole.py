@@ -1,0 +1,133 @@
+"""Local rewrites of an execution trace that remove torch calls eager code never makes.
+
+The IR makes broadcasting explicit: ``a * w`` with ``w`` of shape ``(32,)`` and ``a`` of shape
+``(2, 8, 32)`` is ``broadcast_in_dim(w, (2, 8, 32), (2,))`` then ``mul``. Torch broadcasts by
+itself, so where the expanded tensor only feeds torch functions that broadcast (``torch.mul``,
+``torch.add``, ``torch.where``...), those read the unexpanded tensor and the expand is dropped:
+one torch call fewer, the same values (an expand is a view: it copies nothing).
+
+A decomposition can also leave a value unread: ``cat`` skips empty tensors, so the empty tensor
+a key-value cache starts from is made and never used. Dead code elimination ran on the trace
+before its ops were translated; unread results of pure tensor factories are dropped here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from thunder_ir import BoundSymbol, Proxy, TensorProxy
+from thunder_ir.tags import OpTag
+
+__all__ = ["drop_implicit_broadcasts", "drop_unread_factories"]
+
+# torch functions (as the torch executor prints them) that broadcast their tensor operands.
+_BROADCASTING = frozenset(
+    {
+        "add", "sub", "mul", "true_divide", "div", "floor_divide", "remainder", "fmod", "pow",
+        "atan2", "maximum", "minimum", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor",
+        "bitwise_left_shift", "bitwise_right_shift", "eq", "ne", "lt", "le", "gt", "ge", "where",
+    }
+)  # fmt: skip
+
+
+def _is_expand(bsym: BoundSymbol) -> bool:
+    """A ``broadcast_in_dim`` that torch's own broadcasting would do: the input's dimensions
+    are the trailing ones of the result, each either kept or grown from 1."""
+    if bsym.sym.module != "torch_ex" or bsym.sym.name != "broadcast_in_dim":
+        return False
+    a, shape, dims = bsym.args[:3]
+    if not isinstance(a, TensorProxy) or not isinstance(bsym.output, TensorProxy):
+        return False
+    n, m = len(shape), a.ndim
+    if tuple(dims) != tuple(range(n - m, n)):
+        return False
+    return all(s == t or s == 1 for s, t in zip(a.shape, shape[n - m :], strict=True))
+
+
+def _broadcasts_like_torch(bsym: BoundSymbol) -> bool:
+    return bsym.sym.module == "torch" and bsym.sym.name in _BROADCASTING and not bsym.kwargs
+
+
+def _broadcast_shape(shapes: Sequence[Sequence[Any]]) -> tuple[int, ...] | None:
+    n = max((len(s) for s in shapes), default=0)
+    out = [1] * n
+    for s in shapes:
+        for i, d in enumerate(s, start=n - len(s)):
+            if not isinstance(d, int):
+                return None
+            if d != 1:
+                if out[i] not in (1, d):
+                    return None
+                out[i] = d
+    return tuple(out)
+
+
+def _rewritten(bsym: BoundSymbol, expanded: dict[str, TensorProxy]) -> BoundSymbol:
+    """``bsym`` reading the unexpanded tensors where that leaves its result unchanged: the same
+    shape after torch's broadcasting, and one dtype and device for all tensor operands (a
+    0-dimensional tensor takes part in type promotion differently)."""
+    out = bsym.output
+    tensors = [a for a in bsym.args if isinstance(a, TensorProxy)]
+    if not isinstance(out, TensorProxy) or not tensors:
+        return bsym
+    if len({(t.dtype, t.device) for t in tensors}) != 1:
+        return bsym
+    args = list(bsym.args)
+    changed = False
+    for i, a in enumerate(args):
+        if not isinstance(a, TensorProxy) or a.name not in expanded:
+            continue
+        trial = [*args[:i], expanded[a.name], *args[i + 1 :]]
+        shapes = [t.shape for t in trial if isinstance(t, TensorProxy)]
+        if _broadcast_shape(shapes) == tuple(out.shape):
+            args, changed = trial, True
+    if not changed:
+        return bsym
+    return BoundSymbol(bsym.sym, tuple(args), bsym.kwargs, out, bsym.subsymbols, header=bsym.header)
+
+
+def drop_implicit_broadcasts(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` with expands that only feed broadcasting torch functions removed. ``keep`` are
+    names that must stay defined (the trace's outputs)."""
+    expanded = {
+        b.output.name: b.args[0]
+        for b in bsyms
+        if _is_expand(b) and isinstance(b.output, TensorProxy) and b.output.name not in keep
+    }
+    if not expanded:
+        return list(bsyms)
+    rewritten = [_rewritten(b, expanded) if _broadcasts_like_torch(b) else b for b in bsyms]
+    still_read = {p.name for b in rewritten for p in b.flat_proxy_args}
+    return [
+        b
+        for b in rewritten
+        if not (
+            isinstance(b.output, Proxy)
+            and b.output.name in expanded
+            and b.output.name not in still_read
+            and not b.has_tag(OpTag.RETURN)
+        )
+    ]
+
+
+# Executor symbols that only make a new tensor from their arguments: no effect, no error that
+# depends on what they read.
+_PURE_FACTORIES = frozenset(
+    {("torch_ex", "tensor"), ("torch_ex", "iota"), ("torch", "full"), ("torch_ex", "shallow_copy")}
+)
+
+
+def drop_unread_factories(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` without pure tensor factories whose result nobody reads (``keep``: names that
+    must stay defined)."""
+    read = {p.name for b in bsyms for p in b.flat_proxy_args} | keep
+    return [
+        b
+        for b in bsyms
+        if not (
+            (b.sym.module, b.sym.name) in _PURE_FACTORIES
+            and isinstance(b.output, Proxy)
+            and b.output.name not in read
+        )
+    ]
