@@ -75,7 +75,9 @@ def test_nonlocal_list_is_appended_on_every_call():
     for _ in range(3):
         j(x)
     assert lst == ["#", "#", "#"]
-    assert thunder.cache_hits(j) == 2
+    # The list grows every call and a truth test or len() of it before the append would not be
+    # seen by any hook: its entry length is guarded, so each call compiles (never a stale path).
+    assert thunder.compile_stats(j).compilations == 3
 
 
 def test_nonlocal_list_receives_computed_tensors():
@@ -280,7 +282,7 @@ def test_reading_a_container_the_function_mutates_matches_eager(program):
             torch.testing.assert_close(jitted(x), eager(x))
 
 
-def test_write_only_container_keeps_one_cache_entry():
+def test_write_only_container_is_appended_on_every_call():
     log = []
 
     def f(x):
@@ -291,7 +293,9 @@ def test_write_only_container_keeps_one_cache_entry():
     for _ in range(4):
         j(torch.ones(2))
     assert log == [3, 3, 3, 3]
-    assert thunder.cache_misses(j) == 1
+    # Correct on every call; not one cache entry: the program could have looked at the list's
+    # length before appending without any hook seeing it, so the entry contents are guarded.
+    assert thunder.cache_misses(j) == 4
 
 
 def test_objects_inside_outside_containers_are_guarded():

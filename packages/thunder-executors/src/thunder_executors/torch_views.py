@@ -158,7 +158,7 @@ def _sizes_as_varargs(op: Symbol, args: tuple[Any, ...]) -> tuple[Any, ...]:
     if len(args) != k + 1 or not isinstance(args[k], (tuple, list)):
         return args
     sizes = args[k]
-    if not all(type(x) is int for x in sizes):
+    if not sizes or not all(type(x) is int for x in sizes):  # ``t.view()`` would be an error
         return args
     return (*args[:k], *sizes)
 
