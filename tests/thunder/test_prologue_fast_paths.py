@@ -78,3 +78,93 @@ def test_changed_plain_values_recompile() -> None:
     for value in (3, 2.5, True):
         m.scale = value
         _check(jm, m)
+
+
+class Deep(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.Sequential(Net(), torch.nn.ReLU(), Net())
+        self.register_buffer("offset", torch.randn(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(x) + self.offset
+
+
+def _changes() -> list[tuple[str, object]]:
+    def new_shape(m: Deep) -> None:
+        m.offset = torch.randn(1)  # broadcasts: another program, same result as eager
+
+    def dtype(m: Deep) -> None:
+        m.offset = m.offset.double()
+
+    def no_grad(m: Deep) -> None:
+        m.blocks[0].lin.weight.requires_grad_(False)
+
+    def plain_tensor(m: Deep) -> None:
+        w = m.blocks[0].lin.weight
+        del m.blocks[0].lin.weight
+        m.blocks[0].lin.weight = w.detach().clone()  # a plain attribute tensor, not a Parameter
+
+    def strided(m: Deep) -> None:  # same metadata, other strides: no recompile needed
+        m.blocks[2].lin.weight = torch.nn.Parameter(torch.randn(4, 4).t())
+
+    def hook_deep(m: Deep) -> None:
+        m.blocks[2].lin.register_forward_hook(lambda mod, args, out: out * 3)
+
+    def pre_hook_on_relu(m: Deep) -> None:
+        m.blocks[1].register_forward_pre_hook(lambda mod, args: (args[0] - 1,))
+
+    return [
+        ("new_shape", new_shape),
+        ("dtype", dtype),
+        ("no_grad", no_grad),
+        ("plain_tensor", plain_tensor),
+        ("strided", strided),
+        ("hook_deep", hook_deep),
+        ("pre_hook_on_relu", pre_hook_on_relu),
+    ]
+
+
+@pytest.mark.parametrize("name,change", _changes(), ids=[n for n, _ in _changes()])
+def test_batched_tensor_and_hook_checks_see_every_change(name: str, change: object) -> None:
+    """The metadata of parameters and buffers, and the hooks of every submodule, are checked in
+    one call each: a change to any one of them, deep in the tree, gives eager's result."""
+    torch.manual_seed(0)
+    m = Deep()
+    jm = thunder.jit(m)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(jm(x), m(x))
+    change(m)  # type: ignore[operator]
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        expected = m(x)
+        got = jm(x)
+        torch.testing.assert_close(got, expected)
+        assert got.dtype == expected.dtype
+    if name == "strided":
+        assert thunder.compile_stats(jm).compilations == 1
+
+
+def test_tensor_check_under_inference_mode_and_back() -> None:
+    m = Deep()
+    jm = thunder.jit(m)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(jm(x), m(x))
+    with torch.inference_mode():
+        torch.testing.assert_close(jm(x), m(x))
+    torch.testing.assert_close(jm(x), m(x))
+    assert thunder.compile_stats(jm).compilations <= 2
+
+
+def test_failed_tensor_check_names_the_tensor() -> None:
+    from thunder.guards import TensorsMetadata
+
+    a, b = torch.randn(2, 3), torch.nn.Parameter(torch.randn(4))
+    meta = TensorsMetadata(["fn.a", "fn.b"], [a, b])
+    assert meta.check(a, b)
+    assert meta.check(torch.randn(3, 2).t(), b)  # strides are not checked
+    assert not meta.check(a, torch.nn.Parameter(torch.randn(5)))
+    assert "fn.b" in (meta.first_mismatch([a, torch.nn.Parameter(torch.randn(5))]) or "")
+    assert not meta.check(a, torch.nn.Parameter(torch.randn(4, dtype=torch.float64)))
+    assert not meta.check(a, torch.nn.Parameter(torch.randn(4), requires_grad=False))
+    assert not meta.check(a.double(), b)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -12,8 +14,11 @@ from thunder_ir.tags import OpTag
 
 __all__ = [
     "HOOK_ATTRIBUTES",
+    "TensorsMetadata",
     "check_has_attribute",
+    "check_no_hooks",
     "check_no_module_hooks",
+    "check_tensors",
     "is_plain_module_member",
     "unpack_module_attr",
 ]
@@ -49,6 +54,21 @@ def _no_meta(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError("prologue checks are bound directly, not traced")
 
 
+_HOOK_DICTS = operator.itemgetter(
+    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"
+)
+_COMPILED_CALL = operator.methodcaller("get", "_compiled_call_impl")
+
+
+def _check_no_hooks(*modules: Any) -> None:
+    # Every module of the program on every call: the loops run in C (map), and only a failure
+    # looks for the module to name.
+    dicts = tuple(map(vars, modules))
+    if any(map(any, map(_HOOK_DICTS, dicts))) or any(map(_COMPILED_CALL, dicts)):
+        for module in modules:
+            _check_no_module_hooks(module)
+
+
 check_no_module_hooks = Symbol(
     "check_no_module_hooks",
     _no_meta,
@@ -56,6 +76,17 @@ check_no_module_hooks = Symbol(
     is_prim=True,
     tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
     impl=_check_no_module_hooks,
+)
+
+
+# The same check of many modules in one call.
+check_no_hooks = Symbol(
+    "check_no_hooks",
+    _no_meta,
+    module="thunder_guards",
+    is_prim=True,
+    tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
+    impl=_check_no_hooks,
 )
 
 
@@ -129,4 +160,81 @@ unpack_module_attr = Symbol(
     is_prim=True,
     tags=(OpTag.PROLOGUE,),
     impl=_unpack_module_attr,
+)
+
+
+# -- the metadata of the tensors that are not arguments ------------------------------------------
+
+
+class TensorsMetadata:
+    """The expected metadata of the tensors a prologue reads besides the arguments (parameters,
+    buffers, tensors in globals): shape, dtype, device and requires_grad, as the trace relied on.
+    ``check(*tensors)`` tests them all in one call, with torch's C++ tensor guard where torch
+    has one; it also requires the same tensor type and dispatch keys (a plain tensor where a
+    Parameter was, or a call under ``inference_mode``, recompiles). Strides are not checked: the
+    computation does not depend on them."""
+
+    def __init__(self, names: Sequence[str], tensors: Sequence[torch.Tensor]) -> None:
+        self.names = tuple(names)
+        self.expected = tuple(
+            (tuple(t.shape), t.dtype, t.device, t.requires_grad) for t in tensors
+        )
+        fast = _torch_tensor_guard(tensors)
+        self.check = fast.check if fast is not None else self._matches
+
+    def _matches(self, *tensors: Any) -> bool:
+        return self.first_mismatch(tensors) is None
+
+    def first_mismatch(self, tensors: Sequence[Any]) -> str | None:
+        """What differs, for the first tensor whose metadata is not the expected one."""
+        for name, t, (shape, dtype, device, requires_grad) in zip(
+            self.names, tensors, self.expected
+        ):
+            if (
+                not isinstance(t, torch.Tensor)
+                or t.shape != shape
+                or t.dtype is not dtype
+                or t.requires_grad is not requires_grad
+                or t.device != device
+            ):
+                return (
+                    f"tensor metadata of {name} changed: expected {device} {dtype}{list(shape)} "
+                    f"requires_grad={requires_grad}"
+                )
+        return None
+
+
+def _torch_tensor_guard(tensors: Sequence[torch.Tensor]) -> Any:
+    """torch's own guard for these tensors (sizes checked, strides not), or None where this
+    torch has none."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+
+        return TensorGuards(
+            *tensors,
+            dynamic_dims_sizes=[list(t.shape) for t in tensors],
+            dynamic_dims_strides=[[None] * t.ndim for t in tensors],
+        )
+    except Exception:  # noqa: BLE001 - a torch without it, or with another signature
+        return None
+
+
+def _check_tensors(metadata: TensorsMetadata, *tensors: Any) -> None:
+    if metadata.check(*tensors):
+        return
+    what = metadata.first_mismatch(tensors)
+    raise GuardFailure(
+        what
+        or "a tensor's type or dispatch keys changed (a Parameter replaced by a tensor, or the "
+        "call runs under inference_mode where the program was compiled outside it)"
+    )
+
+
+check_tensors = Symbol(
+    "check_tensors",
+    _no_meta,
+    module="thunder_guards",
+    is_prim=True,
+    tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
+    impl=_check_tensors,
 )

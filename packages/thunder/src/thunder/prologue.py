@@ -23,8 +23,10 @@ from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
 from thunder.binding.state import Rebuilt, rebuild, template_leaves
 from thunder.guards import (
+    TensorsMetadata,
     check_has_attribute,
-    check_no_module_hooks,
+    check_no_hooks,
+    check_tensors,
     is_plain_module_member,
     unpack_module_attr,
 )
@@ -77,6 +79,10 @@ class _PrologueBuilder:
         self.input_names = {p.name: p for p, _ in binder.inputs}
         self.arg_slots: list[Any] = [None] * nargs
         self.args_unpacked = False
+        # Checked in one call each, after the other guards: modules without hooks; the
+        # metadata of tensors that are not arguments (proxy, description, tensor).
+        self.hookless: list[Any] = []
+        self.tensors: list[tuple[Any, str, torch.Tensor]] = []
         self.objects = {a: o for o, a in binder.access_of.values()}
 
     def build(self, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
@@ -108,6 +114,7 @@ class _PrologueBuilder:
             for guard in self.binder.guards.values():
                 if not self.binder.is_inserted(guard.access):
                     self._check(guard)
+            self._check_batches()
             if constraint != C.Const(True):
                 text = constraint.python()
                 trace.record(
@@ -207,15 +214,12 @@ class _PrologueBuilder:
         what = guard.access.describe(self.binder.param_names)
         kind, expected = guard.kind, guard.expected
         if kind == "tensor":
-            bsym = prims.check_tensor_metadata.bind(
-                x,
-                tuple(expected.shape),
-                str(expected.device),
-                expected.dtype,
-                expected.requires_grad,
-                output=None,
-            )
-        elif kind == "value":
+            self.tensors.append((x, what, expected))
+            return
+        if kind == "no_hooks":
+            self.hookless.append(x)
+            return
+        if kind == "value":
             bsym = prims.check_value.bind(x, expected, output=None)
         elif kind == "type":
             bsym = prims.check_type.bind(x, expected, output=None)
@@ -226,9 +230,6 @@ class _PrologueBuilder:
             what += f" is {expected.describe(self.binder.param_names)}"
         elif kind == "is_input":
             bsym = prims.check_is.bind(x, self.input_names[expected], output=None)
-        elif kind == "no_hooks":
-            bsym = check_no_module_hooks.bind(x, output=None)
-            what += " has no hooks"
         elif kind == "has_attr":
             name, present = expected
             bsym = check_has_attribute.bind(x, name, present, output=None)
@@ -241,6 +242,22 @@ class _PrologueBuilder:
         else:  # pragma: no cover
             raise AssertionError(kind)
         self.trace.record(bsym.replace(header=f"guard: {what}"))
+
+    def _check_batches(self) -> None:
+        if self.hookless:
+            self.trace.record(
+                check_no_hooks.bind(*self.hookless, output=None).replace(
+                    header=f"guard: no hooks on {len(self.hookless)} modules"
+                )
+            )
+        if self.tensors:
+            proxies, names, tensors = zip(*self.tensors)
+            metadata = TensorsMetadata(names, tensors)
+            self.trace.record(
+                check_tensors.bind(metadata, *proxies, output=None).replace(
+                    header=f"guard: metadata of {len(tensors)} tensors"
+                )
+            )
 
 
 def build_prologue(binder: Binder, nargs: int, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:

@@ -113,7 +113,7 @@ def type_(a: Any, dtype: Any = None, non_blocking: bool = False) -> Any:
 
 
 def _shorthand(method: str, dtype: DType) -> Any:
-    def fn(a: Any, memory_format: Any = None) -> Any:
+    def fn(a: Any, *, memory_format: Any = None) -> Any:
         return convert(check_tensor_arg(a, method, "self"), dtype, None)
 
     fn.__name__ = method
@@ -135,12 +135,12 @@ bool_ = _shorthand("bool", dtypes.bool8)
 
 
 @torchop("torch.Tensor.cpu", tags=_MAY_VIEW)
-def cpu(a: Any, memory_format: Any = None) -> Any:
+def cpu(a: Any, *, memory_format: Any = None) -> Any:
     return convert(check_tensor_arg(a, "cpu", "self"), None, to_device("cpu"))
 
 
 @torchop("torch.Tensor.cuda", tags=_MAY_VIEW)
-def cuda(a: Any, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Any:
+def cuda(a: Any, device: Any = None, non_blocking: bool = False, *, memory_format: Any = None) -> Any:
     target = (
         to_device("cuda")
         if device is None

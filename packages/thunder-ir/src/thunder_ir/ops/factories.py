@@ -158,7 +158,7 @@ def tensor(
 
 
 @torchop("torch.as_tensor", tags=_FACTORY)
-def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Any:
+def as_tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Any:
     if isinstance(data, TensorProxy):
         dt = dtype_arg(dtype) or data.dtype
         dev = _device(device, data.device)

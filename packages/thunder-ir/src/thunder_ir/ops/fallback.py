@@ -220,6 +220,14 @@ class _FakeRun:
                 raise TorchFallbackError(
                     name, f"torch has no shape inference (meta kernel) for {e}"
                 ) from None
+            except RuntimeError as e:
+                if "data is not allocated" not in str(e):
+                    raise
+                raise TorchFallbackError(  # it read the values of a tensor standing for an input
+                    name,
+                    "its result depends on the values in its input tensors, which tracing does "
+                    "not know; compute it outside the jitted function",
+                ) from None
         if any(t._version != v for t, v in zip(fakes, versions)):
             raise TorchFallbackError(
                 name,

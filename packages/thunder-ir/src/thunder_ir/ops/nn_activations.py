@@ -57,7 +57,7 @@ def _finish(
 
 
 @torchop("torch.nn.functional.gelu", tags=_EW)
-def gelu(a: Any, approximate: str = "none") -> Any:
+def gelu(a: Any, *, approximate: str = "none") -> Any:
     check(approximate in ("none", "tanh"), "approximate argument must be either none or tanh.")
     x, rd = _float_input(a, "gelu")
     if approximate == "none":

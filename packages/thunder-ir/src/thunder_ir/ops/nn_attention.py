@@ -88,6 +88,7 @@ def scaled_dot_product_attention(
     attn_mask: Any = None,
     dropout_p: float = 0.0,
     is_causal: bool = False,
+    *,
     scale: Any = None,
     enable_gqa: bool = False,
 ) -> Any:

@@ -318,6 +318,40 @@ def mT(a: Any) -> Any:
     return transpose(a, -2, -1)
 
 
+def _adjoint_of_real(a: Any, name: str) -> None:
+    if a.dtype.is_complex:  # the IR has no conjugation
+        raise NotImplementedError(f"Tensor.{name} of a complex tensor is not supported")
+
+
+@torchop("torch.Tensor.H", tags=_VIEW)
+def H(a: Any) -> Any:
+    """The conjugate transpose of a matrix: its transpose, for the real dtypes the IR has."""
+    a = check_tensor_arg(a, "H")
+    check(
+        a.ndim in (0, 2),
+        lambda: (
+            f"tensor.H is only supported on matrices (2-D tensors). Got {a.ndim}-D tensor."
+            + (" For batches of matrices, consider using tensor.mH" if a.ndim > 2 else "")
+        ),
+    )
+    _adjoint_of_real(a, "H")
+    return prims.transpose(a, tuple(reversed(range(a.ndim))))
+
+
+@torchop("torch.Tensor.mH", tags=_VIEW)
+def mH(a: Any) -> Any:
+    """The conjugate transpose of the last two dimensions (a 0-D tensor as it is)."""
+    a = check_tensor_arg(a, "mH")
+    check(
+        a.ndim != 1,
+        lambda: (
+            f"tensor.mH is only supported on matrices or batches of matrices. Got {a.ndim}-D tensor."
+        ),
+    )
+    _adjoint_of_real(a, "mH")
+    return prims.transpose(a, ()) if a.ndim == 0 else transpose(a, -2, -1)
+
+
 @torchop(
     "torch.movedim", "torch.Tensor.movedim", "torch.moveaxis", "torch.Tensor.moveaxis", tags=_VIEW
 )
@@ -416,7 +450,7 @@ def broadcast_tensors(*tensors: Any) -> Any:
 
 
 @torchop("torch.Tensor.contiguous", tags=_MAY_VIEW)
-def contiguous(a: Any, memory_format: Any = None) -> Any:
+def contiguous(a: Any, *, memory_format: Any = None) -> Any:
     a = check_tensor_arg(a, "contiguous")
     return prims.shallow_copy(a)
 
