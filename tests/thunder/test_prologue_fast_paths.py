@@ -168,3 +168,30 @@ def test_failed_tensor_check_names_the_tensor() -> None:
     assert not meta.check(a, torch.nn.Parameter(torch.randn(4, dtype=torch.float64)))
     assert not meta.check(a, torch.nn.Parameter(torch.randn(4), requires_grad=False))
     assert not meta.check(a.double(), b)
+
+
+def test_module_with_hooks_swapped_in_after_a_passing_check_is_seen() -> None:
+    """The hook check skips its scan while no hook was registered and the modules are the same
+    objects: a module that got its hook earlier, swapped into the tree later, is still seen."""
+    torch.manual_seed(0)
+    m = Deep()
+    jm = thunder.jit(m)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(jm(x), m(x))
+    spare = Net()
+    spare.lin.load_state_dict(m.blocks[2].lin.state_dict())
+    spare.register_forward_hook(lambda mod, args, out: out + 100)
+    torch.testing.assert_close(jm(x), m(x))  # a full check passes after the registration
+    m.blocks[2] = spare
+    expected = m(x)
+    assert expected.abs().min() > 50
+    torch.testing.assert_close(jm(x), expected)
+
+
+def test_module_compile_after_jit_is_seen() -> None:
+    m = Deep()
+    jm = thunder.jit(m)
+    x = torch.randn(3, 4)
+    jm(x)
+    m.blocks[0].__dict__["_compiled_call_impl"] = lambda *a, **k: torch.zeros(3, 4)
+    torch.testing.assert_close(jm(x), m(x))

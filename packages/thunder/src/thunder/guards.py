@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from thunder_ir import Symbol
 from thunder_ir.prims.prologue import GuardFailure
@@ -14,6 +16,7 @@ from thunder_ir.tags import OpTag
 
 __all__ = [
     "HOOK_ATTRIBUTES",
+    "ModulesWithoutHooks",
     "TensorsMetadata",
     "check_has_attribute",
     "check_no_hooks",
@@ -57,16 +60,35 @@ def _no_meta(*args: Any, **kwargs: Any) -> Any:
 _HOOK_DICTS = operator.itemgetter(
     "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"
 )
-_COMPILED_CALL = operator.methodcaller("get", "_compiled_call_impl")
 
 
-def _check_no_hooks(*modules: Any) -> None:
-    # Every module of the program on every call: the loops run in C (map), and only a failure
-    # looks for the module to name.
-    dicts = tuple(map(vars, modules))
-    if any(map(any, map(_HOOK_DICTS, dicts))) or any(map(_COMPILED_CALL, dicts)):
-        for module in modules:
-            _check_no_module_hooks(module)
+class ModulesWithoutHooks:
+    """The check that no module of the program has hooks or a ``Module.compile()`` call, run
+    for every module on every call (hundreds in a large model), so its loops run in C.
+
+    Every hook registered through torch's API takes an id from ``RemovableHandle.next_id``. When
+    that counter and the modules (by identity) are those of the last full check that passed, no
+    hook can have been added since, and the hook dicts are not scanned again."""
+
+    def __init__(self) -> None:
+        self._passed: tuple[int, tuple[int, ...]] | None = None
+
+    def check(self, *modules: Any) -> None:
+        dicts = tuple(map(vars, modules))
+        if any(map(dict.__contains__, dicts, itertools.repeat("_compiled_call_impl"))):
+            for module in modules:  # usually None again (after pickling); the exact test
+                _check_no_module_hooks(module)
+        seen = (RemovableHandle.next_id, tuple(map(id, modules)))
+        if seen == self._passed:
+            return
+        if any(map(any, map(_HOOK_DICTS, dicts))):
+            for module in modules:
+                _check_no_module_hooks(module)
+        self._passed = seen
+
+
+def _check_no_hooks(checker: ModulesWithoutHooks, *modules: Any) -> None:
+    checker.check(*modules)
 
 
 check_no_module_hooks = Symbol(
@@ -176,9 +198,7 @@ class TensorsMetadata:
 
     def __init__(self, names: Sequence[str], tensors: Sequence[torch.Tensor]) -> None:
         self.names = tuple(names)
-        self.expected = tuple(
-            (tuple(t.shape), t.dtype, t.device, t.requires_grad) for t in tensors
-        )
+        self.expected = tuple((tuple(t.shape), t.dtype, t.device, t.requires_grad) for t in tensors)
         fast = _torch_tensor_guard(tensors)
         self.check = fast.check if fast is not None else self._matches
 
@@ -208,14 +228,15 @@ def _torch_tensor_guard(tensors: Sequence[torch.Tensor]) -> Any:
     """torch's own guard for these tensors (sizes checked, strides not), or None where this
     torch has none."""
     try:
-        from torch._C._dynamo.guards import TensorGuards
+        from torch._C._dynamo import guards
 
-        return TensorGuards(
+        make: Any = guards.TensorGuards  # its stub types the per-tensor lists as flat
+        return make(
             *tensors,
             dynamic_dims_sizes=[list(t.shape) for t in tensors],
             dynamic_dims_strides=[[None] * t.ndim for t in tensors],
         )
-    except Exception:  # noqa: BLE001 - a torch without it, or with another signature
+    except Exception:  # a torch without it, or with another signature
         return None
 
 

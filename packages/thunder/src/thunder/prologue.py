@@ -23,6 +23,7 @@ from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
 from thunder.binding.state import Rebuilt, rebuild, template_leaves
 from thunder.guards import (
+    ModulesWithoutHooks,
     TensorsMetadata,
     check_has_attribute,
     check_no_hooks,
@@ -246,7 +247,7 @@ class _PrologueBuilder:
     def _check_batches(self) -> None:
         if self.hookless:
             self.trace.record(
-                check_no_hooks.bind(*self.hookless, output=None).replace(
+                check_no_hooks.bind(ModulesWithoutHooks(), *self.hookless, output=None).replace(
                     header=f"guard: no hooks on {len(self.hookless)} modules"
                 )
             )

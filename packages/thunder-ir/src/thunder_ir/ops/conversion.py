@@ -140,7 +140,9 @@ def cpu(a: Any, *, memory_format: Any = None) -> Any:
 
 
 @torchop("torch.Tensor.cuda", tags=_MAY_VIEW)
-def cuda(a: Any, device: Any = None, non_blocking: bool = False, *, memory_format: Any = None) -> Any:
+def cuda(
+    a: Any, device: Any = None, non_blocking: bool = False, *, memory_format: Any = None
+) -> Any:
     target = (
         to_device("cuda")
         if device is None
