@@ -20,6 +20,7 @@ GLOBAL = "global"  # key: (module name, global name)
 CELL = "cell"  # key: (index in __closure__, free variable name); parent: the function
 ATTR = "attr"  # key: attribute name
 ITEM = "item"  # key: the subscript
+FROM_NUMPY = "from_numpy"  # key: None; the tensor torch.from_numpy(parent) makes (shares memory)
 
 _NOT_IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -74,6 +75,8 @@ class Access:
             return f"{parent}.<closure>.{self.key[1]}"
         if k == ATTR:
             return f"{parent}.{self.key}"
+        if k == FROM_NUMPY:
+            return f"torch.from_numpy({parent})"
         return f"{parent}[{self.key!r}]"
 
     def short_name(self, param_names: tuple[str, ...] = ()) -> str:
@@ -91,6 +94,8 @@ class Access:
                 parts.append(str(node.key[1]))
             elif k in (ATTR, ITEM):
                 parts.append(str(node.key))
+            elif k == FROM_NUMPY:
+                parts.append("tensor")
             node = node.parent
         parts.reverse()
         if len(parts) > 1 and self.root.kind == ARG and parts[0] in ("self", "module", "model"):

@@ -23,6 +23,7 @@ __all__ = [
     "check_no_module_hooks",
     "check_tensors",
     "is_plain_module_member",
+    "unpack_from_numpy",
     "unpack_module_attr",
 ]
 
@@ -258,4 +259,22 @@ check_tensors = Symbol(
     is_prim=True,
     tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
     impl=_check_tensors,
+)
+
+
+def _unpack_from_numpy(array: Any) -> torch.Tensor:
+    try:
+        return torch.from_numpy(array)
+    except TypeError as e:  # no longer an array, or of a dtype torch has not
+        raise GuardFailure(str(e)) from None
+
+
+# The tensor sharing an outside numpy array's memory (torch.from_numpy in the program).
+unpack_from_numpy = Symbol(
+    "unpack_from_numpy",
+    _no_meta,
+    module="thunder_guards",
+    is_prim=True,
+    tags=(OpTag.PROLOGUE,),
+    impl=_unpack_from_numpy,
 )

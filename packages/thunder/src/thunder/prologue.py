@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
+from thunder.access import ARG, ATTR, CELL, FROM_NUMPY, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
 from thunder.binding.state import Rebuilt, rebuild, template_leaves
 from thunder.guards import (
@@ -29,6 +29,7 @@ from thunder.guards import (
     check_no_hooks,
     check_tensors,
     is_plain_module_member,
+    unpack_from_numpy,
     unpack_module_attr,
 )
 from thunder.lookasides import SymbolicSize
@@ -187,6 +188,8 @@ class _PrologueBuilder:
                 bsym = prims.unpack_key.bind(parent, access.key, output=out)
             elif kind == CELL:
                 bsym = prims.unpack_cell.bind(parent, access.key[0], output=out)
+            elif kind == FROM_NUMPY:
+                bsym = unpack_from_numpy.bind(parent, output=out)
             else:  # pragma: no cover
                 raise AssertionError(kind)
         self.trace.record(bsym)
@@ -369,6 +372,9 @@ class _EpilogueWriter:
             return f"{parent}[{value_to_python(access.key, self.printer)}]"
         if kind == CELL:
             return f"{parent}.__closure__[{access.key[0]}].cell_contents"
+        if kind == FROM_NUMPY:
+            self.ctx["torch"] = torch
+            return f"torch.from_numpy({parent})"
         raise AssertionError(kind)  # pragma: no cover
 
     def value(self, template: Any) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from thunder.binding.arrays import array_lookasides
 from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
 from thunder.binding.fallback import op_overload_lookasides
 from thunder.binding.regions import RegionsMixin
@@ -67,4 +68,5 @@ class Binder(RegionsMixin):
         table[TensorProxy.size] = _tensor_size
         table.update(op_overload_lookasides())
         table.update(self._context_lookasides(table))
+        table.update(array_lookasides(self, table))
         return table
