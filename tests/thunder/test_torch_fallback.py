@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import thunder
+from thunder.errors import UnsupportedOperationError
 from thunder_ir import OpTag
 
 
@@ -203,3 +204,13 @@ def test_fallback_under_no_grad_and_symbolic_values() -> None:
     x = torch.rand(3) + 0.5
     for n in (1, 2, 1):
         torch.testing.assert_close(jf(x, n), f(x, n))
+
+
+def test_fallback_reading_a_traced_tensors_values_is_a_clear_error() -> None:
+    """tensor_split with a tensor of indices needs the indices' values: a clear error, not a
+    silent eager run."""
+    x, idx = torch.randn(5, 5), torch.tensor([1, 3])
+    jf = thunder.jit(lambda a, i: torch.tensor_split(a, i))
+    with pytest.raises(UnsupportedOperationError, match="data-dependent|values"):
+        jf(x, idx)
+    assert thunder.compile_stats(jf).eager_fallbacks == 0

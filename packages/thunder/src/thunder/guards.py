@@ -42,7 +42,8 @@ HOOK_ATTRIBUTES = frozenset(
 )
 
 
-def _check_no_module_hooks(module: Any) -> None:
+def check_no_module_hooks(module: Any) -> None:
+    """Raises GuardFailure when ``module`` has hooks or a ``Module.compile()`` call."""
     d = module.__dict__
     if (
         d["_forward_hooks"]
@@ -56,6 +57,13 @@ def _check_no_module_hooks(module: Any) -> None:
 
 def _no_meta(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError("prologue checks are bound directly, not traced")
+
+
+def _prologue_symbol(impl: Any, *, check: bool = True) -> Symbol:
+    """A prologue step printed as ``thunder_guards.<name>`` (a check is never removed by DCE)."""
+    tags = (OpTag.PROLOGUE, OpTag.DONT_DCE) if check else (OpTag.PROLOGUE,)
+    name = impl.__name__.lstrip("_")
+    return Symbol(name, _no_meta, module="thunder_guards", is_prim=True, tags=tags, impl=impl)
 
 
 _HOOK_DICTS = operator.itemgetter(
@@ -78,13 +86,13 @@ class ModulesWithoutHooks:
         dicts = tuple(map(vars, modules))
         if any(map(dict.__contains__, dicts, itertools.repeat("_compiled_call_impl"))):
             for module in modules:  # usually None again (after pickling); the exact test
-                _check_no_module_hooks(module)
+                check_no_module_hooks(module)
         seen = (RemovableHandle.next_id, tuple(map(id, modules)))
         if seen == self._passed:
             return
         if any(map(any, map(_HOOK_DICTS, dicts))):
             for module in modules:
-                _check_no_module_hooks(module)
+                check_no_module_hooks(module)
         self._passed = seen
 
 
@@ -92,25 +100,8 @@ def _check_no_hooks(checker: ModulesWithoutHooks, *modules: Any) -> None:
     checker.check(*modules)
 
 
-check_no_module_hooks = Symbol(
-    "check_no_module_hooks",
-    _no_meta,
-    module="thunder_guards",
-    is_prim=True,
-    tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
-    impl=_check_no_module_hooks,
-)
-
-
 # The same check of many modules in one call.
-check_no_hooks = Symbol(
-    "check_no_hooks",
-    _no_meta,
-    module="thunder_guards",
-    is_prim=True,
-    tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
-    impl=_check_no_hooks,
-)
+check_no_hooks = _prologue_symbol(_check_no_hooks)
 
 
 def _check_has_attribute(obj: Any, name: str, expected: bool) -> None:
@@ -121,14 +112,7 @@ def _check_has_attribute(obj: Any, name: str, expected: bool) -> None:
 
 
 # hasattr(obj, name) / getattr(obj, name, default) in the program: whether the attribute exists.
-check_has_attribute = Symbol(
-    "check_has_attribute",
-    _no_meta,
-    module="thunder_guards",
-    is_prim=True,
-    tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
-    impl=_check_has_attribute,
-)
+check_has_attribute = _prologue_symbol(_check_has_attribute)
 
 
 # -- reading a module's parameters, buffers and submodules --------------------------------------
@@ -176,14 +160,7 @@ def _unpack_module_attr(module: Any, name: str) -> Any:
         raise GuardFailure(f"missing attribute {name!r}") from None
 
 
-unpack_module_attr = Symbol(
-    "unpack_module_attr",
-    _no_meta,
-    module="thunder_guards",
-    is_prim=True,
-    tags=(OpTag.PROLOGUE,),
-    impl=_unpack_module_attr,
-)
+unpack_module_attr = _prologue_symbol(_unpack_module_attr, check=False)
 
 
 # -- the metadata of the tensors that are not arguments ------------------------------------------
@@ -252,14 +229,7 @@ def _check_tensors(metadata: TensorsMetadata, *tensors: Any) -> None:
     )
 
 
-check_tensors = Symbol(
-    "check_tensors",
-    _no_meta,
-    module="thunder_guards",
-    is_prim=True,
-    tags=(OpTag.PROLOGUE, OpTag.DONT_DCE),
-    impl=_check_tensors,
-)
+check_tensors = _prologue_symbol(_check_tensors)
 
 
 def _unpack_from_numpy(array: Any) -> torch.Tensor:
@@ -270,11 +240,4 @@ def _unpack_from_numpy(array: Any) -> torch.Tensor:
 
 
 # The tensor sharing an outside numpy array's memory (torch.from_numpy in the program).
-unpack_from_numpy = Symbol(
-    "unpack_from_numpy",
-    _no_meta,
-    module="thunder_guards",
-    is_prim=True,
-    tags=(OpTag.PROLOGUE,),
-    impl=_unpack_from_numpy,
-)
+unpack_from_numpy = _prologue_symbol(_unpack_from_numpy, check=False)

@@ -271,9 +271,6 @@ from thunder_ir.prims.prologue import (
     check_len as check_len,
 )
 from thunder_ir.prims.prologue import (
-    check_tensor_metadata as check_tensor_metadata,
-)
-from thunder_ir.prims.prologue import (
     check_type as check_type,
 )
 from thunder_ir.prims.prologue import (

@@ -6,8 +6,6 @@ from __future__ import annotations
 import keyword
 from typing import Any
 
-import torch
-
 from thunder_ir.codegen import Printer, register_inline
 from thunder_ir.prims._common import make_prim
 from thunder_ir.tags import OpTag
@@ -73,29 +71,6 @@ def _unpack_cell(fn: Any, index: int) -> Any:
         return _fail(f"closure cell {index} of {fn!r} is not available")
 
 
-_DEVICES: dict[str, torch.device] = {}
-
-
-def _check_tensor_metadata(
-    t: Any, shape: tuple[int, ...], device: str, dtype: torch.dtype, requires_grad: bool
-) -> None:
-    # Every call checks every parameter: each test is the cheapest exact form (a torch.device
-    # comparison, not str(t.device)).
-    dev = _DEVICES.get(device)
-    if dev is None:
-        dev = _DEVICES[device] = torch.device(device)
-    if (
-        not isinstance(t, torch.Tensor)
-        or t.shape != shape
-        or t.dtype is not dtype
-        or t.requires_grad is not requires_grad
-        or t.device != dev
-    ):
-        _fail(
-            f"tensor metadata changed: expected {device} {dtype}{list(shape)} requires_grad={requires_grad}"
-        )
-
-
 def _check_value(x: Any, value: Any) -> None:
     if type(x) is not type(value) or x != value:
         _fail(f"expected {value!r}, got {x!r}")
@@ -134,9 +109,6 @@ unpack_key = make_prim("unpack_key", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unp
 unpack_attr = make_prim("unpack_attr", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_attr)
 unpack_global = make_prim("unpack_global", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_global)
 unpack_cell = make_prim("unpack_cell", _no_meta, tags=(OpTag.PROLOGUE,), impl=_unpack_cell)
-check_tensor_metadata = make_prim(
-    "check_tensor_metadata", _no_meta, tags=_P, impl=_check_tensor_metadata
-)
 check_value = make_prim("check_value", _no_meta, tags=_P, impl=_check_value)
 check_type = make_prim("check_type", _no_meta, tags=_P, impl=_check_type)
 check_len = make_prim("check_len", _no_meta, tags=_P, impl=_check_len)

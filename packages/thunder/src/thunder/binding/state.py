@@ -138,7 +138,7 @@ class ExternalRef:
 
 def _has_hooks(module: torch.nn.Module) -> bool:
     try:
-        check_no_module_hooks.impl(module)  # type: ignore[misc]
+        check_no_module_hooks(module)
     except GuardFailure:
         return True
     return False
