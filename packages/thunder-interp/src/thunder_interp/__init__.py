@@ -11,6 +11,8 @@ from thunder_interp._api import InterpretedFunction, interpret, provenance_of
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError
 from thunder_interp._history import HistoryEntry, format_history
+from thunder_interp._implicit_lookasides import is_interpreting
+from thunder_interp._opaque import opaque, opaque_package
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import (
     DEFAULT_OPCODE_TABLE,
@@ -34,6 +36,9 @@ __all__ = [
     "__version__",
     "format_history",
     "interpret",
+    "is_interpreting",
+    "opaque",
+    "opaque_package",
     "provenance_of",
     "register_opcode",
     "unsupported_opcodes",

@@ -10,7 +10,8 @@ from typing import Any
 
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._history import HistoryEntry, format_history
-from thunder_interp._lookasides import default_lookasides, hooked_lookasides
+from thunder_interp._implicit_lookasides import unary_slot_builtins
+from thunder_interp._lookasides import default_lookasides
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._recursion import DepthGuard, depth_below
 from thunder_interp._registry import DEFAULT_OPCODE_TABLE, OpcodeTable
@@ -78,11 +79,14 @@ class InterpretedFunction:
         self.record_history = record_history
         hooked = provenance or _has_hooks(callbacks)
         table: dict[Any, Any] = dict(default_lookasides())
-        if hooked:
-            table.update(hooked_lookasides())
         if lookasides:
             table.update(lookasides)
         self.lookasides: Mapping[Any, Any] = table
+        defaults = default_lookasides()
+        # Builtins that may run natively when their one argument is plain (see calls.py).
+        self._fast_builtins = frozenset(
+            fn for fn in unary_slot_builtins() if table.get(fn) is defaults.get(fn)
+        )
         self._codes = CodeCache(
             opcode_table if opcode_table is not None else DEFAULT_OPCODE_TABLE,
             hooked,
@@ -95,6 +99,7 @@ class InterpretedFunction:
         rt = Runtime(
             self._codes, self.lookasides, self.callbacks, self.provenance, self.record_history
         )
+        rt.fast_builtins = self._fast_builtins
         self._last = rt
         if rt.prov is not None:
             names = _parameter_names(self.fn)

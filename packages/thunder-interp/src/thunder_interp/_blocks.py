@@ -22,13 +22,31 @@ from typing import Any
 
 from thunder_interp._bytecode import ExceptionHandler, Instruction
 from thunder_interp._frame import NULL, Frame
-from thunder_interp._lookasides import attribute_loaded
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, Op
+from thunder_interp._slots import (
+    FAST_CONTAINERS,
+    PLAIN,
+    PLAIN_ATTRS,
+    binary,
+    compare,
+    contains,
+    get_item,
+    next_item,
+    set_item,
+    store_attr,
+    truth,
+    unary,
+)
 from thunder_interp.ops._common import unbound_local
 from thunder_interp.ops.calls import call_null_first, call_positional, call_self_second
 from thunder_interp.ops.locals import load_constant_hooked
-from thunder_interp.ops.names import _load_global_value, item_loaded
+from thunder_interp.ops.names import (
+    _load_global_value,
+    attribute_value,
+    load_attribute,
+    load_item,
+)
 
 __all__ = ["block_fault_index", "compile_blocks"]
 
@@ -68,14 +86,15 @@ _POP_JUMP_KIND = {
     "POP_JUMP_BACKWARD_IF_NOT_NONE": "not_none",
 }
 _JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE"})
+# Unary instructions: the native expression (plain operand) and the slow path.
 _UNARY = {
-    "UNARY_NEGATIVE": "-{}",
-    "UNARY_INVERT": "~{}",
-    "UNARY_NOT": "not {}",
-    "TO_BOOL": "bool({})",
+    "UNARY_NEGATIVE": ("-{}", "unary(f.rt, '-', {})"),
+    "UNARY_INVERT": ("~{}", "unary(f.rt, '~', {})"),
+    "UNARY_NOT": ("not {}", "not truth(f.rt, {})"),
+    "TO_BOOL": ("bool({})", "truth(f.rt, {})"),
 }
 if PY_VERSION < (3, 12):
-    _UNARY["UNARY_POSITIVE"] = "+{}"
+    _UNARY["UNARY_POSITIVE"] = ("+{}", "unary(f.rt, '+', {})")
 
 OK, END, NO = 0, 1, 2
 
@@ -192,10 +211,15 @@ class _BlockGen:
         if op == "COMPARE_OP":
             b = self.pop(i)
             a = self.pop(i)
-            expr = f"{a} {ins.argval} {b}"
-            if PY_VERSION >= (3, 13) and ins.arg & 16:
-                expr = f"bool({expr})"
+            sym = ins.argval
+            expr = (
+                f"({a} {sym} {b} if type({a}) in P and type({b}) in P "
+                f"else compare(f.rt, {sym!r}, {a}, {b}))"
+            )
             self.push_expr(expr, i)
+            if PY_VERSION >= (3, 13) and ins.arg & 16:
+                t = self.stack[-1]
+                self.emit(f"if {t} is not True and {t} is not False: {t} = truth(f.rt, {t})", i)
             return OK
         if op == "IS_OP":
             b = self.pop(i)
@@ -205,10 +229,16 @@ class _BlockGen:
         if op == "CONTAINS_OP":
             b = self.pop(i)
             a = self.pop(i)
-            self.push_expr(f"{a} {'not in' if ins.arg else 'in'} {b}", i)
+            self.push_expr(
+                f"({a} in {b} if type({b}) in FC and type({a}) in P else contains(f.rt, {a}, {b}))"
+                f"{' is False' if ins.arg else ''}",
+                i,
+            )
             return OK
         if op in _UNARY:
-            self.push_expr(_UNARY[op].format(self.pop(i)), i)
+            v = self.pop(i)
+            native, slow = _UNARY[op]
+            self.push_expr(f"({native.format(v)} if type({v}) in P else {slow.format(v)})", i)
             return OK
         if op == "BUILD_TUPLE" or op == "BUILD_LIST":
             items = [self.pop(i) for _ in range(ins.arg)][::-1]
@@ -234,11 +264,12 @@ class _BlockGen:
             v = self.pop(i)
             self.materialize(i)
             nxt = self.next_index(ins)
+            test = f"({v} if type({v}) in P else truth(f.rt, {v}))"
             if kind == "false":
-                self.emit(f"if {v}: return {nxt}", i)
+                self.emit(f"if {test}: return {nxt}", i)
                 self.emit(f"return {ins.target}", i)
             elif kind == "true":
-                self.emit(f"if {v}: return {ins.target}", i)
+                self.emit(f"if {test}: return {ins.target}", i)
                 self.emit(f"return {nxt}", i)
             elif kind == "none":
                 self.emit(f"if {v} is None: return {ins.target}", i)
@@ -267,7 +298,8 @@ class _BlockGen:
                 ):
                     exit_ += 1
             t = self.temp()
-            self.emit(f"{t} = next(st[-1], NULL)", i)
+            self.emit(f"{t} = st[-1]", i)
+            self.emit(f"{t} = next({t}, NULL) if type({t}) in P else next_item(f.rt, {t})", i)
             self.emit(f"if {t} is NULL: st.pop(); return {exit_}", i)
             self.stack.append(t)
             return OK
@@ -298,18 +330,22 @@ class _BlockGen:
             k = self.pop(i)
             c = self.pop(i)
             v = self.pop(i)
-            self.emit(f"{c}[{k}] = {v}", i)
+            self.emit(f"if type({c}) in P: {c}[{k}] = {v}", i)
+            self.emit(f"else: set_item(f.rt, {c}, {k}, {v})", i)
             return OK
         if op == "BINARY_SUBSCR":
             k = self.pop(i)
             c = self.pop(i)
-            self.push_expr(f"{c}[{k}]", i)
+            self.push_expr(
+                f"({c}[{k}] if type({c}) in P and type({k}) in P else get_item(f.rt, {c}, {k}))", i
+            )
             return OK
         if op in ("LOAD_ATTR", "LOAD_METHOD"):
             name = ins.argval
             method = op == "LOAD_METHOD" or (PY_VERSION >= (3, 12) and bool(ins.arg & 1))
             o = self.pop(i)
-            expr = f"{o}.{name}" if _attr_ok(name) else f"getattr({o}, {self.const(name)})"
+            fast = f"{o}.{name}" if _attr_ok(name) else f"getattr({o}, {self.const(name)})"
+            expr = f"({fast} if type({o}) in PA else attribute_value(f, {o}, {self.const(name)}))"
             if method and PY_VERSION < (3, 13):
                 self.stack.append("NULL")
             self.push_expr(expr, i)
@@ -321,9 +357,10 @@ class _BlockGen:
             o = self.pop(i)
             v = self.pop(i)
             if _attr_ok(name):
-                self.emit(f"{o}.{name} = {v}", i)
+                self.emit(f"if type({o}) in PA: {o}.{name} = {v}", i)
             else:
-                self.emit(f"setattr({o}, {self.const(name)}, {v})", i)
+                self.emit(f"if type({o}) in PA: setattr({o}, {self.const(name)}, {v})", i)
+            self.emit(f"else: store_attr(f.rt, {o}, {self.const(name)}, {v})", i)
             return OK
         self.count -= 1
         return NO
@@ -356,20 +393,17 @@ class _BlockGen:
         if op in ("LOAD_ATTR", "LOAD_METHOD"):
             name = self.const(ins.argval)
             method = op == "LOAD_METHOD" or (PY_VERSION >= (3, 12) and bool(ins.arg & 1))
-            env.setdefault("attribute_loaded", attribute_loaded)
             o = self.pop(i)
             if method and PY_VERSION < (3, 13):
                 self.stack.append("NULL")
-            self.push_expr(f"attribute_loaded(f.rt, {o}, {name}, getattr({o}, {name}))", i)
+            self.push_expr(f"load_attribute(f, {o}, {name})", i)
             if method and PY_VERSION >= (3, 13):
                 self.stack.append("NULL")
             return OK
         if op == "BINARY_SUBSCR":
-            env.setdefault("item_loaded", item_loaded)
             k = self.pop(i)
             c = self.pop(i)
-            self.push_expr(f"{c}[{k}]", i)
-            self.emit(f"item_loaded(f, {c}, {k}, {self.stack[-1]})", i)
+            self.push_expr(f"load_item(f, {c}, {k})", i)
             return OK
         self.count -= 1
         return NO
@@ -383,28 +417,22 @@ class _BlockGen:
     def _binary(self, sym: str, i: int) -> int:
         b = self.pop(i)
         a = self.pop(i)
+        plain = f"type({a}) in P and type({b}) in P"
         if sym.endswith("=") and sym not in ("==", "!=", "<=", ">="):
             t = self.temp()
             self.emit(f"{t} = {a}", i)
-            self.emit(f"{t} {sym} {b}", i)
+            self.emit(f"if {plain}: {t} {sym} {b}", i)
+            self.emit(f"else: {t} = binary(f.rt, {sym!r}, {t}, {b})", i)
             self.stack.append(t)
         else:
-            self.push_expr(f"{a} {sym} {b}", i)
+            self.push_expr(f"({a} {sym} {b} if {plain} else binary(f.rt, {sym!r}, {a}, {b}))", i)
         return OK
 
     def build(self, fallthrough: int, ended: bool, start: int) -> Op:
         if not ended:
             self.materialize(start)
             self.emit(f"return {fallthrough}", start)
-        params = [
-            "NULL",
-            "unbound_local",
-            "load_global",
-            "call_positional",
-            "call_null_first",
-            "call_self_second",
-            *self.env,
-        ]
+        params = [*_HELPERS, *self.env]
         lines = [
             f"def make({', '.join(params)}):",
             "    def block(f):",
@@ -420,18 +448,36 @@ class _BlockGen:
         lines.append("    return block")
         namespace: dict[str, Any] = {}
         exec(compile("\n".join(lines) + "\n", _FILENAME, "exec"), namespace)
-        block: Any = namespace["make"](
-            NULL,
-            unbound_local,
-            _load_global_value,
-            call_positional,
-            call_null_first,
-            call_self_second,
-            *self.env.values(),
-        )
+        block: Any = namespace["make"](*_HELPERS.values(), *self.env.values())
         block.block_owners = owners
         result: Op = block
         return result
+
+
+# Names every generated block may use.
+_HELPERS: dict[str, Any] = {
+    "NULL": NULL,
+    "unbound_local": unbound_local,
+    "load_global": _load_global_value,
+    "call_positional": call_positional,
+    "call_null_first": call_null_first,
+    "call_self_second": call_self_second,
+    "P": PLAIN,
+    "PA": PLAIN_ATTRS,
+    "FC": FAST_CONTAINERS,
+    "truth": truth,
+    "binary": binary,
+    "compare": compare,
+    "contains": contains,
+    "unary": unary,
+    "get_item": get_item,
+    "set_item": set_item,
+    "next_item": next_item,
+    "attribute_value": attribute_value,
+    "store_attr": store_attr,
+    "load_attribute": load_attribute,
+    "load_item": load_item,
+}
 
 
 def compile_blocks(

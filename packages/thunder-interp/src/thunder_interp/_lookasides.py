@@ -11,12 +11,21 @@ from typing import Any
 from thunder_interp._exec import exec_lookaside
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._frames import frame_lookasides
+from thunder_interp._implicit_lookasides import implicit_lookasides
 from thunder_interp._locals import frame_locals
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION
 from thunder_interp._runtime import InternalLookaside, Runtime
+from thunder_interp._slots import (
+    delete_attr,
+    generic_delattr,
+    generic_getattr,
+    generic_setattr,
+    load_attr,
+    store_attr,
+)
 
-__all__ = ["default_lookasides", "hooked_lookasides"]
+__all__ = ["attribute_loaded", "default_lookasides"]
 
 
 def _no_frame(name: str) -> RuntimeError:
@@ -150,18 +159,15 @@ def _calculate_meta(meta: type, bases: tuple[Any, ...]) -> type:
     return winner
 
 
-_MISSING: Any = object()
-
-
 def _getattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if kwargs or len(args) not in (2, 3):
+    if kwargs or len(args) not in (2, 3) or type(args[1]) is not str:
         return getattr(*args, **kwargs)
     obj, name = args[0], args[1]
     try:
-        value = getattr(obj, name)
+        value = load_attr(rt, obj, name)
     except AttributeError:
         hook = rt.cb_load_attr_missing
-        if hook is not None and isinstance(name, str):
+        if hook is not None:
             hook(obj, name)
         if len(args) == 3:
             return args[2]
@@ -186,16 +192,75 @@ def attribute_loaded(rt: Runtime, obj: Any, name: str, value: Any) -> Any:
 
 
 def _setattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if kwargs or len(args) != 3:
+    if kwargs or len(args) != 3 or type(args[1]) is not str:
         return setattr(*args, **kwargs)
     hook = rt.cb_store_attr
     if hook is not None:
         hook(args[0], args[1], args[2])
-    return setattr(*args)
+    store_attr(rt, *args)
+    return None
+
+
+def _delattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs or len(args) != 2 or type(args[1]) is not str:
+        return delattr(*args, **kwargs)
+    hook = rt.cb_delete_attr
+    if hook is not None:
+        hook(args[0], args[1])
+    delete_attr(rt, *args)
+    return None
+
+
+def _object_getattribute(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    if kwargs or len(args) != 2 or type(args[1]) is not str or not isinstance(args[0], object):
+        return object.__getattribute__(*args, **kwargs)
+    obj, name = args
+    try:
+        value = generic_getattr(rt, obj, name)
+    except AttributeError:
+        hook = rt.cb_load_attr_missing
+        if hook is not None:
+            hook(obj, name)
+        raise
+    return attribute_loaded(rt, obj, name, value)
+
+
+def _object_setattr(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    if kwargs or len(args) != 3 or type(args[1]) is not str:
+        return object.__setattr__(*args, **kwargs)
+    hook = rt.cb_store_attr
+    if hook is not None:
+        hook(*args)
+    generic_setattr(rt, *args)
+    return None
+
+
+def _object_delattr(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    if kwargs or len(args) != 2 or type(args[1]) is not str:
+        return object.__delattr__(*args, **kwargs)
+    hook = rt.cb_delete_attr
+    if hook is not None:
+        hook(*args)
+    generic_delattr(rt, *args)
+    return None
+
+
+def _type_call(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``type.__call__(cls, ...)`` (``super().__call__`` in a metaclass): construct ``cls``
+    with its Python ``__new__`` and ``__init__`` interpreted."""
+    if not args or not isinstance(args[0], type) or (args[0] is type and len(args) == 2):
+        return type.__call__(*args, **kwargs)
+    return rt.construct(args[0], args[1:], kwargs or None, f)
 
 
 def _hasattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if kwargs or len(args) != 2:
+    if kwargs or len(args) != 2 or type(args[1]) is not str:
         return hasattr(*args, **kwargs)
     try:
         _getattr(rt, f, args, {})
@@ -215,7 +280,17 @@ def _build_defaults() -> dict[Any, InternalLookaside]:
         exec: exec_lookaside("exec"),
         eval: exec_lookaside("eval"),
         builtins.__build_class__: InternalLookaside("__build_class__", _build_class),
+        getattr: InternalLookaside("getattr", _getattr),
+        setattr: InternalLookaside("setattr", _setattr),
+        delattr: InternalLookaside("delattr", _delattr),
+        hasattr: InternalLookaside("hasattr", _hasattr),
+        type.__call__: InternalLookaside("type.__call__", _type_call),
+        object.__getattribute__: InternalLookaside("object.__getattribute__", _object_getattribute),
+        object.__setattr__: InternalLookaside("object.__setattr__", _object_setattr),
+        object.__delattr__: InternalLookaside("object.__delattr__", _object_delattr),
     }
+    for fn, impl in implicit_lookasides().items():
+        table[fn] = InternalLookaside(getattr(fn, "__qualname__", str(fn)), impl)
     table.update(frame_lookasides())
     if PY_VERSION >= (3, 11):
         table[sys.exception] = InternalLookaside("sys.exception", _exception)  # type: ignore[attr-defined]
@@ -223,20 +298,8 @@ def _build_defaults() -> dict[Any, InternalLookaside]:
 
 
 _DEFAULTS: Mapping[Any, InternalLookaside] = MappingProxyType(_build_defaults())
-_HOOKED: Mapping[Any, InternalLookaside] = MappingProxyType(
-    {
-        getattr: InternalLookaside("getattr", _getattr),
-        setattr: InternalLookaside("setattr", _setattr),
-        hasattr: InternalLookaside("hasattr", _hasattr),
-    }
-)
 
 
 def default_lookasides() -> Mapping[Any, InternalLookaside]:
     """The lookasides every interpretation starts with (user lookasides override them)."""
     return _DEFAULTS
-
-
-def hooked_lookasides() -> Mapping[Any, InternalLookaside]:
-    """Extra lookasides active when attribute hooks or provenance are on."""
-    return _HOOKED

@@ -20,6 +20,7 @@ from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import UnsupportedOpcodeError, is_uncatchable
 from thunder_interp._frame import NULL, CompiledCode, ExcItem, Frame
 from thunder_interp._history import HistoryEntry
+from thunder_interp._opaque import is_opaque_code
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._recursion import DepthGuard
 from thunder_interp._registry import (
@@ -52,6 +53,10 @@ _OPAQUE_TYPES = frozenset(
         type(dict.__dict__["fromkeys"]),
     }
 )
+
+
+_BUILTIN = type(len)
+_METHOD_WRAPPER = type((1).__add__)
 
 
 class InternalLookaside:
@@ -187,7 +192,7 @@ class CodeCache:
         if entry is not None and entry[0] is code:
             return entry[1]
         cc = compile_code_memo(code, self.table, self.hooked, self.history)
-        cc.native = code.co_filename.startswith(_PACKAGE_DIR)
+        cc.native = is_opaque_code(code)
         if cc.native:
             cc.fast_argcount = -1
         self.entries[id(code)] = (code, cc)
@@ -276,6 +281,8 @@ class Runtime:
         self.iter_sources: dict[int, list[Any]] = {}
         # Opaque calls need no bookkeeping: CALL may call builtins directly.
         self.plain_opaque = cb.opaque_call is None and not provenance
+        # Builtins with a slot lookaside that may run natively on one plain argument.
+        self.fast_builtins: frozenset[Any] = frozenset()
         self.history: list[HistoryEntry] = []
         self.record_history = record_history
         # Interpreted frames running; the dispatch loop consults ``guard`` (set by the entry
@@ -432,6 +439,15 @@ class Runtime:
         if t is FunctionType:
             return self.call_function(fn, args, kwargs)
         if t in _OPAQUE_TYPES:
+            if t is _METHOD_WRAPPER or (
+                t is _BUILTIN and kwargs and type(getattr(fn, "__self__", None)) is list
+            ):
+                # A bound slot (``super().__getattribute__``) or ``lst.sort(key=...)``: the
+                # lookaside of the unbound one.
+                owner = fn.__objclass__ if t is _METHOD_WRAPPER else list
+                la = self.lookasides.get(owner.__dict__.get(fn.__name__))
+                if type(la) is InternalLookaside:
+                    return la.impl(self, caller, (fn.__self__, *args), kwargs or {})
             return self.opaque_call(fn, args, kwargs)
         if t is MethodType:
             return self.call(fn.__func__, (fn.__self__, *args), kwargs, caller)
@@ -511,6 +527,12 @@ class Runtime:
             if issubclass(cls, type):
                 args = namespace_with_module(caller, tuple(args), 2)
             return self.opaque_call(cls, args, kwargs)
+        return self.construct(cls, args, kwargs, caller)
+
+    def construct(
+        self, cls: Any, args: Any, kwargs: dict[str, Any] | None, caller: Frame | None
+    ) -> Any:
+        """``type.__call__(cls, *args, **kwargs)``."""
         if _COUNTS_C_CALLS:
             return self.counted_c_call(self._construct, cls, args, kwargs, caller)
         return self._construct(cls, args, kwargs, caller)

@@ -15,7 +15,10 @@ import types
 from typing import Any
 
 import torch
+import torch.utils._config_module
 
+import thunder_interp
+import thunder_ir
 from thunder_ir import NumberProxy, Proxy, TensorProxy
 from thunder_ir.ops import ALL_OPS, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
@@ -70,8 +73,57 @@ def _ir_functions() -> dict[Any, Any]:
     return out
 
 
+# Classes whose special methods keep running natively when the interpreter would otherwise
+# interpret them: the binding reads modules and tensors through its own hooks on the values these
+# methods return (a submodule, a parameter), not through their internals.
+_NATIVE_DUNDER_CLASSES = (
+    torch.Tensor,
+    torch.nn.Module,
+    torch.nn.ModuleList,
+    torch.nn.ModuleDict,
+    torch.nn.Sequential,
+    torch.nn.ParameterList,
+    torch.nn.ParameterDict,
+    torch.utils._config_module.ConfigModule,  # torch's config modules (torch._dynamo.config)
+)
+# Attribute machinery of nn.Module that must stay native for the same reason.
+_NATIVE_MODULE_DUNDERS = frozenset(
+    {"__getattr__", "__setattr__", "__delattr__", "__getitem__", "__setitem__", "__delitem__",
+     "__iter__", "__len__", "__contains__", "__bool__", "__dir__", "__repr__", "__hash__",
+     "__eq__", "__format__", "__reversed__", "__iadd__", "__add__", "__mul__", "__rmul__",
+     "__imul__", "__rsub__", "__rdiv__", "__rtruediv__", "__rpow__", "__floordiv__",
+     "__rfloordiv__", "__rlshift__", "__rrshift__", "__rmatmul__", "__pos__", "__neg__",
+     "__abs__", "__index__", "__array__", "__deepcopy__", "__reduce_ex__", "__setstate__"}
+)  # fmt: skip
+
+
+def _mark_native_internals() -> None:
+    """IR code and the special methods of torch's module and tensor classes run natively."""
+    thunder_interp.opaque_package(thunder_ir)
+    for cls in _NATIVE_DUNDER_CLASSES:
+        for name, value in vars(cls).items():
+            # Only undecorated ones: a decorator's wrapper shares its code with other functions.
+            if (
+                name in _NATIVE_MODULE_DUNDERS
+                and isinstance(value, types.FunctionType)
+                and value.__code__.co_name == name
+            ):
+                thunder_interp.opaque(value)
+    # torch.backends flags (``torch.backends.cuda.matmul.allow_tf32``, ``mkldnn.enabled``) are
+    # read natively and guarded by value (see binding.reads).
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("torch.backends"):
+            continue
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == name:
+                for attr, member in vars(value).items():
+                    if attr.startswith("__") and isinstance(member, types.FunctionType):
+                        thunder_interp.opaque(member)
+
+
 @functools.cache
 def _static_lookasides() -> dict[Any, Any]:
+    _mark_native_internals()
     table: dict[Any, Any] = _ir_functions()
     for sym in (*ALL_OPS.values(), *ALL_PRIMS.values()):
         table[sym] = sym

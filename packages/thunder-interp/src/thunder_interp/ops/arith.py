@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import Frame
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._slots import FAST_CONTAINERS, PLAIN, binary, compare, contains, truth, unary
 
 _BINARY_SYMBOLS: dict[str, str] = {
     "+": "+",
@@ -56,22 +58,29 @@ _OPS_310: dict[str, str] = {
 }
 
 _TEMPLATE_BINARY = """
-def make(nxt):
+def make(nxt, P, binary):
     def op(f):
         st = f.stack
         b = st.pop()
-        st[-1] = st[-1] {sym} b
+        a = st[-1]
+        if type(a) in P and type(b) in P:
+            st[-1] = a {sym} b
+        else:
+            st[-1] = binary(f.rt, "{sym}", a, b)
         return nxt
     return op
 """
 
 _TEMPLATE_INPLACE = """
-def make(nxt):
+def make(nxt, P, binary):
     def op(f):
         st = f.stack
         b = st.pop()
         a = st[-1]
-        a {sym}= b
+        if type(a) in P and type(b) in P:
+            a {sym}= b
+        else:
+            a = binary(f.rt, "{sym}=", a, b)
         st[-1] = a
         return nxt
     return op
@@ -84,8 +93,8 @@ _GENERATED = os.path.join(
 )
 
 
-def _build_makers() -> dict[str, Callable[[int], Op]]:
-    makers: dict[str, Callable[[int], Op]] = {}
+def _build_makers() -> dict[str, Callable[..., Op]]:
+    makers: dict[str, Callable[..., Op]] = {}
     for sym in _BINARY_SYMBOLS:
         for template, key in ((_TEMPLATE_BINARY, sym), (_TEMPLATE_INPLACE, sym + "=")):
             namespace: dict[str, Any] = {}
@@ -99,21 +108,22 @@ _MAKERS = _build_makers()
 
 @register_opcode("BINARY_OP", min_version=(3, 11))
 def binary_op(ins: Instruction, ctx: CompileContext) -> Op:
-    return _MAKERS[ins.argrepr](ctx.next_index(ins))
+    return _MAKERS[ins.argrepr](ctx.next_index(ins), PLAIN, binary)
 
 
 @register_opcode(*_OPS_310, max_version=(3, 10))
 def binary_op_310(ins: Instruction, ctx: CompileContext) -> Op:
-    return _MAKERS[_OPS_310[ins.opname]](ctx.next_index(ins))
+    return _MAKERS[_OPS_310[ins.opname]](ctx.next_index(ins), PLAIN, binary)
 
 
-def _unary(fn: Callable[[Any], Any]) -> Callable[[Instruction, CompileContext], Op]:
+def _unary(kind: str, native: Callable[[Any], Any]) -> Callable[[Instruction, CompileContext], Op]:
     def factory(ins: Instruction, ctx: CompileContext) -> Op:
         nxt = ctx.next_index(ins)
 
         def op(f: Frame) -> int:
             st = f.stack
-            st[-1] = fn(st[-1])
+            v = st[-1]
+            st[-1] = native(v) if type(v) in PLAIN else unary(f.rt, kind, v)
             return nxt
 
         return op
@@ -121,32 +131,59 @@ def _unary(fn: Callable[[Any], Any]) -> Callable[[Instruction, CompileContext], 
     return factory
 
 
-register_opcode("UNARY_NEGATIVE")(_unary(lambda a: -a))
-register_opcode("UNARY_INVERT")(_unary(lambda a: ~a))
-register_opcode("UNARY_POSITIVE", max_version=(3, 11))(_unary(lambda a: +a))
-register_opcode("UNARY_NOT")(_unary(lambda a: not a))
-register_opcode("TO_BOOL", min_version=(3, 13))(_unary(bool))
+register_opcode("UNARY_NEGATIVE")(_unary("-", operator.neg))
+register_opcode("UNARY_INVERT")(_unary("~", operator.invert))
+register_opcode("UNARY_POSITIVE", max_version=(3, 11))(_unary("+", operator.pos))
+
+
+def _truth_op(negate: bool) -> Callable[[Instruction, CompileContext], Op]:
+    def factory(ins: Instruction, ctx: CompileContext) -> Op:
+        nxt = ctx.next_index(ins)
+
+        def op(f: Frame) -> int:
+            st = f.stack
+            v = st[-1]
+            result = bool(v) if type(v) in PLAIN else truth(f.rt, v)
+            st[-1] = not result if negate else result
+            return nxt
+
+        return op
+
+    return factory
+
+
+register_opcode("UNARY_NOT")(_truth_op(True))
+register_opcode("TO_BOOL", min_version=(3, 13))(_truth_op(False))
 
 _COMPARE_TEMPLATE = """
-def make(nxt, to_bool):
+def make(nxt, to_bool, P, compare, truth):
     if to_bool:
         def op_bool(f):
             st = f.stack
             b = st.pop()
-            st[-1] = bool(st[-1] {sym} b)
+            a = st[-1]
+            if type(a) in P and type(b) in P:
+                r = a {sym} b
+            else:
+                r = compare(f.rt, "{sym}", a, b)
+            st[-1] = r if r is True or r is False else truth(f.rt, r)
             return nxt
         return op_bool
     def op(f):
         st = f.stack
         b = st.pop()
-        st[-1] = st[-1] {sym} b
+        a = st[-1]
+        if type(a) in P and type(b) in P:
+            st[-1] = a {sym} b
+        else:
+            st[-1] = compare(f.rt, "{sym}", a, b)
         return nxt
     return op
 """
 
 
-def _build_compare() -> dict[str, Callable[[int, bool], Op]]:
-    result: dict[str, Callable[[int, bool], Op]] = {}
+def _build_compare() -> dict[str, Callable[..., Op]]:
+    result: dict[str, Callable[..., Op]] = {}
     for sym in ("<", "<=", "==", "!=", ">", ">="):
         namespace: dict[str, Any] = {}
         exec(compile(_COMPARE_TEMPLATE.format(sym=sym), _GENERATED, "exec"), namespace)
@@ -161,7 +198,7 @@ _COMPARE = _build_compare()
 def compare_op(ins: Instruction, ctx: CompileContext) -> Op:
     sym = str(ins.argval)
     to_bool = PY_VERSION >= (3, 13) and bool(ins.arg & 16)
-    return _COMPARE[sym](ctx.next_index(ins), to_bool)
+    return _COMPARE[sym](ctx.next_index(ins), to_bool, PLAIN, compare, truth)
 
 
 @register_opcode("IS_OP")
@@ -186,7 +223,11 @@ def contains_op(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         container = st.pop()
-        st[-1] = (st[-1] in container) is not invert
+        item = st[-1]
+        if type(container) in FAST_CONTAINERS and type(item) in PLAIN:
+            st[-1] = (item in container) is not invert
+        else:
+            st[-1] = contains(f.rt, item, container) is not invert
         return nxt
 
     return op

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._slots import convert, format_of, get_iter, iterable_arg, next_item
 from thunder_interp.ops._common import function_str
+
+if TYPE_CHECKING:
+    from thunder_interp._runtime import Runtime
 
 
 @register_opcode("BUILD_TUPLE")
@@ -173,7 +177,7 @@ def list_extend(ins: Instruction, ctx: CompileContext) -> Op:
         iterable = st.pop()
         target = st[i]
         try:
-            target.extend(iterable)
+            target.extend(iterable_arg(f.rt, iterable))
             return nxt
         except TypeError:
             if hasattr(type(iterable), "__iter__") or hasattr(type(iterable), "__getitem__"):
@@ -191,7 +195,7 @@ def set_update(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         v = st.pop()
-        st[i].update(v)
+        st[i].update(iterable_arg(f.rt, v))
         return nxt
 
     return op
@@ -270,7 +274,7 @@ def _too_many(n: int) -> Exception:
     return ValueError(f"too many values to unpack (expected {n})")
 
 
-def _unpack_sequence(value: Any, n: int) -> list[Any]:
+def _unpack_sequence(rt: Runtime, value: Any, n: int) -> list[Any]:
     t = type(value)
     if t is tuple or t is list:
         if len(value) == n:
@@ -282,14 +286,14 @@ def _unpack_sequence(value: Any, n: int) -> list[Any]:
         raise _too_many(n)
     if not hasattr(t, "__iter__") and not hasattr(t, "__getitem__"):
         raise _unpack_error(value, n, None)
-    it = iter(value)
+    it = get_iter(rt, value)
     items = []
     for _ in range(n):
-        v = next(it, NULL)
+        v = next_item(rt, it)
         if v is NULL:
             raise _unpack_error(value, n, len(items))
         items.append(v)
-    if next(it, NULL) is not NULL:
+    if next_item(rt, it) is not NULL:
         raise _too_many(n)
     items.reverse()
     return items
@@ -307,7 +311,7 @@ def unpack_sequence(ins: Instruction, ctx: CompileContext) -> Op:
         if type(value) is tuple and len(value) == n and not hooked:
             st.extend(value[::-1])
             return nxt
-        items = _unpack_sequence(value, n)
+        items = _unpack_sequence(f.rt, value, n)
         if hooked and f.rt.prov is not None:
             parent = f.rt.provenance_of(value)
             if parent is not None:
@@ -331,7 +335,7 @@ def unpack_ex(ins: Instruction, ctx: CompileContext) -> Op:
         t = type(value)
         if not hasattr(t, "__iter__") and not hasattr(t, "__getitem__"):
             raise _unpack_error(value, before + after, None)
-        items = list(value)
+        items = list(iterable_arg(f.rt, value))
         if len(items) < before + after:
             raise ValueError(
                 f"not enough values to unpack (expected at least {before + after}, got {len(items)})"
@@ -350,16 +354,6 @@ def unpack_ex(ins: Instruction, ctx: CompileContext) -> Op:
 # -- formatting ---------------------------------------------------------------------------------
 
 
-def _convert(value: Any, which: int) -> Any:
-    if which == 1:
-        return str(value)
-    if which == 2:
-        return repr(value)
-    if which == 3:
-        return ascii(value)
-    return value
-
-
 @register_opcode("FORMAT_VALUE", max_version=(3, 12))
 def format_value(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -369,11 +363,11 @@ def format_value(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         spec = st.pop() if has_spec else ""
-        value = _convert(st[-1], which)
+        value = convert(f.rt, st[-1], which)
         if type(value) is str and not spec:
             st[-1] = value
         else:
-            st[-1] = format(value, spec)
+            st[-1] = format_of(f.rt, value, spec)
         return nxt
 
     return op
@@ -386,7 +380,7 @@ def convert_value(ins: Instruction, ctx: CompileContext) -> Op:
 
     def op(f: Frame) -> int:
         st = f.stack
-        st[-1] = _convert(st[-1], which)
+        st[-1] = convert(f.rt, st[-1], which)
         return nxt
 
     return op
@@ -400,7 +394,7 @@ def format_simple(ins: Instruction, ctx: CompileContext) -> Op:
         st = f.stack
         v = st[-1]
         if type(v) is not str:
-            st[-1] = format(v, "")
+            st[-1] = format_of(f.rt, v, "")
         return nxt
 
     return op
@@ -413,7 +407,7 @@ def format_with_spec(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         spec = st.pop()
-        st[-1] = format(st[-1], spec)
+        st[-1] = format_of(f.rt, st[-1], spec)
         return nxt
 
     return op

@@ -8,6 +8,7 @@ from typing import Any
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._slots import PLAIN, iterable_arg
 from thunder_interp.ops._common import function_str
 
 _BUILTIN = type(len)
@@ -25,8 +26,11 @@ def call_positional(f: Frame, fn: Any, args: list[Any]) -> Any:
         if type(func) is FunctionType and func not in rt.lookasides and fn not in rt.lookasides:
             args.insert(0, fn.__self__)
             return rt.call_function(func, args, None)
-    elif t is _BUILTIN and rt.plain_opaque and fn not in rt.lookasides:
-        return fn(*args)
+    elif t is _BUILTIN and rt.plain_opaque:
+        if fn not in rt.lookasides:
+            return fn(*args)
+        if fn in rt.fast_builtins and len(args) == 1 and type(args[0]) in PLAIN:
+            return fn(*args)
     return rt.call(fn, args, None, f)
 
 
@@ -114,7 +118,14 @@ def _call_factory(
                 args.insert(0, fn.__self__)
                 st.append(rt.call_function(func, args, None))
                 return nxt
-        elif t is _BUILTIN and rt.plain_opaque and fn not in rt.lookasides:
+        elif (
+            t is _BUILTIN
+            and rt.plain_opaque
+            and (
+                fn not in rt.lookasides
+                or (fn in rt.fast_builtins and len(args) == 1 and type(args[0]) in PLAIN)
+            )
+        ):
             st.append(fn(*args))
             return nxt
         st.append(rt.call(fn, args, None, f))
@@ -184,7 +195,7 @@ def call_function_ex(ins: Instruction, ctx: CompileContext) -> Op:
                 raise TypeError(
                     f"{function_str(fn)} argument after * must be an iterable, not {t.__name__}"
                 )
-            callargs = tuple(callargs)
+            callargs = tuple(iterable_arg(f.rt, callargs))
         if kwargs is not None and type(kwargs) is not dict:
             if not hasattr(type(kwargs), "keys"):
                 raise TypeError(

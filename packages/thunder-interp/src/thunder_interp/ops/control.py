@@ -7,6 +7,8 @@ from thunder_interp._frame import NULL, Frame
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
 from thunder_interp._runtime import warm_up
+from thunder_interp._slots import PLAIN, length, next_item, truth
+from thunder_interp._slots import get_iter as slot_get_iter
 
 
 @register_opcode("JUMP_FORWARD")
@@ -87,7 +89,8 @@ def _pop_jump_forward(nxt: int, target: int, kind: str) -> Op:
     if kind == "false":
 
         def op_false(f: Frame) -> int:
-            if f.stack.pop():
+            v = f.stack.pop()
+            if v if type(v) in PLAIN else truth(f.rt, v):
                 return nxt
             return target
 
@@ -95,7 +98,8 @@ def _pop_jump_forward(nxt: int, target: int, kind: str) -> Op:
     if kind == "true":
 
         def op_true(f: Frame) -> int:
-            if f.stack.pop():
+            v = f.stack.pop()
+            if v if type(v) in PLAIN else truth(f.rt, v):
                 return target
             return nxt
 
@@ -125,7 +129,8 @@ def jump_or_pop(ins: Instruction, ctx: CompileContext) -> Op:
 
         def op_true(f: Frame) -> int:
             st = f.stack
-            if st[-1]:
+            v = st[-1]
+            if v if type(v) in PLAIN else truth(f.rt, v):
                 return target
             st.pop()
             return nxt
@@ -134,7 +139,8 @@ def jump_or_pop(ins: Instruction, ctx: CompileContext) -> Op:
 
     def op_false(f: Frame) -> int:
         st = f.stack
-        if st[-1]:
+        v = st[-1]
+        if v if type(v) in PLAIN else truth(f.rt, v):
             st.pop()
             return nxt
         return target
@@ -150,7 +156,9 @@ def get_iter(ins: Instruction, ctx: CompileContext) -> Op:
         def op_hooked(f: Frame) -> int:
             st = f.stack
             iterable = st[-1]
-            it = st[-1] = iter(iterable)
+            it = st[-1] = (
+                iter(iterable) if type(iterable) in PLAIN else slot_get_iter(f.rt, iterable)
+            )
             rt = f.rt
             if rt.prov is not None and type(iterable) in (list, tuple):
                 parent = rt.provenance_of(iterable)
@@ -162,7 +170,8 @@ def get_iter(ins: Instruction, ctx: CompileContext) -> Op:
 
     def op(f: Frame) -> int:
         st = f.stack
-        st[-1] = iter(st[-1])
+        v = st[-1]
+        st[-1] = iter(v) if type(v) in PLAIN else slot_get_iter(f.rt, v)
         return nxt
 
     return op
@@ -188,7 +197,8 @@ def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
 
         def op_store(f: Frame) -> int:
             st = f.stack
-            v = next(st[-1], NULL)
+            it = st[-1]
+            v = next(it, NULL) if type(it) in PLAIN else next_item(f.rt, it)
             if v is NULL:
                 st.pop()
                 return exit_
@@ -199,7 +209,8 @@ def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
 
     def op(f: Frame) -> int:
         st = f.stack
-        v = next(st[-1], NULL)
+        it = st[-1]
+        v = next(it, NULL) if type(it) in PLAIN else next_item(f.rt, it)
         if v is NULL:
             st.pop()
             return exit_
@@ -215,7 +226,7 @@ def _for_iter_hooked(nxt: int, exit_: int) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         it = st[-1]
-        v = next(it, NULL)
+        v = next(it, NULL) if type(it) in PLAIN else next_item(f.rt, it)
         sources = f.rt.iter_sources
         entry = sources.get(id(it)) if sources else None
         if v is NULL:
@@ -250,7 +261,8 @@ def get_len(ins: Instruction, ctx: CompileContext) -> Op:
 
     def op(f: Frame) -> int:
         st = f.stack
-        st.append(len(st[-1]))
+        v = st[-1]
+        st.append(len(v) if type(v) in PLAIN else length(f.rt, v))
         return nxt
 
     return op

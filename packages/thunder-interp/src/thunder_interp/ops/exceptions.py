@@ -10,9 +10,9 @@ from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_op
 from thunder_interp._runtime import BLOCK_FINALLY, chain_context, lookup_special
 
 
-def _make_exception(value: Any, what: str) -> BaseException:
+def _make_exception(f: Frame, value: Any, what: str) -> BaseException:
     if isinstance(value, type) and issubclass(value, BaseException):
-        inst = value()
+        inst = f.rt.call(value, (), None, f)
         if not isinstance(inst, BaseException):
             raise TypeError(
                 f"calling {value!r} should have returned an instance of BaseException, not {type(inst).__name__}"
@@ -38,13 +38,13 @@ def raise_varargs(ins: Instruction, ctx: CompileContext) -> Op:
         cause: Any = NULL
         if n == 2:
             cause = st.pop()
-        exc = _make_exception(st.pop(), "exceptions must derive from BaseException")
+        exc = _make_exception(f, st.pop(), "exceptions must derive from BaseException")
         if cause is not NULL:
             if cause is None:
                 exc.__cause__ = None
             else:
                 exc.__cause__ = _make_exception(
-                    cause, "exception causes must derive from BaseException"
+                    f, cause, "exception causes must derive from BaseException"
                 )
         chain_context(exc, f.rt.topmost_handled())
         raise exc

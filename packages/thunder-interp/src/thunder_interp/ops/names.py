@@ -10,6 +10,16 @@ from thunder_interp._frame import NULL, Frame
 from thunder_interp._lookasides import attribute_loaded
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._slots import (
+    PLAIN,
+    PLAIN_ATTRS,
+    delete_item,
+    get_item,
+    set_item,
+)
+from thunder_interp._slots import delete_attr as slot_delete_attr
+from thunder_interp._slots import load_attr as slot_load_attr
+from thunder_interp._slots import store_attr as slot_store_attr
 from thunder_interp.ops._common import name_error
 
 # -- globals ---------------------------------------------------------------------------------------
@@ -239,7 +249,11 @@ def load_attr(ins: Instruction, ctx: CompileContext) -> Op:
 
         def op_plain(f: Frame) -> int:
             st = f.stack
-            st[-1] = getattr(st[-1], name)
+            obj = st[-1]
+            if type(obj) in PLAIN_ATTRS:
+                st[-1] = getattr(obj, name)
+            else:
+                st[-1] = slot_load_attr(f.rt, obj, name)
             return nxt
 
         return op_plain
@@ -247,9 +261,7 @@ def load_attr(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         obj = st[-1]
-        v = getattr(obj, name)
-        if hooked:
-            v = attribute_loaded(f.rt, obj, name, v)
+        v = load_attribute(f, obj, name) if hooked else attribute_value(f, obj, name)
         if method:
             if null_first:
                 st[-1] = NULL
@@ -264,40 +276,40 @@ def load_attr(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+def attribute_value(f: Frame, obj: Any, name: str) -> Any:
+    """``obj.name`` from interpreted code (no hooks)."""
+    if type(obj) in PLAIN_ATTRS:
+        return getattr(obj, name)
+    return slot_load_attr(f.rt, obj, name)
+
+
+def load_attribute(f: Frame, obj: Any, name: str) -> Any:
+    """``obj.name`` from interpreted code, with provenance and the ``load_attribute`` hook (it
+    also fires when Python code computed the value, after that code's own loads)."""
+    if type(obj) in PLAIN_ATTRS:
+        return attribute_loaded(f.rt, obj, name, getattr(obj, name))
+    return attribute_loaded(f.rt, obj, name, slot_load_attr(f.rt, obj, name))
+
+
 @register_opcode("STORE_ATTR")
 def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     name = ins.argval
-    hooked = ctx.hooked
 
     def op(f: Frame) -> int:
         st = f.stack
         obj = st.pop()
         v = st.pop()
-        if hooked:
-            hook = f.rt.cb_store_attr
-            if hook is not None:
-                hook(obj, name, v)
-        # A lookaside for the type's ``__setattr__`` replaces it (as for any call).
-        setter = _type_setattr(obj)
-        if setter is not _OBJECT_SETATTR and setter in f.rt.lookasides:
-            f.rt.call(setter, [obj, name, v], None, f)
-            return nxt
-        setattr(obj, name, v)
+        hook = f.rt.cb_store_attr
+        if hook is not None:
+            hook(obj, name, v)
+        if type(obj) in PLAIN_ATTRS:
+            setattr(obj, name, v)
+        else:
+            slot_store_attr(f.rt, obj, name, v)
         return nxt
 
     return op
-
-
-_OBJECT_SETATTR = object.__setattr__
-
-
-def _type_setattr(obj: Any) -> Any:
-    for klass in type(obj).__mro__:
-        setter = klass.__dict__.get("__setattr__")
-        if setter is not None:
-            return setter
-    return _OBJECT_SETATTR
 
 
 @register_opcode("DELETE_ATTR")
@@ -310,7 +322,10 @@ def delete_attr(ins: Instruction, ctx: CompileContext) -> Op:
         hook = f.rt.cb_delete_attr
         if hook is not None:
             hook(obj, name)
-        delattr(obj, name)
+        if type(obj) in PLAIN_ATTRS:
+            delattr(obj, name)
+        else:
+            slot_delete_attr(f.rt, obj, name)
         return nxt
 
     return op
@@ -359,6 +374,16 @@ def item_loaded(f: Frame, container: Any, key: Any, value: Any) -> None:
             rt.record(value, Provenance(ProvenanceKind.ITEM, index=key, parent=parent))
 
 
+def load_item(f: Frame, container: Any, key: Any) -> Any:
+    """``container[key]`` from interpreted code, with the ``load_item`` hook and provenance."""
+    if type(container) in PLAIN and type(key) in PLAIN:
+        v = container[key]
+    else:
+        v = get_item(f.rt, container, key)
+    item_loaded(f, container, key, v)
+    return v
+
+
 @register_opcode("BINARY_SUBSCR")
 def binary_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -367,10 +392,7 @@ def binary_subscr(ins: Instruction, ctx: CompileContext) -> Op:
         def op_hooked(f: Frame) -> int:
             st = f.stack
             key = st.pop()
-            container = st[-1]
-            v = container[key]
-            item_loaded(f, container, key, v)
-            st[-1] = v
+            st[-1] = load_item(f, st[-1], key)
             return nxt
 
         return op_hooked
@@ -378,7 +400,8 @@ def binary_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         key = st.pop()
-        st[-1] = st[-1][key]
+        c = st[-1]
+        st[-1] = c[key] if type(c) in PLAIN and type(key) in PLAIN else get_item(f.rt, c, key)
         return nxt
 
     return op
@@ -397,7 +420,10 @@ def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
             hook = f.rt.cb_store_item
             if hook is not None:
                 hook(container, key, value)
-            container[key] = value
+            if type(container) in PLAIN:
+                container[key] = value
+            else:
+                set_item(f.rt, container, key, value)
             return nxt
 
         return op_hooked
@@ -406,7 +432,10 @@ def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
         st = f.stack
         key = st.pop()
         container = st.pop()
-        container[key] = st.pop()
+        if type(container) in PLAIN:
+            container[key] = st.pop()
+        else:
+            set_item(f.rt, container, key, st.pop())
         return nxt
 
     return op
@@ -423,7 +452,10 @@ def delete_subscr(ins: Instruction, ctx: CompileContext) -> Op:
         hook = f.rt.cb_delete_item
         if hook is not None:
             hook(container, key)
-        del container[key]
+        if type(container) in PLAIN:
+            del container[key]
+        else:
+            delete_item(f.rt, container, key)
         return nxt
 
     return op

@@ -1,0 +1,360 @@
+"""Lookasides for builtins that call Python code from C: ``len``, ``bool``, ``iter``, ``next``,
+``any``, ``sorted(key=...)``, ``functools.reduce``, ... They run the same algorithm with the
+special methods and callables interpreted (see :mod:`thunder_interp._slots`); with plain
+arguments they call the builtin itself.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from thunder_interp import _slots as slots
+from thunder_interp._frame import NULL
+from thunder_interp._slots import is_plain, iterable_arg
+
+if TYPE_CHECKING:
+    from thunder_interp._frame import Frame
+    from thunder_interp._runtime import Runtime
+
+__all__ = ["implicit_lookasides", "is_interpreting", "unary_slot_builtins"]
+
+Impl = Callable[["Runtime", "Frame | None", tuple[Any, ...], dict[str, Any]], Any]
+
+
+def is_interpreting() -> bool:
+    """True when called from code the interpreter is running, False in native code.
+
+    Library code can use it to tell whether it is being traced; the interpreter replaces this
+    function by one that returns True.
+    """
+    return False
+
+
+def _interpreting(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if args or kw:
+        return rt.opaque_call(is_interpreting, args, kw)
+    return True
+
+
+class _Interpreted:
+    """A callable handed to a native builtin (a sort key, a reduce function) that interprets the
+    Python callable it wraps."""
+
+    __slots__ = ("fn", "rt")
+
+    def __init__(self, rt: Runtime, fn: Any) -> None:
+        self.rt = rt
+        self.fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.rt.call(self.fn, args, kwargs or None, None)
+
+
+def _callable_arg(rt: Runtime, fn: Any) -> Any:
+    if fn is None or type(fn) is type(len) or isinstance(fn, type):
+        return fn
+    return _Interpreted(rt, fn)
+
+
+class _Ordered:
+    """A sort key whose comparisons are interpreted (``__lt__`` of a Python class)."""
+
+    __slots__ = ("rt", "value")
+
+    def __init__(self, rt: Runtime, value: Any) -> None:
+        self.rt = rt
+        self.value = value
+
+    def __lt__(self, other: Any) -> bool:
+        right = other.value if type(other) is _Ordered else other
+        return slots.truth(self.rt, slots.compare(self.rt, "<", self.value, right))
+
+    def __gt__(self, other: Any) -> bool:
+        right = other.value if type(other) is _Ordered else other
+        return slots.truth(self.rt, slots.compare(self.rt, ">", self.value, right))
+
+
+def _all_plain(values: Any) -> bool:
+    return all(type(v) in slots.PLAIN or is_plain(v) for v in values)
+
+
+def _one(native: Callable[[Any], Any], slow: Callable[[Runtime, Any], Any], *names: str) -> Impl:
+    """A builtin of one argument that calls the special methods ``names`` of it."""
+
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if kw or len(args) != 1 or not _runs_python(args[0], names):
+            return rt.opaque_call(native, args, kw)
+        return slow(rt, args[0])
+
+    return impl
+
+
+def _runs_python(v: Any, names: tuple[str, ...]) -> bool:
+    if is_plain(v):
+        return False
+    cls = type(v)
+    return any(slots.is_python_level(slots.lookup_type(cls, n)) for n in names)
+
+
+def _bool(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 1 or not _runs_python(args[0], ("__bool__", "__len__")):
+        return rt.opaque_call(bool, args, kw)
+    return slots.truth(rt, args[0])
+
+
+def _str(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 1 or not _runs_python(args[0], ("__str__", "__repr__")):
+        return rt.opaque_call(str, args, kw)
+    return slots.str_of(rt, args[0])
+
+
+def _format(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if (
+        kw
+        or not 1 <= len(args) <= 2
+        or (len(args) == 2 and type(args[1]) is not str)
+        or not _runs_python(args[0], ("__format__", "__str__", "__repr__"))
+    ):
+        return rt.opaque_call(format, args, kw)
+    return slots.format_of(rt, args[0], args[1] if len(args) == 2 else "")
+
+
+def _next(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or not 1 <= len(args) <= 2:
+        return rt.opaque_call(next, args, kw)
+    it = args[0]
+    if not _runs_python(it, ("__next__",)):
+        return rt.opaque_call(next, args, kw)
+    value = slots.next_item(rt, it)
+    if value is NULL:
+        if len(args) == 2:
+            return args[1]
+        raise StopIteration
+    return value
+
+
+def _iter(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 1 or not _runs_python(args[0], ("__iter__", "__getitem__")):
+        return rt.opaque_call(iter, args, kw)
+    return slots.get_iter(rt, args[0])
+
+
+def _any(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 1:
+        return rt.opaque_call(any, args, kw)
+    return any(slots.truth(rt, v) for v in slots.iterate(rt, args[0]))
+
+
+def _all(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 1:
+        return rt.opaque_call(all, args, kw)
+    return all(slots.truth(rt, v) for v in slots.iterate(rt, args[0]))
+
+
+def _consumer(native: Callable[..., Any]) -> Impl:
+    """A builtin taking iterables as positional arguments (list, tuple, enumerate, zip, sum...):
+    each Python-level iterable is handed over as an :class:`~thunder_interp._slots.Iterable`."""
+
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if not args or _all_plain(args):
+            return rt.opaque_call(native, args, kw)
+        return rt.opaque_call(native, tuple(iterable_arg(rt, a) for a in args), kw)
+
+    return impl
+
+
+def _first_iterable(native: Callable[..., Any]) -> Impl:
+    """A builtin whose first argument is an iterable (enumerate, sum, set, frozenset)."""
+
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if not args or is_plain(args[0]):
+            return rt.opaque_call(native, args, kw)
+        return rt.opaque_call(native, (iterable_arg(rt, args[0]), *args[1:]), kw)
+
+    return impl
+
+
+def _filter(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 2:
+        return rt.opaque_call(filter, args, kw)
+    fn, iterable = args
+    if fn is None or fn is bool:
+        return filter(_Interpreted(rt, _truth_of(rt)), iterable_arg(rt, iterable))
+    return filter(_callable_arg(rt, fn), iterable_arg(rt, iterable))
+
+
+def _truth_of(rt: Runtime) -> Callable[[Any], bool]:
+    return functools.partial(slots.truth, rt)
+
+
+def _map(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) < 2:
+        return rt.opaque_call(map, args, kw)
+    return map(_callable_arg(rt, args[0]), *(iterable_arg(rt, a) for a in args[1:]))
+
+
+def _ordered_key(rt: Runtime, key: Any) -> Callable[[Any], Any]:
+    def wrapped(x: Any) -> Any:
+        k = rt.call(key, (x,), None, None) if key is not None else x
+        return k if is_plain(k) else _Ordered(rt, k)
+
+    return wrapped
+
+
+def _sorted(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if len(args) != 1 or set(kw) - {"key", "reverse"}:
+        return rt.opaque_call(sorted, args, kw)
+    items = list(iterable_arg(rt, args[0]))
+    key = kw.get("key")
+    if key is None and _all_plain(items):
+        return rt.opaque_call(sorted, (items,), kw)
+    return sorted(items, key=_ordered_key(rt, key), reverse=kw.get("reverse", False))
+
+
+def _list_sort(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if len(args) != 1 or type(args[0]) is not list or set(kw) - {"key", "reverse"}:
+        return rt.opaque_call(list.sort, args, kw)
+    lst = args[0]
+    key = kw.get("key")
+    if key is None and _all_plain(lst):
+        return lst.sort(**kw)
+    return lst.sort(key=_ordered_key(rt, key), reverse=kw.get("reverse", False))
+
+
+def _extremum(native: Callable[..., Any]) -> Impl:
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if not args or set(kw) - {"key", "default"}:
+            return rt.opaque_call(native, args, kw)
+        single = len(args) == 1
+        items = list(iterable_arg(rt, args[0])) if single else list(args)
+        key = kw.get("key")
+        if key is None and _all_plain(items):
+            return rt.opaque_call(native, (items,) if single else tuple(items), kw)
+        options = {**kw, "key": _ordered_key(rt, key)}
+        return rt.opaque_call(native, (items,) if single else tuple(items), options)
+
+    return impl
+
+
+def _sum(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if not 1 <= len(args) <= 2 or set(kw) - {"start"} or (len(args) == 2 and kw):
+        return rt.opaque_call(sum, args, kw)
+    iterable = args[0]
+    start = args[1] if len(args) == 2 else kw.get("start", 0)
+    if isinstance(start, (str, bytes, bytearray)):
+        return rt.opaque_call(sum, args, kw)  # CPython's error
+    if type(iterable) in (list, tuple, range) and is_plain(start) and _all_plain(iterable):
+        return rt.opaque_call(sum, args, kw)
+    total = start
+    for x in iterable_arg(rt, iterable):
+        total = slots.binary(rt, "+", total, x)
+    return total
+
+
+def _reduce(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or not 2 <= len(args) <= 3:
+        return rt.opaque_call(functools.reduce, args, kw)
+    return functools.reduce(_callable_arg(rt, args[0]), iterable_arg(rt, args[1]), *args[2:])
+
+
+def _reversed(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 1:
+        return rt.opaque_call(reversed, args, kw)
+    seq = args[0]
+    descr = slots.lookup_type(type(seq), "__reversed__")
+    if descr is not NULL and slots.is_python_level(descr):
+        return slots.call_special(rt, descr, seq)
+    if descr is NULL:
+        getitem = slots.lookup_type(type(seq), "__getitem__")
+        if slots.is_python_level(getitem) or slots.is_python_level(
+            slots.lookup_type(type(seq), "__len__")
+        ):
+            return _ReversedSequence(rt, seq, slots.length(rt, seq))
+    return reversed(seq)
+
+
+class _ReversedSequence:
+    """``reversed(seq)`` of a sequence with a Python ``__getitem__`` or ``__len__``: CPython's
+    ``reversed`` object, stepping through the interpreter."""
+
+    __slots__ = ("index", "rt", "seq")
+
+    def __init__(self, rt: Runtime, seq: Any, n: int) -> None:
+        self.rt = rt
+        self.seq = seq
+        self.index = n - 1
+
+    def __iter__(self) -> _ReversedSequence:
+        return self
+
+    def __next__(self) -> Any:
+        if self.index >= 0 and self.seq is not None:
+            try:
+                item = slots.get_item(self.rt, self.seq, self.index)
+            except (IndexError, StopIteration):
+                pass
+            else:
+                self.index -= 1
+                return item
+        self.index = -1
+        self.seq = None
+        raise StopIteration
+
+    def __length_hint__(self) -> int:
+        if self.seq is None:
+            return 0
+        size = slots.length(self.rt, self.seq)
+        position = self.index + 1
+        return 0 if size < position else position
+
+
+def _abs(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 1 or not _runs_python(args[0], ("__abs__",)):
+        return rt.opaque_call(abs, args, kw)
+    return slots.unary(rt, "abs", args[0])
+
+
+def implicit_lookasides() -> dict[Any, Any]:
+    """The builtins above, as internal lookasides (built by the caller's lookaside class)."""
+    return {
+        is_interpreting: _interpreting,
+        bool: _bool,
+        len: _one(len, slots.length, "__len__"),
+        hash: _one(hash, slots.hash_of, "__hash__"),
+        repr: _one(repr, slots.repr_of, "__repr__"),
+        str: _str,
+        format: _format,
+        abs: _abs,
+        operator.index: _one(operator.index, slots.as_index, "__index__"),
+        iter: _iter,
+        next: _next,
+        any: _any,
+        all: _all,
+        list: _first_iterable(list),
+        tuple: _first_iterable(tuple),
+        set: _first_iterable(set),
+        frozenset: _first_iterable(frozenset),
+        enumerate: _first_iterable(enumerate),
+        sum: _sum,
+        zip: _consumer(zip),
+        map: _map,
+        filter: _filter,
+        sorted: _sorted,
+        list.sort: _list_sort,
+        min: _extremum(min),
+        max: _extremum(max),
+        functools.reduce: _reduce,
+        reversed: _reversed,
+    }
+
+
+def unary_slot_builtins() -> frozenset[Any]:
+    """Builtins whose native call is exact when their single argument is plain."""
+    return frozenset({len, hash, repr, str, abs, operator.index, iter, next, bool, format})
+
+
+_ = builtins

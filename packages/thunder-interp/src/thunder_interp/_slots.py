@@ -1,0 +1,825 @@
+"""Implicit calls: the special methods CPython's C code calls (``if a:``, ``len(a)``, ``a.x``,
+``a + b``, ``for x in a``, ...), run by the interpreter when they are Python code.
+
+Each operation has a fast path: when the operands' types are *plain* (every special method of the
+type is C code or opaque code), the native operation runs, as CPython would run it, with no
+Python code involved. Otherwise the operation follows CPython's algorithm here, looking special
+methods up on the type (never the instance) and calling Python-level ones through
+``Runtime.call``, so lookasides and hooks fire inside them. The results, the order of calls and
+the error messages are CPython's.
+
+``PLAIN`` is a cache of types found plain. A class that gains a Python special method after it
+was found plain keeps running that method natively (still CPython's result, just not
+interpreted).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator
+from types import FunctionType
+from typing import TYPE_CHECKING, Any
+
+from thunder_interp._frame import NULL
+from thunder_interp._opaque import is_opaque_code
+
+if TYPE_CHECKING:
+    from thunder_interp._runtime import Runtime
+
+__all__ = ["PLAIN", "is_plain", "type_info"]
+
+_C_CALLABLE_TYPES = frozenset(
+    {
+        type(object.__init__),  # wrapper_descriptor
+        type(str.join),  # method_descriptor
+        type(len),  # builtin_function_or_method
+        type(dict.__dict__["fromkeys"]),  # classmethod_descriptor
+        type(type.__dict__["__dict__"]),  # getset_descriptor
+        type(type.__dict__["__weakrefoffset__"]),  # member_descriptor
+        type((1).__add__),  # method-wrapper
+        type(None),  # a disabled slot (``__hash__ = None``): CPython's error is native
+    }
+)
+
+
+def is_python_level(descr: Any) -> bool:
+    """Whether calling (or binding) the class attribute ``descr`` runs Python code to interpret."""
+    t = type(descr)
+    if t in _C_CALLABLE_TYPES:
+        return False
+    if t is FunctionType:
+        return not is_opaque_code(descr.__code__)
+    if t is staticmethod or t is classmethod:
+        return is_python_level(descr.__func__)
+    if t is property:
+        return any(
+            type(g) is FunctionType and not is_opaque_code(g.__code__)
+            for g in (descr.fget, descr.fset, descr.fdel)
+        )
+    # Any other object: Python-level when its type's __get__/__call__/__set__ is.
+    for name in ("__get__", "__set__", "__delete__", "__call__"):
+        d = lookup_type(t, name)
+        if d is not NULL and type(d) is FunctionType and not is_opaque_code(d.__code__):
+            return True
+    return False
+
+
+def lookup_type(cls: type, name: str) -> Any:
+    """``_PyType_Lookup``: ``name`` in the MRO's class dicts, no descriptor called; NULL if none."""
+    for klass in cls.__mro__:
+        d = klass.__dict__
+        if name in d:
+            return d[name]
+    return NULL
+
+
+# Special methods whose Python implementations CPython calls from C.
+SLOT_NAMES = frozenset(
+    {
+        "__bool__", "__len__", "__iter__", "__next__", "__reversed__", "__contains__",
+        "__getitem__", "__setitem__", "__delitem__", "__missing__", "__length_hint__",
+        "__getattribute__", "__getattr__", "__setattr__", "__delattr__",
+        "__str__", "__repr__", "__format__", "__hash__", "__index__", "__int__", "__float__",
+        "__complex__", "__abs__", "__neg__", "__pos__", "__invert__", "__round__",
+        "__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__",
+        "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__",
+        "__mul__", "__rmul__", "__imul__", "__matmul__", "__rmatmul__", "__imatmul__",
+        "__truediv__", "__rtruediv__", "__itruediv__", "__floordiv__", "__rfloordiv__",
+        "__ifloordiv__", "__mod__", "__rmod__", "__imod__", "__divmod__", "__rdivmod__",
+        "__pow__", "__rpow__", "__ipow__", "__lshift__", "__rlshift__", "__ilshift__",
+        "__rshift__", "__rrshift__", "__irshift__", "__and__", "__rand__", "__iand__",
+        "__or__", "__ror__", "__ior__", "__xor__", "__rxor__", "__ixor__",
+        "__enter__", "__exit__", "__call__",
+    }
+)  # fmt: skip
+
+_ATTR_HOOKS = ("__getattribute__", "__getattr__", "__setattr__", "__delattr__")
+
+
+class TypeInfo:
+    """What a type's instances need from the slow paths (computed once per type)."""
+
+    __slots__ = ("descriptors", "get_hook", "plain", "set_hook")
+
+    def __init__(self, cls: type) -> None:
+        found: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            found.update(vars(klass))
+        self.plain = not any(name in found and is_python_level(found[name]) for name in SLOT_NAMES)
+        # Any Python function here (opaque ones too: a lookaside may replace them).
+        hooks = {name: type(found.get(name)) is FunctionType for name in _ATTR_HOOKS}
+        self.get_hook = hooks["__getattribute__"] or hooks["__getattr__"]
+        self.set_hook = hooks["__setattr__"] or hooks["__delattr__"]
+        # Attribute names whose class attribute runs Python code when read or written.
+        self.descriptors = frozenset(
+            name
+            for name, value in found.items()
+            if type(value) is not FunctionType and is_python_level(value)
+        )
+
+
+_INFO: dict[type, TypeInfo] = {}
+
+# Types whose instances need no slow path for special methods (attribute access is separate).
+PLAIN: set[type] = set()
+# Types whose instances need no slow path for attribute access.
+PLAIN_ATTRS: set[type] = set()
+
+
+def type_info(cls: type) -> TypeInfo:
+    info = _INFO.get(cls)
+    if info is None:
+        if len(_INFO) > 8192:  # classes created in a loop: forget, never grow without bound
+            _INFO.clear()
+        info = _INFO[cls] = TypeInfo(cls)
+        if info.plain:
+            PLAIN.add(cls)
+        if not info.get_hook and not info.set_hook and not info.descriptors:
+            PLAIN_ATTRS.add(cls)
+    return info
+
+
+def is_plain(value: Any) -> bool:
+    """Whether ``value``'s special methods all run natively."""
+    cls = type(value)
+    return cls in PLAIN or type_info(cls).plain
+
+
+for _t in (int, float, complex, bool, str, bytes, bytearray, list, tuple, dict, set, frozenset,
+           type(None), range, slice, type, FunctionType, type(len), type(...)):  # fmt: skip
+    type_info(_t)
+
+
+# --------------------------------------------------------------------------------------------------
+# calling special methods
+
+
+def call_special(rt: Runtime, descr: Any, obj: Any, *args: Any) -> Any:
+    """Call the special method ``descr`` (found on ``type(obj)``) as ``vectorcall_method`` does:
+    functions unbound with ``obj`` first, other descriptors bound with their ``__get__``."""
+    if type(descr) is FunctionType:
+        return rt.call(descr, (obj, *args), None, None)
+    get = lookup_type(type(descr), "__get__")
+    if get is not NULL:
+        descr = descriptor_get(rt, descr, get, obj, type(obj))
+    return rt.call(descr, args, None, None)
+
+
+def descriptor_get(rt: Runtime, descr: Any, get: Any, obj: Any, owner: Any) -> Any:
+    """``descr.__get__(obj, owner)``, interpreting a Python getter (a property's ``fget``)."""
+    if type(get) is FunctionType:
+        return rt.call(get, (descr, obj, owner), None, None)
+    if type(descr) is property and obj is not None:
+        fget = descr.fget
+        if type(fget) is FunctionType and not is_opaque_code(fget.__code__):
+            return rt.call(fget, (obj,), None, None)
+    return get(descr, obj, owner)
+
+
+def _special(obj: Any, name: str) -> Any:
+    """The Python-level special method ``name`` of ``type(obj)``, or NULL (native is right)."""
+    descr = lookup_type(type(obj), name)
+    if descr is NULL or not is_python_level(descr):
+        return NULL
+    return descr
+
+
+# --------------------------------------------------------------------------------------------------
+# truth, length, index, hash
+
+
+def truth(rt: Runtime, v: Any) -> bool:
+    """``PyObject_IsTrue``."""
+    if v is True:
+        return True
+    if v is False or v is None:
+        return False
+    cls = type(v)
+    if cls in PLAIN or type_info(cls).plain:
+        return bool(v)
+    descr = lookup_type(cls, "__bool__")
+    if descr is not NULL:
+        if not is_python_level(descr):
+            return bool(v)
+        result = call_special(rt, descr, v)
+        if type(result) is not bool:
+            raise TypeError(f"__bool__ should return bool, returned {type(result).__name__}")
+        return result
+    if _special(v, "__len__") is not NULL:
+        return length(rt, v) != 0
+    return bool(v)
+
+
+def length(rt: Runtime, v: Any) -> int:
+    """``len(v)``."""
+    cls = type(v)
+    if cls in PLAIN or type_info(cls).plain:
+        return len(v)
+    descr = _special(v, "__len__")
+    if descr is NULL:
+        return len(v)
+    result = call_special(rt, descr, v)
+    n = as_index(rt, result)
+    if n < 0:
+        raise ValueError("__len__() should return >= 0")
+    if n > _MAX_SIZE:
+        raise OverflowError("cannot fit 'int' into an index-sized integer")
+    return n
+
+
+_MAX_SIZE = (1 << 63) - 1
+
+
+def as_index(rt: Runtime, v: Any) -> int:
+    """``PyNumber_Index``: an int from ``v`` (interpreting a Python ``__index__``)."""
+    if type(v) is int:
+        return v
+    descr = _special(v, "__index__")
+    if descr is NULL:
+        return operator.index(v)
+    result = call_special(rt, descr, v)
+    if not isinstance(result, int):
+        raise TypeError(f"__index__ returned non-int (type {type(result).__name__})")
+    return int(result) if type(result) is not int else result
+
+
+def hash_of(rt: Runtime, v: Any) -> int:
+    """``hash(v)``."""
+    descr = _special(v, "__hash__")
+    if descr is NULL:
+        return hash(v)
+    result = call_special(rt, descr, v)
+    if not isinstance(result, int):
+        raise TypeError("__hash__ method should return an integer")
+    return hash(result)
+
+
+# --------------------------------------------------------------------------------------------------
+# str, repr, format
+
+
+def str_of(rt: Runtime, v: Any) -> str:
+    """``str(v)``."""
+    if type(v) is str:
+        return v
+    descr = lookup_type(type(v), "__str__")
+    if descr is object.__str__:
+        return repr_of(rt, v)
+    if descr is NULL or not is_python_level(descr):
+        return str(v)
+    result = call_special(rt, descr, v)
+    if not isinstance(result, str):
+        raise TypeError(f"__str__ returned non-string (type {type(result).__name__})")
+    return result
+
+
+def repr_of(rt: Runtime, v: Any) -> str:
+    """``repr(v)``."""
+    descr = _special(v, "__repr__")
+    if descr is NULL:
+        return repr(v)
+    result = call_special(rt, descr, v)
+    if not isinstance(result, str):
+        raise TypeError(f"__repr__ returned non-string (type {type(result).__name__})")
+    return result
+
+
+def format_of(rt: Runtime, v: Any, spec: str) -> str:
+    """``format(v, spec)``."""
+    cls = type(v)
+    if cls in PLAIN or type_info(cls).plain:
+        return format(v, spec)
+    descr = lookup_type(cls, "__format__")
+    if descr is object.__format__:
+        if spec:
+            raise TypeError(f"unsupported format string passed to {cls.__name__}.__format__")
+        return str_of(rt, v)
+    if descr is NULL or not is_python_level(descr):
+        return format(v, spec)
+    result = call_special(rt, descr, v, spec)
+    if not isinstance(result, str):
+        raise TypeError(f"__format__ must return a str, not {type(result).__name__}")
+    return result
+
+
+def convert(rt: Runtime, v: Any, conversion: int) -> Any:
+    """An f-string conversion: 1 ``!s``, 2 ``!r``, 3 ``!a``."""
+    if conversion == 1:
+        return str_of(rt, v)
+    if conversion == 2:
+        return repr_of(rt, v)
+    if conversion == 3:
+        text = repr_of(rt, v)
+        return text.encode("ascii", "backslashreplace").decode("ascii")
+    return v
+
+
+# --------------------------------------------------------------------------------------------------
+# iteration
+
+
+def get_iter(rt: Runtime, obj: Any) -> Any:
+    """``iter(obj)``."""
+    cls = type(obj)
+    if cls in PLAIN or type_info(cls).plain:
+        return iter(obj)
+    descr = lookup_type(cls, "__iter__")
+    if descr is NULL:
+        getitem = _special(obj, "__getitem__")
+        if getitem is not NULL:
+            return SequenceIterator(rt, obj, getitem)
+        return iter(obj)
+    if not is_python_level(descr):
+        return iter(obj)
+    it = call_special(rt, descr, obj)
+    if lookup_type(type(it), "__next__") is NULL:
+        raise TypeError(f"iter() returned non-iterator of type '{type(it).__name__}'")
+    return it
+
+
+def next_item(rt: Runtime, it: Any) -> Any:
+    """``next(it)``, or NULL when the iterator is exhausted."""
+    cls = type(it)
+    if cls in PLAIN or type_info(cls).plain:
+        return next(it, NULL)
+    descr = _special(it, "__next__")
+    if descr is NULL:
+        return next(it, NULL)
+    try:
+        return call_special(rt, descr, it)
+    except StopIteration:
+        return NULL
+
+
+class SequenceIterator:
+    """The iterator of an object with a Python ``__getitem__`` and no ``__iter__``."""
+
+    __slots__ = ("getitem", "index", "obj", "rt")
+
+    def __init__(self, rt: Runtime, obj: Any, getitem: Any) -> None:
+        self.rt = rt
+        self.obj = obj
+        self.getitem = getitem
+        self.index = 0
+
+    def __iter__(self) -> SequenceIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self.obj is None:
+            raise StopIteration
+        try:
+            value = call_special(self.rt, self.getitem, self.obj, self.index)
+        except (IndexError, StopIteration):
+            self.obj = None
+            raise StopIteration from None
+        self.index += 1
+        return value
+
+
+def iterate(rt: Runtime, obj: Any) -> Iterator[Any]:
+    """An iterator over ``obj`` whose steps are interpreted (native for plain iterators)."""
+    it = get_iter(rt, obj)
+    if is_plain(it):
+        return it  # type: ignore[no-any-return]
+    return _interpreted_items(rt, it)
+
+
+def _interpreted_items(rt: Runtime, it: Any) -> Iterator[Any]:
+    while True:
+        v = next_item(rt, it)
+        if v is NULL:
+            return
+        yield v
+
+
+class Iterable:
+    """An iterable whose ``iter()`` is :func:`iterate` of ``obj``: handed to native builtins so
+    that they iterate a Python-level iterable through the interpreter, at the moment they would
+    have called ``iter(obj)``."""
+
+    __slots__ = ("obj", "rt")
+
+    def __init__(self, rt: Runtime, obj: Any) -> None:
+        self.rt = rt
+        self.obj = obj
+
+    def __iter__(self) -> Iterator[Any]:
+        return iterate(self.rt, self.obj)
+
+    def __length_hint__(self) -> Any:
+        # ``list()`` and ``tuple()`` size their result with ``PyObject_LengthHint(obj)``.
+        obj = self.obj
+        cls = type(obj)
+        if lookup_type(cls, "__len__") is not NULL:
+            try:
+                return length(self.rt, obj)
+            except TypeError:
+                pass
+        hint = lookup_type(cls, "__length_hint__")
+        if hint is NULL or hint is None:
+            return NotImplemented
+        if is_python_level(hint):
+            return call_special(self.rt, hint, obj)
+        return hint(obj)
+
+
+def iterable_arg(rt: Runtime, obj: Any) -> Any:
+    """``obj``, or an :class:`Iterable` over it when iterating it runs Python code."""
+    return obj if is_plain(obj) else Iterable(rt, obj)
+
+
+# --------------------------------------------------------------------------------------------------
+# attributes
+
+
+def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
+    """``obj.name``."""
+    cls = type(obj)
+    info = _INFO.get(cls) or type_info(cls)
+    if not info.get_hook and name not in info.descriptors:
+        return getattr(obj, name)
+    getattribute = lookup_type(cls, "__getattribute__")
+    getattr_ = lookup_type(cls, "__getattr__") if info.get_hook else NULL
+    custom = getattribute is not object.__getattribute__ and (
+        is_python_level(getattribute) or getattribute in rt.lookasides
+    )
+    native_getattr = not is_python_level(getattr_) and getattr_ not in rt.lookasides
+    if getattr_ is not NULL and native_getattr and not custom and name not in info.descriptors:
+        return getattr(obj, name)  # a native __getattr__ (marked opaque)
+    try:
+        if custom:
+            return call_special(rt, getattribute, obj, name)
+        if getattribute is object.__getattribute__:
+            return generic_getattr(rt, obj, name)
+        return getattribute(obj, name)
+    except AttributeError:
+        if getattr_ is NULL:
+            raise
+    # Outside the handler: CPython clears the AttributeError before calling __getattr__.
+    if is_python_level(getattr_) or getattr_ in rt.lookasides:
+        return call_special(rt, getattr_, obj, name)
+    return getattr_(obj, name)
+
+
+def _instance_dict(obj: Any) -> Any:
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+    return d if type(d) is dict else None
+
+
+def generic_getattr(rt: Runtime, obj: Any, name: str) -> Any:
+    """``PyObject_GenericGetAttr`` with Python descriptors interpreted."""
+    cls = type(obj)
+    descr = lookup_type(cls, name)
+    get: Any = NULL
+    if descr is not NULL:
+        dcls = type(descr)
+        get = lookup_type(dcls, "__get__")
+        if get is not NULL and (
+            lookup_type(dcls, "__set__") is not NULL or lookup_type(dcls, "__delete__") is not NULL
+        ):
+            return descriptor_get(rt, descr, get, obj, cls)
+    d = _instance_dict(obj)
+    if d is not None:
+        value = d.get(name, NULL)
+        if value is not NULL:
+            return value
+    if get is not NULL:
+        return descriptor_get(rt, descr, get, obj, cls)
+    if descr is not NULL:
+        return descr
+    return object.__getattribute__(obj, name)  # raises CPython's AttributeError
+
+
+def store_attr(rt: Runtime, obj: Any, name: str, value: Any) -> None:
+    """``obj.name = value``."""
+    cls = type(obj)
+    info = _INFO.get(cls) or type_info(cls)
+    if not info.set_hook and name not in info.descriptors:
+        setattr(obj, name, value)
+        return
+    setter = lookup_type(cls, "__setattr__")
+    if setter is object.__setattr__:
+        generic_setattr(rt, obj, name, value)
+    elif is_python_level(setter) or setter in rt.lookasides:
+        call_special(rt, setter, obj, name, value)
+    else:
+        setattr(obj, name, value)
+
+
+def generic_setattr(rt: Runtime, obj: Any, name: str, value: Any) -> None:
+    """``PyObject_GenericSetAttr`` with a Python ``__set__`` (a property's ``fset``) interpreted."""
+    descr = lookup_type(type(obj), name)
+    if descr is not NULL and is_python_level(descr):
+        dcls = type(descr)
+        set_ = lookup_type(dcls, "__set__")
+        if type(set_) is FunctionType:
+            rt.call(set_, (descr, obj, value), None, None)
+            return
+        if dcls is property and type(descr.fset) is FunctionType:
+            rt.call(descr.fset, (obj, value), None, None)
+            return
+    object.__setattr__(obj, name, value)
+
+
+def delete_attr(rt: Runtime, obj: Any, name: str) -> None:
+    """``del obj.name``."""
+    cls = type(obj)
+    info = _INFO.get(cls) or type_info(cls)
+    if not info.set_hook and name not in info.descriptors:
+        delattr(obj, name)
+        return
+    deleter = lookup_type(cls, "__delattr__")
+    if deleter is object.__delattr__:
+        generic_delattr(rt, obj, name)
+    elif is_python_level(deleter) or deleter in rt.lookasides:
+        call_special(rt, deleter, obj, name)
+    else:
+        delattr(obj, name)
+
+
+def generic_delattr(rt: Runtime, obj: Any, name: str) -> None:
+    """``PyObject_GenericSetAttr`` deleting, with a Python ``__delete__`` interpreted."""
+    descr = lookup_type(type(obj), name)
+    if descr is not NULL and is_python_level(descr):
+        dcls = type(descr)
+        delete = lookup_type(dcls, "__delete__")
+        if type(delete) is FunctionType:
+            rt.call(delete, (descr, obj), None, None)
+            return
+        if dcls is property and type(descr.fdel) is FunctionType:
+            rt.call(descr.fdel, (obj,), None, None)
+            return
+    object.__delattr__(obj, name)
+
+
+# --------------------------------------------------------------------------------------------------
+# operators
+
+_BINARY: dict[str, tuple[str, str, Callable[[Any, Any], Any]]] = {
+    "+": ("__add__", "__radd__", operator.add),
+    "-": ("__sub__", "__rsub__", operator.sub),
+    "*": ("__mul__", "__rmul__", operator.mul),
+    "@": ("__matmul__", "__rmatmul__", operator.matmul),
+    "/": ("__truediv__", "__rtruediv__", operator.truediv),
+    "//": ("__floordiv__", "__rfloordiv__", operator.floordiv),
+    "%": ("__mod__", "__rmod__", operator.mod),
+    "**": ("__pow__", "__rpow__", operator.pow),
+    "<<": ("__lshift__", "__rlshift__", operator.lshift),
+    ">>": ("__rshift__", "__rrshift__", operator.rshift),
+    "&": ("__and__", "__rand__", operator.and_),
+    "|": ("__or__", "__ror__", operator.or_),
+    "^": ("__xor__", "__rxor__", operator.xor),
+}
+_INPLACE: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.iadd,
+    "-": operator.isub,
+    "*": operator.imul,
+    "@": operator.imatmul,
+    "/": operator.itruediv,
+    "//": operator.ifloordiv,
+    "%": operator.imod,
+    "**": operator.ipow,
+    "<<": operator.ilshift,
+    ">>": operator.irshift,
+    "&": operator.iand,
+    "|": operator.ior,
+    "^": operator.ixor,
+}
+# C sequence types implement + and * as concatenation and repetition, which CPython tries only
+# after both operands' numeric slots.
+_SEQUENCE_OWNERS = frozenset({list, tuple, str, bytes, bytearray})
+
+
+def _is_sequence_slot(descr: Any) -> bool:
+    return getattr(descr, "__objclass__", None) in _SEQUENCE_OWNERS
+
+
+def binary(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
+    """``a <sym> b`` (``sym`` as in ``BINARY_OP``; ``"+="`` for in-place)."""
+    if sym.endswith("=") and sym not in ("==", "!=", "<=", ">="):
+        return inplace(rt, sym[:-1], a, b)
+    name, rname, native = _BINARY[sym]
+    ta, tb = type(a), type(b)
+    if (ta in PLAIN or type_info(ta).plain) and (tb in PLAIN or type_info(tb).plain):
+        return native(a, b)
+    slot_a = lookup_type(ta, name)
+    slot_b = lookup_type(tb, rname) if tb is not ta else NULL
+    if not is_python_level(slot_a) and not is_python_level(slot_b):
+        return native(a, b)
+    result = _binary_slots(rt, a, b, slot_a, slot_b, rname)
+    if result is NotImplemented:
+        raise TypeError(
+            f"unsupported operand type(s) for {sym}: '{ta.__name__}' and '{tb.__name__}'"
+        )
+    return result
+
+
+def _binary_slots(rt: Runtime, a: Any, b: Any, slot_a: Any, slot_b: Any, rname: str) -> Any:
+    ta, tb = type(a), type(b)
+    deferred: list[tuple[Any, Any, Any]] = []
+    if _is_sequence_slot(slot_a):
+        deferred.append((slot_a, a, b))
+        slot_a = NULL
+    if _is_sequence_slot(slot_b):
+        deferred.append((slot_b, b, a))
+        slot_b = NULL
+    if slot_b is not NULL and issubclass(tb, ta) and lookup_type(ta, rname) is not slot_b:
+        result = _call_binary(rt, slot_b, b, a)
+        if result is not NotImplemented:
+            return result
+        slot_b = NULL
+    if slot_a is not NULL:
+        result = _call_binary(rt, slot_a, a, b)
+        if result is not NotImplemented:
+            return result
+    if slot_b is not NULL:
+        result = _call_binary(rt, slot_b, b, a)
+        if result is not NotImplemented:
+            return result
+    for slot, x, y in deferred:
+        result = slot(x, y)
+        if result is not NotImplemented:
+            return result
+    return NotImplemented
+
+
+def _call_binary(rt: Runtime, slot: Any, x: Any, y: Any) -> Any:
+    if slot is None:
+        return NotImplemented
+    if is_python_level(slot):
+        return call_special(rt, slot, x, y)
+    return slot(x, y)
+
+
+def inplace(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
+    """``a <sym>= b``."""
+    ta, tb = type(a), type(b)
+    if (ta in PLAIN or type_info(ta).plain) and (tb in PLAIN or type_info(tb).plain):
+        return _INPLACE[sym](a, b)
+    name, rname, _native = _BINARY[sym]
+    iname = "__i" + name[2:]
+    islot = lookup_type(ta, iname)
+    slot_a = lookup_type(ta, name)
+    slot_b = lookup_type(tb, rname) if tb is not ta else NULL
+    if not any(is_python_level(s) for s in (islot, slot_a, slot_b)):
+        return _INPLACE[sym](a, b)
+    if islot is not NULL and islot is not None and not _is_sequence_slot(islot):
+        result = _call_binary(rt, islot, a, b)
+        if result is not NotImplemented:
+            return result
+    result = _binary_slots(rt, a, b, slot_a, slot_b, rname)
+    if result is NotImplemented and _is_sequence_slot(islot):
+        result = islot(a, b)
+    if result is NotImplemented:
+        raise TypeError(
+            f"unsupported operand type(s) for {sym}=: '{ta.__name__}' and '{tb.__name__}'"
+        )
+    return result
+
+
+_UNARY: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "-": ("__neg__", operator.neg),
+    "+": ("__pos__", operator.pos),
+    "~": ("__invert__", operator.invert),
+    "abs": ("__abs__", abs),
+}
+
+
+def unary(rt: Runtime, kind: str, v: Any) -> Any:
+    """``-v``, ``+v``, ``~v``, ``abs(v)``."""
+    name, native = _UNARY[kind]
+    descr = _special(v, name)
+    if descr is NULL:
+        return native(v)
+    return call_special(rt, descr, v)
+
+
+_COMPARE: dict[str, tuple[str, str, Callable[[Any, Any], Any]]] = {
+    "<": ("__lt__", "__gt__", operator.lt),
+    "<=": ("__le__", "__ge__", operator.le),
+    "==": ("__eq__", "__eq__", operator.eq),
+    "!=": ("__ne__", "__ne__", operator.ne),
+    ">": ("__gt__", "__lt__", operator.gt),
+    ">=": ("__ge__", "__le__", operator.ge),
+}
+
+
+def compare(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
+    """``a <sym> b`` for the six rich comparisons."""
+    name, rname, native = _COMPARE[sym]
+    ta, tb = type(a), type(b)
+    if (ta in PLAIN or type_info(ta).plain) and (tb in PLAIN or type_info(tb).plain):
+        return native(a, b)
+    slot_a = lookup_type(ta, name)
+    slot_b = lookup_type(tb, rname)
+    if not (_compares_in_python(ta, name, slot_a) or _compares_in_python(tb, rname, slot_b)):
+        return native(a, b)
+    reflected_first = tb is not ta and issubclass(tb, ta)
+    if reflected_first:
+        result = _call_compare(rt, slot_b, rname, b, a)
+        if result is not NotImplemented:
+            return result
+    result = _call_compare(rt, slot_a, name, a, b)
+    if result is not NotImplemented:
+        return result
+    if not reflected_first:
+        result = _call_compare(rt, slot_b, rname, b, a)
+        if result is not NotImplemented:
+            return result
+    if sym == "==":
+        return a is b
+    if sym == "!=":
+        return a is not b
+    raise TypeError(
+        f"'{sym}' not supported between instances of '{ta.__name__}' and '{tb.__name__}'"
+    )
+
+
+def _compares_in_python(cls: type, name: str, slot: Any) -> bool:
+    if is_python_level(slot):
+        return True
+    # object.__ne__ inverts __eq__, which may be Python code.
+    return slot is object.__ne__ and is_python_level(lookup_type(cls, "__eq__"))
+
+
+def _call_compare(rt: Runtime, slot: Any, name: str, x: Any, y: Any) -> Any:
+    if slot is NULL or slot is None:
+        return NotImplemented
+    if slot is object.__ne__:
+        eq = lookup_type(type(x), "__eq__")
+        if is_python_level(eq):
+            result = call_special(rt, eq, x, y)
+            if result is NotImplemented:
+                return result
+            return not truth(rt, result)
+    if is_python_level(slot):
+        return call_special(rt, slot, x, y)
+    return slot(x, y)
+
+
+def contains(rt: Runtime, item: Any, container: Any) -> bool:
+    """``item in container``."""
+    cls = type(container)
+    descr = lookup_type(cls, "__contains__")
+    if descr is not NULL:
+        if is_python_level(descr):
+            return truth(rt, call_special(rt, descr, container, item))
+        if cls is list or cls is tuple:
+            # Their __contains__ compares items with ==, which may be Python code.
+            if is_plain(item) and all(type(x) in PLAIN for x in container):
+                return item in container
+            return any(x is item or truth(rt, compare(rt, "==", x, item)) for x in container)
+        return item in container
+    if _special(container, "__iter__") is NULL and _special(container, "__getitem__") is NULL:
+        return item in container
+    return any(x is item or truth(rt, compare(rt, "==", x, item)) for x in iterate(rt, container))
+
+
+FAST_CONTAINERS = frozenset({dict, set, frozenset, str, bytes, range})
+"""Container types whose ``in`` runs no Python code for a plain item."""
+
+
+# --------------------------------------------------------------------------------------------------
+# items
+
+_INDEXED = frozenset({list, tuple, str, bytes, bytearray, range})
+
+
+def get_item(rt: Runtime, container: Any, key: Any) -> Any:
+    """``container[key]``."""
+    cls = type(container)
+    descr = lookup_type(cls, "__getitem__")
+    if descr is NULL:
+        if isinstance(container, type):
+            getter = lookup_type(container, "__class_getitem__")
+            if type(getter) is classmethod and is_python_level(getter):
+                return rt.call(getter.__func__, (container, key), None, None)
+        return container[key]
+    if is_python_level(descr):
+        return call_special(rt, descr, container, key)
+    index_like = type(key) is not int and type(key) is not slice
+    if cls in _INDEXED and index_like and _special(key, "__index__") is not NULL:
+        key = as_index(rt, key)
+    return container[key]
+
+
+def set_item(rt: Runtime, container: Any, key: Any, value: Any) -> None:
+    """``container[key] = value``."""
+    descr = _special(container, "__setitem__")
+    if descr is NULL:
+        container[key] = value
+        return
+    call_special(rt, descr, container, key, value)
+
+
+def delete_item(rt: Runtime, container: Any, key: Any) -> None:
+    """``del container[key]``."""
+    descr = _special(container, "__delitem__")
+    if descr is NULL:
+        del container[key]
+        return
+    call_special(rt, descr, container, key)
