@@ -384,7 +384,7 @@ def test_record_history() -> None:
     assert {e.function for e in history} == {"f", "inner"}
     assert any(e.depth == 1 and e.function == "inner" for e in history)
     log = interp.format_history()
-    assert "inner:" in log and "f:" in log
+    assert "call inner" in log and "call f" in log  # calls name their function
     assert all(e.filename == __file__ for e in history)
 
 
@@ -667,3 +667,39 @@ def test_errors_marked_uncatchable_bypass_the_programs_except_clauses():
     assert program.__name__ == "program"
     with pytest.raises(Limit):
         interpret(program)()
+
+
+def test_history_records_calls_lines_and_returns() -> None:
+    def inner(a: int) -> int:
+        b = a * 2
+        return b + 1
+
+    def f(x: int) -> list[Any]:
+        y = inner(x)
+        return [y, str(y)]
+
+    interp = interpret(f, record_history=True)
+    assert interp(3) == [7, "7"]
+    history = interp.history
+    calls = [(e.function, e.depth) for e in history if e.kind == "call"]
+    assert calls == [("f", 0), ("inner", 1)]
+    returns = [(e.function, e.text, e.depth) for e in history if e.kind == "return"]
+    assert returns == [("inner", "int", 1), ("f", "list", 0)]
+    lines = [e.text for e in history if e.kind == "line" and e.function == "inner"]
+    assert "b = a * 2" in lines and "return b + 1" in lines
+    log = interp.format_history(instructions=False)
+    assert "  call inner" in log and "  return int from inner" in log
+    assert "BINARY_OP" not in log and "BINARY_OP" in interp.format_history()
+
+
+def test_history_shows_interpreted_dunders() -> None:
+    class B:
+        def __bool__(self) -> bool:
+            return False
+
+    def f() -> int:
+        return 1 if B() else 2
+
+    interp = interpret(f, record_history=True)
+    assert interp() == 2
+    assert ("__bool__", 1) in [(e.function, e.depth) for e in interp.history if e.kind == "call"]

@@ -123,9 +123,9 @@ class InterpretedFunction:
         """Instructions executed by the last call (empty unless ``record_history=True``)."""
         return list(self._last.history) if self._last is not None else []
 
-    def format_history(self) -> str:
-        """The last call's history as a readable log."""
-        return format_history(self.history)
+    def format_history(self, instructions: bool = True) -> str:
+        """The last call's history as a readable log (see :func:`format_history`)."""
+        return format_history(self.history, instructions)
 
     def provenance_of(self, value: Any) -> Provenance | None:
         """The provenance record of ``value`` in the last call (``None`` if unknown)."""

@@ -109,6 +109,7 @@ class Frame:
         "code",
         "fn",
         "globals",
+        "history_line",
         "kw_names",
         "lasti",
         "locals_cache",
@@ -153,6 +154,7 @@ class Frame:
         self.yf: Any = None
         self.yf_exit = 0
         self.lasti = 0
+        self.history_line = 0  # the source line last recorded (record_history=True)
 
     # Before 3.13, the dict ``locals()`` returns in a function (CPython's ``f_locals``); unset
     # until the first call (see _locals.frame_locals).

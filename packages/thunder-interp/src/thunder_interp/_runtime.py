@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins as _builtins
 import functools
+import linecache
 import os
 import sys
 import weakref
@@ -87,20 +88,51 @@ def _unsupported_op(opname: str, filename: str, lineno: int) -> Op:
     return op
 
 
+_RETURNS = frozenset({"RETURN_VALUE", "RETURN_CONST"})
+_YIELDS = frozenset({"YIELD_VALUE"})
+
+
 def _traced(op: Op, index: int, opname: str, argrepr: str, lineno: int) -> Op:
+    """``op`` recording its call, line, instruction and return events in the history."""
+    returns = opname in _RETURNS
+    yields = opname in _YIELDS
+
     def traced(f: Frame) -> int:
-        f.rt.history.append(
-            HistoryEntry(
-                f.code.co_filename,
-                f.code.co_name,
-                lineno,
-                index,
-                opname,
-                argrepr,
-                f.rt.depth - f.rt.c_calls - 1,
+        rt = f.rt
+        history = rt.history
+        code = f.code
+        depth = rt.depth - rt.c_calls - 1
+        name = code.co_name
+        if f.history_line == 0:
+            history.append(
+                HistoryEntry(
+                    code.co_filename, name, code.co_firstlineno, index, "", "", depth, "call"
+                )
             )
-        )
-        return op(f)
+        if lineno != f.history_line and lineno > 0:
+            f.history_line = lineno
+            text = linecache.getline(code.co_filename, lineno).strip()
+            history.append(
+                HistoryEntry(code.co_filename, name, lineno, index, "", "", depth, "line", text)
+            )
+        history.append(HistoryEntry(code.co_filename, name, lineno, index, opname, argrepr, depth))
+        nxt = op(f)
+        if (returns and nxt == 0) or yields:
+            value = f.retval
+            history.append(
+                HistoryEntry(
+                    code.co_filename,
+                    name,
+                    lineno,
+                    index,
+                    opname,
+                    "",
+                    depth,
+                    "return" if returns else "yield",
+                    type(value).__name__,
+                )
+            )
+        return nxt
 
     return traced
 
