@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import thunder
 import torch
+
+import thunder
 
 SCALE = 2.0
 
