@@ -689,7 +689,7 @@ def test_history_records_calls_lines_and_returns() -> None:
     assert "b = a * 2" in lines and "return b + 1" in lines
     log = interp.format_history(instructions=False)
     assert "  call inner" in log and "  return int from inner" in log
-    assert "BINARY_OP" not in log and "BINARY_OP" in interp.format_history()
+    assert "RETURN_VALUE" not in log and "RETURN_VALUE" in interp.format_history()
 
 
 def test_history_shows_interpreted_dunders() -> None:

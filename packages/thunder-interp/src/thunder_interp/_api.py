@@ -15,7 +15,7 @@ from thunder_interp._lookasides import default_lookasides
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._recursion import DepthGuard, depth_below
 from thunder_interp._registry import DEFAULT_OPCODE_TABLE, OpcodeTable
-from thunder_interp._runtime import CodeCache, Runtime, run_frame, strip_interpreter_frames
+from thunder_interp._runtime import CodeCache, Runtime, strip_interpreter_frames
 
 __all__ = ["InterpretedFunction", "interpret", "provenance_of"]
 
@@ -108,7 +108,7 @@ class InterpretedFunction:
                 rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=name, index=i))
             for key, value in kwargs.items():
                 rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=key, index=None))
-        guard = rt.guard = DepthGuard(rt, depth_below(sys._getframe(), _RUN_FRAME_CODE))
+        guard = rt.guard = DepthGuard(rt, depth_below(sys._getframe()))
         token = _CURRENT_RUNTIME.set(rt)
         try:
             return _with_stack_room(rt.call, self.fn, args, kwargs, None)
@@ -149,9 +149,6 @@ if sys.version_info >= (3, 11):
     # through a frame that is large (about 1 MiB of value-stack slots, never touched) starts a big
     # chunk with ample room after that frame, where the interpreter's frames then live.
     _with_stack_room.__code__ = _with_stack_room.__code__.replace(co_stacksize=1 << 17)
-
-
-_RUN_FRAME_CODE = run_frame.__code__
 
 
 def _parameter_names(fn: Any) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import keyword
 import os
 from collections.abc import Callable
-from types import TracebackType
+from types import FunctionType, TracebackType
 from typing import Any
 
 from thunder_interp._bytecode import ExceptionHandler, Instruction
@@ -121,6 +121,13 @@ class _BlockGen:
         self.ntemps = 0
         self.count = 0
         self.uses_globals = False
+        self.uses_calls = False
+        # Names whose values are known to be of plain types (constants): no type check needed.
+        self.plain_names: set[str] = set()
+        # The last COMPARE_OP: (result temp, body position, a, sym, b, index), for fusing it
+        # with the conditional jump that consumes it.
+        self.last_compare: tuple[str, int, str, str, str, int] | None = None
+        self.compare_end = -1  # body length right after that compare's lines
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -146,7 +153,14 @@ class _BlockGen:
     def const(self, value: Any) -> str:
         name = f"c{len(self.env)}"
         self.env[name] = value
+        if type(value) in PLAIN:
+            self.plain_names.add(name)
         return name
+
+    def plain_test(self, *names: str) -> str:
+        """The test that ``names`` hold values of plain types ("True" when known)."""
+        tests = [f"type({n}) in P" for n in names if n not in self.plain_names]
+        return " and ".join(tests) if tests else "True"
 
     def materialize(self, index: int) -> None:
         if self.stack:
@@ -213,13 +227,14 @@ class _BlockGen:
             a = self.pop(i)
             sym = ins.argval
             expr = (
-                f"({a} {sym} {b} if type({a}) in P and type({b}) in P "
-                f"else compare(f.rt, {sym!r}, {a}, {b}))"
+                f"({a} {sym} {b} if {self.plain_test(a, b)} else compare(f.rt, {sym!r}, {a}, {b}))"
             )
             self.push_expr(expr, i)
+            self.last_compare = (self.stack[-1], len(self.body) - 1, a, sym, b, i)
             if PY_VERSION >= (3, 13) and ins.arg & 16:
                 t = self.stack[-1]
                 self.emit(f"if {t} is not True and {t} is not False: {t} = truth(f.rt, {t})", i)
+            self.compare_end = len(self.body)
             return OK
         if op == "IS_OP":
             b = self.pop(i)
@@ -252,18 +267,32 @@ class _BlockGen:
             arglist = f"[{', '.join(args)}]"
             if op == "CALL_FUNCTION":
                 fn = self.pop(i)
-                self.push_expr(f"call_positional(f, {fn}, {arglist})", i)
             else:
                 b = self.pop(i)
                 a = self.pop(i)
-                helper = "call_self_second" if PY_VERSION >= (3, 13) else "call_null_first"
-                self.push_expr(f"{helper}(f, {a}, {b}, {arglist})", i)
+                if PY_VERSION >= (3, 13) and b == "NULL":
+                    fn = a
+                elif PY_VERSION < (3, 13) and a == "NULL":
+                    fn = b
+                else:
+                    helper = "call_self_second" if PY_VERSION >= (3, 13) else "call_null_first"
+                    self.push_expr(f"{helper}(f, {a}, {b}, {arglist})", i)
+                    return OK
+            # A Python function without a lookaside is interpreted directly (the common case).
+            self.uses_calls = True
+            t = self.temp()
+            self.emit(f"if type({fn}) is FT and {fn} not in LA: {t} = CF({fn}, {arglist}, None)", i)
+            self.emit(f"else: {t} = call_positional(f, {fn}, {arglist})", i)
+            self.stack.append(t)
             return OK
         if op in _POP_JUMP_KIND:
             kind = _POP_JUMP_KIND[op]
             v = self.pop(i)
+            fusable = self.last_compare is not None and self.compare_end == len(self.body)
             self.materialize(i)
             nxt = self.next_index(ins)
+            if fusable and kind in ("true", "false") and self._fuse_compare(v, kind, ins, nxt):
+                return END
             test = f"({v} if type({v}) in P else truth(f.rt, {v}))"
             if kind == "false":
                 self.emit(f"if {test}: return {nxt}", i)
@@ -408,6 +437,21 @@ class _BlockGen:
         self.count -= 1
         return NO
 
+    def _fuse_compare(self, v: str, kind: str, ins: Instruction, nxt: int) -> bool:
+        """``if a < b:``: on plain operands, one native comparison and truth test."""
+        last = self.last_compare
+        if last is None or last[0] != v:
+            return False
+        _t, position, a, sym, b, index = last
+        del self.body[position : self.compare_end]
+        on_true, on_false = (ins.target, nxt) if kind == "true" else (nxt, ins.target)
+        self.emit(f"if {self.plain_test(a, b)}:", index)
+        self.emit(f"    if {a} {sym} {b}: return {on_true}", index)
+        self.emit(f"    return {on_false}", index)
+        self.emit(f"if truth(f.rt, compare(f.rt, {sym!r}, {a}, {b})): return {on_true}", index)
+        self.emit(f"return {on_false}", ins.index)
+        return True
+
     def _after_kw_names(self, ins: Instruction) -> bool:
         k = ins.index - 1
         while k > 0 and self.instructions[k].opname in _SKIPPABLE:
@@ -417,7 +461,7 @@ class _BlockGen:
     def _binary(self, sym: str, i: int) -> int:
         b = self.pop(i)
         a = self.pop(i)
-        plain = f"type({a}) in P and type({b}) in P"
+        plain = self.plain_test(a, b)
         if sym.endswith("=") and sym not in ("==", "!=", "<=", ">="):
             t = self.temp()
             self.emit(f"{t} = {a}", i)
@@ -439,6 +483,9 @@ class _BlockGen:
             "        st = f.stack",
             "        lv = f.lv",
         ]
+        if self.uses_calls:
+            lines.append("        LA = f.rt.lookasides")
+            lines.append("        CF = f.rt.call_function")
         if self.uses_globals:
             lines.append("        G = f.globals")
         owners: dict[int, int] = {}
@@ -462,6 +509,7 @@ _HELPERS: dict[str, Any] = {
     "call_positional": call_positional,
     "call_null_first": call_null_first,
     "call_self_second": call_self_second,
+    "FT": FunctionType,
     "P": PLAIN,
     "PA": PLAIN_ATTRS,
     "FC": FAST_CONTAINERS,

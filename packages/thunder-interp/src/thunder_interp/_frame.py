@@ -95,35 +95,41 @@ class ExcItem:
         self.previous = previous
 
 
-_NO_BLOCKS: list[tuple[int, int, int]] = []  # never mutated: 3.11+ has no block stack
 _HAS_BLOCK_STACK = sys.version_info < (3, 11)
 
 
 class Frame:
-    """The state of one interpreted code object execution."""
+    """The state of one interpreted code object execution.
+
+    The fields every call uses are slots set here; the rest (generators, keyword calls, 3.10's
+    block stack, ``locals()``, the history) keep class defaults until a frame sets them, so
+    creating a frame (once per interpreted call) stays cheap.
+    """
 
     __slots__ = (
-        "blocks",
+        "__dict__",
         "builtins",
         "cc",
         "code",
         "fn",
         "globals",
-        "history_line",
-        "kw_names",
-        "lasti",
-        "locals_cache",
         "lv",
-        "names",
         "ops",
         "pc",
         "retval",
         "rt",
         "stack",
-        "suspended",
-        "yf",
-        "yf_exit",
     )
+
+    # Defaults of the fields few frames set (instance attributes once set).
+    names: dict[str, Any] | None = None
+    kw_names: tuple[str, ...] = ()
+    blocks: list[tuple[int, int, int]] = []  # never mutated: frames with a block stack own one
+    suspended = False
+    yf: Any = None
+    yf_exit = 0
+    lasti = 0
+    history_line = 0  # the source line last recorded (record_history=True)
 
     def __init__(
         self,
@@ -145,16 +151,12 @@ class Frame:
         self.globals = globals_
         self.builtins = builtins
         self.fn = fn
-        self.names = names
         self.pc = 1
         self.retval: Any = None
-        self.kw_names: tuple[str, ...] = ()
-        self.blocks: list[tuple[int, int, int]] = [] if _HAS_BLOCK_STACK else _NO_BLOCKS
-        self.suspended = False
-        self.yf: Any = None
-        self.yf_exit = 0
-        self.lasti = 0
-        self.history_line = 0  # the source line last recorded (record_history=True)
+        if names is not None:
+            self.names = names
+        if _HAS_BLOCK_STACK:
+            self.blocks = []
 
     # Before 3.13, the dict ``locals()`` returns in a function (CPython's ``f_locals``); unset
     # until the first call (see _locals.frame_locals).

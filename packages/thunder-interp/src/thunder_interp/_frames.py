@@ -23,14 +23,13 @@ from typing import Any
 
 from thunder_interp._frame import Frame
 from thunder_interp._locals import frame_locals
-from thunder_interp._recursion import LIMITS
+from thunder_interp._recursion import LIMITS, LOOP_CODES
 from thunder_interp._registry import PY_VERSION
-from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_module, run_frame
+from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_module
 
 __all__ = ["FrameView", "NativeFrameView", "frame_lookasides"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_RUN_FRAME_CODE = run_frame.__code__
 _UNRESOLVED: Any = object()
 
 
@@ -213,12 +212,16 @@ def _user_frames(real: FrameType | None) -> Iterator[tuple[Any, int]]:
     offset = 0
     above: list[FrameType] = []  # the interpreter's frames since the last frame shown
     interpreted_below = True  # until a native frame is found with none of them below it
+    last: Any = None  # the interpreted frame shown last (its loop may span two real frames)
     while real is not None:
         code = real.f_code
-        if code is _RUN_FRAME_CODE:
-            view = _view(real, above)
-            if view is not None:
-                yield view, offset
+        if code in LOOP_CODES:
+            frame = real.f_locals.get("f")
+            if frame is not last and isinstance(frame, Frame):
+                view = _view(real, above)
+                if view is not None:
+                    yield view, offset
+                last = frame
             above = []
         elif code.co_filename.startswith(_PACKAGE_DIR):
             above.append(real)

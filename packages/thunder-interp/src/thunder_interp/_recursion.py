@@ -145,19 +145,42 @@ def _frame_bytes(frame: FrameType) -> int:
     return cost
 
 
-def depth_below(entry: FrameType, run_frame_code: CodeType) -> tuple[int, int, int]:
+# Functions whose real frames run an interpreted frame's dispatch loop (their local ``f`` is the
+# Frame): run_frame, and Runtime.call_function with its exception path. Set by _runtime.
+LOOP_CODES: set[CodeType] = set()
+
+
+def register_loop_codes(*codes: CodeType) -> None:
+    """The codes of the functions that run dispatch loops (see :data:`LOOP_CODES`)."""
+    LOOP_CODES.update(codes)
+
+
+def loop_frame_of(real: FrameType) -> Any:
+    """The interpreted Frame whose dispatch loop the real frame ``real`` runs, or None."""
+    if real.f_code not in LOOP_CODES:
+        return None
+    return real.f_locals.get("f")
+
+
+def depth_below(entry: FrameType) -> tuple[int, int, int]:
     """``(user, real, c_bytes)`` below ``entry`` (the frame of the interpreter's entry point,
     called from the user's code): the depth as CPython counts it for the user (the frames the
     user sees: interpreted frames once, the interpreter's own not at all; on 3.10/3.11 also the C
     calls in progress), CPython's real depth here, and an estimate of the C stack in use."""
     user = real = c_bytes = entries = 0
     frame: FrameType | None = entry
+    last: Any = None  # the interpreted frame counted last (its loop may span two real frames)
     while frame is not None:
         real += 1
         code = frame.f_code
         if code.co_flags & _GENERATOR_FLAGS:
             c_bytes += _BYTES_PER_C_ENTRY
-        if code is run_frame_code or not code.co_filename.startswith(_PACKAGE_DIR):
+        if code in LOOP_CODES:
+            interpreted = frame.f_locals.get("f")
+            if interpreted is not None and interpreted is not last:
+                user += 1  # an interpreted frame's dispatch loop
+                last = interpreted
+        elif not code.co_filename.startswith(_PACKAGE_DIR):
             user += 1
         elif code is entry.f_code:
             entries += 1  # this interpretation's or an enclosing one's

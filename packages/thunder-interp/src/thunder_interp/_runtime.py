@@ -19,11 +19,11 @@ from typing import Any
 from thunder_interp._bytecode import normalize
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import UnsupportedOpcodeError, is_uncatchable
-from thunder_interp._frame import NULL, CompiledCode, ExcItem, Frame
+from thunder_interp._frame import _HAS_BLOCK_STACK, NULL, CompiledCode, ExcItem, Frame
 from thunder_interp._history import HistoryEntry
 from thunder_interp._opaque import is_opaque_code
 from thunder_interp._provenance import Provenance, ProvenanceKind
-from thunder_interp._recursion import DepthGuard
+from thunder_interp._recursion import DepthGuard, register_loop_codes
 from thunder_interp._registry import (
     DEFAULT_OPCODE_TABLE,
     PY_VERSION,
@@ -87,6 +87,8 @@ def _unsupported_op(opname: str, filename: str, lineno: int) -> Op:
 
     return op
 
+
+_new_frame = Frame.__new__
 
 _RETURNS = frozenset({"RETURN_VALUE", "RETURN_CONST"})
 _YIELDS = frozenset({"YIELD_VALUE"})
@@ -637,9 +639,50 @@ class Runtime:
             warm_up(cc)
         if kwargs or len(args) != cc.fast_argcount:
             return self._call_function_general(fn, cc, args, kwargs)
-        f = Frame(self, cc, code, [*args, *cc.padding], fn.__globals__, fn.__builtins__, fn)  # type: ignore[attr-defined]
-        run_frame(f)
+        # The frame and its dispatch loop inline (run_frame's work): this runs once per call.
+        f = _new_frame(Frame)
+        f.rt = self
+        f.cc = cc
+        f.code = code
+        f.ops = ops = cc.ops
+        f.lv = [*args, *cc.padding]
+        f.stack = []
+        f.globals = fn.__globals__
+        f.builtins = fn.__builtins__  # type: ignore[attr-defined]
+        f.fn = fn
+        f.pc = 1
+        f.retval = None
+        if _HAS_BLOCK_STACK:
+            f.blocks = []
+        depth = self.depth
+        if depth >= self.depth_limit:
+            guard = self.guard
+            assert guard is not None
+            guard.deeper(depth, sys._getframe())  # raises RecursionError where CPython would
+        self.depth = depth + 1
+        pc = 1
+        try:
+            while pc:
+                pc = ops[pc](f)
+        except BaseException as e:
+            exc = e  # handled below, outside this handler (no implicit exception chaining)
+        else:
+            self.depth = depth
+            if depth < self.depth_floor:
+                self._shallower(depth)
+            return f.retval
+        try:
+            _resume(f, exc, pc)
+        finally:
+            self.depth = depth
+            if depth < self.depth_floor:
+                self._shallower(depth)
         return f.retval
+
+    def _shallower(self, depth: int) -> None:
+        guard = self.guard
+        assert guard is not None
+        guard.shallower(depth)
 
     def _call_function_general(
         self, fn: FunctionType, cc: CompiledCode, args: Any, kwargs: dict[str, Any] | None
@@ -815,6 +858,30 @@ def run_frame(f: Frame, exc: BaseException | None = None) -> None:
             guard = rt.guard
             assert guard is not None
             guard.shallower(depth)
+
+
+def _resume(f: Frame, exc: BaseException, pc: int) -> None:
+    """Go on running ``f`` after ``exc`` was raised at instruction ``pc`` (by its handler, or
+    re-raise it); the caller keeps the depth count."""
+    rt = f.rt
+    ops = f.ops
+    while True:
+        if exc is rt.unwound:
+            rt.unwound = None
+            raise exc
+        owners = getattr(ops[pc], "block_owners", None)
+        if owners is not None:
+            pc = _block_fault_index(exc, ops[pc], owners, pc)
+        pc = rt.unwind(f, exc, pc)
+        try:
+            while pc:
+                pc = ops[pc](f)
+            return
+        except BaseException as e:
+            exc = e
+
+
+register_loop_codes(run_frame.__code__, Runtime.call_function.__code__, _resume.__code__)
 
 
 def _block_fault_index(exc: BaseException, op: Any, owners: dict[int, int], default: int) -> int:
