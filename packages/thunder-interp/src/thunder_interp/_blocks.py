@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import keyword
 import os
+import re
 from collections.abc import Callable
-from types import FunctionType, TracebackType
+from types import FunctionType, MethodType, TracebackType
 from typing import Any
 
 from thunder_interp._bytecode import ExceptionHandler, Instruction
@@ -282,6 +283,11 @@ class _BlockGen:
             self.uses_calls = True
             t = self.temp()
             self.emit(f"if type({fn}) is FT and {fn} not in LA: {t} = CF({fn}, {arglist}, None)", i)
+            self.emit(
+                f"elif type({fn}) is MT and type({fn}.__func__) is FT and {fn}.__func__ not in LA"
+                f" and {fn} not in LA: {t} = CF({fn}.__func__, [{fn}.__self__, {arglist[1:]}, None)",
+                i,
+            )
             self.emit(f"else: {t} = call_positional(f, {fn}, {arglist})", i)
             self.stack.append(t)
             return OK
@@ -350,6 +356,7 @@ class _BlockGen:
                 self.stack.append("NULL")
             t = self.temp()
             self.emit(f"{t} = G.get({name}, NULL)", i)
+            self.emit(f"if {t} is NULL and type(B) is dict: {t} = B.get({name}, NULL)", i)
             self.emit(f"if {t} is NULL: {t} = load_global(f, {name}, False)", i)
             self.stack.append(t)
             if push_null and PY_VERSION >= (3, 13):
@@ -477,17 +484,20 @@ class _BlockGen:
             self.materialize(start)
             self.emit(f"return {fallthrough}", start)
         params = [*_HELPERS, *self.env]
-        lines = [
-            f"def make({', '.join(params)}):",
-            "    def block(f):",
-            "        st = f.stack",
-            "        lv = f.lv",
-        ]
-        if self.uses_calls:
-            lines.append("        LA = f.rt.lookasides")
-            lines.append("        CF = f.rt.call_function")
-        if self.uses_globals:
-            lines.append("        G = f.globals")
+        lines = [f"def make({', '.join(params)}):", "    def block(f):"]
+        code = "\n".join(text for text, _ in self.body)
+        used = set(re.findall(r"\b(st|lv|LA|CF|G|B)\b", code))
+        # Only the frame fields the body uses (this preamble runs on every execution).
+        for name, value in (
+            ("st", "f.stack"),
+            ("lv", "f.lv"),
+            ("LA", "f.rt.lookasides"),
+            ("CF", "f.rt.call_function"),
+            ("G", "f.globals"),
+            ("B", "f.builtins"),
+        ):
+            if name in used:
+                lines.append(f"        {name} = {value}")
         owners: dict[int, int] = {}
         for text, index in self.body:
             lines.append("        " + text)
@@ -510,6 +520,7 @@ _HELPERS: dict[str, Any] = {
     "call_null_first": call_null_first,
     "call_self_second": call_self_second,
     "FT": FunctionType,
+    "MT": MethodType,
     "P": PLAIN,
     "PA": PLAIN_ATTRS,
     "FC": FAST_CONTAINERS,

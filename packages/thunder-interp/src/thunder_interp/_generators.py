@@ -11,13 +11,15 @@ machinery therefore provides ``iter``/``next``/``send``/``throw``/``close``, ``g
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncGenerator, Coroutine, Generator
 from types import FunctionType
 from typing import Any
 
 from thunder_interp._frame import ExcItem, Frame
+from thunder_interp._recursion import register_loop_codes
 from thunder_interp._registry import PY_VERSION
-from thunder_interp._runtime import run_frame
+from thunder_interp._runtime import resume_after_exception, run_frame
 
 __all__ = ["AsyncGenValue", "make_async_generator", "make_coroutine", "make_generator"]
 
@@ -110,10 +112,31 @@ def _drive(f: Frame) -> Generator[Any, Any, Any]:
             item.previous = previous
             rt.exc_item = item
             token = _CURRENT_RUNTIME.set(rt) if _CURRENT_RUNTIME.get() is not rt else None
+            # run_frame(f), inline (this runs once per item the generator produces).
+            depth = rt.depth
             try:
+                if depth >= rt.depth_limit:
+                    guard = rt.guard
+                    assert guard is not None
+                    guard.deeper(depth, sys._getframe())
+                rt.depth = depth + 1
                 stack.append(value)
-                run_frame(f)
+                ops = f.ops
+                pc = f.pc
+                error: BaseException | None = None
+                try:
+                    while pc:
+                        pc = ops[pc](f)
+                except BaseException as e:
+                    error = e  # handled below, outside this handler
+                if error is not None:
+                    resume_after_exception(f, error, pc)
             finally:
+                rt.depth = depth
+                if depth < rt.depth_floor:
+                    guard = rt.guard
+                    assert guard is not None
+                    guard.shallower(depth)
                 rt.exc_item = previous
                 item.previous = None
                 if token is not None:
@@ -129,6 +152,9 @@ def _drive(f: Frame) -> Generator[Any, Any, Any]:
         except BaseException as e:
             value = None
             exc = e
+
+
+register_loop_codes(_drive.__code__)
 
 
 class _Suspend:

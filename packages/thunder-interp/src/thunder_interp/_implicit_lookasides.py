@@ -250,8 +250,12 @@ def _sum(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]
     if type(iterable) in (list, tuple, range) and is_plain(start) and _all_plain(iterable):
         return rt.opaque_call(sum, args, kw)
     total = start
+    plain = slots.PLAIN
     for x in iterable_arg(rt, iterable):
-        total = slots.binary(rt, "+", total, x)
+        if type(total) in plain and type(x) in plain:
+            total = total + x
+        else:
+            total = slots.binary(rt, "+", total, x)
     return total
 
 

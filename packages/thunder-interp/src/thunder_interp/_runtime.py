@@ -591,7 +591,10 @@ class Runtime:
         if type(obj) is not cls:
             init = _lookup_type(type(obj), "__init__")
         if type(init) is FunctionType:
-            result = self.call(init, (obj, *args), kwargs, caller)
+            if init in self.lookasides:
+                result = self.call(init, (obj, *args), kwargs, caller)
+            else:
+                result = self.call_function(init, [obj, *args], kwargs)
         else:
             result = init(obj, *args, **kwargs) if kwargs else init(obj, *args)
         if result is not None:
@@ -672,7 +675,7 @@ class Runtime:
                 self._shallower(depth)
             return f.retval
         try:
-            _resume(f, exc, pc)
+            resume_after_exception(f, exc, pc)
         finally:
             self.depth = depth
             if depth < self.depth_floor:
@@ -860,7 +863,7 @@ def run_frame(f: Frame, exc: BaseException | None = None) -> None:
             guard.shallower(depth)
 
 
-def _resume(f: Frame, exc: BaseException, pc: int) -> None:
+def resume_after_exception(f: Frame, exc: BaseException, pc: int) -> None:
     """Go on running ``f`` after ``exc`` was raised at instruction ``pc`` (by its handler, or
     re-raise it); the caller keeps the depth count."""
     rt = f.rt
@@ -881,7 +884,9 @@ def _resume(f: Frame, exc: BaseException, pc: int) -> None:
             exc = e
 
 
-register_loop_codes(run_frame.__code__, Runtime.call_function.__code__, _resume.__code__)
+register_loop_codes(
+    run_frame.__code__, Runtime.call_function.__code__, resume_after_exception.__code__
+)
 
 
 def _block_fault_index(exc: BaseException, op: Any, owners: dict[int, int], default: int) -> int:
