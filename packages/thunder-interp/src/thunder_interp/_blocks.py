@@ -288,6 +288,13 @@ class _BlockGen:
                 f" and {fn} not in LA: {t} = CF({fn}.__func__, [{fn}.__self__, {arglist[1:]}, None)",
                 i,
             )
+            # A builtin with no lookaside, or a slot builtin on one plain argument: native.
+            native = f"{fn} not in LA"
+            if len(args) == 1:
+                native = f"({native} or ({fn} in FB and type({args[0]}) in P))"
+            self.emit(
+                f"elif type({fn}) is BT and PO and {native}: {t} = {fn}({', '.join(args)})", i
+            )
             self.emit(f"else: {t} = call_positional(f, {fn}, {arglist})", i)
             self.stack.append(t)
             return OK
@@ -296,23 +303,20 @@ class _BlockGen:
             v = self.pop(i)
             fusable = self.last_compare is not None and self.compare_end == len(self.body)
             self.materialize(i)
-            nxt = self.next_index(ins)
-            if fusable and kind in ("true", "false") and self._fuse_compare(v, kind, ins, nxt):
-                return END
+            # The block goes on with the next instruction (a block may leave at any jump).
+            target = ins.target
+            if fusable and kind in ("true", "false") and self._fuse_compare(v, kind, target):
+                return OK
             test = f"({v} if type({v}) in P else truth(f.rt, {v}))"
             if kind == "false":
-                self.emit(f"if {test}: return {nxt}", i)
-                self.emit(f"return {ins.target}", i)
+                self.emit(f"if not {test}: return {target}", i)
             elif kind == "true":
-                self.emit(f"if {test}: return {ins.target}", i)
-                self.emit(f"return {nxt}", i)
+                self.emit(f"if {test}: return {target}", i)
             elif kind == "none":
-                self.emit(f"if {v} is None: return {ins.target}", i)
-                self.emit(f"return {nxt}", i)
+                self.emit(f"if {v} is None: return {target}", i)
             else:
-                self.emit(f"if {v} is not None: return {ins.target}", i)
-                self.emit(f"return {nxt}", i)
-            return END
+                self.emit(f"if {v} is not None: return {target}", i)
+            return OK
         if op in _JUMPS:
             self.materialize(i)
             self.emit(f"return {ins.target}", i)
@@ -444,19 +448,19 @@ class _BlockGen:
         self.count -= 1
         return NO
 
-    def _fuse_compare(self, v: str, kind: str, ins: Instruction, nxt: int) -> bool:
+    def _fuse_compare(self, v: str, kind: str, target: int) -> bool:
         """``if a < b:``: on plain operands, one native comparison and truth test."""
         last = self.last_compare
         if last is None or last[0] != v:
             return False
         _t, position, a, sym, b, index = last
         del self.body[position : self.compare_end]
-        on_true, on_false = (ins.target, nxt) if kind == "true" else (nxt, ins.target)
+        negate = "not " if kind == "false" else ""
         self.emit(f"if {self.plain_test(a, b)}:", index)
-        self.emit(f"    if {a} {sym} {b}: return {on_true}", index)
-        self.emit(f"    return {on_false}", index)
-        self.emit(f"if truth(f.rt, compare(f.rt, {sym!r}, {a}, {b})): return {on_true}", index)
-        self.emit(f"return {on_false}", ins.index)
+        self.emit(f"    if {negate}({a} {sym} {b}): return {target}", index)
+        self.emit(
+            f"elif {negate}truth(f.rt, compare(f.rt, {sym!r}, {a}, {b})): return {target}", index
+        )
         return True
 
     def _after_kw_names(self, ins: Instruction) -> bool:
@@ -486,13 +490,15 @@ class _BlockGen:
         params = [*_HELPERS, *self.env]
         lines = [f"def make({', '.join(params)}):", "    def block(f):"]
         code = "\n".join(text for text, _ in self.body)
-        used = set(re.findall(r"\b(st|lv|LA|CF|G|B)\b", code))
+        used = set(re.findall(r"\b(st|lv|LA|CF|PO|FB|G|B)\b", code))
         # Only the frame fields the body uses (this preamble runs on every execution).
         for name, value in (
             ("st", "f.stack"),
             ("lv", "f.lv"),
             ("LA", "f.rt.lookasides"),
             ("CF", "f.rt.call_function"),
+            ("PO", "f.rt.plain_opaque"),
+            ("FB", "f.rt.fast_builtins"),
             ("G", "f.globals"),
             ("B", "f.builtins"),
         ):
@@ -521,6 +527,7 @@ _HELPERS: dict[str, Any] = {
     "call_self_second": call_self_second,
     "FT": FunctionType,
     "MT": MethodType,
+    "BT": type(len),
     "P": PLAIN,
     "PA": PLAIN_ATTRS,
     "FC": FAST_CONTAINERS,

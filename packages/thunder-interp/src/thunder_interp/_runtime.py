@@ -631,7 +631,10 @@ class Runtime:
         return f
 
     def call_function(self, fn: FunctionType, args: Any, kwargs: dict[str, Any] | None) -> Any:
-        """Interpret a call of the Python function ``fn`` (the hot path of every call)."""
+        """Interpret a call of the Python function ``fn`` (the hot path of every call).
+
+        A list ``args`` is taken over (it becomes the frame's local slots): pass a temporary.
+        """
         code = fn.__code__
         entry = self.codes.entries.get(id(code))
         if entry is not None and entry[0] is code:
@@ -648,7 +651,11 @@ class Runtime:
         f.cc = cc
         f.code = code
         f.ops = ops = cc.ops
-        f.lv = [*args, *cc.padding]
+        if type(args) is list:  # the caller's temporary: it becomes the frame's locals
+            args.extend(cc.padding)
+            f.lv = args
+        else:
+            f.lv = [*args, *cc.padding]
         f.stack = []
         f.globals = fn.__globals__
         f.builtins = fn.__builtins__  # type: ignore[attr-defined]
