@@ -180,6 +180,22 @@ SNIPPETS = [
         """,
     ),
     snippet(
+        "descriptor_on_class",
+        """
+        class Desc:
+            def __get__(self, obj, owner):
+                seen(f"get {obj is None}")
+                return owner.__name__ if obj is None else 1
+        class C:
+            d = Desc()
+            @classmethod
+            def make(cls):
+                return cls.d
+        def f():
+            return [C.d, C().d, C.make(), getattr(C, "d"), C.__name__], LOG
+        """,
+    ),
+    snippet(
         "getattribute_setattr_delattr",
         """
         class G:
@@ -419,6 +435,10 @@ def _split(outcome: Any) -> tuple[Any, list[str], list[bool]]:
 
 @pytest.mark.parametrize("source", SNIPPETS)
 def test_implicit_calls_are_interpreted(source: str) -> None:
+    _check(source)
+
+
+def _check(source: str) -> None:
     native = run_cpython(source)
     interpreted = run_interpreted(source)
     expected, native_tags, native_flags = _split(native)
@@ -427,3 +447,27 @@ def test_implicit_calls_are_interpreted(source: str) -> None:
     assert tags == native_tags
     assert not any(native_flags)
     assert all(flags), [tag for tag, flag in zip(tags, flags) if not flag]
+
+
+def test_yield_from_a_python_iterator_is_interpreted() -> None:
+    source = PRELUDE + textwrap.dedent(
+        """
+        class It:
+            def __init__(self):
+                self.n = 0
+            def __iter__(self):
+                seen("iter")
+                return self
+            def __next__(self):
+                seen("next")
+                self.n += 1
+                if self.n > 2:
+                    raise StopIteration
+                return self.n
+        def gen():
+            yield from It()
+        def f():
+            return list(gen()), LOG
+        """
+    )
+    _check(source)

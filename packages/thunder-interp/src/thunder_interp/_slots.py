@@ -148,6 +148,8 @@ def is_plain(value: Any) -> bool:
 for _t in (int, float, complex, bool, str, bytes, bytearray, list, tuple, dict, set, frozenset,
            type(None), range, slice, type, FunctionType, type(len), type(...)):  # fmt: skip
     type_info(_t)
+# Attributes of class objects may be descriptors with a Python __get__ (see load_attr).
+PLAIN_ATTRS.discard(type)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -436,6 +438,8 @@ def iterable_arg(rt: Runtime, obj: Any) -> Any:
 def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
     """``obj.name``."""
     cls = type(obj)
+    if cls is type:
+        return _class_attribute(rt, obj, name)
     info = _INFO.get(cls) or type_info(cls)
     if not info.get_hook and name not in info.descriptors:
         return getattr(obj, name)
@@ -460,6 +464,21 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
     if is_python_level(getattr_) or getattr_ in rt.lookasides:
         return call_special(rt, getattr_, obj, name)
     return getattr_(obj, name)
+
+
+def _class_attribute(rt: Runtime, klass: type, name: str) -> Any:
+    """``Cls.name`` (``type.__getattribute__``), interpreting a Python ``__get__``."""
+    own = _INFO.get(klass) or type_info(klass)
+    if name not in own.descriptors:
+        return getattr(klass, name)
+    meta = lookup_type(type, name)
+    if meta is not NULL and lookup_type(type(meta), "__set__") is not NULL:
+        return getattr(klass, name)  # a data descriptor of the metaclass comes first
+    descr = lookup_type(klass, name)
+    get = lookup_type(type(descr), "__get__") if descr is not NULL else NULL
+    if type(get) is FunctionType and not is_opaque_code(get.__code__):
+        return rt.call(get, (descr, None, klass), None, None)
+    return getattr(klass, name)
 
 
 def _instance_dict(obj: Any) -> Any:

@@ -9,7 +9,8 @@ from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._generators import AsyncGenValue
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
-from thunder_interp._runtime import BLOCK_FINALLY, lookup_special
+from thunder_interp._runtime import BLOCK_FINALLY, Runtime, lookup_special
+from thunder_interp._slots import call_special, get_iter, is_plain, is_python_level, lookup_type
 
 
 @register_opcode("RETURN_GENERATOR", min_version=(3, 11))
@@ -68,8 +69,12 @@ def yield_value(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
-def _send(receiver: Any, value: Any) -> Any:
+def _send(receiver: Any, value: Any, rt: Runtime | None = None) -> Any:
     if value is None and hasattr(type(receiver), "__next__"):
+        if rt is not None and not is_plain(receiver):
+            descr = lookup_type(type(receiver), "__next__")
+            if is_python_level(descr):
+                return call_special(rt, descr, receiver)  # a Python __next__, interpreted
         return next(receiver)
     return receiver.send(value)
 
@@ -85,9 +90,9 @@ class _Returned:
         self.value = value
 
 
-def _send_or_return(receiver: Any, value: Any) -> Any:
+def _send_or_return(receiver: Any, value: Any, rt: Runtime | None = None) -> Any:
     try:
-        return _send(receiver, value)
+        return _send(receiver, value, rt)
     except StopIteration as e:
         return _Returned(e.value)
 
@@ -106,7 +111,7 @@ def send(ins: Instruction, ctx: CompileContext) -> Op:
             if result is _DONE:
                 result = _Returned(None)
         else:
-            result = _send_or_return(receiver, v)
+            result = _send_or_return(receiver, v, f.rt)
         if type(result) is _Returned:
             if PY_VERSION >= (3, 12):
                 st.append(result.value)
@@ -139,7 +144,7 @@ def yield_from(ins: Instruction, ctx: CompileContext) -> Op:
         st = f.stack
         v = st.pop()
         receiver = st[-1]
-        result = _send_or_return(receiver, v)
+        result = _send_or_return(receiver, v, f.rt)
         if type(result) is _Returned:
             st[-1] = result.value
             f.yf = None
@@ -174,7 +179,7 @@ def get_yield_from_iter(ins: Instruction, ctx: CompileContext) -> Op:
                     "cannot 'yield from' a coroutine object in a non-coroutine generator"
                 )
         elif not isinstance(v, types.GeneratorType):
-            st[-1] = iter(v)
+            st[-1] = get_iter(f.rt, v)
         return nxt
 
     return op
