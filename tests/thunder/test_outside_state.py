@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import collections.abc
+import os
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -317,3 +320,63 @@ def test_objects_inside_outside_containers_are_guarded():
         for scale, bias in ((2.0, 1.0), (5.0, 1.0), (5.0, -3.0)):
             cfg.scale, holders["by_key"]["bias"] = scale, bias
             torch.testing.assert_close(j(x), fn(x))
+
+
+# -- mappings that are not plain containers (os.environ, library registries) ---------------------
+
+
+def test_environment_variables_are_guarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("THUNDER_TEST_FLAG", raising=False)
+    monkeypatch.delenv("THUNDER_TEST_OTHER", raising=False)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        if os.environ.get("THUNDER_TEST_FLAG", "0") == "1":
+            return x + 1
+        if "THUNDER_TEST_OTHER" in os.environ:
+            return x * 3
+        return x - 1
+
+    j = thunder.jit(f)
+    x = torch.randn(3)
+    for setting in ({}, {"THUNDER_TEST_FLAG": "1"}, {"THUNDER_TEST_FLAG": "0"},
+                    {"THUNDER_TEST_OTHER": ""}, {}):  # fmt: skip
+        monkeypatch.delenv("THUNDER_TEST_FLAG", raising=False)
+        monkeypatch.delenv("THUNDER_TEST_OTHER", raising=False)
+        for name, value in setting.items():
+            monkeypatch.setenv(name, value)
+        torch.testing.assert_close(j(x), f(x))  # never the program of another setting
+
+
+def test_item_of_a_library_style_mapping_is_guarded() -> None:
+    class Registry(collections.abc.MutableMapping):  # type: ignore[type-arg]
+        def __init__(self) -> None:
+            self._data: dict[str, Any] = {"act": torch.relu}
+
+        def __getitem__(self, key: str) -> Any:
+            return self._data[key]
+
+        def __setitem__(self, key: str, value: Any) -> None:
+            self._data[key] = value
+
+        def __delitem__(self, key: str) -> None:
+            del self._data[key]
+
+        def __iter__(self) -> Any:
+            return iter(self._data)
+
+        def __len__(self) -> int:
+            return len(self._data)
+
+    registry = Registry()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        act = registry.get("act", torch.tanh)
+        return act(x)
+
+    j = thunder.jit(f)
+    x = torch.randn(4)
+    torch.testing.assert_close(j(x), f(x))
+    registry["act"] = torch.sigmoid
+    torch.testing.assert_close(j(x), f(x))
+    del registry["act"]
+    torch.testing.assert_close(j(x), f(x))

@@ -703,3 +703,38 @@ def test_history_shows_interpreted_dunders() -> None:
     interp = interpret(f, record_history=True)
     assert interp() == 2
     assert ("__bool__", 1) in [(e.function, e.depth) for e in interp.history if e.kind == "call"]
+
+
+def test_native_special_predicate_keeps_chosen_special_methods_native() -> None:
+    from thunder_interp import is_interpreting
+
+    class M:
+        def __getitem__(self, key: Any) -> Any:
+            return (key, is_interpreting())
+
+        @property
+        def prop(self) -> bool:
+            return is_interpreting()
+
+    def f(m: M) -> Any:
+        return m["k"], m.prop, m.__getitem__("e")
+
+    m = M()
+    assert interpret(f)(m) == (("k", True), True, ("e", True))
+    native = interpret(f, native_special=lambda fn: fn.__name__ == "__getitem__")
+    # Implicit calls it accepts run natively; properties and explicit calls are interpreted.
+    assert native(m) == (("k", False), True, ("e", True))
+
+
+def test_load_item_missing_callback() -> None:
+    missing: list[Any] = []
+
+    def f(d: dict[str, int]) -> int:
+        try:
+            return d["absent"]
+        except KeyError:
+            return -1
+
+    cb = Callbacks(load_item_missing=lambda c, k: missing.append(k))
+    assert interpret(f, callbacks=cb)({"present": 1}) == -1
+    assert missing == ["absent"]

@@ -6,6 +6,7 @@ import contextvars
 import functools
 import sys
 from collections.abc import Callable, Mapping
+from types import FunctionType
 from typing import Any
 
 from thunder_interp._callbacks import Callbacks
@@ -44,6 +45,7 @@ def _has_hooks(callbacks: Callbacks | None) -> bool:
             "load_constant",
             "load_attribute",
             "load_attribute_missing",
+            "load_item_missing",
             "store_global",
             "store_closure_cell",
             "store_attribute",
@@ -72,8 +74,10 @@ class InterpretedFunction:
         provenance: bool,
         record_history: bool,
         opcode_table: OpcodeTable | None,
+        native_special: Callable[[FunctionType], bool] | None = None,
     ) -> None:
         self.fn = fn
+        self.native_special = native_special
         self.callbacks = callbacks
         self.provenance = provenance
         self.record_history = record_history
@@ -100,6 +104,7 @@ class InterpretedFunction:
             self._codes, self.lookasides, self.callbacks, self.provenance, self.record_history
         )
         rt.fast_builtins = self._fast_builtins
+        rt.native_special = self.native_special
         self._last = rt
         if rt.prov is not None:
             names = _parameter_names(self.fn)
@@ -170,6 +175,7 @@ def interpret(
     provenance: bool = False,
     record_history: bool = False,
     opcode_table: OpcodeTable | None = None,
+    native_special: Callable[[FunctionType], bool] | None = None,
 ) -> InterpretedFunction:
     """Return a callable that runs ``fn``'s bytecode in the interpreter.
 
@@ -185,5 +191,10 @@ def interpret(
         provenance: keep a record of where values came from (see :class:`Provenance`).
         record_history: record executed instructions (see :attr:`InterpretedFunction.history`).
         opcode_table: the handler table to use (defaults to :data:`DEFAULT_OPCODE_TABLE`).
+        native_special: a predicate on Python special methods (``__getitem__`` of some class,
+            say): where CPython would call one implicitly, those it accepts run natively
+            (properties and explicit calls are unaffected). Default: all are interpreted.
     """
-    return InterpretedFunction(fn, lookasides, callbacks, provenance, record_history, opcode_table)
+    return InterpretedFunction(
+        fn, lookasides, callbacks, provenance, record_history, opcode_table, native_special
+    )

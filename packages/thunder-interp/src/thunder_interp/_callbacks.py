@@ -32,6 +32,8 @@ class Callbacks:
     - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
     - ``load_item(container, key, value) -> None``: after ``value = container[key]`` was read
       (``BINARY_SUBSCR``; ``BINARY_SLICE`` passes a ``slice``). A notification: the value stays.
+    - ``load_item_missing(container, key) -> None``: ``container[key]`` raised ``KeyError`` or
+      ``IndexError`` (the program's path may depend on the key's absence: ``Mapping.get``).
     - ``store_item(container, key, value) -> None``: before ``container[key] = value`` (a slice
       assignment ``c[a:b] = v`` passes ``slice(a, b)`` as the key).
     - ``delete_global(name, globals) -> None``: before ``del name`` of a global.
@@ -48,6 +50,7 @@ class Callbacks:
     load_constant: Callable[[Any, Provenance | None], Any] | None = None
     load_attribute: Callable[[Any, str, Any, Provenance | None], Any] | None = None
     load_attribute_missing: Callable[[Any, str], None] | None = None
+    load_item_missing: Callable[[Any, Any], None] | None = None
     store_global: Callable[[str, Any, dict[str, Any]], None] | None = None
     store_closure_cell: Callable[[str, Any, CodeType], None] | None = None
     store_attribute: Callable[[Any, str, Any], None] | None = None

@@ -299,6 +299,7 @@ class Runtime:
         self.cb_load_const = cb.load_constant
         self.cb_load_attr = cb.load_attribute
         self.cb_load_attr_missing = cb.load_attribute_missing
+        self.cb_load_item_missing = cb.load_item_missing
         self.cb_store_global = cb.store_global
         self.cb_store_cell = cb.store_closure_cell
         self.cb_store_attr = cb.store_attribute
@@ -315,6 +316,9 @@ class Runtime:
         self.iter_sources: dict[int, list[Any]] = {}
         # Opaque calls need no bookkeeping: CALL may call builtins directly.
         self.plain_opaque = cb.opaque_call is None and not provenance
+        # Which Python special methods run natively where CPython calls them implicitly.
+        self.native_special: Callable[[FunctionType], bool] | None = None
+        self.native_special_cache: dict[CodeType, bool] = {}
         # Builtins with a slot lookaside that may run natively on one plain argument.
         self.fast_builtins: frozenset[Any] = frozenset()
         self.history: list[HistoryEntry] = []

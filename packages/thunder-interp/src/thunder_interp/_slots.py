@@ -160,11 +160,23 @@ def call_special(rt: Runtime, descr: Any, obj: Any, *args: Any) -> Any:
     """Call the special method ``descr`` (found on ``type(obj)``) as ``vectorcall_method`` does:
     functions unbound with ``obj`` first, other descriptors bound with their ``__get__``."""
     if type(descr) is FunctionType:
+        if rt.native_special is not None and descr not in rt.lookasides and _native(rt, descr):
+            return descr(obj, *args)
         return rt.call(descr, (obj, *args), None, None)
     get = lookup_type(type(descr), "__get__")
     if get is not NULL:
         descr = descriptor_get(rt, descr, get, obj, type(obj))
     return rt.call(descr, args, None, None)
+
+
+def _native(rt: Runtime, fn: FunctionType) -> bool:
+    """Whether the interpretation's ``native_special`` predicate keeps ``fn`` native."""
+    cache = rt.native_special_cache
+    answer = cache.get(fn.__code__)
+    if answer is None:
+        predicate = rt.native_special
+        answer = cache[fn.__code__] = bool(predicate is not None and predicate(fn))
+    return answer
 
 
 def descriptor_get(rt: Runtime, descr: Any, get: Any, obj: Any, owner: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 from thunder.binding import Binder, iter_proxies
 from thunder.binding.fallback import is_ir_refusal
 from thunder.errors import JitError, UnsupportedOperationError
+from thunder.lookasides import native_special
 from thunder.options import JitOptions
 from thunder.prologue import build_epilogue, build_prologue, reporting_misses
 from thunder_executors import transform_for_execution
@@ -116,7 +117,12 @@ def compile_entry(
     binder = Binder(fn, options, trace, param_names)
     with tracectx(trace):
         pargs, pkwargs = binder.bind_arguments(args, kwargs)
-        interpreted = interpret(fn, lookasides=binder.lookasides(), callbacks=binder.callbacks())
+        interpreted = interpret(
+            fn,
+            lookasides=binder.lookasides(),
+            callbacks=binder.callbacks(),
+            native_special=native_special,
+        )
         try:
             result = interpreted(*pargs, **pkwargs)
             binder.check_context_vars()

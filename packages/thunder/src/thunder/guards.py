@@ -19,6 +19,7 @@ __all__ = [
     "ModulesWithoutHooks",
     "TensorsMetadata",
     "check_has_attribute",
+    "check_lacks_item",
     "check_no_hooks",
     "check_no_module_hooks",
     "check_tensors",
@@ -113,6 +114,15 @@ def _check_has_attribute(obj: Any, name: str, expected: bool) -> None:
 
 # hasattr(obj, name) / getattr(obj, name, default) in the program: whether the attribute exists.
 check_has_attribute = _prologue_symbol(_check_has_attribute)
+
+
+def _check_lacks_item(container: Any, key: Any) -> None:
+    if key in container:
+        raise GuardFailure(f"expected no item {key!r}")
+
+
+# ``m[key]`` raised in the program (``os.environ.get(k, default)``): the key is still absent.
+check_lacks_item = _prologue_symbol(_check_lacks_item)
 
 
 # -- reading a module's parameters, buffers and submodules --------------------------------------

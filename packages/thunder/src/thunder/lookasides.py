@@ -10,7 +10,9 @@ as it would for the tensors and numbers they stand for.
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import sysconfig
 import types
 from typing import Any
 
@@ -23,7 +25,13 @@ from thunder_ir import NumberProxy, Proxy, TensorProxy
 from thunder_ir.ops import ALL_OPS, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
 
-__all__ = ["SymbolicSize", "is_torch_callable", "jit_lookasides", "query_is_allowed"]
+__all__ = [
+    "SymbolicSize",
+    "is_torch_callable",
+    "jit_lookasides",
+    "native_special",
+    "query_is_allowed",
+]
 
 
 class SymbolicSize(tuple):  # type: ignore[type-arg]
@@ -119,6 +127,36 @@ def _mark_native_internals() -> None:
                 for attr, member in vars(value).items():
                     if attr.startswith("__") and isinstance(member, types.FunctionType):
                         thunder_interp.opaque(member)
+
+
+# Installed libraries and the standard library: where the attribute and mapping special methods
+# below run natively (``os.environ[k]``, a library config's ``__getattribute__``, a registry's
+# ``__getitem__``). The binder guards what they return as an attribute or item read; interpreting
+# them would guard their internals instead (whole registries, every call), which costs more on
+# every call and tells nothing more. User code's special methods, and properties everywhere,
+# are interpreted.
+_LIBRARY_DIRS = tuple(
+    sorted(
+        {
+            os.path.join(os.path.abspath(path), "")
+            for key in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (path := sysconfig.get_paths().get(key))
+        }
+    )
+)
+_NATIVE_LIBRARY_SPECIALS = frozenset(
+    {"__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__getitem__",
+     "__setitem__", "__delitem__", "__len__", "__iter__"}
+)  # fmt: skip
+
+
+def native_special(fn: types.FunctionType) -> bool:
+    """The jit's ``native_special`` predicate (see ``thunder_interp.interpret``): the attribute
+    and mapping special methods of library classes run natively."""
+    if fn.__name__ not in _NATIVE_LIBRARY_SPECIALS:
+        return False
+    filename = fn.__code__.co_filename
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen ")
 
 
 @functools.cache

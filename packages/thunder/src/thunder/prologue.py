@@ -26,6 +26,7 @@ from thunder.guards import (
     ModulesWithoutHooks,
     TensorsMetadata,
     check_has_attribute,
+    check_lacks_item,
     check_no_hooks,
     check_tensors,
     is_plain_module_member,
@@ -238,6 +239,9 @@ class _PrologueBuilder:
             name, present = expected
             bsym = check_has_attribute.bind(x, name, present, output=None)
             what += f" has the attribute {name!r}" if present else f" lacks the attribute {name!r}"
+        elif kind == "lacks_item":
+            bsym = check_lacks_item.bind(x, expected, output=None)
+            what += f" has no item {expected!r}"
         elif kind == "keys":
             bsym = prims.check_keys.bind(x, expected, output=None)
             what += " keys"

@@ -376,10 +376,16 @@ def item_loaded(f: Frame, container: Any, key: Any, value: Any) -> None:
 
 def load_item(f: Frame, container: Any, key: Any) -> Any:
     """``container[key]`` from interpreted code, with the ``load_item`` hook and provenance."""
-    if type(container) in PLAIN and type(key) in PLAIN:
-        v = container[key]
-    else:
-        v = get_item(f.rt, container, key)
+    try:
+        if type(container) in PLAIN and type(key) in PLAIN:
+            v = container[key]
+        else:
+            v = get_item(f.rt, container, key)
+    except (KeyError, IndexError):
+        hook = f.rt.cb_load_item_missing
+        if hook is not None:
+            hook(container, key)
+        raise
     item_loaded(f, container, key, v)
     return v
 

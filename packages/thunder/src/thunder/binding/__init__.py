@@ -29,7 +29,7 @@ from thunder.binding.state import (
     iter_proxies,
     torch_value,
 )
-from thunder.lookasides import jit_lookasides
+from thunder.lookasides import jit_lookasides, native_special
 from thunder_interp import interpret
 from thunder_ir import Symbol, TensorProxy
 from thunder_ir.proxies import _BoundTensorMethod
@@ -57,7 +57,12 @@ class Binder(RegionsMixin):
         table = jit_lookasides()
 
         def call_jitted(jitted: ThunderFunction, *args: Any, **kwargs: Any) -> Any:
-            inner = interpret(jitted.fn, lookasides=table, callbacks=self.callbacks())
+            inner = interpret(
+                jitted.fn,
+                lookasides=table,
+                callbacks=self.callbacks(),
+                native_special=native_special,
+            )
             return inner(*args, **kwargs)
 
         table[ThunderFunction.__call__] = call_jitted

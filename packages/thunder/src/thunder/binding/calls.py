@@ -88,6 +88,7 @@ class CallsMixin(WritesMixin):
             store_attribute=self._cb_store_attribute,
             store_item=self._cb_store_item,
             load_item=self._cb_load_item,
+            load_item_missing=self._cb_load_item_missing,
             delete_global=self._cb_delete_global,
             delete_closure_cell=self._cb_delete_cell,
             delete_attribute=self._cb_delete_attribute,

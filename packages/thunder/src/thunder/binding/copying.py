@@ -14,6 +14,7 @@ from typing import Any
 
 from thunder.binding.calls import CallsMixin
 from thunder.binding.state import Guard, is_scalar_constant
+from thunder.lookasides import native_special
 from thunder_interp import interpret
 
 # The largest plain state compared on every call (a config has a few dozen attributes).
@@ -61,4 +62,7 @@ class CopyingMixin(CallsMixin):
             return copy.deepcopy(x) if deep else copy.copy(x)
         fn = copy.deepcopy if deep else copy.copy
         plain = {k: v for k, v in table.items() if k is not copy.copy and k is not copy.deepcopy}
-        return interpret(fn, lookasides=plain, callbacks=self.callbacks())(x, *rest, **kw)
+        interpreted = interpret(
+            fn, lookasides=plain, callbacks=self.callbacks(), native_special=native_special
+        )
+        return interpreted(x, *rest, **kw)

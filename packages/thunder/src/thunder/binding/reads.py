@@ -10,6 +10,7 @@ import sys
 import types
 import warnings
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -41,6 +42,15 @@ from thunder.errors import (
 from thunder.guards import HOOK_ATTRIBUTES
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy
+
+
+def _is_outside_mapping(container: Any) -> bool:
+    """A mapping other than the plain containers (those are tracked whole) and modules."""
+    return isinstance(container, Mapping) and not isinstance(container, torch.nn.Module)
+
+
+def _is_guardable_key(key: Any) -> bool:
+    return type(key) in (str, int, bool) or key is None
 
 
 class ReadsMixin(BinderState):
@@ -440,6 +450,8 @@ class ReadsMixin(BinderState):
         if type(container) not in _CONTAINER_MUTATORS:
             if isinstance(container, tuple) and not isinstance(key, slice):
                 self._load_immutable_item(container, key, value)
+            elif _is_outside_mapping(container):
+                self._load_mapping_item(container, key, value)
             return
         self._note_content_read_of(container)
         if id(container) in self.mutated:
@@ -455,6 +467,29 @@ class ReadsMixin(BinderState):
             self.guards.setdefault(item, Guard(item, "value", value))
         else:
             self.on_load(value, item)
+
+    def _load_mapping_item(self, container: Any, key: Any, value: Any) -> None:
+        """``m[key]`` of a mapping that is not a plain container (``os.environ``, a library's
+        registry): the item is guarded by its path (the prologue reads ``m[key]`` again)."""
+        access = self.access_for(container)
+        if access is None or not _is_guardable_key(key) or isinstance(value, (Proxy, torch.Tensor)):
+            return
+        item = access.item(key)
+        if isinstance(value, _SCALAR_TYPES):
+            self.guards.setdefault(item, Guard(item, "value", value))
+        else:
+            self.on_load(value, item)
+
+    def _cb_load_item_missing(self, container: Any, key: Any) -> None:
+        """``m[key]`` raised: the program relied on the key's absence (``os.environ.get(k, d)``
+        with ``k`` unset). Guarded for outside mappings, so setting the key recompiles."""
+        if not isinstance(container, (dict, Mapping)) or not _is_guardable_key(key):
+            return
+        access = self.access_for(container)
+        if access is None or id(container) in self.mutated:
+            return
+        guard_key = access.attr(f"<lacks {key!r}>")
+        self.guards.setdefault(guard_key, Guard(access, "lacks_item", key))
 
     def _load_immutable_item(self, container: tuple[Any, ...], key: Any, value: Any) -> None:
         """An item of an outside tuple (a namedtuple, ``torch.Size``, a tuple holding objects)

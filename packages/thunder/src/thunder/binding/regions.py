@@ -17,6 +17,7 @@ from thunder.errors import (
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
+from thunder.lookasides import native_special
 from thunder_interp import interpret
 from thunder_ir import TensorProxy
 
@@ -291,7 +292,9 @@ class RegionsMixin(CopyingMixin):
                 "custom context functions are not supported",
             )
         kwargs.pop("preserve_rng_state", None)  # random values are saved, so always preserved
-        interpreted = interpret(function, lookasides=table, callbacks=self.callbacks())
+        interpreted = interpret(
+            function, lookasides=table, callbacks=self.callbacks(), native_special=native_special
+        )
         name = getattr(function, "__name__", None) or type(function).__name__
         name = name if name.isidentifier() else "region"
         return checkpoint_symbol(interpreted, name=name)(*args, **kwargs)
