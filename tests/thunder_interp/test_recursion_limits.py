@@ -130,10 +130,51 @@ def native_callbacks():
         return sorted([x], key=key)
     return caught(lambda: key(0))
 
+def implicit_calls():
+    # Recursion through Python code CPython calls implicitly, which the interpreter interprets
+    # (some of it called back from C: sort keys, map, reduce, iteration by list()).
+    def key(x):
+        return sorted([x], key=key)
+    def mapped(x):
+        return list(map(mapped, [x]))
+    def reduced(a, b):
+        return functools.reduce(reduced, [a, b])
+    class Loop:
+        def __bool__(self):
+            return bool(Loop())
+        def __len__(self):
+            return len(Loop())
+        def __iter__(self):
+            return iter(list(Loop()))
+        def __getattr__(self, name):
+            return Loop().missing
+        def __add__(self, other):
+            return Loop() + other
+        def __eq__(self, other):
+            return Loop() == other
+        def __str__(self):
+            return f"{Loop()}"
+        @property
+        def prop(self):
+            return Loop().prop
+    return [
+        caught(lambda: key(0)),
+        caught(lambda: mapped(0)),
+        caught(lambda: reduced(0, 1)),
+        caught(lambda: bool(Loop())),
+        caught(lambda: len(Loop())),
+        caught(lambda: list(Loop())),
+        caught(lambda: Loop().missing),
+        caught(lambda: Loop() + 1),
+        caught(lambda: Loop() == 1),
+        caught(lambda: str(Loop())),
+        caught(lambda: Loop().prop),
+    ]
+
 def limit_seen():
     return sys.getrecursionlimit()
 
-PROGRAMS = [plain, counted, methods, generators, native_callbacks, limit_seen]
+PROGRAMS = [plain, counted, methods, generators, native_callbacks, implicit_calls, limit_seen]
 CAUGHT = ("caught", "RecursionError")
 EXPECTED = {
     "plain": CAUGHT,
@@ -141,6 +182,7 @@ EXPECTED = {
     "methods": [CAUGHT] * 5,
     "generators": [CAUGHT] * 3,
     "native_callbacks": CAUGHT,
+    "implicit_calls": [CAUGHT] * 11,
 }
 
 def run_all(interpret, compare, programs=PROGRAMS):
@@ -285,6 +327,22 @@ def test_raised_user_limit() -> None:
         )
     )
     assert lines[-1] == "('caught', 'RecursionError') 10000 10000"
+
+
+def test_raised_user_limit_through_implicit_calls() -> None:
+    # With a raised limit, recursion through interpreted callbacks from C (sort keys, list() of a
+    # Python iterator) stops with RecursionError before the C stack runs out.
+    lines = _check(
+        _run_child(
+            """
+            import sys
+            from thunder_interp import interpret
+            sys.setrecursionlimit(10_000)
+            print(interpret(implicit_calls)())
+            """
+        )
+    )
+    assert lines[-1] == str([("caught", "RecursionError")] * 11)
 
 
 def test_limit_restored_and_threads_share_it() -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from thunder_interp import _slots as slots
 from thunder_interp._frame import NULL
+from thunder_interp._recursion import register_c_callbacks
 from thunder_interp._slots import is_plain, iterable_arg
 
 if TYPE_CHECKING:
@@ -320,6 +321,26 @@ def _abs(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]
     if kw or len(args) != 1 or not _runs_python(args[0], ("__abs__",)):
         return rt.opaque_call(abs, args, kw)
     return slots.unary(rt, "abs", args[0])
+
+
+def _register_callbacks() -> None:
+    wrapped = _ordered_key(None, None)  # type: ignore[arg-type]
+    register_c_callbacks(
+        _Interpreted.__call__.__code__,
+        wrapped.__code__,
+        _Ordered.__lt__.__code__,
+        _Ordered.__gt__.__code__,
+        _ReversedSequence.__next__.__code__,
+        _ReversedSequence.__length_hint__.__code__,
+        slots.truth.__code__,
+        slots.Iterable.__iter__.__code__,
+        slots.Iterable.__length_hint__.__code__,
+        slots.SequenceIterator.__next__.__code__,
+        slots.next_item.__code__,
+    )
+
+
+_register_callbacks()
 
 
 def implicit_lookasides() -> dict[Any, Any]:

@@ -47,7 +47,21 @@ else:
     _BYTES_PER_FRAME, _BYTES_PER_C_ENTRY = 600, 400
 if hasattr(sys, "gettotalrefcount"):  # a debug build: far larger C frames
     _BYTES_PER_FRAME, _BYTES_PER_C_ENTRY = 4 * _BYTES_PER_FRAME, 4 * _BYTES_PER_C_ENTRY
-_WORST_LEVEL_BYTES = FRAMES_PER_LEVEL_MAX * _BYTES_PER_FRAME + 2 * _BYTES_PER_C_ENTRY
+# The interpreter's own functions that C code calls back (a sort key, the iterator list() pulls
+# from): the C frames between them and their caller (list.sort keeps kilobytes of merge state on
+# the C stack) are counted with them, generously.
+_BYTES_PER_C_CALLBACK = 8 * max(_BYTES_PER_C_ENTRY, 1000)
+_C_CALLBACK_CODES: set[CodeType] = set()
+_WORST_LEVEL_BYTES = (
+    FRAMES_PER_LEVEL_MAX * _BYTES_PER_FRAME + 2 * _BYTES_PER_C_ENTRY + _BYTES_PER_C_CALLBACK
+)
+
+
+def register_c_callbacks(*codes: CodeType) -> None:
+    """Codes of interpreter functions that C code calls (see :data:`_BYTES_PER_C_CALLBACK`)."""
+    _C_CALLBACK_CODES.update(codes)
+
+
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator: resumed from C
 _NO_LIMIT = 1 << 62
 _MESSAGE = "maximum recursion depth exceeded"
@@ -140,8 +154,11 @@ def _cpython_depth() -> int | None:
 
 def _frame_bytes(frame: FrameType) -> int:
     cost = _BYTES_PER_FRAME
-    if frame.f_code.co_flags & _GENERATOR_FLAGS:
+    code = frame.f_code
+    if code.co_flags & _GENERATOR_FLAGS:
         cost += _BYTES_PER_C_ENTRY
+    if code in _C_CALLBACK_CODES:
+        cost += _BYTES_PER_C_CALLBACK
     return cost
 
 
@@ -175,6 +192,8 @@ def depth_below(entry: FrameType) -> tuple[int, int, int]:
         code = frame.f_code
         if code.co_flags & _GENERATOR_FLAGS:
             c_bytes += _BYTES_PER_C_ENTRY
+        if code in _C_CALLBACK_CODES:
+            c_bytes += _BYTES_PER_C_CALLBACK
         if code in LOOP_CODES:
             interpreted = frame.f_locals.get("f")
             if interpreted is not None and interpreted is not last:
