@@ -408,6 +408,23 @@ SNIPPETS = [
         """,
     ),
     snippet(
+        "instancecheck_and_subclasscheck",
+        """
+        class Meta(type):
+            def __instancecheck__(cls, obj):
+                seen("instancecheck")
+                return obj == 3
+            def __subclasscheck__(cls, sub):
+                seen("subclasscheck")
+                return sub is int
+        class Three(metaclass=Meta):
+            pass
+        def f():
+            return [isinstance(3, Three), isinstance(4, Three), issubclass(int, Three),
+                    issubclass(str, Three), isinstance(Three(), Three), isinstance(3, (int, str))], LOG
+        """,
+    ),
+    snippet(
         "dunder_on_type_not_instance",
         """
         class X:

@@ -343,6 +343,26 @@ def _register_callbacks() -> None:
 _register_callbacks()
 
 
+def _class_check(native: Callable[[Any, Any], bool], name: str) -> Impl:
+    """``isinstance``/``issubclass``: a metaclass's Python ``__instancecheck__`` or
+    ``__subclasscheck__`` is interpreted (typing protocols, Python ABCs)."""
+
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if kw or len(args) != 2:
+            return rt.opaque_call(native, args, kw)
+        obj, cls = args
+        if type(cls) is type or type(cls) is tuple:
+            return rt.opaque_call(native, args, kw)
+        if name == "__instancecheck__" and type(obj) is cls:
+            return True  # CPython's shortcut: the hook is not called
+        descr = slots.lookup_type(type(cls), name)
+        if descr is NULL or not slots.is_python_level(descr):
+            return rt.opaque_call(native, args, kw)
+        return slots.truth(rt, slots.call_special(rt, descr, cls, obj))
+
+    return impl
+
+
 def implicit_lookasides() -> dict[Any, Any]:
     """The builtins above, as internal lookasides (built by the caller's lookaside class)."""
     return {
@@ -374,6 +394,8 @@ def implicit_lookasides() -> dict[Any, Any]:
         max: _extremum(max),
         functools.reduce: _reduce,
         reversed: _reversed,
+        isinstance: _class_check(isinstance, "__instancecheck__"),
+        issubclass: _class_check(issubclass, "__subclasscheck__"),
     }
 
 
