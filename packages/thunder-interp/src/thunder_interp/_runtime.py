@@ -291,6 +291,7 @@ class Runtime:
         record_history: bool,
     ) -> None:
         self.codes = codes
+        self.code_entries = codes.entries
         self.lookasides = lookasides
         self.callbacks = callbacks
         cb = callbacks if callbacks is not None else Callbacks()
@@ -640,7 +641,7 @@ class Runtime:
         A list ``args`` is taken over (it becomes the frame's local slots): pass a temporary.
         """
         code = fn.__code__
-        entry = self.codes.entries.get(id(code))
+        entry = self.code_entries.get(id(code))
         if entry is not None and entry[0] is code:
             cc = entry[1]
         else:
@@ -656,7 +657,8 @@ class Runtime:
         f.code = code
         f.ops = ops = cc.ops
         if type(args) is list:  # the caller's temporary: it becomes the frame's locals
-            args.extend(cc.padding)
+            if cc.padding:
+                args.extend(cc.padding)
             f.lv = args
         else:
             f.lv = [*args, *cc.padding]
