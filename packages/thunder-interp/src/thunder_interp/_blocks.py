@@ -291,9 +291,11 @@ class _BlockGen:
             # A builtin with no lookaside, or a slot builtin on one plain argument: native.
             native = f"{fn} not in LA"
             if len(args) == 1:
-                native = f"({native} or ({fn} in FB and type({args[0]}) in P))"
+                native = f"({native} or ({fn} in f.rt.fast_builtins and type({args[0]}) in P))"
             self.emit(
-                f"elif type({fn}) is BT and PO and {native}: {t} = {fn}({', '.join(args)})", i
+                f"elif type({fn}) is BT and f.rt.plain_opaque and {native}: "
+                f"{t} = {fn}({', '.join(args)})",
+                i,
             )
             self.emit(f"else: {t} = call_positional(f, {fn}, {arglist})", i)
             self.stack.append(t)
@@ -360,7 +362,10 @@ class _BlockGen:
                 self.stack.append("NULL")
             t = self.temp()
             self.emit(f"{t} = G.get({name}, NULL)", i)
-            self.emit(f"if {t} is NULL and type(B) is dict: {t} = B.get({name}, NULL)", i)
+            self.emit(
+                f"if {t} is NULL and type(f.builtins) is dict: {t} = f.builtins.get({name}, NULL)",
+                i,
+            )
             self.emit(f"if {t} is NULL: {t} = load_global(f, {name}, False)", i)
             self.stack.append(t)
             if push_null and PY_VERSION >= (3, 13):
@@ -490,17 +495,16 @@ class _BlockGen:
         params = [*_HELPERS, *self.env]
         lines = [f"def make({', '.join(params)}):", "    def block(f):"]
         code = "\n".join(text for text, _ in self.body)
-        used = set(re.findall(r"\b(st|lv|LA|CF|PO|FB|G|B)\b", code))
+        used = set(re.findall(r"\b(st|lv|LA|CF|G)\b", code))
         # Only the frame fields the body uses (this preamble runs on every execution).
+        if "LA" in used or "CF" in used:
+            lines.append("        rt = f.rt")
         for name, value in (
             ("st", "f.stack"),
             ("lv", "f.lv"),
-            ("LA", "f.rt.lookasides"),
-            ("CF", "f.rt.call_function"),
-            ("PO", "f.rt.plain_opaque"),
-            ("FB", "f.rt.fast_builtins"),
+            ("LA", "rt.lookasides"),
+            ("CF", "rt.call_function"),
             ("G", "f.globals"),
-            ("B", "f.builtins"),
         ):
             if name in used:
                 lines.append(f"        {name} = {value}")
