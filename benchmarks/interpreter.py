@@ -49,6 +49,37 @@ def method_calls(n: int) -> int:
     return total
 
 
+class Vec:
+    """Special methods and a property, called implicitly by the interpreted loop."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __add__(self, other: Vec) -> Vec:
+        return Vec(self.x + other.x)
+
+    def __len__(self) -> int:
+        return self.x % 5
+
+    def __bool__(self) -> bool:
+        return self.x != 0
+
+    @property
+    def double(self) -> int:
+        return 2 * self.x
+
+
+def special_methods(n: int) -> int:
+    v = Vec(0)
+    one = Vec(1)
+    total = 0
+    for _ in range(n):
+        v = v + one
+        if v:
+            total += len(v) + v.double
+    return total
+
+
 def numbers(n: int) -> Any:
     yield from range(n)
 
@@ -84,6 +115,7 @@ WORKLOADS: list[tuple[str, Callable[[int], Any], int]] = [
     ("recursion (fib)", fib, 20),
     ("method calls", method_calls, 30_000),
     ("generator pipeline", generator_pipeline, 50_000),
+    ("special methods", special_methods, 20_000),
 ]
 
 

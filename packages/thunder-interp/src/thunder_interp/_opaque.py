@@ -22,13 +22,21 @@ _OPAQUE_CODES: weakref.WeakSet[CodeType] = weakref.WeakSet()
 T = TypeVar("T")
 
 
+# id(code) -> (code, answer); cleared whenever a mark is added.
+_MEMO: dict[int, tuple[CodeType, bool]] = {}
+
+
 def is_opaque_code(code: CodeType) -> bool:
     """Whether ``code`` runs natively (marked opaque, or defined under an opaque directory)."""
+    entry = _MEMO.get(id(code))
+    if entry is not None and entry[0] is code:
+        return entry[1]
     filename = code.co_filename
-    for directory in _OPAQUE_DIRS:
-        if filename.startswith(directory):
-            return True
-    return code in _OPAQUE_CODES
+    answer = filename.startswith(tuple(_OPAQUE_DIRS)) or code in _OPAQUE_CODES
+    if len(_MEMO) > 65536:
+        _MEMO.clear()
+    _MEMO[id(code)] = (code, answer)
+    return answer
 
 
 def _functions_of(obj: Any) -> list[FunctionType]:
@@ -55,12 +63,14 @@ def opaque(obj: T) -> T:
         for value in vars(obj).values():
             for fn in _functions_of(value):
                 _OPAQUE_CODES.add(fn.__code__)
+        _MEMO.clear()
         return obj
     functions = _functions_of(obj)
     if not functions:
         raise TypeError(f"opaque() takes a Python function or class, not {type(obj).__name__!r}")
     for fn in functions:
         _OPAQUE_CODES.add(fn.__code__)
+    _MEMO.clear()
     return obj
 
 
@@ -82,3 +92,4 @@ def opaque_package(package: ModuleType | str) -> None:
         directory = os.path.join(os.path.abspath(path), "")
         if directory not in _OPAQUE_DIRS:
             _OPAQUE_DIRS.append(directory)
+    _MEMO.clear()

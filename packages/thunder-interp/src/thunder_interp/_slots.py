@@ -52,10 +52,10 @@ def is_python_level(descr: Any) -> bool:
     if t is staticmethod or t is classmethod:
         return is_python_level(descr.__func__)
     if t is property:
-        return any(
-            type(g) is FunctionType and not is_opaque_code(g.__code__)
-            for g in (descr.fget, descr.fset, descr.fdel)
-        )
+        for g in (descr.fget, descr.fset, descr.fdel):
+            if type(g) is FunctionType and not is_opaque_code(g.__code__):
+                return True
+        return False
     # Any other object: Python-level when its type's __get__/__call__/__set__ is.
     for name in ("__get__", "__set__", "__delete__", "__call__"):
         d = lookup_type(t, name)
@@ -124,6 +124,8 @@ _INFO: dict[type, TypeInfo] = {}
 PLAIN: set[type] = set()
 # Types whose instances need no slow path for attribute access.
 PLAIN_ATTRS: set[type] = set()
+# Types without attribute hooks: the names whose reads run Python code (properties, ...).
+ATTR_DESCRIPTORS: dict[type, frozenset[str]] = {}
 
 
 def type_info(cls: type) -> TypeInfo:
@@ -131,11 +133,14 @@ def type_info(cls: type) -> TypeInfo:
     if info is None:
         if len(_INFO) > 8192:  # classes created in a loop: forget, never grow without bound
             _INFO.clear()
+            ATTR_DESCRIPTORS.clear()
         info = _INFO[cls] = TypeInfo(cls)
         if info.plain:
             PLAIN.add(cls)
         if not info.get_hook and not info.set_hook and not info.descriptors:
             PLAIN_ATTRS.add(cls)
+        elif not info.get_hook:
+            ATTR_DESCRIPTORS[cls] = info.descriptors
     return info
 
 
@@ -625,8 +630,11 @@ _INPLACE: dict[str, Callable[[Any, Any], Any]] = {
 _SEQUENCE_OWNERS = frozenset({list, tuple, str, bytes, bytearray})
 
 
+_WRAPPER_DESCRIPTOR = type(object.__init__)
+
+
 def _is_sequence_slot(descr: Any) -> bool:
-    return getattr(descr, "__objclass__", None) in _SEQUENCE_OWNERS
+    return type(descr) is _WRAPPER_DESCRIPTOR and descr.__objclass__ in _SEQUENCE_OWNERS
 
 
 def binary(rt: Runtime, sym: str, a: Any, b: Any) -> Any:

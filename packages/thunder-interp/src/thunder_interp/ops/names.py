@@ -11,6 +11,7 @@ from thunder_interp._lookasides import attribute_loaded
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
 from thunder_interp._slots import (
+    ATTR_DESCRIPTORS,
     PLAIN,
     PLAIN_ATTRS,
     delete_item,
@@ -278,8 +279,12 @@ def load_attr(ins: Instruction, ctx: CompileContext) -> Op:
 
 def attribute_value(f: Frame, obj: Any, name: str) -> Any:
     """``obj.name`` from interpreted code (no hooks)."""
-    if type(obj) in PLAIN_ATTRS:
+    cls = type(obj)
+    if cls in PLAIN_ATTRS:
         return getattr(obj, name)
+    names = ATTR_DESCRIPTORS.get(cls)
+    if names is not None and name not in names:
+        return getattr(obj, name)  # an instance of a class with properties: not one of them
     return slot_load_attr(f.rt, obj, name)
 
 
