@@ -630,7 +630,7 @@ _INPLACE: dict[str, Callable[[Any, Any], Any]] = {
 _SEQUENCE_OWNERS = frozenset({list, tuple, str, bytes, bytearray})
 
 
-_WRAPPER_DESCRIPTOR = type(object.__init__)
+_WRAPPER_DESCRIPTOR: Any = type(object.__init__)
 
 
 def _is_sequence_slot(descr: Any) -> bool:
