@@ -31,6 +31,7 @@ from thunder_interp._registry import (
     Op,
     OpcodeTable,
 )
+from thunder_interp._slots import lookup_type
 
 __all__ = ["CodeCache", "InternalLookaside", "Runtime", "run_frame"]
 
@@ -233,17 +234,9 @@ class CodeCache:
         return cc
 
 
-def _lookup_type(cls: type, name: str) -> Any:
-    for klass in cls.__mro__:
-        d = klass.__dict__
-        if name in d:
-            return d[name]
-    return NULL
-
-
 def lookup_special(obj: Any, name: str) -> Any:
     """``_PyObject_LookupSpecial``: look ``name`` up on the type and bind it; NULL if missing."""
-    attr = _lookup_type(type(obj), name)
+    attr = lookup_type(type(obj), name)
     if attr is NULL:
         return NULL
     get = getattr(type(attr), "__get__", None)
@@ -497,7 +490,7 @@ class Runtime:
             return self.instantiate(fn, args, kwargs, caller)
         if t is staticmethod:
             return self.call(fn.__func__, args, kwargs, caller)
-        dunder_call = _lookup_type(t, "__call__")
+        dunder_call = lookup_type(t, "__call__")
         if type(dunder_call) is FunctionType:
             if _COUNTS_C_CALLS:
                 return self.counted_c_call(self.call, dunder_call, (fn, *args), kwargs, caller)
@@ -554,7 +547,7 @@ class Runtime:
     ) -> Any:
         meta = type(cls)
         if meta is not type:
-            meta_call = _lookup_type(meta, "__call__")
+            meta_call = lookup_type(meta, "__call__")
             if type(meta_call) is FunctionType:
                 if _COUNTS_C_CALLS:
                     return self.counted_c_call(self.call, meta_call, (cls, *args), kwargs, caller)
@@ -594,7 +587,7 @@ class Runtime:
         if not isinstance(obj, cls):
             return obj
         if type(obj) is not cls:
-            init = _lookup_type(type(obj), "__init__")
+            init = lookup_type(type(obj), "__init__")
         if type(init) is FunctionType:
             if init in self.lookasides:
                 result = self.call(init, (obj, *args), kwargs, caller)

@@ -459,9 +459,12 @@ class ReadsMixin(BinderState):
         access = self.access_for(container)
         if access is None or isinstance(key, slice) or isinstance(value, (Proxy, torch.Tensor)):
             return
-        # An item of an outside container is outside state too: guard it like any other read,
-        # so that objects and containers inside it are tracked (their attributes guarded, their
-        # mutations replayed).
+        self._guard_item(access, key, value)
+
+    def _guard_item(self, access: Access, key: Any, value: Any) -> None:
+        """An item of an outside container is outside state too: guard it like any other read,
+        so that objects and containers inside it are tracked (their attributes guarded, their
+        mutations replayed)."""
         item = access.item(key)
         if isinstance(value, _SCALAR_TYPES):
             self.guards.setdefault(item, Guard(item, "value", value))
@@ -474,11 +477,7 @@ class ReadsMixin(BinderState):
         access = self.access_for(container)
         if access is None or not _is_guardable_key(key) or isinstance(value, (Proxy, torch.Tensor)):
             return
-        item = access.item(key)
-        if isinstance(value, _SCALAR_TYPES):
-            self.guards.setdefault(item, Guard(item, "value", value))
-        else:
-            self.on_load(value, item)
+        self._guard_item(access, key, value)
 
     def _cb_load_item_missing(self, container: Any, key: Any) -> None:
         """``m[key]`` raised: the program relied on the key's absence (``os.environ.get(k, d)``
