@@ -37,6 +37,7 @@ from thunder_executors.peephole import drop_implicit_broadcasts, drop_unread_fac
 from thunder_executors.torch_views import torch_call
 from thunder_ir import BoundSymbol, Proxy, Symbol, TensorProxy, Trace
 from thunder_ir.aliasing import AliasInfo, alias_info, writes_in_place
+from thunder_ir.higher_order import map_subtraces
 from thunder_ir.tags import OpTag
 
 __all__ = ["ExecutionTrace", "ExecutorLike", "resolve_executors", "transform_for_execution"]
@@ -118,9 +119,15 @@ def _bits(mask: int) -> Iterable[int]:
 
 class _Assigner:
     def __init__(
-        self, executors: Sequence[Executor], aliases: AliasInfo, eager_aliasing: bool = True
+        self,
+        executors: Sequence[Executor],
+        aliases: AliasInfo,
+        eager_aliasing: bool = True,
+        first_region: int = 0,
     ) -> None:
         self.executors = executors
+        self.first_region = first_region
+        self.sub_regions: list[BoundSymbol] = []  # fusion regions of higher-order functions
         self.nodes: list[_Node] = []
         self.aliases = aliases
         self.eager_aliasing = eager_aliasing
@@ -150,6 +157,8 @@ class _Assigner:
 
     def claim(self, bsyms: Iterable[BoundSymbol], defined: set[str]) -> None:
         for bsym in bsyms:
+            # A higher-order symbol's functions run on the same executors.
+            bsym = map_subtraces(bsym, self._for_execution)
             call = self._as_torch_runs_it(bsym)
             if call is not None:
                 # The numbers its decomposition computes (symbolic sizes) may be read after it.
@@ -171,6 +180,16 @@ class _Assigner:
                 f"no executor among {[e.name for e in self.executors]} can run {bsym.sym.id}, "
                 "and it has no decomposition"
             )
+
+    def _for_execution(self, sub: Trace) -> Trace:
+        ex = transform_for_execution(
+            sub,
+            self.executors,
+            eager_aliasing=self.eager_aliasing,
+            first_region=self.first_region + len(self.sub_regions),
+        )
+        self.sub_regions.extend(ex.fusion_regions)  # region names stay unique in the program
+        return ex
 
     def _claim_one(self, bsym: BoundSymbol) -> _Node | None:
         tags = bsym.sym.tags
@@ -403,18 +422,25 @@ def _with_deletes(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSym
 
 
 def transform_for_execution(
-    trace: Trace, executors: Iterable[ExecutorLike] = ("torch",), *, eager_aliasing: bool = True
+    trace: Trace,
+    executors: Iterable[ExecutorLike] = ("torch",),
+    *,
+    eager_aliasing: bool = True,
+    first_region: int = 0,
 ) -> ExecutionTrace:
     """The execution trace of ``trace``: every bound symbol assigned to an executor (in list
     order; the torch executor is always the last resort), fusible runs grouped into regions.
     ``.python_callable()`` of the result runs the computation. Memory is shared as in eager torch
-    (see the module docstring); ``eager_aliasing=False`` keeps only what in-place writes need."""
+    (see the module docstring); ``eager_aliasing=False`` keeps only what in-place writes need.
+    Fusion regions are numbered from ``first_region`` (the functions of higher-order symbols
+    are transformed the same way, their regions numbered first and listed in
+    ``fusion_regions``)."""
     start = time.perf_counter()
     exs = resolve_executors(executors)
     observed = [a.name for a in trace.args if isinstance(a, Proxy)]
     observed += [p.name for p in _proxies(trace.return_value)]
     aliases = alias_info(trace.bound_symbols, observed)
-    assigner = _Assigner(exs, aliases, eager_aliasing)
+    assigner = _Assigner(exs, aliases, eager_aliasing, first_region)
     assigner.claim(trace.bound_symbols, {a.name for a in trace.args})
     groups = _group_nodes(assigner.nodes)
 
@@ -430,7 +456,7 @@ def transform_for_execution(
             position.setdefault(p.name, len(position))
 
     out: list[BoundSymbol] = []
-    regions: list[BoundSymbol] = []
+    regions: list[BoundSymbol] = list(assigner.sub_regions)
     notes: list[str] = []
     for gi in _topological_order(groups):
         g = groups[gi]
@@ -443,11 +469,12 @@ def transform_for_execution(
         inputs, outputs = _region_interface(g, readers, gi, returned, position)
         if not outputs:
             continue  # nothing of it is used
-        fused = g.fusion.fuse([n.bsym for n in g.members], inputs, outputs, index=len(regions))
-        header = f"{g.fusion.name} region {len(regions)}: {len(g.members)} symbols"
+        index = first_region + len(regions)
+        fused = g.fusion.fuse([n.bsym for n in g.members], inputs, outputs, index=index)
+        header = f"{g.fusion.name} region {index}: {len(g.members)} symbols"
         if g.note:
             header += f"; {g.note}"
-            notes.append(f"region {len(regions)}: {g.note}")
+            notes.append(f"region {index}: {g.note}")
         fused = fused.replace(header=header)
         regions.append(fused)
         out.append(fused)

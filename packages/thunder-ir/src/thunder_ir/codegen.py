@@ -31,6 +31,10 @@ __all__ = [
 ]
 
 
+# The module higher-order symbols print under: their sub-trace arguments are local functions.
+HIGHER_ORDER_MODULE = "higher_order"
+
+
 class SymbolNamespace:
     """What a module name in printed code (``prims``, ``torch``...) resolves to when it runs: the
     symbols (or their executor implementations) used by the trace, falling back to the real module
@@ -124,6 +128,10 @@ def value_to_python(x: Any, printer: Printer | None = None) -> str:
     if isinstance(x, torch.Size):
         _need(printer, "torch")
         return f"torch.Size({value_to_python(tuple(x), printer)})"
+    from thunder_ir.trace import Trace
+
+    if isinstance(x, Trace):  # a sub-trace: defined as a local function before its use
+        return x.fn_name
     if printer is None:
         raise TypeError(f"cannot print {type(x).__name__} value {x!r} as Python")
     return printer.opaque(x)
@@ -202,6 +210,12 @@ def bound_symbol_lines(
     if text is not None:
         lines.append(f"{pad}{text}")
         return lines
+    if bsym.sym.module == HIGHER_ORDER_MODULE:
+        from thunder_ir.trace import Trace
+
+        for sub in bsym.flat_args:
+            if isinstance(sub, Trace):  # a higher-order symbol's function: a local def
+                lines.extend(sub.function_lines(printer, indent, subsymbol_depth))
     call = _call(bsym, printer)
     if _has_proxy(bsym.output):
         lines.append(f"{pad}{_target(bsym.output, printer)} = {call}{_type_comment(bsym)}")

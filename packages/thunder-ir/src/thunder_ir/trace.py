@@ -121,23 +121,30 @@ class Trace:
 
     def _source(self, subsymbol_depth: int) -> tuple[str, dict[str, Any]]:
         printer = Printer()
-        params = ", ".join(a.name for a in self.args)
         lines = []
         if self.history:
             lines.append(f"# produced by: {' -> '.join(r.name for r in self.history)}")
-        lines.append(f"def {self.fn_name}({params}):")
+        lines.extend(self.function_lines(printer, 0, subsymbol_depth))
+        return "\n".join(lines) + "\n", printer.ctx
+
+    def function_lines(self, printer: Printer, indent: int, subsymbol_depth: int) -> list[str]:
+        """The ``def`` of this trace, indented by ``indent`` levels (sub-traces of higher-order
+        symbols are printed as local functions of the trace that calls them)."""
+        pad = "  " * indent
+        params = ", ".join(a.name for a in self.args)
+        lines = [f"{pad}def {self.fn_name}({params}):"]
         if self.docstring:
-            lines.append(f'  """{self.docstring}"""')
+            lines.append(f'{pad}  """{self.docstring}"""')
         for a in self.args:
-            lines.append(f'  # {a.name}: "{a.type_string()}"')
+            lines.append(f'{pad}  # {a.name}: "{a.type_string()}"')
         body_start = len(lines)
         for bsym in self.bound_symbols:
-            lines.extend(bound_symbol_lines(bsym, 1, subsymbol_depth, printer))
+            lines.extend(bound_symbol_lines(bsym, indent + 1, subsymbol_depth, printer))
         if len(lines) == body_start or all(
             line.lstrip().startswith("#") for line in lines[body_start:]
         ):
-            lines.append("  pass")
-        return "\n".join(lines) + "\n", printer.ctx
+            lines.append(f"{pad}  pass")
+        return lines
 
     def python(self, *, subsymbol_depth: int = 1) -> str:
         """The trace as readable Python (subsymbols of composite ops as comments)."""

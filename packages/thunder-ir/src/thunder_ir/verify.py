@@ -51,6 +51,12 @@ def check_trace(trace: Trace, *, rerun_meta: bool = True) -> None:
             if p.name in defined:
                 raise TraceCheckError(f"{where} defines {p.name}, which is already defined")
             defined[p.name] = p
+        for sub in bsym.flat_args:
+            if isinstance(sub, Trace):  # a higher-order symbol's function: a trace of its own
+                try:
+                    check_trace(sub, rerun_meta=rerun_meta)
+                except TraceCheckError as e:
+                    raise TraceCheckError(f"{where}, in {sub.fn_name}: {e}") from e
         if rerun_meta and bsym.sym.is_prim and not bsym.has_tag(OpTag.PROLOGUE):
             _check_meta(bsym, where)
         if bsym.has_tag(OpTag.RETURN):

@@ -21,6 +21,7 @@ import torch
 
 from thunder.__about__ import __version__
 from thunder.errors import (
+    HigherOrderOperatorError,
     ImpureCallError,
     JitError,
     SharpEdgeError,
@@ -44,6 +45,7 @@ __all__ = [
     "CompileStats",
     "ExaminationReport",
     "GuardFailure",
+    "HigherOrderOperatorError",
     "ImpureCallError",
     "JitError",
     "SharpEdgeError",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from thunder_interp import InterpreterError
 
-__all__ = ["JitError", "SharpEdgeError", "UnsupportedOperationError", "UnsupportedSideEffectError"]
+__all__ = [
+    "HigherOrderOperatorError",
+    "JitError",
+    "SharpEdgeError",
+    "UnsupportedOperationError",
+    "UnsupportedSideEffectError",
+]
 
 
 class JitError(InterpreterError):
@@ -54,3 +60,9 @@ class UnsupportedSideEffectError(JitError):
 
 class SharpEdgeError(JitError):
     """``sharp_edges="error"`` and the function read state from outside its arguments."""
+
+
+class HigherOrderOperatorError(JitError, ValueError):
+    """A function handed to ``torch.cond``, ``while_loop``, ``map`` or ``scan`` breaks the
+    operator's contract (branches returning different shapes, a loop body changing its carried
+    values' metadata); the message names the functions and what each returned."""

@@ -41,6 +41,7 @@ from thunder_transforms.autodiff import (  # noqa: F401
     rules_elementwise,
     rules_fallback,
     rules_fused,
+    rules_higher_order,
     rules_nn,
     rules_shape,
 )

@@ -10,7 +10,8 @@ so tracing itself has no visible effect: every call, the first included, runs th
 
 The binder is split by concern, each module a layer of one class: ``state`` (access paths,
 inputs, guards), ``reads``, ``writes``, ``calls`` (the opaque-call policy and the callbacks
-handed to the interpreter) and ``regions`` (autocast and checkpoint).
+handed to the interpreter), ``regions`` (autocast and checkpoint) and ``higher_order``
+(torch.cond, while_loop, map, scan).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from thunder.binding.arrays import array_lookasides
 from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
 from thunder.binding.fallback import op_overload_lookasides
-from thunder.binding.regions import RegionsMixin
+from thunder.binding.higher_order import HigherOrderMixin
 from thunder.binding.state import (
     ExternalRef,
     Guard,
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-class Binder(RegionsMixin):
+class Binder(HigherOrderMixin):
     """The state of one tracing run (one cache entry being compiled)."""
 
     def lookasides(self) -> dict[Any, Any]:
@@ -73,5 +74,6 @@ class Binder(RegionsMixin):
         table[TensorProxy.size] = _tensor_size
         table.update(op_overload_lookasides())
         table.update(self._context_lookasides(table))
+        table.update(self._higher_order_lookasides(table))
         table.update(array_lookasides(self, table))
         return table

@@ -26,6 +26,7 @@ from thunder.binding.state import (
     _SCALAR_TYPES,
     BinderState,
     Guard,
+    _cell_is_set,
     _dotted,
     _has_hooks,
     _holds_tensors,
@@ -371,10 +372,26 @@ class ReadsMixin(BinderState):
             return value  # a cell of this frame: created by this call
         entry = self.functions_by_code.get(code)
         if entry is None:
-            return value  # a function created by the program: its cells hold program values
+            # A function created by the program: its cells are cells of the frames that made
+            # it. A cell it shares with a function from outside (a lambda in forward reading
+            # the outer function's closure) is read through that function's access path.
+            access = self._shared_outer_cell(name, value)
+            return value if access is None else self.on_load(value, access)
         _fn, fn_access = entry
         index = code.co_freevars.index(name)
         return self.on_load(value, Access(CELL, (index, name), fn_access))
+
+    def _shared_outer_cell(self, name: str, value: Any) -> Access | None:
+        """The access of the closure cell ``name`` of an outside function that holds ``value``
+        (the same cell, passed down to a function the program creates)."""
+        for code, (fn, fn_access) in self.functions_by_code.items():
+            if name not in code.co_freevars or not isinstance(fn, types.FunctionType):
+                continue
+            index = code.co_freevars.index(name)
+            cell = fn.__closure__[index] if fn.__closure__ else None
+            if cell is not None and _cell_is_set(cell) and cell.cell_contents is value:
+                return Access(CELL, (index, name), fn_access)
+        return None
 
     def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         if isinstance(obj, Proxy):

@@ -1,0 +1,256 @@
+"""torch's higher-order operators through thunder.jit: torch.cond, while_loop, map, scan and
+associative_scan, against eager on fresh random inputs, forward and gradients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch._higher_order_ops import associative_scan, scan, while_loop
+from torch._higher_order_ops import map as hop_map
+
+import thunder
+from thunder_ir import check_trace
+
+
+def _leaves(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for v in x for t in _leaves(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _leaves(v)]
+    return []
+
+
+def check_against_eager(fn: Callable[..., Any], *make: Callable[[], torch.Tensor]) -> Any:
+    """``fn`` jitted and eager on the same fresh inputs: outputs and the gradients of every input
+    that requires grad are equal (two calls: the second one is a cache hit)."""
+    jf = thunder.jit(fn)
+    for _ in range(2):
+        inputs = [m() for m in make]
+        ref_inputs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+        out, ref = jf(*inputs), fn(*ref_inputs)
+        torch.testing.assert_close(out, ref)
+        floats = [o for o in _leaves(ref) if o.requires_grad]
+        if floats:
+            outs = [o for o in _leaves(out) if o.requires_grad]
+            assert len(outs) == len(floats)
+            weights = [torch.randn_like(o) for o in floats]
+            sum((o * w).sum() for o, w in zip(outs, weights)).backward()
+            sum((o * w).sum() for o, w in zip(floats, weights)).backward()
+            for x, r in zip(inputs, ref_inputs):
+                if r.requires_grad:
+                    assert (x.grad is None) == (r.grad is None)
+                    if r.grad is not None:
+                        torch.testing.assert_close(x.grad, r.grad)
+    for trace in thunder.last_traces(jf):
+        check_trace(trace, rerun_meta=False)
+    return jf
+
+
+def _randn(*shape: int, requires_grad: bool = True) -> Callable[[], torch.Tensor]:
+    return lambda: torch.randn(*shape, requires_grad=requires_grad)
+
+
+# -- cond ---------------------------------------------------------------------------------------
+
+
+def test_cond_data_dependent_predicate_both_branches() -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda a, b: a.cos() * b, lambda a, b: a.sin() + b, (x, y))
+
+    jf = thunder.jit(f)
+    seen = set()
+    for _ in range(12):
+        x = torch.randn(5, requires_grad=True)
+        y = torch.randn(5, requires_grad=True)
+        seen.add(bool(x.sum() > 0))
+        out = jf(x, y)
+        xr, yr = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        ref = f(xr, yr)
+        torch.testing.assert_close(out, ref)
+        out.sum().backward()
+        ref.sum().backward()
+        torch.testing.assert_close(x.grad, xr.grad)
+        torch.testing.assert_close(y.grad, yr.grad)
+    assert seen == {True, False}
+    assert thunder.compile_stats(jf).cache_misses == 1  # one program serves both branches
+    assert "higher_order.cond" in str(thunder.last_traces(jf)[-1])
+    assert "def cond_true" in str(thunder.last_traces(jf)[-1])
+
+
+def test_cond_branch_reads_a_captured_parameter() -> None:
+    model = torch.nn.Linear(4, 4)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.mean() > 0, lambda a: model(a).relu(), lambda a: a * 2.0, (x,))
+
+    jf = thunder.jit(f)
+    for _ in range(6):
+        x = torch.randn(3, 4)
+        out = jf(x)
+        ref = f(x)
+        torch.testing.assert_close(out, ref)
+        out.sum().backward()
+        grads = [
+            p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+            for p in model.parameters()
+        ]
+        model.zero_grad()
+        ref.sum().backward()
+        for g, p in zip(grads, model.parameters()):
+            torch.testing.assert_close(g, p.grad if p.grad is not None else torch.zeros_like(p))
+        model.zero_grad()
+
+
+def test_cond_pytree_operands_and_outputs() -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> Any:
+        def t(d: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+            return d["a"] + d["b"], d["a"] * 2
+
+        def e(d: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+            return d["a"] - d["b"], d["b"].exp()
+
+        return torch.cond(y.max() > 0.5, t, e, ({"a": x, "b": y},))
+
+    check_against_eager(f, _randn(3), _randn(3))
+
+
+def test_cond_with_static_predicate_inlines_and_guards() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.shape[0] > 4, torch.cos, torch.sin, (x,))
+
+    jf = thunder.jit(f)
+    for n in (5, 3, 5):
+        x = torch.randn(n)
+        torch.testing.assert_close(jf(x), f(x))
+    assert "higher_order" not in str(thunder.last_traces(jf)[-1])
+
+
+def test_cond_mismatched_branch_outputs_name_both_shapes() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda a: a, lambda a: a[:2], (x,))
+
+    with pytest.raises(
+        thunder.HigherOrderOperatorError, match=r"cond_true.*f32\[4\].*cond_false.*f32\[2\]"
+    ):
+        thunder.jit(f)(torch.randn(4))
+
+
+def test_cond_branch_that_raises_reports_the_users_error() -> None:
+    """Eager traces both branches and raises (torch wraps the error): the jitted call raises
+    eager's own exception, whichever branch the predicate selects."""
+
+    def bad(a: torch.Tensor) -> torch.Tensor:
+        raise KeyError("no such branch")
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, torch.cos, bad, (x,))
+
+    jf = thunder.jit(f)
+    for x in (torch.ones(4), -torch.ones(4)):
+        with pytest.raises(Exception, match="no such branch"):
+            f(x)
+        with pytest.raises(Exception, match="no such branch"):
+            jf(x)
+
+
+def test_cond_branch_writing_outside_state_is_refused() -> None:
+    log: list[Any] = []
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        def t(a: torch.Tensor) -> torch.Tensor:
+            log.append(1)
+            return a
+
+        return torch.cond(x.sum() > 0, t, torch.sin, (x,))
+
+    with pytest.raises(NotImplementedError, match="torch.cond's true_fn"):
+        thunder.jit(f)(torch.randn(4))
+    assert log == []
+
+
+def test_cond_branch_writing_its_input_is_refused() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda a: a.add_(1), lambda a: a + 1, (x,))
+
+    x = torch.randn(4)
+    before = x.clone()
+    with pytest.raises(NotImplementedError, match="in place"):
+        thunder.jit(f)(x)
+    torch.testing.assert_close(x, before)
+
+
+# -- while_loop ---------------------------------------------------------------------------------
+
+
+def test_while_loop_forward_and_gradients() -> None:
+    def f(x: torch.Tensor, w: torch.Tensor) -> Any:
+        def cond_fn(i: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+            return (i < 4) & (a.abs().sum() < 100)
+
+        def body_fn(i: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return i + 1, torch.tanh(a * w) + a
+
+        return while_loop(cond_fn, body_fn, (torch.zeros((), dtype=torch.int64), x))
+
+    check_against_eager(f, _randn(3), _randn(3))
+
+
+def test_while_loop_data_dependent_trip_count() -> None:
+    def f(x: torch.Tensor) -> Any:
+        return while_loop(lambda a: a.sum() < 50.0, lambda a: (a * 1.5 + 1.0,), (x,))
+
+    jf = thunder.jit(f)
+    for _ in range(4):
+        x = torch.rand(4)
+        torch.testing.assert_close(jf(x), f(x))
+
+
+# -- map and scan -----------------------------------------------------------------------------
+
+
+def test_map_with_unmapped_arguments() -> None:
+    def f(xs: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return hop_map(lambda x, v: (x * v).sin() @ v, xs, w)
+
+    check_against_eager(f, _randn(5, 3), _randn(3))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scan_carry_and_outputs(reverse: bool, dim: int) -> None:
+    def f(init: torch.Tensor, xs: torch.Tensor, w: torch.Tensor) -> Any:
+        def combine(c: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            n = torch.tanh(c * w + x)
+            return n, (n * x).sum(0, keepdim=True)
+
+        return scan(combine, init, xs, dim=dim, reverse=reverse)
+
+    shape = (4, 3) if dim == 0 else (3, 4)
+    check_against_eager(f, _randn(3), _randn(*shape), _randn(3))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan_matches_eager_generic_mode(reverse: bool) -> None:
+    def f(xs: torch.Tensor, ys: torch.Tensor) -> Any:
+        def combine(a: Any, b: Any) -> Any:  # associative: (sum, product) pairs
+            return (a[0] + b[0], a[1] * b[1])
+
+        return associative_scan(combine, (xs, ys), 1, reverse=reverse, combine_mode="generic")
+
+    check_against_eager(f, _randn(2, 6), _randn(2, 6))
+
+
+def test_cond_nested_in_scan() -> None:
+    def f(init: torch.Tensor, xs: torch.Tensor) -> Any:
+        def combine(c: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            n = torch.cond(x.sum() > 0, lambda a, b: a + b, lambda a, b: a * b, (c, x))
+            return n, n.clone()
+
+        return scan(combine, init, xs)
+
+    check_against_eager(f, _randn(3), _randn(5, 3))
