@@ -254,3 +254,108 @@ def test_cond_nested_in_scan() -> None:
         return scan(combine, init, xs)
 
     check_against_eager(f, _randn(3), _randn(5, 3))
+
+
+# -- torch.autograd.Function --------------------------------------------------------------------
+
+
+class ScaledGrad(torch.autograd.Function):
+    """Forward x * 2; backward deliberately not the true gradient (g * 3 + saved y)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, y: torch.Tensor, k: float) -> torch.Tensor:
+        ctx.save_for_backward(y)
+        ctx.k = k
+        return x * 2 + y.sin()
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> Any:
+        (y,) = ctx.saved_tensors
+        gx = g * 3 + y if ctx.needs_input_grad[0] else None
+        gy = g * ctx.k if ctx.needs_input_grad[1] else None
+        return gx, gy, None
+
+
+class SplitNonDifferentiable(torch.autograd.Function):
+    @staticmethod
+    def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.exp(), x.argmax(-1)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, g: torch.Tensor, _g_index: torch.Tensor) -> torch.Tensor:
+        (e,) = ctx.saved_tensors
+        return g * e * 0.5  # not the true gradient: the user's rule must win
+
+
+def test_autograd_function_custom_backward_is_honoured() -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return ScaledGrad.apply(x, y, 1.5).tanh()
+
+    jf = check_against_eager(f, _randn(4), _randn(4))
+    assert "higher_order.autograd_function" in str(thunder.last_traces(jf)[-1])
+
+
+def test_autograd_function_only_one_input_requires_grad() -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return ScaledGrad.apply(x, y, 0.5)
+
+    check_against_eager(f, _randn(4), _randn(4, requires_grad=False))
+
+
+def test_autograd_function_setup_context_non_differentiable_once_differentiable() -> None:
+    def f(x: torch.Tensor) -> Any:
+        e, idx = SplitNonDifferentiable.apply(x)
+        return e * 2, idx
+
+    jf = check_against_eager(f, _randn(3, 5))
+    out = jf(torch.randn(3, 5, requires_grad=True))
+    assert out[0].requires_grad and not out[1].requires_grad
+
+
+def test_autograd_function_in_a_module_under_no_grad() -> None:
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return ScaledGrad.apply(x, self.w, 2.0).sum()
+
+    m = M()
+    jm = thunder.jit(m)
+    x = torch.randn(4, requires_grad=True)
+    out, ref = jm(x), m(x)
+    torch.testing.assert_close(out, ref)
+    out.backward()
+    g_thunder, x.grad = m.w.grad.clone(), None
+    m.w.grad = None
+    ref.backward()
+    torch.testing.assert_close(g_thunder, m.w.grad)
+    with torch.no_grad():
+        out = jm(x)
+    assert not out.requires_grad
+    torch.testing.assert_close(out, m(x).detach())
+
+
+def test_autograd_function_backward_with_wrong_gradient_count() -> None:
+    class Bad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return x + y
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+            return g
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return Bad.apply(x, y)
+
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        thunder.jit(f)(x, y).sum().backward()

@@ -41,6 +41,7 @@ from thunder_ir.utils import check
 
 __all__ = [
     "HigherOrderError",
+    "autograd_function",
     "cond",
     "free_proxies",
     "fresh_like",
@@ -500,4 +501,51 @@ scan_backward = Symbol(
 the scan runs again for the carry before every step, then ``combine_vjp`` runs from the last step
 to the first, carrying the carry's cotangent."""
 
-HIGHER_ORDER_SYMBOLS = (cond, while_loop, tensor_map, scan, while_loop_backward, scan_backward)
+
+# -- torch.autograd.Function ----------------------------------------------------------------
+
+
+def _autograd_function_meta(
+    backward: Trace,
+    outputs: tuple[TensorProxy, ...],
+    inputs: tuple[Any, ...],
+    saved: tuple[Any, ...],
+) -> Any:
+    check(
+        len(backward.args) == len(outputs) + len(saved),
+        lambda: (
+            f"autograd_function: {backward.fn_name} takes {len(backward.args)} inputs, "
+            f"expected {len(outputs)} gradients and {len(saved)} saved values"
+        ),
+        HigherOrderError,
+    )
+    return tuple(o.replace(requires_grad=True) for o in outputs)
+
+
+def _autograd_function_impl(
+    backward: Any, outputs: tuple[Any, ...], inputs: tuple[Any, ...], saved: tuple[Any, ...]
+) -> Any:
+    return tuple(outputs)
+
+
+autograd_function = Symbol(
+    "autograd_function",
+    _autograd_function_meta,
+    module=HIGHER_ORDER_MODULE,
+    is_prim=True,
+    impl=_autograd_function_impl,
+)
+"""``autograd_function(backward, outputs, inputs, saved)``: the differentiable ``outputs`` of a
+``torch.autograd.Function`` (computed before it, with gradients stopped), returned as they are;
+their gradients with respect to ``inputs`` are ``backward(*output_gradients, *saved)``: the
+user's own backward, recorded as a sub-trace."""
+
+HIGHER_ORDER_SYMBOLS = (
+    cond,
+    while_loop,
+    tensor_map,
+    scan,
+    while_loop_backward,
+    scan_backward,
+    autograd_function,
+)

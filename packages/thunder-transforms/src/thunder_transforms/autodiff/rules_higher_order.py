@@ -9,6 +9,7 @@ higher-order ops. The rules record:
 - ``cond``: ``cond`` of the same predicate over the two branches' vector-Jacobian products;
 - ``map``: ``map`` of the function's vector-Jacobian product over the slices and their
   cotangents (the gradients of unmapped inputs summed over the slices);
+- ``autograd_function``: the user's backward, inlined;
 - ``while_loop`` and ``scan``: ``while_loop_backward`` and ``scan_backward``, which run the loop
   again for every step's carried values and then the body's vector-Jacobian product from the last
   step to the first.
@@ -128,3 +129,11 @@ def _scan_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
         combine, combine_vjp, init, xs, extra, reverse, tuple(carry_cts), tuple(y_cts)
     )
     return _pairs((*init, *xs, *extra), grads)
+
+
+@register_vjp(ho.autograd_function)
+def _autograd_function_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
+    backward, outputs, inputs, saved = bsym.args
+    cotangents = [ct if ct is not None else zeros_like(o) for o, ct in zip(outputs, cts)]
+    grads = ho.inline(backward, (*cotangents, *saved))
+    return list(zip(inputs, grads))

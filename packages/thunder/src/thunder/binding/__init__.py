@@ -11,7 +11,7 @@ so tracing itself has no visible effect: every call, the first included, runs th
 The binder is split by concern, each module a layer of one class: ``state`` (access paths,
 inputs, guards), ``reads``, ``writes``, ``calls`` (the opaque-call policy and the callbacks
 handed to the interpreter), ``regions`` (autocast and checkpoint) and ``higher_order``
-(torch.cond, while_loop, map, scan).
+(torch.cond, while_loop, map, scan) and ``autograd_function`` (torch.autograd.Function).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from thunder.binding.arrays import array_lookasides
+from thunder.binding.autograd_function import AutogradFunctionMixin
 from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
 from thunder.binding.fallback import op_overload_lookasides
-from thunder.binding.higher_order import HigherOrderMixin
 from thunder.binding.state import (
     ExternalRef,
     Guard,
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-class Binder(HigherOrderMixin):
+class Binder(AutogradFunctionMixin):
     """The state of one tracing run (one cache entry being compiled)."""
 
     def lookasides(self) -> dict[Any, Any]:
@@ -75,5 +75,6 @@ class Binder(HigherOrderMixin):
         table.update(op_overload_lookasides())
         table.update(self._context_lookasides(table))
         table.update(self._higher_order_lookasides(table))
+        table.update(self._autograd_function_lookasides(table))
         table.update(array_lookasides(self, table))
         return table

@@ -19,7 +19,7 @@ from thunder.errors import (
 )
 from thunder.lookasides import native_special
 from thunder_interp import interpret
-from thunder_ir import TensorProxy
+from thunder_ir import TensorProxy, get_tracectx
 
 _UNSET = object()
 
@@ -166,7 +166,9 @@ class RegionsMixin(CopyingMixin):
                 "call it with grad mode on",
             )
         self.grad_mode = mode
-        self.trace.grad_enabled = mode or not at_start
+        # The trace being recorded: a function of a higher-order op records into its own.
+        trace = get_tracectx() or self.trace
+        trace.grad_enabled = mode or not at_start
 
     def _is_inference_mode_enabled(self) -> bool:
         return bool(self.inference_stack and self.inference_stack[-1][1]) or (

@@ -1,0 +1,178 @@
+"""``torch.autograd.Function`` subclasses inside a jitted function.
+
+``MyFn.apply(*args)`` interprets ``forward`` (and ``setup_context``) into the trace with grad
+mode off, as eager runs it, so no gradient flows through what it computes. When an input
+requires grad, the user's ``backward`` is interpreted too, into a sub-trace taking one gradient
+per differentiable output, and the ``higher_order.autograd_function`` symbol attaches it to the
+outputs: autodiff uses it as the grad rule of that region. ``ctx`` supports
+``save_for_backward``/``saved_tensors``, attributes, ``needs_input_grad``,
+``mark_non_differentiable`` and ``set_materialize_grads`` (gradients are always materialized:
+a backward never sees None for an output gradient); ``@once_differentiable`` backwards work
+(the backward is never differentiated again). ``mark_dirty`` (in-place forwards) is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from thunder.binding.higher_order import HigherOrderMixin
+from thunder.errors import UnsupportedOperationError
+from thunder_ir import Proxy, TensorProxy, get_tracectx, prims
+from thunder_ir import higher_order as ho
+from thunder_ir.pytree import tree_flatten, tree_unflatten
+
+__all__ = ["AutogradFunctionMixin", "TracedFunctionCtx"]
+
+
+class TracedFunctionCtx:
+    """The ``ctx`` a traced ``torch.autograd.Function`` sees."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+        self.needs_input_grad = needs_input_grad
+        self.to_save: tuple[Any, ...] = ()
+        self.non_differentiable: list[Any] = []
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.to_save = tensors
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        return tuple(self.to_save)
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        self.non_differentiable.extend(tensors)
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        raise UnsupportedOperationError(
+            "ctx.mark_dirty in a torch.autograd.Function",
+            "forwards that write their inputs in place are not supported; return a new tensor",
+        )
+
+    def save_for_forward(self, *tensors: Any) -> None:
+        raise UnsupportedOperationError(
+            "ctx.save_for_forward in a torch.autograd.Function", "forward-mode AD"
+        )
+
+
+def _has_setup_context(cls: type) -> bool:
+    base = torch.autograd.function._SingleLevelFunction.setup_context
+    return getattr(cls.setup_context, "__func__", cls.setup_context) is not getattr(
+        base, "__func__", base
+    )
+
+
+def _zeros(like: TensorProxy) -> Any:
+    return prims.full(like.shape, 0.0, device=like.device, dtype=like.dtype)
+
+
+class AutogradFunctionMixin(HigherOrderMixin):
+    """The lookaside of ``torch.autograd.Function.apply``."""
+
+    def _autograd_function_lookasides(self, table: dict[Any, Any]) -> dict[Any, Any]:
+        apply = torch.autograd.Function.__dict__["apply"].__func__
+        return {apply: functools.partial(self._function_apply, table)}
+
+    def _program_grad_mode(self, on: bool, record_stop_gradient: bool) -> Any:
+        """Sets the grad mode the program sees (and, with ``record_stop_gradient``, that of the
+        trace being recorded); returns what restores both."""
+        trace = get_tracectx()
+        assert trace is not None
+        old = (self.grad_mode, trace.grad_enabled)
+        self.grad_mode = on
+        if record_stop_gradient:
+            trace.grad_enabled = on
+
+        def restore() -> None:
+            self.grad_mode, trace.grad_enabled = old
+
+        return restore
+
+    def _function_apply(self, table: dict[Any, Any], cls: Any, *args: Any, **kwargs: Any) -> Any:
+        grad_on = self._grad_mode()
+        needs = tuple(
+            bool(grad_on and isinstance(a, TensorProxy) and a.requires_grad) for a in args
+        )
+        ctx = TracedFunctionCtx(needs)
+        restore = self._program_grad_mode(False, record_stop_gradient=True)
+        try:
+            if _has_setup_context(cls):
+                out = self._interpreted(table, cls.forward)(*args, **kwargs)
+                self._interpreted(table, cls.setup_context)(ctx, args, out)
+            else:
+                out = self._interpreted(table, cls.forward)(ctx, *args, **kwargs)
+        finally:
+            restore()
+        if not any(needs):
+            return out
+        leaves, spec = tree_flatten(out)
+        stopped = {p.name for p in ctx.non_differentiable if isinstance(p, Proxy)}
+        tensors = [o for o in leaves if isinstance(o, TensorProxy)]
+        diff = [o for o in tensors if o.dtype.is_float and o.name not in stopped]
+        if not diff:
+            return out
+        diff_names = {o.name for o in diff}
+        name = getattr(cls, "__name__", "Function")
+
+        def backward(*grads: Any) -> tuple[Any, ...]:
+            given = iter(grads)
+            per_output = [
+                (next(given) if o.name in diff_names else _zeros(o))
+                if isinstance(o, TensorProxy)
+                else None
+                for o in leaves
+            ]
+            result = self._interpreted(table, cls.backward)(ctx, *per_output)
+            return _input_gradients(name, result, args, needs)
+
+        protos = [o.replace(requires_grad=False) for o in diff]
+        restore = self._program_grad_mode(False, record_stop_gradient=False)
+        try:
+            sub = self._record(table, backward, protos, f"{name}_backward", f"{name}.backward")
+        finally:
+            restore()
+        saved = ho.captures(sub, len(protos))
+        inputs = tuple(a for a, n in zip(args, needs) if n)
+        new = ho.autograd_function(sub, tuple(diff), inputs, tuple(saved))
+        replaced = {o.name: n for o, n in zip(diff, new)}
+        return tree_unflatten(
+            [replaced.get(o.name, o) if isinstance(o, TensorProxy) else o for o in leaves], spec
+        )
+
+
+def _input_gradients(
+    name: str, result: Any, args: tuple[Any, ...], needs: tuple[bool, ...]
+) -> tuple[Any, ...]:
+    """The gradients ``backward`` returned for the inputs that need one (zeros for None),
+    checked as eager checks them."""
+    grads = result if isinstance(result, tuple) else (result,)
+    if len(grads) < len(args) or any(g is not None for g in grads[len(args) :]):
+        raise RuntimeError(
+            f"function {name}Backward returned an incorrect number of gradients "
+            f"(expected {len(args)}, got {len(grads)})"
+        )
+    out = []
+    for i, (a, g, need) in enumerate(zip(args, grads, needs)):
+        if not need:
+            continue
+        if g is None:
+            out.append(_zeros(a))
+            continue
+        if not isinstance(g, TensorProxy):
+            raise TypeError(
+                f"function {name}Backward returned a gradient of type {type(g).__name__} "
+                f"at index {i}; expected a tensor or None"
+            )
+        if tuple(g.shape) != tuple(a.shape):
+            raise RuntimeError(
+                f"Function {name}Backward returned an invalid gradient at index {i} - got "
+                f"{list(g.shape)} but expected shape compatible with {list(a.shape)}"
+            )
+        out.append(g)
+    return tuple(out)
