@@ -352,12 +352,72 @@ def test_checkpoint_of_a_module_and_kwargs() -> None:
     torch.testing.assert_close(lin.weight.grad, eager[1])
 
 
-def test_checkpoint_reentrant_is_a_clear_error() -> None:
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        return torch_checkpoint.checkpoint(torch.sin, x, use_reentrant=True)
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpoint_gradients_both_variants(use_reentrant: bool) -> None:
+    lin = torch.nn.Linear(6, 6)
 
-    with pytest.raises(UnsupportedOperationError, match="use_reentrant=False"):
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        h = torch_checkpoint.checkpoint(lambda a: lin(a).tanh(), x, use_reentrant=use_reentrant)
+        return (h * x).sum()
+
+    jfn = thunder.jit(fn)
+    for _ in range(2):
+        x = torch.randn(3, 6, requires_grad=True)
+        fn(x).backward()
+        eager = [x.grad.clone(), lin.weight.grad.clone()]  # type: ignore[union-attr]
+        x.grad = lin.weight.grad = lin.bias.grad = None
+        jfn(x).backward()
+        torch.testing.assert_close(x.grad, eager[0])
+        torch.testing.assert_close(lin.weight.grad, eager[1])
+        lin.weight.grad = lin.bias.grad = None
+
+
+def test_checkpoint_reentrant_without_grad_inputs_gives_parameters_no_gradient() -> None:
+    """Eager's reentrant checkpoint: when no tensor input requires grad, nothing computed in the
+    region does, so the parameters it uses get no gradient (with a warning)."""
+    lin = torch.nn.Linear(4, 4)
+    w = torch.randn(4, requires_grad=True)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (torch_checkpoint.checkpoint(lin, x, use_reentrant=True) * w).sum()
+
+    x = torch.randn(2, 4)
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad"):
+        fn(x).backward()
+    assert lin.weight.grad is None
+    eager_w, w.grad = w.grad.clone(), None  # type: ignore[union-attr]
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad"):
+        thunder.jit(fn)(x).backward()
+    assert lin.weight.grad is None
+    torch.testing.assert_close(w.grad, eager_w)
+
+
+def test_checkpoint_reentrant_refuses_keyword_arguments_as_eager() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch_checkpoint.checkpoint(lambda a, *, k: a * k, x, k=2.0, use_reentrant=True)
+
+    with pytest.raises(ValueError, match="Unexpected keyword arguments: k"):
+        fn(torch.randn(2))
+    with pytest.raises(ValueError, match="Unexpected keyword arguments: k"):
         thunder.jit(fn)(torch.randn(2))
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpoint_dropout_backward_uses_the_forward_mask(use_reentrant: bool) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch_checkpoint.checkpoint(
+            lambda a: torch.nn.functional.dropout(a, 0.5, training=True) * 3,
+            x,
+            use_reentrant=use_reentrant,
+        )
+
+    x = torch.rand(64, 64) + 0.5  # no zeros: a dropped element is exactly a zero output
+    x.requires_grad_()
+    out = thunder.jit(fn)(x)
+    out.sum().backward()
+    kept = out != 0
+    assert 0 < int(kept.sum()) < out.numel()
+    torch.testing.assert_close(x.grad, torch.where(kept, 6.0, 0.0))
 
 
 def test_checkpoint_under_ambient_autocast() -> None:

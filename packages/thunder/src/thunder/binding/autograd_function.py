@@ -61,7 +61,7 @@ class TracedFunctionCtx:
         )
 
 
-def _has_setup_context(cls: type) -> bool:
+def _has_setup_context(cls: Any) -> bool:
     base = torch.autograd.function._SingleLevelFunction.setup_context
     return getattr(cls.setup_context, "__func__", cls.setup_context) is not getattr(
         base, "__func__", base

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import sys
+import warnings
 from typing import Any
 
 import torch
@@ -280,23 +281,46 @@ class RegionsMixin(CopyingMixin):
     ) -> Any:
         """``torch.utils.checkpoint.checkpoint`` inside a jitted function: ``function`` is
         interpreted into a checkpointed region (its intermediates are recomputed in the backward
-        instead of saved). Random values drawn inside it are saved, not drawn again."""
+        instead of saved). Random values drawn inside it are saved, not drawn again, so dropout
+        in the backward uses the forward's mask. The reentrant variant (``use_reentrant=True``,
+        torch's default when it is not passed) differs from the other where eager's does: it
+        refuses keyword arguments, and when no tensor input requires grad nothing it computes
+        does (the parameters it uses get no gradient)."""
         from thunder_transforms.checkpoint import checkpoint_symbol
 
-        if use_reentrant is not False:
-            raise UnsupportedOperationError(
-                f"torch.utils.checkpoint.checkpoint(use_reentrant={use_reentrant!r})",
-                "pass use_reentrant=False (the reentrant variant's gradient semantics differ)",
+        if use_reentrant is None:
+            warnings.warn(
+                "torch.utils.checkpoint: the use_reentrant parameter should be passed "
+                "explicitly; it defaults to True (use_reentrant=False is recommended)",
+                stacklevel=3,
             )
+            use_reentrant = True
         if context_fn is not None and context_fn is not torch.utils.checkpoint.noop_context_fn:
             raise UnsupportedOperationError(
                 "torch.utils.checkpoint.checkpoint(context_fn=...)",
                 "custom context functions are not supported",
             )
         kwargs.pop("preserve_rng_state", None)  # random values are saved, so always preserved
+        if use_reentrant and kwargs:
+            raise ValueError("Unexpected keyword arguments: " + ",".join(arg for arg in kwargs))
         interpreted = interpret(
             function, lookasides=table, callbacks=self.callbacks(), native_special=native_special
         )
         name = getattr(function, "__name__", None) or type(function).__name__
         name = name if name.isidentifier() else "region"
-        return checkpoint_symbol(interpreted, name=name)(*args, **kwargs)
+        region = checkpoint_symbol(interpreted, name=name)
+        if not use_reentrant or any(
+            isinstance(a, TensorProxy) and a.requires_grad for a in args
+        ):
+            return region(*args, **kwargs)
+        if self._grad_mode():
+            warnings.warn(
+                "None of the inputs have requires_grad=True. Gradients will be None", stacklevel=3
+            )
+        trace = get_tracectx() or self.trace
+        old = trace.grad_enabled
+        trace.grad_enabled = False  # eager: the region's outputs do not require grad
+        try:
+            return region(*args)
+        finally:
+            trace.grad_enabled = old
