@@ -48,6 +48,7 @@ def check_against_eager(fn: Callable[..., Any], *make: Callable[[], torch.Tensor
                         torch.testing.assert_close(x.grad, r.grad)
     for trace in thunder.last_traces(jf):
         check_trace(trace, rerun_meta=False)
+    assert thunder.compile_stats(jf).eager_fallbacks == 0
     return jf
 
 
@@ -358,4 +359,30 @@ def test_autograd_function_backward_with_wrong_gradient_count() -> None:
 
     x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="incorrect number of gradients"):
-        thunder.jit(f)(x, y).sum().backward()
+        f(x, y).sum().backward()  # eager: in the backward
+    with pytest.raises(thunder.HigherOrderOperatorError, match="incorrect number of gradients"):
+        thunder.jit(f)(x, y)  # compiled: when the backward is recorded
+
+
+def test_cond_under_autocast_is_a_clear_error_not_a_wrong_dtype() -> None:
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.cond(x.sum() > 0, lambda a: a @ w, lambda a: a @ w.t(), (x,))
+
+    with pytest.raises(NotImplementedError, match="autocast"):
+        thunder.jit(f)(torch.randn(3, 3), torch.randn(3, 3))
+
+
+def test_unused_higher_order_result_is_dropped_and_dead_code_inside_removed() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        def body(a: torch.Tensor) -> torch.Tensor:
+            _unused = a.exp()
+            return a.cos()
+
+        _dead = torch.cond(x.sum() > 0, torch.sin, torch.cos, (x,))
+        return torch.cond(x.sum() > 1, body, torch.sin, (x,))
+
+    jf = check_against_eager(f, _randn(4, requires_grad=False))
+    execution = str(thunder.last_traces(jf)[-1])
+    assert execution.count("higher_order.cond") == 1
+    assert "exp" not in execution

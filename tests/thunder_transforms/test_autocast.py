@@ -38,7 +38,7 @@ def _attention(ns, x, w, b, g, beta, w2):
     q = ns.reshape(ns.linear(h, w, b), (2, 3, 2, 4)).transpose(1, 2)
     a = ns.scaled_dot_product_attention(q, q * 0.5, q, is_causal=True)
     x = x + ns.gelu(ns.reshape(a.transpose(1, 2), (2, 3, 8)))
-    return ns.softmax(ns.matmul(x, w2), -1), ns.sum(ns.matmul(x, w2) * x)
+    return ns.softmax(ns.matmul(x, w2), -1), ns.matmul(x, w2) * x
 
 
 def _randn(g, *shape, grad=False):

@@ -34,6 +34,7 @@ from thunder_ir import (
     dtypes,
     tracectx,
 )
+from thunder_ir import higher_order as ho
 from thunder_ir.dtypes import DType
 from thunder_ir.pytree import tree_flatten, tree_map
 
@@ -82,6 +83,11 @@ def _eligible(x: Any) -> bool:
     return isinstance(x, TensorProxy) and x.dtype.is_float and x.dtype.strong() != dtypes.float64
 
 
+# Higher-order symbols whose functions compute values of the program: autocast would have to
+# apply inside them (the user's backward of an autograd.Function runs on its outputs' dtypes).
+_AUTOCAST_REFUSED = frozenset(s.id for s in (ho.cond, ho.while_loop, ho.tensor_map, ho.scan))
+
+
 class _Replay:
     def __init__(self, new: Trace, target: DType | None) -> None:
         self.new = new
@@ -108,6 +114,17 @@ class _Replay:
             self.env.get(p.name, p) is not p for p in bsym.flat_proxy_args
         )  # an input was replaced
         sym_id = bsym.sym.id
+        if (
+            self.target is not None
+            and sym_id in _AUTOCAST_REFUSED
+            and any(isinstance(a, Trace) for a in bsym.flat_args)
+        ):
+            # Its functions would compute in the dtypes they were recorded with, not eager's.
+            raise NotImplementedError(
+                f"{bsym.sym.qualified_name} (torch.cond, while_loop, map, scan) inside a "
+                "torch.autocast region is not supported; leave autocast around it, or cast its "
+                "operands explicitly inside its functions"
+            )
         if OpTag.CHECKPOINT in bsym.sym.tags and (
             changed or (self.target is not None and _contains_listed(bsym))
         ):

@@ -19,9 +19,10 @@ from typing import Any
 import torch
 
 from thunder.binding.higher_order import HigherOrderMixin
-from thunder.errors import UnsupportedOperationError
-from thunder_ir import Proxy, TensorProxy, get_tracectx, prims
+from thunder.errors import HigherOrderOperatorError, UnsupportedOperationError
+from thunder_ir import Proxy, TensorProxy, get_tracectx
 from thunder_ir import higher_order as ho
+from thunder_ir import ops as ltorch
 from thunder_ir.pytree import tree_flatten, tree_unflatten
 
 __all__ = ["AutogradFunctionMixin", "TracedFunctionCtx"]
@@ -69,7 +70,7 @@ def _has_setup_context(cls: Any) -> bool:
 
 
 def _zeros(like: TensorProxy) -> Any:
-    return prims.full(like.shape, 0.0, device=like.device, dtype=like.dtype)
+    return ltorch.zeros_like(like)
 
 
 class AutogradFunctionMixin(HigherOrderMixin):
@@ -150,10 +151,11 @@ def _input_gradients(
     name: str, result: Any, args: tuple[Any, ...], needs: tuple[bool, ...]
 ) -> tuple[Any, ...]:
     """The gradients ``backward`` returned for the inputs that need one (zeros for None),
-    checked as eager checks them."""
+    checked as eager checks them (when the call is compiled, where eager raises in the
+    backward)."""
     grads = result if isinstance(result, tuple) else (result,)
     if len(grads) < len(args) or any(g is not None for g in grads[len(args) :]):
-        raise RuntimeError(
+        raise HigherOrderOperatorError(
             f"function {name}Backward returned an incorrect number of gradients "
             f"(expected {len(args)}, got {len(grads)})"
         )
@@ -165,12 +167,12 @@ def _input_gradients(
             out.append(_zeros(a))
             continue
         if not isinstance(g, TensorProxy):
-            raise TypeError(
+            raise HigherOrderOperatorError(
                 f"function {name}Backward returned a gradient of type {type(g).__name__} "
                 f"at index {i}; expected a tensor or None"
             )
         if tuple(g.shape) != tuple(a.shape):
-            raise RuntimeError(
+            raise HigherOrderOperatorError(
                 f"Function {name}Backward returned an invalid gradient at index {i} - got "
                 f"{list(g.shape)} but expected shape compatible with {list(a.shape)}"
             )

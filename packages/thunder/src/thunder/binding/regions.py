@@ -309,9 +309,7 @@ class RegionsMixin(CopyingMixin):
         name = getattr(function, "__name__", None) or type(function).__name__
         name = name if name.isidentifier() else "region"
         region = checkpoint_symbol(interpreted, name=name)
-        if not use_reentrant or any(
-            isinstance(a, TensorProxy) and a.requires_grad for a in args
-        ):
+        if not use_reentrant or any(isinstance(a, TensorProxy) and a.requires_grad for a in args):
             return region(*args, **kwargs)
         if self._grad_mode():
             warnings.warn(
