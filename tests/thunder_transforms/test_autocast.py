@@ -24,7 +24,10 @@ def _close(ours, eager, tol: float = 2e-2) -> None:
     for o, e in zip(ours, eager):
         assert o.dtype == e.dtype, (o.dtype, e.dtype)
         assert o.shape == e.shape
-        torch.testing.assert_close(o.double(), e.double(), atol=tol, rtol=tol)
+        # Absolute tolerance on the tensor's scale: bfloat16 rounds each element relative to
+        # the values it was computed from, and small elements of a large tensor inherit it.
+        scale = max(1.0, e.double().abs().max().item()) if e.numel() else 1.0
+        torch.testing.assert_close(o.double(), e.double(), atol=tol * scale, rtol=tol)
 
 
 def _mlp(ns, x, t, w1, b1, g, beta, w2, b2):
