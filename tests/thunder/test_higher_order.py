@@ -386,3 +386,25 @@ def test_unused_higher_order_result_is_dropped_and_dead_code_inside_removed() ->
     execution = str(thunder.last_traces(jf)[-1])
     assert execution.count("higher_order.cond") == 1
     assert "exp" not in execution
+
+
+def test_autograd_function_where_torch_autograd_records_the_program() -> None:
+    """An in-place write into an input where gradients flow: torch.autograd records the compiled
+    program, and the user's backward is still the one that runs."""
+
+    def f(x: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+        buf.add_(ScaledGrad.apply(x, x.cos(), 2.0))
+        return buf.sum()
+
+    jf = thunder.jit(f)
+    x = torch.randn(4, requires_grad=True)
+    buf, ref_buf = torch.zeros(4), torch.zeros(4)
+    out = jf(x, buf)
+    out.backward()
+    got, x.grad = x.grad.clone(), None
+    ref = f(x, ref_buf)
+    ref.backward()
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(buf, ref_buf)
+    torch.testing.assert_close(got, x.grad)
+    assert thunder.compile_stats(jf).eager_fallbacks == 0

@@ -522,10 +522,35 @@ def _autograd_function_meta(
     return tuple(o.replace(requires_grad=True) for o in outputs)
 
 
+class _UserBackward(torch.autograd.Function):
+    """Where torch.autograd records the program (thunder_transforms' eager autograd), the
+    outputs get the user's backward as their grad_fn."""
+
+    @staticmethod
+    def forward(ctx: Any, backward: Any, n_outputs: int, n_inputs: int, *tensors: Any) -> Any:
+        ctx.backward, ctx.n_outputs, ctx.n_inputs = backward, n_outputs, n_inputs
+        ctx.saved = tensors[n_outputs + n_inputs :]
+        return tuple(t.view_as(t) for t in tensors[:n_outputs])
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        input_grads = ctx.backward(*grads, *ctx.saved)
+        return (
+            None,
+            None,
+            None,
+            *([None] * ctx.n_outputs),
+            *input_grads,
+            *([None] * len(ctx.saved)),
+        )
+
+
 def _autograd_function_impl(
     backward: Any, outputs: tuple[Any, ...], inputs: tuple[Any, ...], saved: tuple[Any, ...]
 ) -> Any:
-    return tuple(outputs)
+    if torch.is_grad_enabled() and any(getattr(i, "requires_grad", False) for i in inputs):
+        return _UserBackward.apply(backward, len(outputs), len(inputs), *outputs, *inputs, *saved)
+    return tuple(outputs)  # thunder's autodiff differentiates it with its grad rule
 
 
 autograd_function = Symbol(
