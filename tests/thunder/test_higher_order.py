@@ -364,13 +364,22 @@ def test_autograd_function_backward_with_wrong_gradient_count() -> None:
         thunder.jit(f)(x, y)  # compiled: when the backward is recorded
 
 
-def test_cond_under_autocast_is_a_clear_error_not_a_wrong_dtype() -> None:
-    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def test_higher_order_functions_under_autocast_compute_as_eager() -> None:
+    def f(x: torch.Tensor, w: torch.Tensor, xs: torch.Tensor) -> Any:
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            return torch.cond(x.sum() > 0, lambda a: a @ w, lambda a: a @ w.t(), (x,))
+            h = x @ w  # bfloat16 operands reach the branches
+            y = torch.cond(h.sum() > 0, lambda a: a @ w, lambda a: a @ w.t() + 1, (h,))
+            c, ys = scan(lambda c, v: (c + (v @ w).float(), v @ w), x[0].float(), xs)
+        return y, c, ys
 
-    with pytest.raises(NotImplementedError, match="autocast"):
-        thunder.jit(f)(torch.randn(3, 3), torch.randn(3, 3))
+    jf = thunder.jit(f)
+    for _ in range(4):
+        x, w, xs = torch.randn(3, 3), torch.randn(3, 3), torch.randn(2, 3)
+        out, ref = jf(x, w, xs), f(x, w, xs)
+        for o, r in zip(out, ref):
+            assert o.dtype == r.dtype
+            torch.testing.assert_close(o, r, atol=3e-2, rtol=3e-2)
+    assert thunder.compile_stats(jf).eager_fallbacks == 0
 
 
 def test_unused_higher_order_result_is_dropped_and_dead_code_inside_removed() -> None:

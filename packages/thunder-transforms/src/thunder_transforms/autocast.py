@@ -10,7 +10,9 @@ were checked against eager ``torch.autocast("cpu", dtype=torch.bfloat16)`` in to
 The trace is replayed op by op into a new one (dtypes change downstream of a cast, so composites
 are recorded again); ops whose inputs did not change are kept as they were. A composite op off the
 lists whose decomposition contains a listed op is replayed through its decomposition, except a
-checkpointed region (``OpTag.CHECKPOINT``), which is replayed into a new region of the same name.
+checkpointed region (``OpTag.CHECKPOINT``), which is replayed into a new region of the same name,
+and the functions of higher-order symbols (``cond``, ``while_loop``, ``map``, ``scan``), which are
+replayed as sub-traces taking the (possibly cast) operands.
 ``regions=`` gives the dtype per top-level bound symbol (None: autocast off there), for programs
 that enter and leave ``torch.autocast`` themselves.
 """
@@ -37,6 +39,7 @@ from thunder_ir import (
 from thunder_ir import higher_order as ho
 from thunder_ir.dtypes import DType
 from thunder_ir.pytree import tree_flatten, tree_map
+from thunder_ir.tracectx import require_tracectx
 
 __all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "autocast"]
 
@@ -83,9 +86,12 @@ def _eligible(x: Any) -> bool:
     return isinstance(x, TensorProxy) and x.dtype.is_float and x.dtype.strong() != dtypes.float64
 
 
-# Higher-order symbols whose functions compute values of the program: autocast would have to
-# apply inside them (the user's backward of an autograd.Function runs on its outputs' dtypes).
-_AUTOCAST_REFUSED = frozenset(s.id for s in (ho.cond, ho.while_loop, ho.tensor_map, ho.scan))
+# Higher-order symbols whose functions compute values of the program: replayed with them.
+_HIGHER_ORDER = frozenset(s.id for s in (ho.cond, ho.while_loop, ho.tensor_map, ho.scan))
+
+
+def _slices(xs: Sequence[Any]) -> list[Any]:
+    return [x.replace(shape=x.shape[1:]) for x in xs]
 
 
 class _Replay:
@@ -114,17 +120,10 @@ class _Replay:
             self.env.get(p.name, p) is not p for p in bsym.flat_proxy_args
         )  # an input was replaced
         sym_id = bsym.sym.id
-        if (
-            self.target is not None
-            and sym_id in _AUTOCAST_REFUSED
-            and any(isinstance(a, Trace) for a in bsym.flat_args)
-        ):
-            # Its functions would compute in the dtypes they were recorded with, not eager's.
-            raise NotImplementedError(
-                f"{bsym.sym.qualified_name} (torch.cond, while_loop, map, scan) inside a "
-                "torch.autocast region is not supported; leave autocast around it, or cast its "
-                "operands explicitly inside its functions"
-            )
+        if sym_id in _HIGHER_ORDER and (changed or self.target is not None):
+            # Its functions are replayed too, on the (possibly cast) operands.
+            self.call(bsym, self._higher_order_args(bsym.sym, args), kwargs, True)
+            return
         if OpTag.CHECKPOINT in bsym.sym.tags and (
             changed or (self.target is not None and _contains_listed(bsym))
         ):
@@ -146,6 +145,37 @@ class _Replay:
                 self.visit(sub)
         else:
             self.call(bsym, args, kwargs, changed)
+
+    def _higher_order_args(self, sym: Symbol, args: Any) -> tuple[Any, ...]:
+        """The arguments of a higher-order call with each function replayed under this
+        autocast state, taking the (new) operands."""
+        if sym is ho.cond:
+            pred, t, f, ops = args
+            return (pred, self._subtrace(t, list(ops)), self._subtrace(f, list(ops)), ops)
+        if sym is ho.while_loop:
+            c, b, carried, extra = args
+            protos = [*carried, *extra]
+            return (self._subtrace(c, protos), self._subtrace(b, protos), carried, extra)
+        if sym is ho.tensor_map:
+            fn, xs, rest = args
+            return (self._subtrace(fn, [*_slices(xs), *rest]), xs, rest)
+        combine, init, xs, extra, reverse = args
+        protos = [*init, *_slices(xs), *extra]
+        return (self._subtrace(combine, protos), init, xs, extra, reverse)
+
+    def _subtrace(self, sub: Trace, inputs: list[Any]) -> Trace:
+        target = self.target
+
+        def body(*values: Any) -> Any:
+            inner = _Replay(require_tracectx("autocast"), target)
+            inner.env.update({p.name: v for p, v in zip(sub.args, values)})
+            for b in sub.bound_symbols:
+                if b.has_tag(OpTag.RETURN):
+                    return tree_map(inner.lookup, b.args[0] if b.args else None)
+                inner.visit(b)
+            return None
+
+        return ho.record_subtrace(body, inputs, name=sub.fn_name.rstrip("0123456789"))
 
     def _region(self, bsym: BoundSymbol) -> Symbol:
         """A checkpointed region replayed under autocast, still one checkpointed region."""
@@ -175,7 +205,7 @@ class _Replay:
         try:
             out = (region or bsym.sym)(*args, **kwargs)
         except Exception:
-            if not bsym.sym.is_prim:
+            if not bsym.sym.is_prim or bsym.sym.id in _HIGHER_ORDER:
                 raise
             # A prim inside a replayed decomposition takes inputs of one dtype: give its inputs
             # back the dtypes it was recorded with.
