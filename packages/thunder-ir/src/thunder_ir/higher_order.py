@@ -549,7 +549,8 @@ def _autograd_function_impl(
     backward: Any, outputs: tuple[Any, ...], inputs: tuple[Any, ...], saved: tuple[Any, ...]
 ) -> Any:
     if torch.is_grad_enabled() and any(getattr(i, "requires_grad", False) for i in inputs):
-        return _UserBackward.apply(backward, len(outputs), len(inputs), *outputs, *inputs, *saved)
+        apply: Any = _UserBackward.apply
+        return apply(backward, len(outputs), len(inputs), *outputs, *inputs, *saved)
     return tuple(outputs)  # thunder's autodiff differentiates it with its grad rule
 
 
