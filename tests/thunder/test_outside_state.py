@@ -380,3 +380,60 @@ def test_item_of_a_library_style_mapping_is_guarded() -> None:
     torch.testing.assert_close(j(x), f(x))
     del registry["act"]
     torch.testing.assert_close(j(x), f(x))
+
+
+def _scaler(k):
+    def scale(x):
+        return x * k
+
+    return scale
+
+
+def _counter():
+    count = 0
+
+    def bump():
+        nonlocal count
+        count += 1
+        return count
+
+    return bump
+
+
+def test_closures_of_one_def_are_told_apart():
+    """The closures one ``def`` makes share their code: reads and writes of their cells follow
+    the cell, not the code (a guard on the wrong closure's cell rejected every call)."""
+    double, triple = _scaler(2.0), _scaler(3.0)
+    jf = thunder.jit(lambda x: double(x) + triple(x))
+    x = torch.randn(3)
+    torch.testing.assert_close(jf(x), x * 5.0)
+    torch.testing.assert_close(jf(x), x * 5.0)
+    assert thunder.compile_stats(jf).cache_misses == 1
+    triple.__closure__[0].cell_contents = 4.0
+    torch.testing.assert_close(jf(x), x * 6.0)
+
+    a, b = _counter(), _counter()
+    b()
+    jc = thunder.jit(lambda x: x * a() + b())
+    torch.testing.assert_close(jc(x), x * 1 + 2)
+    torch.testing.assert_close(jc(x), x * 2 + 3)
+    assert (a.__closure__[0].cell_contents, b.__closure__[0].cell_contents) == (2, 3)
+
+
+def test_a_function_made_in_the_program_reads_the_outer_closure():
+    def outer():
+        lin = torch.nn.Linear(4, 4)
+
+        def f(x):
+            g = lambda a: lin(a).relu()  # noqa: E731  (shares f's cell of lin)
+            return g(x)
+
+        return f, lin
+
+    f, lin = outer()
+    jf = thunder.jit(f)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(jf(x), f(x))
+    with torch.no_grad():
+        lin.weight.mul_(2)
+    torch.testing.assert_close(jf(x), f(x))

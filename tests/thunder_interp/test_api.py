@@ -184,11 +184,13 @@ def test_load_closure_cell_callback() -> None:
 
         return g
 
-    def hook(name: str, value: Any, code: Any, prov: Any) -> Any:
+    def hook(name: str, value: Any, code: Any, prov: Any, cell: Any) -> Any:
         events.append((name, value, code.co_name))
+        assert cell.cell_contents == value  # the cell itself: one def makes many closures
         return 100
 
-    assert interpret(make(), callbacks=Callbacks(load_closure_cell=hook))() == 200
+    g = make()
+    assert interpret(g, callbacks=Callbacks(load_closure_cell=hook))() == 200
     assert events == [("secret", 7, "g")]
 
 
@@ -224,7 +226,7 @@ def test_store_callbacks() -> None:
     events: list[tuple[Any, ...]] = []
     cb = Callbacks(
         store_global=lambda n, v, g: events.append(("global", n, v)),
-        store_closure_cell=lambda n, v, code: events.append(("cell", n, v)),
+        store_closure_cell=lambda n, v, code, cell: events.append(("cell", n, v)),
         store_attribute=lambda o, n, v: events.append(("attr", type(o).__name__, n, v)),
         store_item=lambda c, k, v: events.append(("item", type(c).__name__, k, v)),
     )
@@ -318,7 +320,7 @@ def test_provenance_of_globals_cells_constants_opaque() -> None:
 
         return g
 
-    def on_cell(name: str, value: Any, code: Any, prov: Provenance | None) -> Any:
+    def on_cell(name: str, value: Any, code: Any, prov: Provenance | None, cell: Any) -> Any:
         assert prov is not None
         seen[name] = prov.path()
         return value

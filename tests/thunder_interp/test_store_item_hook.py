@@ -56,7 +56,7 @@ def test_delete_hooks_fire_before_each_deletion():
     seen: list[tuple[Any, ...]] = []
     hooks = Callbacks(
         delete_global=lambda name, g: seen.append(("global", name, name in g)),
-        delete_closure_cell=lambda name, code: seen.append(("cell", name, code.co_name)),
+        delete_closure_cell=lambda name, code, cell: seen.append(("cell", name, code.co_name)),
         delete_attribute=lambda obj, name: seen.append(("attr", name, hasattr(obj, name))),
         delete_item=lambda c, k: seen.append(("item", k, k in c)),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import CodeType
+from types import CellType, CodeType
 from typing import Any
 
 from thunder_interp._provenance import Provenance
@@ -22,13 +22,14 @@ class Callbacks:
 
     - ``load_global(name, value, globals, provenance) -> value``: a global or builtin is read
       (``LOAD_GLOBAL``, and ``LOAD_NAME`` when it falls back to globals/builtins).
-    - ``load_closure_cell(name, value, code, provenance) -> value``: a closure cell is read.
+    - ``load_closure_cell(name, value, code, provenance, cell) -> value``: a closure cell is
+      read (``cell`` is the cell object: functions made by one ``def`` share ``code``).
     - ``load_constant(value, provenance) -> value``: a constant of a code object is read.
     - ``load_attribute(obj, name, value, provenance) -> value``: ``obj.name`` was read.
     - ``load_attribute_missing(obj, name) -> None``: ``getattr(obj, name[, default])`` or
       ``hasattr(obj, name)`` found no such attribute (the program's path depends on its absence).
     - ``store_global(name, value, globals) -> None``: before a global is written.
-    - ``store_closure_cell(name, value, code) -> None``: before a closure cell is written.
+    - ``store_closure_cell(name, value, code, cell) -> None``: before a closure cell is written.
     - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
     - ``load_item(container, key, value) -> None``: after ``value = container[key]`` was read
       (``BINARY_SUBSCR``; ``BINARY_SLICE`` passes a ``slice``). A notification: the value stays.
@@ -37,7 +38,7 @@ class Callbacks:
     - ``store_item(container, key, value) -> None``: before ``container[key] = value`` (a slice
       assignment ``c[a:b] = v`` passes ``slice(a, b)`` as the key).
     - ``delete_global(name, globals) -> None``: before ``del name`` of a global.
-    - ``delete_closure_cell(name, code) -> None``: before ``del name`` of a closure cell.
+    - ``delete_closure_cell(name, code, cell) -> None``: before ``del name`` of a closure cell.
     - ``delete_attribute(obj, name) -> None``: before ``del obj.name``.
     - ``delete_item(container, key) -> None``: before ``del container[key]``.
     - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
@@ -46,18 +47,20 @@ class Callbacks:
     """
 
     load_global: Callable[[str, Any, dict[str, Any], Provenance | None], Any] | None = None
-    load_closure_cell: Callable[[str, Any, CodeType, Provenance | None], Any] | None = None
+    load_closure_cell: Callable[[str, Any, CodeType, Provenance | None, CellType], Any] | None = (
+        None
+    )
     load_constant: Callable[[Any, Provenance | None], Any] | None = None
     load_attribute: Callable[[Any, str, Any, Provenance | None], Any] | None = None
     load_attribute_missing: Callable[[Any, str], None] | None = None
     load_item_missing: Callable[[Any, Any], None] | None = None
     store_global: Callable[[str, Any, dict[str, Any]], None] | None = None
-    store_closure_cell: Callable[[str, Any, CodeType], None] | None = None
+    store_closure_cell: Callable[[str, Any, CodeType, CellType], None] | None = None
     store_attribute: Callable[[Any, str, Any], None] | None = None
     store_item: Callable[[Any, Any, Any], None] | None = None
     load_item: Callable[[Any, Any, Any], None] | None = None
     delete_global: Callable[[str, dict[str, Any]], None] | None = None
-    delete_closure_cell: Callable[[str, CodeType], None] | None = None
+    delete_closure_cell: Callable[[str, CodeType, CellType], None] | None = None
     delete_attribute: Callable[[Any, str], None] | None = None
     delete_item: Callable[[Any, Any], None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None

@@ -367,7 +367,7 @@ def _cell_get(f: Frame, i: int, name: str, free: bool) -> Any:
     raise unbound_free(name) if free else unbound_local(name)
 
 
-def _load_cell_hooked(f: Frame, name: str, value: Any) -> Any:
+def _load_cell_hooked(f: Frame, name: str, value: Any, cell: CellType) -> Any:
     rt = f.rt
     prov = None
     if rt.prov is not None:
@@ -379,7 +379,7 @@ def _load_cell_hooked(f: Frame, name: str, value: Any) -> Any:
         rt.record(value, prov)
     hook = rt.cb_load_cell
     if hook is not None:
-        new = hook(name, value, f.code, prov)
+        new = hook(name, value, f.code, prov, cell)
         if new is not value and prov is not None:
             rt.record(new, prov)
         return new
@@ -402,7 +402,7 @@ def load_deref(ins: Instruction, ctx: CompileContext) -> Op:
         if v is NULL:
             v = _cell_get(f, i, name, free)
         if hooked:
-            v = _load_cell_hooked(f, name, v)
+            v = _load_cell_hooked(f, name, v, f.lv[i])
         f.stack.append(v)
         return nxt
 
@@ -428,7 +428,7 @@ def load_classderef(ins: Instruction, ctx: CompileContext) -> Op:
                 pass
         v = _cell_get(f, i, name, True)
         if hooked:
-            v = _load_cell_hooked(f, name, v)
+            v = _load_cell_hooked(f, name, v, f.lv[i])
         f.stack.append(v)
         return nxt
 
@@ -447,7 +447,7 @@ def store_deref(ins: Instruction, ctx: CompileContext) -> Op:
         if hooked:
             hook = f.rt.cb_store_cell
             if hook is not None:
-                hook(name, v, f.code)
+                hook(name, v, f.code, f.lv[i])
         f.lv[i].cell_contents = v
         return nxt
 
@@ -467,7 +467,7 @@ def delete_deref(ins: Instruction, ctx: CompileContext) -> Op:
         if hook is not None and free:
             try:
                 cell.cell_contents  # noqa: B018  (an unbound cell raises below, as CPython does)
-                hook(name, f.code)
+                hook(name, f.code, cell)
             except ValueError:
                 pass
         try:

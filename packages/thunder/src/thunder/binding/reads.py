@@ -26,7 +26,6 @@ from thunder.binding.state import (
     _SCALAR_TYPES,
     BinderState,
     Guard,
-    _cell_is_set,
     _dotted,
     _has_hooks,
     _holds_tensors,
@@ -224,7 +223,7 @@ class ReadsMixin(BinderState):
         if t in _CONTAINER_TYPES:
             return self._load_container(value, access)
         if isinstance(value, types.FunctionType):
-            self.functions_by_code.setdefault(value.__code__, (value, access))
+            self._register_cells(value, access)
             if not self._is_library_global(access):
                 self.guards.setdefault(access, Guard(access, "is", value))
             return value
@@ -367,31 +366,13 @@ class ReadsMixin(BinderState):
             self.globals_dicts.setdefault(module, globs)
         return self.on_load(value, Access(GLOBAL, (module, name)))
 
-    def _cb_load_cell(self, name: str, value: Any, code: types.CodeType, prov: Any) -> Any:
-        if name in code.co_cellvars:
-            return value  # a cell of this frame: created by this call
-        entry = self.functions_by_code.get(code)
-        if entry is None:
-            # A function created by the program: its cells are cells of the frames that made
-            # it. A cell it shares with a function from outside (a lambda in forward reading
-            # the outer function's closure) is read through that function's access path.
-            access = self._shared_outer_cell(name, value)
-            return value if access is None else self.on_load(value, access)
-        _fn, fn_access = entry
-        index = code.co_freevars.index(name)
-        return self.on_load(value, Access(CELL, (index, name), fn_access))
-
-    def _shared_outer_cell(self, name: str, value: Any) -> Access | None:
-        """The access of the closure cell ``name`` of an outside function that holds ``value``
-        (the same cell, passed down to a function the program creates)."""
-        for code, (fn, fn_access) in self.functions_by_code.items():
-            if name not in code.co_freevars or not isinstance(fn, types.FunctionType):
-                continue
-            index = code.co_freevars.index(name)
-            cell = fn.__closure__[index] if fn.__closure__ else None
-            if cell is not None and _cell_is_set(cell) and cell.cell_contents is value:
-                return Access(CELL, (index, name), fn_access)
-        return None
+    def _cb_load_cell(
+        self, name: str, value: Any, code: types.CodeType, prov: Any, cell: types.CellType
+    ) -> Any:
+        entry = self.cell_accesses.get(id(cell))
+        if entry is None or entry[0] is not cell:
+            return value  # a cell made by this call: it holds program values
+        return self.on_load(value, entry[1])
 
     def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         if isinstance(obj, Proxy):

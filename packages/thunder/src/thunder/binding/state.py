@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from thunder.access import ATTR, GLOBAL, ROOT, Access
+from thunder.access import ATTR, CELL, GLOBAL, ROOT, Access
 from thunder.errors import (
     UnsupportedSideEffectError,
 )
@@ -284,7 +284,9 @@ class BinderState:
         self.guards: dict[Access, Guard] = {}
         self.writes: list[Write] = []
         self.globals_dicts: dict[str, dict[str, Any]] = {}
-        self.functions_by_code: dict[types.CodeType, tuple[Any, Access]] = {}
+        # Closure cells of functions from outside, by id: the cell and its access path. Cells,
+        # not code objects: the closures one ``def`` makes share their code.
+        self.cell_accesses: dict[int, tuple[types.CellType, Access]] = {}
         self.mutated: set[int] = set()
         self._undo: list[Callable[[], None]] = []
         self._snapshotted: set[int] = set()
@@ -321,22 +323,26 @@ class BinderState:
         root = Access(ROOT, None)
         self.access_of[id(fn)] = (fn, root)
         if isinstance(fn, types.FunctionType):
-            self.functions_by_code[fn.__code__] = (fn, root)
+            self._register_cells(fn, root)
         elif isinstance(fn, types.MethodType):
             self.access_of[id(fn.__self__)] = (fn.__self__, root.attr("__self__"))
             func = fn.__func__
             if isinstance(func, types.FunctionType):
-                self.functions_by_code[func.__code__] = (func, root.attr("__func__"))
+                self._register_cells(func, root.attr("__func__"))
 
     def _register_function(self, fn: Any, access: Access) -> None:
         self.access_of.setdefault(id(fn), (fn, access))
         if isinstance(fn, types.FunctionType):
-            self.functions_by_code.setdefault(fn.__code__, (fn, access))
+            self._register_cells(fn, access)
         elif isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
             self.access_of.setdefault(id(fn.__self__), (fn.__self__, access.attr("__self__")))
-            self.functions_by_code.setdefault(
-                fn.__func__.__code__, (fn.__func__, access.attr("__func__"))
-            )
+            self._register_cells(fn.__func__, access.attr("__func__"))
+
+    def _register_cells(self, fn: types.FunctionType, access: Access) -> None:
+        """The closure cells of ``fn`` (reached by ``access``): reads of them, also from
+        functions the program makes that share them, are reads of outside state."""
+        for index, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
+            self.cell_accesses.setdefault(id(cell), (cell, Access(CELL, (index, name), access)))
 
     def _name_for(self, access: Access) -> str:
         base = access.short_name(self.param_names)

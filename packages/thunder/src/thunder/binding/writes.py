@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from thunder.access import CELL, GLOBAL, Access
+from thunder.access import GLOBAL, Access
 from thunder.binding.reads import ReadsMixin
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
@@ -82,19 +82,16 @@ class WritesMixin(ReadsMixin):
         self.written_paths.add(access)
         self._track_stored(value, access)
 
-    def _cb_store_cell(self, name: str, value: Any, code: types.CodeType) -> None:
-        if name in code.co_cellvars:
-            return
-        entry = self.functions_by_code.get(code)
-        if entry is None:
-            return
-        fn, fn_access = entry
-        index = code.co_freevars.index(name)
-        cell = fn.__closure__[index]
+    def _cb_store_cell(
+        self, name: str, value: Any, code: types.CodeType, cell: types.CellType
+    ) -> None:
+        entry = self.cell_accesses.get(id(cell))
+        if entry is None or entry[0] is not cell:
+            return  # a cell made by this call
+        cell_access = entry[1]
         template = self._template(value, f"nonlocal {name}")
         old = cell.cell_contents if _cell_is_set(cell) else _MISSING
         self._undo.append(lambda: _restore_cell(cell, old))
-        cell_access = Access(CELL, (index, name), fn_access)
         self.writes.append(Write("cell", cell_access, name, template))
         self.written_paths.add(cell_access)
         self._track_stored(value, cell_access)
@@ -128,17 +125,15 @@ class WritesMixin(ReadsMixin):
         self.writes.append(Write("del_global", Access(GLOBAL, (module, name)), name, None))
         self.written_paths.add(Access(GLOBAL, (module, name)))
 
-    def _cb_delete_cell(self, name: str, code: types.CodeType) -> None:
-        entry = self.functions_by_code.get(code)
-        if entry is None or name in code.co_cellvars:
-            return
-        fn, fn_access = entry
-        index = code.co_freevars.index(name)
-        cell = fn.__closure__[index]
+    def _cb_delete_cell(self, name: str, code: types.CodeType, cell: types.CellType) -> None:
+        entry = self.cell_accesses.get(id(cell))
+        if entry is None or entry[0] is not cell:
+            return  # a cell made by this call
+        cell_access = entry[1]
         old = cell.cell_contents
         self._undo.append(lambda: _restore_cell(cell, old))
-        self.writes.append(Write("del_cell", Access(CELL, (index, name), fn_access), name, None))
-        self.written_paths.add(Access(CELL, (index, name), fn_access))
+        self.writes.append(Write("del_cell", cell_access, name, None))
+        self.written_paths.add(cell_access)
 
     def _cb_delete_attribute(self, obj: Any, name: str) -> None:
         self._refuse_detached(obj, f"deletes the attribute {name!r} of")
