@@ -417,3 +417,72 @@ def test_autograd_function_where_torch_autograd_records_the_program() -> None:
     torch.testing.assert_close(buf, ref_buf)
     torch.testing.assert_close(got, x.grad)
     assert thunder.compile_stats(jf).eager_fallbacks == 0
+
+
+def test_checkpoint_inside_a_cond_branch_and_cond_inside_a_checkpoint() -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        def heavy(a: torch.Tensor) -> torch.Tensor:
+            return checkpoint(lambda b: (b @ w).tanh() @ w, a, use_reentrant=False)
+
+        y = torch.cond(x.sum() > 0, heavy, lambda a: a * 2.0, (x,))
+
+        def region(a: torch.Tensor) -> torch.Tensor:
+            return torch.cond(a.mean() > 0, lambda b: b.sin(), lambda b: b.cos() * w, (a,))
+
+        return checkpoint(region, y, use_reentrant=False)
+
+    check_against_eager(f, _randn(4, 4), _randn(4, 4))
+
+
+def test_jitted_function_inside_a_jitted_function_merges_guards() -> None:
+    import warnings
+
+    state = {"k": 2.0}
+
+    def inner(a: torch.Tensor) -> torch.Tensor:
+        return a.sin() * state["k"]
+
+    jinner = thunder.jit(inner)
+
+    def outer(x: torch.Tensor) -> torch.Tensor:
+        return jinner(x) + 1
+
+    jouter = thunder.jit(outer)
+    x = torch.randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(jouter(x), inner(x) + 1)
+        state["k"] = 5.0  # read inside the inner function: guarded by the outer program
+        torch.testing.assert_close(jouter(x), inner(x) + 1)
+    assert thunder.compile_stats(jouter).cache_misses == 2
+    assert thunder.compile_stats(jinner).cache_misses == 0  # never ran its own cache
+
+
+def test_symbolic_values_cache_with_a_cond_program() -> None:
+    def f(x: torch.Tensor, k: float) -> torch.Tensor:
+        return torch.cond(x.sum() > k, lambda a: a * k, lambda a: a - k, (x,))
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for k in (0.0, 1.5, -2.0):
+        x = torch.randn(4)
+        torch.testing.assert_close(jf(x, k), f(x, k))
+    assert thunder.compile_stats(jf).cache_misses == 1
+
+
+def test_examine_and_cse_keep_higher_order_calls() -> None:
+    from thunder_transforms import cse
+
+    def f(x: torch.Tensor) -> Any:
+        a = torch.cond(x.sum() > 0, torch.sin, torch.cos, (x,))
+        b = torch.cond(x.sum() > 0, torch.sin, torch.tan, (x,))
+        return a + b
+
+    jf = thunder.jit(f)
+    x = torch.randn(4)
+    torch.testing.assert_close(jf(x), f(x))
+    trace = thunder.last_traces(jf)[0]
+    after = cse(trace)
+    check_trace(after)
+    assert str(after).count("higher_order.cond") == 2  # different branches: both kept

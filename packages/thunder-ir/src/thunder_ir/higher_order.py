@@ -90,14 +90,20 @@ def fresh_like(x: Any) -> Any:
 
 
 def free_proxies(bsyms: Sequence[BoundSymbol], defined: set[str]) -> list[Proxy]:
-    """The proxies ``bsyms`` read without defining them (and not in ``defined``), in order."""
-    defined = set(defined)
+    """The proxies ``bsyms`` read without defining them (and not in ``defined``), in order;
+    reads inside composites count (a checkpointed region's function may close over a value)."""
     free: dict[str, Proxy] = {}
-    for bsym in bsyms:
-        for p in bsym.flat_proxy_args:
-            if p.name not in defined:
-                free.setdefault(p.name, p)
-        defined.update(p.name for p in bsym.flat_proxy_outs)
+
+    def visit(scope: Sequence[BoundSymbol], known: set[str]) -> None:
+        for bsym in scope:
+            for p in bsym.flat_proxy_args:
+                if p.name not in known:
+                    free.setdefault(p.name, p)
+            if bsym.subsymbols:
+                visit(bsym.subsymbols, set(known))
+            known.update(p.name for p in bsym.flat_proxy_outs)
+
+    visit(bsyms, set(defined))
     return list(free.values())
 
 
