@@ -486,3 +486,30 @@ def test_examine_and_cse_keep_higher_order_calls() -> None:
     after = cse(trace)
     check_trace(after)
     assert str(after).count("higher_order.cond") == 2  # different branches: both kept
+
+
+def test_outputs_never_share_memory_with_operands() -> None:
+    """torch's higher-order ops return new tensors (eager refuses functions that return an
+    input or a view of one): writing into an output leaves the operands as they were."""
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> Any:
+        a = torch.cond(x.sum() > 0, lambda t: t, lambda t: t * 2, (x[0:2],))
+        b = torch.cond(x.sum() > 0, lambda t: t.view(2, 2), lambda t: t.reshape(2, 2), (y,))
+        zero = torch.zeros((), dtype=torch.int64)
+        _, c = while_loop(lambda i, t: i < 2, lambda i, t: (i + 1, t), (zero, y))
+        a.add_(1)
+        b.mul_(2)
+        c.sub_(3)
+        return a, b, c
+
+    def reference(x: torch.Tensor, y: torch.Tensor) -> Any:
+        a = x[0:2].clone() if x.sum() > 0 else x[0:2] * 2
+        return a + 1, y.view(2, 2) * 2, y - 3
+
+    jf = thunder.jit(f)
+    for sign in (1.0, -1.0):
+        x, y = torch.rand(3) * sign + sign, torch.randn(4)
+        x0, y0 = x.clone(), y.clone()
+        torch.testing.assert_close(jf(x, y), reference(x0, y0))
+        torch.testing.assert_close(x, x0)
+        torch.testing.assert_close(y, y0)

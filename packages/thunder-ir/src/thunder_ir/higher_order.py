@@ -108,12 +108,20 @@ def free_proxies(bsyms: Sequence[BoundSymbol], defined: set[str]) -> list[Proxy]
 
 
 def record_subtrace(
-    fn: Callable[..., Any], inputs: Sequence[Any], *, name: str, grad_enabled: bool | None = None
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    *,
+    name: str,
+    grad_enabled: bool | None = None,
+    fresh_outputs: bool = False,
 ) -> Trace:
     """Records ``fn(*params)`` into a new sub-trace of the trace being recorded, where ``params``
     are fresh proxies like ``inputs`` (constants stay constants). The sub-trace's inputs are the
     params, then the values of the enclosing trace that ``fn`` read (its captures). The
-    constraints its recording relied on become constraints of the enclosing trace."""
+    constraints its recording relied on become constraints of the enclosing trace. With
+    ``fresh_outputs``, a returned tensor that may share memory with an input (the input itself,
+    a view of it) is returned as a copy: the outputs of torch's higher-order ops are new
+    tensors, so writing into one never writes into an operand."""
     outer = get_tracectx()
     check(outer is not None, "record_subtrace needs a trace being recorded")
     assert outer is not None
@@ -125,6 +133,8 @@ def record_subtrace(
     with tracectx(sub):
         params = [fresh_like(x) for x in inputs]
         out = fn(*params)
+        if fresh_outputs:
+            out = _copies_of_aliased_inputs(sub.bound_symbols, out)
         python_return(out)
     bound = [p for p in params if isinstance(p, Proxy)]
     captured = free_proxies(sub.bound_symbols, {p.name for p in bound})
@@ -132,6 +142,23 @@ def record_subtrace(
     outer.constraints.extend(sub.constraints)
     sub.constraints = []
     return sub
+
+
+def _copies_of_aliased_inputs(bsyms: Sequence[BoundSymbol], out: Any) -> Any:
+    from thunder_ir.aliasing import alias_info
+    from thunder_ir.prims import clone
+
+    info = alias_info(bsyms)
+    defined = {p.name for b in bsyms for p in b.flat_proxy_outs}
+    used = {p.name for b in bsyms for p in b.flat_proxy_args}
+    outside = {info.root(n) for n in used if n not in defined}
+
+    def fresh(x: Any) -> Any:
+        if isinstance(x, TensorProxy) and (x.name not in defined or info.root(x.name) in outside):
+            return clone(x)
+        return x
+
+    return tree_map(fresh, out)
 
 
 def captures(sub: Trace, n_params: int) -> tuple[Proxy, ...]:

@@ -135,7 +135,9 @@ class AutogradFunctionMixin(HigherOrderMixin):
         protos = [o.replace(requires_grad=False) for o in diff]
         restore = self._program_grad_mode(False, record_stop_gradient=False)
         try:
-            sub = self._record(table, backward, protos, f"{name}_backward", f"{name}.backward")
+            sub = self._record(
+                table, backward, protos, f"{name}_backward", f"{name}.backward", False
+            )
         finally:
             restore()
         saved = ho.captures(sub, len(protos))

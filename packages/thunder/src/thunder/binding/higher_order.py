@@ -81,11 +81,19 @@ class HigherOrderMixin(RegionsMixin):
         )
 
     def _record(
-        self, table: dict[Any, Any], fn: Callable[..., Any], inputs: list[Any], name: str, what: str
+        self,
+        table: dict[Any, Any],
+        fn: Callable[..., Any],
+        inputs: list[Any],
+        name: str,
+        what: str,
+        fresh_outputs: bool = True,
     ) -> Trace:
-        """``fn`` interpreted into a sub-trace; refused if it writes outside state or its inputs."""
+        """``fn`` interpreted into a sub-trace; refused if it writes outside state or its inputs.
+        Its outputs never share memory with its inputs (``fresh_outputs``), as torch's."""
         writes = len(self.writes)
-        sub = ho.record_subtrace(self._interpreted(table, fn), inputs, name=name)
+        interpreted = self._interpreted(table, fn)
+        sub = ho.record_subtrace(interpreted, inputs, name=name, fresh_outputs=fresh_outputs)
         if len(self.writes) != writes:
             raise UnsupportedOperationError(
                 what, "it writes to state outside the function (a global, an attribute, a list)"
