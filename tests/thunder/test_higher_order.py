@@ -472,7 +472,8 @@ def test_symbolic_values_cache_with_a_cond_program() -> None:
 
 
 def test_examine_and_cse_keep_higher_order_calls() -> None:
-    from thunder_transforms import cse
+    from thunder_executors import transform_for_execution
+    from thunder_transforms import constant_fold, cse, dce
 
     def f(x: torch.Tensor) -> Any:
         a = torch.cond(x.sum() > 0, torch.sin, torch.cos, (x,))
@@ -486,6 +487,13 @@ def test_examine_and_cse_keep_higher_order_calls() -> None:
     after = cse(trace)
     check_trace(after)
     assert str(after).count("higher_order.cond") == 2  # different branches: both kept
+    for transform in (constant_fold, dce, cse):
+        trace = transform(trace)
+        check_trace(trace)
+        assert str(trace).count("higher_order.cond") == 2
+        torch.testing.assert_close(
+            transform_for_execution(trace, ["torch"]).python_callable()(x), f(x)
+        )
 
 
 def test_outputs_never_share_memory_with_operands() -> None:
