@@ -521,3 +521,32 @@ def test_outputs_never_share_memory_with_operands() -> None:
         torch.testing.assert_close(jf(x, y), reference(x0, y0))
         torch.testing.assert_close(x, x0)
         torch.testing.assert_close(y, y0)
+
+
+def test_jitted_submodule_inside_a_jitted_model() -> None:
+    import warnings
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = thunder.jit(torch.nn.Linear(4, 4))
+            self.head = torch.nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.inner(x).relu())
+
+    model = Model()
+    jm = thunder.jit(model)
+    x = torch.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = jm(x)
+    ref = model(x)
+    torch.testing.assert_close(out, ref)
+    out.sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    ref.sum().backward()
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g, p.grad)
+    assert thunder.compile_stats(jm).eager_fallbacks == 0
