@@ -14,7 +14,14 @@ class Transform:
 
     Override what you need; every hook defaults to doing nothing. Each hook returns a new trace
     (passes are pure: they never mutate their input).
+
+    ``must_follow`` / ``must_precede`` name the transforms (classes, or class names) this one
+    must come after / before when both are in one list: composing recipes whose lists violate
+    that is an error (``thunder.compile``).
     """
+
+    must_follow: tuple[type | str, ...] = ()
+    must_precede: tuple[type | str, ...] = ()
 
     def transform_module(self, model: Any) -> None:
         """Called once with the ``nn.Module`` being compiled, before tracing."""

@@ -14,6 +14,7 @@ caches the result behind a prologue of guards::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from thunder.errors import (
 )
 from thunder.examine import ExaminationReport, examine
 from thunder.jit_function import CompileStats, ThunderFunction
+from thunder.lookasides import Lookaside
 from thunder.module import ThunderModule
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
 from thunder_ir import Trace, Transform
@@ -48,6 +50,8 @@ __all__ = [
     "HigherOrderOperatorError",
     "ImpureCallError",
     "JitError",
+    "Lookaside",
+    "Recipe",
     "SharpEdgeError",
     "ThunderFunction",
     "ThunderModule",
@@ -57,12 +61,14 @@ __all__ = [
     "__version__",
     "cache_hits",
     "cache_misses",
+    "compile",
     "compile_stats",
     "examine",
     "jit",
     "last_backward_traces",
     "last_prologue_traces",
     "last_traces",
+    "recipes",
 ]
 
 
@@ -72,6 +78,7 @@ def jit(
     *,
     executors: Sequence[Any] | None = None,
     transforms: Sequence[Transform] | None = None,
+    lookasides: Sequence[Lookaside] | None = None,
     cache: CACHE_OPTIONS | str | None = None,
     sharp_edges: SHARP_EDGES_OPTIONS | str | None = None,
     disable_torch_autograd: bool = False,
@@ -85,6 +92,9 @@ def jit(
             rest as prims, all run by eager torch; the torch executor is always appended as the
             last resort). ``thunder_executors.recommended_executors()`` adds fusion.
         transforms: ``thunder.Transform`` objects applied to every compiled program.
+        lookasides: ``thunder.Lookaside(fn, replace_with)`` values: while this program is
+            traced, calls of ``fn`` call ``replace_with`` instead (interpreted; an IR symbol is
+            recorded as that op). They belong to this program only.
         cache: a ``thunder.CACHE_OPTIONS`` or its string (``"constant values"`` (default),
             ``"symbolic values"``, ``"no caching"``).
         sharp_edges: ``"allow"`` (default), ``"warn"`` or ``"error"`` when the function reads
@@ -104,6 +114,12 @@ def jit(
         a :class:`ThunderModule` for a module, else a :class:`ThunderFunction`.
     """
     options = JitOptions.from_kwargs(cache, sharp_edges, disable_torch_autograd, compile_options)
+    user_lookasides = tuple(lookasides or ())
+    for la in user_lookasides:
+        if not isinstance(la, Lookaside):
+            raise TypeError(f"thunder.jit: lookasides must be thunder.Lookaside values, got {la!r}")
+    if user_lookasides:
+        options = dataclasses.replace(options, lookasides=user_lookasides)
     transforms = tuple(transforms or ())
     for t in transforms:
         if not isinstance(t, Transform):
@@ -164,3 +180,9 @@ def cache_misses(j: Any) -> int:
 
 
 _ = JitOptions
+
+
+# The high-level entry point (imported last: recipes build on jit).
+from thunder import recipes  # noqa: E402
+from thunder.recipes import compile  # noqa: E402
+from thunder.recipes.base import BaseRecipe as Recipe  # noqa: E402

@@ -26,12 +26,48 @@ from thunder_ir.ops import ALL_OPS, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
 
 __all__ = [
+    "Lookaside",
     "SymbolicSize",
     "is_torch_callable",
     "jit_lookasides",
     "native_special",
     "query_is_allowed",
 ]
+
+
+class Lookaside:
+    """``thunder.jit(..., lookasides=[Lookaside(fn, replace_with)])``: while this jitted program
+    is traced, calls of ``fn`` call ``replace_with`` instead.
+
+    ``replace_with`` is interpreted like the program (its torch calls are traced, its reads of
+    outside state guarded); an IR symbol (``thunder_ir.Symbol``) is recorded as that op. A
+    lookaside belongs to the jitted program it is passed to: nothing is registered globally, so
+    two programs in one process with different lookasides never see each other's.
+    """
+
+    __slots__ = ("fn", "replace_with")
+
+    def __init__(self, fn: Any, replace_with: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"Lookaside: fn must be callable, got {fn!r}")
+        if not callable(replace_with):
+            raise TypeError(f"Lookaside: replace_with must be callable, got {replace_with!r}")
+        self.fn = fn
+        self.replace_with = replace_with
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Lookaside)
+            and other.fn is self.fn
+            and other.replace_with is self.replace_with
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self.fn), id(self.replace_with)))
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__qualname__", None) or repr(self.fn)
+        return f"Lookaside({name} -> {getattr(self.replace_with, '__qualname__', self.replace_with)!r})"
 
 
 class SymbolicSize(tuple):  # type: ignore[type-arg]

@@ -19,11 +19,17 @@ class CACHE_OPTIONS(enum.Enum):
       the conditions the traced path relied on (``flag > 5``), so one program serves every value
       that satisfies them.
     - ``NO_CACHING``: every call interprets, traces and compiles again.
+    - ``SAME_INPUT``: for programs called again and again with the same arguments (the same
+      tensor objects, the same numbers). Compiles as ``CONSTANT_VALUES``; a call whose arguments
+      are the previous call's objects tries that call's program first, skipping the cache
+      lookup. Its prologue still checks every guard, so a changed value (a tensor's shape, an
+      outside global) is never served a stale result: the call then takes the usual path.
     """
 
     CONSTANT_VALUES = "constant values"
     SYMBOLIC_VALUES = "symbolic values"
     NO_CACHING = "no caching"
+    SAME_INPUT = "same input"
 
 
 class SHARP_EDGES_OPTIONS(enum.Enum):
@@ -82,6 +88,7 @@ class JitOptions:
     recompile_limit: int | None
     warn_on_recompile: bool
     dce: bool
+    lookasides: tuple[Any, ...] = ()  # thunder.Lookaside values of this program
 
     @staticmethod
     def from_kwargs(

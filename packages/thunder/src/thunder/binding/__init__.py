@@ -76,5 +76,15 @@ class Binder(AutogradFunctionMixin):
         table.update(self._context_lookasides(table))
         table.update(self._higher_order_lookasides(table))
         table.update(self._autograd_function_lookasides(table))
+        for la in self.options.lookasides:  # the program's own (thunder.Lookaside), last
+            if isinstance(la.replace_with, Symbol):
+                table[la.fn] = _returning_torch_types(la.replace_with, None)
+            else:
+                table[la.fn] = interpret(
+                    la.replace_with,
+                    lookasides=table,
+                    callbacks=self.callbacks(),
+                    native_special=native_special,
+                )
         table.update(array_lookasides(self, table))
         return table

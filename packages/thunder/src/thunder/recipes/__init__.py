@@ -1,0 +1,85 @@
+"""``thunder.compile`` and recipes: the high-level entry point.
+
+``thunder.compile(model)`` picks the executors for this machine (``default_executors``);
+``thunder.compile(model, recipe=[A(), B()])`` applies recipes in order (``base.compose``):
+
+    import thunder
+
+    compiled = thunder.compile(bert, recipe=[thunder.recipes.HFTransformers(),
+                                             thunder.recipes.Quantize()])
+
+Writing a recipe: subclass ``thunder.Recipe`` (this module's ``BaseRecipe``) and override
+``validate(model)`` and the ``setup_*`` methods it needs (see ``base``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from thunder.recipes.base import BaseRecipe, Operator, RecipeSetup, compose, default_executors
+from thunder.recipes.hf import HFTransformers
+from thunder.recipes.quantize import Quantize, QuantizedLinear
+
+__all__ = [
+    "BaseRecipe",
+    "HFTransformers",
+    "Operator",
+    "Quantize",
+    "QuantizedLinear",
+    "RecipeSetup",
+    "compile",
+    "compose",
+    "default_executors",
+]
+
+_operator_executors = itertools.count()
+
+
+def _operator_executor(operators: Sequence[Operator]) -> Any:
+    """A private executor claiming the recipes' one-op kernels (never registered globally)."""
+    from thunder_executors import OperatorExecutor
+
+    ex = OperatorExecutor(f"recipe_operators{next(_operator_executors)}")
+    for op in operators:
+        ex.register_implementation(op.symbol(), op.impl, checker=op.checker)
+    return ex
+
+
+def compile(model_or_fn: Any, recipe: BaseRecipe | Sequence[BaseRecipe] | None = None) -> Any:
+    """Compiles ``model_or_fn`` (an ``nn.Module`` or a function) with ``thunder.jit``, choosing
+    executors, transforms, lookasides and options from ``recipe``: a recipe, a list of recipes
+    (merged in order; a conflict between them is a ValueError) or None.
+
+    Executors: the recipes' (in order), then ``default_executors()`` (a fusion executor where
+    one runs here, then torch); kernels from ``setup_operators`` come first of all.
+    """
+    if recipe is None:
+        recipes: list[BaseRecipe] = []
+    elif isinstance(recipe, BaseRecipe):
+        recipes = [recipe]
+    elif isinstance(recipe, (list, tuple)):
+        recipes = list(recipe)
+    else:
+        raise TypeError(
+            f"thunder.compile: recipe must be a thunder.Recipe, a list of them or None, "
+            f"got {type(recipe).__name__}"
+        )
+    for r in recipes:
+        if not isinstance(r, BaseRecipe):
+            raise TypeError(f"thunder.compile: {r!r} is not a thunder.Recipe")
+    parts = compose([r.setup(model_or_fn) for r in recipes])
+    executors = list(parts.executors)
+    executors += [e for e in default_executors() if e not in executors]
+    if parts.operators:
+        executors.insert(0, _operator_executor(parts.operators))
+    from thunder import jit
+
+    return jit(
+        model_or_fn,
+        executors=executors,
+        transforms=list(parts.transforms),
+        lookasides=list(parts.lookasides),
+        **parts.config,
+    )
