@@ -20,7 +20,7 @@ from typing import Any
 
 from thunder.recipes.base import BaseRecipe, Operator, RecipeSetup, compose, default_executors
 from thunder.recipes.hf import HFTransformers
-from thunder.recipes.quantize import Quantize, QuantizedLinear
+from thunder.recipes.quantize import Quantize, QuantizedLinear, QuantizedLinear4bit
 
 __all__ = [
     "BaseRecipe",
@@ -28,6 +28,7 @@ __all__ = [
     "Operator",
     "Quantize",
     "QuantizedLinear",
+    "QuantizedLinear4bit",
     "RecipeSetup",
     "compile",
     "compose",

@@ -31,10 +31,13 @@ from thunder_ir import ops as ltorch
 
 __all__ = [
     "INT8_WEIGHT_LINEAR",
+    "NF4_WEIGHT_LINEAR",
     "Int8WeightOnlyTransform",
     "Quantize",
     "QuantizedLinear",
+    "QuantizedLinear4bit",
     "int8_weight_linear",
+    "nf4_weight_linear",
     "quantize_weight",
 ]
 
@@ -95,28 +98,127 @@ def _int8_weight_linear_impl(
     return out if bias is None else out + bias
 
 
+# -- 4-bit (NF4, bitsandbytes) ---------------------------------------------------------------
+
+
+def nf4_weight_linear(
+    x: torch.Tensor,
+    qweight: torch.Tensor,
+    absmax: torch.Tensor,
+    code: torch.Tensor,
+    bias: torch.Tensor | None,
+    out_features: int,
+    in_features: int,
+    blocksize: int,
+) -> torch.Tensor:
+    """A linear layer with NF4 weights (bitsandbytes' packed format): dequantized by
+    bitsandbytes, then one matmul."""
+    import bitsandbytes.functional as bnb_functional
+
+    make_state: Any = bnb_functional.QuantState
+    state = make_state(
+        absmax=absmax,
+        shape=torch.Size([out_features, in_features]),
+        code=code,
+        blocksize=blocksize,
+        quant_type="nf4",
+        dtype=torch.float32,
+    )
+    weight = bnb_functional.dequantize_4bit(qweight, state).to(x.dtype)
+    return torch.nn.functional.linear(x, weight, bias)
+
+
+class QuantizedLinear4bit(torch.nn.Module):
+    """An ``nn.Linear`` whose weight is NF4 (4 bits per weight and one float32 scale per
+    ``blocksize`` weights), quantized by bitsandbytes."""
+
+    qweight: torch.Tensor
+    absmax: torch.Tensor
+    code: torch.Tensor
+
+    def __init__(self, linear: torch.nn.Linear, blocksize: int = 64) -> None:
+        import bitsandbytes.functional as bnb_functional
+
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.blocksize = blocksize
+        q, state = bnb_functional.quantize_4bit(
+            linear.weight.detach().float(), blocksize=blocksize, quant_type="nf4"
+        )
+        self.register_buffer("qweight", q)
+        self.register_buffer("absmax", state.absmax)
+        self.register_buffer("code", state.code)
+        self.bias = linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nf4_weight_linear(
+            x,
+            self.qweight,
+            self.absmax,
+            self.code,
+            self.bias,
+            self.out_features,
+            self.in_features,
+            self.blocksize,
+        )
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, NF4 weights"
+
+
+def _nf4_weight_linear_meta(
+    x: Any,
+    qweight: Any,
+    absmax: Any,
+    code: Any,
+    bias: Any,
+    out_features: int,
+    in_features: int,
+    blocksize: int,
+) -> Any:
+    from thunder_ir import TensorProxy
+
+    return TensorProxy(shape=(*x.shape[:-1], out_features), dtype=x.dtype, device=x.device)
+
+
+NF4_WEIGHT_LINEAR = Symbol(
+    "nf4_weight_linear", _nf4_weight_linear_meta, module="quant", is_prim=True
+)
+"""``quant.nf4_weight_linear(x, qweight, absmax, code, bias, out_features, in_features,
+blocksize)``: a linear layer with NF4 weights, run by bitsandbytes (no gradients)."""
+
+
 class Int8WeightOnlyTransform(Transform):
     """Replaces the ``nn.Linear`` layers of a model (in place) by ``QuantizedLinear``;
     ``skip`` names submodules to leave in float (``"lm_head"``)."""
 
-    def __init__(self, skip: Sequence[str] = ()) -> None:
+    def __init__(self, skip: Sequence[str] = (), bits: int = 8) -> None:
         self.skip = tuple(skip)
+        self.bits = bits
 
     def transform_module(self, model: Any) -> None:
+        make = QuantizedLinear if self.bits == 8 else QuantizedLinear4bit
         for name, module in list(model.named_modules()):
             for child_name, child in list(module.named_children()):
                 full = f"{name}.{child_name}" if name else child_name
                 if type(child) is torch.nn.Linear and full not in self.skip:
-                    setattr(module, child_name, QuantizedLinear(child))
+                    setattr(module, child_name, make(child))
 
     def __repr__(self) -> str:
-        return f"Int8WeightOnlyTransform(skip={self.skip!r})"
+        return f"Int8WeightOnlyTransform(skip={self.skip!r}, bits={self.bits})"
 
 
 class Quantize(BaseRecipe):
-    """Weight-only quantization of ``nn.Linear`` layers. ``bits=8`` (default): int8 weights
-    with per-output-feature scales, on any device (CPU included). ``bits=4`` needs bitsandbytes with a CUDA GPU and is not built yet: ``validate``
-    says so. The model is quantized in place (its Linear layers become ``QuantizedLinear``)."""
+    """Weight-only quantization of ``nn.Linear`` layers, in place (the model's Linear layers are
+    replaced; keep a copy if you need the float weights).
+
+    - ``bits=8`` (default): int8 weights with one scale per output feature
+      (``QuantizedLinear``), on any device; about 4x fewer weight bytes.
+    - ``bits=4``: NF4 weights in bitsandbytes' format (``QuantizedLinear4bit``, blocks of 64
+      weights sharing a scale), about 6x fewer bytes; needs bitsandbytes (its 4-bit kernels run
+      on CUDA GPUs and, since 0.46, on CPU). Inference only: no gradients through these layers.
+
+    ``skip`` names Linear submodules to leave in float (``("lm_head",)``)."""
 
     def __init__(self, bits: int = 8, skip: Sequence[str] = ()) -> None:
         if bits not in (4, 8):
@@ -130,23 +232,25 @@ class Quantize(BaseRecipe):
         if self.bits == 4:
             import importlib.util
 
-            have_bnb = importlib.util.find_spec("bitsandbytes") is not None
-            raise ValueError(
-                "Quantize(bits=4): 4-bit weights need bitsandbytes with a CUDA GPU "
-                f"(bitsandbytes {'installed' if have_bnb else 'not installed'}, CUDA "
-                f"{'available' if torch.cuda.is_available() else 'not available'}), and the "
-                "4-bit path is not built yet; use Quantize(bits=8)"
-            )
+            if importlib.util.find_spec("bitsandbytes") is None:
+                raise ValueError(
+                    "Quantize(bits=4) needs bitsandbytes (pip install bitsandbytes; its 4-bit "
+                    "kernels run on CUDA GPUs and on CPU); it is not installed"
+                )
         if not any(type(m) is torch.nn.Linear for m in model.modules()):
             raise ValueError("Quantize: the model has no nn.Linear layer to quantize")
 
     def setup_transforms(self) -> list[Transform]:
-        return [Int8WeightOnlyTransform(self.skip)]
+        return [Int8WeightOnlyTransform(self.skip, self.bits)]
 
     def setup_lookasides(self) -> list[Lookaside]:
+        if self.bits == 4:
+            return [Lookaside(nf4_weight_linear, NF4_WEIGHT_LINEAR)]
         return [Lookaside(int8_weight_linear, INT8_WEIGHT_LINEAR)]
 
     def setup_operators(self) -> list[Operator]:
+        if self.bits == 4:
+            return [Operator(NF4_WEIGHT_LINEAR, nf4_weight_linear)]
         return [Operator(INT8_WEIGHT_LINEAR, _int8_weight_linear_impl)]
 
     def __repr__(self) -> str:
