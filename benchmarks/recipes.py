@@ -2,7 +2,8 @@
 
 Rows: float32 eager; ``thunder.compile(model)``; ``thunder.compile(model,
 recipe=[HFTransformers(), Quantize()])`` (int8 weight-only Linear layers) and the same quantized
-model run eagerly; torch.compile of the float model. Columns: steady eval forward time (median of
+model run eagerly; with bitsandbytes installed, ``Quantize(bits=4)`` (NF4); torch.compile of the
+float model. Columns: steady eval forward time (median of
 interleaved rounds) and its ratio to float32 eager, the bytes of the Linear weights, and the
 relative error of the logits against float32 eager (``|out - ref| / |ref|``).
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import statistics
 import time
 import warnings
@@ -26,15 +28,14 @@ import thunder
 
 
 def _linear_weight_bytes(model: torch.nn.Module) -> int:
-    from thunder.recipes import QuantizedLinear
+    from thunder.recipes import QuantizedLinear, QuantizedLinear4bit
 
     total = 0
     for m in model.modules():
         if type(m) is torch.nn.Linear:
             total += m.weight.numel() * m.weight.element_size()
-        elif isinstance(m, QuantizedLinear):
-            total += m.qweight.numel() * m.qweight.element_size()
-            total += m.scale.numel() * m.scale.element_size()
+        elif isinstance(m, (QuantizedLinear, QuantizedLinear4bit)):
+            total += sum(b.numel() * b.element_size() for b in m.buffers())
     return total
 
 
@@ -84,6 +85,11 @@ def main() -> None:
             ("thunder.compile + Quantize", lambda: compiled_q(ids).logits, quantized),
             ("quantized eager", lambda: quantized(ids).logits, quantized),
         ]
+        if importlib.util.find_spec("bitsandbytes") is not None:
+            four_bit = copy.deepcopy(model)
+            recipe4 = [thunder.recipes.HFTransformers(), thunder.recipes.Quantize(bits=4)]
+            compiled_4 = thunder.compile(four_bit, recipe=recipe4)
+            rows.append(("thunder.compile + Quantize(4)", lambda: compiled_4(ids).logits, four_bit))
         if not args.no_torch_compile:
             tc = torch.compile(model)
             rows.append(("torch.compile (float32)", lambda: tc(ids).logits, model))
