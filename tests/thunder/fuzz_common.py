@@ -485,7 +485,7 @@ REPRO_TITLE = "# standalone reproducer: .venv/bin/python repro.py\n"
 def repro_jit_function(helpers: str, source: str, cache: str | None) -> str:
     """The start of a reproducer that defines ``helpers`` and ``f`` (``source``) and
     ``jf = thunder.jit(f)`` (with ``cache`` when given)."""
-    kw = f", cache={cache!r}" if cache else ""
+    kw = (f", cache={cache!r}" if cache else "") + ", reshape_inplace='warn'"
     return f"{REPRO_TITLE}import torch, thunder\n{helpers}\n{source}\njf = thunder.jit(f{kw})\n"
 
 

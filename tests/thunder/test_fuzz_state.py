@@ -374,7 +374,7 @@ class Program:
     recompile_limit: int | None
 
     def jit_kwargs(self) -> str:
-        parts = []
+        parts = ["reshape_inplace='warn'"]  # writes through reshapes: eager's side effects
         if self.cache is not None:
             parts.append(f"cache={self.cache!r}")
         if self.recompile_limit is not None:
@@ -530,7 +530,7 @@ def run_program(program: Program) -> None:
     log.add(f"jit options: {program.jit_kwargs() or '(defaults)'}")
     ns_e = exec_source(program.source, "fuzz_state_eager")
     ns_j = exec_source(program.source, "fuzz_state_thunder")
-    kwargs = {}
+    kwargs: dict[str, object] = {"reshape_inplace": "warn"}
     if program.cache is not None:
         kwargs["cache"] = program.cache
     if program.recompile_limit is not None:
@@ -692,7 +692,7 @@ class ModuleProgram:
 {repro_loader(self.source)}
 torch.manual_seed({self.seed}); ns_e = load("<eager>")
 torch.manual_seed({self.seed}); ns_j = load("<thunder>")
-jm = thunder.jit(ns_j["NET"])
+jm = thunder.jit(ns_j["NET"], reshape_inplace="warn")
 warnings.simplefilter("ignore")
 for i, (mutation, shape, k) in enumerate({self.calls!r}):
     exec(mutation, ns_e); exec(mutation, ns_j)
@@ -746,7 +746,7 @@ def run_module_program(program: ModuleProgram) -> None:
     torch.manual_seed(program.seed)
     ns_j = exec_source(program.source, "fuzz_module_thunder")
     net_e, net_j = ns_e["NET"], ns_j["NET"]
-    jm = thunder.jit(net_j)
+    jm = thunder.jit(net_j, reshape_inplace="warn")
     check = Differential("module", program)
     log = check.log
 

@@ -53,6 +53,8 @@ class Trace:
         # that would require grad is recorded through prims.stop_gradient: no gradient flows
         # through what the region computes, as in eager.
         self.grad_enabled = True
+        # Called with every bound symbol recorded at the top level (a binding layer's checks).
+        self.record_hook: Callable[[BoundSymbol], None] | None = None
 
     # Names ----------------------------------------------------------------------------------
 
@@ -78,6 +80,8 @@ class Trace:
 
     def record(self, bsym: BoundSymbol) -> None:
         self.scopes[-1].append(bsym)
+        if self.record_hook is not None and len(self.scopes) == 1:
+            self.record_hook(bsym)
 
     def push_scope(self) -> None:
         self.scopes.append([])

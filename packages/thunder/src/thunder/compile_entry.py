@@ -13,6 +13,7 @@ from typing import Any
 
 from thunder.binding import Binder, iter_proxies
 from thunder.binding.fallback import is_ir_refusal
+from thunder.binding.reshape_writes import install as install_reshape_write_check
 from thunder.errors import JitError, UnsupportedOperationError
 from thunder.lookasides import native_special
 from thunder.options import JitOptions
@@ -115,6 +116,7 @@ def compile_entry(
     start = time.perf_counter()
     trace = Trace("computation")
     binder = Binder(fn, options, trace, param_names)
+    install_reshape_write_check(trace, options.reshape_inplace)
     with tracectx(trace):
         pargs, pkwargs = binder.bind_arguments(args, kwargs)
         interpreted = interpret(

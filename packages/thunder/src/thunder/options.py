@@ -75,6 +75,11 @@ KNOWN_COMPILE_OPTIONS: Mapping[str, tuple[Any, str]] = {
     ),
     "warn_on_recompile": (True, "warn, saying what changed, when the recompile limit is hit"),
     "dce": (True, "drop unused computations from the trace before executor assignment"),
+    "reshape_inplace": (
+        "error",
+        "an in-place write into what reshape/reshape_as/flatten/ravel returned: 'error', or "
+        "'warn' and do what eager does for these inputs' strides",
+    ),
 }
 
 
@@ -88,6 +93,7 @@ class JitOptions:
     recompile_limit: int | None
     warn_on_recompile: bool
     dce: bool
+    reshape_inplace: str = "error"
     lookasides: tuple[Any, ...] = ()  # thunder.Lookaside values of this program
 
     @staticmethod
@@ -113,7 +119,12 @@ class JitOptions:
         limit = merged["recompile_limit"]
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise ValueError(f"recompile_limit must be a positive int or None, got {limit!r}")
+        if merged["reshape_inplace"] not in ("error", "warn"):
+            raise ValueError(
+                f"reshape_inplace must be 'error' or 'warn', got {merged['reshape_inplace']!r}"
+            )
         return JitOptions(
+            reshape_inplace=merged["reshape_inplace"],
             cache=resolve_cache_option(cache),
             sharp_edges=_resolve_sharp_edges(sharp_edges),
             disable_torch_autograd=bool(disable_torch_autograd),
