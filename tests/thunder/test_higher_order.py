@@ -550,3 +550,17 @@ def test_jitted_submodule_inside_a_jitted_model() -> None:
     for g, p in zip(got, model.parameters()):
         torch.testing.assert_close(g, p.grad)
     assert thunder.compile_stats(jm).eager_fallbacks == 0
+
+
+def test_while_loop_that_runs_no_step_has_the_identity_gradient() -> None:
+    """The loop body never runs: the output is the input, so its gradient passes unchanged.
+    (Eager torch 2.13 returns twice this gradient here, as if the body had run once.)"""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return while_loop(lambda a: a.sum() > 1e9, lambda a: (a * 2,), (x,))[0] * 3
+
+    x = torch.randn(3, requires_grad=True)
+    out = thunder.jit(f)(x)
+    torch.testing.assert_close(out, x.detach() * 3)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
