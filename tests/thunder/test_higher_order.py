@@ -564,3 +564,12 @@ def test_while_loop_that_runs_no_step_has_the_identity_gradient() -> None:
     torch.testing.assert_close(out, x.detach() * 3)
     out.sum().backward()
     torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
+
+
+def test_map_and_scan_over_an_empty_dimension_are_clear_errors() -> None:
+    with pytest.raises(thunder.HigherOrderOperatorError, match="cannot be 0"):
+        thunder.jit(lambda xs: hop_map(lambda x: x * 2, xs))(torch.zeros(0, 3))
+    with pytest.raises(thunder.HigherOrderOperatorError, match="cannot have size 0"):
+        thunder.jit(lambda xs: scan(lambda c, x: (c + x, c * 2), torch.zeros(3), xs))(
+            torch.zeros(0, 3)
+        )

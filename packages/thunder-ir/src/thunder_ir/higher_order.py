@@ -324,6 +324,7 @@ def _map_meta(fn: Trace, xs: tuple[TensorProxy, ...], args: tuple[Any, ...]) -> 
         lambda: f"map: the mapped tensors must share their leading size, got {describe(xs)}",
         HigherOrderError,
     )
+    check(n != 0, "map: the leading size of the mapped tensors cannot be 0", HigherOrderError)
     check(
         len(fn.args) == len(xs) + len(args),
         lambda: f"map: {fn.fn_name} takes {len(fn.args)} inputs, got {len(xs) + len(args)}",
@@ -368,6 +369,7 @@ def _scan_meta(
         lambda: f"scan: the scanned tensors must share their leading size, got {describe(xs)}",
         HigherOrderError,
     )
+    check(n != 0, "scan: the scanned dimension cannot have size 0", HigherOrderError)
     ret = combine.return_value
     check(
         isinstance(ret, tuple) and len(ret) == 2,
