@@ -258,3 +258,26 @@ def test_a_different_function_argument_is_a_different_program():
     for fn in (torch.sin, torch.cos, torch.sin, lambda t: t * 3):
         torch.testing.assert_close(j(x, fn), fn(x))
     assert thunder.cache_misses(j) == 3 and thunder.cache_hits(j) == 1
+
+
+def test_symbolic_size_arithmetic_is_lean_in_the_execution_trace():
+    """Seed 001's split: the sizes are computed from the inputs in the trace, and arithmetic
+    nobody reads (the split outputs' sizes) or that changes nothing (``i + 0``, ``i // 1``) is
+    not in the code that runs."""
+
+    def foo(a, dim0, dim1):
+        dim2 = a.size(2) - dim0 - dim1
+        return torch.split(a, (dim0, dim1, dim2), dim=2)
+
+    jf = thunder.jit(foo, cache="symbolic values")
+    a = torch.randn(8, 16, 32)
+    for d0, d1 in ((2, 8), (5, 5), (1, 30)):
+        out, ref = jf(a, d0, d1), foo(a, d0, d1)
+        assert [o.shape for o in out] == [r.shape for r in ref]
+        for o, r in zip(out, ref):
+            torch.testing.assert_close(o, r)
+    assert thunder.compile_stats(jf).cache_misses == 1
+    code = str(thunder.last_traces(jf)[-1])
+    number_ops = [line for line in code.splitlines() if "operator." in line]
+    assert len(number_ops) == 2, code  # 32 - dim0, then - dim1
+    assert "floordiv" not in code

@@ -33,7 +33,11 @@ from typing import Any
 import torch
 
 from thunder_executors.executor import Executor, FusionExecutor, OperatorExecutor, get_executor
-from thunder_executors.peephole import drop_implicit_broadcasts, drop_unread_factories
+from thunder_executors.peephole import (
+    drop_implicit_broadcasts,
+    drop_unread_factories,
+    drop_unread_numbers,
+)
 from thunder_executors.torch_views import torch_call
 from thunder_ir import BoundSymbol, Proxy, Symbol, TensorProxy, Trace
 from thunder_ir.aliasing import AliasInfo, alias_info, writes_in_place
@@ -480,6 +484,7 @@ def transform_for_execution(
         out.append(fused)
 
     out = drop_unread_factories(drop_implicit_broadcasts(out, returned), returned)
+    out = drop_unread_numbers(out, returned)
     out = _with_deletes(out, returned | {a.name for a in trace.args})
     derived = trace.derive(
         out, pass_name="transform_for_execution", seconds=time.perf_counter() - start

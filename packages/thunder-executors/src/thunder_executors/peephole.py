@@ -8,7 +8,9 @@ one torch call fewer, the same values (an expand is a view: it copies nothing).
 
 A decomposition can also leave a value unread: ``cat`` skips empty tensors, so the empty tensor
 a key-value cache starts from is made and never used. Dead code elimination ran on the trace
-before its ops were translated; unread results of pure tensor factories are dropped here.
+before its ops were translated; unread results of pure tensor factories are dropped here, and so
+is arithmetic on sizes nobody reads (the sizes of the outputs of an op run as one torch call,
+computed from its decomposition in case a later op reads them).
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from thunder_ir import BoundSymbol, Proxy, TensorProxy
+from thunder_ir import BoundSymbol, NumberProxy, Proxy, TensorProxy
 from thunder_ir.tags import OpTag
 
-__all__ = ["drop_implicit_broadcasts", "drop_unread_factories"]
+__all__ = ["drop_implicit_broadcasts", "drop_unread_factories", "drop_unread_numbers"]
 
 # torch functions (as the torch executor prints them) that broadcast their tensor operands.
 _BROADCASTING = frozenset(
@@ -131,3 +133,27 @@ def drop_unread_factories(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[
             and b.output.name not in read
         )
     ]
+
+
+_EFFECTS = frozenset({OpTag.DONT_DCE, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.RETURN, OpTag.PROLOGUE})
+
+
+def drop_unread_numbers(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` without computations of numbers nobody reads (``keep``: names that must stay
+    defined); computations of tensors, and anything with an effect, stay."""
+    needed = set(keep)
+    kept: list[BoundSymbol] = []
+    for b in reversed(bsyms):
+        outs = b.flat_proxy_outs
+        if (
+            outs
+            and all(isinstance(o, NumberProxy) for o in outs)
+            and not any(o.name in needed for o in outs)
+            and _EFFECTS.isdisjoint(b.sym.tags)
+            and not b.subsymbols
+        ):
+            continue
+        kept.append(b)
+        needed.update(p.name for p in b.flat_proxy_args)
+    kept.reverse()
+    return kept

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thunder_ir.errors import UnsupportedInTracingError
-from thunder_ir.proxies import Proxy
+from thunder_ir.proxies import NumberProxy, Proxy
 from thunder_ir.pytree import tree_iter
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx
@@ -96,6 +96,8 @@ class Symbol:
             args = (_without_grad(args[0]), *args[1:])
         if self.is_prim or self.meta is None:
             out = self.meta(*args, **kwargs) if self.meta is not None else None
+            if isinstance(out, NumberProxy) and any(out is a for a in args):
+                return out  # an identity on a number (i + 0): nothing computed, nothing recorded
             subsymbols: tuple[BoundSymbol, ...] = ()
         else:
             trace.push_scope()

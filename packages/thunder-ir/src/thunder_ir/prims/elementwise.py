@@ -59,6 +59,35 @@ def _value(x: Any) -> Any:
     return x.value if isinstance(x, NumberProxy) else x
 
 
+# (prim, which argument is the constant, the constant) whose result is the other int argument.
+_INT_IDENTITIES = frozenset(
+    {
+        ("add", 1, 0),
+        ("add", 0, 0),
+        ("sub", 1, 0),
+        ("mul", 1, 1),
+        ("mul", 0, 1),
+        ("floor_divide", 1, 1),
+    }
+)
+
+
+def _integer_identity(name: str, args: tuple[Any, ...]) -> Any:
+    """The int proxy argument of an int op that returns it unchanged (``i + 0``, ``i // 1``)."""
+    if len(args) != 2:
+        return None
+    for k in (0, 1):
+        const, other = args[k], args[1 - k]
+        if (
+            type(const) is int
+            and isinstance(other, NumberProxy)
+            and other.python_type is int
+            and (name, k, const) in _INT_IDENTITIES
+        ):
+            return other
+    return None
+
+
 def _elementwise_meta(
     name: str,
     arity: int,
@@ -85,6 +114,9 @@ def _elementwise_meta(
             value = number_fn(*(_value(a) for a in args))
             if not any(isinstance(a, NumberProxy) for a in args):
                 return value
+            same = _integer_identity(name, args)
+            if same is not None:
+                return same  # x + 0, x - 0, x * 1, x // 1: the input itself, nothing recorded
             return _number_result(value, expr_fn(*(_expr(a) for a in args)))
         check_same_shape(tensors, f"prims.{name}")
         device = check_same_device(tensors, f"prims.{name}")
