@@ -15,13 +15,13 @@ Run: ``python -m benchmarks higher_order [--repeat N] [--no-torch-compile]``.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from _timing import median_times
 from torch._higher_order_ops import map as hop_map
 from torch._higher_order_ops import scan, while_loop
 
@@ -84,16 +84,6 @@ def _runner(fn: Callable[..., Any], backward: bool) -> Callable[[torch.Tensor, t
     return run
 
 
-def _median_times(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
-    samples: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            start = time.perf_counter()
-            fn()
-            samples[k].append(time.perf_counter() - start)
-    return [statistics.median(s) for s in samples]
-
-
 def _same(a: Any, b: Any) -> bool:
     try:
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
@@ -138,7 +128,7 @@ def main() -> None:
                         fns.append(lambda: compiled(x, w))
                     except Exception as e:  # inductor fails on some of these on CPU
                         tc = f"{type(e).__name__}"[:14]
-                times = _median_times(fns, args.repeat)
+                times = median_times(fns, args.repeat)
             if len(times) > 2:
                 tc = f"{times[2] / times[0]:.2f}x" if tc == "ok" else tc
             label = f"{name}{' +backward' if backward else ''}"

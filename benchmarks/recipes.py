@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
-import statistics
-import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from _timing import median_times
 
 import thunder
 
@@ -37,16 +36,6 @@ def _linear_weight_bytes(model: torch.nn.Module) -> int:
         elif isinstance(m, (QuantizedLinear, QuantizedLinear4bit)):
             total += sum(b.numel() * b.element_size() for b in m.buffers())
     return total
-
-
-def _medians(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
-    samples: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            start = time.perf_counter()
-            fn()
-            samples[k].append(time.perf_counter() - start)
-    return [statistics.median(s) for s in samples]
 
 
 def main() -> None:
@@ -94,7 +83,7 @@ def main() -> None:
             tc = torch.compile(model)
             rows.append(("torch.compile (float32)", lambda: tc(ids).logits, model))
         errors = [float((fn() - ref).norm() / ref.norm()) for _, fn, _ in rows]
-        times = _medians([fn for _, fn, _ in rows], args.repeat)
+        times = median_times([fn for _, fn, _ in rows], args.repeat)
     print(
         f"Llama: hidden {args.hidden}, {args.layers} layers, sequence {args.seq}, CPU threads "
         f"{torch.get_num_threads()}"

@@ -38,6 +38,7 @@ __all__ = [
     "MAY_ALIAS_PRIMS",
     "AliasInfo",
     "alias_info",
+    "aliased_and_written",
     "aliased_inputs",
     "with_writes_exposed",
     "writes_in_place",
@@ -150,6 +151,11 @@ def aliased_inputs(bsym: BoundSymbol) -> list[tuple[Proxy, Proxy]]:
     """(output, input) pairs of ``bsym``: each tensor output with each tensor input it may share
     memory with when the bound symbol runs."""
     return _analyze(bsym)[0]
+
+
+def aliased_and_written(bsym: BoundSymbol) -> tuple[list[tuple[Proxy, Proxy]], set[str]]:
+    """``aliased_inputs(bsym)`` and ``written_inputs(bsym)`` in one analysis."""
+    return _analyze(bsym)
 
 
 def written_inputs(bsym: BoundSymbol) -> set[str]:

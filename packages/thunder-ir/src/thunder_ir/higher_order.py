@@ -51,7 +51,6 @@ __all__ = [
     "record_subtrace",
     "scan",
     "scan_backward",
-    "subtraces",
     "tensor_map",
     "while_loop",
     "while_loop_backward",
@@ -64,11 +63,6 @@ class HigherOrderError(ValueError):
 
 
 # -- sub-traces ---------------------------------------------------------------------------------
-
-
-def subtraces(bsym: BoundSymbol) -> list[Trace]:
-    """The sub-traces among ``bsym``'s arguments (none for ordinary ops)."""
-    return [a for a in bsym.flat_args if isinstance(a, Trace)]
 
 
 def map_subtraces(bsym: BoundSymbol, fn: Callable[[Trace], Trace]) -> BoundSymbol:
@@ -600,13 +594,3 @@ autograd_function = Symbol(
 ``torch.autograd.Function`` (computed before it, with gradients stopped), returned as they are;
 their gradients with respect to ``inputs`` are ``backward(*output_gradients, *saved)``: the
 user's own backward, recorded as a sub-trace."""
-
-HIGHER_ORDER_SYMBOLS = (
-    cond,
-    while_loop,
-    tensor_map,
-    scan,
-    while_loop_backward,
-    scan_backward,
-    autograd_function,
-)

@@ -20,7 +20,7 @@ from typing import Any
 from thunder.errors import UnsupportedOperationError
 from thunder_ir import BoundSymbol, TensorProxy
 from thunder_ir import ops as ltorch
-from thunder_ir.aliasing import aliased_inputs, written_inputs
+from thunder_ir.aliasing import aliased_and_written
 
 __all__ = ["ReshapeWriteCheck"]
 
@@ -42,10 +42,11 @@ class ReshapeWriteCheck:
         if not self.reshaped and bsym.sym.id not in _RESHAPES:
             return
         if self.reshaped:
-            hit = next((n for n in sorted(written_inputs(bsym)) if n in self.reshaped), None)
+            pairs, written = aliased_and_written(bsym)
+            hit = next((n for n in sorted(written) if n in self.reshaped), None)
             if hit is not None:
                 self._report(bsym, hit)
-            for out, inp in aliased_inputs(bsym):
+            for out, inp in pairs:
                 origin = self.reshaped.get(inp.name)
                 if origin is not None:
                     self.reshaped.setdefault(out.name, origin)
