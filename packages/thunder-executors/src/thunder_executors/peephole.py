@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, TensorProxy
+from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
 
 __all__ = ["drop_implicit_broadcasts", "drop_unread_factories", "drop_unread_numbers"]
@@ -44,7 +45,9 @@ def _is_expand(bsym: BoundSymbol) -> bool:
     n, m = len(shape), a.ndim
     if tuple(dims) != tuple(range(n - m, n)):
         return False
-    return all(s == t or s == 1 for s, t in zip(a.shape, shape[n - m :], strict=True))
+    return all(
+        same_size(s, t) or same_size(s, 1) for s, t in zip(a.shape, shape[n - m :], strict=True)
+    )
 
 
 def _broadcasts_like_torch(bsym: BoundSymbol) -> bool:

@@ -89,6 +89,14 @@ def _canonical(
     return new_region, new_inputs, [rename(p) for p in outputs]
 
 
+def _has_symbolic_sizes(inputs: Sequence[Proxy]) -> bool:
+    return any(
+        isinstance(p, NumberProxy)
+        or (isinstance(p, TensorProxy) and not all(isinstance(d, int) for d in p.shape))
+        for p in inputs
+    )
+
+
 class CompiledRegion:
     """A region's Python function, compiled by torch.compile on the first call."""
 
@@ -162,12 +170,18 @@ class TorchCompileExecutor(FusionExecutor):
         name = f"fusion{index}"
         rtrace = region_trace("fusion", *_canonical(translated, inputs, outputs))
         source = rtrace.python()
+        # Symbolic sizes (cache="symbolic values"): compiled once for all of them, with torch's
+        # dynamic shapes, instead of once per size.
+        options = self.compile_options
+        if _has_symbolic_sizes(inputs):
+            options = {**options, "dynamic": True}
+        key = f"{source}\n# options: {sorted(options.items(), key=str)!r}"
         with self._cache_lock:
-            compiled = self._cache.get(source)
+            compiled = self._cache.get(key)
             if compiled is None:
                 fn = rtrace.python_callable({"torch": torch})
-                compiled = CompiledRegion(source, fn, self.compile_options)
-                self._cache[source] = compiled
+                compiled = CompiledRegion(source, fn, options)
+                self._cache[key] = compiled
         sym = Symbol(name, None, module=self.name, impl=compiled, id=f"{self.name}::{name}")
         return BoundSymbol(sym, tuple(inputs), {}, tuple(outputs), subsymbols=tuple(translated))
 

@@ -184,7 +184,8 @@ def _cross_entropy_arguments(
     if not ok:
         return None
     assert isinstance(a, TensorProxy)
-    return bound if isinstance(a.shape[1], int) and a.shape[1] <= _max_columns() else None
+    # A symbolic class count is baked in with a constraint (the prologue checks it).
+    return bound if a.shape[1] <= _max_columns() else None
 
 
 def _cross_entropy_checker(*args: Any, **kwargs: Any) -> bool:

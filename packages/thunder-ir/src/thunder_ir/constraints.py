@@ -27,6 +27,7 @@ __all__ = [
     "Var",
     "conjunction",
     "simplify",
+    "single_variable",
 ]
 
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
@@ -108,10 +109,11 @@ class Expr:
 class Var(Expr):
     """A named input value (the name of the NumberProxy in the trace)."""
 
-    __slots__ = ("name",)
+    __slots__ = ("integer", "name")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, integer: bool = False) -> None:
         self.name = name
+        self.integer = integer  # an int (a size): integer arithmetic on it is exact
 
     def python(self) -> str:
         return self.name
@@ -283,7 +285,9 @@ def simplify(e: Expr) -> Expr:
                 return Const(type(e)(e.op, *kids).evaluate({}))  # type: ignore[arg-type]
             except (ArithmeticError, ValueError, TypeError):
                 pass
-        rebuilt = type(e)(e.op, *kids)  # type: ignore[arg-type]
+        rebuilt: Expr = type(e)(e.op, *kids)  # type: ignore[arg-type]
+        if isinstance(rebuilt, Compare):
+            rebuilt = _solve_linear(rebuilt)
         if (
             isinstance(rebuilt, Compare)
             and isinstance(rebuilt.lhs, Const)
@@ -305,6 +309,66 @@ def simplify(e: Expr) -> Expr:
     if isinstance(e, Or):
         return _simplify_or(e)
     raise TypeError(f"cannot simplify {e!r}")
+
+
+def _integer_linear(e: Expr) -> tuple[dict[str, int], int] | None:
+    """``e`` as ``sum(coef * var) + const`` when it is integer arithmetic (``+``, ``-``, ``*`` by a
+    constant) on int variables, else None."""
+    if isinstance(e, Var):
+        return ({e.name: 1}, 0) if e.integer else None
+    if isinstance(e, Const):
+        return ({}, e.value) if type(e.value) is int else None
+    if isinstance(e, UnaryOp) and e.op == "-":
+        inner = _integer_linear(e.operand)
+        return None if inner is None else ({k: -c for k, c in inner[0].items()}, -inner[1])
+    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
+        a, b = _integer_linear(e.lhs), _integer_linear(e.rhs)
+        if a is None or b is None:
+            return None
+        if e.op == "*":
+            if a[0] and b[0]:
+                return None
+            (terms, c), k = (a, b[1]) if not b[0] else (b, a[1])
+            return {v: x * k for v, x in terms.items()}, c * k
+        sign = 1 if e.op == "+" else -1
+        terms = dict(a[0])
+        for v, x in b[0].items():
+            terms[v] = terms.get(v, 0) + sign * x
+        return terms, a[1] + sign * b[1]
+    return None
+
+
+def single_variable(e: Expr) -> str | None:
+    """The name of the int variable that integer arithmetic ``e`` equals (``(n + 1) - 1``)."""
+    if isinstance(e, Var):
+        return None
+    lin = _integer_linear(e)
+    if lin is None or lin[1] != 0 or len(lin[0]) != 1:
+        return None
+    ((name, coef),) = lin[0].items()
+    return name if coef == 1 else None
+
+
+def _solve_linear(e: Compare) -> Expr:
+    """``(x + 1) - 1 != 1`` as ``x != 1``: a comparison of integer arithmetic on one size,
+    solved for it (so that bounds on the same size merge)."""
+    a, b = _integer_linear(e.lhs), _integer_linear(e.rhs)
+    if a is None or b is None:
+        return e
+    terms = dict(a[0])
+    for v, x in b[0].items():
+        terms[v] = terms.get(v, 0) - x
+    terms = {v: x for v, x in terms.items() if x}
+    const = b[1] - a[1]  # sum(terms) op const
+    if not terms:
+        return Const(_COMPARE[e.op](0, const))
+    if len(terms) != 1:
+        return e
+    ((name, coef),) = terms.items()
+    if coef not in (1, -1):
+        return e
+    op = e.op if coef == 1 else _MIRRORED[e.op]
+    return Compare(op, Var(name, integer=True), Const(const * coef))
 
 
 def _flatten(terms: Iterable[Expr], kind: type[_Junction]) -> list[Expr]:

@@ -17,6 +17,7 @@ from thunder_ir import constraints as C
 from thunder_ir.devices import Device, to_device
 from thunder_ir.dtypes import DType, to_dtype
 from thunder_ir.errors import DataDependentError, UnsupportedTensorAttributeError
+from thunder_ir.sizes import note_constraint
 from thunder_ir.tracectx import get_tracectx
 
 if TYPE_CHECKING:
@@ -447,7 +448,13 @@ class NumberProxy(Proxy):
         super().__init__(name)
         self.value = value
         self.python_type = python_type
-        self.expr: C.Expr = expr if expr is not None else C.Var(self.name)
+        self.expr: C.Expr = (
+            expr if expr is not None else C.Var(self.name, integer=python_type in (int, bool))
+        )
+        if expr is None and python_type is int:
+            trace = get_tracectx()
+            if trace is not None:
+                trace.int_variables[self.name] = self
 
     def replace(self, *, name: str | None = None) -> NumberProxy:
         return type(self)(name, value=self.value, python_type=self.python_type)  # type: ignore[call-arg]
@@ -463,6 +470,8 @@ class NumberProxy(Proxy):
         trace = get_tracectx()
         if trace is not None:
             trace.add_constraint(expr)
+        else:  # a pass deciding on a value outside any trace: still checked by the prologue
+            note_constraint(expr)
 
     def __bool__(self) -> bool:
         result = bool(self.value)

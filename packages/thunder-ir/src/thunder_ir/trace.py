@@ -12,6 +12,7 @@ from typing import Any
 from thunder_ir import constraints as C
 from thunder_ir.codegen import Printer, bound_symbol_lines, global_names
 from thunder_ir.proxies import Proxy
+from thunder_ir.sizes import note_constraint
 from thunder_ir.symbol import BoundSymbol
 
 __all__ = ["PassRecord", "Trace"]
@@ -47,6 +48,9 @@ class Trace:
         self._counters: dict[str, int] = {}
         self.scopes: list[list[BoundSymbol]] = [self.bound_symbols]
         self.constraints: list[C.Expr] = []
+        # Int NumberProxies that stand for themselves (inputs, fresh sizes), by name: arithmetic
+        # that comes back to one of them returns it instead of a new name.
+        self.int_variables: dict[str, Any] = {}
         self.history: tuple[PassRecord, ...] = ()
         self.docstring: str = ""
         # While False (a no-grad region of the recorded program), every tensor an op records
@@ -93,6 +97,7 @@ class Trace:
 
     def add_constraint(self, expr: C.Expr) -> None:
         self.constraints.append(expr)
+        note_constraint(expr)
 
     def constraint(self) -> C.Expr:
         """The simplified conjunction of everything the recording relied on."""

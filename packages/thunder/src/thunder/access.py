@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ARG", "ATTR", "CELL", "GLOBAL", "ITEM", "KWARG", "ROOT", "Access"]
+__all__ = ["ARG", "ATTR", "CELL", "GLOBAL", "ITEM", "KWARG", "ROOT", "SIZE", "Access"]
 
 ARG = "arg"  # key: position in *args
 KWARG = "kwarg"  # key: keyword name
@@ -21,6 +21,7 @@ CELL = "cell"  # key: (index in __closure__, free variable name); parent: the fu
 ATTR = "attr"  # key: attribute name
 ITEM = "item"  # key: the subscript
 FROM_NUMPY = "from_numpy"  # key: None; the tensor torch.from_numpy(parent) makes (shares memory)
+SIZE = "size"  # key: a dimension; parent: a tensor with symbolic sizes (cache="symbolic values")
 
 _NOT_IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -77,6 +78,8 @@ class Access:
             return f"{parent}.{self.key}"
         if k == FROM_NUMPY:
             return f"torch.from_numpy({parent})"
+        if k == SIZE:
+            return f"{parent}.shape[{self.key}]"
         return f"{parent}[{self.key!r}]"
 
     def short_name(self, param_names: tuple[str, ...] = ()) -> str:
@@ -96,6 +99,8 @@ class Access:
                 parts.append(str(node.key))
             elif k == FROM_NUMPY:
                 parts.append("tensor")
+            elif k == SIZE:
+                parts.append(f"size{node.key}")
             node = node.parent
         parts.reverse()
         if len(parts) > 1 and self.root.kind == ARG and parts[0] in ("self", "module", "model"):

@@ -17,10 +17,16 @@ from thunder.binding.reshape_writes import install as install_reshape_write_chec
 from thunder.errors import JitError, UnsupportedOperationError
 from thunder.lookasides import native_special
 from thunder.options import JitOptions
-from thunder.prologue import build_epilogue, build_prologue, reporting_misses
+from thunder.prologue import (
+    build_epilogue,
+    build_prologue,
+    check_late_constraints,
+    reporting_misses,
+)
 from thunder_executors import transform_for_execution
 from thunder_interp import interpret
 from thunder_ir import Proxy, TensorProxy, Trace, TracingError, Transform, prims, tracectx
+from thunder_ir.sizes import SizeFacts, size_facts
 from thunder_transforms import dce
 from thunder_transforms.autodiff import make_differentiable
 
@@ -112,6 +118,23 @@ def compile_entry(
     key: tuple[Any, ...] | None,
 ) -> CacheEntry:
     """Trace ``fn(*args, **kwargs)`` and compile the entry that runs calls like it."""
+    with size_facts() as facts:
+        return _compile_entry(
+            fn, args, kwargs, options, executors, transforms, param_names, key, facts
+        )
+
+
+def _compile_entry(
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: JitOptions,
+    executors: Sequence[Any],
+    transforms: Sequence[Transform],
+    param_names: tuple[str, ...],
+    key: tuple[Any, ...] | None,
+    facts: SizeFacts,
+) -> CacheEntry:
     timings: dict[str, float] = {}
     start = time.perf_counter()
     trace = Trace("computation")
@@ -168,6 +191,7 @@ def compile_entry(
 
     t = time.perf_counter()
     prologue_trace, ctx = build_prologue(binder, len(args), trace.constraint())
+    checked = len(facts.constraints)
     traced = trace
     trace, under_autocast = _apply_autocast(trace, binder)
     epilogue_trace = None
@@ -190,6 +214,7 @@ def compile_entry(
     else:
         computation = _execution(trace, executors, transforms, computation_traces, under_autocast)
     timings["transforms"] = time.perf_counter() - t
+    check_late_constraints(prologue_trace, facts.constraints_since(checked), binder)
 
     t = time.perf_counter()
     prologue = reporting_misses(prologue_trace.python_callable(ctx))

@@ -11,6 +11,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from thunder_ir import Symbol
+from thunder_ir.codegen import Printer, register_inline
 from thunder_ir.prims.prologue import GuardFailure
 from thunder_ir.tags import OpTag
 
@@ -26,6 +27,7 @@ __all__ = [
     "is_plain_module_member",
     "unpack_from_numpy",
     "unpack_module_attr",
+    "unpack_shape",
 ]
 
 # nn.Module attributes that ``Module.__call__`` reads to decide whether it takes its fast path.
@@ -173,6 +175,48 @@ def _unpack_module_attr(module: Any, name: str) -> Any:
 unpack_module_attr = _prologue_symbol(_unpack_module_attr, check=False)
 
 
+# -- symbolic sizes (cache="symbolic values") -----------------------------------------------------
+
+
+def _unpack_shape(tensor: Any, pattern: tuple[int | None, ...]) -> tuple[int, ...]:
+    shape = getattr(tensor, "shape", None)
+    if shape is None or len(shape) != len(pattern):
+        raise GuardFailure(f"expected {len(pattern)} dimensions, got {_shape_text(shape)}")
+    for s, p in zip(shape, pattern):
+        if p is not None and s != p:
+            raise GuardFailure(
+                f"expected the shape {_shape_text(pattern)}, got {_shape_text(shape)}"
+            )
+    return tuple(s for s, p in zip(shape, pattern) if p is None)
+
+
+def _shape_text(shape: Any) -> str:
+    if shape is None:
+        return "no tensor"
+    return "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+
+
+# The symbolic sizes of a tensor (``pattern``: the constant sizes, None where symbolic).
+unpack_shape = _prologue_symbol(_unpack_shape)
+
+
+def _inline_unpack_shape(bsym: Any, p: Printer) -> str:
+    tensor, pattern = bsym.args
+    names = iter(o.name for o in bsym.output)
+    targets = ", ".join("_" if d is not None else next(names) for d in pattern)
+    x = p.value(tensor)
+    fixed = [f"{x}.shape[{i}] == {d}" for i, d in enumerate(pattern) if d is not None]
+    if not fixed:
+        return f"({targets},) = {x}.shape"
+    return (
+        f"({targets},) = {x}.shape if {' and '.join(fixed)} else "
+        f"{p.symbol(bsym.sym)}({x}, {pattern!r})"
+    )
+
+
+register_inline(unpack_shape, _inline_unpack_shape)
+
+
 # -- the metadata of the tensors that are not arguments ------------------------------------------
 
 
@@ -184,10 +228,19 @@ class TensorsMetadata:
     Parameter was, or a call under ``inference_mode``, recompiles). Strides are not checked: the
     computation does not depend on them."""
 
-    def __init__(self, names: Sequence[str], tensors: Sequence[torch.Tensor]) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        tensors: Sequence[torch.Tensor],
+        shapes: Sequence[tuple[int | None, ...]] | None = None,
+    ) -> None:
         self.names = tuple(names)
-        self.expected = tuple((tuple(t.shape), t.dtype, t.device, t.requires_grad) for t in tensors)
-        fast = _torch_tensor_guard(tensors)
+        # The sizes checked: None for a symbolic size (unpacked and constrained elsewhere).
+        shapes = shapes if shapes is not None else [tuple(t.shape) for t in tensors]
+        self.expected = tuple(
+            (shape, t.dtype, t.device, t.requires_grad) for shape, t in zip(shapes, tensors)
+        )
+        fast = _torch_tensor_guard(tensors, shapes)
         self.check = fast.check if fast is not None else self._matches
 
     def _matches(self, *tensors: Any) -> bool:
@@ -200,28 +253,32 @@ class TensorsMetadata:
         ):
             if (
                 not isinstance(t, torch.Tensor)
-                or t.shape != shape
+                or len(t.shape) != len(shape)
+                or any(e is not None and s != e for s, e in zip(t.shape, shape))
                 or t.dtype is not dtype
                 or t.requires_grad is not requires_grad
                 or t.device != device
             ):
                 return (
-                    f"tensor metadata of {name} changed: expected {device} {dtype}{list(shape)} "
+                    f"tensor metadata of {name} changed: expected {device} {dtype}"
+                    f"{_shape_text(shape)} "
                     f"requires_grad={requires_grad}"
                 )
         return None
 
 
-def _torch_tensor_guard(tensors: Sequence[torch.Tensor]) -> Any:
-    """torch's own guard for these tensors (sizes checked, strides not), or None where this
-    torch has none."""
+def _torch_tensor_guard(
+    tensors: Sequence[torch.Tensor], shapes: Sequence[tuple[int | None, ...]]
+) -> Any:
+    """torch's own guard for these tensors (sizes checked where not None, strides not), or
+    None where this torch has none."""
     try:
         from torch._C._dynamo import guards
 
         make: Any = guards.TensorGuards  # its stub types the per-tensor lists as flat
         return make(
             *tensors,
-            dynamic_dims_sizes=[list(t.shape) for t in tensors],
+            dynamic_dims_sizes=[list(shape) for shape in shapes],
             dynamic_dims_strides=[[None] * t.ndim for t in tensors],
         )
     except Exception:  # a torch without it, or with another signature

@@ -251,13 +251,31 @@ class ThunderFunction:
         self._warned = True
         reason = self._change_reason(structure, key) or "new inputs"
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        advice = "Raise the limit with thunder.jit(..., recompile_limit=N)"
+        if not self._symbolic and self._symbolic_would_help(structure, key):
+            advice += (
+                ", or pass cache='symbolic values': one program then serves changing sizes "
+                "and numbers"
+            )
+        elif self._symbolic and "guard failed" in reason:
+            advice += (
+                "; the program branched on the values that changed (a comparison, a size of "
+                "1, or a number turned into a constant), which symbolic values cannot cover"
+            )
         warnings.warn(
             f"thunder.jit: {name} hit the recompile limit ({self.options.recompile_limit} "
             f"compiled programs); running it eagerly for these inputs. What changed: {reason}. "
-            "Raise the limit with thunder.jit(..., recompile_limit=N), or use "
-            "cache='symbolic values' for changing numbers.",
+            f"{advice}.",
             stacklevel=3,
         )
+
+    def _symbolic_would_help(
+        self, structure: _Structure | None, key: tuple[Any, ...] | None
+    ) -> bool:
+        if structure is None or key is None or not structure.buckets:
+            return False
+        last_key = next(reversed(structure.buckets))
+        return structure.signature.symbolic_values_would_help(last_key, key)
 
     def _thunder_inner_function(self) -> Any:
         """The jitted callable (how an enclosing jit reads through this one)."""

@@ -15,13 +15,14 @@ import keyword
 import linecache
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from thunder.access import ARG, ATTR, CELL, FROM_NUMPY, GLOBAL, ITEM, KWARG, ROOT, Access
+from thunder.access import ARG, ATTR, CELL, FROM_NUMPY, GLOBAL, ITEM, KWARG, ROOT, SIZE, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
 from thunder.binding.state import Rebuilt, rebuild, template_leaves
+from thunder.errors import JitError
 from thunder.guards import (
     ModulesWithoutHooks,
     TensorsMetadata,
@@ -32,6 +33,7 @@ from thunder.guards import (
     is_plain_module_member,
     unpack_from_numpy,
     unpack_module_attr,
+    unpack_shape,
 )
 from thunder.lookasides import SymbolicSize
 from thunder_ir import (
@@ -87,6 +89,7 @@ class _PrologueBuilder:
         self.hookless: list[Any] = []
         self.tensors: list[tuple[Any, str, torch.Tensor]] = []
         self.objects = {a: o for o, a in binder.access_of.values()}
+        self.shapes_done: set[Access] = set()
 
     def build(self, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
         trace = self.trace
@@ -114,6 +117,8 @@ class _PrologueBuilder:
                 trace.record(bsym)
             for _, access in self.binder.inputs:
                 self._unpack(access)
+            for access in self.binder.symbolic_shapes:
+                self._unpack_shape(access)
             for guard in self.binder.guards.values():
                 if not self.binder.is_inserted(guard.access):
                     self._check(guard)
@@ -169,6 +174,8 @@ class _PrologueBuilder:
             self.values[access] = value
             return value
         like = next((p for p, a in self.binder.inputs if a == access), None)
+        if kind == SIZE:
+            return self._unpack_sizes(access, like)
         out = self._new_proxy(like, access)
         if kind == ARG:  # not unpacked above: an argument only reached through its items
             bsym = prims.unpack_key.bind(self.args_proxy, access.key, output=out)
@@ -196,6 +203,34 @@ class _PrologueBuilder:
         self.trace.record(bsym)
         self.values[access] = out
         return out
+
+    def _unpack_sizes(self, access: Access, like: Proxy | None) -> Any:
+        assert access.parent is not None
+        self._unpack_shape(access.parent)
+        return self.values[access]
+
+    def _unpack_shape(self, tensor_access: Access) -> None:
+        """A tensor with symbolic sizes: its sizes unpacked and its constant sizes (0 and 1)
+        checked, in one step (the cache key holds only its number of dimensions)."""
+        if tensor_access in self.shapes_done:
+            return
+        self.shapes_done.add(tensor_access)
+        tensor = self._unpack(tensor_access)
+        assert isinstance(tensor, TensorProxy)
+        pattern = tuple(s if isinstance(s, int) else None for s in tensor.shape)
+        dims = [i for i, s in enumerate(tensor.shape) if not isinstance(s, int)]
+        sizes = tuple(
+            self._new_proxy(cast(IntegerProxy, tensor.shape[i]), Access(SIZE, i, tensor_access))
+            for i in dims
+        )
+        what = tensor_access.describe(self.binder.param_names)
+        self.trace.record(
+            unpack_shape.bind(tensor, pattern, output=sizes).replace(
+                header=f"guard: shape of {what}"
+            )
+        )
+        for i, proxy in zip(dims, sizes):
+            self.values[Access(SIZE, i, tensor_access)] = proxy
 
     def _reads_module_member(self, access: Access) -> bool:
         """A parameter, buffer or submodule of a module whose type is fixed (guarded, or the
@@ -260,7 +295,8 @@ class _PrologueBuilder:
             )
         if self.tensors:
             proxies, names, tensors = zip(*self.tensors)
-            metadata = TensorsMetadata(names, tensors)
+            shapes = [tuple(s if isinstance(s, int) else None for s in p.shape) for p in proxies]
+            metadata = TensorsMetadata(names, tensors, shapes)
             self.trace.record(
                 check_tensors.bind(metadata, *proxies, output=None).replace(
                     header=f"guard: metadata of {len(tensors)} tensors"
@@ -271,6 +307,24 @@ class _PrologueBuilder:
 def build_prologue(binder: Binder, nargs: int, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
     """The prologue trace of a cache entry and the context its printed code needs."""
     return _PrologueBuilder(binder, nargs).build(constraint)
+
+
+def check_late_constraints(prologue: Trace, constraint: C.Expr, binder: Binder) -> None:
+    """Adds to ``prologue`` what the passes after tracing relied on (an executor baking a
+    symbolic size, autodiff comparing sizes): checked on every call like the rest."""
+    if constraint == C.Const(True):
+        return
+    known = {p.name for p, _ in binder.inputs}
+    unknown = constraint.variables() - known
+    if unknown:
+        raise JitError(
+            f"thunder.jit: compiling relied on {constraint.python()}, which names values the "
+            f"prologue cannot read ({', '.join(sorted(unknown))}); please report this"
+        )
+    text = constraint.python()
+    check = prims.check_constraint.bind(PythonCode(text, C.PYTHON_NAMES), text, output=None)
+    body = prologue.bound_symbols  # the last one returns
+    body.insert(len(body) - 1, check.replace(header=f"guard (compiling relied on it): {text}"))
 
 
 def reporting_misses(prologue: Callable[..., Any]) -> Callable[..., Any]:

@@ -115,13 +115,23 @@ class Signature:
         self.labels = labels
         self.source = source
 
+    def changes(self, old: tuple[Any, ...], new: tuple[Any, ...]) -> list[tuple[str, Any, Any]]:
+        """The entries that differ between two keys of this signature: (label, old, new)."""
+        return [(lb, a, b) for lb, a, b in zip(self.labels, old, new) if a is not b and a != b]
+
     def describe_change(self, old: tuple[Any, ...], new: tuple[Any, ...]) -> list[str]:
         """What differs between two keys of this signature, as readable lines."""
-        changes = []
-        for label, a, b in zip(self.labels, old, new):
-            if a is not b and a != b:
-                changes.append(f"{label}: {_show(a)} -> {_show(b)}")
-        return changes
+        return [f"{label}: {_show(a)} -> {_show(b)}" for label, a, b in self.changes(old, new)]
+
+    def symbolic_values_would_help(self, old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+        """Whether every difference is one ``cache="symbolic values"`` keeps in one program:
+        a tensor's sizes (same number of dimensions) or a Python int/float."""
+        found = self.changes(old, new)
+        return bool(found) and all(
+            (label.endswith(".shape") and len(a) == len(b))
+            or (type(a) in (int, float) and type(b) in (int, float))
+            for label, a, b in found
+        )
 
 
 def _show(x: Any) -> str:
@@ -175,7 +185,11 @@ class _Generator:
                 self.leaf(name, v, f"{label}[{k!r}]", depth + 1)
         elif isinstance(value, torch.Tensor):
             self.tensors.append(var)
-            for attr in ("shape", "dtype", "device", "requires_grad"):
+            # Symbolic sizes: the prologue unpacks and checks the sizes (parameters keep theirs).
+            sizes = (
+                "ndim" if self.symbolic and not isinstance(value, torch.nn.Parameter) else "shape"
+            )
+            for attr in (sizes, "dtype", "device", "requires_grad"):
                 self.key.append(f"{var}.{attr}")
                 self.labels.append(f"{label}.{attr}")
         elif isinstance(value, _SCALARS) and not (self.symbolic and t in (int, float)):

@@ -9,6 +9,7 @@ from typing import Any
 from thunder_ir import dtypes, prims
 from thunder_ir.dtypes import DType
 from thunder_ir.proxies import NumberProxy, TensorProxy
+from thunder_ir.sizes import same_size
 from thunder_ir.symbol import Symbol
 from thunder_ir.utils import check, dtype_of, result_type
 
@@ -50,20 +51,29 @@ def to_shape(shape: Any) -> tuple[Any, ...]:
     return tuple(shape)
 
 
+def _is_one(d: Any) -> bool:
+    """Whether a size is 1 (for a symbolic size, the answer is a constraint of the trace)."""
+    return d == 1 if isinstance(d, int) else bool(d == 1)
+
+
 def broadcast_shapes(*shapes: Sequence[Any]) -> tuple[Any, ...]:
     n = max((len(s) for s in shapes), default=0)
-    out: list[Any] = [1] * n
+    out: list[Any] = [None] * n
     for s in shapes:
         for i, d in enumerate(s):
             j = n - len(s) + i
             cur = out[j]
-            if isinstance(d, int) and d == 1:
+            if cur is None:  # the first size seen here: nothing to compare yet
+                out[j] = d
                 continue
-            if isinstance(cur, int) and cur == 1:
+            if same_size(cur, d) or _is_one(d):
+                continue
+            if _is_one(cur):
                 out[j] = d
             else:
+                # Symbolic sizes: the program relies on them being equal (a constraint).
                 check(
-                    not (isinstance(cur, int) and isinstance(d, int)) or cur == d,
+                    bool(cur == d),
                     lambda: (
                         f"The size of tensor a ({cur}) must match the size of tensor b ({d}) at non-singleton dimension {i}"
                     ),
@@ -73,7 +83,7 @@ def broadcast_shapes(*shapes: Sequence[Any]) -> tuple[Any, ...]:
 
 def expand_to(a: TensorProxy, shape: Sequence[Any]) -> TensorProxy:
     """``a`` broadcast to ``shape`` (a no-op, recording nothing, when it already has it)."""
-    if tuple(a.shape) == tuple(shape):
+    if len(a.shape) == len(shape) and all(same_size(x, y) for x, y in zip(a.shape, shape)):
         return a
     offset = len(shape) - a.ndim
     check(offset >= 0, lambda: f"cannot broadcast a tensor of shape {a.shape} to {tuple(shape)}")

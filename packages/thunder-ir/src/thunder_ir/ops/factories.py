@@ -471,8 +471,18 @@ def arange(
         (step > 0 and end >= start) or (step < 0 and end <= start),
         "upper bound and larger bound inconsistent with step sign",
     )
-    if all(isinstance(x, int) and not isinstance(x, bool) for x in (start, end, step)):
-        length: Any = (end - start + step - (1 if step > 0 else -1)) // step
+    integral = all(
+        (isinstance(x, int) and not isinstance(x, bool))
+        or (isinstance(x, NumberProxy) and x.python_type is int)
+        for x in (start, end, step)
+    )
+    if integral and isinstance(step, int):
+        # Integer arithmetic (traced for symbolic bounds): arange(n) has n elements.
+        length: Any = (
+            end - start if step == 1 else (end - start + step - (1 if step > 0 else -1)) // step
+        )
+    elif integral:
+        length = (end - start + step - (1 if step > 0 else -1)) // step
     else:
         length = (
             prims.ceil((end - start) / step)

@@ -17,6 +17,7 @@ from thunder_ir import dtypes, prims
 from thunder_ir.ops._helpers import broadcast_shapes, to_dtype, to_shape
 from thunder_ir.ops._registry import torchop
 from thunder_ir.proxies import NumberProxy, TensorProxy
+from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import canonicalize_dim, check, promote_types
 
@@ -60,11 +61,11 @@ def infer_shape(a: TensorProxy, shape: tuple[Any, ...]) -> tuple[Any, ...]:
         known_total: Any = 1
         for s in shape:
             known_total = known_total * s
-        if isinstance(numel, int) and isinstance(known_total, int):
-            check(
-                known_total == numel,
-                lambda: f"shape '{list(shape)}' is invalid for input of size {numel}",
-            )
+        # With symbolic sizes, the program relies on the sizes matching (a constraint).
+        check(
+            same_size(known_total, numel) or bool(known_total == numel),
+            lambda: f"shape '{list(shape)}' is invalid for input of size {numel}",
+        )
         return shape
     known: Any = 1
     for s in shape:
@@ -72,7 +73,7 @@ def infer_shape(a: TensorProxy, shape: tuple[Any, ...]) -> tuple[Any, ...]:
             known = known * s
     check(known != 0, lambda: f"shape '{list(shape)}' is invalid for input of size {numel}")
     check(
-        not isinstance(numel, int) or not isinstance(known, int) or numel % known == 0,
+        bool(numel % known == 0),
         lambda: f"shape '{list(shape)}' is invalid for input of size {numel}",
     )
     out = list(shape)

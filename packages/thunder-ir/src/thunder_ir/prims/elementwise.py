@@ -33,6 +33,7 @@ from thunder_ir.proxies import (
 )
 from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
+from thunder_ir.tracectx import get_tracectx
 from thunder_ir.utils import check
 
 # How the output dtype follows from the (common) input dtype.
@@ -88,6 +89,15 @@ def _integer_identity(name: str, args: tuple[Any, ...]) -> Any:
     return None
 
 
+def _same_variable(expr: C.Expr) -> Any:
+    """The int variable of the trace that integer arithmetic ``expr`` equals, if any."""
+    trace = get_tracectx()
+    if trace is None or not trace.int_variables:
+        return None
+    name = C.single_variable(expr)
+    return None if name is None else trace.int_variables.get(name)
+
+
 def _elementwise_meta(
     name: str,
     arity: int,
@@ -117,7 +127,11 @@ def _elementwise_meta(
             same = _integer_identity(name, args)
             if same is not None:
                 return same  # x + 0, x - 0, x * 1, x // 1: the input itself, nothing recorded
-            return _number_result(value, expr_fn(*(_expr(a) for a in args)))
+            expr = expr_fn(*(_expr(a) for a in args))
+            back = _same_variable(expr)
+            if back is not None:
+                return back  # (n + 1) - 1 is n again: no new name for it
+            return _number_result(value, expr)
         check_same_shape(tensors, f"prims.{name}")
         device = check_same_device(tensors, f"prims.{name}")
         dtype = check_same_dtype(tensors, f"prims.{name}")

@@ -19,7 +19,8 @@ class GuardFailure(Exception):
 
 # What an inlined read raises when its path is gone (``obj.name``, ``d[key]``): the prologue's
 # caller reports these as a GuardFailure.
-PROLOGUE_MISSES = (AttributeError, KeyError, IndexError, TypeError)
+# (ValueError: a shape unpacked into as many names as the traced tensor had dimensions.)
+PROLOGUE_MISSES = (AttributeError, KeyError, IndexError, TypeError, ValueError)
 
 
 def _no_meta(*args: Any, **kwargs: Any) -> Any:

@@ -157,6 +157,11 @@ class _Linearizer:
             self.input_views.update(p.name for p in bsym.flat_proxy_outs)  # unfold of an input
 
 
+def _shape_text(shape: Any) -> str:
+    """A shape as text, symbolic sizes by name (printing their value would specialize them)."""
+    return "(" + ", ".join(s.name if isinstance(s, Proxy) else str(s) for s in shape) + ")"
+
+
 class _Backward:
     """Records the backward: cotangents accumulated per forward proxy, rules run in reverse."""
 
@@ -172,7 +177,8 @@ class _Backward:
             static_eq(x, y) for x, y in zip(g.shape, p.shape)
         ):
             raise RuntimeError(
-                f"{where} returned a gradient of shape {g.shape} for {p.name} of shape {p.shape}"
+                f"{where} returned a gradient of shape {_shape_text(g.shape)} for {p.name} of "
+                f"shape {_shape_text(p.shape)}"
             )
         if g.dtype != p.dtype:
             g = prims.convert_element_type(g, p.dtype)

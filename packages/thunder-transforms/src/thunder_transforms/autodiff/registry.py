@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thunder_ir import BoundSymbol, Symbol, TensorProxy, prims
-from thunder_ir.proxies import IntegerProxy
+from thunder_ir.sizes import same_size
 
 __all__ = [
     "VJP_RULES",
@@ -66,11 +66,7 @@ def bound_arguments(bsym: BoundSymbol) -> dict[str, Any]:
 
 def static_eq(a: Any, b: Any) -> bool:
     """Whether two sizes are known to be equal without recording a constraint."""
-    if isinstance(a, IntegerProxy) or isinstance(b, IntegerProxy):
-        return a is b or (
-            isinstance(a, IntegerProxy) and isinstance(b, IntegerProxy) and a.name == b.name
-        )
-    return bool(a == b)
+    return same_size(a, b)
 
 
 def zeros_like(p: TensorProxy) -> TensorProxy:

@@ -14,14 +14,15 @@ from typing import Any
 
 import torch
 
-from thunder.access import ATTR, CELL, GLOBAL, ROOT, Access
+from thunder.access import ARG, ATTR, CELL, GLOBAL, KWARG, ROOT, SIZE, Access
 from thunder.errors import (
     UnsupportedSideEffectError,
 )
 from thunder.guards import check_no_module_hooks
 from thunder.lookasides import SymbolicSize
 from thunder.options import CACHE_OPTIONS, JitOptions
-from thunder_ir import Proxy, TensorProxy, Trace
+from thunder_ir import IntegerProxy, Proxy, TensorProxy, Trace
+from thunder_ir import constraints as C
 from thunder_ir.devices import Device, to_torch_device
 from thunder_ir.dtypes import DType, to_torch_dtype
 from thunder_ir.prims.prologue import GuardFailure
@@ -269,6 +270,8 @@ class BinderState:
         self.bound_at: dict[Access, int] = {}
         # Objects taken out of outside containers (``pop``): no path reaches them on later calls.
         self._detached: dict[int, Any] = {}
+        # Containers the program made and put into outside state where no path reaches them.
+        self._escaped: dict[int, Any] = {}
         # Paths to objects the program itself put into outside containers: written (replayed),
         # never guarded (they do not exist when a call starts).
         self._inserted: set[Access] = set()
@@ -281,6 +284,9 @@ class BinderState:
         # Computation inputs in order: proxy and where it comes from.
         self.inputs: list[tuple[Proxy, Access]] = []
         self.tensor_proxies: dict[int, tuple[Any, TensorProxy]] = {}
+        # Tensors with symbolic sizes: the prologue unpacks their sizes and checks the constant
+        # ones (0 and 1).
+        self.symbolic_shapes: list[Access] = []
         self.guards: dict[Access, Guard] = {}
         self.writes: list[Write] = []
         self.globals_dicts: dict[str, dict[str, Any]] = {}
@@ -364,9 +370,41 @@ class BinderState:
         proxy = proxy_for_tensor(t, self._name_for(access))
         self.tensor_proxies[id(t)] = (t, proxy)
         self.inputs.append((proxy, access))
+        if self.symbolic and self._has_symbolic_sizes(t, access):
+            self.symbolic_shapes.append(access)
+            proxy.shape = tuple(self._symbolic_size(s, access, i) for i, s in enumerate(t.shape))
         if guarded:
             self.guards[access] = Guard(access, "tensor", t)
         return proxy
+
+    def _has_symbolic_sizes(self, t: torch.Tensor, access: Access) -> bool:
+        """Under ``cache="symbolic values"``, the sizes of tensors the caller passes (arguments
+        and tensors reached through them, such as a KV cache object's) are symbolic. Parameters
+        and module buffers keep static sizes: they are the model, not its input, and static
+        weight shapes keep every matmul's shape known."""
+        if isinstance(t, torch.nn.Parameter) or access.root.kind not in (ARG, KWARG):
+            return False
+        if access.kind == ATTR and access.parent is not None:
+            return not isinstance(self._resolve_object(access.parent), torch.nn.Module)
+        return True
+
+    def _symbolic_size(self, size: int, tensor: Access, dim: int) -> int | IntegerProxy:
+        """A size of 0 or 1 stays a constant (the prologue checks it): broadcasting, squeezing
+        and empty tensors behave differently there. A larger one becomes an input (the
+        prologue unpacks it) constrained to stay above 1."""
+        if size < 2:
+            return size
+        access = Access(SIZE, dim, tensor)
+        proxy = IntegerProxy(self._name_for(access), value=size)
+        self.inputs.append((proxy, access))
+        self.trace.add_constraint(C.Compare(">=", proxy.expr, C.Const(2)))
+        return proxy
+
+    def _resolve_object(self, access: Access) -> Any:
+        for obj, a in self.access_of.values():
+            if a == access:
+                return obj
+        return None
 
     def _access_of_input(self, proxy: Proxy) -> Access | None:
         for p, a in self.inputs:

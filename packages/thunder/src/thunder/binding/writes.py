@@ -59,6 +59,13 @@ def _restore_attr(obj: Any, name: str, old: Any) -> None:
         setattr(obj, name, old)
 
 
+def _absent(container: Any, key: Any) -> bool:
+    try:
+        return key not in container
+    except TypeError:  # an unhashable key: setdefault raises as well
+        return False
+
+
 def _restore_container(container: Any, snapshot: Any) -> None:
     if isinstance(container, list):
         container[:] = snapshot
@@ -108,13 +115,41 @@ class WritesMixin(ReadsMixin):
         self.written_paths.add(access.attr(name))
         self._track_stored(value, access.attr(name))
 
-    def _track_stored(self, value: Any, access: Access) -> None:
+    def _track_stored(self, value: Any, access: Access | None, depth: int = 0) -> None:
         """A container the program made and stored into outside state is outside state from now
-        on: what the program does to it later is replayed on it, found where it was stored."""
-        if type(value) in _CONTAINER_MUTATORS and self.access_for(value) is None:
-            stored = Access(access.kind, access.key, access.parent, version=len(self.writes))
-            self._associate(value, stored)
-            self._inserted.add(stored)
+        on: what the program does to it later (or to the containers it holds) is replayed on
+        it, found where it was stored. Stored where no path leads (``access`` None), a later
+        mutation cannot be replayed and is refused."""
+        if type(value) not in _CONTAINER_MUTATORS or self.access_for(value) is not None:
+            return
+        if access is None or depth > 8:
+            self._escaped[id(value)] = value
+            return
+        stored = Access(access.kind, access.key, access.parent, version=len(self.writes))
+        self._associate(value, stored)
+        self._inserted.add(stored)
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self._track_stored(v, stored.item(k), depth + 1)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self._track_stored(v, stored.item(i), depth + 1)
+        elif isinstance(value, (set, frozenset)):
+            pass  # holds no mutable containers
+
+    def _track_inserted(self, container: Any, access: Access, method: str, args: Any) -> None:
+        """Containers the program made that a mutation of outside ``container`` (called before
+        it runs) puts into outside state."""
+        if (method == "__setitem__" and len(args) == 2 and type(args[0]) is not slice) or (
+            method == "setdefault" and len(args) == 2 and _absent(container, args[0])
+        ):
+            self._track_stored(args[1], access.item(args[0]))
+        elif method == "append" and isinstance(container, list) and len(args) == 1:
+            self._track_stored(args[0], access.item(len(container)))
+        else:
+            for a in args:
+                for v in a if type(a) in (list, tuple) else (a,):
+                    self._track_stored(v, None)
 
     def _cb_delete_global(self, name: str, globs: dict[str, Any]) -> None:
         module = globs.get("__name__")
@@ -172,6 +207,12 @@ class WritesMixin(ReadsMixin):
         self._refuse_detached(container, f"calls {method} on")
         access = self.access_for(container)
         if access is None:
+            if id(container) in self._escaped and self._escaped[id(container)] is container:
+                raise UnsupportedSideEffectError(
+                    f"thunder.jit: the function calls {method} on a {type(container).__name__} it "
+                    "made and put into an outside container where later calls cannot find it "
+                    "again; build it completely before storing it"
+                )
             return  # created by the program
         if kw:
             raise UnsupportedSideEffectError(
@@ -196,6 +237,7 @@ class WritesMixin(ReadsMixin):
             # relied on.
             self.guards.setdefault(access, Guard(access, "type", type(container)))
         self.writes.append(Write("call", access, method, template))
+        self._track_inserted(container, access, method, args)
 
     def _template(self, value: Any, what: str) -> Any:
         """``value`` as something the epilogue can rebuild on every call."""
