@@ -15,9 +15,12 @@ class CACHE_OPTIONS(enum.Enum):
 
     - ``CONSTANT_VALUES`` (default): Python numbers and strings among the inputs are constants of
       the program; another value is another cache entry.
-    - ``SYMBOLIC_VALUES``: int and float inputs stay symbolic (``NumberProxy``); the prologue checks
-      the conditions the traced path relied on (``flag > 5``), so one program serves every value
-      that satisfies them.
+    - ``SYMBOLIC_VALUES``: int and float inputs stay symbolic (``NumberProxy``), and so do the
+      sizes of the tensors the caller passes (arguments and tensors inside argument objects, such
+      as a KV cache; parameters and buffers keep static sizes). Sizes 0 and 1 stay constants.
+      The prologue unpacks the sizes and checks the conditions the traced path relied on
+      (``flag > 5``, ``x.shape[1] == y.shape[1]`` for broadcasting), so one program serves every
+      input that satisfies them.
     - ``NO_CACHING``: every call interprets, traces and compiles again.
     - ``SAME_INPUT``: for programs called again and again with the same arguments (the same
       tensor objects, the same numbers). Compiles as ``CONSTANT_VALUES``; a call whose arguments

@@ -218,6 +218,8 @@ class _PrologueBuilder:
         tensor = self._unpack(tensor_access)
         assert isinstance(tensor, TensorProxy)
         pattern = tuple(s if isinstance(s, int) else None for s in tensor.shape)
+        if not pattern:
+            return  # a 0-d tensor: nothing to unpack (its number of dimensions is checked)
         dims = [i for i, s in enumerate(tensor.shape) if not isinstance(s, int)]
         sizes = tuple(
             self._new_proxy(cast(IntegerProxy, tensor.shape[i]), Access(SIZE, i, tensor_access))

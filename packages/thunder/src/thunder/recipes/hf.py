@@ -21,8 +21,8 @@ class HFTransformers(BaseRecipe):
     its compile-friendly paths. The recipe adds a lookaside that skips the library's eager-only
     padding check (``warn_if_padding_and_no_attention_mask``: it only warns, and reads token
     values to decide). Caching stays the jit's default (a new sequence length compiles a new
-    program; symbolic sizes, which would serve every length with one program, are not built
-    yet)."""
+    program); pass ``cache="symbolic values"`` to serve every length with one program (text
+    generation: one program for the prompt, one for all decoding steps)."""
 
     def validate(self, model: Any) -> None:
         try:
