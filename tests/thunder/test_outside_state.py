@@ -437,3 +437,26 @@ def test_a_function_made_in_the_program_reads_the_outer_closure():
     with torch.no_grad():
         lin.weight.mul_(2)
     torch.testing.assert_close(jf(x), f(x))
+
+
+G_NESTED: dict[str, Any] = {}
+L_NESTED: list[Any] = []
+
+
+def test_containers_the_program_puts_into_outside_state_keep_later_mutations() -> None:
+    def f(x):
+        d = {"h": [1]}
+        G_NESTED["k"] = d
+        d["h"].append(2)
+        G_NESTED.setdefault("z", []).append(3)
+        L_NESTED.append([])
+        L_NESTED[-1].append(4)
+        return x * 2
+
+    jf = thunder.jit(f)
+    for _ in range(2):
+        G_NESTED.clear()
+        L_NESTED.clear()
+        jf(torch.randn(2))
+        assert G_NESTED == {"k": {"h": [1, 2]}, "z": [3]}
+        assert L_NESTED == [[4]]

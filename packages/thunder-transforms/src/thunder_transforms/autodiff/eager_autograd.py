@@ -16,6 +16,8 @@ execution trace (every op the torch call eager makes) is recorded by torch.autog
   sizes) reads a member of a group written after it (torch may have saved what it read), or
   produces one and is an op whose backward torch computes from its result (exp, sigmoid, tanh,
   relu, softmax, ...; also their in-place forms);
+- an in-place op reads, through another view, memory it writes (``a.add_(a[:, :1])``: the
+  values it reads depend on the order torch writes in);
 - functionalization refuses the program (a write through a reshape, as_strided, detach...).
 
 Otherwise (``relu_`` on an activation, ``+=`` of a residual, buffers) thunder's autodiff runs,
@@ -82,9 +84,14 @@ def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = No
         reads_active = b.sym.id != prims.stop_gradient.id and any(p.name in active for p in tensors)
         outs = [o for o in b.flat_outs if isinstance(o, TensorProxy) and o.dtype.is_inexact]
         if writes_in_place(b):
-            groups = {info.root(n) for n in written_inputs(b)}
+            written = set(written_inputs(b))
+            groups = {info.root(n) for n in written}
             if groups & touched:
                 return True  # a value autograd may have saved is overwritten
+            if any(p.name not in written and info.root(p.name) in groups for p in tensors):
+                # It reads memory it writes through another view (``a.add_(a[:, :1])``): what it
+                # reads depends on the order torch writes in, which only running it shows.
+                return True
             if reads_active:
                 active.update(o.name for o in outs)
                 if _saves_result(b.sym.name):
