@@ -172,6 +172,8 @@ class _Assigner:
                 continue
             node = self._claim_one(bsym)
             if node is not None:
+                if bsym.subsymbols:  # run whole: the sizes its decomposition computes, too
+                    self.claim(_number_computations(bsym, defined), defined)
                 self.nodes.append(node)
                 defined.update(p.name for p in node.bsym.flat_proxy_outs)
                 continue

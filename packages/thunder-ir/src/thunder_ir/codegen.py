@@ -14,7 +14,7 @@ import torch
 
 from thunder_ir.devices import Device
 from thunder_ir.dtypes import DType, from_torch_dtype
-from thunder_ir.proxies import Proxy, TensorProxy
+from thunder_ir.proxies import IntegerProxy, Proxy, TensorProxy
 from thunder_ir.tags import OpTag
 
 if TYPE_CHECKING:
@@ -73,6 +73,13 @@ class Printer:
         key = id(x)
         name = self._object_names.get(key)
         if name is None:
+            if isinstance(x, (tuple, list, set, frozenset)) and any(
+                isinstance(v, Proxy) for v in x
+            ):
+                raise TypeError(
+                    f"a {type(x).__name__} holding proxies cannot be a constant of the program "
+                    "(it would keep the values of the traced call)"
+                )
             name = f"_obj{len(self._object_names)}"
             self._object_names[key] = name
             self.ctx[name] = x
@@ -128,6 +135,15 @@ def value_to_python(x: Any, printer: Printer | None = None) -> str:
     if isinstance(x, torch.Size):
         _need(printer, "torch")
         return f"torch.Size({value_to_python(tuple(x), printer)})"
+    if isinstance(x, (tuple, list)) and not hasattr(type(x), "_fields"):
+        if any(isinstance(v, Proxy) for v in x):
+            # A shape with symbolic sizes (a tuple subclass), or another sequence of proxies:
+            # its items by name. As an opaque constant it would hold the traced call's values.
+            plain = value_to_python(tuple(x), printer)
+            if all(type(v) is int or isinstance(v, IntegerProxy) for v in x):
+                _need(printer, "torch")
+                return f"torch.Size({plain})"
+            return plain
     from thunder_ir.trace import Trace
 
     if isinstance(x, Trace):  # a sub-trace: defined as a local function before its use

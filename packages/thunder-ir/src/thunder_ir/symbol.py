@@ -85,6 +85,10 @@ class Symbol:
                 f"{self.qualified_name} was called outside of tracing. IR symbols only record; to "
                 "run a trace, hand it to an executor (thunder_executors.transform_for_execution)"
             )
+        if any(_is_proxy_sequence(a) for a in args):
+            args = tuple(tuple(a) if _is_proxy_sequence(a) else a for a in args)
+        if any(_is_proxy_sequence(v) for v in kwargs.values()):
+            kwargs = {k: tuple(v) if _is_proxy_sequence(v) else v for k, v in kwargs.items()}
         if not trace.grad_enabled and self.is_prim and self.name == "copy_" and len(args) > 1:
             # A write in a no-grad region writes a value without gradient history, as eager.
             if getattr(args[1], "requires_grad", False):
@@ -95,9 +99,14 @@ class Symbol:
                 )
             args = (_without_grad(args[0]), *args[1:])
         if self.is_prim or self.meta is None:
+            known = len(trace.int_variables)
             out = self.meta(*args, **kwargs) if self.meta is not None else None
-            if isinstance(out, NumberProxy) and any(out is a for a in args):
-                return out  # an identity on a number (i + 0): nothing computed, nothing recorded
+            if isinstance(out, NumberProxy) and (
+                any(out is a for a in args) or _existing_variable(trace, out, known)
+            ):
+                # An identity on a number (i + 0), or arithmetic that comes back to a number
+                # already defined ((n + 1) - 1): nothing computed, nothing recorded.
+                return out
             subsymbols: tuple[BoundSymbol, ...] = ()
         else:
             trace.push_scope()
@@ -113,6 +122,26 @@ class Symbol:
         if not trace.grad_enabled and self.name != "stop_gradient":
             return _without_grad(out)
         return out
+
+
+def _existing_variable(trace: Any, out: Any, known: int) -> bool:
+    """Whether ``out`` is one of the first ``known`` int variables of ``trace`` (defined before
+    the call that returned it)."""
+    variables = trace.int_variables
+    if variables.get(out.name) is not out:
+        return False
+    return list(variables).index(out.name) < known
+
+
+def _is_proxy_sequence(x: Any) -> bool:
+    """A tuple subclass holding proxies (a shape with symbolic sizes): recorded as a plain tuple,
+    so passes see the proxies in it."""
+    t = type(x)
+    if t is tuple or not isinstance(x, tuple) or hasattr(t, "_fields") or hasattr(t, "n_fields"):
+        return False
+    from thunder_ir.proxies import Proxy
+
+    return any(isinstance(v, Proxy) for v in x)
 
 
 def _without_grad(out: Any) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 from thunder_ir import (
     BoundSymbol,
+    NumberProxy,
     OpTag,
     PassRecord,
     Proxy,
@@ -157,6 +158,25 @@ class _Linearizer:
             self.input_views.update(p.name for p in bsym.flat_proxy_outs)  # unfold of an input
 
 
+def _reads(bsym: BoundSymbol) -> list[Proxy]:
+    """What ``bsym`` reads: its arguments, and the symbolic sizes its decomposition reads
+    without computing them (executed whole, an op's size arithmetic runs before it)."""
+    reads = list(bsym.flat_proxy_args)
+    inner: set[str] = set()
+
+    def visit(subs: Sequence[BoundSymbol]) -> None:
+        for sub in subs:
+            if sub.subsymbols:
+                visit(sub.subsymbols)
+            reads.extend(
+                p for p in sub.flat_proxy_args if isinstance(p, NumberProxy) and p.name not in inner
+            )
+            inner.update(p.name for p in sub.flat_proxy_outs)
+
+    visit(bsym.subsymbols)
+    return reads
+
+
 def _shape_text(shape: Any) -> str:
     """A shape as text, symbolic sizes by name (printing their value would specialize them)."""
     return "(" + ", ".join(s.name if isinstance(s, Proxy) else str(s) for s in shape) + ")"
@@ -279,7 +299,7 @@ def split_forward_backward(
     saved: list[Proxy] = []
     seen: set[str] = set()
     for bsym in bw.bound_symbols:
-        for p in bsym.flat_proxy_args:
+        for p in _reads(bsym):
             if p.name not in defined and p.name not in seen:
                 seen.add(p.name)
                 saved.append(p)

@@ -385,11 +385,22 @@ def _in_forward_order(fw: Trace, names: set[str]) -> list[Proxy]:
             seen.add(p.name)
             out.append(p)
     for b in fw.bound_symbols:
-        for p in b.flat_proxy_outs:
+        # A symbolic size may be computed inside an op's decomposition (run before the op
+        # when it executes whole).
+        for p in (*_nested_numbers(b), *b.flat_proxy_outs):
             if p.name in names and p.name not in seen:
                 seen.add(p.name)
                 out.append(p)
     return out
+
+
+def _nested_numbers(bsym: BoundSymbol) -> list[Proxy]:
+    return [
+        p
+        for sub in _flat_subsymbols(bsym)
+        for p in sub.flat_proxy_outs
+        if not isinstance(p, TensorProxy)
+    ]
 
 
 def _just_in_time(
