@@ -135,15 +135,18 @@ def value_to_python(x: Any, printer: Printer | None = None) -> str:
     if isinstance(x, torch.Size):
         _need(printer, "torch")
         return f"torch.Size({value_to_python(tuple(x), printer)})"
-    if isinstance(x, (tuple, list)) and not hasattr(type(x), "_fields"):
-        if any(isinstance(v, Proxy) for v in x):
-            # A shape with symbolic sizes (a tuple subclass), or another sequence of proxies:
-            # its items by name. As an opaque constant it would hold the traced call's values.
-            plain = value_to_python(tuple(x), printer)
-            if all(type(v) is int or isinstance(v, IntegerProxy) for v in x):
-                _need(printer, "torch")
-                return f"torch.Size({plain})"
-            return plain
+    if (
+        isinstance(x, (tuple, list))
+        and not hasattr(type(x), "_fields")
+        and any(isinstance(v, Proxy) for v in x)
+    ):
+        # A shape with symbolic sizes (a tuple subclass), or another sequence of proxies: its
+        # items by name. As an opaque constant it would hold the traced call's values.
+        plain = value_to_python(tuple(x), printer)
+        if all(type(v) is int or isinstance(v, IntegerProxy) for v in x):
+            _need(printer, "torch")
+            return f"torch.Size({plain})"
+        return plain
     from thunder_ir.trace import Trace
 
     if isinstance(x, Trace):  # a sub-trace: defined as a local function before its use
