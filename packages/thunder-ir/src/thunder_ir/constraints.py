@@ -26,6 +26,8 @@ __all__ = [
     "UnaryOp",
     "Var",
     "conjunction",
+    "int_poly",
+    "poly_expr",
     "simplify",
     "single_variable",
 ]
@@ -286,7 +288,13 @@ def simplify(e: Expr) -> Expr:
             except (ArithmeticError, ValueError, TypeError):
                 pass
         rebuilt: Expr = type(e)(e.op, *kids)  # type: ignore[arg-type]
+        if isinstance(rebuilt, (BinOp, UnaryOp)):
+            poly = int_poly(rebuilt)
+            if poly is not None:
+                return poly_expr(poly)  # ((a * b) // b) is a
         if isinstance(rebuilt, Compare):
+            if rebuilt.lhs == rebuilt.rhs:
+                return Const(rebuilt.op in ("==", "<=", ">="))
             rebuilt = _solve_linear(rebuilt)
         if (
             isinstance(rebuilt, Compare)
@@ -311,31 +319,93 @@ def simplify(e: Expr) -> Expr:
     raise TypeError(f"cannot simplify {e!r}")
 
 
-def _integer_linear(e: Expr) -> tuple[dict[str, int], int] | None:
-    """``e`` as ``sum(coef * var) + const`` when it is integer arithmetic (``+``, ``-``, ``*`` by a
-    constant) on int variables, else None."""
+# Integer polynomials: monomial (sorted variable names, repeated for powers) -> coefficient.
+Poly = dict[tuple[str, ...], int]
+
+
+def int_poly(e: Expr) -> Poly | None:
+    """``e`` as a polynomial when it is integer arithmetic on int variables (``+``, ``-``, ``*``,
+    and ``//``/``%`` by a monomial that divides it exactly), else None."""
     if isinstance(e, Var):
-        return ({e.name: 1}, 0) if e.integer else None
+        return {(e.name,): 1} if e.integer else None
     if isinstance(e, Const):
-        return ({}, e.value) if type(e.value) is int else None
-    if isinstance(e, UnaryOp) and e.op == "-":
-        inner = _integer_linear(e.operand)
-        return None if inner is None else ({k: -c for k, c in inner[0].items()}, -inner[1])
-    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
-        a, b = _integer_linear(e.lhs), _integer_linear(e.rhs)
-        if a is None or b is None:
-            return None
-        if e.op == "*":
-            if a[0] and b[0]:
+        return ({(): e.value} if e.value else {}) if type(e.value) is int else None
+    if isinstance(e, UnaryOp) and e.op in ("-", "+"):
+        inner = int_poly(e.operand)
+        if inner is None or e.op == "+":
+            return inner
+        return {m: -c for m, c in inner.items()}
+    if not isinstance(e, BinOp) or e.op not in ("+", "-", "*", "//", "%"):
+        return None
+    a, b = int_poly(e.lhs), int_poly(e.rhs)
+    if a is None or b is None:
+        return None
+    if e.op in ("+", "-"):
+        out = dict(a)
+        for m, c in b.items():
+            out[m] = out.get(m, 0) + (c if e.op == "+" else -c)
+        return {m: c for m, c in out.items() if c}
+    if e.op == "*":
+        prod: Poly = {}
+        for ma, ca in a.items():
+            for mb, cb in b.items():
+                m = tuple(sorted(ma + mb))
+                prod[m] = prod.get(m, 0) + ca * cb
+        return {m: c for m, c in prod.items() if c}
+    quotient = _divide_exactly(a, b)
+    if quotient is None:
+        return None
+    return quotient if e.op == "//" else {}
+
+
+def _divide_exactly(a: Poly, b: Poly) -> Poly | None:
+    """``a / b`` when ``b`` is one monomial dividing every term of ``a`` exactly."""
+    if len(b) != 1:
+        return None
+    ((mb, cb),) = b.items()
+    out: Poly = {}
+    for m, c in a.items():
+        rest = list(m)
+        for v in mb:
+            if v not in rest:
                 return None
-            (terms, c), k = (a, b[1]) if not b[0] else (b, a[1])
-            return {v: x * k for v, x in terms.items()}, c * k
-        sign = 1 if e.op == "+" else -1
-        terms = dict(a[0])
-        for v, x in b[0].items():
-            terms[v] = terms.get(v, 0) + sign * x
-        return terms, a[1] + sign * b[1]
-    return None
+            rest.remove(v)
+        if c % cb:
+            return None
+        out[tuple(rest)] = c // cb
+    return out
+
+
+def poly_expr(p: Poly) -> Expr:
+    """The canonical expression of a polynomial (terms in a fixed order)."""
+    terms: list[Expr] = []
+    const = p.get((), 0)
+    for m in sorted(k for k in p if k):
+        c = p[m]
+        term: Expr = Var(m[0], integer=True)
+        for v in m[1:]:
+            term = BinOp("*", term, Var(v, integer=True))
+        if c == -1:
+            term = UnaryOp("-", term)
+        elif c != 1:
+            term = BinOp("*", Const(c), term)
+        terms.append(term)
+    if not terms:
+        return Const(const)
+    out = terms[0]
+    for t in terms[1:]:
+        out = BinOp("+", out, t)
+    if const:
+        out = BinOp("+", out, Const(const))
+    return out
+
+
+def _integer_linear(e: Expr) -> tuple[dict[str, int], int] | None:
+    """``e`` as ``sum(coef * var) + const`` when its polynomial has degree 1 at most."""
+    p = int_poly(e)
+    if p is None or any(len(m) > 1 for m in p):
+        return None
+    return {m[0]: c for m, c in p.items() if m}, p.get((), 0)
 
 
 def single_variable(e: Expr) -> str | None:
@@ -365,10 +435,17 @@ def _solve_linear(e: Compare) -> Expr:
     if len(terms) != 1:
         return e
     ((name, coef),) = terms.items()
-    if coef not in (1, -1):
-        return e
-    op = e.op if coef == 1 else _MIRRORED[e.op]
-    return Compare(op, Var(name, integer=True), Const(const * coef))
+    op = e.op
+    if coef < 0:  # -k * x op c  is  k * x (mirrored op) -c
+        coef, const, op = -coef, -const, _MIRRORED[op]
+    var = Var(name, integer=True)
+    if op in ("==", "!="):
+        if const % coef:
+            return Const(op == "!=")
+        return Compare(op, var, Const(const // coef))
+    floor, ceil = const // coef, -(-const // coef)
+    bound = {">": floor, ">=": ceil, "<": ceil, "<=": floor}[op]
+    return Compare(op, var, Const(bound))
 
 
 def _flatten(terms: Iterable[Expr], kind: type[_Junction]) -> list[Expr]:

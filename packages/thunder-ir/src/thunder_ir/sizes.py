@@ -148,6 +148,9 @@ def same_size(a: Any, b: Any) -> bool:
         return False
     if ea == eb:
         return True
+    pa = C.int_poly(ea)
+    if pa is not None and pa == C.int_poly(eb):
+        return True  # (a * b) // b is a
     la, lb = _linear(ea), _linear(eb)
     if la is None or lb is None:
         return False
