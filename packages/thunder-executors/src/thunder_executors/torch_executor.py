@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from thunder_executors import torch_impls
+from thunder_executors import distributed_impls, torch_impls
 from thunder_executors.executor import (
     OperatorExecutor,
     Translator,
@@ -324,6 +324,11 @@ def _register_all() -> None:
     reg(prims.uniform, translate=_same(helper_symbol("uniform")))
     reg(prims.normal, translate=_same(helper_symbol("normal")))
     reg(prims.copy_, translate=_same(helper_symbol("copy_")))
+
+    # Collectives: torch.distributed calls (thunder_executors.distributed_impls).
+    for name in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "wait"):
+        fn = getattr(distributed_impls, name)
+        reg(prims.ALL_PRIMS[name], translate=_same(_symbol("torch_dist", name, fn)))
 
     reg(prims.take, translate=_same(helper_symbol("take")))
     reg(prims.index_select, translate=_same(torch_symbol("index_select")))

@@ -27,6 +27,7 @@ __all__ = [
     "CollectionProxy",
     "ComplexProxy",
     "FloatProxy",
+    "FutureTensorProxy",
     "IntegerProxy",
     "NumberProxy",
     "Proxy",
@@ -609,6 +610,37 @@ for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
 for _op in ("neg", "pos", "abs", "invert"):
     setattr(NumberProxy, f"__{_op}__", _number_unary(_op))
 setattr(NumberProxy, "__hash__", Proxy.__hash__)
+
+
+# Asynchronous results ------------------------------------------------------------------------
+
+
+class FutureTensorProxy(Proxy):
+    """The pending result of an asynchronous collective (``prims.all_reduce(..., do_async=True)``):
+    only ``prims.wait`` reads it, and returns the tensor it will be."""
+
+    __slots__ = ("device", "dtype", "shape")
+    prefix = "fut"
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        shape: Sequence[int | IntegerProxy],
+        dtype: DType | Any,
+        device: Device | Any,
+    ) -> None:
+        super().__init__(name)
+        self.shape = tuple(shape)
+        self.dtype = to_dtype(dtype).strong()
+        self.device = to_device(device)
+
+    def replace(self, *, name: str | None = None) -> FutureTensorProxy:
+        return FutureTensorProxy(name, shape=self.shape, dtype=self.dtype, device=self.device)
+
+    def type_string(self) -> str:
+        dims = ", ".join(str(s) if isinstance(s, int) else s.name for s in self.shape)
+        return f"future {self.device} {self.dtype.shortname}[{dims}]"
 
 
 # Strings and collections --------------------------------------------------------------------

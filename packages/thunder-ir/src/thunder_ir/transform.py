@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from thunder_ir.trace import Trace
@@ -31,6 +32,12 @@ class Transform:
     ) -> tuple[Trace, Trace, Trace | None]:
         """Called on the traces as recorded, before they are optimized."""
         return prologue, computation, epilogue
+
+    def transform_backward(self, backward: Trace, *, inputs: Sequence[Any], **kwargs: Any) -> Trace:
+        """Called on a backward trace before it is compiled. It returns the gradient of each
+        input of the forward (None where there is none); ``inputs`` are the values those inputs
+        have in the call being compiled (tensors, parameters), in the forward's order."""
+        return backward
 
     def transform_trace_post_optimization(self, computation: Trace, **kwargs: Any) -> Trace:
         """Called on the computation after the optimization passes and executor assignment."""

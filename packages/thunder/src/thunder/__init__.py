@@ -129,6 +129,10 @@ def jit(
 
     resolved = resolve_executors(executors)  # an unavailable executor is an error now, not later
     if isinstance(fn, torch.nn.Module):
+        if "_thunder_ddp" in fn.__dict__:  # prepared by thunder.distributed.ddp
+            from thunder.distributed import transforms_for
+
+            transforms = (*transforms, *transforms_for(fn, transforms))
         for t in transforms:
             t.transform_module(fn)
         return ThunderModule(fn, ThunderFunction(fn, options, resolved, transforms))

@@ -208,8 +208,15 @@ def _compile_entry(
     computation: Callable[..., Any]
     if needs_autodiff(trace, options):
         _refuse_writes_to_shared_inputs(trace, binder)
+        runtime = {p.name: t for t, p in binder.tensor_proxies.values()}
         computation = _differentiable_computation(
-            trace, executors, transforms, computation_traces, backward_traces, under_autocast
+            trace,
+            executors,
+            transforms,
+            computation_traces,
+            backward_traces,
+            under_autocast,
+            inputs=[runtime.get(a.name) for a in trace.args],
         )
     else:
         computation = _execution(trace, executors, transforms, computation_traces, under_autocast)
@@ -333,15 +340,24 @@ def _differentiable_computation(
     forward_traces: list[Trace],
     backward_traces: list[Trace],
     under_autocast: bool = False,
+    inputs: Sequence[Any] = (),
 ) -> Callable[..., Any]:
     """The forward/backward split of ``trace`` (with rematerialization), both halves compiled
     through the executors and wired to ``torch.autograd``: ``loss.backward()`` runs the backward
-    trace. The forward's traces go to ``forward_traces``, the backward's to ``backward_traces``."""
+    trace. The forward's traces go to ``forward_traces``, the backward's to ``backward_traces``.
+    Transforms see the backward before it is compiled (``Transform.transform_backward``;
+    ``inputs``: the values of the trace's inputs)."""
     compiled: list[list[Trace]] = []
 
     def compile_half(half: Trace) -> Callable[..., Any]:
         record = [half]
         compiled.append(record)
+        if len(compiled) == 2:  # the backward
+            for tr in transforms:
+                changed = tr.transform_backward(half, inputs=inputs)
+                if changed is not half:
+                    half = changed
+                    record.append(half)
         return _execution(half, executors, transforms, record, under_autocast)
 
     try:

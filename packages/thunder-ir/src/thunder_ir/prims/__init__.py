@@ -5,6 +5,21 @@ type promotion belong to the torch-language ops) and infer the outputs' metadata
 """
 
 from thunder_ir.prims._common import ALL_PRIMS as ALL_PRIMS
+from thunder_ir.prims.distributed import (
+    all_gather as all_gather,
+)
+from thunder_ir.prims.distributed import (
+    all_reduce as all_reduce,
+)
+from thunder_ir.prims.distributed import (
+    broadcast as broadcast,
+)
+from thunder_ir.prims.distributed import (
+    reduce_scatter as reduce_scatter,
+)
+from thunder_ir.prims.distributed import (
+    wait as wait,
+)
 from thunder_ir.prims.elementwise import (
     abs as abs,
 )

@@ -38,6 +38,7 @@ from typing import Any
 from thunder_ir import Trace, prims, tracectx
 from thunder_transforms.autodiff import (  # noqa: F401
     remat,
+    rules_distributed,
     rules_elementwise,
     rules_fallback,
     rules_fused,

@@ -1,0 +1,137 @@
+"""Worker functions for the distributed tests: each runs in a process of its own (spawned), with
+a gloo process group of ``world_size`` ranks, and puts its results in a queue."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import os
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+import thunder
+import thunder.distributed
+from thunder.models import GPT, GPTConfig
+
+CONFIG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
+STEPS = 3
+GLOBAL_BATCH = 4
+SEQ = 12
+
+
+def batches(
+    steps: int = STEPS, batch: int = GLOBAL_BATCH
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(1234)
+    out = []
+    for _ in range(steps):
+        x = torch.randint(0, CONFIG.vocab_size, (batch, SEQ), generator=g)
+        y = torch.randint(0, CONFIG.vocab_size, (batch, SEQ), generator=g)
+        out.append((x, y))
+    return out
+
+
+def make_model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return GPT(CONFIG)
+
+
+def loss_of(model: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    logits = model(x)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def single_process_training(steps: int = STEPS) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """The reference: eager training on the global batch in one process."""
+    model = make_model(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for x, y in batches(steps):
+        loss = loss_of(model, x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def run(
+    rank: int, world_size: int, port: int, target: Callable[..., Any], queue: Any, timeout: float
+) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout)
+    )
+    try:
+        # As bytes: tensors sent through the queue would share memory with an exiting process.
+        buffer = io.BytesIO()
+        torch.save(target(rank, world_size), buffer)
+        queue.put((rank, "ok", buffer.getvalue()))
+    except BaseException as e:  # reported to the test, whatever it is
+        queue.put((rank, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+    finally:
+        dist.destroy_process_group()
+
+
+def ddp_training(rank: int, world_size: int, bucket_size_in_mb: float = 25.0) -> dict[str, Any]:
+    # Each rank builds other weights: ddp broadcasts rank 0's.
+    model = thunder.distributed.ddp(make_model(rank), bucket_size_in_mb=bucket_size_in_mb)
+    jitted = thunder.jit(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    shard = GLOBAL_BATCH // world_size
+    for x, y in batches():
+        xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
+        loss = loss_of(jitted, xs, ys)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        full = loss.detach().clone()
+        dist.all_reduce(full, op=dist.ReduceOp.AVG)
+        losses.append(full.item())
+    backward = str(thunder.last_backward_traces(jitted)[-1])
+    return {
+        "losses": losses,
+        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "backward": backward,
+    }
+
+
+def ddp_training_small_buckets(rank: int, world_size: int) -> dict[str, Any]:
+    return ddp_training(rank, world_size, bucket_size_in_mb=0.02)
+
+
+def ddp_no_sync(rank: int, world_size: int) -> dict[str, Any]:
+    """Two micro-batches per rank, the first inside no_sync: the gradients must equal those of
+    the whole global batch (as the mean of four equal-sized quarters)."""
+    model = thunder.distributed.ddp(make_model(0))
+    jitted = thunder.jit(model)
+    ((x, y),) = batches(1, batch=2 * world_size * 2)
+    per = x.shape[0] // (2 * world_size)
+    parts = [
+        (x[i * per : (i + 1) * per], y[i * per : (i + 1) * per]) for i in range(2 * world_size)
+    ]
+    mine = parts[rank * 2 : rank * 2 + 2]
+    with model.no_sync():
+        (loss_of(jitted, *mine[0]) / 2).backward()
+    (loss_of(jitted, *mine[1]) / 2).backward()
+    return {
+        "grads": {n: p.grad.detach().clone() for n, p in model.named_parameters()},
+        "compiles": thunder.compile_stats(jitted).compilations,
+    }
+
+
+def raising_rank(rank: int, world_size: int) -> str:
+    model = thunder.distributed.ddp(make_model(0))
+    jitted = thunder.jit(model)
+    ((x, y),) = batches(1)
+    if rank == 1:
+        raise RuntimeError("rank 1 fails before its backward")
+    loss_of(jitted, x, y).backward()  # waits for rank 1's gradients, which never come
+    return "finished"

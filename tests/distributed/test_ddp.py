@@ -1,0 +1,97 @@
+"""thunder.distributed.ddp on 2 CPU processes (gloo): training equals one process on the global
+batch, gradient accumulation with no_sync equals one large batch, a failing rank fails all."""
+
+from __future__ import annotations
+
+import io
+import queue as queue_module
+import socket
+from typing import Any
+
+import _workers
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
+
+WORLD_SIZE = 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn(target: Any, *, timeout: float = 60.0) -> dict[int, tuple[str, Any]]:
+    """Runs ``target(rank, world_size)`` on every rank; returns each rank's (status, result)."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = _free_port()
+    procs = [
+        ctx.Process(target=_workers.run, args=(r, WORLD_SIZE, port, target, q, timeout))
+        for r in range(WORLD_SIZE)
+    ]
+    for p in procs:
+        p.start()
+    results: dict[int, tuple[str, Any]] = {}
+    try:
+        while len(results) < WORLD_SIZE:
+            rank, status, value = q.get(timeout=timeout + 120)
+            results[rank] = (status, value)
+    except queue_module.Empty:
+        pytest.fail(f"ranks {sorted(set(range(WORLD_SIZE)) - set(results))} never reported")
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    return results
+
+
+def _ok(results: dict[int, tuple[str, Any]]) -> list[Any]:
+    for rank, (status, value) in sorted(results.items()):
+        assert status == "ok", f"rank {rank} failed:\n{value}"
+    return [torch.load(io.BytesIO(results[r][1])) for r in range(WORLD_SIZE)]
+
+
+@pytest.mark.parametrize(
+    "target", [_workers.ddp_training, _workers.ddp_training_small_buckets], ids=["one", "buckets"]
+)
+def test_ddp_training_equals_one_process_on_the_global_batch(target: Any) -> None:
+    outs = _ok(spawn(target))
+    ref_losses, ref_state = _workers.single_process_training()
+    for out in outs:
+        torch.testing.assert_close(out["losses"], ref_losses, rtol=1e-5, atol=1e-5)
+        for name, value in ref_state.items():
+            torch.testing.assert_close(out["state"][name], value, rtol=1e-4, atol=1e-5)
+    lines = outs[0]["backward"].splitlines()
+    starts = [i for i, line in enumerate(lines) if "torch_dist.all_reduce(" in line]
+    waits = [i for i, line in enumerate(lines) if "torch_dist.wait(" in line]
+    assert starts and len(starts) == len(waits)
+    if target is _workers.ddp_training_small_buckets:
+        # Several buckets, started while the backward still computes other gradients.
+        assert len(starts) > 2
+        computing = [
+            i for i, line in enumerate(lines) if "torch." in line and "torch_dist" not in line
+        ]
+        assert any(starts[0] < i < waits[0] for i in computing)
+
+
+def test_no_sync_accumulation_equals_one_large_batch() -> None:
+    outs = _ok(spawn(_workers.ddp_no_sync))
+    model = _workers.make_model(0)
+    ((x, y),) = _workers.batches(1, batch=2 * WORLD_SIZE * 2)
+    _workers.loss_of(model, x, y).backward()
+    for out in outs:
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(out["grads"][name], p.grad, rtol=1e-4, atol=1e-6)
+        assert out["compiles"] == 2  # one program inside no_sync, one outside
+
+
+def test_a_failing_rank_fails_every_rank() -> None:
+    results = spawn(_workers.raising_rank, timeout=15.0)
+    assert results[1][0] == "error" and "rank 1 fails" in results[1][1]
+    assert results[0][0] == "error", "rank 0 should fail (a collective times out), not hang"
