@@ -17,7 +17,7 @@ import thunder
 import thunder.distributed
 from thunder.models import GPT, GPTConfig
 
-CONFIG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
+CONFIG = GPTConfig(vocab_size=63, block_size=16, n_layer=2, n_head=2, n_embd=32)
 STEPS = 3
 GLOBAL_BATCH = 4
 SEQ = 12
@@ -135,3 +135,60 @@ def raising_rank(rank: int, world_size: int) -> str:
         raise RuntimeError("rank 1 fails before its backward")
     loss_of(jitted, x, y).backward()  # waits for rank 1's gradients, which never come
     return "finished"
+
+
+def fsdp_training(rank: int, world_size: int, strategy: str = "ZERO3") -> dict[str, Any]:
+    model = thunder.distributed.fsdp(make_model(rank), sharding_strategy=strategy)
+    jitted = thunder.jit(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    shard = GLOBAL_BATCH // world_size
+    for x, y in batches():
+        xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
+        loss = loss_of(jitted, xs, ys)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        full = loss.detach().clone()
+        dist.all_reduce(full, op=dist.ReduceOp.AVG)
+        losses.append(full.item())
+    return {
+        "losses": losses,
+        "state": thunder.distributed.full_state_dict(model),
+        "shard_numel": sum(p.numel() for p in model.parameters()),
+        "forward": str(thunder.last_traces(jitted)[-1]),
+        "backward": str(thunder.last_backward_traces(jitted)[-1]),
+    }
+
+
+def fsdp_training_zero2(rank: int, world_size: int) -> dict[str, Any]:
+    return fsdp_training(rank, world_size, "ZERO2")
+
+
+def fsdp_checkpoint(rank: int, world_size: int) -> dict[str, Any]:
+    """Two steps, a full checkpoint, one more step; then a fresh sharded model loaded from the
+    checkpoint takes the same third step."""
+    data = batches()
+    shard = GLOBAL_BATCH // world_size
+
+    def step(jitted: Any, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
+        loss_of(jitted, xs, ys).backward()
+        opt.step()
+        opt.zero_grad()
+
+    model = thunder.distributed.fsdp(make_model(0))
+    jitted = thunder.jit(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in data[:2]:
+        step(jitted, opt, x, y)
+    saved = thunder.distributed.full_state_dict(model)
+    step(jitted, opt, *data[2])
+    expected = thunder.distributed.full_state_dict(model)
+
+    restored = thunder.distributed.fsdp(make_model(5))  # other weights, replaced by the load
+    thunder.distributed.load_full_state_dict(restored, saved)
+    jitted2 = thunder.jit(restored)
+    opt2 = torch.optim.SGD(restored.parameters(), lr=0.1)
+    step(jitted2, opt2, *data[2])
+    return {"expected": expected, "restored": thunder.distributed.full_state_dict(restored)}

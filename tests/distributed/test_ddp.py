@@ -95,3 +95,34 @@ def test_a_failing_rank_fails_every_rank() -> None:
     results = spawn(_workers.raising_rank, timeout=15.0)
     assert results[1][0] == "error" and "rank 1 fails" in results[1][1]
     assert results[0][0] == "error", "rank 0 should fail (a collective times out), not hang"
+
+
+@pytest.mark.parametrize(
+    "target", [_workers.fsdp_training, _workers.fsdp_training_zero2], ids=["zero3", "zero2"]
+)
+def test_fsdp_training_equals_one_process_on_the_global_batch(target: Any) -> None:
+    outs = _ok(spawn(target))
+    ref_losses, ref_state = _workers.single_process_training()
+    whole = sum(v.numel() for k, v in ref_state.items() if "weight" in k or "bias" in k)
+    for rank, out in enumerate(outs):
+        torch.testing.assert_close(out["losses"], ref_losses, rtol=1e-5, atol=1e-5)
+        assert out["shard_numel"] < 0.6 * whole  # each rank holds about half
+        if rank == 0:
+            for name, value in ref_state.items():
+                torch.testing.assert_close(out["state"][name], value, rtol=1e-4, atol=1e-5)
+        else:
+            assert out["state"] == {}
+    forward, backward = outs[0]["forward"], outs[0]["backward"]
+    assert "all_gather" in forward and "reduce_scatter" in backward
+    gathers_in_backward = backward.count("all_gather(")
+    if target is _workers.fsdp_training:
+        assert gathers_in_backward > 0  # ZeRO-3 gathers again instead of keeping parameters
+    else:
+        assert gathers_in_backward == 0
+
+
+def test_fsdp_checkpoint_restores_the_same_next_step() -> None:
+    outs = _ok(spawn(_workers.fsdp_checkpoint))
+    assert outs[0]["expected"].keys() == outs[0]["restored"].keys() != set()
+    for name, value in outs[0]["expected"].items():
+        torch.testing.assert_close(outs[0]["restored"][name], value, rtol=0, atol=0)

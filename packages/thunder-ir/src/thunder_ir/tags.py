@@ -35,5 +35,8 @@ class OpTag(enum.Enum):
     # A composite whose subsymbols are an activation-checkpointed region: autodiff saves none of
     # the region's intermediates, the backward recomputes them from the region's inputs.
     CHECKPOINT = "checkpoint"
+    # A composite that autodiff recomputes in the backward from its inputs rather than saving
+    # its output (a sharded parameter gathered for use: FSDP ZeRO-3 frees it after the forward).
+    RECOMPUTE = "recompute"
     # A torch callable no op mirrors, run by torch (``thunder_ir.ops.fallback``).
     TORCH_FALLBACK = "torch_fallback"

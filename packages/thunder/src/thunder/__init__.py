@@ -129,7 +129,7 @@ def jit(
 
     resolved = resolve_executors(executors)  # an unavailable executor is an error now, not later
     if isinstance(fn, torch.nn.Module):
-        if "_thunder_ddp" in fn.__dict__:  # prepared by thunder.distributed.ddp
+        if "_thunder_ddp" in fn.__dict__ or "_thunder_fsdp" in fn.__dict__:  # thunder.distributed
             from thunder.distributed import transforms_for
 
             transforms = (*transforms, *transforms_for(fn, transforms))

@@ -153,6 +153,8 @@ def rematerialize(
 
 def _recomputable(bsym: BoundSymbol, checkpointed: frozenset[str], cheap_ops: bool) -> bool:
     outs = bsym.flat_proxy_outs
+    if OpTag.RECOMPUTE in bsym.sym.tags:
+        return len(outs) == 1
     if any(a.name in checkpointed for a in bsym.flat_proxy_args) and not all(
         o.name in checkpointed for o in outs
     ):
@@ -239,7 +241,10 @@ def _min_cut_choice(
     for name, p in values.items():
         if name in inputs:
             capacity = 0
-        elif name in internal or (name in checkpointed and recomputable[name]):
+        elif name in internal or (
+            recomputable[name]
+            and (name in checkpointed or OpTag.RECOMPUTE in producer[name].sym.tags)
+        ):
             capacity = INF
         else:
             capacity = _bytes(p)

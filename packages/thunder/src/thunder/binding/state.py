@@ -284,6 +284,9 @@ class BinderState:
         # Computation inputs in order: proxy and where it comes from.
         self.inputs: list[tuple[Proxy, Access]] = []
         self.tensor_proxies: dict[int, tuple[Any, TensorProxy]] = {}
+        # Inputs the program sees as something the binder recorded from them (a sharded
+        # parameter seen whole), by the input's name.
+        self._seen_as: dict[str, TensorProxy] = {}
         # Tensors with symbolic sizes: the prologue unpacks their sizes and checks the constant
         # ones (0 and 1).
         self.symbolic_shapes: list[Access] = []
@@ -366,10 +369,19 @@ class BinderState:
             if guarded and access != self._access_of_input(known[1]):
                 # The same tensor reached by a second path (tied weights): check it stays tied.
                 self.guards.setdefault(access, Guard(access, "is_input", known[1].name))
-            return known[1]
+            return self._seen_as.get(known[1].name, known[1])
         proxy = proxy_for_tensor(t, self._name_for(access))
         self.tensor_proxies[id(t)] = (t, proxy)
         self.inputs.append((proxy, access))
+        unshard = getattr(t, "_thunder_unshard", None)
+        if unshard is not None:
+            # A shard of a parameter (thunder.distributed.fsdp): the program sees the whole
+            # parameter, gathered from the shards by the ops ``unshard`` records.
+            if guarded:
+                self.guards[access] = Guard(access, "tensor", t)
+            whole = unshard(proxy)
+            self._seen_as[proxy.name] = whole
+            return whole
         if self.symbolic and self._has_symbolic_sizes(t, access):
             self.symbolic_shapes.append(access)
             proxy.shape = tuple(self._symbolic_size(s, access, i) for i, s in enumerate(t.shape))

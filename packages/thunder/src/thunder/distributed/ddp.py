@@ -1,0 +1,240 @@
+"""Data-parallel training: ``thunder.distributed.ddp``.
+
+``ddp(model)`` (before ``thunder.jit``) broadcasts the parameters and buffers from rank 0 and
+marks the model: ``thunder.jit`` then adds a ``DDPTransform``, which places the gradient
+synchronization in the backward trace. Gradients of parameters are averaged over the ranks in
+buckets: each bucket's asynchronous ``prims.all_reduce`` starts as soon as its last gradient is
+computed, so communication overlaps the rest of the backward, and the trace waits for them all
+just before it returns.
+
+``no_sync(model)`` (also ``model.no_sync()``) is for gradient accumulation: backward passes
+inside it communicate nothing and the gradients accumulate locally in ``.grad``; leaving it
+averages what accumulated over the ranks once, so the next (synchronized) backward leaves
+``.grad`` equal to the average of the whole accumulated batch, as one large batch would.
+Programs compiled inside and outside ``no_sync`` are separate cache entries (the prologue
+checks which applies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from thunder.errors import JitError
+from thunder_ir import PythonCode, TensorProxy, Trace, Transform, prims, tracectx
+from thunder_ir import ops as ltorch
+from thunder_ir.proxies import Proxy
+
+__all__ = ["DDPState", "DDPTransform", "ddp", "no_sync", "require_initialized", "state_of"]
+
+_STATE = "_thunder_ddp"
+
+
+@dataclass
+class DDPState:
+    """What ``ddp`` attached to a model."""
+
+    group: Any
+    world_size: int
+    bucket_bytes: int
+    sync: bool = True
+
+
+def require_initialized(what: str) -> None:
+    if not (dist.is_available() and dist.is_initialized()):
+        raise JitError(
+            f"thunder.distributed.{what}: torch.distributed is not initialized; call "
+            "torch.distributed.init_process_group first"
+        )
+
+
+def ddp(
+    model: torch.nn.Module,
+    *,
+    bucket_size_in_mb: float = 25.0,
+    group: Any = None,
+    broadcast_from: int = 0,
+) -> torch.nn.Module:
+    """Prepares ``model`` for data-parallel training and returns it (the same object): its
+    parameters and buffers are broadcast from rank ``broadcast_from`` of ``group`` (default:
+    the whole world), and ``thunder.jit(model)`` averages the parameters' gradients over the
+    ranks in the backward, in buckets of about ``bucket_size_in_mb``."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"thunder.distributed.ddp expects an nn.Module, got {type(model).__name__}")
+    if bucket_size_in_mb <= 0:
+        raise ValueError(f"bucket_size_in_mb must be positive, got {bucket_size_in_mb}")
+    require_initialized("ddp")
+    world_size = dist.get_world_size(group)
+    src = dist.get_global_rank(group, broadcast_from) if group is not None else broadcast_from
+    with torch.no_grad():
+        for t in (*model.parameters(), *model.buffers()):
+            dist.broadcast(t.data, src=src, group=group)
+    state = DDPState(group, world_size, int(bucket_size_in_mb * 2**20))
+    object.__setattr__(model, _STATE, state)
+    object.__setattr__(model, "no_sync", types.MethodType(no_sync, model))
+    return model
+
+
+@contextlib.contextmanager
+def no_sync(model: torch.nn.Module) -> Iterator[None]:
+    """Backward passes inside communicate nothing (gradients accumulate locally); on leaving,
+    the accumulated gradients are averaged over the ranks once."""
+    state = state_of(model)
+    if state is None:
+        raise JitError("thunder.distributed.no_sync: the model was not prepared with ddp()")
+    previous, state.sync = state.sync, False
+    try:
+        yield
+    finally:
+        state.sync = previous
+        if previous:
+            _average_gradients(model, state)
+
+
+def state_of(model: Any) -> DDPState | None:
+    inner = getattr(model, "get_model", None)
+    if callable(inner):  # a ThunderModule
+        model = inner()
+    state = model.__dict__.get(_STATE)
+    return state if isinstance(state, DDPState) else None
+
+
+def _average_gradients(model: torch.nn.Module, state: DDPState) -> None:
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    for dtype in {g.dtype for g in grads}:
+        same = [g for g in grads if g.dtype == dtype]
+        flat = torch.cat([g.reshape(-1) for g in same])
+        dist.all_reduce(flat, op=dist.ReduceOp.AVG, group=state.group)
+        offset = 0
+        for g in same:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+
+class DDPTransform(Transform):
+    """Averages the gradients of ``model``'s parameters over the ranks, in the backward trace
+    (see the module docstring). ``thunder.jit`` adds it for a model ``ddp`` prepared."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        state = state_of(model)
+        if state is None:
+            raise JitError("thunder.distributed.DDPTransform: prepare the model with ddp() first")
+        self.state = state
+        self.parameters = {id(p) for p in model.parameters()}
+
+    def transform_traces_pre_prologue(
+        self, prologue: Trace, computation: Trace, epilogue: Trace | None, **kwargs: Any
+    ) -> tuple[Trace, Trace, Trace | None]:
+        # Whether gradients are synchronized is decided now: the prologue checks it stays so.
+        body = prologue.bound_symbols
+        ret = body.pop()
+        with tracectx(prologue):
+            state = Proxy(None)
+            body.append(prims.unpack_attr.bind(PythonCode("fn"), _STATE, output=state))
+            sync = Proxy(None)
+            body.append(prims.unpack_attr.bind(state, "sync", output=sync))
+            check = prims.check_value.bind(sync, self.state.sync, output=None)
+            body.append(check.replace(header="guard: gradient sync (thunder.distributed.no_sync)"))
+        body.append(ret)
+        return prologue, computation, epilogue
+
+    def transform_backward(self, backward: Trace, *, inputs: Sequence[Any], **kwargs: Any) -> Trace:
+        if not self.state.sync:
+            return backward
+        ret = backward.bound_symbols[-1]
+        grads = ret.args[0] if ret.args else None
+        if not isinstance(grads, tuple):
+            raise JitError(
+                "thunder.distributed.ddp: this program writes in place where torch.autograd "
+                "differentiates it (a written input, or a tensor autograd saved), so thunder "
+                "has no backward trace to synchronize gradients in"
+            )
+        chosen = [
+            i
+            for i, (g, x) in enumerate(zip(grads, inputs))
+            if isinstance(g, TensorProxy) and id(x) in self.parameters
+        ]
+        if not chosen:
+            return backward
+        return _with_gradient_sync(backward, grads, chosen, self.state)
+
+
+def _with_gradient_sync(
+    backward: Trace, grads: tuple[Any, ...], chosen: list[int], state: DDPState
+) -> Trace:
+    body = backward.bound_symbols[:-1]
+    made_at = {p.name: k for k, b in enumerate(body) for p in b.flat_proxy_outs}
+    # In the order the backward computes them (inputs passed straight through come first).
+    order = sorted(chosen, key=lambda i: made_at.get(grads[i].name, -1))
+    buckets: list[list[int]] = []
+    size = 0
+    for i in order:
+        g = grads[i]
+        nbytes = _numel(g) * g.dtype.bytes
+        last = buckets[-1] if buckets else None
+        if (
+            last is None
+            or size + nbytes > state.bucket_bytes
+            or grads[last[0]].dtype != g.dtype
+            or grads[last[0]].device != g.device
+        ):
+            buckets.append([i])
+            size = nbytes
+        else:
+            last.append(i)
+            size += nbytes
+    ready_after: dict[int, list[list[int]]] = {}
+    for bucket in buckets:
+        ready_after.setdefault(max(made_at.get(grads[i].name, -1) for i in bucket), []).append(
+            bucket
+        )
+
+    out = backward.derive([], pass_name="ddp gradient sync")
+    pending: list[tuple[list[int], Any]] = []
+    with tracectx(out):
+        for bucket in ready_after.get(-1, []):
+            pending.append((bucket, _start(bucket, grads, state)))
+        for k, bsym in enumerate(body):
+            out.bound_symbols.append(bsym)
+            for bucket in ready_after.get(k, []):
+                pending.append((bucket, _start(bucket, grads, state)))
+        synced = list(grads)
+        for bucket, fut in pending:
+            averaged = prims.wait(fut)
+            if len(bucket) == 1:
+                synced[bucket[0]] = averaged
+                continue
+            offset = 0
+            for i in bucket:
+                g = grads[i]
+                n = _numel(g)
+                piece = ltorch.narrow(averaged, 0, offset, n)
+                synced[i] = ltorch.reshape(piece, g.shape)
+                offset += n
+        prims.python_return(tuple(synced))
+    return out
+
+
+def _start(bucket: list[int], grads: tuple[Any, ...], state: DDPState) -> Any:
+    tensors = [grads[i] for i in bucket]
+    flat = (
+        tensors[0] if len(tensors) == 1 else ltorch.cat([ltorch.reshape(t, (-1,)) for t in tensors])
+    )
+    return prims.all_reduce(flat, "avg", state.group, True)
+
+
+def _numel(t: TensorProxy) -> int:
+    n = 1
+    for s in t.shape:
+        if not isinstance(s, int):
+            raise JitError(
+                "thunder.distributed.ddp: gradients with symbolic sizes are not supported"
+            )
+        n *= s
+    return n

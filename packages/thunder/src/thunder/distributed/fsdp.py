@@ -1,0 +1,249 @@
+"""Sharded data parallelism: ``thunder.distributed.fsdp`` (ZeRO-2 and ZeRO-3).
+
+``fsdp(model)`` broadcasts the parameters from rank 0, then keeps on each rank only its shard of
+every parameter: the first dimension, padded to a multiple of the world size, split in equal
+chunks. The ``nn.Parameter`` objects stay (their data is the shard), so an optimizer built on
+``model.parameters()`` afterwards holds and steps only its shard (its state is sharded too).
+
+When the jitted program reads a parameter, it sees it whole: the binder records
+``fsdp.unshard`` (an ``all_gather`` of the shards, the padding cut off, the original shape),
+and the gradient flows back through the all-gather's adjoint, a ``reduce_scatter``, so each
+rank receives the gradient of its shard only; ``FSDPTransform`` averages it over the ranks.
+
+- ``"ZERO3"`` (default): the gathered parameter is not kept for the backward; the backward
+  gathers it again where it needs it (``OpTag.RECOMPUTE``). Parameters, gradients and optimizer
+  state are sharded at rest and in the backward.
+- ``"ZERO2"``: the forward's gathered parameters are kept for the backward (no second gather);
+  gradients and optimizer state are sharded.
+
+``full_state_dict(model)`` gathers the whole parameters (on rank 0; other ranks get an empty
+dict) and ``load_full_state_dict(model, state)`` (rank 0's dict) loads and shards them again.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from thunder.distributed.ddp import require_initialized
+from thunder.errors import JitError
+from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, Transform, prims, tracectx
+from thunder_ir import ops as ltorch
+from thunder_transforms.autodiff.registry import GradPairs, register_vjp
+
+__all__ = [
+    "FSDPTransform",
+    "fsdp",
+    "fsdp_state_of",
+    "full_state_dict",
+    "load_full_state_dict",
+]
+
+_STATE = "_thunder_fsdp"
+STRATEGIES = ("ZERO2", "ZERO3")
+
+
+@dataclass
+class FSDPState:
+    group: Any
+    world_size: int
+    rank: int
+    strategy: str
+    # Per sharded parameter (by id: tied parameters are one): its whole shape.
+    shapes: dict[int, torch.Size] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Shard:
+    """How one parameter is sharded (attached to it as ``_thunder_unshard``'s argument)."""
+
+    shape: tuple[int, ...]
+    group: Any
+    world_size: int
+    recompute: bool
+
+
+def _chunk(shape: Sequence[int], world_size: int) -> int:
+    first = shape[0] if shape else 1
+    return -(-first // world_size)
+
+
+def fsdp(
+    model: torch.nn.Module,
+    *,
+    sharding_strategy: str = "ZERO3",
+    group: Any = None,
+    broadcast_from: int = 0,
+) -> torch.nn.Module:
+    """Shards ``model``'s parameters over the ranks of ``group`` (default: the world) and
+    returns it (the same object); see the module docstring for the strategies."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            f"thunder.distributed.fsdp expects an nn.Module, got {type(model).__name__}"
+        )
+    strategy = str(sharding_strategy).upper().removeprefix("SHARDINGSTRATEGY.")
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            f"unknown sharding_strategy {sharding_strategy!r}; expected one of {STRATEGIES}"
+        )
+    require_initialized("fsdp")
+    if _STATE in model.__dict__ or "_thunder_ddp" in model.__dict__:
+        raise JitError("thunder.distributed.fsdp: the model is already prepared for distribution")
+    world_size, rank = dist.get_world_size(group), dist.get_rank(group)
+    src = dist.get_global_rank(group, broadcast_from) if group is not None else broadcast_from
+    state = FSDPState(group, world_size, rank, strategy)
+    with torch.no_grad():
+        for t in (*model.parameters(), *model.buffers()):
+            dist.broadcast(t.data, src=src, group=group)
+        for p in model.parameters():
+            state.shapes[id(p)] = p.shape
+            p.data = _shard_of(p.data, world_size, rank)
+            shard = _Shard(tuple(state.shapes[id(p)]), group, world_size, strategy == "ZERO3")
+            p._thunder_unshard = functools.partial(_unshard, shard)  # type: ignore[attr-defined]
+    object.__setattr__(model, _STATE, state)
+    return model
+
+
+def _shard_of(whole: torch.Tensor, world_size: int, rank: int) -> torch.Tensor:
+    flat = whole.reshape(1) if whole.ndim == 0 else whole
+    chunk = _chunk(flat.shape, world_size)
+    pad = chunk * world_size - flat.shape[0]
+    if pad:
+        flat = torch.cat([flat, flat.new_zeros((pad, *flat.shape[1:]))])
+    return flat[rank * chunk : (rank + 1) * chunk].clone()
+
+
+def _unshard_region(shard: _Shard, a: TensorProxy) -> TensorProxy:
+    whole = prims.all_gather(a, shard.group, shard.world_size)
+    first = shard.shape[0] if shard.shape else 1
+    if whole.shape[0] != first:
+        whole = ltorch.narrow(whole, 0, 0, first)
+    if tuple(whole.shape) != shard.shape:
+        whole = ltorch.reshape(whole, shard.shape)
+    return whole  # type: ignore[no-any-return]
+
+
+_UNSHARD = {
+    recompute: Symbol(
+        "unshard",
+        _unshard_region,
+        module="fsdp",
+        tags=(OpTag.RECOMPUTE,) if recompute else (),
+        id=f"fsdp.unshard{'_recompute' if recompute else ''}",
+    )
+    for recompute in (False, True)
+}
+
+
+@register_vjp(*_UNSHARD.values())
+def _unshard_vjp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # The adjoint of gathering: the gradient padded like the shards, then reduce-scattered
+    # (each rank receives the sum of every rank's gradient for its shard).
+    shard, a = bsym.args
+    rows = a.shape[0] * shard.world_size
+    g = ltorch.reshape(g, (shard.shape[0] if shard.shape else 1, *a.shape[1:]))
+    if g.shape[0] != rows:
+        zeros = prims.full((rows - g.shape[0], *a.shape[1:]), 0.0, device=g.device, dtype=g.dtype)
+        g = ltorch.cat([g, zeros])
+    return [(a, prims.reduce_scatter(g, "sum", shard.group, shard.world_size))]
+
+
+def _unshard(shard: _Shard, proxy: TensorProxy) -> TensorProxy:
+    """Records the gathering of a sharded parameter (called by the binder)."""
+    return _UNSHARD[shard.recompute](shard, proxy)  # type: ignore[no-any-return]
+
+
+def fsdp_state_of(model: Any) -> FSDPState | None:
+    inner = getattr(model, "get_model", None)
+    if callable(inner):  # a ThunderModule
+        model = inner()
+    state = model.__dict__.get(_STATE)
+    return state if isinstance(state, FSDPState) else None
+
+
+def _require_state(model: Any, what: str) -> tuple[torch.nn.Module, FSDPState]:
+    state = fsdp_state_of(model)
+    if state is None:
+        raise JitError(f"thunder.distributed.{what}: the model was not prepared with fsdp()")
+    inner = getattr(model, "get_model", None)
+    return (inner() if callable(inner) else model), state
+
+
+def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The whole state (parameters gathered from their shards, buffers) on rank 0; an empty dict
+    on the other ranks. Every rank must call it (it communicates)."""
+    module, state = _require_state(model, "full_state_dict")
+    out: dict[str, torch.Tensor] = {}
+    for name, value in module.state_dict(keep_vars=True).items():
+        shape = state.shapes.get(id(value))
+        value = value.detach()
+        if shape is not None:
+            whole = value.new_empty((value.shape[0] * state.world_size, *value.shape[1:]))
+            dist.all_gather_into_tensor(whole, value.contiguous(), group=state.group)
+            value = whole[: (shape[0] if len(shape) else 1)].reshape(shape)
+        if state.rank == 0:
+            out[name] = value.clone()
+    return out
+
+
+def load_full_state_dict(model: Any, full: dict[str, torch.Tensor]) -> None:
+    """Loads ``full`` (rank 0's; the other ranks' argument is ignored) into the sharded model.
+    Every rank must call it."""
+    module, state = _require_state(model, "load_full_state_dict")
+    src = dist.get_global_rank(state.group, 0) if state.group is not None else 0
+    done: set[int] = set()
+    with torch.no_grad():
+        for name, target in module.state_dict(keep_vars=True).items():
+            if id(target) in done:  # a tied parameter, loaded once
+                continue
+            done.add(id(target))
+            shape = state.shapes.get(id(target))
+            whole = (
+                full[name].clone()
+                if state.rank == 0
+                else target.new_empty(shape if shape is not None else target.shape)
+            )
+            dist.broadcast(whole, src=src, group=state.group)
+            if shape is not None:
+                target.data.copy_(_shard_of(whole, state.world_size, state.rank))
+            else:
+                target.data.copy_(whole)
+
+
+class FSDPTransform(Transform):
+    """Averages the gradients of the sharded parameters over the ranks (each rank's gradient
+    is already its shard's sum, from the all-gather's adjoint). ``thunder.jit`` adds it for a
+    model ``fsdp`` prepared."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        _, self.state = _require_state(model, "FSDPTransform")
+        self.parameters = {id(p) for p in model.parameters()}
+
+    def transform_backward(self, backward: Trace, *, inputs: Sequence[Any], **kwargs: Any) -> Trace:
+        ret = backward.bound_symbols[-1]
+        grads = ret.args[0] if ret.args else None
+        if not isinstance(grads, tuple):
+            raise JitError(
+                "thunder.distributed.fsdp: this program writes in place where torch.autograd "
+                "differentiates it (a written input, or a tensor autograd saved), so thunder "
+                "has no backward trace to reduce gradients in"
+            )
+        chosen = [
+            i
+            for i, (g, x) in enumerate(zip(grads, inputs))
+            if isinstance(g, TensorProxy) and id(x) in self.parameters
+        ]
+        if not chosen:
+            return backward
+        out = backward.derive(backward.bound_symbols[:-1], pass_name="fsdp gradient average")
+        with tracectx(out):
+            averaged = list(grads)
+            for i in chosen:
+                averaged[i] = prims.div(grads[i], float(self.state.world_size))
+            prims.python_return(tuple(averaged))
+        return out
