@@ -192,3 +192,62 @@ def fsdp_checkpoint(rank: int, world_size: int) -> dict[str, Any]:
     opt2 = torch.optim.SGD(restored.parameters(), lr=0.1)
     step(jitted2, opt2, *data[2])
     return {"expected": expected, "restored": thunder.distributed.full_state_dict(restored)}
+
+
+def _tiny_llama(seed: int) -> torch.nn.Module:
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=61,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(config).train()
+
+
+def _llama_loss(model: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    logits = model(input_ids=x).logits
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def llama_reference() -> dict[str, torch.Tensor]:
+    model = _tiny_llama(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches(2):
+        _llama_loss(model, x % 61, y % 61).backward()
+        opt.step()
+        opt.zero_grad()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def llama_with_recipe(rank: int, world_size: int, strategy: str) -> dict[str, Any]:
+    from thunder.recipes import HFTransformers
+
+    model = _tiny_llama(rank)
+    compiled = thunder.compile(model, recipe=HFTransformers(distributed=strategy))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    shard = GLOBAL_BATCH // world_size
+    for x, y in batches(2):
+        xs, ys = (
+            x[rank * shard : (rank + 1) * shard] % 61,
+            y[rank * shard : (rank + 1) * shard] % 61,
+        )
+        _llama_loss(compiled, xs, ys).backward()
+        opt.step()
+        opt.zero_grad()
+    if strategy == "ddp":
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return thunder.distributed.full_state_dict(model)
+
+
+def llama_ddp(rank: int, world_size: int) -> dict[str, Any]:
+    return llama_with_recipe(rank, world_size, "ddp")
+
+
+def llama_fsdp(rank: int, world_size: int) -> dict[str, Any]:
+    return llama_with_recipe(rank, world_size, "fsdp")

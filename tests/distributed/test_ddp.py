@@ -126,3 +126,12 @@ def test_fsdp_checkpoint_restores_the_same_next_step() -> None:
     assert outs[0]["expected"].keys() == outs[0]["restored"].keys() != set()
     for name, value in outs[0]["expected"].items():
         torch.testing.assert_close(outs[0]["restored"][name], value, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("target", [_workers.llama_ddp, _workers.llama_fsdp], ids=["ddp", "fsdp"])
+def test_tiny_llama_through_the_recipe_distributed_option(target: Any) -> None:
+    pytest.importorskip("transformers")
+    outs = _ok(spawn(target))
+    expected = _workers.llama_reference()
+    for name, value in expected.items():
+        torch.testing.assert_close(outs[0][name], value, rtol=1e-4, atol=1e-5)

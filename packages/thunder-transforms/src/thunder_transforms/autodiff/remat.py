@@ -154,7 +154,7 @@ def rematerialize(
 def _recomputable(bsym: BoundSymbol, checkpointed: frozenset[str], cheap_ops: bool) -> bool:
     outs = bsym.flat_proxy_outs
     if OpTag.RECOMPUTE in bsym.sym.tags:
-        return len(outs) == 1
+        return bool(outs)
     if any(a.name in checkpointed for a in bsym.flat_proxy_args) and not all(
         o.name in checkpointed for o in outs
     ):

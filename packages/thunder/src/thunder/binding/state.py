@@ -379,7 +379,7 @@ class BinderState:
             # parameter, gathered from the shards by the ops ``unshard`` records.
             if guarded:
                 self.guards[access] = Guard(access, "tensor", t)
-            whole = unshard(proxy)
+            whole: TensorProxy = unshard(proxy)
             self._seen_as[proxy.name] = whole
             return whole
         if self.symbolic and self._has_symbolic_sizes(t, access):

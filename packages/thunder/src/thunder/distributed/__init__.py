@@ -17,10 +17,12 @@ from thunder.distributed.fsdp import (
     full_state_dict,
     load_full_state_dict,
 )
+from thunder.distributed.setup import DistributedTransform
 from thunder_ir import Transform
 
 __all__ = [
     "DDPTransform",
+    "DistributedTransform",
     "FSDPTransform",
     "ddp",
     "fsdp",
@@ -34,6 +36,8 @@ __all__ = [
 def transforms_for(model: Any, transforms: Sequence[Transform]) -> tuple[Transform, ...]:
     """The transforms ``thunder.jit`` adds for a model ``ddp`` or ``fsdp`` prepared (none when
     the list already has one)."""
+    if any(isinstance(t, DistributedTransform) for t in transforms):
+        return ()
     if state_of(model) is not None and not any(isinstance(t, DDPTransform) for t in transforms):
         return (DDPTransform(model),)
     if fsdp_state_of(model) is not None and not any(

@@ -35,6 +35,7 @@ from thunder.errors import JitError
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, Transform, prims, tracectx
 from thunder_ir import ops as ltorch
 from thunder_transforms.autodiff.registry import GradPairs, register_vjp
+from thunder_transforms.passes import substitute_proxies
 
 __all__ = [
     "FSDPTransform",
@@ -54,6 +55,7 @@ class FSDPState:
     world_size: int
     rank: int
     strategy: str
+    bucket_bytes: int
     # Per sharded parameter (by id: tied parameters are one): its whole shape.
     shapes: dict[int, torch.Size] = field(default_factory=dict)
 
@@ -79,9 +81,12 @@ def fsdp(
     sharding_strategy: str = "ZERO3",
     group: Any = None,
     broadcast_from: int = 0,
+    bucket_size_in_mb: float = 25.0,
 ) -> torch.nn.Module:
     """Shards ``model``'s parameters over the ranks of ``group`` (default: the world) and
-    returns it (the same object); see the module docstring for the strategies."""
+    returns it (the same object); see the module docstring for the strategies. Parameters the
+    program reads close together are gathered together, in buckets of about
+    ``bucket_size_in_mb`` (one all-gather, and one reduce-scatter for their gradients)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
             f"thunder.distributed.fsdp expects an nn.Module, got {type(model).__name__}"
@@ -96,7 +101,9 @@ def fsdp(
         raise JitError("thunder.distributed.fsdp: the model is already prepared for distribution")
     world_size, rank = dist.get_world_size(group), dist.get_rank(group)
     src = dist.get_global_rank(group, broadcast_from) if group is not None else broadcast_from
-    state = FSDPState(group, world_size, rank, strategy)
+    if bucket_size_in_mb <= 0:
+        raise ValueError(f"bucket_size_in_mb must be positive, got {bucket_size_in_mb}")
+    state = FSDPState(group, world_size, rank, strategy, int(bucket_size_in_mb * 2**20))
     with torch.no_grad():
         for t in (*model.parameters(), *model.buffers()):
             dist.broadcast(t.data, src=src, group=group)
@@ -153,9 +160,124 @@ def _unshard_vjp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, prims.reduce_scatter(g, "sum", shard.group, shard.world_size))]
 
 
+_UNSHARD_IDS = frozenset(sym.id for sym in _UNSHARD.values())
+
+
 def _unshard(shard: _Shard, proxy: TensorProxy) -> TensorProxy:
     """Records the gathering of a sharded parameter (called by the binder)."""
     return _UNSHARD[shard.recompute](shard, proxy)  # type: ignore[no-any-return]
+
+
+def _numel(shape: Sequence[Any]) -> int:
+    n = 1
+    for d in shape:
+        if not isinstance(d, int):
+            raise JitError(
+                "thunder.distributed.fsdp: parameters with symbolic sizes are not supported"
+            )
+        n *= d
+    return n
+
+
+def _bucket_region(shards: tuple[_Shard, ...], *parts: TensorProxy) -> tuple[TensorProxy, ...]:
+    """Gathers several parameters with one all-gather: each rank's shards, flattened and
+    concatenated, gathered into a (ranks, total) table whose columns are the parameters."""
+    ws, group = shards[0].world_size, shards[0].group
+    sizes = [_numel(a.shape) for a in parts]
+    flat = ltorch.cat([ltorch.reshape(a, (-1,)) for a in parts])
+    table = ltorch.reshape(prims.all_gather(flat, group, ws), (ws, sum(sizes)))
+    outs = []
+    offset = 0
+    for shard, a, n in zip(shards, parts, sizes):
+        rows = ltorch.reshape(ltorch.narrow(table, 1, offset, n), (ws * a.shape[0], *a.shape[1:]))
+        first = shard.shape[0] if shard.shape else 1
+        if rows.shape[0] != first:
+            rows = ltorch.narrow(rows, 0, 0, first)
+        outs.append(ltorch.reshape(rows, shard.shape) if tuple(rows.shape) != shard.shape else rows)
+        offset += n
+    return tuple(outs)
+
+
+_BUCKET = {
+    recompute: Symbol(
+        "unshard_bucket",
+        _bucket_region,
+        module="fsdp",
+        tags=(OpTag.RECOMPUTE,) if recompute else (),
+        id=f"fsdp.unshard_bucket{'_recompute' if recompute else ''}",
+    )
+    for recompute in (False, True)
+}
+
+
+@register_vjp(*_BUCKET.values())
+def _bucket_vjp(bsym: BoundSymbol, *cts: TensorProxy | None) -> GradPairs:
+    # The adjoint: each gradient padded like its shards and laid out as the (ranks, total)
+    # table, then one reduce-scatter gives every rank the summed gradients of its shards.
+    shards, *parts = bsym.args
+    ws, group = shards[0].world_size, shards[0].group
+    columns = []
+    for shard, a, g, out in zip(shards, parts, cts, bsym.flat_outs):
+        if g is None:
+            g = prims.full(out.shape, 0.0, device=out.device, dtype=out.dtype)
+        g = ltorch.reshape(g, (shard.shape[0] if shard.shape else 1, *a.shape[1:]))
+        rows = ws * a.shape[0]
+        if g.shape[0] != rows:
+            pad = prims.full((rows - g.shape[0], *a.shape[1:]), 0.0, device=g.device, dtype=g.dtype)
+            g = ltorch.cat([g, pad])
+        columns.append(ltorch.reshape(g, (ws, _numel(a.shape))))
+    table = ltorch.cat(columns, 1)
+    mine = prims.reduce_scatter(ltorch.reshape(table, (-1,)), "sum", group, ws)
+    grads = []
+    offset = 0
+    for a in parts:
+        n = _numel(a.shape)
+        grads.append((a, ltorch.reshape(ltorch.narrow(mine, 0, offset, n), a.shape)))
+        offset += n
+    return grads
+
+
+def _bucketed(computation: Trace, bucket_bytes: int) -> Trace:
+    """``computation`` with the gathers of parameters read close together merged into one
+    ``fsdp.unshard_bucket`` each, placed where the first of them was."""
+    body = computation.bound_symbols
+    singles = [k for k, b in enumerate(body) if b.sym.id in _UNSHARD_IDS]
+    buckets: list[list[int]] = []
+    size = 0
+    for k in singles:
+        shard, a = body[k].args
+        nbytes = _numel(a.shape) * a.dtype.bytes
+        if buckets:
+            first_shard, first = body[buckets[-1][0]].args
+            same = (first.dtype, first.device, first_shard.group, first_shard.recompute) == (
+                a.dtype,
+                a.device,
+                shard.group,
+                shard.recompute,
+            )
+            if same and size + nbytes <= bucket_bytes:
+                buckets[-1].append(k)
+                size += nbytes
+                continue
+        buckets.append([k])
+        size = nbytes
+    if all(len(b) == 1 for b in buckets):
+        return computation
+    starts = {b[0]: b for b in buckets if len(b) > 1}
+    merged = {k for b in buckets if len(b) > 1 for k in b}
+    out = computation.derive([], pass_name="fsdp gather buckets")
+    renames: dict[str, Any] = {}
+    with tracectx(out):
+        for k, bsym in enumerate(body):
+            if k in starts:
+                members = [body[i] for i in starts[k]]
+                shards = tuple(m.args[0] for m in members)
+                outs = _BUCKET[shards[0].recompute](shards, *(m.args[1] for m in members))
+                for m, o in zip(members, outs):
+                    renames[m.output.name] = o
+            if k not in merged:
+                out.bound_symbols.append(substitute_proxies(bsym, renames))
+    return out
 
 
 def fsdp_state_of(model: Any) -> FSDPState | None:
@@ -223,6 +345,11 @@ class FSDPTransform(Transform):
     def __init__(self, model: torch.nn.Module) -> None:
         _, self.state = _require_state(model, "FSDPTransform")
         self.parameters = {id(p) for p in model.parameters()}
+
+    def transform_traces_pre_prologue(
+        self, prologue: Trace, computation: Trace, epilogue: Trace | None, **kwargs: Any
+    ) -> tuple[Trace, Trace, Trace | None]:
+        return prologue, _bucketed(computation, self.state.bucket_bytes), epilogue
 
     def transform_backward(self, backward: Trace, *, inputs: Sequence[Any], **kwargs: Any) -> Trace:
         ret = backward.bound_symbols[-1]

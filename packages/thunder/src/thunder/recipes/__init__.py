@@ -19,11 +19,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder.recipes.base import BaseRecipe, Operator, RecipeSetup, compose, default_executors
+from thunder.recipes.distributed import Distributed
 from thunder.recipes.hf import HFTransformers
 from thunder.recipes.quantize import Quantize, QuantizedLinear, QuantizedLinear4bit
 
 __all__ = [
     "BaseRecipe",
+    "Distributed",
     "HFTransformers",
     "Operator",
     "Quantize",

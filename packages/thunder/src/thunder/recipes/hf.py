@@ -6,6 +6,7 @@ from typing import Any
 
 from thunder.lookasides import Lookaside
 from thunder.recipes.base import BaseRecipe
+from thunder_ir import Transform
 
 __all__ = ["HFTransformers"]
 
@@ -22,7 +23,28 @@ class HFTransformers(BaseRecipe):
     padding check (``warn_if_padding_and_no_attention_mask``: it only warns, and reads token
     values to decide). Caching stays the jit's default (a new sequence length compiles a new
     program); pass ``cache="symbolic values"`` to serve every length with one program (text
-    generation: one program for the prompt, one for all decoding steps)."""
+    generation: one program for the prompt, one for all decoding steps).
+
+    ``distributed``: None, or a strategy of ``thunder.recipes.Distributed`` (``"ddp"``,
+    ``"fsdp"``, ``"fsdp_zero2"``...): the model is prepared for it when compiled."""
+
+    def __init__(self, distributed: str | None = None, **distributed_options: Any) -> None:
+        from thunder.distributed.setup import STRATEGIES
+
+        if distributed is not None and distributed not in STRATEGIES:
+            raise ValueError(
+                f"HFTransformers: unknown distributed strategy {distributed!r}; expected None or "
+                f"one of {sorted(STRATEGIES)}"
+            )
+        self.distributed = distributed
+        self.distributed_options = distributed_options
+
+    def setup_transforms(self) -> list[Transform]:
+        if self.distributed is None:
+            return []
+        from thunder.distributed import DistributedTransform
+
+        return [DistributedTransform(self.distributed, **self.distributed_options)]
 
     def validate(self, model: Any) -> None:
         try:

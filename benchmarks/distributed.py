@@ -1,0 +1,169 @@
+"""Benchmark: distributed training on 2 CPU ranks (gloo), the nanoGPT of ``thunder.models``.
+
+Rows: thunder DDP, ZeRO-2 and ZeRO-3 (``thunder.distributed``), and PyTorch's own DDP and FSDP2
+(``fully_shard``) on the same process group. Columns: per-rank bytes at rest after a step of
+parameters, gradients and Adam's state (gradients counted before ``zero_grad``), the ratio to
+DDP's, and the step time (forward, backward, optimizer; median over the steps, the slower
+rank's), with its ratio to PyTorch's DDP.
+
+Run: ``python -m benchmarks distributed [--steps N] [--layers N] [--embd N] [--batch N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import os
+import socket
+import statistics
+import time
+import traceback
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD_SIZE = 2
+MODES = ("thunder DDP", "thunder ZeRO-2", "thunder ZeRO-3", "torch DDP", "torch FSDP2")
+
+
+def _tensor_bytes(t: Any) -> int:
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return int(local.numel() * local.element_size())
+
+
+def _build(mode: str, config: Any) -> tuple[Any, torch.nn.Module]:
+    import thunder
+    import thunder.distributed
+    from thunder.models import GPT
+
+    torch.manual_seed(0)
+    model = GPT(config)
+    if mode == "thunder DDP":
+        return thunder.jit(thunder.distributed.ddp(model)), model
+    if mode.startswith("thunder ZeRO"):
+        stage = "ZERO2" if mode.endswith("2") else "ZERO3"
+        return thunder.jit(thunder.distributed.fsdp(model, sharding_strategy=stage)), model
+    if mode == "torch DDP":
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        return ddp, model
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (WORLD_SIZE,))
+    for block in model.transformer.h:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, model
+
+
+def _measure(rank: int, mode: str, args: Any) -> dict[str, Any]:
+    from thunder.models import GPTConfig
+
+    config = GPTConfig(n_layer=args.layers, n_embd=args.embd, n_head=4, block_size=64)
+    run, model = _build(mode, config)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(rank)
+    times = []
+    for step in range(args.steps + 2):
+        x = torch.randint(0, config.vocab_size, (args.batch, config.block_size), generator=g)
+        y = torch.randint(0, config.vocab_size, (args.batch, config.block_size), generator=g)
+        dist.barrier()
+        start = time.perf_counter()
+        logits = run(x)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
+        )
+        loss.backward()
+        opt.step()
+        elapsed = time.perf_counter() - start
+        if step >= 2:  # the first steps compile
+            times.append(elapsed)
+        if step < args.steps + 1:
+            opt.zero_grad()
+    params = sum(_tensor_bytes(p) for p in model.parameters())
+    grads = sum(_tensor_bytes(p.grad) for p in model.parameters() if p.grad is not None)
+    state = sum(
+        _tensor_bytes(v)
+        for s in opt.state.values()
+        for v in s.values()
+        if isinstance(v, torch.Tensor) and v.ndim > 0
+    )
+    return {"bytes": params + grads + state, "step": statistics.median(times)}
+
+
+def _worker(rank: int, port: int, args: Any, queue: Any) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=WORLD_SIZE, timeout=datetime.timedelta(seconds=300)
+    )
+    results: dict[str, Any] = {}
+    for mode in MODES:
+        try:
+            results[mode] = _measure(rank, mode, args)
+        except Exception as e:  # a row that cannot run here says why
+            results[mode] = {"error": f"{type(e).__name__}: {e}"}
+            if os.environ.get("THUNDER_BENCH_TRACEBACK"):
+                traceback.print_exc()
+        dist.barrier()
+    buffer = io.BytesIO()
+    torch.save(results, buffer)
+    queue.put((rank, buffer.getvalue()))
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--embd", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=4)
+    args = parser.parse_args()
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_worker, args=(r, port, args, queue)) for r in range(WORLD_SIZE)]
+    for p in procs:
+        p.start()
+    per_rank = {}
+    for _ in procs:
+        rank, data = queue.get(timeout=1800)
+        per_rank[rank] = torch.load(io.BytesIO(data))
+    for p in procs:
+        p.join()
+    print(
+        f"nanoGPT ({args.layers} layers, n_embd {args.embd}), Adam, {WORLD_SIZE} ranks (gloo, "
+        f"1 thread each), batch {args.batch} per rank, median of {args.steps} steps"
+    )
+
+    def slowest(mode: str) -> dict[str, Any]:
+        rows = [per_rank[r][mode] for r in range(WORLD_SIZE)]
+        if any("error" in row for row in rows):
+            return {}
+        return {"bytes": max(r["bytes"] for r in rows), "step": max(r["step"] for r in rows)}
+
+    base, torch_ddp = slowest("thunder DDP"), slowest("torch DDP")
+    print(f"{'':16}{'bytes/rank':>12}{'vs DDP':>8}{'step ms':>9}{'vs torch DDP':>14}")
+    for mode in MODES:
+        rows = [per_rank[r][mode] for r in range(WORLD_SIZE)]
+        if any("error" in row for row in rows):
+            print(f"{mode:16}  failed: {next(row['error'] for row in rows if 'error' in row)}")
+            continue
+        nbytes, step = slowest(mode)["bytes"], slowest(mode)["step"]
+        ratio = nbytes / base["bytes"] if "bytes" in base else float("nan")
+        vs_torch = step / torch_ddp["step"] if "step" in torch_ddp else float("nan")
+        print(f"{mode:16}{nbytes:>12,}{ratio:>7.2f}x{step * 1e3:>9.1f}{vs_torch:>13.2f}x")
+
+
+if __name__ == "__main__":
+    main()
