@@ -251,3 +251,46 @@ def llama_ddp(rank: int, world_size: int) -> dict[str, Any]:
 
 def llama_fsdp(rank: int, world_size: int) -> dict[str, Any]:
     return llama_with_recipe(rank, world_size, "fsdp")
+
+
+def collective_gradients(rank: int, world_size: int) -> dict[str, Any]:
+    """Each collective inside a jitted function, differentiated: values and gradients against
+    the same computation done by hand on the gathered values."""
+    from thunder_ir import prims
+
+    torch.manual_seed(100)
+    xs = [torch.randn(4, 3) for _ in range(world_size)]  # every rank knows all inputs
+    mine = xs[rank].clone().requires_grad_()
+    cases = {
+        "all_gather": lambda x: prims.all_gather(x, None, world_size).sin().sum(),
+        "all_reduce": lambda x: (prims.all_reduce(x, "sum", None) ** 2).sum(),
+        "reduce_scatter": lambda x: (prims.reduce_scatter(x, "avg", None, world_size) * 3).sum(),
+        "broadcast": lambda x: prims.broadcast(x, 0, None).exp().sum(),
+    }
+    out = {}
+    for name, fn in cases.items():
+        jitted = thunder.jit(fn)
+        value = jitted(mine)
+        (grad,) = torch.autograd.grad(value, mine)
+        out[name] = (value.detach(), grad)
+    return out
+
+
+def expected_collective_gradients(rank: int, world_size: int) -> dict[str, Any]:
+    torch.manual_seed(100)
+    xs = [torch.randn(4, 3) for _ in range(world_size)]
+    total = sum(xs)
+    chunk = 4 // world_size
+    return {
+        # Every rank's loss reads every shard: the gradient of mine sums all ranks' losses.
+        "all_gather": (torch.cat(xs).sin().sum(), world_size * xs[rank].cos()),
+        "all_reduce": ((total**2).sum(), world_size * 2 * total),
+        "reduce_scatter": (
+            (total[rank * chunk : (rank + 1) * chunk] / world_size * 3).sum(),
+            torch.full((4, 3), 3.0 / world_size),
+        ),
+        "broadcast": (
+            xs[0].exp().sum(),
+            world_size * xs[0].exp() if rank == 0 else torch.zeros(4, 3),
+        ),
+    }

@@ -135,3 +135,14 @@ def test_tiny_llama_through_the_recipe_distributed_option(target: Any) -> None:
     expected = _workers.llama_reference()
     for name, value in expected.items():
         torch.testing.assert_close(outs[0][name], value, rtol=1e-4, atol=1e-5)
+
+
+def test_collectives_and_their_gradients() -> None:
+    # What torch.autograd sees is the sum over ranks of each rank's loss (each rank's backward
+    # runs the adjoint collectives with the others).
+    outs = _ok(spawn(_workers.collective_gradients))
+    for rank, out in enumerate(outs):
+        expected = _workers.expected_collective_gradients(rank, WORLD_SIZE)
+        for name, (value, grad) in expected.items():
+            torch.testing.assert_close(out[name][0], value, msg=f"{name} value on rank {rank}")
+            torch.testing.assert_close(out[name][1], grad, msg=f"{name} gradient on rank {rank}")
