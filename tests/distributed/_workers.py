@@ -83,6 +83,15 @@ def ddp_training(rank: int, world_size: int, bucket_size_in_mb: float = 25.0) ->
     # Each rank builds other weights: ddp broadcasts rank 0's.
     model = thunder.distributed.ddp(make_model(rank), bucket_size_in_mb=bucket_size_in_mb)
     jitted = thunder.jit(model)
+    return {
+        "losses": _train(model, jitted, rank, world_size),
+        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "backward": str(thunder.last_backward_traces(jitted)[-1]),
+    }
+
+
+def _train(model: torch.nn.Module, jitted: Any, rank: int, world_size: int) -> list[float]:
+    """SGD on this rank's share of each global batch; the global loss of every step."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
     shard = GLOBAL_BATCH // world_size
@@ -95,12 +104,7 @@ def ddp_training(rank: int, world_size: int, bucket_size_in_mb: float = 25.0) ->
         full = loss.detach().clone()
         dist.all_reduce(full, op=dist.ReduceOp.AVG)
         losses.append(full.item())
-    backward = str(thunder.last_backward_traces(jitted)[-1])
-    return {
-        "losses": losses,
-        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
-        "backward": backward,
-    }
+    return losses
 
 
 def ddp_training_small_buckets(rank: int, world_size: int) -> dict[str, Any]:
@@ -140,20 +144,8 @@ def raising_rank(rank: int, world_size: int) -> str:
 def fsdp_training(rank: int, world_size: int, strategy: str = "ZERO3") -> dict[str, Any]:
     model = thunder.distributed.fsdp(make_model(rank), sharding_strategy=strategy)
     jitted = thunder.jit(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-    shard = GLOBAL_BATCH // world_size
-    for x, y in batches():
-        xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
-        loss = loss_of(jitted, xs, ys)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        full = loss.detach().clone()
-        dist.all_reduce(full, op=dist.ReduceOp.AVG)
-        losses.append(full.item())
     return {
-        "losses": losses,
+        "losses": _train(model, jitted, rank, world_size),
         "state": thunder.distributed.full_state_dict(model),
         "shard_numel": sum(p.numel() for p in model.parameters()),
         "forward": str(thunder.last_traces(jitted)[-1]),

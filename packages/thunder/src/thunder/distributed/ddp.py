@@ -31,7 +31,15 @@ from thunder_ir import PythonCode, TensorProxy, Trace, Transform, prims, tracect
 from thunder_ir import ops as ltorch
 from thunder_ir.proxies import Proxy
 
-__all__ = ["DDPState", "DDPTransform", "ddp", "no_sync", "require_initialized", "state_of"]
+__all__ = [
+    "DDPState",
+    "DDPTransform",
+    "ddp",
+    "no_sync",
+    "parameter_gradients",
+    "require_initialized",
+    "state_of",
+]
 
 _STATE = "_thunder_ddp"
 
@@ -147,22 +155,31 @@ class DDPTransform(Transform):
     def transform_backward(self, backward: Trace, *, inputs: Sequence[Any], **kwargs: Any) -> Trace:
         if not self.state.sync:
             return backward
-        ret = backward.bound_symbols[-1]
-        grads = ret.args[0] if ret.args else None
-        if not isinstance(grads, tuple):
-            raise JitError(
-                "thunder.distributed.ddp: this program writes in place where torch.autograd "
-                "differentiates it (a written input, or a tensor autograd saved), so thunder "
-                "has no backward trace to synchronize gradients in"
-            )
-        chosen = [
-            i
-            for i, (g, x) in enumerate(zip(grads, inputs))
-            if isinstance(g, TensorProxy) and id(x) in self.parameters
-        ]
+        grads, chosen = parameter_gradients(backward, inputs, self.parameters, "ddp")
         if not chosen:
             return backward
         return _with_gradient_sync(backward, grads, chosen, self.state)
+
+
+def parameter_gradients(
+    backward: Trace, inputs: Sequence[Any], parameters: set[int], what: str
+) -> tuple[tuple[Any, ...], list[int]]:
+    """The gradients a backward trace returns, and the positions of those of ``parameters``
+    (by id, among the forward's ``inputs``)."""
+    ret = backward.bound_symbols[-1]
+    grads = ret.args[0] if ret.args else None
+    if not isinstance(grads, tuple):
+        raise JitError(
+            f"thunder.distributed.{what}: this program writes in place where torch.autograd "
+            "differentiates it (a written input, or a tensor autograd saved), so thunder has no "
+            "backward trace to place gradient communication in"
+        )
+    chosen = [
+        i
+        for i, (g, x) in enumerate(zip(grads, inputs))
+        if isinstance(g, TensorProxy) and id(x) in parameters
+    ]
+    return grads, chosen
 
 
 def _with_gradient_sync(

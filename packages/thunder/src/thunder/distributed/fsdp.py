@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from thunder.distributed.ddp import require_initialized
+from thunder.distributed.ddp import parameter_gradients, require_initialized
 from thunder.errors import JitError
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, Transform, prims, tracectx
 from thunder_ir import ops as ltorch
@@ -125,49 +125,6 @@ def _shard_of(whole: torch.Tensor, world_size: int, rank: int) -> torch.Tensor:
     return flat[rank * chunk : (rank + 1) * chunk].clone()
 
 
-def _unshard_region(shard: _Shard, a: TensorProxy) -> TensorProxy:
-    whole = prims.all_gather(a, shard.group, shard.world_size)
-    first = shard.shape[0] if shard.shape else 1
-    if whole.shape[0] != first:
-        whole = ltorch.narrow(whole, 0, 0, first)
-    if tuple(whole.shape) != shard.shape:
-        whole = ltorch.reshape(whole, shard.shape)
-    return whole  # type: ignore[no-any-return]
-
-
-_UNSHARD = {
-    recompute: Symbol(
-        "unshard",
-        _unshard_region,
-        module="fsdp",
-        tags=(OpTag.RECOMPUTE,) if recompute else (),
-        id=f"fsdp.unshard{'_recompute' if recompute else ''}",
-    )
-    for recompute in (False, True)
-}
-
-
-@register_vjp(*_UNSHARD.values())
-def _unshard_vjp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # The adjoint of gathering: the gradient padded like the shards, then reduce-scattered
-    # (each rank receives the sum of every rank's gradient for its shard).
-    shard, a = bsym.args
-    rows = a.shape[0] * shard.world_size
-    g = ltorch.reshape(g, (shard.shape[0] if shard.shape else 1, *a.shape[1:]))
-    if g.shape[0] != rows:
-        zeros = prims.full((rows - g.shape[0], *a.shape[1:]), 0.0, device=g.device, dtype=g.dtype)
-        g = ltorch.cat([g, zeros])
-    return [(a, prims.reduce_scatter(g, "sum", shard.group, shard.world_size))]
-
-
-_UNSHARD_IDS = frozenset(sym.id for sym in _UNSHARD.values())
-
-
-def _unshard(shard: _Shard, proxy: TensorProxy) -> TensorProxy:
-    """Records the gathering of a sharded parameter (called by the binder)."""
-    return _UNSHARD[shard.recompute](shard, proxy)  # type: ignore[no-any-return]
-
-
 def _numel(shape: Sequence[Any]) -> int:
     n = 1
     for d in shape:
@@ -179,17 +136,19 @@ def _numel(shape: Sequence[Any]) -> int:
     return n
 
 
-def _bucket_region(shards: tuple[_Shard, ...], *parts: TensorProxy) -> tuple[TensorProxy, ...]:
-    """Gathers several parameters with one all-gather: each rank's shards, flattened and
+def _gathered(shards: Sequence[_Shard], parts: Sequence[TensorProxy]) -> tuple[TensorProxy, ...]:
+    """Whole parameters from their shards with one all-gather: each rank's shards, flattened and
     concatenated, gathered into a (ranks, total) table whose columns are the parameters."""
     ws, group = shards[0].world_size, shards[0].group
     sizes = [_numel(a.shape) for a in parts]
-    flat = ltorch.cat([ltorch.reshape(a, (-1,)) for a in parts])
+    flats = [ltorch.reshape(a, (-1,)) for a in parts]
+    flat = flats[0] if len(flats) == 1 else ltorch.cat(flats)
     table = ltorch.reshape(prims.all_gather(flat, group, ws), (ws, sum(sizes)))
     outs = []
     offset = 0
     for shard, a, n in zip(shards, parts, sizes):
-        rows = ltorch.reshape(ltorch.narrow(table, 1, offset, n), (ws * a.shape[0], *a.shape[1:]))
+        column = table if len(parts) == 1 else ltorch.narrow(table, 1, offset, n)
+        rows = ltorch.reshape(column, (ws * a.shape[0], *a.shape[1:]))
         first = shard.shape[0] if shard.shape else 1
         if rows.shape[0] != first:
             rows = ltorch.narrow(rows, 0, 0, first)
@@ -198,26 +157,18 @@ def _bucket_region(shards: tuple[_Shard, ...], *parts: TensorProxy) -> tuple[Ten
     return tuple(outs)
 
 
-_BUCKET = {
-    recompute: Symbol(
-        "unshard_bucket",
-        _bucket_region,
-        module="fsdp",
-        tags=(OpTag.RECOMPUTE,) if recompute else (),
-        id=f"fsdp.unshard_bucket{'_recompute' if recompute else ''}",
-    )
-    for recompute in (False, True)
-}
-
-
-@register_vjp(*_BUCKET.values())
-def _bucket_vjp(bsym: BoundSymbol, *cts: TensorProxy | None) -> GradPairs:
-    # The adjoint: each gradient padded like its shards and laid out as the (ranks, total)
-    # table, then one reduce-scatter gives every rank the summed gradients of its shards.
-    shards, *parts = bsym.args
+def _shard_gradients(
+    shards: Sequence[_Shard],
+    parts: Sequence[TensorProxy],
+    cts: Sequence[TensorProxy | None],
+    outs: Sequence[TensorProxy],
+) -> GradPairs:
+    """The adjoint of ``_gathered``: each gradient padded like its shards and laid out as the
+    (ranks, total) table, then one reduce-scatter gives every rank the summed gradients of its
+    shards."""
     ws, group = shards[0].world_size, shards[0].group
     columns = []
-    for shard, a, g, out in zip(shards, parts, cts, bsym.flat_outs):
+    for shard, a, g, out in zip(shards, parts, cts, outs):
         if g is None:
             g = prims.full(out.shape, 0.0, device=out.device, dtype=out.dtype)
         g = ltorch.reshape(g, (shard.shape[0] if shard.shape else 1, *a.shape[1:]))
@@ -226,15 +177,61 @@ def _bucket_vjp(bsym: BoundSymbol, *cts: TensorProxy | None) -> GradPairs:
             pad = prims.full((rows - g.shape[0], *a.shape[1:]), 0.0, device=g.device, dtype=g.dtype)
             g = ltorch.cat([g, pad])
         columns.append(ltorch.reshape(g, (ws, _numel(a.shape))))
-    table = ltorch.cat(columns, 1)
+    table = columns[0] if len(columns) == 1 else ltorch.cat(columns, 1)
     mine = prims.reduce_scatter(ltorch.reshape(table, (-1,)), "sum", group, ws)
     grads = []
     offset = 0
     for a in parts:
         n = _numel(a.shape)
-        grads.append((a, ltorch.reshape(ltorch.narrow(mine, 0, offset, n), a.shape)))
+        piece = mine if len(parts) == 1 else ltorch.narrow(mine, 0, offset, n)
+        grads.append((a, ltorch.reshape(piece, a.shape)))
         offset += n
     return grads
+
+
+def _unshard_region(shard: _Shard, a: TensorProxy) -> TensorProxy:
+    return _gathered((shard,), (a,))[0]
+
+
+def _bucket_region(shards: tuple[_Shard, ...], *parts: TensorProxy) -> tuple[TensorProxy, ...]:
+    return _gathered(shards, parts)
+
+
+def _symbols(name: str, region: Any) -> dict[bool, Symbol]:
+    """The symbol of ``region`` without and with ``OpTag.RECOMPUTE`` (ZeRO-3), by that flag."""
+    return {
+        recompute: Symbol(
+            name,
+            region,
+            module="fsdp",
+            tags=(OpTag.RECOMPUTE,) if recompute else (),
+            id=f"fsdp.{name}{'_recompute' if recompute else ''}",
+        )
+        for recompute in (False, True)
+    }
+
+
+# One parameter gathered (recorded by the binder when the program reads it), and several.
+_UNSHARD = _symbols("unshard", _unshard_region)
+_BUCKET = _symbols("unshard_bucket", _bucket_region)
+_UNSHARD_IDS = frozenset(sym.id for sym in _UNSHARD.values())
+
+
+@register_vjp(*_UNSHARD.values())
+def _unshard_vjp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    shard, a = bsym.args
+    return _shard_gradients((shard,), (a,), (g,), (bsym.output,))
+
+
+@register_vjp(*_BUCKET.values())
+def _bucket_vjp(bsym: BoundSymbol, *cts: TensorProxy | None) -> GradPairs:
+    shards, *parts = bsym.args
+    return _shard_gradients(shards, parts, cts, bsym.flat_outs)
+
+
+def _unshard(shard: _Shard, proxy: TensorProxy) -> TensorProxy:
+    """Records the gathering of a sharded parameter (called by the binder)."""
+    return _UNSHARD[shard.recompute](shard, proxy)  # type: ignore[no-any-return]
 
 
 def _bucketed(computation: Trace, bucket_bytes: int) -> Trace:
@@ -352,19 +349,7 @@ class FSDPTransform(Transform):
         return prologue, _bucketed(computation, self.state.bucket_bytes), epilogue
 
     def transform_backward(self, backward: Trace, *, inputs: Sequence[Any], **kwargs: Any) -> Trace:
-        ret = backward.bound_symbols[-1]
-        grads = ret.args[0] if ret.args else None
-        if not isinstance(grads, tuple):
-            raise JitError(
-                "thunder.distributed.fsdp: this program writes in place where torch.autograd "
-                "differentiates it (a written input, or a tensor autograd saved), so thunder "
-                "has no backward trace to reduce gradients in"
-            )
-        chosen = [
-            i
-            for i, (g, x) in enumerate(zip(grads, inputs))
-            if isinstance(g, TensorProxy) and id(x) in self.parameters
-        ]
+        grads, chosen = parameter_gradients(backward, inputs, self.parameters, "fsdp")
         if not chosen:
             return backward
         out = backward.derive(backward.bound_symbols[:-1], pass_name="fsdp gradient average")
