@@ -19,12 +19,13 @@ import os
 import re
 from collections.abc import Callable
 from types import FunctionType, MethodType, TracebackType
-from typing import Any
+from typing import Any, cast
 
 from thunder_interp._bytecode import ExceptionHandler, Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, Op
+from thunder_interp._runtime import enter_frame
 from thunder_interp._slots import (
     FAST_CONTAINERS,
     PLAIN,
@@ -112,7 +113,9 @@ class _BlockGen:
         instructions: tuple[Instruction, ...],
         local_names: tuple[str, ...],
         argbound: Callable[[int], bool],
+        start: int = 0,
     ) -> None:
+        self.start = start  # names of constants carry it: a superblock holds several blocks
         self.instructions = instructions
         self.local_names = local_names
         self.argbound = argbound
@@ -152,7 +155,7 @@ class _BlockGen:
         return t
 
     def const(self, value: Any) -> str:
-        name = f"c{len(self.env)}"
+        name = f"c{self.start}_{len(self.env)}"
         self.env[name] = value
         if type(value) in PLAIN:
             self.plain_names.add(name)
@@ -279,13 +282,25 @@ class _BlockGen:
                     helper = "call_self_second" if PY_VERSION >= (3, 13) else "call_null_first"
                     self.push_expr(f"{helper}(f, {a}, {b}, {arglist})", i)
                     return OK
-            # A Python function without a lookaside is interpreted directly (the common case).
+            # A Python function without a lookaside is interpreted directly (the common case):
+            # the site remembers the last one, so the next call of it skips finding its code.
             self.uses_calls = True
             t = self.temp()
-            self.emit(f"if type({fn}) is FT and {fn} not in LA: {t} = CF({fn}, {arglist}, None)", i)
+            k = self.temp()
+            site = self.const([(NULL, NULL, NULL, NULL)])
+            self.emit(f"{k} = {site}[0]", i)
+            self.emit(
+                f"if {fn} is {k}[0] and {k}[1] is LA: "
+                f"{t} = EF(rt, {fn}, {k}[2], {k}[3], {arglist})",
+                i,
+            )
+            self.emit(
+                f"elif type({fn}) is FT and {fn} not in LA: {t} = rt.call_from_site({fn}, {arglist}, {site})",
+                i,
+            )
             self.emit(
                 f"elif type({fn}) is MT and type({fn}.__func__) is FT and {fn}.__func__ not in LA"
-                f" and {fn} not in LA: {t} = CF({fn}.__func__, [{fn}.__self__, {arglist[1:]}, None)",
+                f" and {fn} not in LA: {t} = rt.call_function({fn}.__func__, [{fn}.__self__, {arglist[1:]}, None)",
                 i,
             )
             # A builtin with no lookaside, or a slot builtin on one plain argument: native.
@@ -488,37 +503,97 @@ class _BlockGen:
             self.push_expr(f"({a} {sym} {b} if {plain} else binary(f.rt, {sym!r}, {a}, {b}))", i)
         return OK
 
-    def build(self, fallthrough: int, ended: bool, start: int) -> Op:
+    def finish(self, fallthrough: int, ended: bool) -> None:
+        """Close the body: a run that did not end goes on at ``fallthrough``."""
         if not ended:
-            self.materialize(start)
-            self.emit(f"return {fallthrough}", start)
-        params = [*_HELPERS, *self.env]
-        lines = [f"def make({', '.join(params)}):", "    def block(f):"]
-        code = "\n".join(text for text, _ in self.body)
-        used = set(re.findall(r"\b(st|lv|LA|CF|G)\b", code))
-        # Only the frame fields the body uses (this preamble runs on every execution).
-        if "LA" in used or "CF" in used:
-            lines.append("        rt = f.rt")
-        for name, value in (
-            ("st", "f.stack"),
-            ("lv", "f.lv"),
-            ("LA", "rt.lookasides"),
-            ("CF", "rt.call_function"),
-            ("G", "f.globals"),
-        ):
-            if name in used:
-                lines.append(f"        {name} = {value}")
-        owners: dict[int, int] = {}
-        for text, index in self.body:
-            lines.append("        " + text)
+            self.materialize(self.start)
+            self.emit(f"return {fallthrough}", self.start)
+
+    def build(self, fallthrough: int, ended: bool) -> Op:
+        self.finish(fallthrough, ended)
+        preamble = [(text, -1, 2) for text in _preamble([text for text, _ in self.body], set())]
+        body = preamble + [(text, index, 2) for text, index in self.body]
+        block: Any = _generate("block", body, self.env)
+        return cast(Op, block)
+
+
+# Frame fields a generated function loads, when its body uses them (this runs on every
+# execution, so only the used ones).
+_PREAMBLE = (
+    ("rt", "f.rt"),
+    ("st", "f.stack"),
+    ("lv", "f.lv"),
+    ("LA", "rt.lookasides"),
+    ("G", "f.globals"),
+)
+_PREAMBLE_USE = re.compile(r"\b(st|lv|LA|G|rt)\b")
+
+
+def _preamble(texts: list[str], loaded: set[str]) -> list[str]:
+    """The loads of the frame fields ``texts`` use that are not in ``loaded`` (updated)."""
+    used = set(_PREAMBLE_USE.findall("\n".join(texts)))
+    if "LA" in used:
+        used.add("rt")
+    used -= loaded
+    loaded |= used
+    return [f"{short} = {value}" for short, value in _PREAMBLE if short in used]
+
+
+def _generate(name: str, body: list[tuple[str, int, int]], env: dict[str, Any]) -> Any:
+    """Compile a function ``name(f)`` from ``body`` (text, owning instruction, indent level)."""
+    params = [*_HELPERS, *env]
+    lines = [f"def make({', '.join(params)}):", f"    def {name}(f):"]
+    owners: dict[int, int] = {}
+    for text, index, indent in body:
+        lines.append("    " * indent + text)
+        if index >= 0:
             owners[len(lines)] = index
-        lines.append("    return block")
-        namespace: dict[str, Any] = {}
-        exec(compile("\n".join(lines) + "\n", _FILENAME, "exec"), namespace)
-        block: Any = namespace["make"](*_HELPERS.values(), *self.env.values())
-        block.block_owners = owners
-        result: Op = block
-        return result
+    lines.append(f"    return {name}")
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines) + "\n", _FILENAME, "exec"), namespace)
+    fn: Any = namespace["make"](*_HELPERS.values(), *env.values())
+    fn.block_owners = owners
+    return fn
+
+
+_EXIT = re.compile(r"\breturn (\d+)$")
+
+
+def build_superblock(runs: list[_Run]) -> Op | None:
+    """One function running the compiled blocks of ``runs`` (the first is the entry) one after
+    another: a jump between two of them is a ``while`` loop step, not a return to the dispatch
+    loop and a call of the next block with its own preamble. A jump anywhere else returns."""
+    built = {run.start: run for run in runs if run.block is not None}
+    if len(built) < 2 or runs[0].start not in built:
+        return None
+    order = sorted(built, key=lambda start: (start != runs[0].start, start))
+    # The entry's fields are loaded once; another block loads the others it uses each time it
+    # runs (a call that returns from the entry block pays for no more than that block did).
+    loaded: set[str] = set()
+    body = [(text, -1, 2) for text in _preamble([t for t, _ in built[order[0]].gen.body], loaded)]
+    body += [(f"pc = {order[0]}", -1, 2), ("while True:", -1, 2)]
+    env: dict[str, Any] = {}
+    for k, start in enumerate(order):
+        gen = built[start].gen
+        env.update(gen.env)
+        following = order[k + 1] if k + 1 < len(order) else None
+        body.append((f"if pc == {start}:", -1, 3))
+        extra = _preamble([text for text, _ in gen.body], set(loaded))
+        body += [(text, -1, 4) for text in extra]
+        last = len(gen.body) - 1
+        for n, (text, index) in enumerate(gen.body):
+            match = _EXIT.search(text)
+            target = int(match.group(1)) if match else 0
+            if target in built:
+                step = (
+                    f"pc = {target}"
+                    if n == last and target == following
+                    else f"pc = {target}; continue"
+                )
+                text = text[: match.start()] + step  # type: ignore[union-attr]
+            body.append((text, index, 4))
+    superblock: Any = _generate("superblock", body, env)
+    return cast(Op, superblock)
 
 
 # Names every generated block may use.
@@ -527,6 +602,7 @@ _HELPERS: dict[str, Any] = {
     "unbound_local": unbound_local,
     "load_global": _load_global_value,
     "call_positional": call_positional,
+    "EF": enter_frame,
     "call_null_first": call_null_first,
     "call_self_second": call_self_second,
     "FT": FunctionType,
@@ -558,13 +634,15 @@ def compile_blocks(
     hooked: bool,
     argbound: Callable[[int], bool],
 ) -> None:
-    """Replace the op at the start of every eligible run of instructions by a block op."""
+    """Replace the op at the start of every eligible run of instructions by a block op; the
+    entry's op, when a run starts there, later becomes a superblock of the hot runs."""
     targets = {ins.target for ins in instructions if ins.target >= 0}
     targets.update(h.target for h in handlers if h is not None)
     n = len(instructions)
+    runs: list[_Run] = []
     i = 1
     while i < n:
-        gen = _BlockGen(instructions, local_names, argbound)
+        gen = _BlockGen(instructions, local_names, argbound, i)
         j = i
         ended = False
         while j < n:
@@ -579,27 +657,74 @@ def compile_blocks(
                 ended = True
                 break
         if gen.count >= 2:
-            ops[i] = _lazy_block(ops, i, ops[i], gen, j, ended)
+            run = _Run(i, gen, j, ended, ops[i])
+            runs.append(run)
+            ops[i] = _lazy_block(ops, run)
         i = max(j, i + 1)
+    if runs and runs[0].start == 1 and len(runs) > 1 and not os.environ.get("NOSB"):
+        ops[1] = _lazy_superblock(ops, runs)
 
 
 # A block is compiled once it has run this many times (compiling costs more than running once).
 HOT_THRESHOLD = 2
+# The entry's superblock is compiled once the entry has run this many times; it holds the
+# blocks that are compiled by then (the code that runs, not every cold path).
+SUPERBLOCK_THRESHOLD = 4
 
 
-def _lazy_block(
-    ops: list[Op], start: int, original: Op, gen: _BlockGen, fallthrough: int, ended: bool
-) -> Op:
-    """An op that runs ``original`` and, once hot, replaces itself by the compiled block."""
+class _Run:
+    """One run of instructions that compiles to a block: its generator and, once hot, its op."""
+
+    __slots__ = ("block", "ended", "fallthrough", "gen", "original", "start")
+
+    def __init__(self, start: int, gen: _BlockGen, fallthrough: int, ended: bool, original: Op):
+        self.start = start
+        self.gen = gen
+        self.fallthrough = fallthrough
+        self.ended = ended
+        self.original = original
+        self.block: Op | None = None
+
+    def compiled(self) -> Op:
+        if self.block is None:
+            self.block = self.gen.build(self.fallthrough, self.ended)
+        return self.block
+
+
+def _lazy_block(ops: list[Op], run: _Run) -> Op:
+    """An op that runs the run's instructions one by one and, once hot, replaces itself by the
+    compiled block."""
     runs = 0
+    start = run.start
+    original = run.original
 
     def lazy(f: Frame) -> int:
         nonlocal runs
         runs += 1
-        if runs >= HOT_THRESHOLD and ops[start] is lazy:
-            block = ops[start] = gen.build(fallthrough, ended, start)
+        if runs >= HOT_THRESHOLD:
+            block = run.compiled()
+            if ops[start] is lazy:
+                ops[start] = block
             return block(f)
         return original(f)
+
+    return lazy
+
+
+def _lazy_superblock(ops: list[Op], runs: list[_Run]) -> Op:
+    """The entry's op: runs the entry block until warm, then replaces itself by the superblock
+    (or, when too few blocks ran, by the entry block)."""
+    entries = 0
+    first = ops[1]
+
+    def lazy(f: Frame) -> int:
+        nonlocal entries
+        entries += 1
+        if entries >= SUPERBLOCK_THRESHOLD and ops[1] is lazy:
+            runs[0].compiled()
+            op = ops[1] = build_superblock(runs) or runs[0].compiled()
+            return op(f)
+        return first(f)
 
     return lazy
 

@@ -13,7 +13,7 @@ from thunder_interp._registry import Op
 if TYPE_CHECKING:
     from thunder_interp._runtime import Runtime
 
-__all__ = ["NULL", "CompiledCode", "ExcItem", "Frame"]
+__all__ = ["NULL", "CompiledCode", "ExcItem", "Frame", "new_frame"]
 
 
 class _Null:
@@ -34,6 +34,7 @@ class CompiledCode:
     __slots__ = (
         "argcount",
         "block_builder",
+        "call_argcount",
         "fast_argcount",
         "flags",
         "handlers",
@@ -83,6 +84,9 @@ class CompiledCode:
         optimized = bool(code.co_flags & 0x1)
         fast = optimized and self.is_simple and not self.needs_setup and not (code.co_flags & 0x2A0)
         self.fast_argcount = code.co_argcount if fast else -1
+        # What the fast path of Runtime.call_function compares the argument count with: -1 (no
+        # call matches) until the code is warm, so that one test covers cold code too.
+        self.call_argcount = -1
 
 
 class ExcItem:
@@ -101,9 +105,10 @@ _HAS_BLOCK_STACK = sys.version_info < (3, 11)
 class Frame:
     """The state of one interpreted code object execution.
 
-    The fields every call uses are slots set here; the rest (generators, keyword calls, 3.10's
+    The fields every call uses are slots, set by ``new_frame``; the rest (generators, keyword calls, 3.10's
     block stack, ``locals()``, the history) keep class defaults until a frame sets them, so
-    creating a frame (once per interpreted call) stays cheap.
+    creating a frame (once per interpreted call) stays cheap. It has no ``__init__``: ``Frame()``
+    then skips a Python-level call, and ``new_frame`` sets the fields.
     """
 
     __slots__ = (
@@ -120,6 +125,17 @@ class Frame:
         "rt",
         "stack",
     )
+    rt: Runtime
+    cc: CompiledCode
+    code: CodeType
+    ops: list[Op]
+    lv: list[Any]
+    stack: list[Any]
+    globals: dict[str, Any]
+    builtins: dict[str, Any]
+    fn: Any  # the FunctionType or None (so typed, mypy would read it as a bound method)
+    pc: int
+    retval: Any
 
     # Defaults of the fields few frames set (instance attributes once set).
     names: dict[str, Any] | None = None
@@ -130,33 +146,6 @@ class Frame:
     yf_exit = 0
     lasti = 0
     history_line = 0  # the source line last recorded (record_history=True)
-
-    def __init__(
-        self,
-        rt: Runtime,
-        cc: CompiledCode,
-        code: CodeType,
-        lv: list[Any],
-        globals_: dict[str, Any],
-        builtins: dict[str, Any],
-        fn: FunctionType | None,
-        names: dict[str, Any] | None = None,
-    ) -> None:
-        self.rt = rt
-        self.cc = cc
-        self.code = code
-        self.ops = cc.ops
-        self.lv = lv
-        self.stack: list[Any] = []
-        self.globals = globals_
-        self.builtins = builtins
-        self.fn = fn
-        self.pc = 1
-        self.retval: Any = None
-        if names is not None:
-            self.names = names
-        if _HAS_BLOCK_STACK:
-            self.blocks = []
 
     # Before 3.13, the dict ``locals()`` returns in a function (CPython's ``f_locals``); unset
     # until the first call (see _locals.frame_locals).
@@ -189,3 +178,33 @@ class Frame:
 
     def _cell_names(self) -> frozenset[str]:
         return frozenset(self.code.co_cellvars) | frozenset(self.code.co_freevars)
+
+
+def new_frame(
+    rt: Runtime,
+    cc: CompiledCode,
+    code: CodeType,
+    lv: list[Any],
+    globals_: dict[str, Any],
+    builtins: dict[str, Any],
+    fn: FunctionType | None,
+    names: dict[str, Any] | None = None,
+) -> Frame:
+    """A frame with every per-call field set (``Runtime.call_function`` inlines this)."""
+    f = Frame()
+    f.rt = rt
+    f.cc = cc
+    f.code = code
+    f.ops = cc.ops
+    f.lv = lv
+    f.stack = []
+    f.globals = globals_
+    f.builtins = builtins
+    f.fn = fn
+    f.pc = 1
+    f.retval = None
+    if names is not None:
+        f.names = names
+    if _HAS_BLOCK_STACK:
+        f.blocks = []
+    return f

@@ -19,7 +19,7 @@ from typing import Any
 from thunder_interp._bytecode import normalize
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import UnsupportedOpcodeError, is_uncatchable
-from thunder_interp._frame import _HAS_BLOCK_STACK, NULL, CompiledCode, ExcItem, Frame
+from thunder_interp._frame import _HAS_BLOCK_STACK, NULL, CompiledCode, ExcItem, Frame, new_frame
 from thunder_interp._history import HistoryEntry
 from thunder_interp._opaque import is_opaque_code
 from thunder_interp._provenance import Provenance, ProvenanceKind
@@ -89,8 +89,6 @@ def _unsupported_op(opname: str, filename: str, lineno: int) -> Op:
     return op
 
 
-_new_frame = Frame.__new__
-
 _RETURNS = frozenset({"RETURN_VALUE", "RETURN_CONST"})
 _YIELDS = frozenset({"YIELD_VALUE"})
 
@@ -158,6 +156,8 @@ def compile_code(code: CodeType, table: OpcodeTable, hooked: bool, history: bool
     cc = CompiledCode(code, normalized.instructions, normalized.handlers, ops, names)
     if not history and table is DEFAULT_OPCODE_TABLE:
         cc.block_builder = _block_builder(cc, ctx, hooked)
+    else:
+        cc.call_argcount = cc.fast_argcount
     return cc
 
 
@@ -175,6 +175,7 @@ def _block_builder(cc: CompiledCode, ctx: CompileContext, hooked: bool) -> Calla
         if cc.block_builder is None:
             return
         cc.block_builder = None
+        cc.call_argcount = cc.fast_argcount
         compile_blocks(instructions, cc.handlers, cc.ops, local_names, hooked, bound.__getitem__)
 
     return build
@@ -211,6 +212,10 @@ def compile_code_memo(
     return cc
 
 
+# What ``Runtime.call_function`` finds for a code object it has not seen.
+_NO_ENTRY: tuple[Any, Any] = (None, None)
+
+
 class CodeCache:
     """Compiled code per code object for one table and mode (owned by an interpreted function)."""
 
@@ -229,7 +234,7 @@ class CodeCache:
         cc = compile_code_memo(code, self.table, self.hooked, self.history)
         cc.native = is_opaque_code(code)
         if cc.native:
-            cc.fast_argcount = -1
+            cc.fast_argcount = cc.call_argcount = -1
         self.entries[id(code)] = (code, cc)
         return cc
 
@@ -623,7 +628,7 @@ class Runtime:
             values = self._binder(fn)(*args, **kwargs) if kwargs else self._binder(fn)(*args)
             lv = [*values, *([NULL] * (cc.nslots - len(values)))]
         names = None if code.co_flags & CO_OPTIMIZED else _unoptimized_names(code, fn.__globals__)
-        f = Frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, names)
+        f = new_frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, names)
         if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
             _setup_cells_310(f, fn)
         return f
@@ -634,59 +639,30 @@ class Runtime:
         A list ``args`` is taken over (it becomes the frame's local slots): pass a temporary.
         """
         code = fn.__code__
-        entry = self.code_entries.get(id(code))
-        if entry is not None and entry[0] is code:
-            cc = entry[1]
-        else:
-            cc = self.codes.get(code)
-        if cc.block_builder is not None:
-            warm_up(cc)
-        if kwargs or len(args) != cc.fast_argcount:
-            return self._call_function_general(fn, cc, args, kwargs)
-        # The frame and its dispatch loop inline (run_frame's work): this runs once per call.
-        f = _new_frame(Frame)
-        f.rt = self
-        f.cc = cc
-        f.code = code
-        f.ops = ops = cc.ops
-        if type(args) is list:  # the caller's temporary: it becomes the frame's locals
-            if cc.padding:
-                args.extend(cc.padding)
-            f.lv = args
-        else:
-            f.lv = [*args, *cc.padding]
-        f.stack = []
-        f.globals = fn.__globals__
-        f.builtins = fn.__builtins__  # type: ignore[attr-defined]
-        f.fn = fn
-        f.pc = 1
-        f.retval = None
-        if _HAS_BLOCK_STACK:
-            f.blocks = []
-        depth = self.depth
-        if depth >= self.depth_limit:
-            guard = self.guard
-            assert guard is not None
-            guard.deeper(depth, sys._getframe())  # raises RecursionError where CPython would
-        self.depth = depth + 1
-        pc = 1
-        try:
-            while pc:
-                pc = ops[pc](f)
-        except BaseException as e:
-            exc = e  # handled below, outside this handler (no implicit exception chaining)
-        else:
-            self.depth = depth
-            if depth < self.depth_floor:
-                self._shallower(depth)
-            return f.retval
-        try:
-            resume_after_exception(f, exc, pc)
-        finally:
-            self.depth = depth
-            if depth < self.depth_floor:
-                self._shallower(depth)
-        return f.retval
+        entry = self.code_entries.get(id(code), _NO_ENTRY)
+        cc = entry[1]
+        # One test for the fast path: known code, warm, positional arguments that fill exactly
+        # the parameters of a plain signature, in a list (see CompiledCode.call_argcount).
+        if (
+            entry[0] is not code
+            or kwargs
+            or len(args) != cc.call_argcount
+            or type(args) is not list
+        ):
+            return self._call_function_general(fn, args, kwargs)
+        return enter_frame(self, fn, code, cc, args)
+
+    def call_from_site(self, fn: FunctionType, args: list[Any], site: list[Any]) -> Any:
+        """``call_function(fn, args, None)`` from a call site of a generated block, which then
+        calls ``fn`` straight through ``enter_frame`` while it stays the same function (see
+        ``_blocks``): ``site[0]`` becomes ``(fn, lookasides, code, compiled code)``."""
+        code = fn.__code__
+        entry = self.code_entries.get(id(code), _NO_ENTRY)
+        cc = entry[1]
+        if entry[0] is not code or len(args) != cc.call_argcount:
+            return self._call_function_general(fn, args, None)
+        site[0] = (fn, self.lookasides, code, cc)
+        return enter_frame(self, fn, code, cc, args)
 
     def _shallower(self, depth: int) -> None:
         guard = self.guard
@@ -694,8 +670,11 @@ class Runtime:
         guard.shallower(depth)
 
     def _call_function_general(
-        self, fn: FunctionType, cc: CompiledCode, args: Any, kwargs: dict[str, Any] | None
+        self, fn: FunctionType, args: Any, kwargs: dict[str, Any] | None
     ) -> Any:
+        cc = self.codes.get(fn.__code__)
+        if cc.block_builder is not None:
+            warm_up(cc)
         if cc.native:
             return fn(*args, **kwargs) if kwargs else fn(*args)
         f = self.make_frame(fn, args, kwargs)
@@ -721,7 +700,7 @@ class Runtime:
         code = fn.__code__
         cc = self.codes.get(code)
         lv = [NULL] * cc.nslots
-        f = Frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, namespace)
+        f = new_frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, namespace)
         if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
             _setup_cells_310(f, fn)
         run_frame(f)
@@ -834,6 +813,56 @@ def _binder_code_cached(code: CodeType) -> CodeType:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def enter_frame(
+    rt: Runtime, fn: FunctionType, code: CodeType, cc: CompiledCode, args: list[Any]
+) -> Any:
+    """Run a call of ``fn`` whose positional ``args`` fill its parameters exactly (``cc`` is its
+    warm compiled ``code``): the frame and the dispatch loop inline, as this runs on every call.
+    ``args`` is taken over as the frame's local slots."""
+    if fn.__code__ is not code:  # reassigned since a call site saw it
+        return rt.call_function(fn, args, None)
+    f = Frame()
+    f.rt = rt
+    f.cc = cc
+    f.code = code
+    f.ops = ops = cc.ops
+    if cc.padding:
+        args.extend(cc.padding)
+    f.lv = args
+    f.stack = []
+    f.globals = fn.__globals__
+    f.builtins = fn.__builtins__  # type: ignore[attr-defined]
+    f.fn = fn
+    f.pc = 1
+    f.retval = None
+    if _HAS_BLOCK_STACK:
+        f.blocks = []
+    depth = rt.depth
+    if depth >= rt.depth_limit:
+        guard = rt.guard
+        assert guard is not None
+        guard.deeper(depth, sys._getframe())  # raises RecursionError where CPython would
+    rt.depth = depth + 1
+    pc = 1
+    try:
+        while pc:
+            pc = ops[pc](f)
+    except BaseException as e:
+        exc = e  # handled below, outside this handler (no implicit exception chaining)
+    else:
+        rt.depth = depth
+        if depth < rt.depth_floor:
+            rt._shallower(depth)
+        return f.retval
+    try:
+        resume_after_exception(f, exc, pc)
+    finally:
+        rt.depth = depth
+        if depth < rt.depth_floor:
+            rt._shallower(depth)
+    return f.retval
+
+
 def run_frame(f: Frame, exc: BaseException | None = None) -> None:
     """Run ``f`` from ``f.pc`` until it returns, yields, or raises (``exc``: thrown in first)."""
     rt = f.rt
@@ -890,9 +919,7 @@ def resume_after_exception(f: Frame, exc: BaseException, pc: int) -> None:
             exc = e
 
 
-register_loop_codes(
-    run_frame.__code__, Runtime.call_function.__code__, resume_after_exception.__code__
-)
+register_loop_codes(run_frame.__code__, enter_frame.__code__, resume_after_exception.__code__)
 
 
 def _block_fault_index(exc: BaseException, op: Any, owners: dict[int, int], default: int) -> int:
