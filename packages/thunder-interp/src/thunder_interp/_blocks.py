@@ -289,18 +289,25 @@ class _BlockGen:
             k = self.temp()
             site = self.const([(NULL, NULL, NULL, NULL)])
             self.emit(f"{k} = {site}[0]", i)
+            with_self = f"[{fn}.__self__, {arglist[1:]}"
             self.emit(
                 f"if {fn} is {k}[0] and {k}[1] is LA: "
                 f"{t} = EF(rt, {fn}, {k}[2], {k}[3], {arglist})",
                 i,
             )
             self.emit(
-                f"elif type({fn}) is FT and {fn} not in LA: {t} = rt.call_from_site({fn}, {arglist}, {site})",
+                f"elif type({fn}) is MT and {fn}.__func__ is {k}[0] and {k}[1] is LA"
+                f" and {fn} not in LA: {t} = EF(rt, {k}[0], {k}[2], {k}[3], {with_self})",
+                i,
+            )
+            self.emit(
+                f"elif type({fn}) is FT and {fn} not in LA: "
+                f"{t} = rt.call_from_site({fn}, {arglist}, {site})",
                 i,
             )
             self.emit(
                 f"elif type({fn}) is MT and type({fn}.__func__) is FT and {fn}.__func__ not in LA"
-                f" and {fn} not in LA: {t} = rt.call_function({fn}.__func__, [{fn}.__self__, {arglist[1:]}, None)",
+                f" and {fn} not in LA: {t} = rt.call_from_site({fn}.__func__, {with_self}, {site})",
                 i,
             )
             # A builtin with no lookaside, or a slot builtin on one plain argument: native.
@@ -377,11 +384,9 @@ class _BlockGen:
                 self.stack.append("NULL")
             t = self.temp()
             self.emit(f"{t} = G.get({name}, NULL)", i)
-            self.emit(
-                f"if {t} is NULL and type(f.builtins) is dict: {t} = f.builtins.get({name}, NULL)",
-                i,
-            )
-            self.emit(f"if {t} is NULL: {t} = load_global(f, {name}, False)", i)
+            self.emit(f"if {t} is NULL:", i)
+            self.emit(f"    if type(f.builtins) is dict: {t} = f.builtins.get({name}, NULL)", i)
+            self.emit(f"    if {t} is NULL: {t} = load_global(f, {name}, False)", i)
             self.stack.append(t)
             if push_null and PY_VERSION >= (3, 13):
                 self.stack.append("NULL")
@@ -661,7 +666,7 @@ def compile_blocks(
             runs.append(run)
             ops[i] = _lazy_block(ops, run)
         i = max(j, i + 1)
-    if runs and runs[0].start == 1 and len(runs) > 1 and not os.environ.get("NOSB"):
+    if runs and runs[0].start == 1 and len(runs) > 1:
         ops[1] = _lazy_superblock(ops, runs)
 
 

@@ -105,10 +105,11 @@ _HAS_BLOCK_STACK = sys.version_info < (3, 11)
 class Frame:
     """The state of one interpreted code object execution.
 
-    The fields every call uses are slots, set by ``new_frame``; the rest (generators, keyword calls, 3.10's
-    block stack, ``locals()``, the history) keep class defaults until a frame sets them, so
-    creating a frame (once per interpreted call) stays cheap. It has no ``__init__``: ``Frame()``
-    then skips a Python-level call, and ``new_frame`` sets the fields.
+    The fields every call uses are slots, set by ``new_frame`` (``enter_frame`` inlines it); the
+    rest (generators, keyword calls, 3.10's block stack, ``locals()``, the history) keep class
+    defaults until a frame sets them, so creating a frame (once per interpreted call) stays cheap.
+    It has no ``__init__``, so that ``Frame()`` makes no Python-level call. Its ops are
+    ``cc.ops``.
     """
 
     __slots__ = (
@@ -119,7 +120,6 @@ class Frame:
         "fn",
         "globals",
         "lv",
-        "ops",
         "pc",
         "retval",
         "rt",
@@ -128,7 +128,6 @@ class Frame:
     rt: Runtime
     cc: CompiledCode
     code: CodeType
-    ops: list[Op]
     lv: list[Any]
     stack: list[Any]
     globals: dict[str, Any]
@@ -195,7 +194,6 @@ def new_frame(
     f.rt = rt
     f.cc = cc
     f.code = code
-    f.ops = cc.ops
     f.lv = lv
     f.stack = []
     f.globals = globals_

@@ -180,7 +180,7 @@ def _running_index(frame: Frame, real: FrameType, above: list[FrameType]) -> tup
     pc = real.f_locals.get("pc")
     if not isinstance(pc, int):
         return frame.pc, frame.pc
-    ops = frame.ops
+    ops = frame.cc.ops
     op = ops[pc] if 0 < pc < len(ops) else None
     owners = getattr(op, "block_owners", None)
     if owners is not None:

@@ -121,7 +121,7 @@ def _drive(f: Frame) -> Generator[Any, Any, Any]:
                     guard.deeper(depth, sys._getframe())
                 rt.depth = depth + 1
                 stack.append(value)
-                ops = f.ops
+                ops = f.cc.ops
                 pc = f.pc
                 error: BaseException | None = None
                 try:

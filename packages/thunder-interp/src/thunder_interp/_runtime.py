@@ -642,15 +642,10 @@ class Runtime:
         entry = self.code_entries.get(id(code), _NO_ENTRY)
         cc = entry[1]
         # One test for the fast path: known code, warm, positional arguments that fill exactly
-        # the parameters of a plain signature, in a list (see CompiledCode.call_argcount).
-        if (
-            entry[0] is not code
-            or kwargs
-            or len(args) != cc.call_argcount
-            or type(args) is not list
-        ):
+        # the parameters of a plain signature (see CompiledCode.call_argcount).
+        if entry[0] is not code or kwargs or len(args) != cc.call_argcount:
             return self._call_function_general(fn, args, kwargs)
-        return enter_frame(self, fn, code, cc, args)
+        return enter_frame(self, fn, code, cc, args if type(args) is list else [*args])
 
     def call_from_site(self, fn: FunctionType, args: list[Any], site: list[Any]) -> Any:
         """``call_function(fn, args, None)`` from a call site of a generated block, which then
@@ -825,7 +820,7 @@ def enter_frame(
     f.rt = rt
     f.cc = cc
     f.code = code
-    f.ops = ops = cc.ops
+    ops = cc.ops
     if cc.padding:
         args.extend(cc.padding)
     f.lv = args
@@ -833,8 +828,7 @@ def enter_frame(
     f.globals = fn.__globals__
     f.builtins = fn.__builtins__  # type: ignore[attr-defined]
     f.fn = fn
-    f.pc = 1
-    f.retval = None
+    f.pc = 1  # (``retval`` stays unset: only a return, which sets it, ends the loop)
     if _HAS_BLOCK_STACK:
         f.blocks = []
     depth = rt.depth
@@ -873,7 +867,7 @@ def run_frame(f: Frame, exc: BaseException | None = None) -> None:
         guard.deeper(depth, sys._getframe())  # raises RecursionError where CPython would
     rt.depth = depth + 1
     try:
-        ops = f.ops
+        ops = f.cc.ops
         pc = f.pc
         if exc is not None:
             pc = rt.unwind(f, exc, pc)
@@ -902,7 +896,7 @@ def resume_after_exception(f: Frame, exc: BaseException, pc: int) -> None:
     """Go on running ``f`` after ``exc`` was raised at instruction ``pc`` (by its handler, or
     re-raise it); the caller keeps the depth count."""
     rt = f.rt
-    ops = f.ops
+    ops = f.cc.ops
     while True:
         if exc is rt.unwound:
             rt.unwound = None
