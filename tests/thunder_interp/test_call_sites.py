@@ -231,3 +231,52 @@ def test_closures_sharing_one_code_at_one_site() -> None:
     interp = interpret(_apply_all)
     for x in range(3):
         assert interp(fs, x) == _apply_all(fs, x)
+
+
+def _three() -> Any:
+    got = yield "a"
+    yield ("b", got)
+    yield "c"
+
+
+def _gen(n: int) -> Any:
+    total = 0
+    for i in range(n):
+        try:
+            got = yield i * i  # a plain yield ends a compiled block
+            if got is not None:
+                total += got
+        finally:
+            total += 1
+    yield from _three()
+    return total
+
+
+def _drive_gen(n: int) -> list[Any]:
+    out: list[Any] = []
+    g = _gen(n)
+    out.append(next(g))
+    for k in range(n + 2):
+        try:
+            out.append(g.send(k if k % 2 else None))
+        except StopIteration as stop:
+            out.append(("stop", stop.value))
+            break
+    g2 = _gen(n)
+    out.append(next(g2))
+    try:
+        g2.throw(ValueError("thrown"))
+    except ValueError as e:
+        out.append(str(e))
+    g3 = _gen(n)
+    out.extend([next(g3), next(g3)])
+    g3.close()
+    out.append(sum(x for x in (i * 2 for i in range(n)) if x % 3))
+    return out
+
+
+@pytest.mark.usefixtures("thresholds")
+def test_generators_suspend_and_resume_from_compiled_blocks() -> None:
+    interp = interpret(_drive_gen)
+    for n in [0, 1, 4, 9, 4]:
+        assert interp(n) == _drive_gen(n)

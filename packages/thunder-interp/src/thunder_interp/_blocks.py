@@ -349,6 +349,17 @@ class _BlockGen:
             self.emit(f"f.retval = {self.pop(i)}", i)
             self.emit("return 0", i)
             return END
+        if op == "YIELD_VALUE" and self._plain_yield(ins):
+            # The yield op's work (ops.generators.yield_value) for a plain ``yield v``: the
+            # frame suspends; the driver resumes it at the next instruction.
+            v = self.pop(i)
+            self.materialize(i)
+            self.emit(f"f.retval = {v}", i)
+            self.emit(f"f.pc = {self.next_index(ins)}", i)
+            self.emit("f.suspended = True", i)
+            self.emit("f.yf = None", i)
+            self.emit("return 0", i)
+            return END
         if op == "FOR_ITER" and first and not hooked:
             exit_ = ins.target
             instrs = self.instructions
@@ -487,6 +498,14 @@ class _BlockGen:
             f"elif {negate}truth(f.rt, compare(f.rt, {sym!r}, {a}, {b})): return {target}", index
         )
         return True
+
+    def _plain_yield(self, ins: Instruction) -> bool:
+        """A ``yield`` that neither delegates (``yield from``/``await``) nor wraps its value (3.10
+        async generators): from 3.11 the RESUME after it tells."""
+        if PY_VERSION < (3, 11) or ins.index + 1 >= len(self.instructions):
+            return False
+        following = self.instructions[ins.index + 1]
+        return following.opname == "RESUME" and (following.arg & 3) < 2
 
     def _after_kw_names(self, ins: Instruction) -> bool:
         k = ins.index - 1
