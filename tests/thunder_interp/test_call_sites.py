@@ -280,3 +280,39 @@ def test_generators_suspend_and_resume_from_compiled_blocks() -> None:
     interp = interpret(_drive_gen)
     for n in [0, 1, 4, 9, 4]:
         assert interp(n) == _drive_gen(n)
+
+
+class _Payload:
+    """Stands for what a caller's state may hold (a model, a trace)."""
+
+
+def _helper(x: int) -> int:
+    return x + 1
+
+
+def _calls_helper_and(fn: Callable[[int], int], n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += _helper(i) + fn(i)
+    return total
+
+
+@pytest.mark.usefixtures("thresholds")
+def test_call_sites_keep_no_callee_lookaside_or_caller_state_alive() -> None:
+    import gc
+    import weakref
+
+    payload = _Payload()
+    kept = weakref.ref(payload)
+
+    def closure(x: int, _p: _Payload = payload) -> int:  # a callee that holds the payload
+        return x * 2
+
+    def lookaside(x: int, _p: _Payload = payload) -> int:  # so does a lookaside
+        return -x
+
+    interp = interpret(_calls_helper_and, lookasides={_Payload: lookaside})
+    assert interp(closure, 5) == _calls_helper_and(closure, 5)
+    del interp, closure, lookaside, payload
+    gc.collect()
+    assert kept() is None

@@ -16,7 +16,7 @@ from thunder_interp._lookasides import default_lookasides
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._recursion import DepthGuard, depth_below
 from thunder_interp._registry import DEFAULT_OPCODE_TABLE, OpcodeTable
-from thunder_interp._runtime import CodeCache, Runtime, strip_interpreter_frames
+from thunder_interp._runtime import CodeCache, Runtime, lookaside_codes, strip_interpreter_frames
 
 __all__ = ["InterpretedFunction", "interpret", "provenance_of"]
 
@@ -85,7 +85,8 @@ class InterpretedFunction:
         table: dict[Any, Any] = dict(default_lookasides())
         if lookasides:
             table.update(lookasides)
-        self.lookasides: Mapping[Any, Any] = table
+        self.lookasides: Mapping[Any, Any] = table  # fixed from here on (see lookaside_codes)
+        self._lookaside_codes = lookaside_codes(table)
         defaults = default_lookasides()
         # Builtins that may run natively when their one argument is plain (see calls.py).
         self._fast_builtins = frozenset(
@@ -101,7 +102,12 @@ class InterpretedFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         rt = Runtime(
-            self._codes, self.lookasides, self.callbacks, self.provenance, self.record_history
+            self._codes,
+            self.lookasides,
+            self.callbacks,
+            self.provenance,
+            self.record_history,
+            self._lookaside_codes,
         )
         rt.fast_builtins = self._fast_builtins
         rt.native_special = self.native_special

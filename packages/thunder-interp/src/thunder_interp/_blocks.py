@@ -287,17 +287,21 @@ class _BlockGen:
             self.uses_calls = True
             t = self.temp()
             k = self.temp()
-            site = self.const([(NULL, NULL, NULL, NULL)])
+            site = self.const([(NULL, NULL, NULL)])
             self.emit(f"{k} = {site}[0]", i)
             with_self = f"[{fn}.__self__, {arglist[1:]}"
+            # The site remembers (code, the lookaside table's codes, compiled code) of its last
+            # callee: a function with that code, which no lookaside can be for, is entered
+            # directly. It holds no function, no lookaside and no caller state.
             self.emit(
-                f"if {fn} is {k}[0] and {k}[1] is LA: "
-                f"{t} = EF(rt, {fn}, {k}[2], {k}[3], {arglist})",
+                f"if type({fn}) is FT and {fn}.__code__ is {k}[0] and {k}[1] is LC: "
+                f"{t} = EF(rt, {fn}, {k}[0], {k}[2], {arglist})",
                 i,
             )
             self.emit(
-                f"elif type({fn}) is MT and {fn}.__func__ is {k}[0] and {k}[1] is LA"
-                f" and {fn} not in LA: {t} = EF(rt, {k}[0], {k}[2], {k}[3], {with_self})",
+                f"elif type({fn}) is MT and type({fn}.__func__) is FT"
+                f" and {fn}.__func__.__code__ is {k}[0] and {k}[1] is LC:"
+                f" {t} = EF(rt, {fn}.__func__, {k}[0], {k}[2], {with_self})",
                 i,
             )
             self.emit(
@@ -548,15 +552,16 @@ _PREAMBLE = (
     ("st", "f.stack"),
     ("lv", "f.lv"),
     ("LA", "rt.lookasides"),
+    ("LC", "rt.lookaside_codes"),
     ("G", "f.globals"),
 )
-_PREAMBLE_USE = re.compile(r"\b(st|lv|LA|G|rt)\b")
+_PREAMBLE_USE = re.compile(r"\b(st|lv|LA|LC|G|rt)\b")
 
 
 def _preamble(texts: list[str], loaded: set[str]) -> list[str]:
     """The loads of the frame fields ``texts`` use that are not in ``loaded`` (updated)."""
     used = set(_PREAMBLE_USE.findall("\n".join(texts)))
-    if "LA" in used:
+    if "LA" in used or "LC" in used:
         used.add("rt")
     used -= loaded
     loaded |= used

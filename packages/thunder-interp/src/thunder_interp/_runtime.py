@@ -212,6 +212,17 @@ def compile_code_memo(
     return cc
 
 
+def lookaside_codes(table: Mapping[Any, Any]) -> frozenset[CodeType]:
+    """The code objects of the Python functions that are keys of ``table`` (of a bound method:
+    its function's)."""
+    codes = set()
+    for key in table:
+        fn = key.__func__ if type(key) is MethodType else key
+        if type(fn) is FunctionType:
+            codes.add(fn.__code__)
+    return frozenset(codes)
+
+
 # What ``Runtime.call_function`` finds for a code object it has not seen.
 _NO_ENTRY: tuple[Any, Any] = (None, None)
 
@@ -287,10 +298,16 @@ class Runtime:
         callbacks: Callbacks | None,
         provenance: bool,
         record_history: bool,
+        codes_with_lookasides: frozenset[CodeType] | None = None,
     ) -> None:
         self.codes = codes
         self.code_entries = codes.entries
         self.lookasides = lookasides
+        # The code objects of the Python functions (and methods) the lookasides are for: a call
+        # site may skip the lookaside test for functions with any other code.
+        self.lookaside_codes = (
+            lookaside_codes(lookasides) if codes_with_lookasides is None else codes_with_lookasides
+        )
         self.callbacks = callbacks
         cb = callbacks if callbacks is not None else Callbacks()
         self.cb_load_global = cb.load_global
@@ -648,15 +665,18 @@ class Runtime:
         return enter_frame(self, fn, code, cc, args if type(args) is list else [*args])
 
     def call_from_site(self, fn: FunctionType, args: list[Any], site: list[Any]) -> Any:
-        """``call_function(fn, args, None)`` from a call site of a generated block, which then
-        calls ``fn`` straight through ``enter_frame`` while it stays the same function (see
-        ``_blocks``): ``site[0]`` becomes ``(fn, lookasides, code, compiled code)``."""
+        """``call_function(fn, args, None)`` from a call site of a generated block (``fn`` has no
+        lookaside). The site then enters later functions with the same code straight through
+        ``enter_frame`` (see ``_blocks``): ``site[0]`` becomes ``(code, lookaside_codes, cc)``
+        unless a lookaside may be for a function with this code."""
         code = fn.__code__
         entry = self.code_entries.get(id(code), _NO_ENTRY)
         cc = entry[1]
         if entry[0] is not code or len(args) != cc.call_argcount:
             return self._call_function_general(fn, args, None)
-        site[0] = (fn, self.lookasides, code, cc)
+        codes = self.lookaside_codes
+        if code not in codes:
+            site[0] = (code, codes, cc)
         return enter_frame(self, fn, code, cc, args)
 
     def _shallower(self, depth: int) -> None:
@@ -814,8 +834,6 @@ def enter_frame(
     """Run a call of ``fn`` whose positional ``args`` fill its parameters exactly (``cc`` is its
     warm compiled ``code``): the frame and the dispatch loop inline, as this runs on every call.
     ``args`` is taken over as the frame's local slots."""
-    if fn.__code__ is not code:  # reassigned since a call site saw it
-        return rt.call_function(fn, args, None)
     f = Frame()
     f.rt = rt
     f.cc = cc
