@@ -634,3 +634,33 @@ def test_in_place_op_reading_its_destination_through_a_view_matches_eager() -> N
         results.append((out, g, a))
     for e, j in zip(*results):
         torch.testing.assert_close(j, e, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", ["fill", "zero", "add"])
+def test_writes_into_an_expanded_input_beside_a_differentiated_write(op: str) -> None:
+    # The write into `a` (no gradient) stays the op itself while `c` (gradient) is
+    # functionalized: fill_ and zero_ may write an expanded tensor, add_ may not, as in eager.
+    def f(a, w):
+        c = w.sum(0)
+        if op == "fill":
+            a.fill_(1.5)
+        elif op == "zero":
+            a.zero_()
+        else:
+            a.add_(1.0)
+        c.add_(1.5)
+        return a, c * 2
+
+    outcomes = []
+    for fn in (f, _jit(f)):
+        base = torch.full((1,), 0.25)
+        a = base.expand(6)
+        w = torch.linspace(-1, 1, 6).requires_grad_()
+        try:
+            out, c = fn(a, w)
+        except RuntimeError as e:
+            outcomes.append(("raised", str(e), base.tolist()))
+            continue
+        (g,) = torch.autograd.grad(c.sum(), w)
+        outcomes.append((out.tolist(), g.tolist(), base.tolist()))
+    assert outcomes[0] == outcomes[1]

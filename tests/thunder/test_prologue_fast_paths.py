@@ -195,3 +195,53 @@ def test_module_compile_after_jit_is_seen() -> None:
     jm(x)
     m.blocks[0].__dict__["_compiled_call_impl"] = lambda *a, **k: torch.zeros(3, 4)
     torch.testing.assert_close(jm(x), m(x))
+
+
+_FACTOR = 2.0
+
+
+def _scaled(x: torch.Tensor) -> torch.Tensor:
+    return x * _FACTOR + abs(-1)  # a module global and a builtin
+
+
+def test_inlined_global_reads_follow_rebinding_shadowing_and_deletion() -> None:
+    global _FACTOR
+    jf = thunder.jit(_scaled)
+    x = torch.randn(3)
+    torch.testing.assert_close(jf(x), _scaled(x))
+    assert "_FACTOR'] if '_FACTOR' in" in str(thunder.last_prologue_traces(jf)[-1])
+    try:
+        _FACTOR = 3.0
+        torch.testing.assert_close(jf(x), _scaled(x))
+        globals()["abs"] = lambda v: 10 * v  # the module now shadows the builtin
+        torch.testing.assert_close(jf(x), _scaled(x))
+        del globals()["abs"]
+        torch.testing.assert_close(jf(x), _scaled(x))
+        import builtins
+
+        original_abs = builtins.abs
+        builtins.abs = lambda v: 100 * v  # patched where every module finds it
+        try:
+            torch.testing.assert_close(jf(x), _scaled(x))
+        finally:
+            builtins.abs = original_abs
+        torch.testing.assert_close(jf(x), _scaled(x))
+        del globals()["_FACTOR"]
+        with pytest.raises(NameError):
+            _scaled(x)
+        with pytest.raises(NameError):
+            jf(x)
+    finally:
+        globals().pop("abs", None)
+        _FACTOR = 2.0
+    torch.testing.assert_close(jf(x), _scaled(x))
+
+
+def test_inlined_member_read_of_a_moved_member() -> None:
+    m = Net()
+    jm = thunder.jit(m)
+    _check(jm, m)
+    weight = m.lin.weight
+    del m.lin.weight
+    m.lin.register_buffer("weight", weight.detach().clone())  # the name moves to _buffers
+    _check(jm, m)

@@ -195,9 +195,8 @@ def test_min_cut_beats_all_or_nothing_clusters() -> None:
     assert (none, greedy, min_cut) == (2 * 4096, 2 * 4096, 4096 + 4)
 
 
-def test_min_cut_is_fast_on_a_12_layer_gpt() -> None:
-    import time
-
+def test_min_cut_on_a_12_layer_gpt_saves_memory() -> None:
+    # (How long the pass takes is measured by ``./dev bench remat``, not asserted here.)
     def gpt(x, *params):
         B, T, C = x.shape
         for i in range(12):
@@ -213,10 +212,7 @@ def test_min_cut_is_fast_on_a_12_layer_gpt() -> None:
     layer = [(C,), (C,), (3 * C, C), (C, C), (C,), (C,), (4 * C, C), (C, 4 * C)]
     params = [torch.randn(s, requires_grad=True) for _ in range(12) for s in layer]
     fb = split_forward_backward(trace_function(gpt, torch.randn(2, 8, C), *params))
-    start = time.perf_counter()
     smaller = remat.rematerialize(fb)
-    seconds = time.perf_counter() - start
-    assert seconds < 0.5, seconds
     assert remat.saved_bytes(smaller) < remat.saved_bytes(fb)
     check_trace(smaller.backward)
 

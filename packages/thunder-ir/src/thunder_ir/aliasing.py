@@ -163,17 +163,22 @@ def written_inputs(bsym: BoundSymbol) -> set[str]:
     return _analyze(bsym)[1]
 
 
-def with_writes_exposed(bsyms: Iterable[BoundSymbol]) -> list[BoundSymbol]:
+def with_writes_exposed(
+    bsyms: Iterable[BoundSymbol], only: frozenset[str] | None = None
+) -> list[BoundSymbol]:
     """``bsyms`` with every composite that writes in place replaced by its decomposition, down to
     the ``prims.copy_`` calls (batch_norm's update of its running statistics then stands apart
-    from its output)."""
+    from its output). With ``only``, a composite that writes none of those names stays whole:
+    it runs as the op itself, with the op's own rules (``fill_`` into an expanded tensor)."""
     out: list[BoundSymbol] = []
     for b in bsyms:
         is_copy = b.sym.is_prim and b.sym.name == "copy_"
         if is_copy or not b.subsymbols or not writes_in_place(b):
             out.append(b)
+        elif only is not None and not written_inputs(b) & only:
+            out.append(b)  # kept whole
         else:
-            out.extend(with_writes_exposed(b.subsymbols))
+            out.extend(with_writes_exposed(b.subsymbols, only))
     return out
 
 

@@ -131,7 +131,7 @@ class _Functionalizer:
         self.trace = trace
         self.only = only
         self.out = trace.derive([], pass_name="functionalize")
-        self.bsyms = with_writes_exposed(trace.bound_symbols)
+        self.bsyms = with_writes_exposed(trace.bound_symbols, only)
         self.views = _views(self.bsyms)
         self.producers = {p.name: b for b in self.bsyms for p in b.flat_proxy_outs}
         self.current: dict[str, Proxy] = {}  # name -> its value now (written groups only)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import operator
 from collections.abc import Sequence
@@ -17,14 +18,17 @@ from thunder_ir.tags import OpTag
 
 __all__ = [
     "HOOK_ATTRIBUTES",
+    "BuiltinReads",
     "ModulesWithoutHooks",
     "TensorsMetadata",
+    "check_builtins",
     "check_has_attribute",
     "check_lacks_item",
     "check_no_hooks",
     "check_no_module_hooks",
     "check_tensors",
     "is_plain_module_member",
+    "module_store",
     "unpack_from_numpy",
     "unpack_module_attr",
     "unpack_shape",
@@ -127,6 +131,34 @@ def _check_lacks_item(container: Any, key: Any) -> None:
 check_lacks_item = _prologue_symbol(_check_lacks_item)
 
 
+class BuiltinReads:
+    """The builtins a program read, per module whose globals were looked in first: each module
+    still lacks those names and each builtin is the same object (a module that later defines
+    ``max``, or a patched ``builtins.max``, recompiles). One call checks them all."""
+
+    def __init__(self, reads: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        self.modules = tuple(module for module, _ in reads)
+        self.names = tuple(tuple(names) for _, names in reads)
+        used = {name: value for _, names in reads for name, value in names.items()}
+        self._get = operator.itemgetter(*used, "__name__")  # a tuple even for one name
+        self._expected = (*used.values(), builtins.__name__)
+
+    def check(self, *globals_dicts: dict[str, Any]) -> None:
+        for module, names, globs in zip(self.modules, self.names, globals_dicts):
+            if not globs.keys().isdisjoint(names):
+                defined = sorted(set(names) & globs.keys())
+                raise GuardFailure(f"{module} now defines {', '.join(defined)}")
+        if any(map(operator.is_not, self._get(vars(builtins)), self._expected)):
+            raise GuardFailure("a builtin the program calls was replaced")
+
+
+def _check_builtins(reads: BuiltinReads, *globals_dicts: dict[str, Any]) -> None:
+    reads.check(*globals_dicts)
+
+
+check_builtins = _prologue_symbol(_check_builtins)
+
+
 # -- reading a module's parameters, buffers and submodules --------------------------------------
 
 
@@ -149,9 +181,10 @@ def is_plain_module_member(module: Any, name: str) -> bool:
     return any(name in d.get(store, ()) for store in ("_parameters", "_buffers", "_modules"))
 
 
-def _unpack_module_attr(module: Any, name: str) -> Any:
+def _unpack_module_attr(module: Any, name: str, store: str | None = None) -> Any:
     # nn.Module.__getattr__'s own order, without the failed ordinary lookup before it; anything
     # unusual (the name now in the instance dict, a module without the dicts) takes getattr.
+    # (``store``, the dict the name was in when the prologue was built, is for the inline form.)
     d = module.__dict__
     if name not in d:
         try:
@@ -173,6 +206,32 @@ def _unpack_module_attr(module: Any, name: str) -> Any:
 
 
 unpack_module_attr = _prologue_symbol(_unpack_module_attr, check=False)
+
+MODULE_STORES = ("_parameters", "_buffers", "_modules")
+
+
+def module_store(module: Any, name: str) -> str | None:
+    """Which of the module's parameter, buffer and submodule dicts holds ``name`` (the first,
+    in ``nn.Module.__getattr__``'s order)."""
+    d = module.__dict__
+    return next((s for s in MODULE_STORES if name in d.get(s, ())), None)
+
+
+def _inline_unpack_module_attr(bsym: Any, p: Printer) -> str | None:
+    """``x = m.__dict__['_modules']['name']`` while the instance dict does not shadow it; any
+    other case through the function (a store that lacks the name raises KeyError: a miss)."""
+    module, name, *rest = bsym.args
+    store = rest[0] if rest else None
+    if store not in MODULE_STORES:
+        return None
+    m, n = p.value(module), p.value(name)
+    call = f"{p.symbol(bsym.sym)}({m}, {n})"
+    return (
+        f"{bsym.output.name} = {m}.__dict__[{store!r}][{n}] if {n} not in {m}.__dict__ else {call}"
+    )
+
+
+register_inline(unpack_module_attr, _inline_unpack_module_attr)
 
 
 # -- symbolic sizes (cache="symbolic values") -----------------------------------------------------

@@ -24,13 +24,16 @@ from thunder.binding import Binder, ExternalRef, Guard, Write
 from thunder.binding.state import Rebuilt, rebuild, template_leaves
 from thunder.errors import JitError
 from thunder.guards import (
+    BuiltinReads,
     ModulesWithoutHooks,
     TensorsMetadata,
+    check_builtins,
     check_has_attribute,
     check_lacks_item,
     check_no_hooks,
     check_tensors,
     is_plain_module_member,
+    module_store,
     unpack_from_numpy,
     unpack_module_attr,
     unpack_shape,
@@ -189,7 +192,8 @@ class _PrologueBuilder:
             assert access.parent is not None
             parent = self._unpack(access.parent)
             if kind == ATTR and self._reads_module_member(access):
-                bsym = unpack_module_attr.bind(parent, access.key, output=out)
+                store = module_store(self.objects[access.parent], access.key)
+                bsym = unpack_module_attr.bind(parent, access.key, store, output=out)
             elif kind == ATTR:
                 bsym = prims.unpack_attr.bind(parent, access.key, output=out)
             elif kind == ITEM:
@@ -289,6 +293,14 @@ class _PrologueBuilder:
         self.trace.record(bsym.replace(header=f"guard: {what}"))
 
     def _check_batches(self) -> None:
+        reads = self.binder.builtin_reads
+        if reads:
+            dicts = [PythonCode(self._global_dict_name(module)) for module in reads]
+            self.trace.record(
+                check_builtins.bind(BuiltinReads(list(reads.items())), *dicts, output=None).replace(
+                    header=f"guard: {sum(map(len, reads.values()))} builtins, from {len(reads)} modules"
+                )
+            )
         if self.hookless:
             self.trace.record(
                 check_no_hooks.bind(ModulesWithoutHooks(), *self.hookless, output=None).replace(

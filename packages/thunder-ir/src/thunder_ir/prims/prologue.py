@@ -133,6 +133,13 @@ def _inline_unpack_key(bsym: Any, p: Printer) -> str | None:
     return f"{bsym.output.name} = {p.value(d)}[{p.value(key)}]"
 
 
+def _inline_unpack_global(bsym: Any, p: Printer) -> str:
+    globs, name = bsym.args
+    g, n = p.value(globs), p.value(name)
+    # The module's own global inline; a builtin (or a miss) through the prim.
+    return f"{bsym.output.name} = {g}[{n}] if {n} in {g} else {_failing_call(bsym, p)}"
+
+
 def _failing_call(bsym: Any, p: Printer) -> str:
     return f"{p.symbol(bsym.sym)}({', '.join(p.value(a) for a in bsym.args)})"
 
@@ -161,6 +168,7 @@ def _inline_check_value(bsym: Any, p: Printer) -> str | None:
 
 register_inline(unpack_attr, _inline_unpack_attr)
 register_inline(unpack_key, _inline_unpack_key)
+register_inline(unpack_global, _inline_unpack_global)
 register_inline(check_is, _inline_check_is)
 register_inline(check_type, _inline_check_type)
 register_inline(check_value, _inline_check_value)

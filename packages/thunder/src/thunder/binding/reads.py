@@ -355,14 +355,18 @@ class ReadsMixin(BinderState):
         warnings.warn(f"thunder.jit: the function {what} (it is guarded)", stacklevel=2)
 
     def _cb_load_global(self, name: str, value: Any, globs: dict[str, Any], prov: Any) -> Any:
+        module = globs.get("__name__")
+        module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
         if name in globs:
-            module = globs.get("__name__")
-            module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
             self.globals_dicts.setdefault(module, globs)
         else:
-            module = "builtins"
             if value is getattr(builtins, name, _MISSING):
-                return value  # a builtin: not guarded
+                # A builtin: it stays the program's as long as the module does not define the
+                # name and the builtin is the same (checked for all of them at once).
+                self.globals_dicts.setdefault(module, globs)
+                self.builtin_reads.setdefault(module, {})[name] = value
+                return value
+            module = "builtins"
             self.globals_dicts.setdefault(module, globs)
         return self.on_load(value, Access(GLOBAL, (module, name)))
 

@@ -293,6 +293,9 @@ class BinderState:
         self.guards: dict[Access, Guard] = {}
         self.writes: list[Write] = []
         self.globals_dicts: dict[str, dict[str, Any]] = {}
+        # Builtins the program read, by the module whose globals it looked in first: the
+        # module must still lack the name and the builtin must still be the same object.
+        self.builtin_reads: dict[str, dict[str, Any]] = {}
         # Closure cells of functions from outside, by id: the cell and its access path. Cells,
         # not code objects: the closures one ``def`` makes share their code.
         self.cell_accesses: dict[int, tuple[types.CellType, Access]] = {}
