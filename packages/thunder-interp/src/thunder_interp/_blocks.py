@@ -591,38 +591,52 @@ _EXIT = re.compile(r"\breturn (\d+)$")
 def build_superblock(runs: list[_Run]) -> Op | None:
     """One function running the compiled blocks of ``runs`` (the first is the entry) one after
     another: a jump between two of them is a ``while`` loop step, not a return to the dispatch
-    loop and a call of the next block with its own preamble. A jump anywhere else returns."""
+    loop and a call of the next block with its own preamble. A jump anywhere else returns.
+
+    The entry block runs first on its own (most calls end there or leave it once); the loop
+    after it holds every block, the entry last, for the jumps that follow."""
     built = {run.start: run for run in runs if run.block is not None}
-    if len(built) < 2 or runs[0].start not in built:
+    entry = runs[0].start
+    if len(built) < 2 or entry not in built:
         return None
-    order = sorted(built, key=lambda start: (start != runs[0].start, start))
     # The entry's fields are loaded once; another block loads the others it uses each time it
     # runs (a call that returns from the entry block pays for no more than that block did).
     loaded: set[str] = set()
-    body = [(text, -1, 2) for text in _preamble([t for t, _ in built[order[0]].gen.body], loaded)]
-    body += [(f"pc = {order[0]}", -1, 2), ("while True:", -1, 2)]
+    body = [(text, -1, 2) for text in _preamble([t for t, _ in built[entry].gen.body], loaded)]
     env: dict[str, Any] = {}
+    for run in built.values():
+        env.update(run.gen.env)
+    body.append(("while True:", -1, 2))  # the first pass: ``break`` enters the loop below
+    body += _section(built[entry].gen, built, "break", None, 3)
+    body.append(("while True:", -1, 2))
+    order = [*sorted(start for start in built if start != entry), entry]
     for k, start in enumerate(order):
         gen = built[start].gen
-        env.update(gen.env)
         following = order[k + 1] if k + 1 < len(order) else None
         body.append((f"if pc == {start}:", -1, 3))
-        extra = _preamble([text for text, _ in gen.body], set(loaded))
-        body += [(text, -1, 4) for text in extra]
-        last = len(gen.body) - 1
-        for n, (text, index) in enumerate(gen.body):
-            match = _EXIT.search(text)
-            target = int(match.group(1)) if match else 0
-            if target in built:
-                step = (
-                    f"pc = {target}"
-                    if n == last and target == following
-                    else f"pc = {target}; continue"
-                )
-                text = text[: match.start()] + step  # type: ignore[union-attr]
-            body.append((text, index, 4))
+        body += [(text, -1, 4) for text in _preamble([t for t, _ in gen.body], set(loaded))]
+        body += _section(gen, built, "continue", following, 4)
     superblock: Any = _generate("superblock", body, env)
     return cast(Op, superblock)
+
+
+def _section(
+    gen: _BlockGen, built: dict[int, _Run], step: str, following: int | None, indent: int
+) -> list[tuple[str, int, int]]:
+    """A block's body in a superblock: a jump to a block of it sets ``pc`` and does ``step``
+    (none when it falls through to ``following``, the next section)."""
+    lines = []
+    last = len(gen.body) - 1
+    for n, (text, index) in enumerate(gen.body):
+        match = _EXIT.search(text)
+        target = int(match.group(1)) if match else 0
+        if match is not None and target in built:
+            jump = (
+                f"pc = {target}" if n == last and target == following else f"pc = {target}; {step}"
+            )
+            text = text[: match.start()] + jump
+        lines.append((text, index, indent))
+    return lines
 
 
 # Names every generated block may use.
