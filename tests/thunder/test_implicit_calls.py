@@ -138,3 +138,37 @@ def test_gradients_through_property(seed: int) -> None:
     f(xe).backward()
     torch.testing.assert_close(x.grad, xe.grad)
     assert "sin" in _symbols(j)
+
+
+class _Base(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4))
+
+    @property
+    def scaled(self) -> torch.Tensor:
+        return torch.tanh(self.w) * SCALE
+
+
+class _Child(_Base):
+    @property
+    def scaled(self) -> torch.Tensor:
+        return super().scaled + 1  # the parent's property, through super()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scaled
+
+
+def test_parent_property_through_super_is_traced_and_differentiated() -> None:
+    m = _Child()
+    jm = thunder.jit(m)
+    x = torch.randn(4)
+    torch.testing.assert_close(jm(x), m(x))
+    assert "tanh" in str(thunder.last_traces(jm)[-1])
+    with torch.no_grad():
+        m.w.mul_(3)  # new values, same parameter: read on every call
+    out_j, out_e = jm(x), m(x)
+    torch.testing.assert_close(out_j, out_e)
+    (g_j,) = torch.autograd.grad(out_j.sum(), m.w)
+    (g_e,) = torch.autograd.grad(out_e.sum(), m.w)
+    torch.testing.assert_close(g_j, g_e)

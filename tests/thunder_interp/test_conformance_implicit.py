@@ -441,6 +441,51 @@ SNIPPETS = [
             return [bool(x), len(x), not x], LOG
         """,
     ),
+    snippet(
+        "super_attribute_descriptors",
+        """
+        class Desc:
+            def __get__(self, obj, owner):
+                seen("desc_get")
+                return ("desc", obj is None, owner.__name__)
+        class A:
+            d = Desc()
+            @property
+            def p(self):
+                seen("prop_get")
+                return "A.p"
+            def m(self):
+                return "A.m"
+            @classmethod
+            def c(cls):
+                return ("A.c", cls.__name__)
+            @classmethod
+            def sup_in_classmethod(cls):
+                return super().__repr__ is not None
+        class B(A):
+            @property
+            def p(self):
+                seen("prop_get_b")
+                return "B.p+" + super().p
+            def m(self):
+                return "B.m+" + super().m()
+            def get_d(self):
+                return super().d
+            @classmethod
+            def c(cls):
+                return ("B.c", super().c(), super().d)
+        class C(B):
+            pass
+        def f():
+            c = C()
+            out = [c.p, c.m(), c.get_d(), C.c(), super(B, c).p, super(A, c).__class__.__name__]
+            try:
+                super(B, c).missing
+            except AttributeError as e:
+                out.append(str(e))
+            return out, LOG
+        """,
+    ),
 ]
 
 

@@ -137,7 +137,9 @@ def type_info(cls: type) -> TypeInfo:
         info = _INFO[cls] = TypeInfo(cls)
         if info.plain:
             PLAIN.add(cls)
-        if not info.get_hook and not info.set_hook and not info.descriptors:
+        if cls is super:
+            pass  # its lookup calls descriptors found on the MRO (see _super_attribute)
+        elif not info.get_hook and not info.set_hook and not info.descriptors:
             PLAIN_ATTRS.add(cls)
         elif not info.get_hook:
             ATTR_DESCRIPTORS[cls] = info.descriptors
@@ -457,6 +459,8 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
     cls = type(obj)
     if cls is type:
         return _class_attribute(rt, obj, name)
+    if cls is super:
+        return _super_attribute(rt, obj, name)
     info = _INFO.get(cls) or type_info(cls)
     if not info.get_hook and name not in info.descriptors:
         return getattr(obj, name)
@@ -481,6 +485,36 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
     if is_python_level(getattr_) or getattr_ in rt.lookasides:
         return call_special(rt, getattr_, obj, name)
     return getattr_(obj, name)
+
+
+def _super_attribute(rt: Runtime, sup: Any, name: str) -> Any:
+    """``super().name`` (``super_getattro``): the first class after ``__thisclass__`` in the
+    MRO of ``__self_class__`` that defines ``name``; its descriptor bound to the instance (to
+    nothing when the super is of a class), a Python ``__get__`` or getter interpreted."""
+    start = sup.__self_class__
+    if start is None or name == "__class__":
+        return getattr(sup, name)
+    mro = start.__mro__
+    this = sup.__thisclass__
+    i = next((k for k, klass in enumerate(mro) if klass is this), len(mro))
+    for klass in mro[i + 1 :]:
+        d = klass.__dict__
+        if name not in d:
+            continue
+        descr = d[name]
+        get = lookup_type(type(descr), "__get__")
+        if get is NULL:
+            return descr
+        obj = sup.__self__
+        instance = None if obj is start else obj
+        if type(get) is FunctionType and not is_opaque_code(get.__code__):
+            return rt.call(get, (descr, instance, start), None, None)
+        if type(descr) is property and instance is not None:
+            fget = descr.fget
+            if type(fget) is FunctionType and not is_opaque_code(fget.__code__):
+                return rt.call(fget, (instance,), None, None)
+        return get(descr, instance, start)
+    return getattr(sup, name)
 
 
 def _class_attribute(rt: Runtime, klass: type, name: str) -> Any:

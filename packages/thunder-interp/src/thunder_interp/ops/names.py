@@ -354,7 +354,7 @@ def load_super_attr(ins: Instruction, ctx: CompileContext) -> Op:
             sup = f.rt.call(global_super, (cls, self_), None, f)
         else:
             sup = f.rt.call(global_super, (), None, f)
-        v = getattr(sup, name)
+        v = slot_load_attr(f.rt, sup, name)
         if hooked:
             v = attribute_loaded(f.rt, sup, name, v)
         if method:
