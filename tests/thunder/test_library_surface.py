@@ -285,6 +285,82 @@ def test_object_stored_into_outside_state_is_rebuilt() -> None:
         torch.testing.assert_close(holder["last"].value, x * 2)
 
 
+def _shares_objects(x: torch.Tensor) -> Any:
+    cache = Box(x * 2, "cache")
+    out = OrderedOutput()
+    out["cache"] = cache  # an item and an attribute: one object, as a ModelOutput holds it
+    out["logits"] = x + 1
+    layers = [cache, x - 1]
+    return out, layers, {"layers": layers, "again": layers}, cache
+
+
+def _same_sharing(actual: Any, expected: Any) -> None:
+    """Which parts of ``actual`` are one object is what it is in ``expected``."""
+    a_out, a_layers, a_dict, a_cache = actual
+    e_out, e_layers, e_dict, e_cache = expected
+    assert (a_out["cache"] is a_out.cache) == (e_out["cache"] is e_out.cache) is True
+    assert (a_out.cache is a_cache) == (e_out.cache is e_cache) is True
+    assert (a_layers[0] is a_cache) == (e_layers[0] is e_cache) is True
+    assert (a_dict["layers"] is a_layers) == (e_dict["layers"] is e_layers) is True
+    assert (a_dict["again"] is a_dict["layers"]) == (e_dict["again"] is e_dict["layers"])
+
+
+def test_objects_the_result_holds_twice_are_one_object() -> None:
+    j = thunder.jit(_shares_objects)
+    for _ in range(2):
+        x = _x(3)
+        actual, expected = j(x), _shares_objects(x)
+        _same_sharing(actual, expected)
+        torch.testing.assert_close(actual[3].value, expected[3].value)
+        torch.testing.assert_close(actual[0].logits, expected[0].logits)
+        actual[3].value = None  # what the caller does to one is seen through the others
+        assert actual[0].cache.value is None and actual[1][0].value is None
+    assert thunder.cache_hits(j) == 1
+
+
+class _Keeper(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        box = Box(self.lin(x), "kept")
+        self.kept = box
+        box.extra = x * 3  # type: ignore[attr-defined]  # stored first, then changed
+        box.tag = "changed"
+        self.history = [box]
+        return box
+
+
+def test_object_changed_after_it_is_stored_outside_is_stored_as_it_ends() -> None:
+    m, e = _Keeper(), _Keeper()
+    e.load_state_dict(m.state_dict())
+    j = thunder.jit(m)
+    for _ in range(2):
+        x = _x(2, 3)
+        actual, expected = j(x), e(x)
+        assert m.kept is actual and m.history[0] is actual
+        assert e.kept is expected and e.history[0] is expected
+        assert vars(m.kept).keys() == vars(e.kept).keys()
+        assert m.kept.tag == e.kept.tag == "changed"
+        torch.testing.assert_close(m.kept.extra, e.kept.extra)  # type: ignore[attr-defined]
+        torch.testing.assert_close(m.kept.value, e.kept.value)
+    assert thunder.cache_hits(j) == 1
+
+
+def test_object_changed_after_it_is_stored_where_no_path_leads_is_refused() -> None:
+    seen: set[Any] = set()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        box = Box(x + 1, "a")
+        seen.add(box)
+        box.tag = "b"
+        return x * 2
+
+    with pytest.raises(UnsupportedSideEffectError, match="Box"):
+        thunder.jit(f)(_x(2))
+
+
 # -- buffers assigned in forward ------------------------------------------------------------------------
 
 

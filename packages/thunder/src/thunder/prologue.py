@@ -388,6 +388,11 @@ class _EpilogueWriter:
         # took their path: before write ``i`` (``pending[i]``), then read from the local.
         self.locals: dict[Access, str] = {}
         self.pending: dict[int, list[Access]] = {}
+        # Template objects that one statement holds more than once, and their locals.
+        self.shared: set[int] = set()
+        self.built: dict[int, str] = {}
+        self.prelude: list[str] = []
+        self.n_built = 0
 
     def plan_bindings(self, result: Any) -> None:
         """Which object paths get a local, and before which write each is resolved."""
@@ -449,7 +454,28 @@ class _EpilogueWriter:
             return f"torch.from_numpy({parent})"
         raise AssertionError(kind)  # pragma: no cover
 
+    def statement(self, template: Any) -> tuple[list[str], str]:
+        """``template``'s expression, and the lines before it that build each list, dict or
+        object it holds more than once (one object, as the program had it)."""
+        counts: dict[int, int] = {}
+        _count_shared(template, counts)
+        self.shared = {i for i, n in counts.items() if n > 1}
+        self.built = {}
+        self.prelude = []
+        return self.prelude, self.value(template)
+
     def value(self, template: Any) -> str:
+        if id(template) in self.shared:
+            name = self.built.get(id(template))
+            if name is None:
+                expr = self.build(template)
+                name = self.built[id(template)] = f"_v{self.n_built}"
+                self.n_built += 1
+                self.prelude.append(f"{name} = {expr}")
+            return name
+        return self.build(template)
+
+    def build(self, template: Any) -> str:
         if isinstance(template, ExternalRef):
             return self.access(template.access)
         if isinstance(template, Proxy):
@@ -483,18 +509,36 @@ class _EpilogueWriter:
             )
         return value_to_python(template, self.printer)
 
-    def write(self, w: Write) -> str:
+    def write(self, w: Write) -> list[str]:
         if w.kind in ("del_global", "del_cell"):
-            return f"del {self.path(w.target)}"
+            return [f"del {self.path(w.target)}"]
         if w.kind == "del_attr":
-            return f"delattr({self.access(w.target)}, {w.name!r})"
-        value = self.value(w.value)
+            return [f"delattr({self.access(w.target)}, {w.name!r})"]
+        lines, value = self.statement(w.value)
         if w.kind in ("global", "cell"):
-            return f"{self.path(w.target)} = {value}"
+            return [*lines, f"{self.path(w.target)} = {value}"]
         if w.kind == "attr":
             obj = self.access(w.target)
-            return f"setattr({obj}, {w.name!r}, {value})"
-        return f"{self.access(w.target)}.{w.name}(*{value})"
+            return [*lines, f"setattr({obj}, {w.name!r}, {value})"]
+        return [*lines, f"{self.access(w.target)}.{w.name}(*{value})"]
+
+
+def _count_shared(template: Any, counts: dict[int, int]) -> None:
+    """How often each list, dict and rebuilt object occurs in ``template`` (``counts``, by id)."""
+    t = type(template)
+    if t in (list, dict) or t is Rebuilt:
+        counts[id(template)] = counts.get(id(template), 0) + 1
+        if counts[id(template)] > 1:
+            return
+    if t is Rebuilt:
+        for part in template.parts:
+            _count_shared(part, counts)
+    elif t is dict:
+        for v in template.values():
+            _count_shared(v, counts)
+    elif isinstance(template, (tuple, list)):
+        for v in template:
+            _count_shared(v, counts)
 
 
 def build_epilogue(
@@ -511,10 +555,12 @@ def build_epilogue(
     writer.plan_bindings(result)
     for i, w in enumerate(binder.writes):
         lines.extend("  " + line for line in writer.bindings_before(i))
-        lines.append("  " + writer.write(w))
+        lines.extend("  " + line for line in writer.write(w))
     for index in sorted(writer.pending):
         lines.extend("  " + line for line in writer.bindings_before(index))
-    lines.append(f"  return {writer.value(result)}")
+    prelude, value = writer.statement(result)
+    lines.extend("  " + line for line in prelude)
+    lines.append(f"  return {value}")
     source = "\n".join(lines) + "\n"
     ctx.update(writer.printer.ctx)
     filename = f"<thunder epilogue {id(binder):x}>"

@@ -72,6 +72,8 @@ class ReadsMixin(BinderState):
         if isinstance(obj, (_SCALAR_TYPES, Proxy)):
             return None
         for access, container in list(self._container_at.items()):
+            if isinstance(container, (set, frozenset)):
+                continue  # an item of a set has no path
             items = container.items() if isinstance(container, dict) else enumerate(container)
             for key, value in items:
                 if value is obj:

@@ -34,6 +34,14 @@ _NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 
 
+def _is_built_object(value: Any) -> bool:
+    """An instance of a Python class (not a class, tensor or module), as the program may build
+    and store one."""
+    return bool(type(value).__flags__ & _HEAPTYPE) and not isinstance(
+        value, (type, torch.Tensor, torch.nn.Module)
+    )
+
+
 def _restore_item(d: dict[str, Any], name: str, old: Any) -> None:
     if old is _MISSING:
         d.pop(name, None)
@@ -107,6 +115,7 @@ class WritesMixin(ReadsMixin):
         self._refuse_detached(obj, f"sets the attribute {name!r} of")
         access = self.access_for(obj)
         if access is None:
+            self._refuse_escaped(obj, f"sets the attribute {name!r} of")
             return
         template = self._template(value, f"attribute {name}")
         old = getattr(obj, name, _MISSING)
@@ -120,7 +129,8 @@ class WritesMixin(ReadsMixin):
         on: what the program does to it later (or to the containers it holds) is replayed on
         it, found where it was stored. Stored where no path leads (``access`` None), a later
         mutation cannot be replayed and is refused."""
-        if type(value) not in _CONTAINER_MUTATORS or self.access_for(value) is not None:
+        container = type(value) in _CONTAINER_MUTATORS
+        if not (container or _is_built_object(value)) or self.access_for(value) is not None:
             return
         if access is None or depth > 8:
             self._escaped[id(value)] = value
@@ -128,6 +138,8 @@ class WritesMixin(ReadsMixin):
         stored = Access(access.kind, access.key, access.parent, version=len(self.writes))
         self._associate(value, stored)
         self._inserted.add(stored)
+        if not container:
+            return  # an object of a Python class: later stores into it are replayed on it
         if isinstance(value, dict):
             for k, v in value.items():
                 self._track_stored(v, stored.item(k), depth + 1)
@@ -174,6 +186,7 @@ class WritesMixin(ReadsMixin):
         self._refuse_detached(obj, f"deletes the attribute {name!r} of")
         access = self.access_for(obj)
         if access is None:
+            self._refuse_escaped(obj, f"deletes the attribute {name!r} of")
             return
         old = getattr(obj, name, _MISSING)
         self._undo.append(lambda: _restore_attr(obj, name, old))
@@ -207,12 +220,7 @@ class WritesMixin(ReadsMixin):
         self._refuse_detached(container, f"calls {method} on")
         access = self.access_for(container)
         if access is None:
-            if id(container) in self._escaped and self._escaped[id(container)] is container:
-                raise UnsupportedSideEffectError(
-                    f"thunder.jit: the function calls {method} on a {type(container).__name__} it "
-                    "made and put into an outside container where later calls cannot find it "
-                    "again; build it completely before storing it"
-                )
+            self._refuse_escaped(container, f"calls {method} on")
             return  # created by the program
         if kw:
             raise UnsupportedSideEffectError(
@@ -239,33 +247,53 @@ class WritesMixin(ReadsMixin):
         self.writes.append(Write("call", access, method, template))
         self._track_inserted(container, access, method, args)
 
-    def _template(self, value: Any, what: str) -> Any:
-        """``value`` as something the epilogue can rebuild on every call."""
+    def _refuse_escaped(self, obj: Any, what: str) -> None:
+        if id(obj) in self._escaped and self._escaped[id(obj)] is obj:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function {what} a {type(obj).__name__} it made and put into "
+                "an outside container where later calls cannot find it again; build it "
+                "completely before storing it"
+            )
+
+    def _template(self, value: Any, what: str, memo: dict[int, Any] | None = None) -> Any:
+        """``value`` as something the epilogue can rebuild on every call. A list, dict or
+        object met twice is one template object (``memo``), which the epilogue builds once:
+        the rebuilt value shares its parts as the program's did."""
         if isinstance(value, (Proxy, *_SCALAR_TYPES)):
             return value
         access = self.access_for(value)
         if access is not None:
             return ExternalRef(access)
+        if memo is None:
+            memo = {}
+        known = memo.get(id(value))
+        if known is not None:
+            return known[1]
         t = type(value)
-        if t in (tuple, list, SymbolicSize):
-            return t(self._template(v, what) for v in value)
+        if t in (tuple, SymbolicSize):
+            return t(self._template(v, what, memo) for v in value)
         if isinstance(value, tuple) and hasattr(t, "n_fields"):  # torch.return_types
-            return t(tuple(self._template(v, what) for v in value))
+            return t(tuple(self._template(v, what, memo) for v in value))
         if t is slice:  # a slice assignment's key
             parts = (value.start, value.stop, value.step)
-            return slice(*(self._template(v, what) for v in parts))
-        if t is dict:
-            return {k: self._template(v, what) for k, v in value.items()}
-        rebuilt = self._rebuilt(value, what)
-        if rebuilt is not None:
-            return rebuilt
+            return slice(*(self._template(v, what, memo) for v in parts))
+        template: Any
+        if t is list:
+            template = [self._template(v, what, memo) for v in value]
+        elif t is dict:
+            template = {k: self._template(v, what, memo) for k, v in value.items()}
+        else:
+            template = self._rebuilt(value, what, memo)
+        if template is not None:
+            memo[id(value)] = (value, template)  # the value kept: its id stays its own
+            return template
         raise UnsupportedSideEffectError(
             f"thunder.jit: cannot replay storing a {t.__name__} created by the function into "
             f"{what} on later calls; only tensors, numbers, strings, None, outside objects and "
             "tuples/lists/dicts of those can be written to state outside the function"
         )
 
-    def _rebuilt(self, value: Any, what: str) -> Rebuilt | None:
+    def _rebuilt(self, value: Any, what: str, memo: dict[int, Any]) -> Rebuilt | None:
         """An object of a Python class the program built, as the copy protocol rebuilds it; None
         when it cannot be (C types, a reduction this does not follow, a cycle)."""
         t = type(value)
@@ -290,10 +318,10 @@ class WritesMixin(ReadsMixin):
         self._rebuilding.add(id(value))
         try:
             parts = (
-                self._template(args, what),
-                None if state is None else self._template(state, what),
-                None if listitems is None else self._template(list(listitems), what),
-                None if dictitems is None else self._template(list(dictitems), what),
+                self._template(args, what, memo),
+                None if state is None else self._template(state, what, memo),
+                None if listitems is None else self._template(list(listitems), what, memo),
+                None if dictitems is None else self._template(list(dictitems), what, memo),
             )
         finally:
             self._rebuilding.discard(id(value))
