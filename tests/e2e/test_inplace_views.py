@@ -664,3 +664,48 @@ def test_writes_into_an_expanded_input_beside_a_differentiated_write(op: str) ->
         (g,) = torch.autograd.grad(c.sum(), w)
         outcomes.append((out.tolist(), g.tolist(), base.tolist()))
     assert outcomes[0] == outcomes[1]
+
+
+def _write_of_a_written_value(a: torch.Tensor, w: torch.Tensor) -> Any:
+    c = a * 2 + 1
+    c.add_(w)  # c carries w's gradient from here on
+    a.add_(c)  # and carries it into a
+    return a
+
+
+def _read_after_a_written_value(a: torch.Tensor, w: torch.Tensor) -> Any:
+    c = a * 2 + 1
+    c.add_(w)
+    a.add_(1.5)
+    first = a[0]
+    a.add_(c)
+    return a * 3, first
+
+
+def _write_through_a_view(a: torch.Tensor, w: torch.Tensor) -> Any:
+    c = a.clone()
+    c[1:].mul_(w[1:])
+    a[:2].add_(c[:2])
+    return a.sum(0, keepdim=True), c
+
+
+@pytest.mark.parametrize(
+    "f", [_write_of_a_written_value, _read_after_a_written_value, _write_through_a_view]
+)
+def test_gradient_written_into_a_value_flows_on_from_it(f: Callable[..., Any]) -> None:
+    # A value written with one that carries a gradient carries it too: into the next write,
+    # and to every later read (before, thunder lost w's gradient and returned tensors that did
+    # not require grad).
+    results = []
+    for fn in (f, _jit(f)):
+        a = torch.linspace(-1, 2, 4)
+        w = torch.linspace(0.5, 1.5, 4).requires_grad_()
+        out = fn(a, w)
+        outs = out if isinstance(out, tuple) else (out,)
+        loss = sum((o * torch.arange(1.0, o.numel() + 1).view(o.shape)).sum() for o in outs)
+        (g,) = torch.autograd.grad(loss + a.sum(), w)
+        results.append(([o.tolist() for o in outs], [o.requires_grad for o in outs], g, a))
+    (e_out, e_req, e_g, e_a), (j_out, j_req, j_g, j_a) = results
+    assert j_out == e_out and j_req == e_req and e_req[0]
+    torch.testing.assert_close(j_g, e_g)
+    torch.testing.assert_close(j_a, e_a)

@@ -21,6 +21,7 @@ from thunder_executors.executor import (
     register_executor,
     to_runtime_value,
 )
+from thunder_ir.codegen import Printer, register_inline, type_comment
 from thunder_ir import BoundSymbol, Symbol, TensorProxy, prims
 from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.tags import OpTag
@@ -240,12 +241,28 @@ def _slice(bsym: BoundSymbol) -> BoundSymbol:
     strides = args[3] if len(args) > 3 else None
     if strides is not None and all(s == 1 for s in strides):
         strides = None
+    if strides is None:
+        # One dimension cut (a rotary half, a cache window): torch.narrow, a view as the slice
+        # is, without building an index tuple on every call.
+        cut = [
+            d
+            for d, (lo, hi, size) in enumerate(zip(start, end, a.shape))
+            if not (type(lo) is int and lo == 0 and _same_size(hi, size))
+        ]
+        if len(cut) == 1 and type(start[cut[0]]) is int and type(end[cut[0]]) is int:
+            d = cut[0]
+            return _call(torch_symbol("narrow"), bsym, (a, d, start[d], end[d] - start[d]))
     call_args = (
         (a, tuple(start), tuple(end))
         if strides is None
         else (a, tuple(start), tuple(end), tuple(strides))
     )
     return _call(helper_symbol("slice_with_strides"), bsym, call_args)
+
+
+def _same_size(a: Any, b: Any) -> bool:
+    """Known equal without tracing a comparison (a symbolic size is equal to itself only)."""
+    return a is b or (type(a) is int and type(b) is int and a == b)
 
 
 def _convolution(bsym: BoundSymbol) -> BoundSymbol:
@@ -268,6 +285,24 @@ def _convolution(bsym: BoundSymbol) -> BoundSymbol:
         groups,
     )
     return _call(torch_symbol("convolution"), bsym, args)
+
+
+# Inline forms of helpers whose body is one expression: the computation runs on every call, and a
+# Python call per op costs as much as a small kernel's dispatch.
+
+
+def _inline_shallow_copy(bsym: BoundSymbol, p: Printer) -> str | None:
+    (a,) = bsym.args
+    if not isinstance(a, TensorProxy) or not isinstance(bsym.output, TensorProxy):
+        return None
+    return f"{bsym.output.name} = {a.name}{type_comment(bsym)}"
+
+
+def _inline_convert_element_type(bsym: BoundSymbol, p: Printer) -> str | None:
+    a, dtype = bsym.args
+    if not isinstance(a, TensorProxy) or not isinstance(bsym.output, TensorProxy):
+        return None
+    return f"{bsym.output.name} = {a.name}.to({p.value(dtype)}){type_comment(bsym)}"
 
 
 def _same(sym: Symbol) -> Translator:
@@ -313,7 +348,10 @@ def _register_all() -> None:
     reg(prims.cat, translate=_same(torch_symbol("cat")))
     reg(prims.pad, translate=_same(helper_symbol("pad")))
     reg(prims.flip, translate=_same(torch_symbol("flip")))
-    reg(prims.shallow_copy, translate=_same(helper_symbol("shallow_copy")))
+    shallow = helper_symbol("shallow_copy")
+    reg(prims.shallow_copy, translate=_same(shallow))
+    register_inline(shallow, _inline_shallow_copy)
+    register_inline(helper_symbol("convert_element_type"), _inline_convert_element_type)
     reg(prims.clone, translate=_same(torch_symbol("clone")))
     reg(prims.stop_gradient, translate=_same(torch_symbol("detach")))
     reg(prims.device_put, translate=_same(helper_symbol("device_put")))

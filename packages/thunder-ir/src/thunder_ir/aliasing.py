@@ -316,7 +316,11 @@ def written_where_gradients_flow(
             continue
         tensors = [p for p in b.flat_proxy_args if isinstance(p, TensorProxy)]
         names.update(p.name for p in b.flat_proxy_outs if isinstance(p, TensorProxy))
-        reads_active = b.sym.id != prims.stop_gradient.id and any(p.name in active for p in tensors)
+        # A value whose memory was written with a gradient-carrying value carries one from then
+        # on (``c.add_(w); a.add_(c)``: the second write carries w's gradient into a).
+        reads_active = b.sym.id != prims.stop_gradient.id and any(
+            p.name in active or info.root(p.name) in roots for p in tensors
+        )
         if not reads_active:
             continue
         if writes_in_place(b):

@@ -27,6 +27,7 @@ __all__ = [
     "bound_symbol_lines",
     "global_names",
     "register_inline",
+    "type_comment",
     "value_to_python",
 ]
 
@@ -191,7 +192,8 @@ def _call(bsym: BoundSymbol, printer: Printer) -> str:
     return f"{printer.symbol(bsym.sym)}({', '.join(parts)})"
 
 
-def _type_comment(bsym: BoundSymbol) -> str:
+def type_comment(bsym: BoundSymbol) -> str:
+    """``  # t0: "cpu f32[2, 3]"``: the tensors a statement defines (empty when none)."""
     outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
     if not outs:
         return ""
@@ -237,7 +239,7 @@ def bound_symbol_lines(
                 lines.extend(sub.function_lines(printer, indent, subsymbol_depth))
     call = _call(bsym, printer)
     if _has_proxy(bsym.output):
-        lines.append(f"{pad}{_target(bsym.output, printer)} = {call}{_type_comment(bsym)}")
+        lines.append(f"{pad}{_target(bsym.output, printer)} = {call}{type_comment(bsym)}")
     else:
         lines.append(f"{pad}{call}")
     if subsymbol_depth > 0:
