@@ -34,8 +34,39 @@ def test_eval_forward_matches_eager(name: str) -> None:
         assert type(actual) is type(expected)
         assert actual.keys() == expected.keys()
         torch.testing.assert_close(hf_zoo.logits(actual), hf_zoo.logits(expected))
+        _assert_same_value(actual, expected, "output")
     assert thunder.cache_misses(jitted) == 1
     assert thunder.cache_hits(jitted) == 1
+
+
+def _assert_same_value(actual: object, expected: object, path: str, depth: int = 0) -> None:
+    """``actual`` is ``expected`` rebuilt: the same types, tensors equal, and the same parts are
+    one object (a ModelOutput's item and attribute, a cache held twice)."""
+    assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
+        return
+    if depth > 6 or expected is None or isinstance(expected, (bool, int, float, str)):
+        assert depth > 6 or actual == expected, f"{path}: {actual!r} != {expected!r}"
+        return
+    if isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), path  # type: ignore[arg-type]
+        for i, (a, e) in enumerate(zip(actual, expected)):  # type: ignore[call-overload]
+            _assert_same_value(a, e, f"{path}[{i}]", depth + 1)
+        return
+    if isinstance(expected, dict):
+        assert list(actual) == list(expected), path  # type: ignore[call-overload]
+        for k, e in expected.items():
+            a = actual[k]  # type: ignore[index]
+            if isinstance(k, str) and hasattr(expected, k):  # a ModelOutput: items are attributes
+                assert (getattr(actual, k) is a) == (getattr(expected, k) is e), f"{path}.{k}"
+            _assert_same_value(a, e, f"{path}[{k!r}]", depth + 1)
+        return
+    if hasattr(expected, "__dict__"):
+        names = [n for n in vars(expected) if not n.startswith("__")]
+        assert sorted(vars(actual)) == sorted(vars(expected)), path
+        for n in names:
+            _assert_same_value(getattr(actual, n), getattr(expected, n), f"{path}.{n}", depth + 1)
 
 
 # Architectures whose eval program depends on more than the sizes under symbolic values, with the
