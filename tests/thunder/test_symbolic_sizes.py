@@ -218,3 +218,33 @@ def test_recompile_warning_names_the_change_and_useful_options() -> None:
     (w,) = [c for c in caught if "recompile limit" in str(c.message)]
     assert "pass cache='symbolic values'" not in str(w.message)
     assert "x_size1 > 3" in str(w.message)
+
+
+_INPUT_VIEWS = {
+    "diagonal": lambda w: w.diagonal(0, 1, 0),
+    "diagonal_offset": lambda w: w.diagonal(1),
+    "transpose": lambda w: w.t(),
+    "narrow": lambda w: w.narrow(1, 1, 2),
+    "select": lambda w: w[1],
+    "unflatten": lambda w: w.view(-1),
+}
+
+
+@pytest.mark.parametrize("view", sorted(_INPUT_VIEWS))
+def test_view_of_an_input_returned_with_a_gradient_is_eager_view(view: str) -> None:
+    # Differentiated under symbolic sizes, a returned view of an input is torch's own view (its
+    # strides and memory), as without them; before, ops whose decomposition computes a size
+    # (diagonal) ran as that decomposition: a copy with other strides.
+    f = _INPUT_VIEWS[view]
+    jf = thunder.jit(f, cache=SYM)
+    for shape in ((3, 4), (5, 6)):
+        w = torch.randn(*shape, requires_grad=True)
+        expected, actual = f(w), jf(w)
+        assert actual.shape == expected.shape and actual.stride() == expected.stride()
+        assert actual.storage_offset() == expected.storage_offset()
+        assert actual.untyped_storage().data_ptr() == w.untyped_storage().data_ptr()
+        torch.testing.assert_close(actual, expected)
+        weights = torch.randn(expected.shape)
+        (g_e,) = torch.autograd.grad((expected * weights).sum(), w)
+        (g_a,) = torch.autograd.grad((actual * weights).sum(), w)
+        torch.testing.assert_close(g_a, g_e)

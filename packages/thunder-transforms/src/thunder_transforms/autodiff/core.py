@@ -91,7 +91,15 @@ def _moves_data_only(bsym: BoundSymbol) -> bool:
     """A view op (``OpTag.VIEW`` or ``OpTag.MAY_RETURN_VIEW``) whose decomposition only moves data."""
     if not bsym.subsymbols or not ({OpTag.VIEW, OpTag.MAY_RETURN_VIEW} & bsym.sym.tags):
         return False
-    return all(b.sym.is_prim and b.sym.name in _DATA_MOVEMENT for b in _leaf_prims(bsym))
+    return all(
+        (b.sym.is_prim and b.sym.name in _DATA_MOVEMENT) or _size_arithmetic(b)
+        for b in _leaf_prims(bsym)
+    )
+
+
+def _size_arithmetic(bsym: BoundSymbol) -> bool:
+    """A prim on numbers only (a symbolic size computed for the op's shapes)."""
+    return not any(isinstance(p, TensorProxy) for p in (*bsym.flat_args, *bsym.flat_outs))
 
 
 class _Linearizer:
