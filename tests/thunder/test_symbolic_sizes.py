@@ -248,3 +248,21 @@ def test_view_of_an_input_returned_with_a_gradient_is_eager_view(view: str) -> N
         (g_e,) = torch.autograd.grad((expected * weights).sum(), w)
         (g_a,) = torch.autograd.grad((actual * weights).sum(), w)
         torch.testing.assert_close(g_a, g_e)
+
+
+@pytest.mark.parametrize("key", [slice(4, None, 2), slice(1, None, 3), slice(2, 5)])
+def test_gradient_of_a_slice_that_becomes_empty(key: slice) -> None:
+    # One program serves lengths where the slice has elements and lengths where it has none; the
+    # gradient (padding the slice's gradient back) has the input's size for both.
+    def f(w: torch.Tensor) -> torch.Tensor:
+        return w[key] * 2
+
+    jf = thunder.jit(f, cache=SYM)
+    for n in (9, 6, 4, 3, 2, 7):
+        w = torch.randn(n, requires_grad=True)
+        expected, actual = f(w), jf(w)
+        torch.testing.assert_close(actual, expected)
+        weights = torch.randn(expected.shape)
+        (g_e,) = torch.autograd.grad((expected * weights).sum(), w, allow_unused=True)
+        (g_a,) = torch.autograd.grad((actual * weights).sum(), w, allow_unused=True)
+        torch.testing.assert_close(g_a, g_e)

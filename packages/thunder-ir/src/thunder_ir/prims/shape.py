@@ -194,11 +194,16 @@ def _pad_meta(
     shape = []
     for size, (lo, hi, interior) in zip(a.shape, padding_config):
         check(interior >= 0, "prims.pad: interior padding must be non-negative")
-        n = (
-            lo + hi + size + max(size - 1, 0) * interior
-            if isinstance(size, int)
-            else lo + hi + size + (size - 1) * interior
-        )
+        if isinstance(size, int):
+            n = lo + hi + size + max(size - 1, 0) * interior
+        else:
+            # max(size - 1, 0) of a symbolic size >= 0, as integer arithmetic the trace records:
+            # 1 - 1 // (size + 1) is min(size, 1).
+            n = (
+                lo + hi + size + (size - (1 - 1 // (size + 1))) * interior
+                if interior
+                else lo + hi + size
+            )
         check(
             not isinstance(n, int) or n >= 0,
             lambda: f"prims.pad: padding {padding_config} gives a negative size",

@@ -66,8 +66,13 @@ def _slice(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     for size, lo, st, n in zip(a.shape, starts, strides, g.shape):
         if isinstance(n, int) and n == 0:
             config.append((lo, size - lo, 0))
-        else:
+        elif isinstance(n, int):
             config.append((lo, size - lo - (n - 1) * st - 1, st - 1))
+        else:
+            # A symbolic length may be 0 on a later call (w[4::2] of 4 elements): the span the
+            # slice covers is (n - 1) * st + 1, or 0; 1 - 1 // (n + 1) is min(n, 1).
+            some = 1 - 1 // (n + 1)
+            config.append((lo, size - lo - (n - some) * st - some, st - 1))
     return [(a, P.pad(g, 0.0, config))]
 
 
