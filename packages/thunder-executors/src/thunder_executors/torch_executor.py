@@ -21,8 +21,8 @@ from thunder_executors.executor import (
     register_executor,
     to_runtime_value,
 )
-from thunder_ir.codegen import Printer, register_inline, type_comment
 from thunder_ir import BoundSymbol, Symbol, TensorProxy, prims
+from thunder_ir.codegen import Printer, register_inline, type_comment
 from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.tags import OpTag
 
