@@ -305,6 +305,34 @@ def _inline_convert_element_type(bsym: BoundSymbol, p: Printer) -> str | None:
     return f"{bsym.output.name} = {a.name}.to({p.value(dtype)}){type_comment(bsym)}"
 
 
+def _inline_broadcast_in_dim(bsym: BoundSymbol, p: Printer) -> str | None:
+    a, shape, dims = bsym.args
+    if not isinstance(a, TensorProxy) or not isinstance(bsym.output, TensorProxy):
+        return None
+    source = a.name
+    if a.ndim != len(shape):
+        if not all(type(s) is int for s in a.shape):
+            return None
+        view = [1] * len(shape)
+        for src, dst in enumerate(dims):
+            view[dst] = a.shape[src]
+        source = f"{a.name}.reshape({tuple(view)!r})"
+    return f"{bsym.output.name} = {source}.expand({p.value(tuple(shape))}){type_comment(bsym)}"
+
+
+def _inline_iota(bsym: BoundSymbol, p: Printer) -> str | None:
+    (length,) = bsym.args
+    start, step = bsym.kwargs["start"], bsym.kwargs["step"]
+    dtype = bsym.kwargs["dtype"]
+    if not (type(length) is int and type(start) is int and type(step) is int):
+        return None
+    if dtype.is_floating_point or dtype.is_complex:
+        return None
+    end = start + length * step
+    place = f"device={p.value(bsym.kwargs['device'])}, dtype={p.value(dtype)}"
+    return f"{bsym.output.name} = torch.arange({start}, {end}, {step}, {place}){type_comment(bsym)}"
+
+
 def _same(sym: Symbol) -> Translator:
     def translate(bsym: BoundSymbol) -> BoundSymbol:
         return _call(sym, bsym, to_runtime_value(bsym.args), to_runtime_value(bsym.kwargs))
@@ -352,6 +380,8 @@ def _register_all() -> None:
     reg(prims.shallow_copy, translate=_same(shallow))
     register_inline(shallow, _inline_shallow_copy)
     register_inline(helper_symbol("convert_element_type"), _inline_convert_element_type)
+    register_inline(helper_symbol("broadcast_in_dim"), _inline_broadcast_in_dim)
+    register_inline(helper_symbol("iota"), _inline_iota)
     reg(prims.clone, translate=_same(torch_symbol("clone")))
     reg(prims.stop_gradient, translate=_same(torch_symbol("detach")))
     reg(prims.device_put, translate=_same(helper_symbol("device_put")))
