@@ -313,7 +313,7 @@ def _inline_broadcast_in_dim(bsym: BoundSymbol, p: Printer) -> str | None:
     if a.ndim != len(shape):
         if not all(type(s) is int for s in a.shape):
             return None
-        view = [1] * len(shape)
+        view: list[Any] = [1] * len(shape)
         for src, dst in enumerate(dims):
             view[dst] = a.shape[src]
         source = f"{a.name}.reshape({tuple(view)!r})"
