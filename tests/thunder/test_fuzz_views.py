@@ -149,6 +149,10 @@ def view_expr(draw, t: torch.Tensor, v: str) -> str:
         return f"{v}.unsqueeze(0)"
     d = draw(st.integers(0, nd - 1))
     size = shape[d]
+    if (size == 0 and op in ("narrow", "select", "unfold", "unbind", "split")) or (
+        op == "getitem_int" and shape[0] == 0
+    ):
+        return f"{v}.narrow({d}, 0, 0)"  # no element to pick in an empty dimension
     if op == "slice":
         return v + _idx_slice(draw, t)
     if op == "getitem_int":
