@@ -266,3 +266,39 @@ def test_gradient_of_a_slice_that_becomes_empty(key: slice) -> None:
         (g_e,) = torch.autograd.grad((expected * weights).sum(), w, allow_unused=True)
         (g_a,) = torch.autograd.grad((actual * weights).sum(), w, allow_unused=True)
         torch.testing.assert_close(g_a, g_e)
+
+
+def _write_through_overlapping_windows(w: torch.Tensor) -> torch.Tensor:
+    c = w * 2 + 1
+    c.unfold(0, 2, 1).add_(1.5)  # the windows share elements: eager adds twice to those
+    return c * w
+
+
+def test_write_through_overlapping_windows_is_eager() -> None:
+    # Under symbolic sizes the number of windows is not known when compiling: the write is
+    # treated as one that may repeat elements (torch.autograd records it as in eager). Before,
+    # it was functionalized as if each element were written once: wrong values.
+    f = _write_through_overlapping_windows
+    jf = thunder.jit(f, cache=SYM)
+    for n in (4, 6, 2, 5):
+        w = torch.randn(n, requires_grad=True)
+        expected, actual = f(w), jf(w)
+        torch.testing.assert_close(actual, expected)
+        (g_e,) = torch.autograd.grad(expected.sum(), w)
+        (g_a,) = torch.autograd.grad(actual.sum(), w)
+        torch.testing.assert_close(g_a, g_e)
+
+
+def test_write_through_a_symbolic_expand_raises_as_eager() -> None:
+    def f(w: torch.Tensor) -> torch.Tensor:
+        c = w[:1] * 2
+        c.expand(w.shape[0]).add_(1.0)
+        return c * w
+
+    jf = thunder.jit(f, cache=SYM)
+    for n in (4, 6):
+        w = torch.randn(n, requires_grad=True)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            f(w)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            jf(w)

@@ -322,13 +322,31 @@ def _overlapping(b: BoundSymbol, base: Proxy, out: Proxy) -> bool:
     if not (isinstance(base, TensorProxy) and isinstance(out, TensorProxy)):
         return False
     n_in, n_out = base.numel(), out.numel()
-    if isinstance(n_in, int) and isinstance(n_out, int) and n_out > n_in:
-        return True  # expand, broadcast_to: more elements than memory
+    if isinstance(n_in, int) and isinstance(n_out, int):
+        if n_out > n_in:
+            return True  # expand, broadcast_to: more elements than memory
+    elif b.sym.name in _MAY_REPEAT and not _same_shape(base, out):
+        return True  # symbolic sizes: it may repeat elements on some call (the safe answer)
     if b.sym.name == "unfold":
         dim, size, step = b.args[1:4]
         windows = out.shape[dim % base.ndim] if base.ndim else 1
-        return isinstance(windows, int) and windows > 1 and step < size
+        if not isinstance(windows, int):
+            return bool(step < size)  # windows overlap whenever there is more than one
+        return windows > 1 and step < size
     return False
+
+
+# Views that may hold an element of their base more than once.
+_MAY_REPEAT = frozenset(
+    {"expand", "expand_as", "broadcast_to", "broadcast_tensors", "broadcast_in_dim", "as_strided"}
+)
+
+
+def _same_shape(a: TensorProxy, b: TensorProxy) -> bool:
+    return a.ndim == b.ndim and all(
+        x is y or (isinstance(x, int) and isinstance(y, int) and x == y)
+        for x, y in zip(a.shape, b.shape)
+    )
 
 
 def functionalize(trace: Trace, *, only: frozenset[str] | None = None) -> Functionalized:
