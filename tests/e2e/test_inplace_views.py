@@ -709,3 +709,25 @@ def test_gradient_written_into_a_value_flows_on_from_it(f: Callable[..., Any]) -
     assert j_out == e_out and j_req == e_req and e_req[0]
     torch.testing.assert_close(j_g, e_g)
     torch.testing.assert_close(j_a, e_a)
+
+
+def _returns_a_view_of_a_returned_intermediate(w: torch.Tensor) -> Any:
+    c = w.sum(1)
+    d = c.unsqueeze(0).expand(2, *c.shape).diagonal(0, 0, 1)
+    return c, d, c.narrow(0, 1, 2).t() if c.ndim > 1 else c[1:]
+
+
+def test_differentiated_view_of_a_returned_intermediate_is_a_view() -> None:
+    # A view sharing memory with an output stays torch's view when the program is
+    # differentiated: eager's strides, and memory shared with the output (before, a copy).
+    f = _returns_a_view_of_a_returned_intermediate
+    w = torch.randn(3, 4, requires_grad=True)
+    expected, actual = f(w), _jit(f)(w)
+    for e, a in zip(expected, actual):
+        assert a.stride() == e.stride() and a.storage_offset() == e.storage_offset()
+        torch.testing.assert_close(a, e)
+    assert actual[1].untyped_storage().data_ptr() == actual[0].untyped_storage().data_ptr()
+    weights = [torch.randn(e.shape) for e in expected]
+    (g_e,) = torch.autograd.grad(sum((e * k).sum() for e, k in zip(expected, weights)), w)
+    (g_a,) = torch.autograd.grad(sum((a * k).sum() for a, k in zip(actual, weights)), w)
+    torch.testing.assert_close(g_a, g_e)

@@ -106,9 +106,13 @@ class _Linearizer:
     """Flattens the forward down to symbols with grad rules (composites without one are replaced
     by their subsymbols) wherever gradients flow, and records which proxies carry gradients."""
 
-    def __init__(self, active: set[str], inputs: set[str] | None = None) -> None:
+    def __init__(
+        self, active: set[str], inputs: set[str] | None = None, seen: frozenset[int] = frozenset()
+    ) -> None:
         self.active = active
         self.input_views = set(inputs or ())  # trace inputs and views of them kept whole
+        # ids of top-level views whose result shares memory with a value the caller sees
+        self.seen_views = seen
         self.forward: list[BoundSymbol] = []
         self.differentiated: list[BoundSymbol] = []
         self.checkpointed: set[str] = set()  # intermediates of checkpointed regions
@@ -124,7 +128,10 @@ class _Linearizer:
         if (
             rule is None
             and _moves_data_only(bsym)
-            and all(p.name in self.input_views for p in bsym.flat_proxy_args)
+            and (
+                all(p.name in self.input_views for p in bsym.flat_proxy_args)
+                or id(bsym) in self.seen_views
+            )
         ):
             # A view of an input stays whole in the forward (the executor runs it as torch's own:
             # eager's strides, the caller's memory); it is differentiated through its
@@ -260,7 +267,14 @@ def split_forward_backward(
     which = tuple(bool(r) and _carries_grad(a) for r, a in zip(requires_grad, args))
     active = {a.name for a, w in zip(args, which) if w}
 
-    lin = _Linearizer(active, {a.name for a in args})
+    # Views sharing memory with what the caller sees (an input, an output) stay torch's views.
+    observed = [a.name for a in args if isinstance(a, Proxy)]
+    observed += [x.name for x in tree_flatten(trace.return_value)[0] if isinstance(x, Proxy)]
+    info = alias_info(trace.bound_symbols, observed)
+    seen = frozenset(
+        id(b) for b in trace.bound_symbols if _moves_data_only(b) and info.in_observed_group(b)
+    )
+    lin = _Linearizer(active, {a.name for a in args}, seen)
     for bsym in trace.bound_symbols:
         if not bsym.has_tag(OpTag.RETURN):
             lin.visit(bsym)
