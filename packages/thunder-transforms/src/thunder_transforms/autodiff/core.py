@@ -271,10 +271,10 @@ def split_forward_backward(
     observed = [a.name for a in args if isinstance(a, Proxy)]
     observed += [x.name for x in tree_flatten(trace.return_value)[0] if isinstance(x, Proxy)]
     info = alias_info(trace.bound_symbols, observed)
-    seen = frozenset(
+    seen_views = frozenset(
         id(b) for b in trace.bound_symbols if _moves_data_only(b) and info.in_observed_group(b)
     )
-    lin = _Linearizer(active, {a.name for a in args}, seen)
+    lin = _Linearizer(active, {a.name for a in args}, seen_views)
     for bsym in trace.bound_symbols:
         if not bsym.has_tag(OpTag.RETURN):
             lin.visit(bsym)
