@@ -85,6 +85,8 @@ class Mod(torch.nn.Module):
 
 
 MOD = Mod()
+MOD.peer = OBJ  # one object by two paths (a config every layer holds)
+G_ALIAS = OBJ
 
 
 def make():
@@ -118,6 +120,7 @@ STATE_GLOBALS = (
     "OBJ",
     "MOD",
     "Obj",
+    "G_ALIAS",
 )
 CELLS = ("cell_n", "cell_l")
 
@@ -175,6 +178,8 @@ READS = [
     "y = y + (lambda v: v * G_S)(1.0)",
     "y = y + sum(v for v in G_L if isinstance(v, int))",
     "y = y + G_T.sum()",
+    "y = y * MOD.peer.v",
+    "y = y + G_ALIAS.n",
 ]
 
 WRITES = [
@@ -260,6 +265,8 @@ WRITES = [
     "G_TL[-1][...] = k",
     "OBJ.lst = OBJ.lst + [k]",
     "def inner():\n    global G_I\n    G_I = G_I * 2\ninner()",
+    "MOD.peer.v = MOD.peer.v + {c}",
+    "G_ALIAS.n += 1",
 ]
 
 EXCEPTIONS = [
@@ -343,6 +350,9 @@ MUTATIONS = [
     "OBJ.extra = {i}",
     'G_D["missing"] = {f}',
     "Obj.extra = {i}",
+    "MOD.peer = Obj()\nMOD.peer.v = {f}\nMOD.peer.n = {i}\nMOD.peer.t = torch.ones(3)\nMOD.peer.lst = []",
+    "G_ALIAS = MOD.peer",
+    "G_ALIAS = OBJ",
 ]
 
 SHAPES = [(2,), (1, 2), (3, 2), (2, 3), (4,), (2, 2), (1,), (3,)]

@@ -460,3 +460,105 @@ def test_containers_the_program_puts_into_outside_state_keep_later_mutations() -
         jf(torch.randn(2))
         assert G_NESTED == {"k": {"h": [1, 2]}, "z": [3]}
         assert L_NESTED == [[4]]
+
+
+# -- one object reached by several paths ----------------------------------------------------------
+
+
+class _Settings:
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self, settings: _Settings) -> None:
+        super().__init__()
+        self.settings = settings
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.settings.scale
+
+
+class _Shared(torch.nn.Module):
+    """Two layers sharing one settings object (a config held by every layer), and a layer
+    reached twice (a tied module)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settings = _Settings(2.0)
+        self.first = _Scaled(self.settings)
+        self.second = _Scaled(self.settings)
+        self.again = self.first
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flag = self.settings.scale > 0  # read through the top path first
+        return self.again(self.second(self.first(x))) if flag else x
+
+
+@pytest.mark.parametrize("replace", ["settings_of_second", "module_again", "param_of_again"])
+def test_object_replaced_at_one_of_its_paths_gives_the_new_result(replace: str) -> None:
+    m = _Shared()
+    j = thunder.jit(m)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(j(x), m(x))
+    if replace == "settings_of_second":
+        m.second.settings = _Settings(-5.0)  # the other layers keep the shared object
+    elif replace == "module_again":
+        m.again = _Scaled(m.settings)
+    else:  # the module at one path keeps its identity; the tensor at the other path changes
+        m.again = _Scaled(m.settings)
+        m.again.lin.weight = m.first.lin.weight
+        m.again.lin.bias = torch.nn.Parameter(torch.randn(3))
+    expected = m(x)
+    torch.testing.assert_close(j(x), expected)
+    torch.testing.assert_close(j(x), expected)  # and again from the cache
+
+
+def test_object_passed_twice_then_two_objects_gives_the_new_result() -> None:
+    def f(x: torch.Tensor, a: _Settings, b: _Settings) -> torch.Tensor:
+        return x * a.scale + b.scale
+
+    j = thunder.jit(f)
+    x = torch.randn(3)
+    shared = _Settings(2.0)
+    torch.testing.assert_close(j(x, shared, shared), f(x, shared, shared))
+    other = _Settings(-7.0)
+    torch.testing.assert_close(j(x, shared, other), f(x, shared, other))
+    torch.testing.assert_close(j(x, other, shared), f(x, other, shared))
+
+
+# -- methods replaced on the class after compiling ----------------------------------------------
+
+
+class _Inner(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    def helper(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Inner()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner.helper(self.inner(x))
+
+
+@pytest.mark.parametrize("method", ["helper", "forward"])
+def test_method_replaced_on_the_class_gives_the_new_result(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = _Outer()
+    j = thunder.jit(m)
+    x = torch.randn(3)
+    torch.testing.assert_close(j(x), m(x))
+    monkeypatch.setattr(_Inner, method, lambda self, x: x - 100)
+    torch.testing.assert_close(j(x), m(x))
+    torch.testing.assert_close(j(x), m(x))
+    monkeypatch.undo()  # the original method back: the first program serves again
+    torch.testing.assert_close(j(x), m(x))
+    assert thunder.cache_misses(j) == 2

@@ -19,9 +19,11 @@ from thunder_ir.tags import OpTag
 __all__ = [
     "HOOK_ATTRIBUTES",
     "BuiltinReads",
+    "ClassMethods",
     "ModulesWithoutHooks",
     "TensorsMetadata",
     "check_builtins",
+    "check_class_methods",
     "check_has_attribute",
     "check_lacks_item",
     "check_no_hooks",
@@ -157,6 +159,31 @@ def _check_builtins(reads: BuiltinReads, *globals_dicts: dict[str, Any]) -> None
 
 
 check_builtins = _prologue_symbol(_check_builtins)
+
+
+class ClassMethods:
+    """The methods a program called on objects whose type is guarded (``self.forward``,
+    ``self.helper(x)``): each is still the function the class had when compiling. A guarded type
+    is the same class object, but its methods can be replaced (patching a class after
+    compiling), and then the program would run the old code."""
+
+    def __init__(self, methods: Sequence[tuple[type, str, Any]]) -> None:
+        self.classes = tuple(cls for cls, _, _ in methods)
+        self.names = tuple(name for _, name, _ in methods)
+        self.functions = tuple(fn for _, _, fn in methods)
+
+    def check(self) -> None:
+        if any(map(operator.is_not, map(getattr, self.classes, self.names), self.functions)):
+            for cls, name, fn in zip(self.classes, self.names, self.functions):
+                if getattr(cls, name, None) is not fn:
+                    raise GuardFailure(f"the method {cls.__qualname__}.{name} was replaced")
+
+
+def _check_class_methods(methods: ClassMethods) -> None:
+    methods.check()
+
+
+check_class_methods = _prologue_symbol(_check_class_methods)
 
 
 # -- reading a module's parameters, buffers and submodules --------------------------------------

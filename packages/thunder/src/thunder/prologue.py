@@ -25,9 +25,11 @@ from thunder.binding.state import Rebuilt, rebuild, template_leaves
 from thunder.errors import JitError
 from thunder.guards import (
     BuiltinReads,
+    ClassMethods,
     ModulesWithoutHooks,
     TensorsMetadata,
     check_builtins,
+    check_class_methods,
     check_has_attribute,
     check_lacks_item,
     check_no_hooks,
@@ -299,6 +301,14 @@ class _PrologueBuilder:
             self.trace.record(
                 check_builtins.bind(BuiltinReads(list(reads.items())), *dicts, output=None).replace(
                     header=f"guard: {sum(map(len, reads.values()))} builtins, from {len(reads)} modules"
+                )
+            )
+        methods = self.binder.class_methods
+        if methods:
+            batch = ClassMethods([(cls, name, fn) for (cls, name), fn in methods.items()])
+            self.trace.record(
+                check_class_methods.bind(batch, output=None).replace(
+                    header=f"guard: {len(methods)} methods are still their classes'"
                 )
             )
         if self.hookless:

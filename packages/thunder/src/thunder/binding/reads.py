@@ -195,6 +195,10 @@ class ReadsMixin(BinderState):
             self.inputs.append((proxy, access))
             return proxy
         if not isinstance(x, _SCALAR_TYPES):
+            first = self.access_of.get(id(x))
+            if first is not None and first[0] is x and first[1] != access:
+                # One object passed twice: its reads are guarded where it was first bound.
+                self.guards.setdefault(access, Guard(access, "same_as", first[1]))
             self._associate(x, access)
         return x
 
@@ -221,8 +225,17 @@ class ReadsMixin(BinderState):
             self.guards.setdefault(access, Guard(access, "value", value))
             return value
         t = type(value)
+        first = self.access_of.get(id(value))
+        # Reached before by another path (a config every layer holds, a tied module): what the
+        # program reads from it is guarded at that first path, so this one must lead to the same
+        # object.
+        aliased = first[1] if first is not None and first[0] is value else None
+        if aliased == access:
+            aliased = None
         self._associate(value, access)
         if t in _CONTAINER_TYPES:
+            if aliased is not None and not is_scalar_constant(value):
+                self.guards.setdefault(access, Guard(access, "same_as", aliased))
             return self._load_container(value, access)
         if isinstance(value, types.FunctionType):
             self._register_cells(value, access)
@@ -239,7 +252,10 @@ class ReadsMixin(BinderState):
             if not self._is_library_global(access) and access.kind != ATTR:
                 self.guards.setdefault(access, Guard(access, "is", value))
             return value
-        self.guards.setdefault(access, Guard(access, "type", t))
+        if aliased is not None:
+            self.guards.setdefault(access, Guard(access, "same_as", aliased))
+        else:
+            self.guards.setdefault(access, Guard(access, "type", t))
         return value
 
     def _guard_items(self, container: Any, access: Access) -> None:
@@ -281,7 +297,13 @@ class ReadsMixin(BinderState):
         if self._is_library_global(access):
             return
         if owner is holder and access.key not in getattr(holder, "__dict__", {}):
-            return  # obj.method: found on the (guarded) type
+            # obj.method: found on the (guarded) type, whose methods can still be replaced.
+            cls, func = type(holder), getattr(value, "__func__", None)
+            if func is None:
+                return  # a builtin type's method (list.append): builtin types are immutable
+            if getattr(cls, access.key, None) is func:
+                self.class_methods.setdefault((cls, access.key), func)
+                return
         self_access = access.attr("__self__")
         self.guards.setdefault(self_access, Guard(self_access, "is", owner))
         self._associate(owner, self_access)  # what the method reads from it is found through it
