@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thunder_executors import transform_for_execution
 from thunder_executors.torch_executor import torch_executor, unclaimed_prims
@@ -611,3 +613,49 @@ def test_intermediates_are_deleted_after_their_last_use() -> None:
     )
     got = extrace.python_callable()(a)
     torch.testing.assert_close(got, (a.neg().sin().exp(), a.cos()))
+
+
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-6, 1e-45, 3.4e38, -3.4e38, float("inf"), float("nan"), 0.5]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prim=st.sampled_from(["add", "sub", "mul"]),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.int64]),
+    number=st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False, width=64),
+        st.sampled_from([0.0, -0.0, 1.0, 1e-6, 0.5, -2.5, 1e300]),
+        st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    ),
+    number_first=st.booleans(),
+)
+def test_a_number_operand_made_once_gives_torchs_bits(
+    prim: str, dtype: torch.dtype, number: Any, number_first: bool
+) -> None:
+    """A CPU op with a Python number runs with the number as a 0-dim tensor made once (see
+    torch_executor._scalar_operand): bit for bit what torch computes from the number, special
+    values and rounding to float32 included."""
+    if dtype == torch.int64:
+        if type(number) is float:
+            number = int(number) if math.isfinite(number) and abs(number) < 2**62 else 3
+        a = torch.tensor([0, 1, -7, 2**62, -(2**63), 2**63 - 1], dtype=dtype)
+    else:
+        a = torch.tensor([*_SPECIAL, -_SPECIAL[5], 2.0**-130], dtype=dtype)
+    op = getattr(prims, prim)
+    fn = (lambda a: op(number, a)) if number_first else (lambda a: op(a, number))
+    trace = trace_function(fn, a)
+    extrace = transform_for_execution(trace)
+    got = extrace.python_callable()(a)
+    expected = getattr(torch, prim)(number, a) if number_first else getattr(torch, prim)(a, number)
+    assert got.dtype == expected.dtype
+    bits = torch.int64 if dtype != torch.float32 else torch.int32
+    same = got.view(bits) == expected.view(bits)
+    both_nan = got.isnan() & expected.isnan() if dtype.is_floating_point else same
+    assert bool((same | both_nan).all()), (number, got, expected, extrace.python())
+
+
+def test_number_operands_of_cpu_ops_are_made_once() -> None:
+    a = randn(2, 3)
+    trace = trace_function(lambda a: prims.mul(prims.add(a, 1e-6), 2), a)
+    text = transform_for_execution(trace).python()
+    assert "torch.add(t0, _f32_1em06)" in text and "torch.mul(t1, _f32_2)" in text, text

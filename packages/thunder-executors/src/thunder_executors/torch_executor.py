@@ -9,6 +9,7 @@ that torch would promote) is made then, never per call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from thunder_executors.executor import (
     register_executor,
     to_runtime_value,
 )
-from thunder_ir import BoundSymbol, Symbol, TensorProxy, prims
+from thunder_ir import BoundSymbol, PythonCode, Symbol, TensorProxy, prims
 from thunder_ir.codegen import Printer, register_inline, type_comment
 from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.tags import OpTag
@@ -136,6 +137,44 @@ def _unary(prim_name: str, torch_name: str) -> Translator:
     return _elementwise_translator(prim_name, lambda bsym: _call(sym, bsym, bsym.args))
 
 
+# A CPU binary op with a Python number wraps the number into a new tensor on every call (about
+# 1.5 us, as much as the op itself at small sizes). Where the number converts to the result dtype
+# exactly as torch would convert it (the tensor's dtype, no promotion), the trace passes a
+# 0-dim tensor of that dtype made once: torch runs the same kernel on the same value.
+_SCALAR_CONSTANT_OPS = frozenset({"add", "sub", "mul"})
+_SCALAR_CONSTANT_DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64"}
+_scalar_constants: dict[str, PythonCode] = {}
+
+
+def _scalar_operand(prim_name: str, tensor: TensorProxy, number: Any, out: Any) -> Any:
+    if prim_name not in _SCALAR_CONSTANT_OPS or type(number) not in (int, float):
+        return number
+    if not isinstance(out, TensorProxy) or out.dtype != tensor.dtype:
+        return number
+    if tensor.device.type != "cpu":
+        return number
+    dtype = to_torch_dtype(tensor.dtype)
+    short = _SCALAR_CONSTANT_DTYPES.get(dtype)
+    if short is None or (type(number) is float and not dtype.is_floating_point):
+        return number
+    if type(number) is int and not (
+        abs(number) <= 2**24 if dtype.is_floating_point else -(2**63) <= number < 2**63
+    ):
+        return number  # converted once here, rounding could differ from torch's one conversion
+    if type(number) is float and not math.isfinite(number):
+        return number
+    # The name is the key: it tells 0.0 from -0.0 (equal as numbers) and 1 from 1.0.
+    text = repr(number).replace("-", "m").replace(".", "_").replace("+", "")
+    name = f"_{short}_{text}"  # _f32_1em06: 1e-06 as a float32 tensor
+    constant = _scalar_constants.get(name)
+    if constant is None:
+        if not name.isidentifier():
+            return number
+        constant = PythonCode(name, {name: torch.tensor(number, dtype=dtype)})
+        _scalar_constants[name] = constant
+    return constant
+
+
 def _binary(prim_name: str, torch_name: str) -> Translator:
     sym = torch_symbol(torch_name)
     wrapped = helper_symbol(
@@ -147,10 +186,14 @@ def _binary(prim_name: str, torch_name: str) -> Translator:
         if _is_tensor(a) and _is_tensor(b):
             return _call(sym, bsym, (a, b))
         if _is_tensor(a):
-            return _call(wrapped if prim_name in _NO_NUMBER_AT_ALL else sym, bsym, (a, b))
+            if prim_name in _NO_NUMBER_AT_ALL:
+                return _call(wrapped, bsym, (a, b))
+            return _call(sym, bsym, (a, _scalar_operand(prim_name, a, b, bsym.output)))
         if prim_name in _MIRRORED:
             return _call(torch_symbol(_BINARY_TORCH_NAMES[_MIRRORED[prim_name]]), bsym, (b, a))
-        return _call(wrapped if prim_name in _NO_NUMBER_FIRST else sym, bsym, (a, b))
+        if prim_name in _NO_NUMBER_FIRST:
+            return _call(wrapped, bsym, (a, b))
+        return _call(sym, bsym, (_scalar_operand(prim_name, b, a, bsym.output), b))
 
     return _elementwise_translator(prim_name, tensor_translate)
 
