@@ -562,3 +562,41 @@ def test_method_replaced_on_the_class_gives_the_new_result(
     monkeypatch.undo()  # the original method back: the first program serves again
     torch.testing.assert_close(j(x), m(x))
     assert thunder.cache_misses(j) == 2
+
+
+class _Base(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @classmethod
+    def offset(cls) -> float:
+        return 1.0
+
+
+class _Child(_Base):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + super().offset()
+
+
+@pytest.mark.parametrize("patch", ["method", "classmethod", "defined_between"])
+def test_method_found_through_super_replaced_gives_the_new_result(
+    patch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Leaf(_Child):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return super().forward(x) * 3 + super().offset()
+
+    m = Leaf()
+    j = thunder.jit(m)
+    x = torch.randn(3)
+    torch.testing.assert_close(j(x), m(x))
+    if patch == "method":
+        monkeypatch.setattr(_Base, "forward", lambda self, x: x - 100)
+    elif patch == "classmethod":
+        monkeypatch.setattr(_Base, "offset", classmethod(lambda cls: -7.0))
+    else:  # super().offset() in Leaf now finds a method of _Child, before _Base's
+        monkeypatch.setattr(_Child, "offset", classmethod(lambda cls: 5.0), raising=False)
+    torch.testing.assert_close(j(x), m(x))
+    torch.testing.assert_close(j(x), m(x))
+    monkeypatch.undo()
+    torch.testing.assert_close(j(x), m(x))

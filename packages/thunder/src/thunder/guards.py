@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import operator
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -162,21 +163,35 @@ check_builtins = _prologue_symbol(_check_builtins)
 
 
 class ClassMethods:
-    """The methods a program called on objects whose type is guarded (``self.forward``,
-    ``self.helper(x)``): each is still the function the class had when compiling. A guarded type
-    is the same class object, but its methods can be replaced (patching a class after
-    compiling), and then the program would run the old code."""
+    """The methods a program looked up on objects whose type is guarded (``self.forward``,
+    ``self.helper(x)``, ``super().forward(x)``): each lookup still finds what it found when
+    compiling. A guarded type is the same class object, but its methods can be replaced (a class
+    patched after compiling), and then the program would run the old code.
 
-    def __init__(self, methods: Sequence[tuple[type, str, Any]]) -> None:
-        self.classes = tuple(cls for cls, _, _ in methods)
-        self.names = tuple(name for _, name, _ in methods)
-        self.functions = tuple(fn for _, _, fn in methods)
+    Each lookup is ``getattr(holder, name)`` with ``holder`` a class or a ``super(cls, start)``
+    object (which looks along ``start``'s MRO on every read); a classmethod found there is a new
+    bound method each time, so it is compared by its function."""
+
+    def __init__(self, lookups: Sequence[tuple[Any, str, Any]]) -> None:
+        plain = [(h, n, e) for h, n, e in lookups if type(e) is not types.MethodType]
+        self.holders = tuple(h for h, _, _ in plain)
+        self.names = tuple(n for _, n, _ in plain)
+        self.expected = tuple(e for _, _, e in plain)
+        self.bound = tuple((h, n, e) for h, n, e in lookups if type(e) is types.MethodType)
 
     def check(self) -> None:
-        if any(map(operator.is_not, map(getattr, self.classes, self.names), self.functions)):
-            for cls, name, fn in zip(self.classes, self.names, self.functions):
-                if getattr(cls, name, None) is not fn:
-                    raise GuardFailure(f"the method {cls.__qualname__}.{name} was replaced")
+        if any(map(operator.is_not, map(getattr, self.holders, self.names), self.expected)):
+            for holder, name, expected in zip(self.holders, self.names, self.expected):
+                if getattr(holder, name, None) is not expected:
+                    raise GuardFailure(f"{name!r} of {holder!r} was replaced")
+        for holder, name, expected in self.bound:
+            found = getattr(holder, name, None)
+            if (
+                type(found) is not types.MethodType
+                or found.__func__ is not expected.__func__
+                or found.__self__ is not expected.__self__
+            ):
+                raise GuardFailure(f"{name!r} of {holder!r} was replaced")
 
 
 def _check_class_methods(methods: ClassMethods) -> None:

@@ -305,7 +305,7 @@ class _PrologueBuilder:
             )
         methods = self.binder.class_methods
         if methods:
-            batch = ClassMethods([(cls, name, fn) for (cls, name), fn in methods.items()])
+            batch = ClassMethods(list(methods.values()))
             self.trace.record(
                 check_class_methods.bind(batch, output=None).replace(
                     header=f"guard: {len(methods)} methods are still their classes'"

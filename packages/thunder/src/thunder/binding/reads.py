@@ -302,7 +302,7 @@ class ReadsMixin(BinderState):
             if func is None:
                 return  # a builtin type's method (list.append): builtin types are immutable
             if getattr(cls, access.key, None) is func:
-                self.class_methods.setdefault((cls, access.key), func)
+                self.class_methods.setdefault((cls, access.key), (cls, access.key, func))
                 return
         self_access = access.attr("__self__")
         self.guards.setdefault(self_access, Guard(self_access, "is", owner))
@@ -405,6 +405,8 @@ class ReadsMixin(BinderState):
     def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         if isinstance(obj, Proxy):
             return torch_value(value, as_size=name == "shape")
+        if type(obj) is super:
+            self._guard_super_lookup(obj, name)
         if _is_backend_flags(obj):
             # torch.backends.*: flags users flip at run time (mkldnn.enabled, matmul.allow_tf32)
             access = self._backend_access(obj)
@@ -431,6 +433,19 @@ class ReadsMixin(BinderState):
                 )
             return value
         return self.on_load(value, parent.attr(name), holder=obj)
+
+    def _guard_super_lookup(self, sup: super, name: str) -> None:
+        """``super().name``: found along the MRO after ``__thisclass__``, where a patched (or
+        newly defined) method would be found instead."""
+        this, start = sup.__thisclass__, sup.__self_class__
+        if start is None or name == "__class__":
+            return
+        holder = super(this, start)
+        try:
+            expected = getattr(holder, name)
+        except AttributeError:
+            return  # the program's own lookup raised too
+        self.class_methods.setdefault((this, start, name), (holder, name, expected))
 
     def _cb_attribute_missing(self, obj: Any, name: str) -> None:
         """``getattr(obj, name, default)`` / ``hasattr`` found nothing: the program relied on the

@@ -296,9 +296,9 @@ class BinderState:
         # Builtins the program read, by the module whose globals it looked in first: the
         # module must still lack the name and the builtin must still be the same object.
         self.builtin_reads: dict[str, dict[str, Any]] = {}
-        # Methods found on the (guarded) type of an outside object, by (class, name): the
-        # function, checked to still be the class's.
-        self.class_methods: dict[tuple[type, str], Any] = {}
+        # Methods the program found on classes (on the guarded type of an outside object, or
+        # through super()): (holder, name, what getattr(holder, name) gave), checked to stay so.
+        self.class_methods: dict[tuple[Any, ...], tuple[Any, str, Any]] = {}
         # Closure cells of functions from outside, by id: the cell and its access path. Cells,
         # not code objects: the closures one ``def`` makes share their code.
         self.cell_accesses: dict[int, tuple[types.CellType, Access]] = {}
