@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import collections.abc
+import functools
 import os
 import warnings
 from typing import Any
@@ -600,3 +601,127 @@ def test_method_found_through_super_replaced_gives_the_new_result(
     torch.testing.assert_close(j(x), m(x))
     monkeypatch.undo()
     torch.testing.assert_close(j(x), m(x))
+
+
+class _Box:
+    def __getitem__(self, k: int) -> float:
+        return 2.0
+
+    def __len__(self) -> int:
+        return 3
+
+    def __call__(self, v: torch.Tensor) -> torch.Tensor:
+        return v + 1
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __iter__(self) -> Any:
+        return iter([1.0, 2.0])
+
+
+class _Twice(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+_BOX = _Box()
+_TWICE = _Twice()
+
+
+def _uses_special_methods(x: torch.Tensor) -> torch.Tensor:
+    b = _BOX
+    return _TWICE(b(x)) * b[0] + len(b) + (1 if b else 0) + sum(b)
+
+
+@pytest.mark.parametrize(
+    ("cls", "name", "replacement"),
+    [
+        (_Box, "__getitem__", lambda self, k: 5.0),
+        (_Box, "__len__", lambda self: 7),
+        (_Box, "__call__", lambda self, v: v * 100),
+        (_Box, "__bool__", lambda self: False),
+        (_Box, "__iter__", lambda self: iter([9.0])),
+        (_Twice, "__call__", lambda self, x: x * 11),
+        (_Box, "__getitem__", staticmethod(lambda k: -4.0)),
+    ],
+    ids=["getitem", "len", "call", "bool", "iter", "module_call", "staticmethod"],
+)
+def test_special_method_replaced_on_the_class_gives_the_new_result(
+    cls: type, name: str, replacement: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j = thunder.jit(_uses_special_methods)
+    x = torch.randn(3)
+    torch.testing.assert_close(j(x), _uses_special_methods(x))
+    monkeypatch.setattr(cls, name, replacement)
+    torch.testing.assert_close(j(x), _uses_special_methods(x))
+    torch.testing.assert_close(j(x), _uses_special_methods(x))
+    monkeypatch.undo()
+    torch.testing.assert_close(j(x), _uses_special_methods(x))
+    assert thunder.cache_misses(j) == 2
+
+
+def _times_two(v: torch.Tensor) -> torch.Tensor:
+    return v * 2
+
+
+def _times_seven(v: torch.Tensor) -> torch.Tensor:
+    return v * 7
+
+
+def _calls_times_two(x: torch.Tensor) -> torch.Tensor:
+    return _times_two(x)
+
+
+def test_function_whose_code_is_replaced_gives_the_new_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    x = torch.randn(3)
+    j = thunder.jit(_calls_times_two)
+    torch.testing.assert_close(j(x), x * 2)
+    monkeypatch.setattr(_times_two, "__code__", _times_seven.__code__)
+    torch.testing.assert_close(j(x), x * 7)
+    monkeypatch.undo()
+    torch.testing.assert_close(j(x), x * 2)
+
+    def apply(x: torch.Tensor, fn: Any) -> torch.Tensor:  # a function passed as an argument
+        return fn(x)
+
+    j = thunder.jit(apply)
+    torch.testing.assert_close(j(x, _times_two), x * 2)
+    monkeypatch.setattr(_times_two, "__code__", _times_seven.__code__)
+    torch.testing.assert_close(j(x, _times_two), x * 7)
+
+
+def test_method_shadowed_by_an_attribute_of_the_object_gives_the_new_result() -> None:
+    m = _Outer()
+    j = thunder.jit(m)
+    x = torch.randn(3)
+    torch.testing.assert_close(j(x), m(x))
+    m.inner.helper = lambda x: x * -3  # type: ignore[method-assign]
+    torch.testing.assert_close(j(x), m(x))
+    m.forward = lambda x: x + 40  # type: ignore[method-assign]
+    torch.testing.assert_close(j(x), m(x))
+    del m.forward, m.inner.helper
+    torch.testing.assert_close(j(x), m(x))
+
+
+_SCALE = functools.partial(lambda v, k: v * k, k=3.0)
+_SHIFT = functools.partial(torch.add, torch.ones(3))
+
+
+def _scaled_and_shifted(x: torch.Tensor) -> torch.Tensor:
+    return _SHIFT(_SCALE(x))
+
+
+def test_partial_whose_arguments_change_gives_the_new_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    j = thunder.jit(_scaled_and_shifted)
+    x = torch.randn(3)
+    torch.testing.assert_close(j(x), _scaled_and_shifted(x))
+    monkeypatch.setitem(_SCALE.keywords, "k", 9.0)
+    torch.testing.assert_close(j(x), _scaled_and_shifted(x))
+    _SHIFT.args[0].mul_(5)  # a tensor it holds, changed in place
+    torch.testing.assert_close(j(x), _scaled_and_shifted(x))
+    assert thunder.compile_stats(j).eager_fallbacks == 0  # traced, not run eagerly

@@ -41,6 +41,11 @@ class Callbacks:
     - ``delete_closure_cell(name, code, cell) -> None``: before ``del name`` of a closure cell.
     - ``delete_attribute(obj, name) -> None``: before ``del obj.name``.
     - ``delete_item(container, key) -> None``: before ``del container[key]``.
+    - ``special_lookup(cls, name, found) -> None``: the interpreter looked ``name`` (a
+      ``__dunder__``) up on a Python class ``cls`` itself (``_PyType_Lookup``: ``len(x)``,
+      ``x[k]``, calling an instance, ``__init__``, a custom ``__getattribute__``) and found
+      ``found`` in its MRO. A class can change after that (a method replaced), and with it
+      what the program does.
     - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
       function, or one the interpreter does not enter); it must perform the call itself, e.g.
       ``return fn(*args, **kwargs)``, and may replace the result.
@@ -63,4 +68,5 @@ class Callbacks:
     delete_closure_cell: Callable[[str, CodeType, CellType], None] | None = None
     delete_attribute: Callable[[Any, str], None] | None = None
     delete_item: Callable[[Any, Any], None] | None = None
+    special_lookup: Callable[[type, str, Any], None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None

@@ -506,8 +506,14 @@ class Runtime:
         if t is MethodType:
             return self.call(fn.__func__, (fn.__self__, *args), kwargs, caller)
         if t is functools.partial:
-            kw = {**fn.keywords, **kwargs} if kwargs else fn.keywords
-            return self.call(fn.func, (*fn.args, *args), kw, caller)
+            func, bound, keywords = fn.func, fn.args, fn.keywords
+            hook = self.cb_load_attr
+            if hook is not None:  # what it holds is read as its attributes (they can change)
+                func = hook(fn, "func", func, None)
+                bound = hook(fn, "args", bound, None)
+                keywords = hook(fn, "keywords", keywords, None)
+            kw = {**keywords, **kwargs} if kwargs else keywords
+            return self.call(func, (*bound, *args), kw, caller)
         if isinstance(fn, type):
             return self.instantiate(fn, args, kwargs, caller)
         if t is staticmethod:

@@ -64,12 +64,28 @@ def is_python_level(descr: Any) -> bool:
     return False
 
 
+# The ``special_lookup`` callback of the interpretation running now (None when none is set).
+_special_lookup: Callable[[type, str, Any], None] | None = None
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin and extension types
+
+
+def swap_special_lookup(hook: Callable[[type, str, Any], None] | None) -> Any:
+    """Installs ``hook`` as the ``special_lookup`` callback; returns the one it replaces."""
+    global _special_lookup
+    previous, _special_lookup = _special_lookup, hook
+    return previous
+
+
 def lookup_type(cls: type, name: str) -> Any:
     """``_PyType_Lookup``: ``name`` in the MRO's class dicts, no descriptor called; NULL if none."""
     for klass in cls.__mro__:
         d = klass.__dict__
         if name in d:
-            return d[name]
+            found = d[name]
+            hook = _special_lookup
+            if hook is not None and name[:2] == "__" and not cls.__flags__ & _IMMUTABLE_TYPE:
+                hook(cls, name, found)
+            return found
     return NULL
 
 

@@ -20,15 +20,16 @@ from thunder_ir.tags import OpTag
 __all__ = [
     "HOOK_ATTRIBUTES",
     "BuiltinReads",
-    "ClassMethods",
+    "Lookups",
     "ModulesWithoutHooks",
     "TensorsMetadata",
     "check_builtins",
-    "check_class_methods",
     "check_has_attribute",
     "check_lacks_item",
+    "check_lookups",
     "check_no_hooks",
     "check_no_module_hooks",
+    "check_not_shadowed",
     "check_tensors",
     "is_plain_module_member",
     "module_store",
@@ -162,15 +163,17 @@ def _check_builtins(reads: BuiltinReads, *globals_dicts: dict[str, Any]) -> None
 check_builtins = _prologue_symbol(_check_builtins)
 
 
-class ClassMethods:
-    """The methods a program looked up on objects whose type is guarded (``self.forward``,
-    ``self.helper(x)``, ``super().forward(x)``): each lookup still finds what it found when
-    compiling. A guarded type is the same class object, but its methods can be replaced (a class
-    patched after compiling), and then the program would run the old code.
+class Lookups:
+    """What the program ran that an identity or type guard does not pin down, checked to be
+    unchanged: the methods it looked up on classes (``self.forward``, ``self.helper(x)``,
+    ``super().forward(x)``, ``x[k]``'s ``__getitem__``) and the code of the functions it called
+    from outside (``f.__code__``). A guarded type is the same class object and a guarded function
+    the same function object, but a method can be replaced on the class and a function's code
+    reassigned after compiling; the program would then run the old code.
 
-    Each lookup is ``getattr(holder, name)`` with ``holder`` a class or a ``super(cls, start)``
-    object (which looks along ``start``'s MRO on every read); a classmethod found there is a new
-    bound method each time, so it is compared by its function."""
+    Each lookup is ``getattr(holder, name)`` with ``holder`` a class, a ``super(cls, start)``
+    object (which looks along ``start``'s MRO on every read) or a function; a classmethod found
+    on a class is a new bound method each time, so it is compared by its function."""
 
     def __init__(self, lookups: Sequence[tuple[Any, str, Any]]) -> None:
         plain = [(h, n, e) for h, n, e in lookups if type(e) is not types.MethodType]
@@ -194,11 +197,29 @@ class ClassMethods:
                 raise GuardFailure(f"{name!r} of {holder!r} was replaced")
 
 
-def _check_class_methods(methods: ClassMethods) -> None:
-    methods.check()
+def _check_lookups(lookups: Lookups) -> None:
+    lookups.check()
 
 
-check_class_methods = _prologue_symbol(_check_class_methods)
+check_lookups = _prologue_symbol(_check_lookups)
+
+
+def _check_not_shadowed(names: tuple[tuple[str, ...], ...], *objs: Any) -> None:
+    # names[i]: the methods objs[i] must not hold in its own __dict__
+    if not all(map(_KEYS_ISDISJOINT, map(_DICT_KEYS, map(vars, objs)), names)):
+        for obj_names, obj in zip(names, objs):
+            for name in obj_names:
+                if name in vars(obj):
+                    raise GuardFailure(f"{name!r} is now set on the {type(obj).__name__} itself")
+
+
+_DICT_KEYS: Any = dict.keys
+_KEYS_ISDISJOINT: Any = type({}.keys()).isdisjoint
+
+
+# The methods the program found on objects' classes are not shadowed by attributes of the objects
+# (``m.forward = other`` after compiling).
+check_not_shadowed = _prologue_symbol(_check_not_shadowed)
 
 
 # -- reading a module's parameters, buffers and submodules --------------------------------------

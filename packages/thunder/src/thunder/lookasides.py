@@ -186,6 +186,13 @@ _NATIVE_LIBRARY_SPECIALS = frozenset(
 )  # fmt: skip
 
 
+def is_library_code(code: types.CodeType) -> bool:
+    """Whether ``code`` belongs to an installed library or the standard library (not to the
+    user's own modules, which tools such as IPython's autoreload patch in place)."""
+    filename = code.co_filename
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen ")
+
+
 def native_special(fn: types.FunctionType) -> bool:
     """The jit's ``native_special`` predicate (see ``thunder_interp.interpret``): the attribute
     and mapping special methods of library classes run natively."""

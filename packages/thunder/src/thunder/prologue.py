@@ -25,14 +25,15 @@ from thunder.binding.state import Rebuilt, rebuild, template_leaves
 from thunder.errors import JitError
 from thunder.guards import (
     BuiltinReads,
-    ClassMethods,
+    Lookups,
     ModulesWithoutHooks,
     TensorsMetadata,
     check_builtins,
-    check_class_methods,
     check_has_attribute,
     check_lacks_item,
+    check_lookups,
     check_no_hooks,
+    check_not_shadowed,
     check_tensors,
     is_plain_module_member,
     module_store,
@@ -92,6 +93,8 @@ class _PrologueBuilder:
         # Checked in one call each, after the other guards: modules without hooks; the
         # metadata of tensors that are not arguments (proxy, description, tensor).
         self.hookless: list[Any] = []
+        # object's access -> (its local, the method names it must not hold itself)
+        self.unshadowed: dict[Access, tuple[Any, list[str]]] = {}
         self.tensors: list[tuple[Any, str, torch.Tensor]] = []
         self.objects = {a: o for o, a in binder.access_of.values()}
         self.shapes_done: set[Access] = set()
@@ -267,6 +270,9 @@ class _PrologueBuilder:
         if kind == "no_hooks":
             self.hookless.append(x)
             return
+        if kind == "not_shadowed":
+            self.unshadowed.setdefault(guard.access, (x, []))[1].append(expected)
+            return
         if kind == "value":
             bsym = prims.check_value.bind(x, expected, output=None)
         elif kind == "type":
@@ -303,12 +309,21 @@ class _PrologueBuilder:
                     header=f"guard: {sum(map(len, reads.values()))} builtins, from {len(reads)} modules"
                 )
             )
-        methods = self.binder.class_methods
+        methods = self.binder.lookups
         if methods:
-            batch = ClassMethods(list(methods.values()))
+            batch = Lookups(list(methods.values()))
             self.trace.record(
-                check_class_methods.bind(batch, output=None).replace(
-                    header=f"guard: {len(methods)} methods are still their classes'"
+                check_lookups.bind(batch, output=None).replace(
+                    header=f"guard: {len(methods)} methods and codes are what the program ran"
+                )
+            )
+        if self.unshadowed:
+            objs = [x for x, _ in self.unshadowed.values()]
+            shadowing = tuple(tuple(n) for _, n in self.unshadowed.values())
+            self.trace.record(
+                check_not_shadowed.bind(shadowing, *objs, output=None).replace(
+                    header=f"guard: {sum(map(len, shadowing))} methods are not shadowed by their "
+                    "objects' own attributes"
                 )
             )
         if self.hookless:

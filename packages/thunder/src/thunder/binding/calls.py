@@ -94,6 +94,7 @@ class CallsMixin(WritesMixin):
             delete_attribute=self._cb_delete_attribute,
             delete_item=self._cb_delete_item,
             opaque_call=self._cb_opaque_call,
+            special_lookup=self._cb_special_lookup,
         )
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -43,6 +43,15 @@ from thunder.guards import HOOK_ATTRIBUTES
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy
 
+# Names that ``getattr`` on a class answers from ``type`` itself (data descriptors of the
+# metaclass), not from the class's MRO.
+_TYPE_DATA_DESCRIPTORS = frozenset(
+    name for name, value in vars(type).items() if hasattr(type(value), "__set__")
+)
+_OWN_PACKAGES = frozenset(
+    {"thunder", "thunder_ir", "thunder_interp", "thunder_executors", "thunder_transforms"}
+)
+
 
 def _is_outside_mapping(container: Any) -> bool:
     """A mapping other than the plain containers (those are tracked whole) and modules."""
@@ -194,6 +203,8 @@ class ReadsMixin(BinderState):
             )
             self.inputs.append((proxy, access))
             return proxy
+        if isinstance(x, types.FunctionType):
+            self._guard_code(x)
         if not isinstance(x, _SCALAR_TYPES):
             first = self.access_of.get(id(x))
             if first is not None and first[0] is x and first[1] != access:
@@ -238,6 +249,7 @@ class ReadsMixin(BinderState):
                 self.guards.setdefault(access, Guard(access, "same_as", aliased))
             return self._load_container(value, access)
         if isinstance(value, types.FunctionType):
+            self._guard_code(value)
             self._register_cells(value, access)
             if not self._is_library_global(access):
                 self.guards.setdefault(access, Guard(access, "is", value))
@@ -302,7 +314,11 @@ class ReadsMixin(BinderState):
             if func is None:
                 return  # a builtin type's method (list.append): builtin types are immutable
             if getattr(cls, access.key, None) is func:
-                self.class_methods.setdefault((cls, access.key), (cls, access.key, func))
+                self._lookup_found(cls, access.key, func)
+                if access.parent is not None and hasattr(holder, "__dict__"):
+                    # ... and is not shadowed later by an attribute of the object itself
+                    shadow = access.parent.attr(f"<own {access.key}>")
+                    self.guards.setdefault(shadow, Guard(access.parent, "not_shadowed", access.key))
                 return
         self_access = access.attr("__self__")
         self.guards.setdefault(self_access, Guard(self_access, "is", owner))
@@ -434,7 +450,24 @@ class ReadsMixin(BinderState):
             return value
         return self.on_load(value, parent.attr(name), holder=obj)
 
-    def _guard_super_lookup(self, sup: super, name: str) -> None:
+    def _cb_special_lookup(self, cls: type, name: str, found: Any) -> None:
+        """The interpreter found the special method ``name`` on ``cls`` (``x[k]``, ``len(x)``,
+        calling an instance): it must still be found there on later calls."""
+        if (cls, name) in self.lookups or name in _TYPE_DATA_DESCRIPTORS:
+            return
+        if cls.__module__.partition(".")[0] in _OWN_PACKAGES:
+            return  # proxies and the jit's own classes
+        expected = found.__func__ if type(found) is staticmethod else found
+        try:
+            if type(found) is classmethod:
+                expected = found.__get__(None, cls)
+            elif getattr(cls, name, None) is not expected:
+                return  # a descriptor making a new object per lookup: nothing stable to compare
+        except Exception:  # a descriptor's own __get__ failed: nothing to compare either
+            return
+        self._lookup_found(cls, name, expected)
+
+    def _guard_super_lookup(self, sup: Any, name: str) -> None:
         """``super().name``: found along the MRO after ``__thisclass__``, where a patched (or
         newly defined) method would be found instead."""
         this, start = sup.__thisclass__, sup.__self_class__
@@ -445,7 +478,7 @@ class ReadsMixin(BinderState):
             expected = getattr(holder, name)
         except AttributeError:
             return  # the program's own lookup raised too
-        self.class_methods.setdefault((this, start, name), (holder, name, expected))
+        self._lookup_found(holder, name, expected, key=(this, start, name))
 
     def _cb_attribute_missing(self, obj: Any, name: str) -> None:
         """``getattr(obj, name, default)`` / ``hasattr`` found nothing: the program relied on the

@@ -19,7 +19,7 @@ from thunder.errors import (
     UnsupportedSideEffectError,
 )
 from thunder.guards import check_no_module_hooks
-from thunder.lookasides import SymbolicSize
+from thunder.lookasides import SymbolicSize, is_library_code
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder_ir import IntegerProxy, Proxy, TensorProxy, Trace
 from thunder_ir import constraints as C
@@ -296,9 +296,10 @@ class BinderState:
         # Builtins the program read, by the module whose globals it looked in first: the
         # module must still lack the name and the builtin must still be the same object.
         self.builtin_reads: dict[str, dict[str, Any]] = {}
-        # Methods the program found on classes (on the guarded type of an outside object, or
-        # through super()): (holder, name, what getattr(holder, name) gave), checked to stay so.
-        self.class_methods: dict[tuple[Any, ...], tuple[Any, str, Any]] = {}
+        # Methods the program found on classes (on the guarded type of an outside object, through
+        # super(), special methods) and the code of outside functions: (holder, name, what
+        # getattr(holder, name) gave), checked to stay so (guards.Lookups).
+        self.lookups: dict[tuple[Any, ...], tuple[Any, str, Any]] = {}
         # Closure cells of functions from outside, by id: the cell and its access path. Cells,
         # not code objects: the closures one ``def`` makes share their code.
         self.cell_accesses: dict[int, tuple[types.CellType, Access]] = {}
@@ -429,6 +430,17 @@ class BinderState:
             if p is proxy:
                 return a
         return None
+
+    def _lookup_found(self, holder: Any, name: str, found: Any, key: Any = None) -> None:
+        """``getattr(holder, name)`` gave ``found``: checked on every call; the code of a
+        function of the user's own modules too (``f.__code__ = ...``, as autoreload does, keeps
+        the function object)."""
+        self.lookups.setdefault(key or (holder, name), (holder, name, found))
+        self._guard_code(getattr(found, "__func__", found))
+
+    def _guard_code(self, func: Any) -> None:
+        if type(func) is types.FunctionType and not is_library_code(func.__code__):
+            self.lookups.setdefault((func, "__code__"), (func, "__code__", func.__code__))
 
     def _associate(self, obj: Any, access: Access) -> None:
         """``obj`` is found at ``access`` (the first path the program took to it is kept)."""
