@@ -58,6 +58,9 @@ class Obj:
         self.lst.append(v)
         return self.n
 
+    def __len__(self):
+        return 2
+
 
 OBJ = Obj()
 OBJ.v = 1.0
@@ -180,6 +183,7 @@ READS = [
     "y = y + G_T.sum()",
     "y = y * MOD.peer.v",
     "y = y + G_ALIAS.n",
+    "y = y + len(OBJ)",
 ]
 
 WRITES = [
@@ -353,6 +357,10 @@ MUTATIONS = [
     "MOD.peer = Obj()\nMOD.peer.v = {f}\nMOD.peer.n = {i}\nMOD.peer.t = torch.ones(3)\nMOD.peer.lst = []",
     "G_ALIAS = MOD.peer",
     "G_ALIAS = OBJ",
+    "Obj.bump = lambda self, v: {i}",
+    "OBJ.bump = lambda v: {i}",
+    "Obj.__len__ = lambda self: {i}",
+    "Mod.bump = lambda self: {i}",
 ]
 
 SHAPES = [(2,), (1, 2), (3, 2), (2, 3), (4,), (2, 2), (1,), (3,)]

@@ -315,7 +315,7 @@ class ReadsMixin(BinderState):
                 return  # a builtin type's method (list.append): builtin types are immutable
             if getattr(cls, access.key, None) is func:
                 self._lookup_found(cls, access.key, func)
-                if access.parent is not None and hasattr(holder, "__dict__"):
+                if access.parent is not None and type(getattr(holder, "__dict__", None)) is dict:
                     # ... and is not shadowed later by an attribute of the object itself
                     shadow = access.parent.attr(f"<own {access.key}>")
                     self.guards.setdefault(shadow, Guard(access.parent, "not_shadowed", access.key))
