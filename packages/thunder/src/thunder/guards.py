@@ -22,6 +22,7 @@ __all__ = [
     "BuiltinReads",
     "Lookups",
     "ModulesWithoutHooks",
+    "NotShadowed",
     "TensorsMetadata",
     "check_builtins",
     "check_has_attribute",
@@ -90,14 +91,21 @@ class ModulesWithoutHooks:
     that counter and the modules (by identity) are those of the last full check that passed, no
     hook can have been added since, and the hook dicts are not scanned again."""
 
-    def __init__(self) -> None:
+    def __init__(self, methods: Sequence[str] = ()) -> None:
         self._passed: tuple[int, tuple[int, ...]] | None = None
+        # Methods the program found on the modules' classes (forward, _call_impl): no module
+        # may hold one in its own __dict__ (``m.forward = other`` after compiling).
+        self.methods = tuple(methods)
 
     def check(self, *modules: Any) -> None:
         dicts = tuple(map(vars, modules))
         if any(map(dict.__contains__, dicts, itertools.repeat("_compiled_call_impl"))):
             for module in modules:  # usually None again (after pickling); the exact test
                 check_no_module_hooks(module)
+        for name in self.methods:
+            if any(map(dict.__contains__, dicts, itertools.repeat(name))):
+                owner = next(m for m, d in zip(modules, dicts) if name in d)
+                raise GuardFailure(f"{name!r} is now set on the {type(owner).__name__} itself")
         seen = (RemovableHandle.next_id, tuple(map(id, modules)))
         if seen == self._passed:
             return
@@ -204,17 +212,24 @@ def _check_lookups(lookups: Lookups) -> None:
 check_lookups = _prologue_symbol(_check_lookups)
 
 
-def _check_not_shadowed(names: tuple[tuple[str, ...], ...], *objs: Any) -> None:
-    # names[i]: the methods objs[i] must not hold in its own __dict__
-    if not all(map(_KEYS_ISDISJOINT, map(_DICT_KEYS, map(vars, objs)), names)):
-        for obj_names, obj in zip(names, objs):
-            for name in obj_names:
-                if name in vars(obj):
-                    raise GuardFailure(f"{name!r} is now set on the {type(obj).__name__} itself")
+class NotShadowed:
+    """Which objects (other than modules, which ``ModulesWithoutHooks`` checks) must not hold
+    which method names in their own ``__dict__``: a method found on an object's class, shadowed
+    by ``obj.get = other`` after compiling. A few objects per program, so a plain loop."""
+
+    def __init__(self, names: Sequence[Sequence[str]]) -> None:
+        self.names = tuple(tuple(n) for n in names)
+
+    def check(self, *objs: Any) -> None:
+        for obj, names in zip(objs, self.names):
+            # read generically: vars() would run a class's own __getattribute__ (a Python call
+            # per object for library configs)
+            if not object.__getattribute__(obj, "__dict__").keys().isdisjoint(names):
+                raise GuardFailure(f"a method of the {type(obj).__name__} is now set on it")
 
 
-_DICT_KEYS: Any = dict.keys
-_KEYS_ISDISJOINT: Any = type({}.keys()).isdisjoint
+def _check_not_shadowed(shadowing: NotShadowed, *objs: Any) -> None:
+    shadowing.check(*objs)
 
 
 # The methods the program found on objects' classes are not shadowed by attributes of the objects

@@ -27,6 +27,7 @@ from thunder.guards import (
     BuiltinReads,
     Lookups,
     ModulesWithoutHooks,
+    NotShadowed,
     TensorsMetadata,
     check_builtins,
     check_has_attribute,
@@ -92,7 +93,7 @@ class _PrologueBuilder:
         self.args_unpacked = False
         # Checked in one call each, after the other guards: modules without hooks; the
         # metadata of tensors that are not arguments (proxy, description, tensor).
-        self.hookless: list[Any] = []
+        self.hookless: dict[Access, Any] = {}
         # object's access -> (its local, the method names it must not hold itself)
         self.unshadowed: dict[Access, tuple[Any, list[str]]] = {}
         self.tensors: list[tuple[Any, str, torch.Tensor]] = []
@@ -268,7 +269,7 @@ class _PrologueBuilder:
             self.tensors.append((x, what, expected))
             return
         if kind == "no_hooks":
-            self.hookless.append(x)
+            self.hookless[guard.access] = x
             return
         if kind == "not_shadowed":
             self.unshadowed.setdefault(guard.access, (x, []))[1].append(expected)
@@ -317,19 +318,26 @@ class _PrologueBuilder:
                     header=f"guard: {len(methods)} methods and codes are what the program ran"
                 )
             )
-        if self.unshadowed:
-            objs = [x for x, _ in self.unshadowed.values()]
-            shadowing = tuple(tuple(n) for _, n in self.unshadowed.values())
+        # Modules' methods are checked with their hooks (one read of each module's dict).
+        module_methods = {
+            n for a, (_, ns) in self.unshadowed.items() if a in self.hookless for n in ns
+        }
+        others = [(x, ns) for a, (x, ns) in self.unshadowed.items() if a not in self.hookless]
+        if others:
+            objs = [x for x, _ in others]
+            shadowing = [ns for _, ns in others]
             self.trace.record(
-                check_not_shadowed.bind(shadowing, *objs, output=None).replace(
+                check_not_shadowed.bind(NotShadowed(shadowing), *objs, output=None).replace(
                     header=f"guard: {sum(map(len, shadowing))} methods are not shadowed by their "
                     "objects' own attributes"
                 )
             )
         if self.hookless:
+            checker = ModulesWithoutHooks(sorted(module_methods))
+            own = f", nor their own {', '.join(checker.methods)}" if module_methods else ""
             self.trace.record(
-                check_no_hooks.bind(ModulesWithoutHooks(), *self.hookless, output=None).replace(
-                    header=f"guard: no hooks on {len(self.hookless)} modules"
+                check_no_hooks.bind(checker, *self.hookless.values(), output=None).replace(
+                    header=f"guard: no hooks on {len(self.hookless)} modules{own}"
                 )
             )
         if self.tensors:
