@@ -201,7 +201,9 @@ _ROW_MARK = "ROW "
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
-    parser.add_argument("--repeat", type=int, default=20, help="steady calls per configuration")
+    parser.add_argument(
+        "--repeat", type=int, default=200, help="steady calls per configuration (medians)"
+    )
     parser.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile")
     parser.add_argument(
         "--in-process", action="store_true", help="measure every model in this process"
