@@ -154,8 +154,8 @@ def _scalar_operand(prim_name: str, tensor: TensorProxy, number: Any, out: Any) 
     if tensor.device.type != "cpu":
         return number
     dtype = to_torch_dtype(tensor.dtype)
-    short = _SCALAR_CONSTANT_DTYPES.get(dtype)
-    if short is None or (type(number) is float and not dtype.is_floating_point):
+    short = _SCALAR_CONSTANT_DTYPES.get(dtype) if dtype is not None else None
+    if dtype is None or short is None or (type(number) is float and not dtype.is_floating_point):
         return number
     if type(number) is int and not (
         abs(number) <= 2**24 if dtype.is_floating_point else -(2**63) <= number < 2**63

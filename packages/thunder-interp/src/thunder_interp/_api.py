@@ -17,7 +17,7 @@ from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._recursion import DepthGuard, depth_below
 from thunder_interp._registry import DEFAULT_OPCODE_TABLE, OpcodeTable
 from thunder_interp._runtime import CodeCache, Runtime, lookaside_codes, strip_interpreter_frames
-from thunder_interp._slots import swap_special_lookup
+from thunder_interp._slots import reset_special_lookup, set_special_lookup
 
 __all__ = ["InterpretedFunction", "interpret", "provenance_of"]
 
@@ -123,13 +123,13 @@ class InterpretedFunction:
         guard = rt.guard = DepthGuard(rt, depth_below(sys._getframe()))
         token = _CURRENT_RUNTIME.set(rt)
         callbacks = self.callbacks
-        previous = swap_special_lookup(callbacks.special_lookup if callbacks else None)
+        lookups = set_special_lookup(callbacks.special_lookup if callbacks else None)
         try:
             return _with_stack_room(rt.call, self.fn, args, kwargs, None)
         except BaseException as e:
             raise e.with_traceback(strip_interpreter_frames(e.__traceback__))  # noqa: B904
         finally:
-            swap_special_lookup(previous)
+            reset_special_lookup(lookups)
             guard.close()
             _CURRENT_RUNTIME.reset(token)
 

@@ -15,6 +15,7 @@ interpreted).
 
 from __future__ import annotations
 
+import contextvars
 import operator
 from collections.abc import Callable, Iterator
 from types import FunctionType
@@ -64,16 +65,22 @@ def is_python_level(descr: Any) -> bool:
     return False
 
 
-# The ``special_lookup`` callback of the interpretation running now (None when none is set).
-_special_lookup: Callable[[type, str, Any], None] | None = None
+# The ``special_lookup`` callback of the interpretation running now in this thread or task
+# (a context variable: two threads tracing at once each report to their own binder).
+_special_lookup: contextvars.ContextVar[Callable[[type, str, Any], None] | None] = (
+    contextvars.ContextVar("special_lookup", default=None)
+)
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin and extension types
 
 
-def swap_special_lookup(hook: Callable[[type, str, Any], None] | None) -> Any:
-    """Installs ``hook`` as the ``special_lookup`` callback; returns the one it replaces."""
-    global _special_lookup
-    previous, _special_lookup = _special_lookup, hook
-    return previous
+def set_special_lookup(hook: Callable[[type, str, Any], None] | None) -> Any:
+    """Installs ``hook`` as the ``special_lookup`` callback; returns the token that
+    ``reset_special_lookup`` takes to put back the previous one."""
+    return _special_lookup.set(hook)
+
+
+def reset_special_lookup(token: Any) -> None:
+    _special_lookup.reset(token)
 
 
 def lookup_type(cls: type, name: str) -> Any:
@@ -82,9 +89,10 @@ def lookup_type(cls: type, name: str) -> Any:
         d = klass.__dict__
         if name in d:
             found = d[name]
-            hook = _special_lookup
-            if hook is not None and name[:2] == "__" and not cls.__flags__ & _IMMUTABLE_TYPE:
-                hook(cls, name, found)
+            if name[:2] == "__" and not cls.__flags__ & _IMMUTABLE_TYPE:
+                hook = _special_lookup.get()
+                if hook is not None:
+                    hook(cls, name, found)
             return found
     return NULL
 
