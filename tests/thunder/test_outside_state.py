@@ -725,3 +725,30 @@ def test_partial_whose_arguments_change_gives_the_new_result(
     _SHIFT.args[0].mul_(5)  # a tensor it holds, changed in place
     torch.testing.assert_close(j(x), _scaled_and_shifted(x))
     assert thunder.compile_stats(j).eager_fallbacks == 0  # traced, not run eagerly
+
+
+def _uses_library_functions(x: torch.Tensor) -> torch.Tensor:
+    import math
+
+    return torch.nn.functional.relu(x) * math.pi + torch.tanh(x)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "replacement"),
+    [
+        (torch.nn.functional, "relu", lambda x: x * 100),
+        (torch, "tanh", lambda x: x - 7),
+        (__import__("math"), "pi", 3.0),
+    ],
+    ids=["F.relu", "torch.tanh", "math.pi"],
+)
+def test_library_function_patched_after_compiling_gives_the_new_result(
+    module: Any, name: str, replacement: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j = thunder.jit(_uses_library_functions)
+    x = torch.randn(4)
+    torch.testing.assert_close(j(x), _uses_library_functions(x))
+    monkeypatch.setattr(module, name, replacement)
+    torch.testing.assert_close(j(x), _uses_library_functions(x))
+    monkeypatch.undo()
+    torch.testing.assert_close(j(x), _uses_library_functions(x))

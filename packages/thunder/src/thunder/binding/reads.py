@@ -435,7 +435,10 @@ class ReadsMixin(BinderState):
                     self._backend_accesses.setdefault(id(value), (value, access.attr(name)))
             return value
         if isinstance(obj, types.ModuleType) and obj.__name__.startswith(_LIBRARY_PREFIXES):
-            return value  # torch.float32, math.pi: library constants
+            # torch.tanh, F.relu, math.pi: no path or proxy, but checked to be the same object
+            # (a function of torch patched after compiling)
+            self._lookup_found(obj, name, value)
+            return value
         if name in HOOK_ATTRIBUTES and isinstance(obj, torch.nn.Module):
             hooks = self._module_hooks_access(obj, name, value)
             if hooks is not None:
