@@ -310,12 +310,12 @@ class _PrologueBuilder:
                     header=f"guard: {sum(map(len, reads.values()))} builtins, from {len(reads)} modules"
                 )
             )
-        methods = self.binder.lookups
-        if methods:
-            batch = Lookups(list(methods.values()))
+        lookups = self.binder.lookups
+        if lookups:
             self.trace.record(
-                check_lookups.bind(batch, output=None).replace(
-                    header=f"guard: {len(methods)} methods and codes are what the program ran"
+                check_lookups.bind(Lookups(list(lookups.values())), output=None).replace(
+                    header=f"guard: {len(lookups)} methods, module attributes and codes are what "
+                    "the program ran"
                 )
             )
         # Modules' methods are checked with their hooks (one read of each module's dict).
