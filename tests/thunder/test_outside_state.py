@@ -532,6 +532,21 @@ def test_object_passed_twice_then_two_objects_gives_the_new_result() -> None:
 # -- methods replaced on the class after compiling ----------------------------------------------
 
 
+def _follows_patch(
+    fn: Any, x: torch.Tensor, target: Any, name: str, replacement: Any, mp: pytest.MonkeyPatch
+) -> Any:
+    """Compiles ``fn``, patches ``target.name`` and undoes it, comparing with eager after each
+    step (twice after the patch: the recompiled program from the cache too)."""
+    j = thunder.jit(fn)
+    torch.testing.assert_close(j(x), fn(x))
+    mp.setattr(target, name, replacement)
+    torch.testing.assert_close(j(x), fn(x))
+    torch.testing.assert_close(j(x), fn(x))
+    mp.undo()  # the original back: the first program serves again
+    torch.testing.assert_close(j(x), fn(x))
+    return j
+
+
 class _Inner(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * 2
@@ -553,15 +568,7 @@ class _Outer(torch.nn.Module):
 def test_method_replaced_on_the_class_gives_the_new_result(
     method: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    m = _Outer()
-    j = thunder.jit(m)
-    x = torch.randn(3)
-    torch.testing.assert_close(j(x), m(x))
-    monkeypatch.setattr(_Inner, method, lambda self, x: x - 100)
-    torch.testing.assert_close(j(x), m(x))
-    torch.testing.assert_close(j(x), m(x))
-    monkeypatch.undo()  # the original method back: the first program serves again
-    torch.testing.assert_close(j(x), m(x))
+    j = _follows_patch(_Outer(), torch.randn(3), _Inner, method, lambda s, x: x - 100, monkeypatch)
     assert thunder.cache_misses(j) == 2
 
 
@@ -650,14 +657,7 @@ def _uses_special_methods(x: torch.Tensor) -> torch.Tensor:
 def test_special_method_replaced_on_the_class_gives_the_new_result(
     cls: type, name: str, replacement: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    j = thunder.jit(_uses_special_methods)
-    x = torch.randn(3)
-    torch.testing.assert_close(j(x), _uses_special_methods(x))
-    monkeypatch.setattr(cls, name, replacement)
-    torch.testing.assert_close(j(x), _uses_special_methods(x))
-    torch.testing.assert_close(j(x), _uses_special_methods(x))
-    monkeypatch.undo()
-    torch.testing.assert_close(j(x), _uses_special_methods(x))
+    j = _follows_patch(_uses_special_methods, torch.randn(3), cls, name, replacement, monkeypatch)
     assert thunder.cache_misses(j) == 2
 
 
@@ -745,10 +745,4 @@ def _uses_library_functions(x: torch.Tensor) -> torch.Tensor:
 def test_library_function_patched_after_compiling_gives_the_new_result(
     module: Any, name: str, replacement: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    j = thunder.jit(_uses_library_functions)
-    x = torch.randn(4)
-    torch.testing.assert_close(j(x), _uses_library_functions(x))
-    monkeypatch.setattr(module, name, replacement)
-    torch.testing.assert_close(j(x), _uses_library_functions(x))
-    monkeypatch.undo()
-    torch.testing.assert_close(j(x), _uses_library_functions(x))
+    _follows_patch(_uses_library_functions, torch.randn(4), module, name, replacement, monkeypatch)

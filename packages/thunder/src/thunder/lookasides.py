@@ -196,10 +196,7 @@ def is_library_code(code: types.CodeType) -> bool:
 def native_special(fn: types.FunctionType) -> bool:
     """The jit's ``native_special`` predicate (see ``thunder_interp.interpret``): the attribute
     and mapping special methods of library classes run natively."""
-    if fn.__name__ not in _NATIVE_LIBRARY_SPECIALS:
-        return False
-    filename = fn.__code__.co_filename
-    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen ")
+    return fn.__name__ in _NATIVE_LIBRARY_SPECIALS and is_library_code(fn.__code__)
 
 
 @functools.cache
