@@ -285,6 +285,95 @@ def test_object_stored_into_outside_state_is_rebuilt() -> None:
         torch.testing.assert_close(holder["last"].value, x * 2)
 
 
+CONSTRUCTED: list[str] = []
+
+
+class Reduced:
+    """Its copy protocol calls the class again, and its ``__init__`` writes outside."""
+
+    def __init__(self, value: torch.Tensor) -> None:
+        self.value = value
+        CONSTRUCTED.append("init")
+
+    def __reduce__(self) -> Any:
+        return (Reduced, (self.value,))
+
+
+class Counted:
+    """Its ``__new__`` writes outside."""
+
+    made = 0
+
+    def __new__(cls) -> Any:
+        cls.made += 1
+        return super().__new__(cls)
+
+
+class Doubling(dict):  # type: ignore[type-arg]
+    """A ``__setitem__`` that changes what it stores."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value * 2 if isinstance(value, int) else value)
+
+
+class Appending(list):  # type: ignore[type-arg]
+    def extend(self, values: Any) -> None:
+        CONSTRUCTED.append("extend")
+        super().extend(values)
+
+
+class Reordered(OrderedDict):  # type: ignore[type-arg]
+    pass
+
+
+def _builds_objects_whose_construction_writes_outside(x: torch.Tensor) -> Any:
+    counted = Counted()
+    counted.value = x - 1  # type: ignore[attr-defined]
+    return Reduced(x + 1), counted
+
+
+def _builds_containers_with_methods_of_their_own(x: torch.Tensor) -> Any:
+    d = Doubling()
+    d["n"] = 3
+    d["t"] = x * 2
+    r = Reordered()
+    r["b"] = x * 4
+    r["a"] = 1
+    r.move_to_end("b")
+    return d, Appending([x + 2]), r
+
+
+def test_returned_objects_are_rebuilt_without_running_their_code_again() -> None:
+    """The epilogue gives each object the state it had, as eager returns it: its ``__init__``,
+    ``__new__``, ``__setitem__`` or ``extend`` ran once while the program ran, and what they did
+    outside happens once per call (it happened twice, and ``Doubling`` stored 12)."""
+    CONSTRUCTED.clear()
+    Counted.made = 0
+    j = thunder.jit(_builds_objects_whose_construction_writes_outside)
+    for call in range(1, 4):
+        x = _x(3)
+        reduced, counted = j(x)
+        assert CONSTRUCTED == ["init"] * call and Counted.made == call
+        assert type(reduced) is Reduced and type(counted) is Counted
+        torch.testing.assert_close(reduced.value, x + 1)
+        torch.testing.assert_close(counted.value, x - 1)
+    _builds_objects_whose_construction_writes_outside(_x(3))
+    assert CONSTRUCTED == ["init"] * 4 and Counted.made == 4
+
+    CONSTRUCTED.clear()
+    j = thunder.jit(_builds_containers_with_methods_of_their_own)
+    for _ in range(3):
+        x = _x(3)
+        d, a, r = j(x)
+        assert type(d) is Doubling and d["n"] == 6 and list(d) == ["n", "t"]
+        torch.testing.assert_close(d["t"], x * 2)
+        assert type(a) is Appending and len(a) == 1
+        torch.testing.assert_close(a[0], x + 2)
+        assert type(r) is Reordered and list(r) == ["a", "b"] and r["a"] == 1
+        torch.testing.assert_close(r["b"], x * 4)
+    assert CONSTRUCTED == [] and thunder.cache_hits(j) == 2
+
+
 def _shares_objects(x: torch.Tensor) -> Any:
     cache = Box(x * 2, "cache")
     out = OrderedOutput()

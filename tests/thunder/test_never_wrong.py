@@ -769,3 +769,28 @@ def test_a_deletion_that_would_fail_is_not_replayed_after_tensor_writes():
         with pytest.raises(IndexError):
             jf(torch.ones(1))
     assert G_FEW == [] and G_TENSOR.tolist() == [2.0, 2.0]
+
+
+def test_a_number_constant_made_under_inference_mode_serves_later_programs_with_grad():
+    # The torch executor makes one 0-dim tensor per number for every program. The first program
+    # to need 2.375 runs under inference_mode: the tensor must still be a plain one, which torch
+    # autograd can save when it records a later program (a write into a tensor that does not
+    # require grad). It raised "Inference tensors cannot be saved for backward".
+    def scaled(x):
+        return x * 2.375
+
+    with torch.inference_mode():
+        x = torch.randn(4)
+        torch.testing.assert_close(thunder.jit(scaled)(x), x * 2.375)
+
+    def written(w, buf):
+        buf[:2].copy_(w * 2.375)
+        return w.sum()
+
+    w = torch.randn(2, requires_grad=True)
+    buf_e, buf_j = torch.zeros(3), torch.zeros(3)
+    out_e, out_j = written(w, buf_e), thunder.jit(written)(w, buf_j)
+    torch.testing.assert_close(buf_j, buf_e)
+    (g_e,) = torch.autograd.grad(out_e + (buf_e**2).sum(), w)
+    (g_j,) = torch.autograd.grad(out_j + (buf_j**2).sum(), w)
+    torch.testing.assert_close(g_j, g_e)

@@ -268,6 +268,26 @@ def test_gradient_of_a_slice_that_becomes_empty(key: slice) -> None:
         torch.testing.assert_close(g_a, g_e)
 
 
+@pytest.mark.parametrize("rows", [(3, 2, 1, 5), (4, 6)])
+def test_gradient_of_a_symbolic_size_one_broadcast(rows: tuple[int, ...]) -> None:
+    # w[0::3] has a symbolic length that is 1 when tracing (and on every call the program serves
+    # after that, a constraint): multiplying by ``a`` broadcasts it, and its gradient is summed
+    # over the rows. The backward raised on a reshape of the whole gradient to (1, n).
+    def f(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return a * w[0::3]
+
+    jf = thunder.jit(f, cache=SYM)
+    for n, m in zip(rows, (4, 5, 4, 3)):
+        a = torch.randn(n, m)
+        w = torch.randn(min(n, 3), m, requires_grad=True)
+        expected, actual = f(a, w), jf(a, w)
+        torch.testing.assert_close(actual, expected)
+        weights = torch.randn(expected.shape)
+        (g_e,) = torch.autograd.grad((expected * weights).sum(), w)
+        (g_a,) = torch.autograd.grad((actual * weights).sum(), w)
+        torch.testing.assert_close(g_a, g_e)
+
+
 def _write_through_overlapping_windows(w: torch.Tensor) -> torch.Tensor:
     c = w * 2 + 1
     c.unfold(0, 2, 1).add_(1.5)  # the windows share elements: eager adds twice to those

@@ -445,6 +445,14 @@ def transform_for_execution(
     exs = resolve_executors(executors)
     observed = [a.name for a in trace.args if isinstance(a, Proxy)]
     observed += [p.name for p in _proxies(trace.return_value)]
+    # What a view that may raise on its strides reads is laid out as eager lays it out (a
+    # decomposed unfold before it would copy into strides that let the view pass).
+    observed += [
+        p.name
+        for b in trace.bound_symbols
+        if OpTag.LAYOUT_ERRORS in b.sym.tags
+        for p in b.flat_proxy_args
+    ]
     aliases = alias_info(trace.bound_symbols, observed)
     assigner = _Assigner(exs, aliases, eager_aliasing, first_region)
     assigner.claim(trace.bound_symbols, {a.name for a in trace.args})

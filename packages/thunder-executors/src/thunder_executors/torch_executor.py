@@ -170,7 +170,11 @@ def _scalar_operand(prim_name: str, tensor: TensorProxy, number: Any, out: Any) 
     if constant is None:
         if not name.isidentifier():
             return number
-        constant = PythonCode(name, {name: torch.tensor(number, dtype=dtype)})
+        # Shared by every program: a plain CPU tensor whatever mode compiled the first of them
+        # (one made under inference_mode could not be saved for backward by a later program).
+        with torch.inference_mode(False):
+            value = torch.tensor(number, dtype=dtype, device="cpu")
+        constant = PythonCode(name, {name: value})
         _scalar_constants[name] = constant
     return constant
 

@@ -21,7 +21,7 @@ import torch
 
 from thunder.access import ARG, ATTR, CELL, FROM_NUMPY, GLOBAL, ITEM, KWARG, ROOT, SIZE, Access
 from thunder.binding import Binder, ExternalRef, Guard, Write
-from thunder.binding.state import Rebuilt, rebuild, template_leaves
+from thunder.binding.state import Rebuilt, rebuild, restore, template_leaves
 from thunder.errors import JitError
 from thunder.guards import (
     BuiltinReads,
@@ -513,6 +513,11 @@ class _EpilogueWriter:
             return self.access(template.access)
         if isinstance(template, Proxy):
             return template.name
+        if isinstance(template, Rebuilt) and template.restores:
+            self.ctx["_restore"] = restore
+            cls, base = (self.printer.opaque(c) for c in template.constants)
+            state, items = (self.value(p) for p in template.parts)
+            return f"_restore({cls}, {base}, {state}, {items})"
         if isinstance(template, Rebuilt):
             self.ctx["_rebuild"] = rebuild
             func = self.printer.opaque(template.func)

@@ -69,6 +69,12 @@ def static_eq(a: Any, b: Any) -> bool:
     return same_size(a, b)
 
 
+def was_one(size: Any) -> bool:
+    """Whether a size was 1 when tracing. A symbolic size of 1 that broadcasting expanded is 1 on
+    every call the program serves: the forward's broadcast relied on it (a constraint)."""
+    return size == 1 if isinstance(size, int) else getattr(size, "value", None) == 1
+
+
 def zeros_like(p: TensorProxy) -> TensorProxy:
     """A zero tensor of ``p``'s shape, dtype and device."""
     zero: Any = False if p.dtype.is_boolean else (0.0 if p.dtype.is_inexact else 0)
@@ -81,7 +87,7 @@ def sum_to_shape(g: TensorProxy, shape: Sequence[Any]) -> TensorProxy:
     lead = g.ndim - len(shape)
     dims = list(range(lead))
     for i, s in enumerate(shape):
-        if isinstance(s, int) and s == 1 and not static_eq(g.shape[lead + i], 1):
+        if was_one(s) and not static_eq(g.shape[lead + i], s):
             dims.append(lead + i)
     out = prims.sum(g, tuple(dims)) if dims else g
     if len(out.shape) != len(shape) or not all(static_eq(x, y) for x, y in zip(out.shape, shape)):

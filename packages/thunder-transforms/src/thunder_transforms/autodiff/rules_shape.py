@@ -14,6 +14,7 @@ from thunder_transforms.autodiff.registry import (
     register_vjp,
     static_eq,
     sum_to_shape,
+    was_one,
     zeros_like,
 )
 
@@ -39,7 +40,7 @@ def _broadcast_in_dim(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, shape, bdims = bsym.args
     dims = {d for d in range(len(shape)) if d not in bdims}
     for i, d in enumerate(bdims):
-        if isinstance(a.shape[i], int) and a.shape[i] == 1 and not static_eq(shape[d], 1):
+        if was_one(a.shape[i]) and not static_eq(shape[d], a.shape[i]):
             dims.add(d)
     summed = P.sum(g, tuple(sorted(dims))) if dims else g
     return [(a, _reshape_to(summed, a.shape))]

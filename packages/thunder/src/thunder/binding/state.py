@@ -175,15 +175,28 @@ def _is_reserved(name: str) -> bool:
 
 class Rebuilt:
     """An object the program built (a dataclass, a ``ModelOutput``, a named tuple, an instance
-    of a user class) in a value template: the epilogue rebuilds it on every call by the copy
-    protocol (``__reduce_ex__``), from templates of its constructor arguments and state."""
+    of a user class) in a value template: the epilogue rebuilds it on every call.
 
-    __slots__ = ("constants", "func", "parts")
+    An object of a Python class on ``object``, ``dict``, ``OrderedDict`` or ``list`` is
+    *restored*: made by the base's ``__new__`` and given the state it had when the program
+    returned it (its ``__dict__`` and its items), with none of its class's own code run. Its
+    ``__init__`` already ran while tracing, and the epilogue replays what that did to outside
+    objects; running it again would do that twice (and a custom ``__setitem__`` would change
+    the items twice). Other objects (named tuples, subclasses of other builtins) are rebuilt by
+    the copy protocol (``__reduce_ex__``)."""
 
-    def __init__(self, func: Any, constants: tuple[Any, ...], parts: tuple[Any, ...]) -> None:
+    __slots__ = ("constants", "func", "parts", "restores")
+
+    def __init__(
+        self, func: Any, constants: tuple[Any, ...], parts: tuple[Any, ...], restores: bool = False
+    ) -> None:
         self.func = func
-        self.constants = constants  # leading arguments of ``func`` (the class, for __newobj__)
-        self.parts = parts  # (args, state, list items, dict items), each a template or None
+        # leading arguments of ``func`` (the class, for __newobj__); (class, base) when restored
+        self.constants = constants
+        # (args, state, list items, dict items), each a template or None; (state, items) when
+        # restored
+        self.parts = parts
+        self.restores = restores
 
 
 def rebuild(
@@ -208,6 +221,28 @@ def rebuild(
     if dictitems is not None:
         for key, value in dictitems:
             obj[key] = value
+    return obj
+
+
+# The builtin bases whose instances hold nothing but their __dict__ and their items: an object of
+# a Python class on one of these (and without __slots__) is restored from that state alone.
+RESTORABLE_BASES = (object, dict, OrderedDict, list)
+
+
+def restore(cls: type, base: type, state: dict[str, Any] | None, items: Any) -> Any:
+    """An object of ``cls`` with exactly ``state`` and ``items`` (the epilogue's half of a
+    restored :class:`Rebuilt`): no method of ``cls`` runs."""
+    obj = base.__new__(cls)  # type: ignore[call-overload]
+    if state:
+        object.__getattribute__(obj, "__dict__").update(state)
+    if items:
+        if base is list:
+            list.extend(obj, items)
+        elif base is dict:
+            dict.update(obj, items)
+        else:  # OrderedDict keeps its order in links of its own
+            for key, value in items:
+                OrderedDict.__setitem__(obj, key, value)
     return obj
 
 

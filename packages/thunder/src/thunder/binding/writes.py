@@ -17,6 +17,7 @@ from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _MISSING,
     _SCALAR_TYPES,
+    RESTORABLE_BASES,
     ExternalRef,
     Guard,
     Rebuilt,
@@ -32,6 +33,15 @@ from thunder_ir import Proxy
 
 _NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
+
+
+def _restorable_base(cls: type) -> type | None:
+    """The builtin base of ``cls`` when an instance's whole state is its ``__dict__`` and its
+    items (see ``Rebuilt``); None for other bases and for classes with ``__slots__``."""
+    if copyreg._slotnames(cls):  # type: ignore[attr-defined]
+        return None
+    base = next(b for b in cls.__mro__ if not b.__flags__ & _HEAPTYPE)
+    return base if base in RESTORABLE_BASES else None
 
 
 def _is_built_object(value: Any) -> bool:
@@ -301,6 +311,9 @@ class WritesMixin(ReadsMixin):
             return None
         if id(value) in self._rebuilding:
             return None
+        base = _restorable_base(t)
+        if base is not None:
+            return self._restored(value, base, what, memo)
         try:
             reduced = value.__reduce_ex__(4)
         except Exception:
@@ -326,6 +339,25 @@ class WritesMixin(ReadsMixin):
         finally:
             self._rebuilding.discard(id(value))
         return Rebuilt(func, constants, parts)
+
+    def _restored(self, value: Any, base: type, what: str, memo: dict[int, Any]) -> Rebuilt:
+        """``value`` as its class, its base and the state it has now (see :class:`Rebuilt`)."""
+        t = type(value)
+        state = dict(object.__getattribute__(value, "__dict__")) if t.__dictoffset__ else None
+        items: Any = None
+        if base is list:
+            items = list.copy(value)
+        elif base is not object:
+            items = list(base.items(value))  # type: ignore[attr-defined]
+        self._rebuilding.add(id(value))
+        try:
+            parts = (
+                None if state is None else self._template(state, what, memo),
+                None if not items else self._template(items, what, memo),
+            )
+        finally:
+            self._rebuilding.discard(id(value))
+        return Rebuilt(None, (t, base), parts, restores=True)
 
     def output_template(self, value: Any) -> Any:
         """The function's return value as a template (the same rules as writes)."""
