@@ -794,3 +794,20 @@ def test_a_number_constant_made_under_inference_mode_serves_later_programs_with_
     (g_e,) = torch.autograd.grad(out_e + (buf_e**2).sum(), w)
     (g_j,) = torch.autograd.grad(out_j + (buf_j**2).sum(), w)
     torch.testing.assert_close(g_j, g_e)
+
+
+def test_a_dead_view_of_a_decomposable_view_raises_like_eager():
+    # c follows a's transposed strides; view(2, -1) of its unfold cannot be a view, and eager
+    # raises though the view is unused. Thunder decomposed the unfold into a copy with other
+    # strides, so the kept view passed.
+    def f(a):
+        c = a * 2 + 1
+        c.unfold(0, 1, 1).view(2, -1)
+        return a
+
+    a = torch.arange(12.0).reshape(3, 2, 2).permute(2, 1, 0)
+    with pytest.raises(RuntimeError, match="view size is not compatible") as eager:
+        f(a)
+    with pytest.raises(RuntimeError, match="view size is not compatible") as jitted:
+        thunder.jit(f)(a)
+    assert str(jitted.value) == str(eager.value)
