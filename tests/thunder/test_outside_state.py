@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections.abc
 import functools
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -539,7 +540,7 @@ def _follows_patch(
     step (twice after the patch: the recompiled program from the cache too)."""
     j = thunder.jit(fn)
     torch.testing.assert_close(j(x), fn(x))
-    mp.setattr(target, name, replacement)
+    mp.setattr(target, name, replacement, raising=False)
     torch.testing.assert_close(j(x), fn(x))
     torch.testing.assert_close(j(x), fn(x))
     mp.undo()  # the original back: the first program serves again
@@ -746,3 +747,52 @@ def test_library_function_patched_after_compiling_gives_the_new_result(
     module: Any, name: str, replacement: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _follows_patch(_uses_library_functions, torch.randn(4), module, name, replacement, monkeypatch)
+
+
+def _two_arguments(a, b):
+    return a
+
+
+def _three_arguments(a, b, c):
+    return a
+
+
+_ARITY_SCALE = 1.0
+
+
+def _scaled_by_arity(x: torch.Tensor) -> torch.Tensor:
+    import inspect
+
+    # What transformers' apply_chunking_to_forward asks of its forward function.
+    n = len(inspect.signature(_two_arguments).parameters)
+    return x * n * _two_arguments.__globals__["_ARITY_SCALE"]
+
+
+@pytest.mark.parametrize(
+    ("name", "replacement"),
+    [
+        ("__code__", _three_arguments.__code__),  # what a code object holds is not guarded
+        ("__wrapped__", _three_arguments),  # checked in the function's __dict__
+        ("__defaults__", (1.0,)),
+    ],
+)
+def test_signature_of_a_function_changed_after_compiling_gives_the_new_result(
+    name: str, replacement: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j = _follows_patch(
+        _scaled_by_arity, torch.randn(3), _two_arguments, name, replacement, monkeypatch
+    )
+    # The code object is pinned by identity and its attributes are constants: no guard on them.
+    source = thunder.compile_stats(j).last_prologue_traces[-1].python()
+    assert "co_argcount" not in source and "check_has_attribute" not in source
+
+
+def test_a_global_read_through_a_functions_globals_is_guarded_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    j = _follows_patch(
+        _scaled_by_arity, torch.randn(3), sys.modules[__name__], "_ARITY_SCALE", 5.0, monkeypatch
+    )
+    # Only the names read are guarded, not every name of the module.
+    source = thunder.compile_stats(j).last_prologue_traces[-1].python()
+    assert "check_keys" not in source

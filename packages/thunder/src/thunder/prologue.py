@@ -173,6 +173,11 @@ class _PrologueBuilder:
         self.ctx[name] = self.binder.globals_dicts[module]
         return name
 
+    def _namespace_name(self, namespace: dict[str, Any]) -> str:
+        name = "G_" + re.sub(r"[^0-9a-zA-Z_]", "_", namespace["__name__"])
+        self.ctx[name] = namespace
+        return name
+
     def _unpack(self, access: Access) -> Any:
         known = self.values.get(access)
         if known is not None:
@@ -279,6 +284,8 @@ class _PrologueBuilder:
         elif kind == "type":
             bsym = prims.check_type.bind(x, expected, output=None)
         elif kind == "is":
+            if type(expected) is dict:  # a module's globals (``f.__globals__``), by its name
+                expected = PythonCode(self._namespace_name(expected))
             bsym = prims.check_is.bind(x, expected, output=None)
         elif kind == "same_as":
             bsym = prims.check_is.bind(x, self._unpack(expected), output=None)

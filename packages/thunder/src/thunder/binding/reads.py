@@ -58,6 +58,15 @@ def _is_outside_mapping(container: Any) -> bool:
     return isinstance(container, Mapping) and not isinstance(container, torch.nn.Module)
 
 
+# What a function's (immutable) type answers for it: other attributes are in its __dict__.
+_FUNCTION_TYPE_NAMES = frozenset(n for k in types.FunctionType.__mro__ for n in vars(k))
+
+
+def _is_module_namespace(d: dict[str, Any]) -> bool:
+    module = sys.modules.get(d.get("__name__"))  # type: ignore[arg-type]
+    return module is not None and getattr(module, "__dict__", None) is d
+
+
 def _is_guardable_key(key: Any) -> bool:
     return type(key) in (str, int, bool) or key is None
 
@@ -240,10 +249,21 @@ class ReadsMixin(BinderState):
         # Reached before by another path (a config every layer holds, a tied module): what the
         # program reads from it is guarded at that first path, so this one must lead to the same
         # object.
+        if t is types.CodeType:
+            # Immutable: pinned by identity and left without a path, so what the program reads
+            # from it (the arguments inspect.signature reads) is a constant with no guard.
+            self.guards.setdefault(access, Guard(access, "is", value))
+            return value
         aliased = first[1] if first is not None and first[0] is value else None
         if aliased == access:
             aliased = None
         self._associate(value, access)
+        if t is dict and _is_module_namespace(value):
+            # A module's globals (``f.__globals__``, which inspect.signature reads): pinned by
+            # identity, and each name the program reads from it is guarded as it is read, as a
+            # global is; not every name of the module.
+            self.guards.setdefault(access, Guard(access, "is", value))
+            return value
         if t in _CONTAINER_TYPES:
             if aliased is not None and not is_scalar_constant(value):
                 self.guards.setdefault(access, Guard(access, "same_as", aliased))
@@ -490,6 +510,13 @@ class ReadsMixin(BinderState):
             return
         access = self.access_for(obj)
         if access is None or self._set_by_program(obj, access):
+            return
+        if type(obj) is types.FunctionType and name not in _FUNCTION_TYPE_NAMES:
+            # A function's attribute that its (immutable) type lacks lives in its __dict__ or
+            # nowhere: checked there, without raising AttributeError (``__wrapped__``, which
+            # inspect.signature looks for).
+            own = access.attr("__dict__")
+            self.guards.setdefault(own.attr(f"<lacks {name!r}>"), Guard(own, "lacks_item", name))
             return
         key = access.attr(f"<has {name}>")
         self.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
