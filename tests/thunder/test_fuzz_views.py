@@ -109,6 +109,8 @@ def _idx_slice(draw, t: torch.Tensor) -> str:
 
 def _idx_any(draw, t: torch.Tensor) -> str:
     kind = draw(st.sampled_from(["slice", "int", "ellipsis_int", "none", "list", "mask"]))
+    if t.ndim and 0 in (t.shape[0], t.shape[-1]) and kind in ("int", "ellipsis_int", "list"):
+        kind = "slice"  # no element to index (a view the program emptied)
     if kind == "slice" or t.ndim == 0:
         return _idx_slice(draw, t) if t.ndim else "[...]"
     if kind == "int":
