@@ -796,3 +796,63 @@ def test_a_global_read_through_a_functions_globals_is_guarded_by_name(
     # Only the names read are guarded, not every name of the module.
     source = thunder.compile_stats(j).last_prologue_traces[-1].python()
     assert "check_keys" not in source
+
+
+class _Containers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleDict({"a": torch.nn.Linear(3, 3)})
+        self.scales = torch.nn.ParameterList([torch.nn.Parameter(torch.ones(3))])
+        self.named = torch.nn.ParameterDict({"p": torch.nn.Parameter(torch.ones(3))})
+        self.seq = torch.nn.Sequential(torch.nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if "b" in self.blocks:  # ModuleDict.__contains__: no module is read
+            x = x + 100
+        if "q" in self.named:
+            x = x - 100
+        return x * len(self.scales) + sum(1 for _ in self.blocks) + 10 * len(self.seq)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m.blocks.update({"b": torch.nn.Linear(3, 3)}),
+        lambda m: m.blocks.pop("a"),
+        lambda m: m.scales.append(torch.nn.Parameter(torch.ones(3))),
+        lambda m: m.scales.append(2.0),  # not a parameter: an attribute "1"
+        lambda m: m.named.update({"q": torch.nn.Parameter(torch.ones(3))}),
+        lambda m: m.seq.append(torch.nn.Tanh()),
+    ],
+    ids=["dict_add", "dict_pop", "list_append", "list_append_float", "pdict_add", "seq_append"],
+)
+def test_module_container_changed_after_compiling_gives_the_new_result(change: Any) -> None:
+    # The containers' len, iteration and ``in`` run natively: their entries are guarded (each
+    # change returned the old program's result).
+    m = _Containers()
+    j = thunder.jit(m)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(j(x), m(x))
+    change(m)
+    torch.testing.assert_close(j(x), m(x))
+    torch.testing.assert_close(j(x), m(x))
+
+
+def test_membership_and_iteration_of_a_library_config_are_guarded() -> None:
+    # A transformers config has no __contains__: ``k in config`` iterates it (its __iter__, a
+    # library special method, ran natively and its answer was not guarded).
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(hidden_size=8, num_attention_heads=2, num_hidden_layers=1)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        flagged = sum(1 for key in config if key.startswith("my_"))
+        return x + (1 if "my_flag" in config else -1) + 10 * flagged
+
+    j = thunder.jit(f)
+    x = torch.zeros(2)
+    torch.testing.assert_close(j(x), f(x))
+    config.my_flag = True
+    torch.testing.assert_close(j(x), f(x))
+    config.my_other = 1
+    torch.testing.assert_close(j(x), f(x))

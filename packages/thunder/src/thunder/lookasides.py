@@ -169,8 +169,9 @@ def _mark_native_internals() -> None:
 # below run natively (``os.environ[k]``, a library config's ``__getattribute__``, a registry's
 # ``__getitem__``). The binder guards what they return as an attribute or item read; interpreting
 # them would guard their internals instead (whole registries, every call), which costs more on
-# every call and tells nothing more. User code's special methods, and properties everywhere,
-# are interpreted.
+# every call and tells nothing more. ``__len__`` and ``__iter__`` are interpreted: what they
+# return reaches no read hook (``k in config`` iterates it), so their internals are guarded.
+# User code's special methods, and properties everywhere, are interpreted.
 _LIBRARY_DIRS = tuple(
     sorted(
         {
@@ -182,7 +183,7 @@ _LIBRARY_DIRS = tuple(
 )
 _NATIVE_LIBRARY_SPECIALS = frozenset(
     {"__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__getitem__",
-     "__setitem__", "__delitem__", "__len__", "__iter__"}
+     "__setitem__", "__delitem__"}
 )  # fmt: skip
 
 

@@ -62,6 +62,18 @@ def _is_outside_mapping(container: Any) -> bool:
 _FUNCTION_TYPE_NAMES = frozenset(n for k in types.FunctionType.__mro__ for n in vars(k))
 
 
+def _container_store(module: Any) -> str | None:
+    """What a module container's entries are known by (the dict whose keys they are, or its
+    length), or None for other objects."""
+    if isinstance(module, torch.nn.ParameterDict):
+        return "_keys"
+    if isinstance(module, torch.nn.ParameterList):
+        return "_size"  # its entries are attributes "0", "1", ...: parameters or not
+    if isinstance(module, (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential)):
+        return "_modules"
+    return None
+
+
 def _is_module_namespace(d: dict[str, Any]) -> bool:
     module = sys.modules.get(d.get("__name__"))  # type: ignore[arg-type]
     return module is not None and getattr(module, "__dict__", None) is d
@@ -288,6 +300,15 @@ class ReadsMixin(BinderState):
             self.guards.setdefault(access, Guard(access, "same_as", aliased))
         else:
             self.guards.setdefault(access, Guard(access, "type", t))
+            store = _container_store(value)
+            if store is not None:
+                # Its len, iteration, ``in`` and truth run natively (no read the binder sees)
+                # and depend on these alone: an entry added or removed recompiles.
+                at, what = access.attr(store), getattr(value, store)
+                kind = "value" if store == "_size" else "keys"
+                self.guards.setdefault(
+                    at, Guard(at, kind, what if kind == "value" else tuple(what))
+                )
         return value
 
     def _guard_items(self, container: Any, access: Access) -> None:
