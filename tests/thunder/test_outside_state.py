@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import array
+import collections
 import collections.abc
 import functools
 import os
@@ -856,3 +858,29 @@ def test_membership_and_iteration_of_a_library_config_are_guarded() -> None:
     torch.testing.assert_close(j(x), f(x))
     config.my_other = 1
     torch.testing.assert_close(j(x), f(x))
+
+
+_DEQUE = collections.deque([1.0, 2.0])
+_ARRAY = array.array("d", [1.0, 2.0])
+_USER_LIST = collections.UserList([1.0, 2.0])
+
+
+def _reads_items_of_containers(x: torch.Tensor) -> torch.Tensor:
+    return x * _DEQUE[0] + _ARRAY[1] * 10 + _USER_LIST[0] * 100
+
+
+@pytest.mark.parametrize(
+    "container", [_DEQUE, _ARRAY, _USER_LIST], ids=["deque", "array", "UserList"]
+)
+def test_item_of_a_container_read_natively_is_guarded(container: Any) -> None:
+    # A C type's __getitem__, or a library class's run natively, is no read the binder sees:
+    # the item is guarded by its path (each returned the old program's result).
+    j = thunder.jit(_reads_items_of_containers)
+    x = torch.ones(2)
+    torch.testing.assert_close(j(x), _reads_items_of_containers(x))
+    old = list(container)
+    try:
+        container[0], container[1] = 5.0, 7.0
+        torch.testing.assert_close(j(x), _reads_items_of_containers(x))
+    finally:
+        container[0], container[1] = old

@@ -40,6 +40,7 @@ from thunder.errors import (
     UnsupportedSideEffectError,
 )
 from thunder.guards import HOOK_ATTRIBUTES
+from thunder.lookasides import native_special
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy
 
@@ -60,6 +61,18 @@ def _is_outside_mapping(container: Any) -> bool:
 
 # What a function's (immutable) type answers for it: other attributes are in its __dict__.
 _FUNCTION_TYPE_NAMES = frozenset(n for k in types.FunctionType.__mro__ for n in vars(k))
+
+
+def _reads_items_natively(container: Any) -> bool:
+    """Whether ``container[k]`` ran no code the binder sees: a C type's ``__getitem__``
+    (``collections.deque``, ``array.array``) or a library class's, run natively (``UserList``).
+    What it returned is then guarded by its path, as a mapping's item is."""
+    if isinstance(container, (torch.Tensor, torch.nn.Module)):
+        return False  # read through their own hooks
+    getitem = getattr(type(container), "__getitem__", None)
+    if isinstance(getitem, types.FunctionType):
+        return native_special(getitem)
+    return getitem is not None
 
 
 def _container_store(module: Any) -> str | None:
@@ -575,7 +588,7 @@ class ReadsMixin(BinderState):
         if type(container) not in _CONTAINER_MUTATORS:
             if isinstance(container, tuple) and not isinstance(key, slice):
                 self._load_immutable_item(container, key, value)
-            elif _is_outside_mapping(container):
+            elif _is_outside_mapping(container) or _reads_items_natively(container):
                 self._load_mapping_item(container, key, value)
             return
         self._note_content_read_of(container)
