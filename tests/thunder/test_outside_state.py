@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import thunder
+from thunder.errors import ImpureCallError
 
 SCALE = 2.0
 CONFIG = {"shift": 1.0}
@@ -884,3 +885,46 @@ def test_item_of_a_container_read_natively_is_guarded(container: Any) -> None:
         torch.testing.assert_close(j(x), _reads_items_of_containers(x))
     finally:
         container[0], container[1] = old
+
+
+_FLAGS = collections.defaultdict(int, {"a": 1})
+
+
+@pytest.mark.parametrize(
+    ("read", "change"),
+    [
+        (lambda x: x * len(_DEQUE), lambda: _DEQUE.append(3.0)),
+        (lambda x: x * sum(_DEQUE), lambda: _DEQUE.__setitem__(1, 4.0)),
+        (lambda x: x * (5 if 2.0 in _DEQUE else 1), lambda: _DEQUE.remove(2.0)),
+        (lambda x: x * [v for v in _ARRAY][-1], lambda: _ARRAY.append(9.0)),
+        (lambda x: x * (2 if "b" in _FLAGS else 1), lambda: _FLAGS.__setitem__("b", 1)),
+    ],
+    ids=["deque_len", "deque_sum", "deque_in", "array_iter", "defaultdict_in"],
+)
+def test_c_collection_changed_after_compiling_gives_the_new_result(read: Any, change: Any) -> None:
+    # len, iteration and ``in`` of a deque, an array or a defaultdict run in C, with no read
+    # the binder sees: the contents are guarded whole (each returned the old result).
+    saved = (collections.deque(_DEQUE), array.array("d", _ARRAY), dict(_FLAGS))
+    try:
+        j = thunder.jit(read)
+        x = torch.ones(2, dtype=torch.float64)
+        torch.testing.assert_close(j(x), read(x))
+        change()
+        torch.testing.assert_close(j(x), read(x))
+    finally:
+        _DEQUE.clear(), _DEQUE.extend(saved[0])
+        _ARRAY[:] = saved[1]
+        _FLAGS.clear(), _FLAGS.update(saved[2])
+
+
+def test_a_method_changing_an_outside_deque_is_refused_before_it_runs() -> None:
+    # deque.append on an outside deque was taken as pure (collections is a pure module): it ran
+    # once while tracing and never again.
+    def f(x: torch.Tensor) -> torch.Tensor:
+        _DEQUE.append(1.0)
+        return x + 1
+
+    before = list(_DEQUE)
+    with pytest.raises(ImpureCallError, match="append"):
+        thunder.jit(f)(torch.ones(2))
+    assert list(_DEQUE) == before

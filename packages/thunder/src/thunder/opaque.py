@@ -69,6 +69,10 @@ def impure_reason(fn: Any, is_outside: Any) -> str | None:
         return None
     if isinstance(owner, (list, dict, set)) and name in _READ_METHODS:
         return None  # reads of an outside container are guarded like other reads
-    if isinstance(owner, type) or _module_of(type(owner)).split(".")[0] in _PURE_MODULES:
-        return None  # class methods, and methods of objects from pure modules (enum members)
+    if isinstance(owner, type):
+        return None  # class methods
+    if _module_of(type(owner)).split(".")[0] in _PURE_MODULES and type(owner).__hash__ is not None:
+        # Objects of pure modules that are hashable, so not changed in place (enum members); a
+        # deque, an array or a numpy array is state: its methods read or change it.
+        return None
     return f"{type(owner).__module__}.{type(owner).__qualname__}.{name} reads or changes state of an object outside the function"

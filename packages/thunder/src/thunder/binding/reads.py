@@ -5,6 +5,7 @@ here too, and containers whose contents the program reads are tracked (a content
 from __future__ import annotations
 
 import builtins
+import collections.abc
 import copy
 import sys
 import types
@@ -49,6 +50,7 @@ from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy
 _TYPE_DATA_DESCRIPTORS = frozenset(
     name for name, value in vars(type).items() if hasattr(type(value), "__set__")
 )
+_QUERY_SPECIALS = ("__len__", "__iter__", "__contains__")
 _OWN_PACKAGES = frozenset(
     {"thunder", "thunder_ir", "thunder_interp", "thunder_executors", "thunder_transforms"}
 )
@@ -61,6 +63,26 @@ def _is_outside_mapping(container: Any) -> bool:
 
 # What a function's (immutable) type answers for it: other attributes are in its __dict__.
 _FUNCTION_TYPE_NAMES = frozenset(n for k in types.FunctionType.__mro__ for n in vars(k))
+
+
+def _is_native_collection(value: Any) -> bool:
+    """A collection whose len, iteration and ``in`` are C code (a deque, an array, a defaultdict,
+    a dict subclass), other than the plain containers (those are tracked), holding only
+    scalars: compared whole with ``==`` by the prologue."""
+    t = type(value)
+    if t in _CONTAINER_TYPES or isinstance(value, (str, bytes)):
+        return False
+    if any(isinstance(getattr(t, n, None), types.FunctionType) for n in _QUERY_SPECIALS):
+        return False  # Python code answers: interpreted, what it reads is guarded
+    if t.__module__ == "numpy":
+        return False  # == of arrays is elementwise; arrays are read as tensors (binding.arrays)
+    if isinstance(value, Mapping):
+        items: Any = (x for kv in value.items() for x in kv)
+    elif isinstance(value, collections.abc.Collection):
+        items = value
+    else:
+        return False
+    return len(value) <= _MAX_GUARDED_ITEMS and all(isinstance(x, _SCALAR_TYPES) for x in items)
 
 
 def _reads_items_natively(container: Any) -> bool:
@@ -251,13 +273,13 @@ class ReadsMixin(BinderState):
         """A value read from outside state: returns what the program sees, records the guard."""
         if isinstance(value, Proxy):
             return value
-        copy = self.argument_copies.get(id(value))
-        if copy is not None and copy[0] is value:
+        seen = self.argument_copies.get(id(value))
+        if seen is not None and seen[0] is value:
             # An argument's list or dict reached again from outside (it is also a global): the
             # program sees the one copy it already has, and this path must lead to the argument.
-            arg_access = self.access_of[id(copy[1])][1]
+            arg_access = self.access_of[id(seen[1])][1]
             self.guards.setdefault(access, Guard(access, "same_as", arg_access))
-            return copy[1]
+            return seen[1]
         if self._set_by_program(value, access):
             return value  # what the program itself put there: nothing to guard
         if access.kind == ITEM and access.parent is not None:
@@ -283,6 +305,11 @@ class ReadsMixin(BinderState):
         if aliased == access:
             aliased = None
         self._associate(value, access)
+        if _is_native_collection(value):
+            # A deque, an array, a defaultdict: its len, iteration and ``in`` run in C with no
+            # read the binder sees, so the contents the call found are guarded whole.
+            self.guards.setdefault(access, Guard(access, "value", copy.copy(value)))
+            return value
         if t is dict and _is_module_namespace(value):
             # A module's globals (``f.__globals__``, which inspect.signature reads): pinned by
             # identity, and each name the program reads from it is guarded as it is read, as a
