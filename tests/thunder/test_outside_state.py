@@ -928,3 +928,60 @@ def test_a_method_changing_an_outside_deque_is_refused_before_it_runs() -> None:
     with pytest.raises(ImpureCallError, match="append"):
         thunder.jit(f)(torch.ones(2))
     assert list(_DEQUE) == before
+
+
+class _MappedConfig:
+    """Like a transformers config: its own __getattribute__ maps some names to others."""
+
+    attribute_map = {"width": "hidden"}
+
+    def __init__(self) -> None:
+        self.hidden = 2.0
+
+    def __getattribute__(self, key: str) -> Any:
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+_MAPPED = _MappedConfig()
+
+
+def _reads_a_mapped_config(x: torch.Tensor) -> torch.Tensor:
+    extra = 10.0 if hasattr(_MAPPED, "extra") else 0.0
+    return x * _MAPPED.width + extra
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda: setattr(_MAPPED, "hidden", 3.0),
+        lambda: setattr(_MAPPED, "extra", 1),
+        lambda: setattr(_MappedConfig, "extra", 1),  # found by the class's lookup
+        lambda: (
+            setattr(_MAPPED, "other", 4.0)
+            or setattr(_MappedConfig, "attribute_map", {"width": "other"})
+        ),
+        lambda: setattr(_MAPPED, "other", 5.0) or _MAPPED.attribute_map.update(width="other"),
+    ],
+    ids=["value", "instance_gains", "class_gains", "map_replaced", "map_changed"],
+)
+def test_a_class_with_its_own_getattribute_is_read_by_its_generic_lookups(change: Any) -> None:
+    # The class's __getattribute__ is interpreted: the prologue checks the generic lookups it
+    # made (object.__getattribute__), and what they missed, without running it again.
+    saved_map = dict(_MappedConfig.attribute_map)
+    try:
+        j = thunder.jit(_reads_a_mapped_config)
+        x = torch.ones(2)
+        torch.testing.assert_close(j(x), _reads_a_mapped_config(x))
+        source = thunder.compile_stats(j).last_prologue_traces[-1].python()
+        assert "object.__getattribute__(" in source and "check_has_attribute" not in source
+        change()
+        torch.testing.assert_close(j(x), _reads_a_mapped_config(x))
+    finally:
+        _MappedConfig.attribute_map = saved_map
+        for obj in (_MAPPED, _MappedConfig):
+            for name in ("extra", "other"):
+                if name in vars(obj):
+                    delattr(obj, name)
+        _MAPPED.hidden = 2.0

@@ -740,3 +740,48 @@ def test_load_item_missing_callback() -> None:
     cb = Callbacks(load_item_missing=lambda c, k: missing.append(k))
     assert interpret(f, callbacks=cb)({"present": 1}) == -1
     assert missing == ["absent"]
+
+
+def test_generic_reads_in_a_custom_getattribute_have_their_own_hooks() -> None:
+    class Aliased:
+        def __init__(self) -> None:
+            self.real = 3
+
+        def __getattribute__(self, name: str) -> Any:
+            return super().__getattribute__("real" if name == "alias" else name)
+
+    def f(a: Aliased) -> Any:
+        return a.alias, hasattr(a, "missing")
+
+    seen: list[tuple[str, str]] = []
+
+    def note(obj: Any, kind: str, name: str) -> None:
+        if type(obj) is Aliased:  # not the reads of the super() object itself
+            seen.append((kind, name))
+
+    callbacks = Callbacks(
+        load_attribute=lambda o, n, v, p: (note(o, "attr", n), v)[1],
+        load_attribute_missing=lambda o, n: note(o, "attr missing", n),
+        load_generic_attribute=lambda o, n, v, p: (note(o, "generic", n), v)[1],
+        load_generic_attribute_missing=lambda o, n: note(o, "generic missing", n),
+    )
+    assert interpret(f, callbacks=callbacks)(Aliased()) == (3, False)
+    assert seen == [
+        ("generic", "real"),
+        ("attr", "alias"),
+        ("generic missing", "missing"),
+        ("attr missing", "missing"),
+    ]
+    # Without the generic hooks, the plain ones see those reads too.
+    seen.clear()
+    plain = Callbacks(
+        load_attribute=lambda o, n, v, p: (note(o, "attr", n), v)[1],
+        load_attribute_missing=lambda o, n: note(o, "attr missing", n),
+    )
+    assert interpret(f, callbacks=plain)(Aliased()) == (3, False)
+    assert seen == [
+        ("attr", "real"),
+        ("attr", "alias"),
+        ("attr missing", "missing"),
+        ("attr missing", "missing"),
+    ]

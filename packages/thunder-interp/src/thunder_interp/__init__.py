@@ -12,7 +12,7 @@ from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError
 from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._implicit_lookasides import is_interpreting
-from thunder_interp._opaque import opaque, opaque_package
+from thunder_interp._opaque import is_opaque, opaque, opaque_package
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import (
     DEFAULT_OPCODE_TABLE,
@@ -37,6 +37,7 @@ __all__ = [
     "format_history",
     "interpret",
     "is_interpreting",
+    "is_opaque",
     "opaque",
     "opaque_package",
     "provenance_of",

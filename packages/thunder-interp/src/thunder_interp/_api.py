@@ -46,6 +46,8 @@ def _has_hooks(callbacks: Callbacks | None) -> bool:
             "load_constant",
             "load_attribute",
             "load_attribute_missing",
+            "load_generic_attribute",
+            "load_generic_attribute_missing",
             "load_item_missing",
             "store_global",
             "store_closure_cell",

@@ -28,6 +28,11 @@ class Callbacks:
     - ``load_attribute(obj, name, value, provenance) -> value``: ``obj.name`` was read.
     - ``load_attribute_missing(obj, name) -> None``: ``getattr(obj, name[, default])`` or
       ``hasattr(obj, name)`` found no such attribute (the program's path depends on its absence).
+    - ``load_generic_attribute(obj, name, value, provenance) -> value`` and
+      ``load_generic_attribute_missing(obj, name) -> None``: the same for an explicit
+      ``object.__getattribute__(obj, name)`` (``super().__getattribute__(name)`` inside a class's
+      own ``__getattribute__``): the generic lookup, which that class's ``obj.name`` does not
+      run. Unset, ``load_attribute`` and ``load_attribute_missing`` are called instead.
     - ``store_global(name, value, globals) -> None``: before a global is written.
     - ``store_closure_cell(name, value, code, cell) -> None``: before a closure cell is written.
     - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
@@ -58,6 +63,8 @@ class Callbacks:
     load_constant: Callable[[Any, Provenance | None], Any] | None = None
     load_attribute: Callable[[Any, str, Any, Provenance | None], Any] | None = None
     load_attribute_missing: Callable[[Any, str], None] | None = None
+    load_generic_attribute: Callable[[Any, str, Any, Provenance | None], Any] | None = None
+    load_generic_attribute_missing: Callable[[Any, str], None] | None = None
     load_item_missing: Callable[[Any, Any], None] | None = None
     store_global: Callable[[str, Any, dict[str, Any]], None] | None = None
     store_closure_cell: Callable[[str, Any, CodeType, CellType], None] | None = None

@@ -175,8 +175,9 @@ def _getattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[s
     return attribute_loaded(rt, obj, name, value)
 
 
-def attribute_loaded(rt: Runtime, obj: Any, name: str, value: Any) -> Any:
-    """Record provenance and run the ``load_attribute`` hook for ``obj.name -> value``."""
+def attribute_loaded(rt: Runtime, obj: Any, name: str, value: Any, generic: bool = False) -> Any:
+    """Record provenance and run the ``load_attribute`` hook for ``obj.name -> value`` (the
+    ``load_generic_attribute`` hook for ``object.__getattribute__(obj, name)``)."""
     prov: Provenance | None = None
     if rt.prov is not None:
         parent = rt.provenance_of(obj)
@@ -185,7 +186,7 @@ def attribute_loaded(rt: Runtime, obj: Any, name: str, value: Any) -> Any:
             rt.record(value, prov)
         else:
             prov = rt.provenance_of(value)
-    hook = rt.cb_load_attr
+    hook = rt.cb_load_generic_attr if generic else rt.cb_load_attr
     if hook is not None:
         value = hook(obj, name, value, prov)
     return value
@@ -220,11 +221,11 @@ def _object_getattribute(
     try:
         value = generic_getattr(rt, obj, name)
     except AttributeError:
-        hook = rt.cb_load_attr_missing
+        hook = rt.cb_load_generic_attr_missing
         if hook is not None:
             hook(obj, name)
         raise
-    return attribute_loaded(rt, obj, name, value)
+    return attribute_loaded(rt, obj, name, value, generic=True)
 
 
 def _object_setattr(

@@ -53,6 +53,13 @@ def _functions_of(obj: Any) -> list[FunctionType]:
     return []
 
 
+def is_opaque(fn: Any) -> bool:
+    """Whether interpreted code calls the Python function ``fn`` natively (marked opaque, or
+    defined under an opaque package): no hook fires inside it."""
+    code = getattr(fn, "__code__", None)
+    return type(code) is CodeType and is_opaque_code(code)
+
+
 def opaque(obj: T) -> T:
     """Mark a function (or every function, method and property accessor of a class) opaque:
     interpreted code calls it natively, so hooks and lookasides do not fire inside it.

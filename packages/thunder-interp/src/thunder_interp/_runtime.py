@@ -315,6 +315,10 @@ class Runtime:
         self.cb_load_const = cb.load_constant
         self.cb_load_attr = cb.load_attribute
         self.cb_load_attr_missing = cb.load_attribute_missing
+        self.cb_load_generic_attr = cb.load_generic_attribute or cb.load_attribute
+        self.cb_load_generic_attr_missing = (
+            cb.load_generic_attribute_missing or cb.load_attribute_missing
+        )
         self.cb_load_item_missing = cb.load_item_missing
         self.cb_store_global = cb.store_global
         self.cb_store_cell = cb.store_closure_cell

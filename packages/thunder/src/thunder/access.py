@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ARG", "ATTR", "CELL", "GLOBAL", "ITEM", "KWARG", "ROOT", "SIZE", "Access"]
+__all__ = ["ARG", "ATTR", "CELL", "GENERIC", "GLOBAL", "ITEM", "KWARG", "ROOT", "SIZE", "Access"]
 
 ARG = "arg"  # key: position in *args
 KWARG = "kwarg"  # key: keyword name
@@ -19,6 +19,7 @@ ROOT = "root"  # the jitted callable itself
 GLOBAL = "global"  # key: (module name, global name)
 CELL = "cell"  # key: (index in __closure__, free variable name); parent: the function
 ATTR = "attr"  # key: attribute name
+GENERIC = "generic"  # key: attribute name, read by object.__getattribute__ (see binding.reads)
 ITEM = "item"  # key: the subscript
 FROM_NUMPY = "from_numpy"  # key: None; the tensor torch.from_numpy(parent) makes (shares memory)
 SIZE = "size"  # key: a dimension; parent: a tensor with symbolic sizes (cache="symbolic values")
@@ -39,6 +40,9 @@ class Access:
 
     def attr(self, name: str) -> Access:
         return Access(ATTR, name, self)
+
+    def generic(self, name: str) -> Access:
+        return Access(GENERIC, name, self)
 
     def item(self, key: Any) -> Access:
         return Access(ITEM, key, self)
@@ -74,7 +78,7 @@ class Access:
         parent = self.parent.describe(param_names) if self.parent is not None else "?"
         if k == CELL:
             return f"{parent}.<closure>.{self.key[1]}"
-        if k == ATTR:
+        if k in (ATTR, GENERIC):
             return f"{parent}.{self.key}"
         if k == FROM_NUMPY:
             return f"torch.from_numpy({parent})"
@@ -95,7 +99,7 @@ class Access:
                 parts.append(str(node.key))
             elif k in (GLOBAL, CELL):
                 parts.append(str(node.key[1]))
-            elif k in (ATTR, ITEM):
+            elif k in (ATTR, GENERIC, ITEM):
                 parts.append(str(node.key))
             elif k == FROM_NUMPY:
                 parts.append("tensor")

@@ -20,12 +20,14 @@ from thunder_ir.tags import OpTag
 __all__ = [
     "HOOK_ATTRIBUTES",
     "BuiltinReads",
+    "GenericAbsence",
     "Lookups",
     "ModulesWithoutHooks",
     "NotShadowed",
     "TensorsMetadata",
     "check_builtins",
     "check_has_attribute",
+    "check_lacks_generic_attribute",
     "check_lacks_item",
     "check_lookups",
     "check_no_hooks",
@@ -35,6 +37,7 @@ __all__ = [
     "is_plain_module_member",
     "module_store",
     "unpack_from_numpy",
+    "unpack_generic_attr",
     "unpack_module_attr",
     "unpack_shape",
 ]
@@ -310,6 +313,60 @@ def _inline_unpack_module_attr(bsym: Any, p: Printer) -> str | None:
 
 
 register_inline(unpack_module_attr, _inline_unpack_module_attr)
+
+
+# -- the generic lookup a class's own __getattribute__ makes -------------------------------------
+
+
+def _unpack_generic_attr(obj: Any, name: str) -> Any:
+    try:
+        return object.__getattribute__(obj, name)
+    except AttributeError:
+        raise GuardFailure(f"missing attribute {name!r}") from None
+
+
+# ``object.__getattribute__(obj, name)``: what ``super().__getattribute__(name)`` in the class's
+# own ``__getattribute__`` found (not ``obj.name``, which would run that method again).
+unpack_generic_attr = _prologue_symbol(_unpack_generic_attr, check=False)
+
+
+def _inline_unpack_generic_attr(bsym: Any, p: Printer) -> str:
+    obj, name = bsym.args
+    return f"{bsym.output.name} = object.__getattribute__({p.value(obj)}, {p.value(name)})"
+
+
+register_inline(unpack_generic_attr, _inline_unpack_generic_attr)
+
+
+class GenericAbsence:
+    """Where the generic lookup of some names looks, for an object of one class: the object's
+    own ``__dict__`` and the ``__dict__`` of each class of its MRO (live views, so a class that
+    gains a name later is seen). All the names one object lacks are checked in one call."""
+
+    def __init__(self, cls: type, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self.class_dicts = tuple(vars(k) for k in cls.__mro__)
+
+    def check(self, obj: Any) -> None:
+        names = self.names
+        try:
+            own = object.__getattribute__(obj, "__dict__")
+        except AttributeError:  # __slots__ only: slots are descriptors of the classes
+            own = {}
+        if not own.keys().isdisjoint(names) or not all(
+            d.keys().isdisjoint(names) for d in self.class_dicts
+        ):
+            raise GuardFailure(f"expected none of the attributes {', '.join(names)}")
+
+
+def _check_lacks_generic_attribute(absence: GenericAbsence, obj: Any) -> None:
+    absence.check(obj)
+
+
+# ``object.__getattribute__(obj, name)`` raised AttributeError in the class's own
+# ``__getattribute__`` (``hasattr(config, 'x')`` false): still nowhere the lookup looks, found
+# without raising.
+check_lacks_generic_attribute = _prologue_symbol(_check_lacks_generic_attribute)
 
 
 # -- symbolic sizes (cache="symbolic values") -----------------------------------------------------

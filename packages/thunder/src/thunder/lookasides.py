@@ -182,8 +182,7 @@ _LIBRARY_DIRS = tuple(
     )
 )
 _NATIVE_LIBRARY_SPECIALS = frozenset(
-    {"__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__getitem__",
-     "__setitem__", "__delitem__"}
+    {"__getattr__", "__setattr__", "__delattr__", "__getitem__", "__setitem__", "__delitem__"}
 )  # fmt: skip
 
 

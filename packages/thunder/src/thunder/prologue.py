@@ -19,18 +19,32 @@ from typing import Any, cast
 
 import torch
 
-from thunder.access import ARG, ATTR, CELL, FROM_NUMPY, GLOBAL, ITEM, KWARG, ROOT, SIZE, Access
+from thunder.access import (
+    ARG,
+    ATTR,
+    CELL,
+    FROM_NUMPY,
+    GENERIC,
+    GLOBAL,
+    ITEM,
+    KWARG,
+    ROOT,
+    SIZE,
+    Access,
+)
 from thunder.binding import Binder, ExternalRef, Guard, Write
 from thunder.binding.state import Rebuilt, rebuild, restore, template_leaves
 from thunder.errors import JitError
 from thunder.guards import (
     BuiltinReads,
+    GenericAbsence,
     Lookups,
     ModulesWithoutHooks,
     NotShadowed,
     TensorsMetadata,
     check_builtins,
     check_has_attribute,
+    check_lacks_generic_attribute,
     check_lacks_item,
     check_lookups,
     check_no_hooks,
@@ -39,6 +53,7 @@ from thunder.guards import (
     is_plain_module_member,
     module_store,
     unpack_from_numpy,
+    unpack_generic_attr,
     unpack_module_attr,
     unpack_shape,
 )
@@ -96,6 +111,8 @@ class _PrologueBuilder:
         self.hookless: dict[Access, Any] = {}
         # object's access -> (its local, the method names it must not hold itself)
         self.unshadowed: dict[Access, tuple[Any, list[str]]] = {}
+        # Objects with a __getattribute__ of their own: the names their generic lookup missed.
+        self.absent: dict[Access, tuple[Any, type, list[str]]] = {}
         self.tensors: list[tuple[Any, str, torch.Tensor]] = []
         self.objects = {a: o for o, a in binder.access_of.values()}
         self.shapes_done: set[Access] = set()
@@ -207,6 +224,8 @@ class _PrologueBuilder:
                 bsym = unpack_module_attr.bind(parent, access.key, store, output=out)
             elif kind == ATTR:
                 bsym = prims.unpack_attr.bind(parent, access.key, output=out)
+            elif kind == GENERIC:
+                bsym = unpack_generic_attr.bind(parent, access.key, output=out)
             elif kind == ITEM:
                 bsym = prims.unpack_key.bind(parent, access.key, output=out)
             elif kind == CELL:
@@ -296,6 +315,9 @@ class _PrologueBuilder:
             name, present = expected
             bsym = check_has_attribute.bind(x, name, present, output=None)
             what += f" has the attribute {name!r}" if present else f" lacks the attribute {name!r}"
+        elif kind == "lacks_generic":  # checked together per object (_check_batches)
+            self.absent.setdefault(guard.access, (x, expected[0], []))[2].append(expected[1])
+            return
         elif kind == "lacks_item":
             bsym = check_lacks_item.bind(x, expected, output=None)
             what += f" has no item {expected!r}"
@@ -324,6 +346,13 @@ class _PrologueBuilder:
                     header=f"guard: {len(lookups)} methods, module attributes and codes are what "
                     "the program ran"
                 )
+            )
+        for access, (x, cls, missing) in self.absent.items():
+            what = access.describe(self.binder.param_names)
+            self.trace.record(
+                check_lacks_generic_attribute.bind(
+                    GenericAbsence(cls, missing), x, output=None
+                ).replace(header=f"guard: {what} lacks the attributes {', '.join(missing)}")
             )
         # Modules' methods are checked with their hooks (one read of each module's dict).
         module_methods = {
@@ -485,6 +514,8 @@ class _EpilogueWriter:
                 if str(access.key).isidentifier()
                 else f"getattr({parent}, {access.key!r})"
             )
+        if kind == GENERIC:
+            return f"object.__getattribute__({parent}, {access.key!r})"
         if kind == ITEM:
             return f"{parent}[{value_to_python(access.key, self.printer)}]"
         if kind == CELL:

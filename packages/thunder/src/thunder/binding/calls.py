@@ -83,6 +83,8 @@ class CallsMixin(WritesMixin):
             load_closure_cell=self._cb_load_cell,
             load_attribute=self._cb_load_attribute,
             load_attribute_missing=self._cb_attribute_missing,
+            load_generic_attribute=self._cb_load_generic_attribute,
+            load_generic_attribute_missing=self._cb_generic_attribute_missing,
             store_global=self._cb_store_global,
             store_closure_cell=self._cb_store_cell,
             store_attribute=self._cb_store_attribute,

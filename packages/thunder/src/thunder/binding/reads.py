@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+import thunder_interp
 from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
@@ -95,6 +96,35 @@ def _reads_items_natively(container: Any) -> bool:
     if isinstance(getitem, types.FunctionType):
         return native_special(getitem)
     return getitem is not None
+
+
+_INTERPRETED_GETATTRIBUTE: dict[type, bool] = {}
+
+
+def _interprets_getattribute(cls: type) -> bool:
+    """Whether ``obj.name`` of a ``cls`` instance runs the class's own ``__getattribute__``
+    interpreted, with nothing native after it (no ``__getattr__`` that runs natively)."""
+    known = _INTERPRETED_GETATTRIBUTE.get(cls)
+    if known is None:
+        getattribute = _class_lookup(cls, "__getattribute__")
+        getattr_ = _class_lookup(cls, "__getattr__")
+        known = _interpreted(getattribute) and (getattr_ is None or _interpreted(getattr_))
+        if len(_INTERPRETED_GETATTRIBUTE) > 4096:
+            _INTERPRETED_GETATTRIBUTE.clear()
+        _INTERPRETED_GETATTRIBUTE[cls] = known
+    return known
+
+
+def _class_lookup(cls: type, name: str) -> Any:
+    return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)
+
+
+def _interpreted(fn: Any) -> bool:
+    return (
+        isinstance(fn, types.FunctionType)
+        and not native_special(fn)
+        and not thunder_interp.is_opaque(fn)
+    )
 
 
 def _container_store(module: Any) -> str | None:
@@ -499,9 +529,46 @@ class ReadsMixin(BinderState):
             return value  # a cell made by this call: it holds program values
         return self.on_load(value, entry[1])
 
+    def _cb_load_generic_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
+        """``object.__getattribute__(obj, name)``: for an object whose class has its own
+        ``__getattribute__`` (a transformers config), the lookup that method makes, guarded as
+        such; the prologue makes it again without running the method."""
+        if not _interprets_getattribute(type(obj)):
+            return self._cb_load_attribute(obj, name, value, prov)
+        self._last_generic = (obj, value)
+        parent = self.access_for(obj)
+        if parent is None or isinstance(value, Proxy):
+            return value
+        return self.on_load(value, parent.generic(name), holder=obj)
+
+    def _cb_generic_attribute_missing(self, obj: Any, name: str) -> None:
+        if not _interprets_getattribute(type(obj)):
+            self._cb_attribute_missing(obj, name)
+            return
+        self._last_generic = (obj, _MISSING)
+        access = self.access_for(obj)
+        if access is None or self._set_by_program(obj, access):
+            return
+        key = access.attr(f"<generic lacks {name}>")
+        self.guards.setdefault(key, Guard(access, "lacks_generic", (type(obj), name)))
+
+    def _answered_by_generic(self, obj: Any, value: Any) -> bool:
+        """Whether ``obj.<name>`` gave what the last generic read inside the class's own
+        interpreted ``__getattribute__`` gave (``return super().__getattribute__(key)``): that
+        read, and the reads that chose its key, are guarded; the outer read is not again."""
+        last, self._last_generic = self._last_generic, None
+        return (
+            last is not None
+            and last[0] is obj
+            and last[1] is value
+            and _interprets_getattribute(type(obj))
+        )
+
     def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         if isinstance(obj, Proxy):
             return torch_value(value, as_size=name == "shape")
+        if self._last_generic is not None and self._answered_by_generic(obj, value):
+            return value
         if type(obj) is super:
             self._guard_super_lookup(obj, name)
         if _is_backend_flags(obj):
@@ -568,6 +635,8 @@ class ReadsMixin(BinderState):
         """``getattr(obj, name, default)`` / ``hasattr`` found nothing: the program relied on the
         attribute's absence (setting it later recompiles)."""
         if isinstance(obj, (Proxy, types.ModuleType)):
+            return
+        if self._last_generic is not None and self._answered_by_generic(obj, _MISSING):
             return
         access = self.access_for(obj)
         if access is None or self._set_by_program(obj, access):

@@ -335,6 +335,9 @@ class BinderState:
         # super(), special methods) and the code of outside functions: (holder, name, what
         # getattr(holder, name) gave), checked to stay so (guards.Lookups).
         self.lookups: dict[tuple[Any, ...], tuple[Any, str, Any]] = {}
+        # The last generic read (object.__getattribute__) inside a class's own interpreted
+        # __getattribute__: (object, value or _MISSING). Its outer read is then not guarded again.
+        self._last_generic: tuple[Any, Any] | None = None
         # Closure cells of functions from outside, by id: the cell and its access path. Cells,
         # not code objects: the closures one ``def`` makes share their code.
         self.cell_accesses: dict[int, tuple[types.CellType, Access]] = {}
