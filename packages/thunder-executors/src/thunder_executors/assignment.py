@@ -446,11 +446,13 @@ def transform_for_execution(
     observed = [a.name for a in trace.args if isinstance(a, Proxy)]
     observed += [p.name for p in _proxies(trace.return_value)]
     # What a view that may raise on its strides reads is laid out as eager lays it out (a
-    # decomposed unfold before it would copy into strides that let the view pass).
+    # decomposed unfold before it would copy into strides that let the view pass), where that
+    # view runs as torch runs it (a fusion executor that takes it lays out its region itself).
     observed += [
         p.name
         for b in trace.bound_symbols
         if OpTag.LAYOUT_ERRORS in b.sym.tags
+        and not any(isinstance(e, FusionExecutor) and e.can_fuse(b) for e in exs)
         for p in b.flat_proxy_args
     ]
     aliases = alias_info(trace.bound_symbols, observed)
