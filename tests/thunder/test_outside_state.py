@@ -985,3 +985,14 @@ def test_a_class_with_its_own_getattribute_is_read_by_its_generic_lookups(change
                 if name in vars(obj):
                     delattr(obj, name)
         _MAPPED.hidden = 2.0
+
+
+def test_library_item_methods_run_natively_only_for_mappings() -> None:
+    # A mapping's item read is guarded by its path; a sequence's or a view's __getitem__ (a
+    # transformers config's per_layer_config[i], 4.5 us natively on every call) is interpreted.
+    from thunder.lookasides import native_special
+
+    assert native_special(os._Environ.__getitem__)
+    assert native_special(collections.UserDict.__setitem__)
+    assert not native_special(collections.UserList.__getitem__)
+    assert not native_special(_MappedConfig.__getattribute__)  # the user's own: interpreted

@@ -9,6 +9,7 @@ as it would for the tensors and numbers they stand for.
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import os
 import sys
@@ -195,8 +196,23 @@ def is_library_code(code: types.CodeType) -> bool:
 
 def native_special(fn: types.FunctionType) -> bool:
     """The jit's ``native_special`` predicate (see ``thunder_interp.interpret``): the attribute
-    and mapping special methods of library classes run natively."""
-    return fn.__name__ in _NATIVE_LIBRARY_SPECIALS and is_library_code(fn.__code__)
+    special methods of library classes run natively, and the item ones of library mappings (an
+    item read is guarded by its path; a sequence's or a view's ``__getitem__`` is interpreted,
+    which costs less on every call than running it again)."""
+    if fn.__name__ not in _NATIVE_LIBRARY_SPECIALS or not is_library_code(fn.__code__):
+        return False
+    return fn.__name__ not in _ITEM_SPECIALS or _defined_on_a_mapping(fn)
+
+
+_ITEM_SPECIALS = frozenset({"__getitem__", "__setitem__", "__delitem__"})
+
+
+def _defined_on_a_mapping(fn: types.FunctionType) -> bool:
+    """Whether ``fn`` is a method of a (module-level) Mapping class; unknown counts as one."""
+    owner: Any = sys.modules.get(fn.__module__)
+    for part in fn.__qualname__.split(".")[:-1]:
+        owner = getattr(owner, part, None)
+    return not isinstance(owner, type) or issubclass(owner, collections.abc.Mapping)
 
 
 @functools.cache
