@@ -996,3 +996,47 @@ def test_library_item_methods_run_natively_only_for_mappings() -> None:
     assert native_special(collections.UserDict.__setitem__)
     assert not native_special(collections.UserList.__getitem__)
     assert not native_special(_MappedConfig.__getattribute__)  # the user's own: interpreted
+
+
+class _Optional(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if hasattr(self, "extra"):
+            y = y + 100
+        return y + getattr(self.lin, "shift", 0.0)
+
+
+class _OptionalBase(torch.nn.Module):
+    pass
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: setattr(m, "extra", 1.0),
+        lambda m: m.register_buffer("extra", torch.ones(3)),
+        lambda m: m.register_parameter("extra", torch.nn.Parameter(torch.ones(3))),
+        lambda m: m.add_module("extra", torch.nn.Identity()),
+        lambda m: setattr(type(m.lin), "shift", 3.0),
+        lambda m: m.lin.__dict__.update(shift=4.0),
+    ],
+    ids=["attr", "buffer", "parameter", "module", "class_attr", "instance_dict"],
+)
+def test_an_attribute_a_module_lacked_then_set_gives_the_new_result(change: Any) -> None:
+    # hasattr(module, name) false is checked from the module's dicts and its classes' (no
+    # exception raised per call): each way the name can appear recompiles.
+    lin_cls = type("_Lin", (torch.nn.Linear,), {})
+    m = _Optional()
+    m.lin.__class__ = lin_cls
+    j = thunder.jit(m)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(j(x), m(x))
+    source = str(thunder.last_prologue_traces(j)[-1])
+    assert "check_module_lacks" in source and "check_has_attribute" not in source
+    change(m)
+    torch.testing.assert_close(j(x), m(x))
+    torch.testing.assert_close(j(x), m(x))

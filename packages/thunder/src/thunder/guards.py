@@ -6,7 +6,7 @@ import builtins
 import itertools
 import operator
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -22,6 +22,7 @@ __all__ = [
     "BuiltinReads",
     "GenericAbsence",
     "Lookups",
+    "ModuleAbsence",
     "ModulesWithoutHooks",
     "NotShadowed",
     "TensorsMetadata",
@@ -30,6 +31,7 @@ __all__ = [
     "check_lacks_generic_attribute",
     "check_lacks_item",
     "check_lookups",
+    "check_module_lacks",
     "check_no_hooks",
     "check_no_module_hooks",
     "check_not_shadowed",
@@ -101,7 +103,7 @@ class ModulesWithoutHooks:
         self.methods = tuple(methods)
 
     def check(self, *modules: Any) -> None:
-        dicts = tuple(map(vars, modules))
+        dicts = tuple(map(_own_dict, modules))
         if any(map(dict.__contains__, dicts, itertools.repeat("_compiled_call_impl"))):
             for module in modules:  # usually None again (after pickling); the exact test
                 check_no_module_hooks(module)
@@ -116,6 +118,10 @@ class ModulesWithoutHooks:
             for module in modules:
                 check_no_module_hooks(module)
         self._passed = seen
+
+
+_own_dict = operator.attrgetter("__dict__")  # vars(), without its argument checks
+_keys_disjoint: Callable[[Any, Any], bool] = type({}.keys()).isdisjoint
 
 
 def _check_no_hooks(checker: ModulesWithoutHooks, *modules: Any) -> None:
@@ -137,6 +143,60 @@ def _check_has_attribute(obj: Any, name: str, expected: bool) -> None:
 check_has_attribute = _prologue_symbol(_check_has_attribute)
 
 
+class ModuleAbsence:
+    """``hasattr(module, name)`` is False, decided from dicts: ``hasattr`` on a module raises
+    and catches two AttributeErrors (the ordinary lookup's, then ``nn.Module.__getattr__``'s), a
+    few microseconds a call. For a module of ``cls`` (whose lookup is the ordinary one, then
+    ``nn.Module.__getattr__``): the name is in no class of the MRO, not in the instance dict and
+    not in the parameter, buffer or submodule dicts. Anything else takes ``hasattr``."""
+
+    def __init__(self, cls: type, name: str) -> None:
+        self.cls = cls
+        self.name = name
+        self.mro = cls.__mro__
+        self.class_dicts = tuple(vars(k) for k in self.mro)
+
+    @staticmethod
+    def applies_to(obj: Any) -> bool:
+        cls = type(obj)
+        return (
+            isinstance(obj, torch.nn.Module)
+            and cls.__getattribute__ is _OBJECT_GETATTRIBUTE  # type: ignore[comparison-overlap]
+            and cls.__getattr__ is _MODULE_GETATTR
+        )
+
+    def lacks(self, obj: Any) -> bool:
+        cls, name = self.cls, self.name
+        if (
+            type(obj) is cls
+            and cls.__mro__ is self.mro
+            and cls.__getattr__ is _MODULE_GETATTR  # type: ignore[attr-defined]
+            and cls.__getattribute__ is _OBJECT_GETATTRIBUTE  # type: ignore[comparison-overlap]
+            and not any(map(operator.contains, self.class_dicts, itertools.repeat(name)))
+        ):
+            d = obj.__dict__  # then nn.Module.__getattr__'s own tests
+            return not (
+                name in d
+                or ("_parameters" in d and name in d["_parameters"])
+                or ("_buffers" in d and name in d["_buffers"])
+                or ("_modules" in d and name in d["_modules"])
+            )
+        return not hasattr(obj, name)
+
+
+_MODULE_GETATTR = torch.nn.Module.__getattr__
+_OBJECT_GETATTRIBUTE = object.__getattribute__
+
+
+def _check_module_lacks(absence: ModuleAbsence, module: Any) -> None:
+    if not absence.lacks(module):
+        raise GuardFailure(f"expected the attribute {absence.name!r} to be unset")
+
+
+# hasattr(module, name) false in the program, checked without raising.
+check_module_lacks = _prologue_symbol(_check_module_lacks)
+
+
 def _check_lacks_item(container: Any, key: Any) -> None:
     if key in container:
         raise GuardFailure(f"expected no item {key!r}")
@@ -153,16 +213,17 @@ class BuiltinReads:
 
     def __init__(self, reads: Sequence[tuple[str, dict[str, Any]]]) -> None:
         self.modules = tuple(module for module, _ in reads)
-        self.names = tuple(tuple(names) for _, names in reads)
+        self.names = tuple(frozenset(names) for _, names in reads)
         used = {name: value for _, names in reads for name, value in names.items()}
         self._get = operator.itemgetter(*used, "__name__")  # a tuple even for one name
         self._expected = (*used.values(), builtins.__name__)
 
     def check(self, *globals_dicts: dict[str, Any]) -> None:
-        for module, names, globs in zip(self.modules, self.names, globals_dicts):
-            if not globs.keys().isdisjoint(names):
-                defined = sorted(set(names) & globs.keys())
-                raise GuardFailure(f"{module} now defines {', '.join(defined)}")
+        if not all(map(_keys_disjoint, map(dict.keys, globals_dicts), self.names)):
+            for module, names, globs in zip(self.modules, self.names, globals_dicts):
+                if not globs.keys().isdisjoint(names):
+                    defined = sorted(set(names) & globs.keys())
+                    raise GuardFailure(f"{module} now defines {', '.join(defined)}")
         if any(map(operator.is_not, self._get(vars(builtins)), self._expected)):
             raise GuardFailure("a builtin the program calls was replaced")
 
@@ -262,10 +323,13 @@ def is_plain_module_member(module: Any, name: str) -> bool:
     return any(name in d.get(store, ()) for store in ("_parameters", "_buffers", "_modules"))
 
 
-def _unpack_module_attr(module: Any, name: str, store: str | None = None) -> Any:
+def _unpack_module_attr(
+    module: Any, name: str, store: str | None = None, own: dict[str, Any] | None = None
+) -> Any:
     # nn.Module.__getattr__'s own order, without the failed ordinary lookup before it; anything
     # unusual (the name now in the instance dict, a module without the dicts) takes getattr.
-    # (``store``, the dict the name was in when the prologue was built, is for the inline form.)
+    # (``store``, the dict the name was in when the prologue was built, and ``own``, the
+    # module's __dict__ read before, are for the inline form.)
     d = module.__dict__
     if name not in d:
         try:
@@ -306,10 +370,9 @@ def _inline_unpack_module_attr(bsym: Any, p: Printer) -> str | None:
     if store not in MODULE_STORES:
         return None
     m, n = p.value(module), p.value(name)
+    d = p.value(rest[1]) if len(rest) > 1 and rest[1] is not None else f"{m}.__dict__"
     call = f"{p.symbol(bsym.sym)}({m}, {n})"
-    return (
-        f"{bsym.output.name} = {m}.__dict__[{store!r}][{n}] if {n} not in {m}.__dict__ else {call}"
-    )
+    return f"{bsym.output.name} = {d}[{store!r}][{n}] if {n} not in {d} else {call}"
 
 
 register_inline(unpack_module_attr, _inline_unpack_module_attr)
@@ -345,16 +408,17 @@ class GenericAbsence:
 
     def __init__(self, cls: type, names: Sequence[str]) -> None:
         self.names = tuple(names)
-        self.class_dicts = tuple(vars(k) for k in cls.__mro__)
+        self._names = frozenset(names)
+        self.class_keys = tuple(vars(k).keys() for k in cls.__mro__)  # live views
 
     def check(self, obj: Any) -> None:
-        names = self.names
+        names = self._names
         try:
             own = object.__getattribute__(obj, "__dict__")
         except AttributeError:  # __slots__ only: slots are descriptors of the classes
             own = {}
         if not own.keys().isdisjoint(names) or not all(
-            d.keys().isdisjoint(names) for d in self.class_dicts
+            map(_keys_disjoint, self.class_keys, itertools.repeat(names))
         ):
             raise GuardFailure(f"expected none of the attributes {', '.join(names)}")
 

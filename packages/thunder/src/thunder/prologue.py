@@ -39,6 +39,7 @@ from thunder.guards import (
     BuiltinReads,
     GenericAbsence,
     Lookups,
+    ModuleAbsence,
     ModulesWithoutHooks,
     NotShadowed,
     TensorsMetadata,
@@ -47,6 +48,7 @@ from thunder.guards import (
     check_lacks_generic_attribute,
     check_lacks_item,
     check_lookups,
+    check_module_lacks,
     check_no_hooks,
     check_not_shadowed,
     check_tensors,
@@ -221,7 +223,9 @@ class _PrologueBuilder:
             parent = self._unpack(access.parent)
             if kind == ATTR and self._reads_module_member(access):
                 store = module_store(self.objects[access.parent], access.key)
-                bsym = unpack_module_attr.bind(parent, access.key, store, output=out)
+                # The module's __dict__ read once, for all its members (a descriptor call each)
+                own = self._unpack(access.parent.attr("__dict__"))
+                bsym = unpack_module_attr.bind(parent, access.key, store, own, output=out)
             elif kind == ATTR:
                 bsym = prims.unpack_attr.bind(parent, access.key, output=out)
             elif kind == GENERIC:
@@ -313,7 +317,11 @@ class _PrologueBuilder:
             bsym = prims.check_is.bind(x, self.input_names[expected], output=None)
         elif kind == "has_attr":
             name, present = expected
-            bsym = check_has_attribute.bind(x, name, present, output=None)
+            module = self.objects.get(guard.access)
+            if not present and ModuleAbsence.applies_to(module):
+                bsym = check_module_lacks.bind(ModuleAbsence(type(module), name), x, output=None)
+            else:
+                bsym = check_has_attribute.bind(x, name, present, output=None)
             what += f" has the attribute {name!r}" if present else f" lacks the attribute {name!r}"
         elif kind == "lacks_generic":  # checked together per object (_check_batches)
             self.absent.setdefault(guard.access, (x, expected[0], []))[2].append(expected[1])

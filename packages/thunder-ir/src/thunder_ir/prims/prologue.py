@@ -161,8 +161,12 @@ def _inline_check_value(bsym: Any, p: Printer) -> str | None:
         test = f"{x_src} is not {value!r}"
     elif type(value) in (int, str) or (type(value) is float and value == value):
         test = f"type({x_src}) is not {type(value).__name__} or {x_src} != {p.value(value)}"
-    else:
+    elif type(value) is float:  # nan: never equal, the call says so
         return None
+    else:  # _check_value's own test, on constants of the program (no literal rebuilt per call)
+        v = p.opaque(value)
+        test = f"type({x_src}) is not {p.opaque(type(value))} or {x_src} != {v}"
+        return f"if {test}: {p.symbol(bsym.sym)}({x_src}, {v})"
     return f"if {test}: {_failing_call(bsym, p)}"
 
 
