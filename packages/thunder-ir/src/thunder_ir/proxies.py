@@ -107,6 +107,9 @@ class TensorProxy(Proxy):
 
     __slots__ = ("device", "dtype", "requires_grad", "shape")
     prefix = "t"
+    # numpy defers a binary operation with a numpy scalar on the left (``np.float64(2) * t``) to
+    # the tensor's reflected method, as it does for torch tensors.
+    __array_ufunc__ = None
 
     if TYPE_CHECKING:  # operators are attached below; declared here for type checkers
 

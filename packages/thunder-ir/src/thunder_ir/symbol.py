@@ -8,6 +8,7 @@ appends a ``BoundSymbol`` to the trace.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -85,6 +86,9 @@ class Symbol:
                 f"{self.qualified_name} was called outside of tracing. IR symbols only record; to "
                 "run a trace, hand it to an executor (thunder_executors.transform_for_execution)"
             )
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            args, kwargs = _without_numpy_scalars(numpy.generic, args, kwargs)
         if any(_is_proxy_sequence(a) for a in args):
             args = tuple(tuple(a) if _is_proxy_sequence(a) else a for a in args)
         if any(_is_proxy_sequence(v) for v in kwargs.values()):
@@ -122,6 +126,45 @@ class Symbol:
         if not trace.grad_enabled and self.name != "stop_gradient":
             return _without_grad(out)
         return out
+
+
+def _without_numpy_scalars(
+    generic: type, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with each numpy scalar (also in a list or tuple, a shape) as the
+    Python number torch reads it as."""
+
+    def has(x: Any) -> bool:
+        return isinstance(x, generic) or (
+            type(x) in (tuple, list) and any(isinstance(v, generic) for v in x)
+        )
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, generic):
+            return _python_number(x)
+        if type(x) in (tuple, list) and any(isinstance(v, generic) for v in x):
+            return type(x)(_python_number(v) if isinstance(v, generic) else v for v in x)
+        return x
+
+    if any(map(has, args)):
+        args = tuple(map(plain, args))
+    if any(map(has, kwargs.values())):
+        kwargs = {k: plain(v) for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _python_number(x: Any) -> Any:
+    """A numpy scalar as torch reads it as an operand: integers as int, floating and bool as
+    float (torch takes a numpy bool as a double), complex as complex; others (datetime64,
+    str_) unchanged, for the op's own error."""
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind == "i" or kind == "u":
+        return int(x)
+    if kind == "f" or kind == "b":
+        return float(x)
+    if kind == "c":
+        return complex(x)
+    return x
 
 
 def _existing_variable(trace: Any, out: Any, known: int) -> bool:

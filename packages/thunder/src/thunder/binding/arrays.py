@@ -16,6 +16,7 @@ memory behind the array.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 import torch
@@ -35,6 +36,11 @@ def _is_array(x: Any) -> bool:
     return cls.__module__ == "numpy" and cls.__name__ == "ndarray"
 
 
+def _is_numpy_scalar(x: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(x, numpy.generic)
+
+
 def _options(kwargs: dict[str, Any], allowed: tuple[str, ...], name: str) -> dict[str, Any]:
     for key in kwargs:
         if key not in allowed:
@@ -47,6 +53,9 @@ def array_lookasides(binder: Any, table: dict[Any, Any]) -> dict[Any, Any]:
     or the torch fallback) sees the call."""
 
     def tensor_of(array: Any, name: str, shares: bool) -> TensorProxy:
+        if _is_numpy_scalar(array):  # a value (guarded where it was read): a constant of its dtype
+            t = torch.as_tensor(array)
+            return ops.tensor(t.item(), dtype=t.dtype, device="cpu")  # type: ignore[no-any-return]
         access = binder.access_for(array)
         if access is not None:
             t = torch.from_numpy(array)  # eager's own errors: unsupported dtypes, ...
@@ -76,7 +85,9 @@ def array_lookasides(binder: Any, table: dict[Any, Any]) -> dict[Any, Any]:
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
-            if args and _is_array(args[0]):
+            if args and (
+                _is_array(args[0]) or (fn is not torch.from_numpy and _is_numpy_scalar(args[0]))
+            ):
                 return impl(*args, **kwargs)
             if mirrored is not None:
                 return mirrored(*args, **kwargs)

@@ -30,7 +30,13 @@ from thunder_ir.pytree import tree_iter
 from thunder_ir.tracing import proxy_for_tensor
 
 _MISSING: Any = object()
-_SCALAR_TYPES = (
+try:  # numpy's scalars are immutable values, as Python's numbers are (torch imports numpy)
+    import numpy
+
+    _NUMPY_SCALARS: tuple[type, ...] = (numpy.generic,)
+except ImportError:  # pragma: no cover
+    _NUMPY_SCALARS = ()
+_SCALAR_TYPES: tuple[type, ...] = (
     torch.Size,
     type(None),
     bool,
@@ -42,6 +48,7 @@ _SCALAR_TYPES = (
     torch.dtype,
     torch.device,
     type(Ellipsis),
+    *_NUMPY_SCALARS,
 )
 _CONTAINER_TYPES = (list, tuple, dict, OrderedDict, set, frozenset)
 _CONTAINER_MUTATORS: dict[type, set[str]] = {
