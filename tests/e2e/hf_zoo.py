@@ -21,6 +21,7 @@ _DROPOUTS = (
     "hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
     "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout_rate", "activation_dropout",
     "hidden_dropout", "classifier_dropout", "seq_classif_dropout", "qa_dropout",
+    "classifier_dropout_prob", "drop_path_rate", "resid_dropout", "emb_pdrop",
 )  # fmt: skip
 
 
@@ -131,6 +132,103 @@ def _configs() -> dict[str, Callable[[], tuple[Any, Any]]]:
             ),
             T.ViTForImageClassification,
         ),  # fmt: skip
+        **_more_configs(T, decoder),
+    }
+
+
+def _more_configs(T: Any, decoder: Any) -> dict[str, Callable[[], tuple[Any, Any]]]:
+    """Architectures the model tests also run (not the benchmark): one of each family."""
+    gpt = dict(n_embd=32, n_layer=2, n_head=4, vocab_size=_VOCAB, n_positions=64)
+    seq2seq = dict(
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        vocab_size=_VOCAB,
+        max_position_embeddings=64,
+    )
+    kv = dict(num_key_value_heads=2)
+    return {
+        "falcon": lambda: (
+            T.FalconConfig(
+                hidden_size=32, num_hidden_layers=2, num_attention_heads=4, vocab_size=_VOCAB
+            ),
+            T.FalconForCausalLM,
+        ),  # fmt: skip
+        "bloom": lambda: (
+            T.BloomConfig(hidden_size=32, n_layer=2, n_head=4, vocab_size=_VOCAB),
+            T.BloomForCausalLM,
+        ),
+        "gpt_bigcode": lambda: (T.GPTBigCodeConfig(**gpt), T.GPTBigCodeForCausalLM),
+        "gptj": lambda: (T.GPTJConfig(**gpt, rotary_dim=4), T.GPTJForCausalLM),
+        "codegen": lambda: (T.CodeGenConfig(**gpt, rotary_dim=4), T.CodeGenForCausalLM),
+        "mpt": lambda: (
+            T.MptConfig(d_model=32, n_layers=2, n_heads=4, vocab_size=_VOCAB, max_seq_len=64),
+            T.MptForCausalLM,
+        ),
+        "phi": decoder(T.PhiConfig, T.PhiForCausalLM),
+        "stablelm": decoder(T.StableLmConfig, T.StableLmForCausalLM, **kv),
+        "starcoder2": decoder(T.Starcoder2Config, T.Starcoder2ForCausalLM, **kv),
+        "olmo": decoder(T.OlmoConfig, T.OlmoForCausalLM, **kv),
+        "gemma2": decoder(T.Gemma2Config, T.Gemma2ForCausalLM, **kv, head_dim=8),
+        "granite": decoder(T.GraniteConfig, T.GraniteForCausalLM, **kv),
+        "cohere": decoder(T.CohereConfig, T.CohereForCausalLM, **kv),
+        "qwen2_moe": decoder(
+            T.Qwen2MoeConfig,
+            T.Qwen2MoeForCausalLM,
+            **kv,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=32,
+        ),  # fmt: skip
+        "electra": decoder(T.ElectraConfig, T.ElectraForSequenceClassification, embedding_size=32),
+        "albert": decoder(T.AlbertConfig, T.AlbertForSequenceClassification, embedding_size=16),
+        "deberta_v2": decoder(T.DebertaV2Config, T.DebertaV2ForSequenceClassification),
+        "xlm_roberta": decoder(
+            T.XLMRobertaConfig, T.XLMRobertaForSequenceClassification, pad_token_id=1
+        ),
+        "megatron_bert": decoder(T.MegatronBertConfig, T.MegatronBertForSequenceClassification),
+        "mobilebert": decoder(
+            T.MobileBertConfig,
+            T.MobileBertForSequenceClassification,
+            embedding_size=16,
+            intra_bottleneck_size=32,
+            true_hidden_size=32,
+        ),  # fmt: skip
+        "mbart": lambda: (T.MBartConfig(**seq2seq), T.MBartForConditionalGeneration),
+        "pegasus": lambda: (T.PegasusConfig(**seq2seq), T.PegasusForConditionalGeneration),
+        "mt5": lambda: (
+            T.MT5Config(
+                d_model=32,
+                d_kv=8,
+                d_ff=64,
+                num_layers=1,
+                num_heads=4,
+                vocab_size=_VOCAB,
+                decoder_start_token_id=0,
+            ),
+            T.MT5ForConditionalGeneration,
+        ),  # fmt: skip
+        "swin": lambda: (
+            T.SwinConfig(
+                image_size=16,
+                patch_size=4,
+                embed_dim=16,
+                depths=[1, 1],
+                num_heads=[2, 2],
+                window_size=2,
+                num_labels=3,
+            ),
+            T.SwinForImageClassification,
+        ),  # fmt: skip
+        "resnet": lambda: (
+            T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=3),
+            T.ResNetForImageClassification,
+        ),
     }
 
 
@@ -138,6 +236,16 @@ ARCHITECTURES = (
     "bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma",
     "phi3", "mixtral", "gpt_neox", "opt", "t5", "bart", "vit",
 )  # fmt: skip
+
+
+# Tried by the model tests besides ARCHITECTURES (the benchmark's set).
+MORE_ARCHITECTURES = (
+    "falcon", "bloom", "gpt_bigcode", "gptj", "codegen", "mpt", "phi", "stablelm", "starcoder2",
+    "olmo", "gemma2", "granite", "cohere", "qwen2_moe", "electra", "albert", "deberta_v2",
+    "xlm_roberta", "megatron_bert", "mobilebert", "mbart", "pegasus", "mt5", "swin", "resnet",
+)  # fmt: skip
+_IMAGES = ("vit", "swin", "resnet")
+_SEQ2SEQ = ("t5", "bart", "mbart", "pegasus", "mt5")
 
 
 def build(name: str, seed: int = 0) -> torch.nn.Module:
@@ -153,10 +261,10 @@ def build(name: str, seed: int = 0) -> torch.nn.Module:
 def inputs(name: str, seed: int, batch: int = 2, length: int = 8) -> dict[str, torch.Tensor]:
     """Keyword inputs for one forward call of ``name``, drawn from ``seed``."""
     g = torch.Generator().manual_seed(seed)
-    if name == "vit":
+    if name in _IMAGES:
         return {"pixel_values": torch.randn(batch, 3, 16, 16, generator=g)}
     out = {"input_ids": torch.randint(2, _VOCAB, (batch, length), generator=g)}
-    if name in ("t5", "bart"):
+    if name in _SEQ2SEQ:
         out["decoder_input_ids"] = torch.randint(2, _VOCAB, (batch, length - 3), generator=g)
     return out
 

@@ -16,14 +16,15 @@ pytest.importorskip("transformers", reason="transformers is a pinned test depend
 XFAIL: dict[str, str] = {}
 
 
-def _params(name: str) -> list[object]:
+def _params(name: str, more: bool = False) -> list[object]:
+    names = hf_zoo.ARCHITECTURES + (hf_zoo.MORE_ARCHITECTURES if more else ())
     return [
         pytest.param(n, marks=pytest.mark.xfail(reason=XFAIL[n], strict=True)) if n in XFAIL else n
-        for n in hf_zoo.ARCHITECTURES
+        for n in names
     ]
 
 
-@pytest.mark.parametrize("name", _params("eval"))
+@pytest.mark.parametrize("name", _params("eval", more=True))
 def test_eval_forward_matches_eager(name: str) -> None:
     model = hf_zoo.build(name)
     jitted = thunder.jit(model)
@@ -92,7 +93,7 @@ def test_symbolic_sizes_serve_every_sequence_length(name: str) -> None:
     assert thunder.compile_stats(jitted).compilations <= programs
 
 
-@pytest.mark.parametrize("name", _params("train"))
+@pytest.mark.parametrize("name", _params("train", more=True))
 def test_training_step_matches_eager(name: str) -> None:
     eager = hf_zoo.build(name, seed=3).train()
     model = hf_zoo.build(name, seed=3).train()
