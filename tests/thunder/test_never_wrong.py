@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import enum
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -811,3 +812,52 @@ def test_a_dead_view_of_a_decomposable_view_raises_like_eager():
     with pytest.raises(RuntimeError, match="view size is not compatible") as jitted:
         thunder.jit(f)(a)
     assert str(jitted.value) == str(eager.value)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.repeat(*([1] * max(x.ndim, 1))),
+        lambda x: x.repeat(2, *([1] * x.ndim)),
+        lambda x: x.tile((1,) * max(x.ndim, 1)),
+        lambda x: x.repeat_interleave(1, dim=0) if x.ndim else x.repeat_interleave(1),
+        lambda x: torch.repeat_interleave(x, 3),
+    ],
+    ids=["repeat_ones", "repeat_new_dim", "tile_ones", "repeat_interleave_one", "flat_interleave"],
+)
+@pytest.mark.parametrize("shape", [(2, 3), (), (1,)], ids=["2x3", "0d", "1"])
+def test_a_copy_op_returns_new_memory_with_a_gradient(fn: Any, shape: tuple[int, ...]) -> None:
+    # repeat(1, 1), a 0-d tensor repeated: their decomposition into a broadcast and a reshape
+    # can be a view of the input. Under autodiff the forward returned that view: writing into
+    # the result changed the input (or raised, for a broadcast 0-d input). They stay whole.
+    x = torch.randn(shape, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    out, expected = thunder.jit(fn)(x), fn(x2)
+    torch.testing.assert_close(out, expected)
+    with torch.no_grad():
+        before = x.detach().clone()
+        out.add_(1.0)
+        assert torch.equal(x.detach(), before)
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: (x * 2).view(-1), lambda x: (x * 2)[0], lambda x: torch.repeat_interleave(x, 2)],
+    ids=["view_of_intermediate", "index_of_intermediate", "repeat_interleave"],
+)
+def test_a_returned_view_of_an_intermediate_is_written_in_place_as_in_eager(fn: Any) -> None:
+    # autograd refuses in-place writes into views a custom Function returns ("Output 0 of
+    # _ThunderFunction is a view and is being modified inplace"); eager allows them on a view
+    # whose base nothing else reaches.
+    x = torch.randn(2, 3, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    out, expected = thunder.jit(fn)(x), fn(x2)
+    out.mul_(3.0)
+    expected.mul_(3.0)
+    torch.testing.assert_close(out, expected)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)

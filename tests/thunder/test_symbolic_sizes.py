@@ -54,6 +54,37 @@ def test_broadcast_relies_on_equal_sizes() -> None:
         jf(torch.randn(3, 4), torch.randn(1, 5))
 
 
+def _halves_stacked(x: torch.Tensor) -> torch.Tensor:
+    h = x.shape[1] // 2
+    return torch.stack([x[:, :h], x[:, h:]]) * 2
+
+
+def test_stack_of_sizes_computed_apart_relies_on_them_being_equal() -> None:
+    # n // 2 and n - n // 2 are different symbolic sizes, equal for an even n: stack takes them
+    # as equal (a constraint), as broadcasting does; it raised "stack expects each tensor to be
+    # equal size" for two equal sizes (GPT-J's and Cohere's rotary embeddings).
+    jf = thunder.jit(_halves_stacked, cache=SYM)
+    for n in (8, 12, 6):
+        x = torch.randn(3, n)
+        torch.testing.assert_close(jf(x), _halves_stacked(x))
+    assert _compiles(jf) == 1
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        jf(torch.randn(3, 7))  # as eager
+
+
+def test_repeat_interleave_keeps_sizes_symbolic() -> None:
+    # It ran through the torch fallback, which specializes sizes (GPT-J's and CodeGen's rotary
+    # embeddings compiled once per sequence length).
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.repeat_interleave(x, 2, 1) + x.repeat_interleave(2, dim=1)
+
+    jf = thunder.jit(f, cache=SYM)
+    for n in (8, 11, 6):
+        x = torch.randn(2, n)
+        torch.testing.assert_close(jf(x), f(x))
+    assert _compiles(jf) == 1
+
+
 def test_branch_on_a_size_is_a_constraint() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         if x.shape[1] > 6:

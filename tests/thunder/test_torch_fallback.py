@@ -214,3 +214,18 @@ def test_fallback_reading_a_traced_tensors_values_is_a_clear_error() -> None:
     with pytest.raises(UnsupportedOperationError, match="data-dependent|values"):
         jf(x, idx)
     assert thunder.compile_stats(jf).eager_fallbacks == 0
+
+
+def test_a_tensor_method_whose_op_refuses_an_option_runs_as_torchs_method() -> None:
+    # repeat_interleave has an op for number repeats; tensor repeats (sizes from data) refuse,
+    # and the method form then takes the fallback as the function form does: with output_size
+    # the result's shape is known.
+    def f(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return x.repeat_interleave(r, dim=0, output_size=3) * 2
+
+    j = thunder.jit(f)
+    x, r = torch.randn(2, 3), torch.tensor([1, 2])
+    torch.testing.assert_close(j(x, r), f(x, r))
+    assert "torch_fallback('torch.Tensor.repeat_interleave'" in str(thunder.last_traces(j)[0])
+    with pytest.raises(UnsupportedOperationError, match="values in its input tensors"):
+        thunder.jit(lambda x, r: x.repeat_interleave(r, dim=0))(x, r)

@@ -18,6 +18,21 @@ def _idx(*v: int) -> torch.Tensor:
 
 
 CASES = {
+    "repeat": (
+        lambda x: L.repeat(x, 2, 1, 3),
+        lambda x: x.repeat(2, 1, 3),
+        lambda: [rand(3, 2)],
+    ),
+    "repeat_interleave_dim": (
+        lambda x: L.repeat_interleave(x, 3, -2),
+        lambda x: torch.repeat_interleave(x, 3, -2),
+        lambda: [rand(2, 3, 2)],
+    ),
+    "repeat_interleave_flat": (
+        lambda x: L.repeat_interleave(x, 2),
+        lambda x: torch.repeat_interleave(x, 2),
+        lambda: [rand(2, 3)],
+    ),
     "exp_tanh_sum": (
         lambda x: L.sum(L.tanh(L.exp(x)), 1),
         lambda x: torch.sum(torch.tanh(torch.exp(x)), 1),

@@ -99,6 +99,12 @@ def same_shape(a: Sequence[Any], b: Sequence[Any]) -> bool:
     )
 
 
+def _equal_shapes(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether two shapes are equal; symbolic sizes that are equal on this call are taken as
+    equal, a constraint of the program (two sizes computed apart are different proxies)."""
+    return len(a) == len(b) and all(same_size(x, y) or bool(x == y) for x, y in zip(a, b))
+
+
 def reshape_to(a: TensorProxy, shape: Sequence[Any]) -> TensorProxy:
     """``a`` with ``shape`` (a fresh alias when it already has it)."""
     if same_shape(shape, a.shape):
@@ -517,7 +523,7 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     check(len(ts) > 0, "stack expects a non-empty TensorList")
     for i, x in enumerate(ts):
         check(
-            same_shape(x.shape, ts[0].shape),
+            _equal_shapes(x.shape, ts[0].shape),
             lambda: (
                 f"stack expects each tensor to be equal size, but got {shape_str(ts[0].shape)} at entry 0 and {shape_str(x.shape)} at entry {i}"
             ),
@@ -787,6 +793,43 @@ def repeat(a: Any, *sizes: Any, **kwargs: Any) -> Any:
         interleaved += [r, s]
     b = prims.broadcast_in_dim(src, tuple(interleaved), tuple(range(1, 2 * len(shape), 2)))
     return prims.reshape(b, tuple(r * s for r, s in zip(reps, shape)))
+
+
+@torchop("torch.repeat_interleave", "torch.Tensor.repeat_interleave", tags=_SHAPE)
+def repeat_interleave(
+    a: Any, repeats: Any = None, dim: Any = None, *, output_size: Any = None
+) -> Any:
+    """Each element repeated ``repeats`` times along ``dim`` (the flattened tensor for None),
+    for a number of repeats; tensor repeats (sizes from data) take the torch fallback."""
+    if not isinstance(a, TensorProxy) or isinstance(repeats, TensorProxy) or repeats is None:
+        raise NotImplementedError(
+            "repeat_interleave with tensor repeats: the result's size depends on their values "
+            "(pass output_size=, or repeats as a number)"
+        )
+    check(
+        type(repeats) is int or (isinstance(repeats, NumberProxy) and repeats.python_type is int),
+        lambda: (
+            f"repeat_interleave(): argument 'repeats' must be int or Tensor, not {type(repeats).__name__}"
+        ),
+        TypeError,
+    )
+    check(bool(repeats >= 0), "repeats can not be negative")
+    if dim is None:
+        a, d = prims.reshape(a, (a.numel(),)), 0
+    else:
+        if a.ndim == 0:  # torch's own error for a dimension of a 0-d tensor
+            raise NotImplementedError("repeat_interleave of a 0-d tensor along a dimension")
+        d = canonicalize_dim(a.ndim, dim)
+    shape = tuple(a.shape)
+    out = (*shape[:d], shape[d] * repeats, *shape[d + 1 :])
+    check(
+        output_size is None or bool(output_size == out[d]),
+        lambda: f"repeat_interleave(): output_size {output_size} does not match {out[d]}",
+    )
+    b = prims.broadcast_in_dim(
+        a, (*shape[: d + 1], repeats, *shape[d + 1 :]), tuple(i + (i > d) for i in range(a.ndim))
+    )
+    return prims.reshape(b, out)
 
 
 @torchop("torch.tile", "torch.Tensor.tile", tags=_SHAPE)

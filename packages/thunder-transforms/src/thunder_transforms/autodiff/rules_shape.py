@@ -8,6 +8,7 @@ from typing import Any
 
 from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
+from thunder_ir.ops.shape import sizes_arg
 from thunder_transforms.autodiff.registry import (
     GradPairs,
     bound_arguments,
@@ -265,3 +266,32 @@ def _unfold(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     acc = _rows_accumulated(n, rest, index, moved)
     grad = P.transpose(acc, _inverse(moved_perm)) if d else acc
     return [(a, _reshape_to(grad, a.shape))]
+
+
+# Copies kept whole: their decomposition into a broadcast and a reshape may be a view of the input
+# (all repeats 1, a 0-d input), where torch's op always returns new memory.
+
+
+@register_vjp(ltorch.repeat)
+def _repeat(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """Each copy's gradient added back to the element it copied."""
+    a, *sizes = bsym.args
+    reps = sizes_arg(tuple(sizes), dict(bsym.kwargs), "repeats", "repeat")
+    shape = (1,) * (len(reps) - a.ndim) + tuple(a.shape)
+    interleaved: list[Any] = []
+    for r, s in zip(reps, shape):
+        interleaved += [r, s]
+    g = _reshape_to(g, interleaved)
+    summed = P.sum(g, tuple(range(0, len(interleaved), 2))) if interleaved else g
+    return [(a, _reshape_to(summed, a.shape))]
+
+
+@register_vjp(ltorch.repeat_interleave)
+def _repeat_interleave(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """Each element's repeats summed back into it."""
+    args = bound_arguments(bsym)
+    a, repeats, dim = args["a"], args["repeats"], args["dim"]
+    shape = (a.numel(),) if dim is None else tuple(a.shape)
+    d = 0 if dim is None else dim % a.ndim
+    g = _reshape_to(g, (*shape[: d + 1], repeats, *shape[d + 1 :]))
+    return [(a, _reshape_to(P.sum(g, (d + 1,)), a.shape))]

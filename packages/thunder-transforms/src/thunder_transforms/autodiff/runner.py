@@ -90,6 +90,29 @@ class DifferentiableFunction:
                 )
 
 
+def _private_views_detached(outs: Sequence[Any], args: Sequence[Any]) -> list[Any]:
+    """The outputs with each view of memory only it can reach (a view of an intermediate,
+    ``(x * 2).view(-1)``, or of what an op made inside, ``repeat_interleave``) detached from
+    its base. autograd refuses in-place writes into views a custom Function returns, where eager
+    allows them on such a view; nothing else sees its base, so no view relation is lost. The
+    detached tensor shares the version counter: a write still invalidates saved tensors."""
+    views = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o._is_view()]
+    if not views:
+        return list(outs)
+    tensors = [t for t in (*outs, *args) if isinstance(t, torch.Tensor)]
+    storages: dict[int, int] = {}
+    for t in tensors:
+        if t.device.type != "meta":
+            key = t.untyped_storage().data_ptr()
+            storages[key] = storages.get(key, 0) + 1
+    outs = list(outs)
+    for i in views:
+        o = outs[i]
+        if o.device.type != "meta" and storages[o.untyped_storage().data_ptr()] == 1:
+            outs[i] = o.detach()
+    return outs
+
+
 def _inputs_with_gradients(backward: Trace, n: int) -> frozenset[int]:
     """Which inputs the backward trace can return a gradient for (the others return None)."""
     ret = backward.bound_symbols[-1] if backward.bound_symbols else None
@@ -110,6 +133,7 @@ class _ThunderFunction(torch.autograd.Function):
                 if o is a and isinstance(o, torch.Tensor) and j not in fn.mutated_inputs:
                     returned_inputs[i] = j
                     break
+        outs = _private_views_detached(outs, args)
         tensors = [s for s in saved if isinstance(s, torch.Tensor)]
         ctx.save_for_backward(*tensors)
         ctx.saved_layout = [None if isinstance(s, torch.Tensor) else (s,) for s in saved]

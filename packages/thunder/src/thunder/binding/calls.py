@@ -47,7 +47,12 @@ def _tensor_size(t: TensorProxy, dim: Any = None) -> Any:
 
 
 def _call_tensor_method(method: Any, *args: Any, **kwargs: Any) -> Any:
-    out = method(*args, **kwargs)
+    name = getattr(method.fn, "name", None)
+    torch_method = getattr(torch.Tensor, name, None) if isinstance(name, str) else None
+    if torch_method is None:
+        out = method(*args, **kwargs)
+    else:  # an option the op refuses runs as torch's own method (the torch fallback)
+        out = mirrored_call(torch_method, method.fn, (method.tensor, *args), kwargs)
     if isinstance(out, TensorProxy):
         return out
     name = getattr(method.fn, "name", None)

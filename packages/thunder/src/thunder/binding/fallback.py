@@ -43,10 +43,12 @@ def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, An
         if not is_ir_refusal(e) or torch_callable_name(fn) is None:
             raise
         refusal = e
+    # Where torch's own callable cannot be recorded either, its reason is the error (why the
+    # call cannot run at all), the op's refusal its context.
     try:
         return call_torch_fallback(fn, args, kwargs)
-    except TorchFallbackError:
-        raise refusal from None
+    except TorchFallbackError as e:
+        raise UnsupportedOperationError(e.op, e.reason) from refusal
 
 
 # Queries whose answer for a proxy is that of a plain tensor: no ``__torch_function__`` override.
