@@ -99,16 +99,19 @@ def _private_views_detached(outs: Sequence[Any], args: Sequence[Any]) -> list[An
     views = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o._is_view()]
     if not views:
         return list(outs)
-    tensors = [t for t in (*outs, *args) if isinstance(t, torch.Tensor)]
     storages: dict[int, int] = {}
-    for t in tensors:
-        if t.device.type != "meta":
-            key = t.untyped_storage().data_ptr()
-            storages[key] = storages.get(key, 0) + 1
+    try:
+        for t in (*outs, *args):
+            if isinstance(t, torch.Tensor):
+                key = t.untyped_storage().data_ptr()
+                storages[key] = storages.get(key, 0) + 1
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, a subclass)
+        return list(outs)
     outs = list(outs)
     for i in views:
         o = outs[i]
-        if o.device.type != "meta" and storages[o.untyped_storage().data_ptr()] == 1:
+        key = o.untyped_storage().data_ptr()
+        if key != 0 and storages[key] == 1:  # 0: no memory (meta, empty), nothing to tell apart
             outs[i] = o.detach()
     return outs
 
