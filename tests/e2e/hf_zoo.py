@@ -244,7 +244,7 @@ MORE_ARCHITECTURES = (
     "olmo", "gemma2", "granite", "cohere", "qwen2_moe", "electra", "albert", "deberta_v2",
     "xlm_roberta", "megatron_bert", "mobilebert", "mbart", "pegasus", "mt5", "swin", "resnet",
 )  # fmt: skip
-_IMAGES = ("vit", "swin", "resnet")
+IMAGES = ("vit", "swin", "resnet")
 _SEQ2SEQ = ("t5", "bart", "mbart", "pegasus", "mt5")
 
 
@@ -261,7 +261,7 @@ def build(name: str, seed: int = 0) -> torch.nn.Module:
 def inputs(name: str, seed: int, batch: int = 2, length: int = 8) -> dict[str, torch.Tensor]:
     """Keyword inputs for one forward call of ``name``, drawn from ``seed``."""
     g = torch.Generator().manual_seed(seed)
-    if name in _IMAGES:
+    if name in IMAGES:
         return {"pixel_values": torch.randn(batch, 3, 16, 16, generator=g)}
     out = {"input_ids": torch.randint(2, _VOCAB, (batch, length), generator=g)}
     if name in _SEQ2SEQ:

@@ -3,6 +3,8 @@ pure ones run at trace time and give eager's result."""
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 import random
 import time
@@ -42,3 +44,55 @@ def test_pure_calls_and_objects_made_by_the_program_are_fine():
     x = torch.randn(3)
     for _ in range(2):
         torch.testing.assert_close(j(x), f(x))
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+_LOG = logging.getLogger("thunder_tests.logging_in_forward")
+
+
+@functools.lru_cache(None)
+def _warn_once(self: logging.Logger, msg: str) -> None:
+    self.warning(msg)
+
+
+def _logs(x: torch.Tensor) -> torch.Tensor:
+    _LOG.warning("rows %d", x.shape[0])
+    _LOG.warning_once("only once")  # type: ignore[attr-defined]
+    _LOG.debug("sum %s", x.sum())
+    _LOG.log(logging.ERROR, "at %s", "error", extra={"tag": 7})
+    return x * 2
+
+
+def test_logging_in_the_function_logs_on_every_call_as_eager() -> None:
+    # The logging module takes locks and reads the clock (refused as impure while tracing):
+    # a logger's output methods are replayed by the epilogue with each call's values.
+    records = _Records()
+    _LOG.addHandler(records)
+    _LOG.setLevel(logging.DEBUG)
+    _LOG.propagate = False
+    logging.Logger.warning_once = _warn_once  # type: ignore[attr-defined]  # as transformers does
+    try:
+        inputs = (torch.ones(2), torch.full((2,), 3.0))
+        for x in inputs:
+            _logs(x)
+        expected = [r.getMessage() for r in records.records]
+        assert expected[2] == "sum tensor(2.)" and len(expected) == 7
+        records.records.clear()
+        _warn_once.cache_clear()
+        j = thunder.jit(_logs)
+        for x in inputs:
+            torch.testing.assert_close(j(x), x * 2)
+        assert [r.getMessage() for r in records.records] == expected
+        assert records.records[3].tag == 7  # type: ignore[attr-defined]
+        assert thunder.compile_stats(j).compilations == 1
+    finally:
+        _LOG.removeHandler(records)
+        del logging.Logger.warning_once  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ handed to the interpreter), ``regions`` (autocast and checkpoint) and ``higher_o
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from thunder.binding.arrays import array_lookasides
@@ -87,4 +88,24 @@ class Binder(AutogradFunctionMixin):
                     native_special=native_special,
                 )
         table.update(array_lookasides(self, table))
+        for method in _LOGGER_METHODS:
+
+            def log(logger: Any, *args: Any, _method: str = method, **kwargs: Any) -> None:
+                return self._logging_call(logger, _method, args, kwargs)
+
+            table[getattr(logging.Logger, method)] = log
         return table
+
+
+# logging.Logger's output methods: replayed by the epilogue (CallsMixin._logging_call).
+_LOGGER_METHODS = (
+    "debug",
+    "info",
+    "warning",
+    "warn",
+    "error",
+    "exception",
+    "critical",
+    "fatal",
+    "log",
+)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import logging
 import types
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _RETURNS_CONTENTS,
     _SCALAR_TYPES,
+    Write,
     torch_value,
 )
 from thunder.binding.writes import (
@@ -25,6 +27,7 @@ from thunder.binding.writes import (
 from thunder.errors import (
     ImpureCallError,
     UnsupportedOperationError,
+    UnsupportedSideEffectError,
 )
 from thunder.lookasides import is_torch_callable, query_is_allowed
 from thunder.opaque import impure_reason
@@ -44,6 +47,14 @@ def _returning_torch_types(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
 
 def _tensor_size(t: TensorProxy, dim: Any = None) -> Any:
     return torch_value(t.size(dim), as_size=dim is None)
+
+
+def _logger_method(fn: Any, first: Any) -> bool:
+    """Whether ``fn(first, ...)`` calls a C method found on a logger's class (an lru_cache'd
+    ``warning_once`` that a library set on ``logging.Logger``)."""
+    if not isinstance(first, logging.Logger) or isinstance(fn, types.FunctionType):
+        return False
+    return any(v is fn for c in type(first).__mro__ for v in vars(c).values())
 
 
 def _call_tensor_method(method: Any, *args: Any, **kwargs: Any) -> Any:
@@ -110,6 +121,11 @@ class CallsMixin(WritesMixin):
         owner = getattr(fn, "__self__", None)
         if type(owner) is contextvars.ContextVar and not kwargs:
             return self._context_var_call(owner, fn.__name__, args)
+        if isinstance(owner, logging.Logger):
+            return self._logging_call(owner, getattr(fn, "__name__", ""), args, kwargs)
+        if args and _logger_method(fn, args[0]):  # transformers' warning_once (an lru_cache)
+            name = next(n for c in type(args[0]).__mro__ for n, v in vars(c).items() if v is fn)
+            return self._logging_call(args[0], name, args[1:], kwargs)
         if owner is not None and type(fn) is types.BuiltinMethodType:
             mutators = _CONTAINER_MUTATORS.get(type(owner))
             if mutators is not None and fn.__name__ in mutators:
@@ -140,6 +156,25 @@ class CallsMixin(WritesMixin):
                 raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")
             return result
         return fn(*args, **kwargs)
+
+    def _logging_call(
+        self, logger: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """``logger.warning(...)`` and the other logging methods: output, replayed by the
+        epilogue on every call with the call's values (a logged tensor is the computed one),
+        as eager logs on every call; not run while tracing. (Interpreting the logging module
+        would meet its locks and clock, which are refused as impure.)"""
+        access = self.access_for(logger)
+        if access is None:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay {type(logger).__name__}.{method} on a logger the "
+                "function made itself; log through a logger defined outside it "
+                "(logging.getLogger(__name__) at module level)"
+            )
+        value = (tuple(args), dict(kwargs))
+        self.writes.append(
+            Write("log", access, method, self._template(value, f"{method} argument"))
+        )
 
     def _is_outside(self, obj: Any) -> bool:
         return id(obj) in self._outside_owners or self.access_for(obj) is not None

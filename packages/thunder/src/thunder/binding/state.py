@@ -125,7 +125,8 @@ class Write:
     ``kind``: ``global`` (``target`` is the global), ``cell`` (the closure cell), ``attr``
     (``target`` is the object, ``name`` the attribute), ``call`` (``target`` is a container,
     ``name`` the mutating method, ``value`` the argument tuple); ``del_global``, ``del_cell`` and
-    ``del_attr`` delete what the first three write. ``value`` is a template: proxies,
+    ``del_attr`` delete what the first three write; ``log`` (``target`` is a logger, ``name``
+    its method, ``value`` the (args, kwargs) pair) is a logging call. ``value`` is a template: proxies,
     constants, ``Access`` objects (outside values) and containers of those.
     """
 
