@@ -181,3 +181,29 @@ def test_training_step_with_labels_and_padding_matches_eager(name: str) -> None:
             assert jgrads[n] is None, n
         else:
             torch.testing.assert_close(jgrads[n], g, msg=lambda m, n=n: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "t5", "vit"])
+def test_hidden_states_and_attentions_match_eager(name: str) -> None:
+    """``output_hidden_states`` / ``output_attentions``: transformers collects them with forward
+    hooks into a dict it makes per call and stores on a module global. The hooks are installed
+    by a first eager call (installing them inside the jitted call takes a threading lock, which
+    is refused)."""
+    model = hf_zoo.build(name)
+    kw = {"output_hidden_states": True, "output_attentions": True}
+    with torch.no_grad():
+        model(**hf_zoo.inputs(name, 0), **kw)
+        jitted = thunder.jit(model)
+        for seed in (1, 2):
+            inputs = hf_zoo.inputs(name, seed)
+            expected, actual = model(**inputs, **kw), jitted(**inputs, **kw)
+            keys = [k for k in expected.keys() if k.endswith(("hidden_states", "attentions"))]
+            assert keys
+            for k in keys:
+                _assert_same_value(actual[k], expected[k], k)
+        plain = jitted(**hf_zoo.inputs(name, 3))
+        torch.testing.assert_close(
+            hf_zoo.logits(plain), hf_zoo.logits(model(**hf_zoo.inputs(name, 3)))
+        )
+        assert plain.get("hidden_states") is None
+    assert thunder.compile_stats(jitted).compilations == 2

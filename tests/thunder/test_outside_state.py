@@ -1040,3 +1040,34 @@ def test_an_attribute_a_module_lacked_then_set_gives_the_new_result(change: Any)
     change(m)
     torch.testing.assert_close(j(x), m(x))
     torch.testing.assert_close(j(x), m(x))
+
+
+class _Collector:
+    slot: Any = None
+
+
+_COLLECTOR = _Collector()
+
+
+def _collects(x: torch.Tensor) -> torch.Tensor:
+    _COLLECTOR.slot = {"acc": [], "layers": None}
+    collected = _COLLECTOR.slot
+    collected["acc"].append(x * 2)
+    if len(collected["acc"]) == 1:  # reads the list it appended to
+        collected["acc"].append(x + 1)
+    collected.pop("layers", None)  # mutates the dict, then reads it
+    out = sum(collected["acc"]) if "acc" in collected.keys() else x
+    _COLLECTOR.slot = None
+    return out
+
+
+def test_a_container_made_in_the_call_and_stored_outside_is_mutated_and_read() -> None:
+    # What a container the program made holds is the program's own: no guard on its contents
+    # at entry (there are none: it did not exist). transformers' output capturing stores its
+    # collector dict on a global this way; the program was refused ("both mutates and reads").
+    j = thunder.jit(_collects)
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(j(x), _collects(x))
+        assert _COLLECTOR.slot is None
+    assert thunder.compile_stats(j).compilations == 1

@@ -758,6 +758,8 @@ class ReadsMixin(BinderState):
         known = self._proxied_copies.values()
         if any(copy is container for _, copy in known):
             return  # a copy holding proxies: its items were each guarded when it was loaded
+        if self.is_inserted(access):
+            return  # the program made it in this call: what it holds is the program's own
         entry = self._entry_contents[id(container)]
         if entry is _MISSING:
             raise UnsupportedSideEffectError(
