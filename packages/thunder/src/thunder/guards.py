@@ -308,14 +308,9 @@ def is_plain_module_member(module: Any, name: str) -> bool:
     """Whether ``module.<name>`` is answered by ``nn.Module.__getattr__`` from the parameter,
     buffer or submodule dicts: the type neither customizes attribute lookup nor defines ``name``,
     and the instance dict does not hold it. The prologue then reads the dicts directly."""
-    cls = type(module)
-    if not isinstance(module, torch.nn.Module):
+    if not ModuleAbsence.applies_to(module):  # the ordinary lookup, then Module.__getattr__
         return False
-    if cls.__getattribute__ is not object.__getattribute__:  # type: ignore[comparison-overlap]
-        return False
-    if cls.__getattr__ is not torch.nn.Module.__getattr__:
-        return False
-    if any(name in vars(c) for c in cls.__mro__):
+    if any(name in vars(c) for c in type(module).__mro__):
         return False
     d = module.__dict__
     if name in d:
