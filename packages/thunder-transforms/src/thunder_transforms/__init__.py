@@ -7,6 +7,7 @@ from thunder_transforms import autodiff
 from thunder_transforms.__about__ import __version__
 from thunder_transforms.autocast import autocast
 from thunder_transforms.checkpoint import checkpoint
+from thunder_transforms.composites import recognize_composites
 from thunder_transforms.constant_fold import constant_fold
 from thunder_transforms.cse import cse
 from thunder_transforms.dce import dce
@@ -20,6 +21,7 @@ __all__ = [
     "constant_fold",
     "cse",
     "dce",
+    "recognize_composites",
     "run_pass",
     "substitute",
     "substitute_proxies",

@@ -27,7 +27,7 @@ from thunder_executors import transform_for_execution
 from thunder_interp import interpret
 from thunder_ir import Proxy, TensorProxy, Trace, TracingError, Transform, prims, tracectx
 from thunder_ir.sizes import SizeFacts, size_facts
-from thunder_transforms import dce
+from thunder_transforms import dce, recognize_composites
 from thunder_transforms.autodiff import make_differentiable
 
 __all__ = ["CacheEntry", "ProgramRaised", "compile_entry", "parameter_names"]
@@ -203,6 +203,10 @@ def _compile_entry(
     computation_traces.append(trace)
     if options.dce:
         trace = dce(trace)
+        computation_traces.append(trace)
+    composed = recognize_composites(trace)
+    if composed is not trace:
+        trace = composed
         computation_traces.append(trace)
     backward_traces: list[Trace] = []
     computation: Callable[..., Any]

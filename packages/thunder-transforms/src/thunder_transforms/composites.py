@@ -1,0 +1,248 @@
+"""Composite ops written out in elementary ones, recognized and recorded as the op itself.
+
+Libraries spell some activations out: GPT-2's ``NewGELUActivation`` is
+``0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))``, eight torch calls, each
+reading and writing the whole tensor. Recorded as ``ltorch.gelu(x, approximate="tanh")`` it is one
+kernel where an executor keeps it whole (torch_ops) and one fusible op elsewhere; its gradient is
+the op's own rule. The values agree to rounding, as those of any fusion do.
+
+A match is only rewritten when nothing else sees its intermediates: each is read by the match
+alone, none is returned, and no in-place write runs between the match's first op and its last
+(the ops would otherwise read ``x`` at different times). The constants must be the op's own,
+exactly: a truncated ``0.79788456`` is another function, and stays as written.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from thunder_ir import BoundSymbol, OpTag, PassRecord, Proxy, TensorProxy, Trace, tracectx
+from thunder_ir.aliasing import writes_in_place
+from thunder_transforms.passes import substitute
+
+__all__ = ["recognize_composites"]
+
+
+@dataclass
+class _Match:
+    """What a pattern bound: the tensor ``x`` and the bound symbols it went through."""
+
+    x: TensorProxy | None = None
+    bsyms: list[BoundSymbol] = field(default_factory=list)
+
+    def copy(self) -> _Match:
+        return _Match(self.x, list(self.bsyms))
+
+
+# A pattern takes a value of the trace and the match so far, and returns the extended match or
+# None. Patterns never change the match they are given (alternatives are tried on copies).
+Pattern = Callable[[Any, _Match, "_Graph"], "_Match | None"]
+
+
+class _Graph:
+    def __init__(self, bsyms: Sequence[BoundSymbol]) -> None:
+        self.producer: dict[str, BoundSymbol] = {}
+        for b in bsyms:
+            for p in b.flat_proxy_outs:
+                self.producer.setdefault(p.name, b)
+
+
+def _x() -> Pattern:
+    """The operand of the activation: one float tensor, the same wherever it appears."""
+
+    def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
+        if not isinstance(v, TensorProxy) or not v.dtype.is_float:
+            return None
+        if m.x is None:
+            m = m.copy()
+            m.x = v
+            return m
+        return m if v.name == m.x.name else None
+
+    return match
+
+
+def _const(value: float) -> Pattern:
+    """A Python number equal to ``value`` (to the last bit a double holds)."""
+
+    def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
+        if type(v) not in (int, float) or isinstance(v, bool):
+            return None
+        return m if math.isclose(v, value, rel_tol=1e-15, abs_tol=0.0) else None
+
+    return match
+
+
+def _op(name: str, *operands: Pattern, commutative: bool = False) -> Pattern:
+    """``ltorch.<name>`` with exactly these positional operands and no keywords (the operands in
+    either order when ``commutative``), its result of ``x``'s dtype and shape."""
+
+    def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
+        if not isinstance(v, TensorProxy):
+            return None
+        b = g.producer.get(v.name)
+        if b is None or b.sym.id != f"ltorch.{name}" or b.kwargs or len(b.args) != len(operands):
+            return None
+        orders = [list(b.args)]
+        if commutative:
+            orders.append(list(reversed(b.args)))
+        for args in orders:
+            trial: _Match | None = m.copy()
+            for pattern, a in zip(operands, args, strict=True):
+                trial = pattern(a, trial, g) if trial is not None else None
+            if trial is not None and _same_kind(v, trial.x):
+                trial.bsyms.append(b)
+                return trial
+        return None
+
+    return match
+
+
+def _same_kind(v: TensorProxy, x: TensorProxy | None) -> bool:
+    return x is not None and v.dtype == x.dtype and tuple(v.shape) == tuple(x.shape)
+
+
+def _either(*alternatives: Pattern) -> Pattern:
+    def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
+        for alternative in alternatives:
+            found = alternative(v, m, g)
+            if found is not None:
+                return found
+        return None
+
+    return match
+
+
+def _mul(a: Pattern, b: Pattern) -> Pattern:
+    return _op("mul", a, b, commutative=True)
+
+
+def _add(a: Pattern, b: Pattern) -> Pattern:
+    return _op("add", a, b, commutative=True)
+
+
+def _half_x_times(factor: Pattern) -> Pattern:
+    """``0.5 * x * factor`` in the groupings people write: ``(0.5 * x) * f``, ``0.5 * (x * f)``,
+    ``x * (0.5 * f)`` (a product's operands in either order)."""
+    x = _x()
+    half = _const(0.5)
+    return _either(
+        _mul(_mul(half, x), factor),
+        _mul(half, _mul(x, factor)),
+        _mul(x, _mul(half, factor)),
+    )
+
+
+def _cube() -> Pattern:
+    x = _x()
+    return _either(
+        _op("pow", x, _const(3)),
+        _mul(_mul(x, x), x),
+    )
+
+
+# 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))
+_GELU_TANH = _half_x_times(
+    _add(
+        _const(1.0),
+        _op(
+            "tanh",
+            _mul(_const(math.sqrt(2.0 / math.pi)), _add(_x(), _mul(_const(0.044715), _cube()))),
+        ),
+    )
+)
+
+# 0.5 * x * (1 + erf(x / sqrt(2)))
+_GELU_ERF = _half_x_times(
+    _add(
+        _const(1.0),
+        _op(
+            "erf",
+            _either(
+                _op("true_divide", _x(), _const(math.sqrt(2.0))),
+                _op("div", _x(), _const(math.sqrt(2.0))),
+                _mul(_x(), _const(1.0 / math.sqrt(2.0))),
+            ),
+        ),
+    )
+)
+
+_COMPOSITES: tuple[tuple[str, Pattern, dict[str, Any]], ...] = (
+    ("gelu", _GELU_TANH, {"approximate": "tanh"}),
+    ("gelu", _GELU_ERF, {}),
+)
+
+
+def _private(match: _Match, root: BoundSymbol, reads: Counter[str], returned: set[str]) -> bool:
+    """Whether the match's intermediates are its own: read by its bound symbols only (as often
+    as they read them), none returned."""
+    inside: Counter[str] = Counter(p.name for b in match.bsyms for p in b.flat_proxy_args)
+    for b in match.bsyms:
+        if b is root:
+            continue
+        for p in b.flat_proxy_outs:
+            if p.name in returned or reads[p.name] != inside[p.name]:
+                return False
+    return True
+
+
+_Found = tuple[str, TensorProxy, dict[str, Any], set[int]]
+
+
+def _find(bsyms: Sequence[BoundSymbol]) -> dict[int, _Found]:
+    """Per root index: the op, its operand, its keywords and the indices of the bound symbols
+    the op replaces."""
+    g = _Graph(bsyms)
+    index = {id(b): i for i, b in enumerate(bsyms)}
+    reads: Counter[str] = Counter(p.name for b in bsyms for p in b.flat_proxy_args)
+    returned = {p.name for b in bsyms if b.has_tag(OpTag.RETURN) for p in b.flat_proxy_args}
+    writes = [i for i, b in enumerate(bsyms) if writes_in_place(b)]
+    taken: set[int] = set()
+    found: dict[int, _Found] = {}
+    for i in reversed(range(len(bsyms))):  # outermost first: a match is never part of a bigger one
+        b = bsyms[i]
+        if i in taken or not isinstance(b.output, TensorProxy):
+            continue
+        for op, pattern, kwargs in _COMPOSITES:
+            m = pattern(b.output, _Match(), g)
+            if m is None or m.x is None or not _private(m, b, reads, returned):
+                continue
+            members = {index[id(s)] for s in m.bsyms}
+            if members & taken or any(min(members) < w < i for w in writes):
+                continue
+            taken |= members
+            found[i] = (op, m.x, kwargs, members)
+            break
+    return found
+
+
+def recognize_composites(trace: Trace) -> Trace:
+    """``trace`` with the composite ops it spells out (see the module docstring) recorded as the
+    ops themselves; ``trace`` itself where there are none."""
+    start = time.perf_counter()
+    bsyms = trace.bound_symbols
+    found = _find(bsyms)
+    if not found:
+        return trace
+    from thunder_ir.ops import ALL_OPS
+
+    dropped = {j for _, _, _, members in found.values() for j in members}
+    new = Trace(trace.fn_name, args=trace.args, names=trace.names)
+    new._counters = dict(trace._counters)
+    new.constraints = list(trace.constraints)
+    new.docstring = trace.docstring
+    renamed: dict[str, Proxy] = {}
+    with tracectx(new):
+        for i, b in enumerate(bsyms):
+            if i in found:
+                op, x, kwargs, _ = found[i]
+                renamed[b.output.name] = ALL_OPS[op](renamed.get(x.name, x), **kwargs)
+            elif i not in dropped:
+                new.record(substitute(b, renamed))
+    new.history = (*trace.history, PassRecord("recognize_composites", time.perf_counter() - start))
+    return new

@@ -1,0 +1,160 @@
+"""Composite ops spelled out in elementary ones (GELU as eight calls) are recorded as the op:
+values and gradients stay eager's, and nothing is rewritten that another op, the caller or an
+in-place write could tell apart."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import thunder
+from thunder_executors import transform_for_execution
+from thunder_ir import check_trace, trace_function
+from thunder_ir import ops as ltorch
+from thunder_transforms import recognize_composites
+
+_K = math.sqrt(2.0 / math.pi)
+
+
+def _gelu_ops(fn: Any) -> list[str]:
+    trace = thunder.last_traces(fn)[-1]
+    return [b.sym.name for b in trace.bound_symbols if "gelu" in b.sym.name]
+
+
+def new_gelu(x: torch.Tensor) -> torch.Tensor:  # transformers' NewGELUActivation
+    return 0.5 * x * (1.0 + torch.tanh(_K * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def gelu_python(x: torch.Tensor) -> torch.Tensor:  # the erf form
+    return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def gelu_grouped_otherwise(x: torch.Tensor) -> torch.Tensor:
+    inner = (x * x * x).mul(0.044715).add(x)
+    return 0.5 * (x * (torch.tanh(inner * _K) + 1.0))
+
+
+@pytest.mark.parametrize("fn", [new_gelu, gelu_python, gelu_grouped_otherwise])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_spelled_out_gelu_runs_as_one_op_with_eager_values_and_gradients(
+    fn: Any, dtype: torch.dtype
+) -> None:
+    def program(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return fn(x @ w) * 2
+
+    jitted = thunder.jit(program)
+    for _ in range(2):
+        x = torch.randn(4, 6, dtype=dtype, requires_grad=True)
+        w = torch.randn(6, 5, dtype=dtype, requires_grad=True)
+        g = torch.randn(4, 5, dtype=dtype)
+        got = jitted(x, w)
+        (gx, gw) = torch.autograd.grad(got, (x, w), g)
+        want = program(x, w)
+        (ex, ew) = torch.autograd.grad(want, (x, w), g)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(gx, ex)
+        torch.testing.assert_close(gw, ew)
+    assert _gelu_ops(jitted), thunder.last_traces(jitted)[-1]
+    with torch.no_grad():
+        x = torch.randn(3, 6, dtype=dtype)
+        w = torch.randn(6, 5, dtype=dtype)
+        torch.testing.assert_close(jitted(x, w), program(x, w))
+
+
+def _not_rewritten(program: Any, *args: torch.Tensor) -> None:
+    jitted = thunder.jit(program)
+    got, want = jitted(*args), program(*[a.clone() for a in args])
+    torch.testing.assert_close(got, want)
+    assert not _gelu_ops(jitted), thunder.last_traces(jitted)[-1]
+
+
+def test_a_truncated_constant_is_another_function_and_stays_as_written() -> None:
+    def bloom_like(x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(0.79788456 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+    _not_rewritten(bloom_like, torch.randn(8))
+
+
+def test_an_intermediate_read_elsewhere_or_returned_keeps_the_ops() -> None:
+    def also_read(x: torch.Tensor) -> torch.Tensor:
+        t = torch.tanh(_K * (x + 0.044715 * torch.pow(x, 3.0)))
+        return 0.5 * x * (1.0 + t) + t
+
+    def returned(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        half = 0.5 * x
+        return half * (1.0 + torch.erf(x / math.sqrt(2.0))), half
+
+    _not_rewritten(also_read, torch.randn(8))
+    _not_rewritten(returned, torch.randn(8))
+
+
+def test_an_in_place_write_between_the_ops_keeps_them() -> None:
+    def written_between(x: torch.Tensor) -> torch.Tensor:
+        y = x * 1.0
+        half = 0.5 * y
+        y.add_(1.0)  # the erf below reads the new values
+        return half * (1.0 + torch.erf(y / math.sqrt(2.0)))
+
+    _not_rewritten(written_between, torch.randn(8))
+
+
+def test_an_integer_operand_is_not_a_gelu_operand() -> None:
+    def ints(x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+    _not_rewritten(ints, torch.randint(-3, 4, (8,)))
+
+
+# -- the pass on its own: any spelling of the formula, exact constants or not -----------------
+
+_SPELLINGS = st.fixed_dictionaries(
+    {
+        "half_first": st.booleans(),  # (0.5 * x) * f or x * (f * 0.5)
+        "cube_as_pow": st.booleans(),
+        "swap_add": st.booleans(),
+        "swap_mul": st.booleans(),
+        "kappa": st.sampled_from([0.044715, 0.0447]),
+        "k": st.sampled_from([_K, 0.7978845608]),
+    }
+)
+
+
+def _spelled(s: dict[str, Any]) -> Any:
+    def mul(a: Any, b: Any) -> Any:
+        return ltorch.mul(b, a) if s["swap_mul"] else ltorch.mul(a, b)
+
+    def add(a: Any, b: Any) -> Any:
+        return ltorch.add(b, a) if s["swap_add"] else ltorch.add(a, b)
+
+    def fn(x: Any) -> Any:
+        cube = ltorch.pow(x, 3.0) if s["cube_as_pow"] else mul(mul(x, x), x)
+        inner = add(1.0, ltorch.tanh(mul(s["k"], add(x, mul(s["kappa"], cube)))))
+        return mul(mul(0.5, x), inner) if s["half_first"] else mul(x, mul(inner, 0.5))
+
+    return fn
+
+
+@settings(max_examples=30, deadline=None)
+@given(_SPELLINGS, st.integers(0, 2**16))
+def test_every_spelling_with_the_exact_constants_and_only_those_is_recognized(
+    spelling: dict[str, Any], seed: int
+) -> None:
+    fn = _spelled(spelling)
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(seed))
+    trace = trace_function(fn, x)
+    rewritten = recognize_composites(trace)
+    check_trace(rewritten)
+    exact = spelling["kappa"] == 0.044715 and spelling["k"] == _K
+    names = [b.sym.name for b in rewritten.bound_symbols]
+    assert ("gelu" in names) == exact, names
+    if exact:
+        assert "tanh" not in names and "pow" not in names
+    got = transform_for_execution(rewritten).python_callable()(x)
+    torch.testing.assert_close(got, transform_for_execution(trace).python_callable()(x))
+    if exact:
+        torch.testing.assert_close(got, torch.nn.functional.gelu(x, approximate="tanh"))
