@@ -4,6 +4,8 @@ second a cache hit), and a training step whose loss and every parameter's gradie
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -183,12 +185,47 @@ def test_training_step_with_labels_and_padding_matches_eager(name: str) -> None:
             torch.testing.assert_close(jgrads[n], g, msg=lambda m, n=n: f"{n}: {m}")
 
 
+def _forward_hook_counts(model: torch.nn.Module) -> dict[str, int]:
+    return {n: len(m._forward_hooks) for n, m in model.named_modules() if m._forward_hooks}
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "mixtral", "t5", "bart", "vit"])
+def test_hidden_states_asked_for_on_the_first_call_install_transformers_hooks_as_eager(
+    name: str,
+) -> None:
+    """The first call that asks for hidden states makes transformers install its capturing
+    forward hooks (under a threading lock) and mark the model. Under thunder.jit that call's
+    program registers them (its epilogue stores new hook functions, made from the same code, in
+    the modules' hook dicts); the next call finds them and compiles the path that runs them. The
+    models end with exactly eager's hooks, and every output equals eager's."""
+    model = hf_zoo.build(name)
+    reference = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    asks = [
+        {"output_hidden_states": True},
+        {"output_hidden_states": True, "output_attentions": True},
+        {},
+        {"output_hidden_states": True},
+    ]
+    with torch.no_grad():
+        for seed, kw in enumerate(asks):
+            inputs = hf_zoo.inputs(name, seed)
+            expected, actual = reference(**inputs, **kw), jitted(**inputs, **kw)
+            keys = [k for k in expected.keys() if k.endswith(("hidden_states", "attentions"))]
+            assert bool(keys) == bool(kw)
+            for k in keys:
+                _assert_same_value(actual[k], expected[k], k)
+            torch.testing.assert_close(hf_zoo.logits(actual), hf_zoo.logits(expected))
+            assert _forward_hook_counts(model) == _forward_hook_counts(reference)
+    assert _forward_hook_counts(model)  # installed, once
+    assert thunder.compile_stats(jitted).eager_fallbacks == 0
+
+
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "t5", "vit"])
 def test_hidden_states_and_attentions_match_eager(name: str) -> None:
     """``output_hidden_states`` / ``output_attentions``: transformers collects them with forward
-    hooks into a dict it makes per call and stores on a module global. The hooks are installed
-    by a first eager call (installing them inside the jitted call takes a threading lock, which
-    is refused)."""
+    hooks into a dict it makes per call and stores on a module global. Here the hooks are
+    installed by a first eager call."""
     model = hf_zoo.build(name)
     kw = {"output_hidden_states": True, "output_attentions": True}
     with torch.no_grad():

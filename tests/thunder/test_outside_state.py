@@ -9,6 +9,7 @@ import collections.abc
 import functools
 import os
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -16,7 +17,11 @@ import pytest
 import torch
 
 import thunder
-from thunder.errors import ImpureCallError
+from thunder.errors import (
+    ImpureCallError,
+    UnsupportedSideEffectError,
+)
+from thunder_ir.errors import UnsupportedInTracingError
 
 SCALE = 2.0
 CONFIG = {"shift": 1.0}
@@ -1071,3 +1076,142 @@ def test_a_container_made_in_the_call_and_stored_outside_is_mutated_and_read() -
         torch.testing.assert_close(j(x), _collects(x))
         assert _COLLECTOR.slot is None
     assert thunder.compile_stats(j).compilations == 1
+
+
+# -- functions the program makes and stores outside (hooks, callbacks), and locks -------------
+
+STORED: list[Any] = []
+LOCK = threading.Lock()
+RLOCK = threading.RLock()
+
+
+def test_a_closure_stored_outside_is_a_new_function_with_the_calls_values_every_call():
+    def f(x):
+        y = x + 1
+        STORED.append(lambda s=2.0: y * s)
+        return y
+
+    jitted = thunder.jit(f)
+    STORED.clear()
+    try:
+        xs = [torch.randn(3) for _ in range(3)]
+        for x in xs:
+            jitted(x)
+        assert len(STORED) == 3 and len({id(g) for g in STORED}) == 3  # a new function each call
+        for g, x in zip(STORED, xs):
+            torch.testing.assert_close(g(), (x + 1) * 2.0)
+            torch.testing.assert_close(g(3.0), (x + 1) * 3.0)
+    finally:
+        STORED.clear()
+
+
+def test_a_stored_closure_that_writes_its_variable_has_its_own_variable_per_call():
+    def f(x):
+        count = 0
+
+        def bump():
+            nonlocal count
+            count += 1
+            return count
+
+        STORED.append(bump)
+        return x * 2
+
+    jitted = thunder.jit(f)
+    STORED.clear()
+    try:
+        jitted(torch.ones(2))
+        jitted(torch.ones(2))
+        first, second = STORED
+        assert (first(), first(), second()) == (1, 2, 1)  # as eager: one cell per call
+    finally:
+        STORED.clear()
+
+
+def test_a_returned_closure_computes_with_the_calls_tensor():
+    def f(x):
+        y = x.sin()
+        return lambda s: y * s
+
+    jitted = thunder.jit(f)
+    for _ in range(2):
+        x = torch.randn(4)
+        torch.testing.assert_close(jitted(x)(3.0), f(x)(3.0))
+
+
+def test_assigning_a_variable_a_stored_closure_reads_after_storing_it_is_refused():
+    def f(x):
+        n = 1
+        STORED.append(lambda: n)
+        n = 2  # eager's stored function returns 2
+        return x + n
+
+    STORED.clear()
+    with pytest.raises(UnsupportedSideEffectError, match="after storing it"):
+        thunder.jit(f)(torch.ones(1))
+    assert STORED == []  # tracing left nothing behind
+
+
+def test_a_forward_hook_the_module_registers_on_itself_once_runs_as_in_eager():
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            if not getattr(self, "hooked", False):
+                scale = 2.0
+
+                def double(module, args, out):
+                    return out * scale
+
+                self.lin.register_forward_hook(double)
+                self.hooked = True
+            return self.lin(x) + 1
+
+    model = Net()
+    reference = Net()
+    reference.load_state_dict(model.state_dict())
+    jitted = thunder.jit(model)
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(jitted(x), reference(x))
+        assert len(model.lin._forward_hooks) == len(reference.lin._forward_hooks) == 1
+    assert model.hooked is True
+
+
+def test_a_lock_taken_and_released_in_the_function_is_taken_while_tracing_only():
+    def f(x):
+        with LOCK:
+            y = x * 2
+        RLOCK.acquire()
+        RLOCK.acquire()  # reentrant
+        try:
+            return y + 1
+        finally:
+            RLOCK.release()
+            RLOCK.release()
+
+    jitted = thunder.jit(f)
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(jitted(x), f(x))
+        assert not LOCK.locked()
+    assert thunder.compile_stats(jitted).compilations == 1
+
+
+def test_a_function_that_returns_holding_a_lock_is_refused_and_the_lock_released():
+    def keeps(x):
+        LOCK.acquire()
+        return x + 1
+
+    def raises_inside(x):
+        with LOCK:
+            return x.nonzero()  # a data-dependent shape: refused while the lock is held
+
+    with pytest.raises(UnsupportedSideEffectError, match="holding a lock"):
+        thunder.jit(keeps)(torch.ones(2))
+    assert not LOCK.locked()
+    with pytest.raises(UnsupportedInTracingError, match="depends on the values"):
+        thunder.jit(raises_inside)(torch.ones(2))
+    assert not LOCK.locked()

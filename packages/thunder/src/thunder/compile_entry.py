@@ -152,6 +152,7 @@ def _compile_entry(
             result = interpreted(*pargs, **pkwargs)
             binder.check_context_vars()
             template = binder.output_template(result)
+            binder.check_stored_cells()
         except UnsupportedOperationError as e:
             location = _user_location(e)
             if location is None or e.location is not None:
@@ -172,6 +173,7 @@ def _compile_entry(
         except Exception as e:
             raise ProgramRaised(e) from e
         finally:
+            binder.release_held_locks()
             binder.undo_effects()
         trace.args = tuple(p for p, _ in binder.inputs)
         needs_epilogue = bool(binder.writes) or _has_external_refs(template)

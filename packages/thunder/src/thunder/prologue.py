@@ -567,7 +567,7 @@ class _EpilogueWriter:
         if isinstance(template, Rebuilt):
             self.ctx["_rebuild"] = rebuild
             func = self.printer.opaque(template.func)
-            constants = ", ".join(self.printer.opaque(c) + "," for c in template.constants)
+            constants = "".join(self.printer.opaque(c) + ", " for c in template.constants)
             parts = ", ".join(self.value(p) for p in template.parts)
             return f"_rebuild({func}, ({constants}), {parts})"
         t = type(template)

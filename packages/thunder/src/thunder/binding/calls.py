@@ -4,9 +4,11 @@ IR back into user code (torch dtypes, devices, ``torch.Size``)."""
 
 from __future__ import annotations
 
+import _thread
 import contextvars
 import functools
 import logging
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -86,11 +88,19 @@ def _callable_name(fn: Any) -> str:
 
 _UNBOUND_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
+# Locks a program may take and release within a call (regions.RegionsMixin._lock_call):
+# threading.Lock and RLock (Condition and Semaphore are Python classes built on them).
+LOCK_TYPES: frozenset[type] = frozenset({_thread.LockType, type(threading.RLock())})
+LOCK_METHODS = frozenset({"acquire", "release", "__enter__", "__exit__"})
+
 
 class CallsMixin(WritesMixin):
     """Opaque calls and the callbacks given to the interpreter."""
 
     def _context_var_call(self, var: Any, name: str, args: tuple[Any, ...]) -> Any:
+        raise NotImplementedError  # regions.RegionsMixin
+
+    def _lock_call(self, lock: Any, name: str, args: tuple[Any, ...], kwargs: Any) -> Any:
         raise NotImplementedError  # regions.RegionsMixin
 
     def callbacks(self) -> Callbacks:
@@ -121,6 +131,8 @@ class CallsMixin(WritesMixin):
         owner = getattr(fn, "__self__", None)
         if type(owner) is contextvars.ContextVar and not kwargs:
             return self._context_var_call(owner, fn.__name__, args)
+        if type(owner) in LOCK_TYPES and fn.__name__ in LOCK_METHODS:
+            return self._lock_call(owner, fn.__name__, args, kwargs)
         if isinstance(owner, logging.Logger):
             return self._logging_call(owner, getattr(fn, "__name__", ""), args, kwargs)
         if args and _logger_method(fn, args[0]):  # transformers' warning_once (an lru_cache)

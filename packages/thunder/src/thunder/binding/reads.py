@@ -678,6 +678,9 @@ class ReadsMixin(BinderState):
         if access is None:
             return access
         self.guards.setdefault(access.attr("<hooks>"), Guard(access, "no_hooks", None))
+        # Found again on later calls: a hook the program registers is a recorded write into it
+        # (replayed by the epilogue, undone after tracing), not a store into a dict of its own.
+        self.access_of.setdefault(id(value), (value, access.attr(name)))
         return access
 
     def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:

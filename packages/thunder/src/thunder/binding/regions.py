@@ -1,6 +1,7 @@
 """Regions of state the program enters itself: ``torch.autocast`` blocks (recorded, then
 applied by the autocast transform), grad and inference mode, ``torch.utils.checkpoint.checkpoint``
-regions, and ``contextvars.ContextVar`` values set and reset within the call."""
+regions, ``contextvars.ContextVar`` values set and reset within the call, and locks taken and
+released within the call."""
 
 from __future__ import annotations
 
@@ -135,8 +136,40 @@ class RegionsMixin(CopyingMixin):
             "itself are traced)",
         )
 
+    # -- locks ----------------------------------------------------------------------------------
+
+    def _lock_call(self, lock: Any, name: str, args: tuple[Any, ...], kwargs: Any) -> Any:
+        """``lock.acquire/release`` and ``with lock:`` while tracing. The lock is taken for real
+        (another thread holding it makes tracing wait, as eager waits), so the Python the program
+        runs under it while tracing runs exclusively; the program must release it before it
+        returns, so a call leaves the lock as it found it. The compiled program does not take the
+        lock: what the block computes is in the program, and what it writes outside is replayed
+        by the epilogue on every call (without the lock)."""
+        method = getattr(lock, name)
+        result = method(*args, **kwargs)
+        if name in ("acquire", "__enter__") and result is not False:
+            self.held_locks.append(lock)
+        elif name in ("release", "__exit__"):
+            for i in range(len(self.held_locks) - 1, -1, -1):
+                if self.held_locks[i] is lock:
+                    del self.held_locks[i]
+                    break
+        return result
+
+    def release_held_locks(self) -> None:
+        """Release what the program took and did not release (tracing stopped, or the program
+        returns holding a lock, which ``check_context_vars`` refuses)."""
+        while self.held_locks:
+            self.held_locks.pop().release()
+
     def check_context_vars(self) -> None:
-        """Refuse a program that returns with a context variable still set by it."""
+        """Refuse a program that returns with a context variable still set by it, or holding a
+        lock it took."""
+        if self.held_locks:
+            raise UnsupportedSideEffectError(
+                "thunder.jit: the function returns holding a lock it acquired; the compiled "
+                "program cannot replay that. Release it before returning, or take it outside"
+            )
         if self.context_values:
             names = ", ".join(sorted(v.name for v in self.context_values))
             raise UnsupportedSideEffectError(

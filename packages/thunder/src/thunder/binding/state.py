@@ -232,6 +232,24 @@ def rebuild(
     return obj
 
 
+def new_function(
+    code: types.CodeType,
+    globals_: dict[str, Any],
+    name: str,
+    qualname: str,
+    defaults: tuple[Any, ...] | None,
+    kwdefaults: dict[str, Any] | None,
+    closure: tuple[Any, ...],
+) -> types.FunctionType:
+    """A function made as ``def`` (or ``lambda``) makes one (the epilogue's half of a stored
+    function's template, see ``WritesMixin._function_template``)."""
+    fn = types.FunctionType(code, globals_, name, defaults, closure or None)
+    fn.__qualname__ = qualname
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
 # The builtin bases whose instances hold nothing but their __dict__ and their items: an object of
 # a Python class on one of these (and without __slots__) is restored from that state alone.
 RESTORABLE_BASES = (object, dict, OrderedDict, list)
@@ -376,9 +394,12 @@ class BinderState:
         self.autocast_marks: list[tuple[int, torch.dtype | None]] = []
         # Context variables the program set in this call, and their values (see regions).
         self.context_values: dict[Any, Any] = {}
+        self.held_locks: list[Any] = []  # locks the program took and has not released (regions)
         # torch.backends modules and flag objects read by the program: their canonical paths.
         self._backend_accesses: dict[int, tuple[Any, Access]] = {}
         self._rebuilding: set[int] = set()  # objects being turned into templates (cycles)
+        # Cells of functions the program stored outside or returned, and what they held then.
+        self._stored_cells: list[tuple[Any, tuple[Any, ...]]] = []
         self._register_root(fn)
 
     def _register_root(self, fn: Any) -> None:

@@ -24,6 +24,7 @@ from thunder.binding.state import (
     Write,
     _cell_is_set,
     is_scalar_constant,
+    new_function,
 )
 from thunder.errors import (
     UnsupportedSideEffectError,
@@ -292,6 +293,10 @@ class WritesMixin(ReadsMixin):
             template = [self._template(v, what, memo) for v in value]
         elif t is dict:
             template = {k: self._template(v, what, memo) for k, v in value.items()}
+        elif t is types.FunctionType:
+            template = self._function_template(value, what, memo)
+        elif t is types.CellType:
+            template = self._cell_template(value, what, memo)
         else:
             template = self._rebuilt(value, what, memo)
         if template is not None:
@@ -339,6 +344,50 @@ class WritesMixin(ReadsMixin):
         finally:
             self._rebuilding.discard(id(value))
         return Rebuilt(func, constants, parts)
+
+    def _function_template(
+        self, fn: types.FunctionType, what: str, memo: dict[int, Any]
+    ) -> Rebuilt | None:
+        """A function the program made (a closure, a hook it registers): the epilogue makes a new
+        one on every call from the same code, globals and defaults, with new cells holding what
+        the program's cells held (a captured tensor is the call's own), as eager makes a new
+        function on every call. None for a function with attributes of its own, or one that
+        captures itself."""
+        if fn.__dict__ or id(fn) in self._rebuilding:
+            return None
+        self._rebuilding.add(id(fn))
+        try:
+            cells = tuple(fn.__closure__ or ())
+            parts = self._template((fn.__defaults__, fn.__kwdefaults__, cells), what, memo)
+        finally:
+            self._rebuilding.discard(id(fn))
+        constants = (fn.__code__, fn.__globals__, fn.__name__, fn.__qualname__)
+        return Rebuilt(new_function, constants, (parts, None, None, None))
+
+    def _cell_template(self, cell: types.CellType, what: str, memo: dict[int, Any]) -> Rebuilt:
+        """A closure cell of a function the program made: a new cell with what it holds now
+        (``check_stored_cells`` makes sure the program does not assign it afterwards)."""
+        try:
+            contents: tuple[Any, ...] = (cell.cell_contents,)
+        except ValueError:  # an empty cell (a name not assigned yet)
+            contents = ()
+        self._stored_cells.append((cell, contents))
+        return Rebuilt(types.CellType, (), (self._template(contents, what, memo), None, None, None))
+
+    def check_stored_cells(self) -> None:
+        """Refuse a program that assigns a variable a function it stored outside (or returned)
+        reads, after storing it: the stored function was rebuilt with the value it had then."""
+        for cell, contents in self._stored_cells:
+            try:
+                now: tuple[Any, ...] = (cell.cell_contents,)
+            except ValueError:
+                now = ()
+            if len(now) != len(contents) or (now and now[0] is not contents[0]):
+                raise UnsupportedSideEffectError(
+                    "thunder.jit: the function assigns a variable that a function it stored "
+                    "outside (or returned) reads, after storing it; assign it before the inner "
+                    "function escapes"
+                )
 
     def _restored(self, value: Any, base: type, what: str, memo: dict[int, Any]) -> Rebuilt:
         """``value`` as its class, its base and the state it has now (see :class:`Rebuilt`)."""
