@@ -21,9 +21,11 @@ from thunder_transforms import recognize_composites
 _K = math.sqrt(2.0 / math.pi)
 
 
-def _gelu_ops(fn: Any) -> list[str]:
-    trace = thunder.last_traces(fn)[-1]
-    return [b.sym.name for b in trace.bound_symbols if "gelu" in b.sym.name]
+def _activation_ops(fn: Any, trace_index: int | None = None) -> list[str]:
+    """The activation ops recorded in the last compilation's traces (or in one of them)."""
+    traces = thunder.last_traces(fn)
+    traces = traces if trace_index is None else [traces[trace_index]]
+    return [b.sym.name for t in traces for b in t.bound_symbols if b.sym.name in ("gelu", "silu")]
 
 
 def new_gelu(x: torch.Tensor) -> torch.Tensor:  # transformers' NewGELUActivation
@@ -39,9 +41,13 @@ def gelu_grouped_otherwise(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * (x * (torch.tanh(inner * _K) + 1.0))
 
 
-@pytest.mark.parametrize("fn", [new_gelu, gelu_python, gelu_grouped_otherwise])
+def swish(x: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(x) * x
+
+
+@pytest.mark.parametrize("fn", [new_gelu, gelu_python, gelu_grouped_otherwise, swish])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_a_spelled_out_gelu_runs_as_one_op_with_eager_values_and_gradients(
+def test_a_spelled_out_activation_runs_as_one_op_with_eager_values_and_gradients(
     fn: Any, dtype: torch.dtype
 ) -> None:
     def program(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -59,18 +65,19 @@ def test_a_spelled_out_gelu_runs_as_one_op_with_eager_values_and_gradients(
         torch.testing.assert_close(got, want)
         torch.testing.assert_close(gx, ex)
         torch.testing.assert_close(gw, ew)
-    assert _gelu_ops(jitted), thunder.last_traces(jitted)[-1]
+    assert _activation_ops(jitted), thunder.last_traces(jitted)[-1]
     with torch.no_grad():
         x = torch.randn(3, 6, dtype=dtype)
         w = torch.randn(6, 5, dtype=dtype)
         torch.testing.assert_close(jitted(x, w), program(x, w))
+    assert _activation_ops(jitted, -1)  # what runs: one torch call
 
 
 def _not_rewritten(program: Any, *args: torch.Tensor) -> None:
     jitted = thunder.jit(program)
     got, want = jitted(*args), program(*[a.clone() for a in args])
     torch.testing.assert_close(got, want)
-    assert not _gelu_ops(jitted), thunder.last_traces(jitted)[-1]
+    assert not _activation_ops(jitted), thunder.last_traces(jitted)[-1]
 
 
 def test_a_truncated_constant_is_another_function_and_stays_as_written() -> None:

@@ -4,7 +4,8 @@ Libraries spell some activations out: GPT-2's ``NewGELUActivation`` is
 ``0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))``, eight torch calls, each
 reading and writing the whole tensor. Recorded as ``ltorch.gelu(x, approximate="tanh")`` it is one
 kernel where an executor keeps it whole (torch_ops) and one fusible op elsewhere; its gradient is
-the op's own rule. The values agree to rounding, as those of any fusion do.
+the op's own rule. The values agree to rounding, as those of any fusion do. Recognized: GELU
+(tanh and erf forms, in the groupings people write) and SiLU written as ``x * sigmoid(x)``.
 
 A match is only rewritten when nothing else sees its intermediates: each is read by the match
 alone, none is returned, and no in-place write runs between the match's first op and its last
@@ -172,9 +173,13 @@ _GELU_ERF = _half_x_times(
     )
 )
 
+# x * sigmoid(x) (swish)
+_SILU = _mul(_x(), _op("sigmoid", _x()))
+
 _COMPOSITES: tuple[tuple[str, Pattern, dict[str, Any]], ...] = (
     ("gelu", _GELU_TANH, {"approximate": "tanh"}),
     ("gelu", _GELU_ERF, {}),
+    ("silu", _SILU, {}),
 )
 
 
