@@ -9,6 +9,9 @@ For every architecture of the zoo (random weights, eval mode, ``torch.no_grad()`
 - ``thunder``: its steady time as a ratio to eager (lower is faster: 0.5x is twice as fast);
 - ``thunder+tc first`` / ``thunder+tc``: the same with torch.compile fusion regions first
   (executors ``torchcompile, torch_ops, torch``, when the ``torchcompile`` executor is available);
+- ``ops alone``: the steady time of the default configuration's computation alone (the torch
+  calls of its execution trace, without prologue, epilogue or call overhead) as a ratio to eager:
+  the floor for a configuration that runs one torch call per op;
 - ``torch.compile first`` / ``torch.compile``: ``torch.compile(model)`` itself (inductor's on-disk
   caches make a second run of the benchmark faster on first calls);
 - ``check``: ``ok`` when every configuration's logits equal eager's (``torch.testing.assert_close``),
@@ -140,16 +143,30 @@ def measure(zoo: ModuleType, name: str, configs: list[str], repeat: int) -> dict
                 row["error"][config] = failure(e)
                 continue
             runners[config] = lambda c=compiled: c(**kwargs)
+            if config == "thunder":
+                # The computation alone (no prologue, epilogue or call overhead): torch's time for
+                # the ops themselves, one call each, the floor of this configuration.
+                program = thunder.compile_stats(compiled).last_program
+                assert program is not None
+                inputs = program.prologue((), kwargs)
+                runners[_OPS] = lambda p=program, i=inputs: p.computation(*i)
         times = medians(runners, repeat)
     row["eager"] = times.pop("eager")
+    ops = times.pop(_OPS, None)
+    row["ops"] = None if ops is None else ops / row["eager"]
     row["ratio"] = {config: t / row["eager"] for config, t in times.items()}
     return row
+
+
+_OPS = "thunder ops alone"
 
 
 def print_table(rows: list[dict[str, Any]], configs: list[str]) -> None:
     header = ["model", "eager"]
     for config in configs:
         header += [f"{config} first", config]
+        if config == "thunder":
+            header.append("ops alone")
     header.append("check")
     lines = []
     for r in rows:
@@ -160,6 +177,9 @@ def print_table(rows: list[dict[str, Any]], configs: list[str]) -> None:
                 cells += ["FAIL", "FAIL"]
             else:
                 cells += [f"{r['first'][config]:.2f} s", f"{r['ratio'][config]:.2f}x"]
+            if config == "thunder":
+                ops = r.get("ops")
+                cells.append("-" if ops is None else f"{ops:.2f}x")
         by_message: dict[str, list[str]] = {}  # one message, with every configuration it stopped
         for config, message in r["error"].items():
             by_message.setdefault(message, []).append(config)

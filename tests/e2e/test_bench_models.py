@@ -29,7 +29,7 @@ def test_main_on_one_model(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
     bench.main()
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.startswith("model"))
-    assert "thunder first" in header and "torch.compile" not in header
+    assert "thunder first" in header and "ops alone" in header and "torch.compile" not in header
     row = next(line for line in lines if line.startswith("bert "))
     assert " ms " in row
     assert row.rstrip().endswith("ok") or "FAIL: " in row
@@ -64,6 +64,7 @@ def test_row_of_a_model_that_compiles() -> None:
     row = bench.measure(_zoo(_Tiny), "tiny", ["thunder"], repeat=2)
     assert not row["error"], row["error"]
     assert row["first"]["thunder"] > 0 and row["ratio"]["thunder"] > 0
+    assert row["ops"] > 0  # the computation alone
     bench.print_table([row], ["thunder"])
 
 

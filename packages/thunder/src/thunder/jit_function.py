@@ -41,6 +41,9 @@ class CompileStats:
     last_compile_seconds: float = 0.0
     last_timings: dict[str, float] = field(default_factory=dict)
     last_recompile_reason: str | None = None
+    # The last compiled program: ``prologue(args, kwargs)`` returns the computation's inputs,
+    # ``computation(*inputs)`` what runs (``./dev bench models`` times it alone).
+    last_program: CacheEntry | None = None
 
 
 class _Structure:
@@ -183,6 +186,7 @@ class ThunderFunction:
         stats.last_backward_traces = entry.backward_traces
         stats.last_epilogue_source = entry.epilogue_source
         stats.last_recompile_reason = reason
+        stats.last_program = entry
         if caching and structure is not None and key is not None:
             structure.buckets.setdefault(key, []).append(entry)
             self._entries += 1
