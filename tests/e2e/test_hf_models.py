@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import thunder
+from thunder_ir import OpTag
 
 hf_zoo = pytest.importorskip("hf_zoo")
 pytest.importorskip("transformers", reason="transformers is a pinned test dependency")
@@ -116,6 +117,47 @@ def test_training_step_matches_eager(name: str) -> None:
         else:
             assert q.grad is not None, pname
             torch.testing.assert_close(q.grad, p.grad, msg=lambda m, n=pname: f"{n}: {m}")
+
+
+# transformers' own classes refuse activation checkpointing for these (eager raises too).
+NO_CHECKPOINTING = ("albert", "resnet")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n for n in hf_zoo.ARCHITECTURES + hf_zoo.MORE_ARCHITECTURES if n not in NO_CHECKPOINTING],
+)
+def test_training_step_with_gradient_checkpointing_matches_eager(name: str) -> None:
+    """``model.activation_checkpointing_enable()``: each layer runs as a checkpointed region
+    (transformers passes some tensors to it through a functools.partial), and a forward hook
+    calls ``requires_grad_(True)`` on the input embeddings. Loss and every gradient equal
+    eager's, over two steps."""
+    eager = hf_zoo.build(name, seed=3)
+    model = hf_zoo.build(name, seed=3)
+    for m in (eager, model):
+        m.activation_checkpointing_enable()
+        m.train()
+    jitted = thunder.jit(model)
+    for seed in (4, 5):
+        inputs = hf_zoo.inputs(name, seed=seed)
+        losses = []
+        for m, run in ((eager, eager), (model, jitted)):
+            m.zero_grad()
+            loss = hf_zoo.logits(run(**inputs)).float().square().mean()
+            loss.backward()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[1], losses[0])
+        named = dict(model.named_parameters())
+        for pname, p in eager.named_parameters():
+            q = named[pname]
+            assert (p.grad is None) == (q.grad is None), pname
+            if p.grad is not None:
+                torch.testing.assert_close(q.grad, p.grad, msg=lambda m, n=pname: f"{n}: {m}")
+    regions = [
+        b for b in thunder.last_traces(jitted)[0].bound_symbols if b.has_tag(OpTag.CHECKPOINT)
+    ]
+    assert regions, "no checkpointed region was recorded"
+    assert thunder.compile_stats(jitted).eager_fallbacks == 0
 
 
 def test_models_in_one_process_do_not_interfere() -> None:

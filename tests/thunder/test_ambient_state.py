@@ -3,6 +3,7 @@ function), and activation checkpointing, each against eager torch."""
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -350,6 +351,45 @@ def test_checkpoint_of_a_module_and_kwargs() -> None:
     thunder.jit(fn)(x).backward()
     torch.testing.assert_close(x.grad, eager[0])
     torch.testing.assert_close(lin.weight.grad, eager[1])
+
+
+@pytest.mark.parametrize("via", ["closure", "partial"])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_a_checkpointed_region_reading_tensors_it_was_not_passed(via: str, autocast: bool) -> None:
+    """A region reads tensors the program computed before it, held by a closure or by a
+    functools.partial's keywords (transformers passes the rotary embeddings to its checkpointed
+    layers so): they are inputs of the region, kept alive for it. Before, dead code elimination
+    dropped them and the program raised UnboundLocalError."""
+    lin = torch.nn.Linear(8, 8)
+
+    def layer(h: torch.Tensor, *, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+        return lin(h) * scale + shift
+
+    def fn(x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        scale, shift = p.cos() * 1.0, p.sin().to(torch.float32)  # computed, read only inside
+        if via == "closure":
+            region: Any = lambda h: layer(h, scale=scale, shift=shift)  # noqa: E731
+        else:
+            region = functools.partial(layer, scale=scale, shift=shift)
+        h = torch_checkpoint.checkpoint(region, x, use_reentrant=False)
+        return torch_checkpoint.checkpoint(region, h.tanh(), use_reentrant=False).sum()
+
+    jitted = thunder.jit(fn)
+    for _ in range(2):
+        x = torch.randn(4, 8, requires_grad=True)
+        p = torch.randn(8, requires_grad=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            expected = fn(x, p)
+            eager = torch.autograd.grad(expected, (x, p, lin.weight))
+            actual = jitted(x, p)
+        tol = {"rtol": 1.6e-2, "atol": 2e-2} if autocast else {}  # bfloat16's rounding
+        torch.testing.assert_close(actual, expected, **tol)
+        for got, want in zip(torch.autograd.grad(actual, (x, p, lin.weight)), eager):
+            torch.testing.assert_close(got, want, **tol)
+    regions = [
+        b for b in thunder.last_traces(jitted)[0].bound_symbols if b.sym.module == "checkpoint"
+    ]
+    assert len(regions) == 2 and all("captured" in b.kwargs for b in regions)
 
 
 @pytest.mark.parametrize("use_reentrant", [True, False])

@@ -14,7 +14,11 @@ import pytest
 import torch
 
 import thunder
-from thunder.errors import ImpureCallError, UnsupportedSideEffectError
+from thunder.errors import (
+    ImpureCallError,
+    UnsupportedOperationError,
+    UnsupportedSideEffectError,
+)
 
 _VAR: contextvars.ContextVar[Any] = contextvars.ContextVar("collector", default=None)
 
@@ -510,3 +514,50 @@ def test_buffer_stored_twice_in_one_call() -> None:
         x = _x(3)
         torch.testing.assert_close(j(x), e(x))
     torch.testing.assert_close(m.steps, e.steps)
+
+
+# -- Tensor.requires_grad_ inside the program ------------------------------------------------
+
+
+def test_requires_grad_on_a_computed_tensor_gives_eagers_gradients() -> None:
+    """transformers' gradient checkpointing calls ``requires_grad_(True)`` on the embeddings'
+    output (a forward hook), which requires grad already when the embeddings train and does
+    not when they are frozen (adapters): the gradients are eager's either way."""
+    emb = torch.nn.Embedding(10, 6)
+    head = torch.nn.Linear(6, 3)
+
+    def fn(ids: torch.Tensor) -> torch.Tensor:
+        h = emb(ids)
+        h.requires_grad_(True)
+        return head(h.tanh()).pow(2).sum()
+
+    jitted = thunder.jit(fn)
+    for frozen in (False, True):
+        emb.weight.requires_grad_(not frozen)
+        ids = torch.randint(0, 10, (2, 5))
+        params = [p for p in (emb.weight, head.weight, head.bias) if p.requires_grad]
+        eager = torch.autograd.grad(fn(ids), params)
+        got = torch.autograd.grad(jitted(ids), params)
+        for g, e in zip(got, eager):
+            torch.testing.assert_close(g, e)
+    with torch.no_grad():  # a computed tensor without grad in a no-grad region
+        ids = torch.randint(0, 10, (2, 5))
+        torch.testing.assert_close(jitted(ids), fn(ids))
+    emb.weight.requires_grad_(True)
+
+
+def test_requires_grad_that_would_change_a_callers_tensor_or_unflag_one_is_refused() -> None:
+    def flag_input(x: torch.Tensor) -> torch.Tensor:
+        return x.requires_grad_(True) * 2
+
+    def unflag(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).requires_grad_(False)
+
+    x = torch.randn(3)
+    with pytest.raises(UnsupportedOperationError, match="tensor passed in"):
+        thunder.jit(flag_input)(x)
+    assert not x.requires_grad  # the caller's tensor is untouched
+    with pytest.raises(UnsupportedOperationError, match="detach"):
+        thunder.jit(unflag)(torch.randn(3, requires_grad=True))
+    w = torch.randn(3, requires_grad=True)
+    torch.testing.assert_close(thunder.jit(flag_input)(w), w * 2)  # already so: nothing to do

@@ -117,6 +117,21 @@ def test_an_integer_operand_is_not_a_gelu_operand() -> None:
     _not_rewritten(ints, torch.randint(-3, 4, (8,)))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_in_lower_precision_the_spelled_out_form_keeps_eagers_rounding(dtype: torch.dtype) -> None:
+    """Eager rounds after each of the eight ops; the op's kernel rounds once. The program runs
+    what eager runs, and its values are eager's bit for bit."""
+    jitted = thunder.jit(new_gelu)
+    x = torch.randn(64, dtype=dtype)
+    assert torch.equal(jitted(x), new_gelu(x))
+    assert not _activation_ops(jitted)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # a float32 input cast down by a matmul
+        w = torch.randn(8, 8)
+        f = thunder.jit(lambda a: new_gelu(a @ w))
+        a = torch.randn(4, 8)
+        assert torch.equal(f(a), new_gelu(a @ w))
+
+
 # -- the pass on its own: any spelling of the formula, exact constants or not -----------------
 
 _SPELLINGS = st.fixed_dictionaries(

@@ -267,6 +267,8 @@ class TensorProxy(Proxy):
         if name.startswith("__"):
             raise AttributeError(name)
         fn = _TENSOR_METHODS.get(name)
+        if name == "requires_grad_":
+            return _BoundTensorMethod(set_requires_grad, self)
         if fn is None:
             import torch
 
@@ -285,6 +287,20 @@ class TensorProxy(Proxy):
         if name in _TENSOR_PROPERTIES:
             return fn(self)
         return _BoundTensorMethod(fn, self)
+
+
+def set_requires_grad(t: TensorProxy, requires_grad: bool = True) -> TensorProxy:
+    """``t.requires_grad_(flag)``: nothing to record where ``t`` already has that flag.
+    Otherwise it changes a caller's tensor, or makes a computed tensor a leaf: the jit decides
+    (``thunder.binding.calls``); the IR alone refuses."""
+    if bool(requires_grad) == t.requires_grad:
+        return t
+    from thunder_ir.errors import UnsupportedInTracingError
+
+    raise UnsupportedInTracingError(
+        f"Tensor.requires_grad_({bool(requires_grad)}) on {t.name}, which "
+        f"{'requires' if t.requires_grad else 'does not require'} grad, cannot be recorded"
+    )
 
 
 def _fallback_method(self: TensorProxy, name: str) -> Any:

@@ -4,7 +4,8 @@ Libraries spell some activations out: GPT-2's ``NewGELUActivation`` is
 ``0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))``, eight torch calls, each
 reading and writing the whole tensor. Recorded as ``ltorch.gelu(x, approximate="tanh")`` it is one
 kernel where an executor keeps it whole (torch_ops) and one fusible op elsewhere; its gradient is
-the op's own rule. The values agree to rounding, as those of any fusion do. Recognized: GELU
+the op's own rule. The values agree to rounding, as those of any fusion do; in bfloat16 and
+float16 a spelled-out form stays as written (eager's rounding after every op). Recognized: GELU
 (tanh and erf forms, in the groupings people write) and SiLU written as ``x * sigmoid(x)``.
 
 A match is only rewritten when nothing else sees its intermediates: each is read by the match
@@ -22,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder_ir import BoundSymbol, OpTag, PassRecord, Proxy, TensorProxy, Trace, tracectx
+from thunder_ir import BoundSymbol, OpTag, PassRecord, Proxy, TensorProxy, Trace, dtypes, tracectx
 from thunder_ir.aliasing import writes_in_place
 from thunder_transforms.passes import substitute
 
@@ -53,11 +54,17 @@ class _Graph:
                 self.producer.setdefault(p.name, b)
 
 
+# In bfloat16 and float16 eager rounds after every op of the spelled-out form, and the op's kernel
+# computes in float32 and rounds once: a unit in the last place apart, which a user comparing with
+# eager sees. In float32 and float64 the two agree to rounding of the dtype itself.
+_FULL_PRECISION = (dtypes.float32, dtypes.float64)
+
+
 def _x() -> Pattern:
     """The operand of the activation: one float tensor, the same wherever it appears."""
 
     def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
-        if not isinstance(v, TensorProxy) or not v.dtype.is_float:
+        if not isinstance(v, TensorProxy) or v.dtype.strong() not in _FULL_PRECISION:
             return None
         if m.x is None:
             m = m.copy()

@@ -34,7 +34,7 @@ from thunder.binding.state import (
 from thunder.lookasides import jit_lookasides, native_special
 from thunder_interp import interpret
 from thunder_ir import Symbol, TensorProxy
-from thunder_ir.proxies import _BoundTensorMethod
+from thunder_ir.proxies import _BoundTensorMethod, set_requires_grad
 
 __all__ = [
     "Binder",
@@ -71,7 +71,13 @@ class Binder(AutogradFunctionMixin):
         for fn, impl in table.items():
             if isinstance(impl, Symbol):  # a torch callable the IR mirrors: a user-level call
                 table[fn] = _returning_torch_types(impl, None if fn is impl else fn)
-        table[_BoundTensorMethod.__call__] = _call_tensor_method
+
+        def call_tensor_method(method: _BoundTensorMethod, *args: Any, **kwargs: Any) -> Any:
+            if method.fn is set_requires_grad:
+                return self._requires_grad_(method.tensor, *args, **kwargs)
+            return _call_tensor_method(method, *args, **kwargs)
+
+        table[_BoundTensorMethod.__call__] = call_tensor_method
         table[TensorProxy.size] = _tensor_size
         table.update(op_overload_lookasides())
         table.update(self._context_lookasides(table))

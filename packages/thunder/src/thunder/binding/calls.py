@@ -169,6 +169,28 @@ class CallsMixin(WritesMixin):
             return result
         return fn(*args, **kwargs)
 
+    def _requires_grad_(self, t: TensorProxy, requires_grad: bool = True) -> TensorProxy:
+        """``t.requires_grad_(flag)``. Where ``t`` has the flag already, nothing happens (the
+        IR's ``set_requires_grad``). ``True`` on a tensor the program computed without grad makes
+        it a leaf in eager, so that what follows is recorded (transformers' gradient
+        checkpointing asks this of the input embeddings, for frozen ones): here nothing changes,
+        and every gradient is eager's (a parameter's gradient does not depend on the flag of a
+        value before it); only that tensor's own flag stays False. On an input it would change
+        the caller's tensor, and ``False`` on a tensor that requires grad raises in eager for a
+        computed one: both refused."""
+        if bool(requires_grad) == t.requires_grad:
+            return t
+        is_input = any(p is t for _, p in self.tensor_proxies.values())
+        if requires_grad and not is_input:
+            return t
+        raise UnsupportedOperationError(
+            "Tensor.requires_grad_",
+            "it would change the flag of a tensor passed in (state of the caller)"
+            if is_input
+            else "it un-flags a computed tensor that requires grad, which eager refuses too; "
+            "use .detach()",
+        )
+
     def _logging_call(
         self, logger: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:

@@ -319,7 +319,7 @@ class RegionsMixin(CopyingMixin):
         torch's default when it is not passed) differs from the other where eager's does: it
         refuses keyword arguments, and when no tensor input requires grad nothing it computes
         does (the parameters it uses get no gradient)."""
-        from thunder_transforms.checkpoint import checkpoint_symbol
+        from thunder_transforms.checkpoint import checkpoint_symbol, record_region
 
         if use_reentrant is None:
             warnings.warn(
@@ -343,7 +343,7 @@ class RegionsMixin(CopyingMixin):
         name = name if name.isidentifier() else "region"
         region = checkpoint_symbol(interpreted, name=name)
         if not use_reentrant or any(isinstance(a, TensorProxy) and a.requires_grad for a in args):
-            return region(*args, **kwargs)
+            return record_region(region, *args, **kwargs)
         if self._grad_mode():
             warnings.warn(
                 "None of the inputs have requires_grad=True. Gradients will be None", stacklevel=3
@@ -352,6 +352,6 @@ class RegionsMixin(CopyingMixin):
         old = trace.grad_enabled
         trace.grad_enabled = False  # eager: the region's outputs do not require grad
         try:
-            return region(*args)
+            return record_region(region, *args)
         finally:
             trace.grad_enabled = old
