@@ -54,9 +54,9 @@ class _Graph:
                 self.producer.setdefault(p.name, b)
 
 
-# In bfloat16 and float16 eager rounds after every op of the spelled-out form, and the op's kernel
-# computes in float32 and rounds once: a unit in the last place apart, which a user comparing with
-# eager sees. In float32 and float64 the two agree to rounding of the dtype itself.
+# In bfloat16 and float16 eager rounds after every op of the spelled-out form and the op's kernel
+# rounds once: results move by units in the last place (more where ``1 + tanh`` cancels), which a
+# user comparing with eager sees. In float32 and float64 the two agree to the dtype's rounding.
 _FULL_PRECISION = (dtypes.float32, dtypes.float64)
 
 
