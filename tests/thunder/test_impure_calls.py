@@ -8,6 +8,7 @@ import logging
 import math
 import random
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -96,3 +97,49 @@ def test_logging_in_the_function_logs_on_every_call_as_eager() -> None:
     finally:
         _LOG.removeHandler(records)
         del logging.Logger.warning_once  # type: ignore[attr-defined]
+
+
+# -- functions their library marks as constant for the process ----------------------------------
+
+PROBED: list[str] = []
+
+
+def _assume_constant(fn: Any) -> Any:
+    # What torch._dynamo.assume_constant_result sets (transformers sets it without importing
+    # torch on its install probes and version checks).
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@functools.lru_cache
+@_assume_constant
+def _installed(name: str) -> bool:
+    PROBED.append(name)
+    return time.time() > 0  # impure inside: run once, as the cache makes eager do
+
+
+@functools.lru_cache
+def _unmarked(name: str) -> bool:
+    return time.time() > 0
+
+
+def test_a_cached_function_marked_constant_runs_once_and_its_result_is_a_constant() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if _installed("torch") else x
+
+    PROBED.clear()
+    _installed.cache_clear()
+    jitted = thunder.jit(f)
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(jitted(x), f(x))
+    assert PROBED == ["torch"]  # once, while tracing; then the cache answers, as in eager
+    assert thunder.compile_stats(jitted).compilations == 1
+
+
+def test_a_cached_function_without_the_marker_is_still_refused() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if _unmarked("torch") else x
+
+    with pytest.raises(thunder.ImpureCallError, match="_unmarked"):
+        thunder.jit(f)(torch.randn(3))

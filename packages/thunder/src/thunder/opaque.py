@@ -48,6 +48,23 @@ def _module_of(fn: Any) -> str:
     return mod or ""
 
 
+def assumed_constant(fn: Any) -> bool:
+    """Whether ``fn`` (or a function it wraps: ``functools.lru_cache``, ``functools.wraps``)
+    carries the marker of ``torch._dynamo.assume_constant_result``: its library promises the
+    result is fixed for the life of the process (an install probe, a version check), so calling
+    it while tracing and keeping the result as a constant is what eager computes on every call."""
+    for _ in range(8):  # a chain of wrappers, bounded
+        try:
+            if getattr(fn, "_dynamo_marked_constant", False) is True:
+                return True
+            fn = getattr(fn, "__wrapped__", None)
+        except Exception:  # an object whose attribute lookup raises
+            return False
+        if fn is None:
+            return False
+    return False
+
+
 def impure_reason(fn: Any, is_outside: Any) -> str | None:
     """Why calling ``fn`` while tracing could bake a changing result, or None if it cannot.
 
@@ -55,6 +72,8 @@ def impure_reason(fn: Any, is_outside: Any) -> str | None:
     may see changed); objects the program created in this call are its own business."""
     if isinstance(fn, type):
         return None  # constructing an object; its Python code (if any) is interpreted
+    if assumed_constant(fn):
+        return None
     owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", "")
     if owner is None or isinstance(owner, types.ModuleType):
