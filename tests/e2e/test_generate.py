@@ -49,3 +49,29 @@ def test_generate_compiles_twice_for_any_length() -> None:
     stats = thunder.compile_stats(jitted)
     assert stats.compilations == 2, stats.last_recompile_reason
     assert stats.eager_fallbacks == 0
+
+
+@pytest.mark.parametrize("name", ["t5", "bart", "mt5", "gpt2", "gpt_neox"])
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_generate_of_zoo_models_matches_eager(name: str, cache: str) -> None:
+    """``generate()`` through a jitted forward, encoder-decoder models included: their forward
+    receives the encoder's outputs (a ``ModelOutput`` holding tensors) back as an argument on
+    every decoding step."""
+    hf_zoo = pytest.importorskip("hf_zoo")
+    model = hf_zoo.build(name).eval()
+    prompt = hf_zoo.inputs(name, 0)["input_ids"][:1]
+    options = {"max_new_tokens": 6, "min_new_tokens": 6, "do_sample": False}
+    eager_forward = model.forward
+    with torch.no_grad():
+        expected = model.generate(prompt, **options)
+        jitted = thunder.jit(eager_forward, cache=cache)
+        model.forward = jitted
+        try:
+            actual = model.generate(prompt, **options)
+        finally:
+            model.forward = eager_forward
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_fallbacks == 0
+    if cache == "symbolic values":
+        assert stats.compilations <= 3, stats.last_recompile_reason

@@ -561,3 +561,56 @@ def test_requires_grad_that_would_change_a_callers_tensor_or_unflag_one_is_refus
         thunder.jit(unflag)(torch.randn(3, requires_grad=True))
     w = torch.randn(3, requires_grad=True)
     torch.testing.assert_close(thunder.jit(flag_input)(w), w * 2)  # already so: nothing to do
+
+
+# -- objects holding tensors passed as arguments --------------------------------------------
+
+
+@dataclasses.dataclass
+class Encoded(OrderedDict):  # the shape of transformers' ModelOutput: a dataclass and a dict
+    last_hidden_state: torch.Tensor | None = None
+    extra: tuple[torch.Tensor, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                self[f.name] = value
+
+
+@dataclasses.dataclass
+class Batch:
+    ids: torch.Tensor
+    scale: float = 2.0
+
+
+def test_an_object_holding_tensors_passed_in_is_read_through_its_items_and_fields() -> None:
+    def fn(enc: Encoded, batch: Batch) -> torch.Tensor:
+        first = dict(enc.items())["last_hidden_state"]  # read through C, not an attribute
+        (extra,) = enc.extra if enc.extra is not None else (first,)
+        return (first + extra.sum(0)) * batch.scale + batch.ids.float().mean()
+
+    jitted = thunder.jit(fn)
+    for n in (3, 3, 5):  # a new size is a new program (the tensors inside are checked)
+        enc = Encoded(torch.randn(n, 4), (torch.randn(2, 4),))
+        batch = Batch(torch.randint(0, 9, (n,)), scale=float(n))
+        torch.testing.assert_close(jitted(enc, batch), fn(enc, batch))
+    assert thunder.compile_stats(jitted).compilations == 2  # n=3 (twice), then n=5
+    assert thunder.compile_stats(jitted).eager_fallbacks == 0
+
+
+def test_writes_to_an_object_argument_reach_the_callers_object() -> None:
+    def fn(batch: Batch) -> torch.Tensor:
+        batch.scale = batch.scale + 1.0
+        out = batch.ids * 2
+        batch.ids = out  # the caller's object holds the computed tensor afterwards, as in eager
+        return out
+
+    jitted = thunder.jit(fn)
+    batch, expected = Batch(torch.arange(3)), Batch(torch.arange(3))
+    for _ in range(2):
+        got, want = jitted(batch), fn(expected)
+        torch.testing.assert_close(got, want)
+        assert batch.scale == expected.scale
+        torch.testing.assert_close(batch.ids, expected.ids)
+        assert batch.ids is got

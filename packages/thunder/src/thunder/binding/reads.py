@@ -20,6 +20,7 @@ import thunder_interp
 from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
+    _HEAPTYPE,
     _CONTAINER_TYPES,
     _IDENTIFIED_TYPES,
     _LIBRARY_PREFIXES,
@@ -34,6 +35,8 @@ from thunder.binding.state import (
     _is_backend_flags,
     _values,
     is_scalar_constant,
+    restorable_base,
+    restore,
     torch_value,
 )
 from thunder.errors import (
@@ -148,6 +151,17 @@ def _is_guardable_key(key: Any) -> bool:
     return type(key) in (str, int, bool) or key is None
 
 
+def _holds_tensor(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is a tensor or a tuple, list or dict holding one (a few levels deep)."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth < 3 and type(value) in (tuple, list):
+        return any(_holds_tensor(v, depth + 1) for v in value)
+    if depth < 3 and type(value) is dict:
+        return any(_holds_tensor(v, depth + 1) for v in value.values())
+    return False
+
+
 class ReadsMixin(BinderState):
     """Outside reads and argument binding."""
 
@@ -258,17 +272,20 @@ class ReadsMixin(BinderState):
                     )
                 pkwargs[name] = seen
 
-    def _bind_leaf(self, x: Any, access: Access) -> Any:
+    def _bind_leaf(self, x: Any, access: Access, guarded: bool = False) -> Any:
+        """What the program sees for the argument ``x`` found at ``access``. ``guarded``: the
+        cache key does not cover it (inside an object argument), so the prologue checks its
+        tensors' metadata."""
         t = type(x)
         if t is tuple:
-            return tuple(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
+            return tuple(self._bind_leaf(v, access.item(i), guarded) for i, v in enumerate(x))
         if t is list or t is dict:
             # The program sees a copy holding proxies that stands for the argument: what it
             # does to the copy (append, item stores, returning it) is done to the argument.
             # Without tensors in it (nothing to proxy) the program sees the argument itself, so
             # it also sees what it does to the argument through another path (a global).
             items = enumerate(x) if t is list else x.items()
-            bound = [(k, self._bind_leaf(v, access.item(k))) for k, v in items]
+            bound = [(k, self._bind_leaf(v, access.item(k), guarded)) for k, v in items]
             values = x.values() if t is dict else x
             same = all(b is v for (_, b), v in zip(bound, values))
             seen = x if same else ([v for _, v in bound] if t is list else dict(bound))
@@ -279,9 +296,12 @@ class ReadsMixin(BinderState):
             return seen
         if isinstance(x, tuple) and hasattr(t, "_make") and _holds_tensors(x):
             # A namedtuple of tensors: the program sees one of proxies (items and fields alike).
-            return t._make(self._bind_leaf(v, access.item(i)) for i, v in enumerate(x))
+            return t._make(self._bind_leaf(v, access.item(i), guarded) for i, v in enumerate(x))
         if isinstance(x, torch.Tensor):
-            return self._tensor_input(x, access, guarded=False)
+            return self._tensor_input(x, access, guarded=guarded)
+        stand_in = self._bind_object(x, access)
+        if stand_in is not None:
+            return stand_in
         if self.symbolic and t in (int, float):
             name = self._name_for(access)
             proxy: NumberProxy = (
@@ -298,6 +318,37 @@ class ReadsMixin(BinderState):
                 self.guards.setdefault(access, Guard(access, "same_as", first[1]))
             self._associate(x, access)
         return x
+
+    def _bind_object(self, x: Any, access: Access) -> Any:
+        """An argument object of a Python class whose state is its ``__dict__`` and items (a
+        ``ModelOutput``, a dataclass: encoder outputs handed back to ``forward`` by
+        ``generate()``) holding tensors: the program sees a stand-in of the same class holding
+        proxies, made without running its code. Reads of its items through C (``dict(self.
+        items())``) would otherwise hand the program the caller's tensors. What the program does
+        to the stand-in is done to the argument (as for a list or dict argument); the tensors
+        are checked by the prologue (the cache key holds only the object's type). None for
+        other objects."""
+        t = type(x)
+        if not t.__flags__ & _HEAPTYPE or isinstance(x, (type, torch.Tensor, torch.nn.Module)):
+            return None
+        base = restorable_base(t)
+        if base is None or not t.__dictoffset__:
+            return None
+        state: dict[str, Any] = object.__getattribute__(x, "__dict__")
+        items: list[tuple[Any, Any]] = []
+        if base is list:
+            items = list(enumerate(list.__iter__(x)))
+        elif base is not object:
+            items = list(base.items(x))  # type: ignore[attr-defined]
+        values = [*state.values(), *(v for _, v in items)]
+        if not any(_holds_tensor(v) for v in values):
+            return None
+        new_state = {k: self._bind_leaf(v, access.attr(k), True) for k, v in state.items()}
+        new_items = [(k, self._bind_leaf(v, access.item(k), True)) for k, v in items]
+        seen = restore(t, base, new_state, [v for _, v in new_items] if base is list else new_items)
+        self.argument_copies[id(x)] = (x, seen)
+        self._associate(seen, access)
+        return seen
 
     def on_load(self, value: Any, access: Access, holder: Any = _MISSING) -> Any:
         """A value read from outside state: returns what the program sees, records the guard."""

@@ -5,6 +5,7 @@ kinds the binder tells apart)."""
 from __future__ import annotations
 
 import builtins
+import copyreg
 import functools
 import types
 from collections import OrderedDict
@@ -253,6 +254,18 @@ def new_function(
 # The builtin bases whose instances hold nothing but their __dict__ and their items: an object of
 # a Python class on one of these (and without __slots__) is restored from that state alone.
 RESTORABLE_BASES = (object, dict, OrderedDict, list)
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
+
+
+def restorable_base(cls: type) -> type | None:
+    """The builtin base of ``cls`` when an instance's whole state is its ``__dict__`` and its
+    items (see ``Rebuilt``); None for other bases and for classes with ``__slots__``."""
+    if copyreg._slotnames(cls):  # type: ignore[attr-defined]
+        return None
+    base = next(b for b in cls.__mro__ if not b.__flags__ & _HEAPTYPE)
+    return base if base in RESTORABLE_BASES else None
 
 
 def restore(cls: type, base: type, state: dict[str, Any] | None, items: Any) -> Any:

@@ -17,7 +17,7 @@ from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _MISSING,
     _SCALAR_TYPES,
-    RESTORABLE_BASES,
+    _HEAPTYPE,
     ExternalRef,
     Guard,
     Rebuilt,
@@ -25,6 +25,7 @@ from thunder.binding.state import (
     _cell_is_set,
     is_scalar_constant,
     new_function,
+    restorable_base,
 )
 from thunder.errors import (
     UnsupportedSideEffectError,
@@ -33,16 +34,6 @@ from thunder.lookasides import SymbolicSize
 from thunder_ir import Proxy
 
 _NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
-
-
-def _restorable_base(cls: type) -> type | None:
-    """The builtin base of ``cls`` when an instance's whole state is its ``__dict__`` and its
-    items (see ``Rebuilt``); None for other bases and for classes with ``__slots__``."""
-    if copyreg._slotnames(cls):  # type: ignore[attr-defined]
-        return None
-    base = next(b for b in cls.__mro__ if not b.__flags__ & _HEAPTYPE)
-    return base if base in RESTORABLE_BASES else None
 
 
 def _is_built_object(value: Any) -> bool:
@@ -316,7 +307,7 @@ class WritesMixin(ReadsMixin):
             return None
         if id(value) in self._rebuilding:
             return None
-        base = _restorable_base(t)
+        base = restorable_base(t)
         if base is not None:
             return self._restored(value, base, what, memo)
         try:
