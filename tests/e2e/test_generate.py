@@ -51,12 +51,13 @@ def test_generate_compiles_twice_for_any_length() -> None:
     assert stats.eager_fallbacks == 0
 
 
-@pytest.mark.parametrize("name", ["t5", "bart", "mt5", "gpt2", "gpt_neox"])
+@pytest.mark.parametrize("name", ["t5", "bart", "mt5", "gpt2", "gpt_neox", "mistral"])
 @pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
 def test_generate_of_zoo_models_matches_eager(name: str, cache: str) -> None:
     """``generate()`` through a jitted forward, encoder-decoder models included: their forward
     receives the encoder's outputs (a ``ModelOutput`` holding tensors) back as an argument on
-    every decoding step."""
+    every decoding step. Mistral's sliding-window cache layers hold the length seen so far as
+    an int: with symbolic values it is a symbolic input, not a constant per step."""
     hf_zoo = pytest.importorskip("hf_zoo")
     model = hf_zoo.build(name).eval()
     prompt = hf_zoo.inputs(name, 0)["input_ids"][:1]
@@ -73,5 +74,6 @@ def test_generate_of_zoo_models_matches_eager(name: str, cache: str) -> None:
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
     stats = thunder.compile_stats(jitted)
     assert stats.eager_fallbacks == 0
-    if cache == "symbolic values":
-        assert stats.compilations <= 3, stats.last_recompile_reason
+    if cache == "symbolic values":  # the prompt, the first step (a cache), the other steps
+        most = 3 if name in ("t5", "bart", "mt5") else 2
+        assert stats.compilations <= most, stats.last_recompile_reason

@@ -20,8 +20,8 @@ import thunder_interp
 from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
-    _HEAPTYPE,
     _CONTAINER_TYPES,
+    _HEAPTYPE,
     _IDENTIFIED_TYPES,
     _LIBRARY_PREFIXES,
     _MAX_GUARDED_ITEMS,
@@ -152,13 +152,28 @@ def _is_guardable_key(key: Any) -> bool:
 
 
 def _holds_tensor(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is a tensor or a tuple, list or dict holding one (a few levels deep)."""
+    """Whether ``value`` is a tensor, or a tuple, list, dict or object of a Python class (its
+    ``__dict__``) holding one, a few levels deep (a cache holding a list of layers holding
+    tensors)."""
     if isinstance(value, torch.Tensor):
         return True
-    if depth < 3 and type(value) in (tuple, list):
+    if depth >= 4:
+        return False
+    t = type(value)
+    if t in (tuple, list):
         return any(_holds_tensor(v, depth + 1) for v in value)
-    if depth < 3 and type(value) is dict:
+    if t is dict:
         return any(_holds_tensor(v, depth + 1) for v in value.values())
+    if (
+        t.__flags__ & _HEAPTYPE
+        and t.__dictoffset__
+        and not isinstance(value, (type, torch.nn.Module))
+    ):
+        try:
+            state = object.__getattribute__(value, "__dict__")
+        except AttributeError:
+            return False
+        return type(state) is dict and any(_holds_tensor(v, depth + 1) for v in state.values())
     return False
 
 

@@ -15,9 +15,9 @@ from thunder.access import GLOBAL, Access
 from thunder.binding.reads import ReadsMixin
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
+    _HEAPTYPE,
     _MISSING,
     _SCALAR_TYPES,
-    _HEAPTYPE,
     ExternalRef,
     Guard,
     Rebuilt,
