@@ -17,6 +17,7 @@ from thunder_ir.ops.elementwise import (
     check_tensor_arg,
     compute,
     inplace,
+    reciprocal,
     torch_dtype_name,
     zero_of,
 )
@@ -190,7 +191,23 @@ def pow(a: Any, b: Any) -> Any:
         ),
         "Integers to negative integer powers are not allowed.",
     )
+    if _rounds_twice_in_torch(a, b):
+        # torch's CPU kernel computes these as x * x * x and 1 / (x * x) in bfloat16, rounding
+        # after each step (float16 and other exponents round once): the same steps, the same
+        # values.
+        square = mul(a, a)
+        return mul(square, a) if b == 3 else reciprocal(square)
     return _binary("pow", prims.pow, a, b)
+
+
+def _rounds_twice_in_torch(a: Any, b: Any) -> bool:
+    return (
+        isinstance(a, TensorProxy)
+        and a.dtype.strong() == dtypes.bfloat16
+        and a.device.type == "cpu"
+        and type(b) in (int, float)
+        and b in (3, -2)
+    )
 
 
 @torchop("torch.float_power", "torch.Tensor.float_power", tags=_EW)
