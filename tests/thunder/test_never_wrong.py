@@ -875,3 +875,62 @@ def test_pow_by_a_number_rounds_as_torchs_cpu_kernel(dtype: torch.dtype, exponen
     got, want = jitted(x), torch.pow(x, exponent)
     assert torch.equal(got.isnan(), want.isnan())
     assert torch.equal(got.nan_to_num(), want.nan_to_num())
+
+
+_SCALAR_OPS = {
+    "add": lambda x, s: x + s,
+    "sub": lambda x, s: x - s,
+    "rsub": lambda x, s: s - x,
+    "mul": lambda x, s: x * s,
+    "div": lambda x, s: x / s,
+    "rdiv": lambda x, s: s / x,
+    "remainder": lambda x, s: torch.remainder(x, s),
+    "fmod": lambda x, s: torch.fmod(x, s),
+    "floor_divide": lambda x, s: torch.floor_divide(x, s),
+    "lt": lambda x, s: x < s,
+    "ge": lambda x, s: x >= s,
+    "eq": lambda x, s: x == s,
+    "pow_base": lambda x, s: torch.pow(s, x),
+    "pow_exponent": lambda x, s: torch.pow(x.abs(), s),
+    "add_0dim": lambda x, s: x + torch.tensor(s),
+    "mul_0dim": lambda x, s: x * torch.tensor(s),
+    "where": lambda x, s: torch.where(x > 0, x, s),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", sorted(_SCALAR_OPS))
+def test_a_number_operand_in_low_precision_is_taken_as_torchs_cpu_kernels_take_it(
+    op: str, dtype: torch.dtype
+) -> None:
+    """``x + 0.7`` on a bfloat16 CPU tensor adds bfloat16(0.7) in eager (the number is
+    converted to the common dtype); mul and div read the number as given. The IR computed every
+    op with the number as given: a fifth of the sums were a unit apart, remainder and fmod
+    wrapped around by a whole period where x is a multiple of bfloat16(0.7), and comparisons
+    flipped. Bit for bit now, over values that hit those cases."""
+    fn = _SCALAR_OPS[op]
+    jitted = thunder.jit(lambda x: fn(x, 0.7))
+    x = torch.cat([torch.linspace(-3, 3, 2001), torch.randn(4000) * 3]).to(dtype)
+    got, want = jitted(x), fn(x, 0.7)
+    assert got.dtype == want.dtype
+    same = (got == want) | (got.isnan() & want.isnan())
+    assert same.all(), f"{(~same).sum().item()} of {same.numel()} differ"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", [torch.add, torch.sub])
+def test_alpha_in_low_precision_scales_in_float32_with_one_rounding(
+    op: Any, dtype: torch.dtype
+) -> None:
+    """``torch.add(x, y, alpha=0.7)`` in bfloat16: the IR rounded ``y * 0.7`` to bfloat16 (with
+    0.7 as given) before adding. It now computes ``x + bfloat16(0.7) * y`` in float32 and rounds
+    once. Eager's own result depends on the inputs' layout here (its vectorized and scalar
+    kernels round differently: a quarter of the values a unit apart between a contiguous and a
+    strided ``y``), so the check is against the exact value: never further from it than eager."""
+    jitted = thunder.jit(lambda x, y: op(x, y, alpha=0.7))
+    x, y = (torch.randn(6000).to(dtype) for _ in range(2))
+    got, want = jitted(x, y), op(x, y, alpha=0.7)
+    alpha = float(torch.tensor(0.7).to(dtype))
+    exact = op(x.double(), y.double(), alpha=alpha)
+    assert (got.double() - exact).abs().max() <= (want.double() - exact).abs().max()
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-3)

@@ -392,6 +392,14 @@ for _d, _op in _BINARY_DUNDERS.items():
     setattr(TensorProxy, f"__{_d}__", _tensor_binary(_op))
     setattr(TensorProxy, f"__r{_d}__", _tensor_reflected(_op))
     setattr(TensorProxy, f"__i{_d}__", _tensor_inplace(_op))
+
+
+def _reflected_true_divide(self: Any, other: Any) -> Any:
+    # torch.Tensor.__rtruediv__ is ``self.reciprocal() * other``: two roundings, as there
+    return _TENSOR_METHODS["mul"](_TENSOR_METHODS["reciprocal"](self), other)
+
+
+TensorProxy.__rtruediv__ = _reflected_true_divide  # type: ignore[method-assign,assignment]
 for _d, _op in _COMPARE_DUNDERS.items():
     setattr(TensorProxy, f"__{_d}__", _tensor_binary(_op))
 for _d, _op in _UNARY_DUNDERS.items():

@@ -109,12 +109,53 @@ def compute(
         )
     if not any(isinstance(x, TensorProxy) for x in args):
         return fn(*args)
+    if op in CASTS_SCALARS_ON_CPU:
+        args = scalars_in_common_dtype(args)
     computation, result = promote(*(x for x in args if x is not None), kind=kind)
     converted = [None if x is None else _for_computation(x, computation) for x in broadcast(*args)]
     out = fn(*converted)
     if kind is Promotion.ALWAYS_BOOL:
         return out
     return to_dtype(out, result)
+
+
+# Ops whose CPU kernels take a Python number (or a 0-dim tensor) operand converted to the common
+# dtype, bfloat16 or float16, before computing in float32: ``x + 0.7`` adds bfloat16(0.7), and
+# ``x ** 0.7`` raises to bfloat16(0.7). mul, div, lerp's weight and addcmul's value use the number
+# as given (torch reads the original value for those), as the IR does. Measured against torch
+# 2.13's CPU kernels, element by element; CUDA kernels read the original value.
+CASTS_SCALARS_ON_CPU = frozenset(
+    {"add", "sub", "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "pow"}
+)
+
+
+def scalars_in_common_dtype(
+    args: tuple[Any, ...], scalar_positions: tuple[int, ...] | None = None
+) -> tuple[Any, ...]:
+    """``args`` with Python numbers and 0-dim tensors converted to the common dtype where that
+    is bfloat16 or float16 and the tensors are on the CPU (see ``CASTS_SCALARS_ON_CPU``);
+    ``scalar_positions``: the only arguments converted (all when None)."""
+    tensors = [x for x in args if isinstance(x, TensorProxy)]
+    if not tensors or any(t.device.type != "cpu" for t in tensors):
+        return args
+    common = promote(*(x for x in args if x is not None), kind=Promotion.DEFAULT)[1].strong()
+    if common not in (dtypes.bfloat16, dtypes.float16):
+        return args
+    low = dtypes.to_torch_dtype(common)
+    out = list(args)
+    for i, x in enumerate(args):
+        if scalar_positions is not None and i not in scalar_positions:
+            continue
+        if type(x) in (int, float) and math.isfinite(x):
+            out[i] = float(torch.tensor(x, dtype=torch.float32).to(low).item())
+        elif (
+            isinstance(x, TensorProxy)
+            and x.ndim == 0
+            and x.dtype.strong() != common
+            and len(tensors) > 1
+        ):
+            out[i] = prims.convert_element_type(x, common)
+    return tuple(out)
 
 
 def zero_of(dtype: DType) -> Any:

@@ -18,6 +18,7 @@ from thunder_ir.ops.elementwise import (
     compute,
     inplace,
     reciprocal,
+    scalars_in_common_dtype,
     torch_dtype_name,
     zero_of,
 )
@@ -74,10 +75,26 @@ def _binary(op: str, prim: Symbol, a: Any, b: Any, kind: Promotion = Promotion.D
 
 
 def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
-    """``prim(a, b * alpha)``; ``b`` is scaled before it is broadcast (fewer elements)."""
-    if not (isinstance(alpha, (int, float)) and alpha == 1):
-        b = mul(b, alpha)
-    return _binary(op, prim, a, b)
+    """``prim(a, b * alpha)``; ``b`` is scaled before it is broadcast (fewer elements). In
+    bfloat16 and float16 on the CPU torch computes ``a + alpha * b`` in float32 with ``alpha``
+    converted to the dtype, rounding once: so does this."""
+    if isinstance(alpha, (int, float)) and alpha == 1:
+        return _binary(op, prim, a, b)
+    if type(alpha) in (int, float):
+        _, alpha_cast = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[1:]
+        if alpha_cast != alpha or _is_low_precision_cpu(a, b):
+            return compute(
+                op, Promotion.DEFAULT, lambda x, y: prim(x, prims.mul(y, alpha_cast)), a, b
+            )
+    return _binary(op, prim, a, mul(b, alpha))
+
+
+def _is_low_precision_cpu(a: Any, b: Any) -> bool:
+    tensors = [x for x in (a, b) if isinstance(x, TensorProxy)]
+    return bool(tensors) and all(
+        t.device.type == "cpu" and t.dtype.strong() in (dtypes.bfloat16, dtypes.float16)
+        for t in tensors
+    )
 
 
 # Arithmetic ------------------------------------------------------------------------------
@@ -458,7 +475,8 @@ def addcmul(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
     return compute(
         "addcmul",
         Promotion.DEFAULT,
-        lambda x, y, z: prims.add(x, prims.mul(prims.mul(y, z), _number_as(value, x.dtype))),
+        # torch's order: self + value * t1 * t2 (rounding as its kernels round)
+        lambda x, y, z: prims.add(x, prims.mul(prims.mul(_number_as(value, x.dtype), y), z)),
         a,
         t1,
         t2,
@@ -486,7 +504,8 @@ def addcdiv(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
     return compute(
         "addcdiv",
         Promotion.DEFAULT,
-        lambda x, y, z: prims.add(x, prims.mul(prims.div(y, z), _number_as(value, x.dtype))),
+        # torch's order: self + value * t1 / t2
+        lambda x, y, z: prims.add(x, prims.div(prims.mul(_number_as(value, x.dtype), y), z)),
         a,
         t1,
         t2,
