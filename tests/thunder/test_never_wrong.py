@@ -934,3 +934,28 @@ def test_alpha_in_low_precision_scales_in_float32_with_one_rounding(
     exact = op(x.double(), y.double(), alpha=alpha)
     assert (got.double() - exact).abs().max() <= (want.double() - exact).abs().max()
     torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-3)
+
+
+_BOOL_DIVISIONS = {
+    "floordiv": lambda m, n: m // n,
+    "mod": lambda m, n: m % n,
+    "rfloordiv": lambda m, n: n // (m + 1),
+    "fmod": lambda m, n: m.fmod(n),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_BOOL_DIVISIONS))
+def test_integer_division_of_a_bool_tensor_by_a_number_computes_in_int64_as_eager(
+    form: str,
+) -> None:
+    """``mask // 3``, ``mask % 3``: torch checks the dtype the operands promote to (int64); the
+    IR checked each operand and refused the bool tensor (the operators have no torch fallback
+    to run instead). Two bool tensors still raise eager's error."""
+    fn = _BOOL_DIVISIONS[form]
+    mask = torch.tensor([True, False, True, True])
+    for n in (3, 2.5):
+        got, want = thunder.jit(lambda m, n=n: fn(m, n))(mask), fn(mask, n)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    if form != "rfloordiv":
+        with pytest.raises(Exception, match="not implemented for 'Bool'"):
+            thunder.jit(lambda m: fn(m, m))(mask)

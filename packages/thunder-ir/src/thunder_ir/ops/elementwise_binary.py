@@ -17,6 +17,7 @@ from thunder_ir.ops.elementwise import (
     check_tensor_arg,
     compute,
     inplace,
+    not_implemented_for,
     reciprocal,
     scalars_in_common_dtype,
     torch_dtype_name,
@@ -72,6 +73,14 @@ def _check_alpha(op: str, a: Any, b: Any, alpha: Any) -> None:
 
 def _binary(op: str, prim: Symbol, a: Any, b: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
     return compute(op, kind, prim, a, b)
+
+
+def _check_common_dtype(op: str, a: Any, b: Any) -> None:
+    """torch's "not implemented for" error where the dtype the op computes in (the operands'
+    common dtype: a bool tensor with an int is int64) is bool or complex."""
+    common = result_type(a, b)
+    if common.is_boolean or common.is_complex:
+        raise not_implemented_for(op, common)
 
 
 def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
@@ -176,23 +185,20 @@ def true_divide(a: Any, b: Any) -> Any:
 
 @torchop("torch.floor_divide", "torch.Tensor.floor_divide", tags=_EW)
 def floor_divide(a: Any, b: Any) -> Any:
-    for x in (a, b):
-        check_dtype("div_floor", x, lambda d: not d.is_boolean and not d.is_complex)
+    _check_common_dtype("div_floor", a, b)
     return _binary("floor_divide", prims.floor_divide, a, b)
 
 
 @torchop("torch.remainder", "torch.Tensor.remainder", tags=_EW)
 def remainder(a: Any, b: Any) -> Any:
-    for x in (a, b):
-        check_dtype("remainder", x, lambda d: not d.is_boolean and not d.is_complex)
+    _check_common_dtype("remainder", a, b)
     return _binary("remainder", prims.remainder, a, b)
 
 
 @torchop("torch.fmod", "torch.Tensor.fmod", tags=_EW)
 def fmod(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "fmod", "input", 1)
-    for x in (a, b):
-        check_dtype("fmod", x, lambda d: not d.is_boolean and not d.is_complex)
+    _check_common_dtype("fmod", a, b)
     return _binary("fmod", prims.fmod, a, b)
 
 
