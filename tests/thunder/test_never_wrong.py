@@ -924,16 +924,17 @@ def test_alpha_in_low_precision_scales_in_float32_with_one_rounding(
 ) -> None:
     """``torch.add(x, y, alpha=0.7)`` in bfloat16: the IR rounded ``y * 0.7`` to bfloat16 (with
     0.7 as given) before adding. It now computes ``x + bfloat16(0.7) * y`` in float32 and rounds
-    once. Eager's own result depends on the inputs' layout here (its vectorized and scalar
-    kernels round differently: a quarter of the values a unit apart between a contiguous and a
-    strided ``y``), so the check is against the exact value: never further from it than eager."""
+    once, as torch's vectorized CPU kernel does. Its scalar loop (the tail of a tensor, short or
+    strided tensors) rounds ``alpha * y`` first, so eager is not consistent with itself; the
+    check is against the exact value: never further from it than eager."""
     jitted = thunder.jit(lambda x, y: op(x, y, alpha=0.7))
     x, y = (torch.randn(6000).to(dtype) for _ in range(2))
     got, want = jitted(x, y), op(x, y, alpha=0.7)
     alpha = float(torch.tensor(0.7).to(dtype))
     exact = op(x.double(), y.double(), alpha=alpha)
     assert (got.double() - exact).abs().max() <= (want.double() - exact).abs().max()
-    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-3)
+    # torch's scalar tail rounds alpha * y first: a unit of it apart where the difference cancels
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=0.0625)
 
 
 _BOOL_DIVISIONS = {

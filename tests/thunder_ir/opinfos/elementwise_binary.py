@@ -17,6 +17,17 @@ NUMERIC_AND_BOOL = (*ALL_NUMERIC, torch.bool)
 BITWISE = (torch.int64, torch.int32, torch.uint8, torch.bool)
 
 
+def _compare_alpha(got: Any, expected: Any) -> None:
+    """``sub(x, y, alpha=3)`` in bfloat16/float16: the IR computes ``x - 3 * y`` in float32 and
+    rounds once, as torch's vectorized CPU kernel does; torch's scalar loop (tensors shorter
+    than a vector, and the tail of longer ones) rounds ``3 * y`` to the dtype first. Where the
+    difference cancels the two differ by a unit of ``3 * y``: up to 0.0625 for these samples."""
+    if isinstance(expected, torch.Tensor) and expected.dtype in (torch.bfloat16, torch.float16):
+        torch.testing.assert_close(got, expected, equal_nan=True, atol=0.0625, rtol=1.6e-2)
+    else:
+        torch.testing.assert_close(got, expected, equal_nan=True)
+
+
 def binary_samples_fn(
     *,
     low: float | None = None,
@@ -298,6 +309,7 @@ OPINFOS = [
         dtypes=ALL_NUMERIC,
         name="sub_alpha",
         torch_names=("torch.sub",),
+        compare=_compare_alpha,
     ),
     OpInfo(ltorch.rsub, rsub_ref, binary_samples_fn(), dtypes=ALL_NUMERIC),
     OpInfo(
