@@ -129,18 +129,26 @@ CASTS_SCALARS_ON_CPU = frozenset(
 )
 
 
+def low_precision_cpu_dtype(args: tuple[Any, ...]) -> DType | None:
+    """The operands' common dtype where it is bfloat16 or float16 and every tensor is on the
+    CPU; None otherwise."""
+    tensors = [x for x in args if isinstance(x, TensorProxy)]
+    if not tensors or any(t.device.type != "cpu" for t in tensors):
+        return None
+    common = promote(*(x for x in args if x is not None), kind=Promotion.DEFAULT)[1].strong()
+    return common if common in (dtypes.bfloat16, dtypes.float16) else None
+
+
 def scalars_in_common_dtype(
     args: tuple[Any, ...], scalar_positions: tuple[int, ...] | None = None
 ) -> tuple[Any, ...]:
     """``args`` with Python numbers and 0-dim tensors converted to the common dtype where that
     is bfloat16 or float16 and the tensors are on the CPU (see ``CASTS_SCALARS_ON_CPU``);
     ``scalar_positions``: the only arguments converted (all when None)."""
+    common = low_precision_cpu_dtype(args)
+    if common is None:
+        return args
     tensors = [x for x in args if isinstance(x, TensorProxy)]
-    if not tensors or any(t.device.type != "cpu" for t in tensors):
-        return args
-    common = promote(*(x for x in args if x is not None), kind=Promotion.DEFAULT)[1].strong()
-    if common not in (dtypes.bfloat16, dtypes.float16):
-        return args
     low = dtypes.to_torch_dtype(common)
     out = list(args)
     for i, x in enumerate(args):

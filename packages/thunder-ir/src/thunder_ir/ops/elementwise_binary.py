@@ -17,6 +17,7 @@ from thunder_ir.ops.elementwise import (
     check_tensor_arg,
     compute,
     inplace,
+    low_precision_cpu_dtype,
     not_implemented_for,
     reciprocal,
     scalars_in_common_dtype,
@@ -89,21 +90,10 @@ def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
     converted to the dtype, rounding once: so does this."""
     if isinstance(alpha, (int, float)) and alpha == 1:
         return _binary(op, prim, a, b)
-    if type(alpha) in (int, float):
-        _, alpha_cast = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[1:]
-        if alpha_cast != alpha or _is_low_precision_cpu(a, b):
-            return compute(
-                op, Promotion.DEFAULT, lambda x, y: prim(x, prims.mul(y, alpha_cast)), a, b
-            )
+    if type(alpha) in (int, float) and low_precision_cpu_dtype((a, b)) is not None:
+        alpha_cast = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[2]
+        return compute(op, Promotion.DEFAULT, lambda x, y: prim(x, prims.mul(y, alpha_cast)), a, b)
     return _binary(op, prim, a, mul(b, alpha))
-
-
-def _is_low_precision_cpu(a: Any, b: Any) -> bool:
-    tensors = [x for x in (a, b) if isinstance(x, TensorProxy)]
-    return bool(tensors) and all(
-        t.device.type == "cpu" and t.dtype.strong() in (dtypes.bfloat16, dtypes.float16)
-        for t in tensors
-    )
 
 
 # Arithmetic ------------------------------------------------------------------------------
