@@ -15,6 +15,12 @@ for _folder in sorted(
 ):
     sys.path.insert(0, str(_folder))
 
+# Every call a prologue's guard tree accepts is checked against the Python prologue (which must
+# accept it and read the same objects), and the tree is built from the first accepted call, so
+# that the suite's guard tests run through it.
+os.environ.setdefault("THUNDER_VERIFY_GUARD_TREE", "1")
+os.environ.setdefault("THUNDER_GUARD_TREE_AFTER", "1")
+
 settings.register_profile(
     "ci",
     derandomize=True,

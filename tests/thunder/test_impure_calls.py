@@ -79,6 +79,7 @@ def test_logging_in_the_function_logs_on_every_call_as_eager() -> None:
     _LOG.addHandler(records)
     _LOG.setLevel(logging.DEBUG)
     _LOG.propagate = False
+    before = vars(logging.Logger).get("warning_once")  # transformers' own, when imported
     logging.Logger.warning_once = _warn_once  # type: ignore[attr-defined]  # as transformers does
     try:
         inputs = (torch.ones(2), torch.full((2,), 3.0))
@@ -96,7 +97,10 @@ def test_logging_in_the_function_logs_on_every_call_as_eager() -> None:
         assert thunder.compile_stats(j).compilations == 1
     finally:
         _LOG.removeHandler(records)
-        del logging.Logger.warning_once  # type: ignore[attr-defined]
+        if before is None:
+            del logging.Logger.warning_once  # type: ignore[attr-defined]
+        else:
+            logging.Logger.warning_once = before  # type: ignore[attr-defined]
 
 
 # -- functions their library marks as constant for the process ----------------------------------

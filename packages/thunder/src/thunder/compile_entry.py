@@ -15,6 +15,7 @@ from thunder.binding import Binder, iter_proxies
 from thunder.binding.fallback import is_ir_refusal
 from thunder.binding.reshape_writes import install as install_reshape_write_check
 from thunder.errors import JitError, UnsupportedOperationError
+from thunder.guard_tree import with_guard_tree
 from thunder.lookasides import native_special
 from thunder.options import JitOptions
 from thunder.prologue import (
@@ -230,7 +231,9 @@ def _compile_entry(
     check_late_constraints(prologue_trace, facts.constraints_since(checked), binder)
 
     t = time.perf_counter()
-    prologue = reporting_misses(prologue_trace.python_callable(ctx))
+    prologue = with_guard_tree(
+        reporting_misses(prologue_trace.python_callable(ctx)), prologue_trace, ctx
+    )
     epilogue = None
     epilogue_source = None
     if needs_epilogue:

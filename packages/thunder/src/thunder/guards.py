@@ -215,6 +215,7 @@ class BuiltinReads:
         self.modules = tuple(module for module, _ in reads)
         self.names = tuple(frozenset(names) for _, names in reads)
         used = {name: value for _, names in reads for name, value in names.items()}
+        self.used = used  # name -> the builtin the program called
         self._get = operator.itemgetter(*used, "__name__")  # a tuple even for one name
         self._expected = (*used.values(), builtins.__name__)
 
