@@ -62,8 +62,11 @@ from thunder_ir import Proxy, Trace, prims
 from thunder_ir.codegen import PythonCode
 from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure
 
+_cpp: Any  # torch's guard manager module (its stubs lag its signatures: used untyped)
 try:
-    from torch._C._dynamo import guards as _cpp
+    from torch._C._dynamo import guards as _guard_manager
+
+    _cpp = _guard_manager
 except ImportError:  # a torch without the guard manager: the Python prologue alone
     _cpp = None
 
@@ -128,6 +131,12 @@ class GuardTree:
             return self.extract(args, kwargs)
         except Exception:  # a guard applied to a value of another type: the prologue decides
             return None
+
+
+def _impl(sym: Any) -> Callable[..., Any]:
+    impl = sym.impl
+    assert impl is not None, sym.name
+    return impl  # type: ignore[no-any-return]
 
 
 def _passes(impl: Callable[..., Any], *args: Any) -> bool:
@@ -296,7 +305,8 @@ class _Builder:
             expr = f"{parent.expr}[{key!r}]"
         if expr is None and type(pv) in (dict, OrderedDict) and self.version(parent):
             return self.child(parent, "dict", key, value, None, True)
-        how = {dict: "dict", tuple: "tuple", list: "list"}.get(type(pv), "item")
+        kinds: dict[type, str] = {dict: "dict", tuple: "tuple", list: "list"}
+        how = kinds.get(type(pv), "item")
         if how != "item":
             self.type_is(parent, type(pv))
         pinned = how == "tuple" and parent.pinned
@@ -390,7 +400,8 @@ class _Builder:
                 self.mro_fixed.add(c)
                 mro = self.child(self.const(c), "attr", "__mro__", c.__mro__, None, False)
                 self.identity(mro, c.__mro__)
-        for c in (*cls.__mro__, *type(cls).__mro__):
+        metaclass: type = type(cls)
+        for c in (*cls.__mro__, *metaclass.__mro__):
             if c in self.frozen_classes or not c.__flags__ & _HEAPTYPE:
                 continue  # a builtin class cannot change
             table = self.child(self.const(c), "class dict", None, _class_dict(c), None, False)
@@ -464,7 +475,9 @@ class _Builder:
         self.type_is(node, dict)
         self.manager(node).add_dict_contains_guard(False, key, self._note(), None)
 
-    def by_call(self, node: _Node, impl: Callable[..., Any], args: tuple[Any, ...], at: int) -> None:
+    def by_call(
+        self, node: _Node, impl: Callable[..., Any], args: tuple[Any, ...], at: int
+    ) -> None:
         """The prologue's own check function, called with this node's value at ``args[at]``."""
         before, after = args[:at], args[at + 1 :]
 
@@ -538,11 +551,11 @@ class _Builder:
         elif sym is prims.check_len or sym is prims.check_keys:
             node = self.node_of(a[0])
             if type(node.value) not in (dict, OrderedDict) or not self.version(node):
-                self.by_call(node, sym.impl, a, 0)  # else the same keys, in the same order
+                self.by_call(node, _impl(sym), a, 0)  # else the same keys, in the same order
         elif sym is check_lacks_item and type(self.node_of(a[0]).value) in (dict, OrderedDict):
             self.lacks_key(self.node_of(a[0]), a[1])
         elif sym is check_lacks_item or sym is check_has_attribute:
-            self.by_call(self.node_of(a[0]), sym.impl, a, 0)
+            self.by_call(self.node_of(a[0]), _impl(sym), a, 0)
         elif sym is check_module_lacks:
             self.module_lacks(a[0], self.node_of(a[1]))
         elif sym is check_lacks_generic_attribute:
@@ -585,19 +598,21 @@ class _Builder:
         # decided by the module's type and classes, its own dict and its member dicts
         if module.expr is None and module.pinned and self.freeze(module):
             own = self.dict_of(module)[0]
-            stores = [own.value[s] for s in ("_parameters", "_buffers", "_modules") if s in own.value]
+            stores = [
+                own.value[s] for s in ("_parameters", "_buffers", "_modules") if s in own.value
+            ]
             if all(
                 self.version(self.item(own, s))
                 for s in ("_parameters", "_buffers", "_modules")
                 if s in own.value
             ) and all(type(d) is dict for d in stores):
                 return
-        self.by_call(module, check_module_lacks.impl, (absence, module), 1)
+        self.by_call(module, _impl(check_module_lacks), (absence, module), 1)
 
     def lacks_generic(self, absence: Any, obj: _Node) -> None:
         if obj.expr is None and obj.pinned and self.freeze(obj):
             return  # the instance dict and the classes, where the lookup looks
-        self.by_call(obj, check_lacks_generic_attribute.impl, (absence, obj), 1)
+        self.by_call(obj, _impl(check_lacks_generic_attribute), (absence, obj), 1)
 
     def no_hooks(self, checker: ModulesWithoutHooks, modules: list[_Node]) -> None:
         # Hooks: no handle was made since (every hook registered through torch takes an id from
@@ -722,10 +737,11 @@ def build_guard_tree(
 
 
 class _Entry:
-    __slots__ = ("accepted", "builds", "tree", "volatile", "volatile_dicts")
+    __slots__ = ("accepted", "builds", "hits", "tree", "volatile", "volatile_dicts")
 
     def __init__(self) -> None:
         self.tree: GuardTree | None = None
+        self.hits = 0  # calls the tree accepted
         self.accepted = 0  # calls the Python prologue accepted
         self.builds = 0
         self.volatile: set[int] = set()
@@ -754,6 +770,7 @@ def with_guard_tree(
         if tree is not None:
             inputs = tree.inputs(args, kwargs)
             if inputs is not None:
+                state.hits += 1
                 if verify:
                     _verify(prologue, args, kwargs, inputs)
                 return inputs
@@ -797,8 +814,6 @@ def _verify(
     try:
         expected = prologue(args, kwargs)
     except GuardFailure as e:
-        raise AssertionError(
-            f"the guard tree accepted a call the prologue rejects: {e}"
-        ) from e
+        raise AssertionError(f"the guard tree accepted a call the prologue rejects: {e}") from e
     if len(expected) != len(inputs) or any(a is not b for a, b in zip(expected, inputs)):
         raise AssertionError("the guard tree returned other inputs than the prologue")
