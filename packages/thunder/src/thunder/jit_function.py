@@ -1,7 +1,8 @@
 """``ThunderFunction``: a jitted callable and its cache.
 
 The cached path is: the generated signature of the arguments, one dict lookup, the prologues of
-that bucket (usually one), the computation. Buckets hold the entries whose arguments share a key;
+that bucket (usually one; the entry that served the last call first, so an entry whose state is
+gone for good, a method patched since, costs nothing), the computation. Buckets hold the entries whose arguments share a key;
 entries in one bucket differ only in what the prologue checks beyond the key (a global's value, a
 symbolic-value constraint). Finding the bucket costs the same with 1 or 64 entries.
 """
@@ -115,11 +116,13 @@ class ThunderFunction:
             key = None
         bucket = self._buckets.get(key) if key is not None else None
         if bucket is not None:
-            for entry in bucket:
+            for i, entry in enumerate(bucket):
                 try:
                     inputs = entry.prologue(args, kwargs)
                 except GuardFailure:
                     continue
+                if i:  # the entry that served this call is tried first next time
+                    bucket.insert(0, bucket.pop(i))
                 self.stats.cache_hits += 1
                 if self._same_input:
                     self._last_call = (_fingerprint(args, kwargs), entry)
@@ -188,7 +191,7 @@ class ThunderFunction:
         stats.last_recompile_reason = reason
         stats.last_program = entry
         if caching and structure is not None and key is not None:
-            structure.buckets.setdefault(key, []).append(entry)
+            structure.buckets.setdefault(key, []).insert(0, entry)  # it serves the state now
             self._entries += 1
         if self._same_input:
             self._last_call = (_fingerprint(args, kwargs), entry)
