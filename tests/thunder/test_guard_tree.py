@@ -216,3 +216,26 @@ def test_the_verification_catches_a_tree_that_accepts_wrongly(monkeypatch: Any) 
     m.lin.weight = torch.nn.Parameter(torch.randn(4, 4))
     with pytest.raises(AssertionError, match="other inputs than the prologue"), torch.no_grad():
         j(torch.randn(3, 4))
+
+
+class Sliced(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return self.lin(x).sum(0)[:n] * x.shape[0]
+
+
+def test_symbolic_sizes_and_their_constraints_are_read_by_the_generated_code() -> None:
+    m = Sliced()
+    j = thunder.jit(m, cache="symbolic values")
+    calls = [(2, 3), (3, 3), (5, 1), (6, 4), (7, 5), (1, 2), (9, 0), (4, 9), (8, 2)]
+    with torch.no_grad():
+        for rows, n in calls:
+            x = torch.randn(rows, 4)
+            torch.testing.assert_close(j(x, n), m(x, n))
+    states = [
+        e.prologue.guard_tree for bucket in j._thunder_function._buckets.values() for e in bucket
+    ]
+    assert sum(s.hits for s in states) >= 3  # the sizes and n change; the tree serves them

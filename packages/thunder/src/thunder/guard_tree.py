@@ -57,6 +57,7 @@ from thunder.guards import (
     check_tensors,
     unpack_generic_attr,
     unpack_module_attr,
+    unpack_shape,
 )
 from thunder_ir import Proxy, Trace, prims
 from thunder_ir.codegen import PythonCode
@@ -232,6 +233,10 @@ class _Builder:
         self.post: list[tuple[Callable[..., bool], tuple[Any, ...]]] = []
         self.frozen_classes: set[type] = set()
         self.mro_fixed: set[type] = set()
+        # The generated reads of what comes from the arguments, in the prologue's order: a local
+        # per value, the symbolic sizes, the constraints on them (None when one fails).
+        self.lines: list[str] = []
+        self.namespace: dict[str, Any] = {"_thunder_generic": object.__getattribute__}
         self.size = 0
 
     # -- nodes and their accessors ----------------------------------------------------------
@@ -356,7 +361,7 @@ class _Builder:
             self.type_is(parent, type(pv))  # its classes fixed: the instance dict's own accessor
             return self.child(parent, "instance dict", None, value, None, False)
         if parent.expr is not None:
-            expr = f"_generic({parent.expr}, {name!r})"
+            expr = f"_thunder_generic({parent.expr}, {name!r})"
             return self.child(parent, "generic", name, value, expr, False)
         if parent.pinned and self.in_instance_dict(pv, name, value) and self.freeze(parent):
             return self.child(parent, "generic", name, value, None, True)
@@ -508,6 +513,15 @@ class _Builder:
         return self.finish(returned)
 
     def step(self, bsym: Any) -> None:
+        self.translate(bsym)
+        outs = bsym.output if isinstance(bsym.output, tuple) else (bsym.output,)
+        for out in outs:
+            node = self.nodes.get(out.name) if isinstance(out, Proxy) else None
+            if node is not None and node.expr is not None and node.expr != out.name:
+                self.lines.append(f"{out.name} = {node.expr}")
+                node.expr = out.name  # read once, by its name
+
+    def translate(self, bsym: Any) -> None:
         sym, a = bsym.sym, bsym.args
         out = bsym.output
         if sym is prims.unpack_sequence:
@@ -570,8 +584,31 @@ class _Builder:
             self.not_shadowed(a[0], [self.node_of(x) for x in a[1:]])
         elif sym is check_tensors:
             self.tensors(a[0], [self.node_of(x) for x in a[1:]])
+        elif sym is unpack_shape:
+            self.shape(self.node_of(a[0]), a[1], out)
+        elif sym is prims.check_constraint:
+            code = a[0]
+            self.namespace.update(code.names)
+            self.lines.append(f"if not ({code.text}): return None")
         else:
             raise _Untranslatable(sym.name)
+
+    def shape(self, tensor: _Node, pattern: tuple[int | None, ...], sizes: tuple[Any, ...]) -> None:
+        """The symbolic sizes of a tensor of the arguments, read by the generated code (its
+        number of dimensions is in the cache key; its constant sizes are checked there)."""
+        if tensor.expr is None:
+            raise _Untranslatable("symbolic sizes of a tensor of the state")
+        shape = f"{tensor.expr}.shape"
+        fixed = [f"{shape}[{i}] != {d}" for i, d in enumerate(pattern) if d is not None]
+        self.lines.append(f"if len({shape}) != {len(pattern)}: return None")
+        if fixed:
+            self.lines.append(f"if {' or '.join(fixed)}: return None")
+        names = iter(p.name for p in sizes)
+        for i, d in enumerate(pattern):
+            if d is None:
+                name = next(names)
+                self.lines.append(f"{name} = {shape}[{i}]")
+                self.nodes[name] = _Node(None, tensor, "size", i, name, False)
 
     def module_member(self, a: tuple[Any, ...]) -> _Node:
         # The inline form: own[store][name] while the module's own dict does not hold the name.
@@ -679,7 +716,7 @@ class _Builder:
             if obj.expr is None:
                 own = self.dict_of(obj)[0]
             else:
-                expr = f"_generic({obj.expr}, '__dict__')"
+                expr = f"_thunder_generic({obj.expr}, '__dict__')"
                 own = self.child(obj, "generic", "__dict__", value, expr, False)
             for name in names:
                 self.lacks_key(own, name)
@@ -698,13 +735,14 @@ class _Builder:
             node = self.node_of(x)
             if node.expr is None:
                 self.identity(node, node.value)
-                parts.append(f"_c[{len(cached)}]")
+                parts.append(f"_thunder_cached[{len(cached)}]")
                 cached.append(node.value)
             else:
                 parts.append(node.expr)
         body = ", ".join(parts) + ("," if parts else "")
-        source = f"def extract(args, kwargs):\n    return ({body})\n"
-        namespace: dict[str, Any] = {"_c": tuple(cached), "_generic": object.__getattribute__}
+        lines = [*self.lines, f"return ({body})"]
+        source = "def extract(args, kwargs):\n" + "".join(f"    {line}\n" for line in lines)
+        namespace = {**self.namespace, "_thunder_cached": tuple(cached)}
         exec(compile(source, "<thunder guard tree>", "exec"), namespace)
         return GuardTree(
             self.root,
