@@ -722,11 +722,19 @@ class _Builder:
                 self.lacks_key(own, name)
 
     def tensors(self, metadata: TensorsMetadata, tensors: list[_Node]) -> None:
-        if any(t.expr is not None for t in tensors):
-            raise _Untranslatable("tensors inside arguments")
         for t in tensors:
-            self.identity(t, t.value)
-        self.post.append((metadata.check, tuple(t.value for t in tensors)))
+            if t.expr is None:
+                self.identity(t, t.value)
+        if all(t.expr is None for t in tensors):  # checked after the tree, on those objects
+            self.post.append((metadata.check, tuple(t.value for t in tensors)))
+            return
+        # tensors held by an argument object: checked by the generated reads
+        k = len(self.namespace)
+        check, fixed = f"_thunder_check{k}", f"_thunder_fixed{k}"
+        self.namespace[check] = metadata.check
+        self.namespace[fixed] = tuple(t.value for t in tensors)
+        values = [t.expr or f"{fixed}[{i}]" for i, t in enumerate(tensors)]
+        self.lines.append(f"if not {check}({', '.join(values)}): return None")
 
     def finish(self, returned: tuple[Any, ...]) -> GuardTree:
         parts = []
