@@ -7,6 +7,7 @@ that calls a program more than once."""
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -239,3 +240,27 @@ def test_symbolic_sizes_and_their_constraints_are_read_by_the_generated_code() -
         e.prologue.guard_tree for bucket in j._thunder_function._buckets.values() for e in bucket
     ]
     assert sum(s.hits for s in states) >= 3  # the sizes and n change; the tree serves them
+
+
+class Ordered(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = OrderedDict(a=1.0, b=2.0, c=3.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, k in enumerate(self.table):
+            x = x * (i + 1) + self.table[k]
+        return x
+
+
+def test_an_ordered_dict_reordered_in_place_is_seen() -> None:
+    # move_to_end changes the order without giving the dict a new version (the order is
+    # guarded by equality here; check_keys of an OrderedDict is never implied by its version)
+    m = Ordered()
+    j = thunder.jit(m)
+    for _ in range(3):
+        _check(j, m)
+    m.table.move_to_end("a")
+    _check(j, m)
+    m.table["b"] = 5.0
+    _check(j, m)

@@ -564,7 +564,8 @@ class _Builder:
             self.check_is(self.node_of(a[0]), a[1])
         elif sym is prims.check_len or sym is prims.check_keys:
             node = self.node_of(a[0])
-            if type(node.value) not in (dict, OrderedDict) or not self.version(node):
+            # (an OrderedDict's move_to_end reorders it without a new version)
+            if type(node.value) is not dict or not self.version(node):
                 self.by_call(node, _impl(sym), a, 0)  # else the same keys, in the same order
         elif sym is check_lacks_item and type(self.node_of(a[0]).value) in (dict, OrderedDict):
             self.lacks_key(self.node_of(a[0]), a[1])
