@@ -823,8 +823,11 @@ def with_guard_tree(
                 return inputs
         inputs = prologue(args, kwargs)  # GuardFailure: not this entry
         state.accepted += 1
-        if state.builds < REBUILDS and state.accepted >= after << state.builds:
-            _rebuild(state, tree, trace, ctx, args, kwargs)
+        if state.builds < REBUILDS:
+            if state.accepted >= after << state.builds:
+                _rebuild(state, tree, trace, ctx, args, kwargs)
+        elif tree is not None:
+            state.tree = None  # rebuilt enough and still wrong: the Python prologue alone
         return inputs
 
     run.__thunder_source__ = getattr(prologue, "__thunder_source__", None)  # type: ignore[attr-defined]
