@@ -960,3 +960,29 @@ def test_integer_division_of_a_bool_tensor_by_a_number_computes_in_int64_as_eage
     if form != "rfloordiv":
         with pytest.raises(Exception, match="not implemented for 'Bool'"):
             thunder.jit(lambda m: fn(m, m))(mask)
+
+
+@pytest.mark.parametrize("write", ["fill_", "zero_", "copy_"])
+def test_an_intermediate_overwritten_in_place_under_autodiff_keeps_its_layout(write: str) -> None:
+    # ``a * w`` takes the layout of a transposed ``a``; eager's in-place write keeps it, and the
+    # functionalized write must give the same strides (found by the views fuzz test).
+    def f(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        c = a * w
+        if write == "fill_":
+            c.fill_(1.5)
+        elif write == "zero_":
+            c.zero_()
+        else:
+            c.copy_(torch.ones(3, 4))
+        return c * w
+
+    jf = thunder.jit(f)
+    for a in (torch.randn(3, 4), torch.randn(4, 3).t(), torch.randn(5, 4)[1:4]):
+        w1 = torch.randn(3, 4, requires_grad=True)
+        w2 = w1.detach().clone().requires_grad_()
+        expected, got = f(a, w1), jf(a, w2)
+        torch.testing.assert_close(got, expected)
+        assert got.stride() == expected.stride()
+        expected.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(w2.grad, w1.grad)

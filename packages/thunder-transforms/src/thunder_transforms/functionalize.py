@@ -217,8 +217,9 @@ class _Functionalizer:
             if not steps:
                 # The written tensor keeps its place in autograd's graph even when the values
                 # written do not depend on it (zero_, fill_, copy_ of a constant): it still
-                # requires grad, with a zero gradient to what it held.
-                new = value if self._depends_on(value, base) else prims.where(True, value, base)
+                # requires grad, with a zero gradient to what it held. ``base`` comes first:
+                # the result takes its layout, as the tensor eager writes in place keeps its own.
+                new = value if self._depends_on(value, base) else prims.where(False, base, value)
             else:
                 new = self.scatter(base, steps, value)
         self.version[r] = self.version.get(r, 0) + 1
