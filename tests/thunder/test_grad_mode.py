@@ -131,3 +131,75 @@ def test_a_no_grad_write_into_a_tensor_that_requires_grad_is_a_clear_error():
     with pytest.raises(NotImplementedError, match="no-grad region"):
         thunder.jit(f)(torch.ones(2))
     torch.testing.assert_close(w.detach(), torch.ones(2))
+
+
+# -- calls made under no_grad ------------------------------------------------------------------
+# A program compiled with grad mode off runs its ops below torch's autograd dispatch layer (see
+# compile_entry._below_autograd). What that layer would still do with grad mode off (forward-mode
+# tangents, torch.func transforms) must stay, and what the ops return must be eager's.
+
+
+def _views_and_writes(x, w, buf):
+    buf.add_(x.sum())
+    y = (x * w).t()
+    return y, x[1:], buf.view(-1)
+
+
+def test_under_no_grad_results_are_ordinary_tensors_with_eagers_views_and_versions():
+    x, w = torch.randn(3, 4), torch.randn(3, 4)
+    results = []
+    for fn in (thunder.jit(_views_and_writes), _views_and_writes):
+        buf = torch.zeros(2, 2)
+        with torch.no_grad():
+            fn(x, w, buf)  # the first call compiles; the second runs the cached program
+            before = buf._version
+            out = fn(x, w, buf)
+        results.append((out, buf, buf._version - before))
+    (got, gbuf, gbumps), (want, ebuf, ebumps) = results
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(gbuf, ebuf)
+    assert gbumps == ebumps > 0  # the in-place write bumps the buffer's version as eager's does
+    for g, e in zip(got, want):
+        assert g.stride() == e.stride() and g._is_view() == e._is_view()
+        assert not g.requires_grad and not g.is_inference()
+    assert got[1]._base is x and got[2]._base is gbuf
+    # results are ordinary tensors: autograd can use them once grad mode is back on
+    v = torch.randn(4, 3, requires_grad=True)
+    (got[0] * v).sum().backward()
+    torch.testing.assert_close(v.grad, want[0])
+
+
+def test_under_no_grad_forward_mode_tangents_flow_as_in_eager():
+    import torch.autograd.forward_ad as fwAD
+
+    def f(x, w):
+        return (x * w).sin().t() @ w
+
+    jf = thunder.jit(f)
+    x, w, tangent = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
+    with torch.no_grad():
+        jf(x, w)  # compiled outside any dual level: the cached program serves the dual call
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(x, tangent)
+            got = fwAD.unpack_dual(jf(dual, w))
+            want = fwAD.unpack_dual(f(dual, w))
+    torch.testing.assert_close(got.primal, want.primal)
+    assert got.tangent is not None
+    torch.testing.assert_close(got.tangent, want.tangent)
+
+
+def test_under_no_grad_a_torch_func_transform_of_the_program_matches_eager():
+    def f(x, w):
+        return (x * w).cos().sum(0)
+
+    jf = thunder.jit(f)
+    x, w = torch.randn(5, 3, 4), torch.randn(3, 4)
+    with torch.no_grad():
+        jf(x[0], w)
+        got = torch.func.vmap(jf, in_dims=(0, None))(x, w)
+        want = torch.func.vmap(f, in_dims=(0, None))(x, w)
+        x0 = x[0]
+        got_jvp = torch.func.jvp(lambda a: jf(a, w), (x0,), (torch.ones_like(x0),))
+        want_jvp = torch.func.jvp(lambda a: f(a, w), (x0,), (torch.ones_like(x0),))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_jvp, want_jvp)
