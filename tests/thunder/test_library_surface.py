@@ -125,6 +125,12 @@ def test_tensor_from_python_values_matches_eager() -> None:
             torch.as_tensor([3, 4], dtype=torch.float64),
             torch.as_tensor(x) is x,
             torch.as_tensor(x, dtype=torch.float64),
+            torch.tensor(True),
+            torch.tensor(-1, dtype=torch.uint8),
+            torch.tensor(n + 4090, dtype=torch.int16),
+            torch.tensor(1e300),  # out of float32's range: inf, as eager makes it
+            torch.tensor([[[1.5], [2.5]]], dtype=torch.float64),
+            torch.tensor([[], []]),
         )
 
     j = thunder.jit(f)
@@ -136,6 +142,7 @@ def test_tensor_from_python_values_matches_eager() -> None:
             else:
                 torch.testing.assert_close(actual, expected)
                 assert actual.dtype == expected.dtype
+                assert actual._is_view() == expected._is_view()
 
 
 def test_tensor_from_ragged_data_raises_like_eager() -> None:

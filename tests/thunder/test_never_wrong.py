@@ -986,3 +986,37 @@ def test_an_intermediate_overwritten_in_place_under_autodiff_keeps_its_layout(wr
         expected.sum().backward()
         got.sum().backward()
         torch.testing.assert_close(w2.grad, w1.grad)
+
+
+_LAYOUTS: dict[str, Any] = {
+    "contiguous": lambda t: t.contiguous(),
+    "clone contiguous": lambda t: t.clone(memory_format=torch.contiguous_format),
+    "to channels_last": lambda t: t.to(torch.float32, memory_format=torch.channels_last),
+    "contiguous channels_last": lambda t: t.contiguous(memory_format=torch.channels_last),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+@pytest.mark.parametrize("grad", [False, True])
+def test_an_op_that_sets_a_layout_gives_the_results_after_it_eagers_strides(
+    layout: str, grad: bool
+) -> None:
+    # An elementwise op takes its operand's layout: a dropped ``contiguous()`` left the result
+    # transposed, and ``view`` of it raised where eager's works.
+    set_layout = _LAYOUTS[layout]
+
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        y = set_layout((x * w).permute(0, 2, 3, 1)) * 2.0
+        return y + 1, y.sin()
+
+    jf = thunder.jit(f)
+    for x in (torch.randn(2, 3, 4, 5), torch.randn(2, 5, 3, 4).permute(0, 2, 3, 1)):
+        w = torch.randn(2, 3, 4, 5, requires_grad=grad)
+        expected = f(x, w)
+        with torch.set_grad_enabled(grad):
+            got = jf(x, w)
+        for g, e in zip(got, expected, strict=True):
+            torch.testing.assert_close(g, e)
+            assert g.stride() == e.stride()
+        if layout == "contiguous":
+            got[0].view(-1)  # eager's is contiguous

@@ -183,3 +183,122 @@ def test_every_spelling_with_the_exact_constants_and_only_those_is_recognized(
     torch.testing.assert_close(got, transform_for_execution(trace).python_callable()(x))
     if exact:
         torch.testing.assert_close(got, torch.nn.functional.gelu(x, approximate="tanh"))
+
+
+# -- RMSNorm ------------------------------------------------------------------------------------
+
+
+def _rms_norm_ops(fn: Any) -> int:
+    """How many ``rms_norm`` calls run in the last compilation's program."""
+    return sum(b.sym.name == "rms_norm" for b in thunder.last_traces(fn)[-1].bound_symbols)
+
+
+def llama_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(variance + eps)
+    return w * h.to(x.dtype)
+
+
+def gemma_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    def norm(h: torch.Tensor) -> torch.Tensor:
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+
+    return (norm(x.float()) * (1.0 + w.float())).type_as(x)
+
+
+def t5_layer_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+    return w * (x * torch.rsqrt(variance + eps))
+
+
+def squared_by_hand(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    return (x * torch.rsqrt(torch.mean(x * x, dim=[-1], keepdim=True) + eps)) * w
+
+
+def unweighted(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(x.ndim - 1, keepdim=True) + eps) + w
+
+
+@pytest.mark.parametrize(
+    "norm", [llama_rms_norm, gemma_rms_norm, t5_layer_norm, squared_by_hand, unweighted]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_spelled_out_rms_norm_runs_as_one_op_with_eager_values_and_gradients(
+    norm: Any, dtype: torch.dtype
+) -> None:
+    """Values bit for bit; gradients to rounding (torch.rms_norm's gradient is computed in
+    another order than eager's through the spelled-out ops), in the dtype the norm computes in:
+    Llama's, Gemma's and T5's compute in float32 whatever the input."""
+    in_float32 = (llama_rms_norm, gemma_rms_norm, t5_layer_norm)
+    computes_in = torch.float32 if norm in in_float32 else dtype
+    tol = 1e-5 if computes_in == torch.float32 else 1e-12
+
+    def program(x: torch.Tensor, w: torch.Tensor, lin: torch.Tensor) -> torch.Tensor:
+        return norm(x @ lin, w) * 2
+
+    jitted = thunder.jit(program)
+    for shape in ((2, 5, 6), (3, 6), (2, 5, 6)):
+        x = torch.randn(*shape, dtype=dtype) * 10.0 ** torch.randint(-3, 4, ()).item()
+        x.requires_grad_()
+        w = torch.randn(6, dtype=dtype, requires_grad=True)
+        lin = torch.randn(6, 6, dtype=dtype, requires_grad=True)
+        g = torch.randn(*shape, dtype=dtype)
+        got = jitted(x, w, lin)
+        grads = torch.autograd.grad(got, (x, w, lin), g)
+        want = program(x, w, lin)
+        expected = torch.autograd.grad(want, (x, w, lin), g)
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol * want.abs().max().item())
+        for a, e in zip(grads, expected, strict=True):
+            torch.testing.assert_close(a, e, rtol=tol, atol=tol * e.abs().max().item())
+        with torch.no_grad():
+            got = jitted(x, w, lin)
+            # On the CPU torch.rms_norm runs the spelled-out ops, in the same order.
+            assert torch.equal(got, program(x, w, lin))
+        # T5 squares a float32 copy of a float64 x: another function, kept as written
+        recognized = not (norm is t5_layer_norm and dtype == torch.float64)
+        assert _rms_norm_ops(jitted) == recognized, thunder.last_traces(jitted)[-1]
+
+
+def test_what_rms_norm_does_not_compute_keeps_the_ops() -> None:
+    x = torch.randn(4, 6)
+
+    def other_dim(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return w * (x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + 1e-6))
+
+    def cube(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return w * (x * torch.rsqrt(x.pow(3).mean(-1, keepdim=True) + 1e-6))
+
+    def variance_returned(x: torch.Tensor, w: torch.Tensor) -> Any:
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return w * (x * torch.rsqrt(variance + 1e-6)), variance
+
+    def other_operand(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        y = x + 1
+        return w * (y * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+    for fn, w in (
+        (other_dim, torch.randn(6)),
+        (cube, torch.randn(6)),
+        (variance_returned, torch.randn(6)),
+        (other_operand, torch.randn(6)),
+        (llama_rms_norm, torch.randn(4, 6)),  # a weight per element: torch.rms_norm takes none
+    ):
+        jitted = thunder.jit(fn)
+        with torch.no_grad():
+            got = jitted(x, w)
+        torch.testing.assert_close(got, fn(x, w), equal_nan=True)
+        names = [b.sym.name for b in thunder.last_traces(jitted)[-1].bound_symbols]
+        if fn is llama_rms_norm:  # the normalization alone is recognized, the product stays
+            assert names.count("rms_norm") == 1 and "mul" in names, names
+            continue
+        assert "rms_norm" not in names, (fn.__name__, names)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_an_rms_norm_in_lower_precision_keeps_eagers_rounding(dtype: torch.dtype) -> None:
+    jitted = thunder.jit(llama_rms_norm)
+    for _ in range(5):
+        x, w = torch.randn(3, 64, dtype=dtype), torch.randn(64, dtype=dtype)
+        with torch.no_grad():
+            assert torch.equal(jitted(x, w), llama_rms_norm(x, w))

@@ -15,7 +15,9 @@ when its group is written in place (a decomposition computes the view's values i
 the write would miss the base) or holds an input or an output of the trace (the caller sees
 whether it is a view of the input, its strides, and torch's errors: ``view`` of a tensor whose
 strides do not allow it; ``view`` runs as torch's own wherever no fusion region takes it). Torch then makes the same views and copies as eager (reshape of a
-transposed tensor copies) whatever the strides of the inputs when it runs. In-place ops run as
+transposed tensor copies) whatever the strides of the inputs when it runs. Ops that set a layout
+(``contiguous()``, a ``memory_format``) run as torch's own too: the elementwise ops after them
+take the layout they give. In-place ops run as
 torch's own (``torch.Tensor.add_``: torch's checks of the memory written, the written tensor as
 result), and every write is a barrier that keeps program order. Views of intermediates nobody
 writes stay free to decompose and fuse. ``eager_aliasing=False`` keeps only what writes need
@@ -34,6 +36,7 @@ import torch
 
 from thunder_executors.executor import Executor, FusionExecutor, OperatorExecutor, get_executor
 from thunder_executors.peephole import (
+    drop_identity_arithmetic,
     drop_implicit_broadcasts,
     drop_unread_factories,
     drop_unread_numbers,
@@ -138,10 +141,14 @@ class _Assigner:
 
     def _as_torch_runs_it(self, bsym: BoundSymbol) -> BoundSymbol | None:
         """``bsym`` as one call of the torch callable it mirrors, where memory sharing needs it."""
-        if bsym.sym.module != "ltorch" or _stops_gradients(bsym):
+        if bsym.sym.module != "ltorch" or _stops_gradients(bsym) or _returns_its_input(bsym):
             return None
         if OpTag.IN_PLACE in bsym.sym.tags:
             return torch_call(bsym) if self.eager_aliasing else None
+        if self.eager_aliasing and _sets_layout(bsym):
+            # torch copies where the strides ask for it, and the results of the elementwise ops
+            # after it take the layout it gives, as in eager (returned: the caller sees them)
+            return torch_call(bsym)
         if writes_in_place(bsym):
             # An op that writes by an argument (relu(x, inplace=True), batch_norm's statistics)
             # runs as its decomposition: its writes go into real tensors.
@@ -226,6 +233,33 @@ class _Assigner:
         raise NotImplementedError(
             f"no operator executor can run {bsym.sym.id} outside a fusion region"
         )
+
+
+# Conversions that torch answers with the tensor itself when they change nothing.
+_CONVERSIONS = frozenset(
+    {"to", "type_as", "type", "float", "double", "half", "bfloat16", "int", "long", "short",
+     "char", "byte", "bool", "cpu"}
+)  # fmt: skip
+
+
+def _returns_its_input(bsym: BoundSymbol) -> bool:
+    """A conversion that changes nothing (``x.to(x.dtype)``, ``x.cpu()`` on the CPU): torch
+    returns ``x`` itself, and so does its decomposition (one ``shallow_copy``, printed as
+    ``y = x``), without a torch call. A ``memory_format`` may ask for a copy: torch decides."""
+    if bsym.sym.name not in _CONVERSIONS or len(bsym.subsymbols) != 1:
+        return False
+    (sub,) = bsym.subsymbols
+    if not (sub.sym.is_prim and sub.sym.name == "shallow_copy"):
+        return False
+    return bsym.kwargs.get("memory_format") in (None, torch.preserve_format)
+
+
+def _sets_layout(bsym: BoundSymbol) -> bool:
+    """``contiguous()``, or an op given a ``memory_format`` other than "preserve": its
+    decomposition keeps the values and knows nothing of strides."""
+    if bsym.sym.name == "contiguous":
+        return True
+    return bsym.kwargs.get("memory_format") not in (None, torch.preserve_format)
 
 
 def _stops_gradients(bsym: BoundSymbol) -> bool:
@@ -496,7 +530,7 @@ def transform_for_execution(
         out.append(fused)
 
     out = drop_unread_factories(drop_implicit_broadcasts(out, returned), returned)
-    out = drop_unread_numbers(out, returned)
+    out = drop_unread_numbers(drop_identity_arithmetic(out, returned), returned)
     out = _with_deletes(out, returned | {a.name for a in trace.args})
     derived = trace.derive(
         out, pass_name="transform_for_execution", seconds=time.perf_counter() - start

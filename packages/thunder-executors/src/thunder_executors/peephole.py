@@ -11,18 +11,33 @@ a key-value cache starts from is made and never used. Dead code elimination ran 
 before its ops were translated; unread results of pure tensor factories are dropped here, and so
 is arithmetic on sizes nobody reads (the sizes of the outputs of an op run as one torch call,
 computed from its decomposition in case a later op reads them).
+
+Library code multiplies by a scale that is often 1 (rotary embeddings' ``cos * attention_scaling``)
+and adds an offset that is often 0 (``arange(n) + past_length``). Where the operand is a tensor
+the trace made and reads nowhere else, the result is that tensor: the same values to the bit,
+the same strides (a dense tensor's elementwise result takes its layout), and nobody holds the
+operand to tell them apart.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, TensorProxy
+from thunder_ir.codegen import PythonCode
 from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
 
-__all__ = ["drop_implicit_broadcasts", "drop_unread_factories", "drop_unread_numbers"]
+__all__ = [
+    "drop_identity_arithmetic",
+    "drop_implicit_broadcasts",
+    "drop_unread_factories",
+    "drop_unread_numbers",
+]
 
 # torch functions (as the torch executor prints them) that broadcast their tensor operands.
 _BROADCASTING = frozenset(
@@ -160,3 +175,91 @@ def drop_unread_numbers(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[Bo
         needed.update(p.name for p in b.flat_proxy_args)
     kept.reverse()
     return kept
+
+
+# Torch functions whose result is new dense memory of its own (never a view of an argument).
+_FRESH = _BROADCASTING | frozenset(
+    {
+        "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
+        "erf", "reciprocal", "arange", "cat", "clone", "cumsum", "sum", "amax", "amin",
+        "matmul", "bmm", "mm",
+    }
+)  # fmt: skip
+
+
+def _fresh(bsym: BoundSymbol | None) -> bool:
+    if bsym is None:
+        return False
+    if bsym.sym.module == "torch_ops":
+        return True  # whole ops (linear, softmax, embedding, ...): new memory
+    if bsym.sym.module == "torch_ex":
+        return bsym.sym.name in ("iota", "tensor")
+    return bsym.sym.module == "torch" and bsym.sym.name in _FRESH
+
+
+def _is_identity(bsym: BoundSymbol) -> bool:
+    """``x * 1``, ``x / 1``, ``x - 0.0``, ``x + -0.0`` and, for integers, ``x + 0``, with the
+    result of ``x``'s dtype and shape, in float32, float64 or an integer dtype."""
+    if bsym.sym.module != "torch" or bsym.kwargs or len(bsym.args) != 2:
+        return False
+    x, c = bsym.args
+    out = bsym.output
+    if not isinstance(x, TensorProxy) or not isinstance(out, TensorProxy):
+        return False
+    c = _number(c)
+    if c is None or out.dtype != x.dtype or out.ndim != x.ndim:
+        return False
+    if not all(same_size(a, b) for a, b in zip(out.shape, x.shape)):
+        return False  # (symbolic sizes compare without recording a constraint)
+    if x.dtype.is_complex or x.dtype.is_low_precision:
+        # a complex product by 1 + 0j computes inf * 0; bfloat16 and float16 compute in float32
+        # and round back, which makes every NaN the positive one
+        return False
+    name = bsym.sym.name
+    if name in ("mul", "true_divide", "div"):
+        return c == 1
+    # x - 0.0 and x + -0.0 keep a -0.0; x + 0.0 and x - -0.0 make it 0.0
+    if name == "sub":
+        return c == 0 and (x.dtype.is_exact or math.copysign(1.0, c) > 0)
+    if name == "add":
+        return c == 0 and (x.dtype.is_exact or math.copysign(1.0, c) < 0)
+    return False
+
+
+def _number(c: Any) -> int | float | None:
+    """The Python number of an operand: itself, or the value of a scalar constant (a 0-dim CPU
+    tensor the torch executor passes in its place)."""
+    if type(c) in (int, float):
+        return c  # type: ignore[no-any-return]
+    if isinstance(c, PythonCode) and len(c.names) == 1:
+        (value,) = c.names.values()
+        if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_complex():
+            number = value.item()
+            return number if type(number) in (int, float) else None
+    return None
+
+
+def drop_identity_arithmetic(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` with identity arithmetic on a fresh tensor read nowhere else turned into the
+    alias ``y = x`` (``keep``: the trace's outputs, which the operand must not be)."""
+    reads: dict[str, int] = {}
+    for b in bsyms:
+        for p in b.flat_proxy_args:
+            reads[p.name] = reads.get(p.name, 0) + 1
+    producer: dict[str, BoundSymbol] = {}
+    out: list[BoundSymbol] = []
+    for b in bsyms:
+        if _is_identity(b):
+            x = b.args[0]
+            if reads.get(x.name) == 1 and x.name not in keep and _fresh(producer.get(x.name)):
+                b = BoundSymbol(_alias_symbol(), (x,), {}, b.output, header=b.header)
+        for p in b.flat_proxy_outs:
+            producer[p.name] = b
+        out.append(b)
+    return out
+
+
+def _alias_symbol() -> Any:
+    from thunder_executors.torch_executor import helper_symbol
+
+    return helper_symbol("shallow_copy")

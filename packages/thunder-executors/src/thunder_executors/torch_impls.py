@@ -116,8 +116,32 @@ def var_mean(
 def tensor(
     values: tuple[Any, ...], shape: tuple[int, ...], *, device: torch.device, dtype: torch.dtype
 ) -> torch.Tensor:
-    """A tensor of ``values`` (row-major) in ``shape``."""
-    return torch.tensor(values, dtype=dtype, device=device).reshape(shape)
+    """A tensor of ``values`` (row-major) in ``shape``: new memory, not a view, as eager's."""
+    if not shape and _exact_integer(values[0], dtype):
+        # a third of torch.tensor's time (a sliding window's size, a position)
+        return torch.scalar_tensor(values[0], dtype=dtype, device=device)
+    if 0 in shape:
+        return torch.empty(shape, dtype=dtype, device=device)
+    return torch.tensor(_nested(values, shape), dtype=dtype, device=device)
+
+
+def _nested(values: Sequence[Any], shape: Sequence[int]) -> Any:
+    """Row-major ``values`` as the nested lists of ``shape`` (no zero in it)."""
+    if not shape:
+        return values[0]
+    if len(shape) == 1:
+        return values
+    step = len(values) // shape[0]
+    return [_nested(values[i : i + step], shape[1:]) for i in range(0, len(values), step)]
+
+
+def _exact_integer(value: Any, dtype: torch.dtype) -> bool:
+    """Whether ``torch.scalar_tensor`` makes ``value`` as ``torch.tensor`` does: an int of an
+    integer dtype, a bool of bool. (A float out of range becomes inf in one and raises in the
+    other, so floats take ``torch.tensor``.)"""
+    if dtype == torch.bool:
+        return type(value) is bool
+    return type(value) is int and not dtype.is_floating_point and not dtype.is_complex
 
 
 def iota(

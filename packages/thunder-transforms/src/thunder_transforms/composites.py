@@ -6,7 +6,10 @@ reading and writing the whole tensor. Recorded as ``ltorch.gelu(x, approximate="
 kernel where an executor keeps it whole (torch_ops) and one fusible op elsewhere; its gradient is
 the op's own rule. The values agree to rounding, as those of any fusion do; in bfloat16 and
 float16 a spelled-out form stays as written (eager's rounding after every op). Recognized: GELU
-(tanh and erf forms, in the groupings people write) and SiLU written as ``x * sigmoid(x)``.
+(tanh and erf forms, in the groupings people write), SiLU written as ``x * sigmoid(x)``, and
+RMSNorm as Llama, Mistral, Qwen, Gemma and T5 write it
+(``w * (x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))``, the weight one value per feature,
+or none): on the CPU ``torch.rms_norm`` computes the same ops in the same order, in one call.
 
 A match is only rewritten when nothing else sees its intermediates: each is read by the match
 alone, none is returned, and no in-place write runs between the match's first op and its last
@@ -25,6 +28,7 @@ from typing import Any
 
 from thunder_ir import BoundSymbol, OpTag, PassRecord, Proxy, TensorProxy, Trace, dtypes, tracectx
 from thunder_ir.aliasing import writes_in_place
+from thunder_ir.sizes import same_size
 from thunder_transforms.passes import substitute
 
 __all__ = ["recognize_composites"]
@@ -32,13 +36,15 @@ __all__ = ["recognize_composites"]
 
 @dataclass
 class _Match:
-    """What a pattern bound: the tensor ``x`` and the bound symbols it went through."""
+    """What a pattern bound: the tensor ``x``, the bound symbols it went through and the other
+    values it captured by name (a norm's weight and epsilon)."""
 
     x: TensorProxy | None = None
     bsyms: list[BoundSymbol] = field(default_factory=list)
+    captured: dict[str, Any] = field(default_factory=dict)
 
     def copy(self) -> _Match:
-        return _Match(self.x, list(self.bsyms))
+        return _Match(self.x, list(self.bsyms), dict(self.captured))
 
 
 # A pattern takes a value of the trace and the match so far, and returns the extended match or
@@ -86,9 +92,10 @@ def _const(value: float) -> Pattern:
     return match
 
 
-def _op(name: str, *operands: Pattern, commutative: bool = False) -> Pattern:
+def _op(name: str, *operands: Pattern, commutative: bool = False, reduced: bool = False) -> Pattern:
     """``ltorch.<name>`` with exactly these positional operands and no keywords (the operands in
-    either order when ``commutative``), its result of ``x``'s dtype and shape."""
+    either order when ``commutative``), its result of ``x``'s dtype and shape (``reduced``: of
+    ``x``'s shape with the last dimension kept as 1)."""
 
     def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
         if not isinstance(v, TensorProxy):
@@ -103,7 +110,7 @@ def _op(name: str, *operands: Pattern, commutative: bool = False) -> Pattern:
             trial: _Match | None = m.copy()
             for pattern, a in zip(operands, args, strict=True):
                 trial = pattern(a, trial, g) if trial is not None else None
-            if trial is not None and _same_kind(v, trial.x):
+            if trial is not None and _same_kind(v, trial.x, reduced):
                 trial.bsyms.append(b)
                 return trial
         return None
@@ -111,8 +118,11 @@ def _op(name: str, *operands: Pattern, commutative: bool = False) -> Pattern:
     return match
 
 
-def _same_kind(v: TensorProxy, x: TensorProxy | None) -> bool:
-    return x is not None and v.dtype == x.dtype and tuple(v.shape) == tuple(x.shape)
+def _same_kind(v: TensorProxy, x: TensorProxy | None, reduced: bool = False) -> bool:
+    if x is None or v.dtype != x.dtype:
+        return False
+    shape = (*x.shape[:-1], 1) if reduced and x.ndim else tuple(x.shape)
+    return v.ndim == len(shape) and all(same_size(a, b) for a, b in zip(v.shape, shape))
 
 
 def _either(*alternatives: Pattern) -> Pattern:
@@ -130,8 +140,8 @@ def _mul(a: Pattern, b: Pattern) -> Pattern:
     return _op("mul", a, b, commutative=True)
 
 
-def _add(a: Pattern, b: Pattern) -> Pattern:
-    return _op("add", a, b, commutative=True)
+def _add(a: Pattern, b: Pattern, reduced: bool = False) -> Pattern:
+    return _op("add", a, b, commutative=True, reduced=reduced)
 
 
 def _half_x_times(factor: Pattern) -> Pattern:
@@ -183,10 +193,124 @@ _GELU_ERF = _half_x_times(
 # x * sigmoid(x) (swish)
 _SILU = _mul(_x(), _op("sigmoid", _x()))
 
-_COMPOSITES: tuple[tuple[str, Pattern, dict[str, Any]], ...] = (
-    ("gelu", _GELU_TANH, {"approximate": "tanh"}),
-    ("gelu", _GELU_ERF, {}),
-    ("silu", _SILU, {}),
+
+def _mean_of_last_dim(operand: Pattern) -> Pattern:
+    """``ltorch.mean(p, -1, keepdim=True)`` (the last dimension by any spelling, positional or
+    keyword), ``p`` matching ``operand``."""
+
+    def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
+        b = g.producer.get(v.name) if isinstance(v, TensorProxy) else None
+        if b is None or b.sym.id != "ltorch.mean" or not b.args:
+            return None
+        named = dict(zip(("a", "dim", "keepdim"), b.args))
+        if len(b.args) > 3 or set(b.kwargs) - {"dim", "keepdim"} or set(named) & set(b.kwargs):
+            return None
+        named.update(b.kwargs)
+        p, dim = named["a"], named.get("dim")
+        if not isinstance(p, TensorProxy) or named.get("keepdim") is not True:
+            return None
+        dims = tuple(dim) if isinstance(dim, (list, tuple)) else (dim,)
+        if len(dims) != 1 or type(dims[0]) is not int or dims[0] not in (-1, p.ndim - 1):
+            return None
+        found = operand(p, m, g)
+        if found is None or not _same_kind(v, found.x, reduced=True):
+            return None
+        found.bsyms.append(b)
+        return found
+
+    return match
+
+
+def _capture(name: str, accept: Callable[[Any, _Match], bool]) -> Pattern:
+    """Any value ``accept`` takes, bound to ``name`` (the same value wherever it appears)."""
+
+    def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
+        if name in m.captured:
+            return m if m.captured[name] is v else None
+        if not accept(v, m):
+            return None
+        m = m.copy()
+        m.captured[name] = v
+        return m
+
+    return match
+
+
+def _unchanged(operand: Pattern) -> Pattern:
+    """``operand``, or a conversion of it that changes nothing (``h.to(torch.float32)`` of a
+    float32 ``h``): torch returns the tensor itself."""
+
+    def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
+        found = operand(v, m, g)
+        if found is not None:
+            return found
+        b = g.producer.get(v.name) if isinstance(v, TensorProxy) else None
+        if b is None or b.sym.id not in ("ltorch.to", "ltorch.type_as", "ltorch.float"):
+            return None
+        a = b.args[0] if b.args else None
+        if not isinstance(a, TensorProxy) or (a.dtype, a.device) != (v.dtype, v.device):
+            return None
+        found = operand(a, m, g)
+        if found is not None:
+            found.bsyms.append(b)
+        return found
+
+    return match
+
+
+def _number(v: Any, m: _Match) -> bool:
+    return type(v) in (int, float)
+
+
+def _norm_weight(v: Any, m: _Match) -> bool:
+    """A weight ``torch.rms_norm`` takes as it is: one value per element of ``x``'s last
+    dimension, of ``x``'s dtype and device."""
+    x = m.x
+    return (
+        isinstance(v, TensorProxy)
+        and x is not None
+        and v is not x
+        and (v.dtype, v.device) == (x.dtype, x.device)
+        and v.ndim == 1
+        and x.ndim > 0
+        and same_size(v.shape[0], x.shape[-1])
+    )
+
+
+def _rms_normalized() -> Pattern:
+    """``x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps)`` (``x * x`` for the square; T5 squares
+    ``x.to(torch.float32)`` of a float32 ``x``, which is ``x`` itself)."""
+    x = _x()
+    square = _either(_op("pow", _unchanged(x), _const(2)), _mul(x, x))
+    mean_square = _mean_of_last_dim(square)
+    rstd = _op("rsqrt", _add(mean_square, _capture("eps", _number), reduced=True), reduced=True)
+    return _mul(x, rstd)
+
+
+# RMSNorm (Llama, Mistral, Qwen, Gemma, T5 write it out): the weight times the normalized x
+_RMS_NORM = _mul(_unchanged(_rms_normalized()), _capture("weight", _norm_weight))
+_RMS_NORM_UNWEIGHTED = _rms_normalized()
+
+
+def _rms_norm_arguments(m: _Match) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    assert m.x is not None
+    return (m.x, (m.x.shape[-1],), m.captured.get("weight"), m.captured["eps"]), {}
+
+
+def _with(**kwargs: Any) -> Callable[[_Match], tuple[tuple[Any, ...], dict[str, Any]]]:
+    def arguments(m: _Match) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (m.x,), kwargs
+
+    return arguments
+
+
+# (op, pattern, the op's arguments from the match), outermost patterns first
+_COMPOSITES: tuple[tuple[str, Pattern, Callable[[_Match], Any]], ...] = (
+    ("gelu", _GELU_TANH, _with(approximate="tanh")),
+    ("gelu", _GELU_ERF, _with()),
+    ("silu", _SILU, _with()),
+    ("rms_norm", _RMS_NORM, _rms_norm_arguments),
+    ("rms_norm", _RMS_NORM_UNWEIGHTED, _rms_norm_arguments),
 )
 
 
@@ -203,7 +327,7 @@ def _private(match: _Match, root: BoundSymbol, reads: Counter[str], returned: se
     return True
 
 
-_Found = tuple[str, TensorProxy, dict[str, Any], set[int]]
+_Found = tuple[str, tuple[Any, ...], dict[str, Any], set[int]]
 
 
 def _find(bsyms: Sequence[BoundSymbol]) -> dict[int, _Found]:
@@ -220,7 +344,7 @@ def _find(bsyms: Sequence[BoundSymbol]) -> dict[int, _Found]:
         b = bsyms[i]
         if i in taken or not isinstance(b.output, TensorProxy):
             continue
-        for op, pattern, kwargs in _COMPOSITES:
+        for op, pattern, arguments in _COMPOSITES:
             m = pattern(b.output, _Match(), g)
             if m is None or m.x is None or not _private(m, b, reads, returned):
                 continue
@@ -228,7 +352,8 @@ def _find(bsyms: Sequence[BoundSymbol]) -> dict[int, _Found]:
             if members & taken or any(min(members) < w < i for w in writes):
                 continue
             taken |= members
-            found[i] = (op, m.x, kwargs, members)
+            args, kwargs = arguments(m)
+            found[i] = (op, args, kwargs, members)
             break
     return found
 
@@ -252,8 +377,9 @@ def recognize_composites(trace: Trace) -> Trace:
     with tracectx(new):
         for i, b in enumerate(bsyms):
             if i in found:
-                op, x, kwargs, _ = found[i]
-                renamed[b.output.name] = ALL_OPS[op](renamed.get(x.name, x), **kwargs)
+                op, args, kwargs, _ = found[i]
+                args = tuple(renamed.get(a.name, a) if isinstance(a, Proxy) else a for a in args)
+                renamed[b.output.name] = ALL_OPS[op](*args, **kwargs)
             elif i not in dropped:
                 new.record(substitute(b, renamed))
     new.history = (*trace.history, PassRecord("recognize_composites", time.perf_counter() - start))

@@ -121,6 +121,24 @@ def _identity(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(bsym.args[0], g)]
 
 
+# Ops that may set a layout (``contiguous()``, a ``memory_format``) keep their torch-language
+# bound symbol in the forward: the executors run them as torch does, and the elementwise ops after
+# them take eager's layout. Their gradient is their decomposition's.
+@register_vjp(ltorch.contiguous, ltorch.clone)
+def _layout(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return [(bsym.args[0], g)]
+
+
+@register_vjp(ltorch.to)
+def _to(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a = bsym.args[0]
+    if not a.dtype.is_inexact:
+        return []
+    if g.device != a.device:
+        g = P.device_put(g, a.device)
+    return [(a, g if g.dtype == a.dtype else P.convert_element_type(g, a.dtype))]
+
+
 @register_vjp(P.device_put)
 def _device_put(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a = bsym.args[0]

@@ -1,0 +1,166 @@
+"""Torch calls the execution trace leaves out (``thunder_executors/peephole.py`` and the
+conversions of ``assignment.py``): each program's results, bit for bit, with eager's strides and
+eager's sharing of memory, on values that tell a dropped call from a kept one (``-0.0``, NaN,
+infinities); and the call is gone from the trace where it may be."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import thunder
+
+_SPECIAL = [0.0, -0.0, 1.5, -2.25, float("inf"), float("-inf"), float("nan"), 1e-40]
+
+
+def _values(dtype: torch.dtype, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        x = torch.randn(4, 6, generator=g, dtype=torch.float64)
+        x.view(-1)[: len(_SPECIAL)] = torch.tensor(_SPECIAL, dtype=torch.float64)
+        return x.to(dtype)
+    low = 0 if dtype == torch.uint8 else -50
+    return torch.randint(low, 50, (4, 6), generator=g, dtype=dtype)
+
+
+def _same_bits(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+    if expected.dtype.is_floating_point:  # -0.0 stays -0.0 (a NaN's sign is no number's)
+        numbers = ~expected.isnan()
+        assert torch.equal(torch.signbit(actual)[numbers], torch.signbit(expected)[numbers])
+
+
+def _run(fn: Callable[..., Any], *args: torch.Tensor) -> tuple[Any, Any, str]:
+    jf = thunder.jit(fn)
+    with torch.no_grad():
+        actual = jf(*args)
+    expected = fn(*args)
+    return actual, expected, str(thunder.last_traces(jf)[-1])
+
+
+# (program, whether the arithmetic call may be dropped): its operand is made by the program and
+# read by it alone.
+_DROPPED: list[tuple[Callable[[torch.Tensor], Any], str]] = [
+    (lambda x: x.exp() * 1.0, "mul"),
+    (lambda x: x.exp() * 1, "mul"),
+    (lambda x: x.exp() / 1.0, "true_divide"),
+    (lambda x: x.exp() - 0.0, "sub"),
+    (lambda x: x.exp() + -0.0, "add"),
+]
+_KEPT: list[tuple[Callable[[torch.Tensor], Any], str]] = [
+    (lambda x: x.exp() + 0.0, "add"),  # -0.0 + 0.0 is 0.0
+    (lambda x: x.exp() - -0.0, "sub"),  # so is -0.0 - -0.0
+    (lambda x: x * 1.0, "mul"),  # the input itself: the result must be new memory
+    (lambda x: x.t() * 1.0, "mul"),  # a view of the input
+    (lambda x: (lambda y: (y * 1.0, y))(x.exp()), "mul"),  # the operand is returned as well
+    (lambda x: (lambda y: y * 1.0 + y)(x.exp()), "mul"),  # the operand is read again
+    (lambda x: x.exp().t().contiguous() * 1.0, "mul"),  # contiguous may return its operand
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize(("fn", "op"), _DROPPED + _KEPT)
+def test_identity_arithmetic_matches_eager_bit_for_bit(
+    fn: Callable[[torch.Tensor], Any], op: str, dtype: torch.dtype
+) -> None:
+    x = _values(dtype, 0)
+    actual, expected, trace = _run(fn, x)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for a, e in zip(actual, expected, strict=True):
+        _same_bits(a, e)
+        assert a.data_ptr() != x.data_ptr()
+    if len(actual) == 2:
+        assert actual[0] is not actual[1] and actual[0].data_ptr() != actual[1].data_ptr()
+    # bfloat16 runs as float32 ops between conversions: the product's operand is a conversion
+    dropped = (fn, op) in _DROPPED and dtype != torch.bfloat16
+    assert (f"torch.{op}(" not in trace) == dropped, trace
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_integer_offsets_of_zero_are_dropped_and_others_kept(dtype: torch.dtype) -> None:
+    x = _values(dtype, 1)
+
+    def f(x: torch.Tensor) -> Any:
+        positions = torch.arange(6, dtype=dtype) + 0
+        return x + positions, (x * 3) - 0, (x * 3) + 1
+
+    actual, expected, trace = _run(f, x)
+    for a, e in zip(actual, expected, strict=True):
+        _same_bits(a, e)
+    assert trace.count("torch.add(") == 2 and "torch.sub(" not in trace, trace
+
+
+def test_complex_products_by_one_are_kept() -> None:
+    # (inf + 1j) * (1 + 0j) has a NaN in it: not the operand
+    z = torch.tensor([complex(float("inf"), 1.0), complex(-0.0, -1.0)], dtype=torch.complex64)
+    actual, expected, trace = _run(lambda z: z.exp() * 1.0, z)
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+    assert "torch.mul(" in trace
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(["mul", "div", "sub", "add"]),
+    st.sampled_from([0, 1, 0.0, -0.0, 1.0, 2.0]),
+    st.sampled_from([torch.float32, torch.float16, torch.int64]),
+    st.booleans(),
+    st.integers(0, 2**16),
+)
+def test_scalar_arithmetic_on_fresh_tensors_matches_eager(
+    op: str, c: float, dtype: torch.dtype, reuse: bool, seed: int
+) -> None:
+    """Any scalar operand, dropped or not: eager's bits, strides and distinct results."""
+    if op == "div" and not dtype.is_floating_point:
+        c = 1  # integer true division is float: the dtype changes, nothing is dropped
+    x = _values(dtype, seed)
+
+    def f(x: torch.Tensor) -> Any:
+        y = x * 2
+        z = getattr(torch, op)(y, c)
+        return (z, y) if reuse else z
+
+    actual, expected, _ = _run(f, x)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for a, e in zip(actual, expected, strict=True):
+        _same_bits(a, e)
+    if reuse:
+        assert actual[0].data_ptr() != actual[1].data_ptr()
+
+
+def test_conversions_that_change_nothing_return_the_tensor_itself_as_eager() -> None:
+    def f(x: torch.Tensor, w: torch.Tensor) -> Any:
+        return (
+            x.to(torch.float32),
+            x.float(),
+            w.to(x),
+            x.cpu(),
+            x.type_as(w),
+            x.to("cpu", torch.float32),
+        )
+
+    x, w = torch.randn(2, 3), torch.randn(3)
+    actual, expected, trace = _run(f, x, w)
+    for a, e in zip(actual, expected, strict=True):
+        assert (a is x) == (e is x) and (a is w) == (e is w)
+        _same_bits(a, e)
+    assert ".to(" not in trace and "float(" not in trace and "cpu(" not in trace, trace
+
+
+def test_a_conversion_asking_for_a_layout_copies_as_eager() -> None:
+    def f(x: torch.Tensor) -> Any:
+        return x.to(torch.float32, memory_format=torch.channels_last), x.to(torch.float64)
+
+    x = torch.randn(2, 3, 4, 5)
+    actual, expected, _ = _run(f, x)
+    for a, e in zip(actual, expected, strict=True):
+        _same_bits(a, e)
+        assert a.data_ptr() != x.data_ptr()
