@@ -16,8 +16,8 @@ the write would miss the base) or holds an input or an output of the trace (the 
 whether it is a view of the input, its strides, and torch's errors: ``view`` of a tensor whose
 strides do not allow it; ``view`` runs as torch's own wherever no fusion region takes it). Torch then makes the same views and copies as eager (reshape of a
 transposed tensor copies) whatever the strides of the inputs when it runs. Ops that set a layout
-(``contiguous()``, a ``memory_format``) run as torch's own too: the elementwise ops after them
-take the layout they give. In-place ops run as
+(``contiguous()``, a ``memory_format``) run as torch's own too, where no fusion region takes
+them: the elementwise ops after them take the layout they give. In-place ops run as
 torch's own (``torch.Tensor.add_``: torch's checks of the memory written, the written tensor as
 result), and every write is a barrier that keeps program order. Views of intermediates nobody
 writes stay free to decompose and fuse. ``eager_aliasing=False`` keeps only what writes need
@@ -145,7 +145,7 @@ class _Assigner:
             return None
         if OpTag.IN_PLACE in bsym.sym.tags:
             return torch_call(bsym) if self.eager_aliasing else None
-        if self.eager_aliasing and _sets_layout(bsym):
+        if self.eager_aliasing and _sets_layout(bsym) and not self._fusible(bsym):
             # torch copies where the strides ask for it, and the results of the elementwise ops
             # after it take the layout it gives, as in eager (returned: the caller sees them)
             return torch_call(bsym)
@@ -157,14 +157,14 @@ class _Assigner:
             self.eager_aliasing and self.aliases.in_observed_group(bsym)
         ):
             return torch_call(bsym)
-        if (
-            self.eager_aliasing
-            and OpTag.LAYOUT_ERRORS in bsym.sym.tags
-            and not any(isinstance(e, FusionExecutor) and e.can_fuse(bsym) for e in self.executors)
-        ):
+        if self.eager_aliasing and OpTag.LAYOUT_ERRORS in bsym.sym.tags and not self._fusible(bsym):
             # view raises where the strides do not allow it; its decomposition would copy.
             return torch_call(bsym)
         return None
+
+    def _fusible(self, bsym: BoundSymbol) -> bool:
+        """Whether a fusion executor takes ``bsym`` (it lays out its region's tensors itself)."""
+        return any(isinstance(e, FusionExecutor) and e.can_fuse(bsym) for e in self.executors)
 
     def claim(self, bsyms: Iterable[BoundSymbol], defined: set[str]) -> None:
         for bsym in bsyms:
