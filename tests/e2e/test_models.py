@@ -166,6 +166,34 @@ def test_thunder_module_shares_parameters_and_state_dict():
     assert thunder.cache_misses(jm) == 1  # in-place weight updates need no recompilation
 
 
+def test_hooks_on_the_thunder_module_and_on_all_modules_run_as_on_any_module():
+    torch.manual_seed(0)
+    model = MLPWithNorm().eval()
+    jm = thunder.jit(model)
+    x = torch.randn(4, 16)
+    calls: list[str] = []
+    with torch.no_grad():
+        plain = model(x)
+        torch.testing.assert_close(jm(x), plain)  # no hook: the jitted call alone
+        pre = jm.register_forward_pre_hook(lambda m, args: (calls.append("pre"), (args[0] * 2,))[1])
+        post = jm.register_forward_hook(lambda m, args, out: out + 1)
+        torch.testing.assert_close(jm(x), model(x * 2) + 1)
+        pre.remove()
+        post.remove()
+        torch.testing.assert_close(jm(x), plain)
+        seen = torch.nn.modules.module.register_module_forward_hook(
+            lambda m, args, out: calls.append(type(m).__name__)
+        )
+        try:
+            jm(x)
+        finally:
+            seen.remove()
+        jm(x)
+    # the global hook runs for the ThunderModule (outside the program) and for the modules
+    # the program calls (inside it: every call, as in eager)
+    assert calls[0] == "pre" and calls.count("ThunderModule") == 1 and len(calls) > 2, calls
+
+
 def test_eval_and_train_switch_recompiles_once_per_mode():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
+import torch.nn.modules.module as _module_hooks
 
 from thunder.jit_function import ThunderFunction
 
@@ -28,6 +29,24 @@ class ThunderModule(torch.nn.Module):
         self._thunder_function = compiled
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._thunder_function(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # nn.Module's call path, three Python frames, only where it has something to do: hooks
+        # on this module or on all modules, a compiled call (compile()), a torch.jit trace
+        if (
+            self._forward_hooks
+            or self._forward_pre_hooks
+            or self._backward_hooks
+            or self._backward_pre_hooks
+            or self._compiled_call_impl is not None
+            or _module_hooks._global_forward_hooks
+            or _module_hooks._global_forward_pre_hooks
+            or _module_hooks._global_backward_hooks
+            or _module_hooks._global_backward_pre_hooks
+            or torch._C._get_tracing_state()
+        ):
+            return super().__call__(*args, **kwargs)
         return self._thunder_function(*args, **kwargs)
 
     def get_model(self) -> torch.nn.Module:
