@@ -331,18 +331,19 @@ def _without_autocast(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _below_autograd(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` (a computation compiled with grad mode off, which is part of the cache key) run with
     torch's autograd dispatch keys skipped, as torch's own custom ops run their kernels: with
-    grad mode off and no input requiring grad, that layer records nothing, and skipping it
-    saves about a tenth of each small op's time. Views stay views (the layer below makes them)
-    and in-place writes still bump versions. Skipped only where that layer could do something:
-    grad mode on, a forward-mode AD level open (dual tensors carry tangents under no_grad), or
-    a torch.func transform active."""
-    below = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
-    if below is None:
-        return fn
+    grad mode off that layer records nothing, and skipping it saves about a tenth of each small
+    op's time. Views stay views (the layer below makes them) and in-place writes still bump
+    versions. Not skipped where that layer could do something: grad mode on, a forward-mode AD
+    level open (dual tensors carry tangents under no_grad), or a torch.func transform active;
+    nor on a torch without the private hooks this relies on."""
     from torch.autograd import forward_ad
 
+    below = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
+    functorch = getattr(torch._C, "_functorch", None)
+    functorch_active = getattr(functorch, "peek_interpreter_stack", None)
+    if below is None or functorch_active is None or not hasattr(forward_ad, "_current_level"):
+        return fn
     grad_on = torch.is_grad_enabled
-    functorch_active = torch._C._functorch.peek_interpreter_stack
 
     def run(*args: Any) -> Any:
         if grad_on() or forward_ad._current_level >= 0 or functorch_active() is not None:
