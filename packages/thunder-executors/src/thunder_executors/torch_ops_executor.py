@@ -24,7 +24,7 @@ __all__ = ["ATEN_OPS", "KEPT_OPS", "torch_ops_executor"]
 KEPT_OPS = (
     "linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "layer_norm", "group_norm", "rms_norm",
     "scaled_dot_product_attention", "softmax", "log_softmax", "cross_entropy", "nll_loss",
-    "embedding", "conv1d", "conv2d", "conv3d", "gelu", "silu", "mean",
+    "embedding", "conv1d", "conv2d", "conv3d", "gelu", "silu", "mean", "roll",
 )  # fmt: skip
 
 # Internal ops (no torch name; see thunder_ir.ops.nn_backward) run with aten kernels.

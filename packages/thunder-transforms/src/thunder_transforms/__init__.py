@@ -12,6 +12,7 @@ from thunder_transforms.constant_fold import constant_fold
 from thunder_transforms.cse import cse
 from thunder_transforms.dce import dce
 from thunder_transforms.passes import run_pass, substitute, substitute_proxies
+from thunder_transforms.rotary import sign_flipped_rotary
 
 __all__ = [
     "__version__",
@@ -23,6 +24,7 @@ __all__ = [
     "dce",
     "recognize_composites",
     "run_pass",
+    "sign_flipped_rotary",
     "substitute",
     "substitute_proxies",
 ]

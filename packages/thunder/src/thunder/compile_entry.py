@@ -30,7 +30,7 @@ from thunder_executors import transform_for_execution
 from thunder_interp import interpret
 from thunder_ir import Proxy, TensorProxy, Trace, TracingError, Transform, prims, tracectx
 from thunder_ir.sizes import SizeFacts, size_facts
-from thunder_transforms import dce, recognize_composites
+from thunder_transforms import dce, recognize_composites, sign_flipped_rotary
 from thunder_transforms.autodiff import make_differentiable
 
 __all__ = ["CacheEntry", "ProgramRaised", "compile_entry", "parameter_names"]
@@ -212,6 +212,10 @@ def _compile_entry(
     composed = recognize_composites(trace)
     if composed is not trace:
         trace = composed
+        computation_traces.append(trace)
+    rotated = sign_flipped_rotary(trace)
+    if rotated is not trace:
+        trace = dce(rotated)  # the broadcasts of sin that only the old products read
         computation_traces.append(trace)
     backward_traces: list[Trace] = []
     computation: Callable[..., Any]
