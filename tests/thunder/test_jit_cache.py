@@ -281,3 +281,69 @@ def test_symbolic_size_arithmetic_is_lean_in_the_execution_trace():
     number_ops = [line for line in code.splitlines() if "operator." in line]
     assert len(number_ops) == 2, code  # 32 - dim0, then - dim1
     assert "floordiv" not in code
+
+
+# A custom op whose meta kernel is stricter than its real one, counting the calls of each.
+_PICKY = {"meta_refuses": True, "traces": 0, "runs": 0}
+
+
+@torch.library.custom_op("thunder_test::picky_double", mutates_args=())
+def _picky_double(x: torch.Tensor) -> torch.Tensor:
+    _PICKY["runs"] += 1
+    return x * 2
+
+
+@_picky_double.register_fake
+def _(x):
+    _PICKY["traces"] += 1
+    if _PICKY["meta_refuses"]:
+        raise RuntimeError("picky_double: the meta kernel refuses these inputs")
+    return torch.empty_like(x)
+
+
+def test_inputs_whose_tracing_failed_run_eagerly_without_retracing_until_a_retry():
+    """Tracing that fails where eager runs is not retried on every call (a retrace costs
+    milliseconds): those inputs run eagerly, and tracing is tried again after a wait that
+    doubles with each failure, so a program whose state changed compiles in the end."""
+    jf = thunder.jit(lambda x: torch.ops.thunder_test.picky_double(x) + 1)
+    stats = thunder.compile_stats(jf)
+
+    def call(expect_traces: int, expect_runs: int) -> None:
+        x = torch.randn(3)
+        torch.testing.assert_close(jf(x), x * 2 + 1)
+        assert (_PICKY["traces"], _PICKY["runs"]) == (expect_traces, expect_runs)
+
+    _PICKY.update(meta_refuses=True, traces=0, runs=0)
+    try:
+        with pytest.warns(UserWarning, match="meta kernel refuses"):
+            call(1, 1)  # the failed trace, then eager
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for k in range(8):  # the first wait: eager runs alone
+                call(1, 2 + k)
+            call(2, 10)  # tried again: fails again
+            for k in range(16):  # the wait doubled
+                call(2, 11 + k)
+            assert stats.eager_fallbacks == 26 and stats.compilations == 0
+        _PICKY["meta_refuses"] = False  # from now on it traces (the meta kernel runs twice)
+        call(4, 27)
+        call(4, 28)
+        assert stats.compilations == 1 and stats.cache_hits == 1 and stats.eager_fallbacks == 26
+    finally:
+        _PICKY["meta_refuses"] = False
+
+
+def test_other_inputs_trace_while_failed_ones_run_eagerly():
+    def f(x):
+        return torch.ops.thunder_test.picky_double(x) if x.dim() == 1 else x - 1
+
+    jf = thunder.jit(f)
+    _PICKY["meta_refuses"] = True
+    try:
+        with pytest.warns(UserWarning, match="meta kernel refuses"):
+            jf(torch.randn(3))
+        y = torch.randn(2, 2)
+        torch.testing.assert_close(jf(y), y - 1)
+        assert thunder.compile_stats(jf).compilations == 1
+    finally:
+        _PICKY["meta_refuses"] = False

@@ -26,6 +26,11 @@ from thunder_ir import Trace, Transform
 
 __all__ = ["CompileStats", "ThunderFunction"]
 
+# After tracing failed where eager ran, the same inputs run eagerly this many calls before
+# tracing is tried again; each further failure doubles the wait, up to the maximum.
+_FIRST_EAGER_WAIT = 8
+_MAX_EAGER_WAIT = 4096
+
 
 @dataclass
 class CompileStats:
@@ -48,13 +53,15 @@ class CompileStats:
 
 
 class _Structure:
-    """A signature and its buckets: key -> entries."""
+    """A signature and its buckets: key -> entries; and the keys whose tracing failed where
+    eager ran: key -> (calls left to run eagerly before tracing again, the next such wait)."""
 
-    __slots__ = ("buckets", "signature")
+    __slots__ = ("buckets", "eager", "signature")
 
     def __init__(self, signature: Signature) -> None:
         self.signature = signature
         self.buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
+        self.eager: dict[tuple[Any, ...], tuple[int, int]] = {}
 
 
 def _fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -149,6 +156,12 @@ class ThunderFunction:
                     self._last_call = (_fingerprint(args, kwargs), entry)
                 out = entry.computation(*inputs)
                 return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
+        if structure is not None and key is not None and key in structure.eager:
+            left, wait = structure.eager[key]
+            if left:  # tracing these inputs failed where eager ran: no retrace on every call
+                structure.eager[key] = (left - 1, wait)
+                self.stats.eager_fallbacks += 1
+                return self.fn(*args, **kwargs)
         self.stats.cache_misses += 1
         limit = self.options.recompile_limit
         if caching and limit is not None and self._entries >= limit:
@@ -179,7 +192,15 @@ class ThunderFunction:
         except ProgramRaised as e:
             raised = e.error
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
-            return self._run_eagerly_after_raise(args, kwargs, raised)
+            result = self._run_eagerly_after_raise(args, kwargs, raised)
+            if structure is not None and key is not None:
+                # Eager ran: the same inputs run eagerly for a while before tracing is tried
+                # again, each wait twice the last (state the trace read may change).
+                wait = min(
+                    2 * structure.eager.get(key, (0, _FIRST_EAGER_WAIT // 2))[1], _MAX_EAGER_WAIT
+                )
+                structure.eager[key] = (wait, wait)
+            return result
         stats = self.stats
         stats.compilations += 1
         stats.last_compile_seconds = time.perf_counter() - start
