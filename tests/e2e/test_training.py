@@ -214,3 +214,72 @@ def test_frozen_parameters_get_no_grad():
     reference(x).sum().backward()
     _assert_grads_match(model, reference)
     assert thunder.cache_misses(jm) == 2
+
+
+def test_a_parameter_reached_only_through_an_unused_output_gets_no_grad():
+    """A model returns two outputs and the loss uses one: eager's autograd never reaches the
+    parameters behind the other, so their ``.grad`` stays None, which optimizers read as "not
+    trained this step" (no weight decay, no moment update). A zero tensor would train them."""
+
+    class TwoHeads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(8, 8)
+            self.head = nn.Linear(8, 3)
+            self.pooler = nn.Linear(8, 4)
+
+        def forward(self, x):
+            h = torch.tanh(self.body(x))
+            return self.head(h), self.pooler(h[:, 0])
+
+    torch.manual_seed(0)
+    model = TwoHeads()
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+    x = torch.randn(2, 5, 8)
+    for pick in (0, 1, None):
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+        for m, run in ((reference, reference), (model, jm)):
+            outs = run(x)
+            loss = outs[0].square().mean() if pick is None else outs[pick].sum()
+            if pick is None:
+                loss = loss + outs[1].mean()
+            loss.backward()
+        _assert_grads_match(model, reference)
+    assert model.pooler.weight.grad is not None
+    model.zero_grad(set_to_none=True)
+    jm(x)[0].sum().backward()
+    assert model.pooler.weight.grad is None and model.pooler.bias.grad is None
+    assert model.head.weight.grad is not None and model.body.weight.grad is not None
+
+    # torch.autograd.grad with allow_unused: None, as eager says
+    reference.zero_grad(set_to_none=True)
+    params = list(model.parameters())
+    got = torch.autograd.grad(jm(x)[1].sum(), params, allow_unused=True)
+    want = torch.autograd.grad(
+        reference(x)[1].sum(), list(reference.parameters()), allow_unused=True
+    )
+    assert [g is None for g in got] == [g is None for g in want]
+    for g, w in zip(got, want):
+        if w is not None:
+            torch.testing.assert_close(g, w)
+
+
+def test_an_unused_output_whose_inputs_feed_a_used_one_still_gives_their_grads():
+    torch.manual_seed(0)
+    w = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(3, 4, requires_grad=True)
+
+    def f(x, w):
+        y = x @ w
+        return y.sin(), y.cos(), (x * 2).sum()
+
+    jf = thunder.jit(f)
+    for used in ((0,), (1,), (2,), (0, 2), (1, 2)):
+        got = torch.autograd.grad(sum(jf(x, w)[i].sum() for i in used), (x, w), allow_unused=True)
+        want = torch.autograd.grad(sum(f(x, w)[i].sum() for i in used), (x, w), allow_unused=True)
+        assert [g is None for g in got] == [g is None for g in want], used
+        for g, e in zip(got, want):
+            if e is not None:
+                torch.testing.assert_close(g, e)

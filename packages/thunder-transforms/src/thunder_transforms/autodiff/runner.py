@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from thunder_ir import Trace
+from thunder_ir import Proxy, Trace
 from thunder_ir.pytree import tree_unflatten
 from thunder_transforms.autodiff.core import ForwardBackward
 
@@ -40,6 +40,7 @@ class DifferentiableFunction:
         self.hidden_outputs = fb.hidden_outputs
         self.written_through_views = fb.written_through_views
         self.gets_grad = _inputs_with_gradients(fb.backward, len(fb.requires_grad))
+        self.cotangents_read = _cotangents_read(fb.backward, sum(fb.differentiable_outputs))
 
     def __call__(self, *args: Any) -> Any:
         wants_grad = False
@@ -116,6 +117,25 @@ def _private_views_detached(outs: Sequence[Any], args: Sequence[Any]) -> list[An
     return outs
 
 
+def _cotangents_read(backward: Trace, n_cotangents: int) -> list[frozenset[int]] | None:
+    """Per gradient the backward trace returns, the cotangents (the last ``n_cotangents``
+    arguments, by index) it is computed from; None where the trace's form is not known."""
+    ret = backward.bound_symbols[-1] if backward.bound_symbols else None
+    grads = ret.args[0] if ret is not None and ret.args else None
+    if not isinstance(grads, (tuple, list)) or n_cotangents > len(backward.args):
+        return None
+    first = len(backward.args) - n_cotangents
+    reads: dict[str, frozenset[int]] = {}
+    for k, a in enumerate(backward.args[first:]):
+        if isinstance(a, Proxy):
+            reads[a.name] = frozenset((k,))
+    for bsym in backward.bound_symbols[:-1]:
+        found = frozenset().union(*(reads.get(p.name, frozenset()) for p in bsym.flat_proxy_args))
+        for out in bsym.flat_proxy_outs:
+            reads[out.name] = found
+    return [reads.get(g.name, frozenset()) if isinstance(g, Proxy) else frozenset() for g in grads]
+
+
 def _inputs_with_gradients(backward: Trace, n: int) -> frozenset[int]:
     """Which inputs the backward trace can return a gradient for (the others return None)."""
     ret = backward.bound_symbols[-1] if backward.bound_symbols else None
@@ -139,6 +159,14 @@ class _ThunderFunction(torch.autograd.Function):
         outs = _private_views_detached(outs, args)
         tensors = [s for s in saved if isinstance(s, torch.Tensor)]
         ctx.save_for_backward(*tensors)
+        # An output the caller's graph does not use gets None, not zeros: the inputs reached only
+        # through such outputs get None too, as eager's autograd never reaches them.
+        ctx.set_materialize_grads(False)
+        ctx.cotangent_shapes = [
+            (o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None
+            for o, d in zip(outs, fn.differentiable_outputs)
+            if d
+        ]
         ctx.saved_layout = [None if isinstance(s, torch.Tensor) else (s,) for s in saved]
         ctx.fn = fn
         frozen = [
@@ -163,5 +191,14 @@ class _ThunderFunction(torch.autograd.Function):
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
         cts = [g for g, d in zip(grads, fn.differentiable_outputs) if d]
+        missing = {k for k, g in enumerate(cts) if g is None}
+        for k in missing:
+            shape, dtype, device = ctx.cotangent_shapes[k]
+            cts[k] = torch.zeros(shape, dtype=dtype, device=device)
         input_grads: Sequence[Any] = fn.backward_fn(*saved, *cts)
+        if missing and fn.cotangents_read is not None:
+            input_grads = [
+                None if read and read <= missing else g
+                for g, read in zip(input_grads, fn.cotangents_read)
+            ]
         return (None, None, *input_grads)
