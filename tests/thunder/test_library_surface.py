@@ -621,3 +621,25 @@ def test_writes_to_an_object_argument_reach_the_callers_object() -> None:
         assert batch.scale == expected.scale
         torch.testing.assert_close(batch.ids, expected.ids)
         assert batch.ids is got
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_and_min_over_a_dim_return_torchs_named_result(op: str) -> None:
+    """``x.max(dim).values`` (GPT-OSS's router): the result is a ``torch.return_types`` value,
+    with ``.values`` and ``.indices``, whether read inside the program or returned."""
+
+    def f(x):
+        r = getattr(x, op)(dim=-1, keepdim=True)
+        full = getattr(torch, op)(x, 0)
+        return x - r.values, r.indices, full, type(full).__name__, full.indices.sum()
+
+    x = torch.randn(4, 6, requires_grad=True)
+    jf = thunder.jit(f)
+    got, want = jf(x), f(x)
+    assert type(got[2]) is type(want[2]) and got[3] == want[3] == op
+    for g, w in zip((got[0], got[1], *got[2], got[4]), (want[0], want[1], *want[2], want[4])):
+        assert torch.equal(g, w)
+    got[0].sum().backward()
+    grad, x.grad = x.grad, None
+    want[0].sum().backward()
+    assert torch.equal(grad, x.grad)

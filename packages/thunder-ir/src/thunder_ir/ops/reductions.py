@@ -200,7 +200,9 @@ def _max_min(op: str, value_prim: Any, index_prim: Any, a: Any, dim: Any, keepdi
     # The index prims do not take bool tensors; max of a bool tensor is the max of its 0/1 values.
     b = prims.convert_element_type(a, dtypes.uint8) if a.dtype.is_boolean else a
     indices = _keep(a, index_prim(b, d), dims, keepdim)
-    return values, indices
+    import torch  # torch.return_types: ``.values`` and ``.indices``, as torch returns them
+
+    return getattr(torch.return_types, op)((values, indices))
 
 
 @torchop("torch.max", "torch.Tensor.max", tags=_RED)
