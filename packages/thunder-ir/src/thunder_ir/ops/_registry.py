@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from thunder_ir.ops._keywords import accepting_torch_keywords
 from thunder_ir.proxies import register_tensor_method
 from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
@@ -33,7 +34,8 @@ def torchop(
         op_name = name or fn.__name__
         if op_name in ALL_OPS:
             raise ValueError(f"op ltorch.{op_name} declared twice")
-        sym = Symbol(op_name, fn, module="ltorch", tags=tags, torch_names=torch_names)
+        meta = accepting_torch_keywords(fn, torch_names)
+        sym = Symbol(op_name, meta, module="ltorch", tags=tags, torch_names=torch_names)
         ALL_OPS[op_name] = sym
         for tn in torch_names:
             if tn.startswith("torch.Tensor."):
