@@ -643,3 +643,32 @@ def test_max_and_min_over_a_dim_return_torchs_named_result(op: str) -> None:
     grad, x.grad = x.grad, None
     want[0].sum().backward()
     assert torch.equal(grad, x.grad)
+
+
+def test_tensor_layout_and_storage_queries_answer_as_eager() -> None:
+    """SigLIP asks ``x.is_nested``; others ``is_sparse``, ``layout``, ``nbytes``. A traced tensor
+    is dense and strided (other layouts are refused), so these answer without refusal."""
+
+    def f(x):
+        flags = (x.is_nested, x.is_sparse, x.is_sparse_csr, x.is_quantized, x.is_mkldnn)
+        devices = (x.is_meta, x.is_cpu, x.is_xpu, x.is_mps)
+        return x * x.nbytes / x.itemsize, flags, devices, x.layout, torch.zeros(2, layout=x.layout)
+
+    x = torch.randn(3, 5, dtype=torch.float64)
+    jf = thunder.jit(f)
+    for _ in range(2):  # the second call rebuilds the returned constants
+        got, want = jf(x), f(x)
+        assert torch.equal(got[0], want[0]) and got[1:4] == want[1:4]
+        assert torch.equal(got[4], want[4])
+
+
+def test_a_sparse_tensor_is_refused_clearly_and_never_runs_a_dense_program() -> None:
+    def f(x):
+        return (x * 2).sum(0)
+
+    jf = thunder.jit(f)
+    dense = torch.randn(3, 4).relu()
+    torch.testing.assert_close(jf(dense), f(dense))
+    with pytest.raises(NotImplementedError, match=r"layout torch.sparse_coo .*\.to_dense\(\)"):
+        jf(dense.to_sparse())  # the dense program's key does not match: traced, and refused
+    assert thunder.compile_stats(jf).compilations == 1

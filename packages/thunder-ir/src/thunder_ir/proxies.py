@@ -217,12 +217,42 @@ class TensorProxy(Proxy):
         return self.dtype.bytes
 
     @property
+    def itemsize(self) -> int:
+        return self.dtype.bytes
+
+    @property
+    def nbytes(self) -> int | IntegerProxy:
+        return self.numel() * self.dtype.bytes
+
+    @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
     @property
     def is_cpu(self) -> bool:
         return self.device.type == "cpu"
+
+    @property
+    def is_meta(self) -> bool:
+        return self.device.type == "meta"
+
+    @property
+    def is_xpu(self) -> bool:
+        return self.device.type == "xpu"
+
+    @property
+    def is_mps(self) -> bool:
+        return self.device.type == "mps"
+
+    # A proxy stands for a dense tensor (``tracing.proxy_for_tensor`` refuses other layouts; no
+    # op makes one), of a dtype the IR has (no quantized dtypes).
+    @property
+    def layout(self) -> Any:
+        import torch
+
+        return torch.strided
+
+    is_sparse = is_sparse_csr = is_nested = is_quantized = is_mkldnn = property(lambda self: False)
 
     @property
     def is_floating_point_dtype(self) -> bool:

@@ -13,6 +13,7 @@ import torch
 from thunder_ir import prims
 from thunder_ir.devices import to_device
 from thunder_ir.dtypes import from_torch_dtype
+from thunder_ir.errors import UnsupportedInTracingError
 from thunder_ir.proxies import Proxy, TensorProxy
 from thunder_ir.pytree import tree_flatten, tree_unflatten
 from thunder_ir.trace import Trace
@@ -22,6 +23,15 @@ __all__ = ["proxy_for_tensor", "trace_function"]
 
 
 def proxy_for_tensor(t: torch.Tensor, name: str | None = None) -> TensorProxy:
+    """The proxy standing for ``t`` while tracing: a dense (strided) tensor of its shape, dtype
+    and device. Other layouts (sparse, mkldnn) are refused: the ops' decompositions and the
+    trace's metadata describe dense tensors."""
+    if t.layout is not torch.strided:
+        what = f"{name} " if name else ""
+        raise UnsupportedInTracingError(
+            f"the tensor {what}has layout {t.layout} (shape {tuple(t.shape)}); only dense "
+            "(strided) tensors are traced. Convert it with .to_dense() before the jitted function"
+        )
     return TensorProxy(
         name,
         shape=tuple(t.shape),

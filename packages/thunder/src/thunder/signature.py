@@ -7,7 +7,7 @@ decides whether the program is compiled through autodiff, and the traced code ma
 the default dtype (the IR reads it at trace time for factories, Python floats and int-to-float
 promotion), inference mode, and the autocast state (off, or the devices and dtypes autocast is
 enabled for: an entry compiled under ``torch.autocast`` has the autocast transform applied). Then
-per tensor its type, shape, dtype, device and requires_grad, and, with two tensors or more, which
+per tensor its type, shape, dtype, device, requires_grad and layout, and, with two tensors or more, which
 of them share memory; per number or string its type and (with constant values) its value; per
 value-like object (``torch.Size``, enum members, memory formats, slices, ranges, sets, functions)
 the value itself; tuple subclasses item by item; per other object its type (what the program
@@ -189,7 +189,7 @@ class _Generator:
             sizes = (
                 "ndim" if self.symbolic and not isinstance(value, torch.nn.Parameter) else "shape"
             )
-            for attr in (sizes, "dtype", "device", "requires_grad"):
+            for attr in (sizes, "dtype", "device", "requires_grad", "layout"):
                 self.key.append(f"{var}.{attr}")
                 self.labels.append(f"{label}.{attr}")
         elif isinstance(value, _SCALARS) and not (self.symbolic and t in (int, float)):

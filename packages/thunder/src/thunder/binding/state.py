@@ -48,6 +48,8 @@ _SCALAR_TYPES: tuple[type, ...] = (
     bytes,
     torch.dtype,
     torch.device,
+    torch.layout,
+    torch.memory_format,
     type(Ellipsis),
     *_NUMPY_SCALARS,
 )
