@@ -168,6 +168,19 @@ def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
     it mirrors none."""
     if bsym.sym.module != "ltorch":
         return None
+    if bsym.sym.name == "torch_fallback_inplace":  # the in-place Tensor method it names
+        from thunder_ir.ops import resolve_torch_name
+
+        qualified, *rest = bsym.args
+        module, _, name = qualified.rpartition(".")
+        method = Symbol(name, None, module=module, impl=resolve_torch_name(qualified))
+        return BoundSymbol(
+            method,
+            to_runtime_value(tuple(rest)),
+            to_runtime_value(bsym.kwargs),
+            bsym.output,
+            header=bsym.header,
+        )
     args, kwargs = _as_torch_arguments(bsym.sym, bsym.args, bsym.kwargs)
     for sym in torch_callable_symbols(bsym.sym):
         if _accepts(sym.impl, args, kwargs):

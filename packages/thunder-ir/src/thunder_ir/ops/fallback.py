@@ -12,8 +12,10 @@ What the fake run shows decides the variant recorded, or a clear refusal:
 - an output whose shape depends on the input's values (``nonzero``, ``unique``, ``masked_select``,
   ``bincount``) or a Python number computed from the data (``item``, ``equal``): refused
   (``TorchFallbackError``), as there is nothing to record;
-- a write into an argument (``cumprod_``, ``out=``): refused; the IR's writes go through
-  ``prims.copy_`` so that aliasing and functionalization see them;
+- a write into an argument (``out=``): refused; the IR's writes go through ``prims.copy_`` so
+  that aliasing and functionalization see them. An in-place Tensor method (``exponential_``) is
+  ``torch_fallback_inplace``: its aten functional variant, then ``copy_`` into the tensor
+  (``fallback_inplace``); one without a functional variant (``t_``) is refused;
 - an output that shares memory with an input (``diagonal``-like views): ``torch_fallback_view``,
   tagged ``VIEW`` (the aliasing analysis groups it with its inputs) and ``STRIDE_DEPENDENT``
   (functionalization refuses writes through it: it cannot replay an opaque view on values);
@@ -48,6 +50,7 @@ __all__ = [
     "fallback_refusal",
     "torch_callable_name",
     "torch_fallback",
+    "torch_fallback_inplace",
     "torch_fallback_random",
     "torch_fallback_view",
     "torch_fallback_vjp",
@@ -301,6 +304,51 @@ def torch_fallback_vjp(
     )
 
 
+def _is_in_place_method(name: str) -> bool:
+    method = name.rpartition(".")[2]
+    return (
+        name.startswith("torch.Tensor.")
+        and method.endswith("_")
+        and not method.endswith("__")
+        and method not in _REFUSED_METHODS
+    )
+
+
+def _through_functional_variant(
+    name: str, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]
+) -> Any:
+    """``x.<method>_(...)``: recorded as ``torch_fallback_inplace``, or refused where torch has
+    no functional variant of it."""
+    from thunder_ir.ops.fallback_inplace import functional_variant_call
+
+    if functional_variant_call(name.rpartition(".")[2], fn, args, kwargs) is None:
+        raise TorchFallbackError(
+            name,
+            "it writes into its tensor in place, and torch has no functional variant of it that "
+            "thunder could record; use an out-of-place form",
+        )
+    return torch_fallback_inplace(name, *args, **kwargs)
+
+
+def _in_place_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> Any:
+    """The in-place method's aten functional variant, recorded as a fallback op, then copied into
+    the tensor (``fallback_inplace``); the tensor is the result, as in eager. Executors run the
+    method itself where they keep the op whole."""
+    from thunder_ir.ops.conversion import copy_
+    from thunder_ir.ops.fallback_inplace import functional_variant_call
+
+    method = torch_name.rpartition(".")[2]
+    found = functional_variant_call(method, _resolve(torch_name), args, kwargs)
+    assert found is not None, torch_name  # checked when the call was recorded
+    op, call_args, call_kwargs = found
+    return copy_(args[0], call_torch_fallback(op, call_args, call_kwargs))
+
+
+torch_fallback_inplace = torchop(
+    name="torch_fallback_inplace", tags=(OpTag.TORCH_FALLBACK, OpTag.IN_PLACE)
+)(_in_place_meta)
+
+
 def _refusal_by_name(name: str) -> str | None:
     method = name.rpartition(".")[2]
     if method in _REFUSED_METHODS:
@@ -343,13 +391,16 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
     reason = _refusal_by_name(name)
     if reason is None and kwargs.get("out") is not None:
         reason = "it writes into its out= argument; assign the result instead"
-    if reason is not None:
+    in_place = reason is not None and _is_in_place_method(name)
+    if reason is not None and not (in_place and args and isinstance(args[0], TensorProxy)):
         raise TorchFallbackError(name, reason)
     args = tuple(tree_map(_specialize, tuple(args)))
     kwargs = tree_map(_specialize, dict(kwargs))
     for p in tree_iter((args, kwargs)):
         if isinstance(p, TensorProxy):
             _specialize_shape(p)
+    if in_place:
+        return _through_functional_variant(name, fn, args, kwargs)
     run = _FakeRun(name, fn, args, kwargs)
     has_tensor_out = any(isinstance(o, torch.Tensor) for o in tree_iter(_as_tree(run.out)))
     if not has_tensor_out and not run.random:

@@ -1,0 +1,122 @@
+"""In-place Tensor methods that no op mirrors (``exponential_``, ``uniform_``, ``logit_``,
+``polygamma_``): the aten operator's functional variant, recorded as a fallback op, then copied
+into the tensor by ``ltorch.copy_``.
+
+torch declares, for each in-place aten operator, a functional variant with the same arguments
+that returns the new values (``aten::exponential``, ``aten::normal_functional``,
+``aten::bernoulli.p``); its kernel is the in-place one on a copy, so it draws the same random
+numbers. The overload the call binds to is the one eager's dispatcher picks (found by running the
+call on fake tensors), its defaults filled in, and the functional overload is the one with the
+same argument names and types that returns a new tensor. The in-place call itself runs on fake
+tensors first, so a call eager refuses (a result dtype the tensor cannot hold, a shape that does
+not match) raises eager's error. A method whose functional variant returns a view (``t_``,
+``squeeze_``: they change the tensor's shape, not its values) is refused, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import keyword
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from thunder_ir.devices import to_torch_device
+from thunder_ir.dtypes import to_torch_dtype
+from thunder_ir.proxies import TensorProxy
+
+__all__ = ["functional_variant_call"]
+
+
+class _FirstOp(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Notes the aten operators the call reaches, with their arguments."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
+    ) -> Any:
+        self.calls.append((func, tuple(args), dict(kwargs or {})))
+        return func(*args, **(kwargs or {}))
+
+
+def functional_variant_call(
+    method: str, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[Any, tuple[Any, ...], dict[str, Any]] | None:
+    """For the in-place method ``fn`` (``torch.Tensor.<method>``) called on ``args[0]``: the
+    functional aten overload and the arguments that compute the values it writes, or None where
+    there is none. Raises eager's error where eager refuses the call."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    self_proxy = args[0]
+    assert isinstance(self_proxy, TensorProxy)
+    mode = FakeTensorMode(allow_fallback_kernels=False)
+    recorder = _FirstOp()
+    proxies: list[TensorProxy] = []
+    with mode:
+
+        def fake(x: Any) -> Any:
+            if isinstance(x, TensorProxy):
+                proxies.append(x)
+                return torch.empty(
+                    tuple(int(s) for s in x.shape),
+                    dtype=to_torch_dtype(x.dtype),
+                    device=to_torch_device(x.device),
+                )
+            return x
+
+        fargs = [fake(a) for a in args]
+        fkwargs = {k: fake(v) for k, v in kwargs.items()}
+        with recorder:
+            fn(*fargs, **fkwargs)  # eager's own checks: its error, if any, is the call's
+    calls = [c for c in recorder.calls if c[0]._schema.name == f"aten::{method}"]
+    if len(calls) != 1 or calls[0][1][:1] != (fargs[0],):
+        return None
+    inplace, dispatched_args, dispatched_kwargs = calls[0]
+    functional = _functional_overload(inplace)
+    if functional is None:
+        return None
+    by_fake = {id(f): p for f, p in zip((a for a in fargs if isinstance(a, torch.Tensor)), proxies)}
+
+    def back(x: Any) -> Any:
+        return by_fake.get(id(x), x) if isinstance(x, torch.Tensor) else x
+
+    schema = inplace._schema
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    values = [back(x) for x in dispatched_args]
+    for a in positional[len(values) :]:  # the defaults eager's dispatcher left out
+        values.append(a.default_value)
+    by_name = dict(zip((a.name for a in positional), values))
+    call_kwargs = {k: back(v) for k, v in dispatched_kwargs.items()}
+    if any(isinstance(x, torch.Tensor) for x in (*values, *call_kwargs.values())):
+        return None  # a tensor the call made itself (a wrapped number): not expressible
+    op, order = functional
+    return op, tuple(by_name[n] for n in order), call_kwargs
+
+
+@functools.cache
+def _functional_overload(inplace: Any) -> tuple[Any, tuple[str, ...]] | None:
+    """The functional overload of ``inplace`` and the names of its positional arguments in its
+    order (``polygamma_(self, n)`` is ``polygamma(n, self)``)."""
+    stem = inplace._schema.name.removeprefix("aten::").removesuffix("_")
+    wanted = sorted((a.name, str(a.type), a.kwarg_only) for a in inplace._schema.arguments)
+    for candidate in (f"{stem}_functional", stem):
+        packet = getattr(torch.ops.aten, candidate, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            schema = op._schema
+            if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
+                continue
+            found = sorted((a.name, str(a.type), a.kwarg_only) for a in schema.arguments)
+            if len(schema.returns) == 1 and found == wanted:
+                # An overload named by a Python keyword (``random.from``) cannot be printed as
+                # an attribute: the packet, given every argument, resolves to it.
+                callable_op = packet if keyword.iskeyword(overload) else op
+                order = tuple(a.name for a in schema.arguments if not a.kwarg_only)
+                return callable_op, order
+    return None
