@@ -283,3 +283,28 @@ def test_an_unused_output_whose_inputs_feed_a_used_one_still_gives_their_grads()
         for g, e in zip(got, want):
             if e is not None:
                 torch.testing.assert_close(g, e)
+
+
+def test_in_place_writes_inside_torch_checkpoint_keep_their_gradients():
+    """``out = x @ w; out.add_(bias[ids])`` inside ``torch.utils.checkpoint`` (transformers'
+    MoE experts under gradient checkpointing): the bias gets eager's gradient."""
+    from torch.utils.checkpoint import checkpoint
+
+    def block(x, w, b, ids):
+        out = x @ w
+        out.add_(b[ids])
+        out.mul_(2.0)
+        return out
+
+    def f(x, w, b, ids):
+        return checkpoint(block, x, w, b, ids, use_reentrant=False).square().sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 4, requires_grad=True)
+    w = torch.randn(4, 3, requires_grad=True)
+    b = torch.randn(2, 3, requires_grad=True)
+    ids = torch.tensor([0, 1, 1, 0, 1, 0])
+    want = torch.autograd.grad(f(x, w, b, ids), (x, w, b))
+    got = torch.autograd.grad(thunder.jit(f)(x, w, b, ids), (x, w, b))
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)

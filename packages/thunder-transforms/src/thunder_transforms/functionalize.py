@@ -24,6 +24,7 @@ through ``real``/``imag`` of a complex tensor. A write through a view with an el
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +95,54 @@ def _kind(b: BoundSymbol, base: TensorProxy, out: TensorProxy) -> str:
     return "identity"  # a conversion that changes nothing returns its input itself
 
 
+def _exposed_copies(region: BoundSymbol) -> bool:
+    """Whether ``_regions_exposed`` exposed writes among the region's own ops."""
+    return any(
+        _is_copy(s) or (s.has_tag(OpTag.CHECKPOINT) and _exposed_copies(s))
+        for s in region.subsymbols
+    )
+
+
+def _with_region_internals(bsyms: list[BoundSymbol]) -> Iterator[BoundSymbol]:
+    """``bsyms``, with each checkpointed region whose writes are exposed replaced by its
+    subsymbols (where views and producers of its values are)."""
+    for b in bsyms:
+        if b.has_tag(OpTag.CHECKPOINT) and _exposed_copies(b):
+            yield from _with_region_internals(list(b.subsymbols))
+        else:
+            yield b
+
+
+def _regions_exposed(bsyms: list[BoundSymbol], only: frozenset[str] | None) -> list[BoundSymbol]:
+    """Checkpointed regions kept whole by ``with_writes_exposed`` (they write none of the values
+    they read) that write into their own intermediates in ``only``: the region with its writes
+    exposed inside, to be functionalized there."""
+    out: list[BoundSymbol] = []
+    for b in bsyms:
+        if b.has_tag(OpTag.CHECKPOINT) and writes_in_place(b) and _writes_inside(b, only):
+            inner = _regions_exposed(with_writes_exposed(b.subsymbols, _everything(b)), only)
+            out.append(BoundSymbol(b.sym, b.args, b.kwargs, b.output, tuple(inner), b.header))
+        else:
+            out.append(b)
+    return out
+
+
+def _destinations(bsyms: Iterable[BoundSymbol]) -> Iterator[str]:
+    for b in bsyms:
+        if _is_copy(b) and isinstance(b.args[1], Proxy):
+            yield b.args[1].name
+        yield from _destinations(b.subsymbols)
+
+
+def _writes_inside(region: BoundSymbol, only: frozenset[str] | None) -> bool:
+    return any(only is None or n in only for n in _destinations(region.subsymbols))
+
+
+def _everything(region: BoundSymbol) -> frozenset[str]:
+    """Every value the region's ops write: all of them are exposed inside it."""
+    return frozenset(_destinations(region.subsymbols))
+
+
 def _views(bsyms: list[BoundSymbol]) -> dict[str, _View]:
     """For every value that is a view of another in torch's semantics, how it was made."""
     views: dict[str, _View] = {}
@@ -131,9 +180,11 @@ class _Functionalizer:
         self.trace = trace
         self.only = only
         self.out = trace.derive([], pass_name="functionalize")
-        self.bsyms = with_writes_exposed(trace.bound_symbols, only)
-        self.views = _views(self.bsyms)
-        self.producers = {p.name: b for b in self.bsyms for p in b.flat_proxy_outs}
+        self.bsyms = _regions_exposed(with_writes_exposed(trace.bound_symbols, only), only)
+        self.views = _views(list(_with_region_internals(self.bsyms)))
+        self.producers = {
+            p.name: b for b in _with_region_internals(self.bsyms) for p in b.flat_proxy_outs
+        }
         self.current: dict[str, Proxy] = {}  # name -> its value now (written groups only)
         self.version: dict[str, int] = {}  # root -> number of writes so far
         self.made_at: dict[str, int] = {}  # name -> version of its root its value reflects
@@ -230,7 +281,9 @@ class _Functionalizer:
 
     def _depends_on(self, value: Proxy, base: Proxy) -> bool:
         """Whether ``value`` is computed from ``base`` (in the trace built so far)."""
-        producers = {p.name: b for b in self.out.bound_symbols for p in b.flat_proxy_outs}
+        producers = {
+            p.name: b for scope in self.out.scopes for b in scope for p in b.flat_proxy_outs
+        }
         stack, seen = [value.name], set()
         while stack:
             name = stack.pop()
@@ -269,26 +322,46 @@ class _Functionalizer:
         values = prims.reshape(value, (m,))
         return prims.reshape(prims.index_put(flat, [index], values, False), tuple(base.shape))  # type: ignore[no-any-return]
 
+    def visit(self, b: BoundSymbol) -> None:
+        if _is_copy(b) and (self.only is None or b.args[1].name in self.only):
+            self.write(b)
+            return
+        if b.has_tag(OpTag.CHECKPOINT) and _exposed_copies(b):
+            self.region(b)
+            return
+        mapping = {
+            p.name: self.value(p) for p in b.flat_proxy_args if self.root(p.name) in self.version
+        }
+        mapping = {k: v for k, v in mapping.items() if v.name != k}
+        self.out.record(substitute(b, mapping) if mapping else b)
+        for o in b.flat_proxy_outs:
+            r = self.root(o.name)
+            if r in self.version:
+                self.current[o.name], self.made_at[o.name] = o, self.version[r]
+
+    def region(self, b: BoundSymbol) -> None:
+        """A checkpointed region that writes into its own intermediates: functionalized inside,
+        so it stays a region (recomputed in the backward); its outputs are their final values.
+        (``_regions_exposed`` flattened the regions that write into what they read.)"""
+
+        def now(x: Any) -> Any:
+            return self.value(x) if isinstance(x, Proxy) else x
+
+        args, kwargs = tree_map(now, b.args), tree_map(now, b.kwargs)
+        self.out.push_scope()
+        for sub in b.subsymbols:
+            self.visit(sub)
+        subsymbols = self.out.pop_scope()
+        output = tree_map(now, b.output)
+        self.out.record(BoundSymbol(b.sym, args, kwargs, output, tuple(subsymbols), b.header))
+
     def run(self) -> Functionalized:
         ret: BoundSymbol | None = None
         for b in self.bsyms:
             if b.has_tag(OpTag.RETURN):
                 ret = b
                 continue
-            if _is_copy(b) and (self.only is None or b.args[1].name in self.only):
-                self.write(b)
-                continue
-            mapping = {
-                p.name: self.value(p)
-                for p in b.flat_proxy_args
-                if self.root(p.name) in self.version
-            }
-            mapping = {k: v for k, v in mapping.items() if v.name != k}
-            self.out.record(substitute(b, mapping) if mapping else b)
-            for o in b.flat_proxy_outs:
-                r = self.root(o.name)
-                if r in self.version:
-                    self.current[o.name], self.made_at[o.name] = o, self.version[r]
+            self.visit(b)
         args = {a.name: i for i, a in enumerate(self.trace.args)}
         returned = ret.args[0] if ret is not None and ret.args else None
 
