@@ -21,7 +21,7 @@ _DROPOUTS = (
     "hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
     "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout_rate", "activation_dropout",
     "hidden_dropout", "classifier_dropout", "seq_classif_dropout", "qa_dropout",
-    "classifier_dropout_prob", "drop_path_rate", "resid_dropout", "emb_pdrop",
+    "classifier_dropout_prob", "drop_path_rate", "resid_dropout", "emb_pdrop", "summary_last_dropout",
 )  # fmt: skip
 
 
@@ -229,6 +229,133 @@ def _more_configs(T: Any, decoder: Any) -> dict[str, Callable[[], tuple[Any, Any
             T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=3),
             T.ResNetForImageClassification,
         ),
+        **_moe_and_vision_configs(T, decoder),
+    }
+
+
+def _moe_and_vision_configs(T: Any, decoder: Any) -> dict[str, Callable[[], tuple[Any, Any]]]:
+    """Mixture-of-experts decoders and vision encoders the model tests also run."""
+    kv = dict(num_key_value_heads=2)
+    experts = dict(num_experts_per_tok=2)
+    vision = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        image_size=16,
+        patch_size=4,
+        num_labels=3,
+    )
+    # CLIP and SigLIP classify with the vision tower alone; the text tower is built, unused.
+    clip_vision = {k: v for k, v in vision.items() if k != "num_labels"}
+    text = dict(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+        vocab_size=_VOCAB, max_position_embeddings=64,
+    )  # fmt: skip
+    return {
+        "gpt_oss": decoder(
+            T.GptOssConfig,
+            T.GptOssForCausalLM,
+            **kv,
+            **experts,
+            head_dim=8,
+            num_local_experts=4,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"],
+        ),  # fmt: skip
+        "phimoe": decoder(
+            T.PhimoeConfig, T.PhimoeForCausalLM, **kv, **experts, num_local_experts=4
+        ),
+        "qwen3_moe": decoder(
+            T.Qwen3MoeConfig,
+            T.Qwen3MoeForCausalLM,
+            **kv,
+            **experts,
+            head_dim=8,
+            num_experts=4,
+            moe_intermediate_size=32,
+        ),  # fmt: skip
+        "deepseek_v3": decoder(  # multi-head latent attention: as many key heads as query heads
+            T.DeepseekV3Config,
+            T.DeepseekV3ForCausalLM,
+            **experts,
+            n_routed_experts=4,
+            moe_intermediate_size=32,
+            kv_lora_rank=8,
+            q_lora_rank=8,
+            qk_rope_head_dim=4,
+            v_head_dim=8,
+            qk_nope_head_dim=4,
+            first_k_dense_replace=1,
+            n_group=1,
+            topk_group=1,
+        ),  # fmt: skip
+        "canine": lambda: (
+            T.CanineConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=64,
+                downsampling_rate=2,
+                num_hash_buckets=64,
+                local_transformer_stride=4,
+            ),
+            T.CanineForSequenceClassification,
+        ),  # fmt: skip
+        "beit": lambda: (
+            T.BeitConfig(**vision, use_relative_position_bias=True),
+            T.BeitForImageClassification,
+        ),
+        "dinov2": lambda: (
+            T.Dinov2Config(**{**vision, "intermediate_size": None}, mlp_ratio=2),
+            T.Dinov2ForImageClassification,
+        ),
+        "segformer": lambda: (
+            T.SegformerConfig(
+                num_encoder_blocks=2,
+                depths=[1, 1],
+                sr_ratios=[2, 1],
+                hidden_sizes=[8, 16],
+                num_attention_heads=[1, 2],
+                decoder_hidden_size=16,
+                num_labels=3,
+            ),
+            T.SegformerForImageClassification,
+        ),  # fmt: skip
+        "mobilevit": lambda: (
+            T.MobileViTConfig(
+                image_size=16,
+                hidden_sizes=[16, 24, 32],
+                neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 48],
+                num_labels=3,
+            ),
+            T.MobileViTForImageClassification,
+        ),  # fmt: skip
+        "mamba": lambda: (
+            T.MambaConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                vocab_size=_VOCAB,
+                state_size=4,
+                use_mambapy=False,
+            ),
+            T.MambaForCausalLM,
+        ),  # fmt: skip
+        "gemma3": decoder(
+            T.Gemma3TextConfig, T.Gemma3ForCausalLM, **kv, head_dim=8, sliding_window=4
+        ),
+        "xlnet": lambda: (
+            T.XLNetConfig(d_model=32, n_layer=2, n_head=4, d_inner=64, vocab_size=_VOCAB),
+            T.XLNetForSequenceClassification,
+        ),
+        "clip": lambda: (
+            T.CLIPConfig(text_config=text, vision_config=clip_vision, num_labels=3),
+            T.CLIPForImageClassification,
+        ),
+        "siglip": lambda: (
+            T.SiglipConfig(text_config=text, vision_config=clip_vision, num_labels=3),
+            T.SiglipForImageClassification,
+        ),
     }
 
 
@@ -243,8 +370,10 @@ MORE_ARCHITECTURES = (
     "falcon", "bloom", "gpt_bigcode", "gptj", "codegen", "mpt", "phi", "stablelm", "starcoder2",
     "olmo", "gemma2", "granite", "cohere", "qwen2_moe", "electra", "albert", "deberta_v2",
     "xlm_roberta", "megatron_bert", "mobilebert", "mbart", "pegasus", "mt5", "swin", "resnet",
+    "gpt_oss", "phimoe", "qwen3_moe", "deepseek_v3", "canine", "beit", "clip", "siglip",
+    "dinov2", "segformer", "mobilevit", "mamba", "gemma3", "xlnet",
 )  # fmt: skip
-IMAGES = ("vit", "swin", "resnet")
+IMAGES = ("vit", "swin", "resnet", "beit", "clip", "siglip", "dinov2", "segformer", "mobilevit")
 _SEQ2SEQ = ("t5", "bart", "mbart", "pegasus", "mt5")
 
 

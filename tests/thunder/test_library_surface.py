@@ -672,3 +672,24 @@ def test_a_sparse_tensor_is_refused_clearly_and_never_runs_a_dense_program() -> 
     with pytest.raises(NotImplementedError, match=r"layout torch.sparse_coo .*\.to_dense\(\)"):
         jf(dense.to_sparse())  # the dense program's key does not match: traced, and refused
     assert thunder.compile_stats(jf).compilations == 1
+
+
+def test_a_list_or_tuple_the_result_holds_twice_is_one_object() -> None:
+    """XLNet's output holds its ``mems`` tuple as an item and as an attribute; a program may
+    return one list in two places (what the caller appends to one, the other shows). The
+    result holds one object twice too, and two equal ones stay two."""
+
+    def f(x):
+        mems = (x * 2, x + 1)
+        other = (x * 2, x + 1)
+        seen = [x - 1]
+        return {"mems": mems, "again": mems, "other": other, "nested": [mems, (mems,)]}, seen, seen
+
+    j = thunder.jit(f)
+    for _ in range(2):
+        x = _x(3)
+        (got, seen, seen_again), (want, _, _) = j(x), f(x)
+        assert got["mems"] is got["again"] is got["nested"][0] is got["nested"][1][0]
+        assert got["other"] is not got["mems"] and seen is seen_again
+        for a, b in zip(got["mems"] + got["other"], want["mems"] + want["other"]):
+            torch.testing.assert_close(a, b)

@@ -353,3 +353,21 @@ def test_write_through_a_symbolic_expand_raises_as_eager() -> None:
             f(w)
         with pytest.raises(RuntimeError, match="single memory location"):
             jf(w)
+
+
+def test_a_failed_constraint_names_the_conjuncts_that_fail_with_the_values() -> None:
+    """The recompile reason says which relation between sizes no longer holds, with the sizes'
+    values, not the whole constraint (CANINE's had 24 terms)."""
+
+    def f(x, n):
+        return x[: n * 2] + n
+
+    j = thunder.jit(f, cache="symbolic values")
+    j(torch.randn(8), 3)
+    j(torch.randn(9), 2)  # served by the same program
+    assert thunder.compile_stats(j).compilations == 1
+    j(torch.randn(8), 5)
+    reason = thunder.compile_stats(j).last_recompile_reason
+    assert reason is not None
+    assert "((2 * n) <= x_size0) does not hold (n = 5, x_size0 = 8)" in reason
+    assert "(n >= 0) does not hold" not in reason

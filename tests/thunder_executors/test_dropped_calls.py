@@ -164,3 +164,25 @@ def test_a_conversion_asking_for_a_layout_copies_as_eager() -> None:
     for a, e in zip(actual, expected, strict=True):
         _same_bits(a, e)
         assert a.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_the_indices_of_a_max_nobody_reads_are_not_computed(grad: bool) -> None:
+    """``x.max(dim).values`` (GPT-OSS's router): the decomposition's ``argmax`` is dropped when
+    only the values are read, and kept when the indices are."""
+
+    def values_only(x):
+        return x.max(-1, keepdim=True).values * 2, torch.min(x, 0)[0]
+
+    def both(x):
+        r = x.max(-1)
+        return r.values, r.indices
+
+    x = torch.randn(3, 4, requires_grad=grad)
+    with torch.set_grad_enabled(grad):
+        for fn, argmax_calls in ((values_only, 0), (both, 1)):
+            jf = thunder.jit(fn)
+            for g, w in zip(jf(x), fn(x)):
+                assert torch.equal(g, w)
+            text = str(thunder.last_traces(jf)[-1])
+            assert text.count("torch.argmax(") + text.count("torch.argmin(") == argmax_calls

@@ -158,14 +158,19 @@ _EFFECTS = frozenset({OpTag.DONT_DCE, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.RETURN
 
 def drop_unread_numbers(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
     """``bsyms`` without computations of numbers nobody reads (``keep``: names that must stay
-    defined); computations of tensors, and anything with an effect, stay."""
+    defined), and without the pure torch calls whose tensors nobody reads (the ``argmax`` of a
+    ``x.max(dim).values`` decomposed after dead code elimination ran); anything with an effect
+    stays."""
     needed = set(keep)
     kept: list[BoundSymbol] = []
     for b in reversed(bsyms):
         outs = b.flat_proxy_outs
         if (
             outs
-            and all(isinstance(o, NumberProxy) for o in outs)
+            and (
+                all(isinstance(o, NumberProxy) for o in outs)
+                or (b.sym.module, b.sym.name) in _PURE_CALLS
+            )
             and not any(o.name in needed for o in outs)
             and _EFFECTS.isdisjoint(b.sym.tags)
             and not b.subsymbols
@@ -185,6 +190,10 @@ _FRESH = _BROADCASTING | frozenset(
         "matmul", "bmm", "mm",
     }
 )  # fmt: skip
+# Calls without effects whose unread results can be dropped.
+_PURE_CALLS = frozenset(
+    {("torch", n) for n in (*_FRESH, "argmax", "argmin")} | {("torch_ex", "broadcast_in_dim")}
+)
 
 
 def _fresh(bsym: BoundSymbol | None) -> bool:

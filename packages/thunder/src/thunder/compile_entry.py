@@ -419,10 +419,14 @@ def _differentiable_computation(
 
 def _has_external_refs(template: Any) -> bool:
     """Whether the return value needs the epilogue: it refers to outside objects, holds objects
-    the program built (rebuilt on every call), or a shape with symbolic sizes (rebuilt as a
-    ``torch.Size``)."""
+    the program built (rebuilt on every call), a shape with symbolic sizes (rebuilt as a
+    ``torch.Size``), or a list, dict or tuple twice (built once, as the program had it)."""
     from thunder.binding.state import ExternalRef, Rebuilt, template_leaves
     from thunder.lookasides import SymbolicSize
+    from thunder.prologue import holds_a_container_twice
+
+    if holds_a_container_twice(template):
+        return True
 
     def walk(x: Any) -> bool:
         if isinstance(x, SymbolicSize) or (isinstance(x, tuple) and hasattr(type(x), "n_fields")):

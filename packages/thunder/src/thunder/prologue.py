@@ -61,6 +61,7 @@ from thunder.guards import (
 )
 from thunder.lookasides import SymbolicSize
 from thunder_ir import (
+    BoundSymbol,
     FloatProxy,
     IntegerProxy,
     NumberProxy,
@@ -83,6 +84,7 @@ __all__ = [
     "build_epilogue",
     "build_prologue",
     "describe_guard_failure",
+    "holds_a_container_twice",
     "reporting_misses",
 ]
 
@@ -152,12 +154,7 @@ class _PrologueBuilder:
                     self._check(guard)
             self._check_batches()
             if constraint != C.Const(True):
-                text = constraint.python()
-                trace.record(
-                    prims.check_constraint.bind(
-                        PythonCode(text, C.PYTHON_NAMES), text, output=None
-                    ).replace(header=f"guard: {text}")
-                )
+                trace.record(_constraint_check(constraint, "guard"))
             result = tuple(self.values[a] for _, a in self.binder.inputs)
             trace.record(prims.python_return.bind(result, output=None))
         trace.docstring = (
@@ -412,10 +409,19 @@ def check_late_constraints(prologue: Trace, constraint: C.Expr, binder: Binder) 
             f"thunder.jit: compiling relied on {constraint.python()}, which names values the "
             f"prologue cannot read ({', '.join(sorted(unknown))}); please report this"
         )
-    text = constraint.python()
-    check = prims.check_constraint.bind(PythonCode(text, C.PYTHON_NAMES), text, output=None)
     body = prologue.bound_symbols  # the last one returns
-    body.insert(len(body) - 1, check.replace(header=f"guard (compiling relied on it): {text}"))
+    body.insert(len(body) - 1, _constraint_check(constraint, "guard (compiling relied on it)"))
+
+
+def _constraint_check(constraint: C.Expr, header: str) -> BoundSymbol:
+    """One check of the whole constraint (one evaluation per call); where it fails, its message
+    names the conjuncts that do not hold, with the sizes' values."""
+    text = constraint.python()
+    terms = constraint.terms if isinstance(constraint, C.And) else (constraint,)
+    parts = tuple(t.python() for t in terms)
+    check = prims.check_constraint.bind(PythonCode(text, C.PYTHON_NAMES), text, parts, output=None)
+    shown = text if len(parts) <= 3 else f"{len(parts)} constraints on symbolic values"
+    return check.replace(header=f"{header}: {shown}")
 
 
 def reporting_misses(prologue: Callable[..., Any]) -> Callable[..., Any]:
@@ -610,10 +616,18 @@ class _EpilogueWriter:
         return [*lines, f"{self.access(w.target)}.{w.name}(*{value})"]
 
 
+def holds_a_container_twice(template: Any) -> bool:
+    """Whether a list, dict, tuple or rebuilt object occurs more than once in ``template``."""
+    counts: dict[int, int] = {}
+    _count_shared(template, counts)
+    return any(n > 1 for n in counts.values())
+
+
 def _count_shared(template: Any, counts: dict[int, int]) -> None:
-    """How often each list, dict and rebuilt object occurs in ``template`` (``counts``, by id)."""
+    """How often each list, dict, tuple and rebuilt object occurs in ``template`` (``counts``, by
+    id)."""
     t = type(template)
-    if t in (list, dict) or t is Rebuilt:
+    if t in (list, dict) or t is Rebuilt or (t is tuple and template):
         counts[id(template)] = counts.get(id(template), 0) + 1
         if counts[id(template)] > 1:
             return

@@ -4,6 +4,8 @@ relies on. They are plain Python, so their implementations live here with them."
 from __future__ import annotations
 
 import keyword
+import re
+import sys
 from typing import Any
 
 from thunder_ir.codegen import Printer, register_inline
@@ -97,9 +99,35 @@ def _check_is(x: Any, obj: Any) -> None:
         _fail(f"expected the object {obj!r}")
 
 
-def _check_constraint(cond: Any, text: str) -> None:
+def _check_constraint(cond: Any, text: str, parts: tuple[str, ...] = ()) -> None:
     if not cond:
-        _fail(f"constraint {text} does not hold")
+        _fail(_failed_constraint(text, parts, sys._getframe(1)))
+
+
+def _failed_constraint(text: str, parts: tuple[str, ...], frame: Any) -> str:
+    """The conjuncts of a constraint that do not hold, with the values of the sizes they name
+    (read from the prologue's frame: the check only reads them when it fails)."""
+    from thunder_ir.constraints import PYTHON_NAMES
+
+    names = {**frame.f_globals, **PYTHON_NAMES, **frame.f_locals}
+    failed = []
+    for part in parts:
+        try:
+            holds = eval(part, names)  # the prologue's own generated text
+        except Exception:
+            holds = False
+        if not holds:
+            failed.append(part)
+    if not failed:
+        return f"constraint {text} does not hold"
+    shown = " and ".join(failed)
+    named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", shown))
+    values = ", ".join(
+        f"{n} = {v!r}"
+        for n, v in sorted(frame.f_locals.items())
+        if n in named and isinstance(v, (int, float)) and not isinstance(v, bool)
+    )
+    return f"{shown} does not hold" + (f" ({values})" if values else "")
 
 
 _P = (OpTag.PROLOGUE, OpTag.DONT_DCE)

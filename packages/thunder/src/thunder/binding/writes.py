@@ -272,10 +272,12 @@ class WritesMixin(ReadsMixin):
         if known is not None:
             return known[1]
         t = type(value)
-        if t in (tuple, SymbolicSize):
-            return t(self._template(v, what, memo) for v in value)
-        if isinstance(value, tuple) and hasattr(t, "n_fields"):  # torch.return_types
-            return t(tuple(self._template(v, what, memo) for v in value))
+        if t in (tuple, SymbolicSize) or (isinstance(value, tuple) and hasattr(t, "n_fields")):
+            items = tuple(self._template(v, what, memo) for v in value)
+            built = items if t is tuple else t(items)  # t(items): a size, torch.return_types
+            if t is tuple and value:  # held twice (a ModelOutput's item and attribute): one
+                memo[id(value)] = (value, built)
+            return built
         if t is slice:  # a slice assignment's key
             parts = (value.start, value.stop, value.step)
             return slice(*(self._template(v, what, memo) for v in parts))
