@@ -693,3 +693,19 @@ def test_a_list_or_tuple_the_result_holds_twice_is_one_object() -> None:
         assert got["other"] is not got["mems"] and seen is seen_again
         for a, b in zip(got["mems"] + got["other"], want["mems"] + want["other"]):
             torch.testing.assert_close(a, b)
+
+
+def _fails_on_the_compile_path(x):
+    if torch.compiler.is_compiling():
+        return x.view(7)  # a library's bug on its torch.compile path only
+    return x * 2
+
+
+def test_a_trace_that_fails_where_eager_runs_warns_with_the_line() -> None:
+    """Tracing takes libraries' torch.compile paths; where such a path raises and eager does
+    not, the call runs eagerly and the warning names the line that raised."""
+    x = _x(4)
+    line = _fails_on_the_compile_path.__code__.co_firstlineno + 2
+    with pytest.warns(UserWarning, match=rf"test_library_surface.py:{line}; the call ran eagerly"):
+        got = thunder.jit(_fails_on_the_compile_path)(x)
+    torch.testing.assert_close(got, x * 2)

@@ -33,7 +33,7 @@ from thunder_ir.sizes import SizeFacts, size_facts
 from thunder_transforms import dce, recognize_composites, sign_flipped_rotary
 from thunder_transforms.autodiff import make_differentiable
 
-__all__ = ["CacheEntry", "ProgramRaised", "compile_entry", "parameter_names"]
+__all__ = ["CacheEntry", "ProgramRaised", "compile_entry", "parameter_names", "user_location"]
 
 
 @dataclass
@@ -87,7 +87,7 @@ _PACKAGE_DIRS = tuple(
 )
 
 
-def _user_location(exc: BaseException) -> str | None:
+def user_location(exc: BaseException) -> str | None:
     """The innermost ``file:line`` of the traceback outside torch, thunder and its interpreter."""
     import torch
 
@@ -157,12 +157,12 @@ def _compile_entry(
             template = binder.output_template(result)
             binder.check_stored_cells()
         except UnsupportedOperationError as e:
-            location = _user_location(e)
+            location = user_location(e)
             if location is None or e.location is not None:
                 raise
             raise e.with_location(location).with_traceback(e.__traceback__) from None
         except (JitError, TracingError) as e:
-            location = _user_location(e)
+            location = user_location(e)
             if location is not None and location not in str(e):
                 e.args = (f"{e.args[0]} (at {location})", *e.args[1:])
             raise
@@ -171,7 +171,7 @@ def _compile_entry(
                 raise ProgramRaised(e) from e
             # The IR's own refusal (a boolean mask, a data-dependent shape): a clear error,
             # not an eager run.
-            location = _user_location(e)
+            location = user_location(e)
             raise UnsupportedOperationError(_source_at(location), str(e), location) from None
         except Exception as e:
             raise ProgramRaised(e) from e

@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder.compile_entry import CacheEntry, ProgramRaised, compile_entry, parameter_names
+from thunder.compile_entry import (
+    CacheEntry,
+    ProgramRaised,
+    compile_entry,
+    parameter_names,
+    user_location,
+)
 from thunder.errors import JitError
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
@@ -234,9 +240,13 @@ class ThunderFunction:
         self.stats.eager_fallbacks += 1
         result = self.fn(*args, **kwargs)
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        where = user_location(error)
+        at = f" at {where}" if where else ""
         warnings.warn(
-            f"thunder.jit: tracing {name} raised {type(error).__name__}: {error}; the call ran "
-            "eagerly instead (please report this)",
+            f"thunder.jit: tracing {name} raised {type(error).__name__}: {error}{at}; the call "
+            "ran eagerly instead (please report this). Libraries take their torch.compile "
+            "paths while thunder traces (torch.compiler.is_compiling() is True), so the line "
+            "may be on such a path",
             stacklevel=4,
         )
         return result
