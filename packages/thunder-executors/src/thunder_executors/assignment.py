@@ -530,7 +530,7 @@ def transform_for_execution(
         out.append(fused)
 
     out = drop_unread_factories(drop_implicit_broadcasts(out, returned), returned)
-    out = drop_unread_numbers(drop_identity_arithmetic(out, returned), returned)
+    out = drop_unread_numbers(drop_identity_arithmetic(out, returned), returned, aliases.is_written)
     out = _with_deletes(out, returned | {a.name for a in trace.args})
     derived = trace.derive(
         out, pass_name="transform_for_execution", seconds=time.perf_counter() - start

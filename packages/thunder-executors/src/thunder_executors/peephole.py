@@ -22,7 +22,7 @@ operand to tell them apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -156,11 +156,14 @@ def drop_unread_factories(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[
 _EFFECTS = frozenset({OpTag.DONT_DCE, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.RETURN, OpTag.PROLOGUE})
 
 
-def drop_unread_numbers(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+def drop_unread_numbers(
+    bsyms: Sequence[BoundSymbol], keep: set[str], written: Callable[[str], bool] = lambda _: False
+) -> list[BoundSymbol]:
     """``bsyms`` without computations of numbers nobody reads (``keep``: names that must stay
     defined), and without the pure torch calls whose tensors nobody reads (the ``argmax`` of a
     ``x.max(dim).values`` decomposed after dead code elimination ran); anything with an effect
-    stays."""
+    stays, and so do reads of memory written in place (``written``: torch.autograd, where it
+    records the program, checks them as it checks eager's)."""
     needed = set(keep)
     kept: list[BoundSymbol] = []
     for b in reversed(bsyms):
@@ -169,7 +172,10 @@ def drop_unread_numbers(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[Bo
             outs
             and (
                 all(isinstance(o, NumberProxy) for o in outs)
-                or (b.sym.module, b.sym.name) in _PURE_CALLS
+                or (
+                    (b.sym.module, b.sym.name) in _PURE_CALLS
+                    and not any(written(p.name) for p in b.flat_proxy_args)
+                )
             )
             and not any(o.name in needed for o in outs)
             and _EFFECTS.isdisjoint(b.sym.tags)
