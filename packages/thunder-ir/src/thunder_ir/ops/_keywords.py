@@ -28,10 +28,9 @@ def accepting_torch_keywords(
 ) -> Callable[..., Any]:
     """``fn``, also taking its arguments by the keyword names of ``torch_names``."""
     try:
-        signature = inspect.signature(fn)
+        params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return fn
-    params = signature.parameters.values()
     if not torch_names:
         return fn
     accepted: frozenset[str] | None = frozenset(
@@ -42,19 +41,19 @@ def accepting_torch_keywords(
 
     @functools.wraps(fn)
     def op(*args: Any, **kwargs: Any) -> Any:
-        if kwargs and not _binds(signature, args, kwargs):
-            args, kwargs = _rebind(torch_names, accepted, args, kwargs)
-        return fn(*args, **kwargs)
+        if not kwargs:
+            return fn(*args)
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            # Raised by the call itself (the arguments do not bind), not from inside ``fn``:
+            # no frame of ``fn`` follows this one in the traceback.
+            if e.__traceback__ is None or e.__traceback__.tb_next is not None:
+                raise
+            rebound = _rebind(torch_names, accepted, args, kwargs)
+        return fn(*rebound[0], **rebound[1])  # where nothing binds, the op's own TypeError
 
     return op
-
-
-def _binds(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError:
-        return False
-    return True
 
 
 def _rebind(

@@ -107,7 +107,7 @@ def _functional_overload(inplace: Any) -> tuple[Any, tuple[str, ...]] | None:
         packet = getattr(torch.ops.aten, candidate, None)
         if not isinstance(packet, torch._ops.OpOverloadPacket):
             continue
-        for overload in packet.overloads():
+        for overload in packet.overloads():  # type: ignore[no-untyped-call]
             op = getattr(packet, overload)
             schema = op._schema
             if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
