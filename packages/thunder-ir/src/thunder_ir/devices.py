@@ -48,8 +48,8 @@ def to_device(x: Any) -> Device:
         if typ == "cuda" and not idx:
             return Device("cuda", 0)
         return Device(typ, int(idx) if idx else None)
-    if isinstance(x, int):
-        return Device("cuda", x)
+    if isinstance(x, int):  # the current accelerator's index; torch raises when there is none
+        return to_device(torch.device(x))
     raise TypeError(f"expected a device, got {x!r}")
 
 

@@ -33,6 +33,9 @@ def canonicalize_dim(ndim: int, dim: int, *, wrap_scalar: bool = True) -> int:
     """``dim`` as a non-negative index into a tensor of rank ``ndim`` (0-d tensors accept 0 and -1)."""
     rank = max(ndim, 1) if wrap_scalar else ndim
     if not isinstance(dim, int) or isinstance(dim, bool):
+        if isinstance(dim, (bool, float, complex)) or getattr(dim, "python_type", int) is not int:
+            # torch takes an integer (or what has __index__) and refuses the rest
+            raise TypeError(f"a dim must be an integer, got {type(dim).__name__} ({dim!r})")
         dim = int(dim)
     if not -rank <= dim < rank:
         raise IndexError(
@@ -44,7 +47,9 @@ def canonicalize_dim(ndim: int, dim: int, *, wrap_scalar: bool = True) -> int:
 def canonicalize_dims(ndim: int, dims: int | Sequence[int] | None) -> tuple[int, ...]:
     if dims is None:
         return tuple(range(ndim))
-    if isinstance(dims, int):
+    if not isinstance(dims, (tuple, list)):  # one dim; torch refuses other collections
+        if isinstance(dims, (dict, set, frozenset, str, bytes)):
+            raise TypeError(f"dims must be an integer or a sequence of them, got {dims!r}")
         dims = (dims,)
     out = tuple(canonicalize_dim(ndim, d) for d in dims)
     check(len(set(out)) == len(out), lambda: f"dims {tuple(dims)} contain a repeated dimension")

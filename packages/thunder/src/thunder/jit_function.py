@@ -124,10 +124,9 @@ class ThunderFunction:
                 out = entry.computation(*inputs)
                 return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
         try:
-            key = self._signature(args, kwargs)
-        except Exception:
-            key = None
-        bucket = self._buckets.get(key) if key is not None else None
+            bucket = self._buckets.get(self._signature(args, kwargs))
+        except Exception:  # another structure (or nothing compiled yet): the slow path
+            bucket = None
         if bucket is not None:
             for i, entry in enumerate(bucket):
                 try:
@@ -260,9 +259,11 @@ class ThunderFunction:
     ) -> tuple[_Structure | None, tuple[Any, ...] | None]:
         for structure in self._structures:
             try:
-                return structure, structure.signature.fn(args, kwargs)
+                key = structure.signature.fn(args, kwargs)
+                hash(key)
             except Exception:
                 continue
+            return structure, key
         return None, None
 
     def _change_reason(

@@ -7,13 +7,16 @@ decides whether the program is compiled through autodiff, and the traced code ma
 the default dtype (the IR reads it at trace time for factories, Python floats and int-to-float
 promotion), inference mode, and the autocast state (off, or the devices and dtypes autocast is
 enabled for: an entry compiled under ``torch.autocast`` has the autocast transform applied). Then
-per tensor its type, shape, dtype, device, requires_grad and layout, and, with two tensors or more, which
-of them share memory; per number or string its type and (with constant values) its value; per
-value-like object (``torch.Size``, enum members, memory formats, slices, ranges, sets, functions)
-the value itself; tuple subclasses item by item; per other object its type (what the program
-reads from it is guarded by the prologue). A call whose arguments have another
-structure makes the generated code raise (tuple unpacking, a missing key), which sends the call to
-the slow path. The key's labels say what each entry is, for the "what changed" warning.
+per tensor its shape, dtype, device, requires_grad and layout, and, with two tensors or more, which
+of them share memory; per plain value (a number, string, dtype, device, ``torch.Size``...) its type
+and (with constant values) its value; per value-like object (enum members, memory formats,
+slices and sets of plain values, functions) the value itself, or the object's identity where its
+class defines its own equality; tuple subclasses item by item; per other object nothing (what the
+program reads from it is guarded by the prologue). Every leaf is checked to be of the kind seen
+at compile time (its exact type; any plain type where a plain value was): a call whose arguments
+have another structure or kinds makes the generated code raise, which sends the call to the slow
+path. The key never runs the arguments' own Python code (hashing, equality), so it cannot raise
+past the lookup. The key's labels say what each entry is, for the "what changed" warning.
 """
 
 from __future__ import annotations
@@ -27,7 +30,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["Signature", "alias_pattern", "make_signature", "storage_address"]
+__all__ = [
+    "PLAIN_TYPES",
+    "Same",
+    "Signature",
+    "alias_pattern",
+    "is_plain",
+    "make_signature",
+    "storage_address",
+]
 
 # (expression in the generated code, label for the "what changed" warning)
 AMBIENT_KEY = (
@@ -50,10 +61,6 @@ def autocast_state() -> tuple[tuple[str, torch.dtype], ...]:
     )
 
 
-_SCALARS = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
-
-
-# Compared by identity or by a hashable value: a different one is a different program.
 def alias_pattern(*tensors: torch.Tensor) -> tuple[tuple[int, int], ...] | None:
     """Which tensor arguments share memory: None when none do (the common case); otherwise, for
     each, the position of the first one with the same storage and of the first that is the same
@@ -78,26 +85,98 @@ def storage_address(t: torch.Tensor) -> int:
         return -id(t)
 
 
-_HASHABLE_VALUES = (
-    torch.Size,
-    range,
-    frozenset,
-    enum.Enum,
-    torch.memory_format,
-    torch.layout,
-    torch.qscheme,
-    types.ModuleType,
-    type(Ellipsis),
-    type(NotImplemented),
+# Values keyed by themselves whatever the position held when the program was compiled: exact
+# builtin types with C equality and hashing, so a key never runs user code (a position may hold
+# an int on one call and a float on the next: the type beside it in the key tells them apart).
+PLAIN_TYPES: frozenset[type] = frozenset(
+    {
+        bool,
+        int,
+        float,
+        complex,
+        str,
+        bytes,
+        type(None),
+        torch.dtype,
+        torch.device,
+        torch.Size,
+        range,
+        torch.memory_format,
+        torch.layout,
+        torch.qscheme,
+        type(Ellipsis),
+        type(NotImplemented),
+    }
 )
-_CALLABLES = (
+_SYMBOLIC_NUMBERS = frozenset({int, float})
+# Kept for a program: a different one is a different program (what it calls, or a constant).
+_VALUES: tuple[type, ...] = (
+    enum.Enum,
+    types.ModuleType,
     types.FunctionType,
     types.BuiltinFunctionType,
     types.MethodType,
     types.BuiltinMethodType,
     functools.partial,
     type,
+    *PLAIN_TYPES,
 )
+_MAX_DEPTH = 32
+
+
+def is_plain(x: Any) -> bool:
+    """Whether ``x`` is a plain value: of a type in ``PLAIN_TYPES``, or a tuple or frozenset of
+    plain values."""
+    t = type(x)
+    if t in PLAIN_TYPES:
+        return True
+    return (t is tuple or t is frozenset) and all(map(is_plain, x))
+
+
+def _equality_is_builtin(x: Any) -> bool:
+    """Whether comparing and hashing ``x`` runs no Python code of its class and cannot raise."""
+    t = type(x)
+    if isinstance(t.__eq__, types.FunctionType) or isinstance(t.__hash__, types.FunctionType):
+        return False
+    try:
+        hash(x)
+    except Exception:
+        return False
+    return True
+
+
+class Same:
+    """A key entry equal only to an entry holding the same object: for an argument keyed by
+    value whose own equality cannot be trusted (a class defining ``__eq__``)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Same and other.obj is self.obj
+
+    def __repr__(self) -> str:
+        return f"the object {self.obj!r}"
+
+
+def plain_set_key(s: Any) -> frozenset[Any]:
+    """The key of a set of plain values (another set has another structure)."""
+    if not all(map(is_plain, s)):
+        raise LookupError
+    return frozenset(s)
+
+
+def plain_slice_key(s: slice) -> tuple[Any, Any, Any]:
+    """The key of a slice of plain values (another slice has another structure)."""
+    parts = (s.start, s.stop, s.step)
+    if not all(map(is_plain, parts)):
+        raise LookupError
+    return parts
 
 
 class Signature:
@@ -143,6 +222,11 @@ def _show(x: Any) -> str:
 
 
 class _Generator:
+    """Generates the key function. Each leaf is checked to be of the kind the program was
+    compiled for (its exact type, or a plain value where one was): the prologue and the program
+    rely on what the key covers for that kind (a tensor's metadata, a tuple's items), so a call
+    whose argument changed kind gets a structure of its own, never a key that merely fits."""
+
     def __init__(self, symbolic: bool) -> None:
         self.symbolic = symbolic
         self.body: list[str] = []
@@ -150,25 +234,53 @@ class _Generator:
         self.labels: list[str] = []
         self.counter = 0
         self.tensors: list[str] = []
+        self.constants: dict[str, Any] = {}
 
     def fresh(self) -> str:
         self.counter += 1
         return f"v{self.counter}"
 
+    def constant(self, value: Any) -> str:
+        name = f"K{len(self.constants)}"
+        self.constants[name] = value
+        return name
+
+    def add(self, expr: str, label: str) -> None:
+        self.key.append(expr)
+        self.labels.append(label)
+
+    def exact_type(self, var: str, value: Any) -> None:
+        self.body.append(f"  if type({var}) is not {self.constant(type(value))}: raise LookupError")
+
     def leaf(self, var: str, value: Any, label: str, depth: int) -> None:
         t = type(value)
-        self.key.append(f"type({var})")
-        self.labels.append(f"type of {label}")
-        if isinstance(value, _HASHABLE_VALUES):
-            self.key.append(var)
-            self.labels.append(label)
-        elif t is slice:  # unhashable before Python 3.12
-            self.key.append(f"({var}.start, {var}.stop, {var}.step)")
-            self.labels.append(label)
-        elif t is set:
-            self.key.append(f"frozenset({var})")
-            self.labels.append(label)
-        elif isinstance(value, (tuple, list)) and depth < 4:
+        if depth > _MAX_DEPTH:
+            raise RecursionError(f"thunder.jit: {label} is nested deeper than {_MAX_DEPTH} levels")
+        if t in PLAIN_TYPES and not (self.symbolic and t in _SYMBOLIC_NUMBERS):
+            allowed = "PLAIN_TYPES"
+        elif t in _SYMBOLIC_NUMBERS:  # symbolic: the prologue unpacks the number
+            allowed = "SYMBOLIC_NUMBERS"
+        else:
+            allowed = ""
+        if allowed:
+            t_var = self.fresh()
+            self.body.append(f"  {t_var} = type({var})")
+            self.body.append(f"  if {t_var} not in {allowed}: raise LookupError")
+            self.add(t_var, f"type of {label}")
+            if allowed == "PLAIN_TYPES":
+                self.add(var, label)
+            return
+        self.exact_type(var, value)
+        if t is slice:  # unhashable before Python 3.12
+            if all(map(is_plain, (value.start, value.stop, value.step))):
+                self.add(f"plain_slice_key({var})", label)
+            else:
+                self.add(f"Same({var})", label)
+        elif t is set or t is frozenset:
+            self.add(
+                f"plain_set_key({var})" if is_plain(frozenset(value)) else f"Same({var})", label
+            )
+        elif isinstance(value, (tuple, list)):
             names = [self.fresh() for _ in value]
             if names:
                 self.body.append(f"  {', '.join(names)}, = {var}")
@@ -176,12 +288,13 @@ class _Generator:
                 self.body.append(f"  if {var}: raise LookupError")
             for i, (name, v) in enumerate(zip(names, value)):
                 self.leaf(name, v, f"{label}[{i}]", depth + 1)
-        elif t is dict and depth < 4:
-            self.key.append(f"tuple({var})")
-            self.labels.append(f"keys of {label}")
+        elif t is dict:
+            keys = tuple(value)
+            # The keys are the structure: compared, not hashed, so no key is kept or repr'd.
+            self.body.append(f"  if tuple({var}) != {self.constant(keys)}: raise LookupError")
             for k, v in value.items():
                 name = self.fresh()
-                self.body.append(f"  {name} = {var}[{k!r}]")
+                self.body.append(f"  {name} = {var}[{self.constant(k)}]")
                 self.leaf(name, v, f"{label}[{k!r}]", depth + 1)
         elif isinstance(value, torch.Tensor):
             self.tensors.append(var)
@@ -190,15 +303,14 @@ class _Generator:
                 "ndim" if self.symbolic and not isinstance(value, torch.nn.Parameter) else "shape"
             )
             for attr in (sizes, "dtype", "device", "requires_grad", "layout"):
-                self.key.append(f"{var}.{attr}")
-                self.labels.append(f"{label}.{attr}")
-        elif isinstance(value, _SCALARS) and not (self.symbolic and t in (int, float)):
-            self.key.append(var)
-            self.labels.append(label)
-        elif isinstance(value, _CALLABLES):
-            # The program calls it (or may): a different function is a different program.
-            self.key.append(var)
-            self.labels.append(label)
+                self.add(f"{var}.{attr}", f"{label}.{attr}")
+        elif isinstance(value, _VALUES):
+            # The program calls it, or reads it as a constant: another one is another program.
+            self.add(var if _equality_is_builtin(value) else f"Same({var})", label)
+        elif isinstance(value, (int, float, complex, str, bytes)):
+            # A subclass of a builtin scalar (numpy's float64): a constant of the program.
+            self.add(var if _equality_is_builtin(value) else f"Same({var})", label)
+        # Any other object: its exact type; what the program reads from it, the prologue checks.
 
 
 def make_signature(
@@ -248,6 +360,12 @@ def make_signature(
         "is_any_autocast_enabled": torch._C._is_any_autocast_enabled,
         "autocast_state": autocast_state,
         "alias_pattern": alias_pattern,
+        "PLAIN_TYPES": PLAIN_TYPES,
+        "SYMBOLIC_NUMBERS": _SYMBOLIC_NUMBERS,
+        "Same": Same,
+        "plain_set_key": plain_set_key,
+        "plain_slice_key": plain_slice_key,
+        **gen.constants,
     }
     exec(compile(source, filename, "exec"), globs)
     return Signature(globs["signature"], gen.labels, source)

@@ -68,6 +68,9 @@ def to(a: Any, *args: Any, **kwargs: Any) -> Any:
         dtype, device = other.dtype, other.device
     elif rest and _is_dtype(rest[0]):
         dtype = rest.pop(0)
+    elif rest and isinstance(rest[0], bool):  # torch's parser reads a leading bool as torch.bool
+        rest.pop(0)
+        dtype = bool
     elif rest and (_is_device(rest[0]) or rest[0] is None):
         device = rest.pop(0)
         if rest and (_is_dtype(rest[0]) or rest[0] is None):

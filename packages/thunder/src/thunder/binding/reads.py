@@ -47,6 +47,7 @@ from thunder.errors import (
 from thunder.guards import HOOK_ATTRIBUTES
 from thunder.lookasides import native_special
 from thunder.options import SHARP_EDGES_OPTIONS
+from thunder.signature import is_plain
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy
 
 # Names that ``getattr`` on a class answers from ``type`` itself (data descriptors of the
@@ -293,7 +294,10 @@ class ReadsMixin(BinderState):
         tensors' metadata."""
         t = type(x)
         if t is tuple:
-            return tuple(self._bind_leaf(v, access.item(i), guarded) for i, v in enumerate(x))
+            bound_tuple = tuple(
+                self._bind_leaf(v, access.item(i), guarded) for i, v in enumerate(x)
+            )
+            return self._stand_in(x, bound_tuple, access)
         if t is list or t is dict:
             # The program sees a copy holding proxies that stands for the argument: what it
             # does to the copy (append, item stores, returning it) is done to the argument.
@@ -311,9 +315,19 @@ class ReadsMixin(BinderState):
             return seen
         if isinstance(x, tuple) and hasattr(t, "_make") and _holds_tensors(x):
             # A namedtuple of tensors: the program sees one of proxies (items and fields alike).
-            return t._make(self._bind_leaf(v, access.item(i), guarded) for i, v in enumerate(x))
+            bound = t._make(self._bind_leaf(v, access.item(i), guarded) for i, v in enumerate(x))
+            return self._stand_in(x, bound, access)
         if isinstance(x, torch.Tensor):
             return self._tensor_input(x, access, guarded=guarded)
+        if isinstance(x, (set, frozenset)) and not is_plain(frozenset(x)):
+            # Its items have no path the prologue could read them by, so what the program
+            # reads from them could not be guarded (a set of numbers is keyed by value).
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the argument {access.describe(self.param_names)} is a "
+                f"{t.__name__} holding objects other than numbers, strings and the like "
+                "(what the program reads from them cannot be checked on later calls); pass "
+                "a tuple or list instead"
+            )
         stand_in = self._bind_object(x, access)
         if stand_in is not None:
             return stand_in
@@ -332,6 +346,15 @@ class ReadsMixin(BinderState):
                 # One object passed twice: its reads are guarded where it was first bound.
                 self.guards.setdefault(access, Guard(access, "same_as", first[1]))
             self._associate(x, access)
+        return x
+
+    def _stand_in(self, x: tuple[Any, ...], bound: tuple[Any, ...], access: Access) -> Any:
+        """``bound``, the tuple the program sees for the argument ``x``: where it holds proxies,
+        known as ``x``'s stand-in, so reading it again is not a read of new outside state."""
+        if any(b is not v for b, v in zip(bound, x)):
+            self.argument_copies[id(x)] = (x, bound)
+            self._associate(bound, access)
+            return bound
         return x
 
     def _bind_object(self, x: Any, access: Access) -> Any:
@@ -376,6 +399,13 @@ class ReadsMixin(BinderState):
             arg_access = self.access_of[id(seen[1])][1]
             self.guards.setdefault(access, Guard(access, "same_as", arg_access))
             return seen[1]
+        known = self.access_of.get(id(value))
+        if known is not None and known[0] is value and self._is_copy(value):
+            # The stand-in of an argument's list or dict, its contents bound already; read by a
+            # second path (``a[-1]`` after ``a[0]``), the path must lead to the same item.
+            if known[1] != access:
+                self.guards.setdefault(access, Guard(access, "same_as", known[1]))
+            return value
         if self._set_by_program(value, access):
             return value  # what the program itself put there: nothing to guard
         if access.kind == ITEM and access.parent is not None:
@@ -446,6 +476,10 @@ class ReadsMixin(BinderState):
                     at, Guard(at, kind, what if kind == "value" else tuple(what))
                 )
         return value
+
+    def _is_copy(self, value: Any) -> bool:
+        """Whether ``value`` is the stand-in holding proxies of an argument's list or dict."""
+        return any(copy is value for _, copy in self.argument_copies.values())
 
     def _guard_items(self, container: Any, access: Access) -> None:
         """An outside container of objects: the program may iterate it, which no hook sees, so
