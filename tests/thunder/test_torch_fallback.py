@@ -156,12 +156,24 @@ def test_random_fallback_consumes_the_generator_like_eager() -> None:
     torch.testing.assert_close(got, f(x))
 
 
-def test_gradient_through_random_fallback_is_refused() -> None:
+def test_gradient_through_random_fallback_replays_the_forward_draw() -> None:
+    # The backward runs rrelu again from the generator state the forward drew from: eager's
+    # slopes, and the generator is left where eager leaves it.
     def f(x):
         return torch.nn.functional.rrelu(x, training=True)
 
-    with pytest.raises(Exception, match="random"):
-        thunder.jit(f)(torch.randn(4, requires_grad=True))
+    jf = thunder.jit(f)
+    for _ in range(2):
+        x = torch.randn(64)
+        results = []
+        for fn in (f, jf):
+            xr = x.clone().requires_grad_()
+            torch.manual_seed(0)
+            out = fn(xr)
+            (g,) = torch.autograd.grad(out, xr, torch.ones_like(out))
+            results.append((out, g, torch.rand(3)))
+        for a, b in zip(*results):
+            assert torch.equal(a, b)
 
 
 def test_fallback_view_written_in_place_mutates_the_base_like_eager() -> None:

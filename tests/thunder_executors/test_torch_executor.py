@@ -379,6 +379,12 @@ OTHER = [
         lambda a: a.detach(),
         lambda: (randn(2, 3),),
     ),
+    Case(
+        "written_without_grad",
+        lambda a, b: prims.written_without_grad(a, b),
+        lambda a, b: b,
+        lambda: (randn(2, 3), randn(2, 3)),
+    ),
     Case("device_put", lambda a: prims.device_put(a, cpu), lambda a: a, lambda: (randn(2, 3),)),
     Case(
         "full",
@@ -508,7 +514,8 @@ def test_prim_matches_torch(case: Case) -> None:
 def test_every_prim_has_a_case() -> None:
     # The collectives need a process group: tests/distributed runs them on 2 ranks.
     collectives = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "wait"}
-    covered = {c.prim for c in CASES} | {"copy_", "uniform", "normal"} | collectives
+    random = {"uniform", "normal", "bernoulli", "randint"}  # test_random_prims*
+    covered = {c.prim for c in CASES} | {"copy_"} | random | collectives
     runnable = {
         n for n, s in prims.ALL_PRIMS.items() if not ({OpTag.PROLOGUE, OpTag.RETURN} & s.tags)
     }
@@ -560,6 +567,22 @@ def test_random_prims(prim: str) -> None:
     b0, b1 = seeded()
     assert torch.equal(a0, b0) and torch.equal(a1, b1)  # a pure function of (seed, offset)
     assert not torch.equal(a0, a1)
+
+
+def test_random_prims_bernoulli_and_randint_draw_as_eager() -> None:
+    program = transform_for_execution(
+        trace_function(
+            lambda: (
+                prims.bernoulli((1000,), 0.3, device=cpu, dtype=dtypes.float32),
+                prims.randint((1000,), -3, 9, device=cpu, dtype=dtypes.int64),
+            )
+        )
+    ).python_callable()
+    torch.manual_seed(5)
+    got = program()
+    torch.manual_seed(5)
+    want = (torch.empty(1000).bernoulli_(0.3), torch.randint(-3, 9, (1000,)))
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
 def test_number_prims_compute_with_python() -> None:

@@ -288,7 +288,8 @@ def test_every_differentiable_prim_has_a_rule() -> None:
         # integer/boolean results or no tensor inputs: nothing to differentiate
         "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right",
         "eq", "ne", "lt", "le", "gt", "ge", "signbit", "isfinite", "isnan", "isinf", "argmax",
-        "argmin", "full", "iota", "tensor", "uniform", "normal", "stop_gradient",
+        "argmin", "full", "iota", "tensor", "uniform", "normal", "bernoulli", "randint",
+        "stop_gradient",
         # complex
         "real", "imag",
         # no torch-free formula (polygamma)

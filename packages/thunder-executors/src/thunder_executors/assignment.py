@@ -267,7 +267,10 @@ def _stops_gradients(bsym: BoundSymbol) -> bool:
     would not (a write recorded in a no-grad region): it must run as its decomposition."""
     if bsym.sym.name == "detach":
         return False
-    return any(leaf.sym.is_prim and leaf.sym.name == "stop_gradient" for leaf in _leaves(bsym))
+    return any(leaf.sym.is_prim and leaf.sym.name in _NO_GRAD_PRIMS for leaf in _leaves(bsym))
+
+
+_NO_GRAD_PRIMS = frozenset({"stop_gradient", "written_without_grad"})
 
 
 def _number_computations(bsym: BoundSymbol, defined: set[str]) -> list[BoundSymbol]:

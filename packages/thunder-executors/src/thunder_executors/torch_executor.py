@@ -431,6 +431,7 @@ def _register_all() -> None:
     register_inline(helper_symbol("iota"), _inline_iota)
     reg(prims.clone, translate=_same(torch_symbol("clone")))
     reg(prims.stop_gradient, translate=_same(torch_symbol("detach")))
+    reg(prims.written_without_grad, translate=_same(helper_symbol("written_without_grad")))
     reg(prims.device_put, translate=_same(helper_symbol("device_put")))
 
     reg(prims.full, translate=_same(torch_symbol("full")))
@@ -439,6 +440,7 @@ def _register_all() -> None:
     reg(prims.uniform, translate=_same(helper_symbol("uniform")))
     reg(prims.normal, translate=_same(helper_symbol("normal")))
     reg(prims.copy_, translate=_same(helper_symbol("copy_")))
+    _register_random()
 
     # Collectives: torch.distributed calls (thunder_executors.distributed_impls).
     for name in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "wait"):
@@ -469,6 +471,7 @@ def _register_all() -> None:
     # Torch callables no op mirrors: the callable itself, printed by its qualified name.
     for sym in (ops.torch_fallback, ops.torch_fallback_view, ops.torch_fallback_random):
         reg(sym, translate=_torch_fallback)
+    reg(ops.torch_fallback_random_replay, translate=_torch_fallback_replay)
     reg(ops.torch_fallback_vjp, translate=_same(helper_symbol("torch_fallback_vjp")))
 
 
@@ -488,6 +491,38 @@ def _torch_fallback(bsym: BoundSymbol) -> BoundSymbol:
         to_runtime_value(tuple(args)),
         to_runtime_value(bsym.kwargs),
     )
+
+
+def _torch_fallback_replay(bsym: BoundSymbol) -> BoundSymbol:
+    # The state argument is for the backward's replay; the forward draws as eager.
+    qualified, _state, _device, *args = bsym.args
+    return _call(
+        _fallback_symbol(qualified),
+        bsym,
+        to_runtime_value(tuple(args)),
+        to_runtime_value(bsym.kwargs),
+    )
+
+
+def _register_random() -> None:
+    from thunder_executors import torch_random
+    from thunder_ir import ops
+
+    reg = torch_executor.register_implementation
+    for prim in (prims.bernoulli, prims.randint):
+        reg(prim, translate=_same(helper_symbol(prim.name, getattr(torch_random, prim.name))))
+    for op, fn in (
+        (ops.get_rng_state, torch_random.get_rng_state),
+        (ops.cuda_get_rng_state, torch_random.get_rng_state),
+        (ops.set_rng_state, torch_random.set_rng_state),
+        (ops.cuda_set_rng_state, torch_random.set_rng_state),
+        (ops.manual_seed, torch_random.manual_seed),
+    ):
+        reg(op, translate=_same(helper_symbol(fn.__name__, fn)))
+    # CUDA's fused dropout kernel and its backward: torch's own, as eager calls them.
+    reg(ops.native_dropout, translate=_same(torch_symbol("native_dropout")))
+    backward = _fallback_symbol("torch.ops.aten.native_dropout_backward.default")
+    reg(ops.native_dropout_backward, translate=_same(backward))
 
 
 _register_all()

@@ -193,14 +193,39 @@ def normal(
     return out.normal_(mean, std, generator=gen)
 
 
-def copy_(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-    """Copies ``src`` into ``dst`` in place and returns ``dst``."""
-    return dst.copy_(src)
-
-
 def shallow_copy(a: torch.Tensor) -> torch.Tensor:
     """The same tensor (the prim only gives it a new name in the trace)."""
     return a
+
+
+class _WrittenWithoutGrad(torch.autograd.Function):
+    """``value``'s values, with the gradient flowing to ``target`` (where torch records the
+    program itself: what eager's autograd sees after a write under no_grad)."""
+
+    @staticmethod
+    def forward(ctx: Any, target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        return value.detach()
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return g, None
+
+
+def written_without_grad(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    if torch.is_grad_enabled() and target.requires_grad:
+        return _WrittenWithoutGrad.apply(target, value)  # type: ignore[no-any-return,no-untyped-call]
+    return value
+
+
+_WRITTEN_WITHOUT_GRAD = _WrittenWithoutGrad._backward_cls  # type: ignore[attr-defined]
+
+
+def copy_(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """Copies ``src`` into ``dst`` in place and returns ``dst``."""
+    if type(src.grad_fn) is _WRITTEN_WITHOUT_GRAD:
+        with torch.no_grad():  # the program's write under no_grad, where torch records it
+            return dst.copy_(src)
+    return dst.copy_(src)
 
 
 def device_put(a: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -336,13 +361,19 @@ NUMBER_FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 
 def torch_fallback_vjp(
-    qualified: str, args: tuple[Any, ...], kwargs: dict[str, Any], cotangents: tuple[Any, ...]
+    qualified: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    cotangents: tuple[Any, ...],
+    rng_state: torch.Tensor | None = None,
+    rng_device: Any = None,
 ) -> tuple[Any, ...]:
     """The gradients of the torch callable named ``qualified`` at ``(args, kwargs)`` for the
     cotangents of its tensor outputs (None where none flows): ``torch.autograd.grad`` through the
     callable run again on detached copies of its floating-point tensor arguments. One entry per
     leaf of ``(args, kwargs)``: a gradient for each floating-point tensor (zeros where the
-    outputs do not depend on it), None for the rest."""
+    outputs do not depend on it), None for the rest. A random callable draws from ``rng_state``
+    (see ``torch_random.replaying_rng``)."""
     from thunder_ir.ops import resolve_torch_name
     from thunder_ir.pytree import tree_flatten, tree_unflatten
 
@@ -352,7 +383,9 @@ def torch_fallback_vjp(
         isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) for x in leaves
     ]
     inputs = [x.detach().requires_grad_(True) if g else x for x, g in zip(leaves, grads_of)]
-    with torch.enable_grad():
+    from thunder_executors.torch_random import replaying_rng
+
+    with torch.enable_grad(), replaying_rng(rng_state, rng_device):
         call_args, call_kwargs = tree_unflatten(inputs, spec)
         out = fn(*call_args, **call_kwargs)
     outs, _ = tree_flatten(tuple(out) if isinstance(out, tuple) else out)

@@ -58,6 +58,7 @@ def _has_hooks(callbacks: Callbacks | None) -> bool:
             "delete_closure_cell",
             "delete_attribute",
             "delete_item",
+            "compare_identity",
         )
     )
 

@@ -30,6 +30,7 @@ from thunder_interp._slots import (
     FAST_CONTAINERS,
     PLAIN,
     PLAIN_ATTRS,
+    PLAIN_VALUES,
     binary,
     compare,
     contains,
@@ -41,6 +42,7 @@ from thunder_interp._slots import (
     unary,
 )
 from thunder_interp.ops._common import unbound_local
+from thunder_interp.ops.arith import identical
 from thunder_interp.ops.calls import call_null_first, call_positional, call_self_second
 from thunder_interp.ops.locals import load_constant_hooked
 from thunder_interp.ops.names import (
@@ -230,9 +232,10 @@ class _BlockGen:
             b = self.pop(i)
             a = self.pop(i)
             sym = ins.argval
-            expr = (
-                f"({a} {sym} {b} if {self.plain_test(a, b)} else compare(f.rt, {sym!r}, {a}, {b}))"
-            )
+            test = self.plain_test(a, b)
+            if hooked and sym in ("==", "!=") and test != "True":
+                test = test.replace(" in P", " in PV")  # see ops.arith.compare_op
+            expr = f"({a} {sym} {b} if {test} else compare(f.rt, {sym!r}, {a}, {b}))"
             self.push_expr(expr, i)
             self.last_compare = (self.stack[-1], len(self.body) - 1, a, sym, b, i)
             if PY_VERSION >= (3, 13) and ins.arg & 16:
@@ -243,7 +246,11 @@ class _BlockGen:
         if op == "IS_OP":
             b = self.pop(i)
             a = self.pop(i)
-            self.push_expr(f"{a} is {'not ' if ins.arg else ''}{b}", i)
+            if hooked:
+                self.env.setdefault("identical", identical)
+                self.push_expr(f"(identical(f.rt, {a}, {b}) is not {bool(ins.arg)})", i)
+            else:
+                self.push_expr(f"{a} is {'not ' if ins.arg else ''}{b}", i)
             return OK
         if op == "CONTAINS_OP":
             b = self.pop(i)
@@ -652,6 +659,7 @@ _HELPERS: dict[str, Any] = {
     "MT": MethodType,
     "BT": type(len),
     "P": PLAIN,
+    "PV": PLAIN_VALUES,
     "PA": PLAIN_ATTRS,
     "FC": FAST_CONTAINERS,
     "truth": truth,

@@ -26,8 +26,9 @@ class Callbacks:
       read (``cell`` is the cell object: functions made by one ``def`` share ``code``).
     - ``load_constant(value, provenance) -> value``: a constant of a code object is read.
     - ``load_attribute(obj, name, value, provenance) -> value``: ``obj.name`` was read.
-    - ``load_attribute_missing(obj, name) -> None``: ``getattr(obj, name[, default])`` or
-      ``hasattr(obj, name)`` found no such attribute (the program's path depends on its absence).
+    - ``load_attribute_missing(obj, name) -> None``: ``obj.name``, ``getattr(obj, name[,
+      default])`` or ``hasattr(obj, name)`` found no such attribute (the program's path depends
+      on its absence, where it catches the ``AttributeError``).
     - ``load_generic_attribute(obj, name, value, provenance) -> value`` and
       ``load_generic_attribute_missing(obj, name) -> None``: the same for an explicit
       ``object.__getattribute__(obj, name)`` (``super().__getattribute__(name)`` inside a class's
@@ -46,6 +47,8 @@ class Callbacks:
     - ``delete_closure_cell(name, code, cell) -> None``: before ``del name`` of a closure cell.
     - ``delete_attribute(obj, name) -> None``: before ``del obj.name``.
     - ``delete_item(container, key) -> None``: before ``del container[key]``.
+    - ``compare_identity(a, b, same) -> None``: ``a is b`` (or ``is not``) compared two objects,
+      neither ``None``; ``same`` is the answer. The program's path may depend on it.
     - ``special_lookup(cls, name, found) -> None``: the interpreter looked ``name`` (a
       ``__dunder__``) up on a Python class ``cls`` itself (``_PyType_Lookup``: ``len(x)``,
       ``x[k]``, calling an instance, ``__init__``, a custom ``__getattribute__``) and found
@@ -76,4 +79,5 @@ class Callbacks:
     delete_attribute: Callable[[Any, str], None] | None = None
     delete_item: Callable[[Any, Any], None] | None = None
     special_lookup: Callable[[type, str, Any], None] | None = None
+    compare_identity: Callable[[Any, Any, bool], None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None

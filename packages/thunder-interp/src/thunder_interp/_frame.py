@@ -145,6 +145,8 @@ class Frame:
     yf_exit = 0
     lasti = 0
     history_line = 0  # the source line last recorded (record_history=True)
+    raised_out = False  # left by an exception: ``lasti or pc`` is where (see Runtime.unwind)
+    raised_into: Frame | None = None  # then the frame it went to, its caller (see _tracebacks)
 
     # Before 3.13, the dict ``locals()`` returns in a function (CPython's ``f_locals``); unset
     # until the first call (see _locals.frame_locals).

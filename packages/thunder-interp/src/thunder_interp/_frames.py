@@ -6,7 +6,8 @@ stack) as a :class:`FrameView` and hide the interpreter's other frames; native f
 as they are (as a :class:`NativeFrameView` where interpreted frames lie below them, so that
 ``f_back`` leads there). So ``collections.namedtuple``, ``enum``, ``typing`` and ``dataclasses``
 find the caller's module, ``inspect.stack()`` and ``logging`` the caller's function and line,
-and a warning the file and line its ``stacklevel`` points at.
+and a warning the file and line its ``stacklevel`` points at. A traceback entry's ``tb_frame``
+shows the view of the interpreted frame its stub stands for (see ``_tracebacks``).
 """
 
 from __future__ import annotations
@@ -26,11 +27,18 @@ from thunder_interp._locals import frame_locals
 from thunder_interp._recursion import LIMITS, LOOP_CODES
 from thunder_interp._registry import PY_VERSION
 from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_module
+from thunder_interp._slots import register_attribute_view
+from thunder_interp._tracebacks import FrameLink
 
 __all__ = ["FrameView", "NativeFrameView", "frame_lookasides"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _UNRESOLVED: Any = object()
+
+
+# Before 3.12 a generator or coroutine that raised has no f_back (3.12+ keeps its caller).
+_FINISHED_GENERATORS_UNLINKED = PY_VERSION < (3, 12)
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 
 
 class FrameView:
@@ -91,14 +99,25 @@ class FrameView:
 
     @property
     def f_back(self) -> Any:
+        frame = self._frame
+        if frame.raised_out:
+            # Its real frames are gone: its caller is the frame the exception went to.
+            if _FINISHED_GENERATORS_UNLINKED and frame.cc.flags & _GENERATOR_FLAGS:
+                return None
+            caller = frame.raised_into
+            return _frame_view(caller) if caller is not None else None
         if self._back is _UNRESOLVED:
             real = self._real
-            below = _user_frames(real.f_back) if real is not None else iter(())
+            below = _user_frames(real.f_back, self._frame) if real is not None else iter(())
             self._back = next(below, (None, 0))[0]
         return self._back
 
     def _current_index(self) -> int:
         """The instruction running now: the frame may have moved on since it was looked up."""
+        interpreted = self._frame
+        if interpreted.raised_out:
+            # Left by an exception; a re-raise keeps the line of the first raise (RERAISE's lasti).
+            return interpreted.lasti or interpreted.pc
         real = self._real
         if real is None:
             return self._index
@@ -206,13 +225,13 @@ def _view(real: FrameType, above: list[FrameType]) -> FrameView | None:
     return view
 
 
-def _user_frames(real: FrameType | None) -> Iterator[tuple[Any, int]]:
+def _user_frames(real: FrameType | None, last: Any = None) -> Iterator[tuple[Any, int]]:
     """``(frame, offset)`` for the frames the user sees from ``real`` down: views of interpreted
-    frames and native frames; ``offset`` counts real frames from ``real``."""
+    frames and native frames; ``offset`` counts real frames from ``real``. ``last``: the
+    interpreted frame shown last (its loop may span two real frames)."""
     offset = 0
     above: list[FrameType] = []  # the interpreter's frames since the last frame shown
     interpreted_below = True  # until a native frame is found with none of them below it
-    last: Any = None  # the interpreted frame shown last (its loop may span two real frames)
     while real is not None:
         code = real.f_code
         if code in LOOP_CODES:
@@ -231,6 +250,33 @@ def _user_frames(real: FrameType | None) -> Iterator[tuple[Any, int]]:
             above = []
         real = real.f_back
         offset += 1
+
+
+def _frame_view(frame: Frame) -> FrameView:
+    """The view of ``frame``: found on the stack while it runs (its line and caller are read
+    there), else made from the frame alone."""
+    if not frame.raised_out:
+        for candidate, _ in _user_frames(sys._getframe(1)):
+            if type(candidate) is FrameView and candidate._frame is frame:
+                return candidate
+    view = _VIEWS.get(id(frame))
+    if view is None or view._frame is not frame:
+        view = _VIEWS[id(frame)] = FrameView(frame)
+    return view
+
+
+def _traceback_frame(real: FrameType) -> Any:
+    """``tb.tb_frame`` as interpreted code sees it: the view of the interpreted frame a stub
+    frame stands for (see ``_tracebacks``), or a native frame as ``sys._getframe`` shows it."""
+    link = real.f_trace
+    if type(link) is FrameLink:
+        return _frame_view(link.frame)
+    if real.f_code.co_filename.startswith(_PACKAGE_DIR) or not _interpreter_below(real.f_back):
+        return real
+    return _native_view(real)
+
+
+register_attribute_view(TracebackType, "tb_frame", _traceback_frame)
 
 
 def _depth_argument(value: Any) -> int:

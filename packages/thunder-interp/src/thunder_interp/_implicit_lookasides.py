@@ -130,12 +130,10 @@ def _next(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any
     it = args[0]
     if not _runs_python(it, ("__next__",)):
         return rt.opaque_call(next, args, kw)
+    if len(args) == 1:
+        return slots.next_or_raise(rt, it)
     value = slots.next_item(rt, it)
-    if value is NULL:
-        if len(args) == 2:
-            return args[1]
-        raise StopIteration
-    return value
+    return args[1] if value is NULL else value
 
 
 def _iter(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -337,6 +335,7 @@ def _register_callbacks() -> None:
         slots.Iterable.__length_hint__.__code__,
         slots.SequenceIterator.__next__.__code__,
         slots.next_item.__code__,
+        slots.InterpretedIterator.__next__.__code__,
     )
 
 

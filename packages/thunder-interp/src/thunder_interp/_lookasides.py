@@ -70,6 +70,12 @@ def _globals(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[s
 
 
 def _vars(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if len(args) == 1 and not kwargs:  # obj.__dict__, read as the program reads an attribute
+        try:
+            value = load_attr(rt, args[0], "__dict__")
+        except AttributeError:
+            raise TypeError("vars() argument must have __dict__ attribute") from None
+        return attribute_loaded(rt, args[0], "__dict__", value)
     if args or kwargs or f is None:
         return vars(*args, **kwargs)
     return frame_locals(f)

@@ -32,6 +32,7 @@ from thunder_interp._registry import (
     OpcodeTable,
 )
 from thunder_interp._slots import lookup_type
+from thunder_interp._tracebacks import StubCodes, traceback_entry
 
 __all__ = ["CodeCache", "InternalLookaside", "Runtime", "run_frame"]
 
@@ -330,6 +331,7 @@ class Runtime:
         self.cb_delete_attr = cb.delete_attribute
         self.cb_delete_item = cb.delete_item
         self.cb_opaque = cb.opaque_call
+        self.cb_identity = cb.compare_identity
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}
         # Iterators over recorded lists/tuples: id -> [iterator, provenance of the sequence, k].
@@ -353,7 +355,7 @@ class Runtime:
         # An exception a re-raise found no handler for in its frame (see :meth:`unwind`).
         self.unwound: BaseException | None = None
         self.exc_item = ExcItem(sys.exc_info()[1], None)
-        self._stub_frames: dict[int, tuple[CodeType, FrameType]] = {}
+        self._stub_codes: StubCodes = {}
         self._binders: dict[int, tuple[FunctionType, FunctionType]] = {}
 
     # ------------------------------------------------------------------------------------------
@@ -387,34 +389,15 @@ class Runtime:
             item = item.previous
         return None
 
-    def _stub_frame(self, code: CodeType, globals_: dict[str, Any]) -> FrameType:
-        entry = self._stub_frames.get(id(code))
-        if entry is not None and entry[0] is code:
-            return entry[1]
-        stub_code = _STUB_CODE.replace(co_name=code.co_name, co_filename=code.co_filename)
-        if PY_VERSION >= (3, 11):
-            stub_code = stub_code.replace(co_qualname=code.co_qualname)
-        stub_globals: dict[str, Any] = {
-            k: globals_[k]
-            for k in ("__name__", "__loader__", "__spec__", "__file__")
-            if k in globals_
-        }
-        # The frame of a generator never started: it has no f_back, so it keeps none of the
-        # (many, real) frames of this moment alive, and freeing it recurses no deeper in C.
-        frame: FrameType = FunctionType(stub_code, stub_globals)().gi_frame
-        self._stub_frames[id(code)] = (code, frame)
-        return frame
-
     def traceback_for(self, f: Frame, exc: BaseException, pc: int) -> TracebackType | None:
         """``exc``'s traceback with an entry for ``f`` (user file and line) on top."""
         tb = strip_interpreter_frames(exc.__traceback__)
         lines = f.cc.lines
         lineno = lines[pc] if 0 <= pc < len(lines) else f.code.co_firstlineno
         try:
-            frame = self._stub_frame(f.code, f.globals)
+            return traceback_entry(self._stub_codes, f, tb, lineno)
         except Exception:  # pragma: no cover - defensive
             return exc.__traceback__
-        return TracebackType(tb, frame, -1, lineno)
 
     def unwind(self, f: Frame, exc: BaseException, pc: int, chain: bool = True) -> int:
         """Route ``exc`` (raised at instruction ``pc`` of ``f``) to a handler, or re-raise it.
@@ -427,6 +410,7 @@ class Runtime:
             exc.__traceback__ = self.traceback_for(f, exc, pc)
         if is_uncatchable(exc):
             f.pc = pc
+            f.raised_out = True
             if not chain:
                 self.unwound = exc
             raise exc
@@ -448,6 +432,7 @@ class Runtime:
                 f.lasti = 0
                 return target
         f.pc = pc
+        f.raised_out = True
         if not chain:
             # Raised from inside an op: the dispatch loop must let it through, not unwind again.
             self.unwound = exc
@@ -787,18 +772,6 @@ def _setup_cells_310(f: Frame, fn: FunctionType) -> None:
     base = nlocals + len(code.co_cellvars)
     for i, cell in enumerate(fn.__closure__ or ()):
         lv[base + i] = cell
-
-
-def _make_stub_code() -> CodeType:
-    source = "def stub():\n    yield\n"
-    module = compile(source, "<thunder_interp stub>", "exec")
-    for const in module.co_consts:
-        if isinstance(const, CodeType):
-            return const
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-_STUB_CODE = _make_stub_code()
 
 
 def _binder_code(code: CodeType) -> CodeType:

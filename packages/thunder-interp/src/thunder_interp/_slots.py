@@ -139,17 +139,35 @@ class TypeInfo:
             name
             for name, value in found.items()
             if type(value) is not FunctionType and is_python_level(value)
-        )
+        ) | frozenset(name for klass, name in ATTRIBUTE_VIEWS if klass is cls)
 
 
 _INFO: dict[type, TypeInfo] = {}
 
 # Types whose instances need no slow path for special methods (attribute access is separate).
 PLAIN: set[type] = set()
+# The plain types whose equality is their own C code (not Python classes, whose instances may
+# compare by identity, which a hooked interpretation reports).
+PLAIN_VALUES: set[type] = set()
 # Types whose instances need no slow path for attribute access.
 PLAIN_ATTRS: set[type] = set()
 # Types without attribute hooks: the names whose reads run Python code (properties, ...).
 ATTR_DESCRIPTORS: dict[type, frozenset[str]] = {}
+
+
+# Attributes that interpreted code reads through a view of their value: ``tb.tb_frame`` shows
+# the interpreted frame a traceback entry stands for (see ``_frames``).
+ATTRIBUTE_VIEWS: dict[tuple[type, str], Callable[[Any], Any]] = {}
+
+
+def register_attribute_view(cls: type, name: str, view: Callable[[Any], Any]) -> None:
+    """Interpreted code reading ``obj.name`` (``obj`` of exactly ``cls``) sees ``view(value)``."""
+    ATTRIBUTE_VIEWS[cls, name] = view
+    _INFO.pop(cls, None)  # recomputed with ``name`` among its descriptors
+    PLAIN.discard(cls)
+    PLAIN_VALUES.discard(cls)
+    PLAIN_ATTRS.discard(cls)
+    ATTR_DESCRIPTORS.pop(cls, None)
 
 
 def type_info(cls: type) -> TypeInfo:
@@ -161,6 +179,8 @@ def type_info(cls: type) -> TypeInfo:
         info = _INFO[cls] = TypeInfo(cls)
         if info.plain:
             PLAIN.add(cls)
+            if cls.__flags__ & _IMMUTABLE_TYPE:
+                PLAIN_VALUES.add(cls)
         if cls is super:
             pass  # its lookup calls descriptors found on the MRO (see _super_attribute)
         elif not info.get_hook and not info.set_hook and not info.descriptors:
@@ -396,6 +416,15 @@ def next_item(rt: Runtime, it: Any) -> Any:
         return NULL
 
 
+def next_or_raise(rt: Runtime, it: Any) -> Any:
+    """``next(it)`` without a default: the iterator's own StopIteration (its value, args and
+    traceback) reaches the caller, as ``tp_iternext``'s does in CPython."""
+    descr = _special(it, "__next__")
+    if descr is NULL:
+        return next(it)
+    return call_special(rt, descr, it)
+
+
 class SequenceIterator:
     """The iterator of an object with a Python ``__getitem__`` and no ``__iter__``."""
 
@@ -417,9 +446,12 @@ class SequenceIterator:
             value = call_special(self.rt, self.getitem, self.obj, self.index)
         except (IndexError, StopIteration):
             self.obj = None
-            raise StopIteration from None
-        self.index += 1
-        return value
+        else:
+            self.index += 1
+            return value
+        # Outside the handler: CPython clears the error and raises a new StopIteration, chained
+        # to the exception being handled (if any), not to the one it cleared.
+        raise StopIteration
 
 
 def iterate(rt: Runtime, obj: Any) -> Iterator[Any]:
@@ -427,15 +459,25 @@ def iterate(rt: Runtime, obj: Any) -> Iterator[Any]:
     it = get_iter(rt, obj)
     if is_plain(it):
         return it  # type: ignore[no-any-return]
-    return _interpreted_items(rt, it)
+    return InterpretedIterator(rt, it)
 
 
-def _interpreted_items(rt: Runtime, it: Any) -> Iterator[Any]:
-    while True:
-        v = next_item(rt, it)
-        if v is NULL:
-            return
-        yield v
+class InterpretedIterator:
+    """``it`` stepped through the interpreter. An iterator, not a generator: the StopIteration
+    that ``it.__next__`` raises (with its value) reaches the native builtin driving it, as it
+    would in CPython (``next(map(f, it))`` raises it again)."""
+
+    __slots__ = ("it", "rt")
+
+    def __init__(self, rt: Runtime, it: Any) -> None:
+        self.rt = rt
+        self.it = it
+
+    def __iter__(self) -> InterpretedIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next_or_raise(self.rt, self.it)
 
 
 class Iterable:
@@ -488,6 +530,9 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
     info = _INFO.get(cls) or type_info(cls)
     if not info.get_hook and name not in info.descriptors:
         return getattr(obj, name)
+    view = ATTRIBUTE_VIEWS.get((cls, name))
+    if view is not None:
+        return view(getattr(obj, name))
     getattribute = lookup_type(cls, "__getattribute__")
     getattr_ = lookup_type(cls, "__getattr__") if info.get_hook else NULL
     custom = getattribute is not object.__getattribute__ and (
@@ -810,6 +855,8 @@ def compare(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     name, rname, native = _COMPARE[sym]
     ta, tb = type(a), type(b)
     if (ta in PLAIN or type_info(ta).plain) and (tb in PLAIN or type_info(tb).plain):
+        if sym in _EQUALITY and not (ta.__flags__ | tb.__flags__) & _IMMUTABLE_TYPE:
+            _report_identity(rt, a, b)
         return native(a, b)
     slot_a = lookup_type(ta, name)
     slot_b = lookup_type(tb, rname)
@@ -834,6 +881,21 @@ def compare(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     raise TypeError(
         f"'{sym}' not supported between instances of '{ta.__name__}' and '{tb.__name__}'"
     )
+
+
+_EQUALITY = frozenset({"==", "!="})
+
+
+def _report_identity(rt: Runtime, a: Any, b: Any) -> None:
+    """``a == b`` of two instances of Python classes: the lookups of ``__eq__`` are reported
+    (one defined later changes the answer), and where both are ``object``'s the answer is
+    identity, reported as ``a is b`` is."""
+    if lookup_type(type(a), "__eq__") is object.__eq__ and (
+        lookup_type(type(b), "__eq__") is object.__eq__
+    ):
+        hook = rt.cb_identity
+        if hook is not None:
+            hook(a, b, a is b)
 
 
 def _compares_in_python(cls: type, name: str, slot: Any) -> bool:

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from thunder_ir.errors import UnsupportedInTracingError
 from thunder_ir.proxies import NumberProxy, Proxy
 from thunder_ir.pytree import tree_iter
 from thunder_ir.tags import OpTag
@@ -93,15 +92,17 @@ class Symbol:
             args = tuple(tuple(a) if _is_proxy_sequence(a) else a for a in args)
         if any(_is_proxy_sequence(v) for v in kwargs.values()):
             kwargs = {k: tuple(v) if _is_proxy_sequence(v) else v for k, v in kwargs.items()}
+        keeps_grad = False
         if not trace.grad_enabled and self.is_prim and self.name == "copy_" and len(args) > 1:
-            # A write in a no-grad region writes a value without gradient history, as eager.
+            # A write in a no-grad region writes a value without gradient history, as eager;
+            # a tensor that requires grad keeps its place in the graph with the new values.
+            value = _without_grad(args[0])
             if getattr(args[1], "requires_grad", False):
-                raise UnsupportedInTracingError(
-                    "an in-place write into a tensor that requires grad inside a no-grad region "
-                    "(torch.no_grad(), inference_mode()) is not supported; write outside the "
-                    "jitted function, or into a tensor that does not require grad"
-                )
-            args = (_without_grad(args[0]), *args[1:])
+                from thunder_ir.prims import written_without_grad
+
+                value = written_without_grad(args[1], value)
+                keeps_grad = True
+            args = (value, *args[1:])
         if self.is_prim or self.meta is None:
             known = len(trace.int_variables)
             out = self.meta(*args, **kwargs) if self.meta is not None else None
@@ -123,7 +124,7 @@ class Symbol:
                 # its output is its input, and recording it would redefine that name.
                 return out
         trace.record(BoundSymbol(self, args, kwargs, out, subsymbols))
-        if not trace.grad_enabled and self.name != "stop_gradient":
+        if not trace.grad_enabled and not keeps_grad and self.name not in _KEEP_GRAD:
             return _without_grad(out)
         return out
 
@@ -185,6 +186,10 @@ def _is_proxy_sequence(x: Any) -> bool:
     from thunder_ir.proxies import Proxy
 
     return any(isinstance(v, Proxy) for v in x)
+
+
+# Recorded in no-grad regions with the gradient flag their meta gives.
+_KEEP_GRAD = frozenset({"stop_gradient", "written_without_grad"})
 
 
 def _without_grad(out: Any) -> Any:

@@ -47,12 +47,15 @@ def canonicalize_dim(ndim: int, dim: int, *, wrap_scalar: bool = True) -> int:
 def canonicalize_dims(ndim: int, dims: int | Sequence[int] | None) -> tuple[int, ...]:
     if dims is None:
         return tuple(range(ndim))
-    if not isinstance(dims, (tuple, list)):  # one dim; torch refuses other collections
-        if isinstance(dims, (dict, set, frozenset, str, bytes)):
-            raise TypeError(f"dims must be an integer or a sequence of them, got {dims!r}")
-        dims = (dims,)
-    out = tuple(canonicalize_dim(ndim, d) for d in dims)
-    check(len(set(out)) == len(out), lambda: f"dims {tuple(dims)} contain a repeated dimension")
+    given: Sequence[Any]
+    if isinstance(dims, (tuple, list)):
+        given = dims
+    elif isinstance(dims, (dict, set, frozenset, str, bytes)):  # torch refuses them
+        raise TypeError(f"dims must be an integer or a sequence of them, got {dims!r}")
+    else:
+        given = (dims,)
+    out = tuple(canonicalize_dim(ndim, d) for d in given)
+    check(len(set(out)) == len(out), lambda: f"dims {tuple(given)} contain a repeated dimension")
     return out
 
 

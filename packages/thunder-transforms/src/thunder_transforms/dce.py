@@ -10,7 +10,8 @@ from thunder_transforms.passes import run_pass
 
 __all__ = ["dce", "has_effects"]
 
-_KEEP = frozenset({OpTag.DONT_DCE, OpTag.IN_PLACE, OpTag.RETURN})
+# A random op whose result is unused still advances the generator, as in eager.
+_KEEP = frozenset({OpTag.DONT_DCE, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.RETURN})
 
 
 def has_effects(bsym: BoundSymbol) -> bool:

@@ -15,6 +15,7 @@ import torch
 
 from thunder.binding import Binder, iter_proxies
 from thunder.binding.fallback import is_ir_refusal
+from thunder.binding.regions import GradEnabledInside
 from thunder.binding.reshape_writes import install as install_reshape_write_check
 from thunder.errors import JitError, UnsupportedOperationError
 from thunder.guard_tree import with_guard_tree
@@ -122,9 +123,33 @@ def compile_entry(
 ) -> CacheEntry:
     """Trace ``fn(*args, **kwargs)`` and compile the entry that runs calls like it."""
     with size_facts() as facts:
-        return _compile_entry(
-            fn, args, kwargs, options, executors, transforms, param_names, key, facts
+        try:
+            return _compile_entry(
+                fn, args, kwargs, options, executors, transforms, param_names, key, facts
+            )
+        except GradEnabledInside:
+            pass
+    # Called under no_grad, the program enables grad itself: traced under grad mode, starting
+    # in a no-grad region, and run with grad mode on (its results then require grad as eager's).
+    import torch
+
+    with size_facts() as facts, torch.enable_grad():
+        entry = _compile_entry(
+            fn, args, kwargs, options, executors, transforms, param_names, key, facts, False
         )
+    entry.computation = _with_grad_enabled(entry.computation)
+    return entry
+
+
+def _with_grad_enabled(computation: Callable[..., Any]) -> Callable[..., Any]:
+    import torch
+
+    def run(*args: Any) -> Any:
+        with torch.enable_grad():
+            return computation(*args)
+
+    run.__wrapped__ = computation  # type: ignore[attr-defined]
+    return run
 
 
 def _compile_entry(
@@ -137,11 +162,14 @@ def _compile_entry(
     param_names: tuple[str, ...],
     key: tuple[Any, ...] | None,
     facts: SizeFacts,
+    grad_at_start: bool = True,
 ) -> CacheEntry:
     timings: dict[str, float] = {}
     start = time.perf_counter()
     trace = Trace("computation")
     binder = Binder(fn, options, trace, param_names)
+    if not grad_at_start:
+        binder.start_without_grad()
     install_reshape_write_check(trace, options.reshape_inplace)
     with tracectx(trace):
         pargs, pkwargs = binder.bind_arguments(args, kwargs)

@@ -7,6 +7,7 @@ from thunder_interp import InterpreterError
 __all__ = [
     "HigherOrderOperatorError",
     "JitError",
+    "RandomStateError",
     "SharpEdgeError",
     "UnsupportedOperationError",
     "UnsupportedSideEffectError",
@@ -52,6 +53,12 @@ class ImpureCallError(UnsupportedOperationError):
             f"thunder.jit: calling {op}{where} is not supported: {detail}. Call it outside the "
             "jitted function and pass the value in as an argument",
         )
+
+
+class RandomStateError(JitError, NotImplementedError):
+    """A use of random-number-generator state that a compiled program cannot reproduce as eager
+    does (a ``torch.Generator`` object passed to a random op would become a constant of the
+    program); the message says what to do instead."""
 
 
 class UnsupportedSideEffectError(JitError):

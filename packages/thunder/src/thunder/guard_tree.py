@@ -48,6 +48,7 @@ from thunder.guards import (
     TensorsMetadata,
     check_builtins,
     check_has_attribute,
+    check_is_not,
     check_lacks_generic_attribute,
     check_lacks_item,
     check_lookups,
@@ -569,6 +570,12 @@ class _Builder:
                 self.by_call(node, _impl(sym), a, 0)  # else the same keys, in the same order
         elif sym is check_lacks_item and type(self.node_of(a[0]).value) in (dict, OrderedDict):
             self.lacks_key(self.node_of(a[0]), a[1])
+        elif sym is check_is_not:
+            node, other = self.node_of(a[0]), self.node_of(a[1])
+            if node.expr is not None or other.expr is not None:
+                raise _Untranslatable("identity of values read from the arguments")
+            self.identity(node, node.value)  # both pinned: they stay two objects
+            self.identity(other, other.value)
         elif sym is check_lacks_item or sym is check_has_attribute:
             self.by_call(self.node_of(a[0]), _impl(sym), a, 0)
         elif sym is check_module_lacks:

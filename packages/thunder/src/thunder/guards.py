@@ -28,6 +28,7 @@ __all__ = [
     "TensorsMetadata",
     "check_builtins",
     "check_has_attribute",
+    "check_is_not",
     "check_lacks_generic_attribute",
     "check_lacks_item",
     "check_lookups",
@@ -186,6 +187,15 @@ class ModuleAbsence:
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 _OBJECT_GETATTRIBUTE = object.__getattribute__
+
+
+def _check_is_not(x: Any, other: Any) -> None:
+    if x is other:
+        raise GuardFailure("expected two different objects, got one")
+
+
+# ``a is b`` false in the program, for two objects found outside it.
+check_is_not = _prologue_symbol(_check_is_not)
 
 
 def _check_module_lacks(absence: ModuleAbsence, module: Any) -> None:

@@ -45,6 +45,7 @@ from thunder.guards import (
     TensorsMetadata,
     check_builtins,
     check_has_attribute,
+    check_is_not,
     check_lacks_generic_attribute,
     check_lacks_item,
     check_lookups,
@@ -310,6 +311,9 @@ class _PrologueBuilder:
         elif kind == "same_as":
             bsym = prims.check_is.bind(x, self._unpack(expected), output=None)
             what += f" is {expected.describe(self.binder.param_names)}"
+        elif kind == "distinct_from":
+            bsym = check_is_not.bind(x, self._unpack(expected), output=None)
+            what += f" is not {expected.describe(self.binder.param_names)}"
         elif kind == "is_input":
             bsym = prims.check_is.bind(x, self.input_names[expected], output=None)
         elif kind == "has_attr":

@@ -10,7 +10,16 @@ from typing import Any
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import Frame
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
-from thunder_interp._slots import FAST_CONTAINERS, PLAIN, binary, compare, contains, truth, unary
+from thunder_interp._slots import (
+    FAST_CONTAINERS,
+    PLAIN,
+    PLAIN_VALUES,
+    binary,
+    compare,
+    contains,
+    truth,
+    unary,
+)
 
 _BINARY_SYMBOLS: dict[str, str] = {
     "+": "+",
@@ -198,13 +207,25 @@ _COMPARE = _build_compare()
 def compare_op(ins: Instruction, ctx: CompileContext) -> Op:
     sym = str(ins.argval)
     to_bool = PY_VERSION >= (3, 13) and bool(ins.arg & 16)
-    return _COMPARE[sym](ctx.next_index(ins), to_bool, PLAIN, compare, truth)
+    # Hooked: == of instances of Python classes goes through compare, which reports identity.
+    plain = PLAIN_VALUES if ctx.hooked and sym in ("==", "!=") else PLAIN
+    return _COMPARE[sym](ctx.next_index(ins), to_bool, plain, compare, truth)
 
 
 @register_opcode("IS_OP")
 def is_op(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     invert = bool(ins.arg)
+
+    if ctx.hooked:
+
+        def op_hooked(f: Frame) -> int:
+            st = f.stack
+            b = st.pop()
+            st[-1] = identical(f.rt, st[-1], b) is not invert
+            return nxt
+
+        return op_hooked
 
     def op(f: Frame) -> int:
         st = f.stack
@@ -213,6 +234,15 @@ def is_op(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+def identical(rt: Any, a: Any, b: Any) -> bool:
+    """``a is b``, reported to the ``compare_identity`` hook unless an operand is None."""
+    same = a is b
+    hook = rt.cb_identity
+    if hook is not None and a is not None and b is not None:
+        hook(a, b, same)
+    return same
 
 
 @register_opcode("CONTAINS_OP")

@@ -291,9 +291,18 @@ def attribute_value(f: Frame, obj: Any, name: str) -> Any:
 def load_attribute(f: Frame, obj: Any, name: str) -> Any:
     """``obj.name`` from interpreted code, with provenance and the ``load_attribute`` hook (it
     also fires when Python code computed the value, after that code's own loads)."""
-    if type(obj) in PLAIN_ATTRS:
-        return attribute_loaded(f.rt, obj, name, getattr(obj, name))
-    return attribute_loaded(f.rt, obj, name, slot_load_attr(f.rt, obj, name))
+    try:
+        if type(obj) in PLAIN_ATTRS:
+            value = getattr(obj, name)
+        else:
+            value = slot_load_attr(f.rt, obj, name)
+    except AttributeError:
+        # The program may catch it: its path then depends on the attribute's absence.
+        hook = f.rt.cb_load_attr_missing
+        if hook is not None:
+            hook(obj, name)
+        raise
+    return attribute_loaded(f.rt, obj, name, value)
 
 
 @register_opcode("STORE_ATTR")

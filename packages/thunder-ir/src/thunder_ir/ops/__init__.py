@@ -18,6 +18,7 @@ from thunder_ir.ops import (  # noqa: F401  (importing a family module registers
     nn_einsum,
     nn_loss,
     nn_norm,
+    random_state,
     reductions,
     shape,
 )

@@ -672,7 +672,7 @@ def randint(
     pin_memory: bool = False,
     out: Any = None,
 ) -> Any:
-    """randint(high, size) or randint(low, high, size): floor of a uniform draw in [low, high)."""
+    """randint(high, size) or randint(low, high, size): ``random_(low, high)``, eager's draw."""
     _check_common(requires_grad, layout, pin_memory, "randint")
     check(
         generator is None,
@@ -688,7 +688,4 @@ def randint(
     out_dtype = dtype_arg(dtype) or dtypes.int64
     shape = _size_arg((size,), "randint")
     dev = _device(device)
-    draw = prims.uniform(shape, float(low), float(high), device=dev, dtype=dtypes.float64)
-    # A draw can round up to ``high`` in float64; clamp it back into range.
-    values = prims.minimum(prims.floor(draw), float(high - 1))
-    return prims.convert_element_type(values, out_dtype)
+    return prims.randint(shape, low, high, device=dev, dtype=out_dtype)

@@ -20,7 +20,10 @@ What the fake run shows decides the variant recorded, or a clear refusal:
   tagged ``VIEW`` (the aliasing analysis groups it with its inputs) and ``STRIDE_DEPENDENT``
   (functionalization refuses writes through it: it cannot replay an opaque view on values);
 - an op drawing random numbers (an aten op tagged ``nondeterministic_seeded``):
-  ``torch_fallback_random``, tagged ``RANDOM`` (never merged by CSE, kept in program order).
+  ``torch_fallback_random``, tagged ``RANDOM`` (never merged by CSE, kept in program order);
+  where gradients may flow through it, ``torch_fallback_random_replay`` after
+  ``ltorch.get_rng_state``, so that its backward re-runs it on the forward's numbers;
+- a ``torch.Generator`` argument other than the default one: refused (it would be baked in).
 
 Symbolic numbers among the arguments, and symbolic sizes of tensor arguments, are specialized
 (a constraint that they equal this call's value): the inferred output shapes hold only for them.
@@ -52,6 +55,7 @@ __all__ = [
     "torch_fallback",
     "torch_fallback_inplace",
     "torch_fallback_random",
+    "torch_fallback_random_replay",
     "torch_fallback_view",
     "torch_fallback_vjp",
 ]
@@ -281,8 +285,27 @@ torch_fallback_random = torchop(
     name="torch_fallback_random", tags=(OpTag.TORCH_FALLBACK, OpTag.RANDOM)
 )(_meta)
 
+
+def _replay_meta(
+    torch_name: str, rng_state: Any, rng_device: Any, /, *args: Any, **kwargs: Any
+) -> Any:
+    return _meta(torch_name, *args, **kwargs)
+
+
+# A random op whose inputs require grad, after the generator's state it draws from
+# (``ltorch.get_rng_state``): its backward re-runs it from that state, drawing the same numbers.
+torch_fallback_random_replay = torchop(
+    name="torch_fallback_random_replay", tags=(OpTag.TORCH_FALLBACK, OpTag.RANDOM)
+)(_replay_meta)
+
 FALLBACK_SYMBOL_IDS = frozenset(
-    s.id for s in (torch_fallback, torch_fallback_view, torch_fallback_random)
+    s.id
+    for s in (
+        torch_fallback,
+        torch_fallback_view,
+        torch_fallback_random,
+        torch_fallback_random_replay,
+    )
 )
 
 
@@ -292,12 +315,18 @@ def _differentiable(x: Any) -> bool:
 
 @torchop(name="torch_fallback_vjp", tags=(OpTag.TORCH_FALLBACK,))
 def torch_fallback_vjp(
-    torch_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], cotangents: tuple[Any, ...]
+    torch_name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    cotangents: tuple[Any, ...],
+    rng_state: Any = None,
+    rng_device: Any = None,
 ) -> tuple[Any, ...]:
     """The gradients of ``torch_fallback(torch_name, *args, **kwargs)`` given one cotangent per
     tensor output (None where none flows): one per leaf of ``(args, kwargs)``, a tensor for each
     floating-point tensor, None for the rest. Runs as ``torch.autograd.grad`` through the
-    callable re-run on the saved arguments."""
+    callable re-run on the saved arguments; a random one from ``rng_state``, the state of
+    ``rng_device``'s generator before the forward drew (and that generator is left unchanged)."""
     return tuple(
         x.replace(requires_grad=False) if _differentiable(x) else None
         for x in tree_iter((args, kwargs))
@@ -341,6 +370,16 @@ def _in_place_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> Any:
     found = functional_variant_call(method, _resolve(torch_name), args, kwargs)
     assert found is not None, torch_name  # checked when the call was recorded
     op, call_args, call_kwargs = found
+    if torch.Tag.nondeterministic_seeded in getattr(op, "tags", ()):
+        # A random fill (normal_, bernoulli_): its values do not depend on the tensors' values,
+        # and torch's derivative of it is zero (its functional variant has none).
+        from thunder_ir import prims
+
+        def detached(x: Any) -> Any:
+            return prims.stop_gradient(x) if isinstance(x, TensorProxy) and x.requires_grad else x
+
+        call_args = tuple(tree_map(detached, tuple(call_args)))
+        call_kwargs = tree_map(detached, dict(call_kwargs))
     return copy_(args[0], call_torch_fallback(op, call_args, call_kwargs))
 
 
@@ -379,6 +418,19 @@ def fallback_refusal(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> st
     return None
 
 
+def _replay_device(run: _FakeRun, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """For a random op that gradients may flow through, the device whose generator it draws
+    from (its outputs'); None otherwise."""
+    if not run.random or not any(
+        isinstance(p, TensorProxy) and p.requires_grad for p in tree_iter((args, kwargs))
+    ):
+        return None
+    for o in tree_iter(_as_tree(run.out)):
+        if isinstance(o, torch.Tensor) and o.device.type in ("cpu", "cuda"):
+            return str(o.device) if o.device.type == "cpu" or o.device.index is not None else "cuda"
+    return None
+
+
 def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """Records a call of the torch callable ``fn`` (which no op mirrors) in the current trace
     and returns its outputs (proxies; a torch.return_types result keeps its type). Raises
@@ -391,6 +443,15 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
     reason = _refusal_by_name(name)
     if reason is None and kwargs.get("out") is not None:
         reason = "it writes into its out= argument; assign the result instead"
+    if reason is None and any(
+        isinstance(x, torch.Generator) and x is not torch.default_generator
+        for x in tree_iter((tuple(args), dict(kwargs)))
+    ):
+        reason = (
+            "a torch.Generator object would become a constant of the compiled program (a later "
+            "call's generator ignored); draw from the default generator, seeded with "
+            "torch.manual_seed, or make the call outside the jitted function"
+        )
     in_place = reason is not None and _is_in_place_method(name)
     if reason is not None and not (in_place and args and isinstance(args[0], TensorProxy)):
         raise TorchFallbackError(name, reason)
@@ -407,10 +468,21 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
         # A value computed from metadata only (dtype, shape): the same for every call the
         # compiled program serves, which guards those.
         return run.out
-    sym = (
-        torch_fallback_random if run.random else torch_fallback_view if run.view else torch_fallback
-    )
-    out = sym(name, *args, **kwargs)
+    replay_device = _replay_device(run, args, kwargs)
+    if replay_device is not None:
+        from thunder_ir.ops.random_state import get_rng_state
+
+        state = get_rng_state(replay_device)
+        out = torch_fallback_random_replay(name, state, replay_device, *args, **kwargs)
+    else:
+        sym = (
+            torch_fallback_random
+            if run.random
+            else torch_fallback_view
+            if run.view
+            else torch_fallback
+        )
+        out = sym(name, *args, **kwargs)
     kind = type(run.out)
     if kind is not tuple and isinstance(run.out, tuple) and hasattr(kind, "n_fields"):
         return kind(out)

@@ -12,6 +12,7 @@ from typing import Any
 from thunder_ir import dtypes, prims
 from thunder_ir.ops._helpers import to_dtype
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise_binary import true_divide
 from thunder_ir.ops.nn import matmul
 from thunder_ir.ops.nn_activations import softmax
 from thunder_ir.ops.nn_backward import sdpa_flash
@@ -21,7 +22,6 @@ from thunder_ir.ops.nn_base import (
     eq,
     expand_reduced,
     ge,
-    lt,
     mul,
     opmath,
     require_tensor,
@@ -34,27 +34,45 @@ from thunder_ir.utils import check
 
 @torchop("torch.nn.functional.dropout", "torch.dropout", tags=(OpTag.RANDOM,))
 def dropout(a: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
+    """As ``at::native::dropout``: on CUDA ``native_dropout``'s fused kernel; elsewhere
+    ``empty_like(a).bernoulli_(1 - p)`` divided by ``1 - p`` times ``a``, so that one seed gives
+    eager's mask. The backward multiplies by the saved noise, never draws again."""
     require_tensor(a, "dropout")
     check(
         0.0 <= p <= 1.0,
         lambda: f"dropout probability has to be between 0 and 1, but got {p}",
         ValueError,
     )
-    if not training or p == 0:
+    if not training or p == 0 or any(isinstance(s, int) and s == 0 for s in a.shape):
         return a
     check(
         a.dtype.is_inexact, lambda: f"dropout: expected a floating point input, got {a.dtype.name}"
     )
     if p == 1:
         out = mul(a, 0.0)
+    elif a.device.type == "cuda":
+        out = native_dropout(a, p, True)[0]
     else:
-        r = prims.uniform(tuple(a.shape), 0.0, 1.0, device=a.device, dtype=opmath(a.dtype))
-        out = to_dtype(
-            where(lt(r, 1.0 - p), mul(to_dtype(a, opmath(a.dtype)), 1.0 / (1.0 - p)), 0.0), a.dtype
-        )
+        mask = prims.bernoulli(tuple(a.shape), 1.0 - p, device=a.device, dtype=a.dtype)
+        out = mul(a, true_divide(mask, 1.0 - p))
     if inplace:
         return prims.copy_(out, a)
     return out
+
+
+@torchop("torch.native_dropout", tags=(OpTag.RANDOM,))
+def native_dropout(a: Any, p: float, train: bool | None) -> tuple[TensorProxy, TensorProxy]:
+    """(output, bool mask): torch's fused dropout kernel, run whole by the torch executor (its
+    draw is its own); the gradient is ``native_dropout_backward`` of the mask."""
+    a = require_tensor(a, "native_dropout")
+    mask = TensorProxy(shape=a.shape, dtype=dtypes.bool8, device=a.device)
+    return a.replace(), mask
+
+
+@torchop(name="native_dropout_backward")
+def native_dropout_backward(grad: Any, mask: Any, scale: float) -> Any:
+    grad = require_tensor(grad, "native_dropout_backward")
+    return to_dtype(mul(mul(to_dtype(grad, opmath(grad.dtype)), mask), scale), grad.dtype)
 
 
 def _causal_mask(q: TensorProxy, k: TensorProxy) -> TensorProxy:
@@ -129,6 +147,13 @@ def scaled_dot_product_attention(
         0.0 <= dropout_p <= 1.0,
         lambda: f"dropout probability has to be between 0 and 1, but got {dropout_p}",
         ValueError,
+    )
+    # With dropout, torch's own kernel (the torch fallback): the math decomposition would draw
+    # eager's mask only by rounding as each backend does.
+    check(
+        dropout_p == 0,
+        "scaled_dot_product_attention with dropout runs as torch's own kernel",
+        NotImplementedError,
     )
     if enable_gqa and q.ndim >= 3:
         hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]

@@ -225,6 +225,9 @@ from thunder_ir.prims.elementwise import (
     where as where,
 )
 from thunder_ir.prims.factories import (
+    bernoulli as bernoulli,
+)
+from thunder_ir.prims.factories import (
     copy_ as copy_,
 )
 from thunder_ir.prims.factories import (
@@ -238,6 +241,9 @@ from thunder_ir.prims.factories import (
 )
 from thunder_ir.prims.factories import (
     normal as normal,
+)
+from thunder_ir.prims.factories import (
+    randint as randint,
 )
 from thunder_ir.prims.factories import (
     tensor as tensor,
@@ -374,4 +380,7 @@ from thunder_ir.prims.shape import (
 )
 from thunder_ir.prims.shape import (
     unsqueeze as unsqueeze,
+)
+from thunder_ir.prims.shape import (
+    written_without_grad as written_without_grad,
 )

@@ -98,6 +98,37 @@ uniform = make_prim("uniform", _random_meta("uniform"), tags=(OpTag.FACTORY, OpT
 normal = make_prim("normal", _random_meta("normal"), tags=(OpTag.FACTORY, OpTag.RANDOM))
 
 
+def _bernoulli_meta(
+    shape: Sequence[Any], p: Any, *, device: Any, dtype: DType, seed: Any = None, offset: Any = 0
+) -> TensorProxy:
+    shape, dev = _check_factory(shape, device, dtype, "prims.bernoulli")
+    check(is_number(p), "prims.bernoulli: p must be a number", TypeError)
+    return TensorProxy(shape=shape, dtype=dtype, device=dev)
+
+
+# 1 with probability p, else 0: ``torch.empty(shape).bernoulli_(p)``, the draw of eager's dropout.
+bernoulli = make_prim("bernoulli", _bernoulli_meta, tags=(OpTag.FACTORY, OpTag.RANDOM))
+
+
+def _randint_meta(
+    shape: Sequence[Any],
+    low: Any,
+    high: Any,
+    *,
+    device: Any,
+    dtype: DType,
+    seed: Any = None,
+    offset: Any = 0,
+) -> TensorProxy:
+    shape, dev = _check_factory(shape, device, dtype, "prims.randint")
+    check(is_number(low) and is_number(high), "prims.randint: bounds must be numbers", TypeError)
+    return TensorProxy(shape=shape, dtype=dtype, device=dev)
+
+
+# Integers uniform in [low, high): ``torch.empty(shape).random_(low, high)``, as torch.randint.
+randint = make_prim("randint", _randint_meta, tags=(OpTag.FACTORY, OpTag.RANDOM))
+
+
 def _copy__meta(src: Any, dst: Any) -> TensorProxy:
     src, dst = check_tensor(src, "prims.copy_"), check_tensor(dst, "prims.copy_")
     check(

@@ -251,3 +251,20 @@ def _stop_gradient_meta(a: Any) -> TensorProxy:
 
 # The same values with no gradient flowing back (Tensor.detach).
 stop_gradient = make_prim("stop_gradient", _stop_gradient_meta)
+
+
+def _written_without_grad_meta(target: Any, value: Any) -> TensorProxy:
+    target = check_tensor(target, "prims.written_without_grad")
+    value = check_tensor(value, "prims.written_without_grad")
+    return TensorProxy(
+        shape=value.shape,
+        dtype=value.dtype,
+        device=value.device,
+        requires_grad=target.requires_grad,
+    )
+
+
+# ``value`` written into ``target`` under no_grad (``p.mul_(0.9)`` in ``torch.no_grad()``): the
+# values of ``value``; the gradient flows to ``target``, which keeps its place in the autograd
+# graph (a leaf, or what computed it) as a tensor written in place without grad does in eager.
+written_without_grad = make_prim("written_without_grad", _written_without_grad_meta)

@@ -1,7 +1,8 @@
 """The grad rule of torch callables no op mirrors (``thunder_ir.ops.fallback``): the backward
 runs ``torch.autograd.grad`` through the callable, re-run on the forward's saved arguments
-(``ltorch.torch_fallback_vjp``). Random ones are refused: running them again would draw other
-numbers than the forward did."""
+(``ltorch.torch_fallback_vjp``). A random one is re-run from the generator state recorded
+before its forward draw (``torch_fallback_random_replay``), so it draws the forward's numbers;
+without that state it is refused: running it again would draw other numbers."""
 
 from __future__ import annotations
 
@@ -21,6 +22,18 @@ def _torch_fallback(bsym: BoundSymbol, *cotangents: Any) -> GradPairs:
         return []
     qualified, *args = bsym.args
     grads = ltorch.torch_fallback_vjp(qualified, tuple(args), dict(bsym.kwargs), cotangents)
+    leaves = list(tree_iter((tuple(args), dict(bsym.kwargs))))
+    return [(x, g) for x, g in zip(leaves, grads) if g is not None]
+
+
+@register_vjp(ltorch.torch_fallback_random_replay)
+def _torch_fallback_random_replay(bsym: BoundSymbol, *cotangents: Any) -> GradPairs:
+    if all(c is None for c in cotangents):
+        return []
+    qualified, state, device, *args = bsym.args
+    grads = ltorch.torch_fallback_vjp(
+        qualified, tuple(args), dict(bsym.kwargs), cotangents, state, device
+    )
     leaves = list(tree_iter((tuple(args), dict(bsym.kwargs))))
     return [(x, g) for x, g in zip(leaves, grads) if g is not None]
 

@@ -56,3 +56,16 @@ def _sdpa_flash(bsym: BoundSymbol, g: TensorProxy | None, g_lse: TensorProxy | N
     out, lse = bsym.output
     gq, gk, gv = ltorch.sdpa_flash_backward(g, q, k, v, out, lse, is_causal, scale)
     return [(q, gq), (k, gk), (v, gv)]
+
+
+@register_vjp(ltorch.native_dropout)
+def _native_dropout(
+    bsym: BoundSymbol, g: TensorProxy | None, g_mask: TensorProxy | None
+) -> GradPairs:
+    # The forward's mask, saved: the backward never draws (torch's derivative of native_dropout).
+    if g is None:
+        return []
+    args = bound_arguments(bsym)
+    p, train = args["p"], args["train"]
+    scale = 1.0 if train is False or train is None else (0.0 if p == 1 else 1.0 / (1.0 - p))
+    return [(args["a"], ltorch.native_dropout_backward(g, bsym.output[1], scale))]

@@ -152,6 +152,13 @@ def _copy_(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(src, g)]
 
 
+@register_vjp(P.written_without_grad)
+def _written_without_grad(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # The written values carry no gradient; the tensor written into keeps receiving it.
+    target, _value = bsym.args
+    return [(target, g)]
+
+
 # Indexing -------------------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from thunder.binding.arrays import array_lookasides
 from thunder.binding.autograd_function import AutogradFunctionMixin
 from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
 from thunder.binding.fallback import op_overload_lookasides
+from thunder.binding.rng import rng_lookasides
 from thunder.binding.state import (
     ExternalRef,
     Guard,
@@ -81,6 +82,7 @@ class Binder(AutogradFunctionMixin):
         table[TensorProxy.size] = _tensor_size
         table.update(op_overload_lookasides())
         table.update(self._context_lookasides(table))
+        table.update(rng_lookasides())
         table.update(self._higher_order_lookasides(table))
         table.update(self._autograd_function_lookasides(table))
         for la in self.options.lookasides:  # the program's own (thunder.Lookaside), last

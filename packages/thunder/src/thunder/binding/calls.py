@@ -16,8 +16,10 @@ from typing import Any
 import torch
 
 from thunder.binding.fallback import call_torch_callable, mirrored_call
+from thunder.binding.rng import refuse_generators
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
+    _HEAPTYPE,
     _RETURNS_CONTENTS,
     _SCALAR_TYPES,
     Write,
@@ -61,6 +63,7 @@ def _logger_method(fn: Any, first: Any) -> bool:
 
 def _call_tensor_method(method: Any, *args: Any, **kwargs: Any) -> Any:
     name = getattr(method.fn, "name", None)
+    refuse_generators(f"torch.Tensor.{name}", args, kwargs)
     torch_method = getattr(torch.Tensor, name, None) if isinstance(name, str) else None
     if torch_method is None:
         out = method(*args, **kwargs)
@@ -123,11 +126,14 @@ class CallsMixin(WritesMixin):
             delete_item=self._cb_delete_item,
             opaque_call=self._cb_opaque_call,
             special_lookup=self._cb_special_lookup,
+            compare_identity=self._cb_compare_identity,
         )
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if type(fn) in _UNBOUND_METHODS and args and isinstance(args[0], fn.__objclass__):
             fn, args = fn.__get__(args[0]), args[1:]  # dict.copy(d) is d.copy()
+        if fn is type and len(args) == 1 and not kwargs:
+            return self._type_of(args[0])
         owner = getattr(fn, "__self__", None)
         if type(owner) is contextvars.ContextVar and not kwargs:
             return self._context_var_call(owner, fn.__name__, args)
@@ -168,6 +174,17 @@ class CallsMixin(WritesMixin):
                 raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")
             return result
         return fn(*args, **kwargs)
+
+    def _type_of(self, obj: Any) -> type:
+        """``type(obj)``: found at ``obj.__class__`` for an outside object, so what the program
+        reads from the class (``type(self).helper(self)``) is guarded like an attribute."""
+        cls = type(obj)
+        if isinstance(obj, (Proxy, *_SCALAR_TYPES)) or not cls.__flags__ & _HEAPTYPE:
+            return cls
+        access = self.access_for(obj)
+        if access is not None:
+            self._associate(cls, access.attr("__class__"))
+        return cls
 
     def _requires_grad_(self, t: TensorProxy, requires_grad: bool = True) -> TensorProxy:
         """``t.requires_grad_(flag)``. Where ``t`` has the flag already, nothing happens (the

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from thunder.binding.rng import refuse_generators
 from thunder.errors import UnsupportedOperationError
 from thunder.lookasides import query_is_allowed
 from thunder_ir.ops.fallback import TorchFallbackError, call_torch_fallback, torch_callable_name
@@ -43,6 +44,7 @@ def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, An
         if not is_ir_refusal(e) or torch_callable_name(fn) is None:
             raise
         refusal = e
+    refuse_generators(torch_callable_name(fn) or repr(fn), args, kwargs)
     # Where torch's own callable cannot be recorded either, its reason is the error (why the
     # call cannot run at all), the op's refusal its context.
     try:
@@ -95,6 +97,7 @@ def call_torch_callable(
         # Only aten factories run on fake tensors without proxy arguments: other torch functions
         # on plain values may read or set process state (torch.manual_seed, initial_seed).
         raise UnsupportedOperationError(display_name)
+    refuse_generators(name or display_name, args, kwargs)
     try:
         return call_torch_fallback(fn, args, kwargs)
     except TorchFallbackError as e:

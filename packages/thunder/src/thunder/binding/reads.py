@@ -751,6 +751,24 @@ class ReadsMixin(BinderState):
         key = access.attr(f"<has {name}>")
         self.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
 
+    def _cb_compare_identity(self, a: Any, b: Any, same: bool) -> None:
+        """``a is b`` between objects found outside the program (arguments, globals,
+        attributes): the answer is guarded, as the program's path may depend on it (a sentinel
+        passed as an argument, one object passed as two). Plain values are keyed or guarded by
+        value; tensors' identities are in the key (``alias_pattern``) or pinned."""
+        if isinstance(a, (Proxy, torch.Tensor, *_SCALAR_TYPES)) or isinstance(
+            b, (Proxy, torch.Tensor, *_SCALAR_TYPES)
+        ):
+            return
+        at_a, at_b = self.access_for(a), self.access_for(b)
+        if at_a is None or at_b is None or at_a == at_b:
+            return  # made by the program: not the same as any outside object on a later call
+        if same:
+            self.guards.setdefault(at_b, Guard(at_b, "same_as", at_a))
+        else:
+            key = at_b.attr(f"<is not {at_a.describe(self.param_names)}>")
+            self.guards.setdefault(key, Guard(at_b, "distinct_from", at_a))
+
     def _backend_access(self, obj: Any) -> Access | None:
         """Where a ``torch.backends`` module (or a flags object in one) is found on every call:
         its canonical path ``torch.backends.<name>`` (how the program reached it does not

@@ -59,6 +59,14 @@ def _is_compiling_queries() -> list[Any]:
     return queries
 
 
+class GradEnabledInside(BaseException):
+    """The program enables grad mode inside a call made with it off (it then computes tensors
+    that require grad, as eager does): raised to trace it again through autodiff. Not an
+    ``Exception``, and uncatchable by the interpreted program's ``except`` clauses."""
+
+    _interpreter_uncatchable = True
+
+
 class RegionsMixin(CopyingMixin):
     """Autocast and checkpoint regions entered by the program."""
 
@@ -179,6 +187,12 @@ class RegionsMixin(CopyingMixin):
 
     # -- grad mode and inference mode -----------------------------------------------------------
 
+    def start_without_grad(self) -> None:
+        """The program is traced under grad mode but called under no_grad: it starts in a
+        no-grad region (what it computes carries no gradient until it enables grad itself)."""
+        self.grad_mode = False
+        self.trace.grad_enabled = False
+
     def _grad_mode(self) -> bool:
         if self.grad_mode is None:
             self.grad_mode = torch.is_grad_enabled()  # part of the cache key
@@ -194,11 +208,9 @@ class RegionsMixin(CopyingMixin):
         mode = bool(mode)
         at_start = torch.is_grad_enabled()
         if mode and not at_start:
-            raise UnsupportedOperationError(
-                "enabling grad mode inside a function called with grad mode off",
-                "the program is compiled without autodiff when called under torch.no_grad(); "
-                "call it with grad mode on",
-            )
+            # Compiled without autodiff so far: traced again, through autodiff, starting in a
+            # no-grad region (see compile_entry).
+            raise GradEnabledInside
         self.grad_mode = mode
         # The trace being recorded: a function of a higher-order op records into its own.
         trace = get_tracectx() or self.trace
