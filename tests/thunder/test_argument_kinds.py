@@ -198,3 +198,33 @@ def test_an_integer_device_without_an_accelerator_raises_as_eager():
         x.to(0)
     with pytest.raises(type(eager.value)):
         thunder.jit(lambda x, d: x.to(d))(x, 0)
+
+
+class StrictInt(int):
+    """An int whose equality raises: keyed by identity, never compared."""
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("StrictInt.__eq__ must not be called by the cache")
+
+    __hash__ = int.__hash__
+
+
+def test_a_scalar_subclass_with_its_own_equality_is_keyed_by_identity():
+    fn = lambda x, n: x * int(n)  # noqa: E731
+    two, three = StrictInt(2), StrictInt(3)
+    _calls(fn, torch.randn(3), [two, three, two, StrictInt(2), 2, three])
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_numbers_and_strings_passed_as_one_object(cache):
+    """``a[0] is a[-1]`` of two equal numbers tells one object from two: which arguments are
+    one object is in the key (symbolic numbers: one proxy for one object)."""
+
+    def same(x, a):
+        return x + (10 if a[0] is a[-1] else 0) + len(a)
+
+    f = -1.25
+    s = "ab"
+    arguments = [(f, f), (-1.25, float("-1.25")), (f, f), [s, s], [s, "".join(["a", "b"])]]
+    arguments += [(1000, int("1000")), (1000, 1000)]
+    _calls(same, torch.randn(3), arguments, cache=cache)

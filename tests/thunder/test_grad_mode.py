@@ -77,13 +77,20 @@ def test_grad_regions_match_eager(fn):
     assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
 
 
-def test_enabling_grad_under_no_grad_is_a_clear_error():
+def test_enabling_grad_under_no_grad_runs_as_eager():
+    """Was refused; the result now requires grad and carries eager's gradient (more cases in
+    test_grad_mode_writes)."""
+
     def f(x):
         with torch.enable_grad():
             return x * 2
 
-    with torch.no_grad(), pytest.raises(thunder.UnsupportedOperationError, match="grad mode"):
-        thunder.jit(f)(torch.randn(2, requires_grad=True))
+    x = torch.randn(2, requires_grad=True)
+    with torch.no_grad():
+        out = thunder.jit(f)(x)
+    assert out.requires_grad
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 2.0))
 
 
 def test_tracing_never_leaves_process_state_changed():
@@ -120,17 +127,27 @@ def test_writes_in_a_no_grad_region_carry_no_gradient():
     torch.testing.assert_close(grads[0], grads[1])
 
 
-def test_a_no_grad_write_into_a_tensor_that_requires_grad_is_a_clear_error():
-    w = torch.nn.Parameter(torch.ones(2))
+def test_a_no_grad_write_into_a_tensor_that_requires_grad_runs_as_eager():
+    """Was refused; the parameter is written and keeps receiving its gradient, as in eager
+    (more cases in test_grad_mode_writes)."""
 
-    def f(x):
-        with torch.no_grad():
-            w.mul_(0.9)
-        return x * w
+    def make():
+        w = torch.nn.Parameter(torch.ones(2))
 
-    with pytest.raises(NotImplementedError, match="no-grad region"):
-        thunder.jit(f)(torch.ones(2))
-    torch.testing.assert_close(w.detach(), torch.ones(2))
+        def f(x):
+            with torch.no_grad():
+                w.mul_(0.9)
+            return x * w
+
+        return w, f
+
+    w_e, f_e = make()
+    w_j, f_j = make()
+    x = torch.tensor([1.0, 2.0])
+    f_e(x).sum().backward()
+    thunder.jit(f_j)(x).sum().backward()
+    torch.testing.assert_close(w_j.detach(), w_e.detach())
+    torch.testing.assert_close(w_j.grad, w_e.grad)
 
 
 # -- calls made under no_grad ------------------------------------------------------------------

@@ -157,6 +157,14 @@ class _Assigner:
             self.eager_aliasing and self.aliases.in_observed_group(bsym)
         ):
             return torch_call(bsym)
+        if self.eager_aliasing and any(
+            isinstance(o, TensorProxy) and o.requires_grad and self.aliases.is_written(o.name)
+            for o in bsym.flat_outs
+        ):
+            # A result carrying a gradient, written in place later: torch computes it (what its
+            # backward saves, and the error autograd raises once that is overwritten, are then
+            # eager's where torch records the program)
+            return torch_call(bsym)
         if self.eager_aliasing and OpTag.LAYOUT_ERRORS in bsym.sym.tags and not self._fusible(bsym):
             # view raises where the strides do not allow it; its decomposition would copy.
             return torch_call(bsym)

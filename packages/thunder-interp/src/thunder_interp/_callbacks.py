@@ -47,8 +47,9 @@ class Callbacks:
     - ``delete_closure_cell(name, code, cell) -> None``: before ``del name`` of a closure cell.
     - ``delete_attribute(obj, name) -> None``: before ``del obj.name``.
     - ``delete_item(container, key) -> None``: before ``del container[key]``.
-    - ``compare_identity(a, b, same) -> None``: ``a is b`` (or ``is not``) compared two objects,
-      neither ``None``; ``same`` is the answer. The program's path may depend on it.
+    - ``compare_identity(a, b, same) -> bool | None``: ``a is b`` (or ``is not``) compared two
+      objects, neither ``None``; ``same`` is the answer. The program's path may depend on it.
+      A bool returned is the answer instead (values that stand for others: proxies).
     - ``special_lookup(cls, name, found) -> None``: the interpreter looked ``name`` (a
       ``__dunder__``) up on a Python class ``cls`` itself (``_PyType_Lookup``: ``len(x)``,
       ``x[k]``, calling an instance, ``__init__``, a custom ``__getattribute__``) and found
@@ -79,5 +80,5 @@ class Callbacks:
     delete_attribute: Callable[[Any, str], None] | None = None
     delete_item: Callable[[Any, Any], None] | None = None
     special_lookup: Callable[[type, str, Any], None] | None = None
-    compare_identity: Callable[[Any, Any, bool], None] | None = None
+    compare_identity: Callable[[Any, Any, bool], bool | None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None

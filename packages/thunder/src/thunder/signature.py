@@ -109,6 +109,19 @@ PLAIN_TYPES: frozenset[type] = frozenset(
     }
 )
 _SYMBOLIC_NUMBERS = frozenset({int, float})
+# Plain values two of which may or may not be one object: ``a is b`` can tell.
+_IDENTIFIABLE = frozenset({int, float, complex, str, bytes})
+
+
+def same_objects(*values: Any) -> tuple[int, ...] | None:
+    """Which of the values are one object: None when none are (the common case); otherwise, for
+    each, the position of the first that is the same object (``a is b`` in the program)."""
+    ids = list(map(id, values))
+    if len(set(ids)) == len(ids):
+        return None
+    return tuple(map(ids.index, ids))
+
+
 # Kept for a program: a different one is a different program (what it calls, or a constant).
 _VALUES: tuple[type, ...] = (
     enum.Enum,
@@ -234,6 +247,7 @@ class _Generator:
         self.labels: list[str] = []
         self.counter = 0
         self.tensors: list[str] = []
+        self.scalars: list[str] = []
         self.constants: dict[str, Any] = {}
 
     def fresh(self) -> str:
@@ -269,6 +283,8 @@ class _Generator:
             self.add(t_var, f"type of {label}")
             if allowed == "PLAIN_TYPES":
                 self.add(var, label)
+            if t in _IDENTIFIABLE and not (self.symbolic and t in _SYMBOLIC_NUMBERS):
+                self.scalars.append(var)  # symbolic numbers: ``is`` is guarded where it is used
             return
         self.exact_type(var, value)
         if t is slice:  # unhashable before Python 3.12
@@ -344,6 +360,9 @@ def make_signature(
     if len(gen.tensors) > 1:
         gen.key.append(f"alias_pattern({', '.join(gen.tensors)})")
         gen.labels.append("which tensor arguments share memory")
+    if len(gen.scalars) > 1:
+        gen.key.append(f"same_objects({', '.join(gen.scalars)})")
+        gen.labels.append("which number and string arguments are one object")
     key = ", ".join(gen.key)
     source = (
         "def signature(args, kwargs):\n"
@@ -360,6 +379,7 @@ def make_signature(
         "is_any_autocast_enabled": torch._C._is_any_autocast_enabled,
         "autocast_state": autocast_state,
         "alias_pattern": alias_pattern,
+        "same_objects": same_objects,
         "PLAIN_TYPES": PLAIN_TYPES,
         "SYMBOLIC_NUMBERS": _SYMBOLIC_NUMBERS,
         "Same": Same,

@@ -237,11 +237,14 @@ def is_op(ins: Instruction, ctx: CompileContext) -> Op:
 
 
 def identical(rt: Any, a: Any, b: Any) -> bool:
-    """``a is b``, reported to the ``compare_identity`` hook unless an operand is None."""
+    """``a is b``, reported to the ``compare_identity`` hook unless an operand is None (the
+    hook may answer for values that stand for others: a binder's proxies)."""
     same = a is b
     hook = rt.cb_identity
     if hook is not None and a is not None and b is not None:
-        hook(a, b, same)
+        answer = hook(a, b, same)
+        if answer is not None:
+            return bool(answer)
     return same
 
 

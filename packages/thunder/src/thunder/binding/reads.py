@@ -337,6 +337,7 @@ class ReadsMixin(BinderState):
                 IntegerProxy(name, value=x) if t is int else FloatProxy(name, value=x)
             )
             self.inputs.append((proxy, access))
+            self.number_arguments[proxy.name] = (x, access)
             return proxy
         if isinstance(x, types.FunctionType):
             self._guard_code(x)
@@ -751,18 +752,33 @@ class ReadsMixin(BinderState):
         key = access.attr(f"<has {name}>")
         self.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
 
-    def _cb_compare_identity(self, a: Any, b: Any, same: bool) -> None:
+    def _cb_compare_identity(self, a: Any, b: Any, same: bool) -> bool | None:
         """``a is b`` between objects found outside the program (arguments, globals,
         attributes): the answer is guarded, as the program's path may depend on it (a sentinel
-        passed as an argument, one object passed as two). Plain values are keyed or guarded by
-        value; tensors' identities are in the key (``alias_pattern``) or pinned."""
+        passed as an argument, one object passed as two). Plain values are keyed by value and
+        which of them are one object (``signature.same_objects``); tensors' identities are in
+        the key (``alias_pattern``) or pinned. Two symbolic numbers passed as arguments answer
+        as the caller's objects do (returned), guarded by their paths."""
+        if isinstance(a, NumberProxy) and isinstance(b, NumberProxy):
+            origin_a = self.number_arguments.get(a.name)
+            origin_b = self.number_arguments.get(b.name)
+            if origin_a is None or origin_b is None:
+                return None
+            same = origin_a[0] is origin_b[0]
+            self._guard_identity(origin_a[1], origin_b[1], same)
+            return same
         if isinstance(a, (Proxy, torch.Tensor, *_SCALAR_TYPES)) or isinstance(
             b, (Proxy, torch.Tensor, *_SCALAR_TYPES)
         ):
-            return
+            return None
         at_a, at_b = self.access_for(a), self.access_for(b)
-        if at_a is None or at_b is None or at_a == at_b:
-            return  # made by the program: not the same as any outside object on a later call
+        if at_a is not None and at_b is not None:
+            self._guard_identity(at_a, at_b, same)
+        return None  # else made by the program: not any outside object on a later call
+
+    def _guard_identity(self, at_a: Access, at_b: Access, same: bool) -> None:
+        if at_a == at_b:
+            return
         if same:
             self.guards.setdefault(at_b, Guard(at_b, "same_as", at_a))
         else:
