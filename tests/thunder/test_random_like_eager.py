@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 
 import thunder
-from thunder.errors import RandomStateError
 
 _SDPA = (slice(0, 2), slice(0, 2), slice(0, 4), slice(0, 3))
 
@@ -190,18 +189,53 @@ def test_rng_state_inside_the_program_with_gradients() -> None:
     _assert_bit_equal(_run(jfn, x, True), _run(_fork_dropout, x, True))
 
 
-def test_generator_objects_are_refused_clearly() -> None:
+def test_generator_objects_from_outside_are_drawn_from() -> None:
+    """A generator passed in (keyed by identity) or read from a module (guarded by identity) is
+    the object the compiled program draws from, on every call; another one recompiles."""
+
     def fn(x, g):
         return x + torch.rand(3, generator=g)
-
-    with pytest.raises(RandomStateError, match="torch.Generator"):
-        thunder.jit(fn)(torch.randn(3), torch.Generator().manual_seed(0))
 
     def inplace(x, g):
         return x.clone().uniform_(generator=g)
 
-    with pytest.raises(RandomStateError, match="torch.Generator"):
-        thunder.jit(inplace)(torch.randn(3), torch.Generator().manual_seed(0))
+    for f in (fn, inplace):
+        jf = thunder.jit(f)
+        g1, g2 = torch.Generator(), torch.Generator()
+        for g, seed in ((g1, 0), (g2, 1), (g1, 2), (g2, 0)):
+            x = torch.randn(3)
+            g.manual_seed(seed)
+            want = f(x, g)
+            g.manual_seed(seed)
+            assert torch.equal(jf(x, g), want)
+        assert thunder.compile_stats(jf).cache_misses == 2
+
+    class Noisy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gen = torch.Generator().manual_seed(0)
+
+        def forward(self, x):
+            return x + torch.randn(3, generator=self.gen)
+
+    m = Noisy()
+    jm = thunder.jit(m)
+    x = torch.randn(3)
+    for gen in (m.gen, torch.Generator()):
+        m.gen = gen
+        gen.manual_seed(5)
+        want = m(x)
+        gen.manual_seed(5)
+        assert torch.equal(jm(x), want)
+
+
+def test_generator_made_inside_the_program_is_refused_clearly() -> None:
+    def fn(x):
+        g = torch.Generator()
+        return x + torch.rand(3, generator=g)
+
+    with pytest.raises(thunder.JitError, match="Generator"):
+        thunder.jit(fn)(torch.randn(3))
 
 
 def test_default_generator_argument_draws_like_eager() -> None:

@@ -17,6 +17,7 @@ from thunder.binding import Binder, iter_proxies
 from thunder.binding.fallback import is_ir_refusal
 from thunder.binding.regions import GradEnabledInside
 from thunder.binding.reshape_writes import install as install_reshape_write_check
+from thunder.binding.rng import drawing_from
 from thunder.errors import JitError, UnsupportedOperationError
 from thunder.guard_tree import with_guard_tree
 from thunder.lookasides import native_special
@@ -171,7 +172,7 @@ def _compile_entry(
     if not grad_at_start:
         binder.start_without_grad()
     install_reshape_write_check(trace, options.reshape_inplace)
-    with tracectx(trace):
+    with drawing_from(binder.guarded_generators), tracectx(trace):
         pargs, pkwargs = binder.bind_arguments(args, kwargs)
         interpreted = interpret(
             fn,

@@ -320,6 +320,8 @@ class _Generator:
             )
             for attr in (sizes, "dtype", "device", "requires_grad", "layout"):
                 self.add(f"{var}.{attr}", f"{label}.{attr}")
+        elif isinstance(value, torch.Generator):  # the program draws from this object
+            self.add(f"Same({var})", label)
         elif isinstance(value, _VALUES):
             # The program calls it, or reads it as a constant: another one is another program.
             self.add(var if _equality_is_builtin(value) else f"Same({var})", label)

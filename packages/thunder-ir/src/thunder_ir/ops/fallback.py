@@ -42,6 +42,7 @@ from thunder_ir.devices import to_torch_device
 from thunder_ir.dtypes import from_torch_dtype, to_torch_dtype
 from thunder_ir.errors import UnsupportedInTracingError
 from thunder_ir.ops._registry import resolve_torch_name, torchop
+from thunder_ir.ops.random_state import draws_from_own_generator
 from thunder_ir.proxies import NumberProxy, TensorProxy
 from thunder_ir.pytree import tree_iter, tree_map
 from thunder_ir.tags import OpTag
@@ -443,14 +444,11 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
     reason = _refusal_by_name(name)
     if reason is None and kwargs.get("out") is not None:
         reason = "it writes into its out= argument; assign the result instead"
-    if reason is None and any(
-        isinstance(x, torch.Generator) and x is not torch.default_generator
-        for x in tree_iter((tuple(args), dict(kwargs)))
-    ):
+    if reason is None and draws_from_own_generator(tree_iter((tuple(args), dict(kwargs)))):
         reason = (
-            "a torch.Generator object would become a constant of the compiled program (a later "
-            "call's generator ignored); draw from the default generator, seeded with "
-            "torch.manual_seed, or make the call outside the jitted function"
+            "a torch.Generator made inside the function would become a constant of the compiled "
+            "program; pass it in, draw from the default generator (seeded with "
+            "torch.manual_seed), or make the call outside the jitted function"
         )
     in_place = reason is not None and _is_in_place_method(name)
     if reason is not None and not (in_place and args and isinstance(args[0], TensorProxy)):
@@ -469,6 +467,14 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
         # compiled program serves, which guards those.
         return run.out
     replay_device = _replay_device(run, args, kwargs)
+    if replay_device is not None and any(
+        isinstance(x, torch.Generator) for x in tree_iter((args, kwargs))
+    ):
+        raise TorchFallbackError(
+            name,
+            "gradients flow through it and it draws from a torch.Generator of its own, which "
+            "its backward cannot draw from again; draw from the default generator",
+        )
     if replay_device is not None:
         from thunder_ir.ops.random_state import get_rng_state
 

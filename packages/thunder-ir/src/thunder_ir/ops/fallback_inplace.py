@@ -80,8 +80,12 @@ def functional_variant_call(
     if functional is None:
         return None
     by_fake = {id(f): p for f, p in zip((a for a in fargs if isinstance(a, torch.Tensor)), proxies)}
+    # The dispatcher hands a generator on as a new Python object: the caller's is the one kept.
+    given = [g for g in (*args, *kwargs.values()) if isinstance(g, torch.Generator)]
 
     def back(x: Any) -> Any:
+        if isinstance(x, torch.Generator) and len(given) == 1:
+            return given[0]
         return by_fake.get(id(x), x) if isinstance(x, torch.Tensor) else x
 
     schema = inplace._schema

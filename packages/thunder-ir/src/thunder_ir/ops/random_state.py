@@ -7,7 +7,12 @@ is these two around its block (the jit's lookaside)."""
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
+
+import torch
 
 from thunder_ir import dtypes
 from thunder_ir.devices import to_device
@@ -16,7 +21,31 @@ from thunder_ir.proxies import TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
 
-__all__: list[str] = []
+__all__ = ["GUARDED_GENERATORS", "draws_from_own_generator"]
+
+# The torch.Generator objects (by id) that the tracing run now in progress found outside the
+# program and checks to be the same object on every call: a recorded call may draw from them
+# (the compiled program then draws from the caller's object). Any other generator would be a
+# constant of the program, and is refused.
+GUARDED_GENERATORS: contextvars.ContextVar[AbstractSet[int]] = contextvars.ContextVar(
+    "thunder_guarded_generators", default=frozenset()
+)
+
+
+def draws_from_own_generator(values: Iterable[Any]) -> bool:
+    """Whether ``values`` hold a torch.Generator neither default nor guarded (see above)."""
+    guarded = GUARDED_GENERATORS.get()
+    return any(
+        isinstance(x, torch.Generator) and not _is_default(x) and id(x) not in guarded
+        for x in values
+    )
+
+
+def _is_default(g: torch.Generator) -> bool:
+    if g is torch.default_generator:
+        return True
+    return torch.cuda.is_available() and any(g is d for d in torch.cuda.default_generators)
+
 
 # Bytes of a generator's state: the CPU Mersenne twister, CUDA's Philox seed and offset.
 _STATE_BYTES = {"cpu": 5056, "cuda": 16}

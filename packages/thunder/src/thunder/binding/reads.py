@@ -319,6 +319,8 @@ class ReadsMixin(BinderState):
             return self._stand_in(x, bound, access)
         if isinstance(x, torch.Tensor):
             return self._tensor_input(x, access, guarded=guarded)
+        if isinstance(x, torch.Generator):
+            self.guarded_generators.add(id(x))  # keyed by identity (signature)
         if isinstance(x, (set, frozenset)) and not is_plain(frozenset(x)):
             # Its items have no path the prologue could read them by, so what the program
             # reads from them could not be guarded (a set of numbers is keyed by value).
@@ -417,6 +419,11 @@ class ReadsMixin(BinderState):
             return self._tensor_input(value, access, guarded=True)
         if isinstance(value, _SCALAR_TYPES):
             self.guards.setdefault(access, Guard(access, "value", value))
+            return value
+        if isinstance(value, torch.Generator):
+            # The program draws from this object: another one at this path recompiles.
+            self.guards.setdefault(access, Guard(access, "is", value))
+            self.guarded_generators.add(id(value))
             return value
         t = type(value)
         first = self.access_of.get(id(value))

@@ -5,20 +5,25 @@
 fork), so draws inside leave the outer stream as eager does; ``torch.manual_seed(n)`` is an op
 run on every call. ``torch.get_rng_state``/``set_rng_state`` are ops themselves (their torch
 names): the state is read when the program runs, never a constant of it. A ``torch.Generator``
-object other than the default ones is refused (``generator_refusal``): it would be baked into
-the compiled program."""
+found outside the program (an argument: keyed by identity; a global or attribute: guarded by
+identity) is the object the compiled program draws from; one made inside is refused
+(``refuse_generators``): it would be baked into the compiled program."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import torch
 
 from thunder.errors import RandomStateError
 from thunder_ir import ops as ltorch
+from thunder_ir.ops.random_state import GUARDED_GENERATORS, draws_from_own_generator
 from thunder_ir.pytree import tree_iter
 
-__all__ = ["refuse_generators", "rng_lookasides"]
+__all__ = ["drawing_from", "refuse_generators", "rng_lookasides"]
 
 
 class _ForkedRng:
@@ -69,22 +74,28 @@ def rng_lookasides() -> dict[Any, Any]:
     }
 
 
-def _is_default_generator(g: torch.Generator) -> bool:
-    if g is torch.default_generator:
-        return True
-    return torch.cuda.is_available() and any(g is d for d in torch.cuda.default_generators)
+@contextlib.contextmanager
+def drawing_from(generators: AbstractSet[int]) -> Iterator[None]:
+    """While tracing: the generators found outside the program (filled in as they are found)."""
+    token = GUARDED_GENERATORS.set(generators)
+    try:
+        yield
+    finally:
+        GUARDED_GENERATORS.reset(token)
 
 
 def refuse_generators(name: str, args: Any, kwargs: Any) -> None:
-    """Raises ``RandomStateError`` where a random op is given a ``torch.Generator`` of its own:
-    the recorded call would keep that object (and a later call's generator would be ignored)."""
-    for x in tree_iter((tuple(args), dict(kwargs))):
-        if isinstance(x, torch.Generator) and not _is_default_generator(x):
-            raise RandomStateError(
-                f"thunder.jit: {name}(generator=...) with a torch.Generator object is not "
-                "supported inside a jitted function: the compiled program would keep drawing "
-                "from the generator seen when it was traced. Draw from the default generator "
-                "(seeded with torch.manual_seed, or saved and restored with torch.get_rng_state/"
-                "set_rng_state or torch.random.fork_rng inside the function), or make the call "
-                "outside the jitted function and pass its result in"
-            )
+    """Raises ``RandomStateError`` where a random op is given a ``torch.Generator`` that is
+    neither a default one nor one found outside the program (guarded by identity, so the
+    compiled program draws from the caller's object): one made inside the program would be a
+    constant of it."""
+    if draws_from_own_generator(tree_iter((tuple(args), dict(kwargs)))):
+        raise RandomStateError(
+            f"thunder.jit: {name}(generator=...) with a torch.Generator made inside the "
+            "jitted function is not supported: the compiled program would keep drawing "
+            "from the generator seen when it was traced. Pass the generator in (or read it "
+            "from a global or an attribute), draw from the default generator "
+            "(seeded with torch.manual_seed, or saved and restored with torch.get_rng_state/"
+            "set_rng_state or torch.random.fork_rng inside the function), or make the call "
+            "outside the jitted function and pass its result in"
+        )

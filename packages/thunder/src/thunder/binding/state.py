@@ -355,6 +355,8 @@ class BinderState:
         # Argument lists and dicts the program sees as copies holding proxies, by the id of the
         # caller's object: (the caller's object, the copy).
         self.argument_copies: dict[int, tuple[Any, Any]] = {}
+        # ids of the torch.Generator objects found outside the program (guarded by identity).
+        self.guarded_generators: set[int] = set()
         # Symbolic numbers passed as arguments, by proxy name: (the caller's object, its path).
         self.number_arguments: dict[str, tuple[Any, Access]] = {}
         # Paths the program assigned or deleted in this call (a global, a cell, an attribute).
