@@ -1,5 +1,5 @@
 """Grad-mode changes users write in training code, run as eager runs them: in-place writes under
-``torch.no_grad()`` into tensors that require grad (weight clipping, a manual EMA, weight
+``torch.no_grad()`` (or through ``.data``) into tensors that require grad (weight clipping, a manual EMA, weight
 normalisation: the tensor keeps its place in the autograd graph with the new values), and grad
 enabled inside a call made under ``torch.no_grad()`` (results that require grad, gradients taken
 inside). Values, parameters after the call and gradients are compared with eager's."""
@@ -97,9 +97,28 @@ def copy_into_a_leaf(w, x):
     return x @ w.t()
 
 
+def clip_through_data(w, x):
+    w.data.clamp_(-0.5, 0.5)  # WGAN's weight clipping
+    return x @ w.t()
+
+
+def read_data(w, x):
+    return x @ w.data.t() + w.sum()  # .data carries no gradient
+
+
+def write_data_of_a_saved_tensor(w, x):
+    y = torch.sin(x @ w.t())
+    z = w.sin()  # saves w; .data writes do not bump its version: eager's backward runs
+    w.data.mul_(2)
+    return y + z.sum()
+
+
 @pytest.mark.parametrize(
     "f",
     [
+        clip_through_data,
+        read_data,
+        write_data_of_a_saved_tensor,
         clip_weight,
         decay_weight,
         normalize_weight,

@@ -273,7 +273,7 @@ def _sets_layout(bsym: BoundSymbol) -> bool:
 def _stops_gradients(bsym: BoundSymbol) -> bool:
     """Whether ``bsym``'s decomposition stops gradients where the torch callable it mirrors
     would not (a write recorded in a no-grad region): it must run as its decomposition."""
-    if bsym.sym.name == "detach":
+    if bsym.sym.name in ("detach", "data"):  # torch's own stops them too
         return False
     return any(leaf.sym.is_prim and leaf.sym.name in _NO_GRAD_PRIMS for leaf in _leaves(bsym))
 

@@ -159,6 +159,13 @@ def detach(a: Any) -> Any:
     return prims.stop_gradient(check_tensor_arg(a, "detach"))
 
 
+@torchop("torch.Tensor.data", tags=(OpTag.VIEW,))
+def data(a: Any) -> Any:
+    """``t.data``: the same memory, without gradient (as ``detach``; where writes make torch run
+    it, torch's own ``.data`` keeps eager's version counter)."""
+    return prims.stop_gradient(check_tensor_arg(a, "data"))
+
+
 # In-place writes ---------------------------------------------------------------------------------
 
 
