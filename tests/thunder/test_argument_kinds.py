@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 import torch
+from test_fuzz_argument_kinds import NoHash as Unhashable
+from test_fuzz_argument_kinds import Obj as Plain
+from test_fuzz_argument_kinds import RaisingEq
 
 import thunder
 
@@ -42,26 +45,12 @@ def test_indexing_with_an_int_then_slices():
     )
 
 
-class Plain:
-    def __init__(self, v: float) -> None:
-        self.v = v
-
-
-class Unhashable(Plain):
-    __hash__ = None  # type: ignore[assignment]
-
-
-class RaisingEq(Plain):
-    def __eq__(self, other: object) -> bool:
-        raise RuntimeError("__eq__ must not be called by the cache")
-
-    def __hash__(self) -> int:
-        return 7
-
-
 class TensorEq(Plain):
+    """Equal to anything, as a one-element tensor (truthy): a cache that compared it would
+    take another object for it."""
+
     def __eq__(self, other: object) -> Any:  # type: ignore[override]
-        return torch.tensor(True)  # "equal" to anything, as a tensor
+        return torch.tensor(True)
 
     def __hash__(self) -> int:
         return 7

@@ -18,6 +18,7 @@ from thunder.binding.fallback import is_ir_refusal
 from thunder.binding.regions import GradEnabledInside
 from thunder.binding.reshape_writes import install as install_reshape_write_check
 from thunder.binding.rng import drawing_from
+from thunder.eager_layouts import EagerViewError, check_fused_views, stride_checks
 from thunder.errors import JitError, UnsupportedOperationError
 from thunder.guard_tree import with_guard_tree
 from thunder.lookasides import native_special
@@ -248,6 +249,12 @@ def _compile_entry(
         computation_traces.append(trace)
     backward_traces: list[Trace] = []
     computation: Callable[..., Any]
+    try:
+        strides_checked = check_fused_views(
+            trace, executors, {p.name: t for t, p in binder.tensor_proxies.values()}
+        )
+    except EagerViewError as e:
+        raise ProgramRaised(e.error) from e.error
     if needs_autodiff(trace, options):
         _refuse_writes_to_shared_inputs(trace, binder)
         runtime = {p.name: t for t, p in binder.tensor_proxies.values()}
@@ -266,6 +273,8 @@ def _compile_entry(
             computation = _below_autograd(computation)
     timings["transforms"] = time.perf_counter() - t
     check_late_constraints(prologue_trace, facts.constraints_since(checked), binder)
+    body = prologue_trace.bound_symbols  # the last one returns
+    body[len(body) - 1 : len(body) - 1] = stride_checks(strides_checked)
 
     t = time.perf_counter()
     prologue = with_guard_tree(

@@ -55,6 +55,7 @@ from thunder.guards import (
     check_module_lacks,
     check_no_hooks,
     check_not_shadowed,
+    check_strides,
     check_tensors,
     unpack_generic_attr,
     unpack_module_attr,
@@ -576,7 +577,7 @@ class _Builder:
                 raise _Untranslatable("identity of values read from the arguments")
             self.identity(node, node.value)  # both pinned: they stay two objects
             self.identity(other, other.value)
-        elif sym is check_lacks_item or sym is check_has_attribute:
+        elif sym is check_lacks_item or sym is check_has_attribute or sym is check_strides:
             self.by_call(self.node_of(a[0]), _impl(sym), a, 0)
         elif sym is check_module_lacks:
             self.module_lacks(a[0], self.node_of(a[1]))

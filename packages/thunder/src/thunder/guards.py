@@ -36,6 +36,7 @@ __all__ = [
     "check_no_hooks",
     "check_no_module_hooks",
     "check_not_shadowed",
+    "check_strides",
     "check_tensors",
     "is_plain_module_member",
     "module_store",
@@ -187,6 +188,15 @@ class ModuleAbsence:
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 _OBJECT_GETATTRIBUTE = object.__getattribute__
+
+
+def _check_strides(x: Any, strides: tuple[int, ...]) -> None:
+    if x.stride() != strides:
+        raise GuardFailure(f"expected the strides {strides}, got {x.stride()}")
+
+
+# An input laid out as when a view of it inside a fusion region was checked as eager runs it.
+check_strides = _prologue_symbol(_check_strides)
 
 
 def _check_is_not(x: Any, other: Any) -> None:
