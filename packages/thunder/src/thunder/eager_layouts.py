@@ -54,9 +54,8 @@ def _fused_views(trace: Trace, executors: Sequence[Any]) -> list[BoundSymbol]:
 
 # Ops whose results torch lays out anew (contiguous), whatever the strides of their inputs: the
 # layout of what follows them does not depend on the inputs before them.
-_FRESH_LAYOUT = frozenset(
-    {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "embedding", "conv1d", "conv2d", "conv3d"}
-)
+# (Not convolutions: a channels-last input gives a channels-last result.)
+_FRESH_LAYOUT = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "embedding"})
 
 
 def _inputs_leading_to(trace: Trace, views: list[BoundSymbol]) -> list[TensorProxy]:
