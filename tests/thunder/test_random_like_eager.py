@@ -249,3 +249,36 @@ def test_default_generator_argument_draws_like_eager() -> None:
         want = fn(x)
         torch.manual_seed(0)
         assert torch.equal(jfn(x), want)
+
+
+def test_random_fill_of_a_tensor_that_requires_grad_keeps_its_flag() -> None:
+    """``h.uniform_()`` on a computed tensor: eager's result still requires grad and gives the
+    tensors before it zeros (torch's derivative of a fill); ``randint_like(w)`` carries none."""
+
+    def fill(w):
+        h = w * 2
+        h.uniform_()
+        return h
+
+    def fill_then_use(w):
+        h = w * 2
+        h.normal_()
+        return h * w
+
+    def ints_like(w):
+        return torch.randint_like(w, 10)
+
+    def run(fn):
+        torch.manual_seed(0)
+        w = torch.randn(4, requires_grad=True)
+        out = fn(w)
+        if out.requires_grad:
+            out.sum().backward()
+        return out.detach(), out.requires_grad, w.grad
+
+    for f in (fill, fill_then_use, ints_like):
+        (out_e, flag_e, grad_e), (out_j, flag_j, grad_j) = run(f), run(thunder.jit(f))
+        assert torch.equal(out_j, out_e) and flag_j == flag_e
+        assert (grad_e is None) == (grad_j is None)
+        if grad_e is not None:
+            assert torch.equal(grad_j, grad_e)

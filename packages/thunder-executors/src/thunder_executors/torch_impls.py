@@ -203,17 +203,22 @@ class _WrittenWithoutGrad(torch.autograd.Function):
     program itself: what eager's autograd sees after a write under no_grad)."""
 
     @staticmethod
-    def forward(ctx: Any, target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    def forward(
+        ctx: Any, target: torch.Tensor, value: torch.Tensor, gradient: bool
+    ) -> torch.Tensor:
+        ctx.gradient = gradient
         return value.detach()
 
     @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return g, None
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return (g if ctx.gradient else torch.zeros_like(g)), None, None
 
 
-def written_without_grad(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+def written_without_grad(
+    target: torch.Tensor, value: torch.Tensor, gradient: bool = True
+) -> torch.Tensor:
     if torch.is_grad_enabled() and target.requires_grad:
-        return _WrittenWithoutGrad.apply(target, value)  # type: ignore[no-any-return,no-untyped-call]
+        return _WrittenWithoutGrad.apply(target, value, gradient)  # type: ignore[no-any-return,no-untyped-call]
     return value
 
 
@@ -222,7 +227,7 @@ _WRITTEN_WITHOUT_GRAD = _WrittenWithoutGrad._backward_cls  # type: ignore[attr-d
 
 def copy_(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     """Copies ``src`` into ``dst`` in place and returns ``dst``."""
-    if type(src.grad_fn) is _WRITTEN_WITHOUT_GRAD:
+    if type(src.grad_fn) is _WRITTEN_WITHOUT_GRAD and src.grad_fn.gradient:
         with torch.no_grad():  # the program's write under no_grad, where torch records it
             return dst.copy_(src)
     return dst.copy_(src)

@@ -381,6 +381,11 @@ def _in_place_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> Any:
 
         call_args = tuple(tree_map(detached, tuple(call_args)))
         call_kwargs = tree_map(detached, dict(call_kwargs))
+        filled = call_torch_fallback(op, call_args, call_kwargs)
+        if isinstance(args[0], TensorProxy) and args[0].requires_grad:
+            # The tensor still requires grad afterwards, and receives zeros (torch's derivative).
+            filled = prims.written_without_grad(args[0], filled, False)
+        return copy_(args[0], filled)
     return copy_(args[0], call_torch_fallback(op, call_args, call_kwargs))
 
 

@@ -253,7 +253,7 @@ def _stop_gradient_meta(a: Any) -> TensorProxy:
 stop_gradient = make_prim("stop_gradient", _stop_gradient_meta)
 
 
-def _written_without_grad_meta(target: Any, value: Any) -> TensorProxy:
+def _written_without_grad_meta(target: Any, value: Any, gradient: bool = True) -> TensorProxy:
     target = check_tensor(target, "prims.written_without_grad")
     value = check_tensor(value, "prims.written_without_grad")
     return TensorProxy(
@@ -267,4 +267,6 @@ def _written_without_grad_meta(target: Any, value: Any) -> TensorProxy:
 # ``value`` written into ``target`` under no_grad (``p.mul_(0.9)`` in ``torch.no_grad()``): the
 # values of ``value``; the gradient flows to ``target``, which keeps its place in the autograd
 # graph (a leaf, or what computed it) as a tensor written in place without grad does in eager.
+# With ``gradient=False`` (a random fill, ``h.uniform_()``), ``target`` receives zeros, as
+# torch's derivative of the fill gives it.
 written_without_grad = make_prim("written_without_grad", _written_without_grad_meta)

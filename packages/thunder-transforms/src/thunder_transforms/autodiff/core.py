@@ -27,6 +27,7 @@ from thunder_ir.aliasing import (
     written_inputs,
     written_where_gradients_flow,
 )
+from thunder_ir.ops.fallback import FALLBACK_SYMBOL_IDS
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.registry import VJP_RULES, static_eq, zeros_like
 from thunder_transforms.checkpoint import checkpointed_values
@@ -155,6 +156,9 @@ class _Linearizer:
                 self.visit(sub)
             return
         outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy) and _carries_grad(o)]
+        if bsym.sym.id in FALLBACK_SYMBOL_IDS:
+            # torch's own flag, from running it on fake tensors: randint_like(w) carries none
+            outs = [o for o in outs if o.requires_grad]
         self.forward.append(bsym)
         if not outs:
             return  # comparisons, argmax...: integer or boolean results carry no gradient

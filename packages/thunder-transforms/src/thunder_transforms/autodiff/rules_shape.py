@@ -155,8 +155,8 @@ def _copy_(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 @register_vjp(P.written_without_grad)
 def _written_without_grad(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # The written values carry no gradient; the tensor written into keeps receiving it.
-    target, _value = bsym.args
-    return [(target, g)]
+    target, _value, *gradient = bsym.args
+    return [(target, g if not gradient or gradient[0] else zeros_like(target))]
 
 
 # Indexing -------------------------------------------------------------------------------------
