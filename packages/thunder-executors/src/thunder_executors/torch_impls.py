@@ -227,8 +227,8 @@ _WRITTEN_WITHOUT_GRAD = _WrittenWithoutGrad._backward_cls  # type: ignore[attr-d
 
 def copy_(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     """Copies ``src`` into ``dst`` in place and returns ``dst``."""
-    node: Any = src.grad_fn
-    if type(node) is _WRITTEN_WITHOUT_GRAD and node.gradient:
+    node = src.grad_fn
+    if type(node) is _WRITTEN_WITHOUT_GRAD and getattr(node, "gradient", False):
         with torch.no_grad():  # the program's write under no_grad, where torch records it
             return dst.copy_(src)
     return dst.copy_(src)
