@@ -217,3 +217,10 @@ def test_numbers_and_strings_passed_as_one_object(cache):
     arguments = [(f, f), (-1.25, float("-1.25")), (f, f), [s, s], [s, "".join(["a", "b"])]]
     arguments += [(1000, int("1000")), (1000, 1000)]
     _calls(same, torch.randn(3), arguments, cache=cache)
+
+
+def test_a_container_that_holds_itself_is_refused_clearly():
+    looped: list[Any] = [1.0]
+    looped.append(looped)
+    with pytest.raises(thunder.JitError, match="nested deeper than"):
+        thunder.jit(lambda x, a: x * a[0])(torch.randn(2), looped)

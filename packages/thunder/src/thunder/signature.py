@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from thunder.errors import JitError
+
 __all__ = [
     "PLAIN_TYPES",
     "Same",
@@ -269,7 +271,11 @@ class _Generator:
     def leaf(self, var: str, value: Any, label: str, depth: int) -> None:
         t = type(value)
         if depth > _MAX_DEPTH:
-            raise RecursionError(f"thunder.jit: {label} is nested deeper than {_MAX_DEPTH} levels")
+            raise JitError(
+                f"thunder.jit: the argument {label.split('[')[0]} holds containers nested deeper "
+                f"than {_MAX_DEPTH} levels (or a container that holds itself), which the cache "
+                "key cannot cover; pass what the function reads from it instead"
+            )
         if t in PLAIN_TYPES and not (self.symbolic and t in _SYMBOLIC_NUMBERS):
             allowed = "PLAIN_TYPES"
         elif t in _SYMBOLIC_NUMBERS:  # symbolic: the prologue unpacks the number
