@@ -87,7 +87,8 @@ def check_fused_views(
         return []  # an input the call does not hand over as a tensor: nothing to lay out
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    as_eager = transform_for_execution(trace, ()).python_callable()
+    operators = [e for e in resolve_executors(executors) if not isinstance(e, FusionExecutor)]
+    as_eager = transform_for_execution(trace, operators).python_callable()
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     args = [_fake(mode, values.get(a.name, a)) if isinstance(a, Proxy) else a for a in trace.args]
     try:
