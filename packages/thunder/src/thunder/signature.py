@@ -176,7 +176,7 @@ class Same:
         return type(other) is Same and other.obj is self.obj
 
     def __repr__(self) -> str:
-        return f"the object {self.obj!r}"
+        return f"the {type(self.obj).__name__} object at {id(self.obj):#x}"
 
 
 def plain_set_key(s: Any) -> frozenset[Any]:
@@ -233,7 +233,18 @@ def _show(x: Any) -> str:
         return x.__name__
     if isinstance(x, torch.Size):
         return str(tuple(x))
-    return repr(x)
+    try:
+        return repr(x)
+    except Exception:  # noqa: BLE001 - an argument's own __repr__: the warning must not fail
+        return f"<{type(x).__name__}>"
+
+
+def _key_text(k: Any) -> str:
+    """A dict key as the labels show it (a key's own ``__repr__`` may raise or run long)."""
+    if is_plain(k):
+        text = repr(k)
+        return text if len(text) <= 40 else text[:37] + "..."
+    return f"<{type(k).__name__} key>"
 
 
 class _Generator:
@@ -317,7 +328,7 @@ class _Generator:
             for k, v in value.items():
                 name = self.fresh()
                 self.body.append(f"  {name} = {var}[{self.constant(k)}]")
-                self.leaf(name, v, f"{label}[{k!r}]", depth + 1)
+                self.leaf(name, v, f"{label}[{_key_text(k)}]", depth + 1)
         elif isinstance(value, torch.Tensor):
             self.tensors.append(var)
             # Symbolic sizes: the prologue unpacks and checks the sizes (parameters keep theirs).
