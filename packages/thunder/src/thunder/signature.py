@@ -235,7 +235,7 @@ def _show(x: Any) -> str:
         return str(tuple(x))
     try:
         return repr(x)
-    except Exception:  # noqa: BLE001 - an argument's own __repr__: the warning must not fail
+    except Exception:  # an argument's own __repr__: the warning must not fail
         return f"<{type(x).__name__}>"
 
 
