@@ -205,3 +205,31 @@ def test_grad_enabled_inside_a_call_made_under_no_grad(f):
             torch.testing.assert_close(w_j.grad, w_e.grad)
     assert torch.is_grad_enabled()
     assert thunder.compile_stats(jf).cache_misses == 1
+
+
+def backward_inside(x, w):
+    loss = (x * w).sin().sum()
+    loss.backward()
+    return w.grad * 1
+
+
+def grad_inside(x, w):
+    y = (x * w).sin().sum()
+    (g,) = torch.autograd.grad(y, w)
+    return g * 2
+
+
+@pytest.mark.parametrize("f", [backward_inside, grad_inside])
+def test_differentiating_inside_the_program_runs_eagerly_with_a_clear_warning(f):
+    """Was a refusal naming a torch internal (loss.backward()) or a failed trace asking to be
+    reported (torch.autograd.grad): thunder differentiates programs as a whole, so the call runs
+    eagerly and the warning says why and what to do."""
+    x = torch.randn(4)
+    w_e = torch.randn(4, requires_grad=True)
+    w_j = w_e.detach().clone().requires_grad_()
+    with pytest.warns(UserWarning, match=r"inside the jitted function.*ran eagerly") as record:
+        out_j = thunder.jit(f)(x, w_j)
+    assert not any("please report" in str(r.message) for r in record)
+    torch.testing.assert_close(out_j, f(x, w_e))
+    if w_e.grad is not None:
+        torch.testing.assert_close(w_j.grad, w_e.grad)

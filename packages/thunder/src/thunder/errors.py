@@ -8,6 +8,7 @@ __all__ = [
     "HigherOrderOperatorError",
     "JitError",
     "RandomStateError",
+    "RunsEagerly",
     "SharpEdgeError",
     "UnsupportedOperationError",
     "UnsupportedSideEffectError",
@@ -73,3 +74,12 @@ class HigherOrderOperatorError(JitError, ValueError):
     """A function handed to ``torch.cond``, ``while_loop``, ``map`` or ``scan`` breaks the
     operator's contract (branches returning different shapes, a loop body changing its carried
     values' metadata); the message names the functions and what each returned."""
+
+
+class RunsEagerly(Exception):
+    """The program makes a call a trace cannot hold but eager runs (``loss.backward()`` inside
+    the jitted function): the whole call runs eagerly, with a warning that names it. Not an
+    ``InterpreterError`` (that would be a refusal), and uncatchable by the program's ``except``
+    clauses."""
+
+    _interpreter_uncatchable = True

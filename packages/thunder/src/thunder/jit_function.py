@@ -24,7 +24,7 @@ from thunder.compile_entry import (
     parameter_names,
     user_location,
 )
-from thunder.errors import JitError
+from thunder.errors import JitError, RunsEagerly
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
 from thunder.signature import Signature, make_signature
@@ -241,6 +241,9 @@ class ThunderFunction:
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
         where = user_location(error)
         at = f" at {where}" if where else ""
+        if isinstance(error, RunsEagerly):  # a known limit, not a failure to report
+            warnings.warn(f"thunder.jit: {name} {error}{at}; the call ran eagerly", stacklevel=4)
+            return result
         warnings.warn(
             f"thunder.jit: tracing {name} raised {type(error).__name__}: {error}{at}; the call "
             "ran eagerly instead (please report this). Libraries take their torch.compile "

@@ -22,6 +22,7 @@ import torch.utils._config_module
 
 import thunder_interp
 import thunder_ir
+from thunder.errors import RunsEagerly
 from thunder_ir import NumberProxy, Proxy, TensorProxy
 from thunder_ir.ops import ALL_OPS, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
@@ -224,7 +225,17 @@ def _static_lookasides() -> dict[Any, Any]:
     table.update(torch_symbol_map())
     table[isinstance] = _isinstance
     table[torch.is_tensor] = _is_tensor
+    for fn, name in ((torch.autograd.backward, "backward"), (torch.autograd.grad, "grad")):
+        table[fn] = functools.partial(_differentiates_inside, name)
     return table
+
+
+def _differentiates_inside(name: str, *args: Any, **kwargs: Any) -> Any:
+    raise RunsEagerly(
+        f"calls torch.autograd.{name} (loss.backward(), torch.autograd.grad) inside the jitted "
+        "function, which thunder does not trace: it differentiates a program as a whole. Return "
+        "the loss and differentiate the jitted function's result to compile the step"
+    )
 
 
 def jit_lookasides() -> dict[Any, Any]:
