@@ -139,14 +139,26 @@ def test_mutated_object_inside_an_argument_is_seen():
         torch.testing.assert_close(jf(x, obj), score(x, obj))
 
 
-def test_a_set_of_objects_is_refused_clearly():
-    """What the program reads from a set's items has no path the prologue could check."""
-    jf = thunder.jit(lambda x, s: x * next(iter(s)).v)
-    with pytest.raises(thunder.JitError, match="the argument s is a set holding objects"):
-        jf(torch.randn(3), {Plain(2.0)})
-    jg = thunder.jit(lambda x, s: x * len(s))
+def test_a_set_of_objects_is_guarded_by_its_members():
+    """What the program reads from a set's items is guarded, each item found by its position
+    in the set's order; the set's members are checked (a set of numbers is keyed by value).
+    A set of tensors is refused clearly: the program would see the caller's tensors."""
+
+    def total(x, s):
+        out = x * len(s)
+        for o in s:
+            out = out + (o.v if isinstance(o, Plain) else o)
+        return out
+
+    a, b = Plain(2.0), RaisingEq(3.0)
+    jf = thunder.jit(total)
     x = torch.randn(3)
-    torch.testing.assert_close(jg(x, {1, "a", (2, 3)}), x * 3)
+    for s in ({a}, {1, 2}, {a, b}, {1, 3}, {a}, frozenset({b})):
+        torch.testing.assert_close(jf(x, s), total(x, s))
+    a.v = 7.0  # mutated between calls: read again
+    torch.testing.assert_close(jf(x, {a}), total(x, {a}))
+    with pytest.raises(thunder.JitError, match="holding tensors"):
+        thunder.jit(lambda x, s: x * len(s))(x, {torch.ones(1)})
 
 
 def test_the_same_argument_item_by_two_paths():

@@ -98,7 +98,8 @@ def score(x, a):
             out = out + score(x, v) * len(str(k))
         return out
     if isinstance(a, (set, frozenset)):
-        return x * len(a) + len([i for i in a if isinstance(i, int)])
+        out = x * len(a) + len([i for i in a if isinstance(i, int)])
+        return out + sum(i.v for i in a if isinstance(i, Obj))
     if isinstance(a, Obj):
         return x * a.v
     return x
@@ -179,6 +180,7 @@ ARGUMENTS = st.recursive(
         st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
         st.frozensets(_plain, max_size=3),
         st.sets(_plain, max_size=3),
+        st.sets(st.builds(Obj, st.sampled_from([0.5, 2.0])), max_size=3),
     ),
     max_leaves=6,
 )
@@ -187,7 +189,7 @@ ARGUMENTS = st.recursive(
 def _objects_in(a: Any) -> list[Obj]:
     if isinstance(a, Obj):
         return [a]
-    if isinstance(a, (list, tuple)):
+    if isinstance(a, (list, tuple, set, frozenset)):
         return [o for item in a for o in _objects_in(item)]
     if isinstance(a, dict):
         return [o for v in a.values() for o in _objects_in(v)]

@@ -11,7 +11,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ARG", "ATTR", "CELL", "GENERIC", "GLOBAL", "ITEM", "KWARG", "ROOT", "SIZE", "Access"]
+__all__ = [
+    "ARG",
+    "ATTR",
+    "CELL",
+    "ELEMENT",
+    "GENERIC",
+    "GLOBAL",
+    "ITEM",
+    "KWARG",
+    "ROOT",
+    "SIZE",
+    "Access",
+]
 
 ARG = "arg"  # key: position in *args
 KWARG = "kwarg"  # key: keyword name
@@ -21,6 +33,7 @@ CELL = "cell"  # key: (index in __closure__, free variable name); parent: the fu
 ATTR = "attr"  # key: attribute name
 GENERIC = "generic"  # key: attribute name, read by object.__getattribute__ (see binding.reads)
 ITEM = "item"  # key: the subscript
+ELEMENT = "element"  # key: a position in the iteration order of a set (``tuple(s)[key]``)
 FROM_NUMPY = "from_numpy"  # key: None; the tensor torch.from_numpy(parent) makes (shares memory)
 SIZE = "size"  # key: a dimension; parent: a tensor with symbolic sizes (cache="symbolic values")
 
@@ -84,6 +97,8 @@ class Access:
             return f"torch.from_numpy({parent})"
         if k == SIZE:
             return f"{parent}.shape[{self.key}]"
+        if k == ELEMENT:
+            return f"tuple({parent})[{self.key}]"
         return f"{parent}[{self.key!r}]"
 
     def short_name(self, param_names: tuple[str, ...] = ()) -> str:
@@ -99,7 +114,7 @@ class Access:
                 parts.append(str(node.key))
             elif k in (GLOBAL, CELL):
                 parts.append(str(node.key[1]))
-            elif k in (ATTR, GENERIC, ITEM):
+            elif k in (ATTR, GENERIC, ITEM, ELEMENT):
                 parts.append(str(node.key))
             elif k == FROM_NUMPY:
                 parts.append("tensor")

@@ -32,6 +32,7 @@ __all__ = [
     "check_lacks_generic_attribute",
     "check_lacks_item",
     "check_lookups",
+    "check_members",
     "check_module_lacks",
     "check_no_hooks",
     "check_no_module_hooks",
@@ -40,6 +41,7 @@ __all__ = [
     "check_tensors",
     "is_plain_module_member",
     "module_store",
+    "unpack_element",
     "unpack_from_numpy",
     "unpack_generic_attr",
     "unpack_module_attr",
@@ -188,6 +190,23 @@ class ModuleAbsence:
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 _OBJECT_GETATTRIBUTE = object.__getattribute__
+
+
+def _unpack_element(s: Any, i: int) -> Any:
+    return tuple(s)[i]
+
+
+# The i-th element of a set argument in its iteration order (its members are checked first).
+unpack_element = _prologue_symbol(_unpack_element)
+
+
+def _check_members(s: Any, members: tuple[Any, ...]) -> None:
+    if len(s) != len(members) or any(a is not b for a, b in zip(s, members)):
+        raise GuardFailure("expected the same objects in the set, in the same order")
+
+
+# A set argument holding objects: the same objects, iterated in the same order.
+check_members = _prologue_symbol(_check_members)
 
 
 def _check_strides(x: Any, strides: tuple[int, ...]) -> None:

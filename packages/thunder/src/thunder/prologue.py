@@ -23,6 +23,7 @@ from thunder.access import (
     ARG,
     ATTR,
     CELL,
+    ELEMENT,
     FROM_NUMPY,
     GENERIC,
     GLOBAL,
@@ -49,12 +50,14 @@ from thunder.guards import (
     check_lacks_generic_attribute,
     check_lacks_item,
     check_lookups,
+    check_members,
     check_module_lacks,
     check_no_hooks,
     check_not_shadowed,
     check_tensors,
     is_plain_module_member,
     module_store,
+    unpack_element,
     unpack_from_numpy,
     unpack_generic_attr,
     unpack_module_attr,
@@ -230,6 +233,8 @@ class _PrologueBuilder:
                 bsym = unpack_generic_attr.bind(parent, access.key, output=out)
             elif kind == ITEM:
                 bsym = prims.unpack_key.bind(parent, access.key, output=out)
+            elif kind == ELEMENT:
+                bsym = unpack_element.bind(parent, access.key, output=out)
             elif kind == CELL:
                 bsym = prims.unpack_cell.bind(parent, access.key[0], output=out)
             elif kind == FROM_NUMPY:
@@ -311,6 +316,9 @@ class _PrologueBuilder:
         elif kind == "same_as":
             bsym = prims.check_is.bind(x, self._unpack(expected), output=None)
             what += f" is {expected.describe(self.binder.param_names)}"
+        elif kind == "members":
+            bsym = check_members.bind(x, expected, output=None)
+            what += " holds the same objects"
         elif kind == "distinct_from":
             bsym = check_is_not.bind(x, self._unpack(expected), output=None)
             what += f" is not {expected.describe(self.binder.param_names)}"
@@ -536,6 +544,8 @@ class _EpilogueWriter:
             return f"object.__getattribute__({parent}, {access.key!r})"
         if kind == ITEM:
             return f"{parent}[{value_to_python(access.key, self.printer)}]"
+        if kind == ELEMENT:
+            return f"tuple({parent})[{access.key}]"
         if kind == CELL:
             return f"{parent}.__closure__[{access.key[0]}].cell_contents"
         if kind == FROM_NUMPY:

@@ -310,9 +310,11 @@ class _Generator:
             else:
                 self.add(f"Same({var})", label)
         elif t is set or t is frozenset:
-            self.add(
-                f"plain_set_key({var})" if is_plain(frozenset(value)) else f"Same({var})", label
-            )
+            # A set of objects: the prologue checks its members (and reads them by position).
+            if is_plain(frozenset(value)):
+                self.add(f"plain_set_key({var})", label)
+            else:
+                self.body.append(f"  if is_plain(frozenset({var})): raise LookupError")
         elif isinstance(value, (tuple, list)):
             names = [self.fresh() for _ in value]
             if names:
@@ -403,6 +405,7 @@ def make_signature(
         "SYMBOLIC_NUMBERS": _SYMBOLIC_NUMBERS,
         "Same": Same,
         "plain_set_key": plain_set_key,
+        "is_plain": is_plain,
         "plain_slice_key": plain_slice_key,
         **gen.constants,
     }

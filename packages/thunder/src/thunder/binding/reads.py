@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 import thunder_interp
-from thunder.access import ARG, ATTR, CELL, GLOBAL, ITEM, KWARG, ROOT, Access
+from thunder.access import ARG, ATTR, CELL, ELEMENT, GLOBAL, ITEM, KWARG, ROOT, Access
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _CONTAINER_TYPES,
@@ -322,14 +322,7 @@ class ReadsMixin(BinderState):
         if isinstance(x, torch.Generator):
             self.guarded_generators.add(id(x))  # keyed by identity (signature)
         if isinstance(x, (set, frozenset)) and not is_plain(frozenset(x)):
-            # Its items have no path the prologue could read them by, so what the program
-            # reads from them could not be guarded (a set of numbers is keyed by value).
-            raise UnsupportedSideEffectError(
-                f"thunder.jit: the argument {access.describe(self.param_names)} is a "
-                f"{t.__name__} holding objects other than numbers, strings and the like "
-                "(what the program reads from them cannot be checked on later calls); pass "
-                "a tuple or list instead"
-            )
+            return self._bind_set_of_objects(x, access)
         stand_in = self._bind_object(x, access)
         if stand_in is not None:
             return stand_in
@@ -349,6 +342,23 @@ class ReadsMixin(BinderState):
                 # One object passed twice: its reads are guarded where it was first bound.
                 self.guards.setdefault(access, Guard(access, "same_as", first[1]))
             self._associate(x, access)
+        return x
+
+    def _bind_set_of_objects(self, x: Any, access: Access) -> Any:
+        """A set argument holding objects (a set of numbers is keyed by value): the prologue
+        checks it holds the same objects in the same order, and each is found by its position
+        in that order, so what the program reads from them is guarded like any read."""
+        if any(isinstance(v, torch.Tensor) for v in x):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the argument {access.describe(self.param_names)} is a "
+                f"{type(x).__name__} holding tensors, which the program would see as the "
+                "caller's tensors, not as inputs; pass a tuple or list instead"
+            )
+        self.guards.setdefault(access.attr("<members>"), Guard(access, "members", tuple(x)))
+        self._associate(x, access)
+        for i, v in enumerate(x):
+            if not isinstance(v, _SCALAR_TYPES):
+                self._associate(v, Access(ELEMENT, i, access))
         return x
 
     def _stand_in(self, x: tuple[Any, ...], bound: tuple[Any, ...], access: Access) -> Any:
