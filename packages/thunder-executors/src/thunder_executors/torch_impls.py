@@ -161,6 +161,24 @@ def _generator(device: torch.device, seed: int, offset: int) -> torch.Generator:
     return g
 
 
+def drawn(
+    method: str,
+    shape: Sequence[int],
+    params: tuple[Any, ...],
+    device: torch.device,
+    dtype: torch.dtype,
+    seed: Any,
+    offset: Any,
+) -> torch.Tensor:
+    """A new tensor filled in place by the random ``method`` (``uniform_``, ``bernoulli_``...),
+    eager's own kernel: from the ambient torch RNG when ``seed`` is None, else from a function of
+    (seed, offset)."""
+    out = torch.empty(shape, device=device, dtype=dtype)
+    gen = None if seed is None else _generator(device, seed, offset)
+    result: torch.Tensor = getattr(out, method)(*params, generator=gen)
+    return result
+
+
 def uniform(
     shape: Sequence[int],
     a: Any,
@@ -172,9 +190,7 @@ def uniform(
     offset: Any = 0,
 ) -> torch.Tensor:
     """Uniform in [a, b): the ambient torch RNG when ``seed`` is None, else a function of (seed, offset)."""
-    out = torch.empty(shape, device=device, dtype=dtype)
-    gen = None if seed is None else _generator(device, seed, offset)
-    return out.uniform_(a, b, generator=gen)
+    return drawn("uniform_", shape, (a, b), device, dtype, seed, offset)
 
 
 def normal(
@@ -188,9 +204,7 @@ def normal(
     offset: Any = 0,
 ) -> torch.Tensor:
     """Normal(mean, std): the ambient torch RNG when ``seed`` is None, else a function of (seed, offset)."""
-    out = torch.empty(shape, device=device, dtype=dtype)
-    gen = None if seed is None else _generator(device, seed, offset)
-    return out.normal_(mean, std, generator=gen)
+    return drawn("normal_", shape, (mean, std), device, dtype, seed, offset)
 
 
 def shallow_copy(a: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from thunder_executors.torch_impls import drawn
+
 __all__ = [
     "bernoulli",
     "get_rng_state",
@@ -17,14 +19,6 @@ __all__ = [
     "replaying_rng",
     "set_rng_state",
 ]
-
-
-def _generator(device: torch.device, seed: Any, offset: Any) -> torch.Generator | None:
-    if seed is None:
-        return None  # the ambient default generator, as eager
-    from thunder_executors.torch_impls import _generator as seeded
-
-    return seeded(device, seed, offset)
 
 
 def bernoulli(
@@ -37,8 +31,7 @@ def bernoulli(
     offset: Any = 0,
 ) -> torch.Tensor:
     """1 with probability ``p``: the draw of eager's CPU dropout (``bernoulli_`` in place)."""
-    out = torch.empty(shape, device=device, dtype=dtype)
-    return out.bernoulli_(p, generator=_generator(device, seed, offset))
+    return drawn("bernoulli_", shape, (p,), device, dtype, seed, offset)
 
 
 def randint(
@@ -52,8 +45,7 @@ def randint(
     offset: Any = 0,
 ) -> torch.Tensor:
     """Integers in [low, high): ``torch.randint``'s own kernel (``random_``)."""
-    out = torch.empty(shape, device=device, dtype=dtype)
-    return out.random_(low, high, generator=_generator(device, seed, offset))
+    return drawn("random_", shape, (low, high), device, dtype, seed, offset)
 
 
 def _default_generator(device: Any) -> torch.Generator:
