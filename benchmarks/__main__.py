@@ -1,7 +1,8 @@
 """Runs the benchmarks: ``python -m benchmarks [name ...] [--option [value] ...]``.
 
 Every module of this folder that defines ``main()`` is a benchmark (``executors``,
-``interpreter``, ...); with no names, all of them run. Options are passed on to each one.
+``interpreter``, ...); with no names, all of them run but those that set ``RUN_BY_DEFAULT =
+False`` (``gpu_check``, which needs a CUDA device). Options are passed on to each one.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     for name in names or available():
         module = importlib.import_module(name)
-        if not hasattr(module, "main"):
+        if not hasattr(module, "main") or (
+            not names and not getattr(module, "RUN_BY_DEFAULT", True)
+        ):
             continue
         print(f"== {name} ==")
         sys.argv = [str(HERE / f"{name}.py"), *options]
