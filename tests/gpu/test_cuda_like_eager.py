@@ -79,8 +79,9 @@ FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
 
 
 def _no_less_accurate(got: list[Any], want: list[Any], exact: list[Any]) -> None:
-    """Low-precision results are about as close to float32's as eager's are (three times its error, plus a few
-    bfloat16 step): where an executor keeps intermediates in float32 it rounds differently."""
+    """Low-precision results are about as close to float32's as eager's are (three times its
+    error, plus a few bfloat16 steps): an executor that keeps intermediates in float32 rounds
+    differently."""
     for g, w, e in zip(got, want, exact, strict=True):
         assert g.dtype == w.dtype and g.device == w.device
         bound = 3 * (w.float() - e).abs().max().item() + 2e-2 * max(1.0, e.abs().max().item())
