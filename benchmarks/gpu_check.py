@@ -47,9 +47,11 @@ CONFIGS = {
 }
 
 
-def run_tests(timeout: float) -> tuple[str, int]:
-    """Runs the GPU tests in a fresh process; returns their summary line and exit status."""
+def run_tests(timeout: float, log: str | None) -> tuple[str, int]:
+    """Runs the GPU tests in a fresh process; returns their summary line and exit status. The
+    failures are printed; the whole output goes to ``log`` when given."""
     command = [sys.executable, "-m", "pytest", *GPU_TESTS, "-q", "-p", "no:cacheprovider"]
+    command += ["-p", "no:logging", "--tb=short", "-rfE"]  # libraries' debug logs drown failures
     if importlib.util.find_spec("xdist") is not None:
         command += ["-n", "8"]
     if importlib.util.find_spec("pytest_timeout") is not None:
@@ -64,6 +66,8 @@ def run_tests(timeout: float) -> tuple[str, int]:
         out = e.stdout if isinstance(e.stdout, str) else (e.stdout or b"").decode()
         print(out[-4000:])
         return f"timed out after {timeout:.0f} s", 1
+    if log:
+        Path(log).write_text(done.stdout + "\n" + done.stderr)
     print(done.stdout[-12000:])
     if done.returncode not in (0, 1):
         print(done.stderr[-4000:])
@@ -249,6 +253,7 @@ def main() -> None:
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--test-timeout", type=float, default=240.0)
+    parser.add_argument("--log", help="write the tests' whole output to this file")
     parser.add_argument("--bench-seconds", type=float, default=200.0, help="start no row after")
     parser.add_argument(
         "--models", default=",".join(ZOO_MODELS), help="comma-separated zoo models to time"
@@ -266,7 +271,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         print("no CUDA device here: the GPU check has nothing to run")
         sys.exit(1)
-    tests = None if options.skip_tests else run_tests(options.test_timeout)
+    tests = None if options.skip_tests else run_tests(options.test_timeout, options.log)
     rows = (
         []
         if options.skip_bench

@@ -30,7 +30,7 @@ KEPT_OPS = (
 # Internal ops (no torch name; see thunder_ir.ops.nn_backward) run with aten kernels.
 ATEN_OPS = (
     "native_layer_norm", "layer_norm_backward", "gelu_backward", "sdpa_flash",
-    "sdpa_flash_backward",
+    "sdpa_flash_backward", "convolution_backward_input", "convolution_backward_weight",
 )  # fmt: skip
 
 torch_ops_executor = OperatorExecutor("torch_ops")
@@ -104,6 +104,20 @@ def _sdpa_flash_backward(
     )
 
 
+def _convolution_backward(which: int) -> Callable[..., Any]:
+    """One gradient of ``aten.convolution_backward`` (0: the input's, 1: the weight's), the
+    other masked off as eager's autograd masks a gradient nobody needs."""
+
+    def run(grad_out: Any, a: Any, w: Any, *conv: Any) -> Any:
+        import torch
+
+        mask = [which == 0, which == 1, False]
+        return torch.ops.aten.convolution_backward(grad_out, a, w, None, *conv, mask)[which]
+
+    run.__name__ = ("convolution_backward_input", "convolution_backward_weight")[which]
+    return run
+
+
 def _on_cpu(q: Any, *args: Any, **kwargs: Any) -> bool:
     return str(q.device.type) == "cpu"
 
@@ -119,6 +133,8 @@ def _aten_ops() -> dict[str, Callable[..., Any]]:
         "gelu_backward": _gelu_backward,
         "sdpa_flash": _sdpa_flash,
         "sdpa_flash_backward": _sdpa_flash_backward,
+        "convolution_backward_input": _convolution_backward(0),
+        "convolution_backward_weight": _convolution_backward(1),
     }
 
 

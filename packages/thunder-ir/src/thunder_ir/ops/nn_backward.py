@@ -153,3 +153,93 @@ def sdpa_flash_backward(
     gq = matmul(gs, k)
     gk = matmul(prims.transpose(gs, perm), q)
     return gq, gk, gv
+
+
+# Convolution ---------------------------------------------------------------------------------
+# The two gradients of ``prims.convolution`` are separate ops, so that one nobody needs (the
+# input's, for a model's first layer) is dropped as eager's autograd drops it. Stride, padding,
+# dilation and output_padding are given per spatial dimension.
+
+
+@torchop(name="convolution_backward_input")
+def convolution_backward_input(
+    grad_out: TensorProxy,
+    a: TensorProxy,
+    w: TensorProxy,
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    transposed: bool,
+    output_padding: tuple[int, ...],
+    groups: int,
+) -> TensorProxy:
+    """The gradient of ``prims.convolution(a, w, ...)`` for ``a``
+    (``torch.ops.aten.convolution_backward``'s first output)."""
+    nd = w.ndim - 2
+    if transposed:
+        # A transposed convolution is the adjoint of the direct one with the same weight.
+        return prims.convolution(  # type: ignore[no-any-return]
+            grad_out, w, None, stride, padding, dilation, False, (0,) * nd, groups
+        )
+    # The transposed convolution; output_padding restores the rows the forward's stride dropped.
+    kernel = w.shape[2:]
+    restored = tuple(
+        a.shape[i + 2]
+        - (
+            (grad_out.shape[i + 2] - 1) * stride[i]
+            - 2 * padding[i]
+            + dilation[i] * (kernel[i] - 1)
+            + 1
+        )
+        for i in range(nd)
+    )
+    return prims.convolution(  # type: ignore[no-any-return]
+        grad_out, w, None, stride, padding, dilation, True, restored, groups
+    )
+
+
+@torchop(name="convolution_backward_weight")
+def convolution_backward_weight(
+    grad_out: TensorProxy,
+    a: TensorProxy,
+    w: TensorProxy,
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    transposed: bool,
+    output_padding: tuple[int, ...],
+    groups: int,
+) -> TensorProxy:
+    """The gradient of ``prims.convolution(a, w, ...)`` for ``w``
+    (``torch.ops.aten.convolution_backward``'s second output)."""
+    kernel = w.shape[2:]
+    if transposed:
+        return _conv_weight_grad(grad_out, a, kernel, stride, padding, dilation, groups)
+    return _conv_weight_grad(a, grad_out, kernel, stride, padding, dilation, groups)
+
+
+def _conv_weight_grad(
+    inp: TensorProxy,
+    gout: TensorProxy,
+    kernel: tuple[Any, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    groups: int,
+) -> TensorProxy:
+    """The weight gradient of ``conv(inp, w)`` given the output's gradient ``gout``: itself a
+    convolution of the input with the output gradient as kernel (batch as channels, stride and
+    dilation swapped), groups folded into the batch dimension."""
+    nd = len(kernel)
+    n, c_in = inp.shape[0], inp.shape[1]
+    c_out = gout.shape[1]
+    ci, co = c_in // groups, c_out // groups
+    sp = tuple(range(3, 3 + nd))
+    x = prims.reshape(inp, (n, groups, ci, *inp.shape[2:]))
+    x = prims.reshape(prims.transpose(x, (2, 1, 0, *sp)), (ci, groups * n, *inp.shape[2:]))
+    k = prims.reshape(gout, (n, groups, co, *gout.shape[2:]))
+    k = prims.reshape(prims.transpose(k, (1, 2, 0, *sp)), (groups * co, n, *gout.shape[2:]))
+    out = prims.convolution(x, k, None, dilation, padding, stride, False, (0,) * nd, groups)
+    if any(not isinstance(s, int) or s != kk for s, kk in zip(out.shape[2:], kernel)):
+        out = prims.slice_prim(out, [0] * (nd + 2), [ci, groups * co, *kernel], [1] * (nd + 2))
+    return prims.transpose(out, (1, 0, *range(2, nd + 2)))  # type: ignore[no-any-return]

@@ -76,62 +76,20 @@ def _per_dim(x: Sequence[int], nd: int) -> tuple[int, ...]:
     return tuple(x) * nd if len(x) == 1 else tuple(x)
 
 
-def _conv_weight_grad(
-    inp: TensorProxy,
-    gout: TensorProxy,
-    kernel: Sequence[Any],
-    stride: tuple[int, ...],
-    padding: tuple[int, ...],
-    dilation: tuple[int, ...],
-    groups: int,
-) -> TensorProxy:
-    """The weight gradient of ``conv(inp, w)`` given the output's gradient ``gout``: itself a
-    convolution of the input with the output gradient as kernel (batch as channels, stride and
-    dilation swapped), groups folded into the batch dimension."""
-    nd = len(kernel)
-    n, c_in = inp.shape[0], inp.shape[1]
-    c_out = gout.shape[1]
-    ci, co = c_in // groups, c_out // groups
-    sp = tuple(range(3, 3 + nd))
-    x = P.reshape(inp, (n, groups, ci, *inp.shape[2:]))
-    x = P.reshape(P.transpose(x, (2, 1, 0, *sp)), (ci, groups * n, *inp.shape[2:]))
-    k = P.reshape(gout, (n, groups, co, *gout.shape[2:]))
-    k = P.reshape(P.transpose(k, (1, 2, 0, *sp)), (groups * co, n, *gout.shape[2:]))
-    out = P.convolution(x, k, None, dilation, padding, stride, False, (0,) * nd, groups)
-    if any(not isinstance(s, int) or s != kk for s, kk in zip(out.shape[2:], kernel)):
-        out = P.slice_prim(out, [0] * (nd + 2), [ci, groups * co, *kernel], [1] * (nd + 2))
-    return P.transpose(out, (1, 0, *range(2, nd + 2)))  # type: ignore[no-any-return]
-
-
 @register_vjp(P.convolution)
 def _convolution(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    a, w, bias, stride, padding, dilation, transposed, _output_padding, groups = bsym.args
+    a, w, bias, stride, padding, dilation, transposed, output_padding, groups = bsym.args
     nd = w.ndim - 2
-    stride, padding, dilation = (_per_dim(x, nd) for x in (stride, padding, dilation))
-    kernel = w.shape[2:]
+    per_dim = tuple(_per_dim(x, nd) for x in (stride, padding, dilation, output_padding))
+    stride, padding, dilation, output_padding = per_dim
     pairs: list[tuple[Any, Any]] = []
     if bias is not None:
         pairs.append((bias, P.sum(g, (0, *range(2, g.ndim)))))
-    if not transposed:
-        # The input gradient is the transposed convolution; output_padding restores the rows
-        # that the forward's stride dropped.
-        op = tuple(
-            a.shape[i + 2]
-            - (
-                (g.shape[i + 2] - 1) * stride[i]
-                - 2 * padding[i]
-                + dilation[i] * (kernel[i] - 1)
-                + 1
-            )
-            for i in range(nd)
-        )
-        ga = P.convolution(g, w, None, stride, padding, dilation, True, op, groups)
-        gw = _conv_weight_grad(a, g, kernel, stride, padding, dilation, groups)
-    else:
-        # A transposed convolution is the adjoint of the direct one with the same weight.
-        ga = P.convolution(g, w, None, stride, padding, dilation, False, (0,) * nd, groups)
-        gw = _conv_weight_grad(g, a, kernel, stride, padding, dilation, groups)
-    pairs += [(a, ga), (w, gw)]
+    # Two ops, as eager's convolution_backward with an output mask: the gradient of an input
+    # that needs none (a model's first layer) is dropped with its op.
+    args = (g, a, w, stride, padding, dilation, transposed, output_padding, groups)
+    pairs.append((a, ltorch.convolution_backward_input(*args)))
+    pairs.append((w, ltorch.convolution_backward_weight(*args)))
     return pairs
 
 
