@@ -26,6 +26,7 @@ import hf_zoo  # noqa: E402  (tests/e2e, on the path through tests/conftest.py)
 from thunder.models import GPT, ConvBlock, GPTConfig  # noqa: E402
 from thunder_executors import get_available_executors  # noqa: E402
 
+pytestmark = pytest.mark.filterwarnings("error:thunder.jit")  # an eager fallback fails the test
 CUDA = torch.device("cuda")
 AVAILABLE = {e.name for e in get_available_executors()}
 EXECUTOR_LISTS = {

@@ -91,12 +91,28 @@ def expand_to(a: TensorProxy, shape: Sequence[Any]) -> TensorProxy:
 
 
 def broadcast(*args: Any) -> tuple[Any, ...]:
-    """Tensors among ``args`` broadcast to their common shape; numbers and None pass through."""
+    """Tensors among ``args`` broadcast to their common shape; numbers and None pass through.
+    A zero-dimensional CPU tensor joins tensors of another device on theirs, as in torch
+    (``cuda_tensor * torch.tensor(3.0)``)."""
     shapes = [a.shape for a in args if isinstance(a, TensorProxy)]
     if not shapes:
         return args
     common = broadcast_shapes(*shapes)
+    args = _cpu_scalars_moved(args)
     return tuple(expand_to(a, common) if isinstance(a, TensorProxy) else a for a in args)
+
+
+def _cpu_scalars_moved(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    others = {a.device for a in args if isinstance(a, TensorProxy) and a.device.type != "cpu"}
+    if len(others) != 1:
+        return args  # all on the CPU, or devices that do not mix: the prim says so
+    (device,) = others
+    return tuple(
+        prims.device_put(a, device)
+        if isinstance(a, TensorProxy) and a.device.type == "cpu" and a.ndim == 0
+        else a
+        for a in args
+    )
 
 
 def promote(*args: Any, kind: Promotion) -> tuple[DType, DType]:

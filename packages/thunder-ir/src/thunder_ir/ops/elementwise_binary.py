@@ -430,8 +430,10 @@ def lerp(start: Any, end: Any, weight: Any) -> Any:
     check_tensor_arg(start, "lerp", "input", 1)
     check_tensor_arg(end, "lerp", "end", 2)
     for x, what in ((end, "end"), (weight, "weight")):
+        # torch takes a zero-dimensional weight of any float dtype as a scalar.
+        scalar = what == "weight" and isinstance(x, TensorProxy) and x.ndim == 0
         check(
-            not isinstance(x, TensorProxy) or x.dtype == start.dtype,
+            not isinstance(x, TensorProxy) or x.dtype == start.dtype or scalar,
             lambda: (
                 f"expected dtype {torch_dtype_name(start.dtype).lower()} for `{what}` but got "
                 f"dtype {torch_dtype_name(x.dtype).lower()}"
