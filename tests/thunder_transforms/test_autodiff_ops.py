@@ -53,6 +53,32 @@ CASES = {
         torch.matmul,
         lambda: [rand(2, 3, 4), rand(4, 5, seed=1)],
     ),
+    # Pieces that tile a dimension: their gradients are joined by one cat (zeros where unused).
+    "split_some_pieces_used": (
+        lambda x: L.mul(L.split(L.exp(x), 2, 1)[0], L.split(L.exp(x), 2, 1)[2]),
+        lambda x: x.exp().split(2, 1)[0] * x.exp().split(2, 1)[2],
+        lambda: [rand(3, 6)],
+    ),
+    "split_with_sizes_last_unused": (
+        lambda x: L.sin(L.split_with_sizes(L.mul(x, 2.0), [1, 3, 2], -1)[1]),
+        lambda x: (x * 2.0).split_with_sizes([1, 3, 2], -1)[1].sin(),
+        lambda: [rand(2, 6)],
+    ),
+    "chunk_uneven": (
+        lambda x: L.add(L.chunk(L.tanh(x), 3, 0)[2], 1.0),
+        lambda x: x.tanh().chunk(3, 0)[2] + 1.0,
+        lambda: [rand(7, 2)],
+    ),
+    "tensor_split_indices": (
+        lambda x: L.mul(L.tensor_split(L.exp(x), [1, 3], 1)[1], 3.0),
+        lambda x: torch.tensor_split(x.exp(), [1, 3], 1)[1] * 3.0,
+        lambda: [rand(2, 5)],
+    ),
+    "unbind_middle": (
+        lambda x: L.mul(L.unbind(L.sin(x), 1)[1], L.unbind(L.sin(x), 1)[0]),
+        lambda x: x.sin().unbind(1)[1] * x.sin().unbind(1)[0],
+        lambda: [rand(3, 3, 2)],
+    ),
     "linear": (
         lambda x, w, b: L.linear(x, w, b),
         F.linear,

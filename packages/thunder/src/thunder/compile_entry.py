@@ -415,6 +415,17 @@ def _execution(
     return _without_autocast(fn) if under_autocast else fn
 
 
+def _fuses(executors: Sequence[Any]) -> bool:
+    """Whether a fusion executor is among ``executors``. Only there is recomputing a forward
+    value in the backward free (it joins a fusion region); without one each recomputed op is one
+    more kernel and pass over memory, so the backward reads what the forward saved, as eager's
+    does (checkpointed regions are recomputed either way)."""
+    from thunder_executors import FusionExecutor
+    from thunder_executors.assignment import resolve_executors
+
+    return any(isinstance(e, FusionExecutor) for e in resolve_executors(executors))
+
+
 def _differentiable_computation(
     trace: Trace,
     executors: Sequence[Any],
@@ -443,7 +454,9 @@ def _differentiable_computation(
         return _execution(half, executors, transforms, record, under_autocast)
 
     try:
-        fn, _fw, _bw = make_differentiable(trace, compile=compile_half)
+        fn, _fw, _bw = make_differentiable(
+            trace, compile=compile_half, rematerialize=_fuses(executors)
+        )
     except NotImplementedError as e:
         raise JitError(
             f"thunder.jit cannot differentiate this program: {e}. Call it under torch.no_grad(), "

@@ -320,3 +320,28 @@ def _repeat_interleave(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     d = 0 if dim is None else dim % a.ndim
     g = _reshape_to(g, (*shape[: d + 1], repeats, *shape[d + 1 :]))
     return [(a, _reshape_to(P.sum(g, (d + 1,)), a.shape))]
+
+
+# Splitting a tensor into pieces that tile one dimension: the gradient is the pieces' gradients
+# joined again (zeros for a piece nobody differentiated), one ``cat`` as eager's split backward,
+# where differentiating each piece's slice separately pads and adds the whole tensor per piece.
+
+
+def _joined(bsym: BoundSymbol, cts: Sequence[TensorProxy | None], join: Any) -> GradPairs:
+    a = bsym.args[0]
+    if all(g is None for g in cts) or not isinstance(a, TensorProxy):
+        return []
+    dim = bound_arguments(bsym)["dim"]
+    pieces = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
+    grads = [zeros_like(o) if g is None else g for o, g in zip(pieces, cts, strict=True)]
+    return [(a, join(grads, dim))]
+
+
+@register_vjp(ltorch.split, ltorch.split_with_sizes, ltorch.chunk, ltorch.tensor_split)
+def _split(bsym: BoundSymbol, *cts: TensorProxy | None) -> GradPairs:
+    return _joined(bsym, cts, ltorch.cat)
+
+
+@register_vjp(ltorch.unbind)
+def _unbind(bsym: BoundSymbol, *cts: TensorProxy | None) -> GradPairs:
+    return _joined(bsym, cts, ltorch.stack)
