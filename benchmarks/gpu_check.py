@@ -179,8 +179,7 @@ def _workloads(cuda: torch.device, models: list[str]) -> list[tuple[str, Callabl
 
         return block, step
 
-    def gpt() -> tuple[Any, Callable[[Any], Any]]:
-        config = GPTConfig(n_layer=4)
+    def gpt(config: GPTConfig) -> tuple[Any, Callable[[Any], Any]]:
         torch.manual_seed(0)
         model = GPT(config).to(cuda)
         idx = torch.randint(0, config.vocab_size, (8, config.block_size), device=cuda)
@@ -211,7 +210,13 @@ def _workloads(cuda: torch.device, models: list[str]) -> list[tuple[str, Callabl
     work: list[tuple[str, Callable[[], Any]]] = [
         ("conv block eval", lambda: conv_block(False)),
         ("conv block train", lambda: conv_block(True)),
-        ("nanoGPT train (4 layers)", gpt),
+        ("GPT train (4x128, seq 64)", lambda: gpt(GPTConfig(n_layer=4))),
+        (
+            "GPT train (4x768, seq 256)",
+            lambda: gpt(
+                GPTConfig(n_layer=4, n_head=12, n_embd=768, block_size=256, vocab_size=8192)
+            ),
+        ),
     ]
     work += [(f"{n} forward", lambda n=n: zoo_model(n)) for n in models if n]
     return work
