@@ -26,4 +26,4 @@ class ConvBlock(nn.Module):
         x = F.relu(self.bn1(self.conv(x)))
         x = F.hardswish(self.bn2(self.dw(x)))
         x = F.adaptive_avg_pool2d(F.max_pool2d(x, 2), 1).flatten(1)
-        return self.head(x)
+        return self.head(x)  # type: ignore[no-any-return]
