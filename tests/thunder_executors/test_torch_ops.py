@@ -1,17 +1,29 @@
-"""The torch_ops executor keeps high-level ops whole; torchcompile takes fully fusible composites
-into its regions before it."""
+"""The torch_ops executor keeps high-level ops whole (each kept op equals torch on the OpInfo
+table's samples and runs as one call); torchcompile takes fully fusible composites into its regions
+before it."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+import thunder
+from opinfos import ALL_OPINFOS, OpInfo, SampleInput
+from thunder.models import ConvBlock
 from thunder_executors import get_executor, transform_for_execution
-from thunder_executors.torch_ops_executor import ATEN_OPS, KEPT_OPS
+from thunder_executors.torch_ops_executor import (
+    ATEN_OPS,
+    KEPT_OFF_CPU,
+    KEPT_OPS,
+    _torch_function,
+)
 from thunder_ir import ops as ltorch
 from thunder_ir import trace_function
+from thunder_ir.pytree import tree_flatten, tree_map
 
 
 def block(x: Any, w: Any, b: Any, ln_w: Any, ln_b: Any) -> Any:
@@ -66,3 +78,205 @@ def test_kept_ops_are_derived_from_the_ops_torch_names() -> None:
     assert all(
         sym_id.removeprefix("ltorch.") in KEPT_OPS + ATEN_OPS for sym_id in ex.implementations
     )
+
+
+def test_every_kept_op_exists_and_resolves_to_a_torch_function() -> None:
+    # A typo in KEPT_OPS would silently keep nothing: every name must be an op torch runs.
+    for name in KEPT_OPS:
+        assert name in ltorch.ALL_OPS, f"KEPT_OPS names {name!r}, which is no ltorch op"
+        fn = _torch_function(ltorch.ALL_OPS[name])
+        assert callable(fn), f"ltorch.{name} resolves to no torch function"
+        assert f"ltorch.{name}" in get_executor("torch_ops").implementations
+    assert KEPT_OFF_CPU <= set(KEPT_OPS)
+
+
+# The OpInfo table, for every op kept whole ---------------------------------------------------------
+
+KEPT_OPINFOS = [oi for oi in ALL_OPINFOS if oi.op.name in KEPT_OPS]
+
+
+def _tolerances(oi: OpInfo, dtype: torch.dtype) -> dict[str, float]:
+    # As tests/thunder_ir/test_ops.py compares the decompositions.
+    if oi.atol is not None or oi.rtol is not None:
+        return {"atol": oi.atol or 0.0, "rtol": oi.rtol or 0.0}
+    if dtype in (torch.bfloat16, torch.float16):
+        return {"atol": 1e-2, "rtol": 1.6e-2}
+    return {}
+
+
+def _clone(sample: SampleInput) -> SampleInput:
+    def c(x: Any) -> Any:
+        return x.detach().clone() if isinstance(x, torch.Tensor) else x
+
+    return SampleInput(tree_map(c, sample.args), tree_map(c, sample.kwargs), sample.name)
+
+
+def test_every_kept_op_has_an_opinfo() -> None:
+    covered = {oi.op.name for oi in KEPT_OPINFOS}
+    assert not set(KEPT_OPS) - covered, sorted(set(KEPT_OPS) - covered)
+
+
+@pytest.mark.parametrize("oi", KEPT_OPINFOS, ids=lambda oi: oi.name)
+def test_kept_op_matches_torch_and_runs_whole(oi: OpInfo) -> None:
+    kept = 0
+    for dtype in oi.dtypes:
+        for _ in range(2):  # fresh random inputs each time
+            for sample in oi.sample_inputs(dtype, False):
+                expected = oi.ref(*_clone(sample).args, **_clone(sample).kwargs)
+                s = _clone(sample)
+                trace = trace_function(lambda *a, **k: oi.op(*a, **k), *s.args, **s.kwargs)
+                extrace = transform_for_execution(trace, ("torch_ops", "torch"))
+                leaves = tree_flatten((s.args, s.kwargs))[0]
+                got = extrace.python_callable()(*[x for x in leaves if isinstance(x, torch.Tensor)])
+                text = extrace.python()
+                kept += f"torch_ops.{oi.op.name}(" in text
+                try:
+                    if oi.compare is not None:
+                        oi.compare(got, expected)
+                    else:
+                        torch.testing.assert_close(
+                            got, expected, equal_nan=True, **_tolerances(oi, dtype)
+                        )
+                except AssertionError as e:
+                    raise AssertionError(f"{oi.name} ({dtype}) on {sample}:\n{e}\n{text}") from None
+    if oi.op.name in KEPT_OFF_CPU:  # the samples are on the CPU, where it runs decomposed
+        assert not kept, f"ltorch.{oi.op.name} was kept whole on the CPU"
+    else:
+        assert kept, f"ltorch.{oi.op.name} ran decomposed on every sample"
+
+
+# Writes: running statistics, inplace=True ----------------------------------------------------------
+
+
+def _batch_norm(x: Any, rm: Any, rv: Any, w: Any, b: Any, training: bool) -> Any:
+    return ltorch.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_norm_is_kept_only_where_it_writes_no_running_statistic(training: bool) -> None:
+    def inputs() -> list[torch.Tensor]:
+        return [torch.randn(4, 3, 5), torch.randn(3), torch.rand(3) + 0.5, torch.randn(3),
+                torch.randn(3)]  # fmt: skip
+
+    xs = inputs()
+    trace = trace_function(lambda *a: _batch_norm(*a, training), *xs)
+    extrace = transform_for_execution(trace, ("torch_ops", "torch"))
+    text = extrace.python()
+    # In training the statistics are updated by the decomposition's copy_ (the program's write).
+    assert ("torch_ops.batch_norm(" in text) is not training, text
+    ys = [x.clone() for x in xs]
+    got = extrace.python_callable()(*xs)
+    expected = F.batch_norm(ys[0], ys[1], ys[2], ys[3], ys[4], training, 0.1, 1e-5)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(xs[1], ys[1])  # running statistics: eager's, written or not
+    torch.testing.assert_close(xs[2], ys[2])
+    if training:  # without running statistics nothing is written: kept in training too
+        x, w, b = xs[0], xs[3], xs[4]
+        trace = trace_function(lambda x, w, b: _batch_norm(x, None, None, w, b, True), x, w, b)
+        extrace = transform_for_execution(trace, ("torch_ops",))
+        assert "torch_ops.batch_norm(" in extrace.python()
+        torch.testing.assert_close(
+            extrace.python_callable()(x, w, b), F.batch_norm(x, None, None, w, b, True)
+        )
+
+
+def test_instance_norm_with_running_statistics_runs_decomposed() -> None:
+    xs = [torch.randn(2, 3, 5), torch.randn(3), torch.rand(3) + 0.5]
+    trace = trace_function(
+        lambda x, rm, rv: ltorch.instance_norm(x, rm, rv, None, None, False), *xs
+    )
+    extrace = transform_for_execution(trace, ("torch_ops", "torch"))
+    assert "torch_ops.instance_norm(" not in extrace.python()
+    torch.testing.assert_close(
+        extrace.python_callable()(*xs), F.instance_norm(*xs, use_input_stats=False)
+    )
+    trace = trace_function(lambda x: ltorch.instance_norm(x), xs[0])
+    assert "torch_ops.instance_norm(" in transform_for_execution(trace, ("torch_ops",)).python()
+
+
+def test_a_call_torch_does_not_take_as_recorded_runs_decomposed() -> None:
+    # Decompositions and grad rules call ops by their own parameter names (``a=``): torch's
+    # function would not take them, so the call runs as its decomposition.
+    x = torch.randn(4, 5)
+    extrace = transform_for_execution(
+        trace_function(lambda x: ltorch.relu(a=x), x), ("torch_ops", "torch")
+    )
+    assert "torch_ops.relu(" not in extrace.python()
+    torch.testing.assert_close(extrace.python_callable()(x), torch.relu(x))
+
+
+@pytest.mark.parametrize(
+    "executors", [("torch_ops", "torch"), ("torchcompile", "torch_ops", "torch")]
+)
+def test_an_in_place_activation_kept_whole_keeps_its_write_in_program_order(
+    executors: tuple[str, ...],
+) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        F.relu(y, inplace=True)
+        return y + 1  # reads y after the write
+
+    jf = thunder.jit(f, executors=executors)
+    for _ in range(2):
+        x = torch.randn(16)
+        torch.testing.assert_close(jf(x), f(x))
+    assert "torch_ops.relu(" in thunder.last_traces(jf)[-1].python()
+
+
+# End to end: a convolutional block ----------------------------------------------------------------
+
+
+def test_conv_block_in_eval_runs_its_ops_whole_and_matches_eager() -> None:
+    torch.manual_seed(0)
+    model = ConvBlock().eval()
+    jm = thunder.jit(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 16, 16)
+            torch.testing.assert_close(jm(x), model(x))
+    text = thunder.last_traces(jm)[-1].python()
+    for op in ("conv2d", "batch_norm", "relu", "hardswish", "adaptive_avg_pool2d", "linear"):
+        assert f"torch_ops.{op}(" in text, text
+    assert "torch.where" not in text, text  # relu and hardswish were not decomposed
+    # max pooling runs as its decomposition on the CPU (strided slices and maxima: faster there)
+    assert "torch_ops.max_pool2d(" not in text, text
+
+
+def test_conv_block_training_step_matches_eager() -> None:
+    torch.manual_seed(0)
+    model = ConvBlock().train()
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+    for _ in range(2):
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+        x, target = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+        loss = F.cross_entropy(jm(x), target)
+        expected = F.cross_entropy(reference(x), target)
+        torch.testing.assert_close(loss, expected)
+        loss.backward()
+        expected.backward()
+        params = dict(reference.named_parameters())
+        for name, p in model.named_parameters():
+            assert p.grad is not None, name
+            torch.testing.assert_close(p.grad, params[name].grad, atol=1e-5, rtol=1e-4)
+        buffers = dict(reference.named_buffers())
+        for name, b in model.named_buffers():
+            torch.testing.assert_close(b, buffers[name], msg=name)
+    # Evaluation after training: the running statistics the steps wrote.
+    model.eval()
+    reference.eval()
+    with torch.no_grad():
+        x = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(jm(x), reference(x))
+
+
+def test_average_pooling_is_kept_on_the_cpu_for_large_windows_only() -> None:
+    # A pass per window element: faster than torch's CPU kernel for small windows, not for large.
+    x = torch.randn(2, 4, 14, 14)
+    for k, kept in ((2, False), (3, False), (7, True)):
+        extrace = transform_for_execution(
+            trace_function(lambda x, k=k: ltorch.avg_pool2d(x, k), x), ("torch_ops", "torch")
+        )
+        assert ("torch_ops.avg_pool2d(" in extrace.python()) is kept, k
+        torch.testing.assert_close(extrace.python_callable()(x), F.avg_pool2d(x, k))

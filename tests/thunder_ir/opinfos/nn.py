@@ -573,17 +573,51 @@ def avg_pool2d_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
         (_t(dtype, 2, 3, 7, 9), 3), {"stride": 2, "padding": 1, "count_include_pad": False}
     )
     yield SampleInput((_t(dtype, 3, 6, 6), (2, 3)), {"divisor_override": 4})
+    yield SampleInput((_t(dtype, 2, 3, 7, 7), 7))  # a global window
 
 
 def avg_pool1d_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
     yield SampleInput((_t(dtype, 2, 3, 10, rg=rg), 3))
     yield SampleInput((_t(dtype, 3, 9), 2), {"stride": 1, "padding": 1, "count_include_pad": False})
+    yield SampleInput((_t(dtype, 2, 3, 24), 12), {"stride": 6})
 
 
 def adaptive_avg_pool2d_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
     yield SampleInput((_t(dtype, 2, 3, 8, 8, rg=rg), 1))  # ResNet's global pooling
     yield SampleInput((_t(dtype, 2, 3, 8, 6), (4, 3)))
     yield SampleInput((_t(dtype, 3, 6, 6), (None, 2)))
+
+
+def conv_transpose3d_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
+    yield SampleInput(
+        (_t(dtype, 2, 4, 3, 4, 3, rg=rg), _t(dtype, 4, 2, 2, 3, 2, rg=rg), _t(dtype, 2))
+    )
+    yield SampleInput(
+        (_t(dtype, 4, 3, 3, 3), _t(dtype, 4, 1, 2, 2, 2)),
+        {"stride": 2, "padding": 1, "output_padding": 1, "groups": 2},
+    )
+
+
+def max_pool3d_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
+    yield SampleInput((_t(dtype, 2, 3, 4, 6, 6, rg=rg), 2))
+    yield SampleInput((_t(dtype, 2, 5, 7, 5, nc=True), 3), {"stride": 2, "padding": 1})
+
+
+def avg_pool3d_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
+    yield SampleInput((_t(dtype, 2, 3, 4, 6, 6, rg=rg), 2))
+    yield SampleInput(
+        (_t(dtype, 2, 5, 7, 5), 3), {"stride": 2, "padding": 1, "count_include_pad": False}
+    )
+
+
+def adaptive_avg_pool1d_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
+    yield SampleInput((_t(dtype, 2, 3, 8, rg=rg), 1))
+    yield SampleInput((_t(dtype, 3, 10), 5))
+
+
+def adaptive_avg_pool3d_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:
+    yield SampleInput((_t(dtype, 2, 3, 4, 4, 4, rg=rg), 1))
+    yield SampleInput((_t(dtype, 2, 6, 4, 5), (3, 2, None)))
 
 
 def pool_errors() -> Iterator[ErrorInput]:
@@ -811,5 +845,20 @@ OPINFOS = [
         F.adaptive_avg_pool2d,
         adaptive_avg_pool2d_samples,
         dtypes=FLOATS_BF16,
+    ),
+    OpInfo(ltorch.conv_transpose3d, F.conv_transpose3d, conv_transpose3d_samples, dtypes=FLOATS),
+    OpInfo(ltorch.max_pool3d, F.max_pool3d, max_pool3d_samples, dtypes=FLOATS),
+    OpInfo(ltorch.avg_pool3d, F.avg_pool3d, avg_pool3d_samples, dtypes=FLOATS),
+    OpInfo(
+        ltorch.adaptive_avg_pool1d,
+        F.adaptive_avg_pool1d,
+        adaptive_avg_pool1d_samples,
+        dtypes=FLOATS,
+    ),
+    OpInfo(
+        ltorch.adaptive_avg_pool3d,
+        F.adaptive_avg_pool3d,
+        adaptive_avg_pool3d_samples,
+        dtypes=FLOATS,
     ),
 ]

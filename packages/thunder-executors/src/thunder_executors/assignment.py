@@ -151,7 +151,8 @@ class _Assigner:
             return torch_call(bsym)
         if writes_in_place(bsym):
             # An op that writes by an argument (relu(x, inplace=True), batch_norm's statistics)
-            # runs as its decomposition: its writes go into real tensors.
+            # runs as its decomposition, or whole where an operator executor keeps it: its
+            # writes go into real tensors.
             return None
         if self.aliases.in_written_group(bsym) or (
             self.eager_aliasing and self.aliases.in_observed_group(bsym)
@@ -189,6 +190,10 @@ class _Assigner:
             if node is not None:
                 if bsym.subsymbols:  # run whole: the sizes its decomposition computes, too
                     self.claim(_number_computations(bsym, defined), defined)
+                    if node.fusion is None and writes_in_place(bsym):
+                        # Kept whole (torch_ops' relu(x, inplace=True)), its write stays in
+                        # program order, as the copy_ of its decomposition would.
+                        node.tags = node.tags | {OpTag.IN_PLACE}
                 self.nodes.append(node)
                 defined.update(p.name for p in node.bsym.flat_proxy_outs)
                 continue

@@ -1,36 +1,87 @@
 """The "torch_ops" executor: high-level torch-language ops run as the torch function they mirror.
 
 The torch executor runs prims, so a composite such as ``ltorch.layer_norm`` runs as its
-decomposition (a dozen calls). Where torch has a good kernel for the whole op (linear, attention,
-normalizations, softmax, losses, convolutions), this executor keeps the op and calls that kernel:
+decomposition (a dozen calls, each a full pass over memory). Where eager torch runs the whole op
+as one kernel (linear, attention, convolutions and pooling, normalizations, activations, softmax,
+losses, padding), this executor keeps the op and calls that kernel:
 ``t5 = torch_ops.layer_norm(t0, (128,), t1, t2)``. The torch function is derived from the op's
-declared torch names (the ``torch.nn.functional`` one first), never written here.
+declared torch names (the ``torch.nn.functional`` one first), never written here, and is called
+with the arguments the program gave the op: the result is eager's.
 
-It is not in the default executor list: the OpInfo consistency suite runs ops through their
-decompositions, which is what it checks. Put it before "torch" to keep these ops whole.
+It is in the default executor list (``thunder.DEFAULT_EXECUTORS``: "torch_ops", "torch"): without
+a fusion executor that claims a decomposition, an op that eager runs as one kernel runs as that
+kernel. A fusion executor listed before it takes what it fuses first; inside its regions the ops
+kept here stay whole for it. The OpInfo consistency suite (``tests/thunder_ir/test_ops.py``)
+runs the decompositions without this executor, which is what it checks.
+
+A call is kept where the torch function takes its arguments as recorded (a decomposition's
+internal call that names them otherwise runs decomposed), and where its writes are eager's:
+``batch_norm`` in training updates its running statistics in place (a ``prims.copy_`` of its
+decomposition) and is kept only where it writes none (evaluation, or no running statistics);
+``instance_norm`` only without running statistics (torch writes them back even in evaluation).
+An activation given ``inplace=True`` writes its input as eager's does; the assignment keeps that
+write in program order. A few ops (``KEPT_OFF_CPU``: max pooling, mish, binary_cross_entropy,
+kl_div; average pooling over small windows) are kept off the CPU only, where torch's CPU kernels
+are slower than the decompositions.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
 from thunder_executors.executor import OperatorExecutor, register_executor, same_arguments
 from thunder_ir import Symbol
 
-__all__ = ["ATEN_OPS", "KEPT_OPS", "torch_ops_executor"]
+__all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "torch_ops_executor"]
 
-# ltorch ops worth keeping whole when torch runs them.
+# ltorch ops that eager runs as one kernel (or a few, where their decomposition takes many more
+# passes over memory), kept whole and run by that torch function. Left out, as no faster whole:
+# sigmoid and tanh (one prim each), softsign, tanhshrink and normalize (Python composites in
+# torch.nn.functional, the same passes as their decompositions), l1_loss, std and std_mean (as
+# fast decomposed, measured).
 KEPT_OPS = (
-    "linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "layer_norm", "group_norm", "rms_norm",
-    "scaled_dot_product_attention", "softmax", "log_softmax", "cross_entropy", "nll_loss",
-    "embedding", "conv1d", "conv2d", "conv3d", "gelu", "silu", "mean", "roll",
+    # matrix products, attention, embedding
+    "linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "scaled_dot_product_attention",
+    "embedding",
+    # normalizations (batch_norm and instance_norm only where they write no running statistic)
+    "layer_norm", "group_norm", "rms_norm", "batch_norm", "instance_norm",
+    # activations
+    "gelu", "silu", "relu", "relu6", "hardtanh", "hardswish", "hardsigmoid", "elu", "celu",
+    "selu", "leaky_relu", "mish", "softplus", "logsigmoid", "glu", "prelu", "threshold",
+    # softmax and its relatives
+    "softmax", "log_softmax", "softmin", "logsumexp",
+    # losses
+    "cross_entropy", "nll_loss", "mse_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    # convolutions, pooling, padding
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "pad",
+    # elementwise ops and reductions whose decompositions take several passes
+    "clamp", "clamp_min", "clamp_max", "nan_to_num", "lerp", "addcmul", "addcdiv", "hypot",
+    "fmax", "fmin", "tril", "triu", "vector_norm", "nansum", "mean", "roll",
 )  # fmt: skip
+
+# Kept whole off the CPU only: torch's CPU kernels for these are slower than their
+# decompositions, which run a few vectorized passes (measured on one thread: max pooling of NCHW
+# tensors 2.5-7x, mish, binary_cross_entropy and kl_div 1.3-3x). Average pooling is kept on the
+# CPU for windows of more than ``_CPU_AVG_POOL_WINDOW`` elements only: its decomposition is a
+# pass per window element (2x faster for 3x3 windows, 3x slower for 7x7).
+KEPT_OFF_CPU = frozenset({"max_pool2d", "max_pool3d", "mish", "binary_cross_entropy", "kl_div"})
+_CPU_AVG_POOL_WINDOW = 9
 
 # Internal ops (no torch name; see thunder_ir.ops.nn_backward) run with aten kernels.
 ATEN_OPS = (
     "native_layer_norm", "layer_norm_backward", "gelu_backward", "sdpa_flash",
     "sdpa_flash_backward", "convolution_backward_input", "convolution_backward_weight",
+    "max_pool_with_indices", "max_pool_with_indices_backward", "embedding_backward",
+    "native_batch_norm", "batch_norm_backward", "hardswish_backward", "hardsigmoid_backward",
+    "hardtanh_backward", "silu_backward", "leaky_relu_backward", "elu_backward",
+    "softplus_backward", "mish_backward",
 )  # fmt: skip
 
 torch_ops_executor = OperatorExecutor("torch_ops")
@@ -50,6 +101,127 @@ def _torch_function(op: Symbol) -> Callable[..., Any] | None:
     return None
 
 
+def _bound(op: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The call's arguments by the op's parameter names, defaults filled in; None where they do
+    not bind (the op's own error is raised when tracing, so this is only a refusal)."""
+    sig = _op_signature(op)
+    if sig is None:
+        return None
+    first = next(iter(sig.parameters))
+    kwargs = {first if k in ("input", "self") else k: v for k, v in kwargs.items()}
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+@functools.cache
+def _op_signature(op: Symbol) -> inspect.Signature | None:
+    try:
+        return inspect.signature(op.meta) if op.meta is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+@functools.cache
+def _torch_parameters(fn: Callable[..., Any]) -> tuple[int, frozenset[str]] | None:
+    """How many arguments a torch C function takes by position, and the keywords it takes (from
+    its aten schemas; ``input`` for ``self``), or None where no schema says."""
+    import torch
+
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{fn.__name__}")
+    except RuntimeError:
+        return None
+    if not schemas:
+        return None
+    positional = max(sum(not a.kwarg_only for a in s.arguments) for s in schemas)
+    names = {a.name for s in schemas for a in s.arguments}
+    if "self" in names:
+        names.add("input")
+    return positional, frozenset(names)
+
+
+def _takes(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``fn`` takes the arguments as the program gave them to the op: by its Python
+    signature, else by the aten schemas of its name. A dispatching wrapper (``F.max_pool2d``
+    takes ``*args, **kwargs``) is taken on trust: the op's parameters are its own."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        params = _torch_parameters(fn)
+        if params is None:
+            return True
+        positional, names = params
+        return len(args) <= positional and all(k in names for k in kwargs)
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
+def _batch_norm_writes_nothing(p: dict[str, Any]) -> bool:
+    # In training, batch_norm updates the running statistics it is given, in place: that write
+    # is its decomposition's (a prims.copy_ the program sees), so such a call runs decomposed.
+    training = p["training"]
+    if type(training) not in (bool, int):
+        return False
+    return not training or (p["running_mean"] is None and p["running_var"] is None)
+
+
+def _no_running_stats(p: dict[str, Any]) -> bool:
+    # torch's instance_norm copies the running statistics back (their mean over the batch) even
+    # when it only reads them; the decomposition writes nothing: run it decomposed.
+    return p["running_mean"] is None and p["running_var"] is None
+
+
+def _off_cpu(p: dict[str, Any]) -> bool:
+    a = next(iter(p.values()))  # the input
+    return str(getattr(getattr(a, "device", None), "type", "cpu")) != "cpu"
+
+
+def _avg_pool_kept(nd: int) -> Callable[[dict[str, Any]], bool]:
+    def kept(p: dict[str, Any]) -> bool:
+        if _off_cpu(p):
+            return True
+        k = p["kernel_size"]
+        window = (k,) * nd if isinstance(k, int) else tuple(k)
+        if len(window) == 1:
+            window *= nd
+        return all(type(w) is int for w in window) and math.prod(window) > _CPU_AVG_POOL_WINDOW
+
+    return kept
+
+
+# Ops kept only for some calls, by the call's arguments bound to the op's parameters.
+_CONDITIONS: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "batch_norm": _batch_norm_writes_nothing,
+    "instance_norm": _no_running_stats,
+    **dict.fromkeys(KEPT_OFF_CPU, _off_cpu),
+    "avg_pool1d": _avg_pool_kept(1),
+    "avg_pool2d": _avg_pool_kept(2),
+    "avg_pool3d": _avg_pool_kept(3),
+}
+
+
+def _checker(op: Symbol, fn: Callable[..., Any]) -> Callable[..., bool]:
+    condition = _CONDITIONS.get(op.name)
+
+    def check(*args: Any, **kwargs: Any) -> bool:
+        if not _takes(fn, args, kwargs):
+            return False
+        if condition is None:
+            return True
+        params = _bound(op, args, kwargs)
+        return params is not None and condition(params)
+
+    check.__name__ = f"{op.name}_checker"
+    return check
+
+
 def _register() -> None:
     from thunder_ir import ops
 
@@ -57,9 +229,11 @@ def _register() -> None:
         op = ops.ALL_OPS.get(name)
         fn = None if op is None else _torch_function(op)
         if op is None or fn is None:
-            continue
+            continue  # not in this torch (tests/thunder_executors/test_torch_ops.py: no typo)
         sym = Symbol(name, None, module="torch_ops", impl=fn, id=f"torch_ops::{name}")
-        torch_ops_executor.register_implementation(op, translate=same_arguments(sym))
+        torch_ops_executor.register_implementation(
+            op, translate=same_arguments(sym), checker=_checker(op, fn)
+        )
 
 
 def _layer_norm_backward(
@@ -118,6 +292,74 @@ def _convolution_backward(which: int) -> Callable[..., Any]:
     return run
 
 
+def _max_pool_with_indices(a: Any, kernel_size: Any, *params: Any) -> tuple[Any, Any]:
+    import torch
+
+    aten = torch.ops.aten
+    fn = (aten.max_pool1d_with_indices, aten.max_pool2d_with_indices, aten.max_pool3d_with_indices)
+    return fn[len(kernel_size) - 1](a, kernel_size, *params)  # type: ignore[no-any-return]
+
+
+def _max_pool_with_indices_backward(
+    grad_out: Any,
+    a: Any,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    ceil_mode: bool,
+    indices: Any,
+) -> Any:
+    import torch
+
+    aten = torch.ops.aten
+    if len(kernel_size) == 1:
+        # torch's max_pool1d_with_indices is the 2-D pooling over a unit height; so is its grad.
+        grad = aten.max_pool2d_with_indices_backward(
+            grad_out.unsqueeze(-2),
+            a.unsqueeze(-2),
+            (1, *kernel_size),
+            (1, *stride),
+            (0, *padding),
+            (1, *dilation),
+            ceil_mode,
+            indices.unsqueeze(-2),
+        )
+        return grad.squeeze(-2)
+    fn = (aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward)
+    return fn[len(kernel_size) - 2](
+        grad_out, a, kernel_size, stride, padding, dilation, ceil_mode, indices
+    )
+
+
+def _native_batch_norm(a: Any, weight: Any, bias: Any, eps: float) -> tuple[Any, ...]:
+    import torch
+
+    return torch.ops.aten._native_batch_norm_legit.no_stats(  # type: ignore[no-any-return]
+        a, weight, bias, True, 0.0, eps
+    )
+
+
+def _batch_norm_backward(
+    grad_out: Any, a: Any, weight: Any, mean: Any, invstd: Any, has_bias: bool
+) -> tuple[Any, ...]:
+    import torch
+
+    mask = [True, weight is not None, has_bias]
+    grads = torch.ops.aten.native_batch_norm_backward(
+        grad_out, a, weight, None, None, mean, invstd, True, 0.0, mask
+    )
+    return tuple(g for g in grads if g is not None)
+
+
+def _leaky_relu_backward(torch: Any, grad_out: Any, a: Any, negative_slope: float) -> Any:
+    return torch.ops.aten.leaky_relu_backward(grad_out, a, negative_slope, False)
+
+
+def _elu_backward(torch: Any, grad_out: Any, a: Any, alpha: float) -> Any:
+    return torch.ops.aten.elu_backward(grad_out, alpha, 1, 1, False, a)
+
+
 def _on_cpu(q: Any, *args: Any, **kwargs: Any) -> bool:
     return str(q.device.type) == "cpu"
 
@@ -135,6 +377,19 @@ def _aten_ops() -> dict[str, Callable[..., Any]]:
         "sdpa_flash_backward": _sdpa_flash_backward,
         "convolution_backward_input": _convolution_backward(0),
         "convolution_backward_weight": _convolution_backward(1),
+        "max_pool_with_indices": _max_pool_with_indices,
+        "max_pool_with_indices_backward": _max_pool_with_indices_backward,
+        "embedding_backward": torch.ops.aten.embedding_dense_backward,
+        "native_batch_norm": _native_batch_norm,
+        "batch_norm_backward": _batch_norm_backward,
+        "hardswish_backward": torch.ops.aten.hardswish_backward,
+        "hardsigmoid_backward": torch.ops.aten.hardsigmoid_backward,
+        "hardtanh_backward": torch.ops.aten.hardtanh_backward,
+        "silu_backward": torch.ops.aten.silu_backward,
+        "leaky_relu_backward": functools.partial(_leaky_relu_backward, torch),
+        "elu_backward": functools.partial(_elu_backward, torch),
+        "softplus_backward": torch.ops.aten.softplus_backward,
+        "mish_backward": torch.ops.aten.mish_backward,
     }
 
 
