@@ -1,12 +1,14 @@
 """Convolutions (one prim, with torch's argument conveniences: int-or-tuple, 'same'/'valid',
-unbatched inputs) and pooling (max and average over strided window slices)."""
+unbatched inputs) and pooling (max and average over strided window slices; max pooling with the
+indices torch's kernels return, ``max_pool_with_indices``, and its gradient routed by them,
+``max_pool_with_indices_backward``)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from thunder_ir import prims
+from thunder_ir import dtypes, prims
 from thunder_ir.ops._helpers import to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn_base import add, div, not_implemented, opmath, pair, require_tensor, sum_
@@ -250,6 +252,8 @@ def _pool_args(
     padding: Any,
     dilation: Any,
     ceil_mode: bool,
+    *,
+    ceil_ok: bool = False,
 ) -> tuple[
     TensorProxy,
     bool,
@@ -268,15 +272,11 @@ def _pool_args(
             else f"{op}: Expected 2D or 3D input, got {a.ndim}D"
         ),
     )
-    if ceil_mode:
+    if ceil_mode and not ceil_ok:
         raise not_implemented(op, "ceil_mode=True")
-    kernel = pair(kernel_size, nd, "kernel_size")
-    stride_t = (
-        kernel
-        if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0)
-        else pair(stride, nd, "stride")
+    kernel, stride_t, padding_t, dilation_t = pool_params(
+        nd, kernel_size, stride, padding, dilation
     )
-    padding_t, dilation_t = pair(padding, nd, "padding"), pair(dilation, nd, "dilation")
     for p, k, d in zip(padding_t, kernel, dilation_t):
         check(
             p <= (d * (k - 1) + 1) // 2,
@@ -286,7 +286,9 @@ def _pool_args(
         )
     spatial = a.shape[a.ndim - nd :]
     out = tuple(
-        (spatial[i] + 2 * padding_t[i] - dilation_t[i] * (kernel[i] - 1) - 1) // stride_t[i] + 1
+        _pool_output_size(
+            spatial[i], kernel[i], stride_t[i], padding_t[i], dilation_t[i], bool(ceil_mode)
+        )
         for i in range(nd)
     )
     check(
@@ -298,11 +300,84 @@ def _pool_args(
     return a, a.ndim == nd + 1, kernel, stride_t, padding_t, dilation_t, out
 
 
-def _pad_spatial(x: TensorProxy, padding: tuple[int, ...], value: Any) -> TensorProxy:
-    if not any(padding):
+def pool_params(
+    nd: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """Kernel size, stride (the kernel size where not given), padding and dilation of an
+    ``nd``-dimensional pooling as ``nd``-tuples."""
+    kernel = pair(kernel_size, nd, "kernel_size")
+    stride_t = (
+        kernel
+        if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0)
+        else pair(stride, nd, "stride")
+    )
+    return kernel, stride_t, pair(padding, nd, "padding"), pair(dilation, nd, "dilation")
+
+
+def _pool_output_size(size: Any, k: int, s: int, p: int, d: int, ceil_mode: bool) -> Any:
+    """torch's ``pooling_output_shape``: with ``ceil_mode`` the last window may run past the
+    input on the right, but must start inside the input or the left padding."""
+    span = size + 2 * p - d * (k - 1) - 1
+    if not ceil_mode:
+        return span // s + 1
+    out = (span + s - 1) // s + 1
+    if (out - 1) * s >= size + p:
+        out = out - 1
+    return out
+
+
+def _ceil_extra(
+    x: TensorProxy,
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    out: tuple[Any, ...],
+) -> tuple[Any, ...]:
+    """How far the last window of each spatial dim runs past the padded input (ceil_mode): that
+    much more padding on the right, which torch's kernels skip as they skip the padding."""
+    nd = len(kernel)
+    spatial = x.shape[x.ndim - nd :]
+    extra = []
+    for i in range(nd):
+        past = (out[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1
+        past = past - (spatial[i] + 2 * padding[i])
+        extra.append(past if past > 0 else 0)
+    return tuple(extra)
+
+
+def _refuse_empty_windows(
+    op: str,
+    x: TensorProxy,
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    out: tuple[Any, ...],
+) -> None:
+    """A dilated window may miss the input entirely (an input smaller than the dilation): torch's
+    kernels then give an index outside the window and route its gradient there. Such calls run as
+    torch's own (the torch fallback), where the sizes tell; without dilation no window is empty."""
+    nd = len(kernel)
+    spatial = x.shape[x.ndim - nd :]
+    for size, k, s, p, d, n in zip(spatial, kernel, stride, padding, dilation, out):
+        if d == 1 or not isinstance(size, int) or not isinstance(n, int):
+            continue
+        for o in range(n):
+            if not any(0 <= o * s - p + j * d < size for j in range(k)):
+                raise not_implemented(op, "a window that holds only padding")
+
+
+def _pad_spatial(
+    x: TensorProxy, padding: tuple[int, ...], value: Any, extra: tuple[Any, ...] = ()
+) -> TensorProxy:
+    """``x`` padded with ``value`` by ``padding`` on both sides of its trailing dims (and by
+    ``extra`` more on the right)."""
+    extra = extra or (0,) * len(padding)
+    if not any(padding) and not any(extra):
         return x
     lead = x.ndim - len(padding)
-    config = [(0, 0, 0)] * lead + [(p, p, 0) for p in padding]
+    config = [(0, 0, 0)] * lead + [(p, p + e, 0) for p, e in zip(padding, extra)]
     return prims.pad(x, value, tuple(config))  # type: ignore[no-any-return]
 
 
@@ -317,18 +392,26 @@ def _max_pool(
     return_indices: bool,
 ) -> Any:
     op = f"max_pool{nd}d"
-    if return_indices:
-        raise not_implemented(op, "return_indices=True")
     x, _, kernel, stride_t, padding_t, dilation_t, out = _pool_args(
-        op, a, nd, kernel_size, stride, padding, dilation, ceil_mode
+        op, a, nd, kernel_size, stride, padding, dilation, ceil_mode, ceil_ok=True
     )
-    low: Any = -math.inf if x.dtype.is_inexact else _int_min(x)
-    x = _pad_spatial(x, padding_t, low)
+    _refuse_empty_windows(op, x, kernel, stride_t, padding_t, dilation_t, out)
+    if return_indices:
+        return max_pool_with_indices(x, kernel, stride_t, padding_t, dilation_t, bool(ceil_mode))
+    # The maximum of the window's slices. Gradients do not flow through this decomposition (its
+    # ``maximum`` splits ties): the grad rule of max_pool routes each output's gradient to the
+    # input the forward's kernel picks (``max_pool_with_indices``), as eager.
+    extra = _ceil_extra(x, kernel, stride_t, padding_t, dilation_t, out) if ceil_mode else ()
+    x = _pad_spatial(x, padding_t, _lowest(x), extra)
     slices = _window_slices(x, kernel, stride_t, dilation_t, out)
     result = slices[0]
     for s in slices[1:]:
         result = prims.maximum(result, s)
     return result
+
+
+def _lowest(x: TensorProxy) -> Any:
+    return -math.inf if x.dtype.is_inexact else _int_min(x)
 
 
 def _int_min(x: TensorProxy) -> int:
@@ -378,6 +461,130 @@ def max_pool3d(
     return_indices: bool = False,
 ) -> Any:
     return _max_pool(3, a, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+# Max pooling with indices (no torch name: ltorch.max_pool*d with return_indices=True and the grad
+# rule of max_pool*d call them; the torch_ops executor runs torch's aten kernels) ----------------
+
+
+def _check_pool_params(op: str, nd: int, *params: Any) -> None:
+    check(
+        all(isinstance(p, tuple) and len(p) == nd for p in params),
+        lambda: f"{op}: kernel_size, stride, padding and dilation must be {nd}-tuples",
+    )
+
+
+@torchop(name="max_pool_with_indices")
+def max_pool_with_indices(
+    a: TensorProxy,
+    kernel_size: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    ceil_mode: bool,
+) -> tuple[TensorProxy, TensorProxy]:
+    """Max pooling over the trailing ``len(kernel_size)`` dims of ``a`` returning ``(out,
+    indices)``: ``indices`` (int64) is the flat position, within its plane of ``a`` (the pooled
+    dims), of the element each output took; torch's kernels' choice: the first maximum in scan
+    order, a NaN over any number and the last of several NaNs (``torch.ops.aten.max_pool{1,2,3}
+    d_with_indices``). Parameters are ``nd``-tuples."""
+    nd = len(kernel_size)
+    op = f"max_pool{nd}d"
+    _check_pool_params(op, nd, kernel_size, stride, padding, dilation)
+    x, _, kernel, stride_t, padding_t, dilation_t, out = _pool_args(
+        op, a, nd, kernel_size, stride, padding, dilation, ceil_mode, ceil_ok=True
+    )
+    _refuse_empty_windows(op, x, kernel, stride_t, padding_t, dilation_t, out)
+    extra = _ceil_extra(x, kernel, stride_t, padding_t, dilation_t, out) if ceil_mode else ()
+    padded = any(padding_t) or any(extra)
+    spatial = tuple(x.shape[x.ndim - nd :])
+    plane: Any = 1
+    for s in spatial:
+        plane = plane * s
+    # The flat position of each element of a plane, -1 in the padding.
+    pos = prims.reshape(
+        prims.iota(plane, start=0, step=1, device=x.device, dtype=dtypes.int64), spatial
+    )
+    values = _window_slices(
+        _pad_spatial(x, padding_t, _lowest(x), extra), kernel, stride_t, dilation_t, out
+    )
+    positions = _window_slices(
+        _pad_spatial(pos, padding_t, -1, extra), kernel, stride_t, dilation_t, out
+    )
+    shape = tuple(values[0].shape)
+    dims = tuple(range(x.ndim - nd, x.ndim))
+
+    def full(p: TensorProxy) -> TensorProxy:
+        return prims.broadcast_in_dim(p, shape, dims)  # type: ignore[no-any-return]
+
+    # torch's scan: an element replaces the current one where it is greater or NaN.
+    best, index = values[0], full(positions[0])
+    for v, p in zip(values[1:], positions[1:]):
+        take = prims.gt(v, best)
+        if x.dtype.is_inexact:
+            take = prims.bitwise_or(take, prims.isnan(v))
+        best = prims.where(take, v, best)
+        index = prims.where(take, full(p), index)
+    if padded:
+        # Padding (the lowest value) is never taken over an element, but where every element of
+        # a window is the lowest value its padding may come first: torch's index is then the
+        # window's first element in the input (computed over the plane only).
+        first = positions[-1]
+        for p in reversed(positions[:-1]):
+            first = prims.where(prims.ge(p, 0), p, first)
+        index = prims.where(prims.lt(index, 0), full(first), index)
+    return best, index
+
+
+@torchop(name="max_pool_with_indices_backward")
+def max_pool_with_indices_backward(
+    grad_out: TensorProxy,
+    a: TensorProxy,
+    kernel_size: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    ceil_mode: bool,
+    indices: TensorProxy,
+) -> TensorProxy:
+    """The gradient of ``max_pool_with_indices`` for ``a``: each output's gradient added to the
+    element ``indices`` names, in output order, in ``a``'s dtype (``torch.ops.aten.max_pool{2,3}
+    d_with_indices_backward``; torch's 1-D pooling is the 2-D one over a unit height)."""
+    nd = len(kernel_size)
+    _check_pool_params(f"max_pool{nd}d", nd, kernel_size, stride, padding, dilation)
+    lead = a.ndim - nd
+    planes: Any = 1
+    for s in a.shape[:lead]:
+        planes = planes * s
+    plane: Any = 1
+    for s in a.shape[lead:]:
+        plane = plane * s
+    outs: Any = 1
+    for s in grad_out.shape[lead:]:
+        outs = outs * s
+    cols = prims.reshape(indices, (planes, outs))
+    values = prims.reshape(grad_out, (planes, outs))
+    if any(d > 1 for d in dilation):
+        # A window of padding only (sizes unknown when tracing) has index -1: it adds nothing.
+        empty = prims.lt(cols, 0)
+        cols = prims.where(empty, 0, cols)
+        values = prims.where(empty, 0.0 if a.dtype.is_inexact else 0, values)
+    zero: Any = 0.0 if a.dtype.is_inexact else 0
+    zeros = prims.full((planes, plane), zero, device=a.device, dtype=a.dtype)
+    if a.dtype == dtypes.float32 and a.device.type == "cpu":
+        # One plane after the other, each in output order (torch's CPU index_put adds float32
+        # from several threads, in no set order).
+        grad = prims.scatter_add(zeros, 1, cols, values)
+    else:
+        # Added in the dtype, in output order, as torch's kernels (scatter_add rounds float16 and
+        # bfloat16 otherwise on the CPU, and adds in no set order on CUDA).
+        rows = prims.broadcast_in_dim(
+            prims.iota(planes, start=0, step=1, device=a.device, dtype=dtypes.int64),
+            (planes, outs),
+            (0,),
+        )
+        grad = prims.index_put(zeros, (rows, cols), values, True)
+    return prims.reshape(grad, tuple(a.shape))  # type: ignore[no-any-return]
 
 
 def _avg_pool(

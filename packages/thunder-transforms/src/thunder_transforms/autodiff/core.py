@@ -29,7 +29,7 @@ from thunder_ir.aliasing import (
 )
 from thunder_ir.ops.fallback import FALLBACK_SYMBOL_IDS
 from thunder_ir.pytree import tree_flatten
-from thunder_transforms.autodiff.registry import VJP_RULES, static_eq, zeros_like
+from thunder_transforms.autodiff.registry import rule_for, static_eq, zeros_like
 from thunder_transforms.checkpoint import checkpointed_values
 from thunder_transforms.dce import dce
 from thunder_transforms.functionalize import Functionalized, functionalize
@@ -125,7 +125,7 @@ class _Linearizer:
         if not gets_grad:
             self.forward.append(bsym)
             return
-        rule = VJP_RULES.get(bsym.sym.id)
+        rule = rule_for(bsym)
         if (
             rule is None
             and _moves_data_only(bsym)
@@ -230,7 +230,7 @@ class _Backward:
         steps = [
             leaf
             for b in differentiated
-            for leaf in ([b] if b.sym.id in VJP_RULES else _leaf_prims(b))
+            for leaf in ([b] if rule_for(b) is not None else _leaf_prims(b))
         ]
         for bsym in reversed(steps):
             outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
@@ -238,7 +238,9 @@ class _Backward:
             if all(c is None for c in cts):
                 continue
             self.reached.update(p.name for p in bsym.flat_proxy_args if p.name in active)
-            for inp, grad in VJP_RULES[bsym.sym.id](bsym, *cts):
+            rule = rule_for(bsym)
+            assert rule is not None, bsym.sym.id
+            for inp, grad in rule(bsym, *cts):
                 if isinstance(inp, TensorProxy) and inp.name in active and grad is not None:
                     self.accumulate(inp, grad, bsym)
 
@@ -330,6 +332,14 @@ def split_forward_backward(
                 seen.add(p.name)
                 saved.append(p)
         defined.update(p.name for p in bsym.flat_proxy_outs)
+        # Sizes its decomposition computes (the shapes of a composite's outputs): computed by the
+        # backward itself, before the op runs whole or as it decomposes, never saved.
+        defined.update(
+            p.name
+            for leaf in _leaf_prims(bsym)
+            if _size_arithmetic(leaf)
+            for p in leaf.flat_proxy_outs
+        )
     bw.args = (*saved, *cotangent_inputs)
     seconds = time.perf_counter() - start
     bw.history = (*trace.history, PassRecord("autodiff backward", seconds))
