@@ -47,6 +47,13 @@ def _float_input(a: Any, op: str) -> tuple[TensorProxy, Any]:
     return to_dtype(a, opmath(a.dtype)), a.dtype
 
 
+def _written(a: Any, out: TensorProxy) -> TensorProxy:
+    """``inplace=True``: the op's result written into its input. The op is recorded whole inside,
+    so autodiff takes its rule (eager's backward kernel) and the write stays a ``copy_``."""
+    require_tensor(a, "inplace activation")
+    return prims.copy_(out, a)  # type: ignore[no-any-return]
+
+
 def _finish(
     a: TensorProxy, out: TensorProxy, result_dtype: Any, inplace: bool = False
 ) -> TensorProxy:
@@ -70,6 +77,8 @@ def gelu(a: Any, *, approximate: str = "none") -> Any:
 
 @torchop("torch.nn.functional.silu", tags=_EW)
 def silu(a: Any, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, silu(a))
     x, rd = _float_input(a, "silu")
     return _finish(a, mul(x, sigmoid(x)), rd, inplace)
 
@@ -84,6 +93,8 @@ def relu(a: Any, inplace: bool = False) -> Any:
 
 @torchop("torch.nn.functional.hardtanh", tags=_EW)
 def hardtanh(a: Any, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, hardtanh(a, min_val, max_val))
     require_tensor(a, "hardtanh")
     check(min_val <= max_val, "min_val cannot be greater than max_val", ValueError)
     check(not a.dtype.is_boolean, "Bool inputs not supported for hardtanh")
@@ -99,6 +110,8 @@ def relu6(a: Any, inplace: bool = False) -> Any:
 
 @torchop("torch.nn.functional.leaky_relu", tags=_EW)
 def leaky_relu(a: Any, negative_slope: float = 0.01, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, leaky_relu(a, negative_slope))
     x, rd = _float_input(a, "leaky_relu")
     return _finish(a, where(gt(x, 0), x, mul(x, negative_slope)), rd, inplace)
 
@@ -111,6 +124,8 @@ def _elu(x: TensorProxy, alpha: float, scale: float, input_scale: float) -> Tens
 
 @torchop("torch.nn.functional.elu", tags=_EW)
 def elu(a: Any, alpha: float = 1.0, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, elu(a, alpha))
     x, rd = _float_input(a, "elu")
     return _finish(a, _elu(x, alpha, 1.0, 1.0), rd, inplace)
 
@@ -145,18 +160,24 @@ def softplus(a: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:
 
 @torchop("torch.nn.functional.mish", tags=_EW)
 def mish(a: Any, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, mish(a))
     x, rd = _float_input(a, "mish")
     return _finish(a, mul(x, tanh(_softplus(x, 1.0, 20.0))), rd, inplace)
 
 
 @torchop("torch.nn.functional.hardsigmoid", tags=_EW)
 def hardsigmoid(a: Any, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, hardsigmoid(a))
     x, rd = _float_input(a, "hardsigmoid")
     return _finish(a, div(clamp(add(x, 3.0), 0.0, 6.0), 6.0), rd, inplace)
 
 
 @torchop("torch.nn.functional.hardswish", tags=_EW)
 def hardswish(a: Any, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, hardswish(a))
     x, rd = _float_input(a, "hardswish")
     return _finish(a, mul(x, div(clamp(add(x, 3.0), 0.0, 6.0), 6.0)), rd, inplace)
 

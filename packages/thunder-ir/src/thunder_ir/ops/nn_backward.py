@@ -243,3 +243,212 @@ def _conv_weight_grad(
     if any(not isinstance(s, int) or s != kk for s, kk in zip(out.shape[2:], kernel)):
         out = prims.slice_prim(out, [0] * (nd + 2), [ci, groups * co, *kernel], [1] * (nd + 2))
     return prims.transpose(out, (1, 0, *range(2, nd + 2)))  # type: ignore[no-any-return]
+
+
+# Embedding -----------------------------------------------------------------------------------
+
+
+@torchop(name="embedding_backward")
+def embedding_backward(
+    grad_out: TensorProxy,
+    indices: TensorProxy,
+    num_weights: Any,
+    padding_idx: int,
+    scale_grad_by_freq: bool,
+) -> TensorProxy:
+    """The gradient of an embedding's weight: each row of ``grad_out`` summed into the row its
+    index names, none into ``padding_idx`` (-1: none), divided by how often the index occurs
+    when ``scale_grad_by_freq`` (``torch.ops.aten.embedding_dense_backward``)."""
+    lead = tuple(range(indices.ndim))
+    if padding_idx >= 0:
+        is_pad = prims.broadcast_in_dim(prims.eq(indices, padding_idx), grad_out.shape, lead)
+        grad_out = prims.where(is_pad, 0.0, grad_out)
+    if scale_grad_by_freq:
+        ones = prims.full(indices.shape, 1.0, device=grad_out.device, dtype=grad_out.dtype)
+        counts = _rows_summed(num_weights, (), indices, ones)
+        flat = prims.reshape(indices, (indices.numel(),))
+        per_position = prims.reshape(prims.index_select(counts, 0, flat), indices.shape)
+        grad_out = prims.div(grad_out, prims.broadcast_in_dim(per_position, grad_out.shape, lead))
+    return _rows_summed(num_weights, grad_out.shape[indices.ndim :], indices, grad_out)  # type: ignore[no-any-return]
+
+
+def _rows_summed(n_rows: Any, rest: tuple[Any, ...], index: TensorProxy, g: TensorProxy) -> Any:
+    """``g`` (rows of shape ``rest``, one per entry of ``index``) summed into ``n_rows`` rows."""
+    z = prims.full((n_rows, *rest), 0.0, device=g.device, dtype=g.dtype)
+    flat = prims.reshape(index, (index.numel(),))
+    return prims.index_put(z, [flat], prims.reshape(g, (index.numel(), *rest)), True)
+
+
+# Batch norm in training ----------------------------------------------------------------------
+
+
+def _channel_dims(a: TensorProxy) -> tuple[int, ...]:
+    return tuple(d for d in range(a.ndim) if d != 1)
+
+
+def _per_channel(t: TensorProxy, a: TensorProxy) -> TensorProxy:
+    """A per-channel vector broadcast against ``a`` (channels in dimension 1)."""
+    return prims.broadcast_in_dim(t, a.shape, (1,))  # type: ignore[no-any-return]
+
+
+@torchop(name="native_batch_norm")
+def native_batch_norm(
+    a: TensorProxy, weight: Any, bias: Any, eps: float
+) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
+    """Training batch norm of a float32/float64 ``a`` (weight and bias of its dtype) with the
+    batch's statistics, returning ``(out, mean, invstd)`` per channel; it reads and writes no
+    running statistics (``torch.ops.aten._native_batch_norm_legit.no_stats``)."""
+    var, mean = prims.var_mean(a, _channel_dims(a), correction=0)
+    invstd = rsqrt(add(var, eps))
+    out = mul(sub(a, _per_channel(mean, a)), _per_channel(invstd, a))
+    if weight is not None:
+        out = mul(out, _per_channel(weight, a))
+    if bias is not None:
+        out = add(out, _per_channel(bias, a))
+    return out, mean, invstd
+
+
+@torchop(name="batch_norm_backward")
+def batch_norm_backward(
+    grad_out: TensorProxy,
+    a: TensorProxy,
+    weight: Any,
+    mean: TensorProxy,
+    invstd: TensorProxy,
+    has_bias: bool,
+) -> tuple[TensorProxy, ...]:
+    """The gradients of ``native_batch_norm``: of the input, then of weight and of bias where
+    they are given (``torch.ops.aten.native_batch_norm_backward`` in training)."""
+    dims = _channel_dims(a)
+    n: Any = 1
+    for d in dims:
+        n = n * a.shape[d]
+    xhat = mul(sub(a, _per_channel(mean, a)), _per_channel(invstd, a))
+    gxhat = grad_out if weight is None else mul(grad_out, _per_channel(weight, a))
+    s1 = _per_channel(sum_(gxhat, dims), a)
+    s2 = _per_channel(sum_(mul(gxhat, xhat), dims), a)
+    inner = sub(sub(mul(gxhat, n), s1), mul(xhat, s2))
+    outs: list[TensorProxy] = [mul(mul(_per_channel(invstd, a), 1.0 / n), inner)]
+    if weight is not None:
+        outs.append(sum_(mul(grad_out, xhat), dims))
+    if has_bias:
+        outs.append(sum_(grad_out, dims))
+    return tuple(outs)
+
+
+# Activations ---------------------------------------------------------------------------------
+# Each takes the output's gradient and the forward's input (and the forward's parameters), as
+# torch's ``aten.<name>_backward``; the decompositions compute in float32 for low-precision
+# inputs and round once, as the kernels do.
+
+
+def _activation_grad(grad_out: TensorProxy, a: TensorProxy, derivative: Any) -> TensorProxy:
+    """``grad_out`` times the activation's derivative at ``a`` (``derivative(x, g)`` gives the
+    product in the computation dtype)."""
+    from thunder_ir.ops._helpers import to_dtype
+    from thunder_ir.ops.nn_base import opmath
+
+    compute = opmath(a.dtype)
+    out = derivative(to_dtype(a, compute), to_dtype(grad_out, compute))
+    return to_dtype(out, a.dtype)  # type: ignore[no-any-return]
+
+
+def _sigmoid_of(x: TensorProxy) -> TensorProxy:
+    return prims.reciprocal(add(exp(prims.neg(x)), 1.0))  # type: ignore[no-any-return]
+
+
+@torchop(name="hardswish_backward")
+def hardswish_backward(grad_out: TensorProxy, a: TensorProxy) -> TensorProxy:
+    """``aten.hardswish_backward``: 0 up to -3, ``g * (x / 3 + 0.5)`` strictly between -3 and
+    3, ``g`` from 3 on."""
+
+    def d(x: Any, g: Any) -> Any:
+        middle = mul(g, add(mul(x, 1.0 / 3.0), 0.5))
+        return where(prims.le(x, -3.0), 0.0, where(prims.lt(x, 3.0), middle, g))
+
+    return _activation_grad(grad_out, a, d)
+
+
+@torchop(name="hardsigmoid_backward")
+def hardsigmoid_backward(grad_out: TensorProxy, a: TensorProxy) -> TensorProxy:
+    """``aten.hardsigmoid_backward``: ``g / 6`` strictly between -3 and 3, else 0."""
+
+    def d(x: Any, g: Any) -> Any:
+        inside = prims.bitwise_and(prims.gt(x, -3.0), prims.lt(x, 3.0))
+        return where(inside, mul(g, 1.0 / 6.0), 0.0)
+
+    return _activation_grad(grad_out, a, d)
+
+
+@torchop(name="hardtanh_backward")
+def hardtanh_backward(
+    grad_out: TensorProxy, a: TensorProxy, min_val: float, max_val: float
+) -> TensorProxy:
+    """``aten.hardtanh_backward``: ``g`` strictly between the bounds, else 0 (relu6 too)."""
+
+    def d(x: Any, g: Any) -> Any:
+        outside = prims.bitwise_or(prims.le(x, min_val), prims.ge(x, max_val))
+        return where(outside, 0.0, g)
+
+    return _activation_grad(grad_out, a, d)
+
+
+@torchop(name="silu_backward")
+def silu_backward(grad_out: TensorProxy, a: TensorProxy) -> TensorProxy:
+    """``aten.silu_backward``: ``g * s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``."""
+
+    def d(x: Any, g: Any) -> Any:
+        s = _sigmoid_of(x)
+        return mul(mul(g, s), add(mul(x, sub(1.0, s)), 1.0))
+
+    return _activation_grad(grad_out, a, d)
+
+
+@torchop(name="leaky_relu_backward")
+def leaky_relu_backward(
+    grad_out: TensorProxy, a: TensorProxy, negative_slope: float
+) -> TensorProxy:
+    """``aten.leaky_relu_backward``: ``g`` where ``x > 0``, else ``g * negative_slope``."""
+
+    def d(x: Any, g: Any) -> Any:
+        return where(prims.gt(x, 0.0), g, mul(g, negative_slope))
+
+    return _activation_grad(grad_out, a, d)
+
+
+@torchop(name="elu_backward")
+def elu_backward(grad_out: TensorProxy, a: TensorProxy, alpha: float) -> TensorProxy:
+    """``aten.elu_backward`` (scale 1, input scale 1, from the input): ``g * alpha * exp(x)``
+    where ``x <= 0``, else ``g``."""
+
+    def d(x: Any, g: Any) -> Any:
+        return where(prims.le(x, 0.0), mul(mul(g, alpha), exp(x)), g)
+
+    return _activation_grad(grad_out, a, d)
+
+
+@torchop(name="softplus_backward")
+def softplus_backward(
+    grad_out: TensorProxy, a: TensorProxy, beta: float, threshold: float
+) -> TensorProxy:
+    """``aten.softplus_backward``: ``g`` where ``x * beta > threshold``, else
+    ``g * z / (z + 1)`` with ``z = exp(x * beta)``."""
+
+    def d(x: Any, g: Any) -> Any:
+        z = exp(mul(x, beta))
+        return where(prims.gt(mul(x, beta), threshold), g, prims.div(mul(g, z), add(z, 1.0)))
+
+    return _activation_grad(grad_out, a, d)
+
+
+@torchop(name="mish_backward")
+def mish_backward(grad_out: TensorProxy, a: TensorProxy) -> TensorProxy:
+    """``aten.mish_backward``: ``g * (t + x * s * (1 - t * t))`` with ``s = sigmoid(x)`` and
+    ``t = tanh(softplus(x))``."""
+
+    def d(x: Any, g: Any) -> Any:
+        s = _sigmoid_of(x)
+        t = tanh(prims.log1p(exp(x)))
+        return mul(g, add(t, mul(mul(x, s), sub(1.0, mul(t, t)))))
+
+    return _activation_grad(grad_out, a, d)

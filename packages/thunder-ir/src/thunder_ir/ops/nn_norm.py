@@ -11,7 +11,7 @@ from typing import Any
 from thunder_ir import dtypes, prims
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
-from thunder_ir.ops.nn_backward import native_layer_norm
+from thunder_ir.ops.nn_backward import native_batch_norm, native_layer_norm
 from thunder_ir.ops.nn_base import (
     abs_,
     add,
@@ -207,6 +207,16 @@ def batch_norm(
             ),
             ValueError,
         )
+        if _fused_training(a, running_mean, running_var, weight, bias, momentum):
+            out, mean, invstd = native_batch_norm(a, weight, bias, eps)
+            if running_mean is not None:
+                # The batch variance from invstd = 1 / sqrt(var + eps), as the kernel has it.
+                var = sub(div(1.0, mul(invstd, invstd)), eps)
+                _update_running_stat(running_mean, mean, momentum)
+                _update_running_stat(
+                    running_var, mul(var, per_channel / (per_channel - 1)), momentum
+                )
+            return out
         dims = tuple(d for d in range(a.ndim) if d != 1)
         var, mean = prims.var_mean(x, dims, correction=0)
         if running_mean is not None or running_var is not None:
@@ -227,6 +237,21 @@ def batch_norm(
     if bias is not None:
         out = add(out, unsqueeze_to(to_dtype(bias, compute), a.ndim, 1))
     return to_dtype(out, a.dtype)
+
+
+def _fused_training(a: Any, *params: Any) -> bool:
+    """Whether training batch norm runs as ``native_batch_norm`` (one kernel forward and one
+    backward under torch_ops): float32/float64 input, both running statistics or neither, all of
+    its dtype, a momentum where they are given. Other cases keep the decomposition."""
+    *tensors, momentum = params
+    running = tensors[:2]
+    if (running[0] is None) != (running[1] is None):
+        return False
+    return (
+        (momentum is not None or running[0] is None)
+        and a.dtype in (dtypes.float32, dtypes.float64)
+        and all(t is None or t.dtype == a.dtype for t in tensors)
+    )
 
 
 def _update_running_stat(running: Any, batch_stat: Any, momentum: float) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "bound_arguments",
     "expand_reduced",
     "register_vjp",
+    "rule_for",
     "static_eq",
     "sum_to_shape",
     "zeros_like",
@@ -33,16 +34,33 @@ VJPRule = Callable[..., GradPairs]
 
 # Symbol id -> VJP rule. Written only when rule modules are imported (import time), read-only after.
 VJP_RULES: dict[str, VJPRule] = {}
+# Symbol id -> which calls its rule takes; the others are differentiated through their
+# decomposition (an activation given ``inplace=True`` writes its input inside it).
+_APPLIES: dict[str, Callable[[BoundSymbol], bool]] = {}
 
 
-def register_vjp(*symbols: Symbol) -> Callable[[VJPRule], VJPRule]:
-    """Registers the decorated function as the VJP rule of ``symbols``."""
+def rule_for(bsym: BoundSymbol) -> VJPRule | None:
+    """The VJP rule that differentiates this call, or None (then its decomposition is)."""
+    rule = VJP_RULES.get(bsym.sym.id)
+    applies = _APPLIES.get(bsym.sym.id)
+    if rule is None or applies is None or applies(bsym):
+        return rule
+    return None
+
+
+def register_vjp(
+    *symbols: Symbol, applies: Callable[[BoundSymbol], bool] | None = None
+) -> Callable[[VJPRule], VJPRule]:
+    """Registers the decorated function as the VJP rule of ``symbols``; with ``applies``, for
+    the calls it accepts only."""
 
     def decorate(fn: VJPRule) -> VJPRule:
         for sym in symbols:
             if sym.id in VJP_RULES:
                 raise ValueError(f"a VJP rule for {sym.id} is already registered")
             VJP_RULES[sym.id] = fn
+            if applies is not None:
+                _APPLIES[sym.id] = applies
         return fn
 
     return decorate

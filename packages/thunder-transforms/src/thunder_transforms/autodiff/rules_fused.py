@@ -1,11 +1,15 @@
 """VJP rules whose backward is one op that torch runs as a fused kernel (``layer_norm_backward``,
-``gelu_backward`` of ``thunder_ir.ops.nn_backward``): the torch_ops executor calls the aten
-kernel, other executors decompose the op into its prims."""
+``gelu_backward`` of ``thunder_ir.ops.nn_backward``, ``max_pool_with_indices_backward`` of
+``thunder_ir.ops.nn_conv``): the torch_ops executor calls the aten kernel, other executors
+decompose the op into its prims."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
+from thunder_ir.ops.nn_conv import pool_params
 from thunder_transforms.autodiff.registry import GradPairs, bound_arguments, register_vjp
 
 __all__: list[str] = []
@@ -69,3 +73,103 @@ def _native_dropout(
     p, train = args["p"], args["train"]
     scale = 1.0 if train is False or train is None else (0.0 if p == 1 else 1.0 / (1.0 - p))
     return [(args["a"], ltorch.native_dropout_backward(g, bsym.output[1], scale))]
+
+
+_MAX_POOL_DIMS = {ltorch.max_pool1d.id: 1, ltorch.max_pool2d.id: 2, ltorch.max_pool3d.id: 3}
+
+
+@register_vjp(ltorch.max_pool1d, ltorch.max_pool2d, ltorch.max_pool3d)
+def _max_pool(
+    bsym: BoundSymbol, g: TensorProxy | None, g_indices: TensorProxy | None = None
+) -> GradPairs:
+    # Each output's gradient goes to the one input torch's kernel picks (the first maximum of its
+    # window, a NaN over numbers), never split among ties as the decomposition's ``maximum``
+    # would. The forward stays the plain pooling; the indices are computed again here from the
+    # saved input (torch's ``max_pool*d_with_indices`` under torch_ops), unless it returned them.
+    if g is None:
+        return []
+    args = bound_arguments(bsym)
+    a, ceil_mode = args["a"], bool(args["ceil_mode"])
+    params = pool_params(
+        _MAX_POOL_DIMS[bsym.sym.id],
+        args["kernel_size"],
+        args["stride"],
+        args["padding"],
+        args["dilation"],
+    )
+    if args["return_indices"]:
+        indices = bsym.output[1]
+    else:
+        indices = ltorch.max_pool_with_indices(a, *params, ceil_mode)[1]
+    return [(a, ltorch.max_pool_with_indices_backward(g, a, *params, ceil_mode, indices))]
+
+
+@register_vjp(ltorch.max_pool_with_indices)
+def _max_pool_with_indices(
+    bsym: BoundSymbol, g: TensorProxy | None, g_indices: TensorProxy | None
+) -> GradPairs:
+    if g is None:
+        return []
+    a, kernel_size, stride, padding, dilation, ceil_mode = bsym.args
+    grad = ltorch.max_pool_with_indices_backward(
+        g, a, kernel_size, stride, padding, dilation, ceil_mode, bsym.output[1]
+    )
+    return [(a, grad)]
+
+
+@register_vjp(ltorch.native_batch_norm)
+def _native_batch_norm(
+    bsym: BoundSymbol, g: TensorProxy | None, *stats: TensorProxy | None
+) -> GradPairs:
+    if any(s is not None for s in stats):
+        raise NotImplementedError("gradients through native_batch_norm's statistics")
+    if g is None:
+        return []
+    a, weight, bias, _eps = bsym.args
+    _out, mean, invstd = bsym.output
+    grads = ltorch.batch_norm_backward(g, a, weight, mean, invstd, bias is not None)
+    pairs = [(a, grads[0])]
+    rest = list(grads[1:])
+    if weight is not None:
+        pairs.append((weight, rest.pop(0)))
+    if bias is not None:
+        pairs.append((bias, rest.pop(0)))
+    return pairs
+
+
+# Activations kept whole in the forward, their gradients one op each (eager's backward kernel
+# under torch_ops). A call given ``inplace=True`` writes its input inside the op: it is
+# differentiated through its decomposition instead.
+
+
+def _not_in_place(bsym: BoundSymbol) -> bool:
+    return not bound_arguments(bsym).get("inplace", False)
+
+
+def _activation(backward: Any, *params: str) -> Any:
+    def rule(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+        args = bound_arguments(bsym)
+        a = args["a"]
+        return [(a, backward(g, a, *(args[p] for p in params)))]
+
+    return rule
+
+
+_ACTIVATIONS = (
+    (ltorch.hardswish, ltorch.hardswish_backward, ()),
+    (ltorch.hardsigmoid, ltorch.hardsigmoid_backward, ()),
+    (ltorch.hardtanh, ltorch.hardtanh_backward, ("min_val", "max_val")),
+    (ltorch.silu, ltorch.silu_backward, ()),
+    (ltorch.leaky_relu, ltorch.leaky_relu_backward, ("negative_slope",)),
+    (ltorch.elu, ltorch.elu_backward, ("alpha",)),
+    (ltorch.softplus, ltorch.softplus_backward, ("beta", "threshold")),
+    (ltorch.mish, ltorch.mish_backward, ()),
+)
+for _op, _backward, _params in _ACTIVATIONS:
+    register_vjp(_op, applies=_not_in_place)(_activation(_backward, *_params))
+
+
+@register_vjp(ltorch.relu6, applies=_not_in_place)
+def _relu6(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a = bound_arguments(bsym)["a"]
+    return [(a, ltorch.hardtanh_backward(g, a, 0.0, 6.0))]

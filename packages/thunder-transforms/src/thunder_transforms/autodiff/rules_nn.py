@@ -16,7 +16,7 @@ from thunder_transforms.autodiff.registry import (
     register_vjp,
     sum_to_shape,
 )
-from thunder_transforms.autodiff.rules_shape import _reshape_to, _rows_accumulated
+from thunder_transforms.autodiff.rules_shape import _reshape_to
 
 __all__: list[str] = []
 
@@ -96,27 +96,20 @@ def _convolution(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 @register_vjp(P.embedding)
 def _embedding(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     indices, weight = bsym.args
-    return [(weight, _rows_accumulated(weight.shape[0], weight.shape[1:], indices, g))]
+    return [(weight, ltorch.embedding_backward(g, indices, weight.shape[0], -1, False))]
 
 
 @register_vjp(ltorch.embedding)
 def _ltorch_embedding(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     args = bound_arguments(bsym)
     indices, weight = args["a"], args["weight"]
-    n = weight.shape[0]
-    lead = tuple(range(indices.ndim))
-    if args["padding_idx"] is not None:
-        pad_row = args["padding_idx"] % n if isinstance(n, int) else args["padding_idx"]
-        is_pad = P.broadcast_in_dim(P.eq(indices, pad_row), g.shape, lead)
-        g = P.where(is_pad, 0.0, g)
-    if args["scale_grad_by_freq"]:
-        ones = P.full(indices.shape, 1.0, device=g.device, dtype=g.dtype)
-        counts = _rows_accumulated(n, (), indices, ones)
-        per_position = _reshape_to(
-            P.index_select(counts, 0, _reshape_to(indices, (indices.numel(),))), indices.shape
-        )
-        g = P.div(g, P.broadcast_in_dim(per_position, g.shape, lead))
-    return [(weight, _rows_accumulated(n, weight.shape[1:], indices, g))]
+    n, padding_idx = weight.shape[0], args["padding_idx"]
+    if padding_idx is None:
+        padding_idx = -1
+    elif padding_idx < 0:
+        padding_idx = padding_idx + n  # checked against -n by the op; as torch normalizes it
+    grad = ltorch.embedding_backward(g, indices, n, padding_idx, bool(args["scale_grad_by_freq"]))
+    return [(weight, grad)]
 
 
 def _softmax_dim(bsym: BoundSymbol, ndim: int) -> int:
