@@ -1,32 +1,80 @@
-"""Autocast: the trace rewritten to run as ``torch.autocast(device_type, dtype)`` runs it eagerly.
+"""Autocast: the trace rewritten to compute in the dtypes ``torch.autocast`` gives eager torch.
 
-Ops on torch's lower-precision list (matmuls, linear, convolutions, scaled dot-product attention)
-get their floating-point inputs (float64 excepted) converted to the low dtype first and so compute
-and return it; ops on its float32 list (losses, ``prod``) get theirs converted to float32; every
-other op runs on whatever dtypes reach it, with the usual type promotion. The lists are those of
-torch's CPU autocast (``aten/src/ATen/autocast_mode.cpp``), restricted to the ops this IR has, and
-were checked against eager ``torch.autocast("cpu", dtype=torch.bfloat16)`` in torch 2.13.
+Each device type has its own op lists (``LISTS["cpu"]``, ``LISTS["cuda"]``), as torch registers
+one autocast kernel per device type. An op is cast by the lists of the device its tensors are on,
+and only its floating-point tensors on that device (float64 never) are converted: under
+``torch.autocast("cuda")`` an op on CPU tensors runs as it is. Where an op has tensors on both
+and autocast is on for both, CUDA's lists are tried first (torch's dispatcher tries
+``AutocastCUDA`` before ``AutocastCPU``). Torch's cast policies:
+
+- lower precision (matmuls, linear, convolutions, attention): inputs converted to the autocast
+  dtype, which the op then computes and returns;
+- float32 (losses, ``prod`` on the CPU; on CUDA also the pointwise ops that lose precision, such
+  as ``exp``, ``log``, ``pow``, ``rsqrt``, and layer and group norm): inputs converted to float32,
+  so that the op returns float32;
+- float32 unless a dtype is given (CUDA: ``sum``, ``prod``, ``cumsum``, ``cumprod``, ``softmax``,
+  ``log_softmax``, vector norms): without a ``dtype=`` argument the op computes in and returns
+  float32 (its first input converted); with one, it runs as called;
+- promote (CUDA: ``addcmul``, ``addcdiv``, ``atan2``, ``index_put``, ``scatter_add``): inputs
+  converted to the widest among them, float32 if one is, else the autocast dtype (float16 meeting
+  bfloat16 is an error, as in torch);
+- banned (CUDA: ``binary_cross_entropy``): an error, the one eager raises.
+
+Every other op runs on whatever dtypes reach it, with the usual type promotion; in-place ops
+(``exp_``, ``x[i] = v``) are never cast, as torch registers only the out-of-place ones.
+
+Where the lists come from: torch's ``aten/src/ATen/autocast_mode.cpp`` and ``autocast_mode.h``
+(``KERNEL_CPU(...)`` registrations; ``KERNEL_CUDA(...)`` over ``AT_FORALL_LOWER_PRECISION_FP``,
+``AT_FORALL_FP32``, ``AT_FORALL_FP32_SET_OPT_DTYPE``, ``AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE``
+and ``AT_FORALL_PROMOTE``), restricted to the ops this IR has. The CPU lists were checked against
+eager ``torch.autocast("cpu")`` in torch 2.13. The CUDA lists were read from the source (torch's
+main branch, 2.12/2.13, and an earlier 2.x for comparison), then checked against the
+``AutocastCUDA`` registrations and the dtypes eager CUDA autocast gives fake CUDA tensors of torch
+2.13 (CPU-only build) and 2.11 (``tests/thunder_transforms/test_autocast_cuda.py``), and against
+eager values and gradients on a GPU with torch 2.11 (an H200,
+``tests/gpu/test_cuda_autocast_like_eager.py``). ``rms_norm`` joined CUDA's float32 list in torch
+2.12: it is listed when the installed torch registers it.
+
+Torch functions whose torch implementation decomposes into listed ops are listed by what the
+decomposition gives: ``square`` is ``pow(x, 2)`` (float32), ``softmin`` is a softmax,
+``torch.norm`` a vector norm, ``normalize`` divides by a float32 norm (float32) and
+``pairwise_distance`` takes one (float32: its difference computed in float32 here, where eager
+rounds it to the input dtype first). CUDA's ``cross_entropy`` is torch's own composition: a
+``log_softmax`` in the input's dtype (torch passes that dtype explicitly), then ``nll_loss`` in
+float32 (with probabilities as targets or label smoothing: the whole loss in float32).
 
 The trace is replayed op by op into a new one (dtypes change downstream of a cast, so composites
-are recorded again); ops whose inputs did not change are kept as they were. A composite op off the
-lists whose decomposition contains a listed op is replayed through its decomposition, except a
-checkpointed region (``OpTag.CHECKPOINT``), which is replayed into a new region of the same name,
-and the functions of higher-order symbols (``cond``, ``while_loop``, ``map``, ``scan``), which are
-replayed as sub-traces taking the (possibly cast) operands.
-``regions=`` gives the dtype per top-level bound symbol (None: autocast off there), for programs
-that enter and leave ``torch.autocast`` themselves.
+are recorded again); ops whose inputs did not change are kept as they were. On the CPU, a
+composite op off the lists whose decomposition contains a listed op is replayed through its
+decomposition; on CUDA, whose lists hold elementary ops (``exp``, ``sum``) that this IR's
+composites are written with where torch's kernels are not (``sigmoid``, ``mean``), only composites
+that are not torch ops are. A checkpointed region (``OpTag.CHECKPOINT``) is replayed into a new
+region of the same name, and the functions of higher-order symbols (``cond``, ``while_loop``,
+``map``, ``scan``) as sub-traces taking the (possibly cast) operands. Torch callables without an op
+(``torch_fallback``: ``torch.dot``, ``cdist``, attention with dropout) are run once on fake tensors
+under the autocast state: the inputs torch converts there are converted in the trace, and the
+call is recorded again (refused when that does not give eager's output dtypes).
+
+``regions=`` gives the autocast state per top-level bound symbol (a dtype for ``device_type``, a
+mapping from device type to dtype, or None: autocast off there), for programs that enter and leave
+``torch.autocast`` themselves or run under several devices' autocast at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
+import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from thunder_ir import (
     BoundSymbol,
+    NumberProxy,
     OpTag,
     PassRecord,
     Proxy,
@@ -38,17 +86,88 @@ from thunder_ir import (
 )
 from thunder_ir import higher_order as ho
 from thunder_ir.dtypes import DType
-from thunder_ir.pytree import tree_flatten, tree_map
+from thunder_ir.pytree import tree_flatten, tree_map, tree_unflatten
 from thunder_ir.tracectx import require_tracectx
 
-__all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "autocast"]
+__all__ = [
+    "FP32_OPS",
+    "LISTS",
+    "LOWER_PRECISION_OPS",
+    "AutocastLists",
+    "EagerAutocastError",
+    "Policy",
+    "autocast",
+]
 
-# Symbol ids. einsum is not on torch's list but runs on bmm, which is (for two operands or more).
+
+class EagerAutocastError(RuntimeError):
+    """An op eager torch refuses under autocast (a banned op; float16 meeting bfloat16 in a
+    promote op), with eager's message."""
+
+
+class Policy(enum.Enum):
+    """Torch's cast policies (``at::autocast::CastPolicy``), plus the banned ops."""
+
+    LOWER_PRECISION = "lower_precision_fp"
+    FP32 = "fp32"
+    FP32_SET_OPT_DTYPE = "fp32_set_opt_dtype"  # also fp32_append_dtype (torch.norm)
+    PROMOTE = "promote"
+    BANNED = "banned"
+
+
+@dataclass(frozen=True)
+class AutocastLists:
+    """One device type's autocast lists, as symbol ids.
+
+    ``decomposed``: which composites off the lists are replayed through their decomposition
+    (None: every one whose decomposition contains a listed op; otherwise those whose module is
+    not among the given ones). ``min_operands``: ops cast only with at least that many
+    floating-point operands (CPU's einsum, which torch lists only through bmm)."""
+
+    device_type: str
+    lower_precision: frozenset[str]
+    fp32: frozenset[str]
+    fp32_set_opt_dtype: frozenset[str] = frozenset()
+    promote: frozenset[str] = frozenset()
+    banned: Mapping[str, str] = field(default_factory=dict)
+    decomposed_except_modules: frozenset[str] | None = None
+    min_operands: Mapping[str, int] = field(default_factory=dict)
+
+    def policy(self, sym_id: str) -> Policy | None:
+        if sym_id in self.lower_precision:
+            return Policy.LOWER_PRECISION
+        if sym_id in self.fp32:
+            return Policy.FP32
+        if sym_id in self.fp32_set_opt_dtype:
+            return Policy.FP32_SET_OPT_DTYPE
+        if sym_id in self.promote:
+            return Policy.PROMOTE
+        if sym_id in self.banned:
+            return Policy.BANNED
+        return None
+
+    def listed(self) -> frozenset[str]:
+        return (
+            self.lower_precision
+            | self.fp32
+            | self.fp32_set_opt_dtype
+            | self.promote
+            | frozenset(self.banned)
+        )
+
+
+def _ltorch(*names: str) -> frozenset[str]:
+    return frozenset(f"ltorch.{n}" for n in names)
+
+
+# -- CPU ------------------------------------------------------------------------------------------
+# KERNEL_CPU(...) in autocast_mode.cpp. einsum is not on torch's list but runs on bmm, which is
+# (for two operands or more).
 LOWER_PRECISION_OPS: frozenset[str] = frozenset(
     {
-        *(f"ltorch.{n}" for n in ("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "prelu")),
-        *(f"ltorch.conv{n}d" for n in (1, 2, 3)),
-        *(f"ltorch.conv_transpose{n}d" for n in (1, 2, 3)),
+        *_ltorch("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "prelu"),
+        *_ltorch("conv1d", "conv2d", "conv3d"),
+        *_ltorch("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
         "ltorch.scaled_dot_product_attention",
         "ltorch.einsum",
         "prims.matmul",
@@ -56,62 +175,200 @@ LOWER_PRECISION_OPS: frozenset[str] = frozenset(
         "prims.convolution",
     }
 )
-FP32_OPS: frozenset[str] = frozenset(
-    f"ltorch.{n}"
-    for n in (
-        "prod",
-        "cross_entropy",
-        "nll_loss",
-        "mse_loss",
-        "l1_loss",
-        "smooth_l1_loss",
-        "huber_loss",
-        "kl_div",
-        "binary_cross_entropy",
-        "binary_cross_entropy_with_logits",
-        "avg_pool3d",
-    )
+FP32_OPS: frozenset[str] = _ltorch(
+    "prod",
+    "cross_entropy",  # cross_entropy_loss
+    "nll_loss",
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "kl_div",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "avg_pool3d",
+)
+CPU_LISTS = AutocastLists("cpu", LOWER_PRECISION_OPS, FP32_OPS, min_operands={"ltorch.einsum": 2})
+
+
+# -- CUDA -----------------------------------------------------------------------------------------
+def _registered_for_cuda_autocast(aten_name: str) -> bool:
+    """Whether the installed torch has a CUDA autocast kernel for ``aten_name`` (an op whose
+    membership depends on the torch version)."""
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(aten_name, "AutocastCUDA"))
+    except (AttributeError, RuntimeError):  # pragma: no cover - a torch without the query
+        return False
+
+
+# AT_FORALL_LOWER_PRECISION_FP (and cudnn_convolution[_transpose]): conv1d/2d/3d,
+# conv_transpose1d/2d/3d, convolution, _convolution, prelu, addmm, matmul, einsum, mm, linear,
+# baddbmm, bmm, _scaled_dot_product_flash_attention, scaled_dot_product_attention. Not in this
+# IR: conv_tbc, addmv, addr, mv, linalg_vecdot, addbmm, chain_matmul, linalg_multi_dot, the RNN
+# cells. Unlike the CPU's, the list has einsum itself (any number of operands).
+CUDA_LOWER_PRECISION_OPS: frozenset[str] = frozenset(
+    {
+        *_ltorch("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "prelu", "einsum"),
+        *_ltorch("conv1d", "conv2d", "conv3d"),
+        *_ltorch("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
+        "ltorch.scaled_dot_product_attention",
+        "ltorch.sdpa_flash",  # _scaled_dot_product_flash_attention
+        "prims.matmul",  # mm
+        "prims.linear",
+        "prims.convolution",
+    }
+)
+# AT_FORALL_FP32: acos, asin, cosh, erfinv, exp, expm1, log, log10, log2, log1p, reciprocal,
+# rsqrt, sinh, tan, pow (the three overloads: x ** 2, 2 ** x), softplus, layer_norm,
+# native_layer_norm, rms_norm (torch >= 2.12), group_norm, cosine_similarity, nll_loss, kl_div,
+# l1_loss, smooth_l1_loss, huber_loss, mse_loss, binary_cross_entropy_with_logits, logsumexp.
+# Not in this IR: frobenius_norm, nuclear_norm, the other losses (poisson_nll, cosine_embedding,
+# nll_loss2d, hinge_embedding, margin_ranking, multilabel_margin, soft_margin, triplet_margin,
+# multi_margin), dist, pdist, cdist, renorm, upsample_*.
+CUDA_FP32_OPS: frozenset[str] = frozenset(
+    {
+        *_ltorch("acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2"),
+        *_ltorch("log1p", "reciprocal", "rsqrt", "sinh", "tan", "pow", "softplus"),
+        *_ltorch("layer_norm", "native_layer_norm", "group_norm", "cosine_similarity"),
+        *_ltorch("nll_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss"),
+        *_ltorch("binary_cross_entropy_with_logits", "logsumexp"),
+        # torch functions that decompose into listed ops (see the module docstring)
+        *_ltorch("square", "normalize", "pairwise_distance"),
+        *(_ltorch("rms_norm") if _registered_for_cuda_autocast("aten::rms_norm") else ()),
+    }
+)
+# AT_FORALL_FP32_SET_OPT_DTYPE: prod, softmax, log_softmax, cumprod, cumsum, linalg_vector_norm,
+# linalg_matrix_norm (not in this IR), sum; AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE: norm
+# (fp32_append_dtype; torch.norm runs linalg.vector_norm). softmin is a softmax.
+CUDA_FP32_SET_OPT_DTYPE_OPS: frozenset[str] = _ltorch(
+    "sum", "prod", "cumsum", "cumprod", "softmax", "log_softmax", "softmin", "vector_norm", "norm"
+)
+# AT_FORALL_PROMOTE: addcdiv, addcmul, atan2, index_put, scatter_add. Not in this IR: bilinear,
+# cross, dot, vdot, grid_sampler, tensordot. (cat and stack are on the CPU's promote list only.)
+CUDA_PROMOTE_OPS: frozenset[str] = _ltorch(
+    "addcdiv", "addcmul", "atan2", "index_put", "scatter_add"
+)
+_BCE_BANNED = (
+    "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+    "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+    "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_"
+    "logits\nor torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits "
+    "are\nsafe to autocast."
+)
+CUDA_LISTS = AutocastLists(
+    "cuda",
+    CUDA_LOWER_PRECISION_OPS,
+    CUDA_FP32_OPS | _ltorch("cross_entropy"),  # a rule of its own (_cuda_cross_entropy)
+    CUDA_FP32_SET_OPT_DTYPE_OPS,
+    CUDA_PROMOTE_OPS,
+    {"ltorch.binary_cross_entropy": _BCE_BANNED},
+    decomposed_except_modules=frozenset({"ltorch", "prims"}),
 )
 
-
-def _listed(bsym: BoundSymbol) -> bool:
-    return bsym.sym.id in LOWER_PRECISION_OPS or bsym.sym.id in FP32_OPS
-
-
-def _contains_listed(bsym: BoundSymbol) -> bool:
-    return any(_listed(s) or _contains_listed(s) for s in bsym.subsymbols)
+LISTS: Mapping[str, AutocastLists] = {"cpu": CPU_LISTS, "cuda": CUDA_LISTS}
+# The order torch's dispatcher tries the autocast keys of an op's tensors in.
+_PRIORITY = ("cuda", "cpu")
 
 
-def _eligible(x: Any) -> bool:
-    return isinstance(x, TensorProxy) and x.dtype.is_float and x.dtype.strong() != dtypes.float64
+def _eligible(x: Any, device_type: str) -> bool:
+    """Whether autocast for ``device_type`` converts ``x`` (torch's ``is_eligible``)."""
+    return (
+        isinstance(x, TensorProxy)
+        and x.device.type == device_type
+        and x.dtype.is_float
+        and x.dtype.strong() != dtypes.float64
+    )
+
+
+def _device_types(args: Any, kwargs: Any) -> set[str]:
+    return {x.device.type for x in tree_flatten((args, kwargs))[0] if isinstance(x, TensorProxy)}
+
+
+def _contains_listed(bsym: BoundSymbol, listed: frozenset[str]) -> bool:
+    return any(s.sym.id in listed or _contains_listed(s, listed) for s in bsym.subsymbols)
+
+
+def _replayed_through_decomposition(lists: AutocastLists, bsym: BoundSymbol) -> bool:
+    if not bsym.subsymbols:
+        return False
+    if (
+        lists.decomposed_except_modules is not None
+        and bsym.sym.module in lists.decomposed_except_modules
+    ):
+        return False
+    return _contains_listed(bsym, lists.listed())
 
 
 # Higher-order symbols whose functions compute values of the program: replayed with them.
 _HIGHER_ORDER = frozenset(s.id for s in (ho.cond, ho.while_loop, ho.tensor_map, ho.scan))
 
 
+def _fallback_ids() -> frozenset[str]:
+    from thunder_ir.ops import fallback
+
+    # torch_fallback_inplace writes into its tensor (never autocast); its functional call inside
+    # is a torch_fallback, replayed like the others where the trace holds it at top level.
+    return fallback.FALLBACK_SYMBOL_IDS
+
+
 def _slices(xs: Sequence[Any]) -> list[Any]:
     return [x.replace(shape=x.shape[1:]) for x in xs]
 
 
+_SIGNATURES: dict[str, inspect.Signature | None] = {}
+
+
+def _bound_arguments(bsym: BoundSymbol, args: Any, kwargs: Any) -> dict[str, Any] | None:
+    """The call's arguments by parameter name (None when the symbol's signature is unknown)."""
+    sym = bsym.sym
+    if sym.id not in _SIGNATURES:
+        try:
+            _SIGNATURES[sym.id] = inspect.signature(sym.meta) if sym.meta is not None else None
+        except (TypeError, ValueError):
+            _SIGNATURES[sym.id] = None
+    sig = _SIGNATURES[sym.id]
+    if sig is None:
+        return None
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+State = Mapping[str, DType]
+
+
 class _Replay:
-    def __init__(self, new: Trace, target: DType | None) -> None:
+    def __init__(self, new: Trace, state: State) -> None:
         self.new = new
-        self.target = target
+        self.state: State = state
         self.env: dict[str, Any] = {}
 
     def lookup(self, x: Any) -> Any:
         return self.env.get(x.name, x) if isinstance(x, Proxy) else x
 
-    def cast_all(self, args: Any, kwargs: Any, to: DType) -> tuple[Any, Any]:
+    # -- casts ----------------------------------------------------------------------------------
+
+    def cast_where(self, args: Any, kwargs: Any, to: Callable[[int, Any], DType | None]) -> Any:
+        """``(args, kwargs)`` with each leaf ``x`` (at flat position ``i``) converted to
+        ``to(i, x)`` where that is a dtype other than its own."""
         from thunder_ir import prims
 
-        def cast(x: Any) -> Any:
-            if _eligible(x) and x.dtype.strong() != to:
-                return prims.convert_element_type(x, to)
-            return x
+        leaves, spec = tree_flatten((args, kwargs))
+        out = []
+        for i, x in enumerate(leaves):
+            dtype = to(i, x)
+            if dtype is not None and isinstance(x, TensorProxy) and x.dtype.strong() != dtype:
+                x = prims.convert_element_type(x, dtype)
+            out.append(x)
+        return tree_unflatten(out, spec)
 
-        return tree_map(cast, args), tree_map(cast, kwargs)
+    def cast_all(self, args: Any, kwargs: Any, to: DType, device_type: str) -> Any:
+        return self.cast_where(args, kwargs, lambda i, x: to if _eligible(x, device_type) else None)
+
+    # -- the walk -------------------------------------------------------------------------------
 
     def visit(self, bsym: BoundSymbol) -> None:
         args = tree_map(self.lookup, bsym.args)
@@ -120,31 +377,144 @@ class _Replay:
             self.env.get(p.name, p) is not p for p in bsym.flat_proxy_args
         )  # an input was replaced
         sym_id = bsym.sym.id
-        if sym_id in _HIGHER_ORDER and (changed or self.target is not None):
+        state = self.state
+        if sym_id in _HIGHER_ORDER and (changed or state):
             # Its functions are replayed too, on the (possibly cast) operands.
             self.call(bsym, self._higher_order_args(bsym.sym, args), kwargs, True)
             return
-        if OpTag.CHECKPOINT in bsym.sym.tags and (
-            changed or (self.target is not None and _contains_listed(bsym))
-        ):
-            # Replayed from its subsymbols (never by calling the region's function again).
-            self.call(bsym, args, kwargs, True, region=self._region(bsym))
-        elif self.target is None:  # outside autocast: only the dtypes flowing in may have changed
-            self.call(bsym, args, kwargs, changed)
-        elif sym_id in LOWER_PRECISION_OPS:
-            if sym_id == "ltorch.einsum" and sum(_eligible(a) for a in tree_flatten(args)[0]) < 2:
+        if OpTag.CHECKPOINT in bsym.sym.tags:
+            if changed or any(_contains_listed(bsym, LISTS[d].listed()) for d in state):
+                # Replayed from its subsymbols (never by calling the region's function again).
+                self.call(bsym, args, kwargs, True, region=self._region(bsym))
+            else:
                 self.call(bsym, args, kwargs, changed)
+            return
+        if sym_id in _fallback_ids():
+            self._fallback(bsym, args, kwargs)
+            return
+        devices = _device_types(args, kwargs) if state else set()
+        for device in _PRIORITY:
+            if device in state and device in devices:
+                lists = LISTS[device]
+                policy = lists.policy(sym_id)
+                if policy is not None:
+                    self._apply(lists, policy, state[device], bsym, args, kwargs)
+                    return
+        for device in _PRIORITY:
+            if (
+                device in state
+                and device in devices
+                and _replayed_through_decomposition(LISTS[device], bsym)
+            ):
+                for sub in bsym.subsymbols:
+                    self.visit(sub)
                 return
-            args, kwargs = self.cast_all(args, kwargs, self.target)
-            self.call(bsym, args, kwargs, True)
-        elif sym_id in FP32_OPS:
-            args, kwargs = self.cast_all(args, kwargs, dtypes.float32)
-            self.call(bsym, args, kwargs, True)
-        elif bsym.subsymbols and _contains_listed(bsym):
-            for sub in bsym.subsymbols:
-                self.visit(sub)
-        else:
-            self.call(bsym, args, kwargs, changed)
+        self.call(bsym, args, kwargs, changed)
+
+    def _apply(
+        self,
+        lists: AutocastLists,
+        policy: Policy,
+        target: DType,
+        bsym: BoundSymbol,
+        args: Any,
+        kwargs: Any,
+    ) -> None:
+        device = lists.device_type
+        sym_id = bsym.sym.id
+        leaves = tree_flatten((args, kwargs))[0]
+        minimum = lists.min_operands.get(sym_id)
+        if minimum is not None and sum(_eligible(x, device) for x in leaves) < minimum:
+            self.call(bsym, args, kwargs, any(self._replaced(bsym)))
+            return
+        if policy is Policy.BANNED:
+            raise EagerAutocastError(lists.banned[sym_id])
+        if policy is Policy.LOWER_PRECISION:
+            args, kwargs = self.cast_all(args, kwargs, target, device)
+        elif policy is Policy.FP32:
+            cross_entropy = device == "cuda" and sym_id == "ltorch.cross_entropy"
+            if cross_entropy and self._cuda_cross_entropy(bsym, args, kwargs):
+                return
+            args, kwargs = self.cast_all(args, kwargs, dtypes.float32, device)
+        elif policy is Policy.FP32_SET_OPT_DTYPE:
+            # the first argument converted to float32 where no dtype is given
+            bound = _bound_arguments(bsym, args, kwargs)
+            if bound is not None and bound.get("dtype") is None:
+                first = next(iter(bound.values()))
+                if _eligible(first, device):
+                    args, kwargs = self.cast_where(
+                        args, kwargs, lambda i, x: dtypes.float32 if x is first else None
+                    )
+        else:  # PROMOTE
+            widest = _promote_type(leaves, target, device)
+            args, kwargs = self.cast_all(args, kwargs, widest, device)
+        self.call(bsym, args, kwargs, True)
+
+    def _replaced(self, bsym: BoundSymbol) -> Iterator[bool]:
+        return (self.env.get(p.name, p) is not p for p in bsym.flat_proxy_args)
+
+    def _cuda_cross_entropy(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> bool:
+        """Torch's ``cross_entropy_loss`` under CUDA autocast with class-index targets and no
+        label smoothing: ``log_softmax`` in the input's dtype (torch passes it as the dtype),
+        then ``nll_loss``, which autocast runs in float32. False (not recorded) otherwise."""
+        from thunder_ir import ops as ltorch
+        from thunder_ir import prims
+
+        bound = _bound_arguments(bsym, args, kwargs)
+        if bound is None:
+            return False
+        a, target, weight = bound["a"], bound["target"], bound["weight"]
+        if (
+            not _eligible(a, "cuda")
+            or not isinstance(target, TensorProxy)
+            or target.dtype.is_float
+            or bound["label_smoothing"] != 0.0
+            or a.ndim == 0
+            or a.dtype.strong() == dtypes.float32
+        ):
+            return False
+        logp = ltorch.log_softmax(a, 0 if a.ndim == 1 else 1)
+        logp = prims.convert_element_type(logp, dtypes.float32)
+        if _eligible(weight, "cuda") and weight.dtype.strong() != dtypes.float32:
+            weight = prims.convert_element_type(weight, dtypes.float32)
+        out = ltorch.nll_loss(
+            logp,
+            target,
+            weight,
+            bound["size_average"],
+            bound["ignore_index"],
+            bound["reduce"],
+            bound["reduction"],
+        )
+        self._bind_outputs(bsym, out)
+        return True
+
+    # -- torch callables without an op ----------------------------------------------------------
+
+    def _fallback(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> None:
+        """A ``torch_fallback`` call (recorded as it runs without autocast) under autocast: the
+        inputs eager's autocast converts converted first, then the call recorded again."""
+        prefix = 3 if bsym.sym.id == "ltorch.torch_fallback_random_replay" else 1
+        head, call_args = args[:prefix], args[prefix:]
+        state = {d: t for d, t in self.state.items() if d in _device_types(call_args, kwargs)}
+        if not state:
+            self.call(bsym, args, kwargs, any(self._replaced(bsym)))
+            return
+        casts, expected = _autocast_fake_run(args[0], call_args, kwargs, state)
+        call_args, kwargs = self.cast_where(call_args, kwargs, lambda i, x: casts.get(i))
+        out = bsym.sym(*head, *call_args, **kwargs)
+        got = [o.dtype for o in tree_flatten(out)[0] if isinstance(o, TensorProxy)]
+        if got != expected:
+            devices = ", ".join(repr(d) for d in state)
+            raise NotImplementedError(
+                f"{args[0]} under torch.autocast({devices}): eager autocast gives it outputs "
+                f"of dtypes {[d.name for d in expected]}, which thunder cannot reproduce by "
+                f"converting its inputs (got {[d.name for d in got]}); call it outside "
+                "autocast or convert its inputs explicitly"
+            )
+        self._bind_outputs(bsym, out)
+
+    # -- higher-order symbols and checkpointed regions ------------------------------------------
 
     def _higher_order_args(self, sym: Symbol, args: Any) -> tuple[Any, ...]:
         """The arguments of a higher-order call with each function replayed under this
@@ -164,10 +534,10 @@ class _Replay:
         return (self._subtrace(combine, protos), init, xs, extra, reverse)
 
     def _subtrace(self, sub: Trace, inputs: list[Any]) -> Trace:
-        target = self.target
+        state = self.state
 
         def body(*values: Any) -> Any:
-            inner = _Replay(require_tracectx("autocast"), target)
+            inner = _Replay(require_tracectx("autocast"), state)
             inner.env.update({p.name: v for p, v in zip(sub.args, values)})
             for b in sub.bound_symbols:
                 if b.has_tag(OpTag.RETURN):
@@ -181,10 +551,10 @@ class _Replay:
         """A checkpointed region replayed under autocast, still one checkpointed region."""
         from thunder_transforms.checkpoint import checkpoint_symbol
 
-        target = self.target
+        state = self.state
 
         def region(*args: Any, **kwargs: Any) -> Any:
-            inner = _Replay(self.new, target)
+            inner = _Replay(self.new, state)
             olds = tree_flatten((bsym.args, bsym.kwargs))[0]
             news = tree_flatten((args, kwargs))[0]
             for o, n in zip(olds, news):
@@ -195,6 +565,14 @@ class _Replay:
             return tree_map(inner.lookup, bsym.output)
 
         return checkpoint_symbol(region, name=bsym.sym.name)
+
+    # -- recording ------------------------------------------------------------------------------
+
+    def _bind_outputs(self, bsym: BoundSymbol, out: Any) -> None:
+        olds, news = tree_flatten(bsym.output)[0], tree_flatten(out)[0]
+        for o, n in zip(olds, news):
+            if isinstance(o, Proxy):
+                self.env[o.name] = n
 
     def call(
         self, bsym: BoundSymbol, args: Any, kwargs: Any, changed: bool, region: Symbol | None = None
@@ -211,10 +589,7 @@ class _Replay:
             # back the dtypes it was recorded with.
             args, kwargs = self._as_recorded(bsym, args, kwargs)
             out = bsym.sym(*args, **kwargs)
-        olds, news = tree_flatten(bsym.output)[0], tree_flatten(out)[0]
-        for o, n in zip(olds, news):
-            if isinstance(o, Proxy):
-                self.env[o.name] = n
+        self._bind_outputs(bsym, out)
 
     def _as_recorded(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> tuple[Any, Any]:
         from thunder_ir import prims
@@ -231,6 +606,139 @@ class _Replay:
         return tree_map(undo, args), tree_map(undo, kwargs)
 
 
+def _promote_type(leaves: Sequence[Any], target: DType, device_type: str) -> DType:
+    """The dtype torch's promote policy converts the inputs to (``at::autocast::promote_type``):
+    float32 once one input is, else the autocast dtype; float64 inputs are ignored."""
+    current = target
+    for x in leaves:
+        if not _eligible(x, device_type):
+            continue
+        dtype = x.dtype.strong()
+        if current == dtypes.float32 or dtype == dtypes.float32:
+            current = dtypes.float32
+        elif current != target or dtype != target:
+            raise EagerAutocastError("Unexpected floating ScalarType in at::autocast::prioritize")
+    return current
+
+
+# -- fake runs of torch callables -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _torch_autocast_state(state: Mapping[str, torch.dtype | None]) -> Iterator[None]:
+    """The process's CPU and CUDA autocast set to ``state`` (a device type missing or None: off),
+    its cast cache off; restored after."""
+    saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _PRIORITY]
+    cache = torch.is_autocast_cache_enabled()
+    try:
+        torch.set_autocast_cache_enabled(False)
+        for d in _PRIORITY:
+            dtype = state.get(d)
+            torch.set_autocast_enabled(d, dtype is not None)
+            if dtype is not None:
+                torch.set_autocast_dtype(d, dtype)
+        yield
+    finally:
+        for d, enabled, dtype in saved:
+            torch.set_autocast_enabled(d, enabled)
+            torch.set_autocast_dtype(d, dtype)
+        torch.set_autocast_cache_enabled(cache)
+
+
+class _InputCasts(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
+    """Notes the dtype each input tensor is converted to (the first conversion of each)."""
+
+    def __init__(self, inputs: dict[int, int]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.inputs = inputs  # id of the fake tensor -> flat position of its argument
+        self.casts: dict[int, torch.dtype] = {}
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if (
+            func is torch.ops.aten._to_copy.default
+            and args
+            and id(args[0]) in self.inputs
+            and kwargs.get("dtype") is not None
+        ):
+            self.casts.setdefault(self.inputs[id(args[0])], kwargs["dtype"])
+        return func(*args, **kwargs)
+
+
+def _fake_call(
+    fn: Any, leaves: list[Any], spec: Any, state: Mapping[str, torch.dtype | None]
+) -> tuple[dict[int, torch.dtype], list[torch.dtype]]:
+    """``fn`` called on fake tensors standing for the proxies among ``leaves`` (the flattened
+    arguments) under the autocast ``state``: the dtype each input is first converted to (by its
+    flat position) and the dtypes of the tensor outputs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from thunder_ir.devices import to_torch_device
+
+    inputs: dict[int, int] = {}
+    mode = FakeTensorMode(allow_fallback_kernels=False)
+    with mode:
+        fakes: list[Any] = []
+        for i, x in enumerate(leaves):
+            if isinstance(x, TensorProxy):
+                t = torch.empty(
+                    tuple(int(s.value if isinstance(s, NumberProxy) else s) for s in x.shape),
+                    dtype=dtypes.to_torch_dtype(x.dtype),
+                    device=to_torch_device(x.device),
+                )
+                if x.requires_grad:
+                    t.requires_grad_(True)
+                inputs[id(t)] = i
+                fakes.append(t)
+            elif isinstance(x, torch.Tensor):
+                fakes.append(mode.from_tensor(x))
+            else:
+                fakes.append(x)
+        fargs, fkwargs = tree_unflatten(fakes, spec)
+        recorder = _InputCasts(inputs)
+        with _torch_autocast_state(state), torch.enable_grad(), recorder:
+            out = fn(*fargs, **fkwargs)
+    outs = tree_flatten(tuple(out) if isinstance(out, tuple) else out)[0]
+    return recorder.casts, [o.dtype for o in outs if isinstance(o, torch.Tensor)]
+
+
+def _autocast_fake_run(
+    name: str, args: Any, kwargs: Any, state: State
+) -> tuple[dict[int, DType], list[DType]]:
+    """``name(*args, **kwargs)`` run on fake tensors under ``state``: the inputs autocast
+    converts (flat position of the argument -> dtype) and the dtypes of the tensor outputs.
+    Conversions the callable makes itself (as it makes them without autocast) are not
+    autocast's."""
+    from thunder_ir.ops._registry import resolve_torch_name
+
+    fn = resolve_torch_name(name)
+    leaves, spec = tree_flatten((args, kwargs))
+    torch_state = {d: dtypes.to_torch_dtype(t) for d, t in state.items()}
+    with_autocast, outs = _fake_call(fn, leaves, spec, torch_state)
+    try:
+        own, _ = _fake_call(fn, leaves, spec, {})
+    except Exception:  # it runs only as autocast converts it (dot of float32 and bfloat16)
+        own = {}
+    casts: dict[int, DType] = {}
+    for i, dtype in with_autocast.items():
+        x = leaves[i]
+        to = dtypes.from_torch_dtype(dtype)
+        device = x.device.type
+        if (
+            own.get(i) != dtype
+            and device in state
+            and _eligible(x, device)
+            and to in (dtypes.float32, state[device])
+        ):
+            casts[i] = to
+    return casts, [dtypes.from_torch_dtype(d) for d in outs]
+
+
+# -- the transform --------------------------------------------------------------------------------
+
+
 def _target(dtype: DType | torch.dtype) -> DType:
     target = dtype if isinstance(dtype, DType) else dtypes.from_torch_dtype(dtype)
     if target.strong() not in (dtypes.bfloat16, dtypes.float16):
@@ -238,34 +746,58 @@ def _target(dtype: DType | torch.dtype) -> DType:
     return target.strong()
 
 
+Region = DType | torch.dtype | Mapping[str, DType | torch.dtype] | None
+
+
+def _state(region: Region, device_type: str) -> dict[str, DType]:
+    if region is None:
+        return {}
+    if isinstance(region, Mapping):
+        for d in region:
+            if d not in LISTS:
+                raise NotImplementedError(
+                    f"autocast for {d!r}: only {', '.join(map(repr, LISTS))} are implemented"
+                )
+        return {d: _target(t) for d, t in region.items()}
+    return {device_type: _target(region)}
+
+
 def autocast(
     trace: Trace,
     dtype: DType | torch.dtype = dtypes.bfloat16,
     device_type: str = "cpu",
     *,
-    regions: Sequence[DType | torch.dtype | None] | None = None,
+    regions: Sequence[Region] | None = None,
 ) -> Trace:
     """``trace`` computing as under ``torch.autocast(device_type, dtype=dtype)`` (see the module
-    docstring for the op lists). Only CPU autocast's lists are implemented.
+    docstring for the op lists; ``device_type`` is ``"cpu"`` or ``"cuda"``).
 
     ``regions``, when given, holds one entry per bound symbol of ``trace`` (top level): the
-    autocast dtype it runs under, or None where autocast is off (a ``with torch.autocast(...)``
-    block inside a program); ``dtype`` is then unused."""
+    autocast state it runs under: a dtype (autocast for ``device_type``), a mapping from device
+    type to dtype (autocast on for each of those devices), or None where autocast is off (a
+    ``with torch.autocast(...)`` block inside a program); ``dtype`` is then unused."""
     start = time.perf_counter()
-    if device_type != "cpu":
-        raise NotImplementedError(f"autocast for {device_type!r}: only 'cpu' is implemented")
+    if device_type not in LISTS:
+        raise NotImplementedError(
+            f"autocast for {device_type!r}: only {', '.join(map(repr, LISTS))} are implemented"
+        )
     if regions is not None and len(regions) != len(trace.bound_symbols):
         raise ValueError("autocast: regions needs one entry per bound symbol of the trace")
-    targets = [None if d is None else _target(d) for d in regions] if regions is not None else None
+    states = (
+        [_state(r, device_type) for r in regions]
+        if regions is not None
+        else [_state(dtype, device_type)] * len(trace.bound_symbols)
+    )
     new = Trace(trace.fn_name, args=trace.args, names=trace.names)
     new._counters = dict(trace._counters)
     new.constraints = list(trace.constraints)
     new.docstring = trace.docstring
-    replay = _Replay(new, _target(dtype) if targets is None else None)
-    with tracectx(new):
-        for i, bsym in enumerate(trace.bound_symbols):
-            if targets is not None:
-                replay.target = targets[i]
+    replay = _Replay(new, {})
+    # Torch callables recorded again are run on fake tensors: with the process's own autocast
+    # off (the program may be compiled inside a torch.autocast block).
+    with tracectx(new), _torch_autocast_state({}):
+        for bsym, state in zip(trace.bound_symbols, states):
+            replay.state = state
             replay.visit(bsym)
     new.history = (*trace.history, PassRecord("autocast", time.perf_counter() - start))
     return new

@@ -20,9 +20,11 @@ __all__ = [
     "GLOBAL",
     "ITEM",
     "KWARG",
+    "QUERY",
     "ROOT",
     "SIZE",
     "Access",
+    "query_name",
 ]
 
 ARG = "arg"  # key: position in *args
@@ -36,6 +38,16 @@ ITEM = "item"  # key: the subscript
 ELEMENT = "element"  # key: a position in the iteration order of a set (``tuple(s)[key]``)
 FROM_NUMPY = "from_numpy"  # key: None; the tensor torch.from_numpy(parent) makes (shares memory)
 SIZE = "size"  # key: a dimension; parent: a tensor with symbolic sizes (cache="symbolic values")
+# key: (torch query, its arguments); what ``query(*args)`` answers about the ambient state of the
+# call (``torch._C._len_torch_dispatch_stack()``), asked again by the prologue on every call
+QUERY = "query"
+
+
+def query_name(query: Any) -> str:
+    """``torch._C._len_torch_dispatch_stack``: a query's dotted name."""
+    module = getattr(query, "__module__", None) or ""
+    return f"{module}.{query.__name__}" if module else str(query.__name__)
+
 
 _NOT_IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -88,6 +100,9 @@ class Access:
         if k == GLOBAL:
             module, name = self.key
             return f"{module}.{name}" if module else str(name)
+        if k == QUERY:
+            query, args = self.key
+            return f"{query_name(query)}({', '.join(map(repr, args))})"
         parent = self.parent.describe(param_names) if self.parent is not None else "?"
         if k == CELL:
             return f"{parent}.<closure>.{self.key[1]}"
@@ -120,6 +135,8 @@ class Access:
                 parts.append("tensor")
             elif k == SIZE:
                 parts.append(f"size{node.key}")
+            elif k == QUERY:
+                parts.append("_".join((node.key[0].__name__, *map(str, node.key[1]))))
             node = node.parent
         parts.reverse()
         if len(parts) > 1 and self.root.kind == ARG and parts[0] in ("self", "module", "model"):

@@ -311,15 +311,18 @@ def needs_autodiff(trace: Trace, options: JitOptions) -> bool:
 
 def _apply_autocast(trace: Trace, binder: Binder) -> tuple[Trace, bool]:
     """The computation as eager torch computes it under the autocast state of this call (ambient,
-    part of the cache key) and the ``torch.autocast`` blocks the program entered; and whether
-    the program is called under autocast (its compiled code then runs with autocast off: the
-    trace already says which dtype each op computes in)."""
+    part of the cache key) and the ``torch.autocast`` blocks the program entered, for CPU and
+    CUDA autocast; and whether the program is called under autocast (its compiled code then runs
+    with autocast off: the trace already says which dtype each op computes in). An op eager
+    refuses under autocast, or one whose autocast behavior thunder cannot reproduce, makes the
+    call run eagerly (``ProgramRaised``)."""
     import torch
 
     from thunder_transforms import autocast
+    from thunder_transforms.autocast import EagerAutocastError
 
     ambient = binder.autocast_at_start()
-    for device in ("cuda", "xpu", "mps"):
+    for device in ("xpu", "mps"):
         try:
             enabled = torch.is_autocast_enabled(device)
         except (RuntimeError, TypeError, ValueError):
@@ -327,16 +330,17 @@ def _apply_autocast(trace: Trace, binder: Binder) -> tuple[Trace, bool]:
         if enabled:
             raise JitError(
                 f"thunder.jit: calling a jitted function under torch.autocast({device!r}) is not "
-                "supported (only CPU autocast is); call it outside the autocast context"
+                "supported (only CPU and CUDA autocast are); call it outside the autocast context"
             )
     regions = binder.autocast_regions()
-    if regions is not None:
-        if all(r is None for r in regions):
-            return trace, ambient is not None
-        return autocast(trace, regions=regions), ambient is not None
-    if ambient is None:
-        return trace, False
-    return autocast(trace, ambient), True
+    if regions is None and ambient:
+        regions = [ambient] * len(trace.bound_symbols)
+    if regions is None or not any(regions):
+        return trace, bool(ambient)
+    try:
+        return autocast(trace, regions=regions), bool(ambient)
+    except (EagerAutocastError, NotImplementedError) as e:
+        raise ProgramRaised(e) from e
 
 
 def _refuse_writes_to_shared_inputs(trace: Trace, binder: Binder) -> None:
@@ -360,11 +364,12 @@ def _refuse_writes_to_shared_inputs(trace: Trace, binder: Binder) -> None:
 
 
 def _without_autocast(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` run with CPU autocast off (the compiled code of an entry compiled under autocast)."""
+    """``fn`` run with CPU and CUDA autocast off (the compiled code of an entry compiled under
+    autocast)."""
     import torch
 
     def run(*args: Any) -> Any:
-        with torch.autocast("cpu", enabled=False):
+        with torch.autocast("cpu", enabled=False), torch.autocast("cuda", enabled=False):
             return fn(*args)
 
     return run

@@ -59,6 +59,7 @@ from thunder.guards import (
     check_tensors,
     unpack_generic_attr,
     unpack_module_attr,
+    unpack_query,
     unpack_shape,
 )
 from thunder_ir import Proxy, Trace, prims
@@ -285,6 +286,8 @@ class _Builder:
                 node.manager = m.type_dict_manager(source, None, None)
             elif how == "instance dict":
                 node.manager = m.get_generic_dict_manager(source, None, None)
+            elif how == "call":  # the parent is a query of the ambient state, called anew
+                node.manager = m.lambda_manager(lambda q, a=key: q(*a), source, None, None)
             else:
                 assert how == "item"
                 node.manager = m.getitem_manager(key, source, None, None)
@@ -549,6 +552,11 @@ class _Builder:
             if type(globs.value) is not dict or name not in globs.value:
                 raise _Untranslatable(f"global {name!r} found in the builtins")
             self.nodes[out.name] = self.item(globs, name)
+        elif sym is unpack_query:
+            query, query_args = a[0], tuple(a[1:])
+            self.nodes[out.name] = self.child(
+                self.const(query), "call", query_args, query(*query_args), None, False
+            )
         elif sym is prims.unpack_cell:
             fn, index = self.node_of(a[0]), a[1]
             cells = self.attr(fn, "__closure__")

@@ -601,3 +601,12 @@ def _unpack_from_numpy(array: Any) -> torch.Tensor:
 
 # The tensor sharing an outside numpy array's memory (torch.from_numpy in the program).
 unpack_from_numpy = _prologue_symbol(_unpack_from_numpy, check=False)
+
+
+def _unpack_query(query: Any, *args: Any) -> Any:
+    return query(*args)
+
+
+# What a query of the ambient torch state answers for this call
+# (``torch._C._len_torch_dispatch_stack()``; see binding.regions).
+unpack_query = _prologue_symbol(_unpack_query, check=False)

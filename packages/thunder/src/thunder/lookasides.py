@@ -227,7 +227,18 @@ def _static_lookasides() -> dict[Any, Any]:
     table[torch.is_tensor] = _is_tensor
     for fn, name in ((torch.autograd.backward, "backward"), (torch.autograd.grad, "grad")):
         table[fn] = functools.partial(_differentiates_inside, name)
+    table[torch._check_with] = _check_with
     return table
+
+
+def _check_with(error_type: Any, cond: Any, message: Any = None) -> None:
+    """``torch._check_with`` (``torch._check``, ``_check_index``...), which torch's modules call on
+    sizes (``nn.MultiheadAttention`` on its masks'): a symbolic condition (``cache="symbolic
+    values"``) is decided as Python decides it, recording a constraint of the trace, where torch
+    would ask its own symbolic shapes."""
+    if isinstance(cond, NumberProxy):
+        cond = bool(cond)
+    torch._check_with(error_type, cond, message)
 
 
 def _differentiates_inside(name: str, *args: Any, **kwargs: Any) -> Any:

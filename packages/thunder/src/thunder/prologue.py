@@ -29,6 +29,7 @@ from thunder.access import (
     GLOBAL,
     ITEM,
     KWARG,
+    QUERY,
     ROOT,
     SIZE,
     Access,
@@ -61,6 +62,7 @@ from thunder.guards import (
     unpack_from_numpy,
     unpack_generic_attr,
     unpack_module_attr,
+    unpack_query,
     unpack_shape,
 )
 from thunder.lookasides import SymbolicSize
@@ -219,6 +221,9 @@ class _PrologueBuilder:
             module, name = access.key
             globs = PythonCode(self._global_dict_name(module))
             bsym = prims.unpack_global.bind(globs, name, output=out)
+        elif kind == QUERY:
+            query, query_args = access.key
+            bsym = unpack_query.bind(query, *query_args, output=out)
         else:
             assert access.parent is not None
             parent = self._unpack(access.parent)
@@ -532,6 +537,11 @@ class _EpilogueWriter:
             gname = "G_" + re.sub(r"[^0-9a-zA-Z_]", "_", module)
             self.ctx[gname] = self.binder.globals_dicts[module]
             return f"{gname}[{name!r}]"
+        if kind == QUERY:
+            query, query_args = access.key
+            qname = f"_query_{query.__name__}"
+            self.ctx[qname] = query
+            return f"{qname}({', '.join(value_to_python(a, self.printer) for a in query_args)})"
         assert access.parent is not None
         parent = self.access(access.parent)
         if kind == ATTR:

@@ -215,7 +215,14 @@ class _FakeRun:
             fkwargs = tree_map(fake, dict(kwargs))
             versions = [t._version for t in fakes]
             try:
-                with torch.enable_grad(), recorder:
+                # Without autocast, as every op is recorded: the autocast transform converts the
+                # inputs autocast converts after tracing (which may run inside torch.autocast).
+                with (
+                    torch.enable_grad(),
+                    torch.autocast("cpu", enabled=False),
+                    torch.autocast("cuda", enabled=False),
+                    recorder,
+                ):
                     out = fn(*fargs, **fkwargs)
             except (DynamicOutputShapeException, DataDependentOutputException) as e:
                 raise TorchFallbackError(

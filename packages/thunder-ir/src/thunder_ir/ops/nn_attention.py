@@ -195,12 +195,15 @@ def scaled_dot_product_attention(
                 ),
             )
             scores = add(scores, to_dtype(attn_mask, compute))
-    weights = softmax(scores, -1)
-    if attn_mask is not None:
+    if attn_mask is None:
+        weights = softmax(scores, -1)
+    else:
         # torch's safe softmax: a query that may attend to nothing gets zero weights, not NaN.
+        # Its row enters the softmax as zeros, so that the backward, too, gives it zero
+        # gradients (the softmax of a row of -inf is NaN, and NaN times a zero gradient is NaN).
         last = scores.ndim - 1
         masked_row = eq(expand_reduced(scores, amax_(scores, last), (last,)), -math.inf)
-        weights = where(masked_row, 0.0, weights)
+        weights = where(masked_row, 0.0, softmax(where(masked_row, 0.0, scores), -1))
     if dropout_p > 0:
         weights = dropout(weights, dropout_p, True)
     return to_dtype(matmul(weights, vc), q.dtype)

@@ -13,7 +13,9 @@ from typing import Any
 
 import torch
 
+from thunder.access import QUERY, Access
 from thunder.binding.copying import CopyingMixin
+from thunder.binding.torch_modules import transformer_encoder_forward
 from thunder.errors import (
     ImpureCallError,
     UnsupportedOperationError,
@@ -24,6 +26,8 @@ from thunder_interp import interpret
 from thunder_ir import TensorProxy, get_tracectx
 
 _UNSET = object()
+# The device types whose torch.autocast the autocast transform implements.
+AUTOCAST_TRANSFORM_DEVICES = ("cpu", "cuda")
 
 
 class _TracedToken:
@@ -46,6 +50,59 @@ def _module_setattr(module: torch.nn.Module, name: str, value: Any) -> None:
 
 def _compiling() -> bool:
     return True
+
+
+def _traced() -> bool:
+    return True
+
+
+# Queries of the ambient dispatch state (the stack of ``TorchDispatchMode``s the call runs under,
+# which ``torch.utils._python_dispatch._get_current_dispatch_mode_stack`` reads): answered as
+# for the call being traced, and asked again by the prologue on every call (a call made under
+# another mode stack recompiles). A mode is an outside object: what the program reads from it is
+# guarded at its path.
+_DISPATCH_STATE_QUERIES = tuple(
+    q
+    for q in (
+        getattr(torch._C, "_len_torch_dispatch_stack", None),
+        getattr(torch._C, "_get_dispatch_stack_at", None),
+        getattr(torch._C, "_get_dispatch_mode", None),
+    )
+    if q is not None
+)
+
+
+def _fast_path_lookasides() -> dict[Any, Any]:
+    """Checks torch's modules make to choose between a fused fast path and their ordinary one.
+
+    ``nn.MultiheadAttention`` asks ``_is_make_fx_tracing()`` (is a make_fx or export trace
+    recording this call?) before it calls ``torch._native_multi_head_attention``, one C++ kernel
+    for the whole block. While a tracer records it, it takes its ordinary path
+    (``F.multi_head_attention_forward``: linear, scaled_dot_product_attention, linear, which thunder
+    records op by op, fuses and differentiates) and gives its output the fast path's layout, so
+    the values are eager's (up to rounding) in whatever dispatch state the compiled program is
+    called. Thunder is such a tracer, as torch.compile is (dynamo answers True too): the answer
+    does not depend on the call, so it needs no guard.
+
+    ``nn.TransformerEncoder``/``TransformerDecoder`` look at the data of a mask given without an
+    ``is_causal`` hint (``_detect_is_causal_mask``: is it the causal mask?) only to pass
+    scaled_dot_product_attention ``is_causal=True`` instead of the mask, which computes the same
+    attention. Here the data is not known: the mask is applied as given (the hint, when the
+    program gives one, is kept)."""
+    out: dict[Any, Any] = {}
+    activation = sys.modules.get("torch.nn.modules.activation")
+    is_make_fx_tracing = getattr(activation, "_is_make_fx_tracing", None)
+    if is_make_fx_tracing is not None:
+        out[is_make_fx_tracing] = _traced
+    transformer = sys.modules.get("torch.nn.modules.transformer")
+    detect_is_causal_mask = getattr(transformer, "_detect_is_causal_mask", None)
+    if detect_is_causal_mask is not None:
+        out[detect_is_causal_mask] = _is_causal_hint
+    return out
+
+
+def _is_causal_hint(mask: Any, is_causal: bool | None = None, size: int | None = None) -> bool:
+    return is_causal is True
 
 
 def _is_compiling_queries() -> list[Any]:
@@ -98,19 +155,43 @@ class RegionsMixin(CopyingMixin):
         # no context variables): the program is being compiled.
         for is_compiling in _is_compiling_queries():
             out[is_compiling] = _compiling
-        legacy = getattr(torch, "is_autocast_cpu_enabled", None)
-        if legacy is not None:
-            out[legacy] = functools.partial(self._is_autocast_enabled, "cpu")
+        out.update(_fast_path_lookasides())
+        # nn.TransformerEncoder's nested-tensor path, computed as eager does (binding.torch_modules)
+        out[torch.nn.TransformerEncoder.forward] = interpret(
+            transformer_encoder_forward,
+            lookasides=table,
+            callbacks=self.callbacks(),
+            native_special=native_special,
+        )
+        for query in _DISPATCH_STATE_QUERIES:
+            out[query] = functools.partial(self._ambient_query, query)
+        legacy_queries: list[tuple[str, Any, str]] = [
+            ("is_autocast_cpu_enabled", self._is_autocast_enabled, "cpu"),
+            ("get_autocast_cpu_dtype", self._get_autocast_dtype, "cpu"),
+            ("get_autocast_gpu_dtype", self._get_autocast_dtype, "cuda"),
+        ]
+        for name, answer, device in legacy_queries:
+            legacy = getattr(torch, name, None)
+            if legacy is not None:  # deprecated spellings of the two queries
+                out[legacy] = functools.partial(answer, device)
         classes: list[Any] = [autocast_cls]
-        cpu_autocast = getattr(getattr(getattr(torch, "cpu", None), "amp", None), "autocast", None)
-        if isinstance(cpu_autocast, type):  # torch.cpu.amp.autocast (deprecated)
-            classes.append(cpu_autocast)
+        for module in ("cpu", "cuda"):  # torch.cpu.amp.autocast, torch.cuda.amp.autocast
+            amp = getattr(getattr(torch, module, None), "amp", None)
+            device_autocast = getattr(amp, "autocast", None)
+            if isinstance(device_autocast, type):  # (deprecated)
+                classes.append(device_autocast)
         for cls in classes:
             # Constructing one reads ambient state only (part of the cache key): run natively.
             out[cls] = cls
             out[cls.__enter__] = self._autocast_enter
             out[cls.__exit__] = self._autocast_exit
         return out
+
+    def _ambient_query(self, query: Any, *args: Any) -> Any:
+        """``query(*args)`` of the ambient torch state: this call's answer, which the prologue
+        asks again on every call (``Access(QUERY, ...)``: equal numbers, a mode of the same
+        type)."""
+        return self.on_load(query(*args), Access(QUERY, (query, args)))
 
     # -- context variables ----------------------------------------------------------------------
 
@@ -239,32 +320,39 @@ class RegionsMixin(CopyingMixin):
 
     # -- autocast -------------------------------------------------------------------------------
 
-    def autocast_at_start(self) -> torch.dtype | None:
-        """The CPU autocast dtype the program starts under (None: autocast off)."""
-        if torch.is_autocast_enabled("cpu"):
-            return torch.get_autocast_dtype("cpu")
-        return None
+    def autocast_at_start(self) -> dict[str, torch.dtype]:
+        """The devices autocast is on for as the program starts, each with its dtype (CPU and
+        CUDA, the devices the autocast transform implements; empty: autocast off)."""
+        return {
+            d: torch.get_autocast_dtype(d)
+            for d in AUTOCAST_TRANSFORM_DEVICES
+            if torch.is_autocast_enabled(d)
+        }
 
-    def _autocast_now(self) -> torch.dtype | None:
+    def _autocast_now(self) -> dict[str, torch.dtype]:
         return self.autocast_stack[-1] if self.autocast_stack else self.autocast_at_start()
 
     def _autocast_enter(self, cm: Any) -> Any:
         device = getattr(cm, "device", None)
         enabled = bool(getattr(cm, "_enabled", False))
-        if device != "cpu":
+        if device not in AUTOCAST_TRANSFORM_DEVICES:
             if enabled:
                 raise UnsupportedOperationError(
                     f"torch.autocast(device_type={device!r}) inside a jitted function",
-                    "only device_type='cpu' autocast regions are supported",
+                    "only device_type='cpu' and 'cuda' autocast regions are supported",
                 )
-            self.autocast_stack.append(self._autocast_now())  # changes nothing on the CPU
+            self.autocast_stack.append(self._autocast_now())  # changes nothing for CPU or CUDA
             return cm
         if len(self.trace.scopes) > 1:
             raise UnsupportedOperationError(
                 "entering torch.autocast inside a checkpointed region",
                 "enter it outside torch.utils.checkpoint.checkpoint, or around the jitted call",
             )
-        state = cm.fast_dtype if enabled else None
+        state = dict(self._autocast_now())
+        if enabled:
+            state[device] = cm.fast_dtype
+        else:
+            state.pop(device, None)
         self.autocast_stack.append(state)
         self.autocast_marks.append((len(self.trace.bound_symbols), state))
         return cm
@@ -275,7 +363,7 @@ class RegionsMixin(CopyingMixin):
                 "torch.autocast.__exit__ without a matching __enter__ inside the jitted function"
             )
         self.autocast_stack.pop()
-        if getattr(cm, "device", None) == "cpu":
+        if getattr(cm, "device", None) in AUTOCAST_TRANSFORM_DEVICES:
             if len(self.trace.scopes) > 1:
                 raise UnsupportedOperationError(
                     "leaving torch.autocast inside a checkpointed region",
@@ -285,23 +373,24 @@ class RegionsMixin(CopyingMixin):
         return False
 
     def _is_autocast_enabled(self, *args: Any, **kwargs: Any) -> bool:
-        device = kwargs.get("device_type", args[0] if args else None)
-        if device == "cpu" and self.autocast_stack:
-            return self.autocast_stack[-1] is not None
+        # torch.is_autocast_enabled() without a device type asks about CUDA (legacy).
+        device = kwargs.get("device_type", args[0] if args else "cuda")
+        if device in AUTOCAST_TRANSFORM_DEVICES and self.autocast_stack:
+            return device in self.autocast_stack[-1]
         return bool(torch.is_autocast_enabled(*args, **kwargs))
 
     def _get_autocast_dtype(self, *args: Any, **kwargs: Any) -> torch.dtype:
         device = kwargs.get("device_type", args[0] if args else None)
-        if device == "cpu" and self.autocast_stack and self.autocast_stack[-1] is not None:
-            return self.autocast_stack[-1]
+        if self.autocast_stack and device in self.autocast_stack[-1]:
+            return self.autocast_stack[-1][device]
         return torch.get_autocast_dtype(*args, **kwargs)
 
-    def autocast_regions(self) -> list[torch.dtype | None] | None:
-        """The CPU autocast dtype of each top-level bound symbol of the trace (None: off), or
-        None when the program never entered or left autocast itself."""
+    def autocast_regions(self) -> list[dict[str, torch.dtype]] | None:
+        """The autocast state (device type -> dtype; empty: off) of each top-level bound symbol
+        of the trace, or None when the program never entered or left autocast itself."""
         if not self.autocast_marks:
             return None
-        regions: list[torch.dtype | None] = []
+        regions: list[dict[str, torch.dtype]] = []
         state = self.autocast_at_start()
         marks = iter(self.autocast_marks)
         mark = next(marks, None)

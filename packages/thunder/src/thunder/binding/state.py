@@ -403,14 +403,15 @@ class BinderState:
         self._outside_owners: dict[int, Any] = {}
         self._module_index: dict[int, Access] | None = None
         self._indexed_modules = 0
-        # CPU autocast entered by the program: the stack of its dtypes (None: off) and the
-        # (top-level bound symbol index, dtype) where it changes.
-        self.autocast_stack: list[torch.dtype | None] = []
+        # Autocast entered by the program: the stack of its states (device type -> dtype, for
+        # the devices it is on for) and the (top-level bound symbol index, state) where it
+        # changes.
+        self.autocast_stack: list[dict[str, torch.dtype]] = []
         # The program's grad mode (None: as the call started) and its inference_mode blocks:
         # (grad mode before the block, whether the block enables inference mode).
         self.grad_mode: bool | None = None
         self.inference_stack: list[tuple[bool, bool]] = []
-        self.autocast_marks: list[tuple[int, torch.dtype | None]] = []
+        self.autocast_marks: list[tuple[int, dict[str, torch.dtype]]] = []
         # Context variables the program set in this call, and their values (see regions).
         self.context_values: dict[Any, Any] = {}
         self.held_locks: list[Any] = []  # locks the program took and has not released (regions)
