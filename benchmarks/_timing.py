@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["median_times"]
+__all__ = ["median_times", "medians"]
 
 
 def median_times(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
@@ -20,3 +20,8 @@ def median_times(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
             fn()
             samples[k].append(time.perf_counter() - start)
     return [statistics.median(s) for s in samples]
+
+
+def medians(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """``median_times`` of named functions: the median seconds of one call of each."""
+    return dict(zip(fns, median_times(list(fns.values()), repeat), strict=True))

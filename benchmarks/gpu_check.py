@@ -20,7 +20,6 @@ import argparse
 import importlib.util
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -31,6 +30,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+if (
+    str(Path(__file__).resolve().parent) not in sys.path
+):  # imported by file path: _timing is a sibling
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import medians  # type: ignore[import-not-found]
 
 RUN_BY_DEFAULT = False  # ``python -m benchmarks`` alone skips it: it needs a CUDA device
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,16 +95,6 @@ def _synchronized(fn: Callable[[], Any]) -> Callable[[], Any]:
     return call
 
 
-def _medians(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(s) for name, s in samples.items()}
-
-
 def _compile(config: str, model: Any) -> Any:
     import thunder
 
@@ -126,7 +122,7 @@ def measure(name: str, model: Any, step: Callable[[Any], Any], repeat: int) -> d
         except Exception as e:
             row["error"][config] = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
             traceback.print_exc()
-    times = _medians(runners, repeat)
+    times = medians(runners, repeat)
     row["eager"] = times.pop("eager")
     row["ratio"] = {c: t / row["eager"] for c, t in times.items()}
     return row

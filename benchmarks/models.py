@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -48,6 +47,13 @@ from typing import Any
 import torch
 
 import thunder
+
+if (
+    str(Path(__file__).resolve().parent) not in sys.path
+):  # imported by file path: _timing is a sibling
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import medians  # type: ignore[import-not-found]
 
 ZOO_PATH = Path(__file__).resolve().parent.parent / "tests" / "e2e" / "hf_zoo.py"
 FUSION_EXECUTORS = ("torchcompile", "torch_ops", "torch")
@@ -80,17 +86,6 @@ def _check_compiled(config: str, compiled: Any, caught: list[warnings.WarningMes
     notes = [str(w.message) for w in caught if str(w.message).startswith("thunder.jit")]
     note = notes[0] if notes else "the call ran eagerly"
     raise RanEagerly(note.split(" raised ", 1)[-1].split("; the call ran eagerly")[0])
-
-
-def medians(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    """Median seconds of one call of each function over ``repeat`` calls, taking turns."""
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def configurations(use_torch_compile: bool) -> list[str]:

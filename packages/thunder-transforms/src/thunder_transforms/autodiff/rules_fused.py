@@ -15,6 +15,18 @@ from thunder_transforms.autodiff.registry import GradPairs, bound_arguments, reg
 __all__: list[str] = []
 
 
+def _affine_pairs(grads: Any, a: TensorProxy, weight: Any, bias: Any) -> GradPairs:
+    """A normalization's gradients (the input's, then weight's and bias's where given) paired
+    with what they are the gradients of."""
+    pairs = [(a, grads[0])]
+    rest = list(grads[1:])
+    if weight is not None:
+        pairs.append((weight, rest.pop(0)))
+    if bias is not None:
+        pairs.append((bias, rest.pop(0)))
+    return pairs
+
+
 @register_vjp(ltorch.native_layer_norm)
 def _native_layer_norm(
     bsym: BoundSymbol,
@@ -29,13 +41,7 @@ def _native_layer_norm(
     a, shape, weight, bias, _eps = bsym.args
     _out, mean, rstd = bsym.output
     grads = ltorch.layer_norm_backward(g, a, shape, mean, rstd, weight, bias)
-    pairs = [(a, grads[0])]
-    rest = list(grads[1:])
-    if weight is not None:
-        pairs.append((weight, rest.pop(0)))
-    if bias is not None:
-        pairs.append((bias, rest.pop(0)))
-    return pairs
+    return _affine_pairs(grads, a, weight, bias)
 
 
 @register_vjp(ltorch.gelu)
@@ -128,13 +134,7 @@ def _native_batch_norm(
     a, weight, bias, _eps = bsym.args
     _out, mean, invstd = bsym.output
     grads = ltorch.batch_norm_backward(g, a, weight, mean, invstd, bias is not None)
-    pairs = [(a, grads[0])]
-    rest = list(grads[1:])
-    if weight is not None:
-        pairs.append((weight, rest.pop(0)))
-    if bias is not None:
-        pairs.append((bias, rest.pop(0)))
-    return pairs
+    return _affine_pairs(grads, a, weight, bias)
 
 
 # Activations kept whole in the forward, their gradients one op each (eager's backward kernel
