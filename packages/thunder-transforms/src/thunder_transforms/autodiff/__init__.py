@@ -84,7 +84,8 @@ def make_differentiable(
     them to ``torch.autograd``. Returns the callable (it takes the trace's inputs in order) and
     the forward and backward traces. With ``rematerialize``, cheap values are recomputed in the
     backward where that saves memory (min-cut, see ``remat``); checkpointed regions (see
-    ``thunder_transforms.checkpoint``) are recomputed either way.
+    ``thunder_transforms.checkpoint``) and ops tagged ``OpTag.RECOMPUTE`` (ZeRO-3's parameter
+    gathers) are recomputed either way.
 
     A trace that writes in place where only torch.autograd can do what eager does
     (``eager_autograd.needs_eager_autograd``: a written input, a tensor autograd may have saved
@@ -96,7 +97,7 @@ def make_differentiable(
     fb = split_forward_backward(trace, requires_grad=requires_grad)
     if rematerialize:
         fb = remat.rematerialize(fb)
-    elif fb.checkpointed:
+    else:  # what must be recomputed still is: checkpointed regions, OpTag.RECOMPUTE (gathers)
         fb = remat.rematerialize(fb, method="checkpointed_only")
     fb = snapshot_written_inputs(fb)
     fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward))

@@ -21,7 +21,9 @@ such a part exist only in the decomposition: they are never saved.
 Values listed in ``ForwardBackward.checkpointed`` (activation checkpointing, see
 ``thunder_transforms.checkpoint``) are never saved: any non-random op producing them may be
 recomputed and their capacity is infinite, so the backward recomputes such a region from its
-inputs. ``method="checkpointed_only"`` recomputes those and nothing else.
+inputs. ``method="checkpointed_only"`` recomputes those and the outputs of ops tagged
+``OpTag.RECOMPUTE`` (ZeRO-3's parameter gathers) and nothing else: what thunder.jit runs when no
+fusion executor makes recomputing free.
 
 ``method="greedy"`` is the older heuristic (kept for comparison; it ignores checkpointed
 regions): the cheap ops form connected clusters, and each cluster either saves what the backward
