@@ -280,3 +280,51 @@ def test_average_pooling_is_kept_on_the_cpu_for_large_windows_only() -> None:
         )
         assert ("torch_ops.avg_pool2d(" in extrace.python()) is kept, k
         torch.testing.assert_close(extrace.python_callable()(x), F.avg_pool2d(x, k))
+
+
+class _SmallCNN(torch.nn.Module):
+    """Conv, BatchNorm (trained, and frozen in evaluation mode), inplace ReLU, Hardswish, max and
+    average pooling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x)), inplace=True), 2)
+        x = F.hardswish(self.bn2(self.conv2(x)))
+        return F.avg_pool2d(x, 4).flatten(1)
+
+
+def test_small_cnn_training_steps_match_eager_with_a_frozen_batch_norm() -> None:
+    torch.manual_seed(0)
+    model = _SmallCNN().train()
+    model.bn2.eval()  # frozen statistics: read, not written, while its parameters train
+    reference = copy.deepcopy(model)
+    jm = thunder.jit(model)
+    for _ in range(2):
+        x, target = torch.randn(4, 3, 16, 16), torch.randn(4, 32)
+        loss = F.mse_loss(jm(x), target)
+        expected = F.mse_loss(reference(x), target)
+        torch.testing.assert_close(loss, expected)
+        loss.backward()
+        expected.backward()
+        params = dict(reference.named_parameters())
+        for name, p in model.named_parameters():
+            assert p.grad is not None, name
+            torch.testing.assert_close(p.grad, params[name].grad, atol=1e-5, rtol=1e-4)
+            p.grad = params[name].grad = None
+        buffers = dict(reference.named_buffers())
+        for name, b in model.named_buffers():
+            torch.testing.assert_close(b, buffers[name], msg=name)
+    assert int(model.bn2.num_batches_tracked) == 0 and int(model.bn1.num_batches_tracked) == 2
+    with torch.no_grad():  # inference: the ops kept whole, the same values
+        model.eval()
+        reference.eval()
+        x = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(jm(x), reference(x))
+        text = thunder.last_traces(jm)[-1].python()
+        assert "torch_ops.batch_norm(" in text and "torch_ops.relu(" in text, text

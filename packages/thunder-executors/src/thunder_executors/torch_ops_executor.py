@@ -144,13 +144,20 @@ def _torch_parameters(fn: Callable[..., Any]) -> tuple[int, frozenset[str]] | No
     return positional, frozenset(names)
 
 
+@functools.cache
+def _python_signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # a C function
+        return None
+
+
 def _takes(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``fn`` takes the arguments as the program gave them to the op: by its Python
     signature, else by the aten schemas of its name. A dispatching wrapper (``F.max_pool2d``
     takes ``*args, **kwargs``) is taken on trust: the op's parameters are its own."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
+    sig = _python_signature(fn)
+    if sig is None:
         params = _torch_parameters(fn)
         if params is None:
             return True
