@@ -16,20 +16,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from block_thresholds import DEFAULT_THRESHOLDS, set_thresholds
 
 from thunder_interp import Callbacks, interpret, is_interpreting
 
 
-@pytest.fixture(params=["eager", "default"])
+@pytest.fixture(params=["eager", "early", "superblock_first", "default"])
 def thresholds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Compile blocks and superblocks on first use, or at the default warmth."""
+    """Compile blocks and superblocks on first use, after a few runs (the suite's setting, see
+    block_thresholds.py), the entry's superblock long before any block of its own, or at the
+    interpreter's own warmth."""
     if request.param == "eager":
-        import thunder_interp._blocks as blocks
-        import thunder_interp._runtime as runtime
-
-        monkeypatch.setattr(runtime, "WARM_THRESHOLD", 0)
-        monkeypatch.setattr(blocks, "HOT_THRESHOLD", 1)
-        monkeypatch.setattr(blocks, "SUPERBLOCK_THRESHOLD", 1)
+        set_thresholds(monkeypatch, (0, 1, 1))
+    elif request.param == "superblock_first":
+        set_thresholds(monkeypatch, (0, 1000, 3))
+    elif request.param == "default":
+        set_thresholds(monkeypatch, DEFAULT_THRESHOLDS)
     return str(request.param)
 
 
@@ -316,3 +318,24 @@ def test_call_sites_keep_no_callee_lookaside_or_caller_state_alive() -> None:
     del interp, closure, lookaside, payload
     gc.collect()
     assert kept() is None
+
+
+_FALLS_THROUGH = """
+def f(x):
+    a = x + 1
+    d = {"a": a, "x": x}  # a dict display: the entry's block ends here, single ops go on
+    if d["a"] > 5:
+        return a - 5
+    return a + len(d)
+"""
+_SETTINGS = ["eager", "early", "superblock_first", "default"]
+
+
+def test_superblock_of_blocks_that_fall_through_to_single_ops(thresholds: str) -> None:
+    # A superblock made of blocks never compiled on their own still goes on where they do.
+    # (Code objects that compare equal share their compiled code: the lines differ per setting.)
+    f = _module("\n" * _SETTINGS.index(thresholds) + _FALLS_THROUGH)["f"]
+    interpreted = interpret(f)
+    assert [interpreted(x) for x in range(12)] == [f(x) for x in range(12)]
+    caller = _module("def run(f, n):\n    return [f(x) for x in range(n)]\n")["run"]
+    assert interpret(caller)(f, 100) == caller(f, 100)

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from thunder_interp._bytecode import ExceptionHandler, Instruction
 from thunder_interp._frame import NULL, Frame
+from thunder_interp._lookasides import attribute_loaded
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, Op
 from thunder_interp._runtime import enter_frame
@@ -36,6 +37,8 @@ from thunder_interp._slots import (
     contains,
     get_item,
     next_item,
+    plain_reads,
+    plain_writes,
     set_item,
     store_attr,
     truth,
@@ -43,7 +46,14 @@ from thunder_interp._slots import (
 )
 from thunder_interp.ops._common import unbound_local
 from thunder_interp.ops.arith import identical
-from thunder_interp.ops.calls import call_null_first, call_positional, call_self_second
+from thunder_interp.ops.calls import (
+    call_at_site,
+    call_null_first,
+    call_positional,
+    call_self_second,
+)
+from thunder_interp.ops.control import iterated
+from thunder_interp.ops.generators import Returned, sent
 from thunder_interp.ops.locals import load_constant_hooked
 from thunder_interp.ops.names import (
     _load_global_value,
@@ -134,6 +144,8 @@ class _BlockGen:
         # with the conditional jump that consumes it.
         self.last_compare: tuple[str, int, str, str, str, int] | None = None
         self.compare_end = -1  # body length right after that compare's lines
+        self.last_send = -1  # the index of a SEND in this block (its yield may follow)
+        self.finished = False  # see finish
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -172,6 +184,22 @@ class _BlockGen:
         if self.stack:
             self.emit(f"st.extend(({', '.join(self.stack)},))", index)
             self.stack.clear()
+
+    def resolve(self, index: int) -> int:
+        """Where going to instruction ``index`` leads: past no-ops and unconditional jumps."""
+        instructions = self.instructions
+        last = len(instructions) - 1
+        for _ in range(16):
+            if not 0 < index <= last:
+                break
+            opname = instructions[index].opname
+            if opname in _SKIPPABLE and index < last:
+                index += 1
+            elif opname in _JUMPS:
+                index = instructions[index].target
+            else:
+                break
+        return index
 
     def next_index(self, instr: Instruction) -> int:
         i = instr.index + 1
@@ -311,16 +339,6 @@ class _BlockGen:
                 f" {t} = EF(rt, {fn}.__func__, {k}[0], {k}[2], {with_self})",
                 i,
             )
-            self.emit(
-                f"elif type({fn}) is FT and {fn} not in LA: "
-                f"{t} = rt.call_from_site({fn}, {arglist}, {site})",
-                i,
-            )
-            self.emit(
-                f"elif type({fn}) is MT and type({fn}.__func__) is FT and {fn}.__func__ not in LA"
-                f" and {fn} not in LA: {t} = rt.call_from_site({fn}.__func__, {with_self}, {site})",
-                i,
-            )
             # A builtin with no lookaside, or a slot builtin on one plain argument: native.
             native = f"{fn} not in LA"
             if len(args) == 1:
@@ -330,7 +348,8 @@ class _BlockGen:
                 f"{t} = {fn}({', '.join(args)})",
                 i,
             )
-            self.emit(f"else: {t} = call_positional(f, {fn}, {arglist})", i)
+            # Anything else (a function the site does not know yet): call_at_site.
+            self.emit(f"else: {t} = call_at_site(f, {fn}, {arglist}, {site})", i)
             self.stack.append(t)
             return OK
         if op in _POP_JUMP_KIND:
@@ -340,8 +359,13 @@ class _BlockGen:
             self.materialize(i)
             # The block goes on with the next instruction (a block may leave at any jump).
             target = ins.target
-            if fusable and kind in ("true", "false") and self._fuse_compare(v, kind, target):
+            if (
+                fusable
+                and kind in ("true", "false")
+                and self._fuse_compare(v, kind, self.resolve(target))
+            ):
                 return OK
+            target = self.resolve(target)
             test = f"({v} if type({v}) in P else truth(f.rt, {v}))"
             if kind == "false":
                 self.emit(f"if not {test}: return {target}", i)
@@ -354,7 +378,7 @@ class _BlockGen:
             return OK
         if op in _JUMPS:
             self.materialize(i)
-            self.emit(f"return {ins.target}", i)
+            self.emit(f"return {self.resolve(ins.target)}", i)
             return END
         if op == "RETURN_VALUE":
             self.emit(f"f.retval = {self.pop(i)}", i)
@@ -371,7 +395,35 @@ class _BlockGen:
             self.emit("f.yf = None", i)
             self.emit("return 0", i)
             return END
-        if op == "FOR_ITER" and first and not hooked:
+        if op == "SEND" and self._delegating_yield(ins.index + 1):
+            # The SEND op's work (ops.generators.send), with the yield after it in this block.
+            v = self.pop(i)
+            self.materialize(i)
+            t = self.temp()
+            self.env.setdefault("sent", sent)
+            self.env.setdefault("RETURNED", Returned)
+            self.emit(f"{t} = sent(f.rt, st[-1], {v})", i)
+            self.emit(f"if type({t}) is RETURNED:", i)
+            if PY_VERSION >= (3, 12):
+                self.emit(f"    st.append({t}.value); return {self.resolve(ins.target)}", i)
+            else:
+                self.emit(f"    st[-1] = {t}.value; return {self.resolve(ins.target)}", i)
+            self.stack.append(t)
+            self.last_send = i
+            return OK
+        if op == "YIELD_VALUE" and self.last_send == i - 1 and self._delegating_yield(i):
+            # The delegating yield op's work (ops.generators.yield_value) after that SEND.
+            v = self.pop(i)
+            self.materialize(i)
+            yf_exit = self.instructions[i - 1].target if PY_VERSION < (3, 12) else i
+            self.emit(f"f.retval = {v}", i)
+            self.emit(f"f.pc = {self.next_index(ins)}", i)
+            self.emit("f.suspended = True", i)
+            self.emit("f.yf = st[-1]", i)
+            self.emit(f"f.yf_exit = {yf_exit}", i)
+            self.emit("return 0", i)
+            return END
+        if op == "FOR_ITER" and first:
             exit_ = ins.target
             instrs = self.instructions
             if PY_VERSION >= (3, 12) and exit_ < len(instrs) and instrs[exit_].opname == "END_FOR":
@@ -382,9 +434,16 @@ class _BlockGen:
                     and instrs[exit_].opname == "POP_TOP"
                 ):
                     exit_ += 1
+            exit_ = self.resolve(exit_)
             t = self.temp()
             self.emit(f"{t} = st[-1]", i)
+            if hooked:  # items of a list or tuple with a provenance have one too
+                it = self.temp()
+                self.emit(f"{it} = {t}", i)
             self.emit(f"{t} = next({t}, NULL) if type({t}) in P else next_item(f.rt, {t})", i)
+            if hooked:
+                self.env.setdefault("iterated", iterated)
+                self.emit(f"if rt.iter_sources: iterated(rt, {it}, {t})", i)
             self.emit(f"if {t} is NULL: st.pop(); return {exit_}", i)
             self.stack.append(t)
             return OK
@@ -432,7 +491,8 @@ class _BlockGen:
             method = op == "LOAD_METHOD" or (PY_VERSION >= (3, 12) and bool(ins.arg & 1))
             o = self.pop(i)
             fast = f"{o}.{name}" if _attr_ok(name) else f"getattr({o}, {self.const(name)})"
-            expr = f"({fast} if type({o}) in PA else attribute_value(f, {o}, {self.const(name)}))"
+            plain = f"type({o}) in PA or type({o}) in {self.const(plain_reads(name))}"
+            expr = f"({fast} if {plain} else attribute_value(f, {o}, {self.const(name)}))"
             if method and PY_VERSION < (3, 13):
                 self.stack.append("NULL")
             self.push_expr(expr, i)
@@ -443,10 +503,11 @@ class _BlockGen:
             name = ins.argval
             o = self.pop(i)
             v = self.pop(i)
+            plain = f"type({o}) in PA or type({o}) in {self.const(plain_writes(name))}"
             if _attr_ok(name):
-                self.emit(f"if type({o}) in PA: {o}.{name} = {v}", i)
+                self.emit(f"if {plain}: {o}.{name} = {v}", i)
             else:
-                self.emit(f"if type({o}) in PA: setattr({o}, {self.const(name)}, {v})", i)
+                self.emit(f"if {plain}: setattr({o}, {self.const(name)}, {v})", i)
             self.emit(f"else: store_attr(f.rt, {o}, {self.const(name)}, {v})", i)
             return OK
         self.count -= 1
@@ -458,24 +519,60 @@ class _BlockGen:
         i = ins.index
         env = self.env
         if op in ("LOAD_CONST", "RETURN_CONST"):
+            # The hook, or the first load in a run with provenance, records the constant: then
+            # the site remembers the run (``rt.token``), as a later load records nothing.
             value = self.const(ins.argval)
             record = self.const(Provenance(ProvenanceKind.CONSTANT, index=ins.argval))
+            site = self.const([None])
             env.setdefault("load_constant_hooked", load_constant_hooked)
-            expr = f"load_constant_hooked(f, {value}, {record})"
+            t = self.temp()
+            self.emit(f"if CH is None and (PT is None or {site}[0] is RS): {t} = {value}", i)
+            self.emit(f"else: {t} = load_constant_hooked(f, {value}, {record}); {site}[0] = RS", i)
             if op == "RETURN_CONST":
-                self.emit(f"f.retval = {expr}", i)
+                self.emit(f"f.retval = {t}", i)
                 self.emit("return 0", i)
                 return END
-            self.push_expr(expr, i)
+            self.stack.append(t)
             return OK
         if op == "LOAD_GLOBAL":
+            # As for constants: a load that finds what the site's last load in this run found
+            # (by identity: the provenance table keeps the value alive) records nothing new.
             name = self.const(ins.argval)
+            site = self.const([None, 0])
             push_null = PY_VERSION >= (3, 11) and bool(ins.arg & 1)
             if push_null and PY_VERSION < (3, 13):
                 self.stack.append("NULL")
-            self.push_expr(f"load_global(f, {name}, True)", i)
+            t = self.temp()
+            self.emit(f"{t} = G.get({name}, NULL)", i)
+            self.emit(
+                f"if {t} is NULL and type(f.builtins) is dict: {t} = f.builtins.get({name}, NULL)",
+                i,
+            )
+            self.emit(
+                f"if {t} is NULL or (PT is not None and "
+                f"(GH is not None or {site}[0] is not RS or {site}[1] != id({t}))):",
+                i,
+            )
+            self.emit(f"    {t} = load_global(f, {name}, True)", i)
+            self.emit(f"    if PT is not None: {site}[0] = RS; {site}[1] = id({t})", i)
+            # Without provenance, the hook sees the value with no record (as global_loaded).
+            self.emit(f"elif GH is not None: {t} = GH({name}, {t}, G, None)", i)
+            self.stack.append(t)
             if push_null and PY_VERSION >= (3, 13):
                 self.stack.append("NULL")
+            return OK
+        if op == "STORE_ATTR":
+            name = ins.argval
+            o = self.pop(i)
+            v = self.pop(i)
+            cname = self.const(name)
+            self.emit(f"if SA is not None: SA({o}, {cname}, {v})", i)
+            plain = f"type({o}) in PA or type({o}) in {self.const(plain_writes(name))}"
+            if _attr_ok(name):
+                self.emit(f"if {plain}: {o}.{name} = {v}", i)
+            else:
+                self.emit(f"if {plain}: setattr({o}, {cname}, {v})", i)
+            self.emit(f"else: store_attr(f.rt, {o}, {cname}, {v})", i)
             return OK
         if op in ("LOAD_ATTR", "LOAD_METHOD"):
             name = self.const(ins.argval)
@@ -483,7 +580,25 @@ class _BlockGen:
             o = self.pop(i)
             if method and PY_VERSION < (3, 13):
                 self.stack.append("NULL")
-            self.push_expr(f"load_attribute(f, {o}, {name})", i)
+            # Without attribute hooks, only a read from a value with a provenance has more to
+            # do than the plain read: record the value's (``load_attribute`` otherwise).
+            attr = ins.argval
+            fast = f"{o}.{attr}" if _attr_ok(attr) else f"getattr({o}, {name})"
+            plain = f"type({o}) in PA or type({o}) in {self.const(plain_reads(attr))}"
+            t = self.temp()
+            e = self.temp()
+            env.setdefault("attribute_loaded", attribute_loaded)
+            self.emit("if AQ:", i)
+            self.emit(f"    {t} = {fast} if {plain} else attribute_value(f, {o}, {name})", i)
+            self.emit("    if PT is not None:", i)
+            self.emit(f"        {e} = PT.get(id({o}))", i)
+            self.emit(
+                f"        if {e} is not None and {e}[0] is {o}: "
+                f"{t} = attribute_loaded(rt, {o}, {name}, {t})",
+                i,
+            )
+            self.emit(f"else: {t} = load_attribute(f, {o}, {name})", i)
+            self.stack.append(t)
             if method and PY_VERSION >= (3, 13):
                 self.stack.append("NULL")
             return OK
@@ -518,6 +633,17 @@ class _BlockGen:
         following = self.instructions[ins.index + 1]
         return following.opname == "RESUME" and (following.arg & 3) < 2
 
+    def _delegating_yield(self, index: int) -> bool:
+        """Whether instruction ``index`` is the yield of ``yield from``/``await`` (3.11+: the
+        RESUME after it tells)."""
+        instructions = self.instructions
+        if PY_VERSION < (3, 11) or index + 1 >= len(instructions):
+            return False
+        if instructions[index].opname != "YIELD_VALUE":
+            return False
+        following = instructions[index + 1]
+        return following.opname == "RESUME" and (following.arg & 3) >= 2
+
     def _after_kw_names(self, ins: Instruction) -> bool:
         k = ins.index - 1
         while k > 0 and self.instructions[k].opname in _SKIPPABLE:
@@ -539,10 +665,14 @@ class _BlockGen:
         return OK
 
     def finish(self, fallthrough: int, ended: bool) -> None:
-        """Close the body: a run that did not end goes on at ``fallthrough``."""
+        """Close the body: a run that did not end goes on at ``fallthrough`` (once: the body
+        serves its block and the superblock)."""
+        if self.finished:
+            return
+        self.finished = True
         if not ended:
             self.materialize(self.start)
-            self.emit(f"return {fallthrough}", self.start)
+            self.emit(f"return {self.resolve(fallthrough)}", self.start)
 
     def build(self, fallthrough: int, ended: bool) -> Op:
         self.finish(fallthrough, ended)
@@ -561,14 +691,21 @@ _PREAMBLE = (
     ("LA", "rt.lookasides"),
     ("LC", "rt.lookaside_codes"),
     ("G", "f.globals"),
+    ("RS", "rt.token"),
+    ("PT", "rt.prov"),
+    ("CH", "rt.cb_load_const"),
+    ("GH", "rt.cb_load_global"),
+    ("SA", "rt.cb_store_attr"),
+    ("AQ", "rt.attribute_hooks_off"),
 )
-_PREAMBLE_USE = re.compile(r"\b(st|lv|LA|LC|G|rt)\b")
+_PREAMBLE_USE = re.compile(r"(?<![.\w])(st|lv|LA|LC|G|rt|RS|PT|CH|GH|SA|AQ)\b")
+_FROM_RUNTIME = frozenset(short for short, value in _PREAMBLE if value.startswith("rt."))
 
 
 def _preamble(texts: list[str], loaded: set[str]) -> list[str]:
     """The loads of the frame fields ``texts`` use that are not in ``loaded`` (updated)."""
     used = set(_PREAMBLE_USE.findall("\n".join(texts)))
-    if "LA" in used or "LC" in used:
+    if used & _FROM_RUNTIME:
         used.add("rt")
     used -= loaded
     loaded |= used
@@ -577,35 +714,43 @@ def _preamble(texts: list[str], loaded: set[str]) -> list[str]:
 
 def _generate(name: str, body: list[tuple[str, int, int]], env: dict[str, Any]) -> Any:
     """Compile a function ``name(f)`` from ``body`` (text, owning instruction, indent level)."""
-    params = [*_HELPERS, *env]
-    lines = [f"def make({', '.join(params)}):", f"    def {name}(f):"]
+    lines = ["", f"    def {name}(f):"]
     owners: dict[int, int] = {}
     for text, index, indent in body:
         lines.append("    " * indent + text)
         if index >= 0:
             owners[len(lines)] = index
     lines.append(f"    return {name}")
+    # The helpers the body uses (each one passed costs compiling and calling ``make``).
+    used = set(_IDENTIFIER.findall("\n".join(lines)))
+    helpers = [helper for helper in _HELPERS if helper in used]
+    lines[0] = f"def make({', '.join([*helpers, *env])}):"
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(lines) + "\n", _FILENAME, "exec"), namespace)
-    fn: Any = namespace["make"](*_HELPERS.values(), *env.values())
+    fn: Any = namespace["make"](*[_HELPERS[helper] for helper in helpers], *env.values())
     fn.block_owners = owners
     return fn
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
 _EXIT = re.compile(r"\breturn (\d+)$")
 
 
 def build_superblock(runs: list[_Run]) -> Op | None:
-    """One function running the compiled blocks of ``runs`` (the first is the entry) one after
+    """One function running the blocks of ``runs`` that ran (the first is the entry) one after
     another: a jump between two of them is a ``while`` loop step, not a return to the dispatch
     loop and a call of the next block with its own preamble. A jump anywhere else returns.
 
     The entry block runs first on its own (most calls end there or leave it once); the loop
     after it holds every block, the entry last, for the jumps that follow."""
-    built = {run.start: run for run in runs if run.block is not None}
+    built = {run.start: run for run in runs if run.block is not None or run.count >= 2}
     entry = runs[0].start
     if len(built) < 2 or entry not in built:
         return None
+    for run in built.values():
+        run.gen.finish(run.fallthrough, run.ended)
     # The entry's fields are loaded once; another block loads the others it uses each time it
     # runs (a call that returns from the entry block pays for no more than that block did).
     loaded: set[str] = set()
@@ -652,6 +797,7 @@ _HELPERS: dict[str, Any] = {
     "unbound_local": unbound_local,
     "load_global": _load_global_value,
     "call_positional": call_positional,
+    "call_at_site": call_at_site,
     "EF": enter_frame,
     "call_null_first": call_null_first,
     "call_self_second": call_self_second,
@@ -693,13 +839,19 @@ def compile_blocks(
     runs: list[_Run] = []
     i = 1
     while i < n:
+        # A generator resumes after a ``yield`` past its RESUME: the run starts there.
+        if instructions[i - 1].opname == "YIELD_VALUE":
+            while i < n - 1 and instructions[i].opname in _SKIPPABLE:
+                i += 1
         gen = _BlockGen(instructions, local_names, argbound, i)
         j = i
         ended = False
         while j < n:
             ins = instructions[j]
-            if j != i and (j in targets or handlers[j] != handlers[i]):
+            if j != i and handlers[j] != handlers[i]:
                 break
+            if j != i and j in targets and ins.opname not in _JUMPS:
+                break  # a jump here finds a block (a jump's own op stays for those to it)
             kind = gen.add(ins, j == i, hooked)
             if kind == NO:
                 break
@@ -716,17 +868,20 @@ def compile_blocks(
         ops[1] = _lazy_superblock(ops, runs)
 
 
-# A block is compiled once it has run this many times (compiling costs more than running once).
-HOT_THRESHOLD = 2
+# A block is compiled once it has run this many times: compiling one costs 0.1 to 1 ms, what
+# running its instructions one by one costs more than the block in some 50 to 500 runs. Code
+# run a few times (library code traced once per compilation) stays uncompiled.
+HOT_THRESHOLD = 32
 # The entry's superblock is compiled once the entry has run this many times; it holds the
-# blocks that are compiled by then (the code that runs, not every cold path).
-SUPERBLOCK_THRESHOLD = 4
+# blocks that have run twice by then (the code that runs, not every cold path), which then need
+# no block of their own where the superblock reaches them (one compilation, not several).
+SUPERBLOCK_THRESHOLD = 32
 
 
 class _Run:
     """One run of instructions that compiles to a block: its generator and, once hot, its op."""
 
-    __slots__ = ("block", "ended", "fallthrough", "gen", "original", "start")
+    __slots__ = ("block", "count", "ended", "fallthrough", "gen", "original", "start")
 
     def __init__(self, start: int, gen: _BlockGen, fallthrough: int, ended: bool, original: Op):
         self.start = start
@@ -735,6 +890,7 @@ class _Run:
         self.ended = ended
         self.original = original
         self.block: Op | None = None
+        self.count = 0  # runs before it was compiled
 
     def compiled(self) -> Op:
         if self.block is None:
@@ -745,14 +901,12 @@ class _Run:
 def _lazy_block(ops: list[Op], run: _Run) -> Op:
     """An op that runs the run's instructions one by one and, once hot, replaces itself by the
     compiled block."""
-    runs = 0
     start = run.start
     original = run.original
 
     def lazy(f: Frame) -> int:
-        nonlocal runs
-        runs += 1
-        if runs >= HOT_THRESHOLD:
+        run.count += 1
+        if run.count >= HOT_THRESHOLD:
             block = run.compiled()
             if ops[start] is lazy:
                 ops[start] = block
@@ -772,7 +926,6 @@ def _lazy_superblock(ops: list[Op], runs: list[_Run]) -> Op:
         nonlocal entries
         entries += 1
         if entries >= SUPERBLOCK_THRESHOLD and ops[1] is lazy:
-            runs[0].compiled()
             op = ops[1] = build_superblock(runs) or runs[0].compiled()
             return op(f)
         return first(f)

@@ -87,7 +87,11 @@ def _one(native: Callable[[Any], Any], slow: Callable[[Runtime, Any], Any], *nam
     """A builtin of one argument that calls the special methods ``names`` of it."""
 
     def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        if kw or len(args) != 1 or not _runs_python(args[0], names):
+        if kw or len(args) != 1:
+            return rt.opaque_call(native, args, kw)
+        if rt.plain_opaque:
+            return slow(rt, args[0])  # which calls ``native`` where no Python code runs
+        if not _runs_python(args[0], names):
             return rt.opaque_call(native, args, kw)
         return slow(rt, args[0])
 
@@ -95,10 +99,10 @@ def _one(native: Callable[[Any], Any], slow: Callable[[Runtime, Any], Any], *nam
 
 
 def _runs_python(v: Any, names: tuple[str, ...]) -> bool:
-    if is_plain(v):
-        return False
     cls = type(v)
-    return any(slots.is_python_level(slots.lookup_type(cls, n)) for n in names)
+    if cls in slots.PLAIN or is_plain(v):
+        return False
+    return any(slots.is_python_level(slots.lookup_type(cls, name)) for name in names)
 
 
 def _bool(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

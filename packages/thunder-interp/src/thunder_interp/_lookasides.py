@@ -13,7 +13,7 @@ from thunder_interp._frame import NULL, Frame
 from thunder_interp._frames import frame_lookasides
 from thunder_interp._implicit_lookasides import implicit_lookasides
 from thunder_interp._locals import frame_locals
-from thunder_interp._provenance import Provenance, ProvenanceKind
+from thunder_interp._provenance import Provenance
 from thunder_interp._registry import PY_VERSION
 from thunder_interp._runtime import InternalLookaside, Runtime
 from thunder_interp._slots import (
@@ -185,14 +185,17 @@ def attribute_loaded(rt: Runtime, obj: Any, name: str, value: Any, generic: bool
     """Record provenance and run the ``load_attribute`` hook for ``obj.name -> value`` (the
     ``load_generic_attribute`` hook for ``object.__getattribute__(obj, name)``)."""
     prov: Provenance | None = None
-    if rt.prov is not None:
-        parent = rt.provenance_of(obj)
-        if parent is not None:
-            prov = Provenance(ProvenanceKind.ATTRIBUTE, name=name, parent=parent)
-            rt.record(value, prov)
-        else:
-            prov = rt.provenance_of(value)
     hook = rt.cb_load_generic_attr if generic else rt.cb_load_attr
+    table = rt.prov
+    if table is not None:
+        entry = table.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            prov = rt.attribute_record(entry[1], name)
+            entry = table.get(id(value))
+            if entry is None or entry[0] is not value:
+                table[id(value)] = (value, prov)
+        elif hook is not None:
+            prov = rt.provenance_of(value)
     if hook is not None:
         value = hook(obj, name, value, prov)
     return value

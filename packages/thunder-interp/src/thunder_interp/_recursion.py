@@ -32,7 +32,7 @@ __all__ = ["LIMITS", "DepthGuard", "depth_below"]
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Interpreted levels between two measurements of the real stack.
-CHECK_EVERY = 8
+CHECK_EVERY = 16
 # Real frames one interpreted level may take (the usual call path takes 3 to 7).
 FRAMES_PER_LEVEL_MAX = 12
 # Real frames the interpreter needs beyond the last measurement before the next one.

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from types import CellType, CodeType, FrameType, FunctionType, MethodType, TracebackType
 from typing import Any
 
+from thunder_interp import _slots
 from thunder_interp._bytecode import normalize
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import UnsupportedOpcodeError, is_uncatchable
@@ -189,8 +190,9 @@ def warm_up(cc: CompiledCode) -> None:
         cc.block_builder()
 
 
-# Uses (calls, or backward jumps) of a code object before its basic blocks are compiled.
-WARM_THRESHOLD = 2
+# Uses (calls, or backward jumps) of a code object before its basic blocks are found (their
+# source generated; each is compiled once it is hot, see ``_blocks``).
+WARM_THRESHOLD = 8
 
 
 _COMPILED: weakref.WeakKeyDictionary[CodeType, dict[tuple[bool, bool], CompiledCode]] = (
@@ -331,9 +333,14 @@ class Runtime:
         self.cb_delete_attr = cb.delete_attribute
         self.cb_delete_item = cb.delete_item
         self.cb_opaque = cb.opaque_call
+        # Reads of attributes call no hook (see ``_blocks``: the plain read, then provenance).
+        self.attribute_hooks_off = cb.load_attribute is None and cb.load_attribute_missing is None
         self.cb_identity = cb.compare_identity
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}
+        # Records of attributes of recorded values, by (id of the parent record, name): records
+        # are immutable, and the parents live in ``prov``.
+        self.attribute_records: dict[tuple[int, str], Provenance] = {}
         # Iterators over recorded lists/tuples: id -> [iterator, provenance of the sequence, k].
         self.iter_sources: dict[int, list[Any]] = {}
         # Opaque calls need no bookkeeping: CALL may call builtins directly.
@@ -355,6 +362,9 @@ class Runtime:
         # An exception a re-raise found no handler for in its frame (see :meth:`unwind`).
         self.unwound: BaseException | None = None
         self.exc_item = ExcItem(sys.exc_info()[1], None)
+        # Identifies this interpretation to generated blocks (see ``_blocks``): a site that
+        # holds it did what it needs to do once per interpretation.
+        self.token = object()
         self._stub_codes: StubCodes = {}
         self._binders: dict[int, tuple[FunctionType, FunctionType]] = {}
 
@@ -369,6 +379,16 @@ class Runtime:
         if entry is not None and entry[0] is value:
             return entry[1]
         return None
+
+    def attribute_record(self, parent: Provenance, name: str) -> Provenance:
+        """The record of attribute ``name`` of a value recorded as ``parent``."""
+        key = (id(parent), name)
+        prov = self.attribute_records.get(key)
+        if prov is None:
+            prov = self.attribute_records[key] = Provenance(
+                ProvenanceKind.ATTRIBUTE, name=name, parent=parent
+            )
+        return prov
 
     def record(self, value: Any, prov: Provenance) -> None:
         table = self.prov
@@ -550,13 +570,17 @@ class Runtime:
             result = fn(*args, **kwargs)
         else:
             result = fn(*args)
-        if self.prov is not None:
-            name = (
-                getattr(fn, "__qualname__", None)
-                or getattr(fn, "__name__", None)
-                or type(fn).__name__
-            )
-            self.record(result, Provenance(ProvenanceKind.OPAQUE_CALL, function=str(name)))
+        table = self.prov
+        if table is not None:
+            entry = table.get(id(result))
+            if entry is None or entry[0] is not result:
+                name = (
+                    getattr(fn, "__qualname__", None)
+                    or getattr(fn, "__name__", None)
+                    or type(fn).__name__
+                )
+                prov = Provenance(ProvenanceKind.OPAQUE_CALL, function=str(name))
+                table[id(result)] = (result, prov)
         return result
 
     def instantiate(
@@ -572,11 +596,51 @@ class Runtime:
         klass: Any = cls
         new: Any = klass.__new__
         init: Any = klass.__init__
-        if type(new) is not FunctionType and type(init) is not FunctionType:
-            if issubclass(cls, type):
-                args = namespace_with_module(caller, tuple(args), 2)
-            return self.opaque_call(cls, args, kwargs)
+        if type(init) is not FunctionType:
+            if type(new) is not FunctionType:
+                if issubclass(cls, type):
+                    args = namespace_with_module(caller, tuple(args), 2)
+                return self.opaque_call(cls, args, kwargs)
+        elif new is object.__new__ and not kwargs and init not in self.lookasides:
+            return self._construct_plain(cls, init, args)
         return self.construct(cls, args, kwargs, caller)
+
+    def _construct_plain(self, cls: Any, init: FunctionType, args: Any) -> Any:
+        """``_construct`` for a class made by ``type`` with ``object.__new__`` and a Python
+        ``__init__`` (no lookaside for it), called with positional arguments."""
+        obj = object.__new__(cls)
+        if type(args) is list:
+            args.insert(0, obj)
+        else:
+            args = [obj, *args]
+        code = init.__code__
+        entry = self.code_entries.get(id(code), _NO_ENTRY)
+        warm = entry[0] is code and len(args) == entry[1].call_argcount
+        if _COUNTS_C_CALLS:  # counted as one more level, as ``counted_c_call`` does
+            depth = self.depth
+            if depth >= self.depth_limit:
+                guard = self.guard
+                assert guard is not None
+                guard.deeper(depth, sys._getframe(), " while calling a Python object")
+            self.depth = depth + 1
+            self.c_calls += 1
+            try:
+                if warm:
+                    result = enter_frame(self, init, code, entry[1], args)
+                else:
+                    result = self.call_function(init, args, None)
+            finally:
+                self.depth = depth
+                self.c_calls -= 1
+                if depth < self.depth_floor:
+                    self._shallower(depth)
+        elif warm:
+            result = enter_frame(self, init, code, entry[1], args)
+        else:
+            result = self.call_function(init, args, None)
+        if result is not None:
+            raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
+        return obj
 
     def construct(
         self, cls: Any, args: Any, kwargs: dict[str, Any] | None, caller: Frame | None
@@ -915,6 +979,7 @@ def resume_after_exception(f: Frame, exc: BaseException, pc: int) -> None:
 
 
 register_loop_codes(run_frame.__code__, enter_frame.__code__, resume_after_exception.__code__)
+_slots.enter_frame = enter_frame
 
 
 def _block_fault_index(exc: BaseException, op: Any, owners: dict[int, int], default: int) -> int:

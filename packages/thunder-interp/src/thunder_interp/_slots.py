@@ -153,6 +153,37 @@ PLAIN_VALUES: set[type] = set()
 PLAIN_ATTRS: set[type] = set()
 # Types without attribute hooks: the names whose reads run Python code (properties, ...).
 ATTR_DESCRIPTORS: dict[type, frozenset[str]] = {}
+# Per attribute name, the types (not in PLAIN_ATTRS) whose instances read it, or write it,
+# natively: no attribute hook, and the name is none of their descriptors'. Filled as reads and
+# writes find it out; generated blocks test them (the sets are only ever changed in place).
+PLAIN_READS: dict[str, set[type]] = {}
+PLAIN_WRITES: dict[str, set[type]] = {}
+
+
+def plain_reads(name: str) -> set[type]:
+    """The types whose instances read the attribute ``name`` natively (see PLAIN_READS)."""
+    types = PLAIN_READS.get(name)
+    if types is None:
+        types = PLAIN_READS[name] = set()
+    return types
+
+
+def plain_writes(name: str) -> set[type]:
+    """The types whose instances write the attribute ``name`` natively (see PLAIN_WRITES)."""
+    types = PLAIN_WRITES.get(name)
+    if types is None:
+        types = PLAIN_WRITES[name] = set()
+    return types
+
+
+def _forget_plain_names(cls: type | None) -> None:
+    """Drop ``cls`` (None: every type) from PLAIN_READS and PLAIN_WRITES."""
+    for table in (PLAIN_READS, PLAIN_WRITES):
+        for types in table.values():
+            if cls is None:
+                types.clear()
+            else:
+                types.discard(cls)
 
 
 # Attributes that interpreted code reads through a view of their value: ``tb.tb_frame`` shows
@@ -168,6 +199,7 @@ def register_attribute_view(cls: type, name: str, view: Callable[[Any], Any]) ->
     PLAIN_VALUES.discard(cls)
     PLAIN_ATTRS.discard(cls)
     ATTR_DESCRIPTORS.pop(cls, None)
+    _forget_plain_names(cls)
 
 
 def type_info(cls: type) -> TypeInfo:
@@ -176,6 +208,7 @@ def type_info(cls: type) -> TypeInfo:
         if len(_INFO) > 8192:  # classes created in a loop: forget, never grow without bound
             _INFO.clear()
             ATTR_DESCRIPTORS.clear()
+            _forget_plain_names(None)
         info = _INFO[cls] = TypeInfo(cls)
         if info.plain:
             PLAIN.add(cls)
@@ -207,13 +240,54 @@ PLAIN_ATTRS.discard(type)
 # calling special methods
 
 
+def _enter_frame_unset(*args: Any) -> Any:  # pragma: no cover - replaced on import
+    raise AssertionError("thunder_interp._runtime sets enter_frame")
+
+
+# ``_runtime.enter_frame`` (set by ``_runtime``, which imports this module).
+enter_frame: Callable[..., Any] = _enter_frame_unset
+_NO_ENTRY: tuple[Any, Any] = (None, None)
+
+
+def run_special(rt: Runtime, fn: FunctionType, args: list[Any]) -> Any:
+    """Call the Python function ``fn`` found as a special method (``args``, the object first,
+    is taken over): interpreted, or through its lookaside, or natively as ``native_special``
+    says; NULL when ``fn`` is opaque code (then the native operation is the right one)."""
+    code = fn.__code__
+    entry = rt.code_entries.get(id(code), _NO_ENTRY)
+    cc = entry[1]
+    if entry[0] is code:
+        if len(args) == cc.call_argcount and rt.native_special is None and fn not in rt.lookasides:
+            return enter_frame(rt, fn, code, cc, args)  # warm code: the frame directly
+        if cc.native:
+            return NULL
+    elif is_opaque_code(code):
+        return NULL
+    if fn in rt.lookasides:
+        return rt.call(fn, args, None, None)
+    if rt.native_special is not None and _native(rt, fn):
+        return fn(*args)
+    return rt.call_function(fn, args, None)
+
+
 def call_special(rt: Runtime, descr: Any, obj: Any, *args: Any) -> Any:
     """Call the special method ``descr`` (found on ``type(obj)``) as ``vectorcall_method`` does:
     functions unbound with ``obj`` first, other descriptors bound with their ``__get__``."""
     if type(descr) is FunctionType:
-        if rt.native_special is not None and descr not in rt.lookasides and _native(rt, descr):
+        code = descr.__code__
+        entry = rt.code_entries.get(id(code), _NO_ENTRY)
+        if (
+            entry[0] is code
+            and len(args) + 1 == entry[1].call_argcount
+            and rt.native_special is None
+            and descr not in rt.lookasides
+        ):
+            return enter_frame(rt, descr, code, entry[1], [obj, *args])
+        if descr in rt.lookasides:
+            return rt.call(descr, (obj, *args), None, None)
+        if rt.native_special is not None and _native(rt, descr):
             return descr(obj, *args)
-        return rt.call(descr, (obj, *args), None, None)
+        return rt.call_function(descr, [obj, *args], None)
     get = lookup_type(type(descr), "__get__")
     if get is not NULL:
         descr = descriptor_get(rt, descr, get, obj, type(obj))
@@ -264,9 +338,14 @@ def truth(rt: Runtime, v: Any) -> bool:
         return bool(v)
     descr = lookup_type(cls, "__bool__")
     if descr is not NULL:
-        if not is_python_level(descr):
+        if type(descr) is FunctionType:
+            result = run_special(rt, descr, [v])
+            if result is NULL:
+                return bool(v)  # opaque code
+        elif not is_python_level(descr):
             return bool(v)
-        result = call_special(rt, descr, v)
+        else:
+            result = call_special(rt, descr, v)
         if type(result) is not bool:
             raise TypeError(f"__bool__ should return bool, returned {type(result).__name__}")
         return result
@@ -280,11 +359,16 @@ def length(rt: Runtime, v: Any) -> int:
     cls = type(v)
     if cls in PLAIN or type_info(cls).plain:
         return len(v)
-    descr = _special(v, "__len__")
-    if descr is NULL:
+    descr = lookup_type(cls, "__len__")
+    if type(descr) is FunctionType:
+        result = run_special(rt, descr, [v])
+        if result is NULL:
+            return len(v)  # opaque code
+    elif descr is NULL or not is_python_level(descr):
         return len(v)
-    result = call_special(rt, descr, v)
-    n = as_index(rt, result)
+    else:
+        result = call_special(rt, descr, v)
+    n = result if type(result) is int else as_index(rt, result)
     if n < 0:
         raise ValueError("__len__() should return >= 0")
     if n > _MAX_SIZE:
@@ -534,6 +618,8 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
     if view is not None:
         return view(getattr(obj, name))
     getattribute = lookup_type(cls, "__getattribute__")
+    if getattribute is object.__getattribute__ and not info.get_hook:
+        return generic_getattr(rt, obj, name)  # no __getattr__ to fall back on
     getattr_ = lookup_type(cls, "__getattr__") if info.get_hook else NULL
     custom = getattribute is not object.__getattribute__ and (
         is_python_level(getattribute) or getattribute in rt.lookasides
@@ -616,6 +702,14 @@ def generic_getattr(rt: Runtime, obj: Any, name: str) -> Any:
     get: Any = NULL
     if descr is not NULL:
         dcls = type(descr)
+        if dcls is property and obj is not None:
+            # A data descriptor whose getter, when Python code, is interpreted.
+            fget = descr.fget
+            if type(fget) is FunctionType:
+                value = run_special(rt, fget, [obj])
+                if value is not NULL:
+                    return value
+            return property.__get__(descr, obj, cls)
         get = lookup_type(dcls, "__get__")
         if get is not NULL and (
             lookup_type(dcls, "__set__") is not NULL or lookup_type(dcls, "__delete__") is not NULL
@@ -639,6 +733,7 @@ def store_attr(rt: Runtime, obj: Any, name: str, value: Any) -> None:
     info = _INFO.get(cls) or type_info(cls)
     if not info.set_hook and name not in info.descriptors:
         setattr(obj, name, value)
+        plain_writes(name).add(cls)
         return
     setter = lookup_type(cls, "__setattr__")
     if setter is object.__setattr__:
@@ -742,13 +837,24 @@ def _is_sequence_slot(descr: Any) -> bool:
 
 def binary(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     """``a <sym> b`` (``sym`` as in ``BINARY_OP``; ``"+="`` for in-place)."""
-    if sym.endswith("=") and sym not in ("==", "!=", "<=", ">="):
+    entry = _BINARY.get(sym)
+    if entry is None:
         return inplace(rt, sym[:-1], a, b)
-    name, rname, native = _BINARY[sym]
+    name, rname, native = entry
     ta, tb = type(a), type(b)
     if (ta in PLAIN or type_info(ta).plain) and (tb in PLAIN or type_info(tb).plain):
         return native(a, b)
     slot_a = lookup_type(ta, name)
+    if tb is ta and type(slot_a) is FunctionType:
+        # Both operands of one class with a Python method (the reflected one is not tried).
+        result = run_special(rt, slot_a, [a, b])
+        if result is NULL:
+            return native(a, b)  # opaque code
+        if result is NotImplemented:
+            raise TypeError(
+                f"unsupported operand type(s) for {sym}: '{ta.__name__}' and '{tb.__name__}'"
+            )
+        return result
     slot_b = lookup_type(tb, rname) if tb is not ta else NULL
     if not is_python_level(slot_a) and not is_python_level(slot_b):
         return native(a, b)

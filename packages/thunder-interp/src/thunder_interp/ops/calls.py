@@ -8,6 +8,7 @@ from typing import Any
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._runtime import InternalLookaside
 from thunder_interp._slots import PLAIN, iterable_arg
 from thunder_interp.ops._common import function_str
 
@@ -26,12 +27,41 @@ def call_positional(f: Frame, fn: Any, args: list[Any]) -> Any:
         if type(func) is FunctionType and func not in rt.lookasides and fn not in rt.lookasides:
             args.insert(0, fn.__self__)
             return rt.call_function(func, args, None)
-    elif t is _BUILTIN and rt.plain_opaque:
-        if fn not in rt.lookasides:
-            return fn(*args)
-        if fn in rt.fast_builtins and len(args) == 1 and type(args[0]) in PLAIN:
-            return fn(*args)
+    elif t is _BUILTIN:
+        la = rt.lookasides.get(fn)
+        if la is None:
+            if rt.plain_opaque:
+                return fn(*args)
+        elif type(la) is InternalLookaside:
+            if (
+                rt.plain_opaque
+                and fn in rt.fast_builtins
+                and len(args) == 1
+                and type(args[0]) in PLAIN
+            ):
+                return fn(*args)
+            return la.impl(rt, f, tuple(args), {})
+    elif t is type and fn not in rt.lookasides:
+        return rt.instantiate(fn, args, None, f)
     return rt.call(fn, args, None, f)
+
+
+def call_at_site(f: Frame, fn: Any, args: list[Any], site: list[Any]) -> Any:
+    """A call from a call site of a generated block that the site did not enter directly: a
+    Python function (or method of one) without a lookaside is called through
+    ``Runtime.call_from_site``, which lets the site remember it; anything else as
+    :func:`call_positional` calls it."""
+    rt = f.rt
+    t = type(fn)
+    if t is FunctionType:
+        if fn not in rt.lookasides:
+            return rt.call_from_site(fn, args, site)
+    elif t is MethodType:
+        func = fn.__func__
+        if type(func) is FunctionType and func not in rt.lookasides and fn not in rt.lookasides:
+            args.insert(0, fn.__self__)
+            return rt.call_from_site(func, args, site)
+    return call_positional(f, fn, args)
 
 
 def call_null_first(f: Frame, a: Any, b: Any, args: list[Any]) -> Any:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
-from thunder_interp._runtime import warm_up
+from thunder_interp._runtime import Runtime, warm_up
 from thunder_interp._slots import PLAIN, length, next_item, truth
 from thunder_interp._slots import get_iter as slot_get_iter
 
@@ -220,6 +222,20 @@ def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+def iterated(rt: Runtime, it: Any, v: Any) -> None:
+    """``v`` is the next item of ``it`` (NULL: none): recorded as ``item k of x`` when ``it``
+    iterates a list or tuple that has a provenance."""
+    sources = rt.iter_sources
+    entry = sources.get(id(it))
+    if entry is None or entry[0] is not it:
+        return
+    if v is NULL:
+        del sources[id(it)]
+        return
+    rt.record(v, Provenance(ProvenanceKind.ITEM, index=entry[2], parent=entry[1]))
+    entry[2] += 1
+
+
 def _for_iter_hooked(nxt: int, exit_: int) -> Op:
     """FOR_ITER recording ``item k of x`` for items of a list/tuple that has a provenance."""
 
@@ -227,16 +243,11 @@ def _for_iter_hooked(nxt: int, exit_: int) -> Op:
         st = f.stack
         it = st[-1]
         v = next(it, NULL) if type(it) in PLAIN else next_item(f.rt, it)
-        sources = f.rt.iter_sources
-        entry = sources.get(id(it)) if sources else None
+        if f.rt.iter_sources:
+            iterated(f.rt, it, v)
         if v is NULL:
-            if entry is not None and entry[0] is it:
-                del sources[id(it)]
             st.pop()
             return exit_
-        if entry is not None and entry[0] is it:
-            f.rt.record(v, Provenance(ProvenanceKind.ITEM, index=entry[2], parent=entry[1]))
-            entry[2] += 1
         st.append(v)
         return nxt
 

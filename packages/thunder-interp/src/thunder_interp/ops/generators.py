@@ -83,7 +83,9 @@ _RANGE_ITERATOR = type(iter(range(0)))
 _DONE = object()
 
 
-class _Returned:
+class Returned:
+    """What a SEND found the delegate returned (``value``), where it yields no value."""
+
     __slots__ = ("value",)
 
     def __init__(self, value: Any) -> None:
@@ -94,7 +96,16 @@ def _send_or_return(receiver: Any, value: Any, rt: Runtime | None = None) -> Any
     try:
         return _send(receiver, value, rt)
     except StopIteration as e:
-        return _Returned(e.value)
+        return Returned(e.value)
+
+
+def sent(rt: Runtime, receiver: Any, v: Any) -> Any:
+    """What sending ``v`` to ``receiver`` (the SEND instruction) gives: the value it yields, or
+    a :class:`Returned` holding the value it returns."""
+    if v is None and type(receiver) is _RANGE_ITERATOR:
+        result = next(receiver, _DONE)
+        return Returned(None) if result is _DONE else result
+    return _send_or_return(receiver, v, rt)
 
 
 @register_opcode("SEND", min_version=(3, 11))
@@ -105,14 +116,8 @@ def send(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         v = st.pop()
-        receiver = st[-1]
-        if v is None and type(receiver) is _RANGE_ITERATOR:
-            result = next(receiver, _DONE)
-            if result is _DONE:
-                result = _Returned(None)
-        else:
-            result = _send_or_return(receiver, v, f.rt)
-        if type(result) is _Returned:
+        result = sent(f.rt, st[-1], v)
+        if type(result) is Returned:
             if PY_VERSION >= (3, 12):
                 st.append(result.value)
             else:
@@ -145,7 +150,7 @@ def yield_from(ins: Instruction, ctx: CompileContext) -> Op:
         v = st.pop()
         receiver = st[-1]
         result = _send_or_return(receiver, v, f.rt)
-        if type(result) is _Returned:
+        if type(result) is Returned:
             st[-1] = result.value
             f.yf = None
             return nxt

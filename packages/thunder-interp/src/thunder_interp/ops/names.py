@@ -16,6 +16,7 @@ from thunder_interp._slots import (
     PLAIN_ATTRS,
     delete_item,
     get_item,
+    plain_reads,
     set_item,
 )
 from thunder_interp._slots import delete_attr as slot_delete_attr
@@ -284,7 +285,10 @@ def attribute_value(f: Frame, obj: Any, name: str) -> Any:
         return getattr(obj, name)
     names = ATTR_DESCRIPTORS.get(cls)
     if names is not None and name not in names:
-        return getattr(obj, name)  # an instance of a class with properties: not one of them
+        # An instance of a class with properties, not one of them (blocks now read it).
+        value = getattr(obj, name)
+        plain_reads(name).add(cls)
+        return value
     return slot_load_attr(f.rt, obj, name)
 
 
