@@ -2,8 +2,10 @@
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # Test folders hold helper modules (conformance, opinfos, strategies) that their tests import by
@@ -31,3 +33,13 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(autouse=True)
+def _background_compiles_finish_in_their_test() -> Iterator[None]:
+    """A fusion region compiling in the background (thunder.compile) finishes within the test
+    that started it: its warnings land there, and the next test gets the machine to itself."""
+    yield
+    compiles = sys.modules.get("thunder_executors.background_compile")
+    if compiles is not None:
+        assert compiles.wait_for_background_compiles(timeout=900), "a background compile hung"

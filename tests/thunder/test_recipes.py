@@ -10,6 +10,7 @@ import torch
 
 import thunder
 from thunder.recipes import Operator, Quantize, QuantizedLinear
+from thunder_executors.background_compile import wait_for_background_compiles
 
 transformers = pytest.importorskip("transformers")
 
@@ -53,11 +54,19 @@ def test_overriding_setup_is_an_error_at_class_creation() -> None:
                 return None
 
 
-def test_compile_without_recipe_uses_available_executors() -> None:
+def test_compile_without_recipe_uses_available_executors(caplog: Any) -> None:
     from thunder_executors import executor_availability
 
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
-    compiled = thunder.compile(model)
+    with caplog.at_level("INFO", logger="thunder.recipes"):
+        compiled = thunder.compile(model)
+    chosen = thunder.recipes.default_executors()
+    logged = [r.getMessage() for r in caplog.records if r.name == "thunder.recipes"]
+    assert len(logged) == 1 and logged[0].startswith("thunder.compile: executors "), logged
+    assert all(f"{name} (" in logged[0] for name in chosen), logged
+    if not executor_availability()["nvfuser"][0]:
+        assert chosen[0] == "torchcompile_background"
+        assert "background thread" in logged[0]
     x = torch.randn(3, 4)
     torch.testing.assert_close(compiled(x), model(x))
     available = executor_availability()
@@ -225,7 +234,14 @@ def test_compile_hf_models_plain_and_quantized(make: Any) -> None:
     ids = torch.randint(0, 128, (2, 12))
     with torch.no_grad():
         ref = _logits(model, ids)
-        torch.testing.assert_close(_logits(thunder.compile(model), ids), ref)
+        plain = thunder.compile(model)
+        torch.testing.assert_close(_logits(plain, ids), ref)  # its regions still compiling
+        assert wait_for_background_compiles(timeout=900)
+        assert {r.sym.impl.status for r in thunder.last_traces(plain)[-1].fusion_regions} == {
+            "compiled"
+        }
+        fresh = torch.randint(0, 128, (2, 12))
+        torch.testing.assert_close(_logits(plain, fresh), _logits(model, fresh))
         hf = thunder.compile(model, recipe=thunder.recipes.HFTransformers())
         torch.testing.assert_close(_logits(hf, ids), ref)
 
@@ -310,3 +326,42 @@ def test_four_bit_without_bitsandbytes_is_refused_by_validate(monkeypatch: Any) 
     )
     with pytest.raises(ValueError, match="needs bitsandbytes"):
         thunder.compile(torch.nn.Linear(2, 2), recipe=Quantize(bits=4))
+
+
+def test_compiled_training_matches_eager_while_and_after_its_regions_compile() -> None:
+    """thunder.compile's regions compile in the background: the steps before and after agree
+    with eager (outputs and gradients), and the compiled programs' guards hold for the calls
+    that follow (torch.compile compiles nothing more)."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+    )
+    reference = copy.deepcopy(model)
+    compiled = thunder.compile(model)
+
+    def step() -> None:
+        x = torch.randn(5, 8)
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+        out = compiled(x)
+        out.square().mean().backward()
+        expected = reference(x)
+        expected.square().mean().backward()
+        torch.testing.assert_close(out, expected)
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad)
+
+    step()
+    regions = [
+        *thunder.last_traces(compiled)[-1].fusion_regions,
+        *thunder.last_backward_traces(compiled)[-1].fusion_regions,
+    ]
+    assert len(regions) >= 2  # forward and backward
+    assert wait_for_background_compiles(timeout=900)
+    assert {r.sym.impl.status for r in regions} == {"compiled"}
+    graphs = counters["stats"]["unique_graphs"]
+    for _ in range(2):
+        step()
+    assert counters["stats"]["unique_graphs"] == graphs

@@ -92,8 +92,9 @@ def resolve_executors(executors: Iterable[ExecutorLike]) -> tuple[Executor, ...]
 
 def recommended_executors() -> tuple[str, ...]:
     """A good executor list for this machine: a fusion executor (nvFuser when it can run here,
-    else torch.compile), high-level ops kept whole by torch, then prims by torch."""
-    fusion = "nvfuser" if get_executor("nvfuser").is_available() else "torchcompile"
+    else torch.compile compiling regions in the background, so first calls cost what tracing
+    costs), high-level ops kept whole by torch, then prims by torch."""
+    fusion = "nvfuser" if get_executor("nvfuser").is_available() else "torchcompile_background"
     return (fusion, "torch_ops", "torch")
 
 

@@ -1,22 +1,33 @@
-"""The torch.compile executor ("torchcompile"): fusion regions compiled by inductor.
+"""The torch.compile executors: fusion regions compiled by inductor.
 
 A region becomes a small Python function of torch calls (the torch executor's translation of its
 prims, high-level ops such as attention kept whole; printed like any trace) and that function is
-compiled by ``torch.compile``. Compiled
-regions are cached by their printed source (with names made canonical), so the same region in a
-retraced program, or in every layer of a model, reuses one compiled program. Compilation happens on a region's first call; its duration is recorded on the
-region (``CompiledRegion.compile_seconds``) and summed by ``ExecutionTrace.compile_seconds()``.
+compiled by ``torch.compile``. Compiled regions are cached by their printed source (with names
+made canonical), so the same region in a retraced program, or in every layer of a model, reuses
+one compiled program.
+
+- ``torchcompile`` compiles a region on its first call, which waits for it.
+- ``torchcompile_background`` (``thunder.compile``'s choice without nvFuser) queues the compile
+  on a background thread on the first call and runs the region's torch calls until the
+  compiled program is ready: a CPU model's first call takes seconds, not the tens of seconds
+  inductor needs; ``background_compile.wait_for_background_compiles()`` waits for them.
+
+Compile time is recorded on the region (``CompiledRegion.compile_seconds``) and summed by
+``ExecutionTrace.compile_seconds()``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from thunder_executors import background_compile
 from thunder_executors.executor import FusionExecutor, register_executor
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
@@ -24,7 +35,15 @@ from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Tra
 from thunder_ir.pytree import tree_map
 from thunder_ir.tags import OpTag
 
-__all__ = ["CompiledRegion", "TorchCompileExecutor", "region_trace", "torchcompile_executor"]
+__all__ = [
+    "CompiledRegion",
+    "TorchCompileExecutor",
+    "region_trace",
+    "torchcompile_background_executor",
+    "torchcompile_executor",
+]
+
+log = logging.getLogger(__name__)
 
 # Symbols with effects or ambient state stay outside regions: inductor reorders freely and draws
 # random numbers its own way.
@@ -98,21 +117,49 @@ def _has_symbolic_sizes(inputs: Sequence[Proxy]) -> bool:
 
 
 class CompiledRegion:
-    """A region's Python function, compiled by torch.compile on the first call."""
+    """A region's Python function, compiled by torch.compile on the first call.
 
-    def __init__(self, source: str, fn: Callable[..., Any], options: dict[str, Any]) -> None:
+    With ``background=True`` the first call queues the compile on the background thread
+    (``background_compile``) and every call runs the region's torch calls as they are until
+    the compiled program is ready. A compile that fails there leaves the region running its
+    torch calls, with a warning that says why.
+    """
+
+    def __init__(
+        self, source: str, fn: Callable[..., Any], options: dict[str, Any], *, background: bool
+    ) -> None:
         self.source = source
         self.fn = fn
         self.options = options
+        self.background = background
         self.compile_seconds = 0.0
         self.calls = 0
+        self.error: BaseException | None = None  # why a background compile failed
         self._compiled: Callable[..., Any] | None = None
+        self._submitted = False
         self._lock = threading.Lock()
+
+    @property
+    def status(self) -> str:
+        """``compiled``, ``pending`` (running its torch calls until compiled), ``not called`` or
+        ``failed: <why>``."""
+        if self._compiled is not None:
+            return "compiled"
+        if self.error is not None:
+            return f"failed: {type(self.error).__name__}: {self.error}"
+        return "pending" if self._submitted else "not called"
 
     def __call__(self, *args: Any) -> Any:
         compiled = self._compiled
         if compiled is not None:
             return compiled(*args)
+        if self.background:
+            if not self._submitted:
+                with self._lock:
+                    if not self._submitted:
+                        self._submitted = True
+                        background_compile.submit(self._compile_in_background, args)
+            return self.fn(*args)
         with self._lock:
             if self._compiled is None:
                 start = time.perf_counter()
@@ -124,12 +171,37 @@ class CompiledRegion:
                 return out
         return self._compiled(*args)
 
+    def _compile_in_background(self, examples: list[Any]) -> None:
+        start = time.perf_counter()
+        try:
+            fn = torch.compile(self.fn, **self.options)
+            fn(*examples)  # compiles now; the result is dropped
+        except Exception as e:  # any compiler failure: the torch calls stay
+            self.error = e
+            warnings.warn(
+                f"torch.compile could not compile a fusion region ({type(e).__name__}: "
+                f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); it keeps running "
+                "its torch calls one by one",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+            return
+        finally:
+            self.compile_seconds += time.perf_counter() - start
+        self._compiled = fn
+        log.debug("fusion region compiled in %.2f s in the background", self.compile_seconds)
+
 
 class TorchCompileExecutor(FusionExecutor):
-    """Fuses prims the torch executor can run into regions compiled by inductor."""
+    """Fuses prims the torch executor can run into regions compiled by inductor; with
+    ``background=True`` regions compile on a background thread and run their torch calls until
+    then (see ``CompiledRegion``)."""
 
-    def __init__(self, name: str = "torchcompile", **compile_options: Any) -> None:
+    def __init__(
+        self, name: str = "torchcompile", *, background: bool = False, **compile_options: Any
+    ) -> None:
         super().__init__(name)
+        self.background = background
         self.compile_options: dict[str, Any] = {"dynamic": False, **compile_options}
         # Printed region source -> its compiled region (a memo: equal source, equal program).
         self._cache: dict[str, CompiledRegion] = {}
@@ -180,7 +252,7 @@ class TorchCompileExecutor(FusionExecutor):
             compiled = self._cache.get(key)
             if compiled is None:
                 fn = rtrace.python_callable({"torch": torch})
-                compiled = CompiledRegion(source, fn, options)
+                compiled = CompiledRegion(source, fn, options, background=self.background)
                 self._cache[key] = compiled
         sym = Symbol(name, None, module=self.name, impl=compiled, id=f"{self.name}::{name}")
         return BoundSymbol(sym, tuple(inputs), {}, tuple(outputs), subsymbols=tuple(translated))
@@ -191,3 +263,6 @@ class TorchCompileExecutor(FusionExecutor):
 
 torchcompile_executor = TorchCompileExecutor()
 register_executor(torchcompile_executor)
+# What thunder.compile picks on machines without nvFuser: first calls cost what tracing costs.
+torchcompile_background_executor = TorchCompileExecutor("torchcompile_background", background=True)
+register_executor(torchcompile_background_executor)

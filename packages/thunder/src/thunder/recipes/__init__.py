@@ -15,6 +15,7 @@ Writing a recipe: subclass ``thunder.Recipe`` (this module's ``BaseRecipe``) and
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,18 @@ __all__ = [
 ]
 
 _operator_executors = itertools.count()
+log = logging.getLogger(__name__)
+
+_WHY = {
+    "nvfuser": "fusion regions compiled by nvFuser",
+    "torchcompile_background": (
+        "fusion regions compiled by torch.compile on a background thread; until a region is "
+        "compiled it runs its torch calls one by one"
+    ),
+    "torchcompile": "fusion regions compiled by torch.compile on their first call",
+    "torch_ops": "high-level ops kept whole, run by torch",
+    "torch": "the remaining prims, run by torch",
+}
 
 
 def _operator_executor(operators: Sequence[Operator]) -> Any:
@@ -56,7 +69,13 @@ def compile(model_or_fn: Any, recipe: BaseRecipe | Sequence[BaseRecipe] | None =
     (merged in order; a conflict between them is a ValueError) or None.
 
     Executors: the recipes' (in order), then ``default_executors()`` (a fusion executor where
-    one runs here, then torch); kernels from ``setup_operators`` come first of all.
+    one runs here, then torch); kernels from ``setup_operators`` come first of all. The choice
+    is logged (logger ``thunder.recipes``, level INFO).
+
+    Without nvFuser the fusion executor is ``torchcompile_background``: the first call costs
+    what ``thunder.jit``'s does (seconds), fusion regions are compiled by torch.compile on a
+    background thread, and each runs its torch calls until its compiled program is ready.
+    ``thunder_executors.background_compile.wait_for_background_compiles()`` waits for them.
     """
     if recipe is None:
         recipes: list[BaseRecipe] = []
@@ -77,6 +96,13 @@ def compile(model_or_fn: Any, recipe: BaseRecipe | Sequence[BaseRecipe] | None =
     executors += [e for e in default_executors() if e not in executors]
     if parts.operators:
         executors.insert(0, _operator_executor(parts.operators))
+    log.info(
+        "thunder.compile: executors %s",
+        "; ".join(
+            f"{getattr(e, 'name', e)} ({_WHY.get(getattr(e, 'name', e), 'from a recipe')})"
+            for e in executors
+        ),
+    )
     from thunder import jit
 
     return jit(

@@ -185,14 +185,16 @@ def compose(setups: Sequence[RecipeSetup]) -> RecipeSetup:
 
 def default_executors() -> tuple[str, ...]:
     """The executors ``thunder.compile`` uses when no recipe names any: a fusion executor first
-    (nvFuser where it runs, else torch.compile), then high-level ops kept whole by torch, then
-    prims by torch; only executors that can run on this machine, so a CPU-only machine without
-    a working torch.compile gets ``torch_ops, torch``.
+    (nvFuser where it runs, else torch.compile compiling regions in the background), then
+    high-level ops kept whole by torch, then prims by torch; only executors that can run on
+    this machine, so a CPU-only machine without a working torch.compile gets ``torch_ops,
+    torch``.
 
-    Measured on the 2-core CPU machine (``python -m benchmarks models --models bert,llama
-    --threads 1``), steady eval forward against eager: bert 0.54x with fusion and 0.54x without,
-    llama 0.44x with fusion and 0.64x without; fusion's first call costs 3 to 4 s of
-    torch.compile there (0.1 to 0.4 s without)."""
+    Measured on the 2-core CPU machine (``python -m benchmarks first_calls``), a 2-layer Llama
+    (hidden 256): torch.compile compiling before the first call returns made that call take
+    23 to 45 s (cold caches); in the background the first call takes 0.4 s, the regions are
+    compiled 23 s later (5 s with torch.compile's on-disk cache warm), and the steady forward
+    is then torch.compile's own (0.62x eager; ``thunder.jit`` 0.80x)."""
     from thunder_executors import executor_availability
     from thunder_executors.assignment import recommended_executors
 

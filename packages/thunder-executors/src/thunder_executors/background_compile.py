@@ -1,0 +1,236 @@
+"""One background thread that compiles fusion regions while the program runs without them.
+
+A region compiled in the background runs its plain torch calls (as the torch executors would)
+until its compiled program is ready, then switches to it: the first call costs what tracing
+costs, not what a compiler costs (torch.compile takes tens of seconds on a CPU model).
+
+The compile runs the region once, as torch.compile must, on example inputs made from the call
+that asked for it: the caller's floating-point tensors themselves when they are still alive (held
+by weak reference, so a queued job keeps no activation alive) and zeros of the same size, strides,
+dtype and device otherwise, including for integer tensors (zero is a valid index; a value read
+from a tensor the caller is changing could be out of bounds). Regions hold no in-place ops, so
+that run writes nothing the caller can see. The grad mode, autocast state and CUDA device of the
+caller are set in the thread, so the compiled program's guards hold on the caller's side.
+
+``wait_for_background_compiles()`` blocks until the queue is empty (benchmarks and tests use it
+to measure or check the compiled state).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["Ambient", "ExampleInputs", "submit", "wait_for_background_compiles"]
+
+log = logging.getLogger(__name__)
+
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Ambient:
+    """The thread-local torch state a compiled program's guards read."""
+
+    grad: bool
+    autocast: tuple[tuple[str, torch.dtype], ...]  # (device type, dtype) of the enabled ones
+    cuda_device: int | None
+
+    @staticmethod
+    def of_this_thread() -> Ambient:
+        autocast = tuple(
+            (d, torch.get_autocast_dtype(d))
+            for d in _AUTOCAST_DEVICES
+            if torch.is_autocast_enabled(d)
+        )
+        initialized = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+        cuda = torch.cuda.current_device() if initialized else None
+        return Ambient(torch.is_grad_enabled(), autocast, cuda)
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.set_grad_enabled(self.grad))
+            for device, dtype in self.autocast:
+                stack.enter_context(torch.autocast(device, dtype=dtype))
+            if self.cuda_device is not None:
+                stack.enter_context(torch.cuda.device(self.cuda_device))
+            yield
+
+
+@dataclass(frozen=True)
+class _TensorMeta:
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    requires_grad: bool
+    alive: Callable[[], torch.Tensor | None] | None  # a weak reference for float tensors
+
+    def extent(self) -> int:
+        """Elements of storage the tensor spans."""
+        return 1 + sum((n - 1) * s for n, s in zip(self.size, self.stride)) if all(self.size) else 0
+
+    def usable(self, t: torch.Tensor | None) -> bool:
+        """``t`` still has this layout and its storage still holds it (storage freed with
+        ``resize_(0)``, as sharded training does, would be read out of bounds)."""
+        if t is None or tuple(t.shape) != self.size or t.stride() != self.stride:
+            return False
+        needed = (t.storage_offset() + self.extent()) * t.element_size()
+        return t.untyped_storage().nbytes() >= needed
+
+    def zeros(self) -> torch.Tensor:
+        extent = self.extent()
+        base = torch.zeros(extent, dtype=self.dtype, device=self.device)
+        t = base.as_strided(self.size, self.stride)
+        return t.requires_grad_() if self.requires_grad else t
+
+
+class ExampleInputs:
+    """What a region was called with, kept without keeping the caller's tensors alive."""
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        self._items: list[Any] = []
+        self._slot_of: dict[int, int] = {}  # id(tensor) -> first position: aliases stay aliases
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                first = self._slot_of.setdefault(id(a), i)
+                if first != i:
+                    self._items.append(first)
+                    continue
+                floating = a.is_floating_point() or a.is_complex()
+                ref = weakref.ref(a) if floating else None
+                self._items.append(
+                    _TensorMeta(tuple(a.shape), a.stride(), a.dtype, a.device, a.requires_grad, ref)
+                )
+            else:
+                self._items.append(("value", a))
+
+    def materialize(self) -> list[Any]:
+        out: list[Any] = []
+        for item in self._items:
+            if isinstance(item, int):  # an alias of an earlier argument
+                out.append(out[item])
+            elif isinstance(item, _TensorMeta):
+                live = item.alive() if item.alive is not None else None
+                out.append(live if item.usable(live) else item.zeros())
+            else:
+                out.append(item[1])
+        return out
+
+
+@dataclass
+class _Job:
+    run: Callable[[list[Any]], None]  # compiles, given the materialized example inputs
+    examples: ExampleInputs
+    ambient: Ambient
+
+
+class _Interrupted(BaseException):
+    """Raised in the compile thread at interpreter exit, so the thread is not mid-compile when
+    the interpreter shuts down (a daemon thread re-entering it from torch's C++ aborts the
+    process)."""
+
+
+_jobs: queue.Queue[_Job] = queue.Queue()
+_pending = 0
+_idle = threading.Condition()
+_running = False  # a job is being run (guarded by _idle)
+_stopped = threading.Event()  # the thread has left its loop after an interruption
+_worker: threading.Thread | None = None
+_closing = False
+
+
+def _run(job: _Job) -> None:
+    global _pending, _running
+    try:
+        if not _closing:
+            with _idle:
+                _running = True
+            with job.ambient.entered():
+                job.run(job.examples.materialize())
+    except _Interrupted:
+        raise
+    except BaseException:  # the job reports its own failures; never let the thread die
+        log.exception("background compile job failed")
+    finally:
+        with _idle:
+            _running = False
+            _pending -= 1
+            _idle.notify_all()
+
+
+def _work() -> None:
+    while True:
+        try:
+            _run(_jobs.get())
+        except _Interrupted:
+            break
+    # The interrupted job's frames and tensors are freed by now, while exit waits for this;
+    # then the thread never runs again.
+    while True:
+        try:
+            _stopped.set()
+            threading.Event().wait()
+        except _Interrupted:
+            pass
+
+
+def submit(run: Callable[[list[Any]], None], args: tuple[Any, ...]) -> None:
+    """Queues ``run(example_inputs)`` for the background thread, with this thread's torch state."""
+    global _pending, _worker
+    if _closing:
+        return
+    job = _Job(run, ExampleInputs(args), Ambient.of_this_thread())
+    with _idle:
+        _pending += 1
+        if _worker is None:
+            _worker = threading.Thread(target=_work, name="thunder-compile", daemon=True)
+            _worker.start()
+    _jobs.put(job)
+
+
+def wait_for_background_compiles(timeout: float | None = None) -> bool:
+    """Blocks until every queued region compile has finished (compiled or failed); False if
+    ``timeout`` seconds passed first."""
+    with _idle:
+        return _idle.wait_for(lambda: _pending == 0, timeout)
+
+
+def _close() -> None:
+    """At exit, queued compiles are dropped and a running one is interrupted (its region keeps
+    running its torch calls; nothing is waiting for it)."""
+    global _closing
+    _closing = True
+    worker = _worker
+    if worker is None or worker.ident is None:
+        return
+    deadline = time.monotonic() + 60.0
+    while not _stopped.is_set() and time.monotonic() < deadline:
+        with _idle:
+            if not _running:
+                return
+            # Raised at its next Python instruction; raised inside a callback whose errors are
+            # ignored (a weakref's), it is lost, hence the loop. A compiler subprocess it waits
+            # for finishes first.
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(worker.ident), ctypes.py_object(_Interrupted)
+            )
+        _stopped.wait(timeout=0.2)
+
+
+# Before atexit's handlers (torch's own shut its compile workers down, which a running compile
+# may be waiting for): the hook concurrent.futures uses to stop its threads at exit.
+_register = getattr(threading, "_register_atexit", atexit.register)
+_register(_close)

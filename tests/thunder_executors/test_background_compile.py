@@ -1,0 +1,173 @@
+"""Fusion regions compiled in the background (``torchcompile_background``, thunder.compile's
+choice without nvFuser): the first call does not wait for the compiler, every call matches eager
+before and after the compiled program takes over, a failed compile leaves the torch calls
+running with a warning, and the process exits cleanly with a compile still running."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from thunder_executors import background_compile, transform_for_execution
+from thunder_executors import torchcompile as tc_module
+from thunder_executors.background_compile import Ambient, ExampleInputs
+from thunder_executors.torchcompile import TorchCompileExecutor
+from thunder_ir import prims, trace_function
+
+
+def program(a: Any, b: Any) -> Any:
+    x = prims.add(a, prims.broadcast_in_dim(b, (8, 16), (1,)))
+    return prims.tanh(prims.mul(prims.exp(x), 0.5)), prims.sum(prims.mul(x, x), (1,))
+
+
+def expected(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    x = a + b
+    return torch.tanh(torch.exp(x) * 0.5), (x * x).sum(1)
+
+
+def _compiled_callable(name: str) -> tuple[Callable[..., Any], Any]:
+    ex = TorchCompileExecutor(name, background=True)
+    extrace = transform_for_execution(
+        trace_function(program, torch.randn(8, 16), torch.randn(16)), (ex,)
+    )
+    assert extrace.fusion_regions, extrace.python()
+    return extrace.python_callable(), extrace.fusion_regions[0].sym.impl
+
+
+class _GatedCompile:
+    """Stands in for torch.compile: compiling waits until the test opens the gate, and the
+    compiled function is recognisable (it counts its calls)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.gate = threading.Event()
+        self.compiled_calls = 0
+        self.fail = fail
+        self.grad_mode_seen: list[bool] = []
+
+    def __call__(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+        def compiled(*args: Any) -> Any:
+            if not self.gate.is_set():  # the compile run, in the background thread
+                self.grad_mode_seen.append(torch.is_grad_enabled())
+                assert self.gate.wait(timeout=60)
+                if self.fail:
+                    raise RuntimeError("the compiler gave up")
+            else:
+                self.compiled_calls += 1
+            return fn(*args)
+
+        return compiled
+
+
+def test_first_calls_run_the_torch_calls_while_the_region_compiles(monkeypatch: Any) -> None:
+    gated = _GatedCompile()
+    monkeypatch.setattr(tc_module.torch, "compile", gated)
+    fn, region = _compiled_callable("torchcompile_bg_gated")
+    assert region.status == "not called"
+    for _ in range(3):  # the compiler is blocked: these calls cannot be waiting for it
+        a, b = torch.randn(8, 16), torch.randn(16)
+        with torch.no_grad():
+            torch.testing.assert_close(fn(a, b), expected(a, b))
+    assert region.status == "pending" and gated.compiled_calls == 0
+    gated.gate.set()
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    assert region.status == "compiled"
+    assert gated.grad_mode_seen == [False]  # compiled under the caller's torch.no_grad()
+    a, b = torch.randn(8, 16), torch.randn(16)
+    torch.testing.assert_close(fn(a, b), expected(a, b))
+    assert gated.compiled_calls == 1  # the compiled program runs from now on
+
+
+def test_a_failed_compile_warns_and_keeps_the_torch_calls(monkeypatch: Any) -> None:
+    gated = _GatedCompile(fail=True)
+    monkeypatch.setattr(tc_module.torch, "compile", gated)
+    fn, region = _compiled_callable("torchcompile_bg_failing")
+    a, b = torch.randn(8, 16), torch.randn(16)
+    torch.testing.assert_close(fn(a, b), expected(a, b))
+    with pytest.warns(RuntimeWarning, match="could not compile a fusion region.*gave up"):
+        gated.gate.set()
+        assert background_compile.wait_for_background_compiles(timeout=60)
+    assert region.status.startswith("failed: RuntimeError: the compiler gave up")
+    a, b = torch.randn(8, 16), torch.randn(16)
+    torch.testing.assert_close(fn(a, b), expected(a, b))
+    assert gated.compiled_calls == 0
+
+
+def test_with_torch_compile_itself() -> None:
+    fn, region = _compiled_callable("torchcompile_bg_real")
+    a, b = torch.randn(8, 16), torch.randn(16)
+    torch.testing.assert_close(fn(a, b), expected(a, b))
+    assert background_compile.wait_for_background_compiles(timeout=600)
+    assert region.status == "compiled", region.status
+    assert region.compile_seconds > 0
+    for _ in range(2):
+        a, b = torch.randn(8, 16), torch.randn(16)
+        torch.testing.assert_close(fn(a, b), expected(a, b))
+
+
+def test_example_inputs_keep_no_tensor_alive_and_read_no_stale_index() -> None:
+    x = torch.randn(4, 6).t()  # strided
+    idx = torch.tensor([3, 1])
+    examples = ExampleInputs((x, idx, x, 2.5))
+    got = examples.materialize()
+    assert got[0] is x and got[2] is got[0]  # the live float tensor itself; aliases stay aliases
+    assert got[1] is not idx and torch.equal(got[1], torch.zeros(2, dtype=torch.long))
+    assert got[3] == 2.5
+    del x, got
+    revived = examples.materialize()[0]  # the caller dropped it: zeros of the same layout
+    assert revived.shape == (6, 4) and revived.stride() == (1, 6) and not revived.any()
+    freed = torch.randn(5)
+    examples = ExampleInputs((freed,))
+    freed.untyped_storage().resize_(0)  # as sharded training frees a gathered parameter
+    assert examples.materialize()[0] is not freed
+
+
+def test_ambient_state_is_carried_to_the_compile_thread() -> None:
+    seen: dict[str, Any] = {}
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        ambient = Ambient.of_this_thread()
+
+    def look() -> None:
+        with ambient.entered():
+            seen["grad"] = torch.is_grad_enabled()
+            seen["autocast"] = torch.is_autocast_enabled("cpu")
+            seen["dtype"] = torch.get_autocast_dtype("cpu")
+
+    t = threading.Thread(target=look)
+    t.start()
+    t.join()
+    assert seen == {"grad": False, "autocast": True, "dtype": torch.bfloat16}
+
+
+_EXIT_DURING_COMPILE = textwrap.dedent(
+    """
+    import time, torch
+    from thunder_executors import background_compile
+
+    def busy_compile(_examples):  # torch's C++ taking and releasing the GIL, as inductor does
+        a = torch.randn(200, 200)
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            a = (a @ a).tanh()
+
+    background_compile.submit(busy_compile, ())
+    time.sleep(0.5)
+    print("exiting", flush=True)
+    """
+)
+
+
+def test_the_process_exits_cleanly_while_a_compile_runs() -> None:
+    # Without the interruption at exit the interpreter shuts down under the running thread and
+    # the process aborts ("terminate called without an active exception", status 134).
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_DURING_COMPILE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "exiting" and "terminate" not in done.stderr
