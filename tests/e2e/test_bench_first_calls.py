@@ -22,7 +22,9 @@ def test_rows_for_thunder_compile_cold_and_warm_and_thunder_jit(
     spec.loader.exec_module(bench)
     bench.main(["--layers", "1", "--hidden", "64", "--seq", "8", "--repeat", "3",
                 "--configs", "thunder.compile,thunder.jit"])  # fmt: skip
-    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("llama")]
+    rows = [
+        line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("llama")
+    ]
     assert [(r[3], r[4]) for r in rows] == [
         ("thunder.compile", "cold"), ("thunder.compile", "warm"), ("thunder.jit", "cold")
     ], rows  # fmt: skip

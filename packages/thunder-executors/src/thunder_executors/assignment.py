@@ -484,18 +484,25 @@ def transform_for_execution(
     *,
     eager_aliasing: bool = True,
     first_region: int = 0,
+    seen_outputs: Any = None,
+    unseen_inputs: Iterable[str] = (),
 ) -> ExecutionTrace:
     """The execution trace of ``trace``: every bound symbol assigned to an executor (in list
     order; the torch executor is always the last resort), fusible runs grouped into regions.
     ``.python_callable()`` of the result runs the computation. Memory is shared as in eager torch
     (see the module docstring); ``eager_aliasing=False`` keeps only what in-place writes need.
-    Fusion regions are numbered from ``first_region`` (the functions of higher-order symbols
-    are transformed the same way, their regions numbered first and listed in
-    ``fusion_regions``)."""
+    ``seen_outputs``: the part of the return value the caller sees, whose memory sharing must be
+    eager's (default: all of it; a forward trace's values saved for its backward are read by
+    the backward alone, so any memory may hold them); ``unseen_inputs``: names of inputs only
+    this trace reads (a backward's saved values), likewise. Fusion regions are numbered from
+    ``first_region`` (the functions of higher-order symbols are transformed the same way, their
+    regions numbered first and listed in ``fusion_regions``)."""
     start = time.perf_counter()
     exs = resolve_executors(executors)
-    observed = [a.name for a in trace.args if isinstance(a, Proxy)]
-    observed += [p.name for p in _proxies(trace.return_value)]
+    unseen = set(unseen_inputs)
+    observed = [a.name for a in trace.args if isinstance(a, Proxy) and a.name not in unseen]
+    seen = trace.return_value if seen_outputs is None else seen_outputs
+    observed += [p.name for p in _proxies(seen)]
     # What a view that may raise on its strides reads is laid out as eager lays it out (a
     # decomposed unfold before it would copy into strides that let the view pass), where that
     # view runs as torch runs it (a fusion executor that takes it lays out its region itself).

@@ -64,6 +64,9 @@ KEPT_OPS = (
     # elementwise ops and reductions whose decompositions take several passes
     "clamp", "clamp_min", "clamp_max", "nan_to_num", "lerp", "addcmul", "addcdiv", "hypot",
     "fmax", "fmin", "tril", "triu", "vector_norm", "nansum", "mean", "roll",
+    "max", "min", "logical_and", "logical_or", "logical_xor", "count_nonzero",
+    # indexed writes and factories eager runs as one kernel
+    "scatter", "index_add", "linspace", "eye",
 )  # fmt: skip
 
 # Kept whole off the CPU only: torch's CPU kernels for these are slower than their

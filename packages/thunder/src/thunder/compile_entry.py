@@ -408,9 +408,14 @@ def _execution(
     transforms: Sequence[Transform],
     record: list[Trace],
     under_autocast: bool = False,
+    seen_outputs: Any = None,
+    unseen_inputs: Sequence[str] = (),
 ) -> Callable[..., Any]:
-    """The callable of ``trace``'s execution trace; the traces made on the way go to ``record``."""
-    extrace: Trace = transform_for_execution(trace, executors)
+    """The callable of ``trace``'s execution trace; the traces made on the way go to ``record``
+    (``seen_outputs``, ``unseen_inputs``: see ``transform_for_execution``)."""
+    extrace: Trace = transform_for_execution(
+        trace, executors, seen_outputs=seen_outputs, unseen_inputs=unseen_inputs
+    )
     record.append(extrace)
     for tr in transforms:
         extrace = tr.transform_trace_post_optimization(extrace)
@@ -446,6 +451,9 @@ def _differentiable_computation(
     Transforms see the backward before it is compiled (``Transform.transform_backward``;
     ``inputs``: the values of the trace's inputs)."""
     compiled: list[list[Trace]] = []
+    # Values the forward saves for the backward: only the backward reads them, so their memory
+    # may be shared or not as fusion likes (the caller sees outputs, inputs and cotangents).
+    saved: list[str] = []
 
     def compile_half(half: Trace) -> Callable[..., Any]:
         record = [half]
@@ -456,7 +464,16 @@ def _differentiable_computation(
                 if changed is not half:
                     half = changed
                     record.append(half)
-        return _execution(half, executors, transforms, record, under_autocast)
+            return _execution(
+                half, executors, transforms, record, under_autocast, unseen_inputs=saved
+            )
+        if half is trace:  # compiled whole, torch.autograd recording it (no split)
+            return _execution(half, executors, transforms, record, under_autocast)
+        outputs, to_save = half.return_value  # the split's forward
+        saved.extend(p.name for p in to_save if isinstance(p, Proxy))
+        seen_inputs = {a.name for a in half.args if isinstance(a, Proxy)}
+        saved[:] = [n for n in saved if n not in seen_inputs]  # an input stays the caller's
+        return _execution(half, executors, transforms, record, under_autocast, outputs)
 
     try:
         fn, _fw, _bw = make_differentiable(
