@@ -233,9 +233,10 @@ def main() -> None:
         torch.set_num_threads(options.threads)
     zoo = load_zoo()
     names = [n for n in options.models.split(",") if n] or list(zoo.ARCHITECTURES)
-    unknown = sorted(set(names) - set(zoo.ARCHITECTURES))
+    known = (*zoo.ARCHITECTURES, *zoo.MORE_ARCHITECTURES)  # the default set, and those on request
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        sys.exit(f"unknown model(s) {unknown}; known: {', '.join(zoo.ARCHITECTURES)}")
+        sys.exit(f"unknown model(s) {unknown}; known: {', '.join(known)}")
     configs = configurations(not options.no_torch_compile)
     if options.worker:  # one model, for measure_in_subprocess
         with warnings.catch_warnings():

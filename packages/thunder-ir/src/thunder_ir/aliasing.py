@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from thunder_ir import prims
 from thunder_ir.proxies import Proxy, TensorProxy
+from thunder_ir.pytree import tree_flatten
 from thunder_ir.symbol import BoundSymbol
 from thunder_ir.tags import OpTag
 
@@ -44,6 +45,7 @@ __all__ = [
     "writes_in_place",
     "writes_where_gradients_flow",
     "written_inputs",
+    "written_intermediates",
     "written_where_gradients_flow",
 ]
 
@@ -338,3 +340,17 @@ def writes_where_gradients_flow(trace: Trace, requires_grad: Sequence[bool] | No
     """Whether ``trace`` writes in place where gradients flow (see
     ``written_where_gradients_flow``)."""
     return bool(written_where_gradients_flow(trace, requires_grad))
+
+
+def written_intermediates(trace: Trace) -> frozenset[str]:
+    """The values of ``trace`` (all members of their alias groups) whose memory is written in
+    place and that only the program sees: no member of the group is an input of the trace or
+    returned by it (``y = bn(x); y += r`` writes into memory the program made for itself)."""
+    if not any(writes_in_place(b) for b in trace.bound_symbols):
+        return frozenset()
+    bsyms = with_writes_exposed(trace.bound_symbols)
+    observed = [a.name for a in trace.args if isinstance(a, Proxy)]
+    observed += [p.name for p in tree_flatten(trace.return_value)[0] if isinstance(p, Proxy)]
+    info = alias_info(bsyms, observed)
+    names = {p.name for b in bsyms for p in b.flat_proxy_outs if isinstance(p, TensorProxy)}
+    return frozenset(n for n in names if info.is_written(n) and not info.is_observed(n))

@@ -317,10 +317,21 @@ class _Functionalizer:
             previous = out
         assert isinstance(positions, TensorProxy)
         m = positions.numel()
-        flat = prims.reshape(base, (n,))
         index = prims.reshape(positions, (m,))
         values = prims.reshape(value, (m,))
-        return prims.reshape(prims.index_put(flat, [index], values, False), tuple(base.shape))  # type: ignore[no-any-return]
+        shape = tuple(base.shape)
+        if len(shape) <= 1 or not all(type(d) is int for d in shape) or n == 0:
+            flat = prims.reshape(base, (n,))
+            return prims.reshape(prims.index_put(flat, [index], values, False), shape)  # type: ignore[no-any-return]
+        # One index per dimension (the positions unravelled), not a flattened base: index_put
+        # then returns the base's own layout, as the tensor eager writes in place keeps it.
+        indices: list[Proxy] = []
+        inner = n
+        for d, size in enumerate(shape):
+            inner //= size
+            i = prims.floor_divide(index, inner) if inner != 1 else index
+            indices.append(prims.remainder(i, size) if d > 0 else i)
+        return prims.index_put(base, indices, values, False)  # type: ignore[no-any-return]
 
     def visit(self, b: BoundSymbol) -> None:
         if _is_copy(b) and (self.only is None or b.args[1].name in self.only):

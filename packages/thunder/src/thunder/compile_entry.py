@@ -32,9 +32,11 @@ from thunder.prologue import (
 from thunder_executors import transform_for_execution
 from thunder_interp import interpret
 from thunder_ir import Proxy, TensorProxy, Trace, TracingError, Transform, prims, tracectx
+from thunder_ir.aliasing import written_intermediates
 from thunder_ir.sizes import SizeFacts, size_facts
 from thunder_transforms import dce, recognize_composites, sign_flipped_rotary
 from thunder_transforms.autodiff import make_differentiable
+from thunder_transforms.functionalize import functionalize
 
 __all__ = ["CacheEntry", "ProgramRaised", "compile_entry", "parameter_names", "user_location"]
 
@@ -268,6 +270,11 @@ def _compile_entry(
             inputs=[runtime.get(a.name) for a in trace.args],
         )
     else:
+        if not torch.is_grad_enabled() and _fuses(executors):
+            own = _own_writes_functionalized(trace)
+            if own is not trace:
+                trace = own
+                computation_traces.append(trace)
         computation = _execution(trace, executors, transforms, computation_traces, under_autocast)
         if not torch.is_grad_enabled():
             computation = _below_autograd(computation)
@@ -434,6 +441,22 @@ def _fuses(executors: Sequence[Any]) -> bool:
     from thunder_executors.assignment import resolve_executors
 
     return any(isinstance(e, FusionExecutor) for e in resolve_executors(executors))
+
+
+def _own_writes_functionalized(trace: Trace) -> Trace:
+    """``trace`` with its in-place writes into memory only it sees (``y = bn(x); y += r``, an
+    inplace ReLU of a computed value) written as new values: a fusion region cannot hold a
+    write, so each one split the regions around it. For programs torch.autograd does not record
+    (grad mode off): there a write's errors are eager's concern only where autograd sees them.
+    The trace itself where functionalization cannot say what eager does (a write through a
+    stride-dependent view: ``reshape`` may copy)."""
+    own = written_intermediates(trace)
+    if not own:
+        return trace
+    try:
+        return functionalize(trace, only=own).trace
+    except NotImplementedError:
+        return trace
 
 
 def _differentiable_computation(
