@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,10 +46,11 @@ class _GatedCompile:
     """Stands in for torch.compile: compiling waits until the test opens the gate, and the
     compiled function is recognisable (it counts its calls)."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, delay: float = 0.0) -> None:
         self.gate = threading.Event()
         self.compiled_calls = 0
         self.fail = fail
+        self.delay = delay  # seconds each compiled call takes more than the torch calls
         self.grad_mode_seen: list[bool] = []
 
     def __call__(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
@@ -60,6 +62,7 @@ class _GatedCompile:
                     raise RuntimeError("the compiler gave up")
             else:
                 self.compiled_calls += 1
+                time.sleep(self.delay)
             return fn(*args)
 
         return compiled
@@ -82,6 +85,41 @@ def test_first_calls_run_the_torch_calls_while_the_region_compiles(monkeypatch: 
     a, b = torch.randn(8, 16), torch.randn(16)
     torch.testing.assert_close(fn(a, b), expected(a, b))
     assert gated.compiled_calls == 1  # the compiled program runs from now on
+
+
+@pytest.mark.parametrize("compiled_is_slower", [False, True])
+def test_the_faster_of_compiled_and_torch_calls_runs_once_measured(
+    monkeypatch: Any, compiled_is_slower: bool
+) -> None:
+    # A compiled program slower than the torch calls (dynamo's cost per call over a small
+    # region) is measured as such and left; a faster one runs.
+    gated = _GatedCompile(delay=0.005 if compiled_is_slower else 0.0)
+    gated.gate.set()
+    monkeypatch.setattr(tc_module.torch, "compile", gated)
+    fn, region = _compiled_callable(f"torchcompile_bg_measured_{compiled_is_slower}")
+    a, b = torch.randn(8, 16), torch.randn(16)
+    fn(a, b)
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    if not compiled_is_slower:  # the torch calls made slower instead (compiled kept its own)
+        torch_calls = region.fn
+
+        def slowed(*args: Any) -> Any:
+            time.sleep(0.005)
+            return torch_calls(*args)
+
+        region.fn = slowed
+    measured = 2 * (region.MEASURED_CALLS + 1)
+    for _ in range(measured):
+        a, b = torch.randn(8, 16), torch.randn(16)
+        torch.testing.assert_close(fn(a, b), expected(a, b))
+    assert region.runs_compiled is (not compiled_is_slower)
+    before = gated.compiled_calls
+    for _ in range(3):
+        a, b = torch.randn(8, 16), torch.randn(16)
+        torch.testing.assert_close(fn(a, b), expected(a, b))
+    assert gated.compiled_calls == before + (0 if compiled_is_slower else 3)
+    if compiled_is_slower:
+        assert region.status.startswith("compiled; its torch calls measured faster")
 
 
 def test_a_failed_compile_warns_and_keeps_the_torch_calls(monkeypatch: Any) -> None:

@@ -19,6 +19,7 @@ Compile time is recorded on the region (``CompiledRegion.compile_seconds``) and 
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 import time
 import warnings
@@ -122,8 +123,14 @@ class CompiledRegion:
     With ``background=True`` the first call queues the compile on the background thread
     (``background_compile``) and every call runs the region's torch calls as they are until
     the compiled program is ready. A compile that fails there leaves the region running its
-    torch calls, with a warning that says why.
+    torch calls, with a warning that says why. Once compiled, a region of CPU tensors measures
+    which pays on this machine: its next calls alternate between the compiled program and its
+    torch calls, timed, and the faster by the median of ``MEASURED_CALLS`` calls each runs from
+    then on (``runs_compiled``; logged). Compiled programs pay a fixed cost per call (dynamo's
+    guards over every input), which small regions do not earn back.
     """
+
+    MEASURED_CALLS = 7
 
     def __init__(
         self, source: str, fn: Callable[..., Any], options: dict[str, Any], *, background: bool
@@ -135,7 +142,10 @@ class CompiledRegion:
         self.compile_seconds = 0.0
         self.calls = 0
         self.error: BaseException | None = None  # why a background compile failed
-        self._compiled: Callable[..., Any] | None = None
+        self._compiled: Callable[..., Any] | None = None  # what runs from now on
+        self._candidate: Callable[..., Any] | None = None  # compiled in the background, measured
+        self._times: tuple[list[float], list[float]] = ([], [])  # compiled, torch calls
+        self.runs_compiled: bool | None = None  # after the measurement, which one runs
         self._submitted = False
         self._lock = threading.Lock()
 
@@ -143,7 +153,9 @@ class CompiledRegion:
     def status(self) -> str:
         """``compiled``, ``pending`` (running its torch calls until compiled), ``not called`` or
         ``failed: <why>``."""
-        if self._compiled is not None:
+        if self.runs_compiled is False:
+            return "compiled; its torch calls measured faster here and run"
+        if self._compiled is not None or self._candidate is not None:
             return "compiled"
         if self.error is not None:
             return f"failed: {type(self.error).__name__}: {self.error}"
@@ -154,6 +166,9 @@ class CompiledRegion:
         if compiled is not None:
             return compiled(*args)
         if self.background:
+            candidate = self._candidate
+            if candidate is not None:
+                return self._measured_call(candidate, args)
             if not self._submitted:
                 with self._lock:
                     if not self._submitted:
@@ -170,6 +185,36 @@ class CompiledRegion:
                 self.calls += 1
                 return out
         return self._compiled(*args)
+
+    def _measured_call(self, candidate: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
+            # Timing device kernels needs a synchronization per call; fused, they pay.
+            self._choose(candidate, True)
+            return candidate(*args)
+        compiled_times, torch_times = self._times
+        use_compiled = len(compiled_times) <= len(torch_times)
+        fn = candidate if use_compiled else self.fn
+        start = time.perf_counter()
+        out = fn(*args)
+        elapsed = time.perf_counter() - start
+        with self._lock:
+            (compiled_times if use_compiled else torch_times).append(elapsed)
+            n = self.MEASURED_CALLS + 1  # each side's first call is a warm-up, not counted
+            if self._compiled is None and len(compiled_times) >= n and len(torch_times) >= n:
+                faster = statistics.median(compiled_times[1:]) <= statistics.median(torch_times[1:])
+                self._choose(candidate, faster)
+        return out
+
+    def _choose(self, candidate: Callable[..., Any], compiled: bool) -> None:
+        self.runs_compiled = compiled
+        self._compiled = candidate if compiled else self.fn
+        if self._times[0] and self._times[1]:
+            log.info(
+                "fusion region: compiled %.1f us, torch calls %.1f us per call (medians): runs %s",
+                statistics.median(self._times[0][1:]) * 1e6,
+                statistics.median(self._times[1][1:]) * 1e6,
+                "compiled" if compiled else "its torch calls",
+            )
 
     def _compile_in_background(self, examples: list[Any]) -> None:
         start = time.perf_counter()
@@ -188,7 +233,7 @@ class CompiledRegion:
             return
         finally:
             self.compile_seconds += time.perf_counter() - start
-        self._compiled = fn
+        self._candidate = fn
         log.debug("fusion region compiled in %.2f s in the background", self.compile_seconds)
 
 
