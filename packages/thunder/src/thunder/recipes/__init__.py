@@ -75,7 +75,7 @@ def compile(model_or_fn: Any, recipe: BaseRecipe | Sequence[BaseRecipe] | None =
     Without nvFuser the fusion executor is ``torchcompile_background``: the first call costs
     what ``thunder.jit``'s does (seconds), fusion regions are compiled by torch.compile on a
     background thread, and each runs its torch calls until its compiled program is ready; then
-    a region of CPU tensors times both and keeps the faster.
+    a region of CPU tensors times both and keeps the compiled program where it is 5% faster.
     ``thunder_executors.background_compile.wait_for_background_compiles()`` waits for them.
     """
     if recipe is None:
