@@ -1,10 +1,9 @@
-"""Compiling one cache entry: interpret the function with proxies, then build the prologue, the
-computation (through the executors) and the epilogue."""
+"""Compiling one cache entry: trace the call (``binding.trace_program``), then build the prologue,
+the computation (through the transforms and the executors) and the epilogue from what tracing
+produced (a ``TracedProgram``), in the named stages of ``_compile_entry``."""
 
 from __future__ import annotations
 
-import linecache
-import os
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -13,15 +12,11 @@ from typing import Any
 
 import torch
 
-from thunder.binding import Binder, iter_proxies
-from thunder.binding.fallback import is_ir_refusal
+from thunder.binding import ProgramRaised, TracedProgram, trace_program, user_location
 from thunder.binding.regions import GradEnabledInside
-from thunder.binding.reshape_writes import install as install_reshape_write_check
-from thunder.binding.rng import drawing_from
 from thunder.eager_layouts import EagerViewError, check_fused_views, stride_checks
-from thunder.errors import JitError, UnsupportedOperationError
+from thunder.errors import JitError
 from thunder.guard_tree import with_guard_tree
-from thunder.lookasides import native_special
 from thunder.options import JitOptions
 from thunder.prologue import (
     build_epilogue,
@@ -30,8 +25,7 @@ from thunder.prologue import (
     reporting_misses,
 )
 from thunder_executors import transform_for_execution
-from thunder_interp import interpret
-from thunder_ir import Proxy, TensorProxy, Trace, TracingError, Transform, prims, tracectx
+from thunder_ir import Proxy, TensorProxy, Trace, Transform
 from thunder_ir.aliasing import written_intermediates
 from thunder_ir.sizes import SizeFacts, size_facts
 from thunder_transforms import dce, recognize_composites, sign_flipped_rotary
@@ -64,16 +58,6 @@ class CacheEntry:
         return self.epilogue(args, kwargs, out)
 
 
-class ProgramRaised(Exception):
-    """Tracing the program raised ``error`` (not a thunder error): the program's own exception,
-    or an op refusing these inputs. Nothing of the traced call is visible (its writes are undone);
-    the caller decides how the call runs instead."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def parameter_names(fn: Any) -> tuple[str, ...]:
     """The names of ``fn``'s positional parameters (``forward``'s for a module), for naming."""
     target = fn
@@ -84,35 +68,6 @@ def parameter_names(fn: Any) -> tuple[str, ...]:
         return tuple(code.co_varnames[1 : code.co_argcount]) if code else ()
     code = getattr(target, "__code__", None)
     return tuple(code.co_varnames[: code.co_argcount]) if code else ()
-
-
-_PACKAGE_DIRS = tuple(
-    os.path.dirname(os.path.dirname(os.path.abspath(m.__file__ or "")))
-    for m in (__import__("thunder"), __import__("thunder_interp"), __import__("thunder_ir"))
-)
-
-
-def user_location(exc: BaseException) -> str | None:
-    """The innermost ``file:line`` of the traceback outside torch, thunder and its interpreter."""
-    import torch
-
-    skip = (*_PACKAGE_DIRS, os.path.dirname(os.path.abspath(torch.__file__)))
-    found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if not filename.startswith("<") and not os.path.abspath(filename).startswith(skip):
-            found = f"{filename}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return found
-
-
-def _source_at(location: str | None) -> str:
-    if location is None:
-        return "an operation"
-    filename, _, line = location.rpartition(":")
-    text = linecache.getline(filename, int(line)).strip()
-    return f"`{text}`" if text else "an operation"
 
 
 def compile_entry(
@@ -168,142 +123,131 @@ def _compile_entry(
     facts: SizeFacts,
     grad_at_start: bool = True,
 ) -> CacheEntry:
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
-    trace = Trace("computation")
-    binder = Binder(fn, options, trace, param_names)
-    if not grad_at_start:
-        binder.start_without_grad()
-    install_reshape_write_check(trace, options.reshape_inplace)
-    with drawing_from(binder.guarded_generators), tracectx(trace):
-        pargs, pkwargs = binder.bind_arguments(args, kwargs)
-        interpreted = interpret(
-            fn,
-            lookasides=binder.lookasides(),
-            callbacks=binder.callbacks(),
-            native_special=native_special,
-        )
-        try:
-            result = interpreted(*pargs, **pkwargs)
-            binder.check_context_vars()
-            template = binder.output_template(result)
-            binder.check_stored_cells()
-        except UnsupportedOperationError as e:
-            location = user_location(e)
-            if location is None or e.location is not None:
-                raise
-            raise e.with_location(location).with_traceback(e.__traceback__) from None
-        except (JitError, TracingError) as e:
-            location = user_location(e)
-            if location is not None and location not in str(e):
-                e.args = (f"{e.args[0]} (at {location})", *e.args[1:])
-            raise
-        except NotImplementedError as e:
-            if not is_ir_refusal(e):
-                raise ProgramRaised(e) from e
-            # The IR's own refusal (a boolean mask, a data-dependent shape): a clear error,
-            # not an eager run.
-            location = user_location(e)
-            raise UnsupportedOperationError(_source_at(location), str(e), location) from None
-        except Exception as e:
-            raise ProgramRaised(e) from e
-        finally:
-            binder.release_held_locks()
-            binder.undo_effects()
-        trace.args = tuple(p for p, _ in binder.inputs)
-        needs_epilogue = bool(binder.writes) or _has_external_refs(template)
-        outputs: tuple[Proxy, ...] = ()
-        if needs_epilogue:
-            seen: dict[str, Proxy] = {}
-            for w in binder.writes:
-                for p in iter_proxies(w.value):
-                    seen.setdefault(p.name, p)
-            for p in iter_proxies(template):
-                seen.setdefault(p.name, p)
-            outputs = tuple(seen.values())
-            prims.python_return(outputs)
-        else:
-            prims.python_return(template)
-    timings["interpretation"] = time.perf_counter() - start
+    """The stages of compiling one entry, in order; each reads the traced program and the traces
+    the stages before it made."""
+    clock = _Clock()
+    program = trace_program(fn, args, kwargs, options, param_names, grad_at_start)
+    clock.lap("interpretation")
 
-    t = time.perf_counter()
-    prologue_trace, ctx = build_prologue(binder, len(args), trace.constraint())
+    prologue_trace, ctx = build_prologue(program, len(args), program.trace.constraint())
     checked = len(facts.constraints)
-    traced = trace
-    trace, under_autocast = _apply_autocast(trace, binder)
-    epilogue_trace = None
-    for tr in transforms:
-        prologue_trace, trace, epilogue_trace = tr.transform_traces_pre_prologue(
-            prologue_trace, trace, epilogue_trace
-        )
-    computation_traces = [traced] if traced is not trace else []
-    computation_traces.append(trace)
-    if options.dce:
-        trace = dce(trace)
-        computation_traces.append(trace)
-    composed = recognize_composites(trace)
-    if composed is not trace:
-        trace = composed
-        computation_traces.append(trace)
-    rotated = sign_flipped_rotary(trace)
-    if rotated is not trace:
-        trace = dce(rotated)  # the broadcasts of sin that only the old products read
-        computation_traces.append(trace)
+    prologue_trace, traces, under_autocast = _prepared_computation(
+        program, prologue_trace, options, transforms
+    )
+    strides_checked = _views_checked(traces[-1], executors, program)
     backward_traces: list[Trace] = []
-    computation: Callable[..., Any]
-    try:
-        strides_checked = check_fused_views(
-            trace, executors, {p.name: t for t, p in binder.tensor_proxies.values()}
-        )
-    except EagerViewError as e:
-        raise ProgramRaised(e.error) from e.error
-    if needs_autodiff(trace, options):
-        _refuse_writes_to_shared_inputs(trace, binder)
-        runtime = {p.name: t for t, p in binder.tensor_proxies.values()}
-        computation = _differentiable_computation(
-            trace,
-            executors,
-            transforms,
-            computation_traces,
-            backward_traces,
-            under_autocast,
-            inputs=[runtime.get(a.name) for a in trace.args],
-        )
-    else:
-        if not torch.is_grad_enabled() and _fuses(executors):
-            own = _own_writes_functionalized(trace)
-            if own is not trace:
-                trace = own
-                computation_traces.append(trace)
-        computation = _execution(trace, executors, transforms, computation_traces, under_autocast)
-        if not torch.is_grad_enabled():
-            computation = _below_autograd(computation)
-    timings["transforms"] = time.perf_counter() - t
-    check_late_constraints(prologue_trace, facts.constraints_since(checked), binder)
+    computation = _compiled_computation(
+        program, traces, backward_traces, options, executors, transforms, under_autocast
+    )
+    clock.lap("transforms")
+
+    check_late_constraints(prologue_trace, facts.constraints_since(checked), program)
     body = prologue_trace.bound_symbols  # the last one returns
     body[len(body) - 1 : len(body) - 1] = stride_checks(strides_checked)
-
-    t = time.perf_counter()
     prologue = with_guard_tree(
         reporting_misses(prologue_trace.python_callable(ctx)), prologue_trace, ctx
     )
-    epilogue = None
-    epilogue_source = None
-    if needs_epilogue:
-        epilogue_source, epilogue = build_epilogue(binder, template, outputs, fn)
-    timings["codegen"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - start
+    epilogue_source, epilogue = build_epilogue(program) if program.needs_epilogue else (None, None)
+    clock.lap("codegen")
     return CacheEntry(
         prologue,
         computation,
         epilogue,
         [prologue_trace],
-        computation_traces,
+        traces,
         epilogue_source,
         key,
-        timings,
+        clock.timings(),
         backward_traces,
     )
+
+
+class _Clock:
+    """The seconds each stage of a compile took (``CacheEntry.timings``)."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps[stage] = now - self.last
+        self.last = now
+
+    def timings(self) -> dict[str, float]:
+        return {**self.laps, "total": time.perf_counter() - self.start}
+
+
+def _prepared_computation(
+    program: TracedProgram,
+    prologue_trace: Trace,
+    options: JitOptions,
+    transforms: Sequence[Transform],
+) -> tuple[Trace, list[Trace], bool]:
+    """The computation before it is differentiated and compiled: autocast applied, the user's
+    transforms that run before the prologue is final, then dead code, composite and rotary
+    recognition. Returns the prologue (those transforms may change it), the computation's traces
+    (the last is current) and whether the program is called under autocast."""
+    traced = program.trace
+    trace, under_autocast = _apply_autocast(traced, program)
+    epilogue_trace = None
+    for tr in transforms:
+        prologue_trace, trace, epilogue_trace = tr.transform_traces_pre_prologue(
+            prologue_trace, trace, epilogue_trace
+        )
+    traces = [traced] if traced is not trace else []
+    traces.append(trace)
+    if options.dce:
+        traces.append(dce(traces[-1]))
+    composed = recognize_composites(traces[-1])
+    if composed is not traces[-1]:
+        traces.append(composed)
+    rotated = sign_flipped_rotary(traces[-1])
+    if rotated is not traces[-1]:
+        traces.append(dce(rotated))  # the broadcasts of sin that only the old products read
+    return prologue_trace, traces, under_autocast
+
+
+def _views_checked(trace: Trace, executors: Sequence[Any], program: TracedProgram) -> Any:
+    """The views whose strides the executors may not reproduce as eager's, checked on this
+    call's tensors (``eager_layouts``); what to check on later calls."""
+    try:
+        return check_fused_views(trace, executors, dict(program.input_tensors))
+    except EagerViewError as e:
+        raise ProgramRaised(e.error) from e.error
+
+
+def _compiled_computation(
+    program: TracedProgram,
+    traces: list[Trace],
+    backward_traces: list[Trace],
+    options: JitOptions,
+    executors: Sequence[Any],
+    transforms: Sequence[Transform],
+    under_autocast: bool,
+) -> Callable[..., Any]:
+    """The computation's callable: through thunder's autodiff when it is differentiated, else
+    its execution trace. The traces made on the way are appended to ``traces`` (forward) and
+    ``backward_traces``."""
+    trace = traces[-1]
+    if needs_autodiff(trace, options):
+        _refuse_writes_to_shared_inputs(trace, program)
+        return _differentiable_computation(
+            trace,
+            executors,
+            transforms,
+            traces,
+            backward_traces,
+            under_autocast,
+            inputs=[program.input_tensors.get(a.name) for a in trace.args],
+        )
+    if not torch.is_grad_enabled() and _fuses(executors):
+        own = _own_writes_functionalized(trace)
+        if own is not trace:
+            trace = own
+            traces.append(trace)
+    computation = _execution(trace, executors, transforms, traces, under_autocast)
+    return computation if torch.is_grad_enabled() else _below_autograd(computation)
 
 
 def needs_autodiff(trace: Trace, options: JitOptions) -> bool:
@@ -316,7 +260,7 @@ def needs_autodiff(trace: Trace, options: JitOptions) -> bool:
     return any(isinstance(a, TensorProxy) and a.requires_grad for a in trace.args)
 
 
-def _apply_autocast(trace: Trace, binder: Binder) -> tuple[Trace, bool]:
+def _apply_autocast(trace: Trace, program: TracedProgram) -> tuple[Trace, bool]:
     """The computation as eager torch computes it under the autocast state of this call (ambient,
     part of the cache key) and the ``torch.autocast`` blocks the program entered, for CPU and
     CUDA autocast; and whether the program is called under autocast (its compiled code then runs
@@ -328,7 +272,7 @@ def _apply_autocast(trace: Trace, binder: Binder) -> tuple[Trace, bool]:
     from thunder_transforms import autocast
     from thunder_transforms.autocast import EagerAutocastError
 
-    ambient = binder.autocast_at_start()
+    ambient = dict(program.autocast_at_start)
     for device in ("xpu", "mps"):
         try:
             enabled = torch.is_autocast_enabled(device)
@@ -339,7 +283,7 @@ def _apply_autocast(trace: Trace, binder: Binder) -> tuple[Trace, bool]:
                 f"thunder.jit: calling a jitted function under torch.autocast({device!r}) is not "
                 "supported (only CPU and CUDA autocast are); call it outside the autocast context"
             )
-    regions = binder.autocast_regions()
+    regions = None if program.autocast_regions is None else list(program.autocast_regions)
     if regions is None and ambient:
         regions = [ambient] * len(trace.bound_symbols)
     if regions is None or not any(regions):
@@ -350,7 +294,7 @@ def _apply_autocast(trace: Trace, binder: Binder) -> tuple[Trace, bool]:
         raise ProgramRaised(e) from e
 
 
-def _refuse_writes_to_shared_inputs(trace: Trace, binder: Binder) -> None:
+def _refuse_writes_to_shared_inputs(trace: Trace, program: TracedProgram) -> None:
     """Autodiff sees each input as its own memory. When the program writes an input in place
     and another input shares its memory (``f(a, a[1:])``), the written values reach the other
     only at run time, unseen by the gradients: refused rather than differentiated wrongly."""
@@ -359,8 +303,8 @@ def _refuse_writes_to_shared_inputs(trace: Trace, binder: Binder) -> None:
 
     info = alias_info(trace.bound_symbols)
     by_storage: dict[int, list[str]] = {}
-    for tensor, proxy in binder.tensor_proxies.values():
-        by_storage.setdefault(storage_address(tensor), []).append(proxy.name)
+    for name, tensor in program.input_tensors.items():
+        by_storage.setdefault(storage_address(tensor), []).append(name)
     for names in by_storage.values():
         if len(names) > 1 and any(info.is_written(n) for n in names):
             raise JitError(
@@ -511,28 +455,3 @@ def _differentiable_computation(
     forward_traces.extend(fw_record)
     backward_traces.extend(bw_record)
     return fn
-
-
-def _has_external_refs(template: Any) -> bool:
-    """Whether the return value needs the epilogue: it refers to outside objects, holds objects
-    the program built (rebuilt on every call), a shape with symbolic sizes (rebuilt as a
-    ``torch.Size``), or a list, dict or tuple twice (built once, as the program had it)."""
-    from thunder.binding.state import ExternalRef, Rebuilt, template_leaves
-    from thunder.lookasides import SymbolicSize
-    from thunder.prologue import holds_a_container_twice
-
-    if holds_a_container_twice(template):
-        return True
-
-    def walk(x: Any) -> bool:
-        if isinstance(x, SymbolicSize) or (isinstance(x, tuple) and hasattr(type(x), "n_fields")):
-            return True  # rebuilt as a torch.Size, or as the torch.return_types it is
-        if type(x) in (tuple, list):
-            return any(walk(v) for v in x)
-        if type(x) is dict:
-            return any(walk(v) for v in x.values())
-        return False
-
-    return walk(template) or any(
-        isinstance(x, (ExternalRef, Rebuilt)) for x in template_leaves(template)
-    )

@@ -34,8 +34,14 @@ from thunder.access import (
     SIZE,
     Access,
 )
-from thunder.binding import Binder, ExternalRef, Guard, Write
-from thunder.binding.state import Rebuilt, rebuild, restore, template_leaves
+from thunder.binding import ExternalRef, Guard, TracedProgram, Write
+from thunder.binding.state import (
+    Rebuilt,
+    count_shared,
+    rebuild,
+    restore,
+    template_leaves,
+)
 from thunder.errors import JitError
 from thunder.guards import (
     BuiltinReads,
@@ -90,7 +96,6 @@ __all__ = [
     "build_epilogue",
     "build_prologue",
     "describe_guard_failure",
-    "holds_a_container_twice",
     "reporting_misses",
 ]
 
@@ -107,13 +112,13 @@ def _shadows_prologue_name(name: str) -> bool:
 
 
 class _PrologueBuilder:
-    def __init__(self, binder: Binder, nargs: int) -> None:
-        self.binder = binder
+    def __init__(self, program: TracedProgram, nargs: int) -> None:
+        self.program = program
         self.nargs = nargs
         self.trace = Trace("prologue")
-        self.ctx: dict[str, Any] = {"fn": binder.fn}
+        self.ctx: dict[str, Any] = {"fn": program.fn}
         self.values: dict[Access, Any] = {}
-        self.input_names = {p.name: p for p, _ in binder.inputs}
+        self.input_names = {p.name: p for p, _ in program.inputs}
         self.arg_slots: list[Any] = [None] * nargs
         self.args_unpacked = False
         # Checked in one call each, after the other guards: modules without hooks; the
@@ -124,7 +129,7 @@ class _PrologueBuilder:
         # Objects with a __getattribute__ of their own: the names their generic lookup missed.
         self.absent: dict[Access, tuple[Any, type, list[str]]] = {}
         self.tensors: list[tuple[Any, str, torch.Tensor]] = []
-        self.objects = {a: o for o, a in binder.access_of.values()}
+        self.objects = program.objects
         self.shapes_done: set[Access] = set()
 
     def build(self, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
@@ -137,10 +142,10 @@ class _PrologueBuilder:
             trace.args = (args, kwargs)
             self.args_proxy, self.kwargs_proxy = args, kwargs
             # Positional arguments first, in one unpack_sequence.
-            arg_inputs = [(p, a) for p, a in self.binder.inputs if a.kind == ARG]
-            used_args = {a.key for _, a in self.binder.inputs if a.root.kind == ARG}
+            arg_inputs = [(p, a) for p, a in self.program.inputs if a.kind == ARG]
+            used_args = {a.key for _, a in self.program.inputs if a.root.kind == ARG}
             used_args |= {
-                g.access.root.key for g in self.binder.guards.values() if g.access.root.kind == ARG
+                g.access.root.key for g in self.program.guards.values() if g.access.root.kind == ARG
             }
             if used_args:
                 for i in range(self.nargs):
@@ -151,17 +156,17 @@ class _PrologueBuilder:
                         self.values[Access(ARG, i)] = proxy
                 bsym = prims.unpack_sequence.bind(args, self.nargs, output=tuple(self.arg_slots))
                 trace.record(bsym)
-            for _, access in self.binder.inputs:
+            for _, access in self.program.inputs:
                 self._unpack(access)
-            for access in self.binder.symbolic_shapes:
+            for access in self.program.symbolic_shapes:
                 self._unpack_shape(access)
-            for guard in self.binder.guards.values():
-                if not self.binder.is_inserted(guard.access):
+            for guard in self.program.guards.values():
+                if not self.program.is_inserted(guard.access):
                     self._check(guard)
             self._check_batches()
             if constraint != C.Const(True):
                 trace.record(_constraint_check(constraint, "guard"))
-            result = tuple(self.values[a] for _, a in self.binder.inputs)
+            result = tuple(self.values[a] for _, a in self.program.inputs)
             trace.record(prims.python_return.bind(result, output=None))
         trace.docstring = (
             "Unpacks what the computation reads and checks what the trace relied on. The arguments' "
@@ -176,7 +181,7 @@ class _PrologueBuilder:
         if isinstance(like, NumberProxy):
             cls = IntegerProxy if isinstance(like, IntegerProxy) else FloatProxy
             return cls(like.name, value=like.value)  # type: ignore[arg-type]
-        base = access.short_name(self.binder.param_names)
+        base = access.short_name(self.program.param_names)
         name = (
             base
             if base.isidentifier() and base not in self.trace.names and base not in self.input_names
@@ -192,7 +197,7 @@ class _PrologueBuilder:
 
     def _global_dict_name(self, module: str) -> str:
         name = "G_" + re.sub(r"[^0-9a-zA-Z_]", "_", module)
-        self.ctx[name] = self.binder.globals_dicts[module]
+        self.ctx[name] = self.program.globals_dicts[module]
         return name
 
     def _namespace_name(self, namespace: dict[str, Any]) -> str:
@@ -209,7 +214,7 @@ class _PrologueBuilder:
             value: Any = PythonCode("fn")
             self.values[access] = value
             return value
-        like = next((p for p, a in self.binder.inputs if a == access), None)
+        like = next((p for p, a in self.program.inputs if a == access), None)
         if kind == SIZE:
             return self._unpack_sizes(access, like)
         out = self._new_proxy(like, access)
@@ -271,7 +276,7 @@ class _PrologueBuilder:
             self._new_proxy(cast(IntegerProxy, tensor.shape[i]), Access(SIZE, i, tensor_access))
             for i in dims
         )
-        what = tensor_access.describe(self.binder.param_names)
+        what = tensor_access.describe(self.program.param_names)
         self.trace.record(
             unpack_shape.bind(tensor, pattern, output=sizes).replace(
                 header=f"guard: shape of {what}"
@@ -291,7 +296,7 @@ class _PrologueBuilder:
             return False
         if parent.kind == ROOT or parent.is_argument_leaf():
             return True
-        guard = self.binder.guards.get(parent)
+        guard = self.program.guards.get(parent)
         return guard is not None and (
             (guard.kind == "type" and guard.expected is type(module))
             or (guard.kind == "is" and guard.expected is module)
@@ -299,7 +304,7 @@ class _PrologueBuilder:
 
     def _check(self, guard: Guard) -> None:
         x = self._unpack(guard.access)
-        what = guard.access.describe(self.binder.param_names)
+        what = guard.access.describe(self.program.param_names)
         kind, expected = guard.kind, guard.expected
         if kind == "tensor":
             self.tensors.append((x, what, expected))
@@ -320,13 +325,13 @@ class _PrologueBuilder:
             bsym = prims.check_is.bind(x, expected, output=None)
         elif kind == "same_as":
             bsym = prims.check_is.bind(x, self._unpack(expected), output=None)
-            what += f" is {expected.describe(self.binder.param_names)}"
+            what += f" is {expected.describe(self.program.param_names)}"
         elif kind == "members":
             bsym = check_members.bind(x, expected, output=None)
             what += " holds the same objects"
         elif kind == "distinct_from":
             bsym = check_is_not.bind(x, self._unpack(expected), output=None)
-            what += f" is not {expected.describe(self.binder.param_names)}"
+            what += f" is not {expected.describe(self.program.param_names)}"
         elif kind == "is_input":
             bsym = prims.check_is.bind(x, self.input_names[expected], output=None)
         elif kind == "has_attr":
@@ -353,7 +358,7 @@ class _PrologueBuilder:
         self.trace.record(bsym.replace(header=f"guard: {what}"))
 
     def _check_batches(self) -> None:
-        reads = self.binder.builtin_reads
+        reads = self.program.builtin_reads
         if reads:
             dicts = [PythonCode(self._global_dict_name(module)) for module in reads]
             self.trace.record(
@@ -361,16 +366,16 @@ class _PrologueBuilder:
                     header=f"guard: {sum(map(len, reads.values()))} builtins, from {len(reads)} modules"
                 )
             )
-        lookups = self.binder.lookups
+        lookups = self.program.lookups
         if lookups:
             self.trace.record(
-                check_lookups.bind(Lookups(list(lookups.values())), output=None).replace(
+                check_lookups.bind(Lookups(list(lookups)), output=None).replace(
                     header=f"guard: {len(lookups)} methods, module attributes and codes are what "
                     "the program ran"
                 )
             )
         for access, (x, cls, missing) in self.absent.items():
-            what = access.describe(self.binder.param_names)
+            what = access.describe(self.program.param_names)
             self.trace.record(
                 check_lacks_generic_attribute.bind(
                     GenericAbsence(cls, missing), x, output=None
@@ -409,17 +414,19 @@ class _PrologueBuilder:
             )
 
 
-def build_prologue(binder: Binder, nargs: int, constraint: C.Expr) -> tuple[Trace, dict[str, Any]]:
+def build_prologue(
+    program: TracedProgram, nargs: int, constraint: C.Expr
+) -> tuple[Trace, dict[str, Any]]:
     """The prologue trace of a cache entry and the context its printed code needs."""
-    return _PrologueBuilder(binder, nargs).build(constraint)
+    return _PrologueBuilder(program, nargs).build(constraint)
 
 
-def check_late_constraints(prologue: Trace, constraint: C.Expr, binder: Binder) -> None:
+def check_late_constraints(prologue: Trace, constraint: C.Expr, program: TracedProgram) -> None:
     """Adds to ``prologue`` what the passes after tracing relied on (an executor baking a
     symbolic size, autodiff comparing sizes): checked on every call like the rest."""
     if constraint == C.Const(True):
         return
-    known = {p.name for p, _ in binder.inputs}
+    known = {p.name for p, _ in program.inputs}
     unknown = constraint.variables() - known
     if unknown:
         raise JitError(
@@ -480,8 +487,8 @@ def describe_guard_failure(exc: GuardFailure) -> str:
 
 
 class _EpilogueWriter:
-    def __init__(self, binder: Binder, ctx: dict[str, Any]) -> None:
-        self.binder = binder
+    def __init__(self, program: TracedProgram, ctx: dict[str, Any]) -> None:
+        self.program = program
         self.ctx = ctx
         self.printer = Printer()
         # Objects the writes use, bound to locals at the point of the replay where the program
@@ -497,13 +504,13 @@ class _EpilogueWriter:
     def plan_bindings(self, result: Any) -> None:
         """Which object paths get a local, and before which write each is resolved."""
         used: list[Access] = []
-        for w in self.binder.writes:
+        for w in self.program.writes:
             if w.kind in ("attr", "call", "del_attr", "log"):
                 used.append(w.target)
             used.extend(_external_refs(w.value))
         used.extend(_external_refs(result))
         for access in dict.fromkeys(used):
-            point = self.binder.bound_at.get(access)
+            point = self.program.bound_at.get(access)
             if point is not None:
                 self.pending.setdefault(point, []).append(access)
 
@@ -535,7 +542,7 @@ class _EpilogueWriter:
         if kind == GLOBAL:
             module, name = access.key
             gname = "G_" + re.sub(r"[^0-9a-zA-Z_]", "_", module)
-            self.ctx[gname] = self.binder.globals_dicts[module]
+            self.ctx[gname] = self.program.globals_dicts[module]
             return f"{gname}[{name!r}]"
         if kind == QUERY:
             query, query_args = access.key
@@ -567,7 +574,7 @@ class _EpilogueWriter:
         """``template``'s expression, and the lines before it that build each list, dict or
         object it holds more than once (one object, as the program had it)."""
         counts: dict[int, int] = {}
-        _count_shared(template, counts)
+        count_shared(template, counts)
         self.shared = {i for i, n in counts.items() if n > 1}
         self.built = {}
         self.prelude = []
@@ -640,45 +647,19 @@ class _EpilogueWriter:
         return [*lines, f"{self.access(w.target)}.{w.name}(*{value})"]
 
 
-def holds_a_container_twice(template: Any) -> bool:
-    """Whether a list, dict, tuple or rebuilt object occurs more than once in ``template``."""
-    counts: dict[int, int] = {}
-    _count_shared(template, counts)
-    return any(n > 1 for n in counts.values())
-
-
-def _count_shared(template: Any, counts: dict[int, int]) -> None:
-    """How often each list, dict, tuple and rebuilt object occurs in ``template`` (``counts``, by
-    id)."""
-    t = type(template)
-    if t in (list, dict) or t is Rebuilt or (t is tuple and template):
-        counts[id(template)] = counts.get(id(template), 0) + 1
-        if counts[id(template)] > 1:
-            return
-    if t is Rebuilt:
-        for part in template.parts:
-            _count_shared(part, counts)
-    elif t is dict:
-        for v in template.values():
-            _count_shared(v, counts)
-    elif isinstance(template, (tuple, list)):
-        for v in template:
-            _count_shared(v, counts)
-
-
-def build_epilogue(
-    binder: Binder, result: Any, outputs: tuple[Proxy, ...], fn: Any
-) -> tuple[str, Callable[..., Any]]:
-    """Python that replays the writes and builds the return value from the computation's
-    ``outputs`` (in that order); returns its source and the compiled function."""
-    ctx: dict[str, Any] = {"fn": fn}
-    writer = _EpilogueWriter(binder, ctx)
+def build_epilogue(program: TracedProgram) -> tuple[str, Callable[..., Any]]:
+    """Python that replays the program's writes and builds its return value from the
+    computation's outputs (``program.epilogue_outputs``, in that order); returns its source and
+    the compiled function."""
+    result, outputs = program.template, program.epilogue_outputs or ()
+    ctx: dict[str, Any] = {"fn": program.fn}
+    writer = _EpilogueWriter(program, ctx)
     lines = ["def epilogue(args, kwargs, outs):"]
     if outputs:
         names = ", ".join(p.name for p in outputs)
         lines.append(f"  ({names},) = outs")
     writer.plan_bindings(result)
-    for i, w in enumerate(binder.writes):
+    for i, w in enumerate(program.writes):
         lines.extend("  " + line for line in writer.bindings_before(i))
         lines.extend("  " + line for line in writer.write(w))
     for index in sorted(writer.pending):
@@ -688,7 +669,7 @@ def build_epilogue(
     lines.append(f"  return {value}")
     source = "\n".join(lines) + "\n"
     ctx.update(writer.printer.ctx)
-    filename = f"<thunder epilogue {id(binder):x}>"
+    filename = f"<thunder epilogue {id(program):x}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     globs: dict[str, Any] = {"__builtins__": __builtins__, **ctx}
     exec(compile(source, filename, "exec"), globs)

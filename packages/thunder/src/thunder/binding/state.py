@@ -306,6 +306,32 @@ def iter_proxies(template: Any) -> Iterator[Proxy]:
             yield from (d for d in leaf if isinstance(d, Proxy))
 
 
+def holds_a_container_twice(template: Any) -> bool:
+    """Whether a list, dict, tuple or rebuilt object occurs more than once in ``template``."""
+    counts: dict[int, int] = {}
+    count_shared(template, counts)
+    return any(n > 1 for n in counts.values())
+
+
+def count_shared(template: Any, counts: dict[int, int]) -> None:
+    """How often each list, dict, tuple and rebuilt object occurs in ``template`` (``counts``, by
+    id)."""
+    t = type(template)
+    if t in (list, dict) or t is Rebuilt or (t is tuple and template):
+        counts[id(template)] = counts.get(id(template), 0) + 1
+        if counts[id(template)] > 1:
+            return
+    if t is Rebuilt:
+        for part in template.parts:
+            count_shared(part, counts)
+    elif t is dict:
+        for v in template.values():
+            count_shared(v, counts)
+    elif isinstance(template, (tuple, list)):
+        for v in template:
+            count_shared(v, counts)
+
+
 def _cell_is_set(cell: types.CellType) -> bool:
     try:
         cell.cell_contents  # noqa: B018

@@ -1,0 +1,96 @@
+"""``Binder``: the one class the binder's layers make (``state`` up to ``autograd_function``), and
+the lookaside table of one tracing run."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from thunder.binding.arrays import array_lookasides
+from thunder.binding.autograd_function import AutogradFunctionMixin
+from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
+from thunder.binding.fallback import op_overload_lookasides
+from thunder.binding.locations import program_location
+from thunder.binding.rng import rng_lookasides
+from thunder.lookasides import jit_lookasides, native_special
+from thunder_interp import interpret
+from thunder_ir import Symbol, TensorProxy
+from thunder_ir.proxies import _BoundTensorMethod, set_requires_grad
+
+__all__ = ["Binder"]
+
+
+class Binder(AutogradFunctionMixin):
+    """The state of one tracing run (one cache entry being compiled)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Every bound symbol recorded carries the program's line that made the call.
+        self.trace.locate = program_location
+
+    def lookasides(self) -> dict[Any, Any]:
+        """The lookaside table of this run: the static one, plus calls of already jitted
+        functions, which are interpreted into this trace (reentrantly) instead of running their
+        own cache."""
+        from thunder.jit_function import ThunderFunction
+
+        table = jit_lookasides()
+
+        def call_jitted(jitted: ThunderFunction, *args: Any, **kwargs: Any) -> Any:
+            inner = interpret(
+                jitted.fn,
+                lookasides=table,
+                callbacks=self.callbacks(),
+                native_special=native_special,
+            )
+            return inner(*args, **kwargs)
+
+        table[ThunderFunction.__call__] = call_jitted
+        for fn, impl in table.items():
+            if isinstance(impl, Symbol):  # a torch callable the IR mirrors: a user-level call
+                table[fn] = _returning_torch_types(impl, None if fn is impl else fn)
+
+        def call_tensor_method(method: _BoundTensorMethod, *args: Any, **kwargs: Any) -> Any:
+            if method.fn is set_requires_grad:
+                return self._requires_grad_(method.tensor, *args, **kwargs)
+            return _call_tensor_method(method, *args, **kwargs)
+
+        table[_BoundTensorMethod.__call__] = call_tensor_method
+        table[TensorProxy.size] = _tensor_size
+        table.update(op_overload_lookasides())
+        table.update(self._context_lookasides(table))
+        table.update(rng_lookasides())
+        table.update(self._higher_order_lookasides(table))
+        table.update(self._autograd_function_lookasides(table))
+        for la in self.options.lookasides:  # the program's own (thunder.Lookaside), last
+            if isinstance(la.replace_with, Symbol):
+                table[la.fn] = _returning_torch_types(la.replace_with, None)
+            else:
+                table[la.fn] = interpret(
+                    la.replace_with,
+                    lookasides=table,
+                    callbacks=self.callbacks(),
+                    native_special=native_special,
+                )
+        table.update(array_lookasides(self, table))
+        for method in _LOGGER_METHODS:
+
+            def log(logger: Any, *args: Any, _method: str = method, **kwargs: Any) -> None:
+                return self._logging_call(logger, _method, args, kwargs)
+
+            table[getattr(logging.Logger, method)] = log
+        return table
+
+
+# logging.Logger's output methods: replayed by the epilogue (CallsMixin._logging_call).
+_LOGGER_METHODS = (
+    "debug",
+    "info",
+    "warning",
+    "warn",
+    "error",
+    "exception",
+    "critical",
+    "fatal",
+    "log",
+)

@@ -1,0 +1,260 @@
+"""What tracing one call produces: :class:`TracedProgram`, the contract between the binder and
+everything after it, and :func:`trace_program`, the stage that makes it.
+
+The binder's state is the bookkeeping of a run in progress; once the program returns, what the
+later stages need is copied out into one frozen object. The prologue (inputs and guards), the
+epilogue (writes and the return value's template) and ``compile_entry``'s passes (the trace, the
+call's tensors, autocast) read that object and nothing of the binder.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import torch
+
+from thunder.access import Access
+from thunder.binding.binder import Binder
+from thunder.binding.fallback import is_ir_refusal
+from thunder.binding.reshape_writes import install as install_reshape_write_check
+from thunder.binding.rng import drawing_from
+from thunder.binding.state import (
+    ExternalRef,
+    Guard,
+    Rebuilt,
+    Write,
+    holds_a_container_twice,
+    iter_proxies,
+    template_leaves,
+)
+from thunder.errors import JitError, UnsupportedOperationError
+from thunder.lookasides import SymbolicSize, native_special
+from thunder.options import JitOptions
+from thunder_interp import interpret
+from thunder_ir import Proxy, Trace, TracingError, prims, tracectx
+
+__all__ = ["ProgramRaised", "TracedProgram", "trace_program", "user_location"]
+
+AutocastState = Mapping[str, torch.dtype]  # device type -> dtype; empty: autocast off
+
+
+@dataclass(frozen=True)
+class TracedProgram:
+    """One traced call of the program: what it computes, reads, relies on and writes.
+
+    ``trace`` is the computation as recorded: its ``args`` are the inputs, in ``inputs``' order,
+    and it ends in its return (the return value, or the ``epilogue_outputs`` when there is an
+    epilogue). Every mapping is read-only, and no field refers back to the binder."""
+
+    fn: Any
+    param_names: tuple[str, ...]  # the positional parameters' names, for naming and messages
+    trace: Trace
+    template: Any  # the return value as a template (proxies, ExternalRef, Rebuilt, constants)
+    # The computation outputs the epilogue reads, in order; None: the computation's return value
+    # is the call's, and there is no epilogue.
+    epilogue_outputs: tuple[Proxy, ...] | None
+    inputs: tuple[tuple[Proxy, Access], ...]  # each input and the path it is read from
+    input_tensors: Mapping[str, torch.Tensor]  # this call's tensor of each tensor input, by name
+    symbolic_shapes: tuple[Access, ...]  # tensors whose sizes are inputs (the prologue unpacks)
+    guards: Mapping[Access, Guard]
+    # Paths through objects the program itself put into outside state: they do not exist when
+    # a call starts, so nothing on them is checked.
+    inserted: frozenset[Access]
+    objects: Mapping[Access, Any]  # the outside object found at each path
+    bound_at: Mapping[Access, int]  # how many writes came before the program took each path
+    writes: tuple[Write, ...]
+    globals_dicts: Mapping[str, dict[str, Any]]  # module name -> its globals
+    builtin_reads: Mapping[str, dict[str, Any]]  # module name -> builtins read from it
+    lookups: tuple[tuple[Any, str, Any], ...]  # (holder, name, what getattr gave)
+    autocast_at_start: AutocastState
+    # The autocast state of each top-level bound symbol of ``trace``; None when the program
+    # never entered or left autocast itself.
+    autocast_regions: tuple[AutocastState, ...] | None
+
+    @property
+    def needs_epilogue(self) -> bool:
+        return self.epilogue_outputs is not None
+
+    def is_inserted(self, access: Access) -> bool:
+        """Whether ``access`` goes through an object the program put into outside state."""
+        node: Access | None = access
+        while node is not None:
+            if node in self.inserted:
+                return True
+            node = node.parent
+        return False
+
+
+class ProgramRaised(Exception):
+    """Tracing the program raised ``error`` (not a thunder error): the program's own exception,
+    or an op refusing these inputs. Nothing of the traced call is visible (its writes are undone);
+    the caller decides how the call runs instead."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def trace_program(
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: JitOptions,
+    param_names: tuple[str, ...],
+    grad_at_start: bool = True,
+) -> TracedProgram:
+    """Interpret ``fn(*args, **kwargs)`` with proxies and return what it computed, read and
+    wrote. Outside state written while tracing is restored before this returns. Raises
+    ``ProgramRaised`` for the program's own errors, ``JitError`` (with the user's file:line)
+    for what thunder refuses, and ``GradEnabledInside`` (see ``binding.regions``)."""
+    trace = Trace("computation")
+    binder = Binder(fn, options, trace, param_names)
+    if not grad_at_start:
+        binder.start_without_grad()
+    install_reshape_write_check(trace, options.reshape_inplace)
+    with drawing_from(binder.guarded_generators), tracectx(trace):
+        pargs, pkwargs = binder.bind_arguments(args, kwargs)
+        interpreted = interpret(
+            fn,
+            lookasides=binder.lookasides(),
+            callbacks=binder.callbacks(),
+            native_special=native_special,
+        )
+        try:
+            result = interpreted(*pargs, **pkwargs)
+            binder.check_context_vars()
+            template = binder.output_template(result)
+            binder.check_stored_cells()
+        except Exception as e:
+            reported = _as_reported(e)
+            if reported is e:
+                raise
+            raise reported from (e if isinstance(reported, ProgramRaised) else None)
+        finally:
+            binder.release_held_locks()
+            binder.undo_effects()
+        trace.args = tuple(p for p, _ in binder.inputs)
+        outputs = _epilogue_outputs(binder.writes, template)
+        prims.python_return(template if outputs is None else outputs)
+    return _result(binder, template, outputs)
+
+
+def _as_reported(e: Exception) -> Exception:
+    """How an exception raised while tracing reaches ``compile_entry``'s caller."""
+    if isinstance(e, UnsupportedOperationError):
+        location = user_location(e)
+        if location is None or e.location is not None:
+            return e
+        return e.with_location(location).with_traceback(e.__traceback__)
+    if isinstance(e, (JitError, TracingError)):
+        location = user_location(e)
+        if location is not None and location not in str(e):
+            e.args = (f"{e.args[0]} (at {location})", *e.args[1:])
+        return e
+    if isinstance(e, NotImplementedError) and is_ir_refusal(e):
+        # The IR's own refusal (a boolean mask, a data-dependent shape): a clear error, not an
+        # eager run.
+        location = user_location(e)
+        return UnsupportedOperationError(_source_at(location), str(e), location)
+    return ProgramRaised(e)
+
+
+def _epilogue_outputs(writes: list[Write], template: Any) -> tuple[Proxy, ...] | None:
+    """The values the epilogue reads (every proxy its writes and the return value hold, once),
+    or None when the return value is the computation's own."""
+    if not writes and not _has_external_refs(template):
+        return None
+    seen: dict[str, Proxy] = {}
+    for w in writes:
+        for p in iter_proxies(w.value):
+            seen.setdefault(p.name, p)
+    for p in iter_proxies(template):
+        seen.setdefault(p.name, p)
+    return tuple(seen.values())
+
+
+def _has_external_refs(template: Any) -> bool:
+    """Whether the return value needs the epilogue: it refers to outside objects, holds objects
+    the program built (rebuilt on every call), a shape with symbolic sizes (rebuilt as a
+    ``torch.Size``), or a list, dict or tuple twice (built once, as the program had it)."""
+    if holds_a_container_twice(template):
+        return True
+
+    def walk(x: Any) -> bool:
+        if isinstance(x, SymbolicSize) or (isinstance(x, tuple) and hasattr(type(x), "n_fields")):
+            return True  # rebuilt as a torch.Size, or as the torch.return_types it is
+        if type(x) in (tuple, list):
+            return any(walk(v) for v in x)
+        if type(x) is dict:
+            return any(walk(v) for v in x.values())
+        return False
+
+    return walk(template) or any(
+        isinstance(x, (ExternalRef, Rebuilt)) for x in template_leaves(template)
+    )
+
+
+def _result(binder: Binder, template: Any, outputs: tuple[Proxy, ...] | None) -> TracedProgram:
+    """The binder's final state, copied out into the result (the binder is dropped after)."""
+    regions = binder.autocast_regions()
+    readonly = types.MappingProxyType
+    return TracedProgram(
+        fn=binder.fn,
+        param_names=binder.param_names,
+        trace=binder.trace,
+        template=template,
+        epilogue_outputs=outputs,
+        inputs=tuple(binder.inputs),
+        input_tensors=readonly({p.name: t for t, p in binder.tensor_proxies.values()}),
+        symbolic_shapes=tuple(binder.symbolic_shapes),
+        guards=readonly(dict(binder.guards)),
+        inserted=frozenset(binder._inserted),
+        objects=readonly({a: o for o, a in binder.access_of.values()}),
+        bound_at=readonly(dict(binder.bound_at)),
+        writes=tuple(binder.writes),
+        globals_dicts=readonly(dict(binder.globals_dicts)),
+        builtin_reads=readonly({m: dict(r) for m, r in binder.builtin_reads.items()}),
+        lookups=tuple(binder.lookups.values()),
+        autocast_at_start=readonly(binder.autocast_at_start()),
+        autocast_regions=None if regions is None else tuple(readonly(r) for r in regions),
+    )
+
+
+@cache
+def _package_dirs() -> tuple[str, ...]:
+    import thunder
+    import thunder_interp
+    import thunder_ir
+
+    sources = tuple(
+        os.path.dirname(os.path.dirname(os.path.abspath(m.__file__ or "")))
+        for m in (thunder, thunder_interp, thunder_ir)
+    )
+    return (*sources, os.path.dirname(os.path.abspath(torch.__file__)))
+
+
+def user_location(exc: BaseException) -> str | None:
+    """The innermost ``file:line`` of the traceback outside torch, thunder and its interpreter."""
+    skip = _package_dirs()
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith("<") and not os.path.abspath(filename).startswith(skip):
+            found = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+def _source_at(location: str | None) -> str:
+    if location is None:
+        return "an operation"
+    filename, _, line = location.rpartition(":")
+    text = linecache.getline(filename, int(line)).strip()
+    return f"`{text}`" if text else "an operation"
