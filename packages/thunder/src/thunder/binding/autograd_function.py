@@ -85,13 +85,13 @@ class AutogradFunctionMixin(HigherOrderMixin):
         trace being recorded); returns what restores both."""
         trace = get_tracectx()
         assert trace is not None
-        old = (self.grad_mode, trace.grad_enabled)
-        self.grad_mode = on
+        old = (self.regions.grad_mode, trace.grad_enabled)
+        self.regions.grad_mode = on
         if record_stop_gradient:
             trace.grad_enabled = on
 
         def restore() -> None:
-            self.grad_mode, trace.grad_enabled = old
+            self.regions.grad_mode, trace.grad_enabled = old
 
         return restore
 

@@ -154,7 +154,7 @@ class CallsMixin(WritesMixin):
                     result = fn(*args, **kwargs)
                     for x in result if fn.__name__ == "popitem" else (result,):
                         if not isinstance(x, _SCALAR_TYPES):
-                            self._detached[id(x)] = x
+                            self.paths.detached[id(x)] = x
                     return result
             elif type(owner) in _CONTAINER_MUTATORS:
                 self._note_content_read_of(owner)  # list.index, dict.get, ...
@@ -197,7 +197,7 @@ class CallsMixin(WritesMixin):
         computed one: both refused."""
         if bool(requires_grad) == t.requires_grad:
             return t
-        is_input = any(p is t for _, p in self.tensor_proxies.values())
+        is_input = any(p is t for _, p in self.inputs.tensors.values())
         if requires_grad and not is_input:
             return t
         raise UnsupportedOperationError(
@@ -223,12 +223,12 @@ class CallsMixin(WritesMixin):
                 "(logging.getLogger(__name__) at module level)"
             )
         value = (tuple(args), dict(kwargs))
-        self.writes.append(
+        self.effects.writes.append(
             Write("log", access, method, self._template(value, f"{method} argument"))
         )
 
     def _is_outside(self, obj: Any) -> bool:
-        return id(obj) in self._outside_owners or self.access_for(obj) is not None
+        return id(obj) in self.facts.outside_owners or self.access_for(obj) is not None
 
     def _refuse_impure(self, fn: Any, args: tuple[Any, ...]) -> None:
         owner = getattr(fn, "__self__", None)

@@ -56,9 +56,9 @@ class CopyingMixin(CallsMixin):
         access = self.access_for(x) if not rest and not kw else None
         state = _plain_state(x) if access is not None else None
         if access is not None and state is not None:
-            self.guards.setdefault(access, Guard(access, "type", type(x)))
+            self.facts.guards.setdefault(access, Guard(access, "type", type(x)))
             state_access = access.attr("__dict__")
-            self.guards[state_access] = Guard(state_access, "value", copy.deepcopy(state))
+            self.facts.guards[state_access] = Guard(state_access, "value", copy.deepcopy(state))
             return copy.deepcopy(x) if deep else copy.copy(x)
         fn = copy.deepcopy if deep else copy.copy
         plain = {k: v for k, v in table.items() if k is not copy.copy and k is not copy.deepcopy}

@@ -91,10 +91,10 @@ class HigherOrderMixin(RegionsMixin):
     ) -> Trace:
         """``fn`` interpreted into a sub-trace; refused if it writes outside state or its inputs.
         Its outputs never share memory with its inputs (``fresh_outputs``), as torch's."""
-        writes = len(self.writes)
+        writes = len(self.effects.writes)
         interpreted = self._interpreted(table, fn)
         sub = ho.record_subtrace(interpreted, inputs, name=name, fresh_outputs=fresh_outputs)
-        if len(self.writes) != writes:
+        if len(self.effects.writes) != writes:
             raise UnsupportedOperationError(
                 what, "it writes to state outside the function (a global, an attribute, a list)"
             )

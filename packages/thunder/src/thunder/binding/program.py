@@ -118,7 +118,7 @@ def trace_program(
     if not grad_at_start:
         binder.start_without_grad()
     install_reshape_write_check(trace, options.reshape_inplace)
-    with drawing_from(binder.guarded_generators), tracectx(trace):
+    with drawing_from(binder.facts.generators), tracectx(trace):
         pargs, pkwargs = binder.bind_arguments(args, kwargs)
         interpreted = interpret(
             fn,
@@ -139,8 +139,8 @@ def trace_program(
         finally:
             binder.release_held_locks()
             binder.undo_effects()
-        trace.args = tuple(p for p, _ in binder.inputs)
-        outputs = _epilogue_outputs(binder.writes, template)
+        trace.args = tuple(p for p, _ in binder.inputs.in_order)
+        outputs = _epilogue_outputs(binder.effects.writes, template)
         prims.python_return(template if outputs is None else outputs)
     return _result(binder, template, outputs)
 
@@ -210,17 +210,17 @@ def _result(binder: Binder, template: Any, outputs: tuple[Proxy, ...] | None) ->
         trace=binder.trace,
         template=template,
         epilogue_outputs=outputs,
-        inputs=tuple(binder.inputs),
-        input_tensors=readonly({p.name: t for t, p in binder.tensor_proxies.values()}),
-        symbolic_shapes=tuple(binder.symbolic_shapes),
-        guards=readonly(dict(binder.guards)),
-        inserted=frozenset(binder._inserted),
-        objects=readonly({a: o for o, a in binder.access_of.values()}),
-        bound_at=readonly(dict(binder.bound_at)),
-        writes=tuple(binder.writes),
-        globals_dicts=readonly(dict(binder.globals_dicts)),
-        builtin_reads=readonly({m: dict(r) for m, r in binder.builtin_reads.items()}),
-        lookups=tuple(binder.lookups.values()),
+        inputs=tuple(binder.inputs.in_order),
+        input_tensors=readonly({p.name: t for t, p in binder.inputs.tensors.values()}),
+        symbolic_shapes=tuple(binder.inputs.symbolic_shapes),
+        guards=readonly(dict(binder.facts.guards)),
+        inserted=frozenset(binder.effects.inserted),
+        objects=readonly({a: o for o, a in binder.paths.access_of.values()}),
+        bound_at=readonly(dict(binder.paths.bound_at)),
+        writes=tuple(binder.effects.writes),
+        globals_dicts=readonly(dict(binder.paths.globals_dicts)),
+        builtin_reads=readonly({m: dict(r) for m, r in binder.facts.builtin_reads.items()}),
+        lookups=tuple(binder.facts.lookups.values()),
         autocast_at_start=readonly(binder.autocast_at_start()),
         autocast_regions=None if regions is None else tuple(readonly(r) for r in regions),
     )

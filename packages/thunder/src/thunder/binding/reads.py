@@ -183,7 +183,7 @@ class ReadsMixin(BinderState):
 
     def access_for(self, obj: Any) -> Access | None:
         """Where an outside object can be found on later calls, or None (created by the program)."""
-        entry = self.access_of.get(id(obj))
+        entry = self.paths.access_of.get(id(obj))
         if entry is not None and entry[0] is obj:
             return entry[1]
         if isinstance(obj, torch.nn.Module):
@@ -196,16 +196,16 @@ class ReadsMixin(BinderState):
         program created it). What the program found there is then guarded (a content read)."""
         if isinstance(obj, (_SCALAR_TYPES, Proxy)):
             return None
-        for access, container in list(self._container_at.items()):
+        for access, container in list(self.paths.container_at.items()):
             if isinstance(container, (set, frozenset)):
                 continue  # an item of a set has no path
             items = container.items() if isinstance(container, dict) else enumerate(container)
             for key, value in items:
                 if value is obj:
                     found = access.item(key)
-                    snapshot = self._snapshots.get(id(container))
+                    snapshot = self.effects.snapshots.get(id(container))
                     if snapshot is not None and not any(v is obj for v in _values(snapshot)):
-                        self._inserted.add(found)  # put there by this call
+                        self.effects.inserted.add(found)  # put there by this call
                     else:
                         self._note_content_read_of(container)
                     self._associate(obj, found)
@@ -215,16 +215,18 @@ class ReadsMixin(BinderState):
     def _module_access(self, module: torch.nn.Module) -> Access | None:
         """Submodules reached without a path (iterating a ModuleList): found by their name in
         an outside module, and the containers on the way guarded by length."""
-        tracked = [(o, a) for o, a in self.access_of.values() if isinstance(o, torch.nn.Module)]
-        if self._module_index is None or len(tracked) != self._indexed_modules:
+        tracked = [
+            (o, a) for o, a in self.paths.access_of.values() if isinstance(o, torch.nn.Module)
+        ]
+        if self.paths.module_index is None or len(tracked) != self.paths.indexed_modules:
             index: dict[int, Access] = {}
             for root, root_access in tracked:
                 for name, sub in root.named_modules(remove_duplicate=True):
                     if name and id(sub) not in index:
                         index[id(sub)] = _dotted(root_access, name)
-            self._module_index = index
-            self._indexed_modules = len(tracked)
-        access = self._module_index.get(id(module))
+            self.paths.module_index = index
+            self.paths.indexed_modules = len(tracked)
+        access = self.paths.module_index.get(id(module))
         if access is None:
             return None
         node: Access | None = access.parent
@@ -232,16 +234,18 @@ class ReadsMixin(BinderState):
             parent = self._resolve(node)
             if isinstance(parent, torch.nn.Module):
                 modules = node.attr("_modules")
-                self.guards.setdefault(modules, Guard(modules, "keys", tuple(parent._modules)))
+                self.facts.guards.setdefault(
+                    modules, Guard(modules, "keys", tuple(parent._modules))
+                )
             if node.kind != ATTR:
                 break
             node = node.parent
-        self.access_of[id(module)] = (module, access)
-        self.guards.setdefault(access, Guard(access, "type", type(module)))
+        self.paths.access_of[id(module)] = (module, access)
+        self.facts.guards.setdefault(access, Guard(access, "type", type(module)))
         return access
 
     def _resolve(self, access: Access) -> Any:
-        for obj, a in self.access_of.values():
+        for obj, a in self.paths.access_of.values():
             if a == access:
                 return obj
         if access.kind == ATTR and access.parent is not None:
@@ -309,9 +313,9 @@ class ReadsMixin(BinderState):
             same = all(b is v for (_, b), v in zip(bound, values))
             seen = x if same else ([v for _, v in bound] if t is list else dict(bound))
             if seen is not x:
-                self.argument_copies[id(x)] = (x, seen)
+                self.inputs.argument_copies[id(x)] = (x, seen)
             self._associate(seen, access)
-            self._container_at[access] = seen
+            self.paths.container_at[access] = seen
             return seen
         if isinstance(x, tuple) and hasattr(t, "_make") and _holds_tensors(x):
             # A namedtuple of tensors: the program sees one of proxies (items and fields alike).
@@ -320,7 +324,7 @@ class ReadsMixin(BinderState):
         if isinstance(x, torch.Tensor):
             return self._tensor_input(x, access, guarded=guarded)
         if isinstance(x, torch.Generator):
-            self.guarded_generators.add(id(x))  # keyed by identity (signature)
+            self.facts.generators.add(id(x))  # keyed by identity (signature)
         if isinstance(x, (set, frozenset)) and not is_plain(frozenset(x)):
             return self._bind_set_of_objects(x, access)
         stand_in = self._bind_object(x, access)
@@ -331,16 +335,16 @@ class ReadsMixin(BinderState):
             proxy: NumberProxy = (
                 IntegerProxy(name, value=x) if t is int else FloatProxy(name, value=x)
             )
-            self.inputs.append((proxy, access))
-            self.number_arguments[proxy.name] = (x, access)
+            self.inputs.in_order.append((proxy, access))
+            self.inputs.numbers[proxy.name] = (x, access)
             return proxy
         if isinstance(x, types.FunctionType):
             self._guard_code(x)
         if not isinstance(x, _SCALAR_TYPES):
-            first = self.access_of.get(id(x))
+            first = self.paths.access_of.get(id(x))
             if first is not None and first[0] is x and first[1] != access:
                 # One object passed twice: its reads are guarded where it was first bound.
-                self.guards.setdefault(access, Guard(access, "same_as", first[1]))
+                self.facts.guards.setdefault(access, Guard(access, "same_as", first[1]))
             self._associate(x, access)
         return x
 
@@ -354,7 +358,7 @@ class ReadsMixin(BinderState):
                 f"{type(x).__name__} holding tensors, which the program would see as the "
                 "caller's tensors, not as inputs; pass a tuple or list instead"
             )
-        self.guards.setdefault(access.attr("<members>"), Guard(access, "members", tuple(x)))
+        self.facts.guards.setdefault(access.attr("<members>"), Guard(access, "members", tuple(x)))
         self._associate(x, access)
         for i, v in enumerate(x):
             if not isinstance(v, _SCALAR_TYPES):
@@ -365,7 +369,7 @@ class ReadsMixin(BinderState):
         """``bound``, the tuple the program sees for the argument ``x``: where it holds proxies,
         known as ``x``'s stand-in, so reading it again is not a read of new outside state."""
         if any(b is not v for b, v in zip(bound, x)):
-            self.argument_copies[id(x)] = (x, bound)
+            self.inputs.argument_copies[id(x)] = (x, bound)
             self._associate(bound, access)
             return bound
         return x
@@ -397,7 +401,7 @@ class ReadsMixin(BinderState):
         new_state = {k: self._bind_leaf(v, access.attr(k), True) for k, v in state.items()}
         new_items = [(k, self._bind_leaf(v, access.item(k), True)) for k, v in items]
         seen = restore(t, base, new_state, [v for _, v in new_items] if base is list else new_items)
-        self.argument_copies[id(x)] = (x, seen)
+        self.inputs.argument_copies[id(x)] = (x, seen)
         self._associate(seen, access)
         return seen
 
@@ -405,19 +409,19 @@ class ReadsMixin(BinderState):
         """A value read from outside state: returns what the program sees, records the guard."""
         if isinstance(value, Proxy):
             return value
-        seen = self.argument_copies.get(id(value))
+        seen = self.inputs.argument_copies.get(id(value))
         if seen is not None and seen[0] is value:
             # An argument's list or dict reached again from outside (it is also a global): the
             # program sees the one copy it already has, and this path must lead to the argument.
-            arg_access = self.access_of[id(seen[1])][1]
-            self.guards.setdefault(access, Guard(access, "same_as", arg_access))
+            arg_access = self.paths.access_of[id(seen[1])][1]
+            self.facts.guards.setdefault(access, Guard(access, "same_as", arg_access))
             return seen[1]
-        known = self.access_of.get(id(value))
+        known = self.paths.access_of.get(id(value))
         if known is not None and known[0] is value and self._is_copy(value):
             # The stand-in of an argument's list or dict, its contents bound already; read by a
             # second path (``a[-1]`` after ``a[0]``), the path must lead to the same item.
             if known[1] != access:
-                self.guards.setdefault(access, Guard(access, "same_as", known[1]))
+                self.facts.guards.setdefault(access, Guard(access, "same_as", known[1]))
             return value
         if self._set_by_program(value, access):
             return value  # what the program itself put there: nothing to guard
@@ -428,22 +432,22 @@ class ReadsMixin(BinderState):
         if isinstance(value, torch.Tensor):
             return self._tensor_input(value, access, guarded=True)
         if isinstance(value, _SCALAR_TYPES):
-            self.guards.setdefault(access, Guard(access, "value", value))
+            self.facts.guards.setdefault(access, Guard(access, "value", value))
             return value
         if isinstance(value, torch.Generator):
             # The program draws from this object: another one at this path recompiles.
-            self.guards.setdefault(access, Guard(access, "is", value))
-            self.guarded_generators.add(id(value))
+            self.facts.guards.setdefault(access, Guard(access, "is", value))
+            self.facts.generators.add(id(value))
             return value
         t = type(value)
-        first = self.access_of.get(id(value))
+        first = self.paths.access_of.get(id(value))
         # Reached before by another path (a config every layer holds, a tied module): what the
         # program reads from it is guarded at that first path, so this one must lead to the same
         # object.
         if t is types.CodeType:
             # Immutable: pinned by identity and left without a path, so what the program reads
             # from it (the arguments inspect.signature reads) is a constant with no guard.
-            self.guards.setdefault(access, Guard(access, "is", value))
+            self.facts.guards.setdefault(access, Guard(access, "is", value))
             return value
         aliased = first[1] if first is not None and first[0] is value else None
         if aliased == access:
@@ -452,23 +456,23 @@ class ReadsMixin(BinderState):
         if _is_native_collection(value):
             # A deque, an array, a defaultdict: its len, iteration and ``in`` run in C with no
             # read the binder sees, so the contents the call found are guarded whole.
-            self.guards.setdefault(access, Guard(access, "value", copy.copy(value)))
+            self.facts.guards.setdefault(access, Guard(access, "value", copy.copy(value)))
             return value
         if t is dict and _is_module_namespace(value):
             # A module's globals (``f.__globals__``, which inspect.signature reads): pinned by
             # identity, and each name the program reads from it is guarded as it is read, as a
             # global is; not every name of the module.
-            self.guards.setdefault(access, Guard(access, "is", value))
+            self.facts.guards.setdefault(access, Guard(access, "is", value))
             return value
         if t in _CONTAINER_TYPES:
             if aliased is not None and not is_scalar_constant(value):
-                self.guards.setdefault(access, Guard(access, "same_as", aliased))
+                self.facts.guards.setdefault(access, Guard(access, "same_as", aliased))
             return self._load_container(value, access)
         if isinstance(value, types.FunctionType):
             self._guard_code(value)
             self._register_cells(value, access)
             if not self._is_library_global(access):
-                self.guards.setdefault(access, Guard(access, "is", value))
+                self.facts.guards.setdefault(access, Guard(access, "is", value))
             return value
         inner = getattr(value, "_thunder_inner_function", None)
         if inner is not None:  # an already jitted function: its code is read through it
@@ -478,26 +482,26 @@ class ReadsMixin(BinderState):
             return value
         if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
             if not self._is_library_global(access) and access.kind != ATTR:
-                self.guards.setdefault(access, Guard(access, "is", value))
+                self.facts.guards.setdefault(access, Guard(access, "is", value))
             return value
         if aliased is not None:
-            self.guards.setdefault(access, Guard(access, "same_as", aliased))
+            self.facts.guards.setdefault(access, Guard(access, "same_as", aliased))
         else:
-            self.guards.setdefault(access, Guard(access, "type", t))
+            self.facts.guards.setdefault(access, Guard(access, "type", t))
             store = _container_store(value)
             if store is not None:
                 # Its len, iteration, ``in`` and truth run natively (no read the binder sees)
                 # and depend on these alone: an entry added or removed recompiles.
                 at, what = access.attr(store), getattr(value, store)
                 kind = "value" if store == "_size" else "keys"
-                self.guards.setdefault(
+                self.facts.guards.setdefault(
                     at, Guard(at, kind, what if kind == "value" else tuple(what))
                 )
         return value
 
     def _is_copy(self, value: Any) -> bool:
         """Whether ``value`` is the stand-in holding proxies of an argument's list or dict."""
-        return any(copy is value for _, copy in self.argument_copies.values())
+        return any(copy is value for _, copy in self.inputs.argument_copies.values())
 
     def _guard_items(self, container: Any, access: Access) -> None:
         """An outside container of objects: the program may iterate it, which no hook sees, so
@@ -506,10 +510,10 @@ class ReadsMixin(BinderState):
         if len(container) > _MAX_GUARDED_ITEMS or not isinstance(container, (list, tuple, dict)):
             return
         if isinstance(container, dict):
-            self.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(container))
+            self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(container))
             items: Any = container.items()
         else:
-            self.guards[access.attr("<len>")] = Guard(access, "len", len(container))
+            self.facts.guards[access.attr("<len>")] = Guard(access, "len", len(container))
             items = enumerate(container)
         for key, item in items:
             item_access = access.item(key)
@@ -520,7 +524,7 @@ class ReadsMixin(BinderState):
             else:
                 kind = "type"
                 self._associate(item, item_access)
-            self.guards.setdefault(
+            self.facts.guards.setdefault(
                 item_access, Guard(item_access, kind, type(item) if kind == "type" else item)
             )
 
@@ -532,9 +536,9 @@ class ReadsMixin(BinderState):
         owner = value.__self__
         if owner is None or isinstance(owner, types.ModuleType):
             if not self._is_library_global(access):
-                self.guards.setdefault(access, Guard(access, "is", value))
+                self.facts.guards.setdefault(access, Guard(access, "is", value))
             return
-        self._outside_owners.setdefault(id(owner), owner)
+        self.facts.outside_owners.setdefault(id(owner), owner)
         if self._is_library_global(access):
             return
         if owner is holder and access.key not in getattr(holder, "__dict__", {}):
@@ -547,17 +551,19 @@ class ReadsMixin(BinderState):
                 if access.parent is not None and type(getattr(holder, "__dict__", None)) is dict:
                     # ... and is not shadowed later by an attribute of the object itself
                     shadow = access.parent.attr(f"<own {access.key}>")
-                    self.guards.setdefault(shadow, Guard(access.parent, "not_shadowed", access.key))
+                    self.facts.guards.setdefault(
+                        shadow, Guard(access.parent, "not_shadowed", access.key)
+                    )
                 return
         self_access = access.attr("__self__")
-        self.guards.setdefault(self_access, Guard(self_access, "is", owner))
+        self.facts.guards.setdefault(self_access, Guard(self_access, "is", owner))
         self._associate(owner, self_access)  # what the method reads from it is found through it
         if isinstance(value, types.MethodType):
             func_access = access.attr("__func__")
-            self.guards.setdefault(func_access, Guard(func_access, "is", value.__func__))
+            self.facts.guards.setdefault(func_access, Guard(func_access, "is", value.__func__))
         else:
             name_access = access.attr("__name__")
-            self.guards.setdefault(name_access, Guard(name_access, "value", value.__name__))
+            self.facts.guards.setdefault(name_access, Guard(name_access, "value", value.__name__))
 
     def _set_by_program(self, value: Any, access: Access) -> bool:
         """Whether the program, earlier in this call, wrote what is read now: a path it assigned
@@ -565,53 +571,53 @@ class ReadsMixin(BinderState):
         call starts with; these values did not exist then."""
         node: Access | None = access
         while node is not None:
-            if node in self.written_paths:
+            if node in self.effects.written_paths:
                 return True
             node = node.parent
-        known = self.access_of.get(id(value))
+        known = self.paths.access_of.get(id(value))
         if known is None or known[0] is not value:
             return False
         if self.is_inserted(known[1]):
             return True
-        if id(value) in self.mutated:
+        if id(value) in self.effects.mutated:
             # A container the program mutates, read again by another path (an argument that is
             # also a global): its contents are guarded where it was first found; this path must
             # lead to the same object.
             if known[1] != access:
-                self.guards.setdefault(access, Guard(access, "same_as", known[1]))
+                self.facts.guards.setdefault(access, Guard(access, "same_as", known[1]))
             return True
         return False
 
     def _load_container(self, value: Any, access: Access) -> Any:
         if type(value) in _CONTAINER_MUTATORS:
-            self._container_at.setdefault(access, value)
+            self.paths.container_at.setdefault(access, value)
         if is_scalar_constant(value):
-            self.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
+            self.facts.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
             return value
-        self.guards.setdefault(access, Guard(access, "type", type(value)))
+        self.facts.guards.setdefault(access, Guard(access, "type", type(value)))
         if not _holds_tensors(value):
             self._guard_items(value, access)
             return value
         # A container of tensors: the program sees a copy holding proxies. The copy stands for the
         # outside container, so its mutations are recorded (and replayed) as the container's.
-        known = self._proxied_copies.get(id(value))
+        known = self.inputs.proxied_copies.get(id(value))
         if known is not None and known[0] is value:
             return known[1]
         copied: Any
         if type(value) in (dict, OrderedDict):
-            self.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))
+            self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))
             # Every item is loaded (guarded), not only the tensors: the entry contents are then
             # fully guarded, as a program that both reads and mutates the container needs.
             copied = type(value)((k, self.on_load(v, access.item(k))) for k, v in value.items())
         elif type(value) in (tuple, list):
-            self.guards[access.attr("<len>")] = Guard(access, "len", len(value))
+            self.facts.guards[access.attr("<len>")] = Guard(access, "len", len(value))
             copied = type(value)(self.on_load(v, access.item(i)) for i, v in enumerate(value))
         else:
             return value  # a set of tensors: hashed by identity, never proxied
-        self._proxied_copies[id(value)] = (value, copied)
-        self.access_of[id(copied)] = (copied, access)
-        self.bound_at.setdefault(access, len(self.writes))
-        self._container_at[access] = copied
+        self.inputs.proxied_copies[id(value)] = (value, copied)
+        self.paths.access_of[id(copied)] = (copied, access)
+        self.paths.bound_at.setdefault(access, len(self.effects.writes))
+        self.paths.container_at[access] = copied
         return copied
 
     def _sharp_edge(self, access: Access) -> None:
@@ -627,22 +633,22 @@ class ReadsMixin(BinderState):
         module = globs.get("__name__")
         module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
         if name in globs:
-            self.globals_dicts.setdefault(module, globs)
+            self.paths.globals_dicts.setdefault(module, globs)
         else:
             if value is getattr(builtins, name, _MISSING):
                 # A builtin: it stays the program's as long as the module does not define the
                 # name and the builtin is the same (checked for all of them at once).
-                self.globals_dicts.setdefault(module, globs)
-                self.builtin_reads.setdefault(module, {})[name] = value
+                self.paths.globals_dicts.setdefault(module, globs)
+                self.facts.builtin_reads.setdefault(module, {})[name] = value
                 return value
             module = "builtins"
-            self.globals_dicts.setdefault(module, globs)
+            self.paths.globals_dicts.setdefault(module, globs)
         return self.on_load(value, Access(GLOBAL, (module, name)))
 
     def _cb_load_cell(
         self, name: str, value: Any, code: types.CodeType, prov: Any, cell: types.CellType
     ) -> Any:
-        entry = self.cell_accesses.get(id(cell))
+        entry = self.paths.cells.get(id(cell))
         if entry is None or entry[0] is not cell:
             return value  # a cell made by this call: it holds program values
         return self.on_load(value, entry[1])
@@ -653,7 +659,7 @@ class ReadsMixin(BinderState):
         such; the prologue makes it again without running the method."""
         if not _interprets_getattribute(type(obj)):
             return self._cb_load_attribute(obj, name, value, prov)
-        self._last_generic = (obj, value)
+        self.facts.last_generic = (obj, value)
         parent = self.access_for(obj)
         if parent is None or isinstance(value, Proxy):
             return value
@@ -663,18 +669,18 @@ class ReadsMixin(BinderState):
         if not _interprets_getattribute(type(obj)):
             self._cb_attribute_missing(obj, name)
             return
-        self._last_generic = (obj, _MISSING)
+        self.facts.last_generic = (obj, _MISSING)
         access = self.access_for(obj)
         if access is None or self._set_by_program(obj, access):
             return
         key = access.attr(f"<generic lacks {name}>")
-        self.guards.setdefault(key, Guard(access, "lacks_generic", (type(obj), name)))
+        self.facts.guards.setdefault(key, Guard(access, "lacks_generic", (type(obj), name)))
 
     def _answered_by_generic(self, obj: Any, value: Any) -> bool:
         """Whether ``obj.<name>`` gave what the last generic read inside the class's own
         interpreted ``__getattribute__`` gave (``return super().__getattribute__(key)``): that
         read, and the reads that chose its key, are guarded; the outer read is not again."""
-        last, self._last_generic = self._last_generic, None
+        last, self.facts.last_generic = self.facts.last_generic, None
         return (
             last is not None
             and last[0] is obj
@@ -685,7 +691,7 @@ class ReadsMixin(BinderState):
     def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         if isinstance(obj, Proxy):
             return torch_value(value, as_size=name == "shape")
-        if self._last_generic is not None and self._answered_by_generic(obj, value):
+        if self.facts.last_generic is not None and self._answered_by_generic(obj, value):
             return value
         if type(obj) is super:
             self._guard_super_lookup(obj, name)
@@ -694,11 +700,11 @@ class ReadsMixin(BinderState):
             access = self._backend_access(obj)
             if access is not None:
                 if isinstance(value, (bool, int, float, str)):
-                    self.guards.setdefault(
+                    self.facts.guards.setdefault(
                         access.attr(name), Guard(access.attr(name), "value", value)
                     )
                 elif _is_backend_flags(value):
-                    self._backend_accesses.setdefault(id(value), (value, access.attr(name)))
+                    self.paths.backend.setdefault(id(value), (value, access.attr(name)))
             return value
         if isinstance(obj, types.ModuleType) and obj.__name__.startswith(_LIBRARY_PREFIXES):
             # torch.tanh, F.relu, math.pi: no path or proxy, but checked to be the same object
@@ -722,7 +728,7 @@ class ReadsMixin(BinderState):
     def _cb_special_lookup(self, cls: type, name: str, found: Any) -> None:
         """The interpreter found the special method ``name`` on ``cls`` (``x[k]``, ``len(x)``,
         calling an instance): it must still be found there on later calls."""
-        if (cls, name) in self.lookups or name in _TYPE_DATA_DESCRIPTORS:
+        if (cls, name) in self.facts.lookups or name in _TYPE_DATA_DESCRIPTORS:
             return
         if cls.__module__.partition(".")[0] in _OWN_PACKAGES:
             return  # proxies and the jit's own classes
@@ -754,7 +760,7 @@ class ReadsMixin(BinderState):
         attribute's absence (setting it later recompiles)."""
         if isinstance(obj, (Proxy, types.ModuleType)):
             return
-        if self._last_generic is not None and self._answered_by_generic(obj, _MISSING):
+        if self.facts.last_generic is not None and self._answered_by_generic(obj, _MISSING):
             return
         access = self.access_for(obj)
         if access is None or self._set_by_program(obj, access):
@@ -764,10 +770,12 @@ class ReadsMixin(BinderState):
             # nowhere: checked there, without raising AttributeError (``__wrapped__``, which
             # inspect.signature looks for).
             own = access.attr("__dict__")
-            self.guards.setdefault(own.attr(f"<lacks {name!r}>"), Guard(own, "lacks_item", name))
+            self.facts.guards.setdefault(
+                own.attr(f"<lacks {name!r}>"), Guard(own, "lacks_item", name)
+            )
             return
         key = access.attr(f"<has {name}>")
-        self.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
+        self.facts.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
 
     def _cb_compare_identity(self, a: Any, b: Any, same: bool) -> bool | None:
         """``a is b`` between objects found outside the program (arguments, globals,
@@ -777,8 +785,8 @@ class ReadsMixin(BinderState):
         the key (``alias_pattern``) or pinned. Two symbolic numbers passed as arguments answer
         as the caller's objects do (returned), guarded by their paths."""
         if isinstance(a, NumberProxy) and isinstance(b, NumberProxy):
-            origin_a = self.number_arguments.get(a.name)
-            origin_b = self.number_arguments.get(b.name)
+            origin_a = self.inputs.numbers.get(a.name)
+            origin_b = self.inputs.numbers.get(b.name)
             if origin_a is None or origin_b is None:
                 return None
             same = origin_a[0] is origin_b[0]
@@ -797,16 +805,16 @@ class ReadsMixin(BinderState):
         if at_a == at_b:
             return
         if same:
-            self.guards.setdefault(at_b, Guard(at_b, "same_as", at_a))
+            self.facts.guards.setdefault(at_b, Guard(at_b, "same_as", at_a))
         else:
             key = at_b.attr(f"<is not {at_a.describe(self.param_names)}>")
-            self.guards.setdefault(key, Guard(at_b, "distinct_from", at_a))
+            self.facts.guards.setdefault(key, Guard(at_b, "distinct_from", at_a))
 
     def _backend_access(self, obj: Any) -> Access | None:
         """Where a ``torch.backends`` module (or a flags object in one) is found on every call:
         its canonical path ``torch.backends.<name>`` (how the program reached it does not
         matter)."""
-        entry = self._backend_accesses.get(id(obj))
+        entry = self.paths.backend.get(id(obj))
         if entry is not None and entry[0] is obj:
             return entry[1]
         if not isinstance(obj, types.ModuleType):
@@ -815,9 +823,9 @@ class ReadsMixin(BinderState):
         parent = sys.modules.get(parent_name)
         if parent is None or getattr(parent, leaf, None) is not obj:
             return None
-        self.globals_dicts.setdefault(parent_name, vars(parent))
+        self.paths.globals_dicts.setdefault(parent_name, vars(parent))
         access = Access(GLOBAL, (parent_name, leaf))
-        self._backend_accesses[id(obj)] = (obj, access)
+        self.paths.backend[id(obj)] = (obj, access)
         return access
 
     def _module_hooks_access(self, module: torch.nn.Module, name: str, value: Any) -> Access | None:
@@ -828,10 +836,10 @@ class ReadsMixin(BinderState):
         access = self.access_for(module)
         if access is None:
             return access
-        self.guards.setdefault(access.attr("<hooks>"), Guard(access, "no_hooks", None))
+        self.facts.guards.setdefault(access.attr("<hooks>"), Guard(access, "no_hooks", None))
         # Found again on later calls: a hook the program registers is a recorded write into it
         # (replayed by the epilogue, undone after tracing), not a store into a dict of its own.
-        self.access_of.setdefault(id(value), (value, access.attr(name)))
+        self.paths.access_of.setdefault(id(value), (value, access.attr(name)))
         return access
 
     def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:
@@ -842,7 +850,7 @@ class ReadsMixin(BinderState):
                 self._load_mapping_item(container, key, value)
             return
         self._note_content_read_of(container)
-        if id(container) in self.mutated:
+        if id(container) in self.effects.mutated:
             return  # the contents the call found are guarded whole (or refused)
         access = self.access_for(container)
         if access is None or isinstance(key, slice) or isinstance(value, (Proxy, torch.Tensor)):
@@ -855,7 +863,7 @@ class ReadsMixin(BinderState):
         mutations replayed)."""
         item = access.item(key)
         if isinstance(value, _SCALAR_TYPES):
-            self.guards.setdefault(item, Guard(item, "value", value))
+            self.facts.guards.setdefault(item, Guard(item, "value", value))
         else:
             self.on_load(value, item)
 
@@ -873,10 +881,10 @@ class ReadsMixin(BinderState):
         if not isinstance(container, (dict, Mapping)) or not _is_guardable_key(key):
             return
         access = self.access_for(container)
-        if access is None or id(container) in self.mutated:
+        if access is None or id(container) in self.effects.mutated:
             return
         guard_key = access.attr(f"<lacks {key!r}>")
-        self.guards.setdefault(guard_key, Guard(access, "lacks_item", key))
+        self.facts.guards.setdefault(guard_key, Guard(access, "lacks_item", key))
 
     def _load_immutable_item(self, container: tuple[Any, ...], key: Any, value: Any) -> None:
         """An item of an outside tuple (a namedtuple, ``torch.Size``, a tuple holding objects)
@@ -888,20 +896,20 @@ class ReadsMixin(BinderState):
             return  # created by the program, or an argument tuple (the cache key covers it)
         item = access.item(key)
         if isinstance(value, _SCALAR_TYPES):
-            self.guards.setdefault(item, Guard(item, "value", value))
+            self.facts.guards.setdefault(item, Guard(item, "value", value))
         else:
             self.on_load(value, item)
 
     def _note_content_read(self, access: Access) -> None:
-        container = self._container_at.get(access)
+        container = self.paths.container_at.get(access)
         if container is not None:
             self._note_content_read_of(container)
 
     def _note_content_read_of(self, container: Any) -> None:
-        if id(container) in self._content_read:
+        if id(container) in self.facts.content_read:
             return
-        self._content_read.add(id(container))
-        if id(container) in self.mutated:
+        self.facts.content_read.add(id(container))
+        if id(container) in self.effects.mutated:
             access = self.access_for(container)
             if access is not None:
                 self._guard_entry_contents(container, access)
@@ -909,17 +917,17 @@ class ReadsMixin(BinderState):
     def _guard_entry_contents(self, container: Any, access: Access) -> None:
         """The program reads a container it also mutates: what it read depends on the contents
         the call found, so those are guarded (each call that changes them recompiles)."""
-        known = self._proxied_copies.values()
+        known = self.inputs.proxied_copies.values()
         if any(copy is container for _, copy in known):
             return  # a copy holding proxies: its items were each guarded when it was loaded
         if self.is_inserted(access):
             return  # the program made it in this call: what it holds is the program's own
-        entry = self._entry_contents[id(container)]
+        entry = self.effects.entry_contents[id(container)]
         if entry is _MISSING:
             raise UnsupportedSideEffectError(
                 f"thunder.jit: the function both mutates and reads "
                 f"{access.describe(self.param_names)}, whose contents cannot be guarded by value; "
                 "pass it as an argument or read it outside the jitted function"
             )
-        self.guards.pop(access, None)
-        self.guards[access] = Guard(access, "value", entry)
+        self.facts.guards.pop(access, None)
+        self.facts.guards[access] = Guard(access, "value", entry)

@@ -9,6 +9,7 @@ import contextvars
 import functools
 import sys
 import warnings
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -124,8 +125,29 @@ class GradEnabledInside(BaseException):
     _interpreter_uncatchable = True
 
 
+@dataclass
+class RegionState:
+    """The regions the program is inside (owned by ``RegionsMixin``)."""
+
+    # Autocast entered by the program: the stack of its states (device type -> dtype, for the
+    # devices it is on for) and the (top-level bound symbol index, state) where it changes.
+    autocast_stack: list[dict[str, torch.dtype]] = field(default_factory=list)
+    autocast_marks: list[tuple[int, dict[str, torch.dtype]]] = field(default_factory=list)
+    # The program's grad mode (None: as the call started) and its inference_mode blocks:
+    # (grad mode before the block, whether the block enables inference mode).
+    grad_mode: bool | None = None
+    inference_stack: list[tuple[bool, bool]] = field(default_factory=list)
+    # Context variables the program set in this call, and their values.
+    context_values: dict[Any, Any] = field(default_factory=dict)
+    held_locks: list[Any] = field(default_factory=list)  # taken and not released yet
+
+
 class RegionsMixin(CopyingMixin):
     """Autocast and checkpoint regions entered by the program."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.regions = RegionState()
 
     def _context_lookasides(self, table: dict[Any, Any]) -> dict[Any, Any]:
         """``torch.autocast`` entered inside the program (as a context manager or decorator)
@@ -199,7 +221,7 @@ class RegionsMixin(CopyingMixin):
         """``var.set/get/reset`` while tracing. Values the program sets live in this run only (the
         variable itself is untouched); it must reset them before it returns, as libraries do
         around a call, so a call leaves the variable as it found it."""
-        overlay = self.context_values
+        overlay = self.regions.context_values
         if name == "set" and len(args) == 1:
             token = _TracedToken(var, overlay.get(var, _UNSET))
             overlay[var] = args[0]
@@ -237,30 +259,30 @@ class RegionsMixin(CopyingMixin):
         method = getattr(lock, name)
         result = method(*args, **kwargs)
         if name in ("acquire", "__enter__") and result is not False:
-            self.held_locks.append(lock)
+            self.regions.held_locks.append(lock)
         elif name in ("release", "__exit__"):
-            for i in range(len(self.held_locks) - 1, -1, -1):
-                if self.held_locks[i] is lock:
-                    del self.held_locks[i]
+            for i in range(len(self.regions.held_locks) - 1, -1, -1):
+                if self.regions.held_locks[i] is lock:
+                    del self.regions.held_locks[i]
                     break
         return result
 
     def release_held_locks(self) -> None:
         """Release what the program took and did not release (tracing stopped, or the program
         returns holding a lock, which ``check_context_vars`` refuses)."""
-        while self.held_locks:
-            self.held_locks.pop().release()
+        while self.regions.held_locks:
+            self.regions.held_locks.pop().release()
 
     def check_context_vars(self) -> None:
         """Refuse a program that returns with a context variable still set by it, or holding a
         lock it took."""
-        if self.held_locks:
+        if self.regions.held_locks:
             raise UnsupportedSideEffectError(
                 "thunder.jit: the function returns holding a lock it acquired; the compiled "
                 "program cannot replay that. Release it before returning, or take it outside"
             )
-        if self.context_values:
-            names = ", ".join(sorted(v.name for v in self.context_values))
+        if self.regions.context_values:
+            names = ", ".join(sorted(v.name for v in self.regions.context_values))
             raise UnsupportedSideEffectError(
                 f"thunder.jit: the function returns with ContextVar {names} set; the compiled "
                 "program cannot replay that. Reset it before returning, or set it outside"
@@ -271,13 +293,13 @@ class RegionsMixin(CopyingMixin):
     def start_without_grad(self) -> None:
         """The program is traced under grad mode but called under no_grad: it starts in a
         no-grad region (what it computes carries no gradient until it enables grad itself)."""
-        self.grad_mode = False
+        self.regions.grad_mode = False
         self.trace.grad_enabled = False
 
     def _grad_mode(self) -> bool:
-        if self.grad_mode is None:
-            self.grad_mode = torch.is_grad_enabled()  # part of the cache key
-        return self.grad_mode
+        if self.regions.grad_mode is None:
+            self.regions.grad_mode = torch.is_grad_enabled()  # part of the cache key
+        return self.regions.grad_mode
 
     def _is_grad_enabled(self) -> bool:
         return self._grad_mode()
@@ -292,30 +314,30 @@ class RegionsMixin(CopyingMixin):
             # Compiled without autodiff so far: traced again, through autodiff, starting in a
             # no-grad region (see compile_entry).
             raise GradEnabledInside
-        self.grad_mode = mode
+        self.regions.grad_mode = mode
         # The trace being recorded: a function of a higher-order op records into its own.
         trace = get_tracectx() or self.trace
         trace.grad_enabled = mode or not at_start
 
     def _is_inference_mode_enabled(self) -> bool:
-        return bool(self.inference_stack and self.inference_stack[-1][1]) or (
-            not self.inference_stack and torch.is_inference_mode_enabled()
+        return bool(self.regions.inference_stack and self.regions.inference_stack[-1][1]) or (
+            not self.regions.inference_stack and torch.is_inference_mode_enabled()
         )
 
     def _inference_mode_enter(self, cm: Any) -> None:
         """``torch.inference_mode()`` inside the program: grad mode off for the block (the
         process's own inference mode is never entered while tracing)."""
         enabled = bool(getattr(cm, "mode", True))
-        self.inference_stack.append((self._grad_mode(), enabled))
+        self.regions.inference_stack.append((self._grad_mode(), enabled))
         if enabled:
             self._set_grad_enabled(False)
 
     def _inference_mode_exit(self, cm: Any, *exc_info: Any) -> None:
-        if not self.inference_stack:
+        if not self.regions.inference_stack:
             raise UnsupportedOperationError(
                 "torch.inference_mode.__exit__ without a matching __enter__ inside the function"
             )
-        grad_before, _enabled = self.inference_stack.pop()
+        grad_before, _enabled = self.regions.inference_stack.pop()
         self._set_grad_enabled(grad_before)
 
     # -- autocast -------------------------------------------------------------------------------
@@ -330,7 +352,11 @@ class RegionsMixin(CopyingMixin):
         }
 
     def _autocast_now(self) -> dict[str, torch.dtype]:
-        return self.autocast_stack[-1] if self.autocast_stack else self.autocast_at_start()
+        return (
+            self.regions.autocast_stack[-1]
+            if self.regions.autocast_stack
+            else self.autocast_at_start()
+        )
 
     def _autocast_enter(self, cm: Any) -> Any:
         device = getattr(cm, "device", None)
@@ -341,7 +367,9 @@ class RegionsMixin(CopyingMixin):
                     f"torch.autocast(device_type={device!r}) inside a jitted function",
                     "only device_type='cpu' and 'cuda' autocast regions are supported",
                 )
-            self.autocast_stack.append(self._autocast_now())  # changes nothing for CPU or CUDA
+            self.regions.autocast_stack.append(
+                self._autocast_now()
+            )  # changes nothing for CPU or CUDA
             return cm
         if len(self.trace.scopes) > 1:
             raise UnsupportedOperationError(
@@ -353,46 +381,48 @@ class RegionsMixin(CopyingMixin):
             state[device] = cm.fast_dtype
         else:
             state.pop(device, None)
-        self.autocast_stack.append(state)
-        self.autocast_marks.append((len(self.trace.bound_symbols), state))
+        self.regions.autocast_stack.append(state)
+        self.regions.autocast_marks.append((len(self.trace.bound_symbols), state))
         return cm
 
     def _autocast_exit(self, cm: Any, *exc_info: Any) -> bool:
-        if not self.autocast_stack:
+        if not self.regions.autocast_stack:
             raise UnsupportedOperationError(
                 "torch.autocast.__exit__ without a matching __enter__ inside the jitted function"
             )
-        self.autocast_stack.pop()
+        self.regions.autocast_stack.pop()
         if getattr(cm, "device", None) in AUTOCAST_TRANSFORM_DEVICES:
             if len(self.trace.scopes) > 1:
                 raise UnsupportedOperationError(
                     "leaving torch.autocast inside a checkpointed region",
                     "enter and leave it outside torch.utils.checkpoint.checkpoint",
                 )
-            self.autocast_marks.append((len(self.trace.bound_symbols), self._autocast_now()))
+            self.regions.autocast_marks.append(
+                (len(self.trace.bound_symbols), self._autocast_now())
+            )
         return False
 
     def _is_autocast_enabled(self, *args: Any, **kwargs: Any) -> bool:
         # torch.is_autocast_enabled() without a device type asks about CUDA (legacy).
         device = kwargs.get("device_type", args[0] if args else "cuda")
-        if device in AUTOCAST_TRANSFORM_DEVICES and self.autocast_stack:
-            return device in self.autocast_stack[-1]
+        if device in AUTOCAST_TRANSFORM_DEVICES and self.regions.autocast_stack:
+            return device in self.regions.autocast_stack[-1]
         return bool(torch.is_autocast_enabled(*args, **kwargs))
 
     def _get_autocast_dtype(self, *args: Any, **kwargs: Any) -> torch.dtype:
         device = kwargs.get("device_type", args[0] if args else None)
-        if self.autocast_stack and device in self.autocast_stack[-1]:
-            return self.autocast_stack[-1][device]
+        if self.regions.autocast_stack and device in self.regions.autocast_stack[-1]:
+            return self.regions.autocast_stack[-1][device]
         return torch.get_autocast_dtype(*args, **kwargs)
 
     def autocast_regions(self) -> list[dict[str, torch.dtype]] | None:
         """The autocast state (device type -> dtype; empty: off) of each top-level bound symbol
         of the trace, or None when the program never entered or left autocast itself."""
-        if not self.autocast_marks:
+        if not self.regions.autocast_marks:
             return None
         regions: list[dict[str, torch.dtype]] = []
         state = self.autocast_at_start()
-        marks = iter(self.autocast_marks)
+        marks = iter(self.regions.autocast_marks)
         mark = next(marks, None)
         for i in range(len(self.trace.bound_symbols)):
             while mark is not None and mark[0] <= i:

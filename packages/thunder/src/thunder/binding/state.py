@@ -10,7 +10,7 @@ import functools
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -355,8 +355,110 @@ def torch_value(value: Any, as_size: bool = False) -> Any:
     return value
 
 
+@dataclass
+class Paths:
+    """Where each outside object the program reached is found (its access path)."""
+
+    # Outside objects the program can reach, by id: (object, access path).
+    access_of: dict[int, tuple[Any, Access]] = field(default_factory=dict)
+    # When each object's path was taken, as the number of writes made before: the epilogue
+    # resolves a path at that point of its replay, so writes made since (an insert before a
+    # list item, a ``del``) do not move it to another object.
+    bound_at: dict[Access, int] = field(default_factory=dict)
+    # Closure cells of functions from outside, by id: the cell and its access path. Cells,
+    # not code objects: the closures one ``def`` makes share their code.
+    cells: dict[int, tuple[types.CellType, Access]] = field(default_factory=dict)
+    globals_dicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Objects taken out of outside containers (``pop``): no path reaches them on later calls.
+    detached: dict[int, Any] = field(default_factory=dict)
+    # torch.backends modules and flag objects read by the program: their canonical paths.
+    backend: dict[int, tuple[Any, Access]] = field(default_factory=dict)
+    # Submodules of the jitted module by id, indexed lazily (``reads``).
+    module_index: dict[int, Access] | None = None
+    indexed_modules: int = 0
+    container_at: dict[Access, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Inputs:
+    """The computation's inputs, and what the program sees in place of the caller's objects."""
+
+    # Computation inputs in order: proxy and where it comes from.
+    in_order: list[tuple[Proxy, Access]] = field(default_factory=list)
+    # Tensors made inputs, by id: (the tensor, its proxy).
+    tensors: dict[int, tuple[Any, TensorProxy]] = field(default_factory=dict)
+    # Inputs the program sees as something the binder recorded from them (a sharded
+    # parameter seen whole), by the input's name.
+    seen_as: dict[str, TensorProxy] = field(default_factory=dict)
+    # Tensors with symbolic sizes: the prologue unpacks their sizes and checks the constant
+    # ones (0 and 1).
+    symbolic_shapes: list[Access] = field(default_factory=list)
+    # Symbolic numbers passed as arguments, by proxy name: (the caller's object, its path).
+    numbers: dict[str, tuple[Any, Access]] = field(default_factory=dict)
+    # Argument lists and dicts the program sees as copies holding proxies, by the id of the
+    # caller's object: (the caller's object, the copy).
+    argument_copies: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    # Outside containers of tensors -> the copy holding proxies the program sees (one per
+    # container, so that reading it twice gives the same object).
+    proxied_copies: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Facts:
+    """What the trace relied on: the guards the prologue checks."""
+
+    guards: dict[Access, Guard] = field(default_factory=dict)
+    # Builtins the program read, by the module whose globals it looked in first: the
+    # module must still lack the name and the builtin must still be the same object.
+    builtin_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Methods the program found on classes (on the guarded type of an outside object, through
+    # super(), special methods) and the code of outside functions: (holder, name, what
+    # getattr(holder, name) gave), checked to stay so (guards.Lookups).
+    lookups: dict[tuple[Any, ...], tuple[Any, str, Any]] = field(default_factory=dict)
+    # ids of the torch.Generator objects found outside the program (guarded by identity).
+    generators: set[int] = field(default_factory=set)
+    # The last generic read (object.__getattribute__) inside a class's own interpreted
+    # __getattribute__: (object, value or _MISSING). Its outer read is then not guarded again.
+    last_generic: tuple[Any, Any] | None = None
+    # Outside containers whose contents the program read (an item, or the container passed to
+    # an opaque call such as len or sum). A mutated container keeps a type guard only while
+    # its contents are never read.
+    content_read: set[int] = field(default_factory=set)
+    # Objects whose bound methods the program read from outside state (``random.random`` is
+    # a method of the random module's hidden generator): calling those is not pure.
+    outside_owners: dict[int, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Effects:
+    """What the program wrote outside (owned by ``writes``): the writes the epilogue replays,
+    and what undoes them when tracing ends."""
+
+    writes: list[Write] = field(default_factory=list)
+    # Paths the program assigned or deleted in this call (a global, a cell, an attribute).
+    written_paths: set[Access] = field(default_factory=set)
+    # Paths to objects the program itself put into outside containers: written (replayed),
+    # never guarded (they do not exist when a call starts).
+    inserted: set[Access] = field(default_factory=set)
+    # Containers the program made and put into outside state where no path reaches them.
+    escaped: dict[int, Any] = field(default_factory=dict)
+    mutated: set[int] = field(default_factory=set)  # ids of outside containers it mutated
+    undo: list[Callable[[], None]] = field(default_factory=list)
+    snapshots: dict[int, Any] = field(default_factory=dict)
+    snapshotted: set[int] = field(default_factory=set)
+    # The contents of mutated outside containers as the call found them.
+    entry_contents: dict[int, Any] = field(default_factory=dict)
+    # Cells of functions the program stored outside or returned, and what they held then.
+    stored_cells: list[tuple[Any, tuple[Any, ...]]] = field(default_factory=list)
+    rebuilding: set[int] = field(default_factory=set)  # objects being made templates (cycles)
+
+
 class BinderState:
-    """The bookkeeping every part of the binder shares."""
+    """The bookkeeping every part of the binder shares, one record per concern: ``paths``
+    (where outside objects are found), ``inputs``, ``facts`` (what the prologue checks) and
+    ``effects`` (what the epilogue replays; written by ``WritesMixin``). ``RegionsMixin`` adds
+    ``regions``. When the program returns, ``program.trace_program`` copies what the later
+    stages need into a ``TracedProgram``."""
 
     def __init__(self, fn: Any, options: JitOptions, trace: Trace, param_names: tuple[str, ...]):
         self.fn = fn
@@ -364,114 +466,36 @@ class BinderState:
         self.trace = trace
         self.param_names = param_names
         self.symbolic = options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES
-        # Outside objects the program can reach, by id: (object, access path).
-        self.access_of: dict[int, tuple[Any, Access]] = {}
-        # When each object's path was taken, as the number of writes made before: the epilogue
-        # resolves a path at that point of its replay, so writes made since (an insert before a
-        # list item, a ``del``) do not move it to another object.
-        self.bound_at: dict[Access, int] = {}
-        # Objects taken out of outside containers (``pop``): no path reaches them on later calls.
-        self._detached: dict[int, Any] = {}
-        # Containers the program made and put into outside state where no path reaches them.
-        self._escaped: dict[int, Any] = {}
-        # Paths to objects the program itself put into outside containers: written (replayed),
-        # never guarded (they do not exist when a call starts).
-        self._inserted: set[Access] = set()
-        self._snapshots: dict[int, Any] = {}
-        # Argument lists and dicts the program sees as copies holding proxies, by the id of the
-        # caller's object: (the caller's object, the copy).
-        self.argument_copies: dict[int, tuple[Any, Any]] = {}
-        # ids of the torch.Generator objects found outside the program (guarded by identity).
-        self.guarded_generators: set[int] = set()
-        # Symbolic numbers passed as arguments, by proxy name: (the caller's object, its path).
-        self.number_arguments: dict[str, tuple[Any, Access]] = {}
-        # Paths the program assigned or deleted in this call (a global, a cell, an attribute).
-        self.written_paths: set[Access] = set()
-        # Computation inputs in order: proxy and where it comes from.
-        self.inputs: list[tuple[Proxy, Access]] = []
-        self.tensor_proxies: dict[int, tuple[Any, TensorProxy]] = {}
-        # Inputs the program sees as something the binder recorded from them (a sharded
-        # parameter seen whole), by the input's name.
-        self._seen_as: dict[str, TensorProxy] = {}
-        # Tensors with symbolic sizes: the prologue unpacks their sizes and checks the constant
-        # ones (0 and 1).
-        self.symbolic_shapes: list[Access] = []
-        self.guards: dict[Access, Guard] = {}
-        self.writes: list[Write] = []
-        self.globals_dicts: dict[str, dict[str, Any]] = {}
-        # Builtins the program read, by the module whose globals it looked in first: the
-        # module must still lack the name and the builtin must still be the same object.
-        self.builtin_reads: dict[str, dict[str, Any]] = {}
-        # Methods the program found on classes (on the guarded type of an outside object, through
-        # super(), special methods) and the code of outside functions: (holder, name, what
-        # getattr(holder, name) gave), checked to stay so (guards.Lookups).
-        self.lookups: dict[tuple[Any, ...], tuple[Any, str, Any]] = {}
-        # The last generic read (object.__getattribute__) inside a class's own interpreted
-        # __getattribute__: (object, value or _MISSING). Its outer read is then not guarded again.
-        self._last_generic: tuple[Any, Any] | None = None
-        # Closure cells of functions from outside, by id: the cell and its access path. Cells,
-        # not code objects: the closures one ``def`` makes share their code.
-        self.cell_accesses: dict[int, tuple[types.CellType, Access]] = {}
-        self.mutated: set[int] = set()
-        self._undo: list[Callable[[], None]] = []
-        self._snapshotted: set[int] = set()
-        # Outside containers whose contents the program read (an item, or the container passed to
-        # an opaque call such as len or sum), and the contents of mutated ones as the call found
-        # them. A mutated container keeps a type guard only while its contents are never read.
-        self._content_read: set[int] = set()
-        self._entry_contents: dict[int, Any] = {}
-        self._container_at: dict[Access, Any] = {}
-        # Outside containers of tensors -> the copy holding proxies the program sees (one per
-        # container, so that reading it twice gives the same object).
-        self._proxied_copies: dict[int, tuple[Any, Any]] = {}
-        # Objects whose bound methods the program read from outside state (``random.random`` is
-        # a method of the random module's hidden generator): calling those is not pure.
-        self._outside_owners: dict[int, Any] = {}
-        self._module_index: dict[int, Access] | None = None
-        self._indexed_modules = 0
-        # Autocast entered by the program: the stack of its states (device type -> dtype, for
-        # the devices it is on for) and the (top-level bound symbol index, state) where it
-        # changes.
-        self.autocast_stack: list[dict[str, torch.dtype]] = []
-        # The program's grad mode (None: as the call started) and its inference_mode blocks:
-        # (grad mode before the block, whether the block enables inference mode).
-        self.grad_mode: bool | None = None
-        self.inference_stack: list[tuple[bool, bool]] = []
-        self.autocast_marks: list[tuple[int, dict[str, torch.dtype]]] = []
-        # Context variables the program set in this call, and their values (see regions).
-        self.context_values: dict[Any, Any] = {}
-        self.held_locks: list[Any] = []  # locks the program took and has not released (regions)
-        # torch.backends modules and flag objects read by the program: their canonical paths.
-        self._backend_accesses: dict[int, tuple[Any, Access]] = {}
-        self._rebuilding: set[int] = set()  # objects being turned into templates (cycles)
-        # Cells of functions the program stored outside or returned, and what they held then.
-        self._stored_cells: list[tuple[Any, tuple[Any, ...]]] = []
+        self.paths = Paths()
+        self.inputs = Inputs()
+        self.facts = Facts()
+        self.effects = Effects()
         self._register_root(fn)
 
     def _register_root(self, fn: Any) -> None:
         root = Access(ROOT, None)
-        self.access_of[id(fn)] = (fn, root)
+        self.paths.access_of[id(fn)] = (fn, root)
         if isinstance(fn, types.FunctionType):
             self._register_cells(fn, root)
         elif isinstance(fn, types.MethodType):
-            self.access_of[id(fn.__self__)] = (fn.__self__, root.attr("__self__"))
+            self.paths.access_of[id(fn.__self__)] = (fn.__self__, root.attr("__self__"))
             func = fn.__func__
             if isinstance(func, types.FunctionType):
                 self._register_cells(func, root.attr("__func__"))
 
     def _register_function(self, fn: Any, access: Access) -> None:
-        self.access_of.setdefault(id(fn), (fn, access))
+        self.paths.access_of.setdefault(id(fn), (fn, access))
         if isinstance(fn, types.FunctionType):
             self._register_cells(fn, access)
         elif isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-            self.access_of.setdefault(id(fn.__self__), (fn.__self__, access.attr("__self__")))
+            self.paths.access_of.setdefault(id(fn.__self__), (fn.__self__, access.attr("__self__")))
             self._register_cells(fn.__func__, access.attr("__func__"))
 
     def _register_cells(self, fn: types.FunctionType, access: Access) -> None:
         """The closure cells of ``fn`` (reached by ``access``): reads of them, also from
         functions the program makes that share them, are reads of outside state."""
         for index, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
-            self.cell_accesses.setdefault(id(cell), (cell, Access(CELL, (index, name), access)))
+            self.paths.cells.setdefault(id(cell), (cell, Access(CELL, (index, name), access)))
 
     def _name_for(self, access: Access) -> str:
         base = access.short_name(self.param_names)
@@ -484,29 +508,29 @@ class BinderState:
         return f"{base}_{i}"
 
     def _tensor_input(self, t: torch.Tensor, access: Access, guarded: bool) -> TensorProxy:
-        known = self.tensor_proxies.get(id(t))
+        known = self.inputs.tensors.get(id(t))
         if known is not None and known[0] is t:
             if guarded and access != self._access_of_input(known[1]):
                 # The same tensor reached by a second path (tied weights): check it stays tied.
-                self.guards.setdefault(access, Guard(access, "is_input", known[1].name))
-            return self._seen_as.get(known[1].name, known[1])
+                self.facts.guards.setdefault(access, Guard(access, "is_input", known[1].name))
+            return self.inputs.seen_as.get(known[1].name, known[1])
         proxy = proxy_for_tensor(t, self._name_for(access))
-        self.tensor_proxies[id(t)] = (t, proxy)
-        self.inputs.append((proxy, access))
+        self.inputs.tensors[id(t)] = (t, proxy)
+        self.inputs.in_order.append((proxy, access))
         unshard = getattr(t, "_thunder_unshard", None)
         if unshard is not None:
             # A shard of a parameter (thunder.distributed.fsdp): the program sees the whole
             # parameter, gathered from the shards by the ops ``unshard`` records.
             if guarded:
-                self.guards[access] = Guard(access, "tensor", t)
+                self.facts.guards[access] = Guard(access, "tensor", t)
             whole: TensorProxy = unshard(proxy)
-            self._seen_as[proxy.name] = whole
+            self.inputs.seen_as[proxy.name] = whole
             return whole
         if self.symbolic and self._has_symbolic_sizes(t, access):
-            self.symbolic_shapes.append(access)
+            self.inputs.symbolic_shapes.append(access)
             proxy.shape = tuple(self._symbolic_size(s, access, i) for i, s in enumerate(t.shape))
         if guarded:
-            self.guards[access] = Guard(access, "tensor", t)
+            self.facts.guards[access] = Guard(access, "tensor", t)
         return proxy
 
     def _has_symbolic_sizes(self, t: torch.Tensor, access: Access) -> bool:
@@ -528,18 +552,18 @@ class BinderState:
             return size
         access = Access(SIZE, dim, tensor)
         proxy = IntegerProxy(self._name_for(access), value=size)
-        self.inputs.append((proxy, access))
+        self.inputs.in_order.append((proxy, access))
         self.trace.add_constraint(C.Compare(">=", proxy.expr, C.Const(2)))
         return proxy
 
     def _resolve_object(self, access: Access) -> Any:
-        for obj, a in self.access_of.values():
+        for obj, a in self.paths.access_of.values():
             if a == access:
                 return obj
         return None
 
     def _access_of_input(self, proxy: Proxy) -> Access | None:
-        for p, a in self.inputs:
+        for p, a in self.inputs.in_order:
             if p is proxy:
                 return a
         return None
@@ -548,31 +572,31 @@ class BinderState:
         """``getattr(holder, name)`` gave ``found``: checked on every call; the code of a
         function of the user's own modules too (``f.__code__ = ...``, as autoreload does, keeps
         the function object)."""
-        self.lookups.setdefault(key or (holder, name), (holder, name, found))
+        self.facts.lookups.setdefault(key or (holder, name), (holder, name, found))
         self._guard_code(getattr(found, "__func__", found))
 
     def _guard_code(self, func: Any) -> None:
         if type(func) is types.FunctionType and not is_library_code(func.__code__):
-            self.lookups.setdefault((func, "__code__"), (func, "__code__", func.__code__))
+            self.facts.lookups.setdefault((func, "__code__"), (func, "__code__", func.__code__))
 
     def _associate(self, obj: Any, access: Access) -> None:
         """``obj`` is found at ``access`` (the first path the program took to it is kept)."""
-        entry = self.access_of.get(id(obj))
+        entry = self.paths.access_of.get(id(obj))
         if entry is None or entry[0] is not obj:
-            self.access_of[id(obj)] = (obj, access)
-            self.bound_at.setdefault(access, len(self.writes))
+            self.paths.access_of[id(obj)] = (obj, access)
+            self.paths.bound_at.setdefault(access, len(self.effects.writes))
 
     def is_inserted(self, access: Access) -> bool:
         """Whether ``access`` goes through an object the program put into outside state."""
         node: Access | None = access
         while node is not None:
-            if node in self._inserted:
+            if node in self.effects.inserted:
                 return True
             node = node.parent
         return False
 
     def _refuse_detached(self, obj: Any, what: str) -> None:
-        if id(obj) in self._detached and self._detached[id(obj)] is obj:
+        if id(obj) in self.paths.detached and self.paths.detached[id(obj)] is obj:
             raise UnsupportedSideEffectError(
                 f"thunder.jit: the function {what} a {type(obj).__name__} it took out of an "
                 "outside container (pop); later calls could not find it to replay that. Copy it "

@@ -90,27 +90,27 @@ class WritesMixin(ReadsMixin):
     def _cb_store_global(self, name: str, value: Any, globs: dict[str, Any]) -> None:
         module = globs.get("__name__")
         module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
-        self.globals_dicts.setdefault(module, globs)
+        self.paths.globals_dicts.setdefault(module, globs)
         access = Access(GLOBAL, (module, name))
         template = self._template(value, f"global {name}")
         old = globs.get(name, _MISSING)
-        self._undo.append(lambda: _restore_item(globs, name, old))
-        self.writes.append(Write("global", access, name, template))
-        self.written_paths.add(access)
+        self.effects.undo.append(lambda: _restore_item(globs, name, old))
+        self.effects.writes.append(Write("global", access, name, template))
+        self.effects.written_paths.add(access)
         self._track_stored(value, access)
 
     def _cb_store_cell(
         self, name: str, value: Any, code: types.CodeType, cell: types.CellType
     ) -> None:
-        entry = self.cell_accesses.get(id(cell))
+        entry = self.paths.cells.get(id(cell))
         if entry is None or entry[0] is not cell:
             return  # a cell made by this call
         cell_access = entry[1]
         template = self._template(value, f"nonlocal {name}")
         old = cell.cell_contents if _cell_is_set(cell) else _MISSING
-        self._undo.append(lambda: _restore_cell(cell, old))
-        self.writes.append(Write("cell", cell_access, name, template))
-        self.written_paths.add(cell_access)
+        self.effects.undo.append(lambda: _restore_cell(cell, old))
+        self.effects.writes.append(Write("cell", cell_access, name, template))
+        self.effects.written_paths.add(cell_access)
         self._track_stored(value, cell_access)
 
     def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
@@ -121,9 +121,9 @@ class WritesMixin(ReadsMixin):
             return
         template = self._template(value, f"attribute {name}")
         old = getattr(obj, name, _MISSING)
-        self._undo.append(lambda: _restore_attr(obj, name, old))
-        self.writes.append(Write("attr", access, name, template))
-        self.written_paths.add(access.attr(name))
+        self.effects.undo.append(lambda: _restore_attr(obj, name, old))
+        self.effects.writes.append(Write("attr", access, name, template))
+        self.effects.written_paths.add(access.attr(name))
         self._track_stored(value, access.attr(name))
 
     def _track_stored(self, value: Any, access: Access | None, depth: int = 0) -> None:
@@ -135,11 +135,11 @@ class WritesMixin(ReadsMixin):
         if not (container or _is_built_object(value)) or self.access_for(value) is not None:
             return
         if access is None or depth > 8:
-            self._escaped[id(value)] = value
+            self.effects.escaped[id(value)] = value
             return
-        stored = Access(access.kind, access.key, access.parent, version=len(self.writes))
+        stored = Access(access.kind, access.key, access.parent, version=len(self.effects.writes))
         self._associate(value, stored)
-        self._inserted.add(stored)
+        self.effects.inserted.add(stored)
         if not container:
             return  # an object of a Python class: later stores into it are replayed on it
         if isinstance(value, dict):
@@ -168,21 +168,21 @@ class WritesMixin(ReadsMixin):
     def _cb_delete_global(self, name: str, globs: dict[str, Any]) -> None:
         module = globs.get("__name__")
         module = module if isinstance(module, str) else f"<globals {id(globs):x}>"
-        self.globals_dicts.setdefault(module, globs)
+        self.paths.globals_dicts.setdefault(module, globs)
         old = globs[name]
-        self._undo.append(lambda: _restore_item(globs, name, old))
-        self.writes.append(Write("del_global", Access(GLOBAL, (module, name)), name, None))
-        self.written_paths.add(Access(GLOBAL, (module, name)))
+        self.effects.undo.append(lambda: _restore_item(globs, name, old))
+        self.effects.writes.append(Write("del_global", Access(GLOBAL, (module, name)), name, None))
+        self.effects.written_paths.add(Access(GLOBAL, (module, name)))
 
     def _cb_delete_cell(self, name: str, code: types.CodeType, cell: types.CellType) -> None:
-        entry = self.cell_accesses.get(id(cell))
+        entry = self.paths.cells.get(id(cell))
         if entry is None or entry[0] is not cell:
             return  # a cell made by this call
         cell_access = entry[1]
         old = cell.cell_contents
-        self._undo.append(lambda: _restore_cell(cell, old))
-        self.writes.append(Write("del_cell", cell_access, name, None))
-        self.written_paths.add(cell_access)
+        self.effects.undo.append(lambda: _restore_cell(cell, old))
+        self.effects.writes.append(Write("del_cell", cell_access, name, None))
+        self.effects.written_paths.add(cell_access)
 
     def _cb_delete_attribute(self, obj: Any, name: str) -> None:
         self._refuse_detached(obj, f"deletes the attribute {name!r} of")
@@ -191,9 +191,9 @@ class WritesMixin(ReadsMixin):
             self._refuse_escaped(obj, f"deletes the attribute {name!r} of")
             return
         old = getattr(obj, name, _MISSING)
-        self._undo.append(lambda: _restore_attr(obj, name, old))
-        self.writes.append(Write("del_attr", access, name, None))
-        self.written_paths.add(access.attr(name))
+        self.effects.undo.append(lambda: _restore_attr(obj, name, old))
+        self.effects.writes.append(Write("del_attr", access, name, None))
+        self.effects.written_paths.add(access.attr(name))
 
     def _cb_delete_item(self, container: Any, key: Any) -> None:
         if isinstance(container, Proxy):
@@ -229,28 +229,28 @@ class WritesMixin(ReadsMixin):
                 f"thunder.jit: cannot replay {type(container).__name__}.{method} with keywords"
             )
         template = self._template(tuple(args), f"{type(container).__name__}.{method} argument")
-        if id(container) not in self._snapshotted:
-            self._snapshotted.add(id(container))
+        if id(container) not in self.effects.snapshotted:
+            self.effects.snapshotted.add(id(container))
             snapshot = copy.copy(container)
-            self._snapshots[id(container)] = snapshot
-            self._undo.append(lambda: _restore_container(container, snapshot))
-            self._entry_contents[id(container)] = (
+            self.effects.snapshots[id(container)] = snapshot
+            self.effects.undo.append(lambda: _restore_container(container, snapshot))
+            self.effects.entry_contents[id(container)] = (
                 copy.deepcopy(snapshot) if is_scalar_constant(snapshot) else _MISSING
             )
-        self.mutated.add(id(container))
-        if id(container) in self._content_read:
+        self.effects.mutated.add(id(container))
+        if id(container) in self.facts.content_read:
             self._guard_entry_contents(container, access)
         else:
             # The guards made when it was loaded (its length or keys, its items) stay: the program
             # may have looked at the contents in ways no hook reports (``len``, ``in``, a truth
             # test, iterating) before this write, so the entry contents are part of what it
             # relied on.
-            self.guards.setdefault(access, Guard(access, "type", type(container)))
-        self.writes.append(Write("call", access, method, template))
+            self.facts.guards.setdefault(access, Guard(access, "type", type(container)))
+        self.effects.writes.append(Write("call", access, method, template))
         self._track_inserted(container, access, method, args)
 
     def _refuse_escaped(self, obj: Any, what: str) -> None:
-        if id(obj) in self._escaped and self._escaped[id(obj)] is obj:
+        if id(obj) in self.effects.escaped and self.effects.escaped[id(obj)] is obj:
             raise UnsupportedSideEffectError(
                 f"thunder.jit: the function {what} a {type(obj).__name__} it made and put into "
                 "an outside container where later calls cannot find it again; build it "
@@ -307,7 +307,7 @@ class WritesMixin(ReadsMixin):
         t = type(value)
         if not t.__flags__ & _HEAPTYPE or isinstance(value, (type, torch.Tensor)):
             return None
-        if id(value) in self._rebuilding:
+        if id(value) in self.effects.rebuilding:
             return None
         base = restorable_base(t)
         if base is not None:
@@ -326,7 +326,7 @@ class WritesMixin(ReadsMixin):
             constants, args = args[:1], args[1:]  # cls.__new__(cls, *args)
         elif func is not t:
             return None
-        self._rebuilding.add(id(value))
+        self.effects.rebuilding.add(id(value))
         try:
             parts = (
                 self._template(args, what, memo),
@@ -335,7 +335,7 @@ class WritesMixin(ReadsMixin):
                 None if dictitems is None else self._template(list(dictitems), what, memo),
             )
         finally:
-            self._rebuilding.discard(id(value))
+            self.effects.rebuilding.discard(id(value))
         return Rebuilt(func, constants, parts)
 
     def _function_template(
@@ -346,14 +346,14 @@ class WritesMixin(ReadsMixin):
         the program's cells held (a captured tensor is the call's own), as eager makes a new
         function on every call. None for a function with attributes of its own, or one that
         captures itself."""
-        if fn.__dict__ or id(fn) in self._rebuilding:
+        if fn.__dict__ or id(fn) in self.effects.rebuilding:
             return None
-        self._rebuilding.add(id(fn))
+        self.effects.rebuilding.add(id(fn))
         try:
             cells = tuple(fn.__closure__ or ())
             parts = self._template((fn.__defaults__, fn.__kwdefaults__, cells), what, memo)
         finally:
-            self._rebuilding.discard(id(fn))
+            self.effects.rebuilding.discard(id(fn))
         constants = (fn.__code__, fn.__globals__, fn.__name__, fn.__qualname__)
         return Rebuilt(new_function, constants, (parts, None, None, None))
 
@@ -364,13 +364,13 @@ class WritesMixin(ReadsMixin):
             contents: tuple[Any, ...] = (cell.cell_contents,)
         except ValueError:  # an empty cell (a name not assigned yet)
             contents = ()
-        self._stored_cells.append((cell, contents))
+        self.effects.stored_cells.append((cell, contents))
         return Rebuilt(types.CellType, (), (self._template(contents, what, memo), None, None, None))
 
     def check_stored_cells(self) -> None:
         """Refuse a program that assigns a variable a function it stored outside (or returned)
         reads, after storing it: the stored function was rebuilt with the value it had then."""
-        for cell, contents in self._stored_cells:
+        for cell, contents in self.effects.stored_cells:
             try:
                 now: tuple[Any, ...] = (cell.cell_contents,)
             except ValueError:
@@ -391,14 +391,14 @@ class WritesMixin(ReadsMixin):
             items = list.copy(value)
         elif base is not object:
             items = list(base.items(value))  # type: ignore[attr-defined]
-        self._rebuilding.add(id(value))
+        self.effects.rebuilding.add(id(value))
         try:
             parts = (
                 None if state is None else self._template(state, what, memo),
                 None if not items else self._template(items, what, memo),
             )
         finally:
-            self._rebuilding.discard(id(value))
+            self.effects.rebuilding.discard(id(value))
         return Rebuilt(None, (t, base), parts, restores=True)
 
     def output_template(self, value: Any) -> Any:
@@ -413,5 +413,5 @@ class WritesMixin(ReadsMixin):
 
     def undo_effects(self) -> None:
         """Restore outside state written while tracing (the epilogue replays it for real)."""
-        while self._undo:
-            self._undo.pop()()
+        while self.effects.undo:
+            self.effects.undo.pop()()
