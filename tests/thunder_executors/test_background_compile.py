@@ -122,6 +122,34 @@ def test_the_faster_of_compiled_and_torch_calls_runs_once_measured(
         assert region.status.startswith("compiled; its torch calls measured faster")
 
 
+def test_no_call_is_measured_while_another_region_compiles(monkeypatch: Any) -> None:
+    # The compile thread competes for the CPU: a region compiled first runs its compiled program
+    # without timing it until the other compiles are done, then measures.
+    gated = _GatedCompile()
+    gated.gate.set()
+    monkeypatch.setattr(tc_module.torch, "compile", gated)
+    fn, region = _compiled_callable("torchcompile_bg_measured_after_others")
+    a, b = torch.randn(8, 16), torch.randn(16)
+    fn(a, b)
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    other = threading.Event()
+    background_compile.submit(lambda examples: other.wait(timeout=60), ())
+    before = gated.compiled_calls
+    try:
+        for _ in range(2 * (region.MEASURED_CALLS + 1) + 3):
+            a, b = torch.randn(8, 16), torch.randn(16)
+            torch.testing.assert_close(fn(a, b), expected(a, b))
+        assert region._times == ([], []) and region.runs_compiled is None
+        assert gated.compiled_calls == before + 2 * (region.MEASURED_CALLS + 1) + 3
+    finally:
+        other.set()
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    for _ in range(2 * (region.MEASURED_CALLS + 1)):
+        a, b = torch.randn(8, 16), torch.randn(16)
+        torch.testing.assert_close(fn(a, b), expected(a, b))
+    assert region.runs_compiled is not None
+
+
 def test_a_failed_compile_warns_and_keeps_the_torch_calls(monkeypatch: Any) -> None:
     gated = _GatedCompile(fail=True)
     monkeypatch.setattr(tc_module.torch, "compile", gated)

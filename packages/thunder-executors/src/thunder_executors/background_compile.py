@@ -201,6 +201,12 @@ def submit(run: Callable[[list[Any]], None], args: tuple[Any, ...]) -> None:
     _jobs.put(job)
 
 
+def compiling() -> bool:
+    """Whether a region compile is queued or running (the thread then competes for the CPU, so
+    timings taken meanwhile say little)."""
+    return _pending > 0
+
+
 def wait_for_background_compiles(timeout: float | None = None) -> bool:
     """Blocks until every queued region compile has finished (compiled or failed); False if
     ``timeout`` seconds passed first."""

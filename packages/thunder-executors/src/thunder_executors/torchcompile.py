@@ -124,10 +124,10 @@ class CompiledRegion:
     (``background_compile``) and every call runs the region's torch calls as they are until
     the compiled program is ready. A compile that fails there leaves the region running its
     torch calls, with a warning that says why. Once compiled, a region of CPU tensors measures
-    which pays on this machine: its next calls alternate between the compiled program and its
-    torch calls, timed; from then on the compiled program runs where its median of
-    ``MEASURED_CALLS`` calls is below ``MARGIN`` times the torch calls', else they do
-    (``runs_compiled``; logged). Compiled programs pay a fixed cost per call (dynamo's guards
+    which pays on this machine: its next calls made while no other compile runs alternate
+    between the compiled program and its torch calls, timed; from then on the compiled program
+    runs where its median of ``MEASURED_CALLS`` calls is below ``MARGIN`` times the torch
+    calls', else they do (``runs_compiled``; logged). Compiled programs pay a fixed cost per call (dynamo's guards
     over every input), which small regions do not earn back.
     """
 
@@ -192,6 +192,10 @@ class CompiledRegion:
         if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
             # Timing device kernels needs a synchronization per call; fused, they pay.
             self._choose(candidate, True)
+            return candidate(*args)
+        if background_compile.compiling():
+            # Another region compiles on the other thread: timings now would measure the
+            # contention, not the region (the compiled program runs meanwhile).
             return candidate(*args)
         compiled_times, torch_times = self._times
         use_compiled = len(compiled_times) <= len(torch_times)
