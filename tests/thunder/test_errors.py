@@ -74,3 +74,85 @@ def test_not_callable():
 def test_transforms_must_be_transforms():
     with pytest.raises(TypeError, match="thunder.Transform"):
         thunder.jit(lambda x: x, transforms=[object()])
+
+
+def reflect_padded(x):
+    return torch.nn.functional.pad(x, (1, 1), mode="reflect") * 2  # the refused option
+
+
+def test_an_ir_refusal_is_typed_and_the_call_takes_the_fallback():
+    from thunder.binding.fallback import is_ir_refusal
+    from thunder_ir import UnsupportedOptionError
+    from thunder_ir import ops as ltorch
+
+    # The IR op refuses reflect padding with its typed error, caught by type ...
+    with pytest.raises(UnsupportedOptionError) as info:
+        thunder_ir_trace(lambda x: ltorch.pad(x, (1, 1), mode="reflect"), torch.randn(2, 3))
+    assert is_ir_refusal(info.value)
+    # ... while a plain NotImplementedError (the program's own) is not a refusal, wherever raised.
+    assert not is_ir_refusal(NotImplementedError("mine"))
+    # Through the jit, the call runs as torch's own function instead.
+    x = torch.randn(2, 3)
+    jf = thunder.jit(reflect_padded)
+    torch.testing.assert_close(jf(x), reflect_padded(x))
+    assert "torch_fallback('torch.nn.functional.pad'" in str(thunder.last_traces(jf)[0])
+
+
+def thunder_ir_trace(fn, *args):
+    from thunder_ir import trace_function
+
+    return trace_function(fn, *args)
+
+
+def test_a_programs_own_not_implemented_error_keeps_its_type_and_runs_eagerly():
+    def f(x):
+        if x.shape[0] == 3:
+            raise NotImplementedError("the program's own")
+        return x
+
+    with pytest.raises(NotImplementedError, match="the program's own"):
+        thunder.jit(f)(torch.randn(3))
+
+
+def located(x):
+    y = x * 2  # the line of y
+    return torch.nn.functional.gelu(y)  # the line of the gelu
+
+
+def test_bound_symbols_carry_the_users_line():
+    jf = thunder.jit(located)
+    jf(torch.randn(3))
+    recorded = thunder.last_traces(jf)[0]
+    first = located.__code__.co_firstlineno
+    mul, gelu = recorded.bound_symbols[:2]
+    assert mul.location == f"{__file__}:{first + 1}"
+    assert gelu.location == f"{__file__}:{first + 2}"
+    assert all(s.location == gelu.location for s in gelu.subsymbols)
+
+
+def test_thunder_and_tracing_errors_are_uncatchable_by_the_program():
+    from thunder.binding.regions import GradEnabledInside
+    from thunder.errors import RunsEagerly
+    from thunder_interp._errors import is_uncatchable
+    from thunder_ir import DataDependentError
+
+    for exc in (
+        thunder.JitError("x"),
+        thunder.UnsupportedOperationError("op"),
+        DataDependentError("x"),
+        RunsEagerly("x"),
+        GradEnabledInside(),
+    ):
+        assert is_uncatchable(exc), exc
+    assert not is_uncatchable(NotImplementedError("x")) and not is_uncatchable(KeyError("x"))
+
+    def f(x):
+        try:
+            return bool(x.sum() > 0)  # data-dependent: tracing cannot know
+        except RuntimeError:
+            return "swallowed"
+
+    # The program's ``except RuntimeError`` would catch it (DataDependentError is a RuntimeError)
+    # and take a path eager does not take: it reaches the caller instead.
+    with pytest.raises(DataDependentError, match="truth value"):
+        thunder.jit(f)(torch.randn(3))

@@ -74,6 +74,26 @@ def test_a_non_fusible_op_on_the_path_splits_the_region_and_says_why() -> None:
     )
 
 
+def test_the_execution_trace_is_the_trace_with_its_executors_fields() -> None:
+    a, w = torch.randn(4, 4), torch.randn(4, 4)
+
+    def f(a: Any, w: Any) -> Any:
+        return prims.sin(prims.matmul(prims.exp(a), w))
+
+    trace = trace_function(f, a, w).replace(docstring="the program")
+    extrace = transform_for_execution(trace, (EagerElementwiseFuser(), "torch"))
+    assert extrace.args == trace.args and extrace.docstring == "the program"
+    assert extrace.names >= trace.names
+    assert [r.name for r in extrace.history] == ["transform_for_execution"]
+    assert [e.name for e in extrace.executors][0] == "ew_fuser"
+    # replace keeps the execution trace's own fields, and knows them.
+    renamed = extrace.replace(fn_name="renamed")
+    assert type(renamed) is type(extrace) and renamed.fusion_regions == extrace.fusion_regions
+    assert renamed.executors == extrace.executors and renamed.fusion_notes == extrace.fusion_notes
+    with pytest.raises(TypeError, match="'fusion'"):
+        extrace.replace(fusion=[])
+
+
 def test_an_independent_op_after_a_non_fusible_one_joins_the_earlier_region() -> None:
     a, w = torch.randn(4, 4), torch.randn(4, 4)
 

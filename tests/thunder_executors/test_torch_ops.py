@@ -74,25 +74,24 @@ def test_fusion_first_takes_fusible_composites_into_its_region() -> None:
 
 def test_kept_ops_are_derived_from_the_ops_torch_names() -> None:
     ex = get_executor("torch_ops")
-    assert "ltorch.linear" in ex.implementations
-    assert all(
-        sym_id.removeprefix("ltorch.") in KEPT_OPS + ATEN_OPS for sym_id in ex.implementations
-    )
+    assert ltorch.linear in ex.implementations
+    assert all(sym in KEPT_OPS + ATEN_OPS for sym in ex.implementations)
 
 
 def test_every_kept_op_exists_and_resolves_to_a_torch_function() -> None:
-    # A typo in KEPT_OPS would silently keep nothing: every name must be an op torch runs.
-    for name in KEPT_OPS:
-        assert name in ltorch.ALL_OPS, f"KEPT_OPS names {name!r}, which is no ltorch op"
-        fn = _torch_function(ltorch.ALL_OPS[name])
-        assert callable(fn), f"ltorch.{name} resolves to no torch function"
-        assert f"ltorch.{name}" in get_executor("torch_ops").implementations
+    # An op in KEPT_OPS that resolved to no torch function would silently be kept nowhere: every
+    # one must be an ltorch op torch runs.
+    for op in KEPT_OPS:
+        assert ltorch.ALL_OPS.get(op.name) is op, f"KEPT_OPS holds {op!r}, which is no ltorch op"
+        fn = _torch_function(op)
+        assert callable(fn), f"{op.id} resolves to no torch function"
+        assert op in get_executor("torch_ops").implementations
     assert KEPT_OFF_CPU <= set(KEPT_OPS)
 
 
 # The OpInfo table, for every op kept whole ---------------------------------------------------------
 
-KEPT_OPINFOS = [oi for oi in ALL_OPINFOS if oi.op.name in KEPT_OPS]
+KEPT_OPINFOS = [oi for oi in ALL_OPINFOS if oi.op in KEPT_OPS]
 
 
 def _tolerances(oi: OpInfo, dtype: torch.dtype) -> dict[str, float]:
@@ -112,8 +111,8 @@ def _clone(sample: SampleInput) -> SampleInput:
 
 
 def test_every_kept_op_has_an_opinfo() -> None:
-    covered = {oi.op.name for oi in KEPT_OPINFOS}
-    assert not set(KEPT_OPS) - covered, sorted(set(KEPT_OPS) - covered)
+    covered = {oi.op for oi in KEPT_OPINFOS}
+    assert not set(KEPT_OPS) - covered, sorted(op.id for op in set(KEPT_OPS) - covered)
 
 
 @pytest.mark.parametrize("oi", KEPT_OPINFOS, ids=lambda oi: oi.name)
@@ -139,7 +138,7 @@ def test_kept_op_matches_torch_and_runs_whole(oi: OpInfo) -> None:
                         )
                 except AssertionError as e:
                     raise AssertionError(f"{oi.name} ({dtype}) on {sample}:\n{e}\n{text}") from None
-    if oi.op.name in KEPT_OFF_CPU:  # the samples are on the CPU, where it runs decomposed
+    if oi.op in KEPT_OFF_CPU:  # the samples are on the CPU, where it runs decomposed
         assert not kept, f"ltorch.{oi.op.name} was kept whole on the CPU"
     else:
         assert kept, f"ltorch.{oi.op.name} ran decomposed on every sample"

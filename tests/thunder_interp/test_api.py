@@ -19,6 +19,8 @@ from thunder_interp import (
     UnsupportedOpcodeError,
     interpret,
     provenance_of,
+    running_line,
+    uncatchable,
 )
 
 CONFIG = {"scale": 3}
@@ -653,8 +655,9 @@ def test_hooks_fire_inside_compiled_blocks() -> None:
 
 
 def test_errors_marked_uncatchable_bypass_the_programs_except_clauses():
+    @uncatchable
     class Limit(Exception):
-        _interpreter_uncatchable = True
+        pass
 
     def boom():
         raise Limit("no")
@@ -669,6 +672,64 @@ def test_errors_marked_uncatchable_bypass_the_programs_except_clauses():
     assert program.__name__ == "program"
     with pytest.raises(Limit):
         interpret(program)()
+
+
+def test_uncatchable_covers_subclasses_and_leaves_other_errors_catchable() -> None:
+    @uncatchable
+    class Refusal(Exception):
+        pass
+
+    class Specific(Refusal, ValueError):
+        pass
+
+    def program(exc: BaseException) -> str:
+        try:
+            raise exc
+        except Exception:
+            return "swallowed"
+
+    with pytest.raises(Specific):
+        interpret(program)(Specific("no"))
+    assert interpret(program)(ValueError("plain")) == "swallowed"
+    # The interpreter's own errors are marked the same way.
+    with pytest.raises(InterpreterError):
+        interpret(program)(InterpreterError("refused"))
+    with pytest.raises(TypeError, match="exception class"):
+        uncatchable(int)  # type: ignore[type-var]
+
+
+def test_running_line_is_the_line_of_the_innermost_frame_not_skipped() -> None:
+    # A "library" whose frames are skipped: its note() asks where the program is.
+    library: dict[str, Any] = {"running_line": running_line, "seen": []}
+    exec(
+        compile(
+            "def note():\n    seen.append(running_line(lambda f: f == '<library>'))\n",
+            "<library>",
+            "exec",
+        ),
+        library,
+    )
+    note = library["note"]
+
+    def program() -> int:
+        x = 1
+        note()  # the line noted
+        return x
+
+    assert interpret(program)() == 1
+    first = program.__code__.co_firstlineno
+    assert library["seen"] == [(program.__code__.co_filename, first + 2)]
+    # Nothing skipped: the innermost frame, the library's own line.
+    library["seen"].clear()
+    exec(
+        compile(
+            "def note():\n    seen.append(running_line(lambda f: False))\n", "<library>", "exec"
+        ),
+        library,
+    )
+    note = library["note"]
+    assert interpret(program)() == 1
+    assert library["seen"] == [("<library>", 2)]
 
 
 def test_history_records_calls_lines_and_returns() -> None:

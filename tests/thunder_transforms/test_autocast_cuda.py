@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import thunder
-from thunder_ir import TensorProxy, check_trace, dtypes, trace_function
+from thunder_ir import TensorProxy, check_trace, dtypes, prims, trace_function
 from thunder_ir import ops as L
 from thunder_ir.ops.fallback import call_torch_fallback
 from thunder_ir.pytree import tree_flatten
@@ -383,7 +383,7 @@ def test_table_from_the_source(name: str, dtype: torch.dtype) -> None:
 def test_rms_norm_follows_the_installed_torch() -> None:
     """rms_norm joined CUDA's float32 list in torch 2.12 (before, it runs on what comes in)."""
     registered = torch._C._dispatch_has_kernel_for_dispatch_key("aten::rms_norm", "AutocastCUDA")
-    assert ("ltorch.rms_norm" in LISTS["cuda"].fp32) == registered
+    assert (L.rms_norm in LISTS["cuda"].fp32) == registered
     for weight in (In((4,)), In((4,), BF16)):
         args = [M_BF16, weight]
         want = eager_dtypes(lambda x, w: F.rms_norm(x, (4,), w), args, {"cuda": BF16})
@@ -457,10 +457,10 @@ def test_every_cuda_registration_this_ir_has_is_listed() -> None:
     """The other direction: each aten op torch 2.13 registers for CUDA autocast is on the lists
     under the name of this IR's op, or has no op here (a torch_fallback, cast by a fake run)."""
     aliases = {
-        "linalg_vector_norm": "vector_norm",
-        "_scaled_dot_product_flash_attention": "sdpa_flash",
-        "convolution": "prims.convolution",
-        "binary_cross_entropy": "binary_cross_entropy",
+        "linalg_vector_norm": L.vector_norm,
+        "_scaled_dot_product_flash_attention": L.sdpa_flash,
+        "convolution": prims.convolution,
+        "binary_cross_entropy": L.binary_cross_entropy,
     }
     listed = LISTS["cuda"].listed()
     registered = {
@@ -469,11 +469,10 @@ def test_every_cuda_registration_this_ir_has_is_listed() -> None:
     }
     missing = []
     for name in sorted(registered):
-        target = aliases.get(name, name)
-        sym_id = target if "." in target else f"ltorch.{target}"
-        if sym_id.startswith("ltorch.") and target not in L.ALL_OPS:
+        sym = aliases.get(name, L.ALL_OPS.get(name))
+        if sym is None:
             continue  # no op in this IR
-        if sym_id not in listed:
+        if sym not in listed:
             missing.append(name)
     assert missing == []
 

@@ -42,9 +42,11 @@ from thunder_executors.peephole import (
     drop_unread_numbers,
 )
 from thunder_executors.torch_views import torch_call
-from thunder_ir import BoundSymbol, Proxy, Symbol, TensorProxy, Trace
+from thunder_ir import BoundSymbol, PassRecord, Proxy, Symbol, TensorProxy, Trace, prims
+from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import AliasInfo, alias_info, writes_in_place
 from thunder_ir.higher_order import map_subtraces
+from thunder_ir.symbol import leaf_prims
 from thunder_ir.tags import OpTag
 
 __all__ = ["ExecutionTrace", "ExecutorLike", "resolve_executors", "transform_for_execution"]
@@ -60,11 +62,20 @@ class ExecutionTrace(Trace):
     symbols; the compile time of regions compiled lazily is ``compile_seconds()``.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    FIELDS = (*Trace.FIELDS, "fusion_notes", "fusion_regions", "executors")
+
+    def __init__(
+        self,
+        *args: Any,
+        fusion_notes: Iterable[str] = (),
+        fusion_regions: Iterable[BoundSymbol] = (),
+        executors: Iterable[Executor] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.fusion_notes: list[str] = []
-        self.fusion_regions: list[BoundSymbol] = []
-        self.executors: tuple[Executor, ...] = ()
+        self.fusion_notes: list[str] = list(fusion_notes)
+        self.fusion_regions: list[BoundSymbol] = list(fusion_regions)
+        self.executors: tuple[Executor, ...] = tuple(executors)
 
     def python_callable(self, ctx: dict[str, Any] | None = None) -> Callable[..., Any]:
         # Executor symbols printed under ``torch`` are exactly torch's functions, so the real
@@ -142,7 +153,7 @@ class _Assigner:
 
     def _as_torch_runs_it(self, bsym: BoundSymbol) -> BoundSymbol | None:
         """``bsym`` as one call of the torch callable it mirrors, where memory sharing needs it."""
-        if bsym.sym.module != "ltorch" or _stops_gradients(bsym) or _returns_its_input(bsym):
+        if not ltorch.is_torch_op(bsym.sym) or _stops_gradients(bsym) or _returns_its_input(bsym):
             return None
         if OpTag.IN_PLACE in bsym.sym.tags:
             return torch_call(bsym) if self.eager_aliasing else None
@@ -251,8 +262,9 @@ class _Assigner:
 
 # Conversions that torch answers with the tensor itself when they change nothing.
 _CONVERSIONS = frozenset(
-    {"to", "type_as", "type", "float", "double", "half", "bfloat16", "int", "long", "short",
-     "char", "byte", "bool", "cpu"}
+    {ltorch.to, ltorch.type_as, ltorch.type, ltorch.float, ltorch.double, ltorch.half,
+     ltorch.bfloat16, ltorch.int, ltorch.long, ltorch.short, ltorch.char, ltorch.byte,
+     ltorch.bool, ltorch.cpu}
 )  # fmt: skip
 
 
@@ -260,10 +272,10 @@ def _returns_its_input(bsym: BoundSymbol) -> bool:
     """A conversion that changes nothing (``x.to(x.dtype)``, ``x.cpu()`` on the CPU): torch
     returns ``x`` itself, and so does its decomposition (one ``shallow_copy``, printed as
     ``y = x``), without a torch call. A ``memory_format`` may ask for a copy: torch decides."""
-    if bsym.sym.name not in _CONVERSIONS or len(bsym.subsymbols) != 1:
+    if bsym.sym not in _CONVERSIONS or len(bsym.subsymbols) != 1:
         return False
     (sub,) = bsym.subsymbols
-    if not (sub.sym.is_prim and sub.sym.name == "shallow_copy"):
+    if sub.sym is not prims.shallow_copy:
         return False
     return bsym.kwargs.get("memory_format") in (None, torch.preserve_format)
 
@@ -271,7 +283,7 @@ def _returns_its_input(bsym: BoundSymbol) -> bool:
 def _sets_layout(bsym: BoundSymbol) -> bool:
     """``contiguous()``, or an op given a ``memory_format`` other than "preserve": its
     decomposition keeps the values and knows nothing of strides."""
-    if bsym.sym.name == "contiguous":
+    if bsym.sym is ltorch.contiguous:
         return True
     return bsym.kwargs.get("memory_format") not in (None, torch.preserve_format)
 
@@ -279,33 +291,25 @@ def _sets_layout(bsym: BoundSymbol) -> bool:
 def _stops_gradients(bsym: BoundSymbol) -> bool:
     """Whether ``bsym``'s decomposition stops gradients where the torch callable it mirrors
     would not (a write recorded in a no-grad region): it must run as its decomposition."""
-    if bsym.sym.name in ("detach", "data"):  # torch's own stops them too
+    if bsym.sym is ltorch.detach or bsym.sym is ltorch.data:  # torch's own stops them too
         return False
-    return any(leaf.sym.is_prim and leaf.sym.name in _NO_GRAD_PRIMS for leaf in _leaves(bsym))
+    return any(_STOPS_GRADIENT in leaf.sym.tags for leaf in leaf_prims(bsym))
 
 
-_NO_GRAD_PRIMS = frozenset({"stop_gradient", "written_without_grad"})
+_STOPS_GRADIENT = OpTag.STOPS_GRADIENT  # read once: it is tested for every leaf
 
 
 def _number_computations(bsym: BoundSymbol, defined: set[str]) -> list[BoundSymbol]:
     """The calls of ``bsym``'s decomposition that compute only numbers from numbers and from
     defined tensors (the sizes of its outputs, when they are symbolic)."""
     out: list[BoundSymbol] = []
-    for sub in _leaves(bsym):
+    for sub in leaf_prims(bsym):
         outs = sub.flat_proxy_outs
         if not outs or any(isinstance(p, TensorProxy) or p.name in defined for p in outs):
             continue
         if all(p.name in defined for p in sub.flat_proxy_args if isinstance(p, TensorProxy)):
             out.append(sub)
     return out
-
-
-def _leaves(bsym: BoundSymbol) -> Iterable[BoundSymbol]:
-    if not bsym.subsymbols:
-        yield bsym
-        return
-    for sub in bsym.subsymbols:
-        yield from _leaves(sub)
 
 
 def _prim_count(bsym: BoundSymbol) -> int:
@@ -556,19 +560,15 @@ def transform_for_execution(
     out = drop_unread_factories(drop_implicit_broadcasts(out, returned), returned)
     out = drop_unread_numbers(drop_identity_arithmetic(out, returned), returned, aliases.is_written)
     out = _with_deletes(out, returned | {a.name for a in trace.args})
-    derived = trace.derive(
-        out, pass_name="transform_for_execution", seconds=time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    return ExecutionTrace.like(
+        trace,
+        bound_symbols=out,
+        history=(*trace.history, PassRecord("transform_for_execution", seconds)),
+        fusion_notes=notes,
+        fusion_regions=regions,
+        executors=exs,
     )
-    ex = ExecutionTrace(
-        derived.fn_name, args=derived.args, bound_symbols=derived.bound_symbols, names=derived.names
-    )
-    ex.constraints = derived.constraints
-    ex.history = derived.history
-    ex.docstring = derived.docstring
-    ex.fusion_notes = notes
-    ex.fusion_regions = regions
-    ex.executors = exs
-    return ex
 
 
 def _proxies(x: Any) -> list[Proxy]:

@@ -55,6 +55,11 @@ class Executor:
     def is_available(self) -> bool:
         return self.availability()[0]
 
+    def claim_of(self, sym: Symbol) -> str:
+        """How this executor takes calls of ``sym``, in a few words, as far as it can say without
+        a call (empty: it never does). For ``./dev ops`` (``thunder.op_table``)."""
+        return ""
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
 
@@ -84,11 +89,12 @@ def to_runtime_value(x: Any) -> Any:
 
 
 class OperatorExecutor(Executor):
-    """Claims IR symbols one call at a time, by symbol id."""
+    """Claims IR symbols one call at a time: ``implementations`` holds how it runs each symbol it
+    claims, keyed by the symbol itself."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
-        self.implementations: dict[str, ImplInfo] = {}
+        self.implementations: dict[Symbol, ImplInfo] = {}
 
     def make_symbol(
         self, name: str, fn: Callable[..., Any], *, module: str | None = None
@@ -98,34 +104,33 @@ class OperatorExecutor(Executor):
 
     def register_implementation(
         self,
-        symbol_or_id: Symbol | str,
+        symbol: Symbol,
         impl: Symbol | Callable[..., Any] | None = None,
         *,
         checker: Checker | None = None,
         translate: Translator | None = None,
     ) -> None:
-        """Claims ``symbol_or_id``.
+        """Claims ``symbol``.
 
         ``impl`` is an executor symbol (or a plain callable, wrapped into one named after the IR
         symbol) called with the IR call's arguments, IR dtypes and devices translated to torch's.
         ``translate`` instead builds the executing bound symbol itself (to rearrange arguments).
         ``checker`` receives the IR call's arguments and may refuse it.
         """
-        sym_id = symbol_or_id.id if isinstance(symbol_or_id, Symbol) else symbol_or_id
+        if not isinstance(symbol, Symbol):
+            raise TypeError(
+                f"register_implementation takes the IR symbol it claims, not {symbol!r}"
+            )
         if translate is None:
             if impl is None:
                 raise TypeError("register_implementation needs impl or translate")
-            exsym = (
-                impl
-                if isinstance(impl, Symbol)
-                else self.make_symbol(sym_id.rpartition(".")[2], impl)
-            )
+            exsym = impl if isinstance(impl, Symbol) else self.make_symbol(symbol.name, impl)
             translate = same_arguments(exsym)
-        self.implementations[sym_id] = ImplInfo(translate, checker)
+        self.implementations[symbol] = ImplInfo(translate, checker)
 
     def implementation_for(self, bsym: BoundSymbol) -> ImplInfo | None:
         """The implementation that would run ``bsym``, or None when this executor does not claim it."""
-        info = self.implementations.get(bsym.sym.id)
+        info = self.implementations.get(bsym.sym)
         if info is None:
             return None
         if info.checker is not None and not info.checker(*bsym.args, **bsym.kwargs):
@@ -134,6 +139,14 @@ class OperatorExecutor(Executor):
 
     def claims(self, bsym: BoundSymbol) -> bool:
         return self.implementation_for(bsym) is not None
+
+    def claim_of(self, sym: Symbol) -> str:
+        info = self.implementations.get(sym)
+        if info is None:
+            return ""
+        if info.checker is None:
+            return "runs"
+        return f"runs if {getattr(info.checker, '__name__', 'its checker')}"
 
     def translate(self, bsym: BoundSymbol) -> BoundSymbol:
         info = self.implementation_for(bsym)

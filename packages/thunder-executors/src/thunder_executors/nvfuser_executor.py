@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from thunder_executors.executor import FusionExecutor, register_executor
-from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, dtypes
+from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, dtypes, prims
 from thunder_ir.dtypes import DType
 
 __all__ = [
@@ -42,23 +42,30 @@ _DATATYPE_NAMES = {
     dtypes.complex128: "ComplexDouble",
 }
 
-# prim -> fd.ops function of the same meaning.
-_ELEMENTWISE = {
-    **{n: n for n in (
-        "abs", "neg", "bitwise_not", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt",
-        "rsqrt", "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-        "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "lgamma", "digamma", "sigmoid", "floor",
-        "ceil", "round", "trunc", "sign", "signbit", "isfinite", "isnan", "isinf", "real", "imag",
-        "add", "sub", "mul", "div", "fmod", "remainder", "pow", "atan2", "maximum", "minimum",
-        "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "where",
+# prim -> the fd.ops function of the same meaning (its name: the prim's, where not given).
+_ELEMENTWISE: dict[Symbol, str] = {
+    **{p: p.name for p in (
+        prims.abs, prims.neg, prims.bitwise_not, prims.exp, prims.exp2, prims.expm1, prims.log,
+        prims.log1p, prims.log2, prims.log10, prims.sqrt, prims.rsqrt, prims.reciprocal, prims.sin,
+        prims.cos, prims.tan, prims.asin, prims.acos, prims.atan, prims.sinh, prims.cosh,
+        prims.tanh, prims.asinh, prims.acosh, prims.atanh, prims.erf, prims.erfc, prims.erfinv,
+        prims.lgamma, prims.digamma, prims.sigmoid, prims.floor, prims.ceil, prims.round,
+        prims.trunc, prims.sign, prims.signbit, prims.isfinite, prims.isnan, prims.isinf,
+        prims.real, prims.imag, prims.add, prims.sub, prims.mul, prims.div, prims.fmod,
+        prims.remainder, prims.pow, prims.atan2, prims.maximum, prims.minimum, prims.bitwise_and,
+        prims.bitwise_or, prims.bitwise_xor, prims.eq, prims.ne, prims.lt, prims.le, prims.gt,
+        prims.ge, prims.where,
     )},
-    "shift_left": "bitwise_left_shift",
-    "shift_right": "bitwise_right_shift",
+    prims.shift_left: "bitwise_left_shift",
+    prims.shift_right: "bitwise_right_shift",
 }  # fmt: skip
-_REDUCTIONS = {"sum": "sum", "prod": "prod", "amax": "max", "amin": "min"}
+_REDUCTIONS: dict[Symbol, str] = {
+    prims.sum: "sum", prims.prod: "prod", prims.amax: "max", prims.amin: "min"
+}  # fmt: skip
 TRANSLATABLE_PRIMS = frozenset(
-    {*_ELEMENTWISE, *_REDUCTIONS, "convert_element_type", "broadcast_in_dim", "reshape", "transpose",
-     "squeeze", "var", "var_mean", "slice", "cat", "pad", "full"}
+    {*_ELEMENTWISE, *_REDUCTIONS, prims.convert_element_type, prims.broadcast_in_dim,
+     prims.reshape, prims.transpose, prims.squeeze, prims.var, prims.var_mean, prims.slice_prim,
+     prims.cat, prims.pad, prims.full}
 )  # fmt: skip
 
 
@@ -156,49 +163,49 @@ def define_fusion(
 def _translate(
     fd: Any, bsym: BoundSymbol, value: Callable[[Any], Any], dt: Callable[[DType], Any]
 ) -> Any:
-    name, args, kwargs = bsym.sym.name, bsym.args, bsym.kwargs
+    sym, args, kwargs = bsym.sym, bsym.args, bsym.kwargs
     ops = fd.ops
-    if name in _ELEMENTWISE:
-        return getattr(ops, _ELEMENTWISE[name])(*(value(a) for a in args))
-    if name in _REDUCTIONS:
+    if sym in _ELEMENTWISE:
+        return getattr(ops, _ELEMENTWISE[sym])(*(value(a) for a in args))
+    if sym in _REDUCTIONS:
         a, dims = args
-        return getattr(ops, _REDUCTIONS[name])(value(a), list(dims), False, dt(a.dtype))
-    if name == "convert_element_type":
+        return getattr(ops, _REDUCTIONS[sym])(value(a), list(dims), False, dt(a.dtype))
+    if sym is prims.convert_element_type:
         return ops.cast(value(args[0]), dt(args[1]))
-    if name == "broadcast_in_dim":
+    if sym is prims.broadcast_in_dim:
         a, shape, bdims = args
         return ops.broadcast_in_dim(value(a), list(shape), list(bdims))
-    if name == "reshape":
+    if sym is prims.reshape:
         return ops.reshape(value(args[0]), list(args[1]))
-    if name == "transpose":
+    if sym is prims.transpose:
         return ops.permute(value(args[0]), list(args[1]))
-    if name == "squeeze":
+    if sym is prims.squeeze:
         return ops.squeeze(value(args[0]), list(args[1]))
-    if name in ("var", "var_mean"):
+    if sym is prims.var or sym is prims.var_mean:
         a, dims = args
-        fn = ops.var if name == "var" else ops.var_mean
+        fn = ops.var if sym is prims.var else ops.var_mean
         return fn(value(a), list(dims), kwargs["correction"], False)
-    if name == "slice":
+    if sym is prims.slice_prim:
         a, start, end = args[:3]
         strides = args[3] if len(args) > 3 else kwargs.get("strides") or [1] * len(start)
         return ops.slice(value(a), list(start), list(end), list(strides))
-    if name == "cat":
+    if sym is prims.cat:
         tensors, dim = args
         return ops.cat([value(t) for t in tensors], dim)
-    if name == "pad":
+    if sym is prims.pad:
         a, pad_value, config = args
         if any(interior for _, _, interior in config):
             raise NotImplementedError("nvFuser pad has no interior padding")
         widths = [w for lo, hi, _ in reversed(config) for w in (lo, hi)]
         return ops.pad(value(a), widths, value(pad_value))
-    if name == "full":
+    if sym is prims.full:
         shape, fill = args
         return ops.full(list(shape), value(fill), dt(kwargs["dtype"]))
-    raise NotImplementedError(f"prims.{name} has no nvFuser translation")
+    raise NotImplementedError(f"{sym.qualified_name} has no nvFuser translation")
 
 
 def _fusible_pad(bsym: BoundSymbol) -> bool:
-    return bsym.sym.name != "pad" or not any(i for _, _, i in bsym.args[2])
+    return bsym.sym is not prims.pad or not any(i for _, _, i in bsym.args[2])
 
 
 class NvFuserRegion:
@@ -250,14 +257,13 @@ class NvFuserExecutor(FusionExecutor):
     def can_fuse(self, bsym: BoundSymbol) -> bool:
         return self.can_translate(bsym) and self.is_available()
 
+    def claim_of(self, sym: Symbol) -> str:
+        return "fuses (CUDA tensors)" if sym in TRANSLATABLE_PRIMS else ""
+
     @staticmethod
     def can_translate(bsym: BoundSymbol) -> bool:
         """Whether ``bsym`` has a translation (for CUDA tensors), whatever this machine has."""
-        if (
-            not bsym.sym.is_prim
-            or bsym.sym.name not in TRANSLATABLE_PRIMS
-            or not _fusible_pad(bsym)
-        ):
+        if bsym.sym not in TRANSLATABLE_PRIMS or not _fusible_pad(bsym):
             return False
         tensors = [
             p for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs) if isinstance(p, TensorProxy)

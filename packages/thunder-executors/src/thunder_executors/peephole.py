@@ -27,7 +27,9 @@ from typing import Any
 
 import torch
 
-from thunder_ir import BoundSymbol, NumberProxy, Proxy, TensorProxy
+from thunder_executors.torch_ops_executor import RUNNERS
+from thunder_executors.torch_symbols import helper_symbol, torch_symbol
+from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy
 from thunder_ir.codegen import PythonCode
 from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
@@ -39,20 +41,26 @@ __all__ = [
     "drop_unread_numbers",
 ]
 
+
+def _torch_functions(*names: str) -> frozenset[Symbol]:
+    """The executor symbols of ``torch.<name>`` for each name (``thunder_executors.torch_symbols``:
+    the torch executor's and those of ops run as torch runs them alike)."""
+    return frozenset(map(torch_symbol, names))
+
+
 # torch functions (as the torch executor prints them) that broadcast their tensor operands.
-_BROADCASTING = frozenset(
-    {
-        "add", "sub", "mul", "true_divide", "div", "floor_divide", "remainder", "fmod", "pow",
-        "atan2", "maximum", "minimum", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor",
-        "bitwise_left_shift", "bitwise_right_shift", "eq", "ne", "lt", "le", "gt", "ge", "where",
-    }
+_BROADCASTING = _torch_functions(
+    "add", "sub", "mul", "true_divide", "div", "floor_divide", "remainder", "fmod", "pow",
+    "atan2", "maximum", "minimum", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_left_shift", "bitwise_right_shift", "eq", "ne", "lt", "le", "gt", "ge", "where",
 )  # fmt: skip
+_BROADCAST_IN_DIM = helper_symbol("broadcast_in_dim")
 
 
 def _is_expand(bsym: BoundSymbol) -> bool:
     """A ``broadcast_in_dim`` that torch's own broadcasting would do: the input's dimensions
     are the trailing ones of the result, each either kept or grown from 1."""
-    if bsym.sym.module != "torch_ex" or bsym.sym.name != "broadcast_in_dim":
+    if bsym.sym is not _BROADCAST_IN_DIM:
         return False
     a, shape, dims = bsym.args[:3]
     if not isinstance(a, TensorProxy) or not isinstance(bsym.output, TensorProxy):
@@ -66,7 +74,7 @@ def _is_expand(bsym: BoundSymbol) -> bool:
 
 
 def _broadcasts_like_torch(bsym: BoundSymbol) -> bool:
-    return bsym.sym.module == "torch" and bsym.sym.name in _BROADCASTING and not bsym.kwargs
+    return bsym.sym in _BROADCASTING and not bsym.kwargs
 
 
 def _broadcast_shape(shapes: Sequence[Sequence[Any]]) -> tuple[int, ...] | None:
@@ -134,7 +142,12 @@ def drop_implicit_broadcasts(bsyms: Sequence[BoundSymbol], keep: set[str]) -> li
 # Executor symbols that only make a new tensor from their arguments: no effect, no error that
 # depends on what they read.
 _PURE_FACTORIES = frozenset(
-    {("torch_ex", "tensor"), ("torch_ex", "iota"), ("torch", "full"), ("torch_ex", "shallow_copy")}
+    {
+        helper_symbol("tensor"),
+        helper_symbol("iota"),
+        torch_symbol("full"),
+        helper_symbol("shallow_copy"),
+    }
 )
 
 
@@ -146,9 +159,7 @@ def drop_unread_factories(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[
         b
         for b in bsyms
         if not (
-            (b.sym.module, b.sym.name) in _PURE_FACTORIES
-            and isinstance(b.output, Proxy)
-            and b.output.name not in read
+            b.sym in _PURE_FACTORIES and isinstance(b.output, Proxy) and b.output.name not in read
         )
     ]
 
@@ -172,10 +183,7 @@ def drop_unread_numbers(
             outs
             and (
                 all(isinstance(o, NumberProxy) for o in outs)
-                or (
-                    (b.sym.module, b.sym.name) in _PURE_CALLS
-                    and not any(written(p.name) for p in b.flat_proxy_args)
-                )
+                or (b.sym in _PURE_CALLS and not any(written(p.name) for p in b.flat_proxy_args))
             )
             and not any(o.name in needed for o in outs)
             and _EFFECTS.isdisjoint(b.sym.tags)
@@ -189,33 +197,37 @@ def drop_unread_numbers(
 
 
 # Torch functions whose result is new dense memory of its own (never a view of an argument).
-_FRESH = _BROADCASTING | frozenset(
-    {
-        "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
-        "erf", "reciprocal", "arange", "cat", "clone", "cumsum", "sum", "amax", "amin",
-        "matmul", "bmm", "mm",
-    }
+_FRESH = _BROADCASTING | _torch_functions(
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
+    "erf", "reciprocal", "arange", "cat", "clone", "cumsum", "sum", "amax", "amin",
+    "matmul", "bmm", "mm",
 )  # fmt: skip
+# Helpers of the torch executor that make a new tensor.
+_FRESH_HELPERS = frozenset({helper_symbol("iota"), helper_symbol("tensor")})
 # Calls without effects whose unread results can be dropped.
-_PURE_CALLS = frozenset(
-    {("torch", n) for n in (*_FRESH, "argmax", "argmin")} | {("torch_ex", "broadcast_in_dim")}
-)
+_PURE_CALLS = _FRESH | _torch_functions("argmax", "argmin") | {_BROADCAST_IN_DIM}
 
 
 def _fresh(bsym: BoundSymbol | None) -> bool:
     if bsym is None:
         return False
-    if bsym.sym.module == "torch_ops":
+    if bsym.sym in RUNNERS:
         return True  # whole ops (linear, softmax, embedding, ...): new memory
-    if bsym.sym.module == "torch_ex":
-        return bsym.sym.name in ("iota", "tensor")
-    return bsym.sym.module == "torch" and bsym.sym.name in _FRESH
+    return bsym.sym in _FRESH or bsym.sym in _FRESH_HELPERS
+
+
+# The arithmetic ``_is_identity`` recognizes.
+_MUL, _ADD, _SUB = torch_symbol("mul"), torch_symbol("add"), torch_symbol("sub")
+_DIVIDES = _torch_functions("true_divide", "div")
 
 
 def _is_identity(bsym: BoundSymbol) -> bool:
     """``x * 1``, ``x / 1``, ``x - 0.0``, ``x + -0.0`` and, for integers, ``x + 0``, with the
     result of ``x``'s dtype and shape, in float32, float64 or an integer dtype."""
-    if bsym.sym.module != "torch" or bsym.kwargs or len(bsym.args) != 2:
+    sym = bsym.sym
+    if not (sym is _MUL or sym is _ADD or sym is _SUB or sym in _DIVIDES):
+        return False
+    if bsym.kwargs or len(bsym.args) != 2:
         return False
     x, c = bsym.args
     out = bsym.output
@@ -230,15 +242,12 @@ def _is_identity(bsym: BoundSymbol) -> bool:
         # a complex product by 1 + 0j computes inf * 0; bfloat16 and float16 compute in float32
         # and round back, which makes every NaN the positive one
         return False
-    name = bsym.sym.name
-    if name in ("mul", "true_divide", "div"):
+    if sym is _MUL or sym in _DIVIDES:
         return c == 1
     # x - 0.0 and x + -0.0 keep a -0.0; x + 0.0 and x - -0.0 make it 0.0
-    if name == "sub":
+    if sym is _SUB:
         return c == 0 and (x.dtype.is_exact or math.copysign(1.0, c) > 0)
-    if name == "add":
-        return c == 0 and (x.dtype.is_exact or math.copysign(1.0, c) < 0)
-    return False
+    return c == 0 and (x.dtype.is_exact or math.copysign(1.0, c) < 0)  # add
 
 
 def _number(c: Any) -> int | float | None:
@@ -274,7 +283,5 @@ def drop_identity_arithmetic(bsyms: Sequence[BoundSymbol], keep: set[str]) -> li
     return out
 
 
-def _alias_symbol() -> Any:
-    from thunder_executors.torch_executor import helper_symbol
-
+def _alias_symbol() -> Symbol:
     return helper_symbol("shallow_copy")

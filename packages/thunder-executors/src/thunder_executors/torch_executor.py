@@ -10,7 +10,6 @@ that torch would promote) is made then, never per call.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +21,8 @@ from thunder_executors.executor import (
     register_executor,
     to_runtime_value,
 )
+from thunder_executors.torch_symbols import executor_symbol as _symbol
+from thunder_executors.torch_symbols import helper_symbol, torch_symbol
 from thunder_ir import BoundSymbol, PythonCode, Symbol, TensorProxy, prims
 from thunder_ir.codegen import Printer, register_inline, type_comment
 from thunder_ir.dtypes import to_torch_dtype
@@ -36,27 +37,6 @@ class TorchExecutor(OperatorExecutor):
 
 torch_executor = TorchExecutor("torch")
 register_executor(torch_executor)
-
-_symbols: dict[tuple[str, str], Symbol] = {}
-
-
-def _symbol(module: str, name: str, fn: Callable[..., Any]) -> Symbol:
-    key = (module, name)
-    sym = _symbols.get(key)
-    if sym is None:
-        sym = Symbol(name, None, module=module, impl=fn, id=f"torch::{module}.{name}")
-        _symbols[key] = sym
-    return sym
-
-
-def torch_symbol(name: str) -> Symbol:
-    """The executor symbol for ``torch.<name>`` (printed and run as exactly that)."""
-    return _symbol("torch", name, getattr(torch, name))
-
-
-def helper_symbol(name: str, fn: Callable[..., Any] | None = None) -> Symbol:
-    """The executor symbol for ``torch_ex.<name>``, a function of thunder_executors.torch_impls."""
-    return _symbol("torch_ex", name, fn if fn is not None else getattr(torch_impls, name))
 
 
 def _call(
@@ -73,53 +53,62 @@ def _has_tensor(bsym: BoundSymbol) -> bool:
     return any(isinstance(a, TensorProxy) for a in bsym.flat_args)
 
 
-def _number_symbol(prim_name: str) -> Symbol:
-    fn = torch_impls.NUMBER_FUNCTIONS[prim_name]
+def _number_symbol(prim: Symbol) -> Symbol:
+    fn = torch_impls.NUMBER_FUNCTIONS[prim]
     module = getattr(fn, "__module__", None)
     name = getattr(fn, "__name__", "<lambda>")
     if module in ("operator", "math", "builtins", "_operator") and name.isidentifier():
         return _symbol("operator" if module == "_operator" else module, name, fn)
-    return helper_symbol(f"number_{prim_name}", fn)
+    return helper_symbol(f"number_{prim.name}", fn)
 
 
 # Elementwise ------------------------------------------------------------------------------------
 
-# prim name -> torch function name, where they differ.
-_UNARY_TORCH_NAMES = {
-    "abs": "abs", "neg": "neg", "bitwise_not": "bitwise_not", "exp": "exp", "exp2": "exp2",
-    "expm1": "expm1", "log": "log", "log1p": "log1p", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
-    "rsqrt": "rsqrt", "reciprocal": "reciprocal", "sin": "sin", "cos": "cos", "tan": "tan",
-    "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
-    "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "erf": "erf", "erfc": "erfc",
-    "erfinv": "erfinv", "lgamma": "lgamma", "digamma": "digamma", "sigmoid": "sigmoid",
-    "floor": "floor", "ceil": "ceil", "round": "round", "trunc": "trunc", "sign": "sign",
-    "signbit": "signbit", "isfinite": "isfinite", "isnan": "isnan", "isinf": "isinf", "real": "real",
+# prim -> the torch function that computes it.
+_UNARY_TORCH_NAMES: dict[Symbol, str] = {
+    prims.abs: "abs", prims.neg: "neg", prims.bitwise_not: "bitwise_not", prims.exp: "exp",
+    prims.exp2: "exp2", prims.expm1: "expm1", prims.log: "log", prims.log1p: "log1p",
+    prims.log2: "log2", prims.log10: "log10", prims.sqrt: "sqrt", prims.rsqrt: "rsqrt",
+    prims.reciprocal: "reciprocal", prims.sin: "sin", prims.cos: "cos", prims.tan: "tan",
+    prims.asin: "asin", prims.acos: "acos", prims.atan: "atan", prims.sinh: "sinh",
+    prims.cosh: "cosh", prims.tanh: "tanh", prims.asinh: "asinh", prims.acosh: "acosh",
+    prims.atanh: "atanh", prims.erf: "erf", prims.erfc: "erfc", prims.erfinv: "erfinv",
+    prims.lgamma: "lgamma", prims.digamma: "digamma", prims.sigmoid: "sigmoid",
+    prims.floor: "floor", prims.ceil: "ceil", prims.round: "round", prims.trunc: "trunc",
+    prims.sign: "sign", prims.signbit: "signbit", prims.isfinite: "isfinite",
+    prims.isnan: "isnan", prims.isinf: "isinf", prims.real: "real",
 }  # fmt: skip
 
-_BINARY_TORCH_NAMES = {
-    "add": "add", "sub": "sub", "mul": "mul", "floor_divide": "floor_divide",
-    "remainder": "remainder", "fmod": "fmod", "pow": "pow", "atan2": "atan2", "maximum": "maximum",
-    "minimum": "minimum", "copysign": "copysign", "bitwise_and": "bitwise_and",
-    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor", "shift_left": "bitwise_left_shift",
-    "shift_right": "bitwise_right_shift", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt",
-    "ge": "ge",
+_BINARY_TORCH_NAMES: dict[Symbol, str] = {
+    prims.add: "add", prims.sub: "sub", prims.mul: "mul", prims.floor_divide: "floor_divide",
+    prims.remainder: "remainder", prims.fmod: "fmod", prims.pow: "pow", prims.atan2: "atan2",
+    prims.maximum: "maximum", prims.minimum: "minimum", prims.copysign: "copysign",
+    prims.bitwise_and: "bitwise_and", prims.bitwise_or: "bitwise_or",
+    prims.bitwise_xor: "bitwise_xor", prims.shift_left: "bitwise_left_shift",
+    prims.shift_right: "bitwise_right_shift", prims.eq: "eq", prims.ne: "ne", prims.lt: "lt",
+    prims.le: "le", prims.gt: "gt", prims.ge: "ge",
 }  # fmt: skip
 
 # Comparisons with the number first: swap the operands and mirror the comparison.
-_MIRRORED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+_MIRRORED: dict[Symbol, Symbol] = {
+    prims.eq: prims.eq, prims.ne: prims.ne, prims.lt: prims.gt, prims.le: prims.ge,
+    prims.gt: prims.lt, prims.ge: prims.le,
+}  # fmt: skip
 # torch refuses a Python number here (as the first, or as either operand).
-_NO_NUMBER_FIRST = {"fmod", "atan2", "maximum", "minimum", "copysign"}
-_NO_NUMBER_AT_ALL = {"atan2", "maximum", "minimum"}
+_NO_NUMBER_FIRST = frozenset(
+    {prims.fmod, prims.atan2, prims.maximum, prims.minimum, prims.copysign}
+)
+_NO_NUMBER_AT_ALL = frozenset({prims.atan2, prims.maximum, prims.minimum})
 
 
-def _elementwise_translator(prim_name: str, tensor_translate: Translator) -> Translator:
-    number_sym = _number_symbol(prim_name) if prim_name in torch_impls.NUMBER_FUNCTIONS else None
+def _elementwise_translator(prim: Symbol, tensor_translate: Translator) -> Translator:
+    number_sym = _number_symbol(prim) if prim in torch_impls.NUMBER_FUNCTIONS else None
 
     def translate(bsym: BoundSymbol) -> BoundSymbol:
         if not _has_tensor(bsym):
             if number_sym is None:
                 raise NotImplementedError(
-                    f"prims.{prim_name} on numbers only has no implementation"
+                    f"prims.{prim.name} on numbers only has no implementation"
                 )
             return _call(number_sym, bsym, bsym.args)
         return tensor_translate(bsym)
@@ -127,27 +116,27 @@ def _elementwise_translator(prim_name: str, tensor_translate: Translator) -> Tra
     return translate
 
 
-def _unary(prim_name: str, torch_name: str) -> Translator:
+def _unary(prim: Symbol, torch_name: str) -> Translator:
     sym = torch_symbol(torch_name)
-    if prim_name == "sign":  # torch.sign refuses complex tensors; torch.sgn is its complex form
+    if prim is prims.sign:  # torch.sign refuses complex tensors; torch.sgn is its complex form
         sgn = torch_symbol("sgn")
         return _elementwise_translator(
-            prim_name, lambda b: _call(sgn if b.args[0].dtype.is_complex else sym, b, b.args)
+            prim, lambda b: _call(sgn if b.args[0].dtype.is_complex else sym, b, b.args)
         )
-    return _elementwise_translator(prim_name, lambda bsym: _call(sym, bsym, bsym.args))
+    return _elementwise_translator(prim, lambda bsym: _call(sym, bsym, bsym.args))
 
 
 # A CPU binary op with a Python number wraps the number into a new tensor on every call (about
 # 1.5 us, as much as the op itself at small sizes). Where the number converts to the result dtype
 # exactly as torch would convert it (the tensor's dtype, no promotion), the trace passes a
 # 0-dim tensor of that dtype made once: torch runs the same kernel on the same value.
-_SCALAR_CONSTANT_OPS = frozenset({"add", "sub", "mul"})
+_SCALAR_CONSTANT_OPS = frozenset({prims.add, prims.sub, prims.mul})
 _SCALAR_CONSTANT_DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64"}
 _scalar_constants: dict[str, PythonCode] = {}
 
 
-def _scalar_operand(prim_name: str, tensor: TensorProxy, number: Any, out: Any) -> Any:
-    if prim_name not in _SCALAR_CONSTANT_OPS or type(number) not in (int, float):
+def _scalar_operand(prim: Symbol, tensor: TensorProxy, number: Any, out: Any) -> Any:
+    if prim not in _SCALAR_CONSTANT_OPS or type(number) not in (int, float):
         return number
     if not isinstance(out, TensorProxy) or out.dtype != tensor.dtype:
         return number
@@ -179,7 +168,7 @@ def _scalar_operand(prim_name: str, tensor: TensorProxy, number: Any, out: Any) 
     return constant
 
 
-def _binary(prim_name: str, torch_name: str) -> Translator:
+def _binary(prim: Symbol, torch_name: str) -> Translator:
     sym = torch_symbol(torch_name)
     wrapped = helper_symbol(
         f"{torch_name}_with_number", torch_impls.number_to_tensor_then(getattr(torch, torch_name))
@@ -190,19 +179,19 @@ def _binary(prim_name: str, torch_name: str) -> Translator:
         if _is_tensor(a) and _is_tensor(b):
             return _call(sym, bsym, (a, b))
         if _is_tensor(a):
-            if prim_name in _NO_NUMBER_AT_ALL:
+            if prim in _NO_NUMBER_AT_ALL:
                 return _call(wrapped, bsym, (a, b))
-            return _call(sym, bsym, (a, _scalar_operand(prim_name, a, b, bsym.output)))
-        if prim_name in _MIRRORED:
-            return _call(torch_symbol(_BINARY_TORCH_NAMES[_MIRRORED[prim_name]]), bsym, (b, a))
-        if prim_name in _NO_NUMBER_FIRST:
+            return _call(sym, bsym, (a, _scalar_operand(prim, a, b, bsym.output)))
+        if prim in _MIRRORED:
+            return _call(torch_symbol(_BINARY_TORCH_NAMES[_MIRRORED[prim]]), bsym, (b, a))
+        if prim in _NO_NUMBER_FIRST:
             return _call(wrapped, bsym, (a, b))
-        return _call(sym, bsym, (_scalar_operand(prim_name, b, a, bsym.output), b))
+        return _call(sym, bsym, (_scalar_operand(prim, b, a, bsym.output), b))
 
-    return _elementwise_translator(prim_name, tensor_translate)
+    return _elementwise_translator(prim, tensor_translate)
 
 
-def _divide(prim_name: str, rounding_mode: str | None) -> Translator:
+def _divide(prim: Symbol, rounding_mode: str | None) -> Translator:
     div = torch_symbol("div")
     true_divide = torch_symbol("true_divide")
 
@@ -216,7 +205,7 @@ def _divide(prim_name: str, rounding_mode: str | None) -> Translator:
             return _call(true_divide, bsym, bsym.args)
         return _call(div, bsym, bsym.args, {"rounding_mode": mode})
 
-    return _elementwise_translator(prim_name, tensor_translate)
+    return _elementwise_translator(prim, tensor_translate)
 
 
 def _convert_element_type(bsym: BoundSymbol) -> BoundSymbol:
@@ -389,14 +378,17 @@ def _same(sym: Symbol) -> Translator:
 
 def _register_all() -> None:
     reg = torch_executor.register_implementation
-    for prim_name, torch_name in _UNARY_TORCH_NAMES.items():
-        reg(prims.ALL_PRIMS[prim_name], translate=_unary(prim_name, torch_name))
+    for prim, torch_name in _UNARY_TORCH_NAMES.items():
+        reg(prim, translate=_unary(prim, torch_name))
     imag_sym = helper_symbol("imag")
-    reg(prims.imag, translate=_elementwise_translator("imag", lambda b: _call(imag_sym, b, b.args)))
-    for prim_name, torch_name in _BINARY_TORCH_NAMES.items():
-        reg(prims.ALL_PRIMS[prim_name], translate=_binary(prim_name, torch_name))
-    reg(prims.div, translate=_divide("div", None))
-    reg(prims.trunc_divide, translate=_divide("trunc_divide", "trunc"))
+    reg(
+        prims.imag,
+        translate=_elementwise_translator(prims.imag, lambda b: _call(imag_sym, b, b.args)),
+    )
+    for prim, torch_name in _BINARY_TORCH_NAMES.items():
+        reg(prim, translate=_binary(prim, torch_name))
+    reg(prims.div, translate=_divide(prims.div, None))
+    reg(prims.trunc_divide, translate=_divide(prims.trunc_divide, "trunc"))
     reg(prims.convert_element_type, translate=_convert_element_type)
     reg(prims.where, translate=_where)
 
@@ -443,9 +435,14 @@ def _register_all() -> None:
     _register_random()
 
     # Collectives: torch.distributed calls (thunder_executors.distributed_impls).
-    for name in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "wait"):
-        fn = getattr(distributed_impls, name)
-        reg(prims.ALL_PRIMS[name], translate=_same(_symbol("torch_dist", name, fn)))
+    for prim, fn in (
+        (prims.all_reduce, distributed_impls.all_reduce),
+        (prims.all_gather, distributed_impls.all_gather),
+        (prims.reduce_scatter, distributed_impls.reduce_scatter),
+        (prims.broadcast, distributed_impls.broadcast),
+        (prims.wait, distributed_impls.wait),
+    ):
+        reg(prim, translate=_same(_symbol("torch_dist", fn.__name__, fn)))
 
     reg(prims.take, translate=_same(helper_symbol("take")))
     reg(prims.index_select, translate=_same(torch_symbol("index_select")))
@@ -509,8 +506,11 @@ def _register_random() -> None:
     from thunder_ir import ops
 
     reg = torch_executor.register_implementation
-    for prim in (prims.bernoulli, prims.randint):
-        reg(prim, translate=_same(helper_symbol(prim.name, getattr(torch_random, prim.name))))
+    for prim, draw in (
+        (prims.bernoulli, torch_random.bernoulli),
+        (prims.randint, torch_random.randint),
+    ):
+        reg(prim, translate=_same(helper_symbol(draw.__name__, draw)))
     for op, fn in (
         (ops.get_rng_state, torch_random.get_rng_state),
         (ops.cuda_get_rng_state, torch_random.get_rng_state),
@@ -534,5 +534,5 @@ def unclaimed_prims() -> list[str]:
         name
         for name, sym in prims.ALL_PRIMS.items()
         if not (OpTag.PROLOGUE in sym.tags or OpTag.RETURN in sym.tags)
-        and sym.id not in torch_executor.implementations
+        and sym not in torch_executor.implementations
     ]

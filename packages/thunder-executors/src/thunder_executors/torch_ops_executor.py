@@ -35,38 +35,44 @@ from typing import Any
 
 from thunder_executors.executor import OperatorExecutor, register_executor, same_arguments
 from thunder_ir import Symbol
+from thunder_ir import ops as ltorch
 
-__all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "torch_ops_executor"]
+__all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "RUNNERS", "torch_ops_executor"]
 
 # ltorch ops that eager runs as one kernel (or a few, where their decomposition takes many more
 # passes over memory), kept whole and run by that torch function. Left out, as no faster whole:
 # sigmoid and tanh (one prim each), softsign, tanhshrink and normalize (Python composites in
 # torch.nn.functional, the same passes as their decompositions), l1_loss, std and std_mean (as
 # fast decomposed, measured).
-KEPT_OPS = (
+KEPT_OPS: tuple[Symbol, ...] = (
     # matrix products, attention, embedding
-    "linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "scaled_dot_product_attention",
-    "embedding",
+    ltorch.linear, ltorch.matmul, ltorch.mm, ltorch.bmm, ltorch.addmm, ltorch.baddbmm,
+    ltorch.scaled_dot_product_attention, ltorch.embedding,
     # normalizations (batch_norm and instance_norm only where they write no running statistic)
-    "layer_norm", "group_norm", "rms_norm", "batch_norm", "instance_norm",
+    ltorch.layer_norm, ltorch.group_norm, ltorch.rms_norm, ltorch.batch_norm,
+    ltorch.instance_norm,
     # activations
-    "gelu", "silu", "relu", "relu6", "hardtanh", "hardswish", "hardsigmoid", "elu", "celu",
-    "selu", "leaky_relu", "mish", "softplus", "logsigmoid", "glu", "prelu", "threshold",
+    ltorch.gelu, ltorch.silu, ltorch.relu, ltorch.relu6, ltorch.hardtanh, ltorch.hardswish,
+    ltorch.hardsigmoid, ltorch.elu, ltorch.celu, ltorch.selu, ltorch.leaky_relu, ltorch.mish,
+    ltorch.softplus, ltorch.logsigmoid, ltorch.glu, ltorch.prelu, ltorch.threshold,
     # softmax and its relatives
-    "softmax", "log_softmax", "softmin", "logsumexp",
+    ltorch.softmax, ltorch.log_softmax, ltorch.softmin, ltorch.logsumexp,
     # losses
-    "cross_entropy", "nll_loss", "mse_loss", "smooth_l1_loss", "huber_loss",
-    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    ltorch.cross_entropy, ltorch.nll_loss, ltorch.mse_loss, ltorch.smooth_l1_loss,
+    ltorch.huber_loss, ltorch.binary_cross_entropy, ltorch.binary_cross_entropy_with_logits,
+    ltorch.kl_div,
     # convolutions, pooling, padding
-    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "pad",
+    ltorch.conv1d, ltorch.conv2d, ltorch.conv3d, ltorch.conv_transpose1d, ltorch.conv_transpose2d,
+    ltorch.conv_transpose3d, ltorch.max_pool1d, ltorch.max_pool2d, ltorch.max_pool3d,
+    ltorch.avg_pool1d, ltorch.avg_pool2d, ltorch.avg_pool3d, ltorch.adaptive_avg_pool1d,
+    ltorch.adaptive_avg_pool2d, ltorch.adaptive_avg_pool3d, ltorch.pad,
     # elementwise ops and reductions whose decompositions take several passes
-    "clamp", "clamp_min", "clamp_max", "nan_to_num", "lerp", "addcmul", "addcdiv", "hypot",
-    "fmax", "fmin", "tril", "triu", "vector_norm", "nansum", "mean", "roll",
-    "max", "min", "logical_and", "logical_or", "logical_xor", "count_nonzero",
+    ltorch.clamp, ltorch.clamp_min, ltorch.clamp_max, ltorch.nan_to_num, ltorch.lerp,
+    ltorch.addcmul, ltorch.addcdiv, ltorch.hypot, ltorch.fmax, ltorch.fmin, ltorch.tril,
+    ltorch.triu, ltorch.vector_norm, ltorch.nansum, ltorch.mean, ltorch.roll, ltorch.max,
+    ltorch.min, ltorch.logical_and, ltorch.logical_or, ltorch.logical_xor, ltorch.count_nonzero,
     # indexed writes and factories eager runs as one kernel
-    "scatter", "index_add", "linspace", "eye",
+    ltorch.scatter, ltorch.index_add, ltorch.linspace, ltorch.eye,
 )  # fmt: skip
 
 # Kept whole off the CPU only: torch's CPU kernels for these are slower than their
@@ -74,21 +80,27 @@ KEPT_OPS = (
 # tensors 2.5-7x, mish, binary_cross_entropy and kl_div 1.3-3x). Average pooling is kept on the
 # CPU for windows of more than ``_CPU_AVG_POOL_WINDOW`` elements only: its decomposition is a
 # pass per window element (2x faster for 3x3 windows, 3x slower for 7x7).
-KEPT_OFF_CPU = frozenset({"max_pool2d", "max_pool3d", "mish", "binary_cross_entropy", "kl_div"})
+KEPT_OFF_CPU = frozenset(
+    {ltorch.max_pool2d, ltorch.max_pool3d, ltorch.mish, ltorch.binary_cross_entropy, ltorch.kl_div}
+)
 _CPU_AVG_POOL_WINDOW = 9
 
 # Internal ops (no torch name; see thunder_ir.ops.nn_backward) run with aten kernels.
-ATEN_OPS = (
-    "native_layer_norm", "layer_norm_backward", "gelu_backward", "sdpa_flash",
-    "sdpa_flash_backward", "convolution_backward_input", "convolution_backward_weight",
-    "max_pool_with_indices", "max_pool_with_indices_backward", "embedding_backward",
-    "native_batch_norm", "batch_norm_backward", "hardswish_backward", "hardsigmoid_backward",
-    "hardtanh_backward", "silu_backward", "leaky_relu_backward", "elu_backward",
-    "softplus_backward", "mish_backward",
+ATEN_OPS: tuple[Symbol, ...] = (
+    ltorch.native_layer_norm, ltorch.layer_norm_backward, ltorch.gelu_backward, ltorch.sdpa_flash,
+    ltorch.sdpa_flash_backward, ltorch.convolution_backward_input,
+    ltorch.convolution_backward_weight, ltorch.max_pool_with_indices,
+    ltorch.max_pool_with_indices_backward, ltorch.embedding_backward, ltorch.native_batch_norm,
+    ltorch.batch_norm_backward, ltorch.hardswish_backward, ltorch.hardsigmoid_backward,
+    ltorch.hardtanh_backward, ltorch.silu_backward, ltorch.leaky_relu_backward,
+    ltorch.elu_backward, ltorch.softplus_backward, ltorch.mish_backward,
 )  # fmt: skip
 
 torch_ops_executor = OperatorExecutor("torch_ops")
 register_executor(torch_ops_executor)
+# The executor symbols this executor runs ops with (``torch_ops.layer_norm``): each computes a
+# whole op into new memory. Filled at import time.
+RUNNERS: set[Symbol] = set()
 
 
 def _torch_function(op: Symbol) -> Callable[..., Any] | None:
@@ -207,18 +219,18 @@ def _avg_pool_kept(nd: int) -> Callable[[dict[str, Any]], bool]:
 
 
 # Ops kept only for some calls, by the call's arguments bound to the op's parameters.
-_CONDITIONS: dict[str, Callable[[dict[str, Any]], bool]] = {
-    "batch_norm": _batch_norm_writes_nothing,
-    "instance_norm": _no_running_stats,
+_CONDITIONS: dict[Symbol, Callable[[dict[str, Any]], bool]] = {
+    ltorch.batch_norm: _batch_norm_writes_nothing,
+    ltorch.instance_norm: _no_running_stats,
     **dict.fromkeys(KEPT_OFF_CPU, _off_cpu),
-    "avg_pool1d": _avg_pool_kept(1),
-    "avg_pool2d": _avg_pool_kept(2),
-    "avg_pool3d": _avg_pool_kept(3),
+    ltorch.avg_pool1d: _avg_pool_kept(1),
+    ltorch.avg_pool2d: _avg_pool_kept(2),
+    ltorch.avg_pool3d: _avg_pool_kept(3),
 }
 
 
 def _checker(op: Symbol, fn: Callable[..., Any]) -> Callable[..., bool]:
-    condition = _CONDITIONS.get(op.name)
+    condition = _CONDITIONS.get(op)
 
     def check(*args: Any, **kwargs: Any) -> bool:
         if not _takes(fn, args, kwargs):
@@ -232,17 +244,20 @@ def _checker(op: Symbol, fn: Callable[..., Any]) -> Callable[..., bool]:
     return check
 
 
-def _register() -> None:
-    from thunder_ir import ops
+def _runner(op: Symbol, fn: Callable[..., Any]) -> Symbol:
+    """The executor symbol ``torch_ops.<op name>`` that runs ``op`` whole with ``fn``."""
+    sym = Symbol(op.name, None, module="torch_ops", impl=fn, id=f"torch_ops::{op.name}")
+    RUNNERS.add(sym)
+    return sym
 
-    for name in KEPT_OPS:
-        op = ops.ALL_OPS.get(name)
-        fn = None if op is None else _torch_function(op)
-        if op is None or fn is None:
-            continue  # not in this torch (tests/thunder_executors/test_torch_ops.py: no typo)
-        sym = Symbol(name, None, module="torch_ops", impl=fn, id=f"torch_ops::{name}")
+
+def _register() -> None:
+    for op in KEPT_OPS:
+        fn = _torch_function(op)
+        if fn is None:
+            continue  # not in this torch (tests/thunder_executors/test_torch_ops.py)
         torch_ops_executor.register_implementation(
-            op, translate=same_arguments(sym), checker=_checker(op, fn)
+            op, translate=same_arguments(_runner(op, fn)), checker=_checker(op, fn)
         )
 
 
@@ -374,49 +389,46 @@ def _on_cpu(q: Any, *args: Any, **kwargs: Any) -> bool:
     return str(q.device.type) == "cpu"
 
 
-def _aten_ops() -> dict[str, Callable[..., Any]]:
+def _aten_ops() -> dict[Symbol, Callable[..., Any]]:
     """Internal ops (no torch name) and the aten kernels that run them: the forwards that save
     what a fused backward needs, and those backwards (see ``thunder_ir.ops.nn_backward``)."""
     import torch
 
     return {
-        "native_layer_norm": torch.ops.aten.native_layer_norm,
-        "layer_norm_backward": _layer_norm_backward,
-        "gelu_backward": _gelu_backward,
-        "sdpa_flash": _sdpa_flash,
-        "sdpa_flash_backward": _sdpa_flash_backward,
-        "convolution_backward_input": _convolution_backward(0),
-        "convolution_backward_weight": _convolution_backward(1),
-        "max_pool_with_indices": _max_pool_with_indices,
-        "max_pool_with_indices_backward": _max_pool_with_indices_backward,
-        "embedding_backward": torch.ops.aten.embedding_dense_backward,
-        "native_batch_norm": _native_batch_norm,
-        "batch_norm_backward": _batch_norm_backward,
-        "hardswish_backward": torch.ops.aten.hardswish_backward,
-        "hardsigmoid_backward": torch.ops.aten.hardsigmoid_backward,
-        "hardtanh_backward": torch.ops.aten.hardtanh_backward,
-        "silu_backward": torch.ops.aten.silu_backward,
-        "leaky_relu_backward": functools.partial(_leaky_relu_backward, torch),
-        "elu_backward": functools.partial(_elu_backward, torch),
-        "softplus_backward": torch.ops.aten.softplus_backward,
-        "mish_backward": torch.ops.aten.mish_backward,
+        ltorch.native_layer_norm: torch.ops.aten.native_layer_norm,
+        ltorch.layer_norm_backward: _layer_norm_backward,
+        ltorch.gelu_backward: _gelu_backward,
+        ltorch.sdpa_flash: _sdpa_flash,
+        ltorch.sdpa_flash_backward: _sdpa_flash_backward,
+        ltorch.convolution_backward_input: _convolution_backward(0),
+        ltorch.convolution_backward_weight: _convolution_backward(1),
+        ltorch.max_pool_with_indices: _max_pool_with_indices,
+        ltorch.max_pool_with_indices_backward: _max_pool_with_indices_backward,
+        ltorch.embedding_backward: torch.ops.aten.embedding_dense_backward,
+        ltorch.native_batch_norm: _native_batch_norm,
+        ltorch.batch_norm_backward: _batch_norm_backward,
+        ltorch.hardswish_backward: torch.ops.aten.hardswish_backward,
+        ltorch.hardsigmoid_backward: torch.ops.aten.hardsigmoid_backward,
+        ltorch.hardtanh_backward: torch.ops.aten.hardtanh_backward,
+        ltorch.silu_backward: torch.ops.aten.silu_backward,
+        ltorch.leaky_relu_backward: functools.partial(_leaky_relu_backward, torch),
+        ltorch.elu_backward: functools.partial(_elu_backward, torch),
+        ltorch.softplus_backward: torch.ops.aten.softplus_backward,
+        ltorch.mish_backward: torch.ops.aten.mish_backward,
     }
 
 
 # Kernels that exist on CPU only (other devices run these ops decomposed).
-_CPU_ONLY = frozenset({"sdpa_flash", "sdpa_flash_backward"})
+_CPU_ONLY = frozenset({ltorch.sdpa_flash, ltorch.sdpa_flash_backward})
 
 
 def _register_aten() -> None:
-    from thunder_ir import ops
-
     fns = _aten_ops()
     assert set(fns) == set(ATEN_OPS)
-    for name, fn in fns.items():
-        sym = Symbol(name, None, module="torch_ops", impl=fn, id=f"torch_ops::{name}")
-        checker = _on_cpu if name in _CPU_ONLY else None
+    for op, fn in fns.items():
+        checker = _on_cpu if op in _CPU_ONLY else None
         torch_ops_executor.register_implementation(
-            ops.ALL_OPS[name], translate=same_arguments(sym), checker=checker
+            op, translate=same_arguments(_runner(op, fn)), checker=checker
         )
 
 

@@ -21,7 +21,9 @@ from typing import Any
 import torch
 
 from thunder_executors.executor import to_runtime_value
+from thunder_executors.torch_symbols import executor_symbol
 from thunder_ir import BoundSymbol, Symbol
+from thunder_ir import ops as ltorch
 
 __all__ = ["torch_call", "torch_callable_symbols"]
 
@@ -44,39 +46,44 @@ def _attribute_getter(name: str) -> Callable[[Any], Any]:
     return get
 
 
-@functools.cache
 def torch_callable_symbols(op: Symbol) -> tuple[Symbol, ...]:
     """Executor symbols calling the torch callables ``op`` mirrors, in order of preference
     (none for internal ops). Tensor methods come first: they take sizes both as varargs and as
     one sequence (``permute(1, 0)``, ``permute((1, 0))``), as the op does; a Tensor property
     (``Tensor.T``) is read by a small function printed as ``torch_ex.T_attribute``."""
+    return tuple(sym for sym, _ in _torch_callables(op))
+
+
+@functools.cache
+def _torch_callables(op: Symbol) -> tuple[tuple[Symbol, bool], ...]:
+    """``torch_callable_symbols(op)``, each with whether it is a Tensor method (sizes may be
+    passed to it as varargs)."""
     from thunder_ir.ops import resolve_torch_name
 
     methods = [n for n in op.torch_names if n.startswith("torch.Tensor.")]
     functions = [n for n in op.torch_names if not n.startswith("torch.Tensor.")]
-    out: list[Symbol] = []
+    out: list[tuple[Symbol, bool]] = []
     for qualified in (*methods, *functions):
         if qualified in _RETURNING_SELF:
             fn = _RETURNING_SELF[qualified]
-            out.append(
-                Symbol(
-                    fn.__name__, None, module="torch_ex", impl=fn, id=f"torch_views::{qualified}"
-                )
+            sym = Symbol(
+                fn.__name__, None, module="torch_ex", impl=fn, id=f"torch_views::{qualified}"
             )
+            out.append((sym, False))
             continue
         fn = resolve_torch_name(qualified)
         if callable(fn):
+            # The symbol every executor prints this callable with (``torch.cat``).
             module, _, name = qualified.rpartition(".")
-            out.append(Symbol(name, None, module=module, impl=fn, id=f"torch_views::{qualified}"))
+            out.append((executor_symbol(module, name, fn), qualified in methods))
     for qualified in methods:
         attr = qualified.removeprefix("torch.Tensor.")
         if not callable(resolve_torch_name(qualified)) and hasattr(torch.Tensor, attr):
             getter = _attribute_getter(attr)
-            out.append(
-                Symbol(
-                    getter.__name__, None, module="torch_ex", impl=getter, id=f"torch_views::{attr}"
-                )
+            sym = Symbol(
+                getter.__name__, None, module="torch_ex", impl=getter, id=f"torch_views::{attr}"
             )
+            out.append((sym, False))
     return tuple(out)
 
 
@@ -166,9 +173,9 @@ def _sizes_as_varargs(op: Symbol, args: tuple[Any, ...]) -> tuple[Any, ...]:
 def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
     """``bsym`` (a torch-language op) as one call of the torch callable it mirrors, or None when
     it mirrors none."""
-    if bsym.sym.module != "ltorch":
+    if not ltorch.is_torch_op(bsym.sym):
         return None
-    if bsym.sym.name == "torch_fallback_inplace":  # the in-place Tensor method it names
+    if bsym.sym is ltorch.torch_fallback_inplace:  # the in-place Tensor method it names
         from thunder_ir.ops import resolve_torch_name
 
         qualified, *rest = bsym.args
@@ -182,9 +189,9 @@ def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
             header=bsym.header,
         )
     args, kwargs = _as_torch_arguments(bsym.sym, bsym.args, bsym.kwargs)
-    for sym in torch_callable_symbols(bsym.sym):
+    for sym, is_method in _torch_callables(bsym.sym):
         if _accepts(sym.impl, args, kwargs):
-            if sym.module == "torch.Tensor" and not kwargs:
+            if is_method and not kwargs:
                 args = _sizes_as_varargs(bsym.sym, args)
             return BoundSymbol(
                 sym,

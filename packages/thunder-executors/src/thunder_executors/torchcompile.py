@@ -279,6 +279,15 @@ class TorchCompileExecutor(FusionExecutor):
             return False  # number computations stay in Python
         return torch_executor.claims(bsym)
 
+    def claim_of(self, sym: Symbol) -> str:
+        if sym.tags & _NOT_FUSIBLE:
+            return ""
+        if sym.tags >= _FUSIBLE_FALLBACK and not _VIEWS & sym.tags:
+            return "fuses"
+        if not sym.is_prim:
+            return "fuses its decomposition"
+        return "fuses" if sym in torch_executor.implementations else ""
+
     def min_region_size(self) -> int:
         return 2  # one op gains nothing from fusion and pays the compiled call's overhead
 

@@ -23,6 +23,7 @@ import torch
 
 from thunder_executors.executor import OperatorExecutor, register_executor
 from thunder_ir import BoundSymbol, Symbol, TensorProxy, dtypes
+from thunder_ir import ops as ltorch
 
 __all__ = ["TritonExecutor", "interpreted", "triton_executor"]
 
@@ -110,16 +111,8 @@ def _arguments(meta: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict
     return dict(bound.arguments)
 
 
-def _op_meta(op_name: str) -> Any:
-    from thunder_ir import ops
-
-    sym = ops.ALL_OPS.get(op_name)
-    return None if sym is None else sym.meta
-
-
 def _softmax_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    meta = _op_meta("softmax")
-    bound = None if meta is None else _arguments(meta, args, kwargs)
+    bound = _arguments(ltorch.softmax.meta, args, kwargs)
     if bound is None:
         return None
     a, dim, dtype = bound.get("a"), bound.get("dim"), bound.get("dtype")
@@ -161,8 +154,7 @@ def _softmax_translate(bsym: BoundSymbol) -> BoundSymbol:
 def _cross_entropy_arguments(
     args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> dict[str, Any] | None:
-    meta = _op_meta("cross_entropy")
-    bound = None if meta is None else _arguments(meta, args, kwargs)
+    bound = _arguments(ltorch.cross_entropy.meta, args, kwargs)
     if bound is None:
         return None
     a, target = bound.get("a"), bound.get("target")
@@ -201,8 +193,8 @@ def _cross_entropy_translate(bsym: BoundSymbol) -> BoundSymbol:
 
 
 triton_executor.register_implementation(
-    "ltorch.softmax", checker=_softmax_checker, translate=_softmax_translate
+    ltorch.softmax, checker=_softmax_checker, translate=_softmax_translate
 )
 triton_executor.register_implementation(
-    "ltorch.cross_entropy", checker=_cross_entropy_checker, translate=_cross_entropy_translate
+    ltorch.cross_entropy, checker=_cross_entropy_checker, translate=_cross_entropy_translate
 )

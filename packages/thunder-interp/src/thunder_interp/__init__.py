@@ -9,7 +9,8 @@ from thunder_interp import ops as _ops  # noqa: F401  (registers the opcode hand
 from thunder_interp.__about__ import __version__
 from thunder_interp._api import InterpretedFunction, interpret, provenance_of
 from thunder_interp._callbacks import Callbacks
-from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError
+from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError, uncatchable
+from thunder_interp._frames import running_line
 from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._implicit_lookasides import is_interpreting
 from thunder_interp._opaque import is_opaque, opaque, opaque_package
@@ -42,5 +43,7 @@ __all__ = [
     "opaque_package",
     "provenance_of",
     "register_opcode",
+    "running_line",
+    "uncatchable",
     "unsupported_opcodes",
 ]

@@ -2,24 +2,50 @@
 
 from __future__ import annotations
 
-__all__ = ["InterpreterError", "UnsupportedOpcodeError", "is_uncatchable"]
+from typing import TypeVar
+
+__all__ = ["InterpreterError", "UnsupportedOpcodeError", "is_uncatchable", "uncatchable"]
+
+E = TypeVar("E", bound=type[BaseException])
+
+# The exception classes whose instances (and subclasses' instances) the interpreted program cannot
+# catch; filled at import time by the modules that define them.
+_UNCATCHABLE: tuple[type[BaseException], ...] = ()
 
 
+def uncatchable(cls: E) -> E:
+    """Marks the exception class ``cls`` (and its subclasses) as one the interpreted program
+    cannot catch: raised inside an interpretation, it reaches none of the program's exception
+    handlers (``except`` clauses and the like) and leaves the interpreted call as raised. For the
+    errors of tools built on the interpreter (a refusal, a signal to their own caller), whose
+    program must not swallow them. A decorator, or a call for a class defined elsewhere::
+
+        @uncatchable
+        class CompileError(Exception): ...
+
+        uncatchable(SomeLibraryError)
+    """
+    global _UNCATCHABLE
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        raise TypeError(f"uncatchable() takes an exception class, not {cls!r}")
+    if cls not in _UNCATCHABLE:
+        _UNCATCHABLE = (*_UNCATCHABLE, cls)
+    return cls
+
+
+def is_uncatchable(exc: BaseException) -> bool:
+    """Whether ``exc`` bypasses the interpreted program's ``except`` clauses (its class, or a
+    base of it, is marked with :func:`uncatchable`)."""
+    return isinstance(exc, _UNCATCHABLE)
+
+
+@uncatchable
 class InterpreterError(Exception):
     """The interpreter cannot honour CPython semantics for this program.
 
     Such errors are never routed to the interpreted program's own ``except`` clauses: they
     always propagate to the caller of the interpreted function.
     """
-
-
-def is_uncatchable(exc: BaseException) -> bool:
-    """Whether ``exc`` bypasses the interpreted program's ``except`` clauses: the interpreter's
-    own errors, and those of a class that sets ``_interpreter_uncatchable = True`` (a library
-    built on the interpreter marks its errors so without importing it)."""
-    return isinstance(exc, InterpreterError) or getattr(
-        type(exc), "_interpreter_uncatchable", False
-    )
 
 
 class UnsupportedOpcodeError(InterpreterError):

@@ -18,7 +18,7 @@ import os
 import sys
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, TracebackType
 from typing import Any
 
@@ -30,7 +30,7 @@ from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_m
 from thunder_interp._slots import register_attribute_view
 from thunder_interp._tracebacks import FrameLink
 
-__all__ = ["FrameView", "NativeFrameView", "frame_lookasides"]
+__all__ = ["FrameView", "NativeFrameView", "frame_lookasides", "running_line"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _UNRESOLVED: Any = object()
@@ -250,6 +250,38 @@ def _user_frames(real: FrameType | None, last: Any = None) -> Iterator[tuple[Any
             above = []
         real = real.f_back
         offset += 1
+
+
+def running_line(skip: Callable[[str], bool]) -> tuple[str, int] | None:
+    """``(filename, line)`` of the innermost frame running now whose file name ``skip`` does not
+    reject: an interpreted frame at the instruction it runs, or a native frame (one a lookaside
+    runs, or the caller of the interpretation); None where ``skip`` rejects them all. For a tool
+    that notes where the program is when something happens (the line that recorded an op), with
+    less work than ``sys._getframe``'s views: only the frames passed are looked at."""
+    real: FrameType | None = sys._getframe(1)
+    above: list[FrameType] = []  # the interpreter's frames since the last frame passed
+    last: Any = None
+    while real is not None:
+        code = real.f_code
+        if code in LOOP_CODES:
+            frame = real.f_locals.get("f")
+            if frame is not last and isinstance(frame, Frame):
+                filename = frame.code.co_filename
+                if not skip(filename):
+                    _, index = _running_index(frame, real, above)
+                    lines = frame.cc.lines
+                    ok = 0 <= index < len(lines)
+                    return filename, lines[index] if ok else frame.code.co_firstlineno
+                last = frame
+            above = []
+        elif code.co_filename.startswith(_PACKAGE_DIR):
+            above.append(real)
+        else:
+            if not skip(code.co_filename):
+                return code.co_filename, real.f_lineno
+            above = []
+        real = real.f_back
+    return None
 
 
 def _frame_view(frame: Frame) -> FrameView:

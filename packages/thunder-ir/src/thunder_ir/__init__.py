@@ -12,6 +12,7 @@ from thunder_ir.errors import (
     DataDependentError,
     TracingError,
     UnsupportedInTracingError,
+    UnsupportedOptionError,
     UnsupportedTensorAttributeError,
 )
 from thunder_ir.proxies import (
@@ -56,6 +57,7 @@ __all__ = [
     "TracingError",
     "Transform",
     "UnsupportedInTracingError",
+    "UnsupportedOptionError",
     "UnsupportedTensorAttributeError",
     "__version__",
     "check_trace",

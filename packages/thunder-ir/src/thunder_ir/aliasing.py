@@ -53,18 +53,18 @@ __all__ = [
 # other prim returns new memory when it runs (``prims.copy_`` returns its destination).
 MAY_ALIAS_PRIMS = frozenset(
     {
-        "transpose",
-        "reshape",
-        "slice",
-        "squeeze",
-        "unsqueeze",
-        "broadcast_in_dim",
-        "shallow_copy",
-        "stop_gradient",
-        "real",
-        "imag",
-        "convert_element_type",  # to the same dtype: torch's Tensor.to returns the tensor itself
-        "device_put",  # to the same device
+        prims.transpose,
+        prims.reshape,
+        prims.slice_prim,
+        prims.squeeze,
+        prims.unsqueeze,
+        prims.broadcast_in_dim,
+        prims.shallow_copy,
+        prims.stop_gradient,
+        prims.real,
+        prims.imag,
+        prims.convert_element_type,  # to the same dtype: torch's Tensor.to returns the tensor itself
+        prims.device_put,  # to the same device
     }
 )
 
@@ -79,7 +79,7 @@ def _prim_aliases(bsym: BoundSymbol) -> list[tuple[Proxy, Proxy]]:
     """(output, input) pairs of a prim (or of a symbol without decomposition) that may share
     memory when it runs."""
     sym = bsym.sym
-    if sym.is_prim and sym.name == "copy_":
+    if sym is prims.copy_:
         dst = bsym.args[1] if len(bsym.args) > 1 else bsym.kwargs.get("dst")
         outs = bsym.flat_proxy_outs
         return [(o, dst) for o in outs if isinstance(dst, TensorProxy)]
@@ -87,12 +87,12 @@ def _prim_aliases(bsym: BoundSymbol) -> list[tuple[Proxy, Proxy]]:
     if not tensors:
         return []
     if sym.is_prim:
-        if sym.name not in MAY_ALIAS_PRIMS:
+        if sym not in MAY_ALIAS_PRIMS:
             return []
         a = tensors[0]
-        if sym.name == "convert_element_type" and bsym.args[1] != a.dtype:
+        if sym is prims.convert_element_type and bsym.args[1] != a.dtype:
             return []
-        if sym.name == "device_put" and bsym.args[1] != a.device:
+        if sym is prims.device_put and bsym.args[1] != a.device:
             return []
         return [(o, a) for o in bsym.flat_proxy_outs if isinstance(o, TensorProxy)]
     if _VIEW_TAGS & sym.tags or OpTag.IN_PLACE in sym.tags:
@@ -104,7 +104,7 @@ def _flow(bsym: BoundSymbol, env: dict[str, set[str]], written: set[str]) -> Non
     """Propagates ``env`` (inner value -> the outer inputs it may alias) through ``bsym``, adding
     to ``written`` the outer inputs a ``prims.copy_`` inside writes into."""
     if bsym.sym.is_prim or not bsym.subsymbols:
-        if bsym.sym.is_prim and bsym.sym.name == "copy_" and len(bsym.args) > 1:
+        if bsym.sym is prims.copy_ and len(bsym.args) > 1:
             dst = bsym.args[1]
             if isinstance(dst, Proxy):
                 written.update(env.get(dst.name, ()))
@@ -122,7 +122,7 @@ def _analyze(bsym: BoundSymbol) -> tuple[list[tuple[Proxy, Proxy]], set[str]]:
     writes into."""
     if bsym.sym.is_prim or not bsym.subsymbols:
         written: set[str] = set()
-        if bsym.sym.is_prim and bsym.sym.name == "copy_" and len(bsym.args) > 1:
+        if bsym.sym is prims.copy_ and len(bsym.args) > 1:
             dst = bsym.args[1]
             if isinstance(dst, Proxy):
                 written.add(dst.name)
@@ -174,7 +174,7 @@ def with_writes_exposed(
     it runs as the op itself, with the op's own rules (``fill_`` into an expanded tensor)."""
     out: list[BoundSymbol] = []
     for b in bsyms:
-        is_copy = b.sym.is_prim and b.sym.name == "copy_"
+        is_copy = b.sym is prims.copy_
         if is_copy or not b.subsymbols or not writes_in_place(b):
             out.append(b)
         elif only is not None and not written_inputs(b) & only:
@@ -320,7 +320,7 @@ def written_where_gradients_flow(
         names.update(p.name for p in b.flat_proxy_outs if isinstance(p, TensorProxy))
         # A value whose memory was written with a gradient-carrying value carries one from then
         # on (``c.add_(w); a.add_(c)``: the second write carries w's gradient into a).
-        reads_active = b.sym.id != prims.stop_gradient.id and any(
+        reads_active = b.sym is not prims.stop_gradient and any(
             p.name in active or info.root(p.name) in roots for p in tensors
         )
         if not reads_active:

@@ -202,7 +202,9 @@ def type_comment(bsym: BoundSymbol) -> str:
 
 # Symbols printed as a statement of their own instead of a call (see ``register_inline``).
 InlinePrinter = Callable[["BoundSymbol", "Printer"], "str | None"]
-_INLINE: dict[str, InlinePrinter] = {}
+# Read once: an enum member's lookup on its class is slow, and this runs per printed statement.
+_HIGHER_ORDER = OpTag.HIGHER_ORDER
+_INLINE: dict[Symbol, InlinePrinter] = {}
 
 
 def register_inline(sym: Symbol, printer: InlinePrinter) -> None:
@@ -210,7 +212,7 @@ def register_inline(sym: Symbol, printer: InlinePrinter) -> None:
     returns (None: as the usual call). For the prologue's reads and checks, which run on every
     call: ``if x is not _obj0: prims.check_is(x, _obj0)`` tests inline and calls the prim only
     to fail with its message."""
-    _INLINE[sym.id] = printer
+    _INLINE[sym] = printer
 
 
 def bound_symbol_lines(
@@ -226,12 +228,12 @@ def bound_symbol_lines(
     if OpTag.DELETE in bsym.sym.tags:
         lines.append(f"{pad}del {', '.join(value_to_python(a, printer) for a in bsym.args)}")
         return lines
-    inline = _INLINE.get(bsym.sym.id)
+    inline = _INLINE.get(bsym.sym)
     text = inline(bsym, printer) if inline is not None else None
     if text is not None:
         lines.append(f"{pad}{text}")
         return lines
-    if bsym.sym.module == HIGHER_ORDER_MODULE:
+    if _HIGHER_ORDER in bsym.sym.tags:
         from thunder_ir.trace import Trace
 
         for sub in bsym.flat_args:

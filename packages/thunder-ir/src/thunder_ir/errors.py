@@ -1,4 +1,5 @@
-"""Errors of tracing itself: the program does something whose outcome tracing cannot know."""
+"""Errors of tracing itself (the program does something whose outcome tracing cannot know), and
+an op's refusal of an option it does not implement."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ __all__ = [
     "DataDependentError",
     "TracingError",
     "UnsupportedInTracingError",
+    "UnsupportedOptionError",
     "UnsupportedTensorAttributeError",
 ]
 
@@ -15,11 +17,10 @@ class TracingError(Exception):
     or on a part of torch the IR does not mirror.
 
     An interpreter running the program must not route it to the program's own ``except``
-    clauses (``_interpreter_uncatchable``): a program that catches it would silently take a path
-    that eager PyTorch does not take.
+    clauses: a program that catches it would silently take a path that eager PyTorch does not
+    take. The IR knows nothing of the interpreter; the jit marks the class so
+    (``thunder_interp.uncatchable``).
     """
-
-    _interpreter_uncatchable = True
 
 
 class DataDependentError(TracingError, RuntimeError):
@@ -33,3 +34,11 @@ class UnsupportedTensorAttributeError(TracingError, NotImplementedError):
 
 class UnsupportedInTracingError(TracingError, NotImplementedError):
     """A construct the IR cannot record with eager's semantics (named in the message)."""
+
+
+class UnsupportedOptionError(NotImplementedError):
+    """An op refusing an argument or option it does not implement (``avg_pool2d(ceil_mode=True)``,
+    ``pad(mode='reflect')``, a dtype torch itself refuses): the IR cannot record this call as
+    asked. Not a TracingError: the program may catch it as the ``NotImplementedError`` eager
+    raises for what torch refuses, and a caller may run the torch callable itself instead (the
+    jit's fallback does)."""

@@ -62,6 +62,14 @@ class HigherOrderError(ValueError):
     different shapes, a loop body that changes its carried values' metadata...)."""
 
 
+def _higher_order(name: str, meta: Callable[..., Any], impl: Callable[..., Any]) -> Symbol:
+    """A higher-order symbol: printed as ``higher_order.<name>``, tagged ``OpTag.HIGHER_ORDER``
+    (its sub-traces print as local functions and passes map over them)."""
+    return Symbol(
+        name, meta, module=HIGHER_ORDER_MODULE, is_prim=True, impl=impl, tags=(OpTag.HIGHER_ORDER,)
+    )
+
+
 # -- sub-traces ---------------------------------------------------------------------------------
 
 
@@ -119,9 +127,9 @@ def record_subtrace(
     outer = get_tracectx()
     check(outer is not None, "record_subtrace needs a trace being recorded")
     assert outer is not None
-    sub = Trace(outer.make_name(name))
-    sub.names, sub._counters = outer.names, outer._counters  # one namespace: names stay unique
-    sub.grad_enabled = outer.grad_enabled if grad_enabled is None else grad_enabled
+    sub = outer.nested(outer.make_name(name))  # one namespace: names stay unique
+    if grad_enabled is not None:
+        sub.grad_enabled = grad_enabled
     from thunder_ir.prims import python_return
 
     with tracectx(sub):
@@ -132,10 +140,8 @@ def record_subtrace(
         python_return(out)
     bound = [p for p in params if isinstance(p, Proxy)]
     captured = free_proxies(sub.bound_symbols, {p.name for p in bound})
-    sub.args = (*bound, *captured)
-    outer.constraints.extend(sub.constraints)
-    sub.constraints = []
-    return sub
+    outer.constraints.extend(sub.constraints)  # the enclosing trace, still being recorded
+    return sub.replace(args=(*bound, *captured), constraints=())
 
 
 def _copies_of_aliased_inputs(bsyms: Sequence[BoundSymbol], out: Any) -> Any:
@@ -162,10 +168,7 @@ def captures(sub: Trace, n_params: int) -> tuple[Proxy, ...]:
 
 def with_args(sub: Trace, args: Sequence[Proxy]) -> Trace:
     """``sub`` taking ``args`` (a superset of what it reads): branches share one signature."""
-    t = sub.derive(sub.bound_symbols, pass_name="signature")
-    t.history = sub.history
-    t.args = tuple(args)
-    return t
+    return sub.replace(args=tuple(args))
 
 
 def inline(sub: Trace, args: Sequence[Any]) -> Any:
@@ -264,7 +267,7 @@ def _cond_impl(pred: Any, true_branch: Any, false_branch: Any, operands: tuple[A
     return true_branch(*operands) if pred else false_branch(*operands)
 
 
-cond = Symbol("cond", _cond_meta, module=HIGHER_ORDER_MODULE, is_prim=True, impl=_cond_impl)
+cond = _higher_order("cond", _cond_meta, _cond_impl)
 """``cond(pred, true_branch, false_branch, operands)``: ``true_branch(*operands)`` if the
 one-element tensor ``pred`` is true, else ``false_branch(*operands)``. Both branches take the same
 inputs and return the same structure and metadata."""
@@ -303,9 +306,7 @@ def _while_loop_impl(
     return tuple(carried)
 
 
-while_loop = Symbol(
-    "while_loop", _while_loop_meta, module=HIGHER_ORDER_MODULE, is_prim=True, impl=_while_loop_impl
-)
+while_loop = _higher_order("while_loop", _while_loop_meta, _while_loop_impl)
 """``while_loop(cond_fn, body_fn, carried, extra)``: while ``cond_fn(*carried, *extra)``,
 ``carried = body_fn(*carried, *extra)``; returns the final carried values."""
 
@@ -344,7 +345,7 @@ def _map_impl(fn: Any, xs: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> A
     return tree_unflatten([torch.stack(column) for column in columns], spec)
 
 
-tensor_map = Symbol("map", _map_meta, module=HIGHER_ORDER_MODULE, is_prim=True, impl=_map_impl)
+tensor_map = _higher_order("map", _map_meta, _map_impl)
 """``map(fn, xs, args)``: ``fn`` applied to the slices ``x[i]`` of every tensor of ``xs`` (and
 to ``args`` unchanged), the results stacked along a new leading dimension."""
 
@@ -404,7 +405,7 @@ def _scan_impl(
     return carry, tuple(torch.stack(column) for column in zip(*ys))
 
 
-scan = Symbol("scan", _scan_meta, module=HIGHER_ORDER_MODULE, is_prim=True, impl=_scan_impl)
+scan = _higher_order("scan", _scan_meta, _scan_impl)
 """``scan(combine, init, xs, extra, reverse)``: ``carry, y_i = combine(*carry, *x_i, *extra)``
 over the slices of ``xs`` along dimension 0 (last to first when ``reverse``); returns the final
 carry and the stacked ``y``."""
@@ -461,12 +462,8 @@ def _while_loop_backward_impl(
     return (*grads, *extra_grads)
 
 
-while_loop_backward = Symbol(
-    "while_loop_backward",
-    _while_loop_backward_meta,
-    module=HIGHER_ORDER_MODULE,
-    is_prim=True,
-    impl=_while_loop_backward_impl,
+while_loop_backward = _higher_order(
+    "while_loop_backward", _while_loop_backward_meta, _while_loop_backward_impl
 )
 """The gradients of ``while_loop`` with respect to its floating-point carried and extra inputs:
 the loop runs again to find every step's carried values, then ``body_vjp(*carried, *extra,
@@ -519,13 +516,7 @@ def _scan_backward_impl(
     return (*grads, *(torch.stack(column) for column in x_grads), *extra_grads)
 
 
-scan_backward = Symbol(
-    "scan_backward",
-    _scan_backward_meta,
-    module=HIGHER_ORDER_MODULE,
-    is_prim=True,
-    impl=_scan_backward_impl,
-)
+scan_backward = _higher_order("scan_backward", _scan_backward_meta, _scan_backward_impl)
 """The gradients of ``scan`` with respect to its floating-point init, scanned and extra inputs:
 the scan runs again for the carry before every step, then ``combine_vjp`` runs from the last step
 to the first, carrying the carry's cotangent."""
@@ -583,12 +574,8 @@ def _autograd_function_impl(
     return tuple(outputs)  # thunder's autodiff differentiates it with its grad rule
 
 
-autograd_function = Symbol(
-    "autograd_function",
-    _autograd_function_meta,
-    module=HIGHER_ORDER_MODULE,
-    is_prim=True,
-    impl=_autograd_function_impl,
+autograd_function = _higher_order(
+    "autograd_function", _autograd_function_meta, _autograd_function_impl
 )
 """``autograd_function(backward, outputs, inputs, saved)``: the differentiable ``outputs`` of a
 ``torch.autograd.Function`` (computed before it, with gradients stopped), returned as they are;

@@ -17,7 +17,7 @@ from thunder_ir.pytree import tree_iter
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx
 
-__all__ = ["BoundSymbol", "Symbol"]
+__all__ = ["BoundSymbol", "Symbol", "leaf_prims"]
 
 
 class Symbol:
@@ -32,6 +32,8 @@ class Symbol:
 
     __slots__ = (
         "__weakref__",
+        "_stops_gradient",
+        "_write",
         "id",
         "impl",
         "is_prim",
@@ -59,6 +61,9 @@ class Symbol:
         self.meta = meta
         self.is_prim = is_prim
         self.tags = frozenset(tags)
+        # Two tags read on every call in a no-grad region (``__call__``), looked up once here.
+        self._write = OpTag.WRITE in self.tags
+        self._stops_gradient = OpTag.STOPS_GRADIENT in self.tags
         self.torch_names = tuple(torch_names)
         self.impl = impl
         self.id = id if id is not None else f"{module}.{name}"
@@ -92,8 +97,10 @@ class Symbol:
             args = tuple(tuple(a) if _is_proxy_sequence(a) else a for a in args)
         if any(_is_proxy_sequence(v) for v in kwargs.values()):
             kwargs = {k: tuple(v) if _is_proxy_sequence(v) else v for k, v in kwargs.items()}
+        if trace.locate is not None and len(trace.scopes) == 1:
+            trace.new_call()
         keeps_grad = False
-        if not trace.grad_enabled and self.is_prim and self.name == "copy_" and len(args) > 1:
+        if not trace.grad_enabled and self._write and len(args) > 1:
             # A write in a no-grad region writes a value without gradient history, as eager;
             # a tensor that requires grad keeps its place in the graph with the new values.
             value = _without_grad(args[0])
@@ -123,8 +130,9 @@ class Symbol:
                 # The op computed nothing (dropout in eval mode, a reshape to the same shape):
                 # its output is its input, and recording it would redefine that name.
                 return out
-        trace.record(BoundSymbol(self, args, kwargs, out, subsymbols))
-        if not trace.grad_enabled and not keeps_grad and self.name not in _KEEP_GRAD:
+        location = trace.call_location() if trace.locate is not None else None
+        trace.record(BoundSymbol(self, args, kwargs, out, subsymbols, location=location))
+        if not trace.grad_enabled and not keeps_grad and not self._stops_gradient:
             return _without_grad(out)
         return out
 
@@ -188,10 +196,6 @@ def _is_proxy_sequence(x: Any) -> bool:
     return any(isinstance(v, Proxy) for v in x)
 
 
-# Recorded in no-grad regions with the gradient flag their meta gives.
-_KEEP_GRAD = frozenset({"stop_gradient", "written_without_grad"})
-
-
 def _without_grad(out: Any) -> Any:
     """``out`` with each tensor that requires grad passed through ``prims.stop_gradient``."""
     from thunder_ir.prims import stop_gradient
@@ -207,6 +211,10 @@ def _without_grad(out: Any) -> Any:
 class BoundSymbol:
     """One call of a symbol: its arguments, output and (for composites) the calls it decomposes into.
 
+    ``location`` is where the program made the call, as the user's ``file:line``, when known
+    (recorded into a trace whose ``locate`` is set; the calls a composite decomposes into share
+    its location; ``replace`` keeps it): errors about the call name that line (``where()``).
+
     Immutable by convention: passes build new ones with ``replace``.
     """
 
@@ -216,6 +224,7 @@ class BoundSymbol:
         "args",
         "header",
         "kwargs",
+        "location",
         "output",
         "subsymbols",
         "sym",
@@ -229,6 +238,7 @@ class BoundSymbol:
         output: Any,
         subsymbols: tuple[BoundSymbol, ...] = (),
         header: str = "",
+        location: str | None = None,
     ) -> None:
         self.sym = sym
         self.args = tuple(args)
@@ -236,6 +246,7 @@ class BoundSymbol:
         self.output = output
         self.subsymbols = subsymbols
         self.header = header
+        self.location = location
         self._flat_args: tuple[Any, ...] | None = None
         self._flat_outs: tuple[Any, ...] | None = None
 
@@ -247,6 +258,7 @@ class BoundSymbol:
             "output": self.output,
             "subsymbols": self.subsymbols,
             "header": self.header,
+            "location": self.location,
         }
         unknown = set(changes) - set(values)
         if unknown:
@@ -278,6 +290,11 @@ class BoundSymbol:
     def has_tag(self, tag: OpTag) -> bool:
         return tag in self.sym.tags
 
+    def where(self) -> str:
+        """`` at file:line`` (the user's line that made the call), or "" where it is unknown: for
+        the messages of errors about this call."""
+        return f" at {self.location}" if self.location else ""
+
     def python(self, indent: int = 0, *, subsymbol_depth: int = 1) -> list[str]:
         from thunder_ir.codegen import bound_symbol_lines
 
@@ -285,6 +302,14 @@ class BoundSymbol:
 
     def __repr__(self) -> str:
         return "\n".join(self.python(subsymbol_depth=0))
+
+
+def leaf_prims(bsym: BoundSymbol) -> list[BoundSymbol]:
+    """The calls ``bsym`` comes down to: itself where it has no subsymbols, else the leaves of
+    its decomposition, in order."""
+    if not bsym.subsymbols:
+        return [bsym]
+    return [leaf for s in bsym.subsymbols for leaf in leaf_prims(s)]
 
 
 def _passes_input_through(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> bool:

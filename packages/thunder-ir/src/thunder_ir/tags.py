@@ -10,6 +10,10 @@ __all__ = ["OpTag"]
 class OpTag(enum.Enum):
     """What an op does, beyond its meta function."""
 
+    # Members are singletons compared by identity: hashed by identity too, in C (``Enum`` hashes
+    # the member's name in Python), as passes test ``tag in sym.tags`` for every bound symbol.
+    __hash__ = object.__hash__
+
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"
     SHAPE_OP = "shape_op"
@@ -40,3 +44,16 @@ class OpTag(enum.Enum):
     RECOMPUTE = "recompute"
     # A torch callable no op mirrors, run by torch (``thunder_ir.ops.fallback``).
     TORCH_FALLBACK = "torch_fallback"
+    # Writes its first argument into its second and returns it (``prims.copy_``, the write every
+    # ``IN_PLACE`` op is built on). Recorded in a no-grad region, the value written carries no
+    # gradient history, as a write under ``torch.no_grad()`` in eager.
+    WRITE = "write"
+    # Its output carries no gradient from (some of) its inputs in any grad mode, and its meta
+    # sets the output's ``requires_grad`` itself (``prims.stop_gradient``,
+    # ``prims.written_without_grad``): recorded as the meta says in no-grad regions, and a
+    # decomposition holding one stops gradients where the torch callable it mirrors may not.
+    STOPS_GRADIENT = "stops_gradient"
+    # Takes functions as sub-traces (``thunder_ir.higher_order``: cond, while_loop, map, scan...):
+    # printed with each function as a local ``def`` before the call; passes that look inside
+    # functions map over them (``map_subtraces``).
+    HIGHER_ORDER = "higher_order"

@@ -5,20 +5,25 @@ from __future__ import annotations
 import builtins
 import itertools
 import linecache
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from thunder_ir import constraints as C
 from thunder_ir.codegen import Printer, bound_symbol_lines, global_names
 from thunder_ir.proxies import Proxy
 from thunder_ir.sizes import note_constraint
 from thunder_ir.symbol import BoundSymbol
+from thunder_ir.tracectx import tracectx
 
 __all__ = ["PassRecord", "Trace"]
 
 _BUILTINS = frozenset(dir(builtins))
 _trace_ids = itertools.count()  # only for unique file names of compiled traces
+_T = TypeVar("_T", bound="Trace")
+_UNKNOWN = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,18 @@ class Trace:
     """A function: inputs (proxies), bound symbols in order, and the constraints the recording
     relied on. ``python()`` prints it; ``python_callable()`` compiles exactly that text."""
 
+    # The fields of a trace: what ``__init__`` takes and ``replace`` changes. The rest of its state
+    # is the recording's (scopes, grad mode, hooks) or derived from the fields (name counters).
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "fn_name",
+        "args",
+        "bound_symbols",
+        "names",
+        "constraints",
+        "history",
+        "docstring",
+    )
+
     def __init__(
         self,
         fn_name: str = "computation",
@@ -40,6 +57,9 @@ class Trace:
         args: Sequence[Proxy] = (),
         bound_symbols: Iterable[BoundSymbol] = (),
         names: Iterable[str] = (),
+        constraints: Iterable[C.Expr] = (),
+        history: Iterable[PassRecord] = (),
+        docstring: str = "",
     ) -> None:
         self.fn_name = fn_name
         self.args: tuple[Proxy, ...] = tuple(args)
@@ -47,18 +67,23 @@ class Trace:
         self.names: set[str] = set(names)
         self._counters: dict[str, int] = {}
         self.scopes: list[list[BoundSymbol]] = [self.bound_symbols]
-        self.constraints: list[C.Expr] = []
+        self.constraints: list[C.Expr] = list(constraints)
         # Int NumberProxies that stand for themselves (inputs, fresh sizes), by name: arithmetic
         # that comes back to one of them returns it instead of a new name.
         self.int_variables: dict[str, Any] = {}
-        self.history: tuple[PassRecord, ...] = ()
-        self.docstring: str = ""
+        self.history: tuple[PassRecord, ...] = tuple(history)
+        self.docstring = docstring
         # While False (a no-grad region of the recorded program), every tensor an op records
         # that would require grad is recorded through prims.stop_gradient: no gradient flows
         # through what the region computes, as in eager.
         self.grad_enabled = True
         # Called with every bound symbol recorded at the top level (a binding layer's checks).
         self.record_hook: Callable[[BoundSymbol], None] | None = None
+        # Where the recorded program is now (the user's ``file:line``), or None where unknown:
+        # set by whoever runs the program (the jit's binder); bound symbols recorded at the top
+        # level carry it as their ``location``.
+        self.locate: Callable[[], str | None] | None = None
+        self._call_location: str | object | None = _UNKNOWN
 
     # Names ----------------------------------------------------------------------------------
 
@@ -87,6 +112,19 @@ class Trace:
         if self.record_hook is not None and len(self.scopes) == 1:
             self.record_hook(bsym)
 
+    def new_call(self) -> None:
+        """A symbol is called at the top level: the location of what it records is looked up
+        anew (by ``call_location``)."""
+        self._call_location = _UNKNOWN
+
+    def call_location(self) -> str | None:
+        """Where the program made the top-level call being recorded (``locate``'s answer, asked
+        once per call: the calls a composite decomposes into share it)."""
+        loc = self._call_location
+        if loc is _UNKNOWN:
+            loc = self._call_location = self.locate() if self.locate is not None else None
+        return loc  # type: ignore[return-value]
+
     def push_scope(self) -> None:
         self.scopes.append([])
 
@@ -105,17 +143,66 @@ class Trace:
 
     # Deriving traces ------------------------------------------------------------------------
 
+    @classmethod
+    def like(cls: type[_T], trace: Trace, **fields: Any) -> _T:
+        """A trace of this class with the fields of ``trace`` (see ``FIELDS``), those in
+        ``fields`` changed, and its name counters: the names it makes stay unique in ``trace``'s
+        namespace. Unknown field names are a TypeError. Nothing of the recording (scopes, grad
+        mode, hooks) is carried over."""
+        unknown = sorted(set(fields) - set(cls.FIELDS))
+        if unknown:
+            raise TypeError(
+                f"{cls.__name__} has no field {', '.join(map(repr, unknown))} "
+                f"(its fields: {', '.join(cls.FIELDS)})"
+            )
+        values = {f: getattr(trace, f) for f in cls.FIELDS if f not in fields and hasattr(trace, f)}
+        values.update(fields)
+        new = cls(**values)
+        new._counters = dict(trace._counters)
+        return new
+
+    def replace(self: _T, **fields: Any) -> _T:
+        """This trace with ``fields`` changed (``fn_name``, ``args``, ``bound_symbols``, ``names``,
+        ``constraints``, ``history``, ``docstring``; a subclass may add its own): a new trace,
+        with copies of the names and counters. Unknown field names are a TypeError."""
+        return type(self).like(self, **fields)
+
     def derive(
         self, bound_symbols: Iterable[BoundSymbol], *, pass_name: str, seconds: float = 0.0
     ) -> Trace:
         """A trace with the same signature, names and constraints and new bound symbols, recording
         which pass produced it."""
-        t = Trace(self.fn_name, args=self.args, bound_symbols=bound_symbols, names=self.names)
-        t._counters = dict(self._counters)
-        t.constraints = list(self.constraints)
-        t.history = (*self.history, PassRecord(pass_name, seconds))
-        t.docstring = self.docstring
-        return t
+        return Trace.like(
+            self,
+            bound_symbols=bound_symbols,
+            history=(*self.history, PassRecord(pass_name, seconds)),
+        )
+
+    @contextmanager
+    def rerecord(self, pass_name: str, *, start: float | None = None) -> Iterator[Trace]:
+        """Records a pass's version of this trace: inside the block, the new trace (the fields of
+        this one, its names and counters, no bound symbols) is the one symbols record into; when
+        the block ends, its history names ``pass_name`` with the time since ``start`` (a
+        ``time.perf_counter()`` reading; by default, when the block began)::
+
+            with trace.rerecord("my_pass") as new:
+                for bsym in trace.bound_symbols:
+                    new.record(bsym)  # or call symbols: they record into ``new``
+        """
+        began = time.perf_counter() if start is None else start
+        new = Trace.like(self, bound_symbols=())
+        with tracectx(new):
+            yield new
+        new.history = (*self.history, PassRecord(pass_name, time.perf_counter() - began))
+
+    def nested(self, fn_name: str) -> Trace:
+        """A new, empty trace sharing this one's namespace (the same set of names and counters,
+        not copies): a sub-trace recorded while this one is, whose names stay unique in both."""
+        sub = Trace(fn_name)
+        sub.names, sub._counters = self.names, self._counters
+        sub.grad_enabled = self.grad_enabled
+        sub.locate = self.locate
+        return sub
 
     @property
     def return_value(self) -> Any:

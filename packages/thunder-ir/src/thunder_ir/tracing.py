@@ -5,6 +5,10 @@ the interpreter instead."""
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +23,7 @@ from thunder_ir.pytree import tree_flatten, tree_unflatten
 from thunder_ir.trace import Trace
 from thunder_ir.tracectx import tracectx
 
-__all__ = ["proxy_for_tensor", "trace_function"]
+__all__ = ["caller_location", "proxy_for_tensor", "trace_function"]
 
 
 def proxy_for_tensor(t: torch.Tensor, name: str | None = None) -> TensorProxy:
@@ -47,6 +51,7 @@ def trace_function(
     """Records ``fn(*args, **kwargs)``: tensors (also inside lists, tuples and dicts) become the
     trace's inputs, in order; every other value is a constant of the trace."""
     trace = Trace(fn_name)
+    trace.locate = caller_location
     with tracectx(trace):
         leaves, spec = tree_flatten((args, kwargs))
         inputs: list[Proxy] = []
@@ -58,8 +63,30 @@ def trace_function(
                 proxied.append(p)
             else:
                 proxied.append(leaf)
-        trace.args = tuple(inputs)
         pargs, pkwargs = tree_unflatten(proxied, spec)
         result = fn(*pargs, **pkwargs)
         prims.python_return(result)
-    return trace
+    return trace.replace(args=inputs)
+
+
+def caller_location() -> str | None:
+    """The ``file:line`` of the innermost Python frame running now outside thunder_ir and torch
+    (the user's line, for a function recorded as plain Python; see ``Trace.locate``)."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _is_library_file(filename):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return (here + os.sep, os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_library_file(filename: str) -> bool:
+    return filename.startswith("<") or os.path.abspath(filename).startswith(_library_dirs())

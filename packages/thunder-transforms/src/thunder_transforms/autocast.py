@@ -76,16 +76,17 @@ from thunder_ir import (
     BoundSymbol,
     NumberProxy,
     OpTag,
-    PassRecord,
     Proxy,
     Symbol,
     TensorProxy,
     Trace,
     dtypes,
-    tracectx,
+    prims,
 )
 from thunder_ir import higher_order as ho
+from thunder_ir import ops as ltorch
 from thunder_ir.dtypes import DType
+from thunder_ir.ops.fallback import FALLBACK_SYMBOLS
 from thunder_ir.pytree import tree_flatten, tree_map, tree_unflatten
 from thunder_ir.tracectx import require_tracectx
 
@@ -117,36 +118,36 @@ class Policy(enum.Enum):
 
 @dataclass(frozen=True)
 class AutocastLists:
-    """One device type's autocast lists, as symbol ids.
+    """One device type's autocast lists, as sets of symbols.
 
-    ``decomposed``: which composites off the lists are replayed through their decomposition
-    (None: every one whose decomposition contains a listed op; otherwise those whose module is
-    not among the given ones). ``min_operands``: ops cast only with at least that many
+    ``decomposes_torch_ops``: which composites off the lists are replayed through their
+    decomposition (True: every one whose decomposition contains a listed op; False: only those
+    that are not torch-language ops). ``min_operands``: ops cast only with at least that many
     floating-point operands (CPU's einsum, which torch lists only through bmm)."""
 
     device_type: str
-    lower_precision: frozenset[str]
-    fp32: frozenset[str]
-    fp32_set_opt_dtype: frozenset[str] = frozenset()
-    promote: frozenset[str] = frozenset()
-    banned: Mapping[str, str] = field(default_factory=dict)
-    decomposed_except_modules: frozenset[str] | None = None
-    min_operands: Mapping[str, int] = field(default_factory=dict)
+    lower_precision: frozenset[Symbol]
+    fp32: frozenset[Symbol]
+    fp32_set_opt_dtype: frozenset[Symbol] = frozenset()
+    promote: frozenset[Symbol] = frozenset()
+    banned: Mapping[Symbol, str] = field(default_factory=dict)
+    decomposes_torch_ops: bool = True
+    min_operands: Mapping[Symbol, int] = field(default_factory=dict)
 
-    def policy(self, sym_id: str) -> Policy | None:
-        if sym_id in self.lower_precision:
+    def policy(self, sym: Symbol) -> Policy | None:
+        if sym in self.lower_precision:
             return Policy.LOWER_PRECISION
-        if sym_id in self.fp32:
+        if sym in self.fp32:
             return Policy.FP32
-        if sym_id in self.fp32_set_opt_dtype:
+        if sym in self.fp32_set_opt_dtype:
             return Policy.FP32_SET_OPT_DTYPE
-        if sym_id in self.promote:
+        if sym in self.promote:
             return Policy.PROMOTE
-        if sym_id in self.banned:
+        if sym in self.banned:
             return Policy.BANNED
         return None
 
-    def listed(self) -> frozenset[str]:
+    def listed(self) -> frozenset[Symbol]:
         return (
             self.lower_precision
             | self.fp32
@@ -156,39 +157,38 @@ class AutocastLists:
         )
 
 
-def _ltorch(*names: str) -> frozenset[str]:
-    return frozenset(f"ltorch.{n}" for n in names)
-
-
 # -- CPU ------------------------------------------------------------------------------------------
 # KERNEL_CPU(...) in autocast_mode.cpp. einsum is not on torch's list but runs on bmm, which is
 # (for two operands or more).
-LOWER_PRECISION_OPS: frozenset[str] = frozenset(
+LOWER_PRECISION_OPS: frozenset[Symbol] = frozenset(
     {
-        *_ltorch("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "prelu"),
-        *_ltorch("conv1d", "conv2d", "conv3d"),
-        *_ltorch("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
-        "ltorch.scaled_dot_product_attention",
-        "ltorch.einsum",
-        "prims.matmul",
-        "prims.linear",
-        "prims.convolution",
+        ltorch.linear, ltorch.matmul, ltorch.mm, ltorch.bmm, ltorch.addmm, ltorch.baddbmm,
+        ltorch.prelu,
+        ltorch.conv1d, ltorch.conv2d, ltorch.conv3d,
+        ltorch.conv_transpose1d, ltorch.conv_transpose2d, ltorch.conv_transpose3d,
+        ltorch.scaled_dot_product_attention,
+        ltorch.einsum,
+        prims.matmul,
+        prims.linear,
+        prims.convolution,
+    }
+)  # fmt: skip
+FP32_OPS: frozenset[Symbol] = frozenset(
+    {
+        ltorch.prod,
+        ltorch.cross_entropy,  # cross_entropy_loss
+        ltorch.nll_loss,
+        ltorch.mse_loss,
+        ltorch.l1_loss,
+        ltorch.smooth_l1_loss,
+        ltorch.huber_loss,
+        ltorch.kl_div,
+        ltorch.binary_cross_entropy,
+        ltorch.binary_cross_entropy_with_logits,
+        ltorch.avg_pool3d,
     }
 )
-FP32_OPS: frozenset[str] = _ltorch(
-    "prod",
-    "cross_entropy",  # cross_entropy_loss
-    "nll_loss",
-    "mse_loss",
-    "l1_loss",
-    "smooth_l1_loss",
-    "huber_loss",
-    "kl_div",
-    "binary_cross_entropy",
-    "binary_cross_entropy_with_logits",
-    "avg_pool3d",
-)
-CPU_LISTS = AutocastLists("cpu", LOWER_PRECISION_OPS, FP32_OPS, min_operands={"ltorch.einsum": 2})
+CPU_LISTS = AutocastLists("cpu", LOWER_PRECISION_OPS, FP32_OPS, min_operands={ltorch.einsum: 2})
 
 
 # -- CUDA -----------------------------------------------------------------------------------------
@@ -206,18 +206,19 @@ def _registered_for_cuda_autocast(aten_name: str) -> bool:
 # baddbmm, bmm, _scaled_dot_product_flash_attention, scaled_dot_product_attention. Not in this
 # IR: conv_tbc, addmv, addr, mv, linalg_vecdot, addbmm, chain_matmul, linalg_multi_dot, the RNN
 # cells. Unlike the CPU's, the list has einsum itself (any number of operands).
-CUDA_LOWER_PRECISION_OPS: frozenset[str] = frozenset(
+CUDA_LOWER_PRECISION_OPS: frozenset[Symbol] = frozenset(
     {
-        *_ltorch("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "prelu", "einsum"),
-        *_ltorch("conv1d", "conv2d", "conv3d"),
-        *_ltorch("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
-        "ltorch.scaled_dot_product_attention",
-        "ltorch.sdpa_flash",  # _scaled_dot_product_flash_attention
-        "prims.matmul",  # mm
-        "prims.linear",
-        "prims.convolution",
+        ltorch.linear, ltorch.matmul, ltorch.mm, ltorch.bmm, ltorch.addmm, ltorch.baddbmm,
+        ltorch.prelu, ltorch.einsum,
+        ltorch.conv1d, ltorch.conv2d, ltorch.conv3d,
+        ltorch.conv_transpose1d, ltorch.conv_transpose2d, ltorch.conv_transpose3d,
+        ltorch.scaled_dot_product_attention,
+        ltorch.sdpa_flash,  # _scaled_dot_product_flash_attention
+        prims.matmul,  # mm
+        prims.linear,
+        prims.convolution,
     }
-)
+)  # fmt: skip
 # AT_FORALL_FP32: acos, asin, cosh, erfinv, exp, expm1, log, log10, log2, log1p, reciprocal,
 # rsqrt, sinh, tan, pow (the three overloads: x ** 2, 2 ** x), softplus, layer_norm,
 # native_layer_norm, rms_norm (torch >= 2.12), group_norm, cosine_similarity, nll_loss, kl_div,
@@ -225,28 +226,34 @@ CUDA_LOWER_PRECISION_OPS: frozenset[str] = frozenset(
 # Not in this IR: frobenius_norm, nuclear_norm, the other losses (poisson_nll, cosine_embedding,
 # nll_loss2d, hinge_embedding, margin_ranking, multilabel_margin, soft_margin, triplet_margin,
 # multi_margin), dist, pdist, cdist, renorm, upsample_*.
-CUDA_FP32_OPS: frozenset[str] = frozenset(
+CUDA_FP32_OPS: frozenset[Symbol] = frozenset(
     {
-        *_ltorch("acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2"),
-        *_ltorch("log1p", "reciprocal", "rsqrt", "sinh", "tan", "pow", "softplus"),
-        *_ltorch("layer_norm", "native_layer_norm", "group_norm", "cosine_similarity"),
-        *_ltorch("nll_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss"),
-        *_ltorch("binary_cross_entropy_with_logits", "logsumexp"),
+        ltorch.acos, ltorch.asin, ltorch.cosh, ltorch.erfinv, ltorch.exp, ltorch.expm1,
+        ltorch.log, ltorch.log10, ltorch.log2,
+        ltorch.log1p, ltorch.reciprocal, ltorch.rsqrt, ltorch.sinh, ltorch.tan, ltorch.pow,
+        ltorch.softplus,
+        ltorch.layer_norm, ltorch.native_layer_norm, ltorch.group_norm, ltorch.cosine_similarity,
+        ltorch.nll_loss, ltorch.kl_div, ltorch.l1_loss, ltorch.smooth_l1_loss, ltorch.huber_loss,
+        ltorch.mse_loss,
+        ltorch.binary_cross_entropy_with_logits, ltorch.logsumexp,
         # torch functions that decompose into listed ops (see the module docstring)
-        *_ltorch("square", "normalize", "pairwise_distance"),
-        *(_ltorch("rms_norm") if _registered_for_cuda_autocast("aten::rms_norm") else ()),
+        ltorch.square, ltorch.normalize, ltorch.pairwise_distance,
+        *((ltorch.rms_norm,) if _registered_for_cuda_autocast("aten::rms_norm") else ()),
     }
-)
+)  # fmt: skip
 # AT_FORALL_FP32_SET_OPT_DTYPE: prod, softmax, log_softmax, cumprod, cumsum, linalg_vector_norm,
 # linalg_matrix_norm (not in this IR), sum; AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE: norm
 # (fp32_append_dtype; torch.norm runs linalg.vector_norm). softmin is a softmax.
-CUDA_FP32_SET_OPT_DTYPE_OPS: frozenset[str] = _ltorch(
-    "sum", "prod", "cumsum", "cumprod", "softmax", "log_softmax", "softmin", "vector_norm", "norm"
-)
+CUDA_FP32_SET_OPT_DTYPE_OPS: frozenset[Symbol] = frozenset(
+    {
+        ltorch.sum, ltorch.prod, ltorch.cumsum, ltorch.cumprod, ltorch.softmax,
+        ltorch.log_softmax, ltorch.softmin, ltorch.vector_norm, ltorch.norm,
+    }
+)  # fmt: skip
 # AT_FORALL_PROMOTE: addcdiv, addcmul, atan2, index_put, scatter_add. Not in this IR: bilinear,
 # cross, dot, vdot, grid_sampler, tensordot. (cat and stack are on the CPU's promote list only.)
-CUDA_PROMOTE_OPS: frozenset[str] = _ltorch(
-    "addcdiv", "addcmul", "atan2", "index_put", "scatter_add"
+CUDA_PROMOTE_OPS: frozenset[Symbol] = frozenset(
+    {ltorch.addcdiv, ltorch.addcmul, ltorch.atan2, ltorch.index_put, ltorch.scatter_add}
 )
 _BCE_BANNED = (
     "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
@@ -258,11 +265,11 @@ _BCE_BANNED = (
 CUDA_LISTS = AutocastLists(
     "cuda",
     CUDA_LOWER_PRECISION_OPS,
-    CUDA_FP32_OPS | _ltorch("cross_entropy"),  # a rule of its own (_cuda_cross_entropy)
+    CUDA_FP32_OPS | {ltorch.cross_entropy},  # a rule of its own (_cuda_cross_entropy)
     CUDA_FP32_SET_OPT_DTYPE_OPS,
     CUDA_PROMOTE_OPS,
-    {"ltorch.binary_cross_entropy": _BCE_BANNED},
-    decomposed_except_modules=frozenset({"ltorch", "prims"}),
+    {ltorch.binary_cross_entropy: _BCE_BANNED},
+    decomposes_torch_ops=False,
 )
 
 LISTS: Mapping[str, AutocastLists] = {"cpu": CPU_LISTS, "cuda": CUDA_LISTS}
@@ -284,49 +291,43 @@ def _device_types(args: Any, kwargs: Any) -> set[str]:
     return {x.device.type for x in tree_flatten((args, kwargs))[0] if isinstance(x, TensorProxy)}
 
 
-def _contains_listed(bsym: BoundSymbol, listed: frozenset[str]) -> bool:
-    return any(s.sym.id in listed or _contains_listed(s, listed) for s in bsym.subsymbols)
+def _contains_listed(bsym: BoundSymbol, listed: frozenset[Symbol]) -> bool:
+    return any(s.sym in listed or _contains_listed(s, listed) for s in bsym.subsymbols)
 
 
 def _replayed_through_decomposition(lists: AutocastLists, bsym: BoundSymbol) -> bool:
     if not bsym.subsymbols:
         return False
-    if (
-        lists.decomposed_except_modules is not None
-        and bsym.sym.module in lists.decomposed_except_modules
-    ):
+    if not lists.decomposes_torch_ops and (bsym.sym.is_prim or ltorch.is_torch_op(bsym.sym)):
         return False
     return _contains_listed(bsym, lists.listed())
 
 
 # Higher-order symbols whose functions compute values of the program: replayed with them.
-_HIGHER_ORDER = frozenset(s.id for s in (ho.cond, ho.while_loop, ho.tensor_map, ho.scan))
+_HIGHER_ORDER = frozenset({ho.cond, ho.while_loop, ho.tensor_map, ho.scan})
 
-
-def _fallback_ids() -> frozenset[str]:
-    from thunder_ir.ops import fallback
-
-    # torch_fallback_inplace writes into its tensor (never autocast); its functional call inside
-    # is a torch_fallback, replayed like the others where the trace holds it at top level.
-    return fallback.FALLBACK_SYMBOL_IDS
+# torch_fallback_inplace writes into its tensor (never autocast); its functional call inside is a
+# torch_fallback, replayed like the others where the trace holds it at top level.
+_FALLBACKS = FALLBACK_SYMBOLS
 
 
 def _slices(xs: Sequence[Any]) -> list[Any]:
     return [x.replace(shape=x.shape[1:]) for x in xs]
 
 
-_SIGNATURES: dict[str, inspect.Signature | None] = {}
+# The memo of the listed ops' signatures (static data: symbols of the IR).
+_SIGNATURES: dict[Symbol, inspect.Signature | None] = {}
 
 
 def _bound_arguments(bsym: BoundSymbol, args: Any, kwargs: Any) -> dict[str, Any] | None:
     """The call's arguments by parameter name (None when the symbol's signature is unknown)."""
     sym = bsym.sym
-    if sym.id not in _SIGNATURES:
+    if sym not in _SIGNATURES:
         try:
-            _SIGNATURES[sym.id] = inspect.signature(sym.meta) if sym.meta is not None else None
+            _SIGNATURES[sym] = inspect.signature(sym.meta) if sym.meta is not None else None
         except (TypeError, ValueError):
-            _SIGNATURES[sym.id] = None
-    sig = _SIGNATURES[sym.id]
+            _SIGNATURES[sym] = None
+    sig = _SIGNATURES[sym]
     if sig is None:
         return None
     try:
@@ -354,8 +355,6 @@ class _Replay:
     def cast_where(self, args: Any, kwargs: Any, to: Callable[[int, Any], DType | None]) -> Any:
         """``(args, kwargs)`` with each leaf ``x`` (at flat position ``i``) converted to
         ``to(i, x)`` where that is a dtype other than its own."""
-        from thunder_ir import prims
-
         leaves, spec = tree_flatten((args, kwargs))
         out = []
         for i, x in enumerate(leaves):
@@ -376,9 +375,9 @@ class _Replay:
         changed = any(
             self.env.get(p.name, p) is not p for p in bsym.flat_proxy_args
         )  # an input was replaced
-        sym_id = bsym.sym.id
+        sym = bsym.sym
         state = self.state
-        if sym_id in _HIGHER_ORDER and (changed or state):
+        if sym in _HIGHER_ORDER and (changed or state):
             # Its functions are replayed too, on the (possibly cast) operands.
             self.call(bsym, self._higher_order_args(bsym.sym, args), kwargs, True)
             return
@@ -389,14 +388,14 @@ class _Replay:
             else:
                 self.call(bsym, args, kwargs, changed)
             return
-        if sym_id in _fallback_ids():
+        if sym in _FALLBACKS:
             self._fallback(bsym, args, kwargs)
             return
         devices = _device_types(args, kwargs) if state else set()
         for device in _PRIORITY:
             if device in state and device in devices:
                 lists = LISTS[device]
-                policy = lists.policy(sym_id)
+                policy = lists.policy(sym)
                 if policy is not None:
                     self._apply(lists, policy, state[device], bsym, args, kwargs)
                     return
@@ -421,18 +420,18 @@ class _Replay:
         kwargs: Any,
     ) -> None:
         device = lists.device_type
-        sym_id = bsym.sym.id
+        sym = bsym.sym
         leaves = tree_flatten((args, kwargs))[0]
-        minimum = lists.min_operands.get(sym_id)
+        minimum = lists.min_operands.get(sym)
         if minimum is not None and sum(_eligible(x, device) for x in leaves) < minimum:
             self.call(bsym, args, kwargs, any(self._replaced(bsym)))
             return
         if policy is Policy.BANNED:
-            raise EagerAutocastError(lists.banned[sym_id])
+            raise EagerAutocastError(lists.banned[sym])
         if policy is Policy.LOWER_PRECISION:
             args, kwargs = self.cast_all(args, kwargs, target, device)
         elif policy is Policy.FP32:
-            cross_entropy = device == "cuda" and sym_id == "ltorch.cross_entropy"
+            cross_entropy = device == "cuda" and sym is ltorch.cross_entropy
             if cross_entropy and self._cuda_cross_entropy(bsym, args, kwargs):
                 return
             args, kwargs = self.cast_all(args, kwargs, dtypes.float32, device)
@@ -457,9 +456,6 @@ class _Replay:
         """Torch's ``cross_entropy_loss`` under CUDA autocast with class-index targets and no
         label smoothing: ``log_softmax`` in the input's dtype (torch passes it as the dtype),
         then ``nll_loss``, which autocast runs in float32. False (not recorded) otherwise."""
-        from thunder_ir import ops as ltorch
-        from thunder_ir import prims
-
         bound = _bound_arguments(bsym, args, kwargs)
         if bound is None:
             return False
@@ -494,7 +490,7 @@ class _Replay:
     def _fallback(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> None:
         """A ``torch_fallback`` call (recorded as it runs without autocast) under autocast: the
         inputs eager's autocast converts converted first, then the call recorded again."""
-        prefix = 3 if bsym.sym.id == "ltorch.torch_fallback_random_replay" else 1
+        prefix = 3 if bsym.sym is ltorch.torch_fallback_random_replay else 1
         head, call_args = args[:prefix], args[prefix:]
         state = {d: t for d, t in self.state.items() if d in _device_types(call_args, kwargs)}
         if not state:
@@ -583,7 +579,7 @@ class _Replay:
         try:
             out = (region or bsym.sym)(*args, **kwargs)
         except Exception:
-            if not bsym.sym.is_prim or bsym.sym.id in _HIGHER_ORDER:
+            if not bsym.sym.is_prim or bsym.sym in _HIGHER_ORDER:
                 raise
             # A prim inside a replayed decomposition takes inputs of one dtype: give its inputs
             # back the dtypes it was recorded with.
@@ -592,8 +588,6 @@ class _Replay:
         self._bind_outputs(bsym, out)
 
     def _as_recorded(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> tuple[Any, Any]:
-        from thunder_ir import prims
-
         recorded = {p.name: p for p in bsym.flat_proxy_args}
         back = {v.name: recorded[k] for k, v in self.env.items() if isinstance(v, Proxy)}
 
@@ -788,16 +782,14 @@ def autocast(
         if regions is not None
         else [_state(dtype, device_type)] * len(trace.bound_symbols)
     )
-    new = Trace(trace.fn_name, args=trace.args, names=trace.names)
-    new._counters = dict(trace._counters)
-    new.constraints = list(trace.constraints)
-    new.docstring = trace.docstring
-    replay = _Replay(new, {})
     # Torch callables recorded again are run on fake tensors: with the process's own autocast
     # off (the program may be compiled inside a torch.autocast block).
-    with tracectx(new), _torch_autocast_state({}):
+    with trace.rerecord("autocast", start=start) as new, _torch_autocast_state({}):
+        replay = _Replay(new, {})
+        at: list[str | None] = [None]  # what it records stays at the user's line
+        new.locate = lambda: at[0]
         for bsym, state in zip(trace.bound_symbols, states):
             replay.state = state
+            at[0] = bsym.location
             replay.visit(bsym)
-    new.history = (*trace.history, PassRecord("autocast", time.perf_counter() - start))
     return new

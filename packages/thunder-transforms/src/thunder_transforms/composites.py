@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder_ir import BoundSymbol, OpTag, PassRecord, Proxy, TensorProxy, Trace, dtypes, tracectx
+from thunder_ir import BoundSymbol, OpTag, Proxy, Symbol, TensorProxy, Trace, dtypes
+from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import writes_in_place
 from thunder_ir.sizes import same_size
 from thunder_transforms.passes import substitute
@@ -92,16 +93,18 @@ def _const(value: float) -> Pattern:
     return match
 
 
-def _op(name: str, *operands: Pattern, commutative: bool = False, reduced: bool = False) -> Pattern:
-    """``ltorch.<name>`` with exactly these positional operands and no keywords (the operands in
-    either order when ``commutative``), its result of ``x``'s dtype and shape (``reduced``: of
-    ``x``'s shape with the last dimension kept as 1)."""
+def _op(
+    op: Symbol, *operands: Pattern, commutative: bool = False, reduced: bool = False
+) -> Pattern:
+    """The torch-language op ``op`` with exactly these positional operands and no keywords (the
+    operands in either order when ``commutative``), its result of ``x``'s dtype and shape
+    (``reduced``: of ``x``'s shape with the last dimension kept as 1)."""
 
     def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
         if not isinstance(v, TensorProxy):
             return None
         b = g.producer.get(v.name)
-        if b is None or b.sym.id != f"ltorch.{name}" or b.kwargs or len(b.args) != len(operands):
+        if b is None or b.sym is not op or b.kwargs or len(b.args) != len(operands):
             return None
         orders = [list(b.args)]
         if commutative:
@@ -137,11 +140,11 @@ def _either(*alternatives: Pattern) -> Pattern:
 
 
 def _mul(a: Pattern, b: Pattern) -> Pattern:
-    return _op("mul", a, b, commutative=True)
+    return _op(ltorch.mul, a, b, commutative=True)
 
 
 def _add(a: Pattern, b: Pattern, reduced: bool = False) -> Pattern:
-    return _op("add", a, b, commutative=True, reduced=reduced)
+    return _op(ltorch.add, a, b, commutative=True, reduced=reduced)
 
 
 def _half_x_times(factor: Pattern) -> Pattern:
@@ -159,7 +162,7 @@ def _half_x_times(factor: Pattern) -> Pattern:
 def _cube() -> Pattern:
     x = _x()
     return _either(
-        _op("pow", x, _const(3)),
+        _op(ltorch.pow, x, _const(3)),
         _mul(_mul(x, x), x),
     )
 
@@ -169,7 +172,7 @@ _GELU_TANH = _half_x_times(
     _add(
         _const(1.0),
         _op(
-            "tanh",
+            ltorch.tanh,
             _mul(_const(math.sqrt(2.0 / math.pi)), _add(_x(), _mul(_const(0.044715), _cube()))),
         ),
     )
@@ -180,10 +183,10 @@ _GELU_ERF = _half_x_times(
     _add(
         _const(1.0),
         _op(
-            "erf",
+            ltorch.erf,
             _either(
-                _op("true_divide", _x(), _const(math.sqrt(2.0))),
-                _op("div", _x(), _const(math.sqrt(2.0))),
+                _op(ltorch.true_divide, _x(), _const(math.sqrt(2.0))),
+                _op(ltorch.div, _x(), _const(math.sqrt(2.0))),
                 _mul(_x(), _const(1.0 / math.sqrt(2.0))),
             ),
         ),
@@ -191,7 +194,7 @@ _GELU_ERF = _half_x_times(
 )
 
 # x * sigmoid(x) (swish)
-_SILU = _mul(_x(), _op("sigmoid", _x()))
+_SILU = _mul(_x(), _op(ltorch.sigmoid, _x()))
 
 
 def _mean_of_last_dim(operand: Pattern) -> Pattern:
@@ -200,7 +203,7 @@ def _mean_of_last_dim(operand: Pattern) -> Pattern:
 
     def match(v: Any, m: _Match, g: _Graph) -> _Match | None:
         b = g.producer.get(v.name) if isinstance(v, TensorProxy) else None
-        if b is None or b.sym.id != "ltorch.mean" or not b.args:
+        if b is None or b.sym is not ltorch.mean or not b.args:
             return None
         named = dict(zip(("a", "dim", "keepdim"), b.args))
         if len(b.args) > 3 or set(b.kwargs) - {"dim", "keepdim"} or set(named) & set(b.kwargs):
@@ -236,6 +239,10 @@ def _capture(name: str, accept: Callable[[Any, _Match], bool]) -> Pattern:
     return match
 
 
+# Conversions that return their input itself where they change nothing.
+_CONVERSIONS = frozenset({ltorch.to, ltorch.type_as, ltorch.float})
+
+
 def _unchanged(operand: Pattern) -> Pattern:
     """``operand``, or a conversion of it that changes nothing (``h.to(torch.float32)`` of a
     float32 ``h``): torch returns the tensor itself."""
@@ -245,7 +252,7 @@ def _unchanged(operand: Pattern) -> Pattern:
         if found is not None:
             return found
         b = g.producer.get(v.name) if isinstance(v, TensorProxy) else None
-        if b is None or b.sym.id not in ("ltorch.to", "ltorch.type_as", "ltorch.float"):
+        if b is None or b.sym not in _CONVERSIONS:
             return None
         a = b.args[0] if b.args else None
         if not isinstance(a, TensorProxy) or (a.dtype, a.device) != (v.dtype, v.device):
@@ -281,9 +288,11 @@ def _rms_normalized() -> Pattern:
     """``x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps)`` (``x * x`` for the square; T5 squares
     ``x.to(torch.float32)`` of a float32 ``x``, which is ``x`` itself)."""
     x = _x()
-    square = _either(_op("pow", _unchanged(x), _const(2)), _mul(x, x))
+    square = _either(_op(ltorch.pow, _unchanged(x), _const(2)), _mul(x, x))
     mean_square = _mean_of_last_dim(square)
-    rstd = _op("rsqrt", _add(mean_square, _capture("eps", _number), reduced=True), reduced=True)
+    rstd = _op(
+        ltorch.rsqrt, _add(mean_square, _capture("eps", _number), reduced=True), reduced=True
+    )
     return _mul(x, rstd)
 
 
@@ -305,12 +314,12 @@ def _with(**kwargs: Any) -> Callable[[_Match], tuple[tuple[Any, ...], dict[str, 
 
 
 # (op, pattern, the op's arguments from the match), outermost patterns first
-_COMPOSITES: tuple[tuple[str, Pattern, Callable[[_Match], Any]], ...] = (
-    ("gelu", _GELU_TANH, _with(approximate="tanh")),
-    ("gelu", _GELU_ERF, _with()),
-    ("silu", _SILU, _with()),
-    ("rms_norm", _RMS_NORM, _rms_norm_arguments),
-    ("rms_norm", _RMS_NORM_UNWEIGHTED, _rms_norm_arguments),
+_COMPOSITES: tuple[tuple[Symbol, Pattern, Callable[[_Match], Any]], ...] = (
+    (ltorch.gelu, _GELU_TANH, _with(approximate="tanh")),
+    (ltorch.gelu, _GELU_ERF, _with()),
+    (ltorch.silu, _SILU, _with()),
+    (ltorch.rms_norm, _RMS_NORM, _rms_norm_arguments),
+    (ltorch.rms_norm, _RMS_NORM_UNWEIGHTED, _rms_norm_arguments),
 )
 
 
@@ -327,7 +336,7 @@ def _private(match: _Match, root: BoundSymbol, reads: Counter[str], returned: se
     return True
 
 
-_Found = tuple[str, tuple[Any, ...], dict[str, Any], set[int]]
+_Found = tuple[Symbol, tuple[Any, ...], dict[str, Any], set[int]]
 
 
 def _find(bsyms: Sequence[BoundSymbol]) -> dict[int, _Found]:
@@ -366,21 +375,14 @@ def recognize_composites(trace: Trace) -> Trace:
     found = _find(bsyms)
     if not found:
         return trace
-    from thunder_ir.ops import ALL_OPS
-
     dropped = {j for _, _, _, members in found.values() for j in members}
-    new = Trace(trace.fn_name, args=trace.args, names=trace.names)
-    new._counters = dict(trace._counters)
-    new.constraints = list(trace.constraints)
-    new.docstring = trace.docstring
     renamed: dict[str, Proxy] = {}
-    with tracectx(new):
+    with trace.rerecord("recognize_composites", start=start) as new:
         for i, b in enumerate(bsyms):
             if i in found:
                 op, args, kwargs, _ = found[i]
                 args = tuple(renamed.get(a.name, a) if isinstance(a, Proxy) else a for a in args)
-                renamed[b.output.name] = ALL_OPS[op](*args, **kwargs)
+                renamed[b.output.name] = op(*args, **kwargs)
             elif i not in dropped:
                 new.record(substitute(b, renamed))
-    new.history = (*trace.history, PassRecord("recognize_composites", time.perf_counter() - start))
     return new

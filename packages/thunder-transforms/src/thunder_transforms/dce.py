@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from thunder_ir import BoundSymbol, OpTag, Trace
 from thunder_ir.aliasing import alias_info, writes_where_gradients_flow
-from thunder_ir.codegen import HIGHER_ORDER_MODULE
 from thunder_ir.higher_order import map_subtraces
 from thunder_transforms.passes import run_pass
 
@@ -12,6 +11,7 @@ __all__ = ["dce", "has_effects"]
 
 # A random op whose result is unused still advances the generator, as in eager.
 _KEEP = frozenset({OpTag.DONT_DCE, OpTag.IN_PLACE, OpTag.RANDOM, OpTag.RETURN})
+_HIGHER_ORDER = OpTag.HIGHER_ORDER
 
 
 def has_effects(bsym: BoundSymbol) -> bool:
@@ -41,7 +41,7 @@ def _kept_unused(trace: Trace) -> set[int]:
 def _live_bound_symbols(trace: Trace) -> list[BoundSymbol]:
     live = _live(trace.bound_symbols, set(), _kept_unused(trace))
     # The functions of higher-order symbols lose their dead code too (their inputs stay).
-    return [map_subtraces(b, dce) if b.sym.module == HIGHER_ORDER_MODULE else b for b in live]
+    return [map_subtraces(b, dce) if _HIGHER_ORDER in b.sym.tags else b for b in live]
 
 
 def _live(bsyms: list[BoundSymbol], needed: set[str], raising: set[int]) -> list[BoundSymbol]:

@@ -39,8 +39,10 @@ from thunder_ir import (
     prims,
     tracectx,
 )
+from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import aliased_inputs, with_writes_exposed, writes_in_place
 from thunder_ir.pytree import tree_iter, tree_map
+from thunder_ir.symbol import leaf_prims
 from thunder_transforms.passes import substitute
 
 __all__ = ["Functionalized", "functionalize"]
@@ -73,20 +75,14 @@ class _View:
 
 
 def _is_copy(b: BoundSymbol) -> bool:
-    return b.sym.is_prim and b.sym.name == "copy_"
-
-
-def _leaf_prims(b: BoundSymbol) -> list[BoundSymbol]:
-    if not b.subsymbols:
-        return [b]
-    return [leaf for s in b.subsymbols for leaf in _leaf_prims(s)]
+    return b.sym is prims.copy_
 
 
 def _kind(b: BoundSymbol, base: TensorProxy, out: TensorProxy) -> str:
     tags = b.sym.tags
     if OpTag.STRIDE_DEPENDENT in tags:
         return "strides"
-    if any(p.sym.is_prim and p.sym.name == "stop_gradient" for p in _leaf_prims(b)):
+    if any(p.sym is prims.stop_gradient for p in leaf_prims(b)):
         return "detach"
     if base.dtype.is_complex and not out.dtype.is_complex:
         return "complex"
@@ -121,7 +117,7 @@ def _regions_exposed(bsyms: list[BoundSymbol], only: frozenset[str] | None) -> l
     for b in bsyms:
         if b.has_tag(OpTag.CHECKPOINT) and writes_in_place(b) and _writes_inside(b, only):
             inner = _regions_exposed(with_writes_exposed(b.subsymbols, _everything(b)), only)
-            out.append(BoundSymbol(b.sym, b.args, b.kwargs, b.output, tuple(inner), b.header))
+            out.append(b.replace(subsymbols=tuple(inner)))
         else:
             out.append(b)
     return out
@@ -208,8 +204,8 @@ class _Functionalizer:
         view = self.views[name]
         assert view.bsym is not None
         raise NotImplementedError(
-            f"{what} the result of {view.bsym.sym.qualified_name} ({name}) while computing "
-            f"gradients: it {_REFUSALS[view.kind]}"
+            f"{what} the result of {view.bsym.sym.qualified_name} ({name}){view.bsym.where()} "
+            f"while computing gradients: it {_REFUSALS[view.kind]}"
         )
 
     def value(self, p: Proxy) -> Proxy:
@@ -364,7 +360,9 @@ class _Functionalizer:
             self.visit(sub)
         subsymbols = self.out.pop_scope()
         output = tree_map(now, b.output)
-        self.out.record(BoundSymbol(b.sym, args, kwargs, output, tuple(subsymbols), b.header))
+        self.out.record(
+            b.replace(args=args, kwargs=kwargs, output=output, subsymbols=tuple(subsymbols))
+        )
 
     def run(self) -> Functionalized:
         ret: BoundSymbol | None = None
@@ -410,9 +408,9 @@ def _overlapping(b: BoundSymbol, base: Proxy, out: Proxy) -> bool:
     if isinstance(n_in, int) and isinstance(n_out, int):
         if n_out > n_in:
             return True  # expand, broadcast_to: more elements than memory
-    elif b.sym.name in _MAY_REPEAT and not _same_shape(base, out):
+    elif b.sym in _MAY_REPEAT and not _same_shape(base, out):
         return True  # symbolic sizes: it may repeat elements on some call (the safe answer)
-    if b.sym.name == "unfold":
+    if b.sym is ltorch.unfold:
         dim, size, step = b.args[1:4]
         windows = out.shape[dim % base.ndim] if base.ndim else 1
         if not isinstance(windows, int):
@@ -423,7 +421,14 @@ def _overlapping(b: BoundSymbol, base: Proxy, out: Proxy) -> bool:
 
 # Views that may hold an element of their base more than once.
 _MAY_REPEAT = frozenset(
-    {"expand", "expand_as", "broadcast_to", "broadcast_tensors", "broadcast_in_dim", "as_strided"}
+    {
+        ltorch.expand,
+        ltorch.expand_as,
+        ltorch.broadcast_to,
+        ltorch.broadcast_tensors,
+        prims.broadcast_in_dim,
+        ltorch.as_strided,
+    }
 )
 
 
@@ -443,5 +448,5 @@ def functionalize(trace: Trace, *, only: frozenset[str] | None = None) -> Functi
     start = time.perf_counter()
     result = _Functionalizer(trace, only).run()
     seconds = time.perf_counter() - start
-    result.trace.history = (*trace.history, PassRecord("functionalize", seconds))
-    return result
+    out = result.trace.replace(history=(*trace.history, PassRecord("functionalize", seconds)))
+    return Functionalized(out, result.written_inputs, result.through_views)

@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from thunder_ir import BoundSymbol, OpTag, PassRecord, Proxy, TensorProxy, Trace, tracectx
+from thunder_ir import BoundSymbol, OpTag, Proxy, Symbol, TensorProxy, Trace
+from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import alias_info, writes_in_place
 from thunder_transforms.passes import substitute
 
@@ -74,12 +75,12 @@ class _Finder:
         }
         self.writes = [i for i, b in enumerate(bsyms) if writes_in_place(b)]
 
-    def producer(self, v: Any, op: str) -> tuple[int, BoundSymbol] | None:
+    def producer(self, v: Any, op: Symbol) -> tuple[int, BoundSymbol] | None:
         if not isinstance(v, TensorProxy) or v.name not in self.index:
             return None
         i = self.index[v.name]
         b = self.bsyms[i]
-        return (i, b) if b.sym.id == f"ltorch.{op}" else None
+        return (i, b) if b.sym is op else None
 
     def private(self, v: TensorProxy, reads: int = 1) -> bool:
         return self.reads[v.name] == reads and v.name not in self.returned
@@ -87,7 +88,7 @@ class _Finder:
     def rotation(self, i: int) -> _Rotation | None:
         """The rotation whose product is bound symbol ``i``, if it is one."""
         b = self.bsyms[i]
-        if b.sym.id != "ltorch.mul" or b.kwargs or len(b.args) != 2:
+        if b.sym is not ltorch.mul or b.kwargs or len(b.args) != 2:
             return None
         for r, sin in (b.args, tuple(reversed(b.args))):
             found = self._rotated(r, sin, b.output)
@@ -100,7 +101,7 @@ class _Finder:
         return None
 
     def _rotated(self, r: Any, sin: Any, out: Any) -> tuple[set[int], TensorProxy, int] | None:
-        cat = self.producer(r, "cat")
+        cat = self.producer(r, ltorch.cat)
         if cat is None or not isinstance(sin, TensorProxy) or not isinstance(out, TensorProxy):
             return None
         ci, cb = cat
@@ -108,12 +109,12 @@ class _Finder:
         dim = cb.args[1] if len(cb.args) > 1 else cb.kwargs.get("dim", 0)
         if set(cb.kwargs) - {"dim"} or not isinstance(parts, (tuple, list)) or len(parts) != 2:
             return None
-        neg = self.producer(parts[0], "neg")
+        neg = self.producer(parts[0], ltorch.neg)
         if neg is None or not _last_dim(dim, r.ndim):
             return None
         ni, nb = neg
         x2, x1 = nb.args[0], parts[1]
-        s2, s1 = self.producer(x2, "getitem"), self.producer(x1, "getitem")
+        s2, s1 = self.producer(x2, ltorch.getitem), self.producer(x1, ltorch.getitem)
         if s1 is None or s2 is None or s1[1].args[0] is not s2[1].args[0]:
             return None
         x = s1[1].args[0]
@@ -141,7 +142,7 @@ def _broadcast_chain(sin: TensorProxy, finder: _Finder) -> tuple[TensorProxy, li
     chain: list[BoundSymbol] = []
     v = sin
     while True:
-        found = finder.producer(v, "unsqueeze")
+        found = finder.producer(v, ltorch.unsqueeze)
         if found is None:
             return v, list(reversed(chain))
         b = found[1]
@@ -155,8 +156,6 @@ def _broadcast_chain(sin: TensorProxy, finder: _Finder) -> tuple[TensorProxy, li
 def sign_flipped_rotary(trace: Trace) -> Trace:
     """``trace`` with each ``rotate_half(x) * sin`` computed as ``roll(x) * sin_signed`` (see the
     module docstring); ``trace`` itself where there is none."""
-    from thunder_ir import ops as ltorch
-
     start = time.perf_counter()
     bsyms = trace.bound_symbols
     finder = _Finder(bsyms)
@@ -173,10 +172,6 @@ def sign_flipped_rotary(trace: Trace) -> Trace:
             taken |= rot.members
     if not rotations:
         return trace
-    new = Trace(trace.fn_name, args=trace.args, names=trace.names)
-    new._counters = dict(trace._counters)
-    new.constraints = list(trace.constraints)
-    new.docstring = trace.docstring
     renamed: dict[str, Proxy] = {}
     signed: dict[str, Any] = {}  # per sin (and per tensor it was broadcast from): sin_signed
 
@@ -198,7 +193,7 @@ def sign_flipped_rotary(trace: Trace) -> Trace:
         signed[sin.name] = out
         return out
 
-    with tracectx(new):
+    with trace.rerecord("sign_flipped_rotary", start=start) as new:
         for i, b in enumerate(bsyms):
             rot = rotations.get(i)
             if rot is not None:
@@ -206,5 +201,4 @@ def sign_flipped_rotary(trace: Trace) -> Trace:
                 renamed[b.output.name] = ltorch.mul(rolled, sign_flipped(rot.sin, rot.half))
             elif i not in taken:
                 new.record(substitute(b, renamed))
-    new.history = (*trace.history, PassRecord("sign_flipped_rotary", time.perf_counter() - start))
     return new

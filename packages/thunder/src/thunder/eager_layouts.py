@@ -21,7 +21,8 @@ import torch
 from thunder.guards import check_strides
 from thunder_executors import FusionExecutor, transform_for_execution
 from thunder_executors.assignment import resolve_executors
-from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace
+from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace, prims
+from thunder_ir import ops as ltorch
 
 __all__ = ["EagerViewError", "check_fused_views", "stride_checks"]
 
@@ -55,14 +56,19 @@ def _fused_views(trace: Trace, executors: Sequence[Any]) -> list[BoundSymbol]:
 # Ops whose results torch lays out anew (contiguous), whatever the strides of their inputs: the
 # layout of what follows them does not depend on the inputs before them.
 # (Not convolutions: a channels-last input gives a channels-last result.)
-_FRESH_LAYOUT = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "embedding"})
+_FRESH_LAYOUT = frozenset(
+    {
+        ltorch.linear, ltorch.matmul, ltorch.mm, ltorch.bmm, ltorch.addmm, ltorch.baddbmm,
+        ltorch.embedding, prims.linear, prims.matmul, prims.embedding,
+    }
+)  # fmt: skip
 
 
 def _inputs_leading_to(trace: Trace, views: list[BoundSymbol]) -> list[TensorProxy]:
     """The tensor inputs of ``trace`` whose strides the views' inputs' strides depend on."""
     needed = {p.name for b in views for p in b.flat_proxy_args}
     for b in reversed(trace.bound_symbols):
-        if b.sym.name in _FRESH_LAYOUT or not any(o.name in needed for o in b.flat_proxy_outs):
+        if b.sym in _FRESH_LAYOUT or not any(o.name in needed for o in b.flat_proxy_outs):
             continue
         is_view = OpTag.VIEW in b.sym.tags
         for p in b.flat_proxy_args:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from thunder_interp import InterpreterError
+from thunder_interp import uncatchable
+from thunder_ir.errors import TracingError
 
 __all__ = [
     "HigherOrderOperatorError",
@@ -15,8 +16,9 @@ __all__ = [
 ]
 
 
-class JitError(InterpreterError):
-    """The program cannot be compiled as written. Derives from the interpreter's error so that the
+@uncatchable
+class JitError(Exception):
+    """The program cannot be compiled as written. Marked ``thunder_interp.uncatchable``: the
     interpreted program's own ``except`` clauses never swallow it."""
 
 
@@ -76,10 +78,14 @@ class HigherOrderOperatorError(JitError, ValueError):
     values' metadata); the message names the functions and what each returned."""
 
 
+@uncatchable
 class RunsEagerly(Exception):
     """The program makes a call a trace cannot hold but eager runs (``loss.backward()`` inside
-    the jitted function): the whole call runs eagerly, with a warning that names it. Not an
-    ``InterpreterError`` (that would be a refusal), and uncatchable by the program's ``except``
+    the jitted function): the whole call runs eagerly, with a warning that names it. Not a
+    ``JitError`` (that would be a refusal), and uncatchable by the program's ``except``
     clauses."""
 
-    _interpreter_uncatchable = True
+
+# The IR's tracing errors: what the program does depends on what tracing cannot know. A program
+# that caught one would silently take a path eager does not take.
+uncatchable(TracingError)

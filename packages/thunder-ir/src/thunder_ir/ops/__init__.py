@@ -22,10 +22,16 @@ from thunder_ir.ops import (  # noqa: F401  (importing a family module registers
     reductions,
     shape,
 )
-from thunder_ir.ops._registry import ALL_OPS, resolve_torch_name, torch_symbol_map, torchop
+from thunder_ir.ops._registry import (
+    ALL_OPS,
+    is_torch_op,
+    resolve_torch_name,
+    torch_symbol_map,
+    torchop,
+)
 from thunder_ir.symbol import Symbol
 
-__all__ = ["ALL_OPS", "resolve_torch_name", "torch_symbol_map", "torchop"]
+__all__ = ["ALL_OPS", "is_torch_op", "resolve_torch_name", "torch_symbol_map", "torchop"]
 
 globals().update(ALL_OPS)
 

@@ -17,10 +17,10 @@ __all__ = [
     "Promotion",
     "broadcast",
     "broadcast_shapes",
-    "elementwise_binary",
     "elementwise_unary",
     "expand_to",
     "is_number",
+    "opmath",
     "promote",
     "to_dtype",
     "to_shape",
@@ -120,7 +120,7 @@ def promote(*args: Any, kind: Promotion) -> tuple[DType, DType]:
     elementwise_dtypes: low-precision floats compute in float32 unless NO_OPMATH."""
     rt = result_type(*args)
     if kind is Promotion.ALWAYS_BOOL:
-        return _opmath(rt), dtypes.bool8
+        return opmath(rt), dtypes.bool8
     if kind is Promotion.INT_TO_FLOAT and rt.is_exact:
         rt = dtypes.default_float_dtype()
     if kind is Promotion.BOOL_TO_LONG and rt.is_boolean:
@@ -128,12 +128,14 @@ def promote(*args: Any, kind: Promotion) -> tuple[DType, DType]:
     result = rt
     if kind is Promotion.COMPLEX_TO_FLOAT and rt.is_complex:
         result = dtypes.corresponding_real_dtype(rt)
-    computation = rt if kind is Promotion.NO_OPMATH else _opmath(rt)
+    computation = rt if kind is Promotion.NO_OPMATH else opmath(rt)
     return computation, result
 
 
-def _opmath(d: DType) -> DType:
-    return dtypes.float32 if d.is_float and d.bytes <= 2 else d
+def opmath(dtype: DType) -> DType:
+    """The dtype torch computes in for ``dtype``: float32 for the low-precision floats
+    (bfloat16, float16, the float8s), ``dtype`` itself otherwise."""
+    return dtypes.float32 if dtype.is_low_precision else dtype
 
 
 def to_dtype(a: Any, dtype: DType) -> Any:
@@ -154,25 +156,6 @@ def elementwise_unary(prim: Symbol, a: Any, kind: Promotion = Promotion.DEFAULT)
         return prim(a)
     computation, result = promote(a, kind=kind)
     out = prim(to_dtype(a, computation))
-    if kind is Promotion.ALWAYS_BOOL:
-        return out
-    return to_dtype(out, result)
-
-
-def elementwise_binary(prim: Symbol, a: Any, b: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
-    for x, what in ((a, "input"), (b, "other")):
-        check(
-            isinstance(x, TensorProxy) or is_number(x),
-            lambda: (
-                f"{prim.name}(): argument '{what}' must be Tensor or Number, not {type(x).__name__}"
-            ),
-            TypeError,
-        )
-    if not isinstance(a, TensorProxy) and not isinstance(b, TensorProxy):
-        return prim(a, b)
-    computation, result = promote(a, b, kind=kind)
-    a, b = broadcast(a, b)
-    out = prim(_for_computation(a, computation), _for_computation(b, computation))
     if kind is Promotion.ALWAYS_BOOL:
         return out
     return to_dtype(out, result)

@@ -12,10 +12,12 @@ from thunder_ir.proxies import register_tensor_method
 from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
 
-__all__ = ["ALL_OPS", "resolve_torch_name", "torch_symbol_map", "torchop"]
+__all__ = ["ALL_OPS", "is_torch_op", "resolve_torch_name", "torch_symbol_map", "torchop"]
 
 # Every torch-language op by its ltorch name. Filled at import time only.
 ALL_OPS: dict[str, Symbol] = {}
+# The same ops, as a set (``is_torch_op``).
+_OPS: set[Symbol] = set()
 
 
 def torchop(
@@ -37,12 +39,19 @@ def torchop(
         meta = accepting_torch_keywords(fn, torch_names)
         sym = Symbol(op_name, meta, module="ltorch", tags=tags, torch_names=torch_names)
         ALL_OPS[op_name] = sym
+        _OPS.add(sym)
         for tn in torch_names:
             if tn.startswith("torch.Tensor."):
                 register_tensor_method(tn.removeprefix("torch.Tensor."), sym)
         return sym
 
     return decorate
+
+
+def is_torch_op(sym: Symbol) -> bool:
+    """Whether ``sym`` is a torch-language op (declared with ``torchop``, printed as ``ltorch``),
+    not a prim, an executor's symbol or another composite (a checkpointed region)."""
+    return sym in _OPS
 
 
 def resolve_torch_name(qualified: str) -> Any:

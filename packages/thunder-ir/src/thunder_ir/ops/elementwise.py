@@ -14,6 +14,7 @@ import torch
 
 from thunder_ir import dtypes, prims
 from thunder_ir.dtypes import DType
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import (
     Promotion,
     _for_computation,
@@ -62,9 +63,9 @@ def can_cast(src: DType, dst: DType) -> bool:
     return src.is_boolean or not dst.is_boolean
 
 
-def not_implemented_for(op: str, d: DType) -> NotImplementedError:
+def not_implemented_for(op: str, d: DType) -> UnsupportedOptionError:
     """torch's error for an op without a kernel for a dtype (``"abs" not implemented for 'Bool'``)."""
-    return NotImplementedError(f"\"{op}\" not implemented for '{torch_dtype_name(d)}'")
+    return UnsupportedOptionError(f"\"{op}\" not implemented for '{torch_dtype_name(d)}'")
 
 
 def check_dtype(op: str, a: Any, ok: Callable[[DType], bool]) -> None:
@@ -243,7 +244,7 @@ def sign(a: Any) -> Any:
         not (isinstance(a, TensorProxy) and a.dtype.is_complex),
         "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use "
         "torch.sgn instead.",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     if isinstance(a, TensorProxy) and a.dtype.is_boolean:
         return identity(a)
@@ -266,7 +267,7 @@ def signbit(a: Any) -> Any:
     check(
         not (isinstance(a, TensorProxy) and a.dtype.is_complex),
         "signbit is not implemented for complex tensors.",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     if isinstance(a, TensorProxy) and a.dtype.is_exact:
         if a.dtype.is_boolean or a.dtype == dtypes.uint8:
@@ -612,7 +613,7 @@ def nan_to_num(
     if a.dtype.is_exact:
         return identity(a)
     if a.dtype.is_complex:
-        raise NotImplementedError("nan_to_num: complex tensors are not supported")
+        raise UnsupportedOptionError("nan_to_num: complex tensors are not supported")
     torch_dtype = dtypes.to_torch_dtype(a.dtype)
     assert torch_dtype is not None
     info = torch.finfo(torch_dtype)
@@ -642,7 +643,9 @@ def _clamp(op: str, a: Any, lo: Any, hi: Any) -> Any:
             lambda: f"{op}(): argument '{what}' must be Number or Tensor, not {type(x).__name__}",
             TypeError,
         )
-    check(not a.dtype.is_complex, "clamp is not supported for complex types", NotImplementedError)
+    check(
+        not a.dtype.is_complex, "clamp is not supported for complex types", UnsupportedOptionError
+    )
 
     def fn(x: Any, mn: Any, mx: Any) -> Any:
         # As torch: a NaN input stays NaN, a NaN bound gives NaN; min wins over a smaller max.

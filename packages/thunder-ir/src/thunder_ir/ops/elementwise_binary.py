@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from thunder_ir import dtypes, prims
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import Promotion, _for_computation, broadcast, is_number, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.elementwise import (
@@ -513,7 +514,7 @@ def addcdiv(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
 @torchop("torch.where", tags=_EW)
 def where(condition: Any, a: Any = None, b: Any = None) -> Any:
     if a is None and b is None:
-        raise NotImplementedError(
+        raise UnsupportedOptionError(
             "where(condition) with one argument (the indices of nonzero elements) is not "
             "supported: its output shape depends on the data; use torch.nonzero outside the "
             "compiled region"

@@ -15,6 +15,7 @@ from typing import Any
 from thunder_ir import dtypes, prims
 from thunder_ir.devices import Device, cpu, to_device
 from thunder_ir.dtypes import DType
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import dtype_arg, to_shape
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.shape import check_tensor_arg
@@ -46,14 +47,14 @@ def _check_common(requires_grad: bool, layout: Any, pin_memory: Any, op: str) ->
     check(
         not requires_grad,
         f"{op}(requires_grad=True) is not supported inside a traced function; create the tensor outside and pass it in",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     check(
         layout is None or str(layout) == "torch.strided",
         lambda: f"{op}(layout={layout}) is not supported: only strided tensors",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
-    check(not pin_memory, f"{op}(pin_memory=True) is not supported", NotImplementedError)
+    check(not pin_memory, f"{op}(pin_memory=True) is not supported", UnsupportedOptionError)
 
 
 def _fill_dtype(fill_value: Any) -> DType:
@@ -98,7 +99,7 @@ def _size_arg(size: tuple[Any, ...], op: str) -> tuple[Any, ...]:
 def _nested(data: Any, dim: int, op: str) -> tuple[tuple[int, ...], list[Any]]:
     """The shape and row-major values of nested sequences of numbers (torch's rules)."""
     if isinstance(data, TensorProxy):
-        raise NotImplementedError(
+        raise UnsupportedOptionError(
             f"{op}() of tensors is not supported in traced code; use torch.stack or torch.cat"
         )
     if isinstance(data, (bool, int, float, complex, NumberProxy)):
@@ -184,7 +185,7 @@ def new_tensor(
     a = check_tensor_arg(a, "new_tensor")
     _check_common(requires_grad, layout, pin_memory, "new_tensor")
     if isinstance(data, TensorProxy):
-        raise NotImplementedError(
+        raise UnsupportedOptionError(
             "new_tensor() of a tensor is not supported in traced code; use clone().detach()"
         )
     return _from_data(data, dtype or a.dtype, _device(device, a.device), "new_tensor")
@@ -204,7 +205,7 @@ def zeros(
     out: Any = None,
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "zeros")
-    check(out is None, "zeros(out=...) is not supported", NotImplementedError)
+    check(out is None, "zeros(out=...) is not supported", UnsupportedOptionError)
     return _fill(
         _size_arg(size, "zeros"),
         0,
@@ -224,7 +225,7 @@ def ones(
     out: Any = None,
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "ones")
-    check(out is None, "ones(out=...) is not supported", NotImplementedError)
+    check(out is None, "ones(out=...) is not supported", UnsupportedOptionError)
     return _fill(
         _size_arg(size, "ones"),
         1,
@@ -245,7 +246,7 @@ def empty(
     out: Any = None,
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "empty")
-    check(out is None, "empty(out=...) is not supported", NotImplementedError)
+    check(out is None, "empty(out=...) is not supported", UnsupportedOptionError)
     return _fill(
         _size_arg(size, "empty"),
         0,
@@ -267,11 +268,11 @@ def full(
     out: Any = None,
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "full")
-    check(out is None, "full(out=...) is not supported", NotImplementedError)
+    check(out is None, "full(out=...) is not supported", UnsupportedOptionError)
     check(
         not isinstance(fill_value, TensorProxy),
         "full(): a tensor fill value is not supported; pass a number",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     return _fill(
         _size_arg((size,), "full"),
@@ -447,14 +448,14 @@ def arange(
     out: Any = None,
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "arange")
-    check(out is None, "arange(out=...) is not supported", NotImplementedError)
+    check(out is None, "arange(out=...) is not supported", UnsupportedOptionError)
     if end is None:
         start, end = 0, start
     for x in (start, end, step):
         check(
             not isinstance(x, TensorProxy),
             "arange() with tensor bounds is not supported; pass Python numbers",
-            NotImplementedError,
+            UnsupportedOptionError,
         )
         check(
             isinstance(x, (int, float, NumberProxy)) and not isinstance(x, complex),
@@ -517,7 +518,7 @@ def linspace(
     out: Any = None,
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "linspace")
-    check(out is None, "linspace(out=...) is not supported", NotImplementedError)
+    check(out is None, "linspace(out=...) is not supported", UnsupportedOptionError)
     check(steps >= 0, "number of steps must be non-negative")
     out_dtype = dtype_arg(dtype) or dtypes.default_float_dtype()
     dev = _device(device)
@@ -554,7 +555,7 @@ def eye(
     out: Any = None,
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "eye")
-    check(out is None, "eye(out=...) is not supported", NotImplementedError)
+    check(out is None, "eye(out=...) is not supported", UnsupportedOptionError)
     m = n if m is None else m
     check(n >= 0, lambda: f"n must be greater or equal to 0, got {n}")
     check(m >= 0, lambda: f"m must be greater or equal to 0, got {m}")
@@ -578,7 +579,7 @@ def _random(
     check(
         generator is None,
         f"{op}(generator=...) is not supported; seed the default generator with torch.manual_seed",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     out_dtype = dtype_arg(dtype) or dtypes.default_float_dtype()
     check(
@@ -677,7 +678,7 @@ def randint(
     check(
         generator is None,
         "randint(generator=...) is not supported; seed the default generator with torch.manual_seed",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     check(len(args) in (2, 3), "randint() expects (high, size) or (low, high, size)", TypeError)
     low, high, size = (0, *args) if len(args) == 2 else args

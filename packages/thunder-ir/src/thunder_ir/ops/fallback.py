@@ -48,7 +48,7 @@ from thunder_ir.pytree import tree_iter, tree_map
 from thunder_ir.tags import OpTag
 
 __all__ = [
-    "FALLBACK_SYMBOL_IDS",
+    "FALLBACK_SYMBOLS",
     "TorchFallbackError",
     "call_torch_fallback",
     "fallback_refusal",
@@ -306,14 +306,10 @@ torch_fallback_random_replay = torchop(
     name="torch_fallback_random_replay", tags=(OpTag.TORCH_FALLBACK, OpTag.RANDOM)
 )(_replay_meta)
 
-FALLBACK_SYMBOL_IDS = frozenset(
-    s.id
-    for s in (
-        torch_fallback,
-        torch_fallback_view,
-        torch_fallback_random,
-        torch_fallback_random_replay,
-    )
+# The ops that call a torch callable named by their first argument (not torch_fallback_inplace,
+# whose decomposition is such a call).
+FALLBACK_SYMBOLS = frozenset(
+    {torch_fallback, torch_fallback_view, torch_fallback_random, torch_fallback_random_replay}
 )
 
 

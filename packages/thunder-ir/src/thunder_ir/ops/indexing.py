@@ -4,7 +4,7 @@ Basic indexing (ints, slices, None, Ellipsis) is slicing and squeezing, and retu
 advanced indexing (integer tensors or lists) copies, and is written with ``index_select`` on a
 linearized index. ``getitem`` is tagged ``OpTag.VIEW``: a pass that needs to know whether one call
 aliases its input asks ``getitem_is_view(key)``. Boolean-mask indexing has a shape that depends on
-the mask's values, which a trace cannot know: it raises NotImplementedError (except where the
+the mask's values, which a trace cannot know: it raises UnsupportedOptionError (except where the
 result's shape does not depend on them, as in ``t[mask] = 0``).
 """
 
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder_ir import dtypes, prims
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import broadcast_shapes, expand_to, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.shape import (
@@ -109,7 +110,7 @@ def parse_key(a: TensorProxy, key: Any) -> list[Item]:
             items.append(("slice", dim, *_canonical_slice(e, a.shape[dim])))
             dim += 1
         elif isinstance(e, TensorProxy) and e.dtype == dtypes.bool8:
-            raise NotImplementedError(
+            raise UnsupportedOptionError(
                 "indexing with a boolean mask gives a result whose shape depends on the mask's values, which a trace "
                 "cannot know; use torch.where(mask, x, other) or x.masked_fill(~mask, value) instead"
             )
@@ -177,7 +178,7 @@ def _index_tensor(x: Any, device: Any) -> TensorProxy:
         check(
             x.dtype != dtypes.uint8,
             "indexing with a uint8 (byte) mask is not supported",
-            NotImplementedError,
+            UnsupportedOptionError,
         )
         return to_dtype(x, dtypes.int64)  # type: ignore[no-any-return]
     shape: list[int] = []
@@ -190,7 +191,7 @@ def _index_tensor(x: Any, device: Any) -> TensorProxy:
     def walk(v: Any, depth: int) -> None:
         if depth == len(shape):
             if isinstance(v, bool):
-                raise NotImplementedError(
+                raise UnsupportedOptionError(
                     "indexing with a list of bools is a mask whose result shape depends on its values"
                 )
             check(
@@ -420,7 +421,7 @@ def _set_mask(a: TensorProxy, mask: TensorProxy, value: Any) -> TensorProxy:
         if lead > 1 or (
             lead == 1 and not (isinstance(value.shape[0], int) and value.shape[0] == 1)
         ):
-            raise NotImplementedError(
+            raise UnsupportedOptionError(
                 "t[mask] = values with one value per selected element depends on how many elements the mask selects; "
                 "use torch.where(mask, values, t) with values of t's shape instead"
             )
@@ -440,7 +441,7 @@ def setitem_(a: Any, key: Any, value: Any) -> Any:
         check(
             len(entries) == 1,
             "indexing with a boolean mask together with other indices is not supported",
-            NotImplementedError,
+            UnsupportedOptionError,
         )
         new = _set_mask(a, masks[0], value)
     elif getitem_is_view(key):
@@ -584,7 +585,7 @@ def _scatter(
     check(
         reduce is None,
         f"{op}(reduce=...) is not supported; use scatter_add or scatter_reduce",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     d = canonicalize_dim(a.ndim, dim)
     if src is None:
@@ -645,7 +646,7 @@ def _index_put(
         check(
             i is not None,
             f"{op}() with None among the indices is not supported",
-            NotImplementedError,
+            UnsupportedOptionError,
         )
         i = check_tensor_arg(i, op, "indices")
         check(
@@ -792,7 +793,7 @@ def index_fill_(a: Any, dim: int, index: Any, value: Any) -> Any:
 
 @torchop("torch.masked_select", "torch.Tensor.masked_select")
 def masked_select(a: Any, mask: Any) -> Any:
-    raise NotImplementedError(
+    raise UnsupportedOptionError(
         "masked_select returns as many elements as the mask selects, which depends on the mask's values and is not "
         "known while tracing; use torch.where(mask, a, 0) (keeping a's shape) instead"
     )

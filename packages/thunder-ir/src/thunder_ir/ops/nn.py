@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from thunder_ir import dtypes, prims
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn_base import add, eq, mul, not_implemented, require_tensor
 from thunder_ir.proxies import TensorProxy
@@ -166,7 +167,7 @@ def one_hot(a: Any, num_classes: int = -1) -> Any:
     require_tensor(a, "one_hot", "self")
     check(a.dtype == dtypes.int64, "one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:
-        raise NotImplementedError(
+        raise UnsupportedOptionError(
             "one_hot: num_classes=-1 (inferred from the data) is not supported; pass num_classes"
         )
     check(num_classes > 0, "num_classes should be positive")

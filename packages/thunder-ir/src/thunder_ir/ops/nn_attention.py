@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from thunder_ir import dtypes, prims
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.elementwise_binary import true_divide
@@ -113,6 +114,36 @@ def scaled_dot_product_attention(
     q = require_tensor(query, "scaled_dot_product_attention", "query")
     k = require_tensor(key, "scaled_dot_product_attention", "key")
     v = require_tensor(value, "scaled_dot_product_attention", "value")
+    _check_attention_arguments(q, k, v, attn_mask, dropout_p, is_causal)
+    if enable_gqa and q.ndim >= 3:
+        k, v = _heads_repeated_for_groups(q, k, v)
+    if _runs_fused(q, k, v, attn_mask, dropout_p):
+        # One op that also returns the logsumexp: autodiff differentiates it with torch's fused
+        # attention backward (``sdpa_flash_backward``) instead of this decomposition.
+        s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        return sdpa_flash(q, k, v, is_causal, s)[0]
+    compute = opmath(q.dtype)
+    qc, kc, vc = (to_dtype(x, compute) for x in (q, k, v))
+    scale_factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    perm = (*range(kc.ndim - 2), kc.ndim - 1, kc.ndim - 2)
+    scores = mul(matmul(qc, prims.transpose(kc, perm)), scale_factor)
+    scores = _masked_scores(scores, q, k, attn_mask, is_causal)
+    weights = _attention_weights(scores, attn_mask)
+    if dropout_p > 0:
+        weights = dropout(weights, dropout_p, True)
+    return to_dtype(matmul(weights, vc), q.dtype)
+
+
+def _check_attention_arguments(
+    q: TensorProxy,
+    k: TensorProxy,
+    v: TensorProxy,
+    attn_mask: Any,
+    dropout_p: float,
+    is_causal: bool,
+) -> None:
+    """torch's checks of scaled_dot_product_attention's arguments (with its messages); dropout is
+    refused (``UnsupportedOptionError``): the call runs as torch's own kernel."""
     check(
         q.dtype == k.dtype == v.dtype,
         lambda: (
@@ -153,57 +184,67 @@ def scaled_dot_product_attention(
     check(
         dropout_p == 0,
         "scaled_dot_product_attention with dropout runs as torch's own kernel",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
-    if enable_gqa and q.ndim >= 3:
-        hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
-        check(
-            hq % hk == 0 and hq % hv == 0,
-            lambda: (
-                f"Number of heads in key and value must divide the number of heads in query, got {hk}, {hv} and {hq}"
-            ),
-        )
-        k, v = _repeat_heads(k, hq // hk), _repeat_heads(v, hq // hv)
-    if (
+
+
+def _heads_repeated_for_groups(
+    q: TensorProxy, k: TensorProxy, v: TensorProxy
+) -> tuple[TensorProxy, TensorProxy]:
+    """``enable_gqa``: key and value with each head repeated for its group of query heads."""
+    hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
+    check(
+        hq % hk == 0 and hq % hv == 0,
+        lambda: (
+            f"Number of heads in key and value must divide the number of heads in query, got {hk}, {hv} and {hq}"
+        ),
+    )
+    return _repeat_heads(k, hq // hk), _repeat_heads(v, hq // hv)
+
+
+def _runs_fused(
+    q: TensorProxy, k: TensorProxy, v: TensorProxy, attn_mask: Any, dropout_p: float
+) -> bool:
+    """Whether the call is recorded as ``sdpa_flash`` (no mask, float32/64, 4-D, same batch and
+    heads, value's head size the query's) rather than decomposed."""
+    return (
         attn_mask is None
         and dropout_p == 0
         and q.dtype in (dtypes.float32, dtypes.float64)
         and q.ndim == k.ndim == v.ndim == 4
         and q.shape[:2] == k.shape[:2] == v.shape[:2]
         and v.shape[-1] == q.shape[-1]
-    ):
-        # One op that also returns the logsumexp: autodiff differentiates it with torch's fused
-        # attention backward (``sdpa_flash_backward``) instead of this decomposition.
-        s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        return sdpa_flash(q, k, v, is_causal, s)[0]
-    compute = opmath(q.dtype)
-    qc, kc, vc = (to_dtype(x, compute) for x in (q, k, v))
-    scale_factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    perm = (*range(kc.ndim - 2), kc.ndim - 1, kc.ndim - 2)
-    scores = mul(matmul(qc, prims.transpose(kc, perm)), scale_factor)
+    )
+
+
+def _masked_scores(
+    scores: TensorProxy, q: TensorProxy, k: TensorProxy, attn_mask: Any, is_causal: bool
+) -> TensorProxy:
+    """The attention scores with the causal mask or ``attn_mask`` applied (a boolean mask sets
+    the scores it excludes to -inf; a float mask is added)."""
     if is_causal:
-        scores = where(_causal_mask(q, k), scores, -math.inf)
-    elif attn_mask is not None:
-        require_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
-        if attn_mask.dtype.is_boolean:
-            scores = where(attn_mask, scores, -math.inf)
-        else:
-            check(
-                attn_mask.dtype == q.dtype or attn_mask.dtype.is_float,
-                lambda: (
-                    f"Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: {attn_mask.dtype.name} and  query.dtype: {q.dtype.name} instead."
-                ),
-            )
-            scores = add(scores, to_dtype(attn_mask, compute))
+        return where(_causal_mask(q, k), scores, -math.inf)  # type: ignore[no-any-return]
     if attn_mask is None:
-        weights = softmax(scores, -1)
-    else:
-        # torch's safe softmax: a query that may attend to nothing gets zero weights, not NaN.
-        # Its row enters the softmax as zeros, so that the backward, too, gives it zero
-        # gradients (the softmax of a row of -inf is NaN, and NaN times a zero gradient is NaN).
-        last = scores.ndim - 1
-        masked_row = eq(expand_reduced(scores, amax_(scores, last), (last,)), -math.inf)
-        weights = where(masked_row, 0.0, softmax(where(masked_row, 0.0, scores), -1))
-    if dropout_p > 0:
-        weights = dropout(weights, dropout_p, True)
-    return to_dtype(matmul(weights, vc), q.dtype)
+        return scores
+    require_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
+    if attn_mask.dtype.is_boolean:
+        return where(attn_mask, scores, -math.inf)  # type: ignore[no-any-return]
+    check(
+        attn_mask.dtype == q.dtype or attn_mask.dtype.is_float,
+        lambda: (
+            f"Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: {attn_mask.dtype.name} and  query.dtype: {q.dtype.name} instead."
+        ),
+    )
+    return add(scores, to_dtype(attn_mask, scores.dtype))  # type: ignore[no-any-return]
+
+
+def _attention_weights(scores: TensorProxy, attn_mask: Any) -> TensorProxy:
+    """The softmax of the scores over the keys; with a mask, torch's safe softmax: a query that
+    may attend to nothing gets zero weights, not NaN. Its row enters the softmax as zeros, so
+    that the backward, too, gives it zero gradients (the softmax of a row of -inf is NaN, and NaN
+    times a zero gradient is NaN)."""
+    if attn_mask is None:
+        return softmax(scores, -1)  # type: ignore[no-any-return]
+    last = scores.ndim - 1
+    masked_row = eq(expand_reduced(scores, amax_(scores, last), (last,)), -math.inf)
+    return where(masked_row, 0.0, softmax(where(masked_row, 0.0, scores), -1))  # type: ignore[no-any-return]

@@ -1,15 +1,23 @@
 """Building blocks the neural-network ops share: elementwise arithmetic and reductions written
-directly on prims (with torch's broadcasting and promotion), argument checks and legacy-argument
-handling. Nothing here is an op: the ops in ``nn*.py`` record these prims as their subsymbols."""
+directly on prims, argument checks and legacy-argument handling. Nothing here is an op: the ops in
+``nn*.py`` record these prims as their subsymbols.
+
+The arithmetic is the torch-language ops' own, without recording the op: ``add(a, b)`` records
+what ``ltorch.add(a, b)`` decomposes into (``compute`` of ``ops/elementwise.py``: torch's
+broadcasting, promotion and CPU scalar rules; ``elementwise_unary`` for the unary ops), less the
+argument checks torch makes of a user's call. ``tests/thunder_ir/test_nn_base.py`` holds them to
+the ops."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from thunder_ir import dtypes, prims
+from thunder_ir import prims
 from thunder_ir.dtypes import DType
-from thunder_ir.ops._helpers import Promotion, elementwise_binary, elementwise_unary, to_dtype
+from thunder_ir.errors import UnsupportedOptionError
+from thunder_ir.ops._helpers import Promotion, elementwise_unary, opmath, to_dtype
+from thunder_ir.ops.elementwise import compute
 from thunder_ir.proxies import NumberProxy, TensorProxy
 from thunder_ir.utils import canonicalize_dims, check
 
@@ -72,68 +80,63 @@ def require_float(x: TensorProxy, op: str) -> None:
     )
 
 
-def not_implemented(op: str, what: str) -> NotImplementedError:
-    return NotImplementedError(f"{op}: {what} is not supported yet")
-
-
-def opmath(dtype: DType) -> DType:
-    """The dtype torch computes in for ``dtype``: float32 for bfloat16/float16."""
-    return dtypes.float32 if dtype.is_low_precision else dtype
+def not_implemented(op: str, what: str) -> UnsupportedOptionError:
+    return UnsupportedOptionError(f"{op}: {what} is not supported yet")
 
 
 # Elementwise, with torch's broadcasting and promotion --------------------------------------------
 
 
 def add(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.add, a, b)
+    return compute("add", Promotion.DEFAULT, prims.add, a, b)
 
 
 def sub(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.sub, a, b)
+    return compute("sub", Promotion.DEFAULT, prims.sub, a, b)
 
 
 def mul(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.mul, a, b)
+    return compute("mul", Promotion.DEFAULT, prims.mul, a, b)
 
 
 def div(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.div, a, b, Promotion.INT_TO_FLOAT)
+    return compute("div", Promotion.INT_TO_FLOAT, prims.div, a, b)
 
 
 def pow_(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.pow, a, b)
+    return compute("pow", Promotion.DEFAULT, prims.pow, a, b)
 
 
 def maximum(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.maximum, a, b)
+    return compute("maximum", Promotion.DEFAULT, prims.maximum, a, b)
 
 
 def minimum(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.minimum, a, b)
+    return compute("minimum", Promotion.DEFAULT, prims.minimum, a, b)
 
 
 def eq(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.eq, a, b, Promotion.ALWAYS_BOOL)
+    return compute("eq", Promotion.ALWAYS_BOOL, prims.eq, a, b)
 
 
 def ne(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.ne, a, b, Promotion.ALWAYS_BOOL)
+    return compute("ne", Promotion.ALWAYS_BOOL, prims.ne, a, b)
 
 
 def lt(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.lt, a, b, Promotion.ALWAYS_BOOL)
+    return compute("lt", Promotion.ALWAYS_BOOL, prims.lt, a, b)
 
 
 def le(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.le, a, b, Promotion.ALWAYS_BOOL)
+    return compute("le", Promotion.ALWAYS_BOOL, prims.le, a, b)
 
 
 def gt(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.gt, a, b, Promotion.ALWAYS_BOOL)
+    return compute("gt", Promotion.ALWAYS_BOOL, prims.gt, a, b)
 
 
 def ge(a: Any, b: Any) -> Any:
-    return elementwise_binary(prims.ge, a, b, Promotion.ALWAYS_BOOL)
+    return compute("ge", Promotion.ALWAYS_BOOL, prims.ge, a, b)
 
 
 def neg(a: Any) -> Any:

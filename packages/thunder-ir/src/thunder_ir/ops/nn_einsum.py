@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from thunder_ir import prims
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn_base import not_implemented, require_tensor
 from thunder_ir.proxies import TensorProxy
@@ -124,7 +125,7 @@ def einsum(equation: Any, *operands: Any) -> Any:
     check(
         isinstance(equation, str),
         "einsum(): the sublist format (operand, [dims], ...) is not supported",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     ops = (
         list(operands[0])

@@ -7,6 +7,7 @@ from typing import Any
 
 from thunder_ir import dtypes, prims
 from thunder_ir.dtypes import DType
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn_activations import log_softmax, logsigmoid
@@ -210,7 +211,7 @@ def _pointwise_loss_inputs(op: str, a: Any, target: Any) -> tuple[TensorProxy, T
     check(
         common.is_inexact,
         lambda: f"\"{op}\" not implemented for '{_torch_name(common)}'",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     return broadcast(to_dtype(a, common), to_dtype(target, common))  # type: ignore[return-value]
 

@@ -16,6 +16,7 @@ import torch
 
 from thunder_ir import dtypes
 from thunder_ir.devices import to_device
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._registry import torchop
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.tags import OpTag
@@ -56,7 +57,7 @@ def _state_meta(device: Any) -> TensorProxy:
     check(
         dev.type in _STATE_BYTES,
         lambda: f"thunder records the random state of CPU and CUDA generators only, not {dev}",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     size = _STATE_BYTES[dev.type]
     return TensorProxy(shape=(size,), dtype=dtypes.uint8, device=to_device("cpu"))

@@ -14,6 +14,7 @@ from typing import Any
 
 from thunder_ir import dtypes, prims
 from thunder_ir.dtypes import DType
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import dtype_arg, expand_to, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.elementwise import inplace, torch_dtype_name, zero_of
@@ -409,7 +410,7 @@ def norm(
     a = _check_input("norm", a)
     if isinstance(p, str):
         if p != "fro":
-            raise NotImplementedError(f"norm: p={p!r} is not supported (only 'fro' and numbers)")
+            raise UnsupportedOptionError(f"norm: p={p!r} is not supported (only 'fro' and numbers)")
         ndims = len(_dims(a, dim))
         check(
             dim is None or ndims <= 2,
@@ -423,7 +424,9 @@ def norm(
 def logsumexp(a: Any, dim: DimArg, keepdim: bool = False) -> Any:
     a = _check_input("logsumexp", a)
     check(
-        not a.dtype.is_complex, "logsumexp(): complex inputs are not supported", NotImplementedError
+        not a.dtype.is_complex,
+        "logsumexp(): complex inputs are not supported",
+        UnsupportedOptionError,
     )
     dims = _dims(a, dim)
     out_dtype = a.dtype if a.dtype.is_float else dtypes.default_float_dtype()

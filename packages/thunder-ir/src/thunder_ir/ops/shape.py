@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder_ir import dtypes, prims
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import broadcast_shapes, to_dtype, to_shape
 from thunder_ir.ops._registry import torchop
 from thunder_ir.proxies import NumberProxy, TensorProxy
@@ -146,7 +147,7 @@ def view(a: Any, *shape: Any, **kwargs: Any) -> Any:
         and not isinstance(shape[0], (tuple, list, int, NumberProxy))
         and type(shape[0]).__name__ != "Size"
     ):
-        raise NotImplementedError(
+        raise UnsupportedOptionError(
             "Tensor.view(dtype) (reinterpreting the bits as another dtype) is not supported"
         )
     return reshape_to(a, infer_shape(a, sizes_arg(shape, kwargs, "size", "view")))
@@ -327,7 +328,7 @@ def mT(a: Any) -> Any:
 
 def _adjoint_of_real(a: Any, name: str) -> None:
     if a.dtype.is_complex:  # the IR has no conjugation
-        raise NotImplementedError(f"Tensor.{name} of a complex tensor is not supported")
+        raise UnsupportedOptionError(f"Tensor.{name} of a complex tensor is not supported")
 
 
 @torchop("torch.Tensor.H", tags=_VIEW)
@@ -645,7 +646,7 @@ def tensor_split(a: Any, indices_or_sections: Any, dim: int = 0) -> Any:
         ),
     )
     if isinstance(indices_or_sections, TensorProxy):
-        raise NotImplementedError(
+        raise UnsupportedOptionError(
             "tensor_split with a tensor of indices is data-dependent; pass a Python int or a list of ints"
         )
     d = canonicalize_dim(a.ndim, dim)
@@ -679,7 +680,7 @@ def narrow(a: Any, dim: int, start: Any, length: Any) -> Any:
     check(
         not isinstance(start, TensorProxy),
         "narrow() with a tensor start is not supported; pass a Python int",
-        NotImplementedError,
+        UnsupportedOptionError,
     )
     d = canonicalize_dim(a.ndim, dim)
     n = a.shape[d]
@@ -802,7 +803,7 @@ def repeat_interleave(
     """Each element repeated ``repeats`` times along ``dim`` (the flattened tensor for None),
     for a number of repeats; tensor repeats (sizes from data) take the torch fallback."""
     if not isinstance(a, TensorProxy) or isinstance(repeats, TensorProxy) or repeats is None:
-        raise NotImplementedError(
+        raise UnsupportedOptionError(
             "repeat_interleave with tensor repeats: the result's size depends on their values "
             "(pass output_size=, or repeats as a number)"
         )
@@ -818,7 +819,7 @@ def repeat_interleave(
         a, d = prims.reshape(a, (a.numel(),)), 0
     else:
         if a.ndim == 0:  # torch's own error for a dimension of a 0-d tensor
-            raise NotImplementedError("repeat_interleave of a 0-d tensor along a dimension")
+            raise UnsupportedOptionError("repeat_interleave of a 0-d tensor along a dimension")
         d = canonicalize_dim(a.ndim, dim)
     shape = tuple(a.shape)
     out = (*shape[:d], shape[d] * repeats, *shape[d + 1 :])
@@ -952,7 +953,9 @@ def pad(a: Any, pad: Sequence[Any], mode: str = "constant", value: Any = None) -
         ),
     )
     if mode != "constant":
-        raise NotImplementedError(f"pad(mode={mode!r}) is not supported; only mode='constant' is")
+        raise UnsupportedOptionError(
+            f"pad(mode={mode!r}) is not supported; only mode='constant' is"
+        )
     fill = zero_of(a.dtype) if value is None else dtypes.python_type_of(a.dtype)(value)
     lows, highs = [0] * a.ndim, [0] * a.ndim
     for i in range(len(pad) // 2):

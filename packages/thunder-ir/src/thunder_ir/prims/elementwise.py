@@ -16,6 +16,7 @@ from typing import Any
 from thunder_ir import constraints as C
 from thunder_ir import dtypes
 from thunder_ir.dtypes import DType
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.prims._common import (
     check_same_device,
     check_same_dtype,
@@ -195,7 +196,7 @@ def _opaque_expr(name: str) -> Callable[..., C.Expr]:
     # Number functions without an expression form (math.exp) are recorded as constants of the
     # expression language would lose their input: refuse symbolic use instead.
     def fn(*args: C.Expr) -> C.Expr:
-        raise NotImplementedError(
+        raise UnsupportedOptionError(
             f"prims.{name} on a symbolic number is not supported; the value would be specialized"
         )
 

@@ -149,7 +149,7 @@ def _copy__meta(src: Any, dst: Any) -> TensorProxy:
     )
 
 
-copy_ = make_prim("copy_", _copy__meta, tags=(OpTag.IN_PLACE, OpTag.DONT_DCE))
+copy_ = make_prim("copy_", _copy__meta, tags=(OpTag.IN_PLACE, OpTag.DONT_DCE, OpTag.WRITE))
 
 
 def _device_put_meta(a: Any, device: Any) -> TensorProxy:

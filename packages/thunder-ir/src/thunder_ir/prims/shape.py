@@ -250,7 +250,7 @@ def _stop_gradient_meta(a: Any) -> TensorProxy:
 
 
 # The same values with no gradient flowing back (Tensor.detach).
-stop_gradient = make_prim("stop_gradient", _stop_gradient_meta)
+stop_gradient = make_prim("stop_gradient", _stop_gradient_meta, tags=(OpTag.STOPS_GRADIENT,))
 
 
 def _written_without_grad_meta(target: Any, value: Any, gradient: bool = True) -> TensorProxy:
@@ -269,4 +269,6 @@ def _written_without_grad_meta(target: Any, value: Any, gradient: bool = True) -
 # graph (a leaf, or what computed it) as a tensor written in place without grad does in eager.
 # With ``gradient=False`` (a random fill, ``h.uniform_()``), ``target`` receives zeros, as
 # torch's derivative of the fill gives it.
-written_without_grad = make_prim("written_without_grad", _written_without_grad_meta)
+written_without_grad = make_prim(
+    "written_without_grad", _written_without_grad_meta, tags=(OpTag.STOPS_GRADIENT,)
+)

@@ -14,7 +14,7 @@ forward trace takes the trace's inputs and returns ``(flat_outputs, saved)``; th
 takes ``(*saved, *cotangents)`` (one cotangent per floating-point output that depends on an input
 requiring grad) and returns one gradient per input (None where there is none).
 
-Grad rules are VJP rules keyed by symbol id in ``VJP_RULES`` and registered with
+Grad rules are VJP rules keyed by symbol in ``VJP_RULES`` and registered with
 ``register_vjp(symbol)``; see ``registry`` for the calling convention. Every differentiable prim
 has one; a composite op without a rule is differentiated through its subsymbols, and a few
 composites (softmax, log_softmax, embedding) have their own cheaper rule. Ops whose outputs are
@@ -112,10 +112,12 @@ def _recorded_by_torch(
     tensor overwritten) are then exactly eager's, also for inputs that share memory, which no
     trace can know. Its backward is torch's: the backward trace only says so."""
     fn = compile(trace)
-    backward = Trace(f"{trace.fn_name}_backward")
-    backward.docstring = (
-        "The program writes in place where only torch.autograd does what eager does: it records "
-        "the forward's torch calls and runs their backward; thunder runs none."
+    backward = Trace(
+        f"{trace.fn_name}_backward",
+        docstring=(
+            "The program writes in place where only torch.autograd does what eager does: it "
+            "records the forward's torch calls and runs their backward; thunder runs none."
+        ),
     )
     with tracectx(backward):
         prims.python_return(None)

@@ -15,6 +15,7 @@ from thunder_ir import (
     OpTag,
     PassRecord,
     Proxy,
+    Symbol,
     TensorProxy,
     Trace,
     prims,
@@ -27,8 +28,9 @@ from thunder_ir.aliasing import (
     written_inputs,
     written_where_gradients_flow,
 )
-from thunder_ir.ops.fallback import FALLBACK_SYMBOL_IDS
+from thunder_ir.ops.fallback import FALLBACK_SYMBOLS
 from thunder_ir.pytree import tree_flatten
+from thunder_ir.symbol import leaf_prims
 from thunder_transforms.autodiff.registry import rule_for, static_eq, zeros_like
 from thunder_transforms.checkpoint import checkpointed_values
 from thunder_transforms.dce import dce
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 # Ops whose outputs never carry gradients although their inputs may (Tensor.detach).
-NONDIFFERENTIABLE: frozenset[str] = frozenset({prims.stop_gradient.id})
+NONDIFFERENTIABLE: frozenset[Symbol] = frozenset({prims.stop_gradient})
 
 
 @dataclass(frozen=True)
@@ -78,24 +80,23 @@ def _carries_grad(p: Any) -> bool:
 
 # Prims that only move data, whose grad rules read nothing but shapes and parameters.
 _DATA_MOVEMENT = frozenset(
-    {"transpose", "reshape", "slice", "squeeze", "unsqueeze", "broadcast_in_dim", "shallow_copy"}
+    {
+        prims.transpose,
+        prims.reshape,
+        prims.slice_prim,
+        prims.squeeze,
+        prims.unsqueeze,
+        prims.broadcast_in_dim,
+        prims.shallow_copy,
+    }
 )
-
-
-def _leaf_prims(bsym: BoundSymbol) -> list[BoundSymbol]:
-    if not bsym.subsymbols:
-        return [bsym]
-    return [leaf for s in bsym.subsymbols for leaf in _leaf_prims(s)]
 
 
 def _moves_data_only(bsym: BoundSymbol) -> bool:
     """A view op (``OpTag.VIEW`` or ``OpTag.MAY_RETURN_VIEW``) whose decomposition only moves data."""
     if not bsym.subsymbols or not ({OpTag.VIEW, OpTag.MAY_RETURN_VIEW} & bsym.sym.tags):
         return False
-    return all(
-        (b.sym.is_prim and b.sym.name in _DATA_MOVEMENT) or _size_arithmetic(b)
-        for b in _leaf_prims(bsym)
-    )
+    return all(b.sym in _DATA_MOVEMENT or _size_arithmetic(b) for b in leaf_prims(bsym))
 
 
 def _size_arithmetic(bsym: BoundSymbol) -> bool:
@@ -119,7 +120,7 @@ class _Linearizer:
         self.checkpointed: set[str] = set()  # intermediates of checkpointed regions
 
     def visit(self, bsym: BoundSymbol) -> None:
-        gets_grad = bsym.sym.id not in NONDIFFERENTIABLE and any(
+        gets_grad = bsym.sym not in NONDIFFERENTIABLE and any(
             p.name in self.active for p in bsym.flat_proxy_args
         )
         if not gets_grad:
@@ -140,11 +141,11 @@ class _Linearizer:
             # flattened like other composites (free to fuse).
             self.input_views.update(p.name for p in bsym.flat_proxy_outs)
             self.forward.append(bsym)
-            leaves = _leaf_prims(bsym)
+            leaves = leaf_prims(bsym)
             outs = [o for b in leaves for o in b.flat_outs if isinstance(o, TensorProxy)]
             if any(o.dtype.is_complex for o in outs):
                 raise NotImplementedError(
-                    f"gradients of complex values ({bsym.sym.qualified_name})"
+                    f"gradients of complex values ({bsym.sym.qualified_name}){bsym.where()}"
                 )
             self.differentiated.append(bsym)
             self.active.update(o.name for o in outs if _carries_grad(o))
@@ -156,7 +157,7 @@ class _Linearizer:
                 self.visit(sub)
             return
         outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy) and _carries_grad(o)]
-        if bsym.sym.id in FALLBACK_SYMBOL_IDS:
+        if bsym.sym in FALLBACK_SYMBOLS:
             # torch's own flag, from running it on fake tensors: randint_like(w) carries none
             outs = [o for o in outs if o.requires_grad]
         self.forward.append(bsym)
@@ -164,11 +165,13 @@ class _Linearizer:
             return  # comparisons, argmax...: integer or boolean results carry no gradient
         if rule is None:
             raise NotImplementedError(
-                f"{bsym.sym.qualified_name} has no grad rule and no decomposition; register one "
-                "with thunder_transforms.autodiff.register_vjp"
+                f"{bsym.sym.qualified_name}{bsym.where()} has no grad rule and no decomposition; "
+                "register one with thunder_transforms.autodiff.register_vjp"
             )
         if any(o.dtype.is_complex for o in outs):
-            raise NotImplementedError(f"gradients of complex values ({bsym.sym.qualified_name})")
+            raise NotImplementedError(
+                f"gradients of complex values ({bsym.sym.qualified_name}){bsym.where()}"
+            )
         self.differentiated.append(bsym)
         self.active.update(o.name for o in outs)
         if {OpTag.VIEW, OpTag.MAY_RETURN_VIEW} & bsym.sym.tags and all(
@@ -230,7 +233,7 @@ class _Backward:
         steps = [
             leaf
             for b in differentiated
-            for leaf in ([b] if rule_for(b) is not None else _leaf_prims(b))
+            for leaf in ([b] if rule_for(b) is not None else leaf_prims(b))
         ]
         for bsym in reversed(steps):
             outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
@@ -266,89 +269,23 @@ def split_forward_backward(
     fz = functionalize(trace, only=relevant) if relevant else Functionalized(trace, {}, frozenset())
     trace = fz.trace
     args = trace.args
-    if requires_grad is None:
-        requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
-    if len(requires_grad) != len(args):
-        raise ValueError(f"requires_grad has {len(requires_grad)} entries for {len(args)} inputs")
-    which = tuple(bool(r) and _carries_grad(a) for r, a in zip(requires_grad, args))
+    which = _differentiated_inputs(args, requires_grad)
     active = {a.name for a, w in zip(args, which) if w}
-
-    # Views sharing memory with what the caller sees (an input, an output) stay torch's views.
-    observed = [a.name for a in args if isinstance(a, Proxy)]
-    observed += [x.name for x in tree_flatten(trace.return_value)[0] if isinstance(x, Proxy)]
-    info = alias_info(trace.bound_symbols, observed)
-    seen_views = frozenset(
-        id(b) for b in trace.bound_symbols if _moves_data_only(b) and info.in_observed_group(b)
-    )
-    lin = _Linearizer(active, {a.name for a in args}, seen_views)
-    for bsym in trace.bound_symbols:
-        if not bsym.has_tag(OpTag.RETURN):
-            lin.visit(bsym)
-    leaves, spec = tree_flatten(trace.return_value)
-    # Written inputs whose new values carry gradients are outputs too (hidden from the program):
-    # autograd must record the write for the caller's later uses of the input.
-    returned = {x.name for x in leaves if isinstance(x, Proxy)}
-    hidden = [
-        t
-        for _, t in sorted(fz.written_inputs.items())
-        if t.name in active and t.name not in returned
-    ]
-    leaves = [*leaves, *hidden]
+    lin = _linearize(trace, active)
+    leaves, spec, n_hidden = _differentiated_outputs(trace, fz, active)
     diff_out = tuple(isinstance(x, TensorProxy) and x.name in active for x in leaves)
-
-    bw = Trace("backward", names=trace.names)
-    bw._counters = dict(trace._counters)
-    cotangent_inputs = [
-        TensorProxy(_fresh_name(bw, "ct"), shape=x.shape, dtype=x.dtype, device=x.device)
-        for x, d in zip(leaves, diff_out)
-        if d
-    ]
-    back = _Backward()
-    with tracectx(bw):
-        for x, ct in zip((x for x, d in zip(leaves, diff_out) if d), cotangent_inputs):
-            back.accumulate(x, ct, None)
-        back.run(lin.differentiated, active)
-        grads: list[Any] = []
-        for a, w in zip(args, which):
-            if not w:
-                grads.append(None)
-            elif a.name in back.cotangents:
-                grads.append(back.cotangents[a.name])
-            elif a.name in back.reached:
-                assert isinstance(a, TensorProxy)
-                grads.append(zeros_like(a))  # reached only through zero-gradient ops, as eager
-            else:
-                grads.append(None)
-        prims.python_return(tuple(grads))
-
-    # The backward's free variables are what the forward must save.
+    bw, cotangent_inputs = _record_backward(trace, lin, leaves, diff_out, which, active)
     bw = dce(bw)
-    defined = {p.name for p in cotangent_inputs}
-    saved: list[Proxy] = []
-    seen: set[str] = set()
-    for bsym in bw.bound_symbols:
-        for p in _reads(bsym):
-            if p.name not in defined and p.name not in seen:
-                seen.add(p.name)
-                saved.append(p)
-        defined.update(p.name for p in bsym.flat_proxy_outs)
-        # Sizes its decomposition computes (the shapes of a composite's outputs): computed by the
-        # backward itself, before the op runs whole or as it decomposes, never saved.
-        defined.update(
-            p.name
-            for leaf in _leaf_prims(bsym)
-            if _size_arithmetic(leaf)
-            for p in leaf.flat_proxy_outs
-        )
-    bw.args = (*saved, *cotangent_inputs)
+    saved = _saved_for_backward(bw, cotangent_inputs)
     seconds = time.perf_counter() - start
-    bw.history = (*trace.history, PassRecord("autodiff backward", seconds))
+    bw = bw.replace(
+        args=(*saved, *cotangent_inputs),
+        history=(*trace.history, PassRecord("autodiff backward", seconds)),
+    )
 
     ret = prims.python_return.bind((tuple(leaves), tuple(saved)), output=None)
     fw = trace.derive([*lin.forward, ret], pass_name="autodiff forward", seconds=seconds)
-    fw = dce(fw)
-    fw.fn_name = f"{trace.fn_name}_forward"
-    bw.fn_name = f"{trace.fn_name}_backward"
+    fw = dce(fw).replace(fn_name=f"{trace.fn_name}_forward")
     fw_aliases = alias_info(fw.bound_symbols)
     mutated = frozenset(
         i for i, a in enumerate(args) if isinstance(a, Proxy) and fw_aliases.is_written(a.name)
@@ -362,9 +299,113 @@ def split_forward_backward(
         len(saved),
         mutated,
         frozenset(lin.checkpointed),
-        len(hidden),
+        n_hidden,
         fz.through_views,
     )
+
+
+def _differentiated_inputs(
+    args: Sequence[Any], requires_grad: Sequence[bool] | None
+) -> tuple[bool, ...]:
+    """Per input, whether gradients are computed for it (asked for, and it can carry one)."""
+    if requires_grad is None:
+        requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
+    if len(requires_grad) != len(args):
+        raise ValueError(f"requires_grad has {len(requires_grad)} entries for {len(args)} inputs")
+    return tuple(bool(r) and _carries_grad(a) for r, a in zip(requires_grad, args))
+
+
+def _linearize(trace: Trace, active: set[str]) -> _Linearizer:
+    """The forward and the differentiated bound symbols of ``trace`` (see ``_Linearizer``)."""
+    args = trace.args
+    # Views sharing memory with what the caller sees (an input, an output) stay torch's views.
+    observed = [a.name for a in args if isinstance(a, Proxy)]
+    observed += [x.name for x in tree_flatten(trace.return_value)[0] if isinstance(x, Proxy)]
+    info = alias_info(trace.bound_symbols, observed)
+    seen_views = frozenset(
+        id(b) for b in trace.bound_symbols if _moves_data_only(b) and info.in_observed_group(b)
+    )
+    lin = _Linearizer(active, {a.name for a in args}, seen_views)
+    for bsym in trace.bound_symbols:
+        if not bsym.has_tag(OpTag.RETURN):
+            lin.visit(bsym)
+    return lin
+
+
+def _differentiated_outputs(
+    trace: Trace, fz: Functionalized, active: set[str]
+) -> tuple[list[Any], Any, int]:
+    """The leaves of the return value, then the written inputs whose new values carry gradients
+    (outputs too, hidden from the program: autograd must record the write for the caller's later
+    uses of the input); the return value's structure; how many are hidden."""
+    leaves, spec = tree_flatten(trace.return_value)
+    returned = {x.name for x in leaves if isinstance(x, Proxy)}
+    hidden = [
+        t
+        for _, t in sorted(fz.written_inputs.items())
+        if t.name in active and t.name not in returned
+    ]
+    return [*leaves, *hidden], spec, len(hidden)
+
+
+def _record_backward(
+    trace: Trace,
+    lin: _Linearizer,
+    leaves: Sequence[Any],
+    diff_out: Sequence[bool],
+    which: Sequence[bool],
+    active: set[str],
+) -> tuple[Trace, list[TensorProxy]]:
+    """The backward (cotangents of the differentiable outputs -> the inputs' gradients) before
+    dead code elimination, without inputs yet, and its cotangent inputs."""
+    bw = trace.replace(
+        fn_name=f"{trace.fn_name}_backward", args=(), bound_symbols=(), constraints=(), docstring=""
+    )
+    cotangent_inputs = [
+        TensorProxy(_fresh_name(bw, "ct"), shape=x.shape, dtype=x.dtype, device=x.device)
+        for x, d in zip(leaves, diff_out)
+        if d
+    ]
+    back = _Backward()
+    with tracectx(bw):
+        for x, ct in zip((x for x, d in zip(leaves, diff_out) if d), cotangent_inputs):
+            back.accumulate(x, ct, None)
+        back.run(lin.differentiated, active)
+        grads: list[Any] = []
+        for a, w in zip(trace.args, which):
+            if not w:
+                grads.append(None)
+            elif a.name in back.cotangents:
+                grads.append(back.cotangents[a.name])
+            elif a.name in back.reached:
+                assert isinstance(a, TensorProxy)
+                grads.append(zeros_like(a))  # reached only through zero-gradient ops, as eager
+            else:
+                grads.append(None)
+        prims.python_return(tuple(grads))
+    return bw, cotangent_inputs
+
+
+def _saved_for_backward(bw: Trace, cotangent_inputs: Sequence[Proxy]) -> list[Proxy]:
+    """The backward's free variables: what the forward must save, in the order it reads them."""
+    defined = {p.name for p in cotangent_inputs}
+    saved: list[Proxy] = []
+    seen: set[str] = set()
+    for bsym in bw.bound_symbols:
+        for p in _reads(bsym):
+            if p.name not in defined and p.name not in seen:
+                seen.add(p.name)
+                saved.append(p)
+        defined.update(p.name for p in bsym.flat_proxy_outs)
+        # Sizes its decomposition computes (the shapes of a composite's outputs): computed by the
+        # backward itself, before the op runs whole or as it decomposes, never saved.
+        defined.update(
+            p.name
+            for leaf in leaf_prims(bsym)
+            if _size_arithmetic(leaf)
+            for p in leaf.flat_proxy_outs
+        )
+    return saved
 
 
 def snapshot_written_inputs(fb: ForwardBackward) -> ForwardBackward:
@@ -400,10 +441,12 @@ def snapshot_written_inputs(fb: ForwardBackward) -> ForwardBackward:
     }
     if not risky:
         return fb
-    scratch = fw.derive([], pass_name="snapshot written inputs")
-    with tracectx(scratch):
+    with fw.rerecord("snapshot written inputs") as new:
+        for b in bsyms[:first]:
+            new.record(b)
         copies = {name: prims.clone(s) for name, s in risky.items()}
-    new_saved = tuple(copies.get(s.name, s) if isinstance(s, Proxy) else s for s in saved)
-    new_ret = ret.replace(args=((outputs, new_saved),))
-    scratch.bound_symbols[:] = [*bsyms[:first], *scratch.bound_symbols, *bsyms[first:-1], new_ret]
-    return dataclasses.replace(fb, forward=scratch)
+        for b in bsyms[first:-1]:
+            new.record(b)
+        new_saved = tuple(copies.get(s.name, s) if isinstance(s, Proxy) else s for s in saved)
+        new.record(ret.replace(args=((outputs, new_saved),)))
+    return dataclasses.replace(fb, forward=new)

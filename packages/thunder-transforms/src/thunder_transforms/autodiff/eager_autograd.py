@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from thunder_ir import OpTag, TensorProxy, Trace, prims
+from thunder_ir import OpTag, Symbol, TensorProxy, Trace, prims
+from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import (
     alias_info,
     writes_in_place,
@@ -39,12 +40,18 @@ from thunder_transforms.functionalize import functionalize
 
 __all__ = ["RESULT_SAVING_OPS", "needs_eager_autograd"]
 
-# torch-language ops whose backward torch computes from their result, which autograd saves.
-RESULT_SAVING_OPS = frozenset(
+# Ops whose backward torch computes from their result, which autograd saves: torch-language ops,
+# their in-place forms, and the prims of the same computation.
+RESULT_SAVING_OPS: frozenset[Symbol] = frozenset(
     {
-        "exp", "exp2", "expm1", "sigmoid", "tanh", "relu", "sqrt", "rsqrt", "reciprocal",
-        "softmax", "log_softmax", "cumprod", "prod", "std", "norm", "logsumexp", "pow", "elu",
-        "celu", "selu", "logit",
+        ltorch.exp, ltorch.exp2, ltorch.expm1, ltorch.sigmoid, ltorch.tanh, ltorch.relu,
+        ltorch.sqrt, ltorch.rsqrt, ltorch.reciprocal, ltorch.softmax, ltorch.log_softmax,
+        ltorch.cumprod, ltorch.prod, ltorch.std, ltorch.norm, ltorch.logsumexp, ltorch.pow,
+        ltorch.elu, ltorch.celu, ltorch.selu,
+        ltorch.exp_, ltorch.exp2_, ltorch.expm1_, ltorch.sigmoid_, ltorch.tanh_, ltorch.sqrt_,
+        ltorch.rsqrt_, ltorch.reciprocal_, ltorch.cumprod_, ltorch.pow_,
+        prims.exp, prims.exp2, prims.expm1, prims.sigmoid, prims.tanh, prims.sqrt, prims.rsqrt,
+        prims.reciprocal, prims.cumprod, prims.prod, prims.pow,
     }
 )  # fmt: skip
 
@@ -52,8 +59,8 @@ RESULT_SAVING_OPS = frozenset(
 _VIEWS = frozenset({OpTag.VIEW, OpTag.MAY_RETURN_VIEW})
 
 
-def _saves_result(name: str) -> bool:
-    return name in RESULT_SAVING_OPS or name.removesuffix("_") in RESULT_SAVING_OPS
+def _saves_result(sym: Symbol) -> bool:
+    return sym in RESULT_SAVING_OPS
 
 
 def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = None) -> bool:
@@ -81,7 +88,7 @@ def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = No
         if b.has_tag(OpTag.RETURN):
             continue
         tensors = [p for p in b.flat_proxy_args if isinstance(p, TensorProxy)]
-        reads_active = b.sym.id != prims.stop_gradient.id and any(p.name in active for p in tensors)
+        reads_active = b.sym is not prims.stop_gradient and any(p.name in active for p in tensors)
         outs = [o for o in b.flat_outs if isinstance(o, TensorProxy) and o.dtype.is_inexact]
         if writes_in_place(b):
             written = set(written_inputs(b))
@@ -94,13 +101,13 @@ def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = No
                 return True
             if reads_active:
                 active.update(o.name for o in outs)
-                if _saves_result(b.sym.name):
+                if _saves_result(b.sym):
                     touched |= groups
             continue
         if reads_active:
             if not _VIEWS & b.sym.tags:  # a view's backward keeps only sizes
                 touched.update(info.root(p.name) for p in tensors if info.is_written(p.name))
-            if _saves_result(b.sym.name):
+            if _saves_result(b.sym):
                 touched.update(info.root(o.name) for o in outs if info.is_written(o.name))
             active.update(o.name for o in outs)
     try:

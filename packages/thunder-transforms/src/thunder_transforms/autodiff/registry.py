@@ -1,6 +1,6 @@
 """The grad-rule registry and the helpers rules are written with.
 
-A VJP rule is registered for a symbol (by ``Symbol.id``) and is called, while the backward trace
+A VJP rule is registered for a symbol (keyed by the ``Symbol`` itself) and is called, while the backward trace
 is recorded, with the forward bound symbol and one cotangent per tensor output (None where that
 output received none). It returns ``(input, grad)`` pairs: the proxy among the bound symbol's
 arguments and the gradient flowing to it. Pairs whose input is not a tensor, or whose grad is None,
@@ -23,6 +23,7 @@ __all__ = [
     "bound_arguments",
     "expand_reduced",
     "register_vjp",
+    "registered_rule",
     "rule_for",
     "static_eq",
     "sum_to_shape",
@@ -32,20 +33,28 @@ __all__ = [
 GradPairs = Iterable[tuple[Any, Any]]
 VJPRule = Callable[..., GradPairs]
 
-# Symbol id -> VJP rule. Written only when rule modules are imported (import time), read-only after.
-VJP_RULES: dict[str, VJPRule] = {}
-# Symbol id -> which calls its rule takes; the others are differentiated through their
+# Symbol -> VJP rule. Written only when rule modules are imported (import time), read-only after.
+VJP_RULES: dict[Symbol, VJPRule] = {}
+# Symbol -> which calls its rule takes; the others are differentiated through their
 # decomposition (an activation given ``inplace=True`` writes its input inside it).
-_APPLIES: dict[str, Callable[[BoundSymbol], bool]] = {}
+_APPLIES: dict[Symbol, Callable[[BoundSymbol], bool]] = {}
 
 
 def rule_for(bsym: BoundSymbol) -> VJPRule | None:
     """The VJP rule that differentiates this call, or None (then its decomposition is)."""
-    rule = VJP_RULES.get(bsym.sym.id)
-    applies = _APPLIES.get(bsym.sym.id)
+    rule = VJP_RULES.get(bsym.sym)
+    applies = _APPLIES.get(bsym.sym)
     if rule is None or applies is None or applies(bsym):
         return rule
     return None
+
+
+def registered_rule(sym: Symbol) -> tuple[VJPRule, Callable[[BoundSymbol], bool] | None] | None:
+    """The VJP rule registered for ``sym`` and the test of which calls it takes (None: all), or
+    None where ``sym`` has no rule (a composite is then differentiated through its
+    decomposition)."""
+    rule = VJP_RULES.get(sym)
+    return None if rule is None else (rule, _APPLIES.get(sym))
 
 
 def register_vjp(
@@ -56,11 +65,11 @@ def register_vjp(
 
     def decorate(fn: VJPRule) -> VJPRule:
         for sym in symbols:
-            if sym.id in VJP_RULES:
+            if sym in VJP_RULES:
                 raise ValueError(f"a VJP rule for {sym.id} is already registered")
-            VJP_RULES[sym.id] = fn
+            VJP_RULES[sym] = fn
             if applies is not None:
-                _APPLIES[sym.id] = applies
+                _APPLIES[sym] = applies
         return fn
 
     return decorate

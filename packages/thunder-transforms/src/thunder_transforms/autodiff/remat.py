@@ -370,17 +370,17 @@ def _rebuild(
     fw, bw = fb.forward, fb.backward
     cotangents = bw.args[fb.n_saved :]
     new_saved = _in_forward_order(fw, kept)
-    new_bw = bw.derive(_just_in_time(bw.bound_symbols, recompute), pass_name="rematerialize")
-    new_bw.args = (*new_saved, *cotangents)
+    record = PassRecord("rematerialize", seconds)
+    new_bw = bw.replace(
+        args=(*new_saved, *cotangents),
+        bound_symbols=_just_in_time(bw.bound_symbols, recompute),
+        history=(*bw.history, record),
+    )
     new_bw = dce(new_bw)
     leaves_of_fw = list(fw.return_value[0])
     ret = prims.python_return.bind((tuple(leaves_of_fw), tuple(new_saved)), output=None)
     body = [b for b in fw.bound_symbols if not b.has_tag(OpTag.RETURN)]
-    new_fw = dce(fw.derive([*body, ret], pass_name="rematerialize"))
-    for t in (new_fw, new_bw):  # the timing, on the record of this pass
-        t.history = tuple(
-            PassRecord(r.name, seconds) if r.name == "rematerialize" else r for r in t.history
-        )
+    new_fw = dce(fw.replace(bound_symbols=[*body, ret], history=(*fw.history, record)))
     return dataclasses.replace(fb, forward=new_fw, backward=new_bw, n_saved=len(new_saved))
 
 

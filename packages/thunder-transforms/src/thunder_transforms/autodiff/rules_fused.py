@@ -81,7 +81,7 @@ def _native_dropout(
     return [(args["a"], ltorch.native_dropout_backward(g, bsym.output[1], scale))]
 
 
-_MAX_POOL_DIMS = {ltorch.max_pool1d.id: 1, ltorch.max_pool2d.id: 2, ltorch.max_pool3d.id: 3}
+_MAX_POOL_DIMS = {ltorch.max_pool1d: 1, ltorch.max_pool2d: 2, ltorch.max_pool3d: 3}
 
 
 @register_vjp(ltorch.max_pool1d, ltorch.max_pool2d, ltorch.max_pool3d)
@@ -97,7 +97,7 @@ def _max_pool(
     args = bound_arguments(bsym)
     a, ceil_mode = args["a"], bool(args["ceil_mode"])
     params = pool_params(
-        _MAX_POOL_DIMS[bsym.sym.id],
+        _MAX_POOL_DIMS[bsym.sym],
         args["kernel_size"],
         args["stride"],
         args["padding"],

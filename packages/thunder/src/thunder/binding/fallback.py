@@ -6,7 +6,6 @@ eager's semantics (outputs whose shape depends on data, writes into arguments)."
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 import torch
@@ -14,23 +13,16 @@ import torch
 from thunder.binding.rng import refuse_generators
 from thunder.errors import UnsupportedOperationError
 from thunder.lookasides import query_is_allowed
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops.fallback import TorchFallbackError, call_torch_fallback, torch_callable_name
 
 __all__ = ["call_torch_callable", "is_ir_refusal", "mirrored_call", "op_overload_lookasides"]
 
-_IR_DIR = os.path.dirname(os.path.abspath(__import__("thunder_ir").__file__ or ""))
-
 
 def is_ir_refusal(exc: BaseException) -> bool:
-    """Whether ``exc`` is an IR op refusing an option it does not implement (a plain
-    ``NotImplementedError`` raised inside thunder_ir), not the program's own error."""
-    if type(exc) is not NotImplementedError:
-        return False
-    tb, last = exc.__traceback__, None
-    while tb is not None:
-        last = tb.tb_frame.f_code.co_filename
-        tb = tb.tb_next
-    return last is not None and os.path.abspath(last).startswith(_IR_DIR)
+    """Whether ``exc`` is an IR op refusing an option it does not implement
+    (``thunder_ir.errors.UnsupportedOptionError``), not the program's own error."""
+    return isinstance(exc, UnsupportedOptionError)
 
 
 def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -40,8 +32,8 @@ def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, An
     composite records its calls only when it succeeds)."""
     try:
         return sym(*args, **kwargs)
-    except NotImplementedError as e:
-        if not is_ir_refusal(e) or torch_callable_name(fn) is None:
+    except UnsupportedOptionError as e:
+        if torch_callable_name(fn) is None:
             raise
         refusal = e
     refuse_generators(torch_callable_name(fn) or repr(fn), args, kwargs)

@@ -10,11 +10,9 @@ call's tensors, autocast) read that object and nothing of the binder.
 from __future__ import annotations
 
 import linecache
-import os
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import torch
@@ -22,6 +20,7 @@ import torch
 from thunder.access import Access
 from thunder.binding.binder import Binder
 from thunder.binding.fallback import is_ir_refusal
+from thunder.binding.locations import is_library_file
 from thunder.binding.reshape_writes import install as install_reshape_write_check
 from thunder.binding.rng import drawing_from
 from thunder.binding.state import (
@@ -226,27 +225,13 @@ def _result(binder: Binder, template: Any, outputs: tuple[Proxy, ...] | None) ->
     )
 
 
-@cache
-def _package_dirs() -> tuple[str, ...]:
-    import thunder
-    import thunder_interp
-    import thunder_ir
-
-    sources = tuple(
-        os.path.dirname(os.path.dirname(os.path.abspath(m.__file__ or "")))
-        for m in (thunder, thunder_interp, thunder_ir)
-    )
-    return (*sources, os.path.dirname(os.path.abspath(torch.__file__)))
-
-
 def user_location(exc: BaseException) -> str | None:
-    """The innermost ``file:line`` of the traceback outside torch, thunder and its interpreter."""
-    skip = _package_dirs()
+    """The innermost ``file:line`` of ``exc``'s traceback outside torch and thunder."""
     found = None
     tb = exc.__traceback__
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if not filename.startswith("<") and not os.path.abspath(filename).startswith(skip):
+        if not is_library_file(filename):
             found = f"{filename}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found

@@ -23,7 +23,7 @@ from thunder.errors import (
     UnsupportedSideEffectError,
 )
 from thunder.lookasides import native_special
-from thunder_interp import interpret
+from thunder_interp import interpret, uncatchable
 from thunder_ir import TensorProxy, get_tracectx
 
 _UNSET = object()
@@ -117,12 +117,11 @@ def _is_compiling_queries() -> list[Any]:
     return queries
 
 
+@uncatchable
 class GradEnabledInside(BaseException):
     """The program enables grad mode inside a call made with it off (it then computes tensors
     that require grad, as eager does): raised to trace it again through autodiff. Not an
     ``Exception``, and uncatchable by the interpreted program's ``except`` clauses."""
-
-    _interpreter_uncatchable = True
 
 
 @dataclass

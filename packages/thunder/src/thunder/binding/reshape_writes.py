@@ -24,9 +24,7 @@ from thunder_ir.aliasing import aliased_and_written
 
 __all__ = ["ReshapeWriteCheck"]
 
-_RESHAPES = frozenset(
-    s.id for s in (ltorch.reshape, ltorch.reshape_as, ltorch.flatten, ltorch.ravel)
-)
+_RESHAPES = frozenset((ltorch.reshape, ltorch.reshape_as, ltorch.flatten, ltorch.ravel))
 
 
 class ReshapeWriteCheck:
@@ -39,7 +37,7 @@ class ReshapeWriteCheck:
         self.warned = False
 
     def __call__(self, bsym: BoundSymbol) -> None:
-        if not self.reshaped and bsym.sym.id not in _RESHAPES:
+        if not self.reshaped and bsym.sym not in _RESHAPES:
             return
         if self.reshaped:
             pairs, written = aliased_and_written(bsym)
@@ -50,7 +48,7 @@ class ReshapeWriteCheck:
                 origin = self.reshaped.get(inp.name)
                 if origin is not None:
                     self.reshaped.setdefault(out.name, origin)
-        if bsym.sym.id in _RESHAPES:
+        if bsym.sym in _RESHAPES:
             inputs = {p.name for p in bsym.flat_proxy_args}
             for out in bsym.flat_proxy_outs:
                 if isinstance(out, TensorProxy) and out.name not in inputs:
@@ -66,7 +64,9 @@ class ReshapeWriteCheck:
             "thunder.jit(..., reshape_inplace='warn') does what eager does for these strides"
         )
         if self.mode == "error":
-            raise UnsupportedOperationError(f"an in-place write into the result of {op}", detail)
+            raise UnsupportedOperationError(
+                f"an in-place write into the result of {op}", detail, bsym.location
+            )
         if not self.warned:
             self.warned = True
             warnings.warn(f"thunder.jit: {detail}", UserWarning, stacklevel=2)

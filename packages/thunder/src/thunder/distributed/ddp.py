@@ -212,13 +212,12 @@ def _with_gradient_sync(
             bucket
         )
 
-    out = backward.derive([], pass_name="ddp gradient sync")
     pending: list[tuple[list[int], Any]] = []
-    with tracectx(out):
+    with backward.rerecord("ddp gradient sync") as out:
         for bucket in ready_after.get(-1, []):
             pending.append((bucket, _start(bucket, grads, state)))
         for k, bsym in enumerate(body):
-            out.bound_symbols.append(bsym)
+            out.record(bsym)
             for bucket in ready_after.get(k, []):
                 pending.append((bucket, _start(bucket, grads, state)))
         synced = list(grads)

@@ -214,7 +214,7 @@ def _symbols(name: str, region: Any) -> dict[bool, Symbol]:
 # One parameter gathered (recorded by the binder when the program reads it), and several.
 _UNSHARD = _symbols("unshard", _unshard_region)
 _BUCKET = _symbols("unshard_bucket", _bucket_region)
-_UNSHARD_IDS = frozenset(sym.id for sym in _UNSHARD.values())
+_UNSHARD_SYMBOLS = frozenset(_UNSHARD.values())
 
 
 @register_vjp(*_UNSHARD.values())
@@ -238,7 +238,7 @@ def _bucketed(computation: Trace, bucket_bytes: int) -> Trace:
     """``computation`` with the gathers of parameters read close together merged into one
     ``fsdp.unshard_bucket`` each, placed where the first of them was."""
     body = computation.bound_symbols
-    singles = [k for k, b in enumerate(body) if b.sym.id in _UNSHARD_IDS]
+    singles = [k for k, b in enumerate(body) if b.sym in _UNSHARD_SYMBOLS]
     buckets: list[list[int]] = []
     size = 0
     for k in singles:
@@ -262,9 +262,8 @@ def _bucketed(computation: Trace, bucket_bytes: int) -> Trace:
         return computation
     starts = {b[0]: b for b in buckets if len(b) > 1}
     merged = {k for b in buckets if len(b) > 1 for k in b}
-    out = computation.derive([], pass_name="fsdp gather buckets")
     renames: dict[str, Any] = {}
-    with tracectx(out):
+    with computation.rerecord("fsdp gather buckets") as out:
         for k, bsym in enumerate(body):
             if k in starts:
                 members = [body[i] for i in starts[k]]
@@ -273,7 +272,7 @@ def _bucketed(computation: Trace, bucket_bytes: int) -> Trace:
                 for m, o in zip(members, outs):
                     renames[m.output.name] = o
             if k not in merged:
-                out.bound_symbols.append(substitute_proxies(bsym, renames))
+                out.record(substitute_proxies(bsym, renames))
     return out
 
 
