@@ -12,21 +12,31 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import CodeType, MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from thunder_interp._bytecode import Instruction
 
 if TYPE_CHECKING:
+    from thunder_interp._blocks import BlockBuilder
     from thunder_interp._frame import Frame
 
 __all__ = [
+    "BLOCK_HELPERS",
+    "BLOCK_TEMPLATES",
     "DEFAULT_OPCODE_TABLE",
+    "ENDS_BLOCK",
+    "GOES_ON",
+    "NOT_COMPILED",
     "PY_VERSION",
+    "SKIPPABLE_OPCODES",
     "UNSUPPORTED_OPCODES",
+    "BlockTemplate",
     "CompileContext",
     "Op",
     "OpFactory",
     "OpcodeTable",
+    "block_template",
+    "next_index",
     "register_opcode",
 ]
 
@@ -34,7 +44,25 @@ PY_VERSION: tuple[int, int] = (sys.version_info[0], sys.version_info[1])
 
 Op = Callable[["Frame"], int]
 
-_SKIPPABLE = frozenset({"NOP", "RESUME", "PRECALL", "EXTENDED_ARG"})
+SKIPPABLE_OPCODES = frozenset({"NOP", "RESUME", "PRECALL", "EXTENDED_ARG"})
+"""Opcodes that do nothing once the code is decoded: ops and blocks go past them."""
+
+
+class HasInstructions(Protocol):
+    """What :func:`next_index` reads."""
+
+    @property
+    def instructions(self) -> tuple[Instruction, ...]: ...
+
+
+def next_index(self: HasInstructions, instr: Instruction) -> int:
+    """Index of the instruction that follows ``instr``, skipping pure no-ops (the method of
+    :class:`CompileContext` and of ``_blocks.BlockBuilder``)."""
+    i = instr.index + 1
+    instructions = self.instructions
+    while i < len(instructions) - 1 and instructions[i].opname in SKIPPABLE_OPCODES:
+        i += 1
+    return i
 
 
 @dataclass(frozen=True)
@@ -49,19 +77,14 @@ class CompileContext:
     """Names of the frame's local slots (3.11+: all "fast locals plus"; 3.10: varnames, cells, frees)."""
     nlocals: int
 
-    def next_index(self, instr: Instruction) -> int:
-        """Index of the instruction that follows ``instr``, skipping pure no-ops."""
-        i = instr.index + 1
-        instructions = self.instructions
-        while i < len(instructions) - 1 and instructions[i].opname in _SKIPPABLE:
-            i += 1
-        return i
+    next_index = next_index  # the function itself, not a wrapper: factories call it per instruction
 
 
 OpFactory = Callable[[Instruction, CompileContext], Op]
 OpcodeTable = Mapping[str, OpFactory]
 
 _REGISTRY: dict[str, OpFactory] = {}
+_OPCODES_OF: dict[OpFactory, list[str]] = {}  # the opcodes each factory runs on this Python
 
 
 def register_opcode(
@@ -83,6 +106,7 @@ def register_opcode(
             if name in _REGISTRY:
                 raise ValueError(f"opcode {name} registered twice")
             _REGISTRY[name] = factory
+        _OPCODES_OF.setdefault(factory, []).extend(names)
         return factory
 
     return decorate
@@ -90,6 +114,54 @@ def register_opcode(
 
 DEFAULT_OPCODE_TABLE: OpcodeTable = MappingProxyType(_REGISTRY)
 """The handler table used by :func:`thunder_interp.interpret` (read-only view)."""
+
+
+# -- block templates ------------------------------------------------------------------------------
+# A straight run of instructions is compiled into one generated function (``_blocks``). The
+# source each instruction contributes comes from its opcode's *block template*, registered next
+# to the opcode's handler (``ops/``), so that an opcode's behaviour is written in one module.
+
+BlockTemplate = Callable[["BlockBuilder", Instruction], int]
+"""Adds an instruction's source to a block; returns one of the three results below."""
+
+GOES_ON = 0
+"""The instruction is compiled; the block goes on with the next one."""
+ENDS_BLOCK = 1
+"""The instruction is compiled and nothing runs after it in the block (a return, a jump, a yield)."""
+NOT_COMPILED = 2
+"""The block ends before the instruction, whose op runs it (the template emitted nothing)."""
+
+_BLOCK_TEMPLATES: dict[str, BlockTemplate] = {}
+_BLOCK_HELPERS: dict[str, Any] = {}
+
+
+def block_template(
+    *handlers: OpFactory, helpers: Mapping[str, Any] | None = None
+) -> Callable[[BlockTemplate], BlockTemplate]:
+    """Register ``template`` as the block template of the opcodes ``handlers`` are registered
+    for on the running Python (a block compiles only opcodes that have a handler).
+
+    ``helpers``: the names the template's source uses besides the frame's fields, with their
+    values (declared here once, so that compiling an instruction binds nothing)."""
+
+    def decorate(template: BlockTemplate) -> BlockTemplate:
+        for name, value in (helpers or {}).items():
+            if _BLOCK_HELPERS.setdefault(name, value) is not value:
+                raise ValueError(f"block helper {name} declared with two values")
+        for handler in handlers:
+            for name in _OPCODES_OF.get(handler, ()):
+                if name in _BLOCK_TEMPLATES:
+                    raise ValueError(f"block template of {name} registered twice")
+                _BLOCK_TEMPLATES[name] = template
+        return template
+
+    return decorate
+
+
+BLOCK_TEMPLATES: Mapping[str, BlockTemplate] = MappingProxyType(_BLOCK_TEMPLATES)
+"""The block template of each opcode a block can hold (read-only view)."""
+BLOCK_HELPERS: Mapping[str, Any] = MappingProxyType(_BLOCK_HELPERS)
+"""The names generated blocks may use, as the templates declared them (read-only view)."""
 
 
 def _unsupported() -> dict[str, str]:

@@ -5,11 +5,18 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import Frame
-from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._registry import (
+    GOES_ON,
+    PY_VERSION,
+    CompileContext,
+    Op,
+    block_template,
+    register_opcode,
+)
 from thunder_interp._slots import (
     FAST_CONTAINERS,
     PLAIN,
@@ -20,6 +27,9 @@ from thunder_interp._slots import (
     truth,
     unary,
 )
+
+if TYPE_CHECKING:
+    from thunder_interp._blocks import BlockBuilder
 
 _BINARY_SYMBOLS: dict[str, str] = {
     "+": "+",
@@ -115,54 +125,90 @@ def _build_makers() -> dict[str, Callable[..., Op]]:
 _MAKERS = _build_makers()
 
 
+def _binary_symbol(ins: Instruction) -> str:
+    """The operator of a binary instruction: ``+``, or ``+=`` for an in-place one."""
+    return ins.argrepr if ins.opname == "BINARY_OP" else _OPS_310[ins.opname]
+
+
 @register_opcode("BINARY_OP", min_version=(3, 11))
-def binary_op(ins: Instruction, ctx: CompileContext) -> Op:
-    return _MAKERS[ins.argrepr](ctx.next_index(ins), PLAIN, binary)
-
-
 @register_opcode(*_OPS_310, max_version=(3, 10))
-def binary_op_310(ins: Instruction, ctx: CompileContext) -> Op:
-    return _MAKERS[_OPS_310[ins.opname]](ctx.next_index(ins), PLAIN, binary)
+def binary_op(ins: Instruction, ctx: CompileContext) -> Op:
+    return _MAKERS[_binary_symbol(ins)](ctx.next_index(ins), PLAIN, binary)
 
 
-def _unary(kind: str, native: Callable[[Any], Any]) -> Callable[[Instruction, CompileContext], Op]:
-    def factory(ins: Instruction, ctx: CompileContext) -> Op:
-        nxt = ctx.next_index(ins)
-
-        def op(f: Frame) -> int:
-            st = f.stack
-            v = st[-1]
-            st[-1] = native(v) if type(v) in PLAIN else unary(f.rt, kind, v)
-            return nxt
-
-        return op
-
-    return factory
-
-
-register_opcode("UNARY_NEGATIVE")(_unary("-", operator.neg))
-register_opcode("UNARY_INVERT")(_unary("~", operator.invert))
-register_opcode("UNARY_POSITIVE", max_version=(3, 11))(_unary("+", operator.pos))
+@block_template(binary_op, helpers={"binary": binary})
+def binary_op_block(block: BlockBuilder, ins: Instruction) -> int:
+    sym = _binary_symbol(ins)
+    b = block.pop()
+    a = block.pop()
+    plain = block.plain_test(a, b)
+    if sym.endswith("="):  # in place: ``a`` may change
+        t = block.temp()
+        block.emit(f"{t} = {a}")
+        block.emit(f"if {plain}: {t} {sym} {b}")
+        block.emit(f"else: {t} = binary(f.rt, {sym!r}, {t}, {b})")
+        block.stack.append(t)
+    else:
+        block.push_expr(f"({a} {sym} {b} if {plain} else binary(f.rt, {sym!r}, {a}, {b}))")
+    return GOES_ON
 
 
-def _truth_op(negate: bool) -> Callable[[Instruction, CompileContext], Op]:
-    def factory(ins: Instruction, ctx: CompileContext) -> Op:
-        nxt = ctx.next_index(ins)
-
-        def op(f: Frame) -> int:
-            st = f.stack
-            v = st[-1]
-            result = bool(v) if type(v) in PLAIN else truth(f.rt, v)
-            st[-1] = not result if negate else result
-            return nxt
-
-        return op
-
-    return factory
+# Each unary operator: its symbol and its function on plain types (``unary`` computes the others).
+_UNARY_OPERATORS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "UNARY_NEGATIVE": ("-", operator.neg),
+    "UNARY_INVERT": ("~", operator.invert),
+    "UNARY_POSITIVE": ("+", operator.pos),
+}
 
 
-register_opcode("UNARY_NOT")(_truth_op(True))
-register_opcode("TO_BOOL", min_version=(3, 13))(_truth_op(False))
+@register_opcode("UNARY_NEGATIVE", "UNARY_INVERT")
+@register_opcode("UNARY_POSITIVE", max_version=(3, 11))
+def unary_op(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    symbol, native = _UNARY_OPERATORS[ins.opname]
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        v = st[-1]
+        st[-1] = native(v) if type(v) in PLAIN else unary(f.rt, symbol, v)
+        return nxt
+
+    return op
+
+
+@block_template(unary_op, helpers={"unary": unary})
+def unary_op_block(block: BlockBuilder, ins: Instruction) -> int:
+    symbol = _UNARY_OPERATORS[ins.opname][0]
+    v = block.pop()
+    block.push_expr(f"({symbol}{v} if type({v}) in P else unary(f.rt, {symbol!r}, {v}))")
+    return GOES_ON
+
+
+@register_opcode("UNARY_NOT")
+@register_opcode("TO_BOOL", min_version=(3, 13))
+def truth_op(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    negate = ins.opname == "UNARY_NOT"
+
+    def op(f: Frame) -> int:
+        st = f.stack
+        v = st[-1]
+        result = bool(v) if type(v) in PLAIN else truth(f.rt, v)
+        st[-1] = not result if negate else result
+        return nxt
+
+    return op
+
+
+@block_template(truth_op, helpers={"truth": truth})
+def truth_op_block(block: BlockBuilder, ins: Instruction) -> int:
+    v = block.pop()
+    if ins.opname == "UNARY_NOT":
+        block.push_expr(f"(not {v} if type({v}) in P else not truth(f.rt, {v}))")
+    else:
+        block.push_expr(f"(bool({v}) if type({v}) in P else truth(f.rt, {v}))")
+    return GOES_ON
+
 
 _COMPARE_TEMPLATE = """
 def make(nxt, to_bool, P, compare, truth):
@@ -203,13 +249,49 @@ def _build_compare() -> dict[str, Callable[..., Op]]:
 _COMPARE = _build_compare()
 
 
+def _converts_to_bool(ins: Instruction) -> bool:
+    """3.13: COMPARE_OP's result feeds a jump, and is made a bool first."""
+    return PY_VERSION >= (3, 13) and bool(ins.arg & 16)
+
+
+def _reports_identity(sym: str, hooked: bool) -> bool:
+    """Hooked: == of instances of Python classes goes through compare, which reports identity
+    (plain means ``PLAIN_VALUES`` then, not ``PLAIN``)."""
+    return hooked and sym in ("==", "!=")
+
+
 @register_opcode("COMPARE_OP")
 def compare_op(ins: Instruction, ctx: CompileContext) -> Op:
     sym = str(ins.argval)
-    to_bool = PY_VERSION >= (3, 13) and bool(ins.arg & 16)
-    # Hooked: == of instances of Python classes goes through compare, which reports identity.
-    plain = PLAIN_VALUES if ctx.hooked and sym in ("==", "!=") else PLAIN
-    return _COMPARE[sym](ctx.next_index(ins), to_bool, plain, compare, truth)
+    plain = PLAIN_VALUES if _reports_identity(sym, ctx.hooked) else PLAIN
+    return _COMPARE[sym](ctx.next_index(ins), _converts_to_bool(ins), plain, compare, truth)
+
+
+class ComparedValues(NamedTuple):
+    """A comparison a block just computed, which a conditional jump on its result may fuse
+    with (``ops.control.pop_jump_block``)."""
+
+    result: str
+    left: str
+    symbol: str
+    right: str
+    instruction: int  # the index of the COMPARE_OP
+    first_line: int  # its lines in the block's body: ``body[first_line:end_line]``
+    end_line: int
+
+
+@block_template(compare_op, helpers={"compare": compare, "truth": truth})
+def compare_op_block(block: BlockBuilder, ins: Instruction) -> int:
+    b = block.pop()
+    a = block.pop()
+    sym = str(ins.argval)
+    test = block.plain_test(a, b, types="PV" if _reports_identity(sym, block.hooked) else "P")
+    first_line = len(block.body)
+    t = block.push_expr(f"({a} {sym} {b} if {test} else compare(f.rt, {sym!r}, {a}, {b}))")
+    if _converts_to_bool(ins):
+        block.emit(f"if {t} is not True and {t} is not False: {t} = truth(f.rt, {t})")
+    block.last_compare = ComparedValues(t, a, sym, b, ins.index, first_line, len(block.body))
+    return GOES_ON
 
 
 @register_opcode("IS_OP")
@@ -248,6 +330,17 @@ def identical(rt: Any, a: Any, b: Any) -> bool:
     return same
 
 
+@block_template(is_op, helpers={"identical": identical})
+def is_op_block(block: BlockBuilder, ins: Instruction) -> int:
+    b = block.pop()
+    a = block.pop()
+    if block.hooked:
+        block.push_expr(f"(identical(f.rt, {a}, {b}) is not {bool(ins.arg)})")
+    else:
+        block.push_expr(f"{a} is {'not ' if ins.arg else ''}{b}")
+    return GOES_ON
+
+
 @register_opcode("CONTAINS_OP")
 def contains_op(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -264,3 +357,14 @@ def contains_op(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+@block_template(contains_op, helpers={"FC": FAST_CONTAINERS, "contains": contains})
+def contains_op_block(block: BlockBuilder, ins: Instruction) -> int:
+    container = block.pop()
+    item = block.pop()
+    block.push_expr(
+        f"({item} in {container} if type({container}) in FC and type({item}) in P"
+        f" else contains(f.rt, {item}, {container})){' is False' if ins.arg else ''}"
+    )
+    return GOES_ON

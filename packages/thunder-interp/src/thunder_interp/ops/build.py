@@ -8,11 +8,19 @@ from typing import TYPE_CHECKING, Any
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._provenance import Provenance, ProvenanceKind
-from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._registry import (
+    GOES_ON,
+    PY_VERSION,
+    CompileContext,
+    Op,
+    block_template,
+    register_opcode,
+)
 from thunder_interp._slots import convert, format_of, get_iter, iterable_arg, next_item
 from thunder_interp.ops._common import function_str
 
 if TYPE_CHECKING:
+    from thunder_interp._blocks import BlockBuilder
     from thunder_interp._runtime import Runtime
 
 
@@ -38,6 +46,13 @@ def build_tuple(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+@block_template(build_tuple)
+def build_tuple_block(block: BlockBuilder, ins: Instruction) -> int:
+    items = block.pop_values(ins.arg)
+    block.push_expr(f"({', '.join(items)},)" if items else "()")
+    return GOES_ON
+
+
 @register_opcode("BUILD_LIST")
 def build_list(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -58,6 +73,12 @@ def build_list(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+@block_template(build_list)
+def build_list_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.push_expr(f"[{', '.join(block.pop_values(ins.arg))}]")
+    return GOES_ON
 
 
 @register_opcode("BUILD_SET")

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from types import CellType, FunctionType, MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
-from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
-from thunder_interp._runtime import InternalLookaside
+from thunder_interp._registry import (
+    GOES_ON,
+    NOT_COMPILED,
+    PY_VERSION,
+    SKIPPABLE_OPCODES,
+    CompileContext,
+    Op,
+    block_template,
+    register_opcode,
+)
+from thunder_interp._runtime import InternalLookaside, enter_frame
 from thunder_interp._slots import PLAIN, iterable_arg
 from thunder_interp.ops._common import function_str
+
+if TYPE_CHECKING:
+    from thunder_interp._blocks import BlockBuilder
 
 _BUILTIN = type(len)
 
@@ -200,6 +212,89 @@ def call_function_kw(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("CALL_METHOD", max_version=(3, 10))
 def call_method(ins: Instruction, ctx: CompileContext) -> Op:
     return _call_factory(ins.arg, ins.index + 1, "null_first", False, False)
+
+
+@block_template(
+    call,
+    call_function,
+    call_method,
+    helpers={
+        "call_null_first": call_null_first,
+        "call_self_second": call_self_second,
+        "call_at_site": call_at_site,
+        "FT": FunctionType,
+        "MT": MethodType,
+        "BT": _BUILTIN,
+        "EF": enter_frame,
+    },
+)
+def call_block(block: BlockBuilder, ins: Instruction) -> int:
+    """A call with positional arguments only."""
+    if _after_kw_names(block.instructions, ins):
+        return NOT_COMPILED
+    args = block.pop_values(ins.arg)
+    arglist = f"[{', '.join(args)}]"
+    if ins.opname == "CALL_FUNCTION":
+        fn = block.pop()
+    else:
+        # A method or a plain callable: known here when this block pushed the NULL.
+        b = block.pop()
+        a = block.pop()
+        if PY_VERSION >= (3, 13):  # [callable, self|NULL, *args]
+            if b != "NULL":
+                block.push_expr(f"call_self_second(f, {a}, {b}, {arglist})")
+                return GOES_ON
+            fn = a
+        else:  # [NULL|method, callable|self, *args]
+            if a != "NULL":
+                block.push_expr(f"call_null_first(f, {a}, {b}, {arglist})")
+                return GOES_ON
+            fn = b
+    block.stack.append(_call_at_site(block, fn, args))
+    return GOES_ON
+
+
+def _after_kw_names(instructions: tuple[Instruction, ...], ins: Instruction) -> bool:
+    """3.11-3.12: whether KW_NAMES gave ``ins`` keyword arguments."""
+    k = ins.index - 1
+    while k > 0 and instructions[k].opname in SKIPPABLE_OPCODES:
+        k -= 1
+    return instructions[k].opname == "KW_NAMES"
+
+
+def _call_at_site(block: BlockBuilder, fn: str, args: list[str]) -> str:
+    """The lines calling ``fn(*args)`` at a call site; returns the name of the result.
+
+    A Python function without a lookaside is interpreted directly (the common case): the site
+    remembers the last one, so the next call of it skips finding its code."""
+    arglist = f"[{', '.join(args)}]"
+    t = block.temp()
+    k = block.temp()
+    site = block.const([(NULL, NULL, NULL)])
+    block.emit(f"{k} = {site}[0]")
+    with_self = f"[{fn}.__self__, {arglist[1:]}"
+    # The site remembers (code, the lookaside table's codes, compiled code) of its last
+    # callee: a function with that code, which no lookaside can be for, is entered
+    # directly. It holds no function, no lookaside and no caller state.
+    block.emit(
+        f"if type({fn}) is FT and {fn}.__code__ is {k}[0] and {k}[1] is LC: "
+        f"{t} = EF(rt, {fn}, {k}[0], {k}[2], {arglist})"
+    )
+    block.emit(
+        f"elif type({fn}) is MT and type({fn}.__func__) is FT"
+        f" and {fn}.__func__.__code__ is {k}[0] and {k}[1] is LC:"
+        f" {t} = EF(rt, {fn}.__func__, {k}[0], {k}[2], {with_self})"
+    )
+    # A builtin with no lookaside, or a slot builtin on one plain argument: native.
+    native = f"{fn} not in LA"
+    if len(args) == 1:
+        native = f"({native} or ({fn} in f.rt.fast_builtins and type({args[0]}) in P))"
+    block.emit(
+        f"elif type({fn}) is BT and f.rt.plain_opaque and {native}: {t} = {fn}({', '.join(args)})"
+    )
+    # Anything else (a function the site does not know yet): call_at_site.
+    block.emit(f"else: {t} = call_at_site(f, {fn}, {arglist}, {site})")
+    return t
 
 
 @register_opcode("CALL_FUNCTION_EX")

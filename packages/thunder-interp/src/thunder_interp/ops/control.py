@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._provenance import Provenance, ProvenanceKind
-from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._registry import (
+    ENDS_BLOCK,
+    GOES_ON,
+    NOT_COMPILED,
+    PY_VERSION,
+    CompileContext,
+    Op,
+    block_template,
+    register_opcode,
+)
 from thunder_interp._runtime import Runtime, warm_up
-from thunder_interp._slots import PLAIN, length, next_item, truth
+from thunder_interp._slots import PLAIN, compare, length, next_item, truth
 from thunder_interp._slots import get_iter as slot_get_iter
+
+if TYPE_CHECKING:
+    from thunder_interp._blocks import BlockBuilder
+    from thunder_interp.ops.arith import ComparedValues
+
+# Blocks follow these to where they lead (``BlockBuilder.resolve_target``).
+UNCONDITIONAL_JUMPS = frozenset(
+    {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE"}
+)
 
 
 @register_opcode("JUMP_FORWARD")
@@ -32,6 +50,13 @@ def jump(ins: Instruction, ctx: CompileContext) -> Op:
         return target
 
     return op
+
+
+@block_template(jump)
+def jump_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.flush_stack()
+    block.emit(f"return {block.resolve_target(ins.target)}")
+    return ENDS_BLOCK
 
 
 _POP_JUMPS = {
@@ -123,6 +148,47 @@ def _pop_jump_forward(nxt: int, target: int, kind: str) -> Op:
     return op_not_none
 
 
+@block_template(pop_jump, helpers={"truth": truth, "compare": compare})
+def pop_jump_block(block: BlockBuilder, ins: Instruction) -> int:
+    kind = _POP_JUMPS[ins.opname]
+    v = block.pop()
+    # ``if a < b:``: the comparison just compiled, when it computed ``v``, fuses with the jump.
+    compared = block.last_compare
+    if compared is not None and (compared.result != v or compared.end_line != len(block.body)):
+        compared = None
+    block.flush_stack()
+    # The block goes on with the next instruction (a block may leave at any jump).
+    target = block.resolve_target(ins.target)
+    if compared is not None and kind in ("true", "false"):
+        _fused_compare_jump(block, compared, kind == "false", target)
+        return GOES_ON
+    test = f"({v} if type({v}) in P else truth(f.rt, {v}))"
+    if kind == "false":
+        block.emit(f"if not {test}: return {target}")
+    elif kind == "true":
+        block.emit(f"if {test}: return {target}")
+    elif kind == "none":
+        block.emit(f"if {v} is None: return {target}")
+    else:
+        block.emit(f"if {v} is not None: return {target}")
+    return GOES_ON
+
+
+def _fused_compare_jump(
+    block: BlockBuilder, compared: ComparedValues, negate: bool, target: int
+) -> None:
+    """Replace the comparison's lines: on plain operands, one native comparison and truth test."""
+    a, sym, b = compared.left, compared.symbol, compared.right
+    del block.body[compared.first_line : compared.end_line]
+    not_ = "not " if negate else ""
+    block.emit(f"if {block.plain_test(a, b)}:", compared.instruction)
+    block.emit(f"    if {not_}({a} {sym} {b}): return {target}", compared.instruction)
+    block.emit(
+        f"elif {not_}truth(f.rt, compare(f.rt, {sym!r}, {a}, {b})): return {target}",
+        compared.instruction,
+    )
+
+
 @register_opcode("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", max_version=(3, 11))
 def jump_or_pop(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -179,15 +245,22 @@ def get_iter(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
-@register_opcode("FOR_ITER")
-def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
-    nxt = ctx.next_index(ins)
+def _loop_exit(instrs: tuple[Instruction, ...], ins: Instruction) -> int:
+    """Where FOR_ITER ``ins`` goes when the iterator is exhausted (past 3.12's END_FOR and
+    3.13's POP_TOP, which pop what FOR_ITER itself pops)."""
     exit_ = ins.target
-    instrs = ctx.instructions
     if PY_VERSION >= (3, 12) and exit_ < len(instrs) and instrs[exit_].opname == "END_FOR":
         exit_ += 1
         if PY_VERSION >= (3, 13) and exit_ < len(instrs) and instrs[exit_].opname == "POP_TOP":
             exit_ += 1
+    return exit_
+
+
+@register_opcode("FOR_ITER")
+def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
+    nxt = ctx.next_index(ins)
+    instrs = ctx.instructions
+    exit_ = _loop_exit(instrs, ins)
     if ctx.hooked:
         return _for_iter_hooked(nxt, exit_)
     following = instrs[nxt] if nxt < len(instrs) else None
@@ -234,6 +307,26 @@ def iterated(rt: Runtime, it: Any, v: Any) -> None:
         return
     rt.record(v, Provenance(ProvenanceKind.ITEM, index=entry[2], parent=entry[1]))
     entry[2] += 1
+
+
+@block_template(for_iter, helpers={"next_item": next_item, "iterated": iterated})
+def for_iter_block(block: BlockBuilder, ins: Instruction) -> int:
+    if ins.index != block.start:
+        # It reads the iterator from the frame's stack, which holds all of the stack only where
+        # a block starts.
+        return NOT_COMPILED
+    exit_ = block.resolve_target(_loop_exit(block.instructions, ins))
+    t = block.temp()
+    block.emit(f"{t} = st[-1]")
+    if block.hooked:  # items of a list or tuple with a provenance have one too
+        it = block.temp()
+        block.emit(f"{it} = {t}")
+    block.emit(f"{t} = next({t}, NULL) if type({t}) in P else next_item(f.rt, {t})")
+    if block.hooked:
+        block.emit(f"if rt.iter_sources: iterated(rt, {it}, {t})")
+    block.emit(f"if {t} is NULL: st.pop(); return {exit_}")
+    block.stack.append(t)
+    return GOES_ON
 
 
 def _for_iter_hooked(nxt: int, exit_: int) -> Op:

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._generators import AsyncGenValue
-from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._registry import (
+    ENDS_BLOCK,
+    GOES_ON,
+    NOT_COMPILED,
+    PY_VERSION,
+    CompileContext,
+    Op,
+    block_template,
+    register_opcode,
+)
 from thunder_interp._runtime import BLOCK_FINALLY, Runtime, lookup_special
 from thunder_interp._slots import call_special, get_iter, is_plain, is_python_level, lookup_type
+
+if TYPE_CHECKING:
+    from thunder_interp._blocks import BlockBuilder
 
 
 @register_opcode("RETURN_GENERATOR", min_version=(3, 11))
@@ -35,20 +47,36 @@ def gen_start(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+def _resume_after(instrs: tuple[Instruction, ...], index: int) -> Instruction | None:
+    """3.11+: the RESUME after the yield at ``index``; its argument tells a plain ``yield``
+    (below 2) from that of ``yield from``/``await`` (2 and more)."""
+    if PY_VERSION < (3, 11) or index + 1 >= len(instrs):
+        return None
+    following = instrs[index + 1]
+    return following if following.opname == "RESUME" else None
+
+
+def _delegating_yield(instrs: tuple[Instruction, ...], index: int) -> bool:
+    """Whether instruction ``index`` is the yield of ``yield from``/``await`` (3.11+)."""
+    resume = _resume_after(instrs, index)
+    return resume is not None and instrs[index].opname == "YIELD_VALUE" and resume.arg & 3 >= 2
+
+
+def _delegate_exit(instrs: tuple[Instruction, ...], ins: Instruction) -> int:
+    """Where the frame resumes when the delegate's throw fails (for the yield ``ins`` after a
+    SEND): 3.11 after the loop; 3.12+ at the yield, whose handler (CLEANUP_THROW) turns
+    StopIteration into a value."""
+    return instrs[ins.index - 1].target if PY_VERSION < (3, 12) else ins.index
+
+
 @register_opcode("YIELD_VALUE")
 def yield_value(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     instrs = ctx.instructions
-    delegating = False
+    delegating = _delegating_yield(instrs, ins.index)
     yf_exit = 0
-    if PY_VERSION >= (3, 11) and ins.index + 1 < len(instrs):
-        following = instrs[ins.index + 1]
-        delegating = following.opname == "RESUME" and (following.arg & 3) >= 2
-        previous = instrs[ins.index - 1]
-        if previous.opname == "SEND":
-            # Where the frame resumes when the delegate's throw fails: 3.11 after the loop;
-            # 3.12+ at this yield, whose handler (CLEANUP_THROW) turns StopIteration into a value.
-            yf_exit = previous.target if PY_VERSION < (3, 12) else ins.index
+    if delegating and instrs[ins.index - 1].opname == "SEND":
+        yf_exit = _delegate_exit(instrs, ins)
 
     wrap = PY_VERSION < (3, 11) and bool(ctx.code.co_flags & 0x200)
 
@@ -67,6 +95,29 @@ def yield_value(ins: Instruction, ctx: CompileContext) -> Op:
         return 0
 
     return op
+
+
+@block_template(yield_value)
+def yield_value_block(block: BlockBuilder, ins: Instruction) -> int:
+    """The yield op's work for a plain ``yield v``, or for that of ``yield from``/``await``
+    after its SEND in this block: the frame suspends; the driver resumes it at the next
+    instruction. (3.10's yields are left to the op: only 3.11's RESUME tells them apart.)"""
+    resume = _resume_after(block.instructions, ins.index)
+    delegating = resume is not None and resume.arg & 3 >= 2
+    if resume is None or (delegating and block.last_send != ins.index - 1):
+        return NOT_COMPILED
+    v = block.pop()
+    block.flush_stack()
+    block.emit(f"f.retval = {v}")
+    block.emit(f"f.pc = {block.next_index(ins)}")
+    block.emit("f.suspended = True")
+    if delegating:
+        block.emit("f.yf = st[-1]")
+        block.emit(f"f.yf_exit = {_delegate_exit(block.instructions, ins)}")
+    else:
+        block.emit("f.yf = None")
+    block.emit("return 0")
+    return ENDS_BLOCK
 
 
 def _send(receiver: Any, value: Any, rt: Runtime | None = None) -> Any:
@@ -127,6 +178,25 @@ def send(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+@block_template(send, helpers={"sent": sent, "RETURNED": Returned})
+def send_block(block: BlockBuilder, ins: Instruction) -> int:
+    """The SEND op's work, when the yield of ``yield from``/``await`` follows in this block."""
+    if not _delegating_yield(block.instructions, ins.index + 1):
+        return NOT_COMPILED
+    v = block.pop()
+    block.flush_stack()
+    t = block.temp()
+    block.emit(f"{t} = sent(f.rt, st[-1], {v})")
+    block.emit(f"if type({t}) is RETURNED:")
+    if PY_VERSION >= (3, 12):
+        block.emit(f"    st.append({t}.value); return {block.resolve_target(ins.target)}")
+    else:
+        block.emit(f"    st[-1] = {t}.value; return {block.resolve_target(ins.target)}")
+    block.stack.append(t)
+    block.last_send = ins.index
+    return GOES_ON
 
 
 @register_opcode("END_SEND", min_version=(3, 12))

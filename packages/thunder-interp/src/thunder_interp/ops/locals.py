@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from types import CellType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._provenance import Provenance, ProvenanceKind
-from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._registry import (
+    ENDS_BLOCK,
+    GOES_ON,
+    PY_VERSION,
+    CompileContext,
+    Op,
+    block_template,
+    register_opcode,
+)
 from thunder_interp.ops._common import unbound_free, unbound_local
+
+if TYPE_CHECKING:
+    from thunder_interp._blocks import BlockBuilder
 
 # -- no-ops and stack shuffling -----------------------------------------------------------------
 
@@ -37,6 +48,15 @@ def pop_top(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+@block_template(pop_top)
+def pop_top_block(block: BlockBuilder, ins: Instruction) -> int:
+    if block.stack:
+        block.stack.pop()
+    else:
+        block.emit("st.pop()")
+    return GOES_ON
+
+
 @register_opcode("PUSH_NULL", min_version=(3, 11))
 def push_null(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -46,6 +66,12 @@ def push_null(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+@block_template(push_null)
+def push_null_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.stack.append("NULL")
+    return GOES_ON
 
 
 @register_opcode("COPY", min_version=(3, 11))
@@ -118,14 +144,18 @@ def dup_top_two(ins: Instruction, ctx: CompileContext) -> Op:
 # -- fast locals ----------------------------------------------------------------------------------
 
 
+# 3.12+: the compiler emits LOAD_FAST for locals it proves bound (LOAD_FAST_CHECK for the others).
+_LOADS_PROVEN_BOUND = frozenset({"LOAD_FAST"} if PY_VERSION >= (3, 12) else ())
+
+
 @register_opcode("LOAD_FAST")
 @register_opcode("LOAD_FAST_CHECK", min_version=(3, 12))
 def load_fast(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     i = ins.arg
     name = ctx.local_names[i]
-    if (PY_VERSION >= (3, 12) and ins.opname == "LOAD_FAST") or _always_bound(ctx, i):
-        # The compiler guarantees the local is bound.
+    if ins.opname in _LOADS_PROVEN_BOUND or _always_bound(ctx, i):
+        # No check needed: the local is bound whenever it is read.
         def op(f: Frame) -> int:
             f.stack.append(f.lv[i])
             return nxt
@@ -140,6 +170,14 @@ def load_fast(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op_checked
+
+
+@block_template(load_fast, helpers={"unbound_local": unbound_local})
+def load_fast_block(block: BlockBuilder, ins: Instruction) -> int:
+    t = block.push_expr(f"lv[{ins.arg}]")
+    if not (ins.opname in _LOADS_PROVEN_BOUND or block.always_bound(ins.arg)):
+        block.emit(f"if {t} is NULL: raise unbound_local({block.local_names[ins.arg]!r})")
+    return GOES_ON
 
 
 def _always_bound(ctx: CompileContext, index: int) -> bool:
@@ -188,6 +226,13 @@ def load_fast_load_fast(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+@block_template(load_fast_load_fast)
+def load_fast_load_fast_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.push_expr(f"lv[{ins.arg >> 4}]")
+    block.push_expr(f"lv[{ins.arg & 15}]")
+    return GOES_ON
+
+
 @register_opcode("STORE_FAST")
 def store_fast(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -198,6 +243,12 @@ def store_fast(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+@block_template(store_fast)
+def store_fast_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.emit(f"lv[{ins.arg}] = {block.pop()}")
+    return GOES_ON
 
 
 @register_opcode("STORE_FAST_LOAD_FAST", min_version=(3, 13))
@@ -215,6 +266,13 @@ def store_fast_load_fast(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+@block_template(store_fast_load_fast)
+def store_fast_load_fast_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.emit(f"lv[{ins.arg >> 4}] = {block.pop()}")
+    block.push_expr(f"lv[{ins.arg & 15}]")
+    return GOES_ON
+
+
 @register_opcode("STORE_FAST_STORE_FAST", min_version=(3, 13))
 def store_fast_store_fast(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -228,6 +286,13 @@ def store_fast_store_fast(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+@block_template(store_fast_store_fast)
+def store_fast_store_fast_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.emit(f"lv[{ins.arg >> 4}] = {block.pop()}")
+    block.emit(f"lv[{ins.arg & 15}] = {block.pop()}")
+    return GOES_ON
 
 
 @register_opcode("DELETE_FAST")
@@ -288,6 +353,27 @@ def load_const(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+@block_template(load_const, helpers={"load_constant_hooked": load_constant_hooked})
+def load_const_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.stack.append(_constant_in_block(block, ins.argval))
+    return GOES_ON
+
+
+def _constant_in_block(block: BlockBuilder, value: Any) -> str:
+    """The name holding constant ``value`` in a block. Hooked, the hook sees every load; with
+    provenance, a site's first load in a run records the constant and the site remembers the
+    run (``rt.token``): its later loads record nothing."""
+    name = block.const(value)
+    if not block.hooked:
+        return name
+    record = block.const(Provenance(ProvenanceKind.CONSTANT, index=value))
+    site = block.const([None])
+    t = block.temp()
+    block.emit(f"if CH is None and (PT is None or {site}[0] is RS): {t} = {name}")
+    block.emit(f"else: {t} = load_constant_hooked(f, {name}, {record}); {site}[0] = RS")
+    return t
+
+
 @register_opcode("RETURN_CONST", min_version=(3, 12))
 def return_const(ins: Instruction, ctx: CompileContext) -> Op:
     value = ctx.code.co_consts[ins.arg]
@@ -307,6 +393,13 @@ def return_const(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+@block_template(return_const, helpers={"load_constant_hooked": load_constant_hooked})
+def return_const_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.emit(f"f.retval = {_constant_in_block(block, ins.argval)}")
+    block.emit("return 0")
+    return ENDS_BLOCK
+
+
 @register_opcode("RETURN_VALUE")
 def return_value(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
@@ -314,6 +407,13 @@ def return_value(ins: Instruction, ctx: CompileContext) -> Op:
         return 0
 
     return op
+
+
+@block_template(return_value)
+def return_value_block(block: BlockBuilder, ins: Instruction) -> int:
+    block.emit(f"f.retval = {block.pop()}")
+    block.emit("return 0")
+    return ENDS_BLOCK
 
 
 # -- cells -----------------------------------------------------------------------------------------

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any
+import keyword
+from typing import TYPE_CHECKING, Any
 
 from thunder_interp._bytecode import Instruction
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._lookasides import attribute_loaded
 from thunder_interp._provenance import Provenance, ProvenanceKind
-from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
+from thunder_interp._registry import (
+    GOES_ON,
+    NOT_COMPILED,
+    PY_VERSION,
+    CompileContext,
+    Op,
+    block_template,
+    register_opcode,
+)
 from thunder_interp._slots import (
     ATTR_DESCRIPTORS,
     PLAIN,
@@ -17,12 +26,16 @@ from thunder_interp._slots import (
     delete_item,
     get_item,
     plain_reads,
+    plain_writes,
     set_item,
 )
 from thunder_interp._slots import delete_attr as slot_delete_attr
 from thunder_interp._slots import load_attr as slot_load_attr
 from thunder_interp._slots import store_attr as slot_store_attr
 from thunder_interp.ops._common import name_error
+
+if TYPE_CHECKING:
+    from thunder_interp._blocks import BlockBuilder
 
 # -- globals ---------------------------------------------------------------------------------------
 
@@ -66,7 +79,7 @@ def _load_global_value(f: Frame, name: str, hooked: bool) -> Any:
 def load_global(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     name = ins.argval if isinstance(ins.argval, str) else ctx.code.co_names[ins.arg >> 1]
-    push_null = PY_VERSION >= (3, 11) and bool(ins.arg & 1)
+    push_null = _pushes_null(ins)
     null_first = PY_VERSION < (3, 13)
     hooked = ctx.hooked
     if not push_null and not hooked:
@@ -93,6 +106,46 @@ def load_global(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+def _pushes_null(ins: Instruction) -> bool:
+    """3.11+: LOAD_GLOBAL also pushes a NULL (before the value; after it from 3.13)."""
+    return PY_VERSION >= (3, 11) and bool(ins.arg & 1)
+
+
+@block_template(load_global, helpers={"load_global": _load_global_value})
+def load_global_block(block: BlockBuilder, ins: Instruction) -> int:
+    name = block.const(ins.argval)
+    push_null = _pushes_null(ins)
+    if push_null and PY_VERSION < (3, 13):
+        block.stack.append("NULL")
+    t = block.temp()
+    block.emit(f"{t} = G.get({name}, NULL)")
+    if block.hooked:
+        _hooked_global_lines(block, t, name)
+    else:
+        block.emit(f"if {t} is NULL:")
+        block.emit(f"    if type(f.builtins) is dict: {t} = f.builtins.get({name}, NULL)")
+        block.emit(f"    if {t} is NULL: {t} = load_global(f, {name}, False)")
+    block.stack.append(t)
+    if push_null and PY_VERSION >= (3, 13):
+        block.stack.append("NULL")
+    return GOES_ON
+
+
+def _hooked_global_lines(block: BlockBuilder, t: str, name: str) -> None:
+    """As for constants (``ops.locals``): a load that finds what the site's last load in this
+    run found (by identity: the provenance table keeps the value alive) records nothing new."""
+    site = block.const([None, 0])
+    block.emit(f"if {t} is NULL and type(f.builtins) is dict: {t} = f.builtins.get({name}, NULL)")
+    block.emit(
+        f"if {t} is NULL or (PT is not None and "
+        f"(GH is not None or {site}[0] is not RS or {site}[1] != id({t}))):"
+    )
+    block.emit(f"    {t} = load_global(f, {name}, True)")
+    block.emit(f"    if PT is not None: {site}[0] = RS; {site}[1] = id({t})")
+    # Without provenance, the hook sees the value with no record (as global_loaded).
+    block.emit(f"elif GH is not None: {t} = GH({name}, {t}, G, None)")
 
 
 @register_opcode("STORE_GLOBAL")
@@ -244,7 +297,7 @@ def delete_name(ins: Instruction, ctx: CompileContext) -> Op:
 def load_attr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     name = ins.argval
-    method = ins.opname == "LOAD_METHOD" or (PY_VERSION >= (3, 12) and bool(ins.arg & 1))
+    method = _loads_method(ins)
     null_first = PY_VERSION < (3, 13)
     hooked = ctx.hooked
     if not method and not hooked:
@@ -278,6 +331,18 @@ def load_attr(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+def _loads_method(ins: Instruction) -> bool:
+    """Whether the load also pushes a NULL, for a CALL of the method (before the value; after
+    it from 3.13)."""
+    return ins.opname == "LOAD_METHOD" or (PY_VERSION >= (3, 12) and bool(ins.arg & 1))
+
+
+def _spelled_as_attribute(name: str) -> bool:
+    """Whether generated code writes ``obj.name`` for the attribute (an identifier, not a
+    keyword; names starting with ``__`` go through ``getattr``/``setattr``)."""
+    return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__")
+
+
 def attribute_value(f: Frame, obj: Any, name: str) -> Any:
     """``obj.name`` from interpreted code (no hooks)."""
     cls = type(obj)
@@ -309,6 +374,51 @@ def load_attribute(f: Frame, obj: Any, name: str) -> Any:
     return attribute_loaded(f.rt, obj, name, value)
 
 
+@block_template(
+    load_attr,
+    helpers={
+        "PA": PLAIN_ATTRS,
+        "attribute_value": attribute_value,
+        "attribute_loaded": attribute_loaded,
+        "load_attribute": load_attribute,
+    },
+)
+def load_attr_block(block: BlockBuilder, ins: Instruction) -> int:
+    attr = ins.argval
+    method = _loads_method(ins)
+    o = block.pop()
+    if method and PY_VERSION < (3, 13):
+        block.stack.append("NULL")
+    name = block.const(attr)
+    fast = f"{o}.{attr}" if _spelled_as_attribute(attr) else f"getattr({o}, {name})"
+    plain = f"type({o}) in PA or type({o}) in {block.const(plain_reads(attr))}"
+    read = f"{fast} if {plain} else attribute_value(f, {o}, {name})"
+    if block.hooked:
+        block.stack.append(_hooked_attribute_lines(block, o, name, read))
+    else:
+        block.push_expr(f"({read})")
+    if method and PY_VERSION >= (3, 13):
+        block.stack.append("NULL")
+    return GOES_ON
+
+
+def _hooked_attribute_lines(block: BlockBuilder, o: str, name: str, read: str) -> str:
+    """Without attribute hooks, only a read from a value with a provenance has more to do than
+    the plain read: record the value's (``load_attribute`` otherwise)."""
+    t = block.temp()
+    e = block.temp()
+    block.emit("if AQ:")
+    block.emit(f"    {t} = {read}")
+    block.emit("    if PT is not None:")
+    block.emit(f"        {e} = PT.get(id({o}))")
+    block.emit(
+        f"        if {e} is not None and {e}[0] is {o}: "
+        f"{t} = attribute_loaded(rt, {o}, {name}, {t})"
+    )
+    block.emit(f"else: {t} = load_attribute(f, {o}, {name})")
+    return t
+
+
 @register_opcode("STORE_ATTR")
 def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -328,6 +438,23 @@ def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+@block_template(store_attr, helpers={"PA": PLAIN_ATTRS, "store_attr": slot_store_attr})
+def store_attr_block(block: BlockBuilder, ins: Instruction) -> int:
+    attr = ins.argval
+    o = block.pop()
+    v = block.pop()
+    name = block.const(attr)
+    if block.hooked:
+        block.emit(f"if SA is not None: SA({o}, {name}, {v})")
+    plain = f"type({o}) in PA or type({o}) in {block.const(plain_writes(attr))}"
+    if _spelled_as_attribute(attr):
+        block.emit(f"if {plain}: {o}.{attr} = {v}")
+    else:
+        block.emit(f"if {plain}: setattr({o}, {name}, {v})")
+    block.emit(f"else: store_attr(f.rt, {o}, {name}, {v})")
+    return GOES_ON
 
 
 @register_opcode("DELETE_ATTR")
@@ -431,6 +558,19 @@ def binary_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
+@block_template(binary_subscr, helpers={"load_item": load_item, "get_item": get_item})
+def binary_subscr_block(block: BlockBuilder, ins: Instruction) -> int:
+    k = block.pop()
+    c = block.pop()
+    if block.hooked:
+        block.push_expr(f"load_item(f, {c}, {k})")
+    else:
+        block.push_expr(
+            f"({c}[{k}] if type({c}) in P and type({k}) in P else get_item(f.rt, {c}, {k}))"
+        )
+    return GOES_ON
+
+
 @register_opcode("STORE_SUBSCR")
 def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -463,6 +603,18 @@ def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+@block_template(store_subscr, helpers={"set_item": set_item})
+def store_subscr_block(block: BlockBuilder, ins: Instruction) -> int:
+    if block.hooked:
+        return NOT_COMPILED  # the op calls the store_item hook
+    k = block.pop()
+    c = block.pop()
+    v = block.pop()
+    block.emit(f"if type({c}) in P: {c}[{k}] = {v}")
+    block.emit(f"else: set_item(f.rt, {c}, {k}, {v})")
+    return GOES_ON
 
 
 @register_opcode("DELETE_SUBSCR")
