@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from thunder_ir import BoundSymbol, OpTag, Proxy, Trace
+from thunder_ir import BoundSymbol, OpTag, Proxy, Symbol, Trace
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.codegen import Printer, value_to_python
 from thunder_transforms.passes import run_pass, substitute_proxies
@@ -14,7 +14,7 @@ _NEVER = frozenset({OpTag.RANDOM, OpTag.IN_PLACE, OpTag.DONT_DCE, OpTag.RETURN, 
 
 def _deduplicated(trace: Trace) -> list[BoundSymbol]:
     printer = Printer()
-    seen: dict[tuple[str, str, tuple[int, ...]], BoundSymbol] = {}
+    seen: dict[tuple[Symbol, str, tuple[int, ...]], BoundSymbol] = {}
     renames: dict[str, Proxy] = {}
     out: list[BoundSymbol] = []
     # With in-place writes, a name holds different values before and after a write into its
@@ -40,7 +40,7 @@ def _deduplicated(trace: Trace) -> list[BoundSymbol]:
             if info is not None
             else ()
         )
-        key = (bsym.sym.id, value_to_python((bsym.args, bsym.kwargs), printer), epochs)
+        key = (bsym.sym, value_to_python((bsym.args, bsym.kwargs), printer), epochs)
         earlier = seen.get(key)
         if earlier is None:
             seen[key] = bsym

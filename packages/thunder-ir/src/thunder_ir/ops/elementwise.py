@@ -96,11 +96,22 @@ def full_like(a: TensorProxy, value: Any, dtype: DType) -> TensorProxy:
 
 
 def compute(
-    op: str, kind: Promotion, fn: Callable[..., Any], *args: Any, names: tuple[str, ...] = ()
+    op: str,
+    kind: Promotion,
+    fn: Callable[..., Any],
+    *args: Any,
+    names: tuple[str, ...] = (),
+    casts_cpu_scalars: bool = False,
 ) -> Any:
     """Runs ``fn`` (written with prims) on ``args`` broadcast to their common shape and converted to
     the computation dtype of ``kind``; converts its result to the result dtype. Tensors and
-    numbers are accepted; None passes through untouched."""
+    numbers are accepted; None passes through untouched.
+
+    ``casts_cpu_scalars``: the op's torch CPU kernel converts a number (or 0-dim tensor) operand
+    to the common dtype, bfloat16 or float16, before computing in float32 (``x + 0.7`` adds
+    bfloat16(0.7)); the op says so where it is defined. Measured against torch 2.13's CPU
+    kernels, element by element: add, sub, remainder, fmod, pow and the comparisons do; mul, div,
+    lerp's weight and addcmul's value read the number as given. CUDA kernels read it as given."""
     for i, x in enumerate(args):
         what = names[i] if i < len(names) else ("input" if i == 0 else "other")
         check(
@@ -110,7 +121,7 @@ def compute(
         )
     if not any(isinstance(x, TensorProxy) for x in args):
         return fn(*args)
-    if op in CASTS_SCALARS_ON_CPU:
+    if casts_cpu_scalars:
         args = scalars_in_common_dtype(args)
     computation, result = promote(*(x for x in args if x is not None), kind=kind)
     converted = [None if x is None else _for_computation(x, computation) for x in broadcast(*args)]
@@ -118,16 +129,6 @@ def compute(
     if kind is Promotion.ALWAYS_BOOL:
         return out
     return to_dtype(out, result)
-
-
-# Ops whose CPU kernels take a Python number (or a 0-dim tensor) operand converted to the common
-# dtype, bfloat16 or float16, before computing in float32: ``x + 0.7`` adds bfloat16(0.7), and
-# ``x ** 0.7`` raises to bfloat16(0.7). mul, div, lerp's weight and addcmul's value use the number
-# as given (torch reads the original value for those), as the IR does. Measured against torch
-# 2.13's CPU kernels, element by element; CUDA kernels read the original value.
-CASTS_SCALARS_ON_CPU = frozenset(
-    {"add", "sub", "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "pow"}
-)
 
 
 def low_precision_cpu_dtype(args: tuple[Any, ...]) -> DType | None:
@@ -144,7 +145,7 @@ def scalars_in_common_dtype(
     args: tuple[Any, ...], scalar_positions: tuple[int, ...] | None = None
 ) -> tuple[Any, ...]:
     """``args`` with Python numbers and 0-dim tensors converted to the common dtype where that
-    is bfloat16 or float16 and the tensors are on the CPU (see ``CASTS_SCALARS_ON_CPU``);
+    is bfloat16 or float16 and the tensors are on the CPU (see ``compute``'s ``casts_cpu_scalars``);
     ``scalar_positions``: the only arguments converted (all when None)."""
     common = low_precision_cpu_dtype(args)
     if common is None:

@@ -73,8 +73,15 @@ def _check_alpha(op: str, a: Any, b: Any, alpha: Any) -> None:
     )
 
 
-def _binary(op: str, prim: Symbol, a: Any, b: Any, kind: Promotion = Promotion.DEFAULT) -> Any:
-    return compute(op, kind, prim, a, b)
+def _binary(
+    op: str,
+    prim: Symbol,
+    a: Any,
+    b: Any,
+    kind: Promotion = Promotion.DEFAULT,
+    casts_cpu_scalars: bool = False,
+) -> Any:
+    return compute(op, kind, prim, a, b, casts_cpu_scalars=casts_cpu_scalars)
 
 
 def _check_common_dtype(op: str, a: Any, b: Any) -> None:
@@ -90,11 +97,18 @@ def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
     bfloat16 and float16 on the CPU torch computes ``a + alpha * b`` in float32 with ``alpha``
     converted to the dtype, rounding once: so does this."""
     if isinstance(alpha, (int, float)) and alpha == 1:
-        return _binary(op, prim, a, b)
+        return _binary(op, prim, a, b, casts_cpu_scalars=True)
     if type(alpha) in (int, float) and low_precision_cpu_dtype((a, b)) is not None:
         alpha_cast = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[2]
-        return compute(op, Promotion.DEFAULT, lambda x, y: prim(x, prims.mul(y, alpha_cast)), a, b)
-    return _binary(op, prim, a, mul(b, alpha))
+        return compute(
+            op,
+            Promotion.DEFAULT,
+            lambda x, y: prim(x, prims.mul(y, alpha_cast)),
+            a,
+            b,
+            casts_cpu_scalars=True,
+        )
+    return _binary(op, prim, a, mul(b, alpha), casts_cpu_scalars=True)
 
 
 # Arithmetic ------------------------------------------------------------------------------
@@ -183,14 +197,14 @@ def floor_divide(a: Any, b: Any) -> Any:
 @torchop("torch.remainder", "torch.Tensor.remainder", tags=_EW)
 def remainder(a: Any, b: Any) -> Any:
     _check_common_dtype("remainder", a, b)
-    return _binary("remainder", prims.remainder, a, b)
+    return _binary("remainder", prims.remainder, a, b, casts_cpu_scalars=True)
 
 
 @torchop("torch.fmod", "torch.Tensor.fmod", tags=_EW)
 def fmod(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "fmod", "input", 1)
     _check_common_dtype("fmod", a, b)
-    return _binary("fmod", prims.fmod, a, b)
+    return _binary("fmod", prims.fmod, a, b, casts_cpu_scalars=True)
 
 
 @torchop("torch.pow", "torch.Tensor.pow", tags=_EW)
@@ -211,7 +225,7 @@ def pow(a: Any, b: Any) -> Any:
         # values.
         square = mul(a, a)
         return mul(square, a) if b == 3 else reciprocal(square)
-    return _binary("pow", prims.pow, a, b)
+    return _binary("pow", prims.pow, a, b, casts_cpu_scalars=True)
 
 
 def _rounds_twice_in_torch(a: Any, b: Any) -> bool:
@@ -388,7 +402,7 @@ def _compare(op: str, prim: Symbol, a: Any, b: Any, ordered: bool) -> Any:
     check_tensor_arg(a, op, "input", 1)
     if ordered:
         _check_no_complex(op, a, b)
-    return _binary(op, prim, a, b, Promotion.ALWAYS_BOOL)
+    return _binary(op, prim, a, b, Promotion.ALWAYS_BOOL, casts_cpu_scalars=True)
 
 
 @torchop("torch.eq", "torch.Tensor.eq", tags=_EW)

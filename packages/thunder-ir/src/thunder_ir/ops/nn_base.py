@@ -88,11 +88,11 @@ def not_implemented(op: str, what: str) -> UnsupportedOptionError:
 
 
 def add(a: Any, b: Any) -> Any:
-    return compute("add", Promotion.DEFAULT, prims.add, a, b)
+    return compute("add", Promotion.DEFAULT, prims.add, a, b, casts_cpu_scalars=True)
 
 
 def sub(a: Any, b: Any) -> Any:
-    return compute("sub", Promotion.DEFAULT, prims.sub, a, b)
+    return compute("sub", Promotion.DEFAULT, prims.sub, a, b, casts_cpu_scalars=True)
 
 
 def mul(a: Any, b: Any) -> Any:
@@ -104,7 +104,7 @@ def div(a: Any, b: Any) -> Any:
 
 
 def pow_(a: Any, b: Any) -> Any:
-    return compute("pow", Promotion.DEFAULT, prims.pow, a, b)
+    return compute("pow", Promotion.DEFAULT, prims.pow, a, b, casts_cpu_scalars=True)
 
 
 def maximum(a: Any, b: Any) -> Any:
@@ -116,27 +116,27 @@ def minimum(a: Any, b: Any) -> Any:
 
 
 def eq(a: Any, b: Any) -> Any:
-    return compute("eq", Promotion.ALWAYS_BOOL, prims.eq, a, b)
+    return compute("eq", Promotion.ALWAYS_BOOL, prims.eq, a, b, casts_cpu_scalars=True)
 
 
 def ne(a: Any, b: Any) -> Any:
-    return compute("ne", Promotion.ALWAYS_BOOL, prims.ne, a, b)
+    return compute("ne", Promotion.ALWAYS_BOOL, prims.ne, a, b, casts_cpu_scalars=True)
 
 
 def lt(a: Any, b: Any) -> Any:
-    return compute("lt", Promotion.ALWAYS_BOOL, prims.lt, a, b)
+    return compute("lt", Promotion.ALWAYS_BOOL, prims.lt, a, b, casts_cpu_scalars=True)
 
 
 def le(a: Any, b: Any) -> Any:
-    return compute("le", Promotion.ALWAYS_BOOL, prims.le, a, b)
+    return compute("le", Promotion.ALWAYS_BOOL, prims.le, a, b, casts_cpu_scalars=True)
 
 
 def gt(a: Any, b: Any) -> Any:
-    return compute("gt", Promotion.ALWAYS_BOOL, prims.gt, a, b)
+    return compute("gt", Promotion.ALWAYS_BOOL, prims.gt, a, b, casts_cpu_scalars=True)
 
 
 def ge(a: Any, b: Any) -> Any:
-    return compute("ge", Promotion.ALWAYS_BOOL, prims.ge, a, b)
+    return compute("ge", Promotion.ALWAYS_BOOL, prims.ge, a, b, casts_cpu_scalars=True)
 
 
 def neg(a: Any) -> Any:
