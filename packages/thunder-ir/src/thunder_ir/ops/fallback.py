@@ -191,7 +191,9 @@ class _FakeRun:
         self.name = name
         mode = FakeTensorMode(allow_fallback_kernels=False)
         recorder = _Recorder()
-        with mode:
+        # Outside inference mode: an inference tensor has no version counter, which is how the
+        # run tells a write into an argument (the callable's values do not depend on the mode).
+        with torch.inference_mode(False), mode:
             fakes: list[Any] = []
 
             def fake(x: Any) -> Any:
@@ -206,7 +208,11 @@ class _FakeRun:
                     fakes.append(t)
                     return t
                 if isinstance(x, torch.Tensor):
-                    t = mode.from_tensor(x)
+                    t = (
+                        torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+                        if x.is_inference()
+                        else mode.from_tensor(x)
+                    )
                     fakes.append(t)
                     return t
                 return x

@@ -157,7 +157,12 @@ class _ThunderFunction(torch.autograd.Function):
                     returned_inputs[i] = j
                     break
         outs = _private_views_detached(outs, args)
-        tensors = [s for s in saved if isinstance(s, torch.Tensor)]
+        # An inference tensor cannot be saved; the backward may read one where eager's saves a
+        # tensor computed from it (a KV cache made under inference mode, then ``cat``): its copy
+        # holds the same values, as nothing outside inference mode can write into it.
+        tensors = [
+            s.clone() if s.is_inference() else s for s in saved if isinstance(s, torch.Tensor)
+        ]
         ctx.save_for_backward(*tensors)
         # An output the caller's graph does not use gets None, not zeros: the inputs reached only
         # through such outputs get None too, as eager's autograd never reaches them.
