@@ -13,31 +13,39 @@ def uses_unsupported(x):
     return torch.nonzero(y)
 
 
-def test_unsupported_op_names_the_op_and_the_users_line():
-    with pytest.raises(thunder.UnsupportedOperationError) as info:
-        thunder.jit(uses_unsupported)(torch.randn(3))
-    message = str(info.value)
-    assert "nonzero" in message
+def test_data_dependent_op_runs_eagerly_naming_the_op_and_the_users_line():
+    # torch runs it; until the program is split there, the call runs eagerly, visibly
+    x = torch.randn(3)
+    jf = thunder.jit(uses_unsupported)
+    with pytest.warns(UserWarning, match="the call ran eagerly") as record:
+        got = jf(x)
+    torch.testing.assert_close(got, uses_unsupported(x))
+    message = str(record[0].message)
+    assert "nonzero" in message and "reads tensor data" in message
     assert f"{__file__}:{uses_unsupported.__code__.co_firstlineno + 2}" in message
+    assert thunder.compile_stats(jf).eager_fallbacks == 1
 
 
-def test_unsupported_op_is_not_swallowed_by_user_except():
+def test_data_dependent_op_is_not_swallowed_by_user_except():
     def f(x):
         try:
             return torch.nonzero(x)
         except Exception:
             return x
 
-    with pytest.raises(thunder.UnsupportedOperationError):
-        thunder.jit(f)(torch.randn(3))
+    x = torch.randn(3)
+    with pytest.warns(UserWarning, match="ran eagerly"):
+        got = thunder.jit(f)(x)
+    torch.testing.assert_close(got, torch.nonzero(x))  # eager's path, not the except clause
 
 
-def test_unsupported_tensor_creation_is_refused():
+def test_data_dependent_tensor_creation_runs_eagerly():
     def f(x):
         return x + torch.nonzero(torch.ones(3))
 
-    with pytest.raises(thunder.UnsupportedOperationError, match="nonzero"):
-        thunder.jit(f)(torch.randn(3))
+    x = torch.randn(3)
+    with pytest.warns(UserWarning, match="nonzero"):
+        torch.testing.assert_close(thunder.jit(f)(x), f(x))
 
 
 def test_unreplayable_write_is_refused():
@@ -153,6 +161,28 @@ def test_thunder_and_tracing_errors_are_uncatchable_by_the_program():
             return "swallowed"
 
     # The program's ``except RuntimeError`` would catch it (DataDependentError is a RuntimeError)
-    # and take a path eager does not take: it reaches the caller instead.
-    with pytest.raises(DataDependentError, match="truth value"):
-        thunder.jit(f)(torch.randn(3))
+    # and take a path eager does not take: the call runs eagerly instead.
+    x = torch.randn(3)
+    with pytest.warns(UserWarning, match="truth value"):
+        assert thunder.jit(f)(x) == bool(x.sum() > 0)
+
+
+@torch.compiler.disable
+def _runs_outside_compilers(x):
+    return x.nonzero().float().sum() + x
+
+
+def test_compiler_disabled_function_runs_eagerly_with_its_reason():
+    import torch._dynamo
+
+    def f(x):
+        return _runs_outside_compilers(x * 2) + torch._dynamo.disable(torch.sin)(x)
+
+    x = torch.randn(4)
+    jf = thunder.jit(f)
+    with pytest.warns(UserWarning, match="torch.compiler.disable"):
+        torch.testing.assert_close(jf(x), f(x))
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 1
+    assert "torch.compiler.disable" in stats.last_eager_reason
+    assert f"{__file__}:" in stats.last_eager_reason

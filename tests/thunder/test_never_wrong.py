@@ -486,7 +486,7 @@ G_OUT = [0.0]
 
 def test_user_except_clauses_cannot_swallow_tracing_limits():
     """A data-dependent conversion inside ``try: ... except Exception`` would silently take the
-    except path while tracing; it is a clear error instead."""
+    except path while tracing; the call runs eagerly instead, visibly, and takes eager's path."""
 
     def f(x):
         try:
@@ -495,9 +495,9 @@ def test_user_except_clauses_cannot_swallow_tracing_limits():
             G_OUT[0] = -1.0
         return x + 1
 
-    with pytest.raises(thunder_ir.DataDependentError, match="float"):
-        thunder.jit(f)(torch.ones(2))
-    assert G_OUT == [0.0]
+    with pytest.warns(UserWarning, match="float"):
+        torch.testing.assert_close(thunder.jit(f)(torch.ones(2)), torch.ones(2) + 1)
+    assert G_OUT == [2.0]
 
 
 def test_hasattr_of_an_unsupported_tensor_attribute_is_an_error_not_false():

@@ -53,6 +53,8 @@ class CompileStats:
     last_compile_seconds: float = 0.0
     last_timings: dict[str, float] = field(default_factory=dict)
     last_recompile_reason: str | None = None
+    # Why the last call that ran eagerly did (what tracing met, at the user's file:line).
+    last_eager_reason: str | None = None
     # The last compiled program: ``prologue(args, kwargs)`` returns the computation's inputs,
     # ``computation(*inputs)`` what runs (``./dev bench models`` times it alone).
     last_program: CacheEntry | None = None
@@ -241,6 +243,7 @@ class ThunderFunction:
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
         where = user_location(error)
         at = f" at {where}" if where else ""
+        self.stats.last_eager_reason = f"{error}{at}"
         if isinstance(error, RunsEagerly):  # a known limit, not a failure to report
             warnings.warn(f"thunder.jit: {name} {error}{at}; the call ran eagerly", stacklevel=4)
             return result

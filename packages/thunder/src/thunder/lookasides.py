@@ -228,6 +228,7 @@ def _static_lookasides() -> dict[Any, Any]:
     for fn, name in ((torch.autograd.backward, "backward"), (torch.autograd.grad, "grad")):
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
+    table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
     return table
 
 
@@ -239,6 +240,15 @@ def _check_with(error_type: Any, cond: Any, message: Any = None) -> None:
     if isinstance(cond, NumberProxy):
         cond = bool(cond)
     torch._check_with(error_type, cond, message)
+
+
+def _compiler_disabled(*args: Any, **kwargs: Any) -> Any:
+    """``torch.compiler.disable`` / ``torch._dynamo.disable`` wrappers switch the frame evaluator
+    off before calling the function they wrap: the function must run outside any compiler."""
+    raise RunsEagerly(
+        "calls a function marked torch.compiler.disable (or torch._dynamo.disable), which must "
+        "run outside the compiler"
+    )
 
 
 def _differentiates_inside(name: str, *args: Any, **kwargs: Any) -> Any:

@@ -40,7 +40,7 @@ import torch
 from thunder_ir.constraints import Compare, Const
 from thunder_ir.devices import to_torch_device
 from thunder_ir.dtypes import from_torch_dtype, to_torch_dtype
-from thunder_ir.errors import UnsupportedInTracingError
+from thunder_ir.errors import DataDependentError, UnsupportedInTracingError
 from thunder_ir.ops._registry import resolve_torch_name, torchop
 from thunder_ir.ops.random_state import draws_from_own_generator
 from thunder_ir.proxies import NumberProxy, TensorProxy
@@ -49,6 +49,7 @@ from thunder_ir.tags import OpTag
 
 __all__ = [
     "FALLBACK_SYMBOLS",
+    "DataDependentFallbackError",
     "TorchFallbackError",
     "call_torch_fallback",
     "fallback_refusal",
@@ -70,6 +71,11 @@ class TorchFallbackError(UnsupportedInTracingError):
         self.op = op
         self.reason = reason
         super().__init__(f"{op} cannot be traced: {reason}")
+
+
+class DataDependentFallbackError(TorchFallbackError, DataDependentError):
+    """A torch callable whose output shape or Python result depends on its inputs' values
+    (``nonzero``, ``masked_select``, ``equal``): tracing cannot know it."""
 
 
 # Modules searched for a readable name of a torch callable, most readable first.
@@ -231,7 +237,7 @@ class _FakeRun:
                 ):
                     out = fn(*fargs, **fkwargs)
             except (DynamicOutputShapeException, DataDependentOutputException) as e:
-                raise TorchFallbackError(
+                raise DataDependentFallbackError(
                     name,
                     "its result depends on the values in its input tensors (shape or Python "
                     f"value: {e}), which tracing does not know; compute it outside the jitted "
@@ -244,7 +250,7 @@ class _FakeRun:
             except RuntimeError as e:
                 if "data is not allocated" not in str(e):
                     raise
-                raise TorchFallbackError(  # it read the values of a tensor standing for an input
+                raise DataDependentFallbackError(  # it read the values of a tensor standing for an input
                     name,
                     "its result depends on the values in its input tensors, which tracing does "
                     "not know; compute it outside the jitted function",

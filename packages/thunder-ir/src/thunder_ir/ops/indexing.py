@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder_ir import dtypes, prims
-from thunder_ir.errors import UnsupportedOptionError
+from thunder_ir.errors import DataDependentError, UnsupportedOptionError
 from thunder_ir.ops._helpers import broadcast_shapes, expand_to, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.shape import (
@@ -110,9 +110,10 @@ def parse_key(a: TensorProxy, key: Any) -> list[Item]:
             items.append(("slice", dim, *_canonical_slice(e, a.shape[dim])))
             dim += 1
         elif isinstance(e, TensorProxy) and e.dtype == dtypes.bool8:
-            raise UnsupportedOptionError(
-                "indexing with a boolean mask gives a result whose shape depends on the mask's values, which a trace "
-                "cannot know; use torch.where(mask, x, other) or x.masked_fill(~mask, value) instead"
+            raise DataDependentError(
+                "indexing with a boolean mask gives a result whose shape depends on the mask's "
+                "values, which a trace cannot know; torch.where(mask, x, other) or "
+                "x.masked_fill(~mask, value) compute with the mask instead"
             )
         elif _is_advanced(e):
             items.append(("adv", dim, e))

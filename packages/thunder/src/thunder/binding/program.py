@@ -32,11 +32,11 @@ from thunder.binding.state import (
     iter_proxies,
     template_leaves,
 )
-from thunder.errors import JitError, UnsupportedOperationError
+from thunder.errors import JitError, RunsEagerly, UnsupportedOperationError
 from thunder.lookasides import SymbolicSize, native_special
 from thunder.options import JitOptions
 from thunder_interp import interpret
-from thunder_ir import Proxy, Trace, TracingError, prims, tracectx
+from thunder_ir import DataDependentError, Proxy, Trace, TracingError, prims, tracectx
 
 __all__ = ["ProgramRaised", "TracedProgram", "trace_program", "user_location"]
 
@@ -146,6 +146,12 @@ def trace_program(
 
 def _as_reported(e: Exception) -> Exception:
     """How an exception raised while tracing reaches ``compile_entry``'s caller."""
+    if isinstance(e, DataDependentError):
+        # Not a refusal: torch runs it. Until the program is split there, the call runs eagerly,
+        # with a warning that names the line (``ThunderFunction._run_eagerly_after_raise``).
+        eager = RunsEagerly(f"reads tensor data ({e})")
+        eager.__traceback__ = e.__traceback__
+        return ProgramRaised(eager)
     if isinstance(e, UnsupportedOperationError):
         location = user_location(e)
         if location is None or e.location is not None:
