@@ -240,7 +240,7 @@ class _Assigner:
             elif isinstance(ex, OperatorExecutor):
                 info = ex.implementation_for(bsym)
                 if info is not None:
-                    return _Node(info.translate(bsym), tags=tags)
+                    return _Node(info.translated(bsym), tags=tags)
         if bsym.sym.impl is not None and not bsym.subsymbols:
             return _Node(bsym, tags=tags)  # already runnable as it is
         return None
@@ -252,7 +252,7 @@ class _Assigner:
             if isinstance(ex, OperatorExecutor):
                 info = ex.implementation_for(bsym)
                 if info is not None:
-                    return [info.translate(bsym)]
+                    return [info.translated(bsym)]
         if bsym.subsymbols:
             return [t for sub in bsym.subsymbols for t in self.translate_unfused(sub)]
         raise NotImplementedError(
@@ -553,6 +553,7 @@ def transform_for_execution(
         if g.note:
             header += f"; {g.note}"
             notes.append(f"region {index}: {g.note}")
+        # No location: a region runs many lines of the program; its members keep theirs.
         fused = fused.replace(header=header)
         regions.append(fused)
         out.append(fused)

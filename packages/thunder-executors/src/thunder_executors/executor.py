@@ -71,6 +71,14 @@ class ImplInfo:
     translate: Translator
     checker: Checker | None = None
 
+    def translated(self, bsym: BoundSymbol) -> BoundSymbol:
+        """The bound symbol that runs ``bsym``, at ``bsym``'s location: one op becomes one call,
+        and an error about that call names the user's line as one about the op would."""
+        call = self.translate(bsym)
+        if call.location is None and bsym.location is not None:
+            call = call.replace(location=bsym.location)
+        return call
+
 
 def to_runtime_value(x: Any) -> Any:
     """An IR argument as the runtime wants it: IR dtypes and devices become torch's (recursively
@@ -152,7 +160,7 @@ class OperatorExecutor(Executor):
         info = self.implementation_for(bsym)
         if info is None:
             raise ValueError(f"executor {self.name} does not claim {bsym.sym.id}")
-        return info.translate(bsym)
+        return info.translated(bsym)
 
 
 def same_arguments(exsym: Symbol) -> Translator:

@@ -17,6 +17,10 @@ and adds an offset that is often 0 (``arange(n) + past_length``). Where the oper
 the trace made and reads nowhere else, the result is that tensor: the same values to the bit,
 the same strides (a dense tensor's elementwise result takes its layout), and nobody holds the
 operand to tell them apart.
+
+These are not (pattern, replacement) rules like ``thunder_transforms.rewrites``: each is a sweep
+over the whole execution trace, on executor symbols after translation, deciding from what the
+whole trace reads and returns rather than from the shape of one sub-graph of torch-language ops.
 """
 
 from __future__ import annotations
@@ -112,7 +116,7 @@ def _rewritten(bsym: BoundSymbol, expanded: dict[str, TensorProxy]) -> BoundSymb
             args, changed = trial, True
     if not changed:
         return bsym
-    return BoundSymbol(bsym.sym, tuple(args), bsym.kwargs, out, bsym.subsymbols, header=bsym.header)
+    return bsym.replace(args=tuple(args))
 
 
 def drop_implicit_broadcasts(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
@@ -276,7 +280,7 @@ def drop_identity_arithmetic(bsyms: Sequence[BoundSymbol], keep: set[str]) -> li
         if _is_identity(b):
             x = b.args[0]
             if reads.get(x.name) == 1 and x.name not in keep and _fresh(producer.get(x.name)):
-                b = BoundSymbol(_alias_symbol(), (x,), {}, b.output, header=b.header)
+                b = b.replace(sym=_alias_symbol(), args=(x,), kwargs={}, subsymbols=())
         for p in b.flat_proxy_outs:
             producer[p.name] = b
         out.append(b)

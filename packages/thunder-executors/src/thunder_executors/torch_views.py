@@ -187,6 +187,7 @@ def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
             to_runtime_value(bsym.kwargs),
             bsym.output,
             header=bsym.header,
+            location=bsym.location,
         )
     args, kwargs = _as_torch_arguments(bsym.sym, bsym.args, bsym.kwargs)
     for sym, is_method in _torch_callables(bsym.sym):
@@ -199,5 +200,6 @@ def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
                 to_runtime_value(kwargs),
                 bsym.output,
                 header=bsym.header,
+                location=bsym.location,
             )
     return None

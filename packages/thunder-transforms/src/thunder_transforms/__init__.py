@@ -7,12 +7,11 @@ from thunder_transforms import autodiff
 from thunder_transforms.__about__ import __version__
 from thunder_transforms.autocast import autocast
 from thunder_transforms.checkpoint import checkpoint
-from thunder_transforms.composites import recognize_composites
 from thunder_transforms.constant_fold import constant_fold
 from thunder_transforms.cse import cse
 from thunder_transforms.dce import dce
 from thunder_transforms.passes import run_pass, substitute, substitute_proxies
-from thunder_transforms.rotary import sign_flipped_rotary
+from thunder_transforms.rewrites import recognize_composites, sign_flipped_rotary
 
 __all__ = [
     "__version__",
