@@ -486,7 +486,8 @@ G_OUT = [0.0]
 
 def test_user_except_clauses_cannot_swallow_tracing_limits():
     """A data-dependent conversion inside ``try: ... except Exception`` would silently take the
-    except path while tracing; the call runs eagerly instead, visibly, and takes eager's path."""
+    except path if tracing raised there; it reads the call's value instead, and a later call
+    with other data gets its own value (the program checks it), never the first one's."""
 
     def f(x):
         try:
@@ -495,9 +496,23 @@ def test_user_except_clauses_cannot_swallow_tracing_limits():
             G_OUT[0] = -1.0
         return x + 1
 
-    with pytest.warns(UserWarning, match="float"):
-        torch.testing.assert_close(thunder.jit(f)(torch.ones(2)), torch.ones(2) + 1)
-    assert G_OUT == [2.0]
+    jf = thunder.jit(f)
+    for scale in (1.0, 1.0, 2.0, 3.0):
+        x = torch.ones(2) * scale
+        torch.testing.assert_close(jf(x), x + 1)
+        assert G_OUT == [2.0 * scale]
+    assert thunder.compile_stats(jf).eager_fallbacks == 0
+
+    def g(x):
+        try:
+            G_OUT[0] = x.tolist()  # a tracing limit: the call runs eagerly, eager's path
+        except Exception:
+            G_OUT[0] = -1.0
+        return x + 1
+
+    with pytest.warns(UserWarning, match="tolist"):
+        torch.testing.assert_close(thunder.jit(g)(torch.ones(2)), torch.ones(2) + 1)
+    assert G_OUT == [[1.0, 1.0]]
 
 
 def test_hasattr_of_an_unsupported_tensor_attribute_is_an_error_not_false():

@@ -57,6 +57,24 @@ def _data_dependent(t: Any, what: str) -> DataDependentError:
     )
 
 
+def _can_read_data() -> bool:
+    trace = get_tracectx()
+    return trace is not None and trace.read_data is not None and len(trace.scopes) == 1
+
+
+def _read_item(t: Any, what: str) -> Any:
+    """``t.item()`` as a number read on this call, where tracing can read it."""
+    if not _can_read_data():
+        raise _data_dependent(t, what)
+    from thunder_ir.prims.data import item
+
+    return item(t)
+
+
+def _item_method(t: Any) -> Any:
+    return _read_item(t, "Tensor.item()")
+
+
 def register_tensor_method(name: str, fn: Callable[..., Any]) -> None:
     """Makes ``tensor.name(...)`` on a TensorProxy call ``fn(tensor, ...)``."""
     _TENSOR_METHODS[name] = fn
@@ -274,20 +292,30 @@ class TensorProxy(Proxy):
         n = self.shape[0]
         return int(n)
 
+    # Python values of the data: read on this call where the recording program can
+    # (``prims.item``), the decision recorded as a check of the computation.
     def __bool__(self) -> bool:
-        raise _data_dependent(self, "the truth value")
+        n = self.numel
+        if isinstance(n, int) and n != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with {'no values' if not n else 'more than one value'} "
+                "is ambiguous"
+            )
+        return bool(_read_item(self, "the truth value"))
 
     def __float__(self) -> float:
-        raise _data_dependent(self, "float()")
+        return float(_read_item(self, "float()"))
 
     def __int__(self) -> int:
-        raise _data_dependent(self, "int()")
+        return int(_read_item(self, "int()"))
 
     def __index__(self) -> int:
-        raise _data_dependent(self, "using it as an index or size")
+        if self.dtype.is_float or self.dtype.is_complex or self.dtype.is_boolean:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return _read_item(self, "using it as an index or size").__index__()  # type: ignore[no-any-return]
 
     def __complex__(self) -> complex:
-        raise _data_dependent(self, "complex()")
+        return complex(_read_item(self, "complex()"))
 
     def __iter__(self) -> Any:
         return iter(tensor_method("unbind")(self, 0))
@@ -302,6 +330,8 @@ class TensorProxy(Proxy):
         if fn is None:
             import torch
 
+            if name == "item" and _can_read_data():
+                return _BoundTensorMethod(_item_method, self)
             if name in _DATA_METHODS:
                 raise _data_dependent(self, f"Tensor.{name}()")
             if name == "layout":

@@ -84,6 +84,12 @@ class Trace:
         # level carry it as their ``location``.
         self.locate: Callable[[], str | None] | None = None
         self._call_location: str | object | None = _UNKNOWN
+        # Reads a traced tensor's values on this call (``prims.item``), where the recording
+        # program can (the jit); the values read, by name: their constraints are checks the
+        # computation makes (``prims.check_data``), not guards, recorded at the top level.
+        self.read_data: Callable[[Any], Any] | None = None
+        self.data_values: dict[str, Any] = {}
+        self._data_checks: list[C.Expr] = []
 
     # Names ----------------------------------------------------------------------------------
 
@@ -111,6 +117,32 @@ class Trace:
         self.scopes[-1].append(bsym)
         if self.record_hook is not None and len(self.scopes) == 1:
             self.record_hook(bsym)
+        if self._data_checks and len(self.scopes) == 1:
+            self._record_data_checks()
+
+    def _record_data_checks(self) -> None:
+        """The checks of decisions on values read from tensor data made inside the op just
+        recorded (or at the top level): right after it, before anything reads its result."""
+        from thunder_ir.prims.data import data_check
+
+        pending, self._data_checks = self._data_checks, []
+        for expr in pending:
+            check = data_check(expr, self.data_values)
+            # Placed where the values it reads are known (after the checks already there): a
+            # call whose decision differs stops before anything the decision led to runs.
+            reads = {p.name for p in check.flat_proxy_args}
+            body = self.bound_symbols
+            at = 1 + max(
+                (
+                    i
+                    for i, b in enumerate(body)
+                    if not reads.isdisjoint(o.name for o in b.flat_proxy_outs)
+                ),
+                default=-1,
+            )
+            while at < len(body) and body[at].sym is check.sym:
+                at += 1
+            body.insert(at, check)
 
     def new_call(self) -> None:
         """A symbol is called at the top level: the location of what it records is looked up
@@ -134,6 +166,11 @@ class Trace:
         return self.scopes.pop()
 
     def add_constraint(self, expr: C.Expr) -> None:
+        if self.data_values and not expr.variables().isdisjoint(self.data_values):
+            self._data_checks.append(expr)  # not a guard: the prologue cannot read the value
+            if len(self.scopes) == 1:
+                self._record_data_checks()
+            return
         self.constraints.append(expr)
         note_constraint(expr)
 

@@ -29,6 +29,7 @@ from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
 from thunder.signature import Signature, make_signature
 from thunder_ir import Trace, Transform
+from thunder_ir.prims import DataChanged
 
 __all__ = ["CompileStats", "ThunderFunction"]
 
@@ -122,9 +123,13 @@ class ThunderFunction:
             except GuardFailure:
                 pass
             else:
-                self.stats.cache_hits += 1
-                out = entry.computation(*inputs)
-                return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
+                try:
+                    out = entry.computation(*inputs)
+                except DataChanged:
+                    pass
+                else:
+                    self.stats.cache_hits += 1
+                    return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
         try:
             bucket = self._buckets.get(self._signature(args, kwargs))
         except Exception:  # another structure (or nothing compiled yet): the slow path
@@ -135,12 +140,17 @@ class ThunderFunction:
                     inputs = entry.prologue(args, kwargs)
                 except GuardFailure:
                     continue
+                try:
+                    out = entry.computation(*inputs)
+                except DataChanged:
+                    # It decided on values read from tensor data, and this call's decision
+                    # differs: raised before any effect (binding/data_reads.py).
+                    continue
                 if i:  # the entry that served this call is tried first next time
                     bucket.insert(0, bucket.pop(i))
                 self.stats.cache_hits += 1
                 if self._same_input:
                     self._last_call = (_fingerprint(args, kwargs), entry)
-                out = entry.computation(*inputs)
                 if entry.epilogue is None:
                     return out
                 return entry.epilogue(args, kwargs, out)
@@ -158,10 +168,14 @@ class ThunderFunction:
                 except GuardFailure as e:
                     self._last_failure = describe_guard_failure(e)
                     continue
+                try:
+                    out = entry.computation(*inputs)
+                except DataChanged as e:
+                    self._last_failure = str(e)
+                    continue
                 self.stats.cache_hits += 1
                 if self._same_input:
                     self._last_call = (_fingerprint(args, kwargs), entry)
-                out = entry.computation(*inputs)
                 return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
         if structure is not None and key is not None and key in structure.eager:
             left, wait = structure.eager[key]
@@ -225,6 +239,12 @@ class ThunderFunction:
             self._last_call = (_fingerprint(args, kwargs), entry)
         try:
             return entry.run(args, kwargs)
+        except DataChanged as e:
+            raise JitError(
+                "thunder.jit: the program compiled for these inputs read other values from "
+                f"tensor data than tracing did ({e}): the values are not deterministic; please "
+                "report this"
+            ) from e
         except GuardFailure as e:
             raise JitError(
                 "thunder.jit: the program compiled for these inputs rejects them "

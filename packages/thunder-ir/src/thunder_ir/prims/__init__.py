@@ -5,6 +5,15 @@ type promotion belong to the torch-language ops) and infer the outputs' metadata
 """
 
 from thunder_ir.prims._common import ALL_PRIMS as ALL_PRIMS
+from thunder_ir.prims.data import (
+    DataChanged as DataChanged,
+)
+from thunder_ir.prims.data import (
+    check_data as check_data,
+)
+from thunder_ir.prims.data import (
+    item as item,
+)
 from thunder_ir.prims.distributed import (
     all_gather as all_gather,
 )

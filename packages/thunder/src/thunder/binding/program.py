@@ -19,6 +19,7 @@ import torch
 
 from thunder.access import Access
 from thunder.binding.binder import Binder
+from thunder.binding.data_reads import TensorDataReader, check_data_decisions
 from thunder.binding.fallback import is_ir_refusal
 from thunder.binding.locations import is_library_file
 from thunder.binding.reshape_writes import install as install_reshape_write_check
@@ -117,6 +118,7 @@ def trace_program(
     if not grad_at_start:
         binder.start_without_grad()
     install_reshape_write_check(trace, options.reshape_inplace)
+    trace.read_data = TensorDataReader(trace, binder.inputs)
     with drawing_from(binder.facts.generators), tracectx(trace):
         pargs, pkwargs = binder.bind_arguments(args, kwargs)
         interpreted = interpret(
@@ -130,6 +132,7 @@ def trace_program(
             binder.check_context_vars()
             template = binder.output_template(result)
             binder.check_stored_cells()
+            check_data_decisions(trace)
         except Exception as e:
             reported = _as_reported(e)
             if reported is e:
@@ -138,6 +141,7 @@ def trace_program(
         finally:
             binder.release_held_locks()
             binder.undo_effects()
+            trace.read_data = None  # it holds this call's tensors
         trace.args = tuple(p for p, _ in binder.inputs.in_order)
         outputs = _epilogue_outputs(binder.effects.writes, template)
         prims.python_return(template if outputs is None else outputs)

@@ -1,0 +1,102 @@
+"""Python numbers read from tensor data: ``t.item()``, and the checks of what a trace assumed
+about them.
+
+Tracing does not know a tensor's values. Where the recording program supplies a reader
+(``Trace.read_data``: the jit runs the part of the trace recorded so far on the call's inputs),
+``prims.item(t)`` records ``n = prims.item(t)``: a ``NumberProxy`` with this call's value, whose
+expression is a variable of its own (``Trace.data_values``). Arithmetic on it stays symbolic;
+where Python decides on it (a branch, ``int()`` of it), the constraint is not a guard the prologue
+can check before the computation runs: it is recorded as ``prims.check_data`` right where the
+program decided, and the computation raises ``DataChanged`` on a call where it does not hold (the
+caller then runs, or compiles, the program for the new outcome).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thunder_ir import constraints as C
+from thunder_ir.codegen import PythonCode
+from thunder_ir.dtypes import python_type_of
+from thunder_ir.errors import DataDependentError
+from thunder_ir.prims._common import check_tensor, make_prim
+from thunder_ir.proxies import ComplexProxy, FloatProxy, IntegerProxy, NumberProxy
+from thunder_ir.tags import OpTag
+from thunder_ir.tracectx import get_tracectx
+
+__all__ = ["DataChanged", "check_data", "data_check", "item"]
+
+
+class DataChanged(Exception):
+    """A value the computation read from tensor data breaks what its trace assumed about it
+    (``prims.check_data``): this program does not compute this call."""
+
+
+def _item_meta(t: Any) -> NumberProxy:
+    check_tensor(t, "item")
+    trace = get_tracectx()
+    reader = trace.read_data if trace is not None else None
+    if reader is None or len(trace.scopes) != 1:  # type: ignore[union-attr]
+        raise DataDependentError(
+            f"Tensor.item() of tensor {t.name} depends on its data, which is not known while "
+            "tracing; compute it with tensor ops (torch.where) or pass it in as a Python value"
+        )
+    if any(not isinstance(s, int) for s in t.shape) or _numel(t.shape) != 1:
+        raise DataDependentError(
+            f"Tensor.item() of tensor {t.name} of shape {tuple(t.shape)}: only a tensor of one "
+            "element (of a static shape) has a value to read"
+        )
+    value = reader(t)
+    python_type = python_type_of(t.dtype)
+    if python_type is bool:
+        out: NumberProxy = IntegerProxy(value=bool(value), python_type=bool)
+    elif python_type is int:
+        out = IntegerProxy(value=int(value))
+    elif python_type is complex:
+        out = ComplexProxy(value=complex(value))
+    else:
+        out = FloatProxy(value=float(value))
+    trace.data_values[out.name] = out  # type: ignore[union-attr]
+    return out
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _item(t: Any) -> Any:
+    return t.item()
+
+
+# Not fusible (its output is a number) and never merged away: a read of the device's data.
+item = make_prim("item", _item_meta, impl=_item)
+
+
+def _no_output(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _check_data(cond: Any, text: str, *reads: Any) -> None:
+    if not cond:
+        raise DataChanged(f"{text} does not hold for the values read from tensor data")
+
+
+check_data = make_prim("check_data", _no_output, tags=(OpTag.DONT_DCE,), impl=_check_data)
+
+
+def data_check(expr: C.Expr, values: dict[str, NumberProxy]) -> Any:
+    """The bound symbol checking ``expr``, a constraint on values read from tensor data
+    (``values``: those values by name): the expression inline, the values as arguments, so that
+    passes see what it reads."""
+    unknown = expr.variables() - set(values)
+    if unknown:
+        raise DataDependentError(
+            "a decision on a value read from tensor data together with symbolic sizes or "
+            f"numbers ({', '.join(sorted(unknown))}) is not supported"
+        )
+    text = expr.python()
+    reads = tuple(values[name] for name in sorted(expr.variables()))
+    return check_data.bind(PythonCode(text, C.PYTHON_NAMES), text, *reads, output=None)

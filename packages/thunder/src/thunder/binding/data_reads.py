@@ -1,0 +1,126 @@
+"""Reading a traced tensor's values while tracing (``t.item()``, ``if t.sum() > 0:``).
+
+The trace recorded so far is a program of the call's inputs, which the binder holds: the bound
+symbols a tensor depends on are run on them (with the torch executor, without gradients), and
+the value is this call's. Values read before are inputs of the next read, so a program that
+reads in every layer runs each layer once. Refused (the call then runs eagerly) where the run
+could differ from the program's own: after an in-place write, or through a random op or one
+with effects (a collective would wait for the other ranks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from thunder.binding.state import Inputs
+from thunder_executors import transform_for_execution
+from thunder_ir import BoundSymbol, DataDependentError, OpTag, Proxy, Trace, prims, tracectx
+from thunder_ir.aliasing import writes_in_place
+from thunder_ir.sizes import size_facts
+
+__all__ = ["TensorDataReader", "check_data_decisions"]
+
+
+class TensorDataReader:
+    """``reader(t)``: the value of the traced tensor ``t`` on this call (see the module
+    docstring)."""
+
+    def __init__(self, trace: Trace, inputs: Inputs) -> None:
+        self.trace = trace
+        self.inputs = inputs
+        self.values: dict[str, Any] = {}  # tensors computed by earlier reads, by name
+
+    def __call__(self, t: Any) -> Any:
+        known = self._known()
+        if t.name in known:  # an input, or read before
+            return known[t.name].item()
+        bsyms = self.trace.bound_symbols
+        if any(writes_in_place(b) for b in bsyms):
+            raise DataDependentError(
+                f"the values of {t.name} are read after an in-place write, which is not "
+                "supported yet"
+            )
+        needed, args = _slice(bsyms, t.name, known)
+        if any(_has_effects(b) for b in needed):
+            raise DataDependentError(
+                f"the values of {t.name} are computed by a random op or one with effects (a "
+                "collective), which is not supported yet"
+            )
+        value = _run(self.trace, needed, args, t, known)
+        self.values[t.name] = value
+        return value.item()
+
+    def _known(self) -> dict[str, Any]:
+        known = {p.name: x for x, p in self.inputs.tensors.values()}
+        known.update((name, obj) for name, (obj, _) in self.inputs.numbers.items())
+        known.update(self.values)
+        known.update((name, p.value) for name, p in self.trace.data_values.items())
+        return known
+
+
+def _slice(
+    bsyms: list[BoundSymbol], name: str, known: dict[str, Any]
+) -> tuple[list[BoundSymbol], list[Proxy]]:
+    """The bound symbols ``name`` depends on, back to values in ``known`` (in order), and the
+    proxies of those values they read."""
+    wanted = {name} - set(known)
+    needed: list[BoundSymbol] = []
+    args: dict[str, Proxy] = {}
+    for b in reversed(bsyms):
+        if wanted.isdisjoint(p.name for p in b.flat_proxy_outs):
+            continue
+        needed.append(b)
+        wanted.difference_update(p.name for p in b.flat_proxy_outs)
+        for p in b.flat_proxy_args:
+            if p.name in known:
+                args[p.name] = p
+            else:
+                wanted.add(p.name)
+    if wanted:
+        raise DataDependentError(
+            f"the values of {name} depend on {', '.join(sorted(wanted))}, which tracing cannot "
+            "compute on this call's inputs"
+        )
+    needed.reverse()
+    return needed, list(args.values())
+
+
+def _has_effects(b: BoundSymbol) -> bool:
+    """Whether running ``b`` again would draw random numbers or act outside its outputs."""
+    if b.has_tag(OpTag.RANDOM) or b.has_tag(OpTag.DONT_DCE):
+        return True
+    return any(_has_effects(s) for s in b.subsymbols)
+
+
+def _run(
+    trace: Trace, needed: list[BoundSymbol], args: list[Proxy], t: Any, known: dict[str, Any]
+) -> Any:
+    """Runs ``needed`` on the known values of ``args`` and returns the value of ``t``."""
+    scratch = Trace.like(trace, fn_name="data_read", args=args, bound_symbols=(), constraints=())
+    scratch.bound_symbols.extend(needed)
+    scratch.bound_symbols.append(prims.python_return.bind(t, output=None))
+    # Its own trace context and size facts: nothing of this run is part of the compilation.
+    with tracectx(Trace("data_read_scratch")), size_facts(), torch.no_grad():
+        run = transform_for_execution(scratch, ("torch",)).python_callable()
+        return run(*(known[a.name] for a in args))
+
+
+def check_data_decisions(trace: Trace) -> None:
+    """Where the computation decides on a value read from tensor data (``prims.check_data``), a
+    call where the decision differs stops there and runs another program; nothing before the
+    last check may have an effect that running again would repeat."""
+    last = max(
+        (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
+    )
+    for b in trace.bound_symbols[: max(last, 0)]:
+        if b.sym is prims.check_data:
+            continue
+        if writes_in_place(b) or _has_effects(b):
+            what = "an in-place write" if writes_in_place(b) else "a random op or a collective"
+            at = f" at {b.location}" if b.location else ""
+            raise DataDependentError(
+                f"the program decides on a value read from tensor data after {what} "
+                f"({b.sym.name}{at}), which is not supported yet"
+            )

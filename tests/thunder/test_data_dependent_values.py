@@ -1,0 +1,192 @@
+"""Python values read from tensor data (``t.item()``, ``bool(t)``, ``int(t)``, ``float(t)``):
+compiled, checked on every call inside the computation, equal to eager on fresh data whose
+decisions change from call to call, forward and gradients, for both caches."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import thunder
+
+CACHES = ["constant values", "symbolic values"]
+
+
+def _fresh(args: tuple, grad: bool) -> tuple:
+    return tuple(
+        a.detach().clone().requires_grad_(grad and a.is_floating_point())
+        if isinstance(a, torch.Tensor)
+        else a
+        for a in args
+    )
+
+
+def _matches_eager(fn, calls, cache="constant values", grad=False):
+    """Runs ``thunder.jit(fn)`` and ``fn`` on each argument tuple of ``calls`` (fresh copies):
+    results, gradients and the arguments afterwards equal; no call ran eagerly."""
+    jf = thunder.jit(fn, cache=cache)
+    for args in calls:
+        ours, theirs = _fresh(args, grad), _fresh(args, grad)
+        got, want = jf(*ours), fn(*theirs)
+        torch.testing.assert_close(got, want)
+        for a, b in zip(ours, theirs):
+            if isinstance(a, torch.Tensor):
+                torch.testing.assert_close(a.detach(), b.detach())
+        if grad:
+            got.sum().backward()
+            want.sum().backward()
+            for a, b in zip(ours, theirs):
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    torch.testing.assert_close(a.grad, b.grad)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0, stats.last_eager_reason
+    return jf
+
+
+def _sign_branch(x):
+    if x.sum() > 0:
+        return x * 2
+    return x.exp() - 1
+
+
+def _item_arithmetic(x):
+    m = x.max().item()
+    return x * m + m / 2
+
+
+def _sliding_window(k, pos):
+    max_pos = pos.max().item()
+    if max_pos < 4:
+        k = k[:, : max_pos + 1]
+    return k.sum(1)
+
+
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize("grad", [False, True])
+def test_branch_on_data_takes_eagers_path_every_call(cache, grad):
+    g = torch.Generator().manual_seed(0)
+    calls = [(torch.randn(5, generator=g),) for _ in range(8)]
+    jf = _matches_eager(_sign_branch, calls, cache, grad)
+    # one program per outcome, however often the outcome changes
+    assert thunder.compile_stats(jf).compilations == 2
+
+
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize("grad", [False, True])
+def test_item_in_arithmetic_stays_symbolic(cache, grad):
+    g = torch.Generator().manual_seed(1)
+    calls = [(torch.randn(4, 3, generator=g),) for _ in range(5)]
+    jf = _matches_eager(_item_arithmetic, calls, cache, grad)
+    assert thunder.compile_stats(jf).compilations == 1
+    source = str(thunder.last_traces(jf)[-1])
+    assert "prims.item(" in source
+    prologue = str(thunder.compile_stats(jf).last_prologue_traces[-1])
+    assert "item" not in prologue  # never a guard: the prologue cannot read it
+
+
+def test_slice_bound_read_from_data_one_program_per_branch():
+    k = torch.randn(2, 8)
+    calls = [(k, torch.tensor([p, p // 2])) for p in range(8)]
+    jf = _matches_eager(_sliding_window, calls)
+    assert thunder.compile_stats(jf).compilations == 2
+
+
+def test_loop_on_data_and_integer_index():
+    def halve_until_small(x):
+        while x.abs().max() > 1:
+            x = x / 2
+        return x
+
+    def pick(x, i):
+        return x[int(i)] * float(i + 1)
+
+    g = torch.Generator().manual_seed(2)
+    _matches_eager(halve_until_small, [(torch.randn(4, generator=g) * 3,) for _ in range(5)])
+    _matches_eager(pick, [(torch.randn(3, 2), torch.tensor(i % 3)) for i in range(5)])
+
+
+def test_a_write_after_the_decision_runs_once_per_call():
+    def read_then_write(x, buf):
+        m = x.sum().item()
+        buf.add_(x)
+        if m > 0:
+            return buf * 2
+        return buf - 1
+
+    g = torch.Generator().manual_seed(3)
+    calls = [(torch.randn(3, generator=g), torch.zeros(3)) for _ in range(6)]
+    _matches_eager(read_then_write, calls)  # compares buf after each call
+
+
+def test_random_after_the_decision_draws_as_eager():
+    def read_then_draw(x):
+        m = x.sum().item()
+        noise = torch.rand(3)
+        return x * noise if m > 0 else x - noise
+
+    jf = thunder.jit(read_then_draw)
+    g = torch.Generator().manual_seed(4)
+    for seed in range(6):
+        x = torch.randn(3, generator=g)
+        torch.manual_seed(seed)
+        got = jf(x)
+        after = torch.rand(1)
+        torch.manual_seed(seed)
+        torch.testing.assert_close(got, read_then_draw(x))
+        torch.testing.assert_close(after, torch.rand(1))  # the generator advanced as eager's
+    assert thunder.compile_stats(jf).eager_fallbacks == 0
+
+
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [
+        (lambda x: x.add_(1).sum().item() * x, "after an in-place write"),
+        (lambda x: x * torch.rand(3).sum().item(), "random op"),
+    ],
+)
+def test_reads_tracing_cannot_repeat_run_eagerly_with_the_reason(fn, reason):
+    jf = thunder.jit(fn)
+    x = torch.randn(3)
+    ours, theirs = x.clone(), x.clone()
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match=reason):
+        got = jf(ours)
+    torch.manual_seed(0)
+    torch.testing.assert_close(got, fn(theirs))
+    torch.testing.assert_close(ours, theirs)
+    assert reason in thunder.compile_stats(jf).last_eager_reason
+
+
+def test_recompile_says_the_data_decision_changed():
+    jf = thunder.jit(_sign_branch)
+    jf(torch.ones(3))
+    jf(-torch.ones(3))
+    reason = thunder.compile_stats(jf).last_recompile_reason
+    assert reason is not None and "tensor data" in reason
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(-3, 3, allow_nan=False), min_size=1, max_size=6), st.integers(0, 99))
+def test_decisions_on_data_match_eager_on_any_sequence_of_calls(offsets, seed):
+    """Whatever order the outcomes come in, each call takes eager's path: programs compiled for
+    other outcomes never answer it."""
+
+    def f(x, t):
+        s = (x.sum() + t).item()
+        if s > 1:
+            y = x * s
+        elif s > -1:
+            y = x - s
+        else:
+            y = x.abs()
+        return y.sum(0) if bool(y.mean() > 0) else y.mean(0)
+
+    g = torch.Generator().manual_seed(seed)
+    calls = [(torch.randn(3, 2, generator=g), torch.tensor(o)) for o in offsets]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no eager run, no recompile-limit warning
+        _matches_eager(f, calls)
