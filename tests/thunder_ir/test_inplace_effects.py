@@ -48,3 +48,23 @@ def test_in_place_tensor_methods_write_into_the_input() -> None:
     mine = a.clone()
     fn(mine, b)
     torch.testing.assert_close(mine, (a + b) * 2)
+
+
+@pytest.mark.parametrize("momentum", [0.1, 0.5])
+def test_instance_norm_updates_running_stats_with_the_batch_mean(momentum: float) -> None:
+    x = torch.randn(4, 3, 2, 5)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+
+    def f(x, rm, rv):
+        return ltorch.instance_norm(x, rm, rv, None, None, True, momentum, 1e-5)
+
+    trace = dce(trace_function(f, x, rm, rv))
+    check_trace(trace)
+    fn = transform_for_execution(trace).python_callable()
+    rm_t, rv_t = rm.clone(), rv.clone()
+    got = fn(x, rm_t, rv_t)
+    rm_e, rv_e = rm.clone(), rv.clone()
+    want = torch.nn.functional.instance_norm(x, rm_e, rv_e, momentum=momentum)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(rm_t, rm_e)
+    torch.testing.assert_close(rv_t, rv_e)

@@ -305,6 +305,9 @@ def instance_norm_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]
     )
     rm, rv = _t(stat, 3), _t(stat, 3, low=0.1, high=2.0)
     yield SampleInput((_t(dtype, 2, 3, 5), rm, rv), {"use_input_stats": False})
+    # Running statistics updated in place from the instance statistics (the output is the same).
+    rm, rv = _t(stat, 3), _t(stat, 3, low=0.1, high=2.0)
+    yield SampleInput((_t(dtype, 2, 3, 4, 2, rg=rg), rm, rv), {"momentum": 0.3})
 
 
 def normalize_samples(dtype: torch.dtype, rg: bool) -> Iterator[SampleInput]:

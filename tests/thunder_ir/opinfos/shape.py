@@ -469,6 +469,10 @@ def narrow_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleIn
     yield SampleInput((t, 0, 1, 3))
     yield SampleInput((t, -1, -4, 2))
     yield SampleInput((t, 1, 6, 0))
+    # A 0-dim integer tensor start: static shape, positions gathered at run time.
+    yield SampleInput((t, 1, torch.tensor(2), 3))
+    yield SampleInput((t, 0, torch.tensor(-3, dtype=torch.int32), 2))
+    yield SampleInput((t, -1, torch.tensor(6), 0))
 
 
 def narrow_errors() -> Iterator[ErrorInput]:
@@ -478,6 +482,10 @@ def narrow_errors() -> Iterator[ErrorInput]:
         r"start \(2\) \+ length \(3\) exceeds dimension size \(3\)",
     )
     yield ErrorInput(SampleInput((_f32(3), 0, 0, -1)), RuntimeError, r"length must be non-negative")
+    for start in (torch.tensor(1.0), torch.tensor([1]), torch.tensor(True)):
+        yield ErrorInput(
+            SampleInput((_f32(3), 0, start, 1)), RuntimeError, r"start must be an 0-dim integral"
+        )
 
 
 def select_samples(dtype: torch.dtype, requires_grad: bool) -> Iterator[SampleInput]:

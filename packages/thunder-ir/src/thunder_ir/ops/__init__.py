@@ -21,6 +21,7 @@ from thunder_ir.ops import (  # noqa: F401  (importing a family module registers
     random_state,
     reductions,
     shape,
+    statistics,
 )
 from thunder_ir.ops._registry import (
     ALL_OPS,

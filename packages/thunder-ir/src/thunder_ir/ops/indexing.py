@@ -10,6 +10,7 @@ result's shape does not depend on them, as in ``t[mask] = 0``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -542,6 +543,21 @@ def take(a: Any, index: Any) -> Any:
     a = check_tensor_arg(a, "take")
     index = _check_index(index, "take", (dtypes.int64,))
     return prims.take(reshape_to(a, (a.numel(),)), index)
+
+
+@torchop("torch.combinations")
+def combinations(a: Any, r: int = 2, with_replacement: bool = False) -> Any:
+    """The ``r``-element combinations of a vector's elements, in itertools' order: the positions
+    depend only on the static length, so they are a constant index tensor."""
+    a = check_tensor_arg(a, "combinations")
+    check(a.ndim == 1, lambda: f"Expect a 1D vector, but got shape {shape_str(a.shape)}")
+    check(r >= 0, lambda: f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return prims.full((0,), 0, device=a.device, dtype=a.dtype)
+    choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    positions = tuple(i for c in choose(range(int(a.shape[0])), r) for i in c)
+    index = prims.tensor(positions, (len(positions),), device=a.device, dtype=dtypes.int64)
+    return reshape_to(prims.index_select(a, 0, index), (len(positions) // r, r))
 
 
 def _scatter_add(a: TensorProxy, dim: int, index: Any, src: Any, op: str) -> TensorProxy:

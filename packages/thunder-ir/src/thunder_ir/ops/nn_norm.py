@@ -275,16 +275,13 @@ def instance_norm(
     eps: float = 1e-5,
 ) -> Any:
     """Per-sample, per-channel statistics (group_norm with a group per channel), or the running
-    statistics when ``use_input_stats=False``."""
+    statistics when ``use_input_stats=False``. Given running statistics are updated in place
+    (``prims.copy_``) with the batch average of the per-instance statistics, as torch does (it
+    runs batch_norm on the input viewed as one sample of N*C channels)."""
     require_tensor(a, "instance_norm")
     check(a.ndim >= 3, lambda: f"instance_norm: expected a 3D or higher input, got {a.ndim}D")
     if not use_input_stats:
         return batch_norm(a, running_mean, running_var, weight, bias, False, momentum, eps)
-    if running_mean is not None or running_var is not None:
-        raise not_implemented(
-            "instance_norm",
-            "use_input_stats=True with running_mean/running_var (updates them in place)",
-        )
     spatial = a.numel() // (a.shape[0] * a.shape[1]) if a.shape[0] * a.shape[1] else 0
     check(
         spatial != 1,
@@ -293,7 +290,32 @@ def instance_norm(
         ),
         ValueError,
     )
+    if running_mean is not None or running_var is not None:
+        _update_instance_stats(a, running_mean, running_var, momentum, spatial)
     return group_norm(a, a.shape[1], weight, bias, eps)
+
+
+def _update_instance_stats(
+    a: TensorProxy, running_mean: Any, running_var: Any, momentum: Any, spatial: int
+) -> None:
+    check(
+        running_mean is not None and running_var is not None,
+        "running_mean and running_var must either both be None or neither be None",
+        ValueError,
+    )
+    c = a.shape[1]
+    for p, what in ((running_mean, "running_mean"), (running_var, "running_var")):
+        if p is not None:
+            require_tensor(p, "instance_norm", what)
+            check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
+    if momentum is None:
+        raise not_implemented("instance_norm", "momentum=None (cumulative moving average)")
+    dims = tuple(range(2, a.ndim))
+    var, mean = prims.var_mean(to_dtype(a, opmath(a.dtype)), dims, correction=0)
+    # torch keeps the unbiased variance; each running value is the mean over the batch.
+    unbiased = mul(var, spatial / (spatial - 1))
+    _update_running_stat(running_mean, mean_(mean, (0,)), momentum)
+    _update_running_stat(running_var, mean_(unbiased, (0,)), momentum)
 
 
 # Vector norms -------------------------------------------------------------------------------------

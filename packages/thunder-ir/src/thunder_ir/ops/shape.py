@@ -677,14 +677,11 @@ def unbind(a: Any, dim: int = 0) -> Any:
 def narrow(a: Any, dim: int, start: Any, length: Any) -> Any:
     a = check_tensor_arg(a, "narrow")
     check(a.ndim > 0, "narrow() cannot be applied to a 0-dim tensor.", IndexError)
-    check(
-        not isinstance(start, TensorProxy),
-        "narrow() with a tensor start is not supported; pass a Python int",
-        UnsupportedOptionError,
-    )
     d = canonicalize_dim(a.ndim, dim)
     n = a.shape[d]
     check(length >= 0, "narrow(): length must be non-negative.")
+    if isinstance(start, TensorProxy):
+        return _narrow_at(a, d, start, length)
     check(
         -n <= start <= n,
         lambda: f"start out of range (expected to be in range of [{-n}, {n}], but got {start})",
@@ -697,6 +694,30 @@ def narrow(a: Any, dim: int, start: Any, length: Any) -> Any:
         lambda: f"start ({start}) + length ({length}) exceeds dimension size ({n}).",
     )
     return slice_in_dim(a, d, start, start + length)
+
+
+def _narrow_at(a: TensorProxy, d: int, start: TensorProxy, length: Any) -> Any:
+    """``narrow`` at a 0-dim tensor ``start``: the shape is static (``length``), the positions
+    are ``arange(length) + start`` (gathered; still a view for alias analysis, by the tag). Torch
+    reads ``start.item()`` and raises on an out-of-range value; a value cannot raise here, so
+    ``start`` is wrapped (negative from the end) and clamped to ``[0, n - length]``."""
+    check(
+        start.ndim == 0 and start.dtype.kind == "int",
+        "start must be an 0-dim integral Tensor.",
+    )
+    n = a.shape[d]
+    check(
+        length <= n,
+        lambda: f"start + length ({length}) exceeds dimension size ({n}).",
+    )
+    s = to_dtype(start, dtypes.int64)
+    if s.device != a.device:
+        s = prims.device_put(s, a.device)
+    s = prims.where(prims.lt(s, 0), prims.add(s, n), s)
+    s = prims.maximum(prims.minimum(s, n - length), 0)
+    positions = prims.iota(length, start=0, step=1, device=a.device, dtype=dtypes.int64)
+    index = prims.add(positions, prims.broadcast_in_dim(s, (length,), ()))
+    return prims.index_select(a, d, index)
 
 
 @torchop("torch.select", "torch.Tensor.select", tags=_VIEW)

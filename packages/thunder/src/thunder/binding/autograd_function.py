@@ -9,6 +9,7 @@ outputs: autodiff uses it as the grad rule of that region. ``ctx`` supports
 ``mark_non_differentiable`` and ``set_materialize_grads`` (gradients are always materialized:
 a backward never sees None for an output gradient); ``@once_differentiable`` backwards work
 (the backward is never differentiated again). ``mark_dirty`` (in-place forwards) is refused.
+A class statement defining such a subclass in the program runs its metaclass natively.
 """
 
 from __future__ import annotations
@@ -69,6 +70,18 @@ def _has_setup_context(cls: Any) -> bool:
     )
 
 
+_FunctionMeta = type(torch.autograd.Function)
+
+
+def _define_function_class(cls: Any, name: str, bases: Any, attrs: Any) -> None:
+    """A ``class MyFn(torch.autograd.Function)`` statement the program runs (torch.masked makes
+    one per call): the metaclass runs natively. It only sets up the new class, drawing a fresh
+    id from torch's global counter (``next`` on it, refused when the program itself calls it,
+    would be an outside iterator); the id just tells classes apart, so one drawn at trace time
+    serves every call."""
+    _FunctionMeta.__init__(cls, name, bases, attrs)  # type: ignore[no-untyped-call]
+
+
 def _zeros(like: TensorProxy) -> Any:
     return ltorch.zeros_like(like)
 
@@ -78,7 +91,10 @@ class AutogradFunctionMixin(HigherOrderMixin):
 
     def _autograd_function_lookasides(self, table: dict[Any, Any]) -> dict[Any, Any]:
         apply = torch.autograd.Function.__dict__["apply"].__func__
-        return {apply: functools.partial(self._function_apply, table)}
+        return {
+            apply: functools.partial(self._function_apply, table),
+            _FunctionMeta.__init__: _define_function_class,
+        }
 
     def _program_grad_mode(self, on: bool, record_stop_gradient: bool) -> Any:
         """Sets the grad mode the program sees (and, with ``record_stop_gradient``, that of the
