@@ -144,7 +144,7 @@ def test_random_after_the_decision_draws_as_eager():
 @pytest.mark.parametrize(
     ("fn", "reason"),
     [
-        (lambda x: x.add_(1).sum().item() * x, "after an in-place write"),
+        (lambda x: x.add_(1).sum().item() * x, "written in place"),
         (lambda x: x * torch.rand(3).sum().item(), "random op"),
     ],
 )

@@ -143,8 +143,8 @@ def _analyze(bsym: BoundSymbol) -> tuple[list[tuple[Proxy, Proxy]], set[str]]:
         sources = env.get(out.name, set())
         if out.name in tensors and out.name not in sources:
             sources = {out.name}
-        if not sources and view_tagged:
-            sources = set(tensors)
+        if not sources and view_tagged and tensors:
+            sources = {next(iter(tensors))}  # a view's base is its first tensor, never an index
         pairs.extend((out, tensors[s]) for s in sorted(sources) if s in tensors)
     return pairs, written
 

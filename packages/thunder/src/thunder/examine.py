@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from thunder.lookasides import is_torch_callable
+from thunder.lookasides import data_shaped_functions, is_torch_callable
 from thunder_interp import Callbacks, interpret
 from thunder_ir.ops import torch_symbol_map
 from thunder_ir.ops.fallback import fallback_refusal, torch_callable_name
@@ -65,7 +65,7 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
     calls: those an IR op mirrors, those the torch fallback runs, and those thunder.jit would
     refuse. Operators (``a + b``) run natively and are not listed (they are all supported)."""
     report = ExaminationReport()
-    symbols = torch_symbol_map()
+    symbols = {**torch_symbol_map(), **data_shaped_functions()}
 
     def lookaside_for(torch_fn: Any) -> Any:
         def recorded(*a: Any, **k: Any) -> Any:

@@ -24,7 +24,7 @@ import thunder_interp
 import thunder_ir
 from thunder.errors import RunsEagerly
 from thunder_ir import NumberProxy, Proxy, TensorProxy
-from thunder_ir.ops import ALL_OPS, torch_symbol_map
+from thunder_ir.ops import ALL_OPS, data_shapes, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
 
 __all__ = [
@@ -229,6 +229,7 @@ def _static_lookasides() -> dict[Any, Any]:
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
+    table.update(data_shaped_functions())
     return table
 
 
@@ -240,6 +241,20 @@ def _check_with(error_type: Any, cond: Any, message: Any = None) -> None:
     if isinstance(cond, NumberProxy):
         cond = bool(cond)
     torch._check_with(error_type, cond, message)
+
+
+def data_shaped_functions() -> dict[Any, Any]:
+    """Torch callables whose result's shape depends on data, mapped to the IR functions that
+    record them at the top level of the trace (``thunder_ir/ops/data_shapes.py``)."""
+    return {
+        torch.nonzero: data_shapes.nonzero,
+        torch.Tensor.nonzero: data_shapes.nonzero,
+        torch.argwhere: data_shapes.argwhere,
+        torch.Tensor.argwhere: data_shapes.argwhere,
+        torch.where: data_shapes.where,
+        torch.masked_select: data_shapes.masked_select,
+        torch.Tensor.masked_select: data_shapes.masked_select,
+    }
 
 
 def _compiler_disabled(*args: Any, **kwargs: Any) -> Any:

@@ -5,6 +5,7 @@ Every op is an attribute of this module (``ops.add``, ``ops.layer_norm``)."""
 
 from thunder_ir.ops import (  # noqa: F401  (importing a family module registers its ops)
     conversion,
+    data_shapes,
     elementwise,
     elementwise_binary,
     factories,

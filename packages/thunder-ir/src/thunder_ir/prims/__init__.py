@@ -14,6 +14,9 @@ from thunder_ir.prims.data import (
 from thunder_ir.prims.data import (
     item as item,
 )
+from thunder_ir.prims.data import (
+    nonzero as nonzero,
+)
 from thunder_ir.prims.distributed import (
     all_gather as all_gather,
 )

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from thunder_ir import constraints as C
+from thunder_ir import dtypes
 from thunder_ir.codegen import PythonCode
 from thunder_ir.dtypes import python_type_of
 from thunder_ir.errors import DataDependentError
 from thunder_ir.prims._common import check_tensor, make_prim
-from thunder_ir.proxies import ComplexProxy, FloatProxy, IntegerProxy, NumberProxy
+from thunder_ir.proxies import ComplexProxy, FloatProxy, IntegerProxy, NumberProxy, TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx
 
-__all__ = ["DataChanged", "check_data", "data_check", "item"]
+__all__ = ["DataChanged", "check_data", "data_check", "item", "nonzero"]
 
 
 class DataChanged(Exception):
@@ -32,21 +35,29 @@ class DataChanged(Exception):
     (``prims.check_data``): this program does not compute this call."""
 
 
-def _item_meta(t: Any) -> NumberProxy:
-    check_tensor(t, "item")
+def _reader(t: TensorProxy, what: str) -> Any:
+    """The trace's reader of tensor data, where a read can be recorded here (at the top level:
+    a value defined inside an op's decomposition is not a value of the trace)."""
     trace = get_tracectx()
     reader = trace.read_data if trace is not None else None
     if reader is None or len(trace.scopes) != 1:  # type: ignore[union-attr]
         raise DataDependentError(
-            f"Tensor.item() of tensor {t.name} depends on its data, which is not known while "
+            f"{what} of tensor {t.name} depends on its data, which is not known while "
             "tracing; compute it with tensor ops (torch.where) or pass it in as a Python value"
         )
+    return reader
+
+
+def _item_meta(t: Any) -> NumberProxy:
+    check_tensor(t, "item")
+    trace = get_tracectx()
+    reader = _reader(t, "Tensor.item()")
     if any(not isinstance(s, int) for s in t.shape) or _numel(t.shape) != 1:
         raise DataDependentError(
             f"Tensor.item() of tensor {t.name} of shape {tuple(t.shape)}: only a tensor of one "
             "element (of a static shape) has a value to read"
         )
-    value = reader(t)
+    value = reader(t).item()
     python_type = python_type_of(t.dtype)
     if python_type is bool:
         out: NumberProxy = IntegerProxy(value=bool(value), python_type=bool)
@@ -73,6 +84,25 @@ def _item(t: Any) -> Any:
 
 # Not fusible (its output is a number) and never merged away: a read of the device's data.
 item = make_prim("item", _item_meta, impl=_item)
+
+
+def _nonzero_meta(t: Any) -> tuple[TensorProxy, IntegerProxy]:
+    check_tensor(t, "nonzero")
+    reader = _reader(t, "torch.nonzero")
+    count = IntegerProxy(value=int(reader(t).count_nonzero()))
+    get_tracectx().data_values[count.name] = count  # type: ignore[union-attr]
+    return TensorProxy(shape=(count, t.ndim), dtype=dtypes.int64, device=t.device), count
+
+
+def _nonzero(t: Any) -> tuple[Any, int]:
+    out = torch.nonzero(t)
+    return out, out.shape[0]
+
+
+# The indices of the nonzero elements and how many there are: the count is a value read from
+# tensor data (``Trace.data_values``), the size of the result's first dimension, defined here so
+# that later ops (and checks of decisions on it) read it.
+nonzero = make_prim("nonzero", _nonzero_meta, impl=_nonzero)
 
 
 def _no_output(*args: Any, **kwargs: Any) -> None:

@@ -4,8 +4,8 @@ The trace recorded so far is a program of the call's inputs, which the binder ho
 symbols a tensor depends on are run on them (with the torch executor, without gradients), and
 the value is this call's. Values read before are inputs of the next read, so a program that
 reads in every layer runs each layer once. Refused (the call then runs eagerly) where the run
-could differ from the program's own: after an in-place write, or through a random op or one
-with effects (a collective would wait for the other ranks).
+could differ from the program's own: from memory written in place before, or through a random op
+or one with effects (a collective would wait for the other ranks).
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import torch
 from thunder.binding.state import Inputs
 from thunder_executors import transform_for_execution
 from thunder_ir import BoundSymbol, DataDependentError, OpTag, Proxy, Trace, prims, tracectx
-from thunder_ir.aliasing import writes_in_place
+from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.sizes import size_facts
 
 __all__ = ["TensorDataReader", "check_data_decisions"]
 
 
 class TensorDataReader:
-    """``reader(t)``: the value of the traced tensor ``t`` on this call (see the module
-    docstring)."""
+    """``reader(t)``: the traced tensor ``t`` as this call computes it (a ``torch.Tensor``; see
+    the module docstring)."""
 
     def __init__(self, trace: Trace, inputs: Inputs) -> None:
         self.trace = trace
@@ -35,14 +35,17 @@ class TensorDataReader:
     def __call__(self, t: Any) -> Any:
         known = self._known()
         if t.name in known:  # an input, or read before
-            return known[t.name].item()
+            return known[t.name]
         bsyms = self.trace.bound_symbols
-        if any(writes_in_place(b) for b in bsyms):
-            raise DataDependentError(
-                f"the values of {t.name} are read after an in-place write, which is not "
-                "supported yet"
-            )
         needed, args = _slice(bsyms, t.name, known)
+        if any(writes_in_place(b) for b in bsyms):
+            written = alias_info(bsyms).is_written
+            reads = {t.name, *(p.name for b in needed for p in b.flat_proxy_args)}
+            if any(map(written, reads)):
+                raise DataDependentError(
+                    f"the values of {t.name} are read from memory written in place before, "
+                    "which is not supported yet"
+                )
         if any(_has_effects(b) for b in needed):
             raise DataDependentError(
                 f"the values of {t.name} are computed by a random op or one with effects (a "
@@ -50,7 +53,7 @@ class TensorDataReader:
             )
         value = _run(self.trace, needed, args, t, known)
         self.values[t.name] = value
-        return value.item()
+        return value
 
     def _known(self) -> dict[str, Any]:
         known = {p.name: x for x, p in self.inputs.tensors.values()}
@@ -114,11 +117,15 @@ def check_data_decisions(trace: Trace) -> None:
     last = max(
         (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
     )
-    for b in trace.bound_symbols[: max(last, 0)]:
+    before = trace.bound_symbols[: max(last, 0)]
+    info = alias_info(before, observed=[a.name for a in trace.args])
+    for b in before:
         if b.sym is prims.check_data:
             continue
-        if writes_in_place(b) or _has_effects(b):
-            what = "an in-place write" if writes_in_place(b) else "a random op or a collective"
+        # A write into memory only the program sees is discarded with the rest of the call.
+        seen = writes_in_place(b) and any(map(info.is_observed, written_inputs(b)))
+        if seen or (_has_effects(b) and not writes_in_place(b)):
+            what = "a write into an input" if seen else "a random op or a collective"
             at = f" at {b.location}" if b.location else ""
             raise DataDependentError(
                 f"the program decides on a value read from tensor data after {what} "

@@ -1,0 +1,120 @@
+"""Results whose shape depends on tensor data (``nonzero``, one-argument ``where``, boolean-mask
+indexing, ``masked_select``, ``argwhere``): compiled with the number of selected elements as a
+symbolic size, one program for every count, equal to eager on fresh data, gradients included."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder
+
+CACHES = ["constant values", "symbolic values"]
+
+
+def _matches_eager(fn, calls, cache="constant values", grad=False):
+    jf = thunder.jit(fn, cache=cache)
+    for args in calls:
+        ours = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) for a in args]
+        theirs = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) for a in args]
+        got, want = jf(*ours), fn(*theirs)
+        torch.testing.assert_close(got, want)
+        if grad:
+            (got * torch.arange(got.numel()).reshape(got.shape)).sum().backward()
+            (want * torch.arange(want.numel()).reshape(want.shape)).sum().backward()
+            for a, b in zip(ours, theirs):
+                if a.requires_grad:
+                    torch.testing.assert_close(a.grad, b.grad)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0, stats.last_eager_reason
+    assert stats.compilations == 1  # one program, whatever the counts
+    return jf
+
+
+def _calls(*shape, n=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(*shape, generator=g),) for _ in range(n)]
+
+
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize(
+    ("name", "fn", "shape"),
+    [
+        ("mask", lambda x: x[x > 0] * 2, (7,)),
+        ("mask of rows", lambda x: x[x.sum(1) > 0].exp(), (6, 3)),
+        ("mask after a slice", lambda x: x[:, x[0] > 0] + 1, (3, 8)),
+        ("two-dim mask", lambda x: x[x > 0.3].sin(), (4, 5)),
+        ("where", lambda x: x[torch.where(x > 0)] * x[torch.where(x > 0)], (4, 3)),
+        ("masked_select", lambda x: torch.masked_select(x, x > 0.5).cumsum(0), (4, 3)),
+        ("masked_select method", lambda x: x.masked_select(x < 0) ** 2, (5,)),
+    ],
+)
+def test_selection_forward_and_gradients(cache, name, fn, shape):
+    _matches_eager(fn, _calls(*shape), cache, grad=True)
+
+
+def test_indices_of_nonzero_elements():
+    def f(x):
+        rows, cols = torch.nonzero(x > 0, as_tuple=True)
+        return torch.nonzero(x > 0), x.nonzero(), torch.argwhere(x < 0), rows * 10 + cols
+
+    g = torch.Generator().manual_seed(1)
+    jf = thunder.jit(f)
+    for _ in range(4):
+        x = torch.randn(4, 3, generator=g)
+        for a, b in zip(jf(x), f(x)):
+            torch.testing.assert_close(a, b)
+    assert thunder.compile_stats(jf).compilations == 1
+
+
+def test_none_selected_and_all_selected():
+    fn = lambda x: (x[x > 0] + 1).sum(0, keepdim=True)  # noqa: E731
+    _matches_eager(fn, [(-torch.ones(5),), (torch.ones(5),), (torch.randn(5),)])
+
+
+def test_mask_shape_mismatch_is_eagers_index_error():
+    jf = thunder.jit(lambda x, m: x[m])
+    with pytest.raises(IndexError, match="does not match the shape of the indexed tensor"):
+        jf(torch.randn(4, 3), torch.ones(3, dtype=torch.bool))
+
+
+class _TopTwoExperts(torch.nn.Module):
+    """Mixture-of-experts routing as model libraries write it: each expert takes the tokens
+    routed to it (``torch.where`` on the top-2 choices) and adds its weighted output back."""
+
+    def __init__(self, d=16, experts=8):
+        super().__init__()
+        self.gate = torch.nn.Linear(d, experts, bias=False)
+        self.experts = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(d, 32), torch.nn.GELU(), torch.nn.Linear(32, d))
+            for _ in range(experts)
+        )
+
+    def forward(self, x):
+        probs = self.gate(x).softmax(-1)
+        weights, chosen = probs.topk(2, -1)
+        y = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            token_idx, slot = torch.where(chosen == e)
+            y[token_idx] += weights[token_idx, slot, None] * expert(x[token_idx])
+        return y
+
+
+def test_mixture_of_experts_training_step_one_program_for_all_routings():
+    torch.manual_seed(0)
+    model = _TopTwoExperts()
+    jm = thunder.jit(model)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(4):
+        x = torch.randn(12, 16, generator=g)
+        ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got, want = jm(ours), model(theirs)
+        torch.testing.assert_close(got, want)
+        params = list(model.parameters())
+        got_grads = torch.autograd.grad(got.square().sum(), [ours, *params])
+        want_grads = torch.autograd.grad(want.square().sum(), [theirs, *params])
+        for a, b in zip(got_grads, want_grads):
+            torch.testing.assert_close(a, b)
+    stats = thunder.compile_stats(jm)
+    assert stats.eager_fallbacks == 0, stats.last_eager_reason
+    assert stats.compilations == 1
