@@ -217,10 +217,8 @@ def test_models_in_one_process_do_not_interfere() -> None:
 
 
 # Architectures whose loss with labels is not compiled (the call runs eagerly), with the reason.
-LABELS_XFAIL = {
-    "deberta_v2": "its sequence classification loss branches on (labels >= 0).nonzero().size(0), "
-    "a data-dependent shape: the call runs eagerly until programs split there",
-}
+# (DeBERTa-v2's, which branches on (labels >= 0).nonzero().size(0), compiles: a size from data.)
+LABELS_XFAIL: dict[str, str] = {}
 
 
 def _labels_params() -> list[object]:
