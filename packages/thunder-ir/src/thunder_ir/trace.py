@@ -89,7 +89,9 @@ class Trace:
         # computation makes (``prims.check_data``), not guards, recorded at the top level.
         self.read_data: Callable[[Any], Any] | None = None
         self.data_values: dict[str, Any] = {}
+        self.data_sizes: set[str] = set()  # those that are sizes (never negative)
         self._data_checks: list[C.Expr] = []
+        self._data_checked: set[str] = set()
 
     # Names ----------------------------------------------------------------------------------
 
@@ -123,10 +125,14 @@ class Trace:
     def _record_data_checks(self) -> None:
         """The checks of decisions on values read from tensor data made inside the op just
         recorded (or at the top level): right after it, before anything reads its result."""
-        from thunder_ir.prims.data import data_check
+        from thunder_ir.prims.data import data_check, holds_for_sizes
 
         pending, self._data_checks = self._data_checks, []
         for expr in pending:
+            text = expr.python()
+            if text in self._data_checked or holds_for_sizes(expr, self.data_sizes):
+                continue
+            self._data_checked.add(text)
             check = data_check(expr, self.data_values)
             # Placed where the values it reads are known (after the checks already there): a
             # call whose decision differs stops before anything the decision led to runs.

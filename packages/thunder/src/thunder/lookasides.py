@@ -251,7 +251,6 @@ def data_shaped_functions() -> dict[Any, Any]:
         torch.Tensor.nonzero: data_shapes.nonzero,
         torch.argwhere: data_shapes.argwhere,
         torch.Tensor.argwhere: data_shapes.argwhere,
-        torch.where: data_shapes.where,
         torch.masked_select: data_shapes.masked_select,
         torch.Tensor.masked_select: data_shapes.masked_select,
     }

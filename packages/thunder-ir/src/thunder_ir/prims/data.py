@@ -27,7 +27,7 @@ from thunder_ir.proxies import ComplexProxy, FloatProxy, IntegerProxy, NumberPro
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx
 
-__all__ = ["DataChanged", "check_data", "data_check", "item", "nonzero"]
+__all__ = ["DataChanged", "check_data", "data_check", "holds_for_sizes", "item", "nonzero"]
 
 
 class DataChanged(Exception):
@@ -90,7 +90,9 @@ def _nonzero_meta(t: Any) -> tuple[TensorProxy, IntegerProxy]:
     check_tensor(t, "nonzero")
     reader = _reader(t, "torch.nonzero")
     count = IntegerProxy(value=int(reader(t).count_nonzero()))
-    get_tracectx().data_values[count.name] = count  # type: ignore[union-attr]
+    trace = get_tracectx()
+    trace.data_values[count.name] = count  # type: ignore[union-attr]
+    trace.data_sizes.add(count.name)  # type: ignore[union-attr]
     return TensorProxy(shape=(count, t.ndim), dtype=dtypes.int64, device=t.device), count
 
 
@@ -130,3 +132,24 @@ def data_check(expr: C.Expr, values: dict[str, NumberProxy]) -> Any:
     text = expr.python()
     reads = tuple(values[name] for name in sorted(expr.variables()))
     return check_data.bind(PythonCode(text, C.PYTHON_NAMES), text, *reads, output=None)
+
+
+# ``size op c`` that holds for every size (a count is never negative), by the comparison.
+_TRUE_FOR_SIZES = {">=": lambda c: c <= 0, ">": lambda c: c < 0, "!=": lambda c: c < 0}
+_NEGATED = {"<": ">=", "<=": ">", "==": "!="}
+
+
+def holds_for_sizes(expr: C.Expr, sizes: set[str]) -> bool:
+    """Whether ``expr`` compares one size read from data with a constant in a way every size
+    satisfies (``not (i0 < 0)``, which slicing records): nothing to check."""
+    op = None
+    if isinstance(expr, C.Not) and isinstance(expr.operand, C.Compare):
+        op, cmp = _NEGATED.get(expr.operand.op), expr.operand
+    elif isinstance(expr, C.Compare):
+        op, cmp = expr.op, expr
+    if op not in _TRUE_FOR_SIZES:
+        return False
+    lhs, rhs = cmp.lhs, cmp.rhs
+    if not (isinstance(lhs, C.Var) and lhs.name in sizes and isinstance(rhs, C.Const)):
+        return False
+    return type(rhs.value) is int and _TRUE_FOR_SIZES[op](rhs.value)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
+
 from thunder.binding.arrays import array_lookasides
 from thunder.binding.autograd_function import AutogradFunctionMixin
 from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
@@ -15,6 +17,7 @@ from thunder.binding.rng import rng_lookasides
 from thunder.lookasides import jit_lookasides, native_special
 from thunder_interp import interpret
 from thunder_ir import Symbol, TensorProxy
+from thunder_ir.ops import data_shapes
 from thunder_ir.proxies import _BoundTensorMethod, set_requires_grad
 
 __all__ = ["Binder"]
@@ -56,6 +59,14 @@ class Binder(AutogradFunctionMixin):
             return _call_tensor_method(method, *args, **kwargs)
 
         table[_BoundTensorMethod.__call__] = call_tensor_method
+        where = table[torch.where]  # the op, falling back to torch's where it refuses an option
+
+        def where_or_indices(condition: Any, *args: Any, **kwargs: Any) -> Any:
+            if not args and not kwargs:  # the indices of the nonzero elements: sizes from data
+                return data_shapes.where(condition)
+            return where(condition, *args, **kwargs)
+
+        table[torch.where] = where_or_indices
         table[TensorProxy.size] = _tensor_size
         table.update(op_overload_lookasides())
         table.update(self._context_lookasides(table))
