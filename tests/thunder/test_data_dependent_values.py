@@ -190,3 +190,33 @@ def test_decisions_on_data_match_eager_on_any_sequence_of_calls(offsets, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no eager run, no recompile-limit warning
         _matches_eager(f, calls)
+
+
+def test_equal_allclose_and_tolist_are_read_from_data():
+    def f(a, b):
+        if torch.equal(a, b):
+            return a + 1
+        if torch.allclose(a, b, atol=0.5):
+            return a * b
+        return a - sum(b.tolist())
+
+    def pick(x, idx):
+        return x[idx.tolist()]
+
+    g = torch.Generator().manual_seed(5)
+    calls = []
+    for k in range(6):
+        a = torch.randn(3, generator=g)
+        b = (a.clone(), a + 0.1, torch.randn(3, generator=g))[k % 3]
+        calls.append((a, b))
+    jf = _matches_eager(f, calls)
+    assert thunder.compile_stats(jf).compilations == 3  # one per outcome
+    _matches_eager(pick, [(torch.randn(4, 2), torch.tensor([i % 4, 1])) for i in range(4)])
+
+
+def test_isclose_is_torchs_rule():
+    a = torch.tensor([1.0, float("nan"), float("inf"), 2.0, -float("inf"), 0.0])
+    b = torch.tensor([1.05, float("nan"), float("inf"), 3.0, float("inf"), 1e-9])
+    for kwargs in ({}, {"rtol": 0.1}, {"equal_nan": True}, {"atol": 1e-8, "rtol": 0.0}):
+        jf = thunder.jit(lambda a, b, kwargs=kwargs: torch.isclose(a, b, **kwargs))
+        torch.testing.assert_close(jf(a, b), torch.isclose(a, b, **kwargs))

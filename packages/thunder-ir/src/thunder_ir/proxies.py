@@ -47,7 +47,7 @@ _NUMBER_OPS: dict[str, Callable[..., Any]] = {}
 
 
 # Tensor methods that return Python values computed from the data.
-_DATA_METHODS = frozenset({"item", "tolist", "numpy", "__array__", "__float__", "__int__"})
+_DATA_METHODS = frozenset({"item", "numpy", "__array__", "__float__", "__int__"})
 
 
 def _data_dependent(t: Any, what: str) -> DataDependentError:

@@ -133,7 +133,10 @@ class Trace:
             if text in self._data_checked or holds_for_sizes(expr, self.data_sizes):
                 continue
             self._data_checked.add(text)
-            check = data_check(expr, self.data_values)
+            # where the program decided (the user's line), when the recording program knows it
+            check = data_check(
+                expr, self.data_values, self.call_location() if self.locate else None
+            )
             # Placed where the values it reads are known (after the checks already there): a
             # call whose decision differs stops before anything the decision led to runs.
             reads = {p.name for p in check.flat_proxy_args}

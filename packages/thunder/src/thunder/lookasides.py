@@ -24,7 +24,7 @@ import thunder_interp
 import thunder_ir
 from thunder.errors import RunsEagerly
 from thunder_ir import NumberProxy, Proxy, TensorProxy
-from thunder_ir.ops import ALL_OPS, data_shapes, torch_symbol_map
+from thunder_ir.ops import ALL_OPS, data_shapes, data_values, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
 
 __all__ = [
@@ -244,8 +244,9 @@ def _check_with(error_type: Any, cond: Any, message: Any = None) -> None:
 
 
 def data_shaped_functions() -> dict[Any, Any]:
-    """Torch callables whose result's shape depends on data, mapped to the IR functions that
-    record them at the top level of the trace (``thunder_ir/ops/data_shapes.py``)."""
+    """Torch callables whose result's shape or Python value depends on data, mapped to the IR
+    functions that record them at the top level of the trace (``thunder_ir/ops/data_shapes.py``,
+    ``data_values.py``)."""
     return {
         torch.nonzero: data_shapes.nonzero,
         torch.Tensor.nonzero: data_shapes.nonzero,
@@ -253,6 +254,11 @@ def data_shaped_functions() -> dict[Any, Any]:
         torch.Tensor.argwhere: data_shapes.argwhere,
         torch.masked_select: data_shapes.masked_select,
         torch.Tensor.masked_select: data_shapes.masked_select,
+        torch.equal: data_values.equal,
+        torch.Tensor.equal: data_values.equal,
+        torch.allclose: data_values.allclose,
+        torch.Tensor.allclose: data_values.allclose,
+        torch.Tensor.tolist: data_values.tolist,
     }
 
 

@@ -6,6 +6,7 @@ Every op is an attribute of this module (``ops.add``, ``ops.layer_norm``)."""
 from thunder_ir.ops import (  # noqa: F401  (importing a family module registers its ops)
     conversion,
     data_shapes,
+    data_values,
     elementwise,
     elementwise_binary,
     factories,

@@ -17,6 +17,9 @@ from thunder_ir.prims.data import (
 from thunder_ir.prims.data import (
     nonzero as nonzero,
 )
+from thunder_ir.prims.data import (
+    tolist as tolist,
+)
 from thunder_ir.prims.distributed import (
     all_gather as all_gather,
 )

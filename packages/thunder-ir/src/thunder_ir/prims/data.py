@@ -24,10 +24,19 @@ from thunder_ir.dtypes import python_type_of
 from thunder_ir.errors import DataDependentError
 from thunder_ir.prims._common import check_tensor, make_prim
 from thunder_ir.proxies import ComplexProxy, FloatProxy, IntegerProxy, NumberProxy, TensorProxy
+from thunder_ir.symbol import BoundSymbol
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx
 
-__all__ = ["DataChanged", "check_data", "data_check", "holds_for_sizes", "item", "nonzero"]
+__all__ = [
+    "DataChanged",
+    "check_data",
+    "data_check",
+    "holds_for_sizes",
+    "item",
+    "nonzero",
+    "tolist",
+]
 
 
 class DataChanged(Exception):
@@ -57,18 +66,21 @@ def _item_meta(t: Any) -> NumberProxy:
             f"Tensor.item() of tensor {t.name} of shape {tuple(t.shape)}: only a tensor of one "
             "element (of a static shape) has a value to read"
         )
-    value = reader(t).item()
-    python_type = python_type_of(t.dtype)
-    if python_type is bool:
-        out: NumberProxy = IntegerProxy(value=bool(value), python_type=bool)
-    elif python_type is int:
-        out = IntegerProxy(value=int(value))
-    elif python_type is complex:
-        out = ComplexProxy(value=complex(value))
-    else:
-        out = FloatProxy(value=float(value))
+    out = _number(reader(t).item(), t)
     trace.data_values[out.name] = out  # type: ignore[union-attr]
     return out
+
+
+def _number(value: Any, t: TensorProxy) -> NumberProxy:
+    """A number read from ``t``'s data, of the Python type its dtype converts to."""
+    python_type = python_type_of(t.dtype)
+    if python_type is bool:
+        return IntegerProxy(value=bool(value), python_type=bool)
+    if python_type is int:
+        return IntegerProxy(value=int(value))
+    if python_type is complex:
+        return ComplexProxy(value=complex(value))
+    return FloatProxy(value=float(value))
 
 
 def _numel(shape: Any) -> int:
@@ -107,6 +119,33 @@ def _nonzero(t: Any) -> tuple[Any, int]:
 nonzero = make_prim("nonzero", _nonzero_meta, impl=_nonzero)
 
 
+# Past this many elements ``tolist`` stays a tracing limit: every element is a value of the trace.
+_TOLIST_LIMIT = 4096
+
+
+def _tolist_meta(t: Any) -> tuple[NumberProxy, ...]:
+    check_tensor(t, "tolist")
+    reader = _reader(t, "Tensor.tolist()")
+    if any(not isinstance(s, int) for s in t.shape) or _numel(t.shape) > _TOLIST_LIMIT:
+        raise DataDependentError(
+            f"Tensor.tolist() of tensor {t.name} of shape {tuple(t.shape)}: only a tensor of at "
+            f"most {_TOLIST_LIMIT} elements, of a static shape, is read while tracing"
+        )
+    trace = get_tracectx()
+    outs = tuple(_number(v, t) for v in reader(t).reshape(-1).tolist())
+    for out in outs:
+        trace.data_values[out.name] = out  # type: ignore[union-attr]
+    return outs
+
+
+def _tolist(t: Any) -> tuple[Any, ...]:
+    return tuple(t.reshape(-1).tolist())
+
+
+# Every element of a tensor as a value read from data (``Tensor.tolist``, flattened).
+tolist = make_prim("tolist", _tolist_meta, impl=_tolist)
+
+
 def _no_output(*args: Any, **kwargs: Any) -> None:
     return None
 
@@ -119,7 +158,7 @@ def _check_data(cond: Any, text: str, *reads: Any) -> None:
 check_data = make_prim("check_data", _no_output, tags=(OpTag.DONT_DCE,), impl=_check_data)
 
 
-def data_check(expr: C.Expr, values: dict[str, NumberProxy]) -> Any:
+def data_check(expr: C.Expr, values: dict[str, NumberProxy], location: str | None = None) -> Any:
     """The bound symbol checking ``expr``, a constraint on values read from tensor data
     (``values``: those values by name): the expression inline, the values as arguments, so that
     passes see what it reads."""
@@ -131,7 +170,10 @@ def data_check(expr: C.Expr, values: dict[str, NumberProxy]) -> Any:
         )
     text = expr.python()
     reads = tuple(values[name] for name in sorted(expr.variables()))
-    return check_data.bind(PythonCode(text, C.PYTHON_NAMES), text, *reads, output=None)
+    traced = ", ".join(f"{p.name} = {p.value!r}" for p in reads)
+    shown = f"{text} ({traced} while tracing{f', decided at {location}' if location else ''})"
+    args = (PythonCode(text, C.PYTHON_NAMES), shown, *reads)
+    return BoundSymbol(check_data, args, {}, None, location=location)
 
 
 # ``size op c`` that holds for every size (a count is never negative), by the comparison.
