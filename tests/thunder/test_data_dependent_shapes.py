@@ -118,3 +118,20 @@ def test_mixture_of_experts_training_step_one_program_for_all_routings():
     stats = thunder.compile_stats(jm)
     assert stats.eager_fallbacks == 0, stats.last_eager_reason
     assert stats.compilations == 1
+
+
+def test_callables_without_an_op_on_data_sized_tensors_and_python_results():
+    def f(x):
+        kept = x[x > 0].round()
+        values, counts = torch.unique(kept, return_counts=True)
+        more = torch.is_nonzero(counts.max() > 1)  # a Python bool from data
+        return values * counts + (1 if more else 0)
+
+    g = torch.Generator().manual_seed(3)
+    calls = [((torch.randn(12, generator=g) * 3),) for _ in range(5)]
+    jf = thunder.jit(f)
+    for (x,) in calls:
+        torch.testing.assert_close(jf(x), f(x))
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0
+    assert stats.compilations <= 2  # one per outcome of the bool

@@ -83,8 +83,8 @@ def test_examine_lists_fallback_calls() -> None:
     report = thunder.examine(f, torch.rand(3), show=False)
     assert report.fallback["torch.special.polygamma"] == 1
     assert report.supported["torch.nonzero"] == 1  # compiled, its count a symbolic size
-    assert "torch._unique2" in report.unsupported
-    assert "values in its input" in report.reasons["torch._unique2"]
+    # its shape depends on data: run on the call's values while tracing, its sizes read from data
+    assert report.fallback["torch._unique2"] == 1
     assert "polygamma" not in str(report.unsupported)
 
 
@@ -95,22 +95,25 @@ def test_examine_lists_fallback_calls() -> None:
         ("unique_consecutive", lambda x: torch.unique_consecutive(x)),
         ("bincount", lambda x: torch.bincount((x * 3).long())),
         ("repeat_interleave", lambda x: torch.repeat_interleave(x, (x * 2).long())),
+        ("tensor_split", lambda x: torch.tensor_split(x, (x[:2] * 3).long().sort().values)),
     ],
 )
-def test_data_dependent_shapes_run_eagerly_naming_the_op(name, fn) -> None:
-    _runs_eagerly_naming(fn, (torch.rand(5),), name)
-
-
-def _runs_eagerly_naming(fn, args, name) -> None:
-    """Torch runs it and tracing cannot know its result: the call runs eagerly with a warning
-    that names the op and why (never silently, never refused)."""
+def test_data_dependent_shapes_compile_as_sized_fallbacks(name, fn) -> None:
+    """A torch callable without an op whose result's shape depends on data runs on the call's
+    values while tracing; every size of its results is read from data: one program for all."""
     jf = thunder.jit(fn)
-    with pytest.warns(UserWarning, match="ran eagerly") as record:
-        got = jf(*args)
-    message = str(record[0].message)
-    assert name in message and "values in its input tensors" in message, message
-    torch.testing.assert_close(got, fn(*args))
-    assert thunder.compile_stats(jf).eager_fallbacks == 1
+    g = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        x = torch.rand(6, generator=g) * 2
+        for got, want in zip(_leaves(jf(x)), _leaves(fn(x))):
+            torch.testing.assert_close(got, want)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0 and stats.compilations == 1
+    assert "torch_fallback_sized" in str(thunder.last_traces(jf)[-1])
+
+
+def _leaves(x):
+    return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
 def test_out_is_refused_and_in_place_runs_as_eager() -> None:
@@ -226,10 +229,14 @@ def test_fallback_under_no_grad_and_symbolic_values() -> None:
         torch.testing.assert_close(jf(x, n), f(x, n))
 
 
-def test_fallback_reading_a_traced_tensors_values_runs_eagerly() -> None:
-    """tensor_split with a tensor of indices needs the indices' values: a visible eager run."""
+def test_fallback_reading_a_traced_tensors_values_is_compiled() -> None:
+    """tensor_split with a tensor of indices needs the indices' values: read on the call's
+    values while tracing, the sizes of its results read from data."""
     x, idx = torch.randn(5, 5), torch.tensor([1, 3])
-    _runs_eagerly_naming(lambda a, i: torch.tensor_split(a, i), (x, idx), "tensor_split")
+    jf = thunder.jit(lambda a, i: torch.tensor_split(a, i))
+    for got, want in zip(jf(x, idx), torch.tensor_split(x, idx)):
+        torch.testing.assert_close(got, want)
+    assert thunder.compile_stats(jf).eager_fallbacks == 0
 
 
 def test_a_tensor_method_whose_op_refuses_an_option_runs_as_torchs_method() -> None:
@@ -243,4 +250,6 @@ def test_a_tensor_method_whose_op_refuses_an_option_runs_as_torchs_method() -> N
     x, r = torch.randn(2, 3), torch.tensor([1, 2])
     torch.testing.assert_close(j(x, r), f(x, r))
     assert "torch_fallback('torch.Tensor.repeat_interleave'" in str(thunder.last_traces(j)[0])
-    _runs_eagerly_naming(lambda x, r: x.repeat_interleave(r, dim=0), (x, r), "repeat_interleave")
+    jf = thunder.jit(lambda x, r: x.repeat_interleave(r, dim=0))
+    torch.testing.assert_close(jf(x, r), x.repeat_interleave(r, dim=0))
+    assert thunder.compile_stats(jf).eager_fallbacks == 0

@@ -57,14 +57,16 @@ def _data_dependent(t: Any, what: str) -> DataDependentError:
     )
 
 
-def _can_read_data() -> bool:
+def can_read_data() -> bool:
+    """Whether a value read from tensor data can be recorded now (``Trace.read_data``, at the
+    top level of the trace)."""
     trace = get_tracectx()
     return trace is not None and trace.read_data is not None and len(trace.scopes) == 1
 
 
 def _read_item(t: Any, what: str) -> Any:
     """``t.item()`` as a number read on this call, where tracing can read it."""
-    if not _can_read_data():
+    if not can_read_data():
         raise _data_dependent(t, what)
     from thunder_ir.prims.data import item
 
@@ -330,7 +332,7 @@ class TensorProxy(Proxy):
         if fn is None:
             import torch
 
-            if name == "item" and _can_read_data():
+            if name == "item" and can_read_data():
                 return _BoundTensorMethod(_item_method, self)
             if name in _DATA_METHODS:
                 raise _data_dependent(self, f"Tensor.{name}()")

@@ -43,9 +43,11 @@ from thunder_ir.dtypes import from_torch_dtype, to_torch_dtype
 from thunder_ir.errors import DataDependentError, UnsupportedInTracingError
 from thunder_ir.ops._registry import resolve_torch_name, torchop
 from thunder_ir.ops.random_state import draws_from_own_generator
-from thunder_ir.proxies import NumberProxy, TensorProxy
+from thunder_ir.prims._common import make_prim
+from thunder_ir.proxies import IntegerProxy, NumberProxy, TensorProxy, can_read_data
 from thunder_ir.pytree import tree_iter, tree_map
 from thunder_ir.tags import OpTag
+from thunder_ir.tracectx import get_tracectx, require_tracectx
 
 __all__ = [
     "FALLBACK_SYMBOLS",
@@ -318,6 +320,80 @@ torch_fallback_random_replay = torchop(
     name="torch_fallback_random_replay", tags=(OpTag.TORCH_FALLBACK, OpTag.RANDOM)
 )(_replay_meta)
 
+
+def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tuple[Any, ...]]:
+    """The callable run on this call's values (``Trace.read_data``), its outputs' sizes values
+    read from data: what it returns, and those sizes in order (defined by the call)."""
+    if any(isinstance(x, TensorProxy) and x.requires_grad for x in tree_iter((args, kwargs))):
+        raise DataDependentError(
+            f"{torch_name}: gradients through a torch callable whose result's shape depends on "
+            "data are not supported yet"
+        )
+    trace = require_tracectx("torch_fallback_sized")
+    reader = trace.read_data
+    assert reader is not None
+
+    def real(x: Any) -> Any:
+        return reader(x).clone() if isinstance(x, TensorProxy) else x  # the callable may write
+
+    with torch.no_grad():
+        out = _as_tree(_resolve(torch_name)(*tree_map(real, args), **tree_map(real, kwargs)))
+    sizes: list[IntegerProxy] = []
+
+    def proxy(x: Any) -> Any:
+        if type(x) in (bool, int, float, complex):  # computed from data: a value of the trace
+            number = _data_number(x)
+            trace.data_values[number.name] = number
+            return number
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise DataDependentError(
+                f"{torch_name} returns a {type(x).__name__} computed from tensor data, which "
+                "the trace cannot hold"
+            )
+        if x is None:
+            return x
+        shape = [IntegerProxy(value=int(n)) for n in x.shape]
+        for n in shape:
+            trace.data_values[n.name] = n
+            trace.data_sizes.add(n.name)
+        sizes.extend(shape)
+        return TensorProxy(shape=shape, dtype=from_torch_dtype(x.dtype), device=x.device)
+
+    return tree_map(proxy, out), tuple(sizes)
+
+
+def _data_number(x: Any) -> NumberProxy:
+    from thunder_ir.proxies import ComplexProxy, FloatProxy
+
+    if type(x) is bool:
+        return IntegerProxy(value=x, python_type=bool)
+    if type(x) is int:
+        return IntegerProxy(value=x)
+    return ComplexProxy(value=x) if type(x) is complex else FloatProxy(value=x)
+
+
+def _reads_data_sizes(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    trace = get_tracectx()
+    sizes = trace.data_sizes if trace is not None else set()
+    return any(
+        isinstance(s, IntegerProxy) and s.name in sizes
+        for x in tree_iter((tuple(args), kwargs))
+        if isinstance(x, TensorProxy)
+        for s in x.shape
+    )
+
+
+def _sized(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tuple[int, ...]]:
+    out = _as_tree(_resolve(torch_name)(*args, **kwargs))
+    return out, tuple(n for t in tree_iter(out) if isinstance(t, torch.Tensor) for n in t.shape)
+
+
+# A torch callable whose result's shape depends on data (``unique``, ``bincount``): every size of
+# its tensor outputs is a value read from data, defined by this call at the top level of the trace.
+# Not differentiable (refused where gradients flow into it).
+torch_fallback_sized = make_prim("torch_fallback_sized", _sized_meta, impl=_sized)
+
+
 # The ops that call a torch callable named by their first argument (not torch_fallback_inplace,
 # whose decomposition is such a call).
 FALLBACK_SYMBOLS = frozenset(
@@ -432,6 +508,8 @@ def fallback_refusal(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> st
         return reason or "it writes into its out= argument"
     try:
         _FakeRun(name, fn, args, kwargs)
+    except DataDependentFallbackError:
+        return None  # run on the call's values while tracing (torch_fallback_sized)
     except TorchFallbackError as e:
         return e.reason
     except Exception:  # eager raises too: not a refusal of the fallback
@@ -473,6 +551,10 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
     in_place = reason is not None and _is_in_place_method(name)
     if reason is not None and not (in_place and args and isinstance(args[0], TensorProxy)):
         raise TorchFallbackError(name, reason)
+    if not in_place and can_read_data() and _reads_data_sizes(args, kwargs):
+        # Sizes read from data: run on this call's values, not specialized to them.
+        out, _ = torch_fallback_sized(name, *args, **kwargs)
+        return out
     args = tuple(tree_map(_specialize, tuple(args)))
     kwargs = tree_map(_specialize, dict(kwargs))
     for p in tree_iter((args, kwargs)):
@@ -480,7 +562,13 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
             _specialize_shape(p)
     if in_place:
         return _through_functional_variant(name, fn, args, kwargs)
-    run = _FakeRun(name, fn, args, kwargs)
+    try:
+        run = _FakeRun(name, fn, args, kwargs)
+    except DataDependentFallbackError:
+        if not can_read_data():
+            raise
+        out, _ = torch_fallback_sized(name, *args, **kwargs)
+        return out
     has_tensor_out = any(isinstance(o, torch.Tensor) for o in tree_iter(_as_tree(run.out)))
     if not has_tensor_out and not run.random:
         # A value computed from metadata only (dtype, shape): the same for every call the
