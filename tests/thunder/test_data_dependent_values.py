@@ -141,10 +141,28 @@ def test_random_after_the_decision_draws_as_eager():
     assert thunder.compile_stats(jf).eager_fallbacks == 0
 
 
+def _decide_after_writing_the_input(x):
+    x.add_(1)
+    return x * 2 if x.sum() > 0 else x - 1
+
+
+def test_reads_of_memory_written_before():
+    def write_then_read(x, scale):
+        y = x * 2
+        y.add_(scale)  # into memory the program made
+        x.mul_(scale)  # into the caller's tensor
+        return y * y.sum().item() + x.max().item()
+
+    g = torch.Generator().manual_seed(6)
+    calls = [(torch.randn(4, generator=g), torch.randn(4, generator=g)) for _ in range(4)]
+    jf = _matches_eager(write_then_read, calls)  # the caller's x written once per call
+    assert thunder.compile_stats(jf).compilations == 1
+
+
 @pytest.mark.parametrize(
     ("fn", "reason"),
     [
-        (lambda x: x.add_(1).sum().item() * x, "written in place"),
+        (_decide_after_writing_the_input, "after a write into an input"),
         (lambda x: x * torch.rand(3).sum().item(), "random op"),
     ],
 )

@@ -3,9 +3,10 @@
 The trace recorded so far is a program of the call's inputs, which the binder holds: the bound
 symbols a tensor depends on are run on them (with the torch executor, without gradients), and
 the value is this call's. Values read before are inputs of the next read, so a program that
-reads in every layer runs each layer once. Refused (the call then runs eagerly) where the run
-could differ from the program's own: from memory written in place before, or through a random op
-or one with effects (a collective would wait for the other ranks).
+reads in every layer runs each layer once. Where the tensor depends on memory written in place
+before, the whole trace so far runs, on copies of the inputs it writes into. Refused (the call then
+runs eagerly) where the run could differ from the program's own: through a random op or one with
+effects (a collective would wait for the other ranks).
 """
 
 from __future__ import annotations
@@ -33,19 +34,16 @@ class TensorDataReader:
         self.values: dict[str, Any] = {}  # tensors computed by earlier reads, by name
 
     def __call__(self, t: Any) -> Any:
-        known = self._known()
-        if t.name in known:  # an input, or read before
-            return known[t.name]
         bsyms = self.trace.bound_symbols
+        known = self._known()
         needed, args = _slice(bsyms, t.name, known)
         if any(writes_in_place(b) for b in bsyms):
             written = alias_info(bsyms).is_written
             reads = {t.name, *(p.name for b in needed for p in b.flat_proxy_args)}
             if any(map(written, reads)):
-                raise DataDependentError(
-                    f"the values of {t.name} are read from memory written in place before, "
-                    "which is not supported yet"
-                )
+                return self._after_writes(t, written)
+        if t.name in known:  # an input, or read before
+            return known[t.name]
         if any(_has_effects(b) for b in needed):
             raise DataDependentError(
                 f"the values of {t.name} are computed by a random op or one with effects (a "
@@ -54,6 +52,32 @@ class TensorDataReader:
         value = _run(self.trace, needed, args, t, known)
         self.values[t.name] = value
         return value
+
+    def _after_writes(self, t: Any, written: Any) -> Any:
+        """``t`` where memory it depends on was written in place: the whole trace so far runs
+        (the writes are part of its value) on the inputs, copies of those written into."""
+        bsyms = list(self.trace.bound_symbols)
+        acting = [b for b in bsyms if _has_effects(b) and not _replayable(b)]
+        if acting:
+            raise DataDependentError(
+                f"the values of {t.name} are read after {acting[0].sym.name}, a random op or one "
+                "with effects (a collective), which is not supported yet"
+            )
+        base = {p.name: x for x, p in self.inputs.tensors.values()}
+        base.update((name, obj) for name, (obj, _) in self.inputs.numbers.items())
+        made = {p.name for b in bsyms for p in b.flat_proxy_outs}
+        args: dict[str, Proxy] = {}
+        for b in bsyms:
+            for p in b.flat_proxy_args:
+                if p.name not in made and p.name in base:
+                    args[p.name] = p
+        values = {
+            name: base[name].clone()
+            if isinstance(base[name], torch.Tensor) and written(name)
+            else base[name]
+            for name in args
+        }
+        return _run(self.trace, bsyms, list(args.values()), t, values)
 
     def _known(self) -> dict[str, Any]:
         known = {p.name: x for x, p in self.inputs.tensors.values()}
@@ -97,6 +121,11 @@ def _has_effects(b: BoundSymbol) -> bool:
     return any(_has_effects(s) for s in b.subsymbols)
 
 
+def _replayable(b: BoundSymbol) -> bool:
+    """An in-place write (replayed on copies) or a check of a value read before (it holds)."""
+    return writes_in_place(b) or b.sym is prims.check_data
+
+
 def _run(
     trace: Trace, needed: list[BoundSymbol], args: list[Proxy], t: Any, known: dict[str, Any]
 ) -> Any:
@@ -110,7 +139,7 @@ def _run(
         return run(*(known[a.name] for a in args))
 
 
-def check_data_decisions(trace: Trace) -> None:
+def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
     """Where the computation decides on a value read from tensor data (``prims.check_data``), a
     call where the decision differs stops there and runs another program; nothing before the
     last check may have an effect that running again would repeat."""
@@ -118,7 +147,7 @@ def check_data_decisions(trace: Trace) -> None:
         (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
     )
     before = trace.bound_symbols[: max(last, 0)]
-    info = alias_info(before, observed=[a.name for a in trace.args])
+    info = alias_info(before, observed=[p.name for p, _ in inputs.in_order])
     for b in before:
         if b.sym is prims.check_data:
             continue

@@ -132,7 +132,7 @@ def trace_program(
             binder.check_context_vars()
             template = binder.output_template(result)
             binder.check_stored_cells()
-            check_data_decisions(trace)
+            check_data_decisions(trace, binder.inputs)
         except Exception as e:
             reported = _as_reported(e)
             if reported is e:
