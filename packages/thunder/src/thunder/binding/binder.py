@@ -61,10 +61,10 @@ class Binder(AutogradFunctionMixin):
         table[_BoundTensorMethod.__call__] = call_tensor_method
         where = table[torch.where]  # the op, falling back to torch's where it refuses an option
 
-        def where_or_indices(condition: Any, *args: Any, **kwargs: Any) -> Any:
-            if not args and not kwargs:  # the indices of the nonzero elements: sizes from data
-                return data_shapes.where(condition)
-            return where(condition, *args, **kwargs)
+        def where_or_indices(*args: Any, **kwargs: Any) -> Any:
+            if len(args) + len(kwargs) == 1:  # the indices of the nonzero elements
+                return data_shapes.where(*args, **kwargs)
+            return where(*args, **kwargs)
 
         table[torch.where] = where_or_indices
         table[TensorProxy.size] = _tensor_size
