@@ -515,7 +515,9 @@ def test_every_prim_has_a_case() -> None:
     # The collectives need a process group: tests/distributed runs them on 2 ranks.
     collectives = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "wait"}
     random = {"uniform", "normal", "bernoulli", "randint"}  # test_random_prims*
-    covered = {c.prim for c in CASES} | {"copy_"} | random | collectives
+    # Reads of tensor data need the jit's reader: tests/thunder/test_data_dependent_*.py.
+    data_reads = {"item", "nonzero", "tolist", "check_data", "torch_fallback_sized"}
+    covered = {c.prim for c in CASES} | {"copy_"} | random | collectives | data_reads
     runnable = {
         n for n, s in prims.ALL_PRIMS.items() if not ({OpTag.PROLOGUE, OpTag.RETURN} & s.tags)
     }

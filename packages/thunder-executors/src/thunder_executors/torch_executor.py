@@ -525,7 +525,17 @@ def _register_random() -> None:
     reg(ops.native_dropout_backward, translate=_same(backward))
 
 
+def _register_data_reads() -> None:
+    """Reads of tensor data and the checks of decisions on them (``thunder_ir/prims/data.py``,
+    the sized fallback): each runs as its own implementation, a torch call and a number read."""
+    from thunder_ir.ops.fallback import torch_fallback_sized
+
+    for prim in (prims.item, prims.nonzero, prims.tolist, prims.check_data, torch_fallback_sized):
+        torch_executor.register_implementation(prim, translate=lambda b: b)
+
+
 _register_all()
+_register_data_reads()
 
 
 def unclaimed_prims() -> list[str]:
