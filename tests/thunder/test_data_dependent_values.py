@@ -238,3 +238,19 @@ def test_isclose_is_torchs_rule():
     for kwargs in ({}, {"rtol": 0.1}, {"equal_nan": True}, {"atol": 1e-8, "rtol": 0.0}):
         jf = thunder.jit(lambda a, b, kwargs=kwargs: torch.isclose(a, b, **kwargs))
         torch.testing.assert_close(jf(a, b), torch.isclose(a, b, **kwargs))
+
+
+def test_reads_under_autocast_and_inside_an_autocast_region():
+    def region(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+        return y.float() * 2 if y.float().sum() > 0 else y.float() - 1
+
+    def ambient(x, w):
+        return (x @ w) * (x @ w).sum().item()
+
+    g = torch.Generator().manual_seed(7)
+    calls = [(torch.randn(8, 8, generator=g), torch.randn(8, 8, generator=g)) for _ in range(4)]
+    _matches_eager(region, calls)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _matches_eager(ambient, calls)

@@ -33,7 +33,7 @@ import torch
 from thunder_ir.codegen import HIGHER_ORDER_MODULE
 from thunder_ir.proxies import NumberProxy, Proxy, TensorProxy
 from thunder_ir.pytree import tree_flatten, tree_iter, tree_map, tree_unflatten
-from thunder_ir.symbol import BoundSymbol, Symbol
+from thunder_ir.symbol import BoundSymbol, Symbol, call_again
 from thunder_ir.tags import OpTag
 from thunder_ir.trace import Trace
 from thunder_ir.tracectx import get_tracectx, tracectx
@@ -182,7 +182,7 @@ def inline(sub: Trace, args: Sequence[Any]) -> Any:
     for bsym in sub.bound_symbols:
         if bsym.has_tag(OpTag.RETURN):
             return tree_map(lookup, bsym.args[0] if bsym.args else None)
-        out = bsym.sym(*tree_map(lookup, bsym.args), **tree_map(lookup, bsym.kwargs))
+        out = call_again(bsym, tree_map(lookup, bsym.args), tree_map(lookup, bsym.kwargs))
         for old, new in zip(bsym.flat_outs, tree_iter(out)):
             if isinstance(old, Proxy):
                 env[old.name] = new

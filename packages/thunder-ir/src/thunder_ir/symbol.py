@@ -319,3 +319,19 @@ def _passes_input_through(args: Sequence[Any], kwargs: dict[str, Any], out: Any)
         return False
     inputs = {id(x) for x in (*tree_iter(args), *tree_iter(kwargs)) if isinstance(x, Proxy)}
     return all(id(o) in inputs for o in outs)
+
+
+def call_again(bsym: BoundSymbol, args: Any, kwargs: Any, sym: Symbol | None = None) -> Any:
+    """``(sym or bsym.sym)(*args, **kwargs)``, recorded into the current trace: how a pass records
+    a bound symbol again on new arguments. A read of tensor data (``OpTag.READS_DATA``) is
+    recorded with the outputs it had: its values were read on the call's tensors (a decision the
+    program made on them is checked by the computation, whatever a pass changed before it)."""
+    if OpTag.READS_DATA in bsym.sym.tags:
+        from thunder_ir.tracectx import require_tracectx
+
+        out = bsym.output
+        require_tracectx("call_again").record(
+            BoundSymbol(bsym.sym, tuple(args), dict(kwargs), out, location=bsym.location)
+        )
+        return out
+    return (sym or bsym.sym)(*args, **kwargs)

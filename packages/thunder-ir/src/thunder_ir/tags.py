@@ -57,3 +57,7 @@ class OpTag(enum.Enum):
     # printed with each function as a local ``def`` before the call; passes that look inside
     # functions map over them (``map_subtraces``).
     HIGHER_ORDER = "higher_order"
+    # Reads tensor data while the program is traced (``prims.item``, ``nonzero``, ``tolist``, the
+    # sized fallback): a pass that records the trace again keeps its outputs, values read on the
+    # call's tensors, instead of calling its meta (``symbol.call_again``).
+    READS_DATA = "reads_data"

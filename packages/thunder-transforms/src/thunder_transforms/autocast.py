@@ -88,6 +88,7 @@ from thunder_ir import ops as ltorch
 from thunder_ir.dtypes import DType
 from thunder_ir.ops.fallback import FALLBACK_SYMBOLS
 from thunder_ir.pytree import tree_flatten, tree_map, tree_unflatten
+from thunder_ir.symbol import call_again
 from thunder_ir.tracectx import require_tracectx
 
 __all__ = [
@@ -577,14 +578,14 @@ class _Replay:
             self.new.record(bsym)
             return
         try:
-            out = (region or bsym.sym)(*args, **kwargs)
+            out = call_again(bsym, args, kwargs, region)
         except Exception:
             if not bsym.sym.is_prim or bsym.sym in _HIGHER_ORDER:
                 raise
             # A prim inside a replayed decomposition takes inputs of one dtype: give its inputs
             # back the dtypes it was recorded with.
             args, kwargs = self._as_recorded(bsym, args, kwargs)
-            out = bsym.sym(*args, **kwargs)
+            out = call_again(bsym, args, kwargs)
         self._bind_outputs(bsym, out)
 
     def _as_recorded(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> tuple[Any, Any]:

@@ -42,7 +42,7 @@ from thunder_ir import (
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import aliased_inputs, with_writes_exposed, writes_in_place
 from thunder_ir.pytree import tree_iter, tree_map
-from thunder_ir.symbol import leaf_prims
+from thunder_ir.symbol import call_again, leaf_prims
 from thunder_transforms.passes import substitute
 
 __all__ = ["Functionalized", "functionalize"]
@@ -245,7 +245,7 @@ class _Functionalizer:
             return base if isinstance(x, Proxy) and x.name == base_name else x
 
         with tracectx(self.out):
-            out = b.sym(*tree_map(swap, b.args), **tree_map(swap, b.kwargs))
+            out = call_again(b, tree_map(swap, b.args), tree_map(swap, b.kwargs))
         return [p for p in tree_iter(out) if isinstance(p, Proxy)]
 
     def write(self, b: BoundSymbol) -> None:

@@ -240,11 +240,14 @@ class ThunderFunction:
         try:
             return entry.run(args, kwargs)
         except DataChanged as e:
-            raise JitError(
-                "thunder.jit: the program compiled for these inputs read other values from "
-                f"tensor data than tracing did ({e}): the values are not deterministic; please "
-                "report this"
-            ) from e
+            # Tracing read other values than the program computes (ops it reads through run
+            # differently inside the program, an autocast region entered in it, nondeterministic
+            # kernels). The check stopped the computation before any effect: eager runs the call.
+            differs = RunsEagerly(
+                f"read other values from tensor data while tracing than its compiled program "
+                f"computes ({e})"
+            )
+            return self._run_eagerly_after_raise(args, kwargs, differs)
         except GuardFailure as e:
             raise JitError(
                 "thunder.jit: the program compiled for these inputs rejects them "

@@ -391,7 +391,9 @@ def _sized(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tuple[in
 # A torch callable whose result's shape depends on data (``unique``, ``bincount``): every size of
 # its tensor outputs is a value read from data, defined by this call at the top level of the trace.
 # Not differentiable (refused where gradients flow into it).
-torch_fallback_sized = make_prim("torch_fallback_sized", _sized_meta, impl=_sized)
+torch_fallback_sized = make_prim(
+    "torch_fallback_sized", _sized_meta, tags=(OpTag.READS_DATA,), impl=_sized
+)
 
 
 # The ops that call a torch callable named by their first argument (not torch_fallback_inplace,

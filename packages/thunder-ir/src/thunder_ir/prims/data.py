@@ -95,7 +95,7 @@ def _item(t: Any) -> Any:
 
 
 # Not fusible (its output is a number) and never merged away: a read of the device's data.
-item = make_prim("item", _item_meta, impl=_item)
+item = make_prim("item", _item_meta, tags=(OpTag.READS_DATA,), impl=_item)
 
 
 def _nonzero_meta(t: Any) -> tuple[TensorProxy, IntegerProxy]:
@@ -116,7 +116,7 @@ def _nonzero(t: Any) -> tuple[Any, int]:
 # The indices of the nonzero elements and how many there are: the count is a value read from
 # tensor data (``Trace.data_values``), the size of the result's first dimension, defined here so
 # that later ops (and checks of decisions on it) read it.
-nonzero = make_prim("nonzero", _nonzero_meta, impl=_nonzero)
+nonzero = make_prim("nonzero", _nonzero_meta, tags=(OpTag.READS_DATA,), impl=_nonzero)
 
 
 # Past this many elements ``tolist`` stays a tracing limit: every element is a value of the trace.
@@ -143,7 +143,7 @@ def _tolist(t: Any) -> tuple[Any, ...]:
 
 
 # Every element of a tensor as a value read from data (``Tensor.tolist``, flattened).
-tolist = make_prim("tolist", _tolist_meta, impl=_tolist)
+tolist = make_prim("tolist", _tolist_meta, tags=(OpTag.READS_DATA,), impl=_tolist)
 
 
 def _no_output(*args: Any, **kwargs: Any) -> None:
