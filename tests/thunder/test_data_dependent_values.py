@@ -163,7 +163,7 @@ def test_reads_of_memory_written_before():
     ("fn", "reason"),
     [
         (_decide_after_writing_the_input, "after a write into an input"),
-        (lambda x: x * torch.rand(3).sum().item(), "random op"),
+        (lambda x: x * 2 if torch.rand(3).sum() > 1.5 else x, "random op"),
     ],
 )
 def test_reads_tracing_cannot_repeat_run_eagerly_with_the_reason(fn, reason):
@@ -254,3 +254,21 @@ def test_reads_under_autocast_and_inside_an_autocast_region():
     _matches_eager(region, calls)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         _matches_eager(ambient, calls)
+
+
+def test_values_of_random_draws_read_as_the_program_draws_them():
+    def f(x):
+        noise = torch.rand(3)
+        return x * noise.sum().item() + torch.randn(3)
+
+    jf = thunder.jit(f)
+    g = torch.Generator().manual_seed(8)
+    for seed in range(4):
+        x = torch.randn(3, generator=g)
+        torch.manual_seed(seed)
+        got, after = jf(x), torch.rand(1)
+        torch.manual_seed(seed)
+        want, want_after = f(x), torch.rand(1)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(after, want_after)  # the generator advanced once, as eager's
+    assert thunder.compile_stats(jf).eager_fallbacks == 0

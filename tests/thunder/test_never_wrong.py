@@ -505,15 +505,13 @@ def test_user_except_clauses_cannot_swallow_tracing_limits():
 
     def g(x):
         try:
-            # values a random op computed are not read while tracing: the call runs eagerly
-            G_OUT[0] = (x + torch.rand(2)).sum().item()
+            # a decision after a random draw is not compiled: the call runs eagerly
+            G_OUT[0] = 1.0 if (x + torch.rand(2)).sum() > 0 else 0.0
         except Exception:
             G_OUT[0] = -1.0
         return x + 1
 
-    torch.manual_seed(0)
-    want = (torch.ones(2) + torch.rand(2)).sum().item()
-    torch.manual_seed(0)
+    want = 1.0
     with pytest.warns(UserWarning, match="random op"):
         torch.testing.assert_close(thunder.jit(g)(torch.ones(2)), torch.ones(2) + 1)
     assert G_OUT == [want]  # eager's path

@@ -1206,9 +1206,8 @@ def test_a_function_that_returns_holding_a_lock_is_refused_and_the_lock_released
 
     def raises_inside(x):
         with LOCK:
-            # values a random op computed are not read while tracing: tracing stops there,
-            # with the lock held
-            return (x * torch.rand(2)).sum().item() * 0 + x
+            # a decision after a random draw is not compiled: tracing stops (the lock held)
+            return x if (x * torch.rand(2)).sum() > -1 else x + 1
 
     with pytest.raises(UnsupportedSideEffectError, match="holding a lock"):
         thunder.jit(keeps)(torch.ones(2))

@@ -4,13 +4,16 @@ The trace recorded so far is a program of the call's inputs, which the binder ho
 symbols a tensor depends on are run on them (with the torch executor, without gradients), and
 the value is this call's. Values read before are inputs of the next read, so a program that
 reads in every layer runs each layer once. Where the tensor depends on memory written in place
-before, the whole trace so far runs, on copies of the inputs it writes into. Refused (the call then
-runs eagerly) where the run could differ from the program's own: through a random op or one with
-effects (a collective would wait for the other ranks).
+or on random numbers, the whole trace so far runs, on copies of the inputs it writes into, from
+the random state the call starts from (put back afterwards: the program draws the same numbers).
+Refused (the call then runs eagerly) after an op with effects outside the program (a collective
+would wait for the other ranks) or draws from a ``torch.Generator`` passed in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -37,31 +40,34 @@ class TensorDataReader:
         bsyms = self.trace.bound_symbols
         known = self._known()
         needed, args = _slice(bsyms, t.name, known)
-        if any(writes_in_place(b) for b in bsyms):
-            written = alias_info(bsyms).is_written
-            reads = {t.name, *(p.name for b in needed for p in b.flat_proxy_args)}
-            if any(map(written, reads)):
-                return self._after_writes(t, written)
+        written = alias_info(bsyms).is_written if any(map(writes_in_place, bsyms)) else None
+        reads = {t.name, *(p.name for b in needed for p in b.flat_proxy_args)}
+        if written is not None and any(map(written, reads)):
+            return self._whole_trace(t, written)  # the writes are part of its value
         if t.name in known:  # an input, or read before
             return known[t.name]
-        if any(_has_effects(b) for b in needed):
-            raise DataDependentError(
-                f"the values of {t.name} are computed by a random op or one with effects (a "
-                "collective), which is not supported yet"
-            )
+        if any(map(_has_effects, needed)):
+            return self._whole_trace(t, written)  # the random draws before it are too
         value = _run(self.trace, needed, args, t, known)
         self.values[t.name] = value
         return value
 
-    def _after_writes(self, t: Any, written: Any) -> Any:
-        """``t`` where memory it depends on was written in place: the whole trace so far runs
-        (the writes are part of its value) on the inputs, copies of those written into."""
+    def _whole_trace(self, t: Any, written: Any) -> Any:
+        """``t`` where memory it depends on was written in place or random numbers it depends
+        on were drawn: the whole trace so far runs, on the inputs (copies of those written into)
+        from the random state the call starts from, which is put back afterwards, so that the
+        program draws the same numbers."""
         bsyms = list(self.trace.bound_symbols)
-        acting = [b for b in bsyms if _has_effects(b) and not _replayable(b)]
+        acting = [b for b in bsyms if not _replayable(b)]
         if acting:
             raise DataDependentError(
-                f"the values of {t.name} are read after {acting[0].sym.name}, a random op or one "
-                "with effects (a collective), which is not supported yet"
+                f"the values of {t.name} are read after {acting[0].sym.name}, an op with effects "
+                "outside the program (a collective), which is not supported yet"
+            )
+        if any(isinstance(x, torch.Generator) for b in bsyms for x in b.flat_args):
+            raise DataDependentError(
+                f"the values of {t.name} depend on numbers drawn from a torch.Generator passed "
+                "in, which a read while tracing would advance"
             )
         base = {p.name: x for x, p in self.inputs.tensors.values()}
         base.update((name, obj) for name, (obj, _) in self.inputs.numbers.items())
@@ -73,11 +79,12 @@ class TensorDataReader:
                     args[p.name] = p
         values = {
             name: base[name].clone()
-            if isinstance(base[name], torch.Tensor) and written(name)
+            if written is not None and isinstance(base[name], torch.Tensor) and written(name)
             else base[name]
             for name in args
         }
-        return _run(self.trace, bsyms, list(args.values()), t, values)
+        with _random_state_kept():
+            return _run(self.trace, bsyms, list(args.values()), t, values)
 
     def _known(self) -> dict[str, Any]:
         known = {p.name: x for x, p in self.inputs.tensors.values()}
@@ -122,8 +129,25 @@ def _has_effects(b: BoundSymbol) -> bool:
 
 
 def _replayable(b: BoundSymbol) -> bool:
-    """An in-place write (replayed on copies) or a check of a value read before (it holds)."""
-    return writes_in_place(b) or b.sym is prims.check_data
+    """Whether running ``b`` again while tracing leaves nothing behind: no effect, or an in-place
+    write (replayed on copies), a random draw (from a state put back), a check of a value read
+    before (it holds)."""
+    if not b.has_tag(OpTag.DONT_DCE) or b.has_tag(OpTag.RANDOM) or writes_in_place(b):
+        return all(map(_replayable, b.subsymbols))
+    return b.sym is prims.check_data
+
+
+@contextmanager
+def _random_state_kept() -> Iterator[None]:
+    """The default generators' states (CPU, and each CUDA device in use) put back afterwards."""
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def _run(
