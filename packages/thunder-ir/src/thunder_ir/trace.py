@@ -90,6 +90,9 @@ class Trace:
         self.read_data: Callable[[Any], Any] | None = None
         self.data_values: dict[str, Any] = {}
         self.data_sizes: set[str] = set()  # those that are sizes (never negative)
+        # Integer tensors with no negative element (indices of nonzero elements): an index
+        # tensor among them needs no wrapping of negative values.
+        self.nonnegative: set[str] = set()
         self._data_checks: list[C.Expr] = []
         self._data_checked: set[str] = set()
 

@@ -19,6 +19,7 @@ from thunder_ir.ops import indexing
 from thunder_ir.ops.elementwise_binary import where as _where3
 from thunder_ir.ops.shape import broadcast_tensors
 from thunder_ir.proxies import TensorProxy, register_tensor_method
+from thunder_ir.tracectx import get_tracectx
 from thunder_ir.utils import check
 
 __all__ = ["argwhere", "getitem", "masked_select", "nonzero", "where"]
@@ -58,7 +59,11 @@ def masked_select(a: Any, mask: Any) -> Any:
 
 
 def _column(indices: TensorProxy, j: int) -> Any:
-    return indexing.getitem(indices, (slice(None), j))
+    column = indexing.getitem(indices, (slice(None), j))
+    trace = get_tracectx()
+    if trace is not None:  # indices of nonzero elements: never negative
+        trace.nonnegative.add(column.name)
+    return column
 
 
 def _is_mask(e: Any) -> bool:

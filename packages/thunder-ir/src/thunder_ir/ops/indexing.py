@@ -29,6 +29,7 @@ from thunder_ir.ops.shape import (
 )
 from thunder_ir.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder_ir.tags import OpTag
+from thunder_ir.tracectx import get_tracectx
 from thunder_ir.utils import canonicalize_dim, check
 
 __all__ = ["getitem_is_view"]
@@ -249,8 +250,13 @@ def _advanced(out: TensorProxy, adv: list[tuple[int, Any]]) -> TensorProxy:
         positions = list(range(len(positions)))
     first, last = positions[0], positions[-1]
     linear: Any = None
+    trace = get_tracectx()
+    known = trace.nonnegative if trace is not None else set()
     for p, index in zip(positions, indices):
-        index = _wrap_negative(expand_to(index, bshape), out.shape[p])
+        wrap = index.name not in known
+        index = expand_to(index, bshape)
+        if wrap:
+            index = _wrap_negative(index, out.shape[p])
         linear = index if linear is None else prims.add(prims.mul(linear, out.shape[p]), index)
     assert linear is not None
     block: Any = 1
