@@ -135,3 +135,22 @@ def test_callables_without_an_op_on_data_sized_tensors_and_python_results():
     stats = thunder.compile_stats(jf)
     assert stats.eager_fallbacks == 0
     assert stats.compilations <= 2  # one per outcome of the bool
+
+
+def test_fusion_regions_over_sizes_read_from_data():
+    """Decomposed inside a torch.compile region, an op reads a size read from data (the expand
+    of a broadcast): the region takes it as an input and compiles with dynamic shapes."""
+    torch.manual_seed(1)
+    model = _TopTwoExperts(d=8, experts=2)
+    jm = thunder.jit(model, executors=("torchcompile", "torch"))
+    g = torch.Generator().manual_seed(4)
+    for _ in range(3):
+        x = torch.randn(6, 8, generator=g)
+        ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got, want = jm(ours), model(theirs)
+        torch.testing.assert_close(got, want)
+        got.square().sum().backward()
+        want.square().sum().backward()
+        torch.testing.assert_close(ours.grad, theirs.grad)
+    assert thunder.compile_stats(jm).eager_fallbacks == 0
+    assert "torchcompile" in str(thunder.last_traces(jm)[-1])

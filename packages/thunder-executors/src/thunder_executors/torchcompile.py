@@ -78,6 +78,18 @@ def _torch_calls(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:
     return out
 
 
+def _sizes_read(translated: Sequence[BoundSymbol], inputs: Sequence[Proxy]) -> list[Proxy]:
+    """Numbers the region's decomposed calls read that the region neither takes nor makes: sizes
+    of its tensors (symbolic, or read from data), defined outside and passed in."""
+    known = {p.name for p in inputs} | {p.name for b in translated for p in b.flat_proxy_outs}
+    extra: dict[str, Proxy] = {}
+    for b in translated:
+        for p in b.flat_proxy_args:
+            if isinstance(p, NumberProxy) and p.name not in known:
+                extra.setdefault(p.name, p)
+    return list(extra.values())
+
+
 def _canonical(
     region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy]
 ) -> tuple[list[BoundSymbol], list[Proxy], list[Proxy]]:
@@ -300,6 +312,7 @@ class TorchCompileExecutor(FusionExecutor):
         index: int,
     ) -> BoundSymbol:
         translated = _torch_calls(region)
+        inputs = [*inputs, *_sizes_read(translated, inputs)]
         name = f"fusion{index}"
         rtrace = region_trace("fusion", *_canonical(translated, inputs, outputs))
         source = rtrace.python()
