@@ -67,6 +67,17 @@ def test_indices_of_nonzero_elements():
     assert thunder.compile_stats(jf).compilations == 1
 
 
+def test_indices_of_a_zero_dim_tensor():
+    for f in (lambda x: torch.nonzero(x, as_tuple=True), lambda x: torch.where(x > 1)):
+        jf = thunder.jit(f)
+        for v in (5.0, 0.0):
+            got, want = jf(torch.tensor(v)), f(torch.tensor(v))
+            assert len(got) == len(want)
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b)
+        assert thunder.compile_stats(jf).eager_fallbacks == 0
+
+
 def test_none_selected_and_all_selected():
     fn = lambda x: (x[x > 0] + 1).sum(0, keepdim=True)  # noqa: E731
     _matches_eager(fn, [(-torch.ones(5),), (torch.ones(5),), (torch.randn(5),)])

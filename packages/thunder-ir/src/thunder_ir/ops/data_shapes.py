@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 from thunder_ir import dtypes, prims
-from thunder_ir.errors import DataDependentError
 from thunder_ir.ops import indexing
 from thunder_ir.ops.elementwise_binary import where as _where3
 from thunder_ir.ops.shape import broadcast_tensors
@@ -29,7 +28,7 @@ def nonzero(a: Any, *, as_tuple: bool = False) -> Any:
     """``torch.nonzero(a)``: the indices of ``a``'s nonzero elements, one row each."""
     check(isinstance(a, TensorProxy), lambda: f"nonzero(): expected a tensor, got {type(a)}")
     if as_tuple and a.ndim == 0:
-        raise DataDependentError("torch.nonzero(as_tuple=True) of a 0-dim tensor is not supported")
+        a = prims.reshape(a, (1,))  # torch answers as for one element: (indices of it,)
     indices, _ = prims.nonzero(a)
     if as_tuple:
         return tuple(_column(indices, j) for j in range(a.ndim))
