@@ -150,8 +150,13 @@ def _no_output(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-def _check_data(cond: Any, text: str, *reads: Any) -> None:
+def _check_data(cond: Any, text: str, *reads: Any, restore: Any = ()) -> None:
     if not cond:
+        for state, device in restore:  # the generators as the computation found them
+            if device == "cpu":
+                torch.random.set_rng_state(state)
+            else:
+                torch.cuda.set_rng_state(state, device)
         raise DataChanged(f"{text} does not hold for the values read from tensor data")
 
 

@@ -20,7 +20,17 @@ import torch
 
 from thunder.binding.state import Inputs
 from thunder_executors import transform_for_execution
-from thunder_ir import BoundSymbol, DataDependentError, OpTag, Proxy, Trace, prims, tracectx
+from thunder_ir import (
+    BoundSymbol,
+    DataDependentError,
+    OpTag,
+    Proxy,
+    TensorProxy,
+    Trace,
+    prims,
+    tracectx,
+)
+from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.sizes import size_facts
 
@@ -165,22 +175,50 @@ def _run(
 
 def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
     """Where the computation decides on a value read from tensor data (``prims.check_data``), a
-    call where the decision differs stops there and runs another program; nothing before the
-    last check may have an effect that running again would repeat."""
+    call where the decision differs stops there and runs another program: nothing before the last
+    check may have an effect that running again would repeat. Random draws may: the generators'
+    states are taken where the computation starts and a failing check puts them back (the next
+    program draws the same numbers, as eager's one run does)."""
     last = max(
         (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
     )
     before = trace.bound_symbols[: max(last, 0)]
     info = alias_info(before, observed=[p.name for p, _ in inputs.in_order])
+    draws: list[BoundSymbol] = []
     for b in before:
         if b.sym is prims.check_data:
             continue
         # A write into memory only the program sees is discarded with the rest of the call.
         seen = writes_in_place(b) and any(map(info.is_observed, written_inputs(b)))
+        if not seen and _replayable(b) and _has_effects(b) and not writes_in_place(b):
+            draws.append(b)  # a random draw: undone by the check
+            continue
         if seen or (_has_effects(b) and not writes_in_place(b)):
-            what = "a write into an input" if seen else "a random op or a collective"
+            what = "a write into an input" if seen else "an op with effects (a collective)"
             at = f" at {b.location}" if b.location else ""
             raise DataDependentError(
                 f"the program decides on a value read from tensor data after {what} "
                 f"({b.sym.name}{at}), which is not supported yet"
             )
+    if draws:
+        _restoring_random_state(trace, draws)
+
+
+def _restoring_random_state(trace: Trace, draws: list[BoundSymbol]) -> None:
+    """The generators' states of the devices ``draws`` draw on, taken first in the computation;
+    each check after the first draw puts them back where it fails."""
+    devices = sorted(
+        {str(o.device) for b in draws for o in b.flat_proxy_outs if isinstance(o, TensorProxy)}
+    ) or ["cpu"]
+    body = trace.bound_symbols
+    first = body.index(draws[0])
+    with tracectx(trace):
+        states = tuple((ltorch.get_rng_state(device), device) for device in devices)
+    taken = body[len(body) - len(devices) :]
+    del body[len(body) - len(devices) :]
+    body[0:0] = taken
+    first += len(taken)
+    for i in range(first, len(body)):
+        b = body[i]
+        if b.sym is prims.check_data:
+            body[i] = b.replace(kwargs={**b.kwargs, "restore": states})
