@@ -122,23 +122,30 @@ def test_a_write_after_the_decision_runs_once_per_call():
     _matches_eager(read_then_write, calls)  # compares buf after each call
 
 
+def _draws_as_eager(fn, seed: int, calls: int = 6):
+    """``thunder.jit(fn)`` on fresh inputs, each call from its own seed: results and the
+    generator's state afterwards as eager's; returns the jitted function."""
+    jf = thunder.jit(fn)
+    g = torch.Generator().manual_seed(seed)
+    for s in range(calls):
+        x = torch.randn(3, generator=g)
+        torch.manual_seed(s)
+        got, after = jf(x), torch.rand(2)
+        torch.manual_seed(s)
+        want, want_after = fn(x), torch.rand(2)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(after, want_after)  # the generator advanced as eager's
+    assert thunder.compile_stats(jf).eager_fallbacks == 0
+    return jf
+
+
 def test_random_after_the_decision_draws_as_eager():
     def read_then_draw(x):
         m = x.sum().item()
         noise = torch.rand(3)
         return x * noise if m > 0 else x - noise
 
-    jf = thunder.jit(read_then_draw)
-    g = torch.Generator().manual_seed(4)
-    for seed in range(6):
-        x = torch.randn(3, generator=g)
-        torch.manual_seed(seed)
-        got = jf(x)
-        after = torch.rand(1)
-        torch.manual_seed(seed)
-        torch.testing.assert_close(got, read_then_draw(x))
-        torch.testing.assert_close(after, torch.rand(1))  # the generator advanced as eager's
-    assert thunder.compile_stats(jf).eager_fallbacks == 0
+    _draws_as_eager(read_then_draw, seed=4)
 
 
 def _decide_after_writing_the_input(x):
@@ -255,17 +262,7 @@ def test_values_of_random_draws_read_as_the_program_draws_them():
         noise = torch.rand(3)
         return x * noise.sum().item() + torch.randn(3)
 
-    jf = thunder.jit(f)
-    g = torch.Generator().manual_seed(8)
-    for seed in range(4):
-        x = torch.randn(3, generator=g)
-        torch.manual_seed(seed)
-        got, after = jf(x), torch.rand(1)
-        torch.manual_seed(seed)
-        want, want_after = f(x), torch.rand(1)
-        torch.testing.assert_close(got, want)
-        torch.testing.assert_close(after, want_after)  # the generator advanced once, as eager's
-    assert thunder.compile_stats(jf).eager_fallbacks == 0
+    _draws_as_eager(f, seed=8, calls=4)
 
 
 def test_decisions_after_random_draws_put_the_generator_back():
@@ -278,15 +275,5 @@ def test_decisions_after_random_draws_put_the_generator_back():
             return y * 2 + torch.rand(3)
         return y - torch.randn(3)
 
-    jf = thunder.jit(f)
-    g = torch.Generator().manual_seed(9)
-    for seed in range(8):
-        x = torch.randn(3, generator=g)
-        torch.manual_seed(seed)
-        got, after = jf(x), torch.rand(2)
-        torch.manual_seed(seed)
-        want, want_after = f(x), torch.rand(2)
-        torch.testing.assert_close(got, want)
-        torch.testing.assert_close(after, want_after)
-    stats = thunder.compile_stats(jf)
-    assert stats.eager_fallbacks == 0 and stats.compilations == 2
+    jf = _draws_as_eager(f, seed=9, calls=8)
+    assert thunder.compile_stats(jf).compilations == 2
