@@ -277,3 +277,39 @@ def test_decisions_after_random_draws_put_the_generator_back():
 
     jf = _draws_as_eager(f, seed=9, calls=8)
     assert thunder.compile_stats(jf).compilations == 2
+
+
+def test_reads_of_tensors_with_symbolic_sizes():
+    # the fuzzer's case: a global set from float() of a tensor whose size is symbolic
+    def f(x, t):
+        y = x + t.sum()
+        try:
+            scale = float(y.sum())
+        except Exception:
+            scale = -1.0
+        return y * scale
+
+    g = torch.Generator().manual_seed(10)
+    calls = [(torch.randn(n, generator=g), torch.arange(3.0)) for n in (2, 3, 5, 2)]
+    _matches_eager(f, calls, cache="symbolic values")  # float() is a value: one program each
+
+
+def test_a_read_that_fails_is_never_caught_by_the_program(monkeypatch):
+    """Whatever goes wrong while tracing reads data, the program's own except clause must not
+    see it (it would take a path eager does not): the call runs eagerly."""
+    from thunder.binding.data_reads import TensorDataReader
+
+    def broken(self, t):
+        raise RuntimeError("broken read")
+
+    monkeypatch.setattr(TensorDataReader, "_read", broken)
+
+    def f(x):
+        try:
+            return x * float(x.sum())
+        except Exception:
+            return x - 100
+
+    x = torch.randn(3)
+    with pytest.warns(UserWarning, match="broken read"):
+        torch.testing.assert_close(thunder.jit(f)(x), f(x))

@@ -23,6 +23,7 @@ from thunder_executors import transform_for_execution
 from thunder_ir import (
     BoundSymbol,
     DataDependentError,
+    NumberProxy,
     OpTag,
     Proxy,
     TensorProxy,
@@ -47,6 +48,18 @@ class TensorDataReader:
         self.values: dict[str, Any] = {}  # tensors computed by earlier reads, by name
 
     def __call__(self, t: Any) -> Any:
+        try:
+            return self._read(t)
+        except DataDependentError:
+            raise
+        except Exception as e:
+            # Never the program's to catch: its except clause would take a path eager does not.
+            raise DataDependentError(
+                f"reading the values of {t.name} while tracing raised {type(e).__name__}: {e} "
+                "(please report this)"
+            ) from e
+
+    def _read(self, t: Any) -> Any:
         bsyms = self.trace.bound_symbols
         known = self._known()
         needed, args = _slice(bsyms, t.name, known)
@@ -79,14 +92,14 @@ class TensorDataReader:
                 f"the values of {t.name} depend on numbers drawn from a torch.Generator passed "
                 "in, which a read while tracing would advance"
             )
-        base = {p.name: x for x, p in self.inputs.tensors.values()}
-        base.update((name, obj) for name, (obj, _) in self.inputs.numbers.items())
+        base = _input_values(self.inputs)
         made = {p.name for b in bsyms for p in b.flat_proxy_outs}
         args: dict[str, Proxy] = {}
         for b in bsyms:
             for p in b.flat_proxy_args:
                 if p.name not in made and p.name in base:
                     args[p.name] = p
+        _add_sizes_read(bsyms, {k: v for k, v in base.items() if k not in made}, args)
         values = {
             name: base[name].clone()
             if written is not None and isinstance(base[name], torch.Tensor) and written(name)
@@ -97,11 +110,23 @@ class TensorDataReader:
             return _run(self.trace, bsyms, list(args.values()), t, values)
 
     def _known(self) -> dict[str, Any]:
-        known = {p.name: x for x, p in self.inputs.tensors.values()}
-        known.update((name, obj) for name, (obj, _) in self.inputs.numbers.items())
+        known = _input_values(self.inputs)
         known.update(self.values)
         known.update((name, p.value) for name, p in self.trace.data_values.items())
         return known
+
+
+def _input_values(inputs: Inputs) -> dict[str, Any]:
+    """This call's values of the trace's inputs by name: tensors, numbers, and the symbolic sizes
+    of the tensors (``cache="symbolic values"``)."""
+    values: dict[str, Any] = {}
+    for x, p in inputs.tensors.values():
+        values[p.name] = x
+        for size in p.shape:
+            if isinstance(size, NumberProxy):
+                values.setdefault(size.name, size.value)
+    values.update((name, obj) for name, (obj, _) in inputs.numbers.items())
+    return values
 
 
 def _slice(
@@ -128,7 +153,21 @@ def _slice(
             "compute on this call's inputs"
         )
     needed.reverse()
+    _add_sizes_read(needed, known, args)
     return needed, list(args.values())
+
+
+def _add_sizes_read(
+    bsyms: list[BoundSymbol], known: dict[str, Any], args: dict[str, Proxy]
+) -> None:
+    """The symbolic sizes of the tensors ``bsyms`` use, where known: their decompositions read
+    them (a broadcast to ``(x_size0,)``) without taking them as arguments."""
+    for b in bsyms:
+        for p in (*b.flat_proxy_args, *b.flat_proxy_outs):
+            if isinstance(p, TensorProxy):
+                for size in p.shape:
+                    if isinstance(size, NumberProxy) and size.name in known:
+                        args.setdefault(size.name, size)
 
 
 def _has_effects(b: BoundSymbol) -> bool:
