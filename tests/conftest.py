@@ -23,6 +23,18 @@ for _folder in sorted(
 os.environ.setdefault("THUNDER_VERIFY_GUARD_TREE", "1")
 os.environ.setdefault("THUNDER_GUARD_TREE_AFTER", "1")
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A failure inside thunder's compiler runs the call eagerly for users (InternalErrorWarning);
+    # in the suite it is an error, so that no such bug hides behind eager's result. (The
+    # interpreter's environments have no thunder.)
+    try:
+        import thunder.errors  # noqa: F401
+    except ImportError:
+        return
+    config.addinivalue_line("filterwarnings", "error::thunder.errors.InternalErrorWarning")
+
+
 settings.register_profile(
     "ci",
     derandomize=True,

@@ -7,6 +7,7 @@ from thunder_ir.errors import TracingError
 
 __all__ = [
     "HigherOrderOperatorError",
+    "InternalErrorWarning",
     "JitError",
     "RandomStateError",
     "RunsEagerly",
@@ -84,6 +85,13 @@ class RunsEagerly(Exception):
     the jitted function): the whole call runs eagerly, with a warning that names it. Not a
     ``JitError`` (that would be a refusal), and uncatchable by the program's ``except``
     clauses."""
+
+
+class InternalErrorWarning(UserWarning):
+    """Compiling a traced program failed inside thunder (a transform, an executor, code
+    generation): a bug of thunder's, not the program's. The call ran eagerly, so its result is
+    torch's; the warning names the exception and where thunder raised it, to report. The test
+    suite turns it into an error (``pyproject.toml``'s ``filterwarnings``)."""
 
 
 # The IR's tracing errors: what the program does depends on what tracing cannot know. A program

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,11 +25,12 @@ from thunder.compile_entry import (
     parameter_names,
     user_location,
 )
-from thunder.errors import JitError, RunsEagerly
+from thunder.errors import InternalErrorWarning, JitError, RunsEagerly
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
 from thunder.signature import Signature, make_signature
 from thunder_ir import Trace, Transform
+from thunder_ir.errors import TracingError
 from thunder_ir.prims import DataChanged
 
 __all__ = ["CompileStats", "ThunderFunction"]
@@ -37,6 +39,8 @@ __all__ = ["CompileStats", "ThunderFunction"]
 # tracing is tried again; each further failure doubles the wait, up to the maximum.
 _FIRST_EAGER_WAIT = 8
 _MAX_EAGER_WAIT = 4096
+# Stands for "compiling raised inside thunder" where the slow path holds the exception to run after.
+_INTERNAL: Exception = RuntimeError("thunder failed compiling the traced program")
 
 
 @dataclass
@@ -59,6 +63,14 @@ class CompileStats:
     # The last compiled program: ``prologue(args, kwargs)`` returns the computation's inputs,
     # ``computation(*inputs)`` what runs (``./dev bench models`` times it alone).
     last_program: CacheEntry | None = None
+
+    @property
+    def last_data_reads(self) -> list[str]:
+        """Where the last compiled program reads tensor data and decides on it (the user's
+        ``file:line`` of each read and each decision checked on every call)."""
+        from thunder.examine import describe_data_reads
+
+        return describe_data_reads(self.last_traces[0]) if self.last_traces else []
 
 
 class _Structure:
@@ -212,8 +224,17 @@ class ThunderFunction:
             )
         except ProgramRaised as e:
             raised = e.error
+        except (JitError, TracingError):
+            raise
+        except Exception as e:  # after tracing: thunder's own failure, never the program's
+            self._warn_internal_error(e)
+            raised = _INTERNAL
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
-            result = self._run_eagerly_after_raise(args, kwargs, raised)
+            if raised is _INTERNAL:
+                self.stats.eager_fallbacks += 1
+                result = self.fn(*args, **kwargs)
+            else:
+                result = self._run_eagerly_after_raise(args, kwargs, raised)
             if structure is not None and key is not None:
                 # Eager ran: the same inputs run eagerly for a while before tracing is tried
                 # again, each wait twice the last (state the trace read may change).
@@ -254,6 +275,25 @@ class ThunderFunction:
                 f"({describe_guard_failure(e)}). The function changed state it also reads in a "
                 "way thunder does not track; please report this"
             ) from e
+
+    def _warn_internal_error(self, error: Exception) -> None:
+        """Compiling the traced program raised inside thunder: the call runs eagerly (its result
+        is torch's, never a half-compiled one) and the warning says what to report."""
+        name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        frames = traceback.extract_tb(error.__traceback__)
+        last = frames[-1] if frames else None
+        where = f" at {last.filename}:{last.lineno} ({last.name})" if last else ""
+        self.stats.last_eager_reason = f"internal error {type(error).__name__}: {error}{where}"
+        try:
+            warnings.warn(
+                f"thunder.jit: compiling {name} failed inside thunder with "
+                f"{type(error).__name__}: {error}{where}; the call runs eagerly (please report "
+                "this)",
+                InternalErrorWarning,
+                stacklevel=4,
+            )
+        except InternalErrorWarning as w:  # warnings as errors: keep thunder's traceback
+            raise w from error
 
     def _run_eagerly_after_raise(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], error: Exception

@@ -1,0 +1,78 @@
+"""A failure inside thunder's compiler, after tracing, is never the user's crash: the call runs
+eagerly (torch's result, its effects once) with an ``InternalErrorWarning`` naming what to
+report. The suite itself turns that warning into an error (``tests/conftest.py``)."""
+
+import warnings
+
+import pytest
+import torch
+
+import thunder
+import thunder.compile_entry
+from thunder.errors import InternalErrorWarning
+
+
+def _broken_pass(trace):
+    raise KeyError("a pass lost a proxy")
+
+
+def _program(log):
+    def f(x, y):
+        log.append(len(log))
+        return torch.nn.functional.gelu(x @ y).sum(-1)
+
+    return f
+
+
+def test_a_failing_pass_runs_the_call_eagerly_with_a_warning(monkeypatch):
+    monkeypatch.setattr(thunder.compile_entry, "recognize_composites", _broken_pass)
+    log = []
+    jf = thunder.jit(_program(log))
+    x, y = torch.randn(4, 8), torch.randn(8, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with pytest.warns(InternalErrorWarning, match="KeyError.*a pass lost a proxy.*report"):
+            out = jf(x, y)
+    torch.testing.assert_close(out, _program([])(x, y))
+    assert log == [0]  # the program's effect happened once: tracing's is undone
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 1
+    assert "KeyError" in stats.last_eager_reason
+    assert "_broken_pass" in stats.last_eager_reason  # where thunder raised
+
+
+def test_the_same_inputs_are_not_retraced_on_every_call(monkeypatch):
+    calls = []
+
+    def counting(trace):
+        calls.append(1)
+        raise KeyError("lost")
+
+    monkeypatch.setattr(thunder.compile_entry, "recognize_composites", counting)
+    jf = thunder.jit(_program([]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(5):
+            x, y = torch.randn(4, 8), torch.randn(8, 3)
+            torch.testing.assert_close(jf(x, y), _program([])(x, y))
+    assert len(calls) == 1
+
+
+def test_as_an_error_it_keeps_thunders_traceback(monkeypatch):
+    monkeypatch.setattr(thunder.compile_entry, "recognize_composites", _broken_pass)
+    jf = thunder.jit(_program([]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InternalErrorWarning)
+        with pytest.raises(InternalErrorWarning) as info:
+            jf(torch.randn(2, 8), torch.randn(8, 3))
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_thunders_refusals_still_propagate(monkeypatch):
+    def refusing(trace):
+        raise thunder.errors.JitError("thunder.jit: refused on purpose")
+
+    monkeypatch.setattr(thunder.compile_entry, "recognize_composites", refusing)
+    jf = thunder.jit(_program([]))
+    with pytest.raises(thunder.errors.JitError, match="refused on purpose"):
+        jf(torch.randn(2, 8), torch.randn(8, 3))
