@@ -166,16 +166,70 @@ def test_reads_of_memory_written_before():
     assert thunder.compile_stats(jf).compilations == 1
 
 
-@pytest.mark.parametrize(("fn", "reason"), [(_decide_after_writing_the_input, "a write into")])
-def test_reads_tracing_cannot_repeat_run_eagerly_with_the_reason(fn, reason):
+def _decide_after_writing_through_a_view(x, buf):
+    buf[1:].add_(x[1:])
+    if buf.sum() > 0:
+        return buf  # the written input itself
+    return buf[:2] * x[:2]
+
+
+def _decide_twice_between_writes(x, buf):
+    buf.mul_(x)
+    y = buf * 3 if buf.max() > 0.5 else buf + 1
+    buf.sub_(y.mean().item())
+    return y * x if bool(buf.min() < 0) else y
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, buf: _decide_after_writing_the_input(buf) * x,
+        _decide_after_writing_through_a_view,
+        _decide_twice_between_writes,
+    ],
+)
+def test_decisions_after_writes_into_inputs_write_them_after_the_last_check(fn):
+    g = torch.Generator().manual_seed(11)
+    calls = [(torch.randn(4, generator=g), torch.randn(4, generator=g) - 1) for _ in range(8)]
+    jf = _matches_eager(fn, calls)  # each input written once per call, as eager writes it
+    body = thunder.last_traces(jf)[0].bound_symbols
+    names = [b.sym.name for b in body]
+    last_check = max(i for i, n in enumerate(names) if n == "check_data")
+    assert "copy_" in names[last_check:] and "copy_" not in names[:last_check]
+
+
+def test_a_module_buffer_counted_before_a_decision():
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("seen", torch.zeros(()))
+
+        def forward(self, x):
+            self.seen += (x > 0).sum()
+            return x * 2 if self.seen > 6 else x - 1
+
+    eager, jm = Counting(), thunder.jit(Counting())
+    g = torch.Generator().manual_seed(2)
+    for _ in range(6):
+        x = torch.randn(3, generator=g)
+        torch.testing.assert_close(jm(x), eager(x))
+        torch.testing.assert_close(jm.seen, eager.seen)
+    assert thunder.compile_stats(jm).eager_fallbacks == 0
+
+
+def _decide_after_writing_a_shared_input(a, b):
+    a.add_(1)
+    return b * 2 if b.sum() > 0 else b - 1
+
+
+def test_reads_tracing_cannot_repeat_run_eagerly_with_the_reason():
+    fn, reason = _decide_after_writing_a_shared_input, "share memory"
     jf = thunder.jit(fn)
     x = torch.randn(3)
     ours, theirs = x.clone(), x.clone()
-    torch.manual_seed(0)
     with pytest.warns(UserWarning, match=reason):
-        got = jf(ours)
-    torch.manual_seed(0)
-    torch.testing.assert_close(got, fn(theirs))
+        got = jf(ours, ours[1:])
+    torch.testing.assert_close(got, fn(theirs, theirs[1:]))
     torch.testing.assert_close(ours, theirs)
     assert reason in thunder.compile_stats(jf).last_eager_reason
 
@@ -313,3 +367,29 @@ def test_a_read_that_fails_is_never_caught_by_the_program(monkeypatch):
     x = torch.randn(3)
     with pytest.warns(UserWarning, match="broken read"):
         torch.testing.assert_close(thunder.jit(f)(x), f(x))
+
+
+def test_examine_and_the_statistics_say_where_data_is_read_and_decided():
+    x, pos = torch.randn(2, 8), torch.tensor([1, 2])
+    report = thunder.examine(_sliding_window, x, pos, show=False)
+    here = f"{__file__}:"
+    assert any(here in r and "read from tensor data (item)" in r for r in report.data_reads)
+    assert any(here in r and "decides (i0 < " in r for r in report.data_reads)
+    assert report.eager_reason is None
+    jf = thunder.jit(_sliding_window)
+    jf(x, pos)
+    assert thunder.compile_stats(jf).last_data_reads == report.data_reads
+
+
+def test_examine_says_when_a_call_runs_eagerly_and_where():
+    @torch.compiler.disable
+    def helper(x):
+        return x.numpy().sum()
+
+    def f(x):
+        return x * helper(x)
+
+    report = thunder.examine(f, torch.randn(3), show=False)
+    assert "torch.compiler.disable" in report.eager_reason
+    assert f"{__file__}:" in report.eager_reason
+    assert "EAGERLY" in str(report)

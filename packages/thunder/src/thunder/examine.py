@@ -1,5 +1,6 @@
 """``thunder.examine``: which torch operations a program uses: those an op mirrors, those run by
-the torch fallback (``thunder_ir.ops.fallback``), and those thunder cannot run (with why)."""
+the torch fallback (``thunder_ir.ops.fallback``), and those thunder cannot run (with why); where
+it reads tensor data and decides on it, and whether thunder.jit would run the call eagerly."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from typing import Any
 
 import torch
 
+from thunder.errors import JitError, UnsupportedOperationError
 from thunder.lookasides import data_shaped_functions, is_torch_callable
+from thunder.options import JitOptions
 from thunder_interp import Callbacks, interpret
+from thunder_ir import OpTag, Trace, prims
 from thunder_ir.ops import torch_symbol_map
 from thunder_ir.ops.fallback import fallback_refusal, torch_callable_name
 
-__all__ = ["ExaminationReport", "examine"]
+__all__ = ["ExaminationReport", "describe_data_reads", "examine"]
 
 
 @dataclass
@@ -29,6 +33,10 @@ class ExaminationReport:
     fallback: Counter[str] = field(default_factory=Counter)
     unsupported: Counter[str] = field(default_factory=Counter)
     reasons: dict[str, str] = field(default_factory=dict)
+    # Where the traced program reads tensor data and decides on it (``describe_data_reads``).
+    data_reads: list[str] = field(default_factory=list)
+    # Why thunder.jit would run this call eagerly (with the user's file:line), or None.
+    eager_reason: str | None = None
 
     def __str__(self) -> str:
         lines = [f"{len(self.supported)} supported torch operation(s) used:"]
@@ -47,7 +55,52 @@ class ExaminationReport:
             ]
         else:
             lines.append("every torch operation it calls is supported")
+        if self.data_reads:
+            lines.append(
+                "reads tensor data (compiled: each decision is checked on every call, one "
+                "program per outcome):"
+            )
+            lines += [f"  {line}" for line in self.data_reads]
+        if self.eager_reason:
+            lines.append(f"thunder.jit runs this call EAGERLY: {self.eager_reason}")
         return "\n".join(lines)
+
+
+def describe_data_reads(trace: Trace) -> list[str]:
+    """One line per read of tensor data in ``trace`` (``prims.item``, ``nonzero``, the fallback
+    of a data-shaped torch callable...) and per decision checked on it, with the user's
+    ``file:line``: where the program depends on values a guard cannot know."""
+    lines = []
+    for b in trace.bound_symbols:
+        at = f"{b.location}: " if b.location else ""
+        if b.sym is prims.check_data:
+            lines.append(f"{at}decides {b.args[1]}")
+        elif OpTag.READS_DATA in b.sym.tags:
+            outs = ", ".join(p.name for p in b.flat_proxy_outs) or "a value"
+            lines.append(f"{at}{outs} read from tensor data ({b.sym.name})")
+    return lines
+
+
+def _traced(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], report: Any) -> None:
+    """What tracing the call finds: its reads of data, or why the call would run eagerly.
+    Tracing has no effect outside (its writes are undone; it writes no tensor)."""
+    from thunder.binding.program import ProgramRaised, trace_program, user_location
+    from thunder.compile_entry import parameter_names
+
+    try:
+        options = JitOptions.from_kwargs(None, None, False, {})
+        program = trace_program(fn, args, kwargs, options, parameter_names(fn))
+    except ProgramRaised as e:
+        where = user_location(e.error)
+        report.eager_reason = f"{e.error}" + (
+            f" at {where}" if where and where not in str(e.error) else ""
+        )
+    except UnsupportedOperationError:
+        pass  # listed among the unsupported operations
+    except JitError as e:
+        report.eager_reason = f"thunder.jit refuses it: {e}"
+    else:
+        report.data_reads = describe_data_reads(program.trace)
 
 
 def _name(fn: Any) -> str:
@@ -94,6 +147,7 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
                     report.reasons[name] = reason
         return f(*a, **k)
 
+    _traced(fn, args, kwargs, report)
     interpret(fn, lookasides=lookasides, callbacks=Callbacks(opaque_call=opaque_call))(
         *args, **kwargs
     )

@@ -212,17 +212,21 @@ def _run(
         return run(*(known[a.name] for a in args))
 
 
-def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
+def check_data_decisions(trace: Trace, inputs: Inputs, autocast_regions: bool) -> None:
     """Where the computation decides on a value read from tensor data (``prims.check_data``), a
     call where the decision differs stops there and runs another program: nothing before the last
-    check may have an effect that running again would repeat. Random draws may: the generators'
-    states are taken where the computation starts and a failing check puts them back (the next
-    program draws the same numbers, as eager's one run does)."""
-    last = max(
-        (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
-    )
+    check may have an effect that running again would repeat. Writes into inputs are deferred
+    past it (functionalized: the inputs are written at the end, ``defer_input_writes``). Random
+    draws may come first: the generators' states are taken where the computation starts and a
+    failing check puts them back (the next program draws the same numbers, as eager's one run
+    does). Runs on the finished trace (its arguments and return recorded)."""
+    last = _last_check(trace)
+    observed = [p.name for p, _ in inputs.in_order]
+    if last > 0 and _writes_an_input(trace.bound_symbols[:last], observed):
+        defer_input_writes(trace, inputs, autocast_regions)
+        last = _last_check(trace)
     before = trace.bound_symbols[: max(last, 0)]
-    info = alias_info(before, observed=[p.name for p, _ in inputs.in_order])
+    info = alias_info(before, observed=observed)
     draws: list[BoundSymbol] = []
     for b in before:
         if b.sym is prims.check_data:
@@ -241,6 +245,48 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
             )
     if draws:
         _restoring_random_state(trace, draws)
+
+
+def _writes_an_input(bsyms: list[BoundSymbol], observed: list[str]) -> bool:
+    info = alias_info(bsyms, observed=observed)
+    return any(writes_in_place(b) and any(map(info.is_observed, written_inputs(b))) for b in bsyms)
+
+
+def _last_check(trace: Trace) -> int:
+    return max(
+        (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
+    )
+
+
+def defer_input_writes(trace: Trace, inputs: Inputs, autocast_regions: bool) -> None:
+    """``trace`` with its in-place writes as new values and the inputs written last
+    (``functionalize``), so that a decision after a write stops the call before any effect.
+    Refused (the call runs eagerly) where the values alone cannot say what the writes do: inputs
+    that share memory (a write into one changes the other under the trace's feet), a write
+    through a view whose strides decide (``reshape``), autocast blocks (their regions are
+    recorded per bound symbol)."""
+    from thunder.signature import storage_address
+    from thunder_transforms.functionalize import functionalize
+
+    info = alias_info(trace.bound_symbols, observed=[p.name for p, _ in inputs.in_order])
+    written = [(t, p) for t, p in inputs.tensors.values() if info.is_written(p.name)]
+    addresses = [storage_address(t) for t, _ in inputs.tensors.values()]
+    why = None
+    if any(addresses.count(storage_address(t)) > 1 for t, _ in written):
+        why = "inputs that share memory"
+    elif autocast_regions:
+        why = "inside a torch.autocast block"
+    else:
+        try:
+            trace.bound_symbols = list(functionalize(trace).trace.bound_symbols)
+            return
+        except NotImplementedError as e:
+            why = str(e)
+    names = ", ".join(p.name for _, p in written)
+    raise DataDependentError(
+        f"the program decides on a value read from tensor data after writing into inputs "
+        f"({names}), and the writes cannot be deferred past the decision ({why})"
+    )
 
 
 def _restoring_random_state(trace: Trace, draws: list[BoundSymbol]) -> None:

@@ -132,7 +132,10 @@ def trace_program(
             binder.check_context_vars()
             template = binder.output_template(result)
             binder.check_stored_cells()
-            check_data_decisions(trace, binder.inputs)
+            trace.args = tuple(p for p, _ in binder.inputs.in_order)
+            outputs = _epilogue_outputs(binder.effects.writes, template)
+            prims.python_return(template if outputs is None else outputs)
+            check_data_decisions(trace, binder.inputs, binder.autocast_regions() is not None)
         except Exception as e:
             reported = _as_reported(e)
             if reported is e:
@@ -142,9 +145,6 @@ def trace_program(
             binder.release_held_locks()
             binder.undo_effects()
             trace.read_data = None  # it holds this call's tensors
-        trace.args = tuple(p for p, _ in binder.inputs.in_order)
-        outputs = _epilogue_outputs(binder.effects.writes, template)
-        prims.python_return(template if outputs is None else outputs)
     return _result(binder, template, outputs)
 
 
