@@ -393,3 +393,59 @@ def test_examine_says_when_a_call_runs_eagerly_and_where():
     assert "torch.compiler.disable" in report.eager_reason
     assert f"{__file__}:" in report.eager_reason
     assert "EAGERLY" in str(report)
+
+
+def test_a_decision_that_does_not_read_the_written_memory_moves_before_the_write():
+    def decode_step(k, cache, pos):
+        cache.index_copy_(0, pos, k)  # a KV-cache write, then a decision on the position
+        n = pos.max().item()
+        return cache[: n + 1].sum(0) if n < 5 else cache.mean(0)
+
+    cache = torch.zeros(8, 3)
+    calls = [(torch.randn(1, 3), cache, torch.tensor([i])) for i in range(8)]
+    jf = thunder.jit(decode_step)
+    want_cache = cache.clone()
+    for k, c, pos in calls:
+        torch.testing.assert_close(jf(k, c, pos), decode_step(k, want_cache, pos))
+        torch.testing.assert_close(c, want_cache)
+    assert thunder.compile_stats(jf).eager_fallbacks == 0
+    names = [b.sym.name for b in thunder.last_traces(jf)[0].bound_symbols]
+    # the write stays in place (no copy of the whole cache), after the decision
+    assert "copy_" not in names
+    assert max(i for i, n in enumerate(names) if n == "check_data") < names.index("index_copy_")
+
+
+_STEPS = ("write_buf", "write_buf_view", "write_out", "decide_x", "decide_buf", "read_into_y")
+
+
+def _program_of(steps):
+    """A program of ``steps``: writes into the input ``buf`` (whole or through a view), into
+    memory of its own, reads of data (of ``x``, which is never written, or of ``buf``) and
+    decisions on them, in any order."""
+
+    def f(x, buf):
+        y = x * 1.5
+        for step in steps:
+            if step == "write_buf":
+                buf.mul_(0.5).add_(x)
+            elif step == "write_buf_view":
+                buf[1:].sub_(y[1:])
+            elif step == "write_out":
+                y.add_(buf)
+            elif step == "decide_x":
+                y = y * 2 if x.sum() > 0 else y - 1
+            elif step == "decide_buf":
+                y = y + buf if buf.max() > 0.5 else y * buf
+            else:
+                y = y * buf.sum().item()
+        return y
+
+    return f
+
+
+@settings(deadline=None, max_examples=30)
+@given(steps=st.lists(st.sampled_from(_STEPS), min_size=1, max_size=6), seed=st.integers(0, 99))
+def test_writes_and_decisions_in_any_order_match_eager(steps, seed):
+    g = torch.Generator().manual_seed(seed)
+    calls = [(torch.randn(4, generator=g), torch.randn(4, generator=g)) for _ in range(4)]
+    _matches_eager(_program_of(steps), calls)  # results and buf after each call

@@ -31,11 +31,10 @@ from thunder_ir import (
     prims,
     tracectx,
 )
-from thunder_ir import ops as ltorch
-from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
+from thunder_ir.aliasing import alias_info, writes_in_place
 from thunder_ir.sizes import size_facts
 
-__all__ = ["TensorDataReader", "check_data_decisions"]
+__all__ = ["TensorDataReader", "has_effects", "replayable"]
 
 
 class TensorDataReader:
@@ -69,7 +68,7 @@ class TensorDataReader:
             return self._whole_trace(t, written)  # the writes are part of its value
         if t.name in known:  # an input, or read before
             return known[t.name]
-        if any(map(_has_effects, needed)):
+        if any(map(has_effects, needed)):
             return self._whole_trace(t, written)  # the random draws before it are too
         value = _run(self.trace, needed, args, t, known)
         self.values[t.name] = value
@@ -81,7 +80,7 @@ class TensorDataReader:
         from the random state the call starts from, which is put back afterwards, so that the
         program draws the same numbers."""
         bsyms = list(self.trace.bound_symbols)
-        acting = [b for b in bsyms if not _replayable(b)]
+        acting = [b for b in bsyms if not replayable(b)]
         if acting:
             raise DataDependentError(
                 f"the values of {t.name} are read after {acting[0].sym.name}, an op with effects "
@@ -170,19 +169,19 @@ def _add_sizes_read(
                         args.setdefault(size.name, size)
 
 
-def _has_effects(b: BoundSymbol) -> bool:
+def has_effects(b: BoundSymbol) -> bool:
     """Whether running ``b`` again would draw random numbers or act outside its outputs."""
     if b.has_tag(OpTag.RANDOM) or b.has_tag(OpTag.DONT_DCE):
         return True
-    return any(_has_effects(s) for s in b.subsymbols)
+    return any(has_effects(s) for s in b.subsymbols)
 
 
-def _replayable(b: BoundSymbol) -> bool:
+def replayable(b: BoundSymbol) -> bool:
     """Whether running ``b`` again while tracing leaves nothing behind: no effect, or an in-place
     write (replayed on copies), a random draw (from a state put back), a check of a value read
     before (it holds)."""
     if not b.has_tag(OpTag.DONT_DCE) or b.has_tag(OpTag.RANDOM) or writes_in_place(b):
-        return all(map(_replayable, b.subsymbols))
+        return all(map(replayable, b.subsymbols))
     return b.sym is prims.check_data
 
 
@@ -210,100 +209,3 @@ def _run(
     with tracectx(Trace("data_read_scratch")), size_facts(), torch.no_grad():
         run = transform_for_execution(scratch, ("torch",)).python_callable()
         return run(*(known[a.name] for a in args))
-
-
-def check_data_decisions(trace: Trace, inputs: Inputs, autocast_regions: bool) -> None:
-    """Where the computation decides on a value read from tensor data (``prims.check_data``), a
-    call where the decision differs stops there and runs another program: nothing before the last
-    check may have an effect that running again would repeat. Writes into inputs are deferred
-    past it (functionalized: the inputs are written at the end, ``defer_input_writes``). Random
-    draws may come first: the generators' states are taken where the computation starts and a
-    failing check puts them back (the next program draws the same numbers, as eager's one run
-    does). Runs on the finished trace (its arguments and return recorded)."""
-    last = _last_check(trace)
-    observed = [p.name for p, _ in inputs.in_order]
-    if last > 0 and _writes_an_input(trace.bound_symbols[:last], observed):
-        defer_input_writes(trace, inputs, autocast_regions)
-        last = _last_check(trace)
-    before = trace.bound_symbols[: max(last, 0)]
-    info = alias_info(before, observed=observed)
-    draws: list[BoundSymbol] = []
-    for b in before:
-        if b.sym is prims.check_data:
-            continue
-        # A write into memory only the program sees is discarded with the rest of the call.
-        seen = writes_in_place(b) and any(map(info.is_observed, written_inputs(b)))
-        if not seen and _replayable(b) and _has_effects(b) and not writes_in_place(b):
-            draws.append(b)  # a random draw: undone by the check
-            continue
-        if seen or (_has_effects(b) and not writes_in_place(b)):
-            what = "a write into an input" if seen else "an op with effects (a collective)"
-            at = f" at {b.location}" if b.location else ""
-            raise DataDependentError(
-                f"the program decides on a value read from tensor data after {what} "
-                f"({b.sym.name}{at}), which is not supported yet"
-            )
-    if draws:
-        _restoring_random_state(trace, draws)
-
-
-def _writes_an_input(bsyms: list[BoundSymbol], observed: list[str]) -> bool:
-    info = alias_info(bsyms, observed=observed)
-    return any(writes_in_place(b) and any(map(info.is_observed, written_inputs(b))) for b in bsyms)
-
-
-def _last_check(trace: Trace) -> int:
-    return max(
-        (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
-    )
-
-
-def defer_input_writes(trace: Trace, inputs: Inputs, autocast_regions: bool) -> None:
-    """``trace`` with its in-place writes as new values and the inputs written last
-    (``functionalize``), so that a decision after a write stops the call before any effect.
-    Refused (the call runs eagerly) where the values alone cannot say what the writes do: inputs
-    that share memory (a write into one changes the other under the trace's feet), a write
-    through a view whose strides decide (``reshape``), autocast blocks (their regions are
-    recorded per bound symbol)."""
-    from thunder.signature import storage_address
-    from thunder_transforms.functionalize import functionalize
-
-    info = alias_info(trace.bound_symbols, observed=[p.name for p, _ in inputs.in_order])
-    written = [(t, p) for t, p in inputs.tensors.values() if info.is_written(p.name)]
-    addresses = [storage_address(t) for t, _ in inputs.tensors.values()]
-    why = None
-    if any(addresses.count(storage_address(t)) > 1 for t, _ in written):
-        why = "inputs that share memory"
-    elif autocast_regions:
-        why = "inside a torch.autocast block"
-    else:
-        try:
-            trace.bound_symbols = list(functionalize(trace).trace.bound_symbols)
-            return
-        except NotImplementedError as e:
-            why = str(e)
-    names = ", ".join(p.name for _, p in written)
-    raise DataDependentError(
-        f"the program decides on a value read from tensor data after writing into inputs "
-        f"({names}), and the writes cannot be deferred past the decision ({why})"
-    )
-
-
-def _restoring_random_state(trace: Trace, draws: list[BoundSymbol]) -> None:
-    """The generators' states of the devices ``draws`` draw on, taken first in the computation;
-    each check after the first draw puts them back where it fails."""
-    devices = sorted(
-        {str(o.device) for b in draws for o in b.flat_proxy_outs if isinstance(o, TensorProxy)}
-    ) or ["cpu"]
-    body = trace.bound_symbols
-    first = body.index(draws[0])
-    with tracectx(trace):
-        states = tuple((ltorch.get_rng_state(device), device) for device in devices)
-    taken = body[len(body) - len(devices) :]
-    del body[len(body) - len(devices) :]
-    body[0:0] = taken
-    first += len(taken)
-    for i in range(first, len(body)):
-        b = body[i]
-        if b.sym is prims.check_data:
-            body[i] = b.replace(kwargs={**b.kwargs, "restore": states})

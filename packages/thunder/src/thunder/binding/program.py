@@ -19,7 +19,8 @@ import torch
 
 from thunder.access import Access
 from thunder.binding.binder import Binder
-from thunder.binding.data_reads import TensorDataReader, check_data_decisions
+from thunder.binding.data_reads import TensorDataReader
+from thunder.binding.decisions import check_data_decisions
 from thunder.binding.fallback import is_ir_refusal
 from thunder.binding.locations import is_library_file
 from thunder.binding.reshape_writes import install as install_reshape_write_check

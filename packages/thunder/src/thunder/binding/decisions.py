@@ -1,0 +1,173 @@
+"""Decisions on values read from tensor data (``prims.check_data``): what may run before them.
+
+A check that fails stops the computation and the call runs another program, so nothing before
+the last check may have an effect a second run would repeat. Checks are first moved as early as
+what they read allows (``hoist_decisions``); writes into inputs still before one are deferred
+past it (``defer_input_writes``); random draws before one are undone by it (the generators'
+states are taken first). What remains (a collective before a decision, writes that cannot be
+deferred) raises ``DataDependentError``: the call runs eagerly.
+"""
+
+from __future__ import annotations
+
+from thunder.binding.data_reads import has_effects, replayable
+from thunder.binding.state import Inputs
+from thunder_ir import BoundSymbol, DataDependentError, OpTag, TensorProxy, Trace, prims, tracectx
+from thunder_ir import ops as ltorch
+from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
+
+__all__ = ["check_data_decisions", "defer_input_writes", "hoist_decisions"]
+
+
+def check_data_decisions(trace: Trace, inputs: Inputs, autocast_regions: bool) -> None:
+    """Where the computation decides on a value read from tensor data (``prims.check_data``), a
+    call where the decision differs stops there and runs another program: nothing before the last
+    check may have an effect that running again would repeat. Writes into inputs are deferred
+    past it (functionalized: the inputs are written at the end, ``defer_input_writes``). Random
+    draws may come first: the generators' states are taken where the computation starts and a
+    failing check puts them back (the next program draws the same numbers, as eager's one run
+    does). Runs on the finished trace (its arguments and return recorded)."""
+    last = _last_check(trace)
+    observed = [p.name for p, _ in inputs.in_order]
+    writes_first = last > 0 and _writes_an_input(trace.bound_symbols[:last], observed)
+    # Autocast regions are recorded per bound symbol; inputs sharing memory alias unseen.
+    if writes_first and not autocast_regions and not _sharing_memory(inputs):
+        hoist_decisions(trace)
+        last = _last_check(trace)
+    if last > 0 and _writes_an_input(trace.bound_symbols[:last], observed):
+        defer_input_writes(trace, inputs, autocast_regions)
+        last = _last_check(trace)
+    before = trace.bound_symbols[: max(last, 0)]
+    info = alias_info(before, observed=observed)
+    draws: list[BoundSymbol] = []
+    for b in before:
+        if b.sym is prims.check_data:
+            continue
+        # A write into memory only the program sees is discarded with the rest of the call.
+        seen = writes_in_place(b) and any(map(info.is_observed, written_inputs(b)))
+        if not seen and replayable(b) and has_effects(b) and not writes_in_place(b):
+            draws.append(b)  # a random draw: undone by the check
+            continue
+        if seen or (has_effects(b) and not writes_in_place(b)):
+            what = "a write into an input" if seen else "an op with effects (a collective)"
+            at = f" at {b.location}" if b.location else ""
+            raise DataDependentError(
+                f"the program decides on a value read from tensor data after {what} "
+                f"({b.sym.name}{at}), which is not supported yet"
+            )
+    if draws:
+        _restoring_random_state(trace, draws)
+
+
+def _writes_an_input(bsyms: list[BoundSymbol], observed: list[str]) -> bool:
+    info = alias_info(bsyms, observed=observed)
+    return any(writes_in_place(b) and any(map(info.is_observed, written_inputs(b))) for b in bsyms)
+
+
+def _sharing_memory(inputs: Inputs) -> bool:
+    """Whether two tensor inputs share memory (a write into one changes the other, unseen by
+    the trace's alias groups)."""
+    from thunder.signature import storage_address
+
+    addresses = [storage_address(t) for t, _ in inputs.tensors.values()]
+    addresses = [a for a in addresses if a != 0]  # no memory: nothing to share
+    return len(set(addresses)) < len(addresses)
+
+
+def _last_check(trace: Trace) -> int:
+    return max(
+        (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
+    )
+
+
+def hoist_decisions(trace: Trace) -> None:
+    """Each check, with what it reads, moved before the ops that need not run first: a read of
+    ``input_pos`` decided on after a KV-cache write then stops the call before the write, and
+    the write stays in place (deferring it would copy the whole cache). Ops move only past ops
+    they do not depend on: never past a write into memory they read, never a write or an op with
+    effects (random draws keep their order)."""
+    body = trace.bound_symbols
+    producer = {p.name: i for i, b in enumerate(body) for p in b.flat_proxy_outs}
+    needed: set[int] = set()
+    stack = [i for i, b in enumerate(body) if b.sym is prims.check_data]
+    while stack:
+        i = stack.pop()
+        if i not in needed:
+            needed.add(i)
+            stack.extend(producer[p.name] for p in body[i].flat_proxy_args if p.name in producer)
+    info = alias_info(body)
+    hoisted: list[int] = []
+    moved: set[int] = set()
+    written: set[str] = set()  # alias roots written by the ops that stay
+    for i, b in enumerate(body):
+        reads = {info.root(p.name) for p in b.flat_proxy_args}
+        movable = (
+            i in needed
+            and not writes_in_place(b)
+            and (b.sym is prims.check_data or not has_effects(b))
+            and not b.has_tag(OpTag.RETURN)
+            and not reads & written
+            and all(
+                producer.get(p.name, -1) in moved or p.name not in producer
+                for p in b.flat_proxy_args
+            )
+        )
+        if movable:
+            hoisted.append(i)
+            moved.add(i)
+        elif writes_in_place(b):
+            written.update(info.root(n) for n in written_inputs(b))
+            written.update(info.root(p.name) for p in b.flat_proxy_outs)
+    if hoisted:
+        trace.bound_symbols = [body[i] for i in hoisted] + [
+            b for i, b in enumerate(body) if i not in moved
+        ]
+
+
+def defer_input_writes(trace: Trace, inputs: Inputs, autocast_regions: bool) -> None:
+    """``trace`` with its in-place writes as new values and the inputs written last
+    (``functionalize``), so that a decision after a write stops the call before any effect.
+    Refused (the call runs eagerly) where the values alone cannot say what the writes do: inputs
+    that share memory (a write into one changes the other under the trace's feet), a write
+    through a view whose strides decide (``reshape``), autocast blocks (their regions are
+    recorded per bound symbol)."""
+    from thunder_transforms.functionalize import functionalize
+
+    info = alias_info(trace.bound_symbols, observed=[p.name for p, _ in inputs.in_order])
+    written = [(t, p) for t, p in inputs.tensors.values() if info.is_written(p.name)]
+    why = None
+    if _sharing_memory(inputs):
+        why = "inputs that share memory"
+    elif autocast_regions:
+        why = "inside a torch.autocast block"
+    else:
+        try:
+            trace.bound_symbols = list(functionalize(trace).trace.bound_symbols)
+            return
+        except NotImplementedError as e:
+            why = str(e)
+    names = ", ".join(p.name for _, p in written)
+    raise DataDependentError(
+        f"the program decides on a value read from tensor data after writing into inputs "
+        f"({names}), and the writes cannot be deferred past the decision ({why})"
+    )
+
+
+def _restoring_random_state(trace: Trace, draws: list[BoundSymbol]) -> None:
+    """The generators' states of the devices ``draws`` draw on, taken first in the computation;
+    each check after the first draw puts them back where it fails."""
+    devices = sorted(
+        {str(o.device) for b in draws for o in b.flat_proxy_outs if isinstance(o, TensorProxy)}
+    ) or ["cpu"]
+    body = trace.bound_symbols
+    first = body.index(draws[0])
+    with tracectx(trace):
+        states = tuple((ltorch.get_rng_state(device), device) for device in devices)
+    taken = body[len(body) - len(devices) :]
+    del body[len(body) - len(devices) :]
+    body[0:0] = taken
+    first += len(taken)
+    for i in range(first, len(body)):
+        b = body[i]
+        if b.sym is prims.check_data:
+            body[i] = b.replace(kwargs={**b.kwargs, "restore": states})
