@@ -136,6 +136,50 @@ def test_mixture_of_experts_training_step_one_program_for_all_routings():
     assert thunder.compile_stats(jm).compilations == 1
 
 
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize(
+    ("name", "fn", "shape"),
+    [
+        ("repeat_interleave", lambda x: torch.repeat_interleave(x, (x > 0).long() + 1).sin(), (6,)),
+        ("rows repeated", lambda x: x.repeat_interleave((x[:, 0] > 0).long() * 2, dim=0), (5, 3)),
+        (
+            "selected then repeated",
+            lambda x: torch.repeat_interleave(x[x > 0], (x[x > 0] > 1).long() + 1).cumsum(0),
+            (8,),
+        ),
+    ],
+)
+def test_gradients_through_torch_callables_whose_shape_depends_on_data(cache, name, fn, shape):
+    # No op mirrors them: the backward re-runs torch's callable (``torch_fallback_vjp``).
+    jf = _matches_eager(fn, _calls(*shape, seed=4), cache, grad=True)
+    assert "torch_fallback_vjp" in str(thunder.last_backward_traces(jf)[-1])
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_result_whose_count_of_tensors_is_read_from_data(grad):
+    # tensor_split at indices read from data: as many pieces as indices plus one. A program
+    # serves one count (its result's structure is checked on every call); never a wrong unpack.
+    def f(x):
+        pieces = torch.tensor_split(x, (x > 0.5).nonzero()[:, 0])
+        return pieces[0] * 3 + pieces[-1].sum()
+
+    g = torch.Generator().manual_seed(5)
+    calls = [(torch.randn(7, generator=g),) for _ in range(6)]
+    jf = thunder.jit(f)
+    for (x,) in calls:
+        ours, theirs = (x.clone().requires_grad_(grad) for _ in range(2))
+        got, want = jf(ours), f(theirs)
+        torch.testing.assert_close(got, want)
+        if grad:
+            got.sum().backward()
+            want.sum().backward()
+            torch.testing.assert_close(ours.grad, theirs.grad)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0
+    counts = {int((x > 0.5).sum()) for (x,) in calls}
+    assert stats.compilations <= len(counts)
+
+
 def test_callables_without_an_op_on_data_sized_tensors_and_python_results():
     def f(x):
         kept = x[x > 0].round()

@@ -26,6 +26,7 @@ from thunder_executors.torch_symbols import helper_symbol, torch_symbol
 from thunder_ir import BoundSymbol, PythonCode, Symbol, TensorProxy, prims
 from thunder_ir.codegen import Printer, register_inline, type_comment
 from thunder_ir.dtypes import to_torch_dtype
+from thunder_ir.pytree import tree_flatten
 from thunder_ir.tags import OpTag
 
 __all__ = ["TorchExecutor", "helper_symbol", "torch_executor", "torch_symbol"]
@@ -530,8 +531,15 @@ def _register_data_reads() -> None:
     the sized fallback): each runs as its own implementation, a torch call and a number read."""
     from thunder_ir.ops.fallback import torch_fallback_sized
 
-    for prim in (prims.item, prims.nonzero, prims.tolist, prims.check_data, torch_fallback_sized):
+    for prim in (prims.item, prims.nonzero, prims.tolist, prims.check_data):
         torch_executor.register_implementation(prim, translate=lambda b: b)
+    checked = helper_symbol("torch_fallback_sized")
+
+    def sized(b: BoundSymbol) -> BoundSymbol:
+        leaves = len(tree_flatten(b.output[0])[0])  # the result's structure, checked each call
+        return _call(checked, b, (b.args[0], leaves, *b.args[1:]), dict(b.kwargs))
+
+    torch_executor.register_implementation(torch_fallback_sized, translate=sized)
 
 
 _register_all()

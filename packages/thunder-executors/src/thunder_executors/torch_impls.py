@@ -37,6 +37,7 @@ __all__ = [
     "slice_with_strides",
     "take",
     "tensor",
+    "torch_fallback_sized",
     "torch_fallback_vjp",
     "uniform",
     "var_mean",
@@ -380,6 +381,26 @@ NUMBER_FUNCTIONS: dict[Symbol, Callable[..., Any]] = {
     prims.gt: operator.gt,
     prims.ge: operator.ge,
 }
+
+
+def torch_fallback_sized(
+    qualified: str, leaves: int, /, *args: Any, **kwargs: Any
+) -> tuple[Any, tuple[int, ...]]:
+    """``prims.torch_fallback_sized``: the callable's result and its tensors' sizes, where the
+    result has the ``leaves`` values the program was traced with. A result of another structure
+    (``tensor_split`` at indices whose count is read from data) is a value the trace did not
+    assume: ``DataChanged``, as a failing check (another program computes this call)."""
+    from thunder_ir.ops.fallback import run_sized
+    from thunder_ir.prims import DataChanged
+    from thunder_ir.pytree import tree_flatten
+
+    out, sizes = run_sized(qualified, *args, **kwargs)
+    found = len(tree_flatten(out)[0])
+    if found != leaves:
+        raise DataChanged(
+            f"{qualified} returned {found} values where the program was traced with {leaves}"
+        )
+    return out, sizes
 
 
 def torch_fallback_vjp(

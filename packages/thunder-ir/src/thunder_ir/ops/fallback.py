@@ -323,20 +323,20 @@ torch_fallback_random_replay = torchop(
 
 def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tuple[Any, ...]]:
     """The callable run on this call's values (``Trace.read_data``), its outputs' sizes values
-    read from data: what it returns, and those sizes in order (defined by the call)."""
-    if any(isinstance(x, TensorProxy) and x.requires_grad for x in tree_iter((args, kwargs))):
-        raise DataDependentError(
-            f"{torch_name}: gradients through a torch callable whose result's shape depends on "
-            "data are not supported yet"
-        )
+    read from data: what it returns, and those sizes in order (defined by the call). Run with
+    gradients where an input requires them: which outputs require grad is torch's answer."""
     trace = require_tracectx("torch_fallback_sized")
     reader = trace.read_data
     assert reader is not None
 
     def real(x: Any) -> Any:
-        return reader(x).clone() if isinstance(x, TensorProxy) else x  # the callable may write
+        if not isinstance(x, TensorProxy):
+            return x
+        value = reader(x).clone()  # the callable may write
+        return value.requires_grad_(x.requires_grad and value.is_floating_point())
 
-    with torch.no_grad():
+    grad = any(isinstance(x, TensorProxy) and x.requires_grad for x in tree_iter((args, kwargs)))
+    with torch.set_grad_enabled(grad):
         out = _as_tree(_resolve(torch_name)(*tree_map(real, args), **tree_map(real, kwargs)))
     sizes: list[IntegerProxy] = []
 
@@ -357,7 +357,12 @@ def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tup
             trace.data_values[n.name] = n
             trace.data_sizes.add(n.name)
         sizes.extend(shape)
-        return TensorProxy(shape=shape, dtype=from_torch_dtype(x.dtype), device=x.device)
+        return TensorProxy(
+            shape=shape,
+            dtype=from_torch_dtype(x.dtype),
+            device=x.device,
+            requires_grad=x.requires_grad,
+        )
 
     return tree_map(proxy, out), tuple(sizes)
 
@@ -383,16 +388,18 @@ def _reads_data_sizes(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     )
 
 
-def _sized(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tuple[int, ...]]:
+def run_sized(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tuple[int, ...]]:
+    """``torch_fallback_sized`` on tensors: the callable's result (structseqs as tuples) and the
+    sizes of its tensors, in order."""
     out = _as_tree(_resolve(torch_name)(*args, **kwargs))
     return out, tuple(n for t in tree_iter(out) if isinstance(t, torch.Tensor) for n in t.shape)
 
 
 # A torch callable whose result's shape depends on data (``unique``, ``bincount``): every size of
 # its tensor outputs is a value read from data, defined by this call at the top level of the trace.
-# Not differentiable (refused where gradients flow into it).
+# Differentiated like ``torch_fallback``: the backward re-runs it (``torch_fallback_vjp``).
 torch_fallback_sized = make_prim(
-    "torch_fallback_sized", _sized_meta, tags=(OpTag.READS_DATA,), impl=_sized
+    "torch_fallback_sized", _sized_meta, tags=(OpTag.READS_DATA,), impl=run_sized
 )
 
 

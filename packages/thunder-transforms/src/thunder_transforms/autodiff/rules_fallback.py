@@ -10,13 +10,14 @@ from typing import Any
 
 from thunder_ir import BoundSymbol
 from thunder_ir import ops as ltorch
+from thunder_ir.ops.fallback import torch_fallback_sized
 from thunder_ir.pytree import tree_iter
 from thunder_transforms.autodiff.registry import GradPairs, register_vjp
 
 __all__: list[str] = []
 
 
-@register_vjp(ltorch.torch_fallback, ltorch.torch_fallback_view)
+@register_vjp(ltorch.torch_fallback, ltorch.torch_fallback_view, torch_fallback_sized)
 def _torch_fallback(bsym: BoundSymbol, *cotangents: Any) -> GradPairs:
     if all(c is None for c in cotangents):
         return []

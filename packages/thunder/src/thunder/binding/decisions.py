@@ -15,6 +15,7 @@ from thunder.binding.state import Inputs
 from thunder_ir import BoundSymbol, DataDependentError, OpTag, TensorProxy, Trace, prims, tracectx
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
+from thunder_ir.ops.fallback import torch_fallback_sized
 
 __all__ = ["check_data_decisions", "defer_input_writes", "hoist_decisions"]
 
@@ -41,7 +42,7 @@ def check_data_decisions(trace: Trace, inputs: Inputs, autocast_regions: bool) -
     info = alias_info(before, observed=observed)
     draws: list[BoundSymbol] = []
     for b in before:
-        if b.sym is prims.check_data:
+        if _stops(b):
             continue
         # A write into memory only the program sees is discarded with the rest of the call.
         seen = writes_in_place(b) and any(map(info.is_observed, written_inputs(b)))
@@ -56,6 +57,13 @@ def check_data_decisions(trace: Trace, inputs: Inputs, autocast_regions: bool) -
                 f"({b.sym.name}{at}), which is not supported yet"
             )
     if draws:
+        first = trace.bound_symbols.index(draws[0])
+        sized = [b for b in trace.bound_symbols[first : last + 1] if b.sym is torch_fallback_sized]
+        if sized:  # its structure check cannot put the generators back
+            raise DataDependentError(
+                f"{sized[0].args[0]}, whose result's shape is read from data, is called after "
+                f"random draws ({draws[0].sym.name}{draws[0].where()}), which is not supported yet"
+            )
         _restoring_random_state(trace, draws)
 
 
@@ -74,10 +82,14 @@ def _sharing_memory(inputs: Inputs) -> bool:
     return len(set(addresses)) < len(addresses)
 
 
+def _stops(b: BoundSymbol) -> bool:
+    """Whether ``b`` may stop the computation (``DataChanged``): a check, or a torch callable
+    whose result's structure is read from data (its count of tensors is checked)."""
+    return b.sym is prims.check_data or b.sym is torch_fallback_sized
+
+
 def _last_check(trace: Trace) -> int:
-    return max(
-        (i for i, b in enumerate(trace.bound_symbols) if b.sym is prims.check_data), default=-1
-    )
+    return max((i for i, b in enumerate(trace.bound_symbols) if _stops(b)), default=-1)
 
 
 def hoist_decisions(trace: Trace) -> None:
@@ -89,7 +101,7 @@ def hoist_decisions(trace: Trace) -> None:
     body = trace.bound_symbols
     producer = {p.name: i for i, b in enumerate(body) for p in b.flat_proxy_outs}
     needed: set[int] = set()
-    stack = [i for i, b in enumerate(body) if b.sym is prims.check_data]
+    stack = [i for i, b in enumerate(body) if _stops(b)]
     while stack:
         i = stack.pop()
         if i not in needed:
