@@ -4,6 +4,7 @@ depends on data or the call writes into an argument."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -253,3 +254,44 @@ def test_a_tensor_method_whose_op_refuses_an_option_runs_as_torchs_method() -> N
     jf = thunder.jit(lambda x, r: x.repeat_interleave(r, dim=0))
     torch.testing.assert_close(jf(x, r), x.repeat_interleave(r, dim=0))
     assert thunder.compile_stats(jf).eager_fallbacks == 0
+
+
+# Custom ops without a fake implementation (torch.library.custom_op without register_fake): no
+# shape inference, so they run on the call's values while tracing, their sizes read from data.
+@torch.library.custom_op("thunder_tests::positives", mutates_args=())
+def _positives(x: torch.Tensor) -> torch.Tensor:
+    return x[x > 0].clone()
+
+
+def _positives_backward(ctx, g):
+    return torch.zeros_like(ctx.x).masked_scatter(ctx.x > 0, g)
+
+
+def _positives_context(ctx, inputs, output):
+    ctx.x = inputs[0].detach()
+
+
+_positives.register_autograd(_positives_backward, setup_context=_positives_context)
+
+
+@torch.library.custom_op("thunder_tests::numpy_sin", mutates_args=())
+def _numpy_sin(x: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(np.sin(x.detach().numpy()))
+
+
+def test_custom_ops_without_a_fake_implementation_run_on_the_calls_values():
+    def f(x):
+        return _positives(x).exp().sum() + _numpy_sin(x.detach()).mul(x).sum()
+
+    jf = thunder.jit(f)
+    g = torch.Generator().manual_seed(9)
+    for _ in range(4):
+        x = torch.randn(6, generator=g).requires_grad_()
+        y = x.detach().clone().requires_grad_()
+        got, want = jf(x), f(y)
+        torch.testing.assert_close(got, want)
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(x.grad, y.grad)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0 and stats.compilations == 1

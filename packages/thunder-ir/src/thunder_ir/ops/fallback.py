@@ -246,10 +246,15 @@ class _FakeRun:
                     "function or with ops whose output shape is static",
                 ) from None
             except UnsupportedOperatorException as e:
-                raise TorchFallbackError(
+                # No meta kernel: run on the call's values, its sizes read from them.
+                raise DataDependentFallbackError(
                     name, f"torch has no shape inference (meta kernel) for {e}"
                 ) from None
             except RuntimeError as e:
+                if "no fake impl registered" in str(e):  # a custom op without register_fake
+                    raise DataDependentFallbackError(
+                        name, "it has no fake implementation (register_fake) to infer its shapes"
+                    ) from None
                 if "data is not allocated" not in str(e):
                     raise
                 raise DataDependentFallbackError(  # it read the values of a tensor standing for an input
