@@ -76,3 +76,16 @@ def test_thunders_refusals_still_propagate(monkeypatch):
     jf = thunder.jit(_program([]))
     with pytest.raises(thunder.errors.JitError, match="refused on purpose"):
         jf(torch.randn(2, 8), torch.randn(8, 3))
+
+
+def test_tracing_while_another_thread_is_importing_dynamo(monkeypatch):
+    # A background torch.compile imports torch._dynamo; tracing meanwhile sees the module
+    # half-initialized (no is_compiling yet). Found by the warning above, in a fresh process.
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "torch._dynamo", types.ModuleType("torch._dynamo"))
+    jf = thunder.jit(_program([]))
+    x, y = torch.randn(2, 8), torch.randn(8, 3)
+    torch.testing.assert_close(jf(x, y), _program([])(x, y))
+    assert thunder.compile_stats(jf).eager_fallbacks == 0

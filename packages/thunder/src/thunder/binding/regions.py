@@ -108,12 +108,12 @@ def _is_causal_hint(mask: Any, is_causal: bool | None = None, size: int | None =
 
 def _is_compiling_queries() -> list[Any]:
     queries = [torch.compiler.is_compiling, torch._utils.is_compiling]
-    dynamo = sys.modules.get("torch._dynamo")  # importing it is slow: only if loaded already
-    if dynamo is not None:
-        queries.append(dynamo.is_compiling)
-        external = sys.modules.get("torch._dynamo.external_utils")
-        if external is not None:
-            queries.append(external.is_compiling)
+    # Importing torch._dynamo is slow: only if loaded already. It may be half-imported (a
+    # background torch.compile importing it on another thread): then it has no query yet.
+    for name in ("torch._dynamo", "torch._dynamo.external_utils"):
+        query = getattr(sys.modules.get(name), "is_compiling", None)
+        if query is not None:
+            queries.append(query)
     return queries
 
 
