@@ -75,6 +75,34 @@ class Symbol:
     def __repr__(self) -> str:
         return f"<Symbol {self.id}>"
 
+    # A symbol is its identity (executors, grad rules and traces key on it): a copy is the
+    # symbol itself, and a pickle refers to the module-level name that holds it.
+    def __copy__(self) -> Symbol:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Symbol:
+        return self
+
+    def __reduce__(self) -> Any:
+        for fn in (self.meta, self.impl):
+            module = sys.modules.get(getattr(fn, "__module__", None) or "")
+            if module is None:
+                continue
+            for name, value in vars(module).items():
+                if value is self:
+                    return (_module_global, (module.__name__, name))
+        for module_name, table in (
+            ("thunder_ir.ops", "ALL_OPS"),
+            ("thunder_ir.prims", "ALL_PRIMS"),
+        ):
+            registry = getattr(sys.modules.get(module_name), table, {})
+            if registry.get(self.name) is self:  # generated ops (in-place variants)
+                return (_module_global, (module_name, table, self.name))
+        raise TypeError(
+            f"cannot pickle {self!r}: a symbol pickles by the module-level name that holds it "
+            "(in the module of its meta function), and it has none"
+        )
+
     def bind(
         self, *args: Any, output: Any, subsymbols: Sequence[BoundSymbol] = (), **kwargs: Any
     ) -> BoundSymbol:
@@ -135,6 +163,15 @@ class Symbol:
         if not trace.grad_enabled and not keeps_grad and not self._stops_gradient:
             return _without_grad(out)
         return out
+
+
+def _module_global(module: str, name: str, key: str | None = None) -> Any:
+    """A pickled ``Symbol``: the module-level value it was found under (or that registry's
+    entry ``key``)."""
+    import importlib
+
+    found = getattr(importlib.import_module(module), name)
+    return found if key is None else found[key]
 
 
 def _without_numpy_scalars(

@@ -10,6 +10,7 @@ symbolic-value constraint). Finding the bucket costs the same with 1 or 64 entri
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import time
 import traceback
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from thunder import jit_copies
 from thunder.compile_entry import (
     CacheEntry,
     ProgramRaised,
@@ -29,6 +31,7 @@ from thunder.errors import InternalErrorWarning, JitError, RunsEagerly
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
 from thunder.signature import Signature, make_signature
+from thunder.torch_func import eager_reason, transforms_active
 from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
 from thunder_ir.prims import DataChanged
@@ -120,6 +123,7 @@ class ThunderFunction:
         self._buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
         self._last_failure = ""
         self._warned = False
+        self._warned_torch_func = False
         # cache="same input": (ids of the last call's arguments, the entry that served it).
         self._same_input = options.cache is CACHE_OPTIONS.SAME_INPUT
         self._last_call: tuple[tuple[Any, ...], CacheEntry] | None = None
@@ -127,6 +131,10 @@ class ThunderFunction:
             functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if transforms_active() is not None:  # torch.func: vmap and nested transforms run eagerly
+            reason = eager_reason(self.options.disable_torch_autograd)
+            if reason is not None:
+                return self._run_eagerly_under_transforms(args, kwargs, reason)
         last = self._last_call
         if last is not None and _same_objects(last[0], args, kwargs):
             entry = last[1]  # cache="same input": the previous call's program, guards checked
@@ -295,6 +303,22 @@ class ThunderFunction:
         except InternalErrorWarning as w:  # warnings as errors: keep thunder's traceback
             raise w from error
 
+    def _run_eagerly_under_transforms(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: str
+    ) -> Any:
+        """A call under torch.func transforms the compiled program cannot serve (see
+        ``thunder.torch_func``): the function runs eagerly, so its results are eager's."""
+        self.stats.eager_fallbacks += 1
+        name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        self.stats.last_eager_reason = reason
+        if not self._warned_torch_func:
+            self._warned_torch_func = True
+            warnings.warn(
+                f"thunder.jit: {name} {reason}, so it runs eagerly there (shown once)",
+                stacklevel=3,
+            )
+        return self.fn(*args, **kwargs)
+
     def _run_eagerly_after_raise(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], error: Exception
     ) -> Any:
@@ -391,6 +415,41 @@ class ThunderFunction:
 
     def __repr__(self) -> str:
         return f"<thunder.jit of {self.fn!r}>"
+
+    # -- copies: what was given to jit, never the compiled programs (thunder.jit_copies) --------
+
+    def __copy__(self) -> ThunderFunction:
+        """The same function, options, executors and transforms; an empty cache."""
+        return ThunderFunction(self.fn, self.options, self.executors, self.transforms)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ThunderFunction:
+        """A copy of the function (a module: its own parameters) and of the transforms; the
+        options and executors (immutable) are shared; an empty cache."""
+        jit_copies.check_not_distributed(self.fn)
+        fn = copy.deepcopy(self.fn, memo)
+        return ThunderFunction(
+            fn, self.options, self.executors, jit_copies.copy_transforms(self.transforms, memo)
+        )
+
+    def __reduce__(self) -> Any:
+        by_name = jit_copies.pickled_by_name(self, self.fn)
+        if by_name is not None:  # @thunder.jit on a module-level function: by reference
+            return by_name
+        jit_copies.check_not_distributed(self.fn)
+        jit_copies.check_function_picklable(self.fn)
+        for t in self.transforms:
+            jit_copies.check_picklable(t, f"transform {t!r}")
+        for la in self.options.lookasides:
+            jit_copies.check_picklable(la, f"lookaside {la!r}")
+        state = (self.fn, self.options, jit_copies.executors_state(self.executors), self.transforms)
+        return (_restore, state)
+
+
+def _restore(
+    fn: Any, options: JitOptions, executors: Sequence[Any], transforms: Sequence[Transform]
+) -> ThunderFunction:
+    """A pickled ``ThunderFunction``, to compile again on its first call."""
+    return ThunderFunction(fn, options, jit_copies.executors_from_state(executors), transforms)
 
 
 def _no_signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

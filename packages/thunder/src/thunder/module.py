@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -9,6 +11,7 @@ import torch
 import torch.nn.modules.module as _module_hooks
 
 from thunder.jit_function import ThunderFunction
+from thunder.module_calls import SignedForward, presented_class, routed_method
 
 __all__ = ["ThunderModule"]
 
@@ -21,6 +24,20 @@ class ThunderModule(torch.nn.Module):
     ``load_state_dict`` use the original's names; ``train()``/``eval()`` reach the original (its
     ``training`` flags are guarded, so switching recompiles once per mode). Attribute writes and
     in-place buffer updates made by ``forward`` happen on every call, as in eager.
+
+    Copies keep the jit's options, executors and transforms but never the compiled programs
+    (they compile again on their first call, with their own ``compile_stats``):
+    ``copy.deepcopy``, ``pickle`` and ``torch.save``/``torch.load(..., weights_only=False)``
+    copy the module too (its own parameters); ``copy.copy`` wraps the same module (parameters
+    shared, as ``copy.copy`` of a module shares them). ``state_dict()`` keys are the original
+    module's either way, so ``torch.save(jm.state_dict())`` loads with ``weights_only=True``.
+
+    For tools written for the wrapped module (``thunder/module_calls.py``):
+    ``inspect.signature(jm.forward)`` is the wrapped ``forward``'s; the wrapped module's own
+    methods reached through ``jm`` (``jm.generate(...)``) run with its calls of itself
+    (``self(...)``) going to the compiled program; a transformers ``PreTrainedModel`` wrapped
+    presents its class as ``jm.__class__`` (``isinstance(jm, PreTrainedModel)``, as
+    ``Trainer.save_model`` asks; ``type(jm)`` stays ``ThunderModule``).
     """
 
     def __init__(self, model: torch.nn.Module, compiled: ThunderFunction) -> None:
@@ -28,12 +45,29 @@ class ThunderModule(torch.nn.Module):
         self._model = model
         self._thunder_function = compiled
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._thunder_function(*args, **kwargs)
+    # ``inspect.signature(jm.forward)`` is the wrapped forward's (Trainer keeps the input
+    # columns it names)
+    forward = SignedForward()  # type: ignore[assignment]
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        # isinstance() falls back to __class__: a transformers model wrapped stays one to the
+        # tools that test for PreTrainedModel (Trainer.save_model writes its config)
+        model = self.__dict__.get("_modules", {}).get("_model")
+        return (model is not None and presented_class(model)) or type(self)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # pickle refuses a __newobj__ (by that name) whose class is not __class__: the same
+        # function, by another name
+        reduced = super().__reduce_ex__(protocol)
+        if isinstance(reduced, tuple) and getattr(reduced[0], "__name__", "") == "__newobj__":
+            return (_new_object, *reduced[1:])
+        return reduced
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # nn.Module's call path, three Python frames, only where it has something to do: hooks
-        # on this module or on all modules, a compiled call (compile()), a torch.jit trace
+        # on this module or on all modules, a compiled call (compile()), a torch.jit trace, a
+        # forward set on this instance (accelerate's autocast wrapper)
         if (
             self._forward_hooks
             or self._forward_pre_hooks
@@ -45,9 +79,19 @@ class ThunderModule(torch.nn.Module):
             or _module_hooks._global_backward_hooks
             or _module_hooks._global_backward_pre_hooks
             or torch._C._get_tracing_state()
+            or "forward" in self.__dict__
         ):
             return super().__call__(*args, **kwargs)
         return self._thunder_function(*args, **kwargs)
+
+    def __copy__(self) -> ThunderModule:
+        # Container dicts copied: a hook or attribute added to one copy is not the other's.
+        new = type(self).__new__(type(self))
+        new.__dict__.update(
+            {k: copy.copy(v) if isinstance(v, (dict, set)) else v for k, v in vars(self).items()}
+        )
+        new.__dict__["_thunder_function"] = copy.copy(self._thunder_function)
+        return new
 
     def get_model(self) -> torch.nn.Module:
         """The original module."""
@@ -75,4 +119,13 @@ class ThunderModule(torch.nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return getattr(self._modules["_model"], name)
+            model = self._modules["_model"]
+            found = getattr(model, name)
+        # the model's own methods: its calls of itself (generate's) run the compiled program
+        if type(found) is types.MethodType and found.__self__ is model and name[:2] != "__":
+            return routed_method(self, found)
+        return found
+
+
+def _new_object(cls: type, *args: Any) -> Any:
+    return cls.__new__(cls, *args)

@@ -12,6 +12,7 @@ from torch.autograd.function import once_differentiable
 from thunder_ir import Proxy, Trace
 from thunder_ir.pytree import tree_unflatten
 from thunder_transforms.autodiff.core import ForwardBackward
+from thunder_transforms.autodiff.functorch_backward import run_below_transforms, under_transforms
 
 __all__ = ["DifferentiableFunction"]
 
@@ -68,7 +69,8 @@ class DifferentiableFunction:
                 else a
                 for i, a in enumerate(args)
             ]
-            outs = _ThunderFunction.apply(self, returned_inputs, *linked)  # type: ignore[no-untyped-call]
+            call = _Call(returned_inputs)
+            outs = _ThunderFunction.apply(self, call, *linked)  # type: ignore[no-untyped-call]
             outs = list(outs)
             for out_index, arg_index in returned_inputs.items():
                 # An input returned unchanged is the caller's tensor itself, as in eager (not a
@@ -145,23 +147,47 @@ def _inputs_with_gradients(backward: Trace, n: int) -> frozenset[int]:
     return frozenset(i for i, g in enumerate(grads) if g is not None)
 
 
+class _Call:
+    """What one ``_ThunderFunction.apply`` passes from ``forward`` to ``setup_context``: the
+    outputs that are inputs returned unchanged, and what the backward trace takes."""
+
+    __slots__ = ("returned_inputs", "saved")
+
+    def __init__(self, returned_inputs: dict[int, int]) -> None:
+        self.returned_inputs = returned_inputs
+        self.saved: list[Any] = []
+
+
 class _ThunderFunction(torch.autograd.Function):
+    # forward without ctx plus setup_context: the form torch.func's grad/vjp transforms accept
+    # (their forward runs on the unwrapped tensors, then setup_context sees the wrapped ones).
     @staticmethod
-    def forward(
-        ctx: Any, fn: DifferentiableFunction, returned_inputs: dict[int, int], *args: Any
-    ) -> Any:
+    def forward(fn: DifferentiableFunction, call: _Call, *args: Any) -> Any:
         outs, saved = fn.forward_fn(*args)
         for i, o in enumerate(outs):
             for j, a in enumerate(args):
                 if o is a and isinstance(o, torch.Tensor) and j not in fn.mutated_inputs:
-                    returned_inputs[i] = j
+                    call.returned_inputs[i] = j
                     break
-        outs = _private_views_detached(outs, args)
+        call.saved = list(saved)
+        return tuple(_private_views_detached(outs, args))
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        fn: DifferentiableFunction = inputs[0]
+        call: _Call = inputs[1]
+        # Under torch.func.grad it runs twice: for the unwrapped call, then for the wrapped one.
+        args, outs, saved = inputs[2:], output, call.saved
         # An inference tensor cannot be saved; the backward may read one where eager's saves a
         # tensor computed from it (a KV cache made under inference mode, then ``cat``): its copy
         # holds the same values, as nothing outside inference mode can write into it.
+        # An input returned as it is cannot be saved with setup_context: a detached alias can
+        # (same memory and version counter).
+        returned = {id(args[j]) for j in call.returned_inputs.values()}
         tensors = [
-            s.clone() if s.is_inference() else s for s in saved if isinstance(s, torch.Tensor)
+            s.clone() if s.is_inference() else s.detach() if id(s) in returned else s
+            for s in saved
+            if isinstance(s, torch.Tensor)
         ]
         ctx.save_for_backward(*tensors)
         # An output the caller's graph does not use gets None, not zeros: the inputs reached only
@@ -187,7 +213,6 @@ class _ThunderFunction(torch.autograd.Function):
             dirty = [o for o in outs if any(o is w for w in written)]
             if dirty:
                 ctx.mark_dirty(*dirty)
-        return tuple(outs)
 
     @staticmethod
     @once_differentiable
@@ -200,7 +225,10 @@ class _ThunderFunction(torch.autograd.Function):
         for k in missing:
             shape, dtype, device = ctx.cotangent_shapes[k]
             cts[k] = torch.zeros(shape, dtype=dtype, device=device)
-        input_grads: Sequence[Any] = fn.backward_fn(*saved, *cts)
+        if under_transforms():  # torch.func (grad, vjp, jacrev): functorch's tensors
+            input_grads: Sequence[Any] = run_below_transforms(fn.backward_fn, [*saved, *cts])
+        else:
+            input_grads = fn.backward_fn(*saved, *cts)
         if missing and fn.cotangents_read is not None:
             input_grads = [
                 None if read and read <= missing else g

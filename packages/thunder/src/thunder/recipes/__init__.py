@@ -23,6 +23,7 @@ from thunder.recipes.base import BaseRecipe, Operator, RecipeSetup, compose, def
 from thunder.recipes.distributed import Distributed
 from thunder.recipes.hf import HFTransformers
 from thunder.recipes.quantize import Quantize, QuantizedLinear, QuantizedLinear4bit
+from thunder_executors import OperatorExecutor
 
 __all__ = [
     "BaseRecipe",
@@ -53,14 +54,18 @@ _WHY = {
 }
 
 
-def _operator_executor(operators: Sequence[Operator]) -> Any:
-    """A private executor claiming the recipes' one-op kernels (never registered globally)."""
-    from thunder_executors import OperatorExecutor
+class _RecipeOperators(OperatorExecutor):
+    """A private executor claiming the recipes' one-op kernels (never registered globally).
+    It pickles as its operators, so a compiled model pickles (``thunder.jit_copies``)."""
 
-    ex = OperatorExecutor(f"recipe_operators{next(_operator_executors)}")
-    for op in operators:
-        ex.register_implementation(op.symbol(), op.impl, checker=op.checker)
-    return ex
+    def __init__(self, operators: Sequence[Operator]) -> None:
+        super().__init__(f"recipe_operators{next(_operator_executors)}")
+        self.operators = tuple(operators)
+        for op in self.operators:
+            self.register_implementation(op.symbol(), op.impl, checker=op.checker)
+
+    def __reduce__(self) -> Any:
+        return (_RecipeOperators, (self.operators,))
 
 
 def compile(model_or_fn: Any, recipe: BaseRecipe | Sequence[BaseRecipe] | None = None) -> Any:
@@ -96,7 +101,7 @@ def compile(model_or_fn: Any, recipe: BaseRecipe | Sequence[BaseRecipe] | None =
     executors = list(parts.executors)
     executors += [e for e in default_executors() if e not in executors]
     if parts.operators:
-        executors.insert(0, _operator_executor(parts.operators))
+        executors.insert(0, _RecipeOperators(parts.operators))
     log.info(
         "thunder.compile: executors %s",
         "; ".join(

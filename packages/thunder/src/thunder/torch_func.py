@@ -1,0 +1,41 @@
+"""Calls of a jitted callable under ``torch.func`` transforms.
+
+Under one ``grad``/``vjp`` level (``jacrev`` too: it vmaps the vjp) the compiled program runs:
+thunder's ``autograd.Function`` runs its forward on the unwrapped tensors and its backward below
+the transforms (``thunder_transforms.autodiff.functorch_backward``). Anything else (``vmap``,
+``jvp``/``jacfwd``, ``functionalize``, nested transforms such as ``grad(grad(f))``, or a program
+compiled with ``disable_torch_autograd=True``) runs the original function eagerly, with one
+warning per jitted callable: the compiled program cannot see functorch's batched or dual tensors
+and its backward is differentiable once.
+"""
+
+from __future__ import annotations
+
+from torch._C._functorch import TransformType, get_interpreter_stack, peek_interpreter_stack
+
+__all__ = ["eager_reason", "transforms_active"]
+
+# None when no torch.func transform is active (a C call: the cached path checks it).
+transforms_active = peek_interpreter_stack
+
+_NAMES = {
+    TransformType.Grad: "grad/vjp",
+    TransformType.Vmap: "vmap",
+    TransformType.Jvp: "jvp",
+    TransformType.Functionalize: "functionalize",
+}
+
+
+def eager_reason(disable_torch_autograd: bool) -> str | None:
+    """None when the compiled program serves a call under the active transforms; else why the
+    call runs eagerly."""
+    kinds = [i.key() for i in get_interpreter_stack() or ()]
+    if kinds == [TransformType.Grad] and not disable_torch_autograd:
+        return None
+    names = " inside ".join(f"torch.func {_NAMES.get(k, k.name)}" for k in reversed(kinds))
+    if kinds == [TransformType.Grad]:
+        return f"is called under {names} and was jitted with disable_torch_autograd=True"
+    return (
+        f"is called under {names}; thunder compiles calls under a single torch.func grad/vjp "
+        "(or jacrev) level only"
+    )
