@@ -32,6 +32,7 @@ from thunder.errors import (
 from thunder.examine import ExaminationReport, examine
 from thunder.jit_function import CompileStats, ThunderFunction
 from thunder.lookasides import Lookaside
+from thunder.logs import set_logs
 from thunder.module import ThunderModule
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
 from thunder_ir import Trace, Transform
@@ -69,6 +70,7 @@ __all__ = [
     "last_prologue_traces",
     "last_traces",
     "recipes",
+    "set_logs",
 ]
 
 

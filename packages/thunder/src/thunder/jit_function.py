@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder import jit_copies
+from thunder import jit_copies, logs
 from thunder.compile_entry import (
     CacheEntry,
     ProgramRaised,
@@ -46,7 +46,7 @@ _MAX_EAGER_WAIT = 4096
 _INTERNAL: Exception = RuntimeError("thunder failed compiling the traced program")
 
 
-@dataclass
+@dataclass(repr=False)
 class CompileStats:
     """Counters and the traces of the last compilation of a jitted function."""
 
@@ -74,6 +74,31 @@ class CompileStats:
         from thunder.examine import describe_data_reads
 
         return describe_data_reads(self.last_traces[0]) if self.last_traces else []
+
+    def __repr__(self) -> str:
+        # A summary: the traces (thousands of lines for a model) are its attributes.
+        counts = (
+            f"compilations={self.compilations}, cache_hits={self.cache_hits}, "
+            f"cache_misses={self.cache_misses}, eager_fallbacks={self.eager_fallbacks}"
+        )
+        lines = [f"CompileStats({counts})"]
+        if self.compilations:
+            stages = ", ".join(
+                f"{k} {v:.3f} s" for k, v in self.last_timings.items() if k != "total"
+            )
+            lines.append(f"  last compile: {self.last_compile_seconds:.3f} s ({stages})")
+        for label, value in (
+            ("last recompile reason", self.last_recompile_reason),
+            ("last eager reason", self.last_eager_reason),
+        ):
+            if value:
+                lines.append(f"  {label}: {value}")
+        traces = [
+            f".{name} ({len(getattr(self, name))})"
+            for name in ("last_traces", "last_prologue_traces", "last_backward_traces")
+        ]
+        lines.append(f"  traces: {', '.join(traces)}")
+        return "\n".join(lines)
 
 
 class _Structure:
@@ -187,11 +212,13 @@ class ThunderFunction:
                     inputs = entry.prologue(args, kwargs)
                 except GuardFailure as e:
                     self._last_failure = describe_guard_failure(e)
+                    logs.log_guard_failure(self._name, self._last_failure)
                     continue
                 try:
                     out = entry.computation(*inputs)
                 except DataChanged as e:
                     self._last_failure = str(e)
+                    logs.log_guard_failure(self._name, f"a decision on data differs: {e}")
                     continue
                 self.stats.cache_hits += 1
                 if self._same_input:
@@ -202,12 +229,18 @@ class ThunderFunction:
             if left:  # tracing these inputs failed where eager ran: no retrace on every call
                 structure.eager[key] = (left - 1, wait)
                 self.stats.eager_fallbacks += 1
+                logs.log_eager(
+                    self._name,
+                    f"tracing these inputs failed before ({self.stats.last_eager_reason}); "
+                    f"it is tried again after {left - 1} more such calls",
+                )
                 return self.fn(*args, **kwargs)
         self.stats.cache_misses += 1
         limit = self.options.recompile_limit
         if caching and limit is not None and self._entries >= limit:
             self._warn_recompile_limit(structure, key)
             self.stats.eager_fallbacks += 1
+            logs.log_eager(self._name, f"the recompile limit ({limit}) is reached")
             return self.fn(*args, **kwargs)
         if caching and structure is None:
             signature = make_signature(args, kwargs, self._symbolic, self._param_names)
@@ -240,6 +273,7 @@ class ThunderFunction:
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
             if raised is _INTERNAL:
                 self.stats.eager_fallbacks += 1
+                logs.log_eager(self._name, self.stats.last_eager_reason or "an internal error")
                 result = self.fn(*args, **kwargs)
             else:
                 result = self._run_eagerly_after_raise(args, kwargs, raised)
@@ -261,6 +295,18 @@ class ThunderFunction:
         stats.last_epilogue_source = entry.epilogue_source
         stats.last_recompile_reason = reason
         stats.last_program = entry
+        logs.log_compile(
+            self._name, stats.compilations, stats.last_compile_seconds, entry.timings, reason
+        )
+        logs.log_program(
+            self._name,
+            {
+                "prologue trace": entry.prologue_traces[-1] if entry.prologue_traces else None,
+                "execution trace": entry.computation_traces[-1],
+                **({"backward trace": entry.backward_traces[-1]} if entry.backward_traces else {}),
+            },
+            lambda: stats.last_data_reads,
+        )
         if caching and structure is not None and key is not None:
             structure.buckets.setdefault(key, []).insert(0, entry)  # it serves the state now
             self._entries += 1
@@ -298,7 +344,7 @@ class ThunderFunction:
                 f"{type(error).__name__}: {error}{where}; the call runs eagerly (please report "
                 "this)",
                 InternalErrorWarning,
-                stacklevel=4,
+                stacklevel=logs.user_stacklevel(),
             )
         except InternalErrorWarning as w:  # warnings as errors: keep thunder's traceback
             raise w from error
@@ -315,7 +361,7 @@ class ThunderFunction:
             self._warned_torch_func = True
             warnings.warn(
                 f"thunder.jit: {name} {reason}, so it runs eagerly there (shown once)",
-                stacklevel=3,
+                stacklevel=logs.user_stacklevel(),
             )
         return self.fn(*args, **kwargs)
 
@@ -331,17 +377,25 @@ class ThunderFunction:
         where = user_location(error)
         at = f" at {where}" if where else ""
         self.stats.last_eager_reason = f"{error}{at}"
+        logs.log_eager(name, self.stats.last_eager_reason)
         if isinstance(error, RunsEagerly):  # a known limit, not a failure to report
-            warnings.warn(f"thunder.jit: {name} {error}{at}; the call ran eagerly", stacklevel=4)
+            warnings.warn(
+                f"thunder.jit: {name} {error}{at}; the call ran eagerly",
+                stacklevel=logs.user_stacklevel(),
+            )
             return result
         warnings.warn(
             f"thunder.jit: tracing {name} raised {type(error).__name__}: {error}{at}; the call "
             "ran eagerly instead (please report this). Libraries take their torch.compile "
             "paths while thunder traces (torch.compiler.is_compiling() is True), so the line "
             "may be on such a path",
-            stacklevel=4,
+            stacklevel=logs.user_stacklevel(),
         )
         return result
+
+    @property
+    def _name(self) -> str:
+        return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
 
     @property
     def _symbolic(self) -> bool:
@@ -398,7 +452,7 @@ class ThunderFunction:
             f"thunder.jit: {name} hit the recompile limit ({self.options.recompile_limit} "
             f"compiled programs); running it eagerly for these inputs. What changed: {reason}. "
             f"{advice}.",
-            stacklevel=3,
+            stacklevel=logs.user_stacklevel(),
         )
 
     def _symbolic_would_help(
