@@ -408,3 +408,53 @@ def test_torch_load_weights_only_refuses_the_module_and_takes_its_state_dict() -
     fresh = thunder.jit(_sequential())
     fresh.load_state_dict(state)
     torch.testing.assert_close(fresh(x), model(x))
+
+
+# -- a jitted module inside another one ---------------------------------------------------------
+
+
+class _Holder(torch.nn.Module):
+    """A module whose network is jitted, as a LightningModule's is (``self.model =
+    thunder.jit(self.model)``)."""
+
+    def __init__(self, jits: int) -> None:
+        super().__init__()
+        self.model: torch.nn.Module = torch.nn.Sequential(
+            torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3)
+        )
+        for _ in range(jits):
+            self.model = thunder.jit(self.model)
+        self.head = torch.nn.Linear(3, 1)
+
+
+@pytest.mark.parametrize("jits", [1, 2])
+def test_a_module_holding_a_jitted_one_saves_and_loads_the_original_keys(jits: int) -> None:
+    torch.manual_seed(0)
+    eager = _Holder(0)
+    state = eager.state_dict()
+    holder = _Holder(jits)
+    assert list(holder.state_dict()) == list(state)  # no ``_model.`` in the keys
+    # nn.Module.load_state_dict walks the ThunderModule's children: the keys are found anyway
+    assert not holder.load_state_dict(state).missing_keys
+    for key, value in holder.state_dict().items():
+        torch.testing.assert_close(value, state[key])
+    assert "_thunder_loading_under" not in vars(holder.model)
+    # and what does not fit is named by the original keys
+    broken = {k: v for k, v in state.items() if k != "model.0.bias"} | {
+        "model.extra": state["head.bias"]
+    }
+    result = holder.load_state_dict(broken, strict=False)
+    assert result.missing_keys == ["model.0.bias"]
+    assert result.unexpected_keys == ["model.extra"]
+    with pytest.raises(RuntimeError, match=r'Missing key\(s\) in state_dict: "model\.0\.bias"'):
+        holder.load_state_dict(broken)
+    # the keys of the module's own paths (``named_parameters``) load as well (one jit)
+    if jits == 1:
+        paths = dict(holder.named_parameters()) | dict(holder.named_buffers())
+        assert "model._model.0.weight" in paths
+        assert not holder.load_state_dict(paths).missing_keys
+    x = torch.randn(4, 2)
+    holder.eval()
+    eager.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(holder.head(holder.model(x)), eager.head(eager.model(x)))

@@ -15,6 +15,10 @@ caches the result behind a prologue of guards::
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.util
+import pkgutil
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,9 +35,10 @@ from thunder.errors import (
 )
 from thunder.examine import ExaminationReport, examine
 from thunder.jit_function import CompileStats, ThunderFunction
-from thunder.lookasides import Lookaside
 from thunder.logs import set_logs
+from thunder.lookasides import Lookaside
 from thunder.module import ThunderModule
+from thunder.module_calls import lightning_module_advice
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
 from thunder_ir import Trace, Transform
 from thunder_ir.prims.prologue import GuardFailure
@@ -98,7 +103,7 @@ def jit(
             traced, calls of ``fn`` call ``replace_with`` instead (interpreted; an IR symbol is
             recorded as that op). They belong to this program only.
         cache: a ``thunder.CACHE_OPTIONS`` or its string (``"constant values"`` (default),
-            ``"symbolic values"``, ``"no caching"``).
+            ``"symbolic values"``, ``"no caching"``, ``"same input"``).
         sharp_edges: ``"allow"`` (default), ``"warn"`` or ``"error"`` when the function reads
             globals or closure variables (always guarded either way).
         disable_torch_autograd: by default, when grad mode is on and an input (a parameter,
@@ -109,8 +114,13 @@ def jit(
             autodiff; the execution trace calls torch on the real tensors and torch's own
             autograd records those calls.
         compile_options: ``recompile_limit`` (default 8 programs per function, then new inputs
-            run eagerly with a warning that says what changed), ``warn_on_recompile``, ``dce``.
-            Any other name is an error listing the known ones.
+            run eagerly with a warning that says what changed; None: no limit),
+            ``warn_on_recompile`` (default True: that warning), ``dce`` (default True: drop
+            unused computations), ``reshape_inplace`` (default ``"error"``: an in-place write
+            into what ``reshape``/``reshape_as``/``flatten``/``ravel`` returned is an error, since
+            eager returns a view or a copy depending on strides; ``"warn"``: a warning, and do
+            what eager does for these inputs). Any other name is an error listing the known ones
+            (``thunder.options.KNOWN_COMPILE_OPTIONS``).
 
     Returns:
         a :class:`ThunderModule` for a module, else a :class:`ThunderFunction`.
@@ -135,6 +145,9 @@ def jit(
             from thunder.distributed import transforms_for
 
             transforms = (*transforms, *transforms_for(fn, transforms))
+        advice = lightning_module_advice(fn)
+        if advice is not None:
+            warnings.warn(advice, stacklevel=2)
         for t in transforms:
             t.transform_module(fn)
         return ThunderModule(fn, ThunderFunction(fn, options, resolved, transforms))
@@ -186,6 +199,19 @@ def cache_misses(j: Any) -> int:
 
 
 _ = JitOptions
+
+
+def __getattr__(name: str) -> Any:
+    # Every submodule is an attribute of the package (``thunder.distributed.ddp(model)`` after a
+    # bare ``import thunder``), imported on first use: ``import thunder`` stays as fast as it is,
+    # and what a submodule needs (its optional dependencies) is imported only when it is used.
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *(m.name for m in pkgutil.iter_modules(__path__))})
 
 
 # The high-level entry point (imported last: recipes build on jit).

@@ -12,6 +12,7 @@ import torch.nn.modules.module as _module_hooks
 
 from thunder.jit_function import ThunderFunction
 from thunder.module_calls import SignedForward, presented_class, routed_method
+from thunder.torch_tracers import export_named_modules, is_exporting, under_torch_tracer
 
 __all__ = ["ThunderModule"]
 
@@ -21,7 +22,8 @@ class ThunderModule(torch.nn.Module):
     the jit.
 
     Parameters and buffers are the original module's (shared, not copied); ``state_dict`` and
-    ``load_state_dict`` use the original's names; ``train()``/``eval()`` reach the original (its
+    ``load_state_dict`` use the original's names, and so does ``load_state_dict`` of a module
+    holding this one (``_load_from_state_dict``); ``train()``/``eval()`` reach the original (its
     ``training`` flags are guarded, so switching recompiles once per mode). Attribute writes and
     in-place buffer updates made by ``forward`` happen on every call, as in eager.
 
@@ -37,13 +39,17 @@ class ThunderModule(torch.nn.Module):
     methods reached through ``jm`` (``jm.generate(...)``) run with its calls of itself
     (``self(...)``) going to the compiled program; a transformers ``PreTrainedModel`` wrapped
     presents its class as ``jm.__class__`` (``isinstance(jm, PreTrainedModel)``, as
-    ``Trainer.save_model`` asks; ``type(jm)`` stays ``ThunderModule``).
+    ``Trainer.save_model`` asks; ``type(jm)`` stays ``ThunderModule``); ``jm.forward.__func__``
+    takes the ThunderModule first (accelerate's mixed precision wraps it and binds the wrapper
+    to ``jm``). Lightning's ``Trainer`` takes the LightningModule whose network is jitted, not a
+    jitted LightningModule (``thunder.jit`` warns with that advice).
     """
 
     def __init__(self, model: torch.nn.Module, compiled: ThunderFunction) -> None:
         super().__init__()
         self._model = model
         self._thunder_function = compiled
+        self.register_load_state_dict_post_hook(_original_key_names)  # type: ignore[no-untyped-call]
 
     # ``inspect.signature(jm.forward)`` is the wrapped forward's (Trainer keeps the input
     # columns it names)
@@ -65,6 +71,8 @@ class ThunderModule(torch.nn.Module):
         return reduced
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if under_torch_tracer():  # torch.jit.trace, torch.export, torch.compile: the wrapped module
+            return self._model(*args, **kwargs)
         # nn.Module's call path, three Python frames, only where it has something to do: hooks
         # on this module or on all modules, a compiled call (compile()), a torch.jit trace, a
         # forward set on this instance (accelerate's autocast wrapper)
@@ -105,6 +113,35 @@ class ThunderModule(torch.nn.Module):
     ) -> Any:
         return self._model.load_state_dict(state_dict, strict=strict, assign=assign)
 
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        # Reached when a module holding this one loads a state dict (a LightningModule whose
+        # network was jitted, from its checkpoint): nn.Module.load_state_dict walks ``_modules``,
+        # so the wrapped module's entries are looked up under ``<prefix>_model.``, while the
+        # keys are the original module's, as ``state_dict()`` writes them. They move there;
+        # ``_original_key_names`` gives the keys it reports missing or unexpected their names back.
+        inner = prefix + _WRAPPED
+        model = self._model
+        name = _WRAPPED[:-1]
+        # a key under ``<prefix>_model.`` is a path through this module unless the wrapped
+        # module has an entry of that name itself
+        every_key = name in model._modules or name in model._parameters or name in model._buffers
+        for key in [k for k in state_dict if k.startswith(prefix)]:
+            if every_key or not key.startswith(inner):
+                state_dict[inner + key[len(prefix) :]] = state_dict.pop(key)
+        self.__dict__[_LOADING_UNDER] = prefix
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+
     def named_parameters(
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
     ) -> Iterator[tuple[str, torch.nn.Parameter]]:
@@ -114,6 +151,19 @@ class ThunderModule(torch.nn.Module):
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
     ) -> Iterator[tuple[str, torch.Tensor]]:
         return self._model.named_buffers(prefix, recurse, remove_duplicate)
+
+    def named_modules(
+        self,
+        memo: set[torch.nn.Module] | None = None,
+        prefix: str = "",
+        remove_duplicate: bool = True,
+    ) -> Iterator[tuple[str, torch.nn.Module]]:
+        if is_exporting():  # names as named_parameters' (thunder/torch_tracers.py)
+            return export_named_modules(self, memo, prefix, remove_duplicate)
+        modules: Iterator[tuple[str, torch.nn.Module]] = super().named_modules(
+            memo, prefix, remove_duplicate
+        )
+        return modules
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -129,3 +179,19 @@ class ThunderModule(torch.nn.Module):
 
 def _new_object(cls: type, *args: Any) -> Any:
     return cls.__new__(cls, *args)
+
+
+_WRAPPED = "_model."  # the wrapped module's path under a ThunderModule
+_LOADING_UNDER = "_thunder_loading_under"  # set while an enclosing module's load passes here
+
+
+def _original_key_names(module: torch.nn.Module, incompatible: Any) -> None:
+    """``load_state_dict`` post-hook of every ThunderModule: the keys that a load through an
+    enclosing module (``ThunderModule._load_from_state_dict``) reports missing or unexpected
+    under ``<prefix>_model.`` get the original module's names back."""
+    prefix = module.__dict__.pop(_LOADING_UNDER, None)
+    if prefix is None:
+        return
+    inner = prefix + _WRAPPED
+    for keys in (incompatible.missing_keys, incompatible.unexpected_keys):
+        keys[:] = [prefix + k[len(inner) :] if k.startswith(inner) else k for k in keys]

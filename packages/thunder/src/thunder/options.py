@@ -114,7 +114,7 @@ class JitOptions:
             )
             raise TypeError(
                 f"thunder.jit got unknown option(s) {', '.join(map(repr, unknown))}. "
-                "Known keyword arguments: executors, transforms, cache, sharp_edges, "
+                "Known keyword arguments: executors, transforms, lookasides, cache, sharp_edges, "
                 f"disable_torch_autograd, and the compile options:\n{known}"
             )
         merged = {name: default for name, (default, _) in KNOWN_COMPILE_OPTIONS.items()}
