@@ -225,3 +225,17 @@ def test_methods_of_any_module_call_the_compiled_forward() -> None:
     model(x)  # eager again: the original's own calls are not routed
     model.roll(x, 2)
     assert stats.cache_hits == 8
+
+
+def test_a_jitted_model_prints_as_a_thunder_module_of_the_model():
+    model = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=32,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+    )
+    assert repr(thunder.jit(model)).startswith("ThunderModule(\n  (_model): LlamaForCausalLM(")

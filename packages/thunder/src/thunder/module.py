@@ -101,6 +101,10 @@ class ThunderModule(torch.nn.Module):
         new.__dict__["_thunder_function"] = copy.copy(self._thunder_function)
         return new
 
+    def _get_name(self) -> str:
+        # repr's name: its own, not the class it presents to isinstance (a transformers model)
+        return "ThunderModule"
+
     def get_model(self) -> torch.nn.Module:
         """The original module."""
         return self._model
