@@ -101,3 +101,69 @@ def test_broadcasting_ops_match_eager(
     got, want = fn(a, b), torch_op(a * 2.0, b)
     assert got.dtype == want.dtype and got.shape == want.shape
     torch.testing.assert_close(got, want)
+
+
+def test_an_int_in_an_index_is_one_select() -> None:
+    # x[:, 1] is a narrow and a squeeze in the IR: eager's one view, torch.select
+    def f(x: Any) -> Any:
+        y = ltorch.mul(x, 2.0)
+        return ltorch.add(y[:, 1], y[0])
+
+    extrace = transform_for_execution(trace_function(f, torch.randn(3, 3)), ("torch_ops", "torch"))
+    calls = _calls(extrace)
+    assert calls.count("torch.select") == 2 and "torch.narrow" not in calls, calls
+    fn = extrace.python_callable()
+    for _ in range(2):
+        x = torch.randn(3, 3)
+        torch.testing.assert_close(fn(x), (x * 2)[:, 1] + (x * 2)[0])
+
+
+def test_a_narrow_read_elsewhere_stays() -> None:
+    def f(x: Any) -> Any:
+        y = ltorch.mul(x, 2.0)
+        return y[:, 1:2], y[:, 1]
+
+    x = torch.randn(3, 4)
+    extrace = transform_for_execution(trace_function(f, x), ("torch_ops", "torch"))
+    got = extrace.python_callable()(x)
+    for a, b in zip(got, ((x * 2)[:, 1:2], (x * 2)[:, 1]), strict=True):
+        torch.testing.assert_close(a, b)
+        assert a.stride() == b.stride()
+
+
+def test_gradient_rows_are_added_into_zeros_in_place() -> None:
+    from thunder_ir import prims
+
+    def f(v: Any, i: Any, returned: bool) -> Any:
+        z = prims.full((5, 3), 0.0, device=v.device, dtype=v.dtype)
+        out = prims.index_put(z, [i], v, True)
+        return (out, z) if returned else out
+
+    v, i = torch.randn(4, 3), torch.tensor([0, 2, 0, 4])
+    want = torch.zeros(5, 3).index_put_((i,), v, accumulate=True)
+    inplace = transform_for_execution(trace_function(lambda v, i: f(v, i, False), v, i))
+    assert "torch_ex.index_put_" in _calls(inplace)
+    torch.testing.assert_close(inplace.python_callable()(v, i), want)
+    kept = transform_for_execution(trace_function(lambda v, i: f(v, i, True), v, i))
+    assert "torch_ex.index_put_" not in _calls(kept)  # the zeros are returned: not written
+    out, z = kept.python_callable()(v, i)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(z, torch.zeros(5, 3))
+
+
+def test_broadcast_over_a_size_read_from_data_is_left_to_torch() -> None:
+    import thunder
+
+    def f(x: Any) -> Any:
+        rows = x[x.sum(1) > 0]
+        return rows.sum(1, keepdim=True) * rows  # (n, 1) * (n, 4), n read from data
+
+    jf = thunder.jit(f)
+    g = torch.Generator().manual_seed(0)
+    one = -torch.ones(6, 4)
+    one[2] = 1.0
+    for x in [torch.randn(6, 4, generator=g) for _ in range(3)] + [one, -torch.ones(6, 4)]:
+        torch.testing.assert_close(jf(x), f(x))
+    text = str(thunder.last_traces(jf)[-1])
+    assert ".expand(" not in text, text  # torch.mul broadcasts (n, 1) itself
+    assert thunder.compile_stats(jf).compilations == 1

@@ -40,6 +40,8 @@ from thunder_executors.peephole import (
     drop_implicit_broadcasts,
     drop_unread_factories,
     drop_unread_numbers,
+    index_put_into_fresh,
+    select_for_int_indices,
 )
 from thunder_executors.torch_views import torch_call
 from thunder_ir import BoundSymbol, PassRecord, Proxy, Symbol, TensorProxy, Trace, prims
@@ -559,6 +561,7 @@ def transform_for_execution(
         out.append(fused)
 
     out = drop_unread_factories(drop_implicit_broadcasts(out, returned), returned)
+    out = index_put_into_fresh(select_for_int_indices(out, returned), returned)
     out = drop_unread_numbers(drop_identity_arithmetic(out, returned), returned, aliases.is_written)
     out = _with_deletes(out, returned | {a.name for a in trace.args})
     seconds = time.perf_counter() - start

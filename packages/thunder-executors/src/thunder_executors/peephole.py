@@ -4,7 +4,8 @@ The IR makes broadcasting explicit: ``a * w`` with ``w`` of shape ``(32,)`` and 
 ``(2, 8, 32)`` is ``broadcast_in_dim(w, (2, 8, 32), (2,))`` then ``mul``. Torch broadcasts by
 itself, so where the expanded tensor only feeds torch functions that broadcast (``torch.mul``,
 ``torch.add``, ``torch.where``...), those read the unexpanded tensor and the expand is dropped:
-one torch call fewer, the same values (an expand is a view: it copies nothing).
+one torch call fewer, the same values (an expand is a view: it copies nothing). A size read from
+data (``(i0, 1)`` expanded to ``(i0, 128)``) is known only to equal itself.
 
 A decomposition can also leave a value unread: ``cat`` skips empty tensors, so the empty tensor
 a key-value cache starts from is made and never used. Dead code elimination ran on the trace
@@ -17,6 +18,12 @@ and adds an offset that is often 0 (``arange(n) + past_length``). Where the oper
 the trace made and reads nowhere else, the result is that tensor: the same values to the bit,
 the same strides (a dense tensor's elementwise result takes its layout), and nobody holds the
 operand to tell them apart.
+
+The gradient of indexing adds rows into zeros (``torch_ex.index_put`` of a ``torch.full``): where
+nothing else reads the zeros, they are written in place, as eager's backward writes them, not
+copied first. An int in an index (``x[:, 1]``) is a slice and a squeeze in the IR,
+``torch.narrow`` then ``torch.squeeze``: where nothing else reads the narrow, that is one
+``torch.select``, as eager.
 
 These are not (pattern, replacement) rules like ``thunder_transforms.rewrites``: each is a sweep
 over the whole execution trace, on executor symbols after translation, deciding from what the
@@ -43,6 +50,8 @@ __all__ = [
     "drop_implicit_broadcasts",
     "drop_unread_factories",
     "drop_unread_numbers",
+    "index_put_into_fresh",
+    "select_for_int_indices",
 ]
 
 
@@ -81,18 +90,24 @@ def _broadcasts_like_torch(bsym: BoundSymbol) -> bool:
     return bsym.sym in _BROADCASTING and not bsym.kwargs
 
 
-def _broadcast_shape(shapes: Sequence[Sequence[Any]]) -> tuple[int, ...] | None:
+def _broadcast_shape(shapes: Sequence[Sequence[Any]]) -> list[Any] | None:
+    """The shape torch's broadcasting gives on every call, or None where that is not known: a
+    symbolic size (read from data: a routed token count) is known only to equal itself."""
     n = max((len(s) for s in shapes), default=0)
-    out = [1] * n
+    out: list[Any] = [1] * n
     for s in shapes:
         for i, d in enumerate(s, start=n - len(s)):
-            if not isinstance(d, int):
-                return None
-            if d != 1:
-                if out[i] not in (1, d):
-                    return None
+            if same_size(d, 1):
+                continue
+            if same_size(out[i], 1):
                 out[i] = d
-    return tuple(out)
+            elif not same_size(out[i], d):
+                return None
+    return out
+
+
+def _same_shape(a: Sequence[Any] | None, b: Sequence[Any]) -> bool:
+    return a is not None and len(a) == len(b) and all(map(same_size, a, b))
 
 
 def _rewritten(bsym: BoundSymbol, expanded: dict[str, TensorProxy]) -> BoundSymbol:
@@ -112,7 +127,7 @@ def _rewritten(bsym: BoundSymbol, expanded: dict[str, TensorProxy]) -> BoundSymb
             continue
         trial = [*args[:i], expanded[a.name], *args[i + 1 :]]
         shapes = [t.shape for t in trial if isinstance(t, TensorProxy)]
-        if _broadcast_shape(shapes) == tuple(out.shape):
+        if _same_shape(_broadcast_shape(shapes), out.shape):
             args, changed = trial, True
     if not changed:
         return bsym
@@ -141,6 +156,71 @@ def drop_implicit_broadcasts(bsyms: Sequence[BoundSymbol], keep: set[str]) -> li
             and not b.has_tag(OpTag.RETURN)
         )
     ]
+
+
+_NARROW, _SQUEEZE, _SELECT = torch_symbol("narrow"), torch_symbol("squeeze"), torch_symbol("select")
+
+
+def select_for_int_indices(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` with ``torch.narrow(a, d, i, 1)`` read only by ``torch.squeeze`` of ``d`` (an
+    int in an index: ``x[:, 1]``, the columns of ``torch.where``) made the one view eager makes,
+    ``torch.select(a, d, i)``, at the squeeze. ``keep``: names that must stay defined."""
+    reads: dict[str, int] = {}
+    for b in bsyms:
+        for p in b.flat_proxy_args:
+            reads[p.name] = reads.get(p.name, 0) + 1
+    narrows = {
+        b.output.name: b
+        for b in bsyms
+        if b.sym is _NARROW
+        and isinstance(b.output, TensorProxy)
+        and len(b.args) == 4
+        and not b.kwargs
+        and all(type(x) is int for x in b.args[1:])  # (a symbolic one would be a decision)
+        and b.args[3] == 1
+        and reads.get(b.output.name) == 1
+        and b.output.name not in keep
+    }
+    if not narrows:
+        return list(bsyms)
+    out: list[BoundSymbol] = []
+    merged: set[str] = set()
+    for b in bsyms:
+        n = None
+        if b.sym is _SQUEEZE and len(b.args) == 2 and isinstance(b.args[0], TensorProxy):
+            n = narrows.get(b.args[0].name)
+        if n is not None and not b.kwargs and b.args[1] in ((n.args[1],), n.args[1]):
+            b = b.replace(sym=_SELECT, args=n.args[:3], kwargs={})
+            merged.add(n.output.name)  # type: ignore[union-attr]
+        out.append(b)
+    return [b for b in out if not (b.sym is _NARROW and b.output.name in merged)]  # type: ignore[union-attr]
+
+
+_FULL, _INDEX_PUT = torch_symbol("full"), helper_symbol("index_put")
+_INDEX_PUT_INTO = helper_symbol("index_put_")
+
+
+def index_put_into_fresh(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` with ``torch_ex.index_put`` into a ``torch.full`` read nowhere else (the gradient
+    of indexing: zeros with the rows added at the indices) written in place, as eager's backward
+    does, instead of into a copy of it. ``keep``: names that must stay defined."""
+    reads: dict[str, int] = {}
+    for b in bsyms:
+        for p in b.flat_proxy_args:
+            reads[p.name] = reads.get(p.name, 0) + 1
+    fresh = {
+        b.output.name
+        for b in bsyms
+        if b.sym is _FULL and isinstance(b.output, TensorProxy) and b.output.name not in keep
+    }
+    out: list[BoundSymbol] = []
+    for b in bsyms:
+        if b.sym is _INDEX_PUT and isinstance(b.args[0], TensorProxy):
+            name = b.args[0].name
+            if name in fresh and reads.get(name) == 1:
+                b = b.replace(sym=_INDEX_PUT_INTO)
+        out.append(b)
+    return out
 
 
 # Executor symbols that only make a new tensor from their arguments: no effect, no error that

@@ -26,6 +26,7 @@ __all__ = [
     "embedding",
     "imag",
     "index_put",
+    "index_put_",
     "iota",
     "linear",
     "normal",
@@ -263,6 +264,12 @@ def index_put(
     a: torch.Tensor, indices: Sequence[torch.Tensor], values: torch.Tensor, accumulate: bool
 ) -> torch.Tensor:
     return torch.index_put(a, tuple(indices), values, accumulate)
+
+
+def index_put_(
+    a: torch.Tensor, indices: Sequence[torch.Tensor], values: torch.Tensor, accumulate: bool
+) -> torch.Tensor:
+    return a.index_put_(tuple(indices), values, accumulate)
 
 
 def embedding(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thunder_executors.executor import OperatorExecutor, register_executor, same_arguments
-from thunder_ir import Symbol
+from thunder_ir import BoundSymbol, Symbol
 from thunder_ir import ops as ltorch
 
 __all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "RUNNERS", "torch_ops_executor"]
@@ -85,7 +85,8 @@ KEPT_OFF_CPU = frozenset(
 )
 _CPU_AVG_POOL_WINDOW = 9
 
-# Internal ops (no torch name; see thunder_ir.ops.nn_backward) run with aten kernels.
+# Internal ops (no torch name; see thunder_ir.ops.nn_backward, indexing.advanced_index) run with
+# aten kernels.
 ATEN_OPS: tuple[Symbol, ...] = (
     ltorch.native_layer_norm, ltorch.layer_norm_backward, ltorch.gelu_backward, ltorch.sdpa_flash,
     ltorch.sdpa_flash_backward, ltorch.convolution_backward_input,
@@ -93,7 +94,7 @@ ATEN_OPS: tuple[Symbol, ...] = (
     ltorch.max_pool_with_indices_backward, ltorch.embedding_backward, ltorch.native_batch_norm,
     ltorch.batch_norm_backward, ltorch.hardswish_backward, ltorch.hardsigmoid_backward,
     ltorch.hardtanh_backward, ltorch.silu_backward, ltorch.leaky_relu_backward,
-    ltorch.elu_backward, ltorch.softplus_backward, ltorch.mish_backward,
+    ltorch.elu_backward, ltorch.softplus_backward, ltorch.mish_backward, ltorch.advanced_index,
 )  # fmt: skip
 
 torch_ops_executor = OperatorExecutor("torch_ops")
@@ -415,6 +416,8 @@ def _aten_ops() -> dict[Symbol, Callable[..., Any]]:
         ltorch.elu_backward: functools.partial(_elu_backward, torch),
         ltorch.softplus_backward: torch.ops.aten.softplus_backward,
         ltorch.mish_backward: torch.ops.aten.mish_backward,
+        # ``a[key]`` with the key's tensors: aten.index, without the dispatch of torch.ops
+        ltorch.advanced_index: torch.Tensor.__getitem__,
     }
 
 
@@ -422,14 +425,37 @@ def _aten_ops() -> dict[Symbol, Callable[..., Any]]:
 _CPU_ONLY = frozenset({ltorch.sdpa_flash, ltorch.sdpa_flash_backward})
 
 
+def _index_tensors_not_0d(a: Any, indices: Any) -> bool:
+    # torch's __getitem__ takes a lone 0-dim integer tensor for an int: a view, where
+    # advanced_index's result is new memory.
+    return all(i is None or i.ndim > 0 for i in indices)
+
+
+def _as_key(runner: Symbol) -> Callable[[BoundSymbol], BoundSymbol]:
+    """advanced_index's call as ``a[key]``: None (a whole dimension) becomes ``:``."""
+
+    def translate(bsym: BoundSymbol) -> BoundSymbol:
+        a, indices = bsym.args
+        key = (
+            indices[0]
+            if len(indices) == 1
+            else tuple(slice(None) if i is None else i for i in indices)
+        )
+        return BoundSymbol(runner, (a, key), {}, bsym.output, header=bsym.header)
+
+    return translate
+
+
 def _register_aten() -> None:
     fns = _aten_ops()
     assert set(fns) == set(ATEN_OPS)
     for op, fn in fns.items():
-        checker = _on_cpu if op in _CPU_ONLY else None
-        torch_ops_executor.register_implementation(
-            op, translate=same_arguments(_runner(op, fn)), checker=checker
-        )
+        checker: Callable[..., Any] | None = _on_cpu if op in _CPU_ONLY else None
+        runner = _runner(op, fn)
+        translate = same_arguments(runner)
+        if op is ltorch.advanced_index:
+            checker, translate = _index_tensors_not_0d, _as_key(runner)
+        torch_ops_executor.register_implementation(op, translate=translate, checker=checker)
 
 
 _register()

@@ -1,9 +1,10 @@
 """Indexing torch-language ops: ``tensor[key]``, ``tensor[key] = value``, gather/scatter and friends.
 
 Basic indexing (ints, slices, None, Ellipsis) is slicing and squeezing, and returns a view in torch;
-advanced indexing (integer tensors or lists) copies, and is written with ``index_select`` on a
-linearized index. ``getitem`` is tagged ``OpTag.VIEW``: a pass that needs to know whether one call
-aliases its input asks ``getitem_is_view(key)``. Boolean-mask indexing has a shape that depends on
+advanced indexing (integer tensors or lists) copies: the op ``advanced_index`` (torch's
+``aten.index``), written with ``index_select`` on a linearized index. ``getitem`` is tagged
+``OpTag.VIEW``: a pass that needs to know whether one call aliases its input asks
+``getitem_is_view(key)``. Boolean-mask indexing has a shape that depends on
 the mask's values, which a trace cannot know: it raises UnsupportedOptionError (except where the
 result's shape does not depend on them, as in ``t[mask] = 0``).
 """
@@ -234,6 +235,9 @@ def _index_tensor(x: Any, device: Any) -> TensorProxy:
 
 
 def _wrap_negative(index: TensorProxy, size: Any) -> TensorProxy:
+    trace = get_tracectx()
+    if trace is not None and index.name in trace.nonnegative:
+        return index  # the indices of nonzero elements (data_shapes)
     return prims.where(prims.lt(index, 0), prims.add(index, size), index)  # type: ignore[no-any-return]
 
 
@@ -250,13 +254,8 @@ def _advanced(out: TensorProxy, adv: list[tuple[int, Any]]) -> TensorProxy:
         positions = list(range(len(positions)))
     first, last = positions[0], positions[-1]
     linear: Any = None
-    trace = get_tracectx()
-    known = trace.nonnegative if trace is not None else set()
     for p, index in zip(positions, indices):
-        wrap = index.name not in known
-        index = expand_to(index, bshape)
-        if wrap:
-            index = _wrap_negative(index, out.shape[p])
+        index = expand_to(_wrap_negative(index, out.shape[p]), bshape)
         linear = index if linear is None else prims.add(prims.mul(linear, out.shape[p]), index)
     assert linear is not None
     block: Any = 1
@@ -299,8 +298,20 @@ def _apply_items(a: TensorProxy, items: list[Item]) -> TensorProxy:
             adv.append((d, item[2]))
             d += 1
     if adv:
-        return _advanced(out, adv)
+        indices: list[Any] = [None] * (adv[-1][0] + 1)
+        for p, x in adv:
+            indices[p] = _index_tensor(x, out.device)
+        return advanced_index(out, tuple(indices))  # type: ignore[no-any-return]
     return out if out is not a else prims.shallow_copy(a)  # type: ignore[no-any-return]
+
+
+@torchop(name="advanced_index")
+def advanced_index(a: Any, indices: Sequence[Any]) -> Any:
+    """``a`` indexed by int64 tensors at the dimensions where ``indices`` holds one (None: the
+    whole dimension), as ``torch.ops.aten.index``: ``getitem`` after its basic entries. Eager runs
+    it as one kernel, and so does the torch_ops executor; decomposed, it is an ``index_select``
+    of the linearized index."""
+    return _advanced(a, [(d, i) for d, i in enumerate(indices) if i is not None])
 
 
 @torchop("torch.Tensor.__getitem__", name="getitem", tags=(OpTag.SHAPE_OP, OpTag.VIEW))
@@ -706,11 +717,13 @@ def _along_dim(
         a1, s1 = prims.reshape(a, (1,)), prims.reshape(source, (1,))
         out = prims.index_put(a1, [prims.reshape(index, (1,))], s1, accumulate)
         return prims.reshape(out, ())  # type: ignore[no-any-return]
-    moved_a = movedim(a, d, 0)
-    moved_s = movedim(source, d, 0) if source.ndim else prims.reshape(source, (1,))
+    moved_a = movedim(a, d, 0) if d else a
+    moved_s = (
+        (movedim(source, d, 0) if d else source) if source.ndim else prims.reshape(source, (1,))
+    )
     idx = index if index.ndim == 1 else prims.reshape(index, (1,))
     out = prims.index_put(moved_a, [idx], moved_s, accumulate)
-    return movedim(out, 0, d)  # type: ignore[no-any-return]
+    return movedim(out, 0, d) if d else out  # type: ignore[no-any-return]
 
 
 def _index_add(a: Any, dim: int, index: Any, source: Any, alpha: Any, op: str) -> TensorProxy:

@@ -188,7 +188,10 @@ _NEGATED = {"<": ">=", "<=": ">", "==": "!="}
 
 def holds_for_sizes(expr: C.Expr, sizes: set[str]) -> bool:
     """Whether ``expr`` compares one size read from data with a constant in a way every size
-    satisfies (``not (i0 < 0)``, which slicing records): nothing to check."""
+    satisfies (``not (i0 < 0)``, which slicing records), or is true of any integers (``i0 == i0``,
+    index_add's count of indices against its source's rows): nothing to check."""
+    if expr.variables() <= sizes and C.simplify(expr) == C.Const(True):
+        return True
     op = None
     if isinstance(expr, C.Not) and isinstance(expr.operand, C.Compare):
         op, cmp = _NEGATED.get(expr.operand.op), expr.operand

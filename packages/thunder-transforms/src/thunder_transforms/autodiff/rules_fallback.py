@@ -2,25 +2,47 @@
 runs ``torch.autograd.grad`` through the callable, re-run on the forward's saved arguments
 (``ltorch.torch_fallback_vjp``). A random one is re-run from the generator state recorded
 before its forward draw (``torch_fallback_random_replay``), so it draws the forward's numbers;
-without that state it is refused: running it again would draw other numbers."""
+without that state it is refused: running it again would draw other numbers. ``topk`` and
+``sort`` scatter the cotangent of their values back, as eager's backward does."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from thunder_ir import BoundSymbol
+from thunder_ir import BoundSymbol, TensorProxy, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.ops.fallback import torch_fallback_sized
 from thunder_ir.pytree import tree_iter
-from thunder_transforms.autodiff.registry import GradPairs, register_vjp
+from thunder_transforms.autodiff.registry import GradPairs, register_vjp, zeros_like
 
 __all__: list[str] = []
+
+
+# Selections returning (values, indices) along ``dim``, by the position of ``dim`` among their
+# arguments: the values' gradient goes back to the positions the indices name (eager's backward,
+# one scatter, where running the callable again under autograd costs hundreds of microseconds).
+_SELECTIONS = {"torch.topk": 2, "torch.Tensor.topk": 2, "torch.sort": 1, "torch.Tensor.sort": 1}
+
+
+def _selection_grad(bsym: BoundSymbol, g: Any) -> GradPairs | None:
+    at = _SELECTIONS.get(bsym.args[0])
+    if bsym.sym is not ltorch.torch_fallback or at is None or g is None or len(bsym.args) < 2:
+        return None
+    _, a, *rest = bsym.args
+    if not isinstance(a, TensorProxy) or a.ndim == 0:
+        return None
+    dim = rest[at - 1] if len(rest) >= at else bsym.kwargs.get("dim", -1)
+    _, indices = bsym.output
+    return [(a, prims.scatter_add(zeros_like(a), dim % a.ndim, indices, g))]
 
 
 @register_vjp(ltorch.torch_fallback, ltorch.torch_fallback_view, torch_fallback_sized)
 def _torch_fallback(bsym: BoundSymbol, *cotangents: Any) -> GradPairs:
     if all(c is None for c in cotangents):
         return []
+    selected = _selection_grad(bsym, cotangents[0])
+    if selected is not None:
+        return selected
     qualified, *args = bsym.args
     grads = ltorch.torch_fallback_vjp(qualified, tuple(args), dict(bsym.kwargs), cotangents)
     leaves = list(tree_iter((tuple(args), dict(bsym.kwargs))))

@@ -213,37 +213,21 @@ def _scatter_add(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, g), (src, gsrc)]
 
 
-def _broadcast_all(ts: Sequence[TensorProxy]) -> list[TensorProxy]:
-    nd = max(t.ndim for t in ts)
-    shape: list[Any] = [1] * nd
-    for t in ts:
-        for i, s in enumerate(t.shape):
-            j = nd - t.ndim + i
-            if not (isinstance(s, int) and s == 1):
-                shape[j] = s
-    return [
-        t
-        if len(t.shape) == nd and all(static_eq(x, y) for x, y in zip(t.shape, shape))
-        else P.broadcast_in_dim(t, tuple(shape), tuple(range(nd - t.ndim, nd)))
-        for t in ts
-    ]
-
-
-def _advanced_index(g: TensorProxy, indices: Sequence[TensorProxy]) -> TensorProxy:
-    """``g[indices]`` for integer index tensors on the leading dimensions (torch semantics:
-    the indices broadcast together, negative ones count from the end)."""
-    k = len(indices)
-    idx = _broadcast_all([_as_int64(i) for i in indices])
-    linear: Any = None
-    for i, size in zip(idx, g.shape[:k]):
-        wrapped = P.where(P.lt(i, 0), P.add(i, size), i)
-        linear = wrapped if linear is None else P.add(P.mul(linear, size), wrapped)
-    n_lead: Any = 1
-    for s in g.shape[:k]:
-        n_lead = n_lead * s
-    rest = tuple(g.shape[k:])
-    rows = P.index_select(_reshape_to(g, (n_lead, *rest)), 0, _flat(linear))
-    return _reshape_to(rows, (*idx[0].shape, *rest))
+@register_vjp(ltorch.advanced_index)
+def _advanced_index(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """Eager's: the gradient added into zeros at the indexed positions, one ``index_put``
+    (the indexed dimensions first; torch's result has adjacent ones where they were)."""
+    a, indices = bsym.args
+    pos = [d for d, i in enumerate(indices) if i is not None]
+    k, first = len(pos), pos[0]
+    n_index = g.ndim - (a.ndim - k)  # dimensions of the broadcast index shape
+    if first and pos == list(range(first, first + k)):
+        lead = range(first, first + n_index)
+        g = P.transpose(g, (*lead, *range(first), *range(first + n_index, g.ndim)))
+    perm = (*pos, *(d for d in range(a.ndim) if d not in pos))
+    z = P.full(tuple(a.shape[d] for d in perm), 0.0, device=g.device, dtype=g.dtype)
+    acc = P.index_put(z, [indices[d] for d in pos], g, True)
+    return [(a, acc if perm == tuple(range(a.ndim)) else P.transpose(acc, _inverse(perm)))]
 
 
 @register_vjp(P.index_put)
@@ -252,7 +236,8 @@ def _index_put(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     if any(i.dtype == dtypes.bool8 for i in indices):
         raise NotImplementedError("the gradient of index_put with boolean masks is not supported")
     ga = g if accumulate else P.index_put(g, list(indices), zeros_like(values), False)
-    gathered = _advanced_index(g, indices)
+    idx = tuple(_as_int64(i) for i in indices)
+    gathered = ltorch.advanced_index(g, idx) if idx else g  # (no index: a 0-dim write)
     return [(a, ga), (values, sum_to_shape(gathered, values.shape))]
 
 
