@@ -228,14 +228,5 @@ def test_methods_of_any_module_call_the_compiled_forward() -> None:
 
 
 def test_a_jitted_model_prints_as_a_thunder_module_of_the_model():
-    model = transformers.LlamaForCausalLM(
-        transformers.LlamaConfig(
-            vocab_size=32,
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-        )
-    )
-    assert repr(thunder.jit(model)).startswith("ThunderModule(\n  (_model): LlamaForCausalLM(")
+    text = repr(thunder.jit(_llama()))
+    assert text.startswith("ThunderModule(\n  (_model): LlamaForCausalLM(")
