@@ -1,5 +1,5 @@
 """``THUNDER_LOGS`` / ``thunder.set_logs``: what thunder does, through ``logging``, at the user's
-lines; and the short summary ``compile_stats`` prints."""
+lines; the short summary ``compile_stats`` prints; the progress of a long compile."""
 
 import os
 import subprocess
@@ -129,3 +129,44 @@ def test_compile_stats_print_a_short_summary():
     assert "compilations=2" in text and "(2, 4) -> (3, 4)" in text
     assert ".last_traces" in text and "def computation" not in text
     assert stats.last_traces  # the traces are its attributes
+
+
+_SLOW_COMPILE = textwrap.dedent(
+    """
+    import time, torch, thunder
+
+    class Slow(thunder.Transform):
+        def transform_traces_pre_prologue(self, prologue, computation, epilogue):
+            time.sleep(0.8)
+            return prologue, computation, epilogue
+
+    f = thunder.jit(lambda x: x.sin() * 2, transforms=[Slow()])
+    f(torch.ones(3))
+    f(torch.ones(3))
+    """
+)
+
+
+@pytest.mark.parametrize(("switch", "shown"), [("1", True), ("0", False)])
+def test_a_long_compile_shows_its_progress_on_stderr(switch, shown):
+    env = {**os.environ, "THUNDER_PROGRESS": switch, "THUNDER_PROGRESS_AFTER": "0.2"}
+    done = subprocess.run(
+        [sys.executable, "-c", _SLOW_COMPILE], env=env, capture_output=True, text=True, check=True
+    )
+    lines = done.stderr.splitlines()
+    progress = [line for line in lines if line.startswith("[thunder] compiling <lambda>: ")]
+    finished = [line for line in lines if line.startswith("[thunder] compiled <lambda> in ")]
+    if shown:
+        assert progress and "transforms" in progress[0]
+        assert len(finished) == 1 and "transforms" in finished[0]  # once: a cache hit after
+    else:
+        assert progress == [] and finished == []
+
+
+def test_a_short_compile_shows_nothing():
+    env = {**os.environ, "THUNDER_PROGRESS": "1"}
+    script = "import torch, thunder; thunder.jit(lambda x: x + 1)(torch.ones(2))"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert "[thunder]" not in done.stderr

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from thunder import progress
 from thunder.binding import ProgramRaised, TracedProgram, trace_program, user_location
 from thunder.binding.regions import GradEnabledInside
 from thunder.eager_layouts import EagerViewError, check_fused_views, stride_checks
@@ -173,6 +174,7 @@ class _Clock:
         now = time.perf_counter()
         self.laps[stage] = now - self.last
         self.last = now
+        progress.lap(stage, self.laps[stage])
 
     def timings(self) -> dict[str, float]:
         return {**self.laps, "total": time.perf_counter() - self.start}

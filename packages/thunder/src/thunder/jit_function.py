@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder import jit_copies, logs
+from thunder import jit_copies, logs, progress
 from thunder.compile_entry import (
     CacheEntry,
     ProgramRaised,
@@ -250,6 +250,19 @@ class ThunderFunction:
             if len(self._structures) == 1:
                 self._signature, self._buckets = signature.fn, structure.buckets
         reason = self._change_reason(structure, key)
+        with progress.compiling(self._name):
+            return self._compile_and_run(args, kwargs, structure, key, reason)
+
+    def _compile_and_run(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        structure: _Structure | None,
+        key: tuple[Any, ...] | None,
+        reason: str | None,
+    ) -> Any:
+        """Compiles a program for these inputs (stored in ``structure``'s bucket ``key`` when
+        caching) and runs it; the call runs eagerly where tracing cannot hold it."""
         start = time.perf_counter()
         raised: Exception | None = None
         try:
@@ -307,7 +320,7 @@ class ThunderFunction:
             },
             lambda: stats.last_data_reads,
         )
-        if caching and structure is not None and key is not None:
+        if structure is not None and key is not None:
             structure.buckets.setdefault(key, []).insert(0, entry)  # it serves the state now
             self._entries += 1
         if self._same_input:
