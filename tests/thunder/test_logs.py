@@ -170,3 +170,24 @@ def test_a_short_compile_shows_nothing():
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
     assert "[thunder]" not in done.stderr
+
+
+def test_compile_stats_count_the_fusion_regions_compile_time():
+    # Regions compile on their first call or in the background: their time is the execution
+    # traces' (ExecutionTrace.compile_seconds), forward and backward, summed when asked.
+    class Compiled:
+        def __init__(self, seconds):
+            self.seconds = seconds
+
+        def compile_seconds(self):
+            return self.seconds
+
+    stats = thunder.CompileStats(
+        compilations=1,
+        last_traces=[object(), Compiled(2.5)],
+        last_backward_traces=[Compiled(1.25)],
+        last_timings={"interpretation": 0.5, "total": 0.5},
+        last_compile_seconds=0.5,
+    )
+    assert stats.fusion_compile_seconds == 3.75
+    assert "fusion regions 3.750 s so far" in repr(stats)

@@ -75,6 +75,14 @@ class CompileStats:
 
         return describe_data_reads(self.last_traces[0]) if self.last_traces else []
 
+    @property
+    def fusion_compile_seconds(self) -> float:
+        """Time the last program's fusion regions (torch.compile, nvFuser) spent compiling so
+        far: they compile on their first call, or in the background (``thunder.compile``), so
+        ``last_compile_seconds`` does not count it."""
+        finals = [t[-1] for t in (self.last_traces, self.last_backward_traces) if t]
+        return sum(float(getattr(t, "compile_seconds", lambda: 0.0)()) for t in finals)
+
     def __repr__(self) -> str:
         # A summary: the traces (thousands of lines for a model) are its attributes.
         counts = (
@@ -86,6 +94,9 @@ class CompileStats:
             stages = ", ".join(
                 f"{k} {v:.3f} s" for k, v in self.last_timings.items() if k != "total"
             )
+            fusion = self.fusion_compile_seconds
+            if fusion:
+                stages += f"; fusion regions {fusion:.3f} s so far"
             lines.append(f"  last compile: {self.last_compile_seconds:.3f} s ({stages})")
         for label, value in (
             ("last recompile reason", self.last_recompile_reason),
