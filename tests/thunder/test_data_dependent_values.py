@@ -449,3 +449,24 @@ def test_writes_and_decisions_in_any_order_match_eager(steps, seed):
     g = torch.Generator().manual_seed(seed)
     calls = [(torch.randn(4, generator=g), torch.randn(4, generator=g)) for _ in range(4)]
     _matches_eager(_program_of(steps), calls)  # results and buf after each call
+
+
+def test_decisions_comparing_data_with_symbolic_sizes_and_numbers():
+    # cache="symbolic values": the sizes and numbers passed in are symbols of the program; a
+    # decision comparing a value read from data with them is checked with their values.
+    def window(k, pos, limit):
+        m = pos.max().item()
+        if m < k.shape[1] and m < limit:
+            k = k[:, : m + 1]
+        return k.sum(1)
+
+    jf = thunder.jit(window, cache="symbolic values")
+    g = torch.Generator().manual_seed(8)
+    for n in (6, 9, 12):
+        for p, limit in ((2, 5), (7, 5), (7, 20), (13, 20)):
+            k = torch.randn(2, n, generator=g)
+            pos = torch.tensor([p, p // 2])
+            torch.testing.assert_close(jf(k, pos, limit), window(k, pos, limit))
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0, stats.last_eager_reason
+    assert stats.compilations <= 3  # one per outcome of the decisions, whatever the sizes

@@ -93,6 +93,9 @@ class Trace:
         # Integer tensors with no negative element (indices of nonzero elements): an index
         # tensor among them needs no wrapping of negative values.
         self.nonnegative: set[str] = set()
+        # The symbolic numbers the program's inputs give (sizes and numbers passed in, under
+        # ``cache="symbolic values"``), by name: a decision on data may compare with them.
+        self.input_numbers: dict[str, Any] = {}
         self._data_checks: list[C.Expr] = []
         self._data_checked: set[str] = set()
 
@@ -138,7 +141,9 @@ class Trace:
             self._data_checked.add(text)
             # where the program decided (the user's line), when the recording program knows it
             check = data_check(
-                expr, self.data_values, self.call_location() if self.locate else None
+                expr,
+                {**self.input_numbers, **self.data_values},
+                self.call_location() if self.locate else None,
             )
             # Placed where the values it reads are known (after the checks already there): a
             # call whose decision differs stops before anything the decision led to runs.

@@ -165,13 +165,14 @@ check_data = make_prim("check_data", _no_output, tags=(OpTag.DONT_DCE,), impl=_c
 
 def data_check(expr: C.Expr, values: dict[str, NumberProxy], location: str | None = None) -> Any:
     """The bound symbol checking ``expr``, a constraint on values read from tensor data
-    (``values``: those values by name): the expression inline, the values as arguments, so that
-    passes see what it reads."""
+    (``values``: those values by name, and the symbolic numbers of the inputs it may compare
+    them with): the expression inline, the values as arguments, so that passes see what it
+    reads."""
     unknown = expr.variables() - set(values)
     if unknown:
         raise DataDependentError(
-            "a decision on a value read from tensor data together with symbolic sizes or "
-            f"numbers ({', '.join(sorted(unknown))}) is not supported"
+            "a decision on a value read from tensor data together with symbolic values the "
+            f"computation does not have ({', '.join(sorted(unknown))}) is not supported"
         )
     text = expr.python()
     reads = tuple(values[name] for name in sorted(expr.variables()))

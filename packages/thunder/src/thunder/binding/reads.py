@@ -337,6 +337,7 @@ class ReadsMixin(BinderState):
             )
             self.inputs.in_order.append((proxy, access))
             self.inputs.numbers[proxy.name] = (x, access)
+            self.trace.input_numbers[proxy.name] = proxy
             return proxy
         if isinstance(x, types.FunctionType):
             self._guard_code(x)

@@ -553,6 +553,7 @@ class BinderState:
         access = Access(SIZE, dim, tensor)
         proxy = IntegerProxy(self._name_for(access), value=size)
         self.inputs.in_order.append((proxy, access))
+        self.trace.input_numbers[proxy.name] = proxy
         self.trace.add_constraint(C.Compare(">=", proxy.expr, C.Const(2)))
         return proxy
 
