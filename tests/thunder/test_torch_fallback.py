@@ -295,3 +295,40 @@ def test_custom_ops_without_a_fake_implementation_run_on_the_calls_values():
         torch.testing.assert_close(x.grad, y.grad)
     stats = thunder.compile_stats(jf)
     assert stats.eager_fallbacks == 0 and stats.compilations == 1
+
+
+# Custom ops that write into the arguments their schema marks (mutates_args): recorded as their
+# functional form (the op run on copies of those arguments), then copies into the arguments.
+@torch.library.custom_op("thunder_tests::accumulate", mutates_args=("total",))
+def _accumulate(total: torch.Tensor, x: torch.Tensor) -> None:
+    total.add_(x)
+
+
+@torch.library.custom_op("thunder_tests::scale_and_use", mutates_args=("state",))
+def _scale_and_use(state: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    state.mul_(2)
+    return x * state
+
+
+@_scale_and_use.register_fake
+def _scale_and_use_fake(state, x):
+    return torch.empty_like(x)
+
+
+def test_custom_ops_that_write_their_declared_arguments():
+    def f(x, total, state):
+        _accumulate(total, x)
+        y = _scale_and_use(state, x[:, 0])
+        return total * 3 + y[:, None], state.sum()
+
+    jf = thunder.jit(f)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(3):
+        x, total, state = (torch.randn(4, 2, generator=g) for _ in range(3))
+        state = state[:, 0].contiguous()
+        ours, theirs = (total.clone(), state.clone()), (total.clone(), state.clone())
+        torch.testing.assert_close(jf(x, *ours), f(x, *theirs))
+        torch.testing.assert_close(ours, theirs)  # the arguments written once, as eager writes
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0 and stats.compilations == 1
+    assert "FUNCTIONAL.thunder_tests.accumulate.default" in str(thunder.last_traces(jf)[-1])

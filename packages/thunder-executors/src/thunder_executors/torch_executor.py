@@ -477,8 +477,8 @@ def _fallback_symbol(qualified: str) -> Symbol:
     """The executor symbol printed as ``qualified`` (``torch.special.polygamma``) that runs it."""
     from thunder_ir.ops import resolve_torch_name
 
-    name = qualified.removeprefix("torch.")
-    return _symbol("torch", name, resolve_torch_name(qualified))
+    module, _, name = qualified.partition(".")  # thunder's own (a custom op's functional form)
+    return _symbol(module, name, resolve_torch_name(qualified))
 
 
 def _torch_fallback(bsym: BoundSymbol) -> BoundSymbol:

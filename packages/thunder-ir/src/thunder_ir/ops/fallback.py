@@ -548,6 +548,8 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
     """Records a call of the torch callable ``fn`` (which no op mirrors) in the current trace
     and returns its outputs (proxies; a torch.return_types result keeps its type). Raises
     ``TorchFallbackError`` where the call cannot be recorded with eager's semantics."""
+    from thunder_ir.ops.fallback_mutating import call_mutating_custom_op, written_arguments
+
     name = torch_callable_name(fn)
     if name is None:
         raise TorchFallbackError(
@@ -579,10 +581,16 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
     try:
         run = _FakeRun(name, fn, args, kwargs)
     except DataDependentFallbackError:
+        if written_arguments(fn):  # no fake implementation: its functional variant runs
+            return call_mutating_custom_op(fn, args, kwargs)
         if not can_read_data():
             raise
         out, _ = torch_fallback_sized(name, *args, **kwargs)
         return out
+    except TorchFallbackError:
+        if not written_arguments(fn):
+            raise
+        return call_mutating_custom_op(fn, args, kwargs)  # it writes the arguments it declares
     has_tensor_out = any(isinstance(o, torch.Tensor) for o in tree_iter(_as_tree(run.out)))
     if not has_tensor_out and not run.random:
         # A value computed from metadata only (dtype, shape): the same for every call the
