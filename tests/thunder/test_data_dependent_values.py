@@ -381,7 +381,9 @@ def test_examine_and_the_statistics_say_where_data_is_read_and_decided():
     assert thunder.compile_stats(jf).last_data_reads == report.data_reads
 
 
-def test_examine_says_when_a_call_runs_eagerly_and_where():
+def test_examine_says_when_a_call_runs_split_and_where():
+    # A function run natively no longer makes the whole call eager: the call runs split by
+    # torch.compile, and examine says so, with the line.
     @torch.compiler.disable
     def helper(x):
         return x.numpy().sum()
@@ -390,7 +392,19 @@ def test_examine_says_when_a_call_runs_eagerly_and_where():
         return x * helper(x)
 
     report = thunder.examine(f, torch.randn(3), show=False)
-    assert "torch.compiler.disable" in report.eager_reason
+    assert report.eager_reason is None
+    assert "torch.compiler.disable" in report.split_reason
+    assert f"{__file__}:" in report.split_reason
+    assert "SPLIT" in str(report)
+
+
+def test_examine_says_when_a_call_runs_eagerly_and_where():
+    def f(x):
+        x.sum().backward()  # differentiating inside the program: the call runs eagerly
+        return x * 2
+
+    report = thunder.examine(f, torch.randn(3, requires_grad=True), show=False)
+    assert "torch.autograd.backward" in report.eager_reason
     assert f"{__file__}:" in report.eager_reason
     assert "EAGERLY" in str(report)
 

@@ -177,7 +177,9 @@ def _runs_outside_compilers(x):
     return x.nonzero().float().sum() + x
 
 
-def test_compiler_disabled_function_runs_eagerly_with_its_reason():
+def test_compiler_disabled_function_runs_natively_with_its_reason():
+    # The functions run natively; the call runs split by torch.compile (thunder.dynamo), the
+    # graphs around them compiled by thunder, and the reason names the user's line.
     import torch._dynamo
 
     def f(x):
@@ -188,6 +190,7 @@ def test_compiler_disabled_function_runs_eagerly_with_its_reason():
     with pytest.warns(UserWarning, match="torch.compiler.disable"):
         torch.testing.assert_close(jf(x), f(x))
     stats = thunder.compile_stats(jf)
-    assert stats.eager_fallbacks == 1
-    assert "torch.compiler.disable" in stats.last_eager_reason
-    assert f"{__file__}:" in stats.last_eager_reason
+    assert stats.eager_fallbacks == 0 and stats.split_calls == 1
+    assert "torch.compiler.disable" in stats.last_split_reason
+    assert f"{__file__}:" in stats.last_split_reason
+    assert stats.split_graphs and all(g.runs == "thunder" for g in stats.split_graphs)

@@ -67,6 +67,21 @@ def test_compiles_guards_fallbacks_traces_and_data(logs):
 def test_a_call_that_runs_eagerly_is_logged_with_its_reason(logs):
     thunder.set_logs(fallbacks=True)
 
+    def f(x):
+        x.sum().backward()
+        return x * 2
+
+    jf = thunder.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jf(torch.ones(2, requires_grad=True))
+    (message,) = _messages(logs, "fallbacks")
+    assert "torch.autograd.backward" in message and __file__ in message
+
+
+def test_a_call_split_around_a_native_function_is_logged_with_its_reason(logs):
+    thunder.set_logs(splits=True)
+
     @torch.compiler.disable
     def helper(x):
         return x + 1
@@ -75,8 +90,9 @@ def test_a_call_that_runs_eagerly_is_logged_with_its_reason(logs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         jf(torch.ones(2))
-    (message,) = _messages(logs, "fallbacks")
+    (message,) = _messages(logs, "splits")
     assert "torch.compiler.disable" in message and __file__ in message
+    assert not _messages(logs, "fallbacks")
 
 
 def test_a_modules_calls_are_the_users_lines(logs):

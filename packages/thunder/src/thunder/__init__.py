@@ -75,6 +75,7 @@ __all__ = [
     "last_prologue_traces",
     "last_traces",
     "recipes",
+    "run_natively",
     "set_logs",
 ]
 
@@ -125,21 +126,15 @@ def jit(
     Returns:
         a :class:`ThunderModule` for a module, else a :class:`ThunderFunction`.
     """
-    options = JitOptions.from_kwargs(cache, sharp_edges, disable_torch_autograd, compile_options)
-    user_lookasides = tuple(lookasides or ())
-    for la in user_lookasides:
-        if not isinstance(la, Lookaside):
-            raise TypeError(f"thunder.jit: lookasides must be thunder.Lookaside values, got {la!r}")
-    if user_lookasides:
-        options = dataclasses.replace(options, lookasides=user_lookasides)
-    transforms = tuple(transforms or ())
-    for t in transforms:
-        if not isinstance(t, Transform):
-            raise TypeError(f"thunder.jit: transforms must be thunder.Transform objects, got {t!r}")
-    executors = tuple(executors) if executors is not None else DEFAULT_EXECUTORS
-    from thunder_executors.assignment import resolve_executors
-
-    resolved = resolve_executors(executors)  # an unavailable executor is an error now, not later
+    options, resolved, transforms = jit_arguments(
+        executors,
+        transforms,
+        lookasides,
+        cache,
+        sharp_edges,
+        disable_torch_autograd,
+        compile_options,
+    )
     if isinstance(fn, torch.nn.Module):
         if "_thunder_ddp" in fn.__dict__ or "_thunder_fsdp" in fn.__dict__:  # thunder.distributed
             from thunder.distributed import transforms_for
@@ -154,6 +149,50 @@ def jit(
     if not callable(fn):
         raise TypeError(f"thunder.jit expects a function or an nn.Module, got {type(fn).__name__}")
     return ThunderFunction(fn, options, resolved, transforms)
+
+
+def jit_arguments(
+    executors: Sequence[Any] | None = None,
+    transforms: Sequence[Transform] | None = None,
+    lookasides: Sequence[Lookaside] | None = None,
+    cache: CACHE_OPTIONS | str | None = None,
+    sharp_edges: SHARP_EDGES_OPTIONS | str | None = None,
+    disable_torch_autograd: bool = False,
+    compile_options: dict[str, Any] | None = None,
+) -> tuple[JitOptions, tuple[Any, ...], tuple[Transform, ...]]:
+    """``thunder.jit``'s keyword arguments checked and resolved: (options, executors,
+    transforms). Wrong values raise here, before anything is compiled."""
+    options = JitOptions.from_kwargs(
+        cache, sharp_edges, disable_torch_autograd, compile_options or {}
+    )
+    user_lookasides = tuple(lookasides or ())
+    for la in user_lookasides:
+        if not isinstance(la, Lookaside):
+            raise TypeError(f"thunder.jit: lookasides must be thunder.Lookaside values, got {la!r}")
+    if user_lookasides:
+        options = dataclasses.replace(options, lookasides=user_lookasides)
+    transforms = tuple(transforms or ())
+    for t in transforms:
+        if not isinstance(t, Transform):
+            raise TypeError(f"thunder.jit: transforms must be thunder.Transform objects, got {t!r}")
+    executors = tuple(executors) if executors is not None else DEFAULT_EXECUTORS
+    from thunder_executors.assignment import resolve_executors
+
+    resolved = resolve_executors(executors)  # an unavailable executor is an error now, not later
+    return options, tuple(resolved), transforms
+
+
+def run_natively(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: ``fn`` runs natively (as Python and torch run it, never traced) when a jitted
+    program calls it; thunder compiles the code around the call. A call that reaches it runs
+    through ``torch.compile`` with thunder's backend (``thunder.dynamo``), which splits the
+    program there, runs ``fn`` natively, and guards what follows against the state ``fn`` left,
+    so its effects on outside state are seen by the compiled parts. The same as
+    ``torch.compiler.disable(fn)``, which thunder treats alike (so does ``torch.compile``)."""
+    if not callable(fn):
+        raise TypeError(f"thunder.run_natively expects a function, got {type(fn).__name__}")
+    native: Callable[..., Any] = torch.compiler.disable(fn)  # type: ignore[no-untyped-call]
+    return native
 
 
 def _function_of(j: Any) -> ThunderFunction:

@@ -11,6 +11,7 @@ __all__ = [
     "JitError",
     "RandomStateError",
     "RunsEagerly",
+    "RunsNatively",
     "SharpEdgeError",
     "UnsupportedOperationError",
     "UnsupportedSideEffectError",
@@ -85,6 +86,13 @@ class RunsEagerly(Exception):
     the jitted function): the whole call runs eagerly, with a warning that names it. Not a
     ``JitError`` (that would be a refusal), and uncatchable by the program's ``except``
     clauses."""
+
+
+class RunsNatively(RunsEagerly):
+    """The program calls a function that must run outside any compiler
+    (``torch.compiler.disable``, ``thunder.run_natively``): the call runs through
+    ``torch.compile`` with thunder's backend, which splits the program there: the function runs
+    natively and thunder compiles the graphs around it (``thunder.dynamo``)."""
 
 
 class InternalErrorWarning(UserWarning):

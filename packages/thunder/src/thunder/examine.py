@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from thunder.errors import JitError, UnsupportedOperationError
+from thunder.errors import JitError, RunsNatively, UnsupportedOperationError
 from thunder.lookasides import data_shaped_functions, is_torch_callable
 from thunder.options import JitOptions
 from thunder_interp import Callbacks, interpret
@@ -37,6 +37,9 @@ class ExaminationReport:
     data_reads: list[str] = field(default_factory=list)
     # Why thunder.jit would run this call eagerly (with the user's file:line), or None.
     eager_reason: str | None = None
+    # Where the call reaches a function run natively (torch.compiler.disable,
+    # thunder.run_natively), at the user's file:line: the call then runs split by torch.compile.
+    split_reason: str | None = None
 
     def __str__(self) -> str:
         lines = [f"{len(self.supported)} supported torch operation(s) used:"]
@@ -63,6 +66,12 @@ class ExaminationReport:
             lines += [f"  {line}" for line in self.data_reads]
         if self.eager_reason:
             lines.append(f"thunder.jit runs this call EAGERLY: {self.eager_reason}")
+        if self.split_reason:
+            lines.append(
+                f"thunder.jit runs this call SPLIT: it {self.split_reason}; torch.compile with "
+                "thunder's backend runs the call: that function natively, the graphs around it "
+                "compiled by thunder"
+            )
         return "\n".join(lines)
 
 
@@ -92,9 +101,11 @@ def _traced(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], report: Any)
         program = trace_program(fn, args, kwargs, options, parameter_names(fn))
     except ProgramRaised as e:
         where = user_location(e.error)
-        report.eager_reason = f"{e.error}" + (
-            f" at {where}" if where and where not in str(e.error) else ""
-        )
+        reason = f"{e.error}" + (f" at {where}" if where and where not in str(e.error) else "")
+        if isinstance(e.error, RunsNatively):
+            report.split_reason = reason
+        else:
+            report.eager_reason = reason
     except UnsupportedOperationError:
         pass  # listed among the unsupported operations
     except JitError as e:

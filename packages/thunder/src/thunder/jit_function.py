@@ -27,7 +27,7 @@ from thunder.compile_entry import (
     parameter_names,
     user_location,
 )
-from thunder.errors import InternalErrorWarning, JitError, RunsEagerly
+from thunder.errors import InternalErrorWarning, JitError, RunsEagerly, RunsNatively
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
 from thunder.signature import Signature, make_signature
@@ -36,7 +36,7 @@ from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
 from thunder_ir.prims import DataChanged
 
-__all__ = ["CompileStats", "ThunderFunction"]
+__all__ = ["CompileRecord", "CompileStats", "ThunderFunction"]
 
 # After tracing failed where eager ran, the same inputs run eagerly this many calls before
 # tracing is tried again; each further failure doubles the wait, up to the maximum.
@@ -44,6 +44,18 @@ _FIRST_EAGER_WAIT = 8
 _MAX_EAGER_WAIT = 4096
 # Stands for "compiling raised inside thunder" where the slow path holds the exception to run after.
 _INTERNAL: Exception = RuntimeError("thunder failed compiling the traced program")
+
+
+@dataclass(frozen=True)
+class CompileRecord:
+    """One compilation: its number, how long it took (and per stage), why it happened (None for
+    the first) and the user's ``file:line`` of the call."""
+
+    number: int
+    seconds: float
+    timings: dict[str, float]
+    reason: str | None
+    call_site: str | None
 
 
 @dataclass(repr=False)
@@ -66,6 +78,14 @@ class CompileStats:
     # The last compiled program: ``prologue(args, kwargs)`` returns the computation's inputs,
     # ``computation(*inputs)`` what runs (``./dev bench models`` times it alone).
     last_program: CacheEntry | None = None
+    # Every compilation, in order (``thunder.write_report`` shows it).
+    history: list[CompileRecord] = field(default_factory=list)
+    # Calls that reached a function run natively (torch.compiler.disable, thunder.run_natively)
+    # ran through torch.compile with thunder's backend: how many, why (the user's file:line),
+    # and the graphs around the native calls that thunder compiled (``thunder.dynamo.Subgraph``).
+    split_calls: int = 0
+    last_split_reason: str | None = None
+    split_graphs: list[Any] = field(default_factory=list)
 
     @property
     def last_data_reads(self) -> list[str]:
@@ -98,9 +118,15 @@ class CompileStats:
             if fusion:
                 stages += f"; fusion regions {fusion:.3f} s so far"
             lines.append(f"  last compile: {self.last_compile_seconds:.3f} s ({stages})")
+        if self.split_calls:
+            lines.append(
+                f"  split calls: {self.split_calls} ({len(self.split_graphs)} graphs compiled "
+                "around the functions run natively)"
+            )
         for label, value in (
             ("last recompile reason", self.last_recompile_reason),
             ("last eager reason", self.last_eager_reason),
+            ("last split reason", self.last_split_reason),
         ):
             if value:
                 lines.append(f"  {label}: {value}")
@@ -113,15 +139,17 @@ class CompileStats:
 
 
 class _Structure:
-    """A signature and its buckets: key -> entries; and the keys whose tracing failed where
-    eager ran: key -> (calls left to run eagerly before tracing again, the next such wait)."""
+    """A signature and its buckets: key -> entries; the keys whose tracing failed where eager
+    ran: key -> (calls left to run eagerly before tracing again, the next such wait); and the
+    keys whose program calls a function run natively (they run split, ``_run_split``)."""
 
-    __slots__ = ("buckets", "eager", "signature")
+    __slots__ = ("buckets", "eager", "signature", "split")
 
     def __init__(self, signature: Signature) -> None:
         self.signature = signature
         self.buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
         self.eager: dict[tuple[Any, ...], tuple[int, int]] = {}
+        self.split: set[tuple[Any, ...]] = set()
 
 
 def _fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -163,6 +191,8 @@ class ThunderFunction:
         # cache="same input": (ids of the last call's arguments, the entry that served it).
         self._same_input = options.cache is CACHE_OPTIONS.SAME_INPUT
         self._last_call: tuple[tuple[Any, ...], CacheEntry] | None = None
+        self._split_program: Any = None  # torch.compile of fn with thunder's backend
+        self._warned_split = False
         with contextlib.suppress(AttributeError, TypeError):  # objects without a name
             functools.update_wrapper(self, fn)
 
@@ -235,6 +265,8 @@ class ThunderFunction:
                 if self._same_input:
                     self._last_call = (_fingerprint(args, kwargs), entry)
                 return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
+        if structure is not None and key is not None and key in structure.split:
+            return self._run_split(args, kwargs, None)
         if structure is not None and key is not None and key in structure.eager:
             left, wait = structure.eager[key]
             if left:  # tracing these inputs failed where eager ran: no retrace on every call
@@ -295,6 +327,10 @@ class ThunderFunction:
             self._warn_internal_error(e)
             raised = _INTERNAL
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
+            if isinstance(raised, RunsNatively) and self._can_split():
+                if structure is not None and key is not None:
+                    structure.split.add(key)
+                return self._run_split(args, kwargs, raised)
             if raised is _INTERNAL:
                 self.stats.eager_fallbacks += 1
                 logs.log_eager(self._name, self.stats.last_eager_reason or "an internal error")
@@ -319,6 +355,15 @@ class ThunderFunction:
         stats.last_epilogue_source = entry.epilogue_source
         stats.last_recompile_reason = reason
         stats.last_program = entry
+        stats.history.append(
+            CompileRecord(
+                stats.compilations,
+                stats.last_compile_seconds,
+                entry.timings,
+                reason,
+                logs.user_call_site(),
+            )
+        )
         logs.log_compile(
             self._name, stats.compilations, stats.last_compile_seconds, entry.timings, reason
         )
@@ -353,6 +398,43 @@ class ThunderFunction:
                 f"({describe_guard_failure(e)}). The function changed state it also reads in a "
                 "way thunder does not track; please report this"
             ) from e
+
+    def _can_split(self) -> bool:
+        """Whether a call may run split by torch.compile (not a distributed-prepared module,
+        whose collectives thunder's transforms insert into its whole program)."""
+        state = getattr(self.fn, "__dict__", {})
+        return "_thunder_ddp" not in state and "_thunder_fsdp" not in state
+
+    def _run_split(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: RunsNatively | None
+    ) -> Any:
+        """A call whose program reaches a function run natively: ``torch.compile`` with thunder's
+        backend (``thunder.dynamo``) runs it. Dynamo splits the program at the function, runs it
+        natively, guards what follows it against the state it left (its effects are seen), and
+        hands the graphs around it to thunder, compiled with this jit's options."""
+        if self._split_program is None:
+            import torch
+
+            from thunder.dynamo import ThunderCompiler
+
+            compiler = ThunderCompiler.of_jit(self.options, self.executors, self.transforms)
+            self.stats.split_graphs = compiler.subgraphs
+            self._split_program = torch.compile(self.fn, backend=compiler)
+        if reason is not None:
+            where = user_location(reason)
+            self.stats.last_split_reason = f"{reason}{f' at {where}' if where else ''}"
+            logs.log_split(self._name, self.stats.last_split_reason)
+            if not self._warned_split:
+                self._warned_split = True
+                warnings.warn(
+                    f"thunder.jit: {self._name} {self.stats.last_split_reason}; such calls run "
+                    "through torch.compile with thunder's backend: the function runs natively "
+                    "and thunder compiles the graphs around it (shown once; "
+                    "thunder.compile_stats(fn).split_graphs lists them)",
+                    stacklevel=logs.user_stacklevel(),
+                )
+        self.stats.split_calls += 1
+        return self._split_program(*args, **kwargs)
 
     def _warn_internal_error(self, error: Exception) -> None:
         """Compiling the traced program raised inside thunder: the call runs eagerly (its result

@@ -6,7 +6,9 @@ route logs with apply; the switch only sets their levels and puts one handler on
 - ``compiles``: each compilation, its time per stage and the call (the user's ``file:line``);
 - ``recompiles``: each compilation after the first, and why (what changed, the failed guard);
 - ``guards``: each compiled program a call's inputs failed, with the failed guard;
-- ``fallbacks``: each call that ran eagerly, and why;
+- ``fallbacks``: each call that ran eagerly, and why (and each ``torch.compile`` graph thunder
+  refused, with what ran it instead);
+- ``splits``: each call split by ``torch.compile`` around a function run natively, and why;
 - ``traces``: the prologue and execution traces of each compilation;
 - ``data``: where a compiled program reads tensor data and decides on it.
 
@@ -32,12 +34,13 @@ __all__ = [
     "log_eager",
     "log_guard_failure",
     "log_program",
+    "log_split",
     "set_logs",
     "user_call_site",
     "user_stacklevel",
 ]
 
-CHANNELS = ("compiles", "recompiles", "guards", "fallbacks", "traces", "data")
+CHANNELS = ("compiles", "recompiles", "guards", "fallbacks", "splits", "traces", "data")
 
 _ROOT = logging.getLogger("thunder")
 _handler: logging.Handler | None = None
@@ -186,6 +189,18 @@ def log_eager(name: str, reason: str) -> None:
     log = _on("fallbacks")
     if log is not None:
         log.info("%s: the call at %s ran eagerly: %s", name, user_call_site() or "?", reason)
+
+
+def log_split(name: str, reason: str) -> None:
+    log = _on("splits")
+    if log is not None:
+        log.info(
+            "%s: the call at %s runs split by torch.compile (thunder compiles the graphs around "
+            "the native call): %s",
+            name,
+            user_call_site() or "?",
+            reason,
+        )
 
 
 if os.environ.get("THUNDER_LOGS"):

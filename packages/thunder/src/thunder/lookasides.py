@@ -22,7 +22,7 @@ import torch.utils._config_module
 
 import thunder_interp
 import thunder_ir
-from thunder.errors import RunsEagerly
+from thunder.errors import RunsEagerly, RunsNatively
 from thunder_ir import NumberProxy, Proxy, TensorProxy
 from thunder_ir.ops import ALL_OPS, data_shapes, data_values, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
@@ -265,9 +265,9 @@ def data_shaped_functions() -> dict[Any, Any]:
 def _compiler_disabled(*args: Any, **kwargs: Any) -> Any:
     """``torch.compiler.disable`` / ``torch._dynamo.disable`` wrappers switch the frame evaluator
     off before calling the function they wrap: the function must run outside any compiler."""
-    raise RunsEagerly(
-        "calls a function marked torch.compiler.disable (or torch._dynamo.disable), which must "
-        "run outside the compiler"
+    raise RunsNatively(
+        "calls a function marked torch.compiler.disable (torch._dynamo.disable, "
+        "thunder.run_natively), which runs outside the compiler"
     )
 
 

@@ -206,6 +206,44 @@ class RegionsMixin(CopyingMixin):
             out[cls] = cls
             out[cls.__enter__] = self._autocast_enter
             out[cls.__exit__] = self._autocast_exit
+        out.update(self._fx_graph_lookasides(table, autocast_cls))
+        return out
+
+    def _fx_graph_lookasides(self, table: dict[Any, Any], autocast_cls: type) -> dict[Any, Any]:
+        """The calls torch.compile's FX graphs make for regions (``thunder.dynamo``): autocast
+        entered and left as functions, and the higher-order operators of a checkpointed or
+        wrapped body (a submodule of the graph), recorded as the ``with`` block and
+        ``checkpoint`` call they stand for."""
+        from torch.amp import autocast_mode
+
+        out: dict[Any, Any] = {}
+        enter = getattr(autocast_mode, "_enter_autocast", None)
+        leave = getattr(autocast_mode, "_exit_autocast", None)
+        if enter is not None and leave is not None:
+            out[enter] = lambda *vals: self._autocast_enter(autocast_cls(*vals))
+            out[leave] = lambda mode: self._autocast_exit(mode, None, None, None)
+        hops = getattr(torch.ops, "higher_order", None)
+        checkpointed = getattr(hops, "tag_activation_checkpoint", None)
+        if checkpointed is not None:
+
+            def checkpoint_body(body: Any, *args: Any, **kwargs: Any) -> Any:
+                kwargs.pop("context_fn", None)  # selective recompute: rematerialization decides
+                return self._checkpoint(table, body, *args, **kwargs)
+
+            out[checkpointed] = checkpoint_body
+        wrapped = getattr(hops, "wrap", None)
+        if wrapped is not None:
+
+            def wrapped_body(body: Any, *args: Any, **kwargs: Any) -> Any:
+                inner = interpret(
+                    getattr(body, "forward", body),
+                    lookasides=table,
+                    callbacks=self.callbacks(),
+                    native_special=native_special,
+                )
+                return inner(*args, **kwargs)
+
+            out[wrapped] = wrapped_body
         return out
 
     def _ambient_query(self, query: Any, *args: Any) -> Any:

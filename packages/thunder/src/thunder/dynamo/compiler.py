@@ -1,0 +1,176 @@
+"""``ThunderCompiler``: thunder as a ``torch.compile`` backend.
+
+Dynamo reads the program's Python, splits it where it cannot hold it (a ``print``, a
+``torch.compiler.disable`` function, a branch on data: "graph breaks", which it runs natively
+between the graphs), guards each graph, and hands each graph to the backend as an FX
+``GraphModule``. Here each graph is jitted: its generated ``forward`` is plain Python calling
+torch, which thunder's interpreter traces into a thunder trace like any program (the ops
+without an IR op take ``thunder.jit``'s torch fallback), then autodiff, rematerialization and
+fusion run as for ``thunder.jit``. A graph whose program thunder refuses runs eagerly or through
+inductor (``fallback=``), and says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from thunder import logs
+from thunder.errors import JitError, UnsupportedOperationError
+from thunder.jit_function import ThunderFunction
+from thunder.options import CACHE_OPTIONS, JitOptions
+from thunder_ir import Transform
+
+__all__ = ["FALLBACKS", "Subgraph", "ThunderCompiler"]
+
+# How a graph thunder refuses runs: its FX program as torch runs it, or inductor's compilation.
+FALLBACKS = ("eager", "inductor")
+
+_log = logging.getLogger("thunder.dynamo")
+
+
+@dataclasses.dataclass(eq=False)
+class Subgraph:
+    """One graph dynamo handed to the backend, and what runs it."""
+
+    graph_module: torch.fx.GraphModule
+    function: ThunderFunction  # thunder's program (``thunder.compile_stats(s.function)``)
+    dynamic: bool  # its inputs have symbolic sizes (``dynamic=True``): cache="symbolic values"
+    # Who runs it: "thunder", or the fallback with thunder's refusal (e.g. "eager: ...").
+    runs: str = "thunder"
+    fallback: str = "eager"  # what runs it if thunder refuses it (one of FALLBACKS)
+    fallback_reason: str | None = None
+    _fallback: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self._fallback is not None:
+            return self._fallback(*args)
+        try:
+            return self.function(*args)
+        except (UnsupportedOperationError, JitError) as e:
+            # A refusal is raised while tracing, before anything of the graph ran.
+            return self._fall_back(e, args)(*args)
+
+    def _fall_back(self, error: Exception, args: tuple[Any, ...]) -> Any:
+        kind = self.fallback
+        self.fallback_reason = f"{type(error).__name__}: {error}"
+        if kind == "inductor":
+            from torch._inductor.compile_fx import compile_fx
+
+            self._fallback = compile_fx(self.graph_module, list(args))
+        else:
+            self._fallback = self.graph_module
+        self.runs = f"{kind}: {self.fallback_reason}"
+        logs.log_eager(
+            f"torch.compile graph {self.graph_module.__class__.__name__}",
+            f"thunder refused it ({self.fallback_reason}); {kind} runs it",
+        )
+        return self._fallback
+
+
+class ThunderCompiler:
+    """A ``torch.compile`` backend that compiles each of dynamo's graphs with thunder:
+    ``torch.compile(model, backend=ThunderCompiler(**options))``, or ``backend="thunder"`` (with
+    ``options={...}`` for thunder's options) once the package is installed.
+
+    Args:
+        fallback: how a graph thunder refuses runs: ``"eager"`` (default; its FX program as
+            torch runs it) or ``"inductor"`` (torch.compile's default backend). Either way the
+            ``fallbacks`` log channel says which graph and why, and so does ``subgraphs``.
+        thunder_options: ``thunder.jit``'s keyword arguments (``executors``, ``transforms``,
+            ``cache``, ``recompile_limit``, ...). Under ``torch.compile(..., dynamic=True)`` (or
+            when dynamo marks sizes dynamic after a recompile) a graph's inputs have symbolic
+            sizes and thunder compiles it with ``cache="symbolic values"``: one program for all
+            of them.
+
+    ``subgraphs`` lists the graphs compiled so far (:class:`Subgraph`: the FX graph, thunder's
+    jitted program for ``thunder.compile_stats``/``last_traces``, and who runs it).
+    """
+
+    def __init__(self, *, fallback: str = "eager", **thunder_options: Any) -> None:
+        if fallback not in FALLBACKS:
+            raise ValueError(
+                f"ThunderCompiler: fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}"
+            )
+        from thunder import jit_arguments
+
+        known = ("executors", "transforms", "lookasides", "cache", "sharp_edges")
+        named = {k: thunder_options.pop(k) for k in known if k in thunder_options}
+        disable_autograd = bool(thunder_options.pop("disable_torch_autograd", False))
+        options, executors, transforms = jit_arguments(
+            **named, disable_torch_autograd=disable_autograd, compile_options=thunder_options
+        )
+        self.fallback = fallback
+        self.subgraphs: list[Subgraph] = []
+        self._options = options
+        self._executors = executors
+        self._transforms = transforms
+
+    @classmethod
+    def of_jit(
+        cls, options: JitOptions, executors: Sequence[Any], transforms: Sequence[Transform]
+    ) -> ThunderCompiler:
+        """The backend that compiles graphs as a ``thunder.jit`` with these resolved arguments
+        would (``ThunderFunction``'s split programs)."""
+        compiler = cls.__new__(cls)
+        compiler.fallback = "eager"
+        compiler.subgraphs = []
+        compiler._options = options
+        compiler._executors = tuple(executors)
+        compiler._transforms = tuple(transforms)
+        return compiler
+
+    def __call__(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
+    ) -> Any:
+        mode = kwargs.pop("mode", None)
+        if mode not in (None, "default"):
+            raise ValueError(
+                f"the thunder backend has no mode {mode!r}; choose its executors with "
+                "options={'executors': [...]} (thunder_executors.recommended_executors())"
+            )
+        extra = kwargs.pop("options", None)
+        if kwargs:
+            raise TypeError(f"the thunder backend got unknown arguments {sorted(kwargs)}")
+        compiler = ThunderCompiler(fallback=self.fallback, **extra) if extra else self
+        return compiler._compile(gm)
+
+    def _compile(self, gm: torch.fx.GraphModule) -> Subgraph:
+        dynamic = _has_symbolic_inputs(gm)
+        options = self._options
+        if dynamic and options.cache is CACHE_OPTIONS.CONSTANT_VALUES:
+            options = dataclasses.replace(options, cache=CACHE_OPTIONS.SYMBOLIC_VALUES)
+        recompile = getattr(gm, "real_recompile", None)
+        if recompile is not None:  # a lazy GraphModule: its forward made now, once
+            recompile()
+        # Its generated forward, not the module's __call__ (FX's call wrapper has nothing to trace)
+        function = ThunderFunction(gm.forward, options, self._executors, self._transforms)
+        sub = Subgraph(gm, function, dynamic, fallback=self.fallback)
+        self.subgraphs.append(sub)
+        _log.debug(
+            "graph %d: %d nodes, dynamic=%s", len(self.subgraphs), len(gm.graph.nodes), dynamic
+        )
+        return sub
+
+
+def _has_symbolic_inputs(gm: torch.fx.GraphModule) -> bool:
+    """Whether dynamo traced any input of ``gm`` with symbolic sizes or values."""
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if value is not None and free_symbols(value):
+            return True
+    return False
+
+
+def thunder_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+    """``torch.compile(model, backend="thunder", options={...})``: the entry point torch finds
+    through the ``torch_dynamo_backends`` entry point group (no ``import thunder`` needed)."""
+    return ThunderCompiler()(gm, example_inputs, **kwargs)
