@@ -12,6 +12,7 @@ __all__ = [
     "RandomStateError",
     "RunsEagerly",
     "RunsNatively",
+    "RunsSplit",
     "SharpEdgeError",
     "UnsupportedOperationError",
     "UnsupportedSideEffectError",
@@ -88,11 +89,17 @@ class RunsEagerly(Exception):
     clauses."""
 
 
-class RunsNatively(RunsEagerly):
+class RunsSplit(RunsEagerly):
+    """The program cannot be one compiled program, but torch runs it: the call runs through
+    ``torch.compile`` with thunder's backend (``thunder.dynamo``), which splits it there and
+    thunder compiles the graphs around the split."""
+
+
+class RunsNatively(RunsSplit):
     """The program calls a function that must run outside any compiler
-    (``torch.compiler.disable``, ``thunder.run_natively``): the call runs through
-    ``torch.compile`` with thunder's backend, which splits the program there: the function runs
-    natively and thunder compiles the graphs around it (``thunder.dynamo``)."""
+    (``torch.compiler.disable``, ``thunder.run_natively``): the call runs split there, the
+    function natively (see ``RunsSplit``). (Reads of data tracing cannot compute stay eager
+    runs: dynamo can take minutes on such programs, e.g. a ``max`` over a long ``tolist()``.)"""
 
 
 class InternalErrorWarning(UserWarning):

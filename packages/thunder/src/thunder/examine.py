@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from thunder.errors import JitError, RunsNatively, UnsupportedOperationError
+from thunder.errors import JitError, RunsSplit, UnsupportedOperationError
 from thunder.lookasides import data_shaped_functions, is_torch_callable
 from thunder.options import JitOptions
 from thunder_interp import Callbacks, interpret
@@ -37,8 +37,9 @@ class ExaminationReport:
     data_reads: list[str] = field(default_factory=list)
     # Why thunder.jit would run this call eagerly (with the user's file:line), or None.
     eager_reason: str | None = None
-    # Where the call reaches a function run natively (torch.compiler.disable,
-    # thunder.run_natively), at the user's file:line: the call then runs split by torch.compile.
+    # Why the call cannot be one program (a function run natively: torch.compiler.disable,
+    # thunder.run_natively; data read where tracing cannot compute it), at the user's file:line:
+    # the call then runs split by torch.compile.
     split_reason: str | None = None
 
     def __str__(self) -> str:
@@ -69,7 +70,7 @@ class ExaminationReport:
         if self.split_reason:
             lines.append(
                 f"thunder.jit runs this call SPLIT: it {self.split_reason}; torch.compile with "
-                "thunder's backend runs the call: that function natively, the graphs around it "
+                "thunder's backend runs the call: that part natively, the graphs around it "
                 "compiled by thunder"
             )
         return "\n".join(lines)
@@ -102,7 +103,7 @@ def _traced(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], report: Any)
     except ProgramRaised as e:
         where = user_location(e.error)
         reason = f"{e.error}" + (f" at {where}" if where and where not in str(e.error) else "")
-        if isinstance(e.error, RunsNatively):
+        if isinstance(e.error, RunsSplit):
             report.split_reason = reason
         else:
             report.eager_reason = reason

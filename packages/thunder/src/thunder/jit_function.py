@@ -27,7 +27,7 @@ from thunder.compile_entry import (
     parameter_names,
     user_location,
 )
-from thunder.errors import InternalErrorWarning, JitError, RunsEagerly, RunsNatively
+from thunder.errors import InternalErrorWarning, JitError, RunsEagerly, RunsSplit
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
 from thunder.signature import Signature, make_signature
@@ -327,7 +327,7 @@ class ThunderFunction:
             self._warn_internal_error(e)
             raised = _INTERNAL
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
-            if isinstance(raised, RunsNatively) and self._can_split():
+            if isinstance(raised, RunsSplit) and self._can_split():
                 if structure is not None and key is not None:
                     structure.split.add(key)
                 return self._run_split(args, kwargs, raised)
@@ -406,12 +406,15 @@ class ThunderFunction:
         return "_thunder_ddp" not in state and "_thunder_fsdp" not in state
 
     def _run_split(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: RunsNatively | None
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: RunsSplit | None
     ) -> Any:
-        """A call whose program reaches a function run natively: ``torch.compile`` with thunder's
-        backend (``thunder.dynamo``) runs it. Dynamo splits the program at the function, runs it
-        natively, guards what follows it against the state it left (its effects are seen), and
-        hands the graphs around it to thunder, compiled with this jit's options."""
+        """A call that cannot be one program (``RunsSplit``: it reaches a function run natively,
+        or reads data where tracing cannot): ``torch.compile`` with thunder's backend
+        (``thunder.dynamo``) runs it. Dynamo splits the program there, runs the function (or the
+        Python deciding on data) natively, guards what follows against the state it left (its
+        effects are seen), and hands the graphs around it to thunder, compiled with this jit's
+        options. Dynamo's own failures run their frame eagerly (``suppress_errors``), never
+        twice."""
         if self._split_program is None:
             import torch
 
@@ -428,13 +431,16 @@ class ThunderFunction:
                 self._warned_split = True
                 warnings.warn(
                     f"thunder.jit: {self._name} {self.stats.last_split_reason}; such calls run "
-                    "through torch.compile with thunder's backend: the function runs natively "
+                    "split by torch.compile with thunder's backend: that part runs natively "
                     "and thunder compiles the graphs around it (shown once; "
                     "thunder.compile_stats(fn).split_graphs lists them)",
                     stacklevel=logs.user_stacklevel(),
                 )
         self.stats.split_calls += 1
-        return self._split_program(*args, **kwargs)
+        import torch._dynamo
+
+        with torch._dynamo.config.patch(suppress_errors=True):
+            return self._split_program(*args, **kwargs)
 
     def _warn_internal_error(self, error: Exception) -> None:
         """Compiling the traced program raised inside thunder: the call runs eagerly (its result
