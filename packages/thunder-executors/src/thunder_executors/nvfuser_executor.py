@@ -218,6 +218,16 @@ class NvFuserRegion:
         self._definitions: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
 
+    def __thunder_standalone__(self) -> tuple[Callable[..., Any], None]:
+        """For a program printed on its own (``thunder_ir.standalone``): the region as its torch
+        calls. Its fusion definition is built from bound symbols at run time, which printed
+        code cannot hold."""
+        from thunder_executors.torchcompile import region_trace, torch_calls
+
+        trace = region_trace("nvfuser_region", torch_calls(self.region), self.inputs, self.outputs)
+        trace = trace.replace(docstring="An nvFuser region, run here by its torch calls.")
+        return trace.python_callable({"torch": torch}), None
+
     def __call__(self, *args: Any) -> tuple[Any, ...]:
         layouts = [layout_of(a) if isinstance(a, torch.Tensor) else None for a in args]
         key = tuple(lay.key() if lay is not None else type(a) for lay, a in zip(layouts, args))

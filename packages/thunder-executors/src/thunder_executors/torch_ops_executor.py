@@ -304,18 +304,22 @@ def _sdpa_flash_backward(
     )
 
 
-def _convolution_backward(which: int) -> Callable[..., Any]:
+def _convolution_backward(which: int, grad_out: Any, a: Any, w: Any, *conv: Any) -> Any:
     """One gradient of ``aten.convolution_backward`` (0: the input's, 1: the weight's), the
     other masked off as eager's autograd masks a gradient nobody needs."""
+    import torch
 
-    def run(grad_out: Any, a: Any, w: Any, *conv: Any) -> Any:
-        import torch
+    mask = [which == 0, which == 1, False]
+    return torch.ops.aten.convolution_backward(grad_out, a, w, None, *conv, mask)[which]
 
-        mask = [which == 0, which == 1, False]
-        return torch.ops.aten.convolution_backward(grad_out, a, w, None, *conv, mask)[which]
 
-    run.__name__ = ("convolution_backward_input", "convolution_backward_weight")[which]
-    return run
+# Module-level functions: a printed program imports them by name (thunder_ir.standalone).
+def _convolution_backward_input(grad_out: Any, a: Any, w: Any, *conv: Any) -> Any:
+    return _convolution_backward(0, grad_out, a, w, *conv)
+
+
+def _convolution_backward_weight(grad_out: Any, a: Any, w: Any, *conv: Any) -> Any:
+    return _convolution_backward(1, grad_out, a, w, *conv)
 
 
 def _max_pool_with_indices(a: Any, kernel_size: Any, *params: Any) -> tuple[Any, Any]:
@@ -401,8 +405,8 @@ def _aten_ops() -> dict[Symbol, Callable[..., Any]]:
         ltorch.gelu_backward: _gelu_backward,
         ltorch.sdpa_flash: _sdpa_flash,
         ltorch.sdpa_flash_backward: _sdpa_flash_backward,
-        ltorch.convolution_backward_input: _convolution_backward(0),
-        ltorch.convolution_backward_weight: _convolution_backward(1),
+        ltorch.convolution_backward_input: _convolution_backward_input,
+        ltorch.convolution_backward_weight: _convolution_backward_weight,
         ltorch.max_pool_with_indices: _max_pool_with_indices,
         ltorch.max_pool_with_indices_backward: _max_pool_with_indices_backward,
         ltorch.embedding_backward: torch.ops.aten.embedding_dense_backward,

@@ -40,6 +40,7 @@ __all__ = [
     "CompiledRegion",
     "TorchCompileExecutor",
     "region_trace",
+    "torch_calls",
     "torchcompile_background_executor",
     "torchcompile_executor",
 ]
@@ -64,7 +65,7 @@ def region_trace(
     return Trace(name, args=inputs, bound_symbols=body)
 
 
-def _torch_calls(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:
+def torch_calls(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:
     """The region as torch calls: high-level ops torch runs whole stay whole (inductor has its
     own lowerings and patterns for attention, normalizations...), other composites decompose."""
     out: list[BoundSymbol] = []
@@ -74,7 +75,7 @@ def _torch_calls(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:
         elif torch_ops_executor.claims(b):
             out.append(torch_ops_executor.translate(b))
         else:
-            out.extend(_torch_calls(b.subsymbols))
+            out.extend(torch_calls(b.subsymbols))
     return out
 
 
@@ -174,6 +175,12 @@ class CompiledRegion:
         if self.error is not None:
             return f"failed: {type(self.error).__name__}: {self.error}"
         return "pending" if self._submitted else "not called"
+
+    def __thunder_standalone__(self) -> tuple[Callable[..., Any], str]:
+        """For a program printed on its own (``thunder_ir.standalone``): the region's function
+        (a compiled trace, printed from its source) and how it is compiled."""
+        options = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return self.fn, f"torch.compile({{fn}}{', ' if options else ''}{options})"
 
     def __call__(self, *args: Any) -> Any:
         compiled = self._compiled
@@ -311,7 +318,7 @@ class TorchCompileExecutor(FusionExecutor):
         *,
         index: int,
     ) -> BoundSymbol:
-        translated = _torch_calls(region)
+        translated = torch_calls(region)
         inputs = [*inputs, *_sizes_read(translated, inputs)]
         name = f"fusion{index}"
         rtrace = region_trace("fusion", *_canonical(translated, inputs, outputs))

@@ -296,8 +296,15 @@ class Trace:
             lines.append(f"{pad}  pass")
         return lines
 
-    def python(self, *, subsymbol_depth: int = 1) -> str:
-        """The trace as readable Python (subsymbols of composite ops as comments)."""
+    def python(self, *, subsymbol_depth: int = 1, standalone: bool = False) -> str:
+        """The trace as readable Python (subsymbols of composite ops as comments). With
+        ``standalone=True``, a module that runs on its own: the imports and bindings of the names
+        the trace uses come first (``thunder_ir.standalone``; ``StandaloneError`` names a value
+        without an importable path)."""
+        if standalone:
+            from thunder_ir.standalone import standalone_python
+
+            return standalone_python(self)
         return self._source(subsymbol_depth)[0]
 
     def python_callable(self, ctx: dict[str, Any] | None = None) -> Callable[..., Any]:

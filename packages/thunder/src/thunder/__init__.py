@@ -77,6 +77,8 @@ __all__ = [
     "recipes",
     "run_natively",
     "set_logs",
+    "write_report",
+    "write_reproducer",
 ]
 
 
@@ -235,6 +237,26 @@ def cache_hits(j: Any) -> int:
 def cache_misses(j: Any) -> int:
     """Calls that found no compiled program (they compiled one, or ran eagerly past the limit)."""
     return _function_of(j).stats.cache_misses
+
+
+def write_report(j: Any, path: Any, **options: Any) -> Any:
+    """Writes one self-contained HTML page about ``j`` (a jitted function or module that ran):
+    its recompiles and why, the time of each stage, the traces after each pass with their
+    diffs, the fusion regions, the guards, where it ran eagerly, live memory, the execution
+    trace as a graph. Returns the path. Options: see ``thunder.report.write_report``."""
+    from thunder.report import write_report as write
+
+    return write(j, path, **options)
+
+
+def write_reproducer(j: Any, folder: Any, **options: Any) -> Any:
+    """Writes a folder that reproduces ``j``'s last compiled program on its own (its traces,
+    standalone execution traces, and ``run.py``, which runs and times them against eager
+    torch), to attach to a bug report. Returns the path. Options: see
+    ``thunder.reproducer.write_reproducer``."""
+    from thunder.reproducer import write_reproducer as write
+
+    return write(j, folder, **options)
 
 
 _ = JitOptions
