@@ -12,6 +12,8 @@ For every architecture of the zoo (random weights, eval mode, ``torch.no_grad()`
 - ``ops alone``: the steady time of the default configuration's computation alone (the torch
   calls of its execution trace, without prologue, epilogue or call overhead) as a ratio to eager:
   the floor for a configuration that runs one torch call per op;
+- ``thunder backend first`` / ``thunder backend``: ``torch.compile(model, backend="thunder")``
+  (dynamo's graphs compiled by thunder with the default executors, ``thunder.dynamo``);
 - ``torch.compile first`` / ``torch.compile``: ``torch.compile(model)`` itself (inductor's on-disk
   caches make a second run of the benchmark faster on first calls);
 - ``check``: ``ok`` when every configuration's logits equal eager's (``torch.testing.assert_close``),
@@ -81,6 +83,13 @@ class RanEagerly(Exception):
 
 
 def _check_compiled(config: str, compiled: Any, caught: list[warnings.WarningMessage]) -> None:
+    if config == "thunder backend":
+        from thunder.dynamo import subgraphs
+
+        others = [g.runs for g in subgraphs(compiled) if g.runs != "thunder"]
+        if others:
+            raise RanEagerly(others[0])
+        return
     if not config.startswith("thunder") or not thunder.compile_stats(compiled).eager_fallbacks:
         return
     notes = [str(w.message) for w in caught if str(w.message).startswith("thunder.jit")]
@@ -96,7 +105,7 @@ def configurations(use_torch_compile: bool) -> list[str]:
     if "torchcompile" in {e.name for e in get_available_executors()}:
         configs.append("thunder+tc")
     if use_torch_compile:
-        configs.append("torch.compile")
+        configs += ["thunder backend", "torch.compile"]
     return configs
 
 
@@ -105,6 +114,10 @@ def _compile(config: str, model: torch.nn.Module) -> Callable[..., Any]:
         return thunder.jit(model)
     if config == "thunder+tc":
         return thunder.jit(model, executors=FUSION_EXECUTORS)
+    if config == "thunder backend":
+        from thunder.dynamo import thunderfx
+
+        return thunderfx(model)
     assert config == "torch.compile", config
     return torch.compile(model)
 
