@@ -186,3 +186,23 @@ def test_thunderfx_passes_thunders_options():
         torch.testing.assert_close(compiled(x), x.exp() + 1)
     (graph,) = subgraphs(compiled)
     assert [e.name for e in graph.function.executors] == ["torch"]
+
+
+def test_each_graph_has_its_report_and_a_reproducer_that_runs(tmp_path):
+    compiled = thunderfx(_breaks)
+    x = torch.randn(6, requires_grad=True)
+    compiled(x).sum().backward()
+    folders = thunder.dynamo.write_reports(compiled, tmp_path)
+    assert len(folders) == len(subgraphs(compiled)) >= 2
+    for folder in folders:
+        assert (folder / "runs.txt").read_text().strip() == "thunder"
+        assert "def forward" in (folder / "graph.py").read_text()
+        assert "<html" in (folder / "report.html").read_text()
+    done = subprocess.run(
+        [sys.executable, str(folders[0] / "reproducer" / "run.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "agree" in done.stdout

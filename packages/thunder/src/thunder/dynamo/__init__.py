@@ -8,13 +8,22 @@ reaches a ``torch.compiler.disable`` function (``thunder.run_natively``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from thunder.dynamo.compiler import FALLBACKS, Subgraph, ThunderCompiler, thunder_backend
 
-__all__ = ["FALLBACKS", "Subgraph", "ThunderCompiler", "subgraphs", "thunder_backend", "thunderfx"]
+__all__ = [
+    "FALLBACKS",
+    "Subgraph",
+    "ThunderCompiler",
+    "subgraphs",
+    "thunder_backend",
+    "thunderfx",
+    "write_reports",
+]
 
 
 def thunderfx(
@@ -41,3 +50,24 @@ def subgraphs(compiled: Any) -> list[Subgraph]:
             f"expected thunderfx's result or a ThunderCompiler, got {type(compiled).__name__}"
         )
     return list(compiler.subgraphs)
+
+
+def write_reports(compiled: Any, folder: Any) -> list[Path]:
+    """For each graph of ``compiled`` (``thunderfx``'s result or a ``ThunderCompiler``) that
+    ran: ``folder/graph<i>/`` with the FX graph's code (``graph.py``), why it ran as it did
+    (``runs.txt``), and, where thunder compiled it, its report (``report.html``,
+    ``thunder.write_report``) and reproducer (``reproducer/``, ``thunder.write_reproducer``).
+    Returns the graph folders."""
+    from thunder import compile_stats, write_report, write_reproducer
+
+    out = []
+    for i, graph in enumerate(subgraphs(compiled)):
+        where = Path(folder) / f"graph{i}"
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "graph.py").write_text(graph.graph_module.code, encoding="utf-8")
+        (where / "runs.txt").write_text(graph.runs + "\n", encoding="utf-8")
+        if graph.runs == "thunder" and compile_stats(graph.function).compilations:
+            write_report(graph.function, where / "report.html")
+            write_reproducer(graph.function, where / "reproducer")
+        out.append(where)
+    return out

@@ -83,5 +83,6 @@ def write_report(
         "<code>thunder.write_report</code>. The traces are those of the last compilation.</p>"
     )
     out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page(f"thunder report: {name}", intro, body), encoding="utf-8")
     return out
