@@ -8,6 +8,9 @@
   eager), the programs compiled (goal: at most two per branch outcome), tokens equal to eager's.
 - The cost of a decision on data: a program that branches on ``s > 0`` (``s = x.sum()``) against
   the same program without the branch: the read and the check (goal: at most 10 us per call).
+- The cost of a split: a program calling a function run natively (``thunder.run_natively``), which
+  runs split by torch.compile, against its two parts jitted apart with the native call between
+  them (goal: at most 10 us per call).
 
 Run: ``python -m benchmarks data_dependent [--repeat N] [--no-torch-compile]``.
 """
@@ -174,6 +177,23 @@ def main() -> None:
     print(
         f"{'decision on data':<22}{tp * 1e6:10.2f} us plain {tb * 1e6:10.2f} us branching "
         f"(+{(tb - tp) * 1e6:.2f} us per call: the read and the check; goal <= 10 us)"
+    )
+
+    @thunder.run_natively
+    def native(y: torch.Tensor) -> torch.Tensor:
+        return y
+
+    def split(x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(native(x * 2 + 1))
+
+    first, second = thunder.jit(lambda x: x * 2 + 1), thunder.jit(torch.sin)
+    js = thunder.jit(split)
+    js(x), js(x), second(native(first(x)))
+    tparts, tsplit = median_times([lambda: second(native(first(x))), lambda: js(x)], 2000)
+    print(
+        f"{'split at a native call':<22}{tparts * 1e6:10.2f} us parts  {tsplit * 1e6:10.2f} us "
+        f"split (+{(tsplit - tparts) * 1e6:.2f} us per call: torch.compile's frame, guards and "
+        "resume; goal <= 10 us)"
     )
     print("goals: MoE one program, no slower than eager; decode no slower than eager")
 
