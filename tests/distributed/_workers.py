@@ -286,3 +286,91 @@ def expected_collective_gradients(rank: int, world_size: int) -> dict[str, Any]:
             world_size * xs[0].exp() if rank == 0 else torch.zeros(4, 3),
         ),
     }
+
+
+# --- checkpoints of sharded models ----------------------------------------------------------
+
+
+def fsdp_state_dicts(rank: int, world_size: int) -> dict[str, Any]:
+    """What state_dict() of a sharded model gives and what load_state_dict() takes."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.tensor import DTensor
+
+    eager = make_model(0).state_dict()
+    model = thunder.distributed.fsdp(make_model(0))
+    jitted = thunder.jit(model)
+    loss_of(jitted, *batches(1, batch=2)[0])  # compiled once: state_dict after a call
+    sd = jitted.state_dict()
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+
+    other = thunder.distributed.fsdp(make_model(5))
+    other.load_state_dict(eager)  # a whole checkpoint into a sharded model
+    shards = {k: v.to_local() if isinstance(v, DTensor) else v for k, v in sd.items()}
+    try:
+        thunder.jit(thunder.distributed.fsdp(make_model(6))).load_state_dict(shards)
+        refused = ""
+    except ValueError as e:
+        refused = str(e)
+    buffer = io.BytesIO()
+    torch.save(sd, buffer)  # each rank its DTensors
+    buffer.seek(0)
+    third = thunder.distributed.fsdp(make_model(7))
+    third.load_state_dict(torch.load(buffer, weights_only=False))
+    return {
+        "keys": list(sd),
+        "dtensors": sorted(k for k, v in sd.items() if isinstance(v, DTensor)),
+        "shapes": {k: tuple(v.shape) for k, v in sd.items()},
+        "eager_shapes": {k: tuple(v.shape) for k, v in eager.items()},
+        "full": {k: v.clone() for k, v in full.items()},
+        "eager": eager,
+        "loaded": thunder.distributed.full_state_dict(other),
+        "refused": refused,
+        "round_trip": thunder.distributed.full_state_dict(third),
+    }
+
+
+def _adam_steps(model: Any, jitted: Any, opt: Any, rank: int, world_size: int, steps: Any) -> None:
+    shard = GLOBAL_BATCH // world_size
+    for x, y in steps:
+        xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
+        loss_of(jitted, xs, ys).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def fsdp_dcp_save(rank: int, world_size: int, folder: str) -> dict[str, Any]:
+    """Two Adam steps, a sharded checkpoint through torch.distributed.checkpoint, a third step:
+    its result is what a resumed run must reach."""
+    import torch.distributed.checkpoint as dcp
+
+    data = batches()
+    model = thunder.distributed.fsdp(make_model(0))
+    jitted = thunder.jit(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    _adam_steps(model, jitted, opt, rank, world_size, data[:2])
+    state = {
+        "model": model.state_dict(),
+        "optim": thunder.distributed.optimizer_state_dict(model, opt),
+    }
+    dcp.save(state, checkpoint_id=folder)
+    _adam_steps(model, jitted, opt, rank, world_size, data[2:])
+    return {"after": thunder.distributed.full_state_dict(model)}
+
+
+def fsdp_dcp_resume(rank: int, world_size: int, folder: str) -> dict[str, Any]:
+    """A fresh model and optimizer (other weights) loaded from the checkpoint, on this world
+    size, take the third step."""
+    import torch.distributed.checkpoint as dcp
+
+    model = thunder.distributed.fsdp(make_model(5))
+    jitted = thunder.jit(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    state = {
+        "model": model.state_dict(),
+        "optim": thunder.distributed.optimizer_state_dict(model, opt),
+    }
+    dcp.load(state, checkpoint_id=folder)
+    jitted.load_state_dict(state["model"])
+    thunder.distributed.load_optimizer_state_dict(model, opt, state["optim"])
+    _adam_steps(model, jitted, opt, rank, world_size, batches()[2:])
+    return {"after": thunder.distributed.full_state_dict(model)}

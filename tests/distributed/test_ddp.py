@@ -3,58 +3,16 @@ batch, gradient accumulation with no_sync equals one large batch, a failing rank
 
 from __future__ import annotations
 
-import io
-import queue as queue_module
-import socket
 from typing import Any
 
 import _workers
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from _spawn import WORLD_SIZE, spawn
+from _spawn import ok as _ok
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
-
-WORLD_SIZE = 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def spawn(target: Any, *, timeout: float = 60.0) -> dict[int, tuple[str, Any]]:
-    """Runs ``target(rank, world_size)`` on every rank; returns each rank's (status, result)."""
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = _free_port()
-    procs = [
-        ctx.Process(target=_workers.run, args=(r, WORLD_SIZE, port, target, q, timeout))
-        for r in range(WORLD_SIZE)
-    ]
-    for p in procs:
-        p.start()
-    results: dict[int, tuple[str, Any]] = {}
-    try:
-        while len(results) < WORLD_SIZE:
-            rank, status, value = q.get(timeout=timeout + 120)
-            results[rank] = (status, value)
-    except queue_module.Empty:
-        pytest.fail(f"ranks {sorted(set(range(WORLD_SIZE)) - set(results))} never reported")
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-    return results
-
-
-def _ok(results: dict[int, tuple[str, Any]]) -> list[Any]:
-    for rank, (status, value) in sorted(results.items()):
-        assert status == "ok", f"rank {rank} failed:\n{value}"
-    return [torch.load(io.BytesIO(results[r][1])) for r in range(WORLD_SIZE)]
 
 
 @pytest.mark.parametrize(

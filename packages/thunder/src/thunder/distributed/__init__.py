@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from thunder.distributed.checkpoint import load_optimizer_state_dict, optimizer_state_dict
 from thunder.distributed.ddp import DDPTransform, ddp, no_sync, state_of
 from thunder.distributed.fsdp import (
     FSDPTransform,
@@ -28,7 +29,9 @@ __all__ = [
     "fsdp",
     "full_state_dict",
     "load_full_state_dict",
+    "load_optimizer_state_dict",
     "no_sync",
+    "optimizer_state_dict",
     "transforms_for",
 ]
 

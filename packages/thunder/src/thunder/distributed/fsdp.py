@@ -16,6 +16,9 @@ rank receives the gradient of its shard only; ``FSDPTransform`` averages it over
 - ``"ZERO2"``: the forward's gathered parameters are kept for the backward (no second gather);
   gradients and optimizer state are sharded.
 
+``model.state_dict()`` gives each sharded parameter as a DTensor (its global shape, this rank's
+rows) and ``load_state_dict`` takes DTensors or whole parameters (``checkpoint.py``): a
+checkpoint is whole or knows it is sharded, never shards passed off as parameters.
 ``full_state_dict(model)`` gathers the whole parameters (on rank 0; other ranks get an empty
 dict) and ``load_full_state_dict(model, state)`` (rank 0's dict) loads and shards them again.
 """
@@ -30,6 +33,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from thunder.distributed.checkpoint import install_state_dict_hooks
 from thunder.distributed.ddp import parameter_gradients, require_initialized
 from thunder.errors import JitError
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, Transform, prims, tracectx
@@ -58,6 +62,7 @@ class FSDPState:
     bucket_bytes: int
     # Per sharded parameter (by id: tied parameters are one): its whole shape.
     shapes: dict[int, torch.Size] = field(default_factory=dict)
+    mesh: Any = None  # the group's DeviceMesh, made on the first state_dict() (checkpoint.py)
 
 
 @dataclass(frozen=True)
@@ -109,14 +114,15 @@ def fsdp(
             dist.broadcast(t.data, src=src, group=group)
         for p in model.parameters():
             state.shapes[id(p)] = p.shape
-            p.data = _shard_of(p.data, world_size, rank)
+            p.data = shard_of(p.data, world_size, rank)
             shard = _Shard(tuple(state.shapes[id(p)]), group, world_size, strategy == "ZERO3")
             p._thunder_unshard = functools.partial(_unshard, shard)  # type: ignore[attr-defined]
     object.__setattr__(model, _STATE, state)
+    install_state_dict_hooks(model, state)
     return model
 
 
-def _shard_of(whole: torch.Tensor, world_size: int, rank: int) -> torch.Tensor:
+def shard_of(whole: torch.Tensor, world_size: int, rank: int) -> torch.Tensor:
     flat = whole.reshape(1) if whole.ndim == 0 else whole
     chunk = _chunk(flat.shape, world_size)
     pad = chunk * world_size - flat.shape[0]
@@ -284,7 +290,7 @@ def fsdp_state_of(model: Any) -> FSDPState | None:
     return state if isinstance(state, FSDPState) else None
 
 
-def _require_state(model: Any, what: str) -> tuple[torch.nn.Module, FSDPState]:
+def require_state(model: Any, what: str) -> tuple[torch.nn.Module, FSDPState]:
     state = fsdp_state_of(model)
     if state is None:
         raise JitError(f"thunder.distributed.{what}: the model was not prepared with fsdp()")
@@ -295,7 +301,7 @@ def _require_state(model: Any, what: str) -> tuple[torch.nn.Module, FSDPState]:
 def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The whole state (parameters gathered from their shards, buffers) on rank 0; an empty dict
     on the other ranks. Every rank must call it (it communicates)."""
-    module, state = _require_state(model, "full_state_dict")
+    module, state = require_state(model, "full_state_dict")
     out: dict[str, torch.Tensor] = {}
     for name, value in module.state_dict(keep_vars=True).items():
         shape = state.shapes.get(id(value))
@@ -312,7 +318,7 @@ def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
 def load_full_state_dict(model: Any, full: dict[str, torch.Tensor]) -> None:
     """Loads ``full`` (rank 0's; the other ranks' argument is ignored) into the sharded model.
     Every rank must call it."""
-    module, state = _require_state(model, "load_full_state_dict")
+    module, state = require_state(model, "load_full_state_dict")
     src = dist.get_global_rank(state.group, 0) if state.group is not None else 0
     done: set[int] = set()
     with torch.no_grad():
@@ -328,7 +334,7 @@ def load_full_state_dict(model: Any, full: dict[str, torch.Tensor]) -> None:
             )
             dist.broadcast(whole, src=src, group=state.group)
             if shape is not None:
-                target.data.copy_(_shard_of(whole, state.world_size, state.rank))
+                target.data.copy_(shard_of(whole, state.world_size, state.rank))
             else:
                 target.data.copy_(whole)
 
@@ -339,7 +345,7 @@ class FSDPTransform(Transform):
     model ``fsdp`` prepared."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        _, self.state = _require_state(model, "FSDPTransform")
+        _, self.state = require_state(model, "FSDPTransform")
         self.parameters = {id(p) for p in model.parameters()}
 
     def transform_traces_pre_prologue(
