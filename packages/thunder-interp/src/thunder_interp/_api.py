@@ -6,10 +6,10 @@ import contextvars
 import functools
 import sys
 from collections.abc import Callable, Mapping
-from types import FunctionType
+from types import CodeType, FunctionType
 from typing import Any
 
-from thunder_interp._callbacks import Callbacks
+from thunder_interp._callbacks import CALL_HOOKS, Callbacks, hook_profile
 from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._implicit_lookasides import unary_slot_builtins
 from thunder_interp._lookasides import default_lookasides
@@ -35,34 +35,6 @@ def provenance_of(value: Any) -> Provenance | None:
     return rt.provenance_of(value) if rt is not None else None
 
 
-def _has_hooks(callbacks: Callbacks | None) -> bool:
-    if callbacks is None:
-        return False
-    return any(
-        getattr(callbacks, name) is not None
-        for name in (
-            "load_global",
-            "load_closure_cell",
-            "load_constant",
-            "load_attribute",
-            "load_attribute_missing",
-            "load_generic_attribute",
-            "load_generic_attribute_missing",
-            "load_item_missing",
-            "store_global",
-            "store_closure_cell",
-            "store_attribute",
-            "store_item",
-            "load_item",
-            "delete_global",
-            "delete_closure_cell",
-            "delete_attribute",
-            "delete_item",
-            "compare_identity",
-        )
-    )
-
-
 class InterpretedFunction:
     """``fn`` run by the interpreter; call it like ``fn``.
 
@@ -85,21 +57,25 @@ class InterpretedFunction:
         self.callbacks = callbacks
         self.provenance = provenance
         self.record_history = record_history
-        hooked = provenance or _has_hooks(callbacks)
-        table: dict[Any, Any] = dict(default_lookasides())
+        hooks = hook_profile(callbacks, provenance)
+        hooked = bool(hooks - CALL_HOOKS)
         if lookasides:
+            table: dict[Any, Any] = dict(default_lookasides())
             table.update(lookasides)
-        self.lookasides: Mapping[Any, Any] = table  # fixed from here on (see lookaside_codes)
-        self._lookaside_codes = lookaside_codes(table)
-        defaults = default_lookasides()
-        # Builtins that may run natively when their one argument is plain (see calls.py).
-        self._fast_builtins = frozenset(
-            fn for fn in unary_slot_builtins() if table.get(fn) is defaults.get(fn)
-        )
+            self.lookasides: Mapping[Any, Any] = table  # fixed from here on
+            self._lookaside_codes = lookaside_codes(table)
+            defaults = default_lookasides()
+            # Builtins that may run natively when their one argument is plain (see calls.py).
+            self._fast_builtins = frozenset(
+                fn for fn in unary_slot_builtins() if table.get(fn) is defaults.get(fn)
+            )
+        else:  # the defaults: what is derived from them is computed once
+            self.lookasides, self._lookaside_codes, self._fast_builtins = _default_table()
         self._codes = CodeCache(
             opcode_table if opcode_table is not None else DEFAULT_OPCODE_TABLE,
             hooked,
             record_history,
+            hooks,
         )
         self._last: Runtime | None = None
         functools.update_wrapper(self, fn, updated=())  # type: ignore[arg-type]
@@ -153,6 +129,15 @@ class InterpretedFunction:
         if obj is None:
             return self
         return functools.partial(self, obj)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_table() -> tuple[dict[Any, Any], frozenset[CodeType], frozenset[Any]]:
+    """The lookaside table of an interpretation without lookasides of its own (shared: it is
+    never changed), the code objects of its Python functions, and the builtins that may run
+    natively (all of ``unary_slot_builtins``)."""
+    table = dict(default_lookasides())
+    return table, lookaside_codes(table), frozenset(unary_slot_builtins())
 
 
 def _with_stack_room(fn: Callable[..., Any], *args: Any) -> Any:

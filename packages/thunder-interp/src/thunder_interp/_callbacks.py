@@ -9,7 +9,7 @@ from typing import Any
 
 from thunder_interp._provenance import Provenance
 
-__all__ = ["Callbacks"]
+__all__ = ["CALL_HOOKS", "PROVENANCE", "Callbacks", "hook_profile"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,23 @@ class Callbacks:
     special_lookup: Callable[[type, str, Any], None] | None = None
     compare_identity: Callable[[Any, Any, bool], bool | None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None
+
+
+PROVENANCE = "provenance"
+"""The member of a hook profile that stands for provenance recording (see :func:`hook_profile`)."""
+
+CALL_HOOKS = frozenset({"opaque_call", "special_lookup"})
+"""Hooks that calls and special-method lookups test for themselves: an interpretation with no
+other hook and no provenance runs the plain (unhooked) ops."""
+
+
+def hook_profile(callbacks: Callbacks | None, provenance: bool) -> frozenset[str]:
+    """The names of the hooks of ``callbacks`` that are set, with :data:`PROVENANCE` when
+    provenance is recorded: what code compiled for an interpretation may rely on (compiled code
+    is kept per profile, so that it tests at run time for no hook it knows to be unset)."""
+    names = (
+        [name for name, value in vars(callbacks).items() if value is not None] if callbacks else []
+    )
+    if provenance:
+        names.append(PROVENANCE)
+    return frozenset(names)

@@ -13,7 +13,7 @@ from thunder_interp._registry import Op
 if TYPE_CHECKING:
     from thunder_interp._runtime import Runtime
 
-__all__ = ["NULL", "CompiledCode", "ExcItem", "Frame", "new_frame"]
+__all__ = ["NULL", "CompiledCode", "ExcItem", "Frame", "new_frame", "own_blocks"]
 
 
 class _Null:
@@ -28,6 +28,14 @@ class _Null:
 NULL: Any = _Null()
 
 
+def _enter_unset(*args: Any) -> Any:  # pragma: no cover - replaced on import of _runtime
+    raise AssertionError("thunder_interp._runtime sets DEFAULT_ENTER")
+
+
+# ``_runtime.enter_frame`` (set by ``_runtime``, which imports this module).
+DEFAULT_ENTER: Callable[..., Any] = _enter_unset
+
+
 class CompiledCode:
     """A code object compiled for one interpretation mode: ops with their arguments baked in."""
 
@@ -35,6 +43,7 @@ class CompiledCode:
         "argcount",
         "block_builder",
         "call_argcount",
+        "enter",
         "fast_argcount",
         "flags",
         "handlers",
@@ -87,6 +96,10 @@ class CompiledCode:
         # What the fast path of Runtime.call_function compares the argument count with: -1 (no
         # call matches) until the code is warm, so that one test covers cold code too.
         self.call_argcount = -1
+        # What runs a call that takes the fast path: ``cc.enter(rt, fn, code, cc, args)``, as
+        # ``_runtime.enter_frame`` (which ``_runtime`` sets), or the code's compiled entry, which
+        # runs its entry block in the same function (see ``_blocks``).
+        self.enter: Callable[..., Any] = DEFAULT_ENTER
 
 
 class ExcItem:
@@ -97,9 +110,6 @@ class ExcItem:
     def __init__(self, value: BaseException | None, previous: ExcItem | None) -> None:
         self.value = value
         self.previous = previous
-
-
-_HAS_BLOCK_STACK = sys.version_info < (3, 11)
 
 
 class Frame:
@@ -114,13 +124,11 @@ class Frame:
 
     __slots__ = (
         "__dict__",
-        "builtins",
         "cc",
         "code",
         "fn",
         "globals",
         "lv",
-        "pc",
         "retval",
         "rt",
         "stack",
@@ -131,16 +139,21 @@ class Frame:
     lv: list[Any]
     stack: list[Any]
     globals: dict[str, Any]
-    builtins: dict[str, Any]
     fn: Any  # the FunctionType or None (so typed, mypy would read it as a bound method)
-    pc: int
     retval: Any
 
     # Defaults of the fields few frames set (instance attributes once set).
+    # Where the frame is (the dispatch loop keeps it in a local while it runs: set where a frame
+    # stops, by a yield or an exception, and read there).
+    pc = 1
     names: dict[str, Any] | None = None
     kw_names: tuple[str, ...] = ()
-    blocks: list[tuple[int, int, int]] = []  # never mutated: frames with a block stack own one
+    # 3.10's block stack; never mutated: a frame that pushes a block owns one (see own_blocks).
+    blocks: list[tuple[int, int, int]] = []
     suspended = False
+    # A generator suspended at a ``yield`` whose sent value is discarded (a ``yield v``
+    # statement, 3.11+): where a send resumes it, the value not pushed (0: at ``pc``, pushed).
+    resume_at = 0
     yf: Any = None
     yf_exit = 0
     lasti = 0
@@ -151,6 +164,13 @@ class Frame:
     # Before 3.13, the dict ``locals()`` returns in a function (CPython's ``f_locals``); unset
     # until the first call (see _locals.frame_locals).
     locals_cache: dict[str, Any]
+
+    @property
+    def builtins(self) -> dict[str, Any]:
+        """The frame's builtins: its function's (every frame has one), read where a global
+        lookup misses (a frame field would cost every call the read)."""
+        builtins: dict[str, Any] = self.fn.__builtins__
+        return builtins
 
     @property
     def lineno(self) -> int:
@@ -187,8 +207,7 @@ def new_frame(
     code: CodeType,
     lv: list[Any],
     globals_: dict[str, Any],
-    builtins: dict[str, Any],
-    fn: FunctionType | None,
+    fn: FunctionType,
     names: dict[str, Any] | None = None,
 ) -> Frame:
     """A frame with every per-call field set (``Runtime.call_function`` inlines this)."""
@@ -199,12 +218,19 @@ def new_frame(
     f.lv = lv
     f.stack = []
     f.globals = globals_
-    f.builtins = builtins
     f.fn = fn
-    f.pc = 1
     f.retval = None
     if names is not None:
         f.names = names
-    if _HAS_BLOCK_STACK:
-        f.blocks = []
     return f
+
+
+def own_blocks(f: Frame) -> list[tuple[int, int, int]]:
+    """3.10: the frame's block stack, made its own when it pushes its first block."""
+    blocks = f.blocks
+    if blocks is _SHARED_BLOCKS:
+        blocks = f.blocks = []
+    return blocks
+
+
+_SHARED_BLOCKS = Frame.blocks

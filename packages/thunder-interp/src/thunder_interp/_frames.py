@@ -24,7 +24,7 @@ from typing import Any
 
 from thunder_interp._frame import Frame
 from thunder_interp._locals import frame_locals
-from thunder_interp._recursion import LIMITS, LOOP_CODES
+from thunder_interp._recursion import LIMITS, is_loop_code
 from thunder_interp._registry import PY_VERSION
 from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_module
 from thunder_interp._slots import register_attribute_view
@@ -199,6 +199,14 @@ def _running_index(frame: Frame, real: FrameType, above: list[FrameType]) -> tup
     pc = real.f_locals.get("pc")
     if not isinstance(pc, int):
         return frame.pc, frame.pc
+    entry = frame.cc.enter
+    owners = getattr(entry, "block_owners", None)
+    if owners is not None and entry.__code__ is real.f_code:
+        # The frame's compiled entry (see ``_blocks``) runs its entry block itself: its line
+        # tells the instruction.
+        index = owners.get(real.f_lineno)
+        if index is not None:
+            return pc, index
     ops = frame.cc.ops
     op = ops[pc] if 0 < pc < len(ops) else None
     owners = getattr(op, "block_owners", None)
@@ -234,7 +242,7 @@ def _user_frames(real: FrameType | None, last: Any = None) -> Iterator[tuple[Any
     interpreted_below = True  # until a native frame is found with none of them below it
     while real is not None:
         code = real.f_code
-        if code in LOOP_CODES:
+        if is_loop_code(code):
             frame = real.f_locals.get("f")
             if frame is not last and isinstance(frame, Frame):
                 view = _view(real, above)
@@ -263,7 +271,7 @@ def running_line(skip: Callable[[str], bool]) -> tuple[str, int] | None:
     last: Any = None
     while real is not None:
         code = real.f_code
-        if code in LOOP_CODES:
+        if is_loop_code(code):
             frame = real.f_locals.get("f")
             if frame is not last and isinstance(frame, Frame):
                 filename = frame.code.co_filename

@@ -38,9 +38,14 @@ def _run(f: Frame, item: ExcItem, value: Any, exc: BaseException | None) -> bool
     item.previous = rt.exc_item
     rt.exc_item = item
     token = _CURRENT_RUNTIME.set(rt)
+    resume_at = f.resume_at
+    f.resume_at = 0
     try:
         if exc is None:
-            f.stack.append(value)
+            if resume_at:
+                f.pc = resume_at  # the value is discarded
+            else:
+                f.stack.append(value)
             run_frame(f)
         else:
             run_frame(f, exc)
@@ -105,6 +110,7 @@ def _drive(f: Frame) -> Generator[Any, Any, Any]:
     exc: BaseException | None = None
     rt = f.rt
     stack = f.stack
+    ops = f.cc.ops
     while True:
         if exc is None:
             # The common case, inlined: resume with a value.
@@ -120,9 +126,12 @@ def _drive(f: Frame) -> Generator[Any, Any, Any]:
                     assert guard is not None
                     guard.deeper(depth, sys._getframe())
                 rt.depth = depth + 1
-                stack.append(value)
-                ops = f.cc.ops
-                pc = f.pc
+                pc = f.resume_at
+                if pc:  # past the POP_TOP of a discarded value (see Frame.resume_at)
+                    f.resume_at = 0
+                else:
+                    stack.append(value)
+                    pc = f.pc
                 error: BaseException | None = None
                 try:
                     while pc:

@@ -10,6 +10,7 @@ import builtins
 import functools
 import operator
 from collections.abc import Callable
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from thunder_interp import _slots as slots
@@ -103,6 +104,27 @@ def _runs_python(v: Any, names: tuple[str, ...]) -> bool:
     if cls in slots.PLAIN or is_plain(v):
         return False
     return any(slots.is_python_level(slots.lookup_type(cls, name)) for name in names)
+
+
+def _len(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``len``: ``_one(len, slots.length, "__len__")``, looking ``__len__`` up once."""
+    if kw or len(args) != 1:
+        return rt.opaque_call(len, args, kw)
+    v = args[0]
+    if rt.plain_opaque:
+        return slots.length(rt, v)  # which calls ``len`` where no Python code runs
+    cls = type(v)
+    if cls in slots.PLAIN or (cls not in slots.NOT_PLAIN and is_plain(v)):
+        return rt.opaque_call(len, args, kw)
+    descr = slots.lookup_type(cls, "__len__")
+    if type(descr) is FunctionType:
+        result = slots.run_special(rt, descr, [v])
+        if result is NULL:  # opaque code: the native call
+            return rt.opaque_call(len, args, kw)
+        return slots.length_result(rt, result)
+    if not slots.is_python_level(descr):
+        return rt.opaque_call(len, args, kw)
+    return slots.length_by(rt, v, descr)
 
 
 def _bool(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -371,7 +393,7 @@ def implicit_lookasides() -> dict[Any, Any]:
     return {
         is_interpreting: _interpreting,
         bool: _bool,
-        len: _one(len, slots.length, "__len__"),
+        len: _len,
         hash: _one(hash, slots.hash_of, "__hash__"),
         repr: _one(repr, slots.repr_of, "__repr__"),
         str: _str,

@@ -172,9 +172,23 @@ def register_loop_codes(*codes: CodeType) -> None:
     LOOP_CODES.update(codes)
 
 
+# The compiled entries of warm functions (``_blocks``: ``enter_frame`` and the function's entry
+# block in one generated function) run dispatch loops too; they are known by name and file (one
+# per compiled code object: kept in no set, which would keep them alive).
+COMPILED_ENTRY_NAME = "_compiled_entry_"
+COMPILED_ENTRY_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "<generated block>")
+
+
+def is_loop_code(code: CodeType) -> bool:
+    """Whether real frames running ``code`` run an interpreted frame's dispatch loop."""
+    return code in LOOP_CODES or (
+        code.co_name == COMPILED_ENTRY_NAME and code.co_filename == COMPILED_ENTRY_FILE
+    )
+
+
 def loop_frame_of(real: FrameType) -> Any:
     """The interpreted Frame whose dispatch loop the real frame ``real`` runs, or None."""
-    if real.f_code not in LOOP_CODES:
+    if not is_loop_code(real.f_code):
         return None
     return real.f_locals.get("f")
 
@@ -194,7 +208,7 @@ def depth_below(entry: FrameType) -> tuple[int, int, int]:
             c_bytes += _BYTES_PER_C_ENTRY
         if code in _C_CALLBACK_CODES:
             c_bytes += _BYTES_PER_C_CALLBACK
-        if code in LOOP_CODES:
+        if is_loop_code(code):
             interpreted = frame.f_locals.get("f")
             if interpreted is not None and interpreted is not last:
                 user += 1  # an interpreted frame's dispatch loop

@@ -15,6 +15,7 @@ from types import CodeType, MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from thunder_interp._bytecode import Instruction
+from thunder_interp._callbacks import PROVENANCE
 
 if TYPE_CHECKING:
     from thunder_interp._blocks import BlockBuilder
@@ -76,8 +77,18 @@ class CompileContext:
     local_names: tuple[str, ...]
     """Names of the frame's local slots (3.11+: all "fast locals plus"; 3.10: varnames, cells, frees)."""
     nlocals: int
+    hooks: frozenset[str]
+    """The interpretation's hook profile (``_callbacks.hook_profile``): the hooks that are set,
+    and ``"provenance"``; an op may leave out the work of a hook that is not in it."""
 
     next_index = next_index  # the function itself, not a wrapper: factories call it per instruction
+
+    def hooked_for(self, *names: str) -> bool:
+        """Whether provenance or one of the hooks ``names`` is on: an op has more to do than its
+        plain variant."""
+        return self.hooked and (
+            PROVENANCE in self.hooks or any(name in self.hooks for name in names)
+        )
 
 
 OpFactory = Callable[[Instruction, CompileContext], Op]

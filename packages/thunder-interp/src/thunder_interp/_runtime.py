@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping
 from types import CellType, CodeType, FrameType, FunctionType, MethodType, TracebackType
 from typing import Any
 
-from thunder_interp import _slots
+from thunder_interp import _frame as _frame_module
 from thunder_interp._bytecode import normalize
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import UnsupportedOpcodeError, is_uncatchable
-from thunder_interp._frame import _HAS_BLOCK_STACK, NULL, CompiledCode, ExcItem, Frame, new_frame
+from thunder_interp._frame import NULL, CompiledCode, ExcItem, Frame, new_frame
 from thunder_interp._history import HistoryEntry
 from thunder_interp._opaque import is_opaque_code
 from thunder_interp._provenance import Provenance, ProvenanceKind
@@ -140,11 +140,14 @@ def _traced(op: Op, index: int, opname: str, argrepr: str, lineno: int) -> Op:
     return traced
 
 
-def compile_code(code: CodeType, table: OpcodeTable, hooked: bool, history: bool) -> CompiledCode:
-    """Compile ``code`` into ops (one closure per instruction)."""
+def compile_code(
+    code: CodeType, table: OpcodeTable, hooked: bool, history: bool, hooks: frozenset[str]
+) -> CompiledCode:
+    """Compile ``code`` into ops (one closure per instruction), for an interpretation whose
+    hook profile is ``hooks`` (``_callbacks.hook_profile``)."""
     normalized = normalize(code)
     names = _local_names(code)
-    ctx = CompileContext(code, normalized.instructions, hooked, names, code.co_nlocals)
+    ctx = CompileContext(code, normalized.instructions, hooked, names, code.co_nlocals, hooks)
     ops: list[Op] = []
     for instr in normalized.instructions:
         factory = table.get(instr.opname)
@@ -157,19 +160,21 @@ def compile_code(code: CodeType, table: OpcodeTable, hooked: bool, history: bool
         ops.append(op)
     cc = CompiledCode(code, normalized.instructions, normalized.handlers, ops, names)
     if not history and table is DEFAULT_OPCODE_TABLE:
-        cc.block_builder = _block_builder(cc, ctx, hooked)
+        cc.block_builder = _block_builder(cc, ctx)
     else:
         cc.call_argcount = cc.fast_argcount
     return cc
 
 
-def _block_builder(cc: CompiledCode, ctx: CompileContext, hooked: bool) -> Callable[[], None]:
+def _block_builder(cc: CompiledCode, ctx: CompileContext) -> Callable[[], None]:
     """Compile ``cc``'s basic blocks when called (once the code is warm)."""
     from thunder_interp._blocks import compile_blocks
     from thunder_interp.ops.locals import _always_bound
 
     instructions = ctx.instructions
     local_names = ctx.local_names
+    hooked = ctx.hooked
+    hooks = ctx.hooks
     # The builder must not keep the code object alive (the memo is keyed by it, weakly).
     bound = [_always_bound(ctx, i) for i in range(len(local_names))]
 
@@ -178,7 +183,9 @@ def _block_builder(cc: CompiledCode, ctx: CompileContext, hooked: bool) -> Calla
             return
         cc.block_builder = None
         cc.call_argcount = cc.fast_argcount
-        compile_blocks(instructions, cc.handlers, cc.ops, local_names, hooked, bound.__getitem__)
+        compile_blocks(
+            instructions, cc.handlers, cc.ops, local_names, hooked, bound.__getitem__, hooks, cc
+        )
 
     return build
 
@@ -195,23 +202,25 @@ def warm_up(cc: CompiledCode) -> None:
 WARM_THRESHOLD = 8
 
 
-_COMPILED: weakref.WeakKeyDictionary[CodeType, dict[tuple[bool, bool], CompiledCode]] = (
-    weakref.WeakKeyDictionary()
-)
+_COMPILED: weakref.WeakKeyDictionary[
+    CodeType, dict[tuple[bool, bool, frozenset[str]], CompiledCode]
+] = weakref.WeakKeyDictionary()
 
 
 def compile_code_memo(
-    code: CodeType, table: OpcodeTable, hooked: bool, history: bool
+    code: CodeType, table: OpcodeTable, hooked: bool, history: bool, hooks: frozenset[str]
 ) -> CompiledCode:
-    """:func:`compile_code`, memoized per code object for the default table (a pure memo)."""
+    """:func:`compile_code`, memoized per code object for the default table (a pure memo: every
+    interpreted function and runtime with the same mode and hook profile shares it)."""
     if table is not DEFAULT_OPCODE_TABLE:
-        return compile_code(code, table, hooked, history)
+        return compile_code(code, table, hooked, history, hooks)
     per_code = _COMPILED.get(code)
     if per_code is None:
         per_code = _COMPILED[code] = {}
-    cc = per_code.get((hooked, history))
+    key = (hooked, history, hooks)
+    cc = per_code.get(key)
     if cc is None:
-        cc = per_code[(hooked, history)] = compile_code(code, table, hooked, history)
+        cc = per_code[key] = compile_code(code, table, hooked, history, hooks)
     return cc
 
 
@@ -226,6 +235,8 @@ def lookaside_codes(table: Mapping[Any, Any]) -> frozenset[CodeType]:
     return frozenset(codes)
 
 
+_NO_CALLBACKS = Callbacks()
+
 # What ``Runtime.call_function`` finds for a code object it has not seen.
 _NO_ENTRY: tuple[Any, Any] = (None, None)
 
@@ -233,19 +244,22 @@ _NO_ENTRY: tuple[Any, Any] = (None, None)
 class CodeCache:
     """Compiled code per code object for one table and mode (owned by an interpreted function)."""
 
-    __slots__ = ("entries", "history", "hooked", "table")
+    __slots__ = ("entries", "history", "hooked", "hooks", "table")
 
-    def __init__(self, table: OpcodeTable, hooked: bool, history: bool) -> None:
+    def __init__(
+        self, table: OpcodeTable, hooked: bool, history: bool, hooks: frozenset[str]
+    ) -> None:
         self.table = table
         self.hooked = hooked
         self.history = history
+        self.hooks = hooks  # the hook profile (``_callbacks.hook_profile``)
         self.entries: dict[int, tuple[CodeType, CompiledCode]] = {}
 
     def get(self, code: CodeType) -> CompiledCode:
         entry = self.entries.get(id(code))
         if entry is not None and entry[0] is code:
             return entry[1]
-        cc = compile_code_memo(code, self.table, self.hooked, self.history)
+        cc = compile_code_memo(code, self.table, self.hooked, self.history, self.hooks)
         cc.native = is_opaque_code(code)
         if cc.native:
             cc.fast_argcount = cc.call_argcount = -1
@@ -294,6 +308,55 @@ def chain_context(exc: BaseException, handled: BaseException | None) -> None:
 class Runtime:
     """Per-call state of an interpretation."""
 
+    # Slots: the dispatch loop and generated blocks read its fields on every call.
+    __slots__ = (
+        "__weakref__",
+        "_binders",
+        "_stub_codes",
+        "attribute_records",
+        "c_calls",
+        "callbacks",
+        "cb_delete_attr",
+        "cb_delete_cell",
+        "cb_delete_global",
+        "cb_delete_item",
+        "cb_identity",
+        "cb_load_attr",
+        "cb_load_attr_missing",
+        "cb_load_cell",
+        "cb_load_const",
+        "cb_load_generic_attr",
+        "cb_load_generic_attr_missing",
+        "cb_load_global",
+        "cb_load_item",
+        "cb_load_item_missing",
+        "cb_opaque",
+        "cb_store_attr",
+        "cb_store_cell",
+        "cb_store_global",
+        "cb_store_item",
+        "code_entries",
+        "codes",
+        "depth",
+        "depth_floor",
+        "depth_limit",
+        "exc_item",
+        "fast_builtins",
+        "global_records",
+        "guard",
+        "history",
+        "iter_sources",
+        "lookaside_codes",
+        "lookasides",
+        "native_special",
+        "native_special_cache",
+        "plain_opaque",
+        "prov",
+        "record_history",
+        "token",
+        "unwound",
+    )
+
     def __init__(
         self,
         codes: CodeCache,
@@ -312,7 +375,7 @@ class Runtime:
             lookaside_codes(lookasides) if codes_with_lookasides is None else codes_with_lookasides
         )
         self.callbacks = callbacks
-        cb = callbacks if callbacks is not None else Callbacks()
+        cb = callbacks if callbacks is not None else _NO_CALLBACKS
         self.cb_load_global = cb.load_global
         self.cb_load_cell = cb.load_closure_cell
         self.cb_load_const = cb.load_constant
@@ -333,8 +396,6 @@ class Runtime:
         self.cb_delete_attr = cb.delete_attribute
         self.cb_delete_item = cb.delete_item
         self.cb_opaque = cb.opaque_call
-        # Reads of attributes call no hook (see ``_blocks``: the plain read, then provenance).
-        self.attribute_hooks_off = cb.load_attribute is None and cb.load_attribute_missing is None
         self.cb_identity = cb.compare_identity
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}
@@ -626,7 +687,7 @@ class Runtime:
             self.c_calls += 1
             try:
                 if warm:
-                    result = enter_frame(self, init, code, entry[1], args)
+                    result = entry[1].enter(self, init, code, entry[1], args)
                 else:
                     result = self.call_function(init, args, None)
             finally:
@@ -635,7 +696,7 @@ class Runtime:
                 if depth < self.depth_floor:
                     self._shallower(depth)
         elif warm:
-            result = enter_frame(self, init, code, entry[1], args)
+            result = entry[1].enter(self, init, code, entry[1], args)
         else:
             result = self.call_function(init, args, None)
         if result is not None:
@@ -704,7 +765,7 @@ class Runtime:
             values = self._binder(fn)(*args, **kwargs) if kwargs else self._binder(fn)(*args)
             lv = [*values, *([NULL] * (cc.nslots - len(values)))]
         names = None if code.co_flags & CO_OPTIMIZED else _unoptimized_names(code, fn.__globals__)
-        f = new_frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, names)
+        f = new_frame(self, cc, code, lv, fn.__globals__, fn, names)
         if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
             _setup_cells_310(f, fn)
         return f
@@ -721,7 +782,7 @@ class Runtime:
         # the parameters of a plain signature (see CompiledCode.call_argcount).
         if entry[0] is not code or kwargs or len(args) != cc.call_argcount:
             return self._call_function_general(fn, args, kwargs)
-        return enter_frame(self, fn, code, cc, args if type(args) is list else [*args])
+        return cc.enter(self, fn, code, cc, args if type(args) is list else [*args])
 
     def call_from_site(self, fn: FunctionType, args: list[Any], site: list[Any]) -> Any:
         """``call_function(fn, args, None)`` from a call site of a generated block (``fn`` has no
@@ -736,7 +797,7 @@ class Runtime:
         codes = self.lookaside_codes
         if code not in codes:
             site[0] = (code, codes, cc)
-        return enter_frame(self, fn, code, cc, args)
+        return cc.enter(self, fn, code, cc, args)
 
     def _shallower(self, depth: int) -> None:
         guard = self.guard
@@ -774,7 +835,7 @@ class Runtime:
         code = fn.__code__
         cc = self.codes.get(code)
         lv = [NULL] * cc.nslots
-        f = new_frame(self, cc, code, lv, fn.__globals__, _builtins_of(fn), fn, namespace)
+        f = new_frame(self, cc, code, lv, fn.__globals__, fn, namespace)
         if PY_VERSION < (3, 11) and (code.co_cellvars or code.co_freevars):
             _setup_cells_310(f, fn)
         run_frame(f)
@@ -809,11 +870,6 @@ def _unoptimized_names(code: CodeType, globals_: dict[str, Any]) -> dict[str, An
     if PY_VERSION < (3, 11) and code.co_flags & CO_NEWLOCALS:
         return {}
     return globals_
-
-
-def _builtins_of(fn: FunctionType) -> dict[str, Any]:
-    builtins: dict[str, Any] = fn.__builtins__  # type: ignore[attr-defined]
-    return builtins
 
 
 def _setup_cells_310(f: Frame, fn: FunctionType) -> None:
@@ -891,18 +947,16 @@ def enter_frame(
     f.lv = args
     f.stack = []
     f.globals = fn.__globals__
-    f.builtins = fn.__builtins__  # type: ignore[attr-defined]
-    f.fn = fn
-    f.pc = 1  # (``retval`` stays unset: only a return, which sets it, ends the loop)
-    if _HAS_BLOCK_STACK:
-        f.blocks = []
+    f.fn = fn  # (``f.builtins``, the function's, are read when needed)
+    # (``retval`` stays unset: only a return, which sets it, ends the loop; ``pc`` and 3.10's
+    # ``blocks`` keep their class defaults until set.)
+    pc = 1
     depth = rt.depth
     if depth >= rt.depth_limit:
         guard = rt.guard
         assert guard is not None
         guard.deeper(depth, sys._getframe())  # raises RecursionError where CPython would
     rt.depth = depth + 1
-    pc = 1
     try:
         while pc:
             pc = ops[pc](f)
@@ -979,7 +1033,7 @@ def resume_after_exception(f: Frame, exc: BaseException, pc: int) -> None:
 
 
 register_loop_codes(run_frame.__code__, enter_frame.__code__, resume_after_exception.__code__)
-_slots.enter_frame = enter_frame
+_frame_module.DEFAULT_ENTER = enter_frame
 
 
 def _block_fault_index(exc: BaseException, op: Any, owners: dict[int, int], default: int) -> int:

@@ -15,7 +15,9 @@ interpreted).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import gc
 import operator
 from collections.abc import Callable, Iterator
 from types import FunctionType
@@ -85,16 +87,62 @@ def reset_special_lookup(token: Any) -> None:
 
 def lookup_type(cls: type, name: str) -> Any:
     """``_PyType_Lookup``: ``name`` in the MRO's class dicts, no descriptor called; NULL if none."""
-    for klass in cls.__mro__:
-        d = klass.__dict__
+    mro = cls.__mro__
+    try:
+        entry = _MRO_DICTS[cls]
+        if entry[0] is not mro:
+            entry = _mro_dicts(cls, mro)
+    except (KeyError, TypeError):  # (TypeError: a metaclass that makes classes unhashable)
+        entry = _mro_dicts(cls, mro)
+    for d in entry[1]:
         if name in d:
             found = d[name]
-            if name[:2] == "__" and not cls.__flags__ & _IMMUTABLE_TYPE:
+            if entry[2] and (name in _DUNDER or (name not in _NOT_DUNDER and _is_dunder(name))):
                 hook = _special_lookup.get()
                 if hook is not None:
                     hook(cls, name, found)
             return found
     return NULL
+
+
+# The names looked up, by whether they start with "__" (set membership costs less than the
+# test: a lookup on a mutable class reports the names that do).
+_DUNDER: set[str] = set()
+_NOT_DUNDER: set[str] = set()
+
+
+def _is_dunder(name: str) -> bool:
+    if len(_DUNDER) + len(_NOT_DUNDER) > 65536:
+        _DUNDER.clear()
+        _NOT_DUNDER.clear()
+    dunder = name[:2] == "__"
+    (_DUNDER if dunder else _NOT_DUNDER).add(name)
+    return dunder
+
+
+# Per class: its MRO (when it was read), the dicts of the classes of its MRO, and whether the
+# class is mutable (its lookups of special names are reported). A class's ``__dict__`` is a new
+# read-only proxy each time it is read, which costs as much as the lookup: the dicts under them
+# are found once (``_class_dict``). Only read, never changed.
+_MRO_DICTS: dict[type, tuple[tuple[type, ...], tuple[Any, ...], bool]] = {}
+
+
+def _mro_dicts(cls: type, mro: tuple[type, ...]) -> tuple[tuple[type, ...], tuple[Any, ...], bool]:
+    if len(_MRO_DICTS) > 8192:  # classes created in a loop: forget, never grow without bound
+        _MRO_DICTS.clear()
+    entry = (mro, tuple(_class_dict(klass) for klass in mro), not cls.__flags__ & _IMMUTABLE_TYPE)
+    with contextlib.suppress(TypeError):  # a metaclass that makes classes unhashable
+        _MRO_DICTS[cls] = entry
+    return entry
+
+
+def _class_dict(klass: type) -> Any:
+    """The dict under ``klass.__dict__`` (the proxy itself where it is not found)."""
+    proxy = klass.__dict__
+    referents = gc.get_referents(proxy)
+    if len(referents) == 1 and type(referents[0]) is dict:
+        return referents[0]
+    return proxy
 
 
 # Special methods whose Python implementations CPython calls from C.
@@ -146,6 +194,8 @@ _INFO: dict[type, TypeInfo] = {}
 
 # Types whose instances need no slow path for special methods (attribute access is separate).
 PLAIN: set[type] = set()
+# The types found not plain (as ``_INFO`` says; a test that costs no call of ``type_info``).
+NOT_PLAIN: set[type] = set()
 # The plain types whose equality is their own C code (not Python classes, whose instances may
 # compare by identity, which a hooked interpretation reports).
 PLAIN_VALUES: set[type] = set()
@@ -196,6 +246,7 @@ def register_attribute_view(cls: type, name: str, view: Callable[[Any], Any]) ->
     ATTRIBUTE_VIEWS[cls, name] = view
     _INFO.pop(cls, None)  # recomputed with ``name`` among its descriptors
     PLAIN.discard(cls)
+    NOT_PLAIN.discard(cls)
     PLAIN_VALUES.discard(cls)
     PLAIN_ATTRS.discard(cls)
     ATTR_DESCRIPTORS.pop(cls, None)
@@ -207,6 +258,7 @@ def type_info(cls: type) -> TypeInfo:
     if info is None:
         if len(_INFO) > 8192:  # classes created in a loop: forget, never grow without bound
             _INFO.clear()
+            NOT_PLAIN.clear()
             ATTR_DESCRIPTORS.clear()
             _forget_plain_names(None)
         info = _INFO[cls] = TypeInfo(cls)
@@ -214,6 +266,8 @@ def type_info(cls: type) -> TypeInfo:
             PLAIN.add(cls)
             if cls.__flags__ & _IMMUTABLE_TYPE:
                 PLAIN_VALUES.add(cls)
+        else:
+            NOT_PLAIN.add(cls)
         if cls is super:
             pass  # its lookup calls descriptors found on the MRO (see _super_attribute)
         elif not info.get_hook and not info.set_hook and not info.descriptors:
@@ -226,7 +280,7 @@ def type_info(cls: type) -> TypeInfo:
 def is_plain(value: Any) -> bool:
     """Whether ``value``'s special methods all run natively."""
     cls = type(value)
-    return cls in PLAIN or type_info(cls).plain
+    return cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain)
 
 
 for _t in (int, float, complex, bool, str, bytes, bytearray, list, tuple, dict, set, frozenset,
@@ -240,12 +294,6 @@ PLAIN_ATTRS.discard(type)
 # calling special methods
 
 
-def _enter_frame_unset(*args: Any) -> Any:  # pragma: no cover - replaced on import
-    raise AssertionError("thunder_interp._runtime sets enter_frame")
-
-
-# ``_runtime.enter_frame`` (set by ``_runtime``, which imports this module).
-enter_frame: Callable[..., Any] = _enter_frame_unset
 _NO_ENTRY: tuple[Any, Any] = (None, None)
 
 
@@ -258,7 +306,7 @@ def run_special(rt: Runtime, fn: FunctionType, args: list[Any]) -> Any:
     cc = entry[1]
     if entry[0] is code:
         if len(args) == cc.call_argcount and rt.native_special is None and fn not in rt.lookasides:
-            return enter_frame(rt, fn, code, cc, args)  # warm code: the frame directly
+            return cc.enter(rt, fn, code, cc, args)  # warm code: the frame directly
         if cc.native:
             return NULL
     elif is_opaque_code(code):
@@ -282,7 +330,7 @@ def call_special(rt: Runtime, descr: Any, obj: Any, *args: Any) -> Any:
             and rt.native_special is None
             and descr not in rt.lookasides
         ):
-            return enter_frame(rt, descr, code, entry[1], [obj, *args])
+            return entry[1].enter(rt, descr, code, entry[1], [obj, *args])
         if descr in rt.lookasides:
             return rt.call(descr, (obj, *args), None, None)
         if rt.native_special is not None and _native(rt, descr):
@@ -334,7 +382,7 @@ def truth(rt: Runtime, v: Any) -> bool:
     if v is False or v is None:
         return False
     cls = type(v)
-    if cls in PLAIN or type_info(cls).plain:
+    if cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain):
         return bool(v)
     descr = lookup_type(cls, "__bool__")
     if descr is not NULL:
@@ -357,9 +405,14 @@ def truth(rt: Runtime, v: Any) -> bool:
 def length(rt: Runtime, v: Any) -> int:
     """``len(v)``."""
     cls = type(v)
-    if cls in PLAIN or type_info(cls).plain:
+    if cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain):
         return len(v)
-    descr = lookup_type(cls, "__len__")
+    return length_by(rt, v, lookup_type(cls, "__len__"))
+
+
+def length_by(rt: Runtime, v: Any, descr: Any) -> int:
+    """``len(v)`` of a value of a type that is not plain, whose ``__len__`` is ``descr`` (as
+    ``lookup_type`` found it)."""
     if type(descr) is FunctionType:
         result = run_special(rt, descr, [v])
         if result is NULL:
@@ -368,6 +421,11 @@ def length(rt: Runtime, v: Any) -> int:
         return len(v)
     else:
         result = call_special(rt, descr, v)
+    return length_result(rt, result)
+
+
+def length_result(rt: Runtime, result: Any) -> int:
+    """What ``len`` makes of what ``__len__`` returned."""
     n = result if type(result) is int else as_index(rt, result)
     if n < 0:
         raise ValueError("__len__() should return >= 0")
@@ -436,7 +494,7 @@ def repr_of(rt: Runtime, v: Any) -> str:
 def format_of(rt: Runtime, v: Any, spec: str) -> str:
     """``format(v, spec)``."""
     cls = type(v)
-    if cls in PLAIN or type_info(cls).plain:
+    if cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain):
         return format(v, spec)
     descr = lookup_type(cls, "__format__")
     if descr is object.__format__:
@@ -470,7 +528,7 @@ def convert(rt: Runtime, v: Any, conversion: int) -> Any:
 def get_iter(rt: Runtime, obj: Any) -> Any:
     """``iter(obj)``."""
     cls = type(obj)
-    if cls in PLAIN or type_info(cls).plain:
+    if cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain):
         return iter(obj)
     descr = lookup_type(cls, "__iter__")
     if descr is NULL:
@@ -489,7 +547,7 @@ def get_iter(rt: Runtime, obj: Any) -> Any:
 def next_item(rt: Runtime, it: Any) -> Any:
     """``next(it)``, or NULL when the iterator is exhausted."""
     cls = type(it)
-    if cls in PLAIN or type_info(cls).plain:
+    if cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain):
         return next(it, NULL)
     descr = _special(it, "__next__")
     if descr is NULL:
@@ -640,6 +698,16 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
     if is_python_level(getattr_) or getattr_ in rt.lookasides:
         return call_special(rt, getattr_, obj, name)
     return getattr_(obj, name)
+
+
+def descriptor_attribute(rt: Runtime, obj: Any, cls: type, name: str) -> Any:
+    """``obj.name`` (``cls`` its type) where ``name`` is one of the descriptors of a class
+    without Python attribute hooks (``ATTR_DESCRIPTORS``): :func:`load_attr`'s path for it."""
+    if cls is type or cls is super or (cls, name) in ATTRIBUTE_VIEWS:
+        return load_attr(rt, obj, name)
+    if lookup_type(cls, "__getattribute__") is object.__getattribute__:
+        return generic_getattr(rt, obj, name)
+    return load_attr(rt, obj, name)  # a native __getattribute__ (it looks it up again)
 
 
 def _super_attribute(rt: Runtime, sup: Any, name: str) -> Any:
@@ -842,7 +910,9 @@ def binary(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
         return inplace(rt, sym[:-1], a, b)
     name, rname, native = entry
     ta, tb = type(a), type(b)
-    if (ta in PLAIN or type_info(ta).plain) and (tb in PLAIN or type_info(tb).plain):
+    if (ta in PLAIN or (ta not in NOT_PLAIN and type_info(ta).plain)) and (
+        tb in PLAIN or (tb not in NOT_PLAIN and type_info(tb).plain)
+    ):
         return native(a, b)
     slot_a = lookup_type(ta, name)
     if tb is ta and type(slot_a) is FunctionType:
@@ -906,7 +976,9 @@ def _call_binary(rt: Runtime, slot: Any, x: Any, y: Any) -> Any:
 def inplace(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     """``a <sym>= b``."""
     ta, tb = type(a), type(b)
-    if (ta in PLAIN or type_info(ta).plain) and (tb in PLAIN or type_info(tb).plain):
+    if (ta in PLAIN or (ta not in NOT_PLAIN and type_info(ta).plain)) and (
+        tb in PLAIN or (tb not in NOT_PLAIN and type_info(tb).plain)
+    ):
         return _INPLACE[sym](a, b)
     name, rname, _native = _BINARY[sym]
     iname = "__i" + name[2:]
@@ -960,7 +1032,9 @@ def compare(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     """``a <sym> b`` for the six rich comparisons."""
     name, rname, native = _COMPARE[sym]
     ta, tb = type(a), type(b)
-    if (ta in PLAIN or type_info(ta).plain) and (tb in PLAIN or type_info(tb).plain):
+    if (ta in PLAIN or (ta not in NOT_PLAIN and type_info(ta).plain)) and (
+        tb in PLAIN or (tb not in NOT_PLAIN and type_info(tb).plain)
+    ):
         if sym in _EQUALITY and not (ta.__flags__ | tb.__flags__) & _IMMUTABLE_TYPE:
             _report_identity(rt, a, b)
         return native(a, b)

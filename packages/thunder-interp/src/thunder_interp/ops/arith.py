@@ -299,7 +299,7 @@ def is_op(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     invert = bool(ins.arg)
 
-    if ctx.hooked:
+    if ctx.hooked and "compare_identity" in ctx.hooks:
 
         def op_hooked(f: Frame) -> int:
             st = f.stack
@@ -334,7 +334,7 @@ def identical(rt: Any, a: Any, b: Any) -> bool:
 def is_op_block(block: BlockBuilder, ins: Instruction) -> int:
     b = block.pop()
     a = block.pop()
-    if block.hooked:
+    if block.hooked and "compare_identity" in block.hooks:
         block.push_expr(f"(identical(f.rt, {a}, {b}) is not {bool(ins.arg)})")
     else:
         block.push_expr(f"{a} is {'not ' if ins.arg else ''}{b}")

@@ -324,7 +324,7 @@ def _unpack_sequence(rt: Runtime, value: Any, n: int) -> list[Any]:
 def unpack_sequence(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     n = ins.arg
-    hooked = ctx.hooked
+    hooked = ctx.hooked_for()  # provenance
 
     def op(f: Frame) -> int:
         st = f.stack

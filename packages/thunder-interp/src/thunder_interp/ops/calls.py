@@ -17,7 +17,7 @@ from thunder_interp._registry import (
     block_template,
     register_opcode,
 )
-from thunder_interp._runtime import InternalLookaside, enter_frame
+from thunder_interp._runtime import InternalLookaside
 from thunder_interp._slots import PLAIN, iterable_arg
 from thunder_interp.ops._common import function_str
 
@@ -222,10 +222,10 @@ def call_method(ins: Instruction, ctx: CompileContext) -> Op:
         "call_null_first": call_null_first,
         "call_self_second": call_self_second,
         "call_at_site": call_at_site,
+        "call_positional": call_positional,
         "FT": FunctionType,
         "MT": MethodType,
         "BT": _BUILTIN,
-        "EF": enter_frame,
     },
 )
 def call_block(block: BlockBuilder, ins: Instruction) -> int:
@@ -269,28 +269,41 @@ def _call_at_site(block: BlockBuilder, fn: str, args: list[str]) -> str:
     remembers the last one, so the next call of it skips finding its code."""
     arglist = f"[{', '.join(args)}]"
     t = block.temp()
-    k = block.temp()
+    code, codes, cc = block.temp(), block.temp(), block.temp()
     site = block.const([(NULL, NULL, NULL)])
-    block.emit(f"{k} = {site}[0]")
+    block.emit(f"{code}, {codes}, {cc} = {site}[0]")
     with_self = f"[{fn}.__self__, {arglist[1:]}"
     # The site remembers (code, the lookaside table's codes, compiled code) of its last
     # callee: a function with that code, which no lookaside can be for, is entered
     # directly. It holds no function, no lookaside and no caller state.
     block.emit(
-        f"if type({fn}) is FT and {fn}.__code__ is {k}[0] and {k}[1] is LC: "
-        f"{t} = EF(rt, {fn}, {k}[0], {k}[2], {arglist})"
+        f"if type({fn}) is FT and {fn}.__code__ is {code} and {codes} is LC: "
+        f"{t} = {cc}.enter(rt, {fn}, {code}, {cc}, {arglist})"
     )
     block.emit(
         f"elif type({fn}) is MT and type({fn}.__func__) is FT"
-        f" and {fn}.__func__.__code__ is {k}[0] and {k}[1] is LC:"
-        f" {t} = EF(rt, {fn}.__func__, {k}[0], {k}[2], {with_self})"
+        f" and {fn}.__func__.__code__ is {code} and {codes} is LC:"
+        f" {t} = {cc}.enter(rt, {fn}.__func__, {code}, {cc}, {with_self})"
     )
-    # A builtin with no lookaside, or a slot builtin on one plain argument: native.
-    native = f"{fn} not in LA"
+    # A builtin with no lookaside, or a slot builtin on one plain argument: an opaque call,
+    # made here where it needs no provenance (its lookaside would make the same call).
+    native = f"{fn} not in rt.lookasides"
     if len(args) == 1:
-        native = f"({native} or ({fn} in f.rt.fast_builtins and type({args[0]}) in P))"
+        native = f"({native} or ({fn} in rt.fast_builtins and type({args[0]}) in P))"
+    values = f"({', '.join(args)}{',' if len(args) == 1 else ''})"
+    if block.plain_opaque:
+        block.emit(f"elif type({fn}) is BT and {native}: {t} = {fn}({', '.join(args)})")
+    elif not block.provenance:  # the opaque_call hook makes the call
+        block.emit(f"elif type({fn}) is BT and {native}: {t} = rt.cb_opaque({fn}, {values}, {{}})")
+    else:  # which records the result's provenance
+        block.emit(
+            f"elif type({fn}) is BT and {native}: {t} = rt.opaque_call({fn}, {values}, None)"
+        )
+    # Another builtin (its lookaside: ``len`` of an instance of a Python class).
+    block.emit(f"elif type({fn}) is BT: {t} = call_positional(f, {fn}, {arglist})")
+    # A class (of metaclass type) with no lookaside: instantiated.
     block.emit(
-        f"elif type({fn}) is BT and f.rt.plain_opaque and {native}: {t} = {fn}({', '.join(args)})"
+        f"elif type({fn}) is type and {fn} not in rt.lookasides: {t} = rt.instantiate({fn}, {arglist}, None, f)"
     )
     # Anything else (a function the site does not know yet): call_at_site.
     block.emit(f"else: {t} = call_at_site(f, {fn}, {arglist}, {site})")

@@ -54,8 +54,7 @@ def jump(ins: Instruction, ctx: CompileContext) -> Op:
 
 @block_template(jump)
 def jump_block(block: BlockBuilder, ins: Instruction) -> int:
-    block.flush_stack()
-    block.emit(f"return {block.resolve_target(ins.target)}")
+    block.leave(block.resolve_target(ins.target))
     return ENDS_BLOCK
 
 
@@ -219,7 +218,7 @@ def jump_or_pop(ins: Instruction, ctx: CompileContext) -> Op:
 @register_opcode("GET_ITER")
 def get_iter(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
-    if ctx.hooked:
+    if ctx.hooked_for():  # provenance
 
         def op_hooked(f: Frame) -> int:
             st = f.stack
@@ -261,7 +260,7 @@ def for_iter(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     instrs = ctx.instructions
     exit_ = _loop_exit(instrs, ins)
-    if ctx.hooked:
+    if ctx.hooked_for():  # provenance
         return _for_iter_hooked(nxt, exit_)
     following = instrs[nxt] if nxt < len(instrs) else None
     jumped_to = any(i.target == nxt for i in instrs)
@@ -318,11 +317,12 @@ def for_iter_block(block: BlockBuilder, ins: Instruction) -> int:
     exit_ = block.resolve_target(_loop_exit(block.instructions, ins))
     t = block.temp()
     block.emit(f"{t} = st[-1]")
-    if block.hooked:  # items of a list or tuple with a provenance have one too
+    recorded = block.hooked_for()  # items of a list or tuple with a provenance have one too
+    if recorded:
         it = block.temp()
         block.emit(f"{it} = {t}")
     block.emit(f"{t} = next({t}, NULL) if type({t}) in P else next_item(f.rt, {t})")
-    if block.hooked:
+    if recorded:
         block.emit(f"if rt.iter_sources: iterated(rt, {it}, {t})")
     block.emit(f"if {t} is NULL: st.pop(); return {exit_}")
     block.stack.append(t)

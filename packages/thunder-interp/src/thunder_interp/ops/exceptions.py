@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from thunder_interp._bytecode import Instruction
-from thunder_interp._frame import NULL, Frame
+from thunder_interp._frame import NULL, Frame, own_blocks
 from thunder_interp._registry import PY_VERSION, CompileContext, Op, register_opcode
 from thunder_interp._runtime import BLOCK_FINALLY, chain_context, lookup_special
 
@@ -329,7 +329,7 @@ def setup_with(ins: Instruction, ctx: CompileContext) -> Op:
         enter, exit_ = _enter_context(f, st[-1])
         st[-1] = exit_
         res = f.rt.call(enter, (), None, f)
-        f.blocks.append((BLOCK_FINALLY, target, len(st)))
+        own_blocks(f).append((BLOCK_FINALLY, target, len(st)))
         st.append(res)
         return nxt
 
@@ -366,7 +366,7 @@ def setup_finally(ins: Instruction, ctx: CompileContext) -> Op:
     target = ins.target
 
     def op(f: Frame) -> int:
-        f.blocks.append((BLOCK_FINALLY, target, len(f.stack)))
+        own_blocks(f).append((BLOCK_FINALLY, target, len(f.stack)))
         return nxt
 
     return op

@@ -6,7 +6,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from thunder_interp._bytecode import Instruction
-from thunder_interp._frame import NULL, Frame
+from thunder_interp._frame import NULL, Frame, own_blocks
 from thunder_interp._generators import AsyncGenValue
 from thunder_interp._registry import (
     ENDS_BLOCK,
@@ -109,13 +109,19 @@ def yield_value_block(block: BlockBuilder, ins: Instruction) -> int:
     v = block.pop()
     block.flush_stack()
     block.emit(f"f.retval = {v}")
-    block.emit(f"f.pc = {block.next_index(ins)}")
+    following = block.next_index(ins)
+    block.emit(f"f.pc = {following}")
     block.emit("f.suspended = True")
     if delegating:
         block.emit("f.yf = st[-1]")
         block.emit(f"f.yf_exit = {_delegate_exit(block.instructions, ins)}")
     else:
         block.emit("f.yf = None")
+        instrs = block.instructions
+        if following < len(instrs) - 1 and instrs[following].opname == "POP_TOP":
+            # ``yield v`` as a statement: a send may go on past the POP_TOP of its value (and
+            # the jumps after it) without pushing the value (see ``Frame.resume_at``).
+            block.emit(f"f.resume_at = {block.resolve_target(following + 1)}")
     block.emit("return 0")
     return ENDS_BLOCK
 
@@ -440,7 +446,7 @@ def setup_async_with(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         st = f.stack
         res = st.pop()
-        f.blocks.append((BLOCK_FINALLY, target, len(st)))
+        own_blocks(f).append((BLOCK_FINALLY, target, len(st)))
         st.append(res)
         return nxt
 

@@ -337,7 +337,7 @@ def load_constant_hooked(f: Frame, value: Any, record: Provenance) -> Any:
 def load_const(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     value = ctx.code.co_consts[ins.arg]
-    if ctx.hooked:
+    if ctx.hooked_for("load_constant"):
         record = Provenance(ProvenanceKind.CONSTANT, index=value)
 
         def op_hooked(f: Frame) -> int:
@@ -364,20 +364,29 @@ def _constant_in_block(block: BlockBuilder, value: Any) -> str:
     provenance, a site's first load in a run records the constant and the site remembers the
     run (``rt.token``): its later loads record nothing."""
     name = block.const(value)
-    if not block.hooked:
+    if not block.hooked_for("load_constant"):
         return name
+    if not block.provenance:  # the hook only (it sees no record)
+        t = block.temp()
+        block.emit(f"{t} = CH({name}, None)")
+        return t
     record = block.const(Provenance(ProvenanceKind.CONSTANT, index=value))
-    site = block.const([None])
     t = block.temp()
-    block.emit(f"if CH is None and (PT is None or {site}[0] is RS): {t} = {name}")
+    if "load_constant" in block.hooks:
+        block.emit(f"{t} = load_constant_hooked(f, {name}, {record})")
+        return t
+    site = block.const([None])
+    block.emit(f"if {site}[0] is RS: {t} = {name}")
     block.emit(f"else: {t} = load_constant_hooked(f, {name}, {record}); {site}[0] = RS")
+    if name in block.plain_names:
+        block.plain_names.add(t)  # it holds the constant (no hook replaces it)
     return t
 
 
 @register_opcode("RETURN_CONST", min_version=(3, 12))
 def return_const(ins: Instruction, ctx: CompileContext) -> Op:
     value = ctx.code.co_consts[ins.arg]
-    if ctx.hooked:
+    if ctx.hooked_for("load_constant"):
         record = Provenance(ProvenanceKind.CONSTANT, index=value)
 
         def op_hooked(f: Frame) -> int:

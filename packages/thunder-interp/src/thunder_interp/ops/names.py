@@ -12,7 +12,6 @@ from thunder_interp._lookasides import attribute_loaded
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import (
     GOES_ON,
-    NOT_COMPILED,
     PY_VERSION,
     CompileContext,
     Op,
@@ -24,6 +23,7 @@ from thunder_interp._slots import (
     PLAIN,
     PLAIN_ATTRS,
     delete_item,
+    descriptor_attribute,
     get_item,
     plain_reads,
     plain_writes,
@@ -81,7 +81,7 @@ def load_global(ins: Instruction, ctx: CompileContext) -> Op:
     name = ins.argval if isinstance(ins.argval, str) else ctx.code.co_names[ins.arg >> 1]
     push_null = _pushes_null(ins)
     null_first = PY_VERSION < (3, 13)
-    hooked = ctx.hooked
+    hooked = ctx.hooked_for("load_global")
     if not push_null and not hooked:
 
         def op_plain(f: Frame) -> int:
@@ -120,12 +120,12 @@ def load_global_block(block: BlockBuilder, ins: Instruction) -> int:
     if push_null and PY_VERSION < (3, 13):
         block.stack.append("NULL")
     t = block.temp()
-    block.emit(f"{t} = G.get({name}, NULL)")
-    if block.hooked:
+    if block.hooked_for("load_global"):
         _hooked_global_lines(block, t, name)
     else:
+        block.emit(f"{t} = G.get({name}, NULL)")
         block.emit(f"if {t} is NULL:")
-        block.emit(f"    if type(f.builtins) is dict: {t} = f.builtins.get({name}, NULL)")
+        _builtin_lines(block, t, name, "    ")
         block.emit(f"    if {t} is NULL: {t} = load_global(f, {name}, False)")
     block.stack.append(t)
     if push_null and PY_VERSION >= (3, 13):
@@ -133,19 +133,33 @@ def load_global_block(block: BlockBuilder, ins: Instruction) -> int:
     return GOES_ON
 
 
+def _builtin_lines(block: BlockBuilder, t: str, name: str, indent: str) -> None:
+    """``t``: the builtin ``name`` when the builtins are a dict (NULL when it has none)."""
+    b = block.temp()
+    block.emit(f"{indent}{b} = f.fn.__builtins__")
+    block.emit(f"{indent}{t} = {b}.get({name}, NULL) if type({b}) is dict else NULL")
+
+
 def _hooked_global_lines(block: BlockBuilder, t: str, name: str) -> None:
-    """As for constants (``ops.locals``): a load that finds what the site's last load in this
-    run found (by identity: the provenance table keeps the value alive) records nothing new."""
+    """The hook sees every load; with provenance, as for constants (``ops.locals``), a load that
+    finds what the site's last load in this run found (by identity: the provenance table keeps
+    the value alive) records nothing new."""
+    if "load_global" in block.hooks and block.provenance:
+        block.emit(f"{t} = load_global(f, {name}, True)")
+        return
+    block.emit(f"{t} = G.get({name}, NULL)")
+    block.emit(f"if {t} is NULL:")
+    _builtin_lines(block, t, name, "    ")
+    if not block.provenance:
+        # The hook only: it sees the value with no record (as global_loaded).
+        block.emit(f"    if {t} is NULL: {t} = load_global(f, {name}, True)")
+        block.emit(f"    else: {t} = GH({name}, {t}, G, None)")
+        block.emit(f"else: {t} = GH({name}, {t}, G, None)")
+        return
     site = block.const([None, 0])
-    block.emit(f"if {t} is NULL and type(f.builtins) is dict: {t} = f.builtins.get({name}, NULL)")
-    block.emit(
-        f"if {t} is NULL or (PT is not None and "
-        f"(GH is not None or {site}[0] is not RS or {site}[1] != id({t}))):"
-    )
+    block.emit(f"if {t} is NULL or {site}[0] is not RS or {site}[1] != id({t}):")
     block.emit(f"    {t} = load_global(f, {name}, True)")
-    block.emit(f"    if PT is not None: {site}[0] = RS; {site}[1] = id({t})")
-    # Without provenance, the hook sees the value with no record (as global_loaded).
-    block.emit(f"elif GH is not None: {t} = GH({name}, {t}, G, None)")
+    block.emit(f"    {site}[0] = RS; {site}[1] = id({t})")
 
 
 @register_opcode("STORE_GLOBAL")
@@ -299,7 +313,7 @@ def load_attr(ins: Instruction, ctx: CompileContext) -> Op:
     name = ins.argval
     method = _loads_method(ins)
     null_first = PY_VERSION < (3, 13)
-    hooked = ctx.hooked
+    hooked = ctx.hooked_for("load_attribute", "load_attribute_missing")
     if not method and not hooked:
 
         def op_plain(f: Frame) -> int:
@@ -349,11 +363,13 @@ def attribute_value(f: Frame, obj: Any, name: str) -> Any:
     if cls in PLAIN_ATTRS:
         return getattr(obj, name)
     names = ATTR_DESCRIPTORS.get(cls)
-    if names is not None and name not in names:
-        # An instance of a class with properties, not one of them (blocks now read it).
-        value = getattr(obj, name)
-        plain_reads(name).add(cls)
-        return value
+    if names is not None:
+        if name not in names:
+            # An instance of a class with properties, not one of them (blocks now read it).
+            value = getattr(obj, name)
+            plain_reads(name).add(cls)
+            return value
+        return descriptor_attribute(f.rt, obj, cls, name)  # a property, say
     return slot_load_attr(f.rt, obj, name)
 
 
@@ -393,7 +409,7 @@ def load_attr_block(block: BlockBuilder, ins: Instruction) -> int:
     fast = f"{o}.{attr}" if _spelled_as_attribute(attr) else f"getattr({o}, {name})"
     plain = f"type({o}) in PA or type({o}) in {block.const(plain_reads(attr))}"
     read = f"{fast} if {plain} else attribute_value(f, {o}, {name})"
-    if block.hooked:
+    if block.hooked_for("load_attribute", "load_attribute_missing"):
         block.stack.append(_hooked_attribute_lines(block, o, name, read))
     else:
         block.push_expr(f"({read})")
@@ -403,19 +419,30 @@ def load_attr_block(block: BlockBuilder, ins: Instruction) -> int:
 
 
 def _hooked_attribute_lines(block: BlockBuilder, o: str, name: str, read: str) -> str:
-    """Without attribute hooks, only a read from a value with a provenance has more to do than
-    the plain read: record the value's (``load_attribute`` otherwise)."""
+    """The hooks see every read (the missing hook every read that raises AttributeError); with
+    provenance and no hook, only a read from a value with a provenance has more to do than the
+    plain read: record the value's."""
     t = block.temp()
-    e = block.temp()
-    block.emit("if AQ:")
-    block.emit(f"    {t} = {read}")
-    block.emit("    if PT is not None:")
-    block.emit(f"        {e} = PT.get(id({o}))")
-    block.emit(
-        f"        if {e} is not None and {e}[0] is {o}: "
-        f"{t} = attribute_loaded(rt, {o}, {name}, {t})"
-    )
-    block.emit(f"else: {t} = load_attribute(f, {o}, {name})")
+    if block.provenance:
+        if "load_attribute" in block.hooks or "load_attribute_missing" in block.hooks:
+            block.emit(f"{t} = load_attribute(f, {o}, {name})")
+            return t
+        e = block.temp()
+        block.emit(f"{t} = {read}")
+        block.emit(f"{e} = PT.get(id({o}))")
+        block.emit(
+            f"if {e} is not None and {e}[0] is {o}: {t} = attribute_loaded(rt, {o}, {name}, {t})"
+        )
+        return t
+    # The hooks only: the plain read, then the hook (as ``load_attribute`` calls them).
+    if "load_attribute_missing" in block.hooks:
+        block.emit("try:")
+        block.emit(f"    {t} = {read}")
+        block.emit(f"except AttributeError: rt.cb_load_attr_missing({o}, {name}); raise")
+    else:
+        block.emit(f"{t} = {read}")
+    if "load_attribute" in block.hooks:
+        block.emit(f"{t} = AH({o}, {name}, {t}, None)")
     return t
 
 
@@ -446,8 +473,8 @@ def store_attr_block(block: BlockBuilder, ins: Instruction) -> int:
     o = block.pop()
     v = block.pop()
     name = block.const(attr)
-    if block.hooked:
-        block.emit(f"if SA is not None: SA({o}, {name}, {v})")
+    if block.hooked and "store_attribute" in block.hooks:
+        block.emit(f"SA({o}, {name}, {v})")
     plain = f"type({o}) in PA or type({o}) in {block.const(plain_writes(attr))}"
     if _spelled_as_attribute(attr):
         block.emit(f"if {plain}: {o}.{attr} = {v}")
@@ -538,7 +565,7 @@ def load_item(f: Frame, container: Any, key: Any) -> Any:
 @register_opcode("BINARY_SUBSCR")
 def binary_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
-    if ctx.hooked:
+    if ctx.hooked_for("load_item", "load_item_missing"):
 
         def op_hooked(f: Frame) -> int:
             st = f.stack
@@ -562,7 +589,7 @@ def binary_subscr(ins: Instruction, ctx: CompileContext) -> Op:
 def binary_subscr_block(block: BlockBuilder, ins: Instruction) -> int:
     k = block.pop()
     c = block.pop()
-    if block.hooked:
+    if block.hooked_for("load_item", "load_item_missing"):
         block.push_expr(f"load_item(f, {c}, {k})")
     else:
         block.push_expr(
@@ -574,7 +601,7 @@ def binary_subscr_block(block: BlockBuilder, ins: Instruction) -> int:
 @register_opcode("STORE_SUBSCR")
 def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
-    if ctx.hooked:
+    if ctx.hooked and "store_item" in ctx.hooks:
 
         def op_hooked(f: Frame) -> int:
             st = f.stack
@@ -607,11 +634,11 @@ def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
 
 @block_template(store_subscr, helpers={"set_item": set_item})
 def store_subscr_block(block: BlockBuilder, ins: Instruction) -> int:
-    if block.hooked:
-        return NOT_COMPILED  # the op calls the store_item hook
     k = block.pop()
     c = block.pop()
     v = block.pop()
+    if block.hooked and "store_item" in block.hooks:
+        block.emit(f"f.rt.cb_store_item({c}, {k}, {v})")
     block.emit(f"if type({c}) in P: {c}[{k}] = {v}")
     block.emit(f"else: set_item(f.rt, {c}, {k}, {v})")
     return GOES_ON
