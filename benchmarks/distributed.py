@@ -6,7 +6,15 @@ parameters, gradients and Adam's state (gradients counted before ``zero_grad``),
 DDP's, and the step time (forward, backward, optimizer; median over the steps, the slower
 rank's), with its ratio to PyTorch's DDP.
 
-Run: ``python -m benchmarks distributed [--steps N] [--layers N] [--embd N] [--batch N]``.
+A second table, each row in processes of its own: the peak memory per rank (the growth of the
+process's maximum resident size) of building a larger nanoGPT (``--init-layers``,
+``--init-embd``) and sharding it: built whole then ``fsdp``, built on the meta device and
+materialized shard by shard by ``fsdp``, and PyTorch's ``fully_shard`` of a meta model then
+``to_empty`` and its init; and the time to save and load the sharded model and Adam's state
+through ``torch.distributed.checkpoint``.
+
+Run: ``python -m benchmarks distributed [--steps N] [--layers N] [--embd N] [--batch N]
+[--init-layers N] [--init-embd N]``.
 """
 
 from __future__ import annotations
@@ -128,6 +136,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--embd", type=int, default=128)
     parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--init-layers", type=int, default=12)
+    parser.add_argument("--init-embd", type=int, default=1024)
+    parser.add_argument("--no-init", action="store_true", help="skip the second table")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -163,6 +174,136 @@ def main() -> None:
         ratio = nbytes / base["bytes"] if "bytes" in base else float("nan")
         vs_torch = step / torch_ddp["step"] if "step" in torch_ddp else float("nan")
         print(f"{mode:16}{nbytes:>12,}{ratio:>7.2f}x{step * 1e3:>9.1f}{vs_torch:>13.2f}x")
+    if not args.no_init:
+        init_table(args)
+
+
+INIT_MODES = ("thunder whole, then fsdp", "thunder meta, fsdp", "torch meta, fully_shard")
+
+
+def _init_peak(rank: int, mode: str, args: Any, folder: str) -> dict[str, Any]:
+    """Peak resident growth of building and sharding the model, and DCP save/load times."""
+    import resource
+
+    import torch.distributed.checkpoint as dcp
+
+    import thunder
+    import thunder.distributed
+    from thunder.models import GPT, GPTConfig
+
+    config = GPTConfig(n_layer=args.init_layers, n_embd=args.init_embd, n_head=4, block_size=64)
+    # Every row imports the same modules before the baseline: only the model's memory counts.
+    import torch.distributed.fsdp
+    import torch.distributed.tensor
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    torch.manual_seed(0)
+    if mode == "thunder whole, then fsdp":
+        model = thunder.distributed.fsdp(GPT(config))
+    elif mode == "thunder meta, fsdp":
+        with torch.device("meta"):
+            model = GPT(config)
+        model = thunder.distributed.fsdp(model, param_init_fn=_gpt_init)
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        with torch.device("meta"):
+            model = GPT(config)
+        mesh = init_device_mesh("cpu", (WORLD_SIZE,))
+        for block in model.transformer.h:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        model.to_empty(device="cpu")
+        for module in model.modules():
+            _gpt_init(module)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    if mode.startswith("thunder"):
+        state = {
+            "model": model.state_dict(),
+            "optim": thunder.distributed.optimizer_state_dict(model, opt),
+        }
+    else:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_state, optim_state = get_state_dict(model, opt)
+        state = {"model": model_state, "optim": optim_state}
+    dist.barrier()
+    start = time.perf_counter()
+    dcp.save(state, checkpoint_id=f"{folder}/{INIT_MODES.index(mode)}")
+    saved = time.perf_counter() - start
+    dist.barrier()
+    start = time.perf_counter()
+    dcp.load(state, checkpoint_id=f"{folder}/{INIT_MODES.index(mode)}")
+    if mode.startswith("thunder"):
+        model.load_state_dict(state["model"])
+        thunder.distributed.load_optimizer_state_dict(model, opt, state["optim"])
+    else:
+        from torch.distributed.checkpoint.state_dict import set_state_dict
+
+        set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    loaded = time.perf_counter() - start
+    return {"peak": peak, "save": saved, "load": loaded}
+
+
+def _gpt_init(module: torch.nn.Module) -> None:
+    from thunder.models import GPT
+
+    if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+        GPT._init_weights(None, module)  # type: ignore[arg-type]
+    elif hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+
+
+def _init_worker(rank: int, port: int, args: Any, mode: str, folder: str, queue: Any) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=WORLD_SIZE, timeout=datetime.timedelta(seconds=300)
+    )
+    try:
+        result = _init_peak(rank, mode, args, folder)
+    except Exception as e:  # a row that cannot run here says why
+        result = {"error": f"{type(e).__name__}: {e}"}
+    queue.put((rank, result))
+    dist.destroy_process_group()
+
+
+def init_table(args: Any) -> None:
+    import tempfile
+
+    ctx = mp.get_context("spawn")
+    folder = tempfile.mkdtemp()
+    # Large blocks mapped and unmapped at once (glibc keeps freed heap memory, and raises its
+    # threshold after frees): the resident peak then follows the tensors alive, in every row.
+    os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(1 << 20))
+    print(
+        f"\nnanoGPT ({args.init_layers} layers, n_embd {args.init_embd}) built and sharded on "
+        f"{WORLD_SIZE} ranks: peak resident growth per rank (the larger rank's), DCP save/load"
+    )
+    print(f"{'':26}{'peak MB/rank':>13}{'vs whole':>9}{'save s':>8}{'load s':>8}")
+    base = None
+    for mode in INIT_MODES:
+        queue = ctx.Queue()
+        port = _free_port()
+        procs = [
+            ctx.Process(target=_init_worker, args=(r, port, args, mode, folder, queue))
+            for r in range(WORLD_SIZE)
+        ]
+        for p in procs:
+            p.start()
+        rows = [queue.get(timeout=1800)[1] for _ in procs]
+        for p in procs:
+            p.join()
+        if any("error" in r for r in rows):
+            print(f"{mode:26}  failed: {next(r['error'] for r in rows if 'error' in r)}")
+            continue
+        peak = max(r["peak"] for r in rows)
+        base = base or peak
+        save, load = max(r["save"] for r in rows), max(r["load"] for r in rows)
+        print(f"{mode:26}{peak / 2**20:>13.1f}{peak / base:>8.2f}x{save:>8.2f}{load:>8.2f}")
 
 
 if __name__ == "__main__":

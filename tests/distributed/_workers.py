@@ -374,3 +374,57 @@ def fsdp_dcp_resume(rank: int, world_size: int, folder: str) -> dict[str, Any]:
     thunder.distributed.load_optimizer_state_dict(model, opt, state["optim"])
     _adam_steps(model, jitted, opt, rank, world_size, batches()[2:])
     return {"after": thunder.distributed.full_state_dict(model)}
+
+
+# --- models built on the meta device --------------------------------------------------------
+
+
+def gpt_init(module: torch.nn.Module) -> None:
+    """GPT's own initialization, one module at a time (``reset_parameters`` for the others)."""
+    if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+        GPT._init_weights(None, module)  # type: ignore[arg-type]
+    elif hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+
+
+def meta_init_reference() -> dict[str, torch.Tensor]:
+    model = make_model(0)
+    torch.manual_seed(1)
+    for module in model.modules():
+        gpt_init(module)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def fsdp_meta_init(rank: int, world_size: int) -> dict[str, Any]:
+    """A GPT built on the meta device, materialized shard by shard, then one training step."""
+    with torch.device("meta"):
+        model = GPT(CONFIG)
+    torch.manual_seed(1)
+    model = thunder.distributed.fsdp(model, param_init_fn=gpt_init)
+    devices = {str(t.device) for t in (*model.parameters(), *model.buffers())}
+    tied = model.lm_head.weight is model.transformer.wte.weight
+    state = thunder.distributed.full_state_dict(model)
+    jitted = thunder.jit(model)
+    losses = _train(model, jitted, rank, world_size)
+    return {
+        "devices": devices,
+        "tied": tied,
+        "state": state,
+        "shard_numel": sum(p.numel() for p in model.parameters()),
+        "losses": losses,
+    }
+
+
+def fsdp_meta_without_init(rank: int, world_size: int) -> str:
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.ones(4))
+
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), Scaled())
+    try:
+        thunder.distributed.fsdp(model)
+    except thunder.JitError as e:
+        return str(e)
+    return ""

@@ -50,3 +50,24 @@ def test_dcp_checkpoint_resumes_training_exactly(tmp_path, sizes) -> None:
         torch.testing.assert_close(
             resumed["after"][name], value, **tol, msg=lambda m, n=name: f"{n}: {m}"
         )
+
+
+def test_a_meta_device_model_is_materialized_shard_by_shard() -> None:
+    outs = ok(spawn(_workers.fsdp_meta_init))
+    reference = _workers.meta_init_reference()
+    whole = sum(v.numel() for k, v in reference.items() if k.endswith(("weight", "bias")))
+    for rank, out in enumerate(outs):
+        assert out["devices"] == {"cpu"} and out["tied"]
+        assert out["shard_numel"] < 0.6 * whole
+        assert len(out["losses"]) == _workers.STEPS
+        if rank == 0:
+            assert out["state"].keys() == reference.keys()
+            for name, value in reference.items():
+                torch.testing.assert_close(out["state"][name], value, rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(outs[0]["losses"], outs[1]["losses"])
+
+
+def test_a_meta_device_module_without_an_initializer_is_an_error() -> None:
+    messages = ok(spawn(_workers.fsdp_meta_without_init))
+    for message in messages:
+        assert "Scaled" in message and "param_init_fn" in message

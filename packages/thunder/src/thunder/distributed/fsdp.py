@@ -26,7 +26,7 @@ dict) and ``load_full_state_dict(model, state)`` (rank 0's dict) loads and shard
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,11 +87,21 @@ def fsdp(
     group: Any = None,
     broadcast_from: int = 0,
     bucket_size_in_mb: float = 25.0,
+    device: torch.device | str | None = None,
+    param_init_fn: Callable[[torch.nn.Module], None] | None = None,
 ) -> torch.nn.Module:
     """Shards ``model``'s parameters over the ranks of ``group`` (default: the world) and
     returns it (the same object); see the module docstring for the strategies. Parameters the
     program reads close together are gathered together, in buckets of about
-    ``bucket_size_in_mb`` (one all-gather, and one reduce-scatter for their gradients)."""
+    ``bucket_size_in_mb`` (one all-gather, and one reduce-scatter for their gradients).
+
+    A model built on the meta device (``with torch.device("meta"): model = Net()``) is
+    materialized module by module on ``device`` (default: this rank's CUDA device under NCCL,
+    else the CPU): each module's own parameters and buffers are made whole, initialized by
+    ``param_init_fn(module)`` (default: the module's ``reset_parameters()``; it must initialize
+    the module's own tensors, as ``reset_parameters`` does), broadcast from ``broadcast_from``
+    and sharded before the next module, so no rank ever holds the whole model. A module with
+    tensors on the meta device and no initializer is an error."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
             f"thunder.distributed.fsdp expects an nn.Module, got {type(model).__name__}"
@@ -110,16 +120,110 @@ def fsdp(
         raise ValueError(f"bucket_size_in_mb must be positive, got {bucket_size_in_mb}")
     state = FSDPState(group, world_size, rank, strategy, int(bucket_size_in_mb * 2**20))
     with torch.no_grad():
-        for t in (*model.parameters(), *model.buffers()):
-            dist.broadcast(t.data, src=src, group=group)
-        for p in model.parameters():
-            state.shapes[id(p)] = p.shape
-            p.data = shard_of(p.data, world_size, rank)
-            shard = _Shard(tuple(state.shapes[id(p)]), group, world_size, strategy == "ZERO3")
-            p._thunder_unshard = functools.partial(_unshard, shard)  # type: ignore[attr-defined]
+        if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
+            target = torch.device(device) if device is not None else _default_device(group)
+            _materialize_and_shard(model, state, src, target, param_init_fn)
+        else:
+            for t in (*model.parameters(), *model.buffers()):
+                dist.broadcast(t.data, src=src, group=group)
+            for p in model.parameters():
+                _shard_in_place(p, state)
     object.__setattr__(model, _STATE, state)
     install_state_dict_hooks(model, state)
     return model
+
+
+def _shard_in_place(p: torch.nn.Parameter, state: FSDPState) -> None:
+    """Keeps this rank's shard of ``p`` (whole, the same on every rank) as its data."""
+    state.shapes[id(p)] = p.shape
+    p.data = shard_of(p.data, state.world_size, state.rank)
+    shard = _Shard(
+        tuple(state.shapes[id(p)]), state.group, state.world_size, state.strategy == "ZERO3"
+    )
+    p._thunder_unshard = functools.partial(_unshard, shard)  # type: ignore[attr-defined]
+
+
+def _whole(shard: torch.Tensor, shape: torch.Size, state: FSDPState) -> torch.Tensor:
+    """The whole parameter of ``shape`` gathered from every rank's ``shard``."""
+    whole = shard.new_empty((shard.shape[0] * state.world_size, *shard.shape[1:]))
+    dist.all_gather_into_tensor(whole, shard.contiguous(), group=state.group)
+    return whole[: (shape[0] if len(shape) else 1)].reshape(shape).clone()
+
+
+def _default_device(group: Any) -> torch.device:
+    if torch.cuda.is_available() and dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _materialize_and_shard(
+    model: torch.nn.Module,
+    state: FSDPState,
+    src: int,
+    device: torch.device,
+    param_init_fn: Callable[[torch.nn.Module], None] | None,
+) -> None:
+    """A meta-device model made real one module at a time (see ``fsdp``): the peak on a rank is
+    the shards so far plus one module's own tensors whole. Parameters held by several modules
+    (tied weights) are one; a later module that initializes one again (as eager would, in
+    module order) re-initializes it whole, and it is sharded again."""
+    made: dict[int, torch.nn.Parameter] = {}  # id of a meta parameter -> its real one
+    replaced: list[torch.nn.Parameter] = []  # the meta ones, alive: their ids stay theirs
+    for name, module in model.named_modules():
+        touched: list[torch.nn.Parameter] = []
+        tied: list[torch.nn.Parameter] = []
+        metas = False
+        for pname, p in list(module._parameters.items()):
+            if p is None:
+                continue
+            if id(p) in made:  # tied: a module before made (and sharded) it
+                real = made[id(p)]
+                module._parameters[pname] = real
+                if all(t is not real for t in tied):
+                    tied.append(real)
+                continue
+            if p.is_meta:
+                real = torch.nn.Parameter(
+                    torch.empty(p.shape, dtype=p.dtype, device=device),
+                    requires_grad=p.requires_grad,
+                )
+                made[id(p)] = made[id(real)] = real
+                replaced.append(p)
+                module._parameters[pname] = real
+                metas = True
+            else:  # already real (a model built partly on the meta device)
+                made[id(p)] = real = p
+            touched.append(real)
+        buffers = []
+        for bname, b in list(module._buffers.items()):
+            if b is None:
+                continue
+            if b.is_meta:
+                module._buffers[bname] = torch.empty(b.shape, dtype=b.dtype, device=device)
+                metas = True
+            buffers.append(bname)
+        reset = getattr(module, "reset_parameters", None)
+        init: Callable[[], Any] | None = (
+            functools.partial(param_init_fn, module) if param_init_fn is not None else reset
+        )
+        if init is None and metas:
+            raise JitError(
+                f"thunder.distributed.fsdp: module {name or 'the model'} "
+                f"({type(module).__name__}) has tensors on the meta device and no "
+                "reset_parameters(); pass param_init_fn= to initialize them"
+            )
+        if init is None or not (metas or tied):
+            tied = []  # nothing initializes them again: they keep their shards
+        else:
+            for p in tied:  # whole again, with their values, for this module's init
+                p.data = _whole(p.data, state.shapes[id(p)], state)
+            init()
+        for bname in buffers:
+            dist.broadcast(module._buffers[bname], src=src, group=state.group)
+        for p in (*touched, *tied):
+            if id(p) not in state.shapes or p.shape == state.shapes[id(p)]:
+                dist.broadcast(p.data, src=src, group=state.group)
+                _shard_in_place(p, state)
 
 
 def shard_of(whole: torch.Tensor, world_size: int, rank: int) -> torch.Tensor:
