@@ -111,10 +111,23 @@ def ddp_training_small_buckets(rank: int, world_size: int) -> dict[str, Any]:
     return ddp_training(rank, world_size, bucket_size_in_mb=0.02)
 
 
-def ddp_no_sync(rank: int, world_size: int) -> dict[str, Any]:
+def fsdp_no_sync(rank: int, world_size: int) -> dict[str, Any]:
+    """ddp_no_sync for a sharded model: the whole gradients gathered from the shards."""
+    out = ddp_no_sync(rank, world_size, prepare=thunder.distributed.fsdp)
+    model = out.pop("model")
+    grads = {}
+    for name, p in model.named_parameters():
+        whole = torch.empty((p.grad.shape[0] * world_size, *p.grad.shape[1:]))
+        dist.all_gather_into_tensor(whole, p.grad.contiguous())
+        shape = model.__dict__["_thunder_fsdp"].shapes[id(p)]
+        grads[name] = whole[: shape[0]].reshape(shape)
+    return {**out, "grads": grads}
+
+
+def ddp_no_sync(rank: int, world_size: int, prepare: Any = None) -> dict[str, Any]:
     """Two micro-batches per rank, the first inside no_sync: the gradients must equal those of
     the whole global batch (as the mean of four equal-sized quarters)."""
-    model = thunder.distributed.ddp(make_model(0))
+    model = (prepare or thunder.distributed.ddp)(make_model(0))
     jitted = thunder.jit(model)
     ((x, y),) = batches(1, batch=2 * world_size * 2)
     per = x.shape[0] // (2 * world_size)
@@ -128,6 +141,7 @@ def ddp_no_sync(rank: int, world_size: int) -> dict[str, Any]:
     return {
         "grads": {n: p.grad.detach().clone() for n, p in model.named_parameters()},
         "compiles": thunder.compile_stats(jitted).compilations,
+        **({"model": model} if prepare is not None else {}),
     }
 
 

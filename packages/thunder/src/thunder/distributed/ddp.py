@@ -92,10 +92,23 @@ def ddp(
 @contextlib.contextmanager
 def no_sync(model: torch.nn.Module) -> Iterator[None]:
     """Backward passes inside communicate nothing (gradients accumulate locally); on leaving,
-    the accumulated gradients are averaged over the ranks once."""
+    the accumulated gradients are averaged over the ranks once.
+
+    For a model ``fsdp`` sharded, it changes nothing: each backward reduce-scatters its
+    gradients (the adjoint of the gather) and each rank's shard accumulates in ``.grad``, which
+    by linearity equals one step on the whole batch. Keeping whole gradients until the last
+    micro-step would save that communication at the memory of an unsharded gradient per rank,
+    which is what sharding is for."""
     state = state_of(model)
     if state is None:
-        raise JitError("thunder.distributed.no_sync: the model was not prepared with ddp()")
+        from thunder.distributed.fsdp import fsdp_state_of
+
+        if fsdp_state_of(model) is not None:
+            yield
+            return
+        raise JitError(
+            "thunder.distributed.no_sync: the model was not prepared with ddp() or fsdp()"
+        )
     previous, state.sync = state.sync, False
     try:
         yield

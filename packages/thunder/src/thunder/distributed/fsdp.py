@@ -26,6 +26,7 @@ dict) and ``load_full_state_dict(model, state)`` (rank 0's dict) loads and shard
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ import torch
 import torch.distributed as dist
 
 from thunder.distributed.checkpoint import install_state_dict_hooks
-from thunder.distributed.ddp import parameter_gradients, require_initialized
+from thunder.distributed.ddp import no_sync, parameter_gradients, require_initialized
 from thunder.errors import JitError
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, Transform, prims, tracectx
 from thunder_ir import ops as ltorch
@@ -129,6 +130,7 @@ def fsdp(
             for p in model.parameters():
                 _shard_in_place(p, state)
     object.__setattr__(model, _STATE, state)
+    object.__setattr__(model, "no_sync", types.MethodType(no_sync, model))
     install_state_dict_hooks(model, state)
     return model
 
