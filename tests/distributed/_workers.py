@@ -442,3 +442,49 @@ def fsdp_meta_without_init(rank: int, world_size: int) -> str:
     except thunder.JitError as e:
         return str(e)
     return ""
+
+
+def symbolic_lengths(rank: int, world_size: int, prepare: Any) -> dict[str, Any]:
+    """Training on sequences of three lengths under cache="symbolic values": one program."""
+    model = prepare(make_model(0))
+    jitted = thunder.jit(model, cache="symbolic values")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(7)
+    losses = []
+    for length in (12, 9, 5):
+        x = torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g)
+        y = torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g)
+        shard = GLOBAL_BATCH // world_size
+        xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
+        loss = loss_of(jitted, xs, ys)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        full = loss.detach().clone()
+        dist.all_reduce(full, op=dist.ReduceOp.AVG)
+        losses.append(full.item())
+    return {"losses": losses, "compiles": thunder.compile_stats(jitted).compilations}
+
+
+def ddp_symbolic(rank: int, world_size: int) -> dict[str, Any]:
+    return symbolic_lengths(rank, world_size, thunder.distributed.ddp)
+
+
+def fsdp_symbolic(rank: int, world_size: int) -> dict[str, Any]:
+    return symbolic_lengths(rank, world_size, thunder.distributed.fsdp)
+
+
+def symbolic_reference() -> list[float]:
+    model = make_model(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(7)
+    losses = []
+    for length in (12, 9, 5):
+        x = torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g)
+        y = torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g)
+        loss = loss_of(model, x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses

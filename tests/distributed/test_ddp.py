@@ -109,3 +109,14 @@ def test_collectives_and_their_gradients() -> None:
         for name, (value, grad) in expected.items():
             torch.testing.assert_close(out[name][0], value, msg=f"{name} value on rank {rank}")
             torch.testing.assert_close(out[name][1], grad, msg=f"{name} gradient on rank {rank}")
+
+
+@pytest.mark.parametrize(
+    "target", [_workers.ddp_symbolic, _workers.fsdp_symbolic], ids=["ddp", "fsdp"]
+)
+def test_symbolic_sizes_train_every_length_with_one_program(target: Any) -> None:
+    outs = _ok(spawn(target))
+    expected = _workers.symbolic_reference()
+    for out in outs:
+        torch.testing.assert_close(out["losses"], expected, rtol=1e-5, atol=1e-5)
+        assert out["compiles"] == 1
