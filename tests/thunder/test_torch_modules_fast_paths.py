@@ -422,3 +422,33 @@ def test_transformer_encoder_one_program_for_all_masks(norm_first: bool, activat
                 equal_nan=True,  # a row all padding, on the ordinary path: NaN in eager too
             )
     assert thunder.compile_stats(jitted).compilations == 1
+
+
+def test_a_forward_set_on_one_module_does_not_reject_the_others():
+    # One module's own forward (set before jit, as tensor parallelism or accelerate do) beside
+    # modules running their class's forward: every call is served, and setting another
+    # module's forward later recompiles.
+    import types
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(3, 3)
+            self.b = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    net = Net()
+    net.a.forward = types.MethodType(
+        lambda self, x: torch.nn.functional.linear(x, self.weight) * 2, net.a
+    )
+    jm = thunder.jit(net)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(jm(x), net(x))
+    assert thunder.compile_stats(jm).compilations == 1 and thunder.cache_hits(jm) == 1
+    net.b.forward = types.MethodType(lambda self, x: x + 1, net.b)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(jm(x), net(x))
+    assert thunder.compile_stats(jm).compilations == 2

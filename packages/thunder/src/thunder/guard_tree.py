@@ -672,7 +672,7 @@ class _Builder:
         # Hooks: no handle was made since (every hook registered through torch takes an id from
         # RemovableHandle.next_id) on these same modules, whose hook dicts are empty now. Their
         # own dicts (a ``compile()`` call, a method set on the module) are versioned.
-        for module in modules:
+        for module, methods in zip(modules, checker.methods or [()] * len(modules)):
             own, versioned = self.dict_of(module)
             d = own.value
             if any(d.get(name) for name in _HOOK_DICTS) or d.get("_compiled_call_impl"):
@@ -680,7 +680,7 @@ class _Builder:
             if not versioned:
                 if "_compiled_call_impl" in d:
                     self.identity(self.item(own, "_compiled_call_impl"), None)
-                for name in ("_compiled_call_impl", *checker.methods):
+                for name in ("_compiled_call_impl", *methods):
                     if name not in d:
                         self.lacks_key(own, name)
             self.identity(module, module.value)

@@ -100,20 +100,30 @@ class ModulesWithoutHooks:
     that counter and the modules (by identity) are those of the last full check that passed, no
     hook can have been added since, and the hook dicts are not scanned again."""
 
-    def __init__(self, methods: Sequence[str] = ()) -> None:
+    def __init__(self, methods: Sequence[Sequence[str]] = ()) -> None:
         self._passed: tuple[int, tuple[int, ...]] | None = None
-        # Methods the program found on the modules' classes (forward, _call_impl): no module
-        # may hold one in its own __dict__ (``m.forward = other`` after compiling).
-        self.methods = tuple(methods)
+        # Per module (in the order checked), the methods the program found on its class
+        # (forward, _call_impl): the module may not hold one in its own __dict__ (``m.forward =
+        # other`` after compiling). Another module may hold its own (a forward set before).
+        self.methods = tuple(tuple(names) for names in methods)
+        positions: dict[str, list[int]] = {}
+        for i, names in enumerate(self.methods):
+            for name in names:
+                positions.setdefault(name, []).append(i)
+        # Each name with the getter of the dicts of the modules it applies to (one C call).
+        self._by_name = [
+            (name, operator.itemgetter(*where), where) for name, where in positions.items()
+        ]
 
     def check(self, *modules: Any) -> None:
         dicts = tuple(map(_own_dict, modules))
         if any(map(dict.__contains__, dicts, itertools.repeat("_compiled_call_impl"))):
             for module in modules:  # usually None again (after pickling); the exact test
                 check_no_module_hooks(module)
-        for name in self.methods:
-            if any(map(dict.__contains__, dicts, itertools.repeat(name))):
-                owner = next(m for m, d in zip(modules, dicts) if name in d)
+        for name, pick, where in self._by_name:
+            chosen = pick(dicts) if len(where) > 1 else (pick(dicts),)
+            if any(map(dict.__contains__, chosen, itertools.repeat(name))):
+                owner = next(modules[i] for i in where if name in dicts[i])
                 raise GuardFailure(f"{name!r} is now set on the {type(owner).__name__} itself")
         seen = (RemovableHandle.next_id, tuple(map(id, modules)))
         if seen == self._passed:

@@ -381,10 +381,11 @@ class _PrologueBuilder:
                     GenericAbsence(cls, missing), x, output=None
                 ).replace(header=f"guard: {what} lacks the attributes {', '.join(missing)}")
             )
-        # Modules' methods are checked with their hooks (one read of each module's dict).
-        module_methods = {
-            n for a, (_, ns) in self.unshadowed.items() if a in self.hookless for n in ns
-        }
+        # Modules' methods are checked with their hooks (one read of each module's dict), each
+        # module for the methods found on its own class.
+        module_methods = [
+            sorted(self.unshadowed[a][1]) if a in self.unshadowed else [] for a in self.hookless
+        ]
         others = [(x, ns) for a, (x, ns) in self.unshadowed.items() if a not in self.hookless]
         if others:
             objs = [x for x, _ in others]
@@ -396,8 +397,9 @@ class _PrologueBuilder:
                 )
             )
         if self.hookless:
-            checker = ModulesWithoutHooks(sorted(module_methods))
-            own = f", nor their own {', '.join(checker.methods)}" if module_methods else ""
+            checker = ModulesWithoutHooks(module_methods)
+            found = sorted({n for ns in module_methods for n in ns})
+            own = f", nor their own {', '.join(found)}" if found else ""
             self.trace.record(
                 check_no_hooks.bind(checker, *self.hookless.values(), output=None).replace(
                     header=f"guard: no hooks on {len(self.hookless)} modules{own}"
