@@ -488,3 +488,159 @@ def symbolic_reference() -> list[float]:
         opt.zero_grad()
         losses.append(loss.item())
     return losses
+
+
+# --- tensor parallelism ------------------------------------------------------------------------
+
+
+class TPNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 32)
+        self.fc1 = torch.nn.Linear(32, 64)
+        self.fc2 = torch.nn.Linear(64, 32)
+        self.norm = torch.nn.LayerNorm(32)
+        self.head = torch.nn.Linear(32, 64)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids)
+        h = h + self.fc2(torch.nn.functional.gelu(self.fc1(h)))
+        return self.head(self.norm(h))
+
+
+TP_PLANS = {
+    "rows": {"embed": "rowwise", "fc1": "colwise", "fc2": "rowwise", "head": "colwise_gather"},
+    "cols": {"embed": "colwise", "fc1": "colwise", "fc2": "rowwise", "head": "colwise_gather"},
+}
+
+
+def _tp_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(3)
+    return [
+        (torch.randint(0, 64, (4, 6), generator=g), torch.randint(0, 64, (4, 6), generator=g))
+        for _ in range(STEPS)
+    ]
+
+
+def _tp_loss(model: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    logits = model(x)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, 64), y.reshape(-1))
+
+
+def tp_reference() -> dict[str, Any]:
+    torch.manual_seed(0)
+    model = TPNet()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for x, y in _tp_batches():
+        loss = _tp_loss(model, x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return {
+        "losses": losses,
+        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+    }
+
+
+def _whole_tp_state(
+    model: torch.nn.Module, tp_group: Any, fsdp_group: Any = None
+) -> dict[str, Any]:
+    """Every parameter whole on every rank: gathered over the FSDP group, then the TP group."""
+    from thunder.distributed.fsdp import _whole, fsdp_state_of
+    from thunder.distributed.tensor_parallel import tp_state_of
+
+    tp = tp_state_of(model)
+    fs = fsdp_state_of(model)
+    out = {}
+    for name, p in model.named_parameters():
+        value = p.detach()
+        if fs is not None:
+            value = _whole(value, fs.shapes[id(p)], fs)
+        if id(p) in tp.splits:
+            _, dim = tp.splits[id(p)]
+            parts = [torch.empty_like(value) for _ in range(tp.world_size)]
+            dist.all_gather(parts, value.contiguous(), group=tp_group)
+            value = torch.cat(parts, dim)
+        out[name] = value.clone()
+    return out
+
+
+def tp_training(rank: int, world_size: int, plan: str, jit: bool = True) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model = thunder.distributed.tensor_parallel(TPNet(), TP_PLANS[plan])
+    run = thunder.jit(model) if jit else model
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for x, y in _tp_batches():  # every rank of the group sees the same batch
+        loss = _tp_loss(run, x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    from torch.distributed.tensor import DTensor
+
+    sd = model.state_dict()
+    out = {
+        "losses": losses,
+        "state": _whole_tp_state(model, None),
+        "saved": {k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in sd.items()},
+        "dtensors": sorted(k for k, v in sd.items() if isinstance(v, DTensor)),
+        "local_numel": sum(p.numel() for p in model.parameters()),
+    }
+    if jit:
+        out["forward"] = str(thunder.last_traces(run)[-1])
+        out["backward"] = str(thunder.last_backward_traces(run)[-1])
+    # loading the whole state back keeps each rank's slices
+    again = thunder.distributed.tensor_parallel(TPNet(), TP_PLANS[plan])
+    again.load_state_dict(out["saved"])
+    out["reloaded"] = _whole_tp_state(again, None)
+    return out
+
+
+def tp_rows(rank: int, world_size: int) -> dict[str, Any]:
+    return tp_training(rank, world_size, "rows")
+
+
+def tp_cols(rank: int, world_size: int) -> dict[str, Any]:
+    return tp_training(rank, world_size, "cols")
+
+
+def tp_rows_eager(rank: int, world_size: int) -> dict[str, Any]:
+    return tp_training(rank, world_size, "rows", jit=False)
+
+
+def tp_fsdp_2d(rank: int, world_size: int) -> dict[str, Any]:
+    """4 ranks as a 2 x 2 mesh: tensor parallel within {0, 1} and {2, 3}, fsdp within
+    {0, 2} and {1, 3}; each data-parallel rank trains on its half of the batch."""
+    tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    dp_groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+    tp_group, dp_group = tp_groups[rank // 2], dp_groups[rank % 2]
+    dp_rank = rank // 2
+    torch.manual_seed(0)
+    model = thunder.distributed.tensor_parallel(TPNet(), TP_PLANS["rows"], group=tp_group)
+    model = thunder.distributed.fsdp(model, group=dp_group)
+    jitted = thunder.jit(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for x, y in _tp_batches():
+        xs, ys = x[dp_rank * 2 : dp_rank * 2 + 2], y[dp_rank * 2 : dp_rank * 2 + 2]
+        loss = _tp_loss(jitted, xs, ys)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        full = loss.detach().clone()
+        dist.all_reduce(full, op=dist.ReduceOp.AVG, group=dp_group)
+        losses.append(full.item())
+    try:
+        model.state_dict()
+        refused = ""
+    except NotImplementedError as e:
+        refused = str(e)
+    return {
+        "losses": losses,
+        "state": _whole_tp_state(model, tp_group),
+        "refused": refused,
+        "local_numel": sum(p.numel() for p in model.parameters()),
+    }

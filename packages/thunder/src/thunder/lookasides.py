@@ -34,6 +34,7 @@ __all__ = [
     "jit_lookasides",
     "native_special",
     "query_is_allowed",
+    "register_lookaside",
 ]
 
 
@@ -279,9 +280,23 @@ def _differentiates_inside(name: str, *args: Any, **kwargs: Any) -> Any:
     )
 
 
+# Callables of thunder's own features mapped to the IR symbols that record them (the collectives
+# of thunder.distributed.tensor_parallel): ``register_lookaside``.
+_REGISTERED: dict[Any, Any] = {}
+
+
+def register_lookaside(fn: Any, replacement: Any) -> None:
+    """While any program is traced, calls of ``fn`` call ``replacement`` (an IR ``Symbol`` is
+    recorded as that op). For a feature of thunder whose functions run eagerly outside the jit
+    and are ops of the trace inside it."""
+    _REGISTERED[fn] = replacement
+
+
 def jit_lookasides() -> dict[Any, Any]:
     """The lookaside table of a jit tracing run (a fresh copy the caller may extend)."""
-    return dict(_static_lookasides())
+    table = dict(_static_lookasides())
+    table.update(_REGISTERED)
+    return table
 
 
 def is_torch_callable(fn: Any) -> bool:

@@ -19,6 +19,7 @@ from thunder.distributed.fsdp import (
     load_full_state_dict,
 )
 from thunder.distributed.setup import DistributedTransform
+from thunder.distributed.tensor_parallel import tensor_parallel
 from thunder_ir import Transform
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "load_optimizer_state_dict",
     "no_sync",
     "optimizer_state_dict",
+    "tensor_parallel",
     "transforms_for",
 ]
 

@@ -185,3 +185,77 @@ def load_optimizer_state_dict(
             for k, v in entry.items()
         }
     set_optimizer_state_dict(module, optimizer, converted)
+
+
+# -- tensor parallelism ------------------------------------------------------------------------
+
+
+def install_tp_state_dict_hooks(model: torch.nn.Module, tp: Any) -> None:
+    """``state_dict()`` of a tensor-parallel model gives each split parameter as a DTensor over
+    the group's mesh (``Shard`` of the split dimension, the whole shape); ``load_state_dict()``
+    takes DTensors or whole parameters (``tensor_parallel`` calls it)."""
+    model.register_state_dict_post_hook(functools.partial(_tp_to_dtensors, tp))  # type: ignore[no-untyped-call]
+    model.register_load_state_dict_pre_hook(functools.partial(_tp_to_local, tp))  # type: ignore[no-untyped-call]
+
+
+def _tp_split(module: torch.nn.Module, tp: Any) -> dict[str, torch.nn.Parameter]:
+    return {
+        name: p for name, p in module.named_parameters(remove_duplicate=False) if id(p) in tp.splits
+    }
+
+
+def _tp_to_dtensors(
+    tp: Any, module: torch.nn.Module, sd: dict[str, Any], prefix: str, local_metadata: Any
+) -> None:
+    from torch.distributed.tensor import DTensor, Shard
+
+    split = _tp_split(module, tp)
+    if "_thunder_fsdp" in module.__dict__ and any(
+        sd.get(prefix + n) is not p for n, p in split.items()
+    ):
+        raise NotImplementedError(
+            "state_dict() of a model both tensor_parallel and fsdp: its parameters are split in "
+            "two dimensions, which its checkpoints cannot describe yet (saving it would lose "
+            "data); save each group's state with thunder.distributed.full_state_dict on the "
+            "tensor-parallel model before fsdp, or train without fsdp to checkpoint"
+        )
+    for name, p in split.items():
+        key = prefix + name
+        if key in sd and sd[key] is not p:
+            shape, dim = tp.splits[id(p)]
+            sd[key] = DTensor.from_local(
+                sd[key],
+                _mesh(tp, sd[key].device),
+                [Shard(dim)],
+                run_check=False,
+                shape=shape,
+                stride=torch.empty(shape, device="meta").stride(),
+            )
+
+
+def _tp_to_local(
+    tp: Any, module: torch.nn.Module, sd: dict[str, Any], prefix: str, *rest: Any
+) -> None:
+    from torch.distributed.tensor import DTensor, Shard
+
+    for name, p in _tp_split(module, tp).items():
+        key = prefix + name
+        if key not in sd:
+            continue
+        shape, dim = tp.splits[id(p)]
+        value = sd[key]
+        if isinstance(value, DTensor):
+            if (
+                tuple(value.placements) == (Shard(dim),)
+                and value.device_mesh.size() == tp.world_size
+            ):
+                sd[key] = value.to_local()
+                continue
+            value = value.full_tensor()
+        if not isinstance(value, torch.Tensor) or value.shape != shape:
+            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(
+                f"{key}: a tensor-parallel model loads each split parameter whole (shape "
+                f"{tuple(shape)}) or as a DTensor; got {got}"
+            )
+        sd[key] = value.chunk(tp.world_size, dim)[tp.rank].clone()

@@ -1,0 +1,54 @@
+"""thunder.distributed.tensor_parallel on gloo CPU ranks: colwise/rowwise Linear and Embedding
+layers train equal to one process, jitted (collectives in the traces) and eagerly; composed
+with fsdp on a 2 x 2 mesh of 4 ranks; checkpoints are DTensors that load back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import _workers
+import pytest
+import torch
+import torch.distributed as dist
+from _spawn import ok, spawn
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
+
+
+def _same(state: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert state.keys() <= expected.keys()
+    for name, value in state.items():
+        torch.testing.assert_close(value, expected[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [_workers.tp_rows, _workers.tp_cols, _workers.tp_rows_eager],
+    ids=["vocab-split", "dim-split", "eager"],
+)
+def test_tensor_parallel_training_equals_one_process(target: Any) -> None:
+    outs = ok(spawn(target))
+    ref = _workers.tp_reference()
+    whole = sum(v.numel() for v in ref["state"].values())
+    split = ["embed.weight", "fc1.weight", "fc1.bias", "fc2.weight", "head.weight", "head.bias"]
+    for out in outs:
+        torch.testing.assert_close(out["losses"], ref["losses"], rtol=1e-5, atol=1e-5)
+        _same(out["state"], ref["state"])
+        _same(out["saved"], ref["state"])  # state_dict(): DTensors with the whole shapes
+        _same(out["reloaded"], ref["state"])
+        assert out["dtensors"] == sorted(split)
+        assert out["local_numel"] < 0.6 * whole
+        if "forward" in out:
+            assert "all_reduce" in out["forward"] or "all_gather" in out["forward"]
+            assert "all_reduce" in out["backward"]  # the colwise input's gradient
+
+
+def test_tensor_parallel_with_fsdp_on_a_2x2_mesh_equals_one_process() -> None:
+    outs = ok(spawn(_workers.tp_fsdp_2d, world_size=4, timeout=120.0))
+    ref = _workers.tp_reference()
+    whole = sum(v.numel() for v in ref["state"].values())
+    for out in outs:
+        torch.testing.assert_close(out["losses"], ref["losses"], rtol=1e-5, atol=1e-5)
+        _same(out["state"], ref["state"])
+        assert out["local_numel"] < 0.35 * whole  # a quarter of each split layer
+        assert "two dimensions" in out["refused"]
