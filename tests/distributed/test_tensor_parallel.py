@@ -52,3 +52,40 @@ def test_tensor_parallel_with_fsdp_on_a_2x2_mesh_equals_one_process() -> None:
         _same(out["state"], ref["state"])
         assert out["local_numel"] < 0.35 * whole  # a quarter of each split layer
         assert "two dimensions" in out["refused"]
+
+
+def test_the_2x2_mesh_under_torchrun(tmp_path) -> None:
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    assert torchrun is not None, "torchrun comes with torch"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = os.path.join(os.path.dirname(__file__), "torchrun_tp_fsdp.py")
+    done = subprocess.run(
+        [
+            torchrun,
+            "--nproc_per_node",
+            "4",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(port),
+            script,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ref = _workers.tp_reference()
+    for rank in range(4):
+        out = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)
+        torch.testing.assert_close(out["losses"], ref["losses"], rtol=1e-5, atol=1e-5)
+        _same(out["state"], ref["state"])
