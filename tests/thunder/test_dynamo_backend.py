@@ -149,21 +149,32 @@ class _Sin(torch.autograd.Function):
         return g * x.cos()
 
 
-def _custom_function(x: torch.Tensor) -> torch.Tensor:
-    return _Sin.apply(x) * 2
+def _custom_function_between(x: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(_Sin.apply(torch.cos(x) * 3) * 2) + x
 
 
 @pytest.mark.parametrize("fallback", ["eager", "inductor"])
 def test_a_graph_thunder_refuses_runs_by_the_fallback_and_says_why(fallback):
-    compiled = thunderfx(_custom_function, fallback=fallback)
+    # "eager": the graph is split around the nodes thunder refuses (a torch.autograd.Function
+    # in an FX graph), thunder runs the rest; "inductor": inductor runs the whole graph.
+    compiled = thunderfx(_custom_function_between, fallback=fallback)
     for _ in range(2):
         x = torch.randn(5, requires_grad=True)
         got = compiled(x)
         (gx,) = torch.autograd.grad(got.sum(), x)
-        torch.testing.assert_close(got, x.sin() * 2)
-        torch.testing.assert_close(gx, 2 * x.cos())
-    (graph,) = subgraphs(compiled)
-    assert graph.runs.startswith(f"{fallback}: ") and graph.fallback_reason
+        xe = x.detach().requires_grad_()
+        want = _custom_function_between(xe)
+        (wx,) = torch.autograd.grad(want.sum(), xe)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(gx, wx)
+    graph, *parts = subgraphs(compiled)
+    assert graph.fallback_reason
+    if fallback == "eager":
+        assert graph.runs.startswith("thunder in 2 part(s), eager: autograd_function_apply")
+        assert len(parts) == 2 and all(p.runs == "thunder" for p in parts)
+        assert all(thunder.compile_stats(p.function).compilations == 1 for p in parts)
+    else:
+        assert graph.runs.startswith("inductor: ") and not parts
 
 
 def test_the_backends_options_are_checked():

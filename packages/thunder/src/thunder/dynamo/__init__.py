@@ -41,7 +41,8 @@ def thunderfx(
 
 
 def subgraphs(compiled: Any) -> list[Subgraph]:
-    """The graphs ``thunderfx``'s result (or a ``ThunderCompiler``) compiled so far."""
+    """The graphs ``thunderfx``'s result (or a ``ThunderCompiler``) compiled so far; a graph
+    split around nodes thunder refused is followed by its parts (``Subgraph.parts``)."""
     compiler = compiled if isinstance(compiled, ThunderCompiler) else None
     if compiler is None:
         compiler = getattr(compiled, "_thunder_compiler", None)
@@ -49,7 +50,10 @@ def subgraphs(compiled: Any) -> list[Subgraph]:
         raise TypeError(
             f"expected thunderfx's result or a ThunderCompiler, got {type(compiled).__name__}"
         )
-    return list(compiler.subgraphs)
+    out: list[Subgraph] = []
+    for graph in compiler.subgraphs:  # each graph, then the parts thunder runs of a split one
+        out += [graph, *graph.parts]
+    return out
 
 
 def write_reports(compiled: Any, folder: Any) -> list[Path]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,10 +41,13 @@ class Subgraph:
     graph_module: torch.fx.GraphModule
     function: ThunderFunction  # thunder's program (``thunder.compile_stats(s.function)``)
     dynamic: bool  # its inputs have symbolic sizes (``dynamic=True``): cache="symbolic values"
-    # Who runs it: "thunder", or the fallback with thunder's refusal (e.g. "eager: ...").
+    # Who runs it: "thunder", the fallback with thunder's refusal ("eager: ..."), or thunder
+    # in parts around the nodes it refused ("thunder in N parts, eager: ...").
     runs: str = "thunder"
     fallback: str = "eager"  # what runs it if thunder refuses it (one of FALLBACKS)
     fallback_reason: str | None = None
+    # The graphs thunder runs when this one was split around the nodes it refused.
+    parts: list[Subgraph] = dataclasses.field(default_factory=list)
     _fallback: Any = None
 
     def __call__(self, *args: Any) -> Any:
@@ -58,18 +62,109 @@ class Subgraph:
     def _fall_back(self, error: Exception, args: tuple[Any, ...]) -> Any:
         kind = self.fallback
         self.fallback_reason = f"{type(error).__name__}: {error}"
-        if kind == "inductor":
+        split = split_at_refused(self.graph_module) if kind == "eager" else None
+        if split is not None:
+            split_gm, refused, part_names = split
+            for name in part_names:
+                f = self.function
+                part = compile_graph(
+                    getattr(split_gm, name), f.options, f.executors, f.transforms, self.fallback
+                )
+                delattr(split_gm, name)  # a child module: replaced by a plain attribute
+                setattr(split_gm, name, part)
+                self.parts.append(part)
+            self._fallback = split_gm
+            self.runs = (
+                f"thunder in {len(part_names)} part(s), eager: {', '.join(refused)} "
+                f"({self.fallback_reason})"
+            )
+        elif kind == "inductor":
             from torch._inductor.compile_fx import compile_fx
 
             self._fallback = compile_fx(self.graph_module, list(args))
+            self.runs = f"{kind}: {self.fallback_reason}"
         else:
             self._fallback = self.graph_module
-        self.runs = f"{kind}: {self.fallback_reason}"
+            self.runs = f"{kind}: {self.fallback_reason}"
         logs.log_eager(
             f"torch.compile graph {self.graph_module.__class__.__name__}",
-            f"thunder refused it ({self.fallback_reason}); {kind} runs it",
+            f"thunder refused it ({self.fallback_reason}); it runs as {self.runs}",
         )
         return self._fallback
+
+
+def compile_graph(
+    gm: torch.fx.GraphModule,
+    options: JitOptions,
+    executors: Sequence[Any],
+    transforms: Sequence[Transform],
+    fallback: str,
+) -> Subgraph:
+    """``gm`` as a ``Subgraph`` compiled with these jit arguments (``cache="symbolic values"``
+    where dynamo traced symbolic sizes)."""
+    dynamic = _has_symbolic_inputs(gm)
+    if dynamic and options.cache is CACHE_OPTIONS.CONSTANT_VALUES:
+        options = dataclasses.replace(options, cache=CACHE_OPTIONS.SYMBOLIC_VALUES)
+    recompile = getattr(gm, "real_recompile", None)
+    if recompile is not None:  # a lazy GraphModule: its forward made now, once
+        recompile()
+    # Its generated forward, not the module's __call__ (FX's call wrapper has nothing to trace)
+    function = ThunderFunction(gm.forward, options, executors, transforms)
+    return Subgraph(gm, function, dynamic, fallback=fallback)
+
+
+# Higher-order operators of FX graphs that thunder records (binding/regions.py); a graph
+# holding another (autograd_function_apply: a torch.autograd.Function) is split around it.
+_TAKEN_HIGHER_ORDER = frozenset({"tag_activation_checkpoint", "wrap"})
+
+
+def split_at_refused(
+    gm: torch.fx.GraphModule,
+) -> tuple[torch.fx.GraphModule, list[str], list[str]] | None:
+    """``gm`` split into consecutive runs of nodes thunder takes and nodes it does not (the
+    higher-order operators it has no lookaside for, with the ``getitem``s and body attributes
+    that belong to them): (the split module, the refused ops, the names of thunder's parts),
+    or None when no node is refused or nothing would be left to thunder."""
+    from torch._ops import HigherOrderOperator
+    from torch.fx.passes.split_module import split_module
+
+    refused: set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        target = node.target
+        if (
+            node.op == "call_function"
+            and isinstance(target, HigherOrderOperator)
+            and target.name() not in _TAKEN_HIGHER_ORDER  # type: ignore[no-untyped-call]
+        ):
+            refused.add(node)
+        elif node.target is operator.getitem and node.args and node.args[0] in refused:
+            refused.add(node)  # one of a refused op's results
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and node.users and all(u in refused for u in node.users):
+            refused.add(node)
+    if not refused:
+        return None
+    partition: dict[torch.fx.Node, int] = {}
+    eager_ids: set[int] = set()
+    current, last = -1, None
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        kind = node in refused
+        if kind != last:
+            current, last = current + 1, kind
+        partition[node] = current
+        if kind:
+            eager_ids.add(current)
+    thunder_ids = sorted(set(partition.values()) - eager_ids)
+    if not thunder_ids:
+        return None
+    split = split_module(gm, gm, lambda node: partition[node], keep_original_order=True)
+    ops = sorted(
+        {str(n.target.name()) for n in refused if isinstance(n.target, HigherOrderOperator)}  # type: ignore[no-untyped-call]
+    )
+    names = [f"submod_{i}" for i in thunder_ids if hasattr(split, f"submod_{i}")]
+    return split, ops, names
 
 
 class ThunderCompiler:
@@ -140,16 +235,8 @@ class ThunderCompiler:
         return compiler._compile(gm)
 
     def _compile(self, gm: torch.fx.GraphModule) -> Subgraph:
-        dynamic = _has_symbolic_inputs(gm)
-        options = self._options
-        if dynamic and options.cache is CACHE_OPTIONS.CONSTANT_VALUES:
-            options = dataclasses.replace(options, cache=CACHE_OPTIONS.SYMBOLIC_VALUES)
-        recompile = getattr(gm, "real_recompile", None)
-        if recompile is not None:  # a lazy GraphModule: its forward made now, once
-            recompile()
-        # Its generated forward, not the module's __call__ (FX's call wrapper has nothing to trace)
-        function = ThunderFunction(gm.forward, options, self._executors, self._transforms)
-        sub = Subgraph(gm, function, dynamic, fallback=self.fallback)
+        sub = compile_graph(gm, self._options, self._executors, self._transforms, self.fallback)
+        dynamic = sub.dynamic
         self.subgraphs.append(sub)
         _log.debug(
             "graph %d: %d nodes, dynamic=%s", len(self.subgraphs), len(gm.graph.nodes), dynamic
