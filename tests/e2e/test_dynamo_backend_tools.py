@@ -64,23 +64,10 @@ def test_zoo_through_the_backend_equals_eager(name: str) -> None:
     assert any(thunder.last_backward_traces(g.function) for g in subgraphs(train_compiler))
 
 
-def _llama() -> nn.Module:
-    config = transformers.LlamaConfig(
-        vocab_size=99,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    return transformers.LlamaForCausalLM(config)
-
-
 class _Rows(torch.utils.data.Dataset):  # type: ignore[type-arg]
     def __init__(self, n: int = 12, length: int = 8) -> None:
         g = torch.Generator().manual_seed(1)
-        self.ids = torch.randint(0, 99, (n, length), generator=g)
+        self.ids = torch.randint(0, 99, (n, length), generator=g)  # the zoo's vocabulary
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -115,8 +102,7 @@ def test_hf_trainer_trains_a_model_compiled_with_the_thunder_backend_like_eager(
     # Trainer(torch_compile_backend="thunder") is refused by accelerate, which accepts only the
     # names of its DynamoBackend enum; a model compiled before is taken as it is (its forward's
     # signature is torch.compile's (*args, **kwargs): the columns are kept as they are).
-    torch.manual_seed(0)
-    model = _llama()
+    model = hf_zoo.build("llama").train()  # the zoo's tiny Llama (vocabulary 99)
     eager = _hf_train(copy.deepcopy(model), tmp_path / "eager")
     compiler = ThunderCompiler()
     compiled = _hf_train(
