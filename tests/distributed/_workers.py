@@ -90,12 +90,20 @@ def ddp_training(rank: int, world_size: int, bucket_size_in_mb: float = 25.0) ->
     }
 
 
-def _train(model: torch.nn.Module, jitted: Any, rank: int, world_size: int) -> list[float]:
-    """SGD on this rank's share of each global batch; the global loss of every step."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def _train(
+    model: torch.nn.Module,
+    jitted: Any,
+    rank: int,
+    world_size: int,
+    data: Any = None,
+    opt: Any = None,
+) -> list[float]:
+    """Steps of ``opt`` (default SGD) on this rank's share of each global batch of ``data``
+    (default ``batches()``); the global loss of every step."""
+    opt = opt or torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
     shard = GLOBAL_BATCH // world_size
-    for x, y in batches():
+    for x, y in batches() if data is None else data:
         xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
         loss = loss_of(jitted, xs, ys)
         loss.backward()
@@ -343,15 +351,6 @@ def fsdp_state_dicts(rank: int, world_size: int) -> dict[str, Any]:
     }
 
 
-def _adam_steps(model: Any, jitted: Any, opt: Any, rank: int, world_size: int, steps: Any) -> None:
-    shard = GLOBAL_BATCH // world_size
-    for x, y in steps:
-        xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
-        loss_of(jitted, xs, ys).backward()
-        opt.step()
-        opt.zero_grad()
-
-
 def fsdp_dcp_save(rank: int, world_size: int, folder: str) -> dict[str, Any]:
     """Two Adam steps, a sharded checkpoint through torch.distributed.checkpoint, a third step:
     its result is what a resumed run must reach."""
@@ -361,13 +360,13 @@ def fsdp_dcp_save(rank: int, world_size: int, folder: str) -> dict[str, Any]:
     model = thunder.distributed.fsdp(make_model(0))
     jitted = thunder.jit(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    _adam_steps(model, jitted, opt, rank, world_size, data[:2])
+    _train(model, jitted, rank, world_size, data[:2], opt)
     state = {
         "model": model.state_dict(),
         "optim": thunder.distributed.optimizer_state_dict(model, opt),
     }
     dcp.save(state, checkpoint_id=folder)
-    _adam_steps(model, jitted, opt, rank, world_size, data[2:])
+    _train(model, jitted, rank, world_size, data[2:], opt)
     return {"after": thunder.distributed.full_state_dict(model)}
 
 
@@ -386,7 +385,7 @@ def fsdp_dcp_resume(rank: int, world_size: int, folder: str) -> dict[str, Any]:
     dcp.load(state, checkpoint_id=folder)
     jitted.load_state_dict(state["model"])
     thunder.distributed.load_optimizer_state_dict(model, opt, state["optim"])
-    _adam_steps(model, jitted, opt, rank, world_size, batches()[2:])
+    _train(model, jitted, rank, world_size, batches()[2:], opt)
     return {"after": thunder.distributed.full_state_dict(model)}
 
 
@@ -448,22 +447,19 @@ def symbolic_lengths(rank: int, world_size: int, prepare: Any) -> dict[str, Any]
     """Training on sequences of three lengths under cache="symbolic values": one program."""
     model = prepare(make_model(0))
     jitted = thunder.jit(model, cache="symbolic values")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    g = torch.Generator().manual_seed(7)
-    losses = []
-    for length in (12, 9, 5):
-        x = torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g)
-        y = torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g)
-        shard = GLOBAL_BATCH // world_size
-        xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
-        loss = loss_of(jitted, xs, ys)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        full = loss.detach().clone()
-        dist.all_reduce(full, op=dist.ReduceOp.AVG)
-        losses.append(full.item())
+    losses = _train(model, jitted, rank, world_size, _lengths_batches())
     return {"losses": losses, "compiles": thunder.compile_stats(jitted).compilations}
+
+
+def _lengths_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(7)
+    return [
+        (
+            torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g),
+            torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g),
+        )
+        for length in (12, 9, 5)
+    ]
 
 
 def ddp_symbolic(rank: int, world_size: int) -> dict[str, Any]:
@@ -477,11 +473,8 @@ def fsdp_symbolic(rank: int, world_size: int) -> dict[str, Any]:
 def symbolic_reference() -> list[float]:
     model = make_model(0)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    g = torch.Generator().manual_seed(7)
     losses = []
-    for length in (12, 9, 5):
-        x = torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g)
-        y = torch.randint(0, CONFIG.vocab_size, (GLOBAL_BATCH, length), generator=g)
+    for x, y in _lengths_batches():
         loss = loss_of(model, x, y)
         loss.backward()
         opt.step()
@@ -592,6 +585,11 @@ def tp_training(rank: int, world_size: int, plan: str, jit: bool = True) -> dict
     if jit:
         out["forward"] = str(thunder.last_traces(run)[-1])
         out["backward"] = str(thunder.last_backward_traces(run)[-1])
+    try:  # a layer no style applies to is a clear error
+        thunder.distributed.tensor_parallel(TPNet(), {"norm": "colwise"})
+        out["refused"] = ""
+    except thunder.JitError as e:
+        out["refused"] = str(e)
     # loading the whole state back keeps each rank's slices
     again = thunder.distributed.tensor_parallel(TPNet(), TP_PLANS[plan])
     again.load_state_dict(out["saved"])

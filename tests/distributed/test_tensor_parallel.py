@@ -38,6 +38,7 @@ def test_tensor_parallel_training_equals_one_process(target: Any) -> None:
         _same(out["reloaded"], ref["state"])
         assert out["dtensors"] == sorted(split)
         assert out["local_numel"] < 0.6 * whole
+        assert "norm is a LayerNorm" in out["refused"]
         if "forward" in out:
             assert "all_reduce" in out["forward"] or "all_gather" in out["forward"]
             assert "all_reduce" in out["backward"]  # the colwise input's gradient

@@ -401,3 +401,31 @@ def inputs(name: str, seed: int, batch: int = 2, length: int = 8) -> dict[str, t
 def logits(output: Any) -> torch.Tensor:
     """The logits of a model's output (a ``ModelOutput``)."""
     return output["logits"]
+
+
+def train_with_trainer(model: Any, dataset: Any, out: Any, **options: Any) -> Any:
+    """Three steps of transformers' ``Trainer`` on the CPU (batch 4, no saving, no logging
+    service), ``options`` added to its ``TrainingArguments``; returns the trainer."""
+    import transformers
+
+    args = transformers.TrainingArguments(
+        output_dir=str(out),
+        use_cpu=True,
+        report_to="none",
+        max_steps=3,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        **options,
+    )
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=dataset)
+    trainer.train()
+    return trainer
+
+
+def trainer_losses(trainer: Any) -> list[float]:
+    """The loss logged at each of the trainer's steps."""
+    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]

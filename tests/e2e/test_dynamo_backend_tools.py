@@ -78,22 +78,8 @@ class _Rows(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
 def _hf_train(model: nn.Module, out: Path, **options: Any) -> list[float]:
     pytest.importorskip("accelerate")
-    args = transformers.TrainingArguments(
-        output_dir=str(out),
-        use_cpu=True,
-        report_to="none",
-        max_steps=3,
-        per_device_train_batch_size=4,
-        learning_rate=1e-3,
-        logging_steps=1,
-        save_strategy="no",
-        disable_tqdm=True,
-        seed=0,
-        **options,
-    )
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=_Rows())
-    trainer.train()
-    return [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    trainer = hf_zoo.train_with_trainer(model, _Rows(), out, **options)
+    return hf_zoo.trainer_losses(trainer)  # type: ignore[no-any-return]
 
 
 def test_hf_trainer_trains_a_model_compiled_with_the_thunder_backend_like_eager(

@@ -19,6 +19,7 @@ from torch import nn
 
 import thunder
 
+hf_zoo = pytest.importorskip("hf_zoo")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # Trainer needs it
 
@@ -73,26 +74,10 @@ class _Rows(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
 
 def _train(model: nn.Module, name: str, out: Path, **options: Any) -> Any:
-    args = transformers.TrainingArguments(
-        output_dir=str(out),
-        use_cpu=True,
-        report_to="none",
-        max_steps=3,
-        per_device_train_batch_size=4,
-        learning_rate=1e-3,
-        logging_steps=1,
-        save_strategy="no",
-        disable_tqdm=True,
-        seed=0,
-        **options,
-    )
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=_Rows(name))
-    trainer.train()
-    return trainer
+    return hf_zoo.train_with_trainer(model, _Rows(name), out, **options)
 
 
-def _losses(trainer: Any) -> list[float]:
-    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+_losses = hf_zoo.trainer_losses
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
