@@ -59,7 +59,7 @@ def test_a_non_fusible_op_on_the_path_splits_the_region_and_says_why() -> None:
 
     def f(a: Any, w: Any) -> Any:
         x = prims.exp(prims.add(a, a))
-        y = prims.matmul(x, w)  # not fusible
+        y = prims.matmul(x, w)  # not fusible (two matrices: torch.mm)
         return prims.sin(prims.mul(y, x))
 
     trace = trace_function(f, a, w)
@@ -67,8 +67,8 @@ def test_a_non_fusible_op_on_the_path_splits_the_region_and_says_why() -> None:
     check_trace(extrace, rerun_meta=False)
     assert regions_of(extrace) == [["add", "exp"], ["mul", "sin"]]
     assert len(extrace.fusion_notes) == 1
-    assert "through torch.matmul (t4)" in extrace.fusion_notes[0]
-    assert "through torch.matmul" in extrace.python()
+    assert "through torch.mm (t4)" in extrace.fusion_notes[0]
+    assert "through torch.mm" in extrace.python()
     torch.testing.assert_close(
         extrace.python_callable()(a, w), torch.sin((torch.exp(a + a) @ w) * torch.exp(a + a))
     )

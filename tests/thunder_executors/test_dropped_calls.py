@@ -193,3 +193,100 @@ def test_the_indices_of_a_max_nobody_reads_are_not_computed(grad: bool) -> None:
             if not grad:  # differentiated, max goes through its decomposition (argmax routes)
                 text = str(thunder.last_traces(kept)[-1])
                 assert "torch.argmax(" not in text and "torch_ops.max(" in text
+
+
+def _residual_grads(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    """A residual stream: the backward sums the gradients of ``x``, then of ``h``."""
+    h = x + torch.tanh(x @ w1)
+    h = h + torch.sin(h @ w2)
+    return (h * h).sum()
+
+
+def test_gradient_sums_are_written_into_a_dead_operand_and_match_eager() -> None:
+    torch.manual_seed(0)
+    for _ in range(3):  # fresh data each call, one program
+        x, w1, w2 = (torch.randn(5, 5, dtype=torch.float64, requires_grad=True) for _ in range(3))
+        jf = thunder.jit(_residual_grads)
+        actual = torch.autograd.grad(jf(x, w1, w2), (x, w1, w2))
+        expected = torch.autograd.grad(_residual_grads(x, w1, w2), (x, w1, w2))
+        for a, e in zip(actual, expected):  # the backward's order of sums is not eager's
+            torch.testing.assert_close(a, e)
+    backward = str(thunder.last_backward_traces(jf)[-1])
+    assert "torch.Tensor.add_(" in backward, backward
+
+
+def _sum_then_read(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    a = x.exp()
+    v = a.view(-1)  # a view of the operand, read after the sum: the sum must not write into it
+    s = a + x
+    return s * 2, v + 1
+
+
+def _sum_returned(x: torch.Tensor) -> torch.Tensor:
+    return x.exp() + x  # the caller sees the sum: torch.add's result, with its strides
+
+
+def _sum_of_a_view_pair(x: torch.Tensor) -> torch.Tensor:
+    a = x.exp()
+    return (a + a.t()) * 2  # the operand read through another layout
+
+
+@pytest.mark.parametrize("fn", [_sum_then_read, _sum_returned, _sum_of_a_view_pair])
+def test_sums_whose_operands_are_read_later_or_seen_stay_new_memory(fn: Callable[..., Any]) -> None:
+    x = torch.randn(4, 4)
+    actual, expected, trace = _run(fn, x)
+    for a, e in zip(
+        torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)
+    ):
+        _same_bits(a, e)
+    assert "add_(" not in trace, trace
+
+
+def test_sums_are_written_in_place_without_grad_and_not_where_autograd_records() -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (x.exp() + y) * 2
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    _, _, trace = _run(fn, x, y)
+    assert "torch.Tensor.add_(" in trace, trace
+    # Grad mode on, nothing requiring grad: torch.autograd could record the program, so no write.
+    jf = thunder.jit(fn)
+    torch.testing.assert_close(jf(x, y), fn(x, y), rtol=0, atol=0)
+    assert "add_(" not in str(thunder.last_traces(jf)[-1])
+
+
+def _heads_concatenated(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The gradient of a fused projection split in heads: each (batch, heads, time, dim) tensor
+    back to (batch, time, heads * dim), concatenated along the last dimension."""
+    b, h, t, d = q.shape
+    parts = [x.exp().transpose(1, 2).reshape(b, t, h * d) for x in (q, k, v)]
+    return torch.cat(parts, dim=-1)
+
+
+def _flattened_read_twice(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    b, h, t, d = q.shape
+    fq = q.exp().transpose(1, 2).reshape(b, t, h * d)
+    fk = k.exp().transpose(1, 2).reshape(b, t, h * d)
+    return torch.cat([fq, fk], 2), fq * 2  # fq is read again: its copy is made anyway
+
+
+def test_a_cat_of_flattened_heads_is_one_stack_with_eager_values_and_layout() -> None:
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    actual, expected, trace = _run(_heads_concatenated, q, k, v)
+    _same_bits(actual, expected)
+    assert "torch.stack(" in trace and "torch.cat(" not in trace, trace
+    actual, expected, trace = _run(_flattened_read_twice, q, k)
+    for a, e in zip(actual, expected):
+        _same_bits(a, e)
+    assert "torch.cat(" in trace, trace
+
+
+def test_gradients_through_concatenated_heads_match_eager() -> None:
+    for _ in range(2):
+        q, k, v = (torch.randn(2, 3, 5, 4, requires_grad=True) for _ in range(3))
+        w = torch.randn(36, 6)
+        jf = thunder.jit(lambda q, k, v: (_heads_concatenated(q, k, v) @ w).tanh().sum())
+        actual = torch.autograd.grad(jf(q, k, v), (q, k, v))
+        expected = torch.autograd.grad((_heads_concatenated(q, k, v) @ w).tanh().sum(), (q, k, v))
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e)

@@ -36,12 +36,14 @@ import torch
 
 from thunder_executors.executor import Executor, FusionExecutor, OperatorExecutor, get_executor
 from thunder_executors.peephole import (
+    accumulate_in_place,
     drop_identity_arithmetic,
     drop_implicit_broadcasts,
     drop_unread_factories,
     drop_unread_numbers,
     index_put_into_fresh,
     select_for_int_indices,
+    stack_flattened_for_cat,
 )
 from thunder_executors.torch_views import torch_call
 from thunder_ir import BoundSymbol, PassRecord, Proxy, Symbol, TensorProxy, Trace, prims
@@ -492,6 +494,7 @@ def transform_for_execution(
     first_region: int = 0,
     seen_outputs: Any = None,
     unseen_inputs: Iterable[str] = (),
+    sums_in_place: bool = False,
 ) -> ExecutionTrace:
     """The execution trace of ``trace``: every bound symbol assigned to an executor (in list
     order; the torch executor is always the last resort), fusible runs grouped into regions.
@@ -502,7 +505,9 @@ def transform_for_execution(
     the backward alone, so any memory may hold them); ``unseen_inputs``: names of inputs only
     this trace reads (a backward's saved values), likewise. Fusion regions are numbered from
     ``first_region`` (the functions of higher-order symbols are transformed the same way, their
-    regions numbered first and listed in ``fusion_regions``)."""
+    regions numbered first and listed in ``fusion_regions``). ``sums_in_place``: the program
+    runs where torch.autograd does not record it (a backward, the forward of thunder's autodiff,
+    grad mode off), so a sum may be written into a dead operand (``peephole.accumulate_in_place``)."""
     start = time.perf_counter()
     exs = resolve_executors(executors)
     unseen = set(unseen_inputs)
@@ -562,7 +567,10 @@ def transform_for_execution(
 
     out = drop_unread_factories(drop_implicit_broadcasts(out, returned), returned)
     out = index_put_into_fresh(select_for_int_indices(out, returned), returned)
+    out = stack_flattened_for_cat(out, returned)
     out = drop_unread_numbers(drop_identity_arithmetic(out, returned), returned, aliases.is_written)
+    if sums_in_place:
+        out = accumulate_in_place(out, returned)
     out = _with_deletes(out, returned | {a.name for a in trace.args})
     seconds = time.perf_counter() - start
     return ExecutionTrace.like(

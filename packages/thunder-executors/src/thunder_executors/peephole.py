@@ -25,6 +25,20 @@ copied first. An int in an index (``x[:, 1]``) is a slice and a squeeze in the I
 ``torch.narrow`` then ``torch.squeeze``: where nothing else reads the narrow, that is one
 ``torch.select``, as eager.
 
+A backward sums the gradients of a value read in several places (a residual stream): eager's
+autograd adds into the first gradient in place when nothing else holds it. Where the trace made a
+gradient as new memory and nothing reads it, or any view of it, after ``torch.add``, the add is
+``torch.Tensor.add_`` into it: one allocation fewer per residual, the same values to the bit
+(addition commutes). Not where the caller sees the sum: its strides are then ``torch.add``'s. Only for programs torch.autograd does not record (the caller says so): a
+tensor it saved for a backward and found written later would fail that backward.
+
+The gradient of a fused projection split in heads (``q, k, v = qkv(x).split(n, -1)``, each
+``view``-ed to heads and transposed) is a ``torch.cat`` along the last dimension of tensors that
+each flatten their trailing dimensions (``reshape`` of a transposed tensor: a copy), as eager's
+backward computes it: four copies. Where nothing else reads the flattened tensors, one
+``torch.stack`` of the unflattened ones, then a ``reshape`` of the new dense tensor (a view), is
+the same values and the same layout in one copy.
+
 These are not (pattern, replacement) rules like ``thunder_transforms.rewrites``: each is a sweep
 over the whole execution trace, on executor symbols after translation, deciding from what the
 whole trace reads and returns rather than from the shape of one sub-graph of torch-language ops.
@@ -39,19 +53,21 @@ from typing import Any
 import torch
 
 from thunder_executors.torch_ops_executor import RUNNERS
-from thunder_executors.torch_symbols import helper_symbol, torch_symbol
+from thunder_executors.torch_symbols import executor_symbol, helper_symbol, torch_symbol
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy
 from thunder_ir.codegen import PythonCode
 from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
 
 __all__ = [
+    "accumulate_in_place",
     "drop_identity_arithmetic",
     "drop_implicit_broadcasts",
     "drop_unread_factories",
     "drop_unread_numbers",
     "index_put_into_fresh",
     "select_for_int_indices",
+    "stack_flattened_for_cat",
 ]
 
 
@@ -369,3 +385,173 @@ def drop_identity_arithmetic(bsyms: Sequence[BoundSymbol], keep: set[str]) -> li
 
 def _alias_symbol() -> Symbol:
     return helper_symbol("shallow_copy")
+
+
+_ADD = torch_symbol("add")
+_ADD_INTO = executor_symbol("torch.Tensor", "add_", torch.Tensor.add_)
+
+
+def accumulate_in_place(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` with ``torch.add(a, b)`` as ``torch.Tensor.add_(a, b)`` where ``a`` (or ``b``)
+    is new memory the trace made, of the result's shape, dtype and device, that nothing reads
+    after the add, through any name that may share its memory (``keep``: names that must stay
+    defined, the trace's results). For programs torch.autograd does not record."""
+    # Names that may share memory: any call that is not known to make new memory may return a
+    # view of any tensor it reads.
+    parent: dict[str, str] = {}
+
+    def group(name: str) -> str:
+        while parent.get(name, name) != name:
+            name = parent[name]
+        return name
+
+    def join(a: str, b: str) -> None:
+        ra, rb = group(a), group(b)
+        if ra != rb:
+            parent[ra] = rb
+
+    owned: set[str] = set()  # tensors made as new memory by their call
+    last_read: dict[str, int] = {}  # group -> index of the last call reading any of its names
+    for b in bsyms:
+        outs = [o.name for o in b.flat_outs if isinstance(o, TensorProxy)]
+        if _fresh(b):
+            owned.update(outs)
+        else:
+            names = outs + [p.name for p in b.flat_proxy_args if isinstance(p, TensorProxy)]
+            for n in names[1:]:
+                join(names[0], n)
+    for i, b in enumerate(bsyms):
+        for p in b.flat_proxy_args:
+            last_read[group(p.name)] = i
+    kept_groups = {group(n) for n in keep}
+
+    out: list[BoundSymbol] = []
+    for i, b in enumerate(bsyms):
+        if b.sym is _ADD and len(b.args) == 2 and not b.kwargs:
+            target = _accumulator(b, i, owned, group, last_read, kept_groups)
+            if target is not None:
+                other = b.args[1] if target is b.args[0] else b.args[0]
+                b = b.replace(sym=_ADD_INTO, args=(target, other))
+                owned.add(b.output.name)  # the same memory, under the result's name
+        out.append(b)
+    return out
+
+
+def _accumulator(
+    b: BoundSymbol,
+    i: int,
+    owned: set[str],
+    group: Callable[[str], str],
+    last_read: dict[str, int],
+    kept_groups: set[str],
+) -> TensorProxy | None:
+    """The operand of the add ``b`` (the ``i``-th call) that its result can be written into."""
+    result = b.output
+    if not isinstance(result, TensorProxy) or group(result.name) in kept_groups:
+        return None  # a result the caller sees has the layout torch.add gives it
+    x, y = b.args
+    for a, other in ((x, y), (y, x)):
+        if not isinstance(a, TensorProxy) or a.name not in owned:
+            continue
+        g = group(a.name)
+        if g in kept_groups or last_read.get(g, -1) > i:
+            continue
+        if isinstance(other, TensorProxy) and group(other.name) == g:
+            continue  # reading what it writes, maybe through another layout
+        if (
+            a.dtype == result.dtype
+            and a.device == result.device
+            and len(a.shape) == len(result.shape)
+            and all(same_size(s, r) for s, r in zip(a.shape, result.shape))
+        ):
+            return a
+    return None
+
+
+_CAT, _RESHAPE, _STACK = torch_symbol("cat"), torch_symbol("reshape"), torch_symbol("stack")
+
+
+def stack_flattened_for_cat(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` with each ``torch.cat`` along the last dimension of ``torch.reshape``s that
+    flatten the trailing dimensions of same-shaped tensors, read by the cat alone, as a
+    ``torch.stack`` of those tensors and a ``torch.reshape`` of it (``keep``: names that must
+    stay defined)."""
+    reads: dict[str, int] = {}
+    for b in bsyms:
+        for p in b.flat_proxy_args:
+            reads[p.name] = reads.get(p.name, 0) + 1
+    flattens = {
+        b.output.name: b
+        for b in bsyms
+        if b.sym is _RESHAPE
+        and isinstance(b.output, TensorProxy)
+        and isinstance(b.args[0], TensorProxy)
+        and reads.get(b.output.name) == 1
+        and b.output.name not in keep
+    }
+    if not flattens:
+        return list(bsyms)
+    stacks: dict[int, list[BoundSymbol]] = {}
+    for i, b in enumerate(bsyms):
+        if b.sym is _CAT:
+            stacked = _stacked(b, flattens)
+            if stacked is not None:
+                stacks[i] = stacked
+    if not stacks:
+        return list(bsyms)
+    merged = {
+        p.name
+        for i in stacks
+        for p in bsyms[i].args[0]  # type: ignore[union-attr]
+    }
+    out: list[BoundSymbol] = []
+    for i, b in enumerate(bsyms):
+        if i in stacks:
+            out.extend(stacks[i])
+        elif not (b.sym is _RESHAPE and b.output.name in merged):  # type: ignore[union-attr]
+            out.append(b)
+    return out
+
+
+def _stacked(cat: BoundSymbol, flattens: dict[str, BoundSymbol]) -> list[BoundSymbol] | None:
+    """The stack and reshape computing ``cat`` from the unflattened tensors, if it can."""
+    if cat.kwargs or len(cat.args) != 2 or not isinstance(cat.output, TensorProxy):
+        return None
+    tensors, dim = cat.args
+    if not isinstance(tensors, (list, tuple)) or len(tensors) < 2 or type(dim) is not int:
+        return None
+    sources = []
+    for t in tensors:
+        r = flattens.get(t.name) if isinstance(t, TensorProxy) else None
+        if r is None:
+            return None
+        sources.append(r.args[0])
+    first, flat = sources[0], tensors[0]
+    k = len(flat.shape)
+    if dim % k != k - 1 or len(first.shape) <= k:
+        return None
+    lead, rest = first.shape[: k - 1], first.shape[k - 1 :]
+    if not all(type(s) is int for s in rest):
+        return None
+    if not all(
+        v.dtype == first.dtype
+        and v.device == first.device
+        and len(v.shape) == len(first.shape)
+        and all(same_size(a, b) for a, b in zip(v.shape, first.shape))
+        for v in sources
+    ) or not all(
+        len(t.shape) == k
+        and all(same_size(a, b) for a, b in zip(t.shape[:-1], lead))
+        and t.shape[-1] == math.prod(rest)
+        for t in tensors
+    ):
+        return None
+    stack = flat.replace(name=flat.name, shape=(*lead, len(sources), *rest))
+    return [
+        BoundSymbol(
+            _STACK, (list(sources), k - 1), {}, stack, header=cat.header, location=cat.location
+        ),
+        BoundSymbol(
+            _RESHAPE, (stack, tuple(cat.output.shape)), {}, cat.output, location=cat.location
+        ),
+    ]

@@ -370,6 +370,19 @@ def _inline_iota(bsym: BoundSymbol, p: Printer) -> str | None:
     return f"{bsym.output.name} = torch.arange({start}, {end}, {step}, {place}){type_comment(bsym)}"
 
 
+def _matmul(bsym: BoundSymbol) -> BoundSymbol:
+    """``torch.mm`` for two matrices, ``torch.bmm`` for two batches of the same size, as
+    ``torch.matmul`` would call them, without its C++ wrapper's views around each call (a
+    training step's backward makes dozens)."""
+    a, b = bsym.args
+    name = "matmul"
+    if a.ndim == 2 and b.ndim == 2:
+        name = "mm"
+    elif a.ndim == 3 and b.ndim == 3 and _same_size(a.shape[0], b.shape[0]):
+        name = "bmm"
+    return _call(torch_symbol(name), bsym, to_runtime_value(bsym.args), {})
+
+
 def _same(sym: Symbol) -> Translator:
     def translate(bsym: BoundSymbol) -> BoundSymbol:
         return _call(sym, bsym, to_runtime_value(bsym.args), to_runtime_value(bsym.kwargs))
@@ -450,7 +463,7 @@ def _register_all() -> None:
     reg(prims.gather, translate=_same(torch_symbol("gather")))
     reg(prims.scatter_add, translate=_same(torch_symbol("scatter_add")))
     reg(prims.index_put, translate=_same(helper_symbol("index_put")))
-    reg(prims.matmul, translate=_same(torch_symbol("matmul")))
+    reg(prims.matmul, translate=_matmul)
     reg(prims.linear, translate=_same(helper_symbol("linear")))
     reg(prims.convolution, translate=_convolution)
     reg(prims.embedding, translate=_same(helper_symbol("embedding")))

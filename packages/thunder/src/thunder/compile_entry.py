@@ -248,8 +248,9 @@ def _compiled_computation(
         if own is not trace:
             trace = own
             traces.append(trace)
-    computation = _execution(trace, executors, transforms, traces, under_autocast)
-    return computation if torch.is_grad_enabled() else _below_autograd(computation)
+    grad = torch.is_grad_enabled()
+    computation = _execution(trace, executors, transforms, traces, under_autocast, recorded=grad)
+    return computation if grad else _below_autograd(computation)
 
 
 def needs_autodiff(trace: Trace, options: JitOptions) -> bool:
@@ -363,11 +364,17 @@ def _execution(
     under_autocast: bool = False,
     seen_outputs: Any = None,
     unseen_inputs: Sequence[str] = (),
+    recorded: bool = True,
 ) -> Callable[..., Any]:
     """The callable of ``trace``'s execution trace; the traces made on the way go to ``record``
-    (``seen_outputs``, ``unseen_inputs``: see ``transform_for_execution``)."""
+    (``seen_outputs``, ``unseen_inputs``: see ``transform_for_execution``). ``recorded``: whether
+    torch.autograd may record the program as it runs."""
     extrace: Trace = transform_for_execution(
-        trace, executors, seen_outputs=seen_outputs, unseen_inputs=unseen_inputs
+        trace,
+        executors,
+        seen_outputs=seen_outputs,
+        unseen_inputs=unseen_inputs,
+        sums_in_place=not recorded,
     )
     record.append(extrace)
     for tr in transforms:
@@ -434,7 +441,13 @@ def _differentiable_computation(
                     half = changed
                     record.append(half)
             return _execution(
-                half, executors, transforms, record, under_autocast, unseen_inputs=saved
+                half,
+                executors,
+                transforms,
+                record,
+                under_autocast,
+                unseen_inputs=saved,
+                recorded=False,  # once_differentiable: run without grad mode
             )
         if half is trace:  # compiled whole, torch.autograd recording it (no split)
             return _execution(half, executors, transforms, record, under_autocast)
@@ -442,7 +455,9 @@ def _differentiable_computation(
         saved.extend(p.name for p in to_save if isinstance(p, Proxy))
         seen_inputs = {a.name for a in half.args if isinstance(a, Proxy)}
         saved[:] = [n for n in saved if n not in seen_inputs]  # an input stays the caller's
-        return _execution(half, executors, transforms, record, under_autocast, outputs)
+        return _execution(  # inside torch.autograd.Function.forward: not recorded
+            half, executors, transforms, record, under_autocast, outputs, recorded=False
+        )
 
     try:
         fn, _fw, _bw = make_differentiable(
