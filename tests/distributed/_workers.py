@@ -520,10 +520,11 @@ def _tp_loss(model: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.reshape(-1, 64), y.reshape(-1))
 
 
-def tp_reference() -> dict[str, Any]:
+def tp_reference(adam: bool = False) -> dict[str, Any]:
+    """One process on the whole batches: SGD (lr 0.5), or Adam (lr 0.01) when ``adam``."""
     torch.manual_seed(0)
     model = TPNet()
-    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    opt = _tp_optimizer(model, adam)
     losses = []
     for x, y in _tp_batches():
         loss = _tp_loss(model, x, y)
@@ -535,6 +536,12 @@ def tp_reference() -> dict[str, Any]:
         "losses": losses,
         "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
     }
+
+
+def _tp_optimizer(model: torch.nn.Module, adam: bool) -> torch.optim.Optimizer:
+    if adam:
+        return torch.optim.Adam(model.parameters(), lr=0.01)
+    return torch.optim.SGD(model.parameters(), lr=0.5)
 
 
 def _whole_tp_state(
@@ -590,6 +597,13 @@ def tp_training(rank: int, world_size: int, plan: str, jit: bool = True) -> dict
         out["refused"] = ""
     except thunder.JitError as e:
         out["refused"] = str(e)
+    if plan == "cols" and jit:  # fsdp over the same group: no 2-D mesh to place them on
+        same = thunder.distributed.fsdp(thunder.distributed.tensor_parallel(TPNet(), {}))
+        try:
+            same.state_dict()
+            out["not_a_mesh"] = ""
+        except NotImplementedError as e:
+            out["not_a_mesh"] = str(e)
     # loading the whole state back keeps each rank's slices
     again = thunder.distributed.tensor_parallel(TPNet(), TP_PLANS[plan])
     again.load_state_dict(out["saved"])
@@ -609,20 +623,24 @@ def tp_rows_eager(rank: int, world_size: int) -> dict[str, Any]:
     return tp_training(rank, world_size, "rows", jit=False)
 
 
-def tp_fsdp_2d(rank: int, world_size: int) -> dict[str, Any]:
-    """4 ranks as a 2 x 2 mesh: tensor parallel within {0, 1} and {2, 3}, fsdp within
-    {0, 2} and {1, 3}; each data-parallel rank trains on its half of the batch."""
+def _mesh_2x2(rank: int) -> tuple[Any, Any, int]:
+    """4 ranks as a 2 x 2 mesh: tensor parallel within {0, 1} and {2, 3}, fsdp within {0, 2}
+    and {1, 3}. This rank's TP group, data-parallel group and data-parallel rank."""
     tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
     dp_groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
-    tp_group, dp_group = tp_groups[rank // 2], dp_groups[rank % 2]
-    dp_rank = rank // 2
-    torch.manual_seed(0)
-    model = thunder.distributed.tensor_parallel(TPNet(), TP_PLANS["rows"], group=tp_group)
-    model = thunder.distributed.fsdp(model, group=dp_group)
-    jitted = thunder.jit(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    return tp_groups[rank // 2], dp_groups[rank % 2], rank // 2
+
+
+def _tp_fsdp_model(seed: int, plan: str, tp_group: Any, dp_group: Any) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    model = thunder.distributed.tensor_parallel(TPNet(), TP_PLANS[plan], group=tp_group)
+    return thunder.distributed.fsdp(model, group=dp_group)
+
+
+def _train_2d(jitted: Any, opt: Any, data: Any, dp_rank: int, dp_group: Any) -> list[float]:
+    """Steps on this data-parallel rank's half of each batch; the global loss of every step."""
     losses = []
-    for x, y in _tp_batches():
+    for x, y in data:
         xs, ys = x[dp_rank * 2 : dp_rank * 2 + 2], y[dp_rank * 2 : dp_rank * 2 + 2]
         loss = _tp_loss(jitted, xs, ys)
         loss.backward()
@@ -631,14 +649,88 @@ def tp_fsdp_2d(rank: int, world_size: int) -> dict[str, Any]:
         full = loss.detach().clone()
         dist.all_reduce(full, op=dist.ReduceOp.AVG, group=dp_group)
         losses.append(full.item())
-    try:
-        model.state_dict()
+    return losses
+
+
+def tp_fsdp_2d(rank: int, world_size: int) -> dict[str, Any]:
+    """The 2 x 2 mesh (``_mesh_2x2``); each data-parallel rank trains on its half of the batch.
+    Then its state dict: 2-D DTensors, gathered whole; whole and sharded loads."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.tensor import DTensor
+
+    tp_group, dp_group, dp_rank = _mesh_2x2(rank)
+    model = _tp_fsdp_model(0, "rows", tp_group, dp_group)
+    jitted = thunder.jit(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = _train_2d(jitted, opt, _tp_batches(), dp_rank, dp_group)
+    sd = jitted.state_dict()
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    # A whole checkpoint (plain tensors) loads: each rank keeps its slice's shard.
+    whole = _tp_fsdp_model(7, "rows", tp_group, dp_group)
+    whole.load_state_dict(full)
+    # thunder's own full state dict, and back.
+    gathered = thunder.distributed.full_state_dict(model)
+    again = _tp_fsdp_model(8, "rows", tp_group, dp_group)
+    thunder.distributed.load_full_state_dict(again, gathered)
+    try:  # each rank's local pieces posing as the parameters
+        shards = {k: v.to_local() if isinstance(v, DTensor) else v for k, v in sd.items()}
+        _tp_fsdp_model(9, "rows", tp_group, dp_group).load_state_dict(shards)
         refused = ""
-    except NotImplementedError as e:
+    except ValueError as e:
         refused = str(e)
     return {
         "losses": losses,
         "state": _whole_tp_state(model, tp_group),
-        "refused": refused,
         "local_numel": sum(p.numel() for p in model.parameters()),
+        "placements": {
+            k: (tuple(str(p) for p in v.placements), tuple(v.device_mesh.mesh.tolist()))
+            for k, v in sd.items()
+            if isinstance(v, DTensor)
+        },
+        "shapes": {k: tuple(v.shape) for k, v in sd.items()},
+        "full": {k: v.clone() for k, v in full.items()},
+        "gathered": gathered,
+        "whole_loaded": _whole_tp_state(whole, tp_group),
+        "full_loaded": _whole_tp_state(again, tp_group),
+        "refused": refused,
+    }
+
+
+def tp_fsdp_dcp(rank: int, world_size: int, folder: str) -> dict[str, Any]:
+    """The 2 x 2 mesh: two Adam steps, a checkpoint through torch.distributed.checkpoint, a
+    third step; then a fresh model and optimizer (other weights) loaded from the checkpoint
+    take the third step again."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    tp_group, dp_group, dp_rank = _mesh_2x2(rank)
+    data = _tp_batches()
+    full = StateDictOptions(full_state_dict=True)
+
+    def fresh(seed: int) -> tuple[torch.nn.Module, Any, torch.optim.Optimizer]:
+        model = _tp_fsdp_model(seed, "cols", tp_group, dp_group)
+        return model, thunder.jit(model), _tp_optimizer(model, adam=True)
+
+    def checkpoint(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
+        return {
+            "model": model.state_dict(),
+            "optim": thunder.distributed.optimizer_state_dict(model, opt),
+        }
+
+    model, jitted, opt = fresh(0)
+    losses = _train_2d(jitted, opt, data[:2], dp_rank, dp_group)
+    dcp.save(checkpoint(model, opt), checkpoint_id=folder)
+    losses += _train_2d(jitted, opt, data[2:], dp_rank, dp_group)
+
+    model2, jitted2, opt2 = fresh(5)
+    state = checkpoint(model2, opt2)
+    dcp.load(state, checkpoint_id=folder)
+    jitted2.load_state_dict(state["model"])
+    thunder.distributed.load_optimizer_state_dict(model2, opt2, state["optim"])
+    resumed_losses = _train_2d(jitted2, opt2, data[2:], dp_rank, dp_group)
+    return {
+        "losses": losses,
+        "resumed_losses": resumed_losses,
+        "uninterrupted": get_model_state_dict(model, options=full),
+        "resumed": get_model_state_dict(model2, options=full),
     }

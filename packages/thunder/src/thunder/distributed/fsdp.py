@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from thunder.distributed.checkpoint import install_state_dict_hooks
+from thunder.distributed.checkpoint import attach_tensor_parallel, install_state_dict_hooks
 from thunder.distributed.ddp import no_sync, parameter_gradients, require_initialized
 from thunder.errors import JitError
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, Transform, prims, tracectx
@@ -64,6 +64,7 @@ class FSDPState:
     # Per sharded parameter (by id: tied parameters are one): its whole shape.
     shapes: dict[int, torch.Size] = field(default_factory=dict)
     mesh: Any = None  # the group's DeviceMesh, made on the first state_dict() (checkpoint.py)
+    tp: Any = None  # tensor parallelism under it: checkpoint.TwoD (the 2-D mesh)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ def fsdp(
                 dist.broadcast(t.data, src=src, group=group)
             for p in model.parameters():
                 _shard_in_place(p, state)
+    attach_tensor_parallel(model, state, _default_device(group))
     object.__setattr__(model, _STATE, state)
     object.__setattr__(model, "no_sync", types.MethodType(no_sync, model))
     install_state_dict_hooks(model, state)
@@ -406,9 +408,20 @@ def require_state(model: Any, what: str) -> tuple[torch.nn.Module, FSDPState]:
 
 def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The whole state (parameters gathered from their shards, buffers) on rank 0; an empty dict
-    on the other ranks. Every rank must call it (it communicates)."""
+    on the other ranks. Every rank must call it (it communicates). Under tensor parallelism
+    (a 2-D mesh) the parameters are gathered over both groups, on the rank first in both."""
     module, state = require_state(model, "full_state_dict")
     out: dict[str, torch.Tensor] = {}
+    if state.tp is not None:
+        from torch.distributed.tensor import DTensor
+
+        first = state.rank == 0 and state.tp.rank == 0
+        for name, value in module.state_dict().items():
+            if isinstance(value, DTensor):
+                value = value.full_tensor()
+            if first:
+                out[name] = value.detach().clone()
+        return out
     for name, value in module.state_dict(keep_vars=True).items():
         shape = state.shapes.get(id(value))
         value = value.detach()
@@ -423,24 +436,29 @@ def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
 
 def load_full_state_dict(model: Any, full: dict[str, torch.Tensor]) -> None:
     """Loads ``full`` (rank 0's; the other ranks' argument is ignored) into the sharded model.
-    Every rank must call it."""
+    Every rank must call it. Under tensor parallelism (a 2-D mesh), the dict of the rank first
+    in both groups; each rank keeps its slice's shard."""
+    from thunder.distributed.checkpoint import global_shape, to_local_shard
+
     module, state = require_state(model, "load_full_state_dict")
     src = dist.get_global_rank(state.group, 0) if state.group is not None else 0
+    tp = state.tp
+    tp_src = 0 if tp is None or tp.group is None else dist.get_global_rank(tp.group, 0)
+    first = state.rank == 0 and (tp is None or tp.rank == 0)
     done: set[int] = set()
     with torch.no_grad():
         for name, target in module.state_dict(keep_vars=True).items():
             if id(target) in done:  # a tied parameter, loaded once
                 continue
             done.add(id(target))
-            shape = state.shapes.get(id(target))
-            whole = (
-                full[name].clone()
-                if state.rank == 0
-                else target.new_empty(shape if shape is not None else target.shape)
-            )
+            sharded = id(target) in state.shapes
+            shape = global_shape(state, id(target)) if sharded else tuple(target.shape)
+            whole = full[name].clone() if first else target.new_empty(shape)
+            if tp is not None and state.rank == 0:  # first along the tensor-parallel group
+                dist.broadcast(whole, src=tp_src, group=tp.group)
             dist.broadcast(whole, src=src, group=state.group)
-            if shape is not None:
-                target.data.copy_(shard_of(whole, state.world_size, state.rank))
+            if sharded:
+                target.data.copy_(to_local_shard(whole, state, id(target), name))
             else:
                 target.data.copy_(whole)
 

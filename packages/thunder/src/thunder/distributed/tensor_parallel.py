@@ -57,6 +57,7 @@ class TPState:
     # id of each split parameter -> (its whole shape, the dimension split)
     splits: dict[int, tuple[torch.Size, int]] = field(default_factory=dict)
     mesh: Any = None
+    fsdp: Any = None  # the FSDPState of fsdp applied on top (its state dict hooks take over)
 
 
 # -- the collectives: eager (autograd.Function) and in the trace (Symbols with their vjps) ------
