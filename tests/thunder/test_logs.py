@@ -180,7 +180,14 @@ def test_a_long_compile_shows_its_progress_on_stderr(switch, shown):
 
 
 def test_a_short_compile_shows_nothing():
-    env = {**os.environ, "THUNDER_PROGRESS": "1"}
+    # A user's settings: the suite's guard-tree settings (conftest.py) build the tree on the
+    # first call, which imports torch._dynamo (2-3 s here) inside that call's timer.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("THUNDER_GUARD_TREE_AFTER", "THUNDER_VERIFY_GUARD_TREE")
+    }
+    env["THUNDER_PROGRESS"] = "1"
     script = "import torch, thunder; thunder.jit(lambda x: x + 1)(torch.ones(2))"
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
