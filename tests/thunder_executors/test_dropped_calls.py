@@ -290,3 +290,53 @@ def test_gradients_through_concatenated_heads_match_eager() -> None:
         expected = torch.autograd.grad((_heads_concatenated(q, k, v) @ w).tanh().sum(), (q, k, v))
         for a, e in zip(actual, expected):
             torch.testing.assert_close(a, e)
+
+
+# Random programs over a pool of values: new memory (exp, products), views that share it
+# (transpose, reshape, a slice), and sums; some of everything returned. Under no_grad every sum
+# whose operand is dead may be written into it: the results must be eager's, bit for bit, with
+# eager's strides, whatever reads the operands' memory later.
+_STEP = st.tuples(
+    st.sampled_from(["exp", "mul2", "t", "flat", "slice", "add", "add", "add_rev", "add_rev"]),
+    st.integers(0, 3),  # operands counted back from the newest value: chains, reads after sums
+    st.integers(0, 3),
+)
+
+
+def _program(steps: list[tuple[str, int, int]], returned: list[int]) -> Callable[..., Any]:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        values = [x, y, x.exp(), y * 2]  # inputs, and new memory to sum into
+        for op, i, j in steps:
+            a, b = values[-1 - i % len(values)], values[-1 - j % len(values)]
+            if op == "exp":
+                values.append(a.exp())
+            elif op == "mul2":
+                values.append(a * 2)
+            elif op == "t":
+                values.append(a.t())
+            elif op == "flat":
+                values.append(a.reshape(-1).reshape(a.shape))
+            elif op == "slice":
+                values.append(a[1:].contiguous() if a.shape[0] == 4 else a)
+            elif a.shape == b.shape:
+                values.append(a + b if op == "add" else b + a)
+        # The last value, so that earlier ones feed it, and maybe others.
+        return (values[-1], *(values[k % len(values)] for k in returned))
+
+    return fn
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(_STEP, min_size=2, max_size=12), st.lists(st.integers(0, 12), min_size=0, max_size=2)
+)
+def test_random_sums_and_views_match_eager_bit_for_bit(
+    steps: list[tuple[str, int, int]], returned: list[int]
+) -> None:
+    fn = _program(steps, returned)
+    x, y = torch.randn(4, 4), torch.randn(4, 4)
+    actual, expected, _ = _run(fn, x, y)
+    for a, e in zip(actual, expected):
+        _same_bits(a, e)
+    # Nothing the caller passed was written.
+    assert torch.equal(x, x.clone()) and not x._version and not y._version
