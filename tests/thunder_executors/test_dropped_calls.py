@@ -330,11 +330,12 @@ def _program(steps: list[tuple[str, int, int]], returned: list[int]) -> Callable
 @given(
     st.lists(_STEP, min_size=2, max_size=12), st.lists(st.integers(0, 12), min_size=0, max_size=2)
 )
+@pytest.mark.parametrize("shape", [(4, 4), (1, 4), (4, 1)])
 def test_random_sums_and_views_match_eager_bit_for_bit(
-    steps: list[tuple[str, int, int]], returned: list[int]
+    shape: tuple[int, int], steps: list[tuple[str, int, int]], returned: list[int]
 ) -> None:
     fn = _program(steps, returned)
-    x, y = torch.randn(4, 4), torch.randn(4, 4)
+    x, y = torch.randn(shape), torch.randn(shape)
     actual, expected, _ = _run(fn, x, y)
     for a, e in zip(actual, expected):
         _same_bits(a, e)

@@ -28,8 +28,8 @@ copied first. An int in an index (``x[:, 1]``) is a slice and a squeeze in the I
 A backward sums the gradients of a value read in several places (a residual stream): eager's
 autograd adds into the first gradient in place when nothing else holds it. Where the trace made a
 gradient as new memory and nothing reads it, or any view of it, after ``torch.add``, the add is
-``torch.Tensor.add_`` into it: one allocation fewer per residual, the same values to the bit
-(addition commutes). Not where the caller sees the sum: its strides are then ``torch.add``'s. Only for programs torch.autograd does not record (the caller says so): a
+``torch.Tensor.add_`` into it: one allocation fewer per residual, the same values to the bit,
+the same strides (``torch.add`` lays its result out as its first operand; so only into that one). Not where the caller sees the sum: its strides are then ``torch.add``'s. Only for programs torch.autograd does not record (the caller says so): a
 tensor it saved for a backward and found written later would fail that backward.
 
 The gradient of a fused projection split in heads (``q, k, v = qkv(x).split(n, -1)``, each
@@ -392,8 +392,7 @@ _ADD_INTO = executor_symbol("torch.Tensor", "add_", torch.Tensor.add_)
 
 
 def accumulate_in_place(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
-    """``bsyms`` with ``torch.add(a, b)`` as ``torch.Tensor.add_(a, b)`` where ``a`` (or ``b``)
-    is new memory the trace made, of the result's shape, dtype and device, that nothing reads
+    """``bsyms`` with ``torch.add(a, b)`` as ``torch.Tensor.add_(a, b)`` where ``a`` is new memory the trace made, of the result's shape, dtype and device, that nothing reads
     after the add, through any name that may share its memory (``keep``: names that must stay
     defined, the trace's results). For programs torch.autograd does not record."""
     # Names that may share memory: any call that is not known to make new memory may return a
@@ -445,26 +444,27 @@ def _accumulator(
     last_read: dict[str, int],
     kept_groups: set[str],
 ) -> TensorProxy | None:
-    """The operand of the add ``b`` (the ``i``-th call) that its result can be written into."""
+    """The operand of the add ``b`` (the ``i``-th call) its result can be written into."""
     result = b.output
     if not isinstance(result, TensorProxy) or group(result.name) in kept_groups:
         return None  # a result the caller sees has the layout torch.add gives it
-    x, y = b.args
-    for a, other in ((x, y), (y, x)):
-        if not isinstance(a, TensorProxy) or a.name not in owned:
-            continue
-        g = group(a.name)
-        if g in kept_groups or last_read.get(g, -1) > i:
-            continue
-        if isinstance(other, TensorProxy) and group(other.name) == g:
-            continue  # reading what it writes, maybe through another layout
-        if (
-            a.dtype == result.dtype
-            and a.device == result.device
-            and len(a.shape) == len(result.shape)
-            and all(same_size(s, r) for s, r in zip(a.shape, result.shape))
-        ):
-            return a
+    # The first operand only: torch.add lays its result out as its first dense operand, so the
+    # sum keeps eager's strides (into the second it would take the second's layout).
+    a, other = b.args
+    if not isinstance(a, TensorProxy) or a.name not in owned:
+        return None
+    g = group(a.name)
+    if g in kept_groups or last_read.get(g, -1) > i:
+        return None
+    if isinstance(other, TensorProxy) and group(other.name) == g:
+        return None  # reading what it writes, maybe through another layout
+    if (
+        a.dtype == result.dtype
+        and a.device == result.device
+        and len(a.shape) == len(result.shape)
+        and all(same_size(s, r) for s, r in zip(a.shape, result.shape))
+    ):
+        return a
     return None
 
 
