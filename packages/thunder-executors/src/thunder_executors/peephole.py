@@ -528,7 +528,8 @@ def _stacked(cat: BoundSymbol, flattens: dict[str, BoundSymbol]) -> list[BoundSy
         sources.append(r.args[0])
     first, flat = sources[0], tensors[0]
     k = len(flat.shape)
-    if dim % k != k - 1 or len(first.shape) <= k:
+    # Up to 3 dimensions torch.cat's result is dense in order (4 and 5 may be channels-last).
+    if k > 3 or dim % k != k - 1 or len(first.shape) <= k:
         return None
     lead, rest = first.shape[: k - 1], first.shape[k - 1 :]
     if not all(type(s) is int for s in rest):
