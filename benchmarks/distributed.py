@@ -96,23 +96,45 @@ def _measure(rank: int, mode: str, args: Any) -> dict[str, Any]:
     run, model = _build(mode, config)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(rank)
-    times = []
-    for step in range(args.steps + 2):
-        x = torch.randint(0, config.vocab_size, (args.batch, config.block_size), generator=g)
-        y = torch.randint(0, config.vocab_size, (args.batch, config.block_size), generator=g)
+    times, _ = _train(run, opt, config, args.batch, args.steps, g)
+    return {"bytes": _state_bytes(model, opt), "step": statistics.median(times)}
+
+
+def _train(
+    run: Any,
+    opt: Any,
+    config: Any,
+    batch: int,
+    steps: int,
+    g: torch.Generator,
+    after_compiling: Any = None,
+) -> tuple[list[float], torch.Tensor]:
+    """``steps`` timed training steps after 2 that compile (``after_compiling()`` runs between),
+    the gradients of the last kept: the step times and the last loss."""
+    times, loss = [], torch.zeros(())
+    for step in range(steps + 2):
+        if step == 2 and after_compiling is not None:
+            after_compiling()
+        x = torch.randint(0, config.vocab_size, (batch, config.block_size), generator=g)
+        y = torch.randint(0, config.vocab_size, (batch, config.block_size), generator=g)
         dist.barrier()
         start = time.perf_counter()
         logits = run(x)
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
         )
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         elapsed = time.perf_counter() - start
         if step >= 2:  # the first steps compile
             times.append(elapsed)
-        if step < args.steps + 1:
+        if step < steps + 1:
             opt.zero_grad()
+    return times, loss
+
+
+def _state_bytes(model: torch.nn.Module, opt: Any) -> int:
+    """Per-rank bytes at rest: parameters, gradients and the optimizer's tensors."""
     params = sum(_tensor_bytes(p) for p in model.parameters())
     grads = sum(_tensor_bytes(p.grad) for p in model.parameters() if p.grad is not None)
     state = sum(
@@ -121,7 +143,7 @@ def _measure(rank: int, mode: str, args: Any) -> dict[str, Any]:
         for v in s.values()
         if isinstance(v, torch.Tensor) and v.ndim > 0
     )
-    return {"bytes": params + grads + state, "step": statistics.median(times)}
+    return params + grads + state
 
 
 def _worker(rank: int, port: int, args: Any, queue: Any) -> None:
@@ -178,6 +200,20 @@ def main() -> None:
         tp_table(args)
     if "init" in tables:
         init_table(args)
+
+
+def _spawn_rows(ctx: Any, target: Any, world: int, extra: tuple[Any, ...]) -> list[Any]:
+    """``target(rank, port, *extra, queue)`` on ``world`` spawned ranks: what each put in the
+    queue (its second item)."""
+    queue = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=target, args=(r, port, *extra, queue)) for r in range(world)]
+    for p in procs:
+        p.start()
+    rows = [queue.get(timeout=1800)[1] for _ in procs]
+    for p in procs:
+        p.join()
+    return rows
 
 
 def train_table(args: Any) -> None:
@@ -281,40 +317,20 @@ def _tp_steps(
     first two and of the timed ones (VmHWM: reset after sharding and after the first two)."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(dp_rank)  # the same batches on the ranks of a TP group
-    times, loss, first_peak = [], torch.zeros(()), 0
-    for step in range(steps + 2):
-        if step == 2:
-            first_peak = _resident()[1]
-            _reset_peak()
-        x = torch.randint(0, config.vocab_size, (args.batch, config.block_size), generator=g)
-        y = torch.randint(0, config.vocab_size, (args.batch, config.block_size), generator=g)
-        dist.barrier()
-        start = time.perf_counter()
-        logits = run(x)
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
-        )
-        loss.backward()
-        opt.step()
-        elapsed = time.perf_counter() - start
-        if step >= 2:  # the first steps compile
-            times.append(elapsed)
-        if step < steps + 1:
-            opt.zero_grad()
-    params = sum(_tensor_bytes(p) for p in model.parameters())
-    grads = sum(_tensor_bytes(p.grad) for p in model.parameters() if p.grad is not None)
-    state = sum(
-        _tensor_bytes(v)
-        for s in opt.state.values()
-        for v in s.values()
-        if isinstance(v, torch.Tensor) and v.ndim > 0
-    )
+    first_peak = 0
+
+    def after_compiling() -> None:
+        nonlocal first_peak
+        first_peak = _resident()[1]
+        _reset_peak()
+
+    times, loss = _train(run, opt, config, args.batch, steps, g, after_compiling)
     last = loss.detach().clone()
     dist.all_reduce(last)
     return {
         "first_peak": first_peak,
         "steady_peak": _resident()[1],
-        "bytes": params + grads + state,
+        "bytes": _state_bytes(model, opt),
         "step": statistics.median(times) if times else float("nan"),
         "loss": last.item() / TP_WORLD_SIZE,
     }
@@ -379,17 +395,7 @@ def tp_table(args: Any) -> None:
         f"{'last loss':>11}"
     )
     for mode in TP_MODES:
-        queue = ctx.Queue()
-        port = _free_port()
-        procs = [
-            ctx.Process(target=_tp_worker, args=(r, port, args, mode, queue))
-            for r in range(TP_WORLD_SIZE)
-        ]
-        for p in procs:
-            p.start()
-        rows = [queue.get(timeout=1800)[1] for _ in procs]
-        for p in procs:
-            p.join()
+        rows = _spawn_rows(ctx, _tp_worker, TP_WORLD_SIZE, (args, mode))
         if any("error" in r for r in rows):
             print(f"{mode:40}  failed: {next(r['error'] for r in rows if 'error' in r)}")
             continue
@@ -525,17 +531,7 @@ def init_table(args: Any) -> None:
     print(f"{'':26}{'peak MB/rank':>13}{'vs whole':>9}{'save s':>8}{'load s':>8}")
     base = None
     for mode in INIT_MODES:
-        queue = ctx.Queue()
-        port = _free_port()
-        procs = [
-            ctx.Process(target=_init_worker, args=(r, port, args, mode, folder, queue))
-            for r in range(WORLD_SIZE)
-        ]
-        for p in procs:
-            p.start()
-        rows = [queue.get(timeout=1800)[1] for _ in procs]
-        for p in procs:
-            p.join()
+        rows = _spawn_rows(ctx, _init_worker, WORLD_SIZE, (args, mode, folder))
         if any("error" in r for r in rows):
             print(f"{mode:26}  failed: {next(r['error'] for r in rows if 'error' in r)}")
             continue

@@ -177,14 +177,20 @@ def drop_implicit_broadcasts(bsyms: Sequence[BoundSymbol], keep: set[str]) -> li
 _NARROW, _SQUEEZE, _SELECT = torch_symbol("narrow"), torch_symbol("squeeze"), torch_symbol("select")
 
 
-def select_for_int_indices(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
-    """``bsyms`` with ``torch.narrow(a, d, i, 1)`` read only by ``torch.squeeze`` of ``d`` (an
-    int in an index: ``x[:, 1]``, the columns of ``torch.where``) made the one view eager makes,
-    ``torch.select(a, d, i)``, at the squeeze. ``keep``: names that must stay defined."""
+def _read_counts(bsyms: Sequence[BoundSymbol]) -> dict[str, int]:
+    """How many times each name is read by ``bsyms``."""
     reads: dict[str, int] = {}
     for b in bsyms:
         for p in b.flat_proxy_args:
             reads[p.name] = reads.get(p.name, 0) + 1
+    return reads
+
+
+def select_for_int_indices(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+    """``bsyms`` with ``torch.narrow(a, d, i, 1)`` read only by ``torch.squeeze`` of ``d`` (an
+    int in an index: ``x[:, 1]``, the columns of ``torch.where``) made the one view eager makes,
+    ``torch.select(a, d, i)``, at the squeeze. ``keep``: names that must stay defined."""
+    reads = _read_counts(bsyms)
     narrows = {
         b.output.name: b
         for b in bsyms
@@ -220,10 +226,7 @@ def index_put_into_fresh(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[B
     """``bsyms`` with ``torch_ex.index_put`` into a ``torch.full`` read nowhere else (the gradient
     of indexing: zeros with the rows added at the indices) written in place, as eager's backward
     does, instead of into a copy of it. ``keep``: names that must stay defined."""
-    reads: dict[str, int] = {}
-    for b in bsyms:
-        for p in b.flat_proxy_args:
-            reads[p.name] = reads.get(p.name, 0) + 1
+    reads = _read_counts(bsyms)
     fresh = {
         b.output.name
         for b in bsyms
@@ -366,10 +369,7 @@ def _number(c: Any) -> int | float | None:
 def drop_identity_arithmetic(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
     """``bsyms`` with identity arithmetic on a fresh tensor read nowhere else turned into the
     alias ``y = x`` (``keep``: the trace's outputs, which the operand must not be)."""
-    reads: dict[str, int] = {}
-    for b in bsyms:
-        for p in b.flat_proxy_args:
-            reads[p.name] = reads.get(p.name, 0) + 1
+    reads = _read_counts(bsyms)
     producer: dict[str, BoundSymbol] = {}
     out: list[BoundSymbol] = []
     for b in bsyms:
@@ -476,10 +476,7 @@ def stack_flattened_for_cat(bsyms: Sequence[BoundSymbol], keep: set[str]) -> lis
     flatten the trailing dimensions of same-shaped tensors, read by the cat alone, as a
     ``torch.stack`` of those tensors and a ``torch.reshape`` of it (``keep``: names that must
     stay defined)."""
-    reads: dict[str, int] = {}
-    for b in bsyms:
-        for p in b.flat_proxy_args:
-            reads[p.name] = reads.get(p.name, 0) + 1
+    reads = _read_counts(bsyms)
     flattens = {
         b.output.name: b
         for b in bsyms
