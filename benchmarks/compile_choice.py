@@ -3,11 +3,13 @@ tiny Hugging Face models (``tests/e2e/hf_zoo.py``; eval, ``torch.no_grad()``).
 
 Without nvFuser, ``thunder.compile`` compiles regions in the background and then times each
 region's compiled program against its torch calls, keeping the faster. Per model: the steady
-forward time of ``thunder.compile`` (after its regions are compiled and measured) and of
-``thunder.jit`` as ratios to eager (medians of interleaved calls, one process), and per region
-what it runs (``compiled`` or ``torch calls``). The logits are checked against eager's.
+forward time of ``thunder.compile`` (after its regions are compiled and measured), of
+``thunder.jit`` and of ``torch.compile`` as ratios to eager (medians of interleaved calls, one
+process), the ratio of ``thunder.compile`` to ``torch.compile`` (goal: at most 1.05), and per
+region what it runs (``compiled`` or ``torch calls``). The logits are checked against eager's.
 
-Run: ``python -m benchmarks compile_choice [--models bert,llama] [--repeat N] [--threads N]``.
+Run: ``python -m benchmarks compile_choice [--models bert,llama|all] [--repeat N] [--threads N]
+[--no-torch-compile]``.
 """
 
 from __future__ import annotations
@@ -33,15 +35,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default=DEFAULT_MODELS)
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's)")
+    parser.add_argument("--no-torch-compile", action="store_true", help="leave out torch.compile")
     args = parser.parse_args(argv)
     from thunder_executors.background_compile import wait_for_background_compiles
 
     if args.threads:
         torch.set_num_threads(args.threads)
     zoo = load_zoo()
-    print(f"{'model':<10} {'thunder.compile':>15} {'thunder.jit':>12}  regions run")
-    print("-" * 60)
-    for name in (n for n in args.models.split(",") if n):
+    names = zoo.ARCHITECTURES if args.models == "all" else [n for n in args.models.split(",") if n]
+    print(
+        f"{'model':<10} {'thunder.compile':>15} {'thunder.jit':>12} {'torch.compile':>14} "
+        f"{'compile/torch.compile':>22}  regions run"
+    )
+    print("-" * 100)
+    for name in names:
+        # dynamo's per-code caches fill across models that share code (transformers' decorators):
+        # past its recompile limit torch.compile would run them eagerly.
+        torch._dynamo.reset()
         model = zoo.build(name)
         kwargs = zoo.inputs(name, 0)
         with torch.no_grad(), warnings.catch_warnings():
@@ -54,19 +64,27 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(40):  # the measurement of each region (16 calls each way)
                 compiled(**kwargs)
             torch.testing.assert_close(zoo.logits(compiled(**kwargs)), expected)
-            times = medians(
-                {
-                    "eager": lambda: model(**kwargs),
-                    "jit": lambda: jitted(**kwargs),
-                    "compile": lambda: compiled(**kwargs),
-                },
-                args.repeat,
-            )
+            runs = {
+                "eager": lambda: model(**kwargs),
+                "jit": lambda: jitted(**kwargs),
+                "compile": lambda: compiled(**kwargs),
+            }
+            if not args.no_torch_compile:
+                torch_compiled = torch.compile(model)
+                torch.testing.assert_close(zoo.logits(torch_compiled(**kwargs)), expected)
+                runs["torch.compile"] = lambda: torch_compiled(**kwargs)
+            times = medians(runs, args.repeat)
         regions = thunder.last_traces(compiled)[-1].fusion_regions
-        runs = ", ".join("compiled" if r.sym.impl.runs_compiled else "torch calls" for r in regions)
+        regions_run = ", ".join(
+            "compiled" if r.sym.impl.runs_compiled else "torch calls" for r in regions
+        )
+        tc = times.get("torch.compile")
+        tc_ratio = f"{tc / times['eager']:.2f}x" if tc else "-"
+        against_tc = f"{times['compile'] / tc:.2f}" if tc else "-"
         print(
             f"{name:<10} {times['compile'] / times['eager']:>14.2f}x "
-            f"{times['jit'] / times['eager']:>11.2f}x  {runs or '-'}",
+            f"{times['jit'] / times['eager']:>11.2f}x {tc_ratio:>14} {against_tc:>22}  "
+            f"{regions_run or '-'}",
             flush=True,
         )
 

@@ -74,9 +74,15 @@ class _GatedCompile:
         return compiled
 
 
+def _stand_in(monkeypatch: Any, gated: _GatedCompile) -> None:
+    """The stand-in compiles every region (inductor's direct compile is tested on its own)."""
+    monkeypatch.setattr(tc_module, "compile_direct", lambda *args: None)
+    monkeypatch.setattr(tc_module.torch, "compile", gated)
+
+
 def test_first_calls_run_the_torch_calls_while_the_region_compiles(monkeypatch: Any) -> None:
     gated = _GatedCompile()
-    monkeypatch.setattr(tc_module.torch, "compile", gated)
+    _stand_in(monkeypatch, gated)
     fn, region = _compiled_callable("torchcompile_bg_gated")
     assert region.status == "not called"
     for _ in range(3):  # the compiler is blocked: these calls cannot be waiting for it
@@ -101,7 +107,7 @@ def test_the_faster_of_compiled_and_torch_calls_runs_once_measured(
     # region) is measured as such and left; a faster one runs.
     gated = _GatedCompile(delay=0.005 if compiled_is_slower else 0.0)
     gated.gate.set()
-    monkeypatch.setattr(tc_module.torch, "compile", gated)
+    _stand_in(monkeypatch, gated)
     fn, region = _compiled_callable(f"torchcompile_bg_measured_{compiled_is_slower}")
     a, b = torch.randn(8, 16), torch.randn(16)
     fn(a, b)
@@ -133,7 +139,7 @@ def test_no_call_is_measured_while_another_region_compiles(monkeypatch: Any) -> 
     # without timing it until the other compiles are done, then measures.
     gated = _GatedCompile()
     gated.gate.set()
-    monkeypatch.setattr(tc_module.torch, "compile", gated)
+    _stand_in(monkeypatch, gated)
     fn, region = _compiled_callable("torchcompile_bg_measured_after_others")
     a, b = torch.randn(8, 16), torch.randn(16)
     fn(a, b)
@@ -158,7 +164,7 @@ def test_no_call_is_measured_while_another_region_compiles(monkeypatch: Any) -> 
 
 def test_a_failed_compile_warns_and_keeps_the_torch_calls(monkeypatch: Any) -> None:
     gated = _GatedCompile(fail=True)
-    monkeypatch.setattr(tc_module.torch, "compile", gated)
+    _stand_in(monkeypatch, gated)
     fn, region = _compiled_callable("torchcompile_bg_failing")
     a, b = torch.randn(8, 16), torch.randn(16)
     torch.testing.assert_close(fn(a, b), expected(a, b))

@@ -30,6 +30,7 @@ import torch
 
 from thunder_executors import background_compile
 from thunder_executors.executor import FusionExecutor, register_executor
+from thunder_executors.inductor_direct import compile_direct
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, prims
@@ -140,8 +141,11 @@ class CompiledRegion:
     which pays on this machine: its next calls made while no other compile runs alternate
     between the compiled program and its torch calls, timed; from then on the compiled program
     runs where its median of ``MEASURED_CALLS`` calls is below ``MARGIN`` times the torch
-    calls', else they do (``runs_compiled``; logged). Compiled programs pay a fixed cost per call (dynamo's guards
-    over every input), which small regions do not earn back.
+    calls', else they do (``runs_compiled``; logged). Compiled programs pay a fixed cost per
+    call (the guards over every input), which small regions do not earn back.
+
+    Regions of CPU tensors of static shapes compile without dynamo (``inductor_direct``);
+    the others through ``torch.compile``.
     """
 
     MEASURED_CALLS = 15
@@ -199,8 +203,8 @@ class CompiledRegion:
         with self._lock:
             if self._compiled is None:
                 start = time.perf_counter()
-                fn = torch.compile(self.fn, **self.options)
-                out = fn(*args)  # compiles now (dynamo is lazy)
+                fn = self._compile(list(args))
+                out = fn(*args)
                 self.compile_seconds += time.perf_counter() - start
                 self._compiled = fn
                 self.calls += 1
@@ -242,11 +246,21 @@ class CompiledRegion:
                 "compiled" if compiled else "its torch calls",
             )
 
+    def _compile(self, examples: list[Any]) -> Callable[..., Any]:
+        """The compiled program: inductor's without dynamo where the region's inputs are CPU
+        tensors of static shapes (``inductor_direct``), else ``torch.compile``'s."""
+        if self.options == {"dynamic": False}:
+            direct = compile_direct(self.fn, examples, self.fn)
+            if direct is not None:
+                return direct
+        fn = torch.compile(self.fn, **self.options)
+        fn(*examples)  # compiles now (dynamo is lazy); the result is dropped
+        return fn
+
     def _compile_in_background(self, examples: list[Any]) -> None:
         start = time.perf_counter()
         try:
-            fn = torch.compile(self.fn, **self.options)
-            fn(*examples)  # compiles now; the result is dropped
+            fn = self._compile(examples)
         except Exception as e:  # any compiler failure: the torch calls stay
             self.error = e
             warnings.warn(

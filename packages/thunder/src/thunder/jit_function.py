@@ -185,6 +185,7 @@ class ThunderFunction:
         # The fast path reads these two directly.
         self._signature: Any = _no_signature
         self._buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
+        self._split_keys: set[tuple[Any, ...]] = set()  # the first structure's, as _buckets
         self._last_failure = ""
         self._warned = False
         self._warned_torch_func = False
@@ -217,9 +218,12 @@ class ThunderFunction:
                     self.stats.cache_hits += 1
                     return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
         try:
-            bucket = self._buckets.get(self._signature(args, kwargs))
+            key = self._signature(args, kwargs)
+            bucket = self._buckets.get(key)
         except Exception:  # another structure (or nothing compiled yet): the slow path
-            bucket = None
+            key = bucket = None
+        if bucket is None and key in self._split_keys:  # it runs split: no program to try
+            return self._run_split(args, kwargs, None)
         if bucket is not None:
             for i, entry in enumerate(bucket):
                 try:
@@ -292,6 +296,7 @@ class ThunderFunction:
             key = signature.fn(args, kwargs)
             if len(self._structures) == 1:
                 self._signature, self._buckets = signature.fn, structure.buckets
+                self._split_keys = structure.split
         reason = self._change_reason(structure, key)
         with progress.compiling(self._name):
             return self._compile_and_run(args, kwargs, structure, key, reason)

@@ -1,0 +1,116 @@
+"""Fusion regions compiled by inductor without dynamo, checked by two C++ guards per call.
+
+A region is straight-line torch calls. Where its inputs are tensors of static shapes, thunder's
+prologue has already guarded the program they come from, so dynamo's frame evaluation and its
+guards over every input buy nothing there and cost much: about 150 us per call on a BERT
+region of 40 inputs on a CPU, more than the fused kernels gain. ``compile_direct`` traces the
+region to an FX graph with ``make_fx`` on fake tensors (a Python decision on tensor data raises
+there, and the region keeps dynamo) and compiles it with ``torch._inductor.compile``, inductor's
+entry for graphs captured without dynamo.
+
+The compiled code assumes what the example inputs were: each tensor's sizes, strides, dtype,
+device and requires_grad, and the thread's torch state (grad mode, autocast). Thunder's prologue
+checks sizes, dtypes and devices, not strides. So each call checks all of it again, in two C++
+calls built from the first call that matches the examples (torch's ``TensorGuards`` and
+``GlobalStateGuard``, what dynamo itself checks); a call that fails them runs the region's torch
+calls, never the compiled code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from thunder_executors.background_compile import Ambient
+
+__all__ = ["DirectProgram", "compile_direct"]
+
+log = logging.getLogger(__name__)
+
+
+def _layout(t: torch.Tensor) -> tuple[Any, ...]:
+    return (tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad)
+
+
+class DirectProgram:
+    """A region compiled by inductor, run where a call's inputs and torch state are the
+    compiled ones, and ``otherwise`` (the region's torch calls) elsewhere."""
+
+    def __init__(
+        self,
+        compiled: Callable[..., Any],
+        examples: Sequence[torch.Tensor],
+        ambient: Ambient,
+        otherwise: Callable[..., Any],
+    ) -> None:
+        self._compiled = compiled
+        self._layouts = [_layout(t) for t in examples]
+        self._ambient = ambient
+        self._otherwise = otherwise
+        self._tensors: Any = None  # the C++ guards, made on the first call that matches
+        self._state: Any = None
+        self.fallback_calls = 0  # calls that ran the torch calls (their inputs differed)
+
+    def __call__(self, *args: Any) -> Any:
+        state = self._state
+        if state is None:
+            if not self._arm(args):
+                self.fallback_calls += 1
+                return self._otherwise(*args)
+            state = self._state
+        if state.check() and self._tensors.check(*args):
+            return tuple(self._compiled(*args))
+        self.fallback_calls += 1
+        return self._otherwise(*args)
+
+    def _arm(self, args: tuple[Any, ...]) -> bool:
+        """Makes the guards from ``args`` when they and this thread's torch state are the
+        compiled ones (checked in Python, once)."""
+        if len(args) != len(self._layouts) or Ambient.of_this_thread() != self._ambient:
+            return False
+        if not all(
+            isinstance(a, torch.Tensor) and type(a) in (torch.Tensor, torch.nn.Parameter)
+            for a in args
+        ):
+            return False
+        if [_layout(a) for a in args] != self._layouts:
+            return False
+        from torch._C._dynamo import guards
+
+        make: Any = guards.TensorGuards  # its stub types the per-tensor lists as flat
+        self._tensors = make(
+            *args,
+            dynamic_dims_sizes=[list(a.shape) for a in args],
+            dynamic_dims_strides=[list(a.stride()) for a in args],
+        )
+        self._state = guards.GlobalStateGuard()
+        return True
+
+
+def compile_direct(
+    fn: Callable[..., Any], examples: Sequence[Any], otherwise: Callable[..., Any]
+) -> DirectProgram | None:
+    """``fn`` compiled by inductor without dynamo for CPU tensors of ``examples``' layouts, or
+    None where it does not apply (an argument that is not a plain CPU tensor, a torch without
+    the guards, or ``fn`` not traceable on fake tensors): then dynamo compiles it."""
+    if not examples or not all(
+        isinstance(e, torch.Tensor)
+        and type(e) in (torch.Tensor, torch.nn.Parameter)
+        and e.device.type == "cpu"
+        for e in examples
+    ):
+        return None
+    try:
+        from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards  # noqa: F401
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        # Constant tensors the region reads from its globals are real tensors, not inputs.
+        graph = make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*examples)
+        compiled = torch._inductor.compile(graph, list(examples))
+    except Exception as e:  # untraceable without dynamo (a decision on data), or no such API
+        log.debug("fusion region compiled through dynamo: %s: %s", type(e).__name__, e)
+        return None
+    return DirectProgram(compiled, examples, Ambient.of_this_thread(), otherwise)
