@@ -249,3 +249,85 @@ def test_the_process_exits_cleanly_while_a_compile_runs() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "exiting" and "terminate" not in done.stderr
+
+
+def _fx_patch_held_by_a_compile() -> threading.Event:
+    """A background compile job that holds torch.fx's tracer's patch of nn.Module's methods
+    (as make_fx does while it traces) until the returned event is set."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    inside, release = threading.Event(), threading.Event()
+
+    def traced(x: torch.Tensor) -> torch.Tensor:
+        inside.set()
+        assert release.wait(timeout=60)
+        return x * 2
+
+    background_compile.submit(lambda _: make_fx(traced, tracing_mode="fake")(torch.randn(3)), ())
+    assert inside.wait(timeout=60)
+    assert background_compile.fx_tracer_patching()
+    return release
+
+
+def test_a_call_during_a_compiles_fx_patch_waits_for_it_and_recompiles_nothing() -> None:
+    import thunder
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    jm = thunder.jit(model)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(jm(x), model(x))
+    other = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    fresh = thunder.jit(other)
+    release = _fx_patch_held_by_a_compile()
+    results: dict[str, Any] = {}
+
+    def call() -> None:
+        results["cached"] = jm(x)  # its guards read nn.Module.__call__: it waits for the patch
+        results["traced"] = fresh(x)  # traced after it, not through the tracer's stand-ins
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        caller.join(timeout=0.5)
+        assert caller.is_alive()  # waiting, not failing or retracing under the patch
+    finally:
+        release.set()
+    caller.join(timeout=60)
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    torch.testing.assert_close(results["cached"], model(x))
+    torch.testing.assert_close(results["traced"], other(x))
+    assert thunder.compile_stats(jm).cache_misses == 1
+    for _ in range(2):  # its program's guards hold now the tracer is done
+        torch.testing.assert_close(fresh(x), other(x))
+    assert thunder.compile_stats(fresh).cache_misses == 1
+
+
+def test_lookups_tell_the_fx_tracers_stand_ins_from_a_replaced_method() -> None:
+    from thunder.guards import Lookups, PatchedByFxTracer
+    from thunder_ir.prims.prologue import GuardFailure
+
+    class Holder:
+        def method(self) -> int:
+            return 1
+
+    module_call = (torch.nn.Module, "__call__", torch.nn.Module.__call__)
+    lookups = Lookups([(Holder, "method", Holder.method), module_call])
+    lookups.check()
+    release = _fx_patch_held_by_a_compile()
+    try:
+        with pytest.raises(PatchedByFxTracer):
+            lookups.check()
+        traced_under_patch = Lookups([(torch.nn.Module, "__call__", torch.nn.Module.__call__)])
+    finally:
+        release.set()
+        assert background_compile.wait_for_background_compiles(timeout=60)
+    with pytest.raises(PatchedByFxTracer):
+        traced_under_patch.check()
+    original = Holder.method
+    Holder.method = lambda self: 2  # type: ignore[method-assign]
+    try:
+        with pytest.raises(GuardFailure) as failure:
+            lookups.check()
+        assert not isinstance(failure.value, PatchedByFxTracer)
+    finally:
+        Holder.method = original  # type: ignore[method-assign]

@@ -32,11 +32,21 @@ from typing import Any
 
 import torch
 
-__all__ = ["Ambient", "ExampleInputs", "submit", "wait_for_background_compiles"]
+__all__ = [
+    "Ambient",
+    "ExampleInputs",
+    "fx_tracer_patching",
+    "is_fx_tracer_patch",
+    "submit",
+    "wait_for_background_compiles",
+    "wait_while_fx_tracer_patches",
+]
 
 log = logging.getLogger(__name__)
 
 _AUTOCAST_DEVICES = ("cpu", "cuda")
+
+_FX_TRACER_FILE = torch.fx._symbolic_trace.__file__
 
 
 @dataclass(frozen=True)
@@ -205,6 +215,36 @@ def compiling() -> bool:
     """Whether a region compile is queued or running (the thread then competes for the CPU, so
     timings taken meanwhile say little)."""
     return _pending > 0
+
+
+def is_fx_tracer_patch(value: Any) -> bool:
+    """Whether ``value`` is one of the wrappers torch.fx's tracer puts in place of
+    ``nn.Module.__call__`` and ``nn.Module.__getattr__`` while it traces."""
+    code = getattr(value, "__code__", None)
+    return code is not None and code.co_filename == _FX_TRACER_FILE
+
+
+def fx_tracer_patching() -> bool:
+    """Whether torch.fx's tracer has ``nn.Module``'s ``__call__`` or ``__getattr__`` replaced
+    right now. It does so for the whole process while it traces, which every inductor compile
+    does (``make_fx``, AOTAutograd): from another thread a compiling region makes every module
+    look patched for a moment."""
+    methods = vars(torch.nn.Module)
+    return is_fx_tracer_patch(methods.get("__call__")) or is_fx_tracer_patch(
+        methods.get("__getattr__")
+    )
+
+
+def wait_while_fx_tracer_patches(timeout: float = 60.0) -> bool:
+    """Waits while a background compile has ``nn.Module``'s methods replaced by torch.fx's
+    tracer (a fraction of a second each time), so that a program is neither traced nor checked
+    against them; True if it waited."""
+    if not (_pending and fx_tracer_patching()):
+        return False
+    deadline = time.monotonic() + timeout
+    while _pending and fx_tracer_patching() and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    return True
 
 
 def wait_for_background_compiles(timeout: float | None = None) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from thunder_executors.background_compile import is_fx_tracer_patch
 from thunder_ir import Symbol
 from thunder_ir.codegen import Printer, register_inline
 from thunder_ir.prims.prologue import GuardFailure
@@ -285,6 +286,12 @@ def _check_builtins(reads: BuiltinReads, *globals_dicts: dict[str, Any]) -> None
 check_builtins = _prologue_symbol(_check_builtins)
 
 
+class PatchedByFxTracer(GuardFailure):
+    """A method lookup met torch.fx's tracer's stand-ins for ``nn.Module.__call__`` or
+    ``__getattr__``, in place for the whole process while a compile on another thread traces:
+    nothing of the program changed, and the call is tried again once the tracer is done."""
+
+
 class Lookups:
     """What the program ran that an identity or type guard does not pin down, checked to be
     unchanged: the methods it looked up on classes (``self.forward``, ``self.helper(x)``,
@@ -307,8 +314,14 @@ class Lookups:
     def check(self) -> None:
         if any(map(operator.is_not, map(getattr, self.holders, self.names), self.expected)):
             for holder, name, expected in zip(self.holders, self.names, self.expected):
-                if getattr(holder, name, None) is not expected:
-                    raise GuardFailure(f"{name!r} of {holder!r} was replaced")
+                found = getattr(holder, name, None)
+                if found is expected:
+                    continue
+                if is_fx_tracer_patch(found) or is_fx_tracer_patch(expected):
+                    raise PatchedByFxTracer(
+                        f"{name!r} of {holder!r} is torch.fx's tracer's while it traces"
+                    )
+                raise GuardFailure(f"{name!r} of {holder!r} was replaced")
         for holder, name, expected in self.bound:
             found = getattr(holder, name, None)
             if (

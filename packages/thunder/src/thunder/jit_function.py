@@ -28,10 +28,12 @@ from thunder.compile_entry import (
     user_location,
 )
 from thunder.errors import InternalErrorWarning, JitError, RunsEagerly, RunsSplit
+from thunder.guards import PatchedByFxTracer
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
 from thunder.signature import Signature, make_signature
 from thunder.torch_func import eager_reason, transforms_active
+from thunder_executors.background_compile import wait_while_fx_tracer_patches
 from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
 from thunder_ir.prims import DataChanged
@@ -249,6 +251,9 @@ class ThunderFunction:
     # -- the slow path ------------------------------------------------------------------------
 
     def _slow_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # A compile on another thread may have nn.Module's methods replaced by torch.fx's
+        # tracer for a moment: the programs' guards would fail and tracing would record them.
+        wait_while_fx_tracer_patches()
         caching = self.options.cache is not CACHE_OPTIONS.NO_CACHING
         structure, key = self._find_structure(args, kwargs) if caching else (None, None)
         if structure is not None and key is not None:
@@ -308,6 +313,7 @@ class ThunderFunction:
         structure: _Structure | None,
         key: tuple[Any, ...] | None,
         reason: str | None,
+        retraces: int = 8,
     ) -> Any:
         """Compiles a program for these inputs (stored in ``structure``'s bucket ``key`` when
         caching) and runs it; the call runs eagerly where tracing cannot hold it."""
@@ -397,6 +403,18 @@ class ThunderFunction:
                 f"computes ({e})"
             )
             return self._run_eagerly_after_raise(args, kwargs, differs)
+        except PatchedByFxTracer as e:
+            # Traced or checked while a compile on another thread had nn.Module's methods
+            # replaced by torch.fx's tracer: dropped before it ran, traced again after.
+            if not retraces:
+                raise JitError(f"thunder.jit: {describe_guard_failure(e)}") from e
+            if structure is not None and key is not None:
+                structure.buckets[key].remove(entry)
+                self._entries -= 1
+            if self._last_call is not None and self._last_call[1] is entry:
+                self._last_call = None
+            wait_while_fx_tracer_patches()
+            return self._compile_and_run(args, kwargs, structure, key, reason, retraces - 1)
         except GuardFailure as e:
             raise JitError(
                 "thunder.jit: the program compiled for these inputs rejects them "
