@@ -105,11 +105,12 @@ def compile_direct(
         return None
     try:
         from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards  # noqa: F401
+        from torch._inductor import compile as inductor_compile
         from torch.fx.experimental.proxy_tensor import make_fx
 
         # Constant tensors the region reads from its globals are real tensors, not inputs.
         graph = make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*examples)
-        compiled = torch._inductor.compile(graph, list(examples))
+        compiled = inductor_compile(graph, list(examples))
     except Exception as e:  # untraceable without dynamo (a decision on data), or no such API
         log.debug("fusion region compiled through dynamo: %s: %s", type(e).__name__, e)
         return None
