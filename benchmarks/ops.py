@@ -43,6 +43,7 @@ work torch's thread pool makes figures of several threads swing wildly.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import math
 import sys
@@ -72,6 +73,9 @@ from _timing import median_times  # type: ignore[import-not-found]  # noqa: E402
 DEFAULT_SIZE = 1 << 16
 EAGER_BUDGET_S = 0.004  # a scaled sample whose eager call takes longer is scaled less
 OUTPUT_FACTOR = 8  # ... and one whose outputs would hold more than OUTPUT_FACTOR * size elements
+# An op meta cannot size (its output shape depends on data) tries a scale eagerly with at most
+# this much more memory mapped: torch.combinations of a scaled sample would take the machine's.
+TRIAL_MEMORY_BYTES = 2 << 30
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,17 +425,20 @@ def measure(case: Case, repeat: int, seconds: float, size: int) -> Row:
             errors.append(f"sample: {failure(e)}")
             continue
         row.input = _describe((args, kwargs))
-        if not last and not _fits_on_meta(fn, args, kwargs, size):
+        fits = True if last else _fits_on_meta(fn, args, kwargs, size)
+        if fits is False:
             continue
         try:
-            ins_e = _clone((args, kwargs))
-            out_e = fn(*ins_e[0], **ins_e[1])
-            again = _clone((args, kwargs))
-            eager_once = _time_once(lambda: fn(*again[0], **again[1]))
+            with _memory_capped(None if fits else TRIAL_MEMORY_BYTES):
+                ins_e = _clone((args, kwargs))
+                out_e = fn(*ins_e[0], **ins_e[1])
+                again = _clone((args, kwargs))
+                eager_once = _time_once(lambda: fn(*again[0], **again[1]))
         except Exception as e:
             errors.append(f"eager: {failure(e)}")
             continue
-        if not last and eager_once > EAGER_BUDGET_S:
+        too_big = fits is None and _numel(out_e) > OUTPUT_FACTOR * size
+        if not last and (eager_once > EAGER_BUDGET_S or too_big):
             continue
         row.eager_calls = eager_calls(fn, args, kwargs)
         row.inputs = len(_tensors((args, kwargs)))
@@ -488,10 +495,10 @@ def measure(case: Case, repeat: int, seconds: float, size: int) -> Row:
     return row
 
 
-def _fits_on_meta(fn: Callable[..., Any], args: Any, kwargs: Any, size: int) -> bool:
+def _fits_on_meta(fn: Callable[..., Any], args: Any, kwargs: Any, size: int) -> bool | None:
     """Whether the outputs of ``fn`` on these input shapes stay within OUTPUT_FACTOR * size
-    elements, asked of torch's meta device (no memory, no compute); an op meta cannot run (data
-    dependent shapes, shapes torch rejects) is decided by the eager call instead."""
+    elements, asked of torch's meta device (no memory, no compute); None for an op meta cannot
+    run (data dependent shapes, shapes torch rejects): the eager call decides, memory capped."""
 
     def meta(x: Any) -> Any:
         return torch.empty_like(x, device="meta") if isinstance(x, torch.Tensor) else x
@@ -499,8 +506,32 @@ def _fits_on_meta(fn: Callable[..., Any], args: Any, kwargs: Any, size: int) -> 
     try:
         out = fn(*tree_map(meta, args), **tree_map(meta, kwargs))
     except Exception:
-        return True
+        return None
     return _numel(out) <= OUTPUT_FACTOR * size
+
+
+@contextlib.contextmanager
+def _memory_capped(extra: int | None) -> Any:
+    """Runs the block with at most ``extra`` more bytes of address space than the process maps
+    now (None: uncapped): an allocation beyond fails with an error instead of the machine
+    running out of memory. Where the cap cannot be set, the block is not run (MemoryError)."""
+    if extra is None:
+        yield
+        return
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * resource.getpagesize()
+        cap = mapped + extra if hard == resource.RLIM_INFINITY else min(mapped + extra, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ImportError, OSError, ValueError) as e:
+        raise MemoryError(f"cannot cap this trial's memory ({e})") from e
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 OVERHEAD_INPUTS = (1, 2, 4, 8)
