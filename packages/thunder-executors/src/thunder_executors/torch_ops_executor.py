@@ -72,7 +72,12 @@ KEPT_OPS: tuple[Symbol, ...] = (
     ltorch.triu, ltorch.vector_norm, ltorch.nansum, ltorch.mean, ltorch.roll, ltorch.max,
     ltorch.min, ltorch.logical_and, ltorch.logical_or, ltorch.logical_xor, ltorch.count_nonzero,
     # indexed writes and factories eager runs as one kernel
-    ltorch.scatter, ltorch.index_add, ltorch.linspace, ltorch.eye,
+    ltorch.scatter, ltorch.index_add, ltorch.index_fill, ltorch.linspace, ltorch.eye,
+    ltorch.arange,
+    # one kernel in eager, several passes (or a slow trunc or scalar comparison) decomposed:
+    # `python -m benchmarks ops --ops frac,div_trunc,prod,all,...` measured 2-8x
+    ltorch.frac, ltorch.div, ltorch.prod, ltorch.all, ltorch.any, ltorch.isneginf,
+    ltorch.isposinf, ltorch.logical_not, ltorch.cosine_similarity,
 )  # fmt: skip
 
 # Kept whole off the CPU only: torch's CPU kernels for these are slower than their
