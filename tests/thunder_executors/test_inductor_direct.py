@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import thunder
-from thunder_executors.inductor_direct import DirectProgram, compile_direct
+from thunder_executors.inductor_direct import _ARM_ATTEMPTS, DirectProgram, compile_direct
 
 _SCALE = torch.tensor([0.5, 2.0, -1.0, 3.0])  # a constant tensor read from globals, as regions do
 
@@ -108,6 +108,18 @@ def test_every_layout_matches_eager(
     a = make() if which in ("a", "both") else torch.randn(3, 4)
     b = make() if which in ("b", "both") else torch.randn(3, 4)
     _check(program, a, b)
+
+
+def test_calls_that_keep_another_layout_stop_trying_to_arm_and_still_match_eager() -> None:
+    otherwise = _Counting()
+    program = compile_direct(region, [torch.randn(3, 4), torch.randn(3, 4)], otherwise)
+    assert isinstance(program, DirectProgram)
+    for _ in range(_ARM_ATTEMPTS + 3):  # transposed from the first call on: never armed
+        _check(program, torch.randn(4, 3).t(), torch.randn(3, 4))
+    assert otherwise.calls == _ARM_ATTEMPTS + 3
+    # After the attempts, even the compiled layout runs the torch calls (no check is made).
+    _check(program, torch.randn(3, 4), torch.randn(3, 4))
+    assert otherwise.calls == _ARM_ATTEMPTS + 4
 
 
 def test_what_it_does_not_take_stays_with_dynamo() -> None:

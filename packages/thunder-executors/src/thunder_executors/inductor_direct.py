@@ -35,6 +35,9 @@ def _layout(t: torch.Tensor) -> tuple[Any, ...]:
     return (tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad)
 
 
+_ARM_ATTEMPTS = 8
+
+
 class DirectProgram:
     """A region compiled by inductor, run where a call's inputs and torch state are the
     compiled ones, and ``otherwise`` (the region's torch calls) elsewhere."""
@@ -57,7 +60,9 @@ class DirectProgram:
     def __call__(self, *args: Any) -> Any:
         state = self._state
         if state is None:
-            if not self._arm(args):
+            # Calls whose inputs keep another layout than the examples' would repeat the Python
+            # check forever: after a few, they go straight to the torch calls.
+            if self.fallback_calls >= _ARM_ATTEMPTS or not self._arm(args):
                 self.fallback_calls += 1
                 return self._otherwise(*args)
             state = self._state

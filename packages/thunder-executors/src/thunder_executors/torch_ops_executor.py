@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thunder_executors.executor import OperatorExecutor, register_executor, same_arguments
-from thunder_ir import BoundSymbol, Symbol
+from thunder_ir import BoundSymbol, Symbol, TensorProxy
 from thunder_ir import ops as ltorch
 
 __all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "RUNNERS", "torch_ops_executor"]
@@ -78,6 +78,8 @@ KEPT_OPS: tuple[Symbol, ...] = (
     # `python -m benchmarks ops --ops frac,div_trunc,prod,all,...` measured 2-8x
     ltorch.frac, ltorch.div, ltorch.prod, ltorch.all, ltorch.any, ltorch.isneginf,
     ltorch.isposinf, ltorch.logical_not, ltorch.cosine_similarity,
+    # add and sub given an alpha (two calls decomposed); empty tensors without a zero fill
+    ltorch.add, ltorch.sub, ltorch.empty, ltorch.empty_like,
 )  # fmt: skip
 
 # Kept whole off the CPU only: torch's CPU kernels for these are slower than their
@@ -224,6 +226,15 @@ def _avg_pool_kept(nd: int) -> Callable[[dict[str, Any]], bool]:
     return kept
 
 
+def _scaled_by_alpha(p: dict[str, Any]) -> bool:
+    # Without an alpha the decomposition is torch's one call already; a number first operand is
+    # no input torch.add takes.
+    alpha = p["alpha"]
+    return isinstance(p["a"], TensorProxy) and not (
+        isinstance(alpha, (int, float)) and alpha == 1
+    )
+
+
 # Ops kept only for some calls, by the call's arguments bound to the op's parameters.
 _CONDITIONS: dict[Symbol, Callable[[dict[str, Any]], bool]] = {
     ltorch.batch_norm: _batch_norm_writes_nothing,
@@ -232,6 +243,8 @@ _CONDITIONS: dict[Symbol, Callable[[dict[str, Any]], bool]] = {
     ltorch.avg_pool1d: _avg_pool_kept(1),
     ltorch.avg_pool2d: _avg_pool_kept(2),
     ltorch.avg_pool3d: _avg_pool_kept(3),
+    ltorch.add: _scaled_by_alpha,
+    ltorch.sub: _scaled_by_alpha,
 }
 
 
