@@ -102,3 +102,32 @@ def test_a_lone_fusible_composite_too_small_to_fuse_runs_decomposed() -> None:
     assert extrace.fusion_regions == []
     assert "torch.exp(t0)" in extrace.python()
     torch.testing.assert_close(extrace.python_callable()(a), torch.exp(a))
+
+
+def test_a_region_compiled_through_dynamo_runs_once_on_its_first_call(monkeypatch: Any) -> None:
+    # dynamo compiles on a call: that call's result is the first call's, not run again.
+    from thunder_executors.torchcompile import CompiledRegion
+
+    runs = []
+    real_compile = torch.compile
+
+    def counting_compile(fn: Any, **options: Any) -> Any:
+        compiled = real_compile(fn, **options)
+
+        def run(*args: Any) -> Any:
+            runs.append(1)
+            return compiled(*args)
+
+        return run
+
+    monkeypatch.setattr(torch, "compile", counting_compile)
+
+    def region(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.tanh(a + b) * 2,)
+
+    compiled = CompiledRegion("", region, {"dynamic": True}, background=False)
+    for calls in (1, 2):
+        a, b = torch.randn(5, 3), torch.randn(5, 3)
+        (got,) = compiled(a, b)
+        torch.testing.assert_close(got, torch.tanh(a + b) * 2)
+        assert len(runs) == calls

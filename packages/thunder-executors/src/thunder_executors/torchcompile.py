@@ -131,6 +131,9 @@ def _has_symbolic_sizes(inputs: Sequence[Proxy]) -> bool:
     )
 
 
+_NOT_RUN = object()  # no result: compiling did not run the region
+
+
 class CompiledRegion:
     """A region's Python function, compiled by torch.compile on the first call.
 
@@ -203,8 +206,9 @@ class CompiledRegion:
         with self._lock:
             if self._compiled is None:
                 start = time.perf_counter()
-                fn = self._compile(list(args))
-                out = fn(*args)
+                fn, out = self._compile(list(args))
+                if out is _NOT_RUN:
+                    out = fn(*args)
                 self.compile_seconds += time.perf_counter() - start
                 self._compiled = fn
                 self.calls += 1
@@ -246,21 +250,21 @@ class CompiledRegion:
                 "compiled" if compiled else "its torch calls",
             )
 
-    def _compile(self, examples: list[Any]) -> Callable[..., Any]:
+    def _compile(self, examples: list[Any]) -> tuple[Callable[..., Any], Any]:
         """The compiled program: inductor's without dynamo where the region's inputs are CPU
-        tensors of static shapes (``inductor_direct``), else ``torch.compile``'s."""
+        tensors of static shapes (``inductor_direct``), else ``torch.compile``'s; and its result
+        on ``examples`` where compiling ran it (dynamo compiles on a call), else ``_NOT_RUN``."""
         if self.options == {"dynamic": False}:
             direct = compile_direct(self.fn, examples, self.fn)
             if direct is not None:
-                return direct
+                return direct, _NOT_RUN
         fn = torch.compile(self.fn, **self.options)
-        fn(*examples)  # compiles now (dynamo is lazy); the result is dropped
-        return fn
+        return fn, fn(*examples)  # compiles now: dynamo is lazy
 
     def _compile_in_background(self, examples: list[Any]) -> None:
         start = time.perf_counter()
         try:
-            fn = self._compile(examples)
+            fn, _ = self._compile(examples)
         except Exception as e:  # any compiler failure: the torch calls stay
             self.error = e
             warnings.warn(
