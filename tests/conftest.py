@@ -21,6 +21,10 @@ for _folder in sorted(
 # accept it and read the same objects), and the tree is built from the first accepted call, so
 # that the suite's guard tests run through it.
 os.environ.setdefault("THUNDER_VERIFY_GUARD_TREE", "1")
+# Parallel runs (pytest-xdist, one worker per CPU): one torch thread per worker, set before any
+# test imports torch, so that workers do not compete for the same cores.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("THUNDER_GUARD_TREE_AFTER", "1")
 
 
