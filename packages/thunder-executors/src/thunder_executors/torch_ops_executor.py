@@ -230,9 +230,7 @@ def _scaled_by_alpha(p: dict[str, Any]) -> bool:
     # Without an alpha the decomposition is torch's one call already; a number first operand is
     # no input torch.add takes.
     alpha = p["alpha"]
-    return isinstance(p["a"], TensorProxy) and not (
-        isinstance(alpha, (int, float)) and alpha == 1
-    )
+    return isinstance(p["a"], TensorProxy) and not (isinstance(alpha, (int, float)) and alpha == 1)
 
 
 # Ops kept only for some calls, by the call's arguments bound to the op's parameters.
