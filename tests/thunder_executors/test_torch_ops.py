@@ -115,6 +115,10 @@ def test_every_kept_op_has_an_opinfo() -> None:
     assert not set(KEPT_OPS) - covered, sorted(op.id for op in set(KEPT_OPS) - covered)
 
 
+# Ops kept only when given an argument, and the word naming their OpInfos that give it.
+_KEPT_WITH = {ltorch.add: "alpha", ltorch.sub: "alpha", ltorch.sum: "dtype"}
+
+
 @pytest.mark.parametrize("oi", KEPT_OPINFOS, ids=lambda oi: oi.name)
 def test_kept_op_matches_torch_and_runs_whole(oi: OpInfo) -> None:
     kept = 0
@@ -140,9 +144,9 @@ def test_kept_op_matches_torch_and_runs_whole(oi: OpInfo) -> None:
                     raise AssertionError(f"{oi.name} ({dtype}) on {sample}:\n{e}\n{text}") from None
     if oi.op in KEPT_OFF_CPU:  # the samples are on the CPU, where it runs decomposed
         assert not kept, f"ltorch.{oi.op.name} was kept whole on the CPU"
-    elif oi.op in (ltorch.add, ltorch.sub) and "alpha" not in oi.name:
-        # Without an alpha the decomposition is the one torch call already.
-        assert not kept, f"ltorch.{oi.op.name} without an alpha was kept whole"
+    elif oi.op in _KEPT_WITH and _KEPT_WITH[oi.op] not in oi.name:
+        # Without that argument the decomposition is the one torch call already.
+        assert not kept, f"ltorch.{oi.op.name} without {_KEPT_WITH[oi.op]} was kept whole"
     else:
         assert kept, f"ltorch.{oi.op.name} ran decomposed on every sample"
 
@@ -273,7 +277,7 @@ def test_conv_block_training_step_matches_eager() -> None:
         torch.testing.assert_close(jm(x), reference(x))
 
 
-def test_average_pooling_is_kept_on_the_cpu_for_large_windows_only() -> None:
+def test_average_pooling_is_kept_on_the_cpu_for_large_windows_and_in_3d() -> None:
     # A pass per window element: faster than torch's CPU kernel for small windows, not for large.
     x = torch.randn(2, 4, 14, 14)
     for k, kept in ((2, False), (3, False), (7, True)):
@@ -282,6 +286,14 @@ def test_average_pooling_is_kept_on_the_cpu_for_large_windows_only() -> None:
         )
         assert ("torch_ops.avg_pool2d(" in extrace.python()) is kept, k
         torch.testing.assert_close(extrace.python_callable()(x), F.avg_pool2d(x, k))
+    # Of 3-d windows, torch's kernel is the faster for every size measured.
+    x = torch.randn(2, 4, 6, 8, 8)
+    for k in (2, (1, 3, 3)):
+        extrace = transform_for_execution(
+            trace_function(lambda x, k=k: ltorch.avg_pool3d(x, k), x), ("torch_ops", "torch")
+        )
+        assert "torch_ops.avg_pool3d(" in extrace.python(), k
+        torch.testing.assert_close(extrace.python_callable()(x), F.avg_pool3d(x, k))
 
 
 class _SmallCNN(torch.nn.Module):

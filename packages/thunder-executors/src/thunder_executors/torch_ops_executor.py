@@ -78,15 +78,20 @@ KEPT_OPS: tuple[Symbol, ...] = (
     # `python -m benchmarks ops --ops frac,div_trunc,prod,all,...` measured 2-8x
     ltorch.frac, ltorch.div, ltorch.prod, ltorch.all, ltorch.any, ltorch.isneginf,
     ltorch.isposinf, ltorch.logical_not, ltorch.cosine_similarity,
-    # add and sub given an alpha (two calls decomposed); empty tensors without a zero fill
-    ltorch.add, ltorch.sub, ltorch.empty, ltorch.empty_like,
+    # add and sub given an alpha (two calls decomposed); empty tensors without a zero fill;
+    # combinations (its decomposition indexes by a literal of every pair); index_copy (4 calls),
+    # normalize (7 calls against torch's 3), sum given a dtype (a cast, then the sum)
+    ltorch.add, ltorch.sub, ltorch.empty, ltorch.empty_like, ltorch.combinations,
+    ltorch.index_copy, ltorch.normalize, ltorch.sum,
 )  # fmt: skip
 
 # Kept whole off the CPU only: torch's CPU kernels for these are slower than their
 # decompositions, which run a few vectorized passes (measured on one thread: max pooling of NCHW
-# tensors 2.5-7x, mish, binary_cross_entropy and kl_div 1.3-3x). Average pooling is kept on the
-# CPU for windows of more than ``_CPU_AVG_POOL_WINDOW`` elements only: its decomposition is a
-# pass per window element (2x faster for 3x3 windows, 3x slower for 7x7).
+# tensors 2.5-7x, of 3-d windows up to 3.9x at stride 1, mish, binary_cross_entropy and kl_div
+# 1.3-3x). 1-d and 2-d average pooling is kept on the CPU for windows of more than
+# ``_CPU_AVG_POOL_WINDOW`` elements only: its decomposition is a pass per window element (2x
+# faster for 3x3 windows, 3x slower for 7x7); 3-d average pooling always (torch's kernel was
+# 1.05-2.8x faster for 2x2x2, 3x3x3 and 1x3x3 windows).
 KEPT_OFF_CPU = frozenset(
     {ltorch.max_pool2d, ltorch.max_pool3d, ltorch.mish, ltorch.binary_cross_entropy, ltorch.kl_div}
 )
@@ -233,6 +238,11 @@ def _scaled_by_alpha(p: dict[str, Any]) -> bool:
     return isinstance(p["a"], TensorProxy) and not (isinstance(alpha, (int, float)) and alpha == 1)
 
 
+def _with_dtype(p: dict[str, Any]) -> bool:
+    # Without a dtype the decomposition is torch's one call already.
+    return p["dtype"] is not None
+
+
 # Ops kept only for some calls, by the call's arguments bound to the op's parameters.
 _CONDITIONS: dict[Symbol, Callable[[dict[str, Any]], bool]] = {
     ltorch.batch_norm: _batch_norm_writes_nothing,
@@ -240,9 +250,9 @@ _CONDITIONS: dict[Symbol, Callable[[dict[str, Any]], bool]] = {
     **dict.fromkeys(KEPT_OFF_CPU, _off_cpu),
     ltorch.avg_pool1d: _avg_pool_kept(1),
     ltorch.avg_pool2d: _avg_pool_kept(2),
-    ltorch.avg_pool3d: _avg_pool_kept(3),
     ltorch.add: _scaled_by_alpha,
     ltorch.sub: _scaled_by_alpha,
+    ltorch.sum: _with_dtype,
 }
 
 
