@@ -117,14 +117,19 @@ def _leaves(x):
     return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
-def test_out_is_refused_and_in_place_runs_as_eager() -> None:
+def test_a_write_into_out_runs_split_and_in_place_runs_as_eager() -> None:
+    # torch runs it: the program is split there (thunder.dynamo), not refused.
     def out_arg(x):
         y = torch.empty(3)
         torch.xlogy(x, x, out=y)
-        return y
+        return y * 2
 
-    with pytest.raises(thunder.UnsupportedOperationError, match="out="):
-        thunder.jit(out_arg)(torch.rand(3))
+    jf = thunder.jit(out_arg)
+    with pytest.warns(UserWarning, match="out= argument"):
+        for _ in range(2):
+            x = torch.rand(3)
+            torch.testing.assert_close(jf(x), out_arg(x))
+    assert thunder.compile_stats(jf).split_calls == 2
 
     def in_place(x):
         y = x * 2
@@ -135,9 +140,30 @@ def test_out_is_refused_and_in_place_runs_as_eager() -> None:
     assert torch.equal(thunder.jit(in_place)(x), in_place(x))
 
 
-def test_layout_queries_are_refused() -> None:
-    with pytest.raises(NotImplementedError, match="stride"):
-        thunder.jit(lambda x: x.stride())(torch.rand(3, 2))
+def _contiguous_first(x, w):
+    if not x.is_contiguous():  # a layout query: torch answers it, the program runs split here
+        x = x.contiguous()
+    return (x.view(-1, 4) @ w).tanh() * x.stride()[0]
+
+
+def test_layout_queries_run_split_and_equal_eager_forward_and_backward() -> None:
+    jf = thunder.jit(_contiguous_first)
+    with pytest.warns(UserWarning, match="is_contiguous"):
+        for layout in ("transposed", "contiguous", "transposed"):
+            base = torch.randn(4, 6) if layout == "transposed" else torch.randn(6, 4)
+            x = base.t() if layout == "transposed" else base
+            x.requires_grad_()
+            w = torch.randn(4, 3, requires_grad=True)
+            got = jf(x, w)
+            xe, we = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+            want = _contiguous_first(xe, we)
+            torch.testing.assert_close(got, want)
+            grads = torch.autograd.grad(got.sum(), (x, w))
+            torch.testing.assert_close(grads, torch.autograd.grad(want.sum(), (xe, we)))
+    stats = thunder.compile_stats(jf)
+    assert stats.split_calls == 3 and stats.eager_fallbacks == 0
+    assert "torch.Tensor.is_contiguous" in stats.last_split_reason
+    assert f"{__file__}:" in stats.last_split_reason  # the user's file:line
 
 
 def test_random_fallback_calls_are_not_merged_by_cse() -> None:

@@ -53,6 +53,7 @@ __all__ = [
     "FALLBACK_SYMBOLS",
     "DataDependentFallbackError",
     "TorchFallbackError",
+    "TorchRunsItError",
     "call_torch_fallback",
     "fallback_refusal",
     "torch_callable_name",
@@ -78,6 +79,12 @@ class TorchFallbackError(UnsupportedInTracingError):
 class DataDependentFallbackError(TorchFallbackError, DataDependentError):
     """A torch callable whose output shape or Python result depends on its inputs' values
     (``nonzero``, ``masked_select``, ``equal``): tracing cannot know it."""
+
+
+class TorchRunsItError(TorchFallbackError):
+    """A call the trace cannot hold whose result torch computes on its own (a layout or
+    bookkeeping query such as ``x.stride()`` or ``x.is_contiguous()``, a write into ``out=``): not
+    a refusal; the front end runs the program through torch there."""
 
 
 # Modules searched for a readable name of a torch callable, most readable first.
@@ -106,6 +113,18 @@ _REFUSED_METHODS = frozenset(
         "item", "__setstate__", "__reduce_ex__", "_is_view", "_base", "is_shared",
     }
 )  # fmt: skip
+
+
+# Of those, the queries of layout and bookkeeping whose answer torch computes from the tensor
+# alone (not data reads, hooks, or writes): a program asking them runs through torch there.
+_LAYOUT_QUERIES = frozenset(
+    {
+        "stride", "is_contiguous", "data_ptr", "storage_offset", "untyped_storage", "storage",
+        "is_set_to", "is_non_overlapping_and_dense", "is_pinned", "_version", "_is_view", "_base",
+        "is_shared",
+    }
+)  # fmt: skip
+assert _LAYOUT_QUERIES <= _REFUSED_METHODS
 
 
 @functools.cache
@@ -556,8 +575,10 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
             getattr(fn, "__qualname__", repr(fn)), "no qualified name denotes this callable"
         )
     reason = _refusal_by_name(name)
+    if reason is not None and name.rpartition(".")[2] in _LAYOUT_QUERIES:
+        raise TorchRunsItError(name, reason)
     if reason is None and kwargs.get("out") is not None:
-        reason = "it writes into its out= argument; assign the result instead"
+        raise TorchRunsItError(name, "it writes into its out= argument")
     if reason is None and draws_from_own_generator(tree_iter((tuple(args), dict(kwargs)))):
         reason = (
             "a torch.Generator made inside the function would become a constant of the compiled "

@@ -14,7 +14,12 @@ from thunder.binding.rng import refuse_generators
 from thunder.errors import UnsupportedOperationError
 from thunder.lookasides import query_is_allowed
 from thunder_ir.errors import DataDependentError, UnsupportedOptionError
-from thunder_ir.ops.fallback import TorchFallbackError, call_torch_fallback, torch_callable_name
+from thunder_ir.ops.fallback import (
+    TorchFallbackError,
+    TorchRunsItError,
+    call_torch_fallback,
+    torch_callable_name,
+)
 
 __all__ = ["call_torch_callable", "is_ir_refusal", "mirrored_call", "op_overload_lookasides"]
 
@@ -41,8 +46,8 @@ def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, An
     # call cannot run at all), the op's refusal its context.
     try:
         return call_torch_fallback(fn, args, kwargs)
-    except DataDependentError:
-        raise  # not a refusal: the call runs eagerly (``program._as_reported``)
+    except (DataDependentError, TorchRunsItError):
+        raise  # not refusals: the call runs eagerly or split (``program._as_reported``)
     except TorchFallbackError as e:
         raise UnsupportedOperationError(e.op, e.reason) from refusal
 
@@ -94,7 +99,7 @@ def call_torch_callable(
     refuse_generators(name or display_name, args, kwargs)
     try:
         return call_torch_fallback(fn, args, kwargs)
-    except DataDependentError:
+    except (DataDependentError, TorchRunsItError):
         raise
     except TorchFallbackError as e:
         raise UnsupportedOperationError(e.op, e.reason) from None

@@ -34,11 +34,12 @@ from thunder.binding.state import (
     iter_proxies,
     template_leaves,
 )
-from thunder.errors import JitError, RunsEagerly, UnsupportedOperationError
+from thunder.errors import JitError, RunsEagerly, RunsSplit, UnsupportedOperationError
 from thunder.lookasides import SymbolicSize, native_special
 from thunder.options import JitOptions
 from thunder_interp import interpret
 from thunder_ir import DataDependentError, Proxy, Trace, TracingError, prims, tracectx
+from thunder_ir.ops.fallback import TorchRunsItError
 
 __all__ = ["ProgramRaised", "TracedProgram", "trace_program", "user_location"]
 
@@ -157,6 +158,11 @@ def _as_reported(e: Exception) -> Exception:
         eager = RunsEagerly(f"reads tensor data ({e})")
         eager.__traceback__ = e.__traceback__
         return ProgramRaised(eager)
+    if isinstance(e, TorchRunsItError):
+        # Not a refusal: torch runs it. The call runs split there (``RunsSplit``).
+        split = RunsSplit(f"calls {e.op}, which a trace cannot hold ({e.reason}) but torch runs")
+        split.__traceback__ = e.__traceback__
+        return ProgramRaised(split)
     if isinstance(e, UnsupportedOperationError):
         location = user_location(e)
         if location is None or e.location is not None:
