@@ -130,6 +130,8 @@ def test_a_write_into_out_runs_split_and_in_place_runs_as_eager() -> None:
             x = torch.rand(3)
             torch.testing.assert_close(jf(x), out_arg(x))
     assert thunder.compile_stats(jf).split_calls == 2
+    report = thunder.examine(out_arg, torch.rand(3), show=False)
+    assert "torch.xlogy" not in report.unsupported  # not refused: torch runs it
 
     def in_place(x):
         y = x * 2
@@ -164,6 +166,10 @@ def test_layout_queries_run_split_and_equal_eager_forward_and_backward() -> None
     assert stats.split_calls == 3 and stats.eager_fallbacks == 0
     assert "torch.Tensor.is_contiguous" in stats.last_split_reason
     assert f"{__file__}:" in stats.last_split_reason  # the user's file:line
+    report = thunder.examine(
+        _contiguous_first, torch.randn(4, 6).t(), torch.randn(4, 3), show=False
+    )
+    assert not report.unsupported, report.unsupported
 
 
 def test_random_fallback_calls_are_not_merged_by_cse() -> None:

@@ -536,9 +536,11 @@ def fallback_refusal(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> st
     name = torch_callable_name(fn)
     if name is None:
         return "no qualified name denotes this callable"
+    if name.rpartition(".")[2] in _LAYOUT_QUERIES or kwargs.get("out") is not None:
+        return None  # torch runs it (TorchRunsItError): the program runs split there
     reason = _refusal_by_name(name)
-    if reason is not None or "out" in kwargs:
-        return reason or "it writes into its out= argument"
+    if reason is not None:
+        return reason
     try:
         _FakeRun(name, fn, args, kwargs)
     except DataDependentFallbackError:
