@@ -177,6 +177,32 @@ def test_a_graph_thunder_refuses_runs_by_the_fallback_and_says_why(fallback):
         assert graph.runs.startswith("inductor: ") and not parts
 
 
+def _writes_a_pattern_between(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    y = (x @ w).fill_diagonal_(0.5)  # no functional variant: torch runs it
+    return torch.tanh(y * 2) + x.sum()
+
+
+def test_a_call_torch_must_run_splits_the_graph_around_it():
+    # Dynamo keeps fill_diagonal_ in its graph; thunder's trace cannot hold it, so the graph
+    # runs in parts: thunder's programs around the call, which FX runs by torch. Never the whole
+    # graph eagerly, and never a nested torch.compile.
+    compiled = thunderfx(_writes_a_pattern_between)
+    for _ in range(2):
+        x = torch.randn(4, 4)
+        w = torch.randn(4, 4, requires_grad=True)
+        got = compiled(x, w)
+        (gw,) = torch.autograd.grad(got.sum(), w)
+        we = w.detach().requires_grad_()
+        want = _writes_a_pattern_between(x, we)
+        (ww,) = torch.autograd.grad(want.sum(), we)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(gw, ww)
+    graph, *parts = subgraphs(compiled)
+    assert graph.runs.startswith("thunder in 2 part(s), eager: torch.Tensor.fill_diagonal_")
+    assert "no functional variant" in graph.fallback_reason
+    assert len(parts) == 2 and all(p.runs == "thunder" for p in parts)
+
+
 def test_the_backends_options_are_checked():
     with pytest.raises(TypeError, match="unknown option"):
         ThunderCompiler(executor=["torch"])

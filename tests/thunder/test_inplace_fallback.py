@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import thunder
 
@@ -95,8 +96,106 @@ def test_in_place_methods_eager_refuses_raise_eagers_error() -> None:
 
 
 @pytest.mark.parametrize("method", ["t_", "squeeze_", "transpose_", "fill_diagonal_"])
-def test_in_place_methods_without_a_functional_variant_are_refused_clearly(method: str) -> None:
-    args = {"transpose_": (0, 1), "fill_diagonal_": (1.0,)}.get(method, ())
-    jf = thunder.jit(lambda x: getattr(x.clone(), method)(*args))
-    with pytest.raises(NotImplementedError, match=f"{method}.*no functional variant.*test_inpl"):
-        jf(torch.rand(3, 3))
+def test_in_place_methods_without_a_functional_variant_run_split(method: str) -> None:
+    # torch runs them (they change a tensor's shape or write a pattern no functional aten op
+    # computes): the program runs split there, torch making the write, instead of refusing.
+    args = {"transpose_": (0, 1), "fill_diagonal_": (1.0,), "squeeze_": (0,)}.get(method, ())
+
+    def f(x, y):
+        z = getattr(x * 2, method)(*args)
+        return z.sin() + y, x.cos()
+
+    jf = thunder.jit(f)
+    for _ in range(3):
+        x, y = torch.rand(1, 3, 3), torch.rand(3, 3)
+        if method not in ("squeeze_",):
+            x = x[0]
+        got, want = jf(x, y), f(x, y)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and torch.equal(g, w)
+    stats = thunder.compile_stats(jf)
+    assert stats.split_calls == 3 and stats.eager_fallbacks == 0
+    assert f"torch.Tensor.{method}" in stats.last_split_reason
+    assert "no functional variant" in stats.last_split_reason
+    assert f"{__file__}:" in stats.last_split_reason
+
+
+# In-place functions (not Tensor methods) that write their first argument: recorded as their
+# functional variant and a copy, as the methods are.
+FUNCTIONS = {
+    "torch.relu_": lambda t: torch.relu_(t),
+    "torch.selu_": lambda t: torch.selu_(t),
+    "torch.celu_": lambda t: torch.celu_(t, 0.7),
+    "torch.sinc_": lambda t: torch.sinc_(t),
+    "torch.clamp_": lambda t: torch.clamp_(t, -0.3, 0.4),
+    "torch.threshold_": lambda t: torch.threshold_(t, 0.1, 20.0),
+    "torch.index_put_": lambda t: torch.index_put_(t, (torch.tensor([0, 2]),), torch.tensor(7.0)),
+    "F.relu_": lambda t: F.relu_(t),
+    "F.elu_": lambda t: F.elu_(t, 0.5),
+    "F.leaky_relu_": lambda t: F.leaky_relu_(t, negative_slope=0.3),
+    "F.hardtanh_": lambda t: F.hardtanh_(t, -0.4, 0.6),
+    "F.threshold_": lambda t: F.threshold_(t, 0.2, -1.0),
+    "F.selu_": lambda t: F.selu_(t),
+}
+
+
+def _apply_in_place(name: str, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = x * w - 0.5
+    before = y * 1.5
+    out = FUNCTIONS[name](y)
+    z = x * w
+    FUNCTIONS[name](z[:, 1:])  # through a view: the write lands in z
+    return out, y + before, z
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_in_place_functions_record_like_methods(name: str) -> None:
+    jf = thunder.jit(lambda x, w: _apply_in_place(name, x, w))
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        w = torch.randn(4, requires_grad=True)
+        got = jf(x, w)
+        want = _apply_in_place(name, x, w)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+        cot = [torch.randn_like(e) for e in want]
+        (gw,) = torch.autograd.grad(got, (w,), cot)
+        (ew,) = torch.autograd.grad(want, (w,), cot)
+        torch.testing.assert_close(gw, ew)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0 and stats.split_calls == 0
+    if name != "torch.clamp_":  # an op mirrors it
+        assert "torch_fallback_inplace" in str(thunder.last_traces(jf)[0])
+
+
+def test_in_place_function_on_a_leaf_raises_eagers_error() -> None:
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        thunder.jit(lambda t: torch.relu_(t))(x)
+
+
+def test_in_place_function_writing_more_than_its_tensor_runs_split() -> None:
+    # rrelu_ draws its slopes into a noise tensor it makes and writes: no functional variant of
+    # the one op records that, so torch runs it, split.
+    def f(x):
+        y = x - 0.5
+        torch.rrelu_(y, 0.1, 0.3)  # training=False: a fixed slope
+        return y * 2
+
+    jf = thunder.jit(f)
+    x = torch.randn(4, 5)
+    assert torch.equal(jf(x), f(x))
+    stats = thunder.compile_stats(jf)
+    assert stats.split_calls == 1 and "torch.rrelu_" in stats.last_split_reason
+
+
+def test_examine_lists_in_place_functions_as_run_by_the_fallback() -> None:
+    def f(x):
+        y = x * 2
+        F.elu_(y)
+        torch.relu_(y)
+        return y
+
+    report = thunder.examine(f, torch.randn(3), show=False)
+    assert not report.unsupported
+    assert {"torch.relu_", "torch.nn.functional.elu_"} <= set(report.fallback)

@@ -229,15 +229,18 @@ def test_examine_lists_supported_fallback_and_unsupported_ops(capsys):
     def f(x):
         out = torch.empty(3)
         torch.xlogy(x, x, out=out)  # torch runs it: the call runs split, not refused
-        resized = torch.resize_as_(x.clone(), x)  # a storage write thunder refuses
-        return torch.special.bessel_j0(torch.nn.functional.gelu(x)).sum(), torch.nonzero(x), resized
+        resized = torch.resize_as_(x.clone(), x)  # a storage write torch makes: split too
+        as_numpy = torch.from_numpy(x.numpy() * 2)  # data handed to NumPy: not compiled
+        out = torch.special.bessel_j0(torch.nn.functional.gelu(x)).sum()
+        return out, torch.nonzero(x), resized, as_numpy
 
     report = thunder.examine(f, torch.randn(3))
     assert any("gelu" in name for name in report.supported)
     assert any("nonzero" in name for name in report.supported)
     assert any("bessel_j0" in name for name in report.fallback)
     assert any("xlogy" in name for name in report.fallback)
-    assert any("resize_as_" in name for name in report.unsupported)
+    assert any("resize_as_" in name for name in report.fallback)
+    assert any("numpy" in name for name in report.unsupported)
     out = capsys.readouterr().out
     assert "UNSUPPORTED" in out and "torch fallback" in out
 

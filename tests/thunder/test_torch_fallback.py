@@ -172,6 +172,61 @@ def test_layout_queries_run_split_and_equal_eager_forward_and_backward() -> None
     assert not report.unsupported, report.unsupported
 
 
+def _hooked(x, w):
+    y = x @ w
+    y.register_hook(lambda g: g * 3)  # torch's backward runs it
+    z = torch.tanh(y)
+    z.retain_grad()
+    return z.sum(), z
+
+
+def test_autograd_hooks_run_split_and_the_backward_runs_them() -> None:
+    jf = thunder.jit(_hooked)
+    with pytest.warns(UserWarning, match="register_hook"):
+        for _ in range(3):
+            x = torch.randn(3, 4)
+            w = torch.randn(4, 5, requires_grad=True)
+            we = w.detach().clone().requires_grad_()
+            (got, z), (want, ze) = jf(x, w), _hooked(x, we)
+            got.backward()
+            want.backward()
+            torch.testing.assert_close(got, want)
+            torch.testing.assert_close(w.grad, we.grad)  # scaled by the hook, as in eager
+            torch.testing.assert_close(z.grad, ze.grad)  # retained, as in eager
+    stats = thunder.compile_stats(jf)
+    assert stats.split_calls == 3 and stats.eager_fallbacks == 0
+    assert "torch.Tensor.register_hook" in stats.last_split_reason
+    assert f"{__file__}:" in stats.last_split_reason
+    report = thunder.examine(_hooked, torch.randn(3, 4), w, show=False)
+    assert not report.unsupported, report.unsupported
+    assert "torch.Tensor.register_hook" in report.fallback
+
+
+STORAGE_WRITES = {
+    "resize_": lambda x: (x * 2).resize_(6).sin(),
+    "resize_as_": lambda x: (x * 2).resize_as_(torch.empty(2, 3)).sin(),
+    "set_": lambda x: torch.empty(0).set_(x * 2).cos(),
+    "share_memory_": lambda x: (x * 2).share_memory_().sin(),
+}
+
+
+@pytest.mark.parametrize("name", list(STORAGE_WRITES))
+def test_storage_writes_run_split_and_equal_eager(name: str) -> None:
+    fn = STORAGE_WRITES[name]
+    jf = thunder.jit(fn)
+    # share_memory_ is Python: its first call torch must run is untyped_storage()
+    reason = "untyped_storage" if name == "share_memory_" else name
+    with pytest.warns(UserWarning, match=reason):
+        for _ in range(2):
+            x = torch.randn(2, 3)
+            got, want = jf(x), fn(x)
+            assert got.shape == want.shape and torch.equal(got, want)
+    stats = thunder.compile_stats(jf)
+    assert stats.split_calls == 2 and stats.eager_fallbacks == 0
+    assert f"torch.Tensor.{reason}" in stats.last_split_reason
+    assert not thunder.examine(fn, torch.randn(2, 3), show=False).unsupported
+
+
 def test_random_fallback_calls_are_not_merged_by_cse() -> None:
     def f(x):
         # poisson has no thunder op and draws random numbers

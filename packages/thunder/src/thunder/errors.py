@@ -92,7 +92,12 @@ class RunsEagerly(Exception):
 class RunsSplit(RunsEagerly):
     """The program cannot be one compiled program, but torch runs it: the call runs through
     ``torch.compile`` with thunder's backend (``thunder.dynamo``), which splits it there and
-    thunder compiles the graphs around the split."""
+    thunder compiles the graphs around the split. ``torch_op``: the qualified name of the torch
+    callable torch must run (``torch.Tensor.t_``), where one call is the reason."""
+
+    def __init__(self, message: str, torch_op: str | None = None) -> None:
+        super().__init__(message)
+        self.torch_op = torch_op
 
 
 class RunsNatively(RunsSplit):

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from thunder.errors import JitError, RunsSplit, UnsupportedOperationError
-from thunder.lookasides import data_shaped_functions, is_torch_callable
+from thunder.lookasides import AUTOGRAD_HOOKS, data_shaped_functions, is_torch_callable
 from thunder.options import JitOptions
 from thunder_interp import Callbacks, interpret
 from thunder_ir import OpTag, Trace, prims
@@ -141,6 +141,17 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
 
     lookasides = {f: lookaside_for(f) for f in symbols if callable(f) and not isinstance(f, type)}
 
+    def run_by_torch(torch_fn: Any, name: str) -> Any:
+        def recorded(*a: Any, **k: Any) -> Any:
+            report.fallback[name] += 1
+            return torch_fn(*a, **k)
+
+        return recorded
+
+    for hook in AUTOGRAD_HOOKS:  # Python methods: their bodies are torch's bookkeeping
+        method = getattr(torch.Tensor, hook)
+        lookasides[method] = run_by_torch(method, f"torch.Tensor.{hook}")
+
     def opaque_call(f: Any, a: tuple[Any, ...], k: dict[str, Any]) -> Any:
         if is_torch_callable(f):
             method = None
@@ -149,9 +160,11 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
                 method = getattr(torch.Tensor, f.__name__, None)
             if (method is not None and method in symbols) or f in symbols:
                 report.supported[_name(f)] += 1
-            elif any(isinstance(x, torch.Tensor) for x in (*a, *k.values())):
-                name = torch_callable_name(f) or _name(f)
-                reason = fallback_refusal(f, a, k)
+            elif any(isinstance(x, torch.Tensor) for x in (owner, *a, *k.values())):
+                # A bound method (x.exponential_()) is the Tensor method given its tensor.
+                unbound, args = (method, (owner, *a)) if method is not None else (f, a)
+                name = torch_callable_name(unbound) or _name(f)
+                reason = fallback_refusal(unbound, args, k)
                 if reason is None:
                     report.fallback[name] += 1
                 else:

@@ -22,12 +22,13 @@ import torch.utils._config_module
 
 import thunder_interp
 import thunder_ir
-from thunder.errors import RunsEagerly, RunsNatively
+from thunder.errors import RunsEagerly, RunsNatively, RunsSplit
 from thunder_ir import NumberProxy, Proxy, TensorProxy
 from thunder_ir.ops import ALL_OPS, data_shapes, data_values, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
 
 __all__ = [
+    "AUTOGRAD_HOOKS",
     "Lookaside",
     "SymbolicSize",
     "is_torch_callable",
@@ -230,6 +231,8 @@ def _static_lookasides() -> dict[Any, Any]:
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
+    for name in AUTOGRAD_HOOKS:
+        table[getattr(torch.Tensor, name)] = functools.partial(_registers_hook, name)
     table.update(data_shaped_functions())
     return table
 
@@ -269,6 +272,18 @@ def _compiler_disabled(*args: Any, **kwargs: Any) -> Any:
     raise RunsNatively(
         "calls a function marked torch.compiler.disable (torch._dynamo.disable, "
         "thunder.run_natively), which runs outside the compiler"
+    )
+
+
+# Tensor methods that hand torch's autograd engine a function to run in the backward: the trace
+# has no place for it, torch runs it (the call runs split there).
+AUTOGRAD_HOOKS = ("register_hook", "retain_grad", "register_post_accumulate_grad_hook")
+
+
+def _registers_hook(name: str, *args: Any, **kwargs: Any) -> Any:
+    raise RunsSplit(
+        f"calls torch.Tensor.{name}, which gives torch's backward a hook to run; torch runs it",
+        torch_op=f"torch.Tensor.{name}",
     )
 
 

@@ -10,12 +10,15 @@ devices and whether an output requires grad, without data); executors run the ca
 What the fake run shows decides the variant recorded, or a clear refusal:
 
 - an output whose shape depends on the input's values (``nonzero``, ``unique``, ``masked_select``,
-  ``bincount``) or a Python number computed from the data (``item``, ``equal``): refused
-  (``TorchFallbackError``), as there is nothing to record;
-- a write into an argument (``out=``): refused; the IR's writes go through ``prims.copy_`` so
-  that aliasing and functionalization see them. An in-place Tensor method (``exponential_``) is
+  ``bincount``) or a Python number computed from the data (``item``, ``equal``):
+  ``DataDependentFallbackError``; where tracing can read the call's values,
+  ``torch_fallback_sized`` runs it on them, its sizes and numbers values read from data;
+- a write into an argument (``out=``): ``TorchRunsItError`` (the program runs split there, torch
+  making the write); the IR's writes go through ``prims.copy_`` so
+  that aliasing and functionalization see them. An in-place Tensor method (``exponential_``), or
+  a function that writes its first argument alone (``torch.relu_``, ``F.elu_``), is
   ``torch_fallback_inplace``: its aten functional variant, then ``copy_`` into the tensor
-  (``fallback_inplace``); one without a functional variant (``t_``) is refused;
+  (``fallback_inplace``); one without a functional variant (``t_``) runs split too;
 - an output that shares memory with an input (``diagonal``-like views): ``torch_fallback_view``,
   tagged ``VIEW`` (the aliasing analysis groups it with its inputs) and ``STRIDE_DEPENDENT``
   (functionalization refuses writes through it: it cannot replay an opaque view on values);
@@ -125,6 +128,14 @@ _LAYOUT_QUERIES = frozenset(
     }
 )  # fmt: skip
 assert _LAYOUT_QUERIES <= _REFUSED_METHODS
+
+# ... and the writes into a tensor's storage or shape, which torch makes: the program runs
+# through torch there too.
+_STORAGE_WRITES = frozenset({"resize_", "resize_as_", "set_", "share_memory_"})
+# ... and the autograd hooks, which torch's backward runs.
+_AUTOGRAD_HOOKS = frozenset({"register_hook", "retain_grad", "register_post_accumulate_grad_hook"})
+assert _STORAGE_WRITES | _AUTOGRAD_HOOKS <= _REFUSED_METHODS
+_RUN_BY_TORCH = _LAYOUT_QUERIES | _STORAGE_WRITES | _AUTOGRAD_HOOKS
 
 
 @functools.cache
@@ -282,10 +293,10 @@ class _FakeRun:
                     "not know; compute it outside the jitted function",
                 ) from None
         if any(t._version != v for t, v in zip(fakes, versions)):
-            raise TorchFallbackError(
+            raise TorchRunsItError(
                 name,
-                "it writes into one of its arguments in place (an in-place variant or out=), "
-                "which thunder records only for ops it mirrors; use the out-of-place form",
+                "it writes into an argument in place, and no functional variant of it records "
+                "the write",
             )
         self.random = recorder.random
         self.out = out
@@ -458,13 +469,27 @@ def torch_fallback_vjp(
     )
 
 
-def _is_in_place_method(name: str) -> bool:
+def _is_in_place_name(name: str) -> bool:
+    """An in-place variant by torch's naming: ``torch.Tensor.relu_``, ``torch.relu_``,
+    ``torch._C._nn.elu_`` (the callable behind ``F.elu_``)."""
     method = name.rpartition(".")[2]
+    return method.endswith("_") and not method.endswith("__") and method not in _REFUSED_METHODS
+
+
+def _is_in_place_method(name: str) -> bool:
+    return name.startswith("torch.Tensor.") and _is_in_place_name(name)
+
+
+def _writes_first_argument_by_name(name: str, fn: Any, args: Sequence[Any]) -> bool:
+    """Whether ``fn`` is, by its name, an in-place function of its first argument
+    (``torch.relu_``), not a custom op whose schema says what it writes."""
+    from thunder_ir.ops.fallback_mutating import written_arguments
+
     return (
-        name.startswith("torch.Tensor.")
-        and method.endswith("_")
-        and not method.endswith("__")
-        and method not in _REFUSED_METHODS
+        _is_in_place_name(name)
+        and bool(args)
+        and isinstance(args[0], (TensorProxy, torch.Tensor))
+        and not written_arguments(fn)
     )
 
 
@@ -476,10 +501,9 @@ def _through_functional_variant(
     from thunder_ir.ops.fallback_inplace import functional_variant_call
 
     if functional_variant_call(name.rpartition(".")[2], fn, args, kwargs) is None:
-        raise TorchFallbackError(
+        raise TorchRunsItError(
             name,
-            "it writes into its tensor in place, and torch has no functional variant of it that "
-            "thunder could record; use an out-of-place form",
+            "it writes into its tensor in place, and torch has no functional variant of it",
         )
     return torch_fallback_inplace(name, *args, **kwargs)
 
@@ -520,6 +544,12 @@ torch_fallback_inplace = torchop(
 
 def _refusal_by_name(name: str) -> str | None:
     method = name.rpartition(".")[2]
+    if method in _STORAGE_WRITES:
+        return "it changes its tensor's storage or shape in place, which the trace does not model"
+    if method == "numpy":
+        return "it hands the tensor's data to NumPy, which the trace does not model"
+    if method in _AUTOGRAD_HOOKS:
+        return "it gives torch's backward a hook to run, which the trace does not model"
     if method in _REFUSED_METHODS:
         return "its result is memory layout or autograd bookkeeping, which the trace does not model"
     if name.startswith("torch.Tensor.") and method.endswith("_") and not method.endswith("__"):
@@ -536,8 +566,11 @@ def fallback_refusal(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> st
     name = torch_callable_name(fn)
     if name is None:
         return "no qualified name denotes this callable"
-    if name.rpartition(".")[2] in _LAYOUT_QUERIES or kwargs.get("out") is not None:
+    if name.rpartition(".")[2] in _RUN_BY_TORCH or kwargs.get("out") is not None:
         return None  # torch runs it (TorchRunsItError): the program runs split there
+    if _is_in_place_method(name) or _writes_first_argument_by_name(name, fn, args):
+        # Its functional variant and a copy, or (without one) torch runs it, split.
+        return None
     reason = _refusal_by_name(name)
     if reason is not None:
         return reason
@@ -545,6 +578,8 @@ def fallback_refusal(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> st
         _FakeRun(name, fn, args, kwargs)
     except DataDependentFallbackError:
         return None  # run on the call's values while tracing (torch_fallback_sized)
+    except TorchRunsItError:
+        return None  # the program runs split there
     except TorchFallbackError as e:
         return e.reason
     except Exception:  # eager raises too: not a refusal of the fallback
@@ -577,7 +612,7 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
             getattr(fn, "__qualname__", repr(fn)), "no qualified name denotes this callable"
         )
     reason = _refusal_by_name(name)
-    if reason is not None and name.rpartition(".")[2] in _LAYOUT_QUERIES:
+    if reason is not None and name.rpartition(".")[2] in _RUN_BY_TORCH:
         raise TorchRunsItError(name, reason)
     if reason is None and kwargs.get("out") is not None:
         raise TorchRunsItError(name, "it writes into its out= argument")
@@ -601,6 +636,13 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
             _specialize_shape(p)
     if in_place:
         return _through_functional_variant(name, fn, args, kwargs)
+    if _writes_first_argument_by_name(name, fn, args):
+        from thunder_ir.ops.fallback_inplace import functional_variant_call
+
+        # torch.relu_(t), F.elu_(t): recorded as the in-place Tensor methods are, where torch
+        # has a functional variant (else the fake run below says what it writes).
+        if functional_variant_call(name.rpartition(".")[2], fn, args, kwargs) is not None:
+            return torch_fallback_inplace(name, *args, **kwargs)
     try:
         run = _FakeRun(name, fn, args, kwargs)
     except DataDependentFallbackError:

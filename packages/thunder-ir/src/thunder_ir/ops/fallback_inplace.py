@@ -25,6 +25,7 @@ import torch
 from thunder_ir.devices import to_torch_device
 from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.proxies import TensorProxy
+from thunder_ir.pytree import tree_iter, tree_map
 
 __all__ = ["functional_variant_call"]
 
@@ -46,40 +47,50 @@ class _FirstOp(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[
 def functional_variant_call(
     method: str, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]
 ) -> tuple[Any, tuple[Any, ...], dict[str, Any]] | None:
-    """For the in-place method ``fn`` (``torch.Tensor.<method>``) called on ``args[0]``: the
+    """For the in-place method ``fn`` (``torch.Tensor.<method>``, or a function such as
+    ``torch.relu_``) called on ``args[0]`` (a proxy, or a tensor for ``thunder.examine``): the
     functional aten overload and the arguments that compute the values it writes, or None where
     there is none. Raises eager's error where eager refuses the call."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    self_proxy = args[0]
-    assert isinstance(self_proxy, TensorProxy)
+    assert isinstance(args[0], (TensorProxy, torch.Tensor))
     mode = FakeTensorMode(allow_fallback_kernels=False)
     recorder = _FirstOp()
-    proxies: list[TensorProxy] = []
+    by_fake: dict[int, Any] = {}  # id of each fake tensor: the proxy (or tensor) it stands for
     with mode:
 
         def fake(x: Any) -> Any:
             if isinstance(x, TensorProxy):
-                proxies.append(x)
-                return torch.empty(
+                t = torch.empty(
                     tuple(int(s) for s in x.shape),
                     dtype=to_torch_dtype(x.dtype),
                     device=to_torch_device(x.device),
                 )
-            return x
+            elif isinstance(x, torch.Tensor):  # thunder.examine's real tensors
+                t = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            else:
+                return x
+            by_fake[id(t)] = x
+            return t
 
-        fargs = [fake(a) for a in args]
-        fkwargs = {k: fake(v) for k, v in kwargs.items()}
+        fargs = list(tree_map(fake, tuple(args)))  # index_put_'s indices are a tuple of them
+        fkwargs = tree_map(fake, dict(kwargs))
         with recorder:
             fn(*fargs, **fkwargs)  # eager's own checks: its error, if any, is the call's
     calls = [c for c in recorder.calls if c[0]._schema.name == f"aten::{method}"]
+    if not calls and len(recorder.calls) == 1 and recorder.calls[0][0]._schema.is_mutable:
+        calls = recorder.calls  # a composite function (selu_ is one elu_): the op it calls
     if len(calls) != 1 or calls[0][1][:1] != (fargs[0],):
         return None
     inplace, dispatched_args, dispatched_kwargs = calls[0]
+    if any(c[0]._schema.is_mutable for c in recorder.calls if c is not calls[0]):
+        return None  # it writes more than its tensor
+    written = [a for a in inplace._schema.arguments if a.alias_info and a.alias_info.is_write]
+    if written != inplace._schema.arguments[:1]:
+        return None
     functional = _functional_overload(inplace)
     if functional is None:
         return None
-    by_fake = {id(f): p for f, p in zip((a for a in fargs if isinstance(a, torch.Tensor)), proxies)}
     # The dispatcher hands a generator on as a new Python object: the caller's is the one kept.
     given = [g for g in (*args, *kwargs.values()) if isinstance(g, torch.Generator)]
 
@@ -90,12 +101,13 @@ def functional_variant_call(
 
     schema = inplace._schema
     positional = [a for a in schema.arguments if not a.kwarg_only]
-    values = [back(x) for x in dispatched_args]
+    values = [tree_map(back, x) for x in dispatched_args]
     for a in positional[len(values) :]:  # the defaults eager's dispatcher left out
         values.append(a.default_value)
     by_name = dict(zip((a.name for a in positional), values))
-    call_kwargs = {k: back(v) for k, v in dispatched_kwargs.items()}
-    if any(isinstance(x, torch.Tensor) for x in (*values, *call_kwargs.values())):
+    call_kwargs = tree_map(back, dict(dispatched_kwargs))
+    made = (dispatched_args, dispatched_kwargs)
+    if any(isinstance(x, torch.Tensor) and id(x) not in by_fake for x in tree_iter(made)):
         return None  # a tensor the call made itself (a wrapped number): not expressible
     op, order = functional
     return op, tuple(by_name[n] for n in order), call_kwargs

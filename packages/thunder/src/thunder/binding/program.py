@@ -160,7 +160,9 @@ def _as_reported(e: Exception) -> Exception:
         return ProgramRaised(eager)
     if isinstance(e, TorchRunsItError):
         # Not a refusal: torch runs it. The call runs split there (``RunsSplit``).
-        split = RunsSplit(f"calls {e.op}, which a trace cannot hold ({e.reason}) but torch runs")
+        split = RunsSplit(
+            f"calls {e.op}, which a trace cannot hold ({e.reason}) but torch runs", torch_op=e.op
+        )
         split.__traceback__ = e.__traceback__
         return ProgramRaised(split)
     if isinstance(e, UnsupportedOperationError):

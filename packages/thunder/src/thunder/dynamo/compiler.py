@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from thunder import logs
-from thunder.errors import JitError, UnsupportedOperationError
+from thunder.errors import JitError, RunsSplit, UnsupportedOperationError
 from thunder.jit_function import ThunderFunction
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder_ir import Transform
@@ -55,14 +55,17 @@ class Subgraph:
             return self._fallback(*args)
         try:
             return self.function(*args)
-        except (UnsupportedOperationError, JitError) as e:
-            # A refusal is raised while tracing, before anything of the graph ran.
+        except (UnsupportedOperationError, JitError, RunsSplit) as e:
+            # A refusal (or a call torch must run) is raised while tracing, before anything of
+            # the graph ran.
             return self._fall_back(e, args)(*args)
 
     def _fall_back(self, error: Exception, args: tuple[Any, ...]) -> Any:
         kind = self.fallback
         self.fallback_reason = f"{type(error).__name__}: {error}"
-        split = split_at_refused(self.graph_module) if kind == "eager" else None
+        torch_op = getattr(error, "torch_op", None)
+        must_run = frozenset({torch_op}) if torch_op else frozenset()
+        split = split_at_refused(self.graph_module, must_run) if kind == "eager" else None
         if split is not None:
             split_gm, refused, part_names = split
             for name in part_names:
@@ -110,6 +113,7 @@ def compile_graph(
         recompile()
     # Its generated forward, not the module's __call__ (FX's call wrapper has nothing to trace)
     function = ThunderFunction(gm.forward, options, executors, transforms)
+    function.split_by_caller = True  # a call torch must run splits this graph (Subgraph)
     return Subgraph(gm, function, dynamic, fallback=fallback)
 
 
@@ -118,13 +122,26 @@ def compile_graph(
 _TAKEN_HIGHER_ORDER = frozenset({"tag_activation_checkpoint", "wrap"})
 
 
+def _calls_one_of(node: torch.fx.Node, torch_ops: frozenset[str]) -> bool:
+    """Whether ``node`` calls a torch callable named in ``torch_ops`` (``torch.rrelu_``, or
+    ``torch.Tensor.t_`` for a method call)."""
+    from thunder_ir.ops.fallback import torch_callable_name
+
+    if not torch_ops:
+        return False
+    if node.op == "call_method":
+        return f"torch.Tensor.{node.target}" in torch_ops
+    return node.op == "call_function" and torch_callable_name(node.target) in torch_ops
+
+
 def split_at_refused(
-    gm: torch.fx.GraphModule,
+    gm: torch.fx.GraphModule, must_run: frozenset[str] = frozenset()
 ) -> tuple[torch.fx.GraphModule, list[str], list[str]] | None:
     """``gm`` split into consecutive runs of nodes thunder takes and nodes it does not (the
     higher-order operators it has no lookaside for, with the ``getitem``s and body attributes
-    that belong to them): (the split module, the refused ops, the names of thunder's parts),
-    or None when no node is refused or nothing would be left to thunder."""
+    that belong to them, and calls of the torch callables named in ``must_run``, which a trace
+    cannot hold but torch runs): (the split module, the refused ops, the names of thunder's
+    parts), or None when no node is refused or nothing would be left to thunder."""
     from torch._ops import HigherOrderOperator
     from torch.fx.passes.split_module import split_module
 
@@ -135,7 +152,7 @@ def split_at_refused(
             node.op == "call_function"
             and isinstance(target, HigherOrderOperator)
             and target.name() not in _TAKEN_HIGHER_ORDER  # type: ignore[no-untyped-call]
-        ):
+        ) or _calls_one_of(node, must_run):
             refused.add(node)
         elif node.target is operator.getitem and node.args and node.args[0] in refused:
             refused.add(node)  # one of a refused op's results
@@ -162,6 +179,7 @@ def split_at_refused(
     split = split_module(gm, gm, lambda node: partition[node], keep_original_order=True)
     ops = sorted(
         {str(n.target.name()) for n in refused if isinstance(n.target, HigherOrderOperator)}  # type: ignore[no-untyped-call]
+        | {op for n in refused for op in must_run if _calls_one_of(n, frozenset({op}))}
     )
     names = [f"submod_{i}" for i in thunder_ids if hasattr(split, f"submod_{i}")]
     return split, ops, names
