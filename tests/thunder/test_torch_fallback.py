@@ -202,6 +202,44 @@ def test_autograd_hooks_run_split_and_the_backward_runs_them() -> None:
     assert "torch.Tensor.register_hook" in report.fallback
 
 
+def _asks_autograd(x, w):
+    y = x @ w
+    scale = 2.0 if y.grad_fn is not None else 1.0  # torch's answer: under no_grad it differs
+    leaf = 3.0 if w.is_leaf and w.grad is None else 1.0
+    return y * scale * leaf
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+def test_autograd_attributes_are_torchs_answers(grad: bool) -> None:
+    jf = thunder.jit(_asks_autograd)
+    with pytest.warns(UserWarning, match="grad_fn"), torch.set_grad_enabled(grad):
+        for _ in range(2):
+            x = torch.randn(3, 4)
+            w = torch.randn(4, 2, requires_grad=True)
+            we = w.detach().clone().requires_grad_()
+            got, want = jf(x, w), _asks_autograd(x, we)
+            torch.testing.assert_close(got, want)
+            if grad:
+                torch.testing.assert_close(
+                    torch.autograd.grad(got.sum(), w), torch.autograd.grad(want.sum(), we)
+                )
+    stats = thunder.compile_stats(jf)
+    assert stats.split_calls == 2 and stats.eager_fallbacks == 0
+    assert "torch.Tensor.grad_fn" in stats.last_split_reason
+
+
+def test_device_kind_queries_are_answered_in_the_trace() -> None:
+    def f(x):
+        accelerated = x.is_xla or x.is_ipu or x.is_vulkan or x.is_mtia or x.is_maia or x.is_mps
+        return x + 1 if accelerated else x * 2
+
+    jf = thunder.jit(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(jf(x), f(x))
+    stats = thunder.compile_stats(jf)
+    assert stats.split_calls == 0 and stats.eager_fallbacks == 0
+
+
 STORAGE_WRITES = {
     "resize_": lambda x: (x * 2).resize_(6).sin(),
     "resize_as_": lambda x: (x * 2).resize_as_(torch.empty(2, 3)).sin(),

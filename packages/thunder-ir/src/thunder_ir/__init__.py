@@ -13,7 +13,6 @@ from thunder_ir.errors import (
     TracingError,
     UnsupportedInTracingError,
     UnsupportedOptionError,
-    UnsupportedTensorAttributeError,
 )
 from thunder_ir.proxies import (
     CollectionProxy,
@@ -58,7 +57,6 @@ __all__ = [
     "Transform",
     "UnsupportedInTracingError",
     "UnsupportedOptionError",
-    "UnsupportedTensorAttributeError",
     "__version__",
     "check_trace",
     "constraints",

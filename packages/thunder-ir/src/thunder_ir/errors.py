@@ -8,7 +8,6 @@ __all__ = [
     "TracingError",
     "UnsupportedInTracingError",
     "UnsupportedOptionError",
-    "UnsupportedTensorAttributeError",
 ]
 
 
@@ -25,11 +24,6 @@ class TracingError(Exception):
 
 class DataDependentError(TracingError, RuntimeError):
     """A Python value computed from a tensor's data: ``bool(t)``, ``float(t)``, ``t.item()``."""
-
-
-class UnsupportedTensorAttributeError(TracingError, NotImplementedError):
-    """A ``torch.Tensor`` attribute or method the IR does not mirror. Not an ``AttributeError``:
-    ``hasattr`` and ``getattr(x, name, default)`` would turn it into a silent False or default."""
 
 
 class UnsupportedInTracingError(TracingError, NotImplementedError):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from thunder_ir import constraints as C
 from thunder_ir.devices import Device, to_device
 from thunder_ir.dtypes import DType, to_dtype
-from thunder_ir.errors import DataDependentError, UnsupportedTensorAttributeError
+from thunder_ir.errors import DataDependentError
 from thunder_ir.sizes import note_constraint
 from thunder_ir.tracectx import get_tracectx
 
@@ -272,6 +272,12 @@ class TensorProxy(Proxy):
 
         return torch.strided
 
+    is_xla = property(lambda self: self.device.type == "xla")
+    is_ipu = property(lambda self: self.device.type == "ipu")
+    is_vulkan = property(lambda self: self.device.type == "vulkan")
+    is_mtia = property(lambda self: self.device.type == "mtia")
+    is_maia = property(lambda self: self.device.type == "maia")
+
     is_sparse = is_sparse_csr = is_nested = is_quantized = is_mkldnn = property(lambda self: False)
 
     @property
@@ -342,8 +348,14 @@ class TensorProxy(Proxy):
             if method is not None:
                 return method
             if hasattr(torch.Tensor, name):
-                raise UnsupportedTensorAttributeError(
-                    f"Tensor attribute or method {name!r} is not supported by the IR"
+                # grad, is_leaf, grad_fn, _version, _base, ...: torch answers them, the program
+                # runs through torch here (never a silent False from hasattr).
+                from thunder_ir.ops.fallback import TorchRunsItError
+
+                raise TorchRunsItError(
+                    f"torch.Tensor.{name}",
+                    "an attribute of autograd or memory bookkeeping, which the trace does not "
+                    "model",
                 )
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
         if name in _TENSOR_PROPERTIES:

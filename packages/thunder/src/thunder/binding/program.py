@@ -161,7 +161,7 @@ def _as_reported(e: Exception) -> Exception:
     if isinstance(e, TorchRunsItError):
         # Not a refusal: torch runs it. The call runs split there (``RunsSplit``).
         split = RunsSplit(
-            f"calls {e.op}, which a trace cannot hold ({e.reason}) but torch runs", torch_op=e.op
+            f"uses {e.op}, which a trace cannot hold ({e.reason}) but torch runs", torch_op=e.op
         )
         split.__traceback__ = e.__traceback__
         return ProgramRaised(split)
