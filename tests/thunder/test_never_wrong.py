@@ -13,7 +13,6 @@ import pytest
 import torch
 
 import thunder
-import thunder_ir
 
 G_LOG: list[torch.Tensor] = []
 G_LL: list[list[int]] = []
