@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import torch
 import torch.utils.checkpoint as torch_checkpoint
+from split_runs import call_split
 
 import thunder
-from thunder.errors import UnsupportedOperationError
 
 BF16 = {"atol": 2e-2, "rtol": 2e-2}
 
@@ -252,7 +252,7 @@ def test_cpu_amp_autocast() -> None:
     torch.testing.assert_close(got, expected, **BF16)
 
 
-def test_non_cpu_autocast_block_is_a_clear_error() -> None:
+def test_non_cpu_autocast_block_runs_split() -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         with torch.autocast("xpu", dtype=torch.bfloat16):  # a device type other than the CPU
             return x @ x
@@ -261,8 +261,9 @@ def test_non_cpu_autocast_block_is_a_clear_error() -> None:
         warnings.simplefilter("ignore")
         if not torch.autocast("xpu", dtype=torch.bfloat16)._enabled:
             pytest.skip("this torch disables xpu autocast")
-        with pytest.raises(UnsupportedOperationError, match=r"torch.autocast.*test_ambient_state"):
-            thunder.jit(fn)(torch.randn(2, 2))
+        x = torch.randn(2, 2)
+        out = call_split(thunder.jit(fn), x, match=r"torch.autocast.*test_ambient_state")
+        torch.testing.assert_close(out, fn(x))  # torch runs the block
 
 
 def test_autocast_block_recompiles_when_ambient_autocast_changes() -> None:
@@ -505,9 +506,17 @@ def test_backend_flags_are_guarded() -> None:
     assert reason is not None and "torch.backends.mkldnn.enabled" in reason
 
 
-def test_deterministic_algorithms_query_is_refused() -> None:
+def test_deterministic_algorithms_query_runs_split() -> None:
     def fn(a: torch.Tensor) -> torch.Tensor:
         return a + 1 if torch.are_deterministic_algorithms_enabled() else a - 1
 
-    with pytest.raises(UnsupportedOperationError, match="deterministic"):
-        thunder.jit(fn)(torch.zeros(2))
+    jf = thunder.jit(fn)
+    torch.testing.assert_close(
+        call_split(jf, torch.zeros(2), match="deterministic"), fn(torch.zeros(2))
+    )
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(not before)
+    try:  # torch asks on every call: the other answer, as eager
+        torch.testing.assert_close(jf(torch.zeros(2)), fn(torch.zeros(2)))
+    finally:
+        torch.use_deterministic_algorithms(before)

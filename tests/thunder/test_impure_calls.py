@@ -1,8 +1,9 @@
-"""C functions whose results may change between calls are refused, never baked into the program;
-pure ones run at trace time and give eager's result."""
+"""C functions whose results may change between calls run split (torch runs them on every call),
+never baked into the program; pure ones run at trace time and give eager's result."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import math
@@ -12,24 +13,35 @@ from typing import Any
 
 import pytest
 import torch
+from split_runs import call_split
 
 import thunder
 
 _outside_iterator = iter(range(100))
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [
-        lambda x: x * random.random(),
-        lambda x: x * time.time(),
-        lambda x: x * next(_outside_iterator),
-    ],
-    ids=["random.random", "time.time", "next-outside-iterator"],
-)
-def test_impure_call_is_a_clear_error_with_the_users_line(fn):
-    with pytest.raises(thunder.ImpureCallError, match=r"test_impure_calls\.py:\d+"):
-        thunder.jit(fn)(torch.ones(2))
+@pytest.mark.parametrize("kind", ["random.random", "time.time", "next-outside-iterator"])
+def test_impure_call_runs_split_with_the_users_line(kind: str) -> None:
+    # Its result would become a constant of a compiled program: torch runs the call (split),
+    # asking again on every call, as eager does.
+    fn = {
+        "random.random": lambda x: x * random.random(),
+        "time.time": lambda x: x * time.time(),
+        "next-outside-iterator": lambda x: x * next(_outside_iterator),
+    }[kind]
+    jf = thunder.jit(fn)
+    for _ in range(2):
+        random.seed(5)
+        before, expected_next = time.time(), next(copy.copy(_outside_iterator))
+        ones = torch.ones(2, dtype=torch.float64)  # time.time() to the microsecond
+        got = call_split(jf, ones, match=r"test_impure_calls\.py:\d+")
+        if kind == "random.random":
+            random.seed(5)
+            torch.testing.assert_close(got, fn(ones))
+        elif kind == "time.time":
+            assert before <= got[0].item() <= time.time()
+        else:
+            assert got.tolist() == [expected_next] * 2  # the iterator advanced once per call
 
 
 def test_pure_calls_and_objects_made_by_the_program_are_fine():
@@ -141,9 +153,9 @@ def test_a_cached_function_marked_constant_runs_once_and_its_result_is_a_constan
     assert thunder.compile_stats(jitted).compilations == 1
 
 
-def test_a_cached_function_without_the_marker_is_still_refused() -> None:
+def test_a_cached_function_without_the_marker_runs_split() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return x * 2 if _unmarked("torch") else x
 
-    with pytest.raises(thunder.ImpureCallError, match="_unmarked"):
-        thunder.jit(f)(torch.randn(3))
+    x = torch.randn(3)
+    torch.testing.assert_close(call_split(thunder.jit(f), x, match="_unmarked"), f(x))

@@ -12,13 +12,9 @@ from typing import Any
 
 import pytest
 import torch
+from split_runs import call_split
 
 import thunder
-from thunder.errors import (
-    ImpureCallError,
-    UnsupportedOperationError,
-    UnsupportedSideEffectError,
-)
 
 _VAR: contextvars.ContextVar[Any] = contextvars.ContextVar("collector", default=None)
 
@@ -49,22 +45,31 @@ def test_context_var_set_and_reset_within_the_call() -> None:
         assert _VAR.get() is None
 
 
-def test_context_var_left_set_is_refused() -> None:
+def test_context_var_left_set_runs_split() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         _VAR.set(1)
         return x + 1
 
-    with pytest.raises(UnsupportedSideEffectError, match="ContextVar collector"):
-        thunder.jit(f)(_x(3))
-    assert _VAR.get() is None
+    try:
+        x = _x(3)
+        out = call_split(thunder.jit(f), x, match="ContextVar collector")
+        torch.testing.assert_close(out, x + 1)
+        assert _VAR.get() == 1  # set once, by torch's run, as eager leaves it
+    finally:
+        _VAR.set(None)
 
 
-def test_context_var_read_from_outside_is_refused() -> None:
+def test_context_var_read_from_outside_runs_split() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return x + (_VAR.get() or 0)
 
-    with pytest.raises(ImpureCallError, match="ContextVar.get"):
-        thunder.jit(f)(_x(3))
+    jf, x = thunder.jit(f), _x(3)
+    torch.testing.assert_close(call_split(jf, x, match="ContextVar.get"), x)
+    token = _VAR.set(2)
+    try:  # read on every call, as eager
+        torch.testing.assert_close(jf(x), x + 2)
+    finally:
+        _VAR.reset(token)
 
 
 def test_context_var_token_misuse_raises_like_eager() -> None:
@@ -272,14 +277,16 @@ def test_returned_objects_are_rebuilt_with_new_tensors() -> None:
     assert thunder.cache_hits(j) == 1
 
 
-def test_returned_object_with_a_cycle_is_refused() -> None:
+def test_returned_object_with_a_cycle_runs_split() -> None:
     def f(x: torch.Tensor) -> Any:
         b = Box(x + 1, "a")
         b.me = b  # type: ignore[attr-defined]
         return b
 
-    with pytest.raises(UnsupportedSideEffectError, match="Box"):
-        thunder.jit(f)(_x(2))
+    x = _x(2)
+    b = call_split(thunder.jit(f), x, match="Box")
+    assert b.me is b and b.tag == "a"
+    torch.testing.assert_close(b.value, x + 1)
 
 
 def test_object_stored_into_outside_state_is_rebuilt() -> None:
@@ -448,7 +455,7 @@ def test_object_changed_after_it_is_stored_outside_is_stored_as_it_ends() -> Non
     assert thunder.cache_hits(j) == 1
 
 
-def test_object_changed_after_it_is_stored_where_no_path_leads_is_refused() -> None:
+def test_object_changed_after_it_is_stored_where_no_path_leads_runs_split() -> None:
     seen: set[Any] = set()
 
     def f(x: torch.Tensor) -> torch.Tensor:
@@ -457,8 +464,10 @@ def test_object_changed_after_it_is_stored_where_no_path_leads_is_refused() -> N
         box.tag = "b"
         return x * 2
 
-    with pytest.raises(UnsupportedSideEffectError, match="Box"):
-        thunder.jit(f)(_x(2))
+    x = _x(2)
+    torch.testing.assert_close(call_split(thunder.jit(f), x, match="Box"), x * 2)
+    (box,) = seen  # stored once, by torch's run, and changed after it, as eager
+    assert box.tag == "b"
 
 
 # -- buffers assigned in forward ------------------------------------------------------------------------
@@ -553,7 +562,7 @@ def test_requires_grad_on_a_computed_tensor_gives_eagers_gradients() -> None:
     emb.weight.requires_grad_(True)
 
 
-def test_requires_grad_that_would_change_a_callers_tensor_or_unflag_one_is_refused() -> None:
+def test_requires_grad_that_would_change_a_callers_tensor_or_unflag_one_runs_split() -> None:
     def flag_input(x: torch.Tensor) -> torch.Tensor:
         return x.requires_grad_(True) * 2
 
@@ -561,10 +570,10 @@ def test_requires_grad_that_would_change_a_callers_tensor_or_unflag_one_is_refus
         return (x * 2).requires_grad_(False)
 
     x = torch.randn(3)
-    with pytest.raises(UnsupportedOperationError, match="tensor passed in"):
-        thunder.jit(flag_input)(x)
-    assert not x.requires_grad  # the caller's tensor is untouched
-    with pytest.raises(UnsupportedOperationError, match="detach"):
+    out = call_split(thunder.jit(flag_input), x, match="tensor passed in")
+    assert x.requires_grad and out.requires_grad  # torch's run flags the caller's tensor
+    torch.testing.assert_close(out, x * 2)
+    with pytest.raises(RuntimeError, match="detach"):  # eager's own error
         thunder.jit(unflag)(torch.randn(3, requires_grad=True))
     w = torch.randn(3, requires_grad=True)
     torch.testing.assert_close(thunder.jit(flag_input)(w), w * 2)  # already so: nothing to do
@@ -662,15 +671,16 @@ def test_tensor_layout_and_storage_queries_answer_as_eager() -> None:
         assert torch.equal(got[4], want[4])
 
 
-def test_a_sparse_tensor_is_refused_clearly_and_never_runs_a_dense_program() -> None:
+def test_a_sparse_tensor_runs_split_and_never_runs_a_dense_program() -> None:
     def f(x):
         return (x * 2).sum(0)
 
     jf = thunder.jit(f)
     dense = torch.randn(3, 4).relu()
     torch.testing.assert_close(jf(dense), f(dense))
-    with pytest.raises(NotImplementedError, match=r"layout torch.sparse_coo .*\.to_dense\(\)"):
-        jf(dense.to_sparse())  # the dense program's key does not match: traced, and refused
+    sparse = dense.to_sparse()  # the dense program's key does not match: traced; torch runs it
+    got = call_split(jf, sparse, match=r"layout torch.sparse_coo .*\.to_dense\(\)")
+    torch.testing.assert_close(got.to_dense(), f(sparse).to_dense())
     assert thunder.compile_stats(jf).compilations == 1
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from split_runs import call_split
 
 import thunder
-from thunder.errors import UnsupportedOperationError
 
 TABLE = np.zeros((2, 3), dtype=np.float32)
 
@@ -75,12 +75,13 @@ def test_array_built_inside_becomes_a_constant_copy() -> None:
     torch.testing.assert_close(thunder.jit(f)(x), f(x))
 
 
-def test_sharing_an_array_built_inside_is_refused_clearly() -> None:
+def test_sharing_an_array_built_inside_runs_split() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return x + torch.from_numpy(np.ones(3, dtype=np.float32))
 
-    with pytest.raises(UnsupportedOperationError, match="built inside the jitted function"):
-        thunder.jit(f)(torch.randn(3))
+    x = torch.randn(3)
+    out = call_split(thunder.jit(f), x, match="built inside the jitted function")
+    torch.testing.assert_close(out, f(x))
 
 
 def test_non_array_arguments_keep_their_usual_path() -> None:

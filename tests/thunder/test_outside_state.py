@@ -15,12 +15,9 @@ from typing import Any
 
 import pytest
 import torch
+from split_runs import call_split
 
 import thunder
-from thunder.errors import (
-    ImpureCallError,
-    UnsupportedSideEffectError,
-)
 
 SCALE = 2.0
 CONFIG = {"shift": 1.0}
@@ -921,7 +918,7 @@ def test_c_collection_changed_after_compiling_gives_the_new_result(read: Any, ch
         _FLAGS.clear(), _FLAGS.update(saved[2])
 
 
-def test_a_method_changing_an_outside_deque_is_refused_before_it_runs() -> None:
+def test_a_method_changing_an_outside_deque_runs_split_once_per_call() -> None:
     # deque.append on an outside deque was taken as pure (collections is a pure module): it ran
     # once while tracing and never again.
     def f(x: torch.Tensor) -> torch.Tensor:
@@ -929,9 +926,10 @@ def test_a_method_changing_an_outside_deque_is_refused_before_it_runs() -> None:
         return x + 1
 
     before = list(_DEQUE)
-    with pytest.raises(ImpureCallError, match="append"):
-        thunder.jit(f)(torch.ones(2))
-    assert list(_DEQUE) == before
+    jf = thunder.jit(f)
+    for n in (1, 2):  # torch runs it (split): appended once per call, as eager does
+        torch.testing.assert_close(call_split(jf, torch.ones(2), match="append"), torch.ones(2) + 1)
+        assert list(_DEQUE) == [*before, *[1.0] * n]
 
 
 class _MappedConfig:
@@ -1138,7 +1136,7 @@ def test_a_returned_closure_computes_with_the_calls_tensor():
         torch.testing.assert_close(jitted(x)(3.0), f(x)(3.0))
 
 
-def test_assigning_a_variable_a_stored_closure_reads_after_storing_it_is_refused():
+def test_assigning_a_variable_a_stored_closure_reads_after_storing_it_runs_split():
     def f(x):
         n = 1
         STORED.append(lambda: n)
@@ -1146,9 +1144,9 @@ def test_assigning_a_variable_a_stored_closure_reads_after_storing_it_is_refused
         return x + n
 
     STORED.clear()
-    with pytest.raises(UnsupportedSideEffectError, match="after storing it"):
-        thunder.jit(f)(torch.ones(1))
-    assert STORED == []  # tracing left nothing behind
+    out = call_split(thunder.jit(f), torch.ones(1), match="after storing it")
+    torch.testing.assert_close(out, torch.ones(1) + 2)
+    assert len(STORED) == 1 and STORED[0]() == 2  # eager's closure; tracing left nothing behind
 
 
 def test_a_forward_hook_the_module_registers_on_itself_once_runs_as_in_eager():
@@ -1199,7 +1197,7 @@ def test_a_lock_taken_and_released_in_the_function_is_taken_while_tracing_only()
     assert thunder.compile_stats(jitted).compilations == 1
 
 
-def test_a_function_that_returns_holding_a_lock_is_refused_and_the_lock_released():
+def test_a_function_that_returns_holding_a_lock_runs_split_and_holds_it_once():
     def keeps(x):
         LOCK.acquire()
         return x + 1
@@ -1208,9 +1206,10 @@ def test_a_function_that_returns_holding_a_lock_is_refused_and_the_lock_released
         with LOCK:  # a list of over 4096 elements is not read while tracing: tracing stops,
             return x * len(x.tolist())  # with the lock held
 
-    with pytest.raises(UnsupportedSideEffectError, match="holding a lock"):
-        thunder.jit(keeps)(torch.ones(2))
-    assert not LOCK.locked()
+    out = call_split(thunder.jit(keeps), torch.ones(2), match="holding a lock")
+    torch.testing.assert_close(out, torch.ones(2) + 1)
+    assert LOCK.locked()  # as eager leaves it: taken once (tracing released its own)
+    LOCK.release()
     x = torch.ones(5000)
     with pytest.warns(UserWarning, match="tolist"):  # runs eagerly
         torch.testing.assert_close(thunder.jit(raises_inside)(x), x * 5000)

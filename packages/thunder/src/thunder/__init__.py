@@ -119,10 +119,10 @@ def jit(
         compile_options: ``recompile_limit`` (default 8 programs per function, then new inputs
             run eagerly with a warning that says what changed; None: no limit),
             ``warn_on_recompile`` (default True: that warning), ``dce`` (default True: drop
-            unused computations), ``reshape_inplace`` (default ``"error"``: an in-place write
-            into what ``reshape``/``reshape_as``/``flatten``/``ravel`` returned is an error, since
-            eager returns a view or a copy depending on strides; ``"warn"``: a warning, and do
-            what eager does for these inputs). Any other name is an error listing the known ones
+            unused computations), ``reshape_inplace`` (default ``"warn"``: an in-place write
+            into what ``reshape``/``reshape_as``/``flatten``/``ravel`` returned warns, since
+            eager returns a view or a copy depending on strides, and does what eager does for
+            these inputs; ``"error"``: an error). Any other name is an error listing the known ones
             (``thunder.options.KNOWN_COMPILE_OPTIONS``).
 
     Returns:

@@ -10,6 +10,8 @@ __all__ = [
     "InternalErrorWarning",
     "JitError",
     "RandomStateError",
+    "RequestedError",
+    "ReshapeWriteError",
     "RunsEagerly",
     "RunsNatively",
     "RunsSplit",
@@ -71,8 +73,18 @@ class UnsupportedSideEffectError(JitError):
     """The function writes state outside its arguments in a way thunder cannot replay."""
 
 
-class SharpEdgeError(JitError):
+class RequestedError(JitError):
+    """An error the jit's options ask for: raised to the caller, never run through torch
+    instead (thunder's other refusals run the call split)."""
+
+
+class SharpEdgeError(RequestedError):
     """``sharp_edges="error"`` and the function read state from outside its arguments."""
+
+
+class ReshapeWriteError(UnsupportedOperationError, RequestedError):
+    """``reshape_inplace="error"`` and the function writes in place into what ``reshape``
+    returned, which eager makes a view or a copy depending on strides."""
 
 
 class HigherOrderOperatorError(JitError, ValueError):

@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
-from thunder.errors import JitError, RunsSplit, UnsupportedOperationError
+from thunder.errors import JitError, RequestedError, RunsSplit
 from thunder.lookasides import AUTOGRAD_HOOKS, data_shaped_functions, is_torch_callable
 from thunder.options import JitOptions
 from thunder_interp import Callbacks, interpret
-from thunder_ir import OpTag, Trace, prims
+from thunder_ir import OpTag, Trace, TracingError, prims
 from thunder_ir.ops import torch_symbol_map
 from thunder_ir.ops.fallback import fallback_refusal, torch_callable_name
 
@@ -107,10 +107,10 @@ def _traced(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], report: Any)
             report.split_reason = reason
         else:
             report.eager_reason = reason
-    except UnsupportedOperationError:
-        pass  # listed among the unsupported operations
-    except JitError as e:
+    except RequestedError as e:
         report.eager_reason = f"thunder.jit refuses it: {e}"
+    except (JitError, TracingError) as e:  # an unsupported operation is listed too
+        report.split_reason = f"cannot be compiled by thunder ({e})"
     else:
         report.data_reads = describe_data_reads(program.trace)
 

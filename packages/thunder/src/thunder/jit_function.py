@@ -27,7 +27,13 @@ from thunder.compile_entry import (
     parameter_names,
     user_location,
 )
-from thunder.errors import InternalErrorWarning, JitError, RunsEagerly, RunsSplit
+from thunder.errors import (
+    InternalErrorWarning,
+    JitError,
+    RequestedError,
+    RunsEagerly,
+    RunsSplit,
+)
 from thunder.guards import PatchedByFxTracer
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, describe_guard_failure
@@ -152,6 +158,14 @@ class _Structure:
         self.buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
         self.eager: dict[tuple[Any, ...], tuple[int, int]] = {}
         self.split: set[tuple[Any, ...]] = set()
+
+
+def _refused(error: Exception) -> RunsSplit:
+    """Thunder's refusal of a program as the reason its calls run split (torch runs them)."""
+    message = str(error).removeprefix("thunder.jit: ")
+    split = RunsSplit(f"cannot be compiled by thunder ({message}); torch runs it")
+    split.__traceback__ = error.__traceback__
+    return split
 
 
 def _fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -335,8 +349,10 @@ class ThunderFunction:
             )
         except ProgramRaised as e:
             raised = e.error
-        except (JitError, TracingError):
-            raise
+        except (JitError, TracingError) as e:
+            if not self._runs_split_when_refused(e):
+                raise
+            raised = _refused(e)  # torch runs what thunder cannot compile: split, visibly
         except Exception as e:  # after tracing: thunder's own failure, never the program's
             self._warn_internal_error(e)
             raised = _INTERNAL
@@ -427,6 +443,15 @@ class ThunderFunction:
                 "way thunder does not track; please report this"
             ) from e
 
+    def _runs_split_when_refused(self, error: Exception) -> bool:
+        """Whether thunder's refusal of this program (``JitError``, a ``TracingError`` of the
+        IR) runs the call split instead: always, but where the user asked for the error
+        (``RequestedError``: ``sharp_edges="error"``, ``reshape_inplace="error"``), in a graph of thunder's backend (the backend runs it by
+        torch) and for a distributed-prepared module (its collectives need thunder's program)."""
+        return (
+            not isinstance(error, RequestedError) and not self.split_by_caller and self._can_split()
+        )
+
     def _can_split(self) -> bool:
         """Whether a call may run split by torch.compile (not a distributed-prepared module,
         whose collectives thunder's transforms insert into its whole program)."""
@@ -453,7 +478,8 @@ class ThunderFunction:
             self._split_program = torch.compile(self.fn, backend=compiler)
         if reason is not None:
             where = user_location(reason)
-            self.stats.last_split_reason = f"{reason}{f' at {where}' if where else ''}"
+            at = f" at {where}" if where and where not in str(reason) else ""
+            self.stats.last_split_reason = f"{reason}{at}"
             logs.log_split(self._name, self.stats.last_split_reason)
             if not self._warned_split:
                 self._warned_split = True

@@ -79,7 +79,7 @@ KNOWN_COMPILE_OPTIONS: Mapping[str, tuple[Any, str]] = {
     "warn_on_recompile": (True, "warn, saying what changed, when the recompile limit is hit"),
     "dce": (True, "drop unused computations from the trace before executor assignment"),
     "reshape_inplace": (
-        "error",
+        "warn",
         "an in-place write into what reshape/reshape_as/flatten/ravel returned: 'error', or "
         "'warn' and do what eager does for these inputs' strides",
     ),
@@ -96,7 +96,7 @@ class JitOptions:
     recompile_limit: int | None
     warn_on_recompile: bool
     dce: bool
-    reshape_inplace: str = "error"
+    reshape_inplace: str = "warn"
     lookasides: tuple[Any, ...] = ()  # thunder.Lookaside values of this program
 
     @staticmethod

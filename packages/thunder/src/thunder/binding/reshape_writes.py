@@ -2,11 +2,12 @@
 
 PyTorch's reshape returns a view of its input when the input's strides allow it and a copy
 otherwise, and documents that code must not rely on which: a write into the result may or may not
-change the input. By default (``reshape_inplace="error"``) such a write is an error naming the
-line, whether or not this particular reshape would have been a view, also through views of the
-result (``x.reshape(-1)[1:].add_(1)``). With ``reshape_inplace="warn"`` it warns and the program
-does what eager does for the actual strides (the executors run the reshape as torch's own where
-a write reaches it, so whether the input changes is eager's).
+change the input. By default (``reshape_inplace="warn"``) such a write warns, naming the line,
+and the program does what eager does for the actual strides (the executors run the reshape as
+torch's own where a write reaches it, so whether the input changes is eager's). With
+``reshape_inplace="error"`` it is an error (``ReshapeWriteError``: asked for, so raised, not run
+through torch), whether or not this particular reshape would have been a view, also through views
+of the result (``x.reshape(-1)[1:].add_(1)``).
 
 The check runs as each operation is recorded (``Trace.record_hook``), so the error points at the
 user's line.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from thunder.errors import UnsupportedOperationError
+from thunder.errors import ReshapeWriteError
 from thunder_ir import BoundSymbol, TensorProxy
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import aliased_and_written
@@ -64,7 +65,7 @@ class ReshapeWriteCheck:
             "thunder.jit(..., reshape_inplace='warn') does what eager does for these strides"
         )
         if self.mode == "error":
-            raise UnsupportedOperationError(
+            raise ReshapeWriteError(
                 f"an in-place write into the result of {op}", detail, bsym.location
             )
         if not self.warned:

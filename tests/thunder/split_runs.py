@@ -1,0 +1,24 @@
+"""For tests of programs thunder cannot compile as one program but torch runs: such a call runs
+split (``torch.compile`` with thunder's backend), with a warning and the reason in
+``thunder.compile_stats``, never refused."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import thunder
+
+
+def call_split(jfn: Any, *args: Any, match: str, **kwargs: Any) -> Any:
+    """``jfn(*args, **kwargs)`` (a ``thunder.jit`` function), asserted to run split for a reason
+    matching ``match`` (a regular expression) and never eagerly; returns its result."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = jfn(*args, **kwargs)
+    stats = thunder.compile_stats(jfn)
+    assert stats.split_calls >= 1, f"did not run split: {[str(w.message) for w in caught]}"
+    assert stats.eager_fallbacks == 0, stats.last_eager_reason
+    assert re.search(match, stats.last_split_reason or ""), stats.last_split_reason
+    return out
