@@ -38,7 +38,7 @@ class ExaminationReport:
     # Why thunder.jit would run this call eagerly (with the user's file:line), or None.
     eager_reason: str | None = None
     # Why the call cannot be one program (a function run natively: torch.compiler.disable,
-    # thunder.run_natively; data read where tracing cannot compute it), at the user's file:line:
+    # thunder.run_natively; a call torch must make; thunder's refusal), at the user's file:line:
     # the call then runs split by torch.compile.
     split_reason: str | None = None
 
@@ -52,7 +52,10 @@ class ExaminationReport:
             )
             lines += [f"  {name} x{n}" for name, n in sorted(self.fallback.items())]
         if self.unsupported:
-            lines.append(f"{len(self.unsupported)} UNSUPPORTED torch operation(s):")
+            lines.append(
+                f"{len(self.unsupported)} UNSUPPORTED torch operation(s) (thunder cannot compile "
+                "them; torch runs the call):"
+            )
             lines += [
                 f"  {name} x{n}: {self.reasons.get(name, '')}"
                 for name, n in sorted(self.unsupported.items())
