@@ -5,6 +5,7 @@ must raise a clear error before changing anything."""
 from __future__ import annotations
 
 import collections
+import copy
 import enum
 import warnings
 from typing import Any
@@ -517,6 +518,24 @@ def test_user_except_clauses_cannot_swallow_tracing_limits():
     with pytest.warns(UserWarning, match="tolist"):
         torch.testing.assert_close(thunder.jit(g)(x), x + 1)
     assert G_OUT == [want]  # eager's path
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x * 2 if hasattr(x, "__array__") else x,  # numpy interop probes
+        lambda x: x * 2 if hasattr(x, "__dlpack__") else x,
+        lambda x: x.__reversed__() * 2,
+        lambda x: copy.deepcopy(x) * 2,
+    ],
+    ids=["hasattr-__array__", "hasattr-__dlpack__", "__reversed__", "deepcopy"],
+)
+def test_tensor_protocol_attributes_are_torchs_answers(fn):
+    x = torch.tensor([0.5, 1.0, 2.0])
+    jf = thunder.jit(fn)
+    with pytest.warns(UserWarning, match="protocol attribute"):
+        assert torch.equal(jf(x), fn(x))
+    assert thunder.compile_stats(jf).split_calls == 1
 
 
 def test_hasattr_of_a_tensor_attribute_the_trace_does_not_model_is_torchs_answer():

@@ -331,6 +331,13 @@ class TensorProxy(Proxy):
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not slots or class attributes: the Tensor methods.
         if name.startswith("__"):
+            if name in _TORCH_DUNDERS_TORCH_ANSWERS:
+                # hasattr(x, "__array__") is True in eager: never a silent False here.
+                from thunder_ir.ops.fallback import TorchRunsItError
+
+                raise TorchRunsItError(
+                    f"torch.Tensor.{name}", "a protocol attribute the trace does not model"
+                )
             raise AttributeError(name)
         fn = _TENSOR_METHODS.get(name)
         if name == "requires_grad_":
@@ -361,6 +368,18 @@ class TensorProxy(Proxy):
         if name in _TENSOR_PROPERTIES:
             return fn(self)
         return _BoundTensorMethod(fn, self)
+
+
+# Dunder attributes torch.Tensor has and a proxy lacks (not __torch_function__ and the like,
+# which torch's own dispatch probes while tracing): asking an instance for one runs the program
+# through torch there.
+_TORCH_DUNDERS_TORCH_ANSWERS = frozenset(
+    {
+        "__array__", "__array_priority__", "__array_wrap__", "__contains__",
+        "__cuda_array_interface__", "__deepcopy__", "__dlpack__", "__dlpack_device__",
+        "__reversed__", "__setstate__",
+    }
+)  # fmt: skip
 
 
 def set_requires_grad(t: TensorProxy, requires_grad: bool = True) -> TensorProxy:
