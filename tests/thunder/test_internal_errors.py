@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 import torch
+from split_runs import call_split
 
 import thunder
 import thunder.compile_entry
@@ -14,6 +15,9 @@ from thunder.errors import InternalErrorWarning
 
 def _broken_pass(trace):
     raise KeyError("a pass lost a proxy")
+
+
+SCALE = 3.0
 
 
 def _program(log):
@@ -68,14 +72,27 @@ def test_as_an_error_it_keeps_thunders_traceback(monkeypatch):
     assert isinstance(info.value.__cause__, KeyError)
 
 
-def test_thunders_refusals_still_propagate(monkeypatch):
+def test_thunders_refusals_run_split_through_torch(monkeypatch):
+    # A refusal is not a bug to report: torch runs the program, split, with a warning.
     def refusing(trace):
         raise thunder.errors.JitError("thunder.jit: refused on purpose")
 
     monkeypatch.setattr(thunder.compile_entry, "recognize_composites", refusing)
-    jf = thunder.jit(_program([]))
-    with pytest.raises(thunder.errors.JitError, match="refused on purpose"):
-        jf(torch.randn(2, 8), torch.randn(8, 3))
+    log: list[int] = []
+    jf = thunder.jit(_program(log))
+    x, y = torch.randn(2, 8), torch.randn(8, 3)
+    out = call_split(jf, x, y, match="refused on purpose")
+    torch.testing.assert_close(out, _program([])(x, y))
+    assert log == [0]  # the program's effect happened once
+
+
+def test_errors_the_options_ask_for_propagate():
+    def reads_a_global(x):
+        return x * SCALE
+
+    jf = thunder.jit(reads_a_global, sharp_edges="error")
+    with pytest.raises(thunder.errors.SharpEdgeError):
+        jf(torch.randn(2))
 
 
 def test_tracing_while_another_thread_is_importing_dynamo(monkeypatch):

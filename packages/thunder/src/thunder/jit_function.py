@@ -28,6 +28,7 @@ from thunder.compile_entry import (
     user_location,
 )
 from thunder.errors import (
+    HigherOrderOperatorError,
     InternalErrorWarning,
     JitError,
     RequestedError,
@@ -446,10 +447,13 @@ class ThunderFunction:
     def _runs_split_when_refused(self, error: Exception) -> bool:
         """Whether thunder's refusal of this program (``JitError``, a ``TracingError`` of the
         IR) runs the call split instead: always, but where the user asked for the error
-        (``RequestedError``: ``sharp_edges="error"``, ``reshape_inplace="error"``), in a graph of thunder's backend (the backend runs it by
+        (``RequestedError``: ``sharp_edges="error"``, ``reshape_inplace="error"``), where the
+        program breaks a torch higher-order operator's contract (eager raises too), in a graph of thunder's backend (the backend runs it by
         torch) and for a distributed-prepared module (its collectives need thunder's program)."""
         return (
-            not isinstance(error, RequestedError) and not self.split_by_caller and self._can_split()
+            not isinstance(error, (RequestedError, HigherOrderOperatorError))
+            and not self.split_by_caller
+            and self._can_split()
         )
 
     def _can_split(self) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thunder.binding.regions import RegionsMixin
-from thunder.errors import HigherOrderOperatorError, UnsupportedOperationError
+from thunder.errors import HigherOrderOperatorError
 from thunder.lookasides import native_special
 from thunder_interp import interpret
 from thunder_ir import Proxy, TensorProxy, Trace
@@ -94,15 +94,18 @@ class HigherOrderMixin(RegionsMixin):
         writes = len(self.effects.writes)
         interpreted = self._interpreted(table, fn)
         sub = ho.record_subtrace(interpreted, inputs, name=name, fresh_outputs=fresh_outputs)
+        # torch's contract for these functions (eager refuses both too): the program's error.
         if len(self.effects.writes) != writes:
-            raise UnsupportedOperationError(
-                what, "it writes to state outside the function (a global, an attribute, a list)"
+            raise HigherOrderOperatorError(
+                f"{what} writes to state outside the function (a global, an attribute, a list), "
+                "which torch's higher-order operators do not allow"
             )
         info = alias_info(sub.bound_symbols)
         written = [a.name for a in sub.args if info.is_written(a.name)]
         if written:
-            raise UnsupportedOperationError(
-                what, f"it writes its input {written[0]} in place; write into a copy (clone())"
+            raise HigherOrderOperatorError(
+                f"{what} writes its input {written[0]} in place, which torch's higher-order "
+                "operators do not allow; write into a copy (clone())"
             )
         return sub
 
