@@ -10,6 +10,7 @@ that torch would promote) is made then, never per call.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -241,6 +242,8 @@ def _reduction(torch_name: str, *, keeps_dtype: bool) -> Translator:
             kwargs["dtype"] = to_torch_dtype(a.dtype)
         if not dims:
             return _call(helper_symbol("reduce_no_dims"), bsym, (torch_name, a), kwargs)
+        if _every_dim(a, dims):  # torch's full reduction, eager's kernel for x.sum(): faster
+            return _call(sym, bsym, (a,), kwargs)
         if torch_name == "prod":  # torch.prod reduces one dim at a time
             if len(dims) == 1:
                 return _call(sym, bsym, (a, dims[0]), kwargs)
@@ -250,11 +253,18 @@ def _reduction(torch_name: str, *, keeps_dtype: bool) -> Translator:
     return translate
 
 
+def _every_dim(a: Any, dims: Sequence[int]) -> bool:
+    """Whether ``dims`` names each dimension of ``a`` once (the result is 0-d)."""
+    return len(dims) == a.ndim and sorted(dims) == list(range(a.ndim))
+
+
 def _var(bsym: BoundSymbol) -> BoundSymbol:
     a, dims = bsym.args
     kwargs = dict(bsym.kwargs)
     if not dims:
         return _call(helper_symbol("reduce_no_dims"), bsym, ("var", a), kwargs)
+    if _every_dim(a, dims):
+        return _call(torch_symbol("var"), bsym, (a,), kwargs)
     return _call(torch_symbol("var"), bsym, (a, tuple(dims)), kwargs)
 
 
