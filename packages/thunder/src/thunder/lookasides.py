@@ -102,6 +102,11 @@ def _is_tensor(obj: Any) -> bool:
     return isinstance(obj, (torch.Tensor, TensorProxy))
 
 
+def _is_tensor_like(obj: Any) -> bool:
+    """``torch.overrides.is_tensor_like``: a proxy is a tensor (torch.distributions checks it)."""
+    return isinstance(obj, TensorProxy) or bool(torch.overrides.is_tensor_like(obj))  # type: ignore[no-untyped-call]
+
+
 def _ir_functions() -> dict[Any, Any]:
     """Every Python function defined by thunder_ir modules and classes, mapped to itself."""
     out: dict[Any, Any] = {}
@@ -227,6 +232,7 @@ def _static_lookasides() -> dict[Any, Any]:
     table.update(torch_symbol_map())
     table[isinstance] = _isinstance
     table[torch.is_tensor] = _is_tensor
+    table[torch.overrides.is_tensor_like] = _is_tensor_like
     for fn, name in ((torch.autograd.backward, "backward"), (torch.autograd.grad, "grad")):
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with

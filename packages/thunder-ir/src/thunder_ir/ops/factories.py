@@ -81,7 +81,12 @@ def _fill(shape: Sequence[Any], value: Any, device: Device, dtype: DType) -> Ten
 
 
 def _size_arg(size: tuple[Any, ...], op: str) -> tuple[Any, ...]:
-    shape = to_shape(size)
+    # A 0-d integer tensor is a size, as torch reads it (__index__): a value read from data
+    # (RNNs make their initial state with a packed sequence's batch_sizes[0]).
+    shape = tuple(
+        s.__index__() if isinstance(s, TensorProxy) and _is_index_tensor(s) else s
+        for s in to_shape(size)
+    )
     for s in shape:
         check(
             (isinstance(s, int) and not isinstance(s, bool)) or isinstance(s, NumberProxy),
@@ -91,6 +96,10 @@ def _size_arg(size: tuple[Any, ...], op: str) -> tuple[Any, ...]:
             TypeError,
         )
     return shape
+
+
+def _is_index_tensor(t: TensorProxy) -> bool:
+    return t.ndim == 0 and t.dtype.is_exact and not t.dtype.is_boolean
 
 
 # From data -------------------------------------------------------------------------------------

@@ -241,7 +241,7 @@ class _FakeRun:
                         dtype=to_torch_dtype(x.dtype),
                         device=to_torch_device(x.device),
                     )
-                    if x.requires_grad:
+                    if x.requires_grad and (t.is_floating_point() or t.is_complex()):
                         t.requires_grad_(True)
                     fakes.append(t)
                     return t

@@ -147,7 +147,8 @@ def _elementwise_meta(
             shape=t.shape,
             dtype=out_dtype,
             device=device,
-            requires_grad=any(x.requires_grad for x in tensors),
+            # a comparison's bool result never requires grad (torch refuses the flag on it)
+            requires_grad=out_dtype.is_inexact and any(x.requires_grad for x in tensors),
         )
 
     meta.__name__ = f"{name}_meta"

@@ -48,7 +48,7 @@ from thunder.guards import HOOK_ATTRIBUTES
 from thunder.lookasides import native_special
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
-from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy
+from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy
 
 # Names that ``getattr`` on a class answers from ``type`` itself (data descriptors of the
 # metaclass), not from the class's MRO.
@@ -793,6 +793,13 @@ class ReadsMixin(BinderState):
             same = origin_a[0] is origin_b[0]
             self._guard_identity(origin_a[1], origin_b[1], same)
             return same
+        real = a if isinstance(b, TensorProxy) else b if isinstance(a, TensorProxy) else None
+        if isinstance(real, torch.Tensor) and not isinstance(real, Proxy):
+            # A caller's tensor reached another way (a weakref.ref to a parameter, as RNN
+            # modules keep them) against a proxy: the same object when it is that tensor's proxy.
+            made = self.inputs.tensors.get(id(real))
+            proxy = b if real is a else a
+            return made is not None and made[0] is real and made[1] is proxy
         if isinstance(a, (Proxy, torch.Tensor, *_SCALAR_TYPES)) or isinstance(
             b, (Proxy, torch.Tensor, *_SCALAR_TYPES)
         ):

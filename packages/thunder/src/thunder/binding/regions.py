@@ -135,6 +135,7 @@ class RegionState:
     # The program's grad mode (None: as the call started) and its inference_mode blocks:
     # (grad mode before the block, whether the block enables inference mode).
     grad_mode: bool | None = None
+    started_without_grad: bool = False  # traced under grad mode for a call made without it
     inference_stack: list[tuple[bool, bool]] = field(default_factory=list)
     # Context variables the program set in this call, and their values.
     context_values: dict[Any, Any] = field(default_factory=dict)
@@ -311,8 +312,17 @@ class RegionsMixin(CopyingMixin):
             self.regions.held_locks.pop().release()
 
     def check_context_vars(self) -> None:
-        """Refuse a program that returns with a context variable still set by it, or holding a
-        lock it took."""
+        """Refuse a program that returns with a context variable still set by it, holding a
+        lock it took, or with grad mode changed (torch then runs the call, split)."""
+        if self.regions.grad_mode is not None:
+            at_call = False if self.regions.started_without_grad else torch.is_grad_enabled()
+            if self.regions.grad_mode != at_call:
+                left = "on" if self.regions.grad_mode else "off"
+                raise UnsupportedSideEffectError(
+                    f"thunder.jit: the function returns with grad mode switched {left} "
+                    "(torch.set_grad_enabled without restoring it), which the caller then runs "
+                    "with; the compiled program cannot replay that"
+                )
         if self.regions.held_locks:
             raise UnsupportedSideEffectError(
                 "thunder.jit: the function returns holding a lock it acquired; the compiled "
@@ -331,6 +341,7 @@ class RegionsMixin(CopyingMixin):
         """The program is traced under grad mode but called under no_grad: it starts in a
         no-grad region (what it computes carries no gradient until it enables grad itself)."""
         self.regions.grad_mode = False
+        self.regions.started_without_grad = True
         self.trace.grad_enabled = False
 
     def _grad_mode(self) -> bool:
