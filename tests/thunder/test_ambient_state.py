@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 import torch.utils.checkpoint as torch_checkpoint
-from split_runs import call_split
+from runs_by_torch import call_eagerly, call_split
 
 import thunder
 
@@ -506,13 +506,13 @@ def test_backend_flags_are_guarded() -> None:
     assert reason is not None and "torch.backends.mkldnn.enabled" in reason
 
 
-def test_deterministic_algorithms_query_runs_split() -> None:
+def test_deterministic_algorithms_query_runs_eagerly() -> None:
     def fn(a: torch.Tensor) -> torch.Tensor:
         return a + 1 if torch.are_deterministic_algorithms_enabled() else a - 1
 
     jf = thunder.jit(fn)
     torch.testing.assert_close(
-        call_split(jf, torch.zeros(2), match="deterministic"), fn(torch.zeros(2))
+        call_eagerly(jf, torch.zeros(2), match="deterministic"), fn(torch.zeros(2))
     )
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(not before)
@@ -520,3 +520,34 @@ def test_deterministic_algorithms_query_runs_split() -> None:
         torch.testing.assert_close(jf(torch.zeros(2)), fn(torch.zeros(2)))
     finally:
         torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.parametrize(
+    ("switch", "is_set"),
+    [
+        (
+            lambda: torch.set_autocast_enabled("cpu", True),
+            lambda: torch.is_autocast_enabled("cpu"),
+        ),
+        (
+            lambda: torch.set_default_dtype(torch.float64),
+            lambda: torch.get_default_dtype() == torch.float64,
+        ),
+    ],
+    ids=["set_autocast_enabled", "set_default_dtype"],
+)
+def test_process_state_set_inside_runs_eagerly_and_stays_set(switch, is_set) -> None:
+    # Eager leaves the state set after the call; so must thunder (torch.compile would not for
+    # autocast: the call runs eagerly).
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        switch()
+        return x * 2
+
+    x = torch.randn(3)
+    try:
+        out = call_eagerly(thunder.jit(fn), x, match="process state")
+        torch.testing.assert_close(out, x * 2)
+        assert is_set()
+    finally:
+        torch.set_autocast_enabled("cpu", False)
+        torch.set_default_dtype(torch.float32)

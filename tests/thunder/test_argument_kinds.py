@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from split_runs import call_split
+from runs_by_torch import call_split
 from test_fuzz_argument_kinds import NoHash as Unhashable
 from test_fuzz_argument_kinds import Obj as Plain
 from test_fuzz_argument_kinds import RaisingEq

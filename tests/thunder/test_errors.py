@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from split_runs import call_split
+from runs_by_torch import call_split
 
 import thunder
 

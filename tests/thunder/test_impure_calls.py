@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from split_runs import call_split
+from runs_by_torch import call_split
 
 import thunder
 

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 import torch
-from split_runs import call_split
+from runs_by_torch import call_split
 
 import thunder
 import thunder.compile_entry

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from split_runs import call_split
+from runs_by_torch import call_split
 
 import thunder
 

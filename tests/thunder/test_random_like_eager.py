@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from split_runs import call_split
+from runs_by_torch import call_eagerly
 
 import thunder
 
@@ -230,13 +230,13 @@ def test_generator_objects_from_outside_are_drawn_from() -> None:
         assert torch.equal(jm(x), want)
 
 
-def test_generator_made_inside_the_program_runs_split() -> None:
+def test_generator_made_inside_the_program_runs_eagerly() -> None:
     def fn(x):
         g = torch.Generator()
         return x + torch.rand(3, generator=g)
 
     x = torch.randn(3)  # a fresh generator draws the same numbers on every call: torch's
-    torch.testing.assert_close(call_split(thunder.jit(fn), x, match="Generator"), fn(x))
+    torch.testing.assert_close(call_eagerly(thunder.jit(fn), x, match="Generator"), fn(x))
 
 
 def test_default_generator_argument_draws_like_eager() -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from split_runs import call_split
+from runs_by_torch import call_split
 from torch import nn
 
 import thunder

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from thunder.binding.rng import refuse_generators
-from thunder.errors import UnsupportedOperationError
+from thunder.errors import RunsEagerly, UnsupportedOperationError
 from thunder.lookasides import query_is_allowed
 from thunder_ir.errors import DataDependentError, UnsupportedOptionError
 from thunder_ir.ops.fallback import (
@@ -94,8 +94,12 @@ def call_torch_callable(
     is_aten = isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket))
     if not has_proxy and not is_aten and (name is None or not _is_aten_tensor_factory(name)):
         # Only aten factories run on fake tensors without proxy arguments: other torch functions
-        # on plain values may read or set process state (torch.manual_seed, initial_seed).
-        raise UnsupportedOperationError(display_name)
+        # on plain values may read or set process state (torch.set_autocast_enabled,
+        # set_default_dtype). The call runs eagerly: torch.compile does not keep all of that
+        # state as eager leaves it (an autocast switched on without a block), so no split.
+        raise RunsEagerly(
+            f"calls {display_name} on plain values, which may read or set torch's process state"
+        )
     refuse_generators(name or display_name, args, kwargs)
     try:
         return call_torch_fallback(fn, args, kwargs)
