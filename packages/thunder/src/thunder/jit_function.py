@@ -210,8 +210,8 @@ class ThunderFunction:
         self._same_input = options.cache is CACHE_OPTIONS.SAME_INPUT
         self._last_call: tuple[tuple[Any, ...], CacheEntry] | None = None
         self._split_program: Any = None  # torch.compile of fn with thunder's backend
-        # Set by thunder's torch.compile backend for its graphs: a RunsSplit reaches it (it runs
-        # the node torch must run by torch, and thunder's program around it).
+        # Set by thunder's torch.compile backend for its graphs: a RunsEagerly or RunsSplit
+        # reaches it (it runs the nodes torch must run by torch, thunder's program around them).
         self.split_by_caller = False
         self._warned_split = False
         with contextlib.suppress(AttributeError, TypeError):  # objects without a name
@@ -358,8 +358,10 @@ class ThunderFunction:
             self._warn_internal_error(e)
             raised = _INTERNAL
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
-            if isinstance(raised, RunsSplit) and self.split_by_caller:
-                raise raised  # a graph of thunder's torch.compile backend: it splits the graph
+            if isinstance(raised, RunsEagerly) and self.split_by_caller:
+                # A graph of thunder's torch.compile backend: the backend splits the graph
+                # around what torch must run, or runs it as FX does, and says so.
+                raise raised
             if isinstance(raised, RunsSplit) and self._can_split():
                 if structure is not None and key is not None:
                     structure.split.add(key)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from thunder import logs
-from thunder.errors import JitError, RunsSplit, UnsupportedOperationError
+from thunder.errors import JitError, RunsEagerly, UnsupportedOperationError
 from thunder.jit_function import ThunderFunction
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder_ir import Transform
@@ -55,7 +55,7 @@ class Subgraph:
             return self._fallback(*args)
         try:
             return self.function(*args)
-        except (UnsupportedOperationError, JitError, RunsSplit) as e:
+        except (UnsupportedOperationError, JitError, RunsEagerly) as e:
             # A refusal (or a call torch must run) is raised while tracing, before anything of
             # the graph ran.
             return self._fall_back(e, args)(*args)
