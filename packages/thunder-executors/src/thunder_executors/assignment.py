@@ -53,7 +53,13 @@ from thunder_ir.higher_order import map_subtraces
 from thunder_ir.symbol import leaf_prims
 from thunder_ir.tags import OpTag
 
-__all__ = ["ExecutionTrace", "ExecutorLike", "resolve_executors", "transform_for_execution"]
+__all__ = [
+    "ExecutionTrace",
+    "ExecutorLike",
+    "resolve_executors",
+    "transform_for_execution",
+    "with_deletes",
+]
 
 ExecutorLike = str | Executor
 
@@ -464,7 +470,7 @@ def _region_interface(
 _DELETE = Symbol("del", None, module="python", tags=(OpTag.DELETE,), id="python::del")
 
 
-def _with_deletes(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
+def with_deletes(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
     """``bsyms`` with a ``del`` after the last use of every name not in ``keep``."""
     last_use: dict[str, int] = {}
     for i, b in enumerate(bsyms):
@@ -571,7 +577,7 @@ def transform_for_execution(
     out = drop_unread_numbers(drop_identity_arithmetic(out, returned), returned, aliases.is_written)
     if sums_in_place:
         out = accumulate_in_place(out, returned)
-    out = _with_deletes(out, returned | {a.name for a in trace.args})
+    out = with_deletes(out, returned | {a.name for a in trace.args})
     seconds = time.perf_counter() - start
     return ExecutionTrace.like(
         trace,

@@ -15,7 +15,12 @@ import torch
 from thunder import progress
 from thunder.binding import ProgramRaised, TracedProgram, trace_program, user_location
 from thunder.binding.regions import GradEnabledInside
-from thunder.eager_layouts import EagerViewError, check_fused_views, stride_checks
+from thunder.eager_layouts import (
+    EagerViewError,
+    check_fused_views,
+    contiguity_checks,
+    stride_checks,
+)
 from thunder.errors import JitError
 from thunder.guard_tree import with_guard_tree
 from thunder.options import JitOptions
@@ -26,6 +31,7 @@ from thunder.prologue import (
     reporting_misses,
 )
 from thunder_executors import transform_for_execution
+from thunder_executors.channels_last import channels_last_trace
 from thunder_ir import Proxy, TensorProxy, Trace, Transform
 from thunder_ir.aliasing import written_intermediates
 from thunder_ir.sizes import SizeFacts, size_facts
@@ -137,14 +143,25 @@ def _compile_entry(
     )
     strides_checked = _views_checked(traces[-1], executors, program)
     backward_traces: list[Trace] = []
+    contiguous_checked: list[TensorProxy] = []
     computation = _compiled_computation(
-        program, traces, backward_traces, options, executors, transforms, under_autocast
+        program,
+        traces,
+        backward_traces,
+        options,
+        executors,
+        transforms,
+        under_autocast,
+        contiguous_checked,
     )
     clock.lap("transforms")
 
     check_late_constraints(prologue_trace, facts.constraints_since(checked), program)
     body = prologue_trace.bound_symbols  # the last one returns
-    body[len(body) - 1 : len(body) - 1] = stride_checks(strides_checked)
+    body[len(body) - 1 : len(body) - 1] = [
+        *stride_checks(strides_checked),
+        *contiguity_checks(contiguous_checked),
+    ]
     prologue = with_guard_tree(
         reporting_misses(prologue_trace.python_callable(ctx)), prologue_trace, ctx
     )
@@ -227,10 +244,12 @@ def _compiled_computation(
     executors: Sequence[Any],
     transforms: Sequence[Transform],
     under_autocast: bool,
+    contiguous_checked: list[TensorProxy],
 ) -> Callable[..., Any]:
     """The computation's callable: through thunder's autodiff when it is differentiated, else
     its execution trace. The traces made on the way are appended to ``traces`` (forward) and
-    ``backward_traces``."""
+    ``backward_traces``; the inputs whose contiguity the execution trace's layout choice read to
+    ``contiguous_checked``."""
     trace = traces[-1]
     if needs_autodiff(trace, options):
         _refuse_writes_to_shared_inputs(trace, program)
@@ -249,8 +268,22 @@ def _compiled_computation(
             trace = own
             traces.append(trace)
     grad = torch.is_grad_enabled()
-    computation = _execution(trace, executors, transforms, traces, under_autocast, recorded=grad)
+    layouts = (
+        None if _fuses(executors) else _LayoutChoice(program.input_tensors, contiguous_checked)
+    )
+    computation = _execution(
+        trace, executors, transforms, traces, under_autocast, recorded=grad, layouts=layouts
+    )
     return computation if grad else _below_autograd(computation)
+
+
+@dataclass
+class _LayoutChoice:
+    """The call's values for the execution trace's choice of layouts (``channels_last``), and
+    the list its prologue checks are added to."""
+
+    values: Any
+    checked: list[TensorProxy]
 
 
 def needs_autodiff(trace: Trace, options: JitOptions) -> bool:
@@ -365,10 +398,12 @@ def _execution(
     seen_outputs: Any = None,
     unseen_inputs: Sequence[str] = (),
     recorded: bool = True,
+    layouts: _LayoutChoice | None = None,
 ) -> Callable[..., Any]:
     """The callable of ``trace``'s execution trace; the traces made on the way go to ``record``
     (``seen_outputs``, ``unseen_inputs``: see ``transform_for_execution``). ``recorded``: whether
-    torch.autograd may record the program as it runs."""
+    torch.autograd may record the program as it runs. ``layouts``: CPU convolutions run on
+    channels-last tensors where the call's values say how (``thunder_executors.channels_last``)."""
     extrace: Trace = transform_for_execution(
         trace,
         executors,
@@ -377,6 +412,12 @@ def _execution(
         sums_in_place=not recorded,
     )
     record.append(extrace)
+    if layouts is not None:
+        chosen = channels_last_trace(extrace, layouts.values)
+        if chosen is not None:
+            extrace, checked = chosen
+            record.append(extrace)
+            layouts.checked.extend(checked)
     for tr in transforms:
         extrace = tr.transform_trace_post_optimization(extrace)
         if extrace is not record[-1]:

@@ -18,13 +18,13 @@ from typing import Any
 
 import torch
 
-from thunder.guards import check_strides
+from thunder.guards import check_contiguous, check_strides
 from thunder_executors import FusionExecutor, transform_for_execution
 from thunder_executors.assignment import resolve_executors
 from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace, prims
 from thunder_ir import ops as ltorch
 
-__all__ = ["EagerViewError", "check_fused_views", "stride_checks"]
+__all__ = ["EagerViewError", "check_fused_views", "contiguity_checks", "stride_checks"]
 
 # torch's messages for a view its input's strides do not allow (its kernel's; its meta
 # function's, on fake tensors).
@@ -123,4 +123,15 @@ def stride_checks(
             header=f"guard: strides of {p.name} (a fused view of it was checked as eager)"
         )
         for p, strides in checked
+    ]
+
+
+def contiguity_checks(checked: list[TensorProxy]) -> list[BoundSymbol]:
+    """Prologue checks that the inputs are contiguous, as when the execution trace chose the
+    layouts of its convolutions (``thunder_executors.channels_last``)."""
+    return [
+        check_contiguous.bind(p, output=None).replace(
+            header=f"guard: {p.name} is contiguous (its convolutions run channels-last)"
+        )
+        for p in checked
     ]

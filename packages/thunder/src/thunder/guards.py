@@ -28,6 +28,7 @@ __all__ = [
     "NotShadowed",
     "TensorsMetadata",
     "check_builtins",
+    "check_contiguous",
     "check_has_attribute",
     "check_is_not",
     "check_lacks_generic_attribute",
@@ -227,6 +228,15 @@ def _check_strides(x: Any, strides: tuple[int, ...]) -> None:
 
 # An input laid out as when a view of it inside a fusion region was checked as eager runs it.
 check_strides = _prologue_symbol(_check_strides)
+
+
+def _check_contiguous(x: Any) -> None:
+    if not x.is_contiguous():
+        raise GuardFailure(f"expected a contiguous tensor, got the strides {x.stride()}")
+
+
+# An input laid out contiguous, as when the execution trace chose its convolutions' layouts.
+check_contiguous = _prologue_symbol(_check_contiguous)
 
 
 def _check_is_not(x: Any, other: Any) -> None:

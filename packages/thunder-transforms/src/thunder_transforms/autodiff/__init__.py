@@ -20,8 +20,11 @@ has one; a composite op without a rule is differentiated through its subsymbols,
 composites (softmax, log_softmax, embedding) have their own cheaper rule. Ops whose outputs are
 integer or boolean (comparisons, argmax) carry no gradient; ``prims.stop_gradient`` stops it.
 
-The backward is recorded once and is not itself differentiable (``create_graph=True`` double
-backward is refused). A call whose inputs require grad in a way the trace did not declare is an
+The compiled backward is not itself differentiable: it reads values the forward computed inside
+the program, which autograd never saw. A backward run with ``create_graph=True`` (a gradient
+penalty, a Hessian-vector product) therefore runs the forward's torch calls again from the inputs
+under autograd and lets torch differentiate them (``runner._differentiable_backward``); a
+program that writes into its inputs or draws random numbers cannot run twice and says so. A call whose inputs require grad in a way the trace did not declare is an
 error (the facade should key its cache on ``requires_grad``).
 
 ``split_forward_backward(trace)`` is the pure trace transform underneath (a ``ForwardBackward``

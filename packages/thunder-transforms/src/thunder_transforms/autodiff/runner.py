@@ -7,9 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
-from thunder_ir import Proxy, Trace
+from thunder_ir import OpTag, Proxy, Trace
 from thunder_ir.pytree import tree_unflatten
 from thunder_transforms.autodiff.core import ForwardBackward
 from thunder_transforms.autodiff.functorch_backward import run_below_transforms, under_transforms
@@ -42,6 +41,7 @@ class DifferentiableFunction:
         self.written_through_views = fb.written_through_views
         self.gets_grad = _inputs_with_gradients(fb.backward, len(fb.requires_grad))
         self.cotangents_read = _cotangents_read(fb.backward, sum(fb.differentiable_outputs))
+        self.draws_random = any(b.has_tag(OpTag.RANDOM) for b in fb.forward.bound_symbols)
 
     def __call__(self, *args: Any) -> Any:
         wants_grad = False
@@ -200,6 +200,10 @@ class _ThunderFunction(torch.autograd.Function):
         ]
         ctx.saved_layout = [None if isinstance(s, torch.Tensor) else (s,) for s in saved]
         ctx.fn = fn
+        # For a backward that is itself differentiated (create_graph=True): the inputs, which
+        # the forward is run again from under autograd (_differentiable_backward).
+        ctx.inputs = args
+        ctx.versions = [a._version if isinstance(a, torch.Tensor) else None for a in args]
         frozen = [
             o
             for o, d in zip(outs, fn.differentiable_outputs)
@@ -215,8 +219,14 @@ class _ThunderFunction(torch.autograd.Function):
                 ctx.mark_dirty(*dirty)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx: Any, *grads: Any) -> Any:
+        if torch.is_grad_enabled() and not under_transforms():
+            return (None, None, *_differentiable_backward(ctx, grads))
+        with torch.no_grad():
+            return _ThunderFunction._backward(ctx, grads)
+
+    @staticmethod
+    def _backward(ctx: Any, grads: Sequence[Any]) -> Any:
         fn: DifferentiableFunction = ctx.fn
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
@@ -235,3 +245,60 @@ class _ThunderFunction(torch.autograd.Function):
                 for g, read in zip(input_grads, fn.cotangents_read)
             ]
         return (None, None, *input_grads)
+
+
+def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any]:
+    """The input gradients as tensors autograd can differentiate again (``create_graph=True``:
+    a gradient penalty, a Hessian-vector product). The compiled backward reads values the forward
+    computed inside the program, which autograd never saw: its result would be constant in them
+    and the second derivative wrong. So the forward's torch calls run again from the inputs under
+    autograd, and torch's autograd differentiates them, with ``create_graph`` (the values are
+    the first run's; only a program without effects can run twice)."""
+    fn: DifferentiableFunction = ctx.fn
+    if fn.mutated_inputs or fn.draws_random:
+        effect = "writes into its inputs" if fn.mutated_inputs else "draws random numbers"
+        raise RuntimeError(
+            f"thunder.jit: differentiating the gradient of a compiled program that {effect} "
+            "(create_graph=True) is not supported: its forward would run again. Compute the "
+            "gradient penalty or higher derivative outside thunder.jit (eager), or call the "
+            "program in eval mode / without dropout"
+        )
+    args = ctx.inputs
+    for i, (a, v) in enumerate(zip(args, ctx.versions)):
+        if isinstance(a, torch.Tensor) and a._version != v:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: input {i} of a thunder.jit program is at version "
+                f"{a._version}; expected version {v} instead"
+            )
+    with torch.enable_grad():
+        outs, _saved = fn.forward_fn(*args)
+    pairs = [
+        (o, g)
+        for o, g, d in zip(outs, grads, fn.differentiable_outputs)
+        if d and g is not None and isinstance(o, torch.Tensor)
+    ]
+    wanted = [
+        i
+        for i, a in enumerate(args)
+        if i in fn.gets_grad and isinstance(a, torch.Tensor) and a.requires_grad
+    ]
+    result: list[Any] = [None] * len(args)
+    if not pairs or not wanted:
+        return result
+    if any(not o.requires_grad for o, _g in pairs):
+        raise RuntimeError(
+            "thunder.jit: differentiating the gradient of this compiled program "
+            "(create_graph=True) is not supported by its executors (a fusion region runs "
+            "outside autograd); compile it with the default executors"
+        )
+    found = torch.autograd.grad(
+        [o for o, _g in pairs],
+        [args[i] for i in wanted],
+        [g for _o, g in pairs],
+        create_graph=True,
+        allow_unused=True,
+    )
+    for i, g in zip(wanted, found, strict=True):
+        result[i] = g
+    return result
