@@ -36,6 +36,8 @@ class Callbacks:
       run. Unset, ``load_attribute`` and ``load_attribute_missing`` are called instead.
     - ``store_global(name, value, globals) -> None``: before a global is written.
     - ``store_closure_cell(name, value, code, cell) -> None``: before a closure cell is written.
+    - ``make_cell(cell) -> None``: the program made a cell (a frame's cell variable): a closure
+      cell it reads or writes later is the program's own, any other one was made outside it.
     - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
     - ``load_item(container, key, value) -> None``: after ``value = container[key]`` was read
       (``BINARY_SUBSCR``; ``BINARY_SLICE`` passes a ``slice``). A notification: the value stays.
@@ -72,6 +74,7 @@ class Callbacks:
     load_item_missing: Callable[[Any, Any], None] | None = None
     store_global: Callable[[str, Any, dict[str, Any]], None] | None = None
     store_closure_cell: Callable[[str, Any, CodeType, CellType], None] | None = None
+    make_cell: Callable[[CellType], None] | None = None
     store_attribute: Callable[[Any, str, Any], None] | None = None
     store_item: Callable[[Any, Any, Any], None] | None = None
     load_item: Callable[[Any, Any, Any], None] | None = None

@@ -330,6 +330,7 @@ class Runtime:
         "cb_load_global",
         "cb_load_item",
         "cb_load_item_missing",
+        "cb_make_cell",
         "cb_opaque",
         "cb_store_attr",
         "cb_store_cell",
@@ -388,6 +389,7 @@ class Runtime:
         self.cb_load_item_missing = cb.load_item_missing
         self.cb_store_global = cb.store_global
         self.cb_store_cell = cb.store_closure_cell
+        self.cb_make_cell = cb.make_cell
         self.cb_store_attr = cb.store_attribute
         self.cb_store_item = cb.store_item
         self.cb_load_item = cb.load_item
@@ -882,6 +884,7 @@ def _setup_cells_310(f: Frame, fn: FunctionType) -> None:
         + bool(code.co_flags & 4)
         + bool(code.co_flags & 8)
     ]
+    made = f.rt.cb_make_cell
     for i, name in enumerate(code.co_cellvars):
         if name in argnames:
             j = code.co_varnames.index(name)
@@ -889,6 +892,8 @@ def _setup_cells_310(f: Frame, fn: FunctionType) -> None:
             lv[j] = NULL
         else:
             lv[nlocals + i] = CellType()
+        if made is not None:
+            made(lv[nlocals + i])
     base = nlocals + len(code.co_cellvars)
     for i, cell in enumerate(fn.__closure__ or ()):
         lv[base + i] = cell

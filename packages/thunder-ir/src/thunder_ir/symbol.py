@@ -140,7 +140,11 @@ class Symbol:
             args = (value, *args[1:])
         if self.is_prim or self.meta is None:
             known = len(trace.int_variables)
-            out = self.meta(*args, **kwargs) if self.meta is not None else None
+            try:
+                out = self.meta(*args, **kwargs) if self.meta is not None else None
+            except TypeError:
+                _raise_for_out(self, kwargs)
+                raise
             if isinstance(out, NumberProxy) and (
                 any(out is a for a in args) or _existing_variable(trace, out, known)
             ):
@@ -152,6 +156,9 @@ class Symbol:
             trace.push_scope()
             try:
                 out = self.meta(*args, **kwargs)
+            except TypeError:
+                _raise_for_out(self, kwargs)
+                raise
             finally:
                 subsymbols = tuple(trace.pop_scope())
             if not subsymbols and _passes_input_through(args, kwargs, out):
@@ -163,6 +170,15 @@ class Symbol:
         if not trace.grad_enabled and not keeps_grad and not self._stops_gradient:
             return _without_grad(out)
         return out
+
+
+def _raise_for_out(sym: Symbol, kwargs: dict[str, Any]) -> None:
+    """A torch call with ``out=`` that the op does not take (its meta raised TypeError): torch
+    runs it (``TorchRunsItError``: the front end runs the program through torch there)."""
+    if kwargs.get("out") is not None:
+        from thunder_ir.ops.fallback import TorchRunsItError
+
+        raise TorchRunsItError(sym.qualified_name, "it writes into its out= argument") from None
 
 
 def _module_global(module: str, name: str, key: str | None = None) -> Any:

@@ -22,6 +22,7 @@ __all__ = [
     "HOOK_ATTRIBUTES",
     "BuiltinReads",
     "GenericAbsence",
+    "Held",
     "Lookups",
     "ModuleAbsence",
     "ModulesWithoutHooks",
@@ -41,6 +42,7 @@ __all__ = [
     "check_not_shadowed",
     "check_strides",
     "check_tensors",
+    "held_object",
     "is_plain_module_member",
     "module_store",
     "unpack_element",
@@ -228,6 +230,28 @@ def _check_strides(x: Any, strides: tuple[int, ...]) -> None:
 
 # An input laid out as when a view of it inside a fusion region was checked as eager runs it.
 check_strides = _prologue_symbol(_check_strides)
+
+
+class Held:
+    """An outside object the prologue holds itself, for an object the program reached without a
+    path (a closure cell or the defaults of a method looked up on its class, whose function is
+    pinned by that lookup): ``held_object(h)`` is it on every call."""
+
+    __slots__ = ("label", "value")
+
+    def __init__(self, value: Any, label: str) -> None:
+        self.value = value
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<{self.label}>"
+
+    def __deepcopy__(self, memo: Any) -> Held:
+        return self  # the object the copies' programs share
+
+
+def held_object(held: Held) -> Any:
+    return held.value
 
 
 def _check_contiguous(x: Any) -> None:

@@ -447,7 +447,10 @@ def make_cell(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         lv = f.lv
         v = lv[i]
-        lv[i] = CellType() if v is NULL else CellType(v)
+        cell = lv[i] = CellType() if v is NULL else CellType(v)
+        made = f.rt.cb_make_cell
+        if made is not None:
+            made(cell)
         return nxt
 
     return op

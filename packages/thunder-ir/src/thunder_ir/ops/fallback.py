@@ -114,6 +114,7 @@ _REFUSED_METHODS = frozenset(
         "register_post_accumulate_grad_hook", "share_memory_", "record_stream", "backward",
         "pin_memory", "is_pinned", "_version", "set_", "resize_", "resize_as_", "numpy", "tolist",
         "item", "__setstate__", "__reduce_ex__", "_is_view", "_base", "is_shared",
+        "_tensor_version",
     }
 )  # fmt: skip
 
@@ -124,7 +125,7 @@ _LAYOUT_QUERIES = frozenset(
     {
         "stride", "is_contiguous", "data_ptr", "storage_offset", "untyped_storage", "storage",
         "is_set_to", "is_non_overlapping_and_dense", "is_pinned", "_version", "_is_view", "_base",
-        "is_shared",
+        "is_shared", "_tensor_version",
     }
 )  # fmt: skip
 assert _LAYOUT_QUERIES <= _REFUSED_METHODS
@@ -542,8 +543,17 @@ torch_fallback_inplace = torchop(
 )(_in_place_meta)
 
 
+def _method_name(name: str) -> str:
+    """``x.stride`` of ``torch.Tensor.stride``; of an operator overload
+    (``torch.ops.prims._tensor_version.default``), its operator's name."""
+    parts = name.split(".")
+    if name.startswith("torch.ops.") and len(parts) == 5:
+        return parts[3]
+    return parts[-1]
+
+
 def _refusal_by_name(name: str) -> str | None:
-    method = name.rpartition(".")[2]
+    method = _method_name(name)
     if method in _STORAGE_WRITES:
         return "it changes its tensor's storage or shape in place, which the trace does not model"
     if method == "numpy":
@@ -566,7 +576,7 @@ def fallback_refusal(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> st
     name = torch_callable_name(fn)
     if name is None:
         return "no qualified name denotes this callable"
-    if name.rpartition(".")[2] in _RUN_BY_TORCH or kwargs.get("out") is not None:
+    if _method_name(name) in _RUN_BY_TORCH or kwargs.get("out") is not None:
         return None  # torch runs it (TorchRunsItError): the program runs split there
     if _is_in_place_method(name) or _writes_first_argument_by_name(name, fn, args):
         # Its functional variant and a copy, or (without one) torch runs it, split.
@@ -612,7 +622,7 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
             getattr(fn, "__qualname__", repr(fn)), "no qualified name denotes this callable"
         )
     reason = _refusal_by_name(name)
-    if reason is not None and name.rpartition(".")[2] in _RUN_BY_TORCH:
+    if reason is not None and _method_name(name) in _RUN_BY_TORCH:
         raise TorchRunsItError(name, reason)
     if reason is None and kwargs.get("out") is not None:
         raise TorchRunsItError(name, "it writes into its out= argument")

@@ -116,6 +116,7 @@ class CallsMixin(WritesMixin):
             load_generic_attribute_missing=self._cb_generic_attribute_missing,
             store_global=self._cb_store_global,
             store_closure_cell=self._cb_store_cell,
+            make_cell=self._cb_make_cell,
             store_attribute=self._cb_store_attribute,
             store_item=self._cb_store_item,
             load_item=self._cb_load_item,
@@ -144,7 +145,8 @@ class CallsMixin(WritesMixin):
         if args and _logger_method(fn, args[0]):  # transformers' warning_once (an lru_cache)
             name = next(n for c in type(args[0]).__mro__ for n, v in vars(c).items() if v is fn)
             return self._logging_call(args[0], name, args[1:], kwargs)
-        if owner is not None and type(fn) is types.BuiltinMethodType:
+        # (``d.__setitem__`` of a dict is a method-wrapper, ``d.update`` a builtin method)
+        if owner is not None and type(fn) in (types.BuiltinMethodType, types.MethodWrapperType):
             mutators = _CONTAINER_MUTATORS.get(type(owner))
             if mutators is not None and fn.__name__ in mutators:
                 self._record_mutation(owner, fn.__name__, args, kwargs)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 import thunder_interp
-from thunder.access import ARG, ATTR, CELL, ELEMENT, GLOBAL, ITEM, KWARG, ROOT, Access
+from thunder.access import ARG, ATTR, CELL, ELEMENT, GLOBAL, ITEM, KWARG, QUERY, ROOT, Access
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _CONTAINER_TYPES,
@@ -44,7 +44,7 @@ from thunder.errors import (
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
-from thunder.guards import HOOK_ATTRIBUTES
+from thunder.guards import HOOK_ATTRIBUTES, Held, held_object
 from thunder.lookasides import native_special
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
@@ -291,6 +291,30 @@ class ReadsMixin(BinderState):
                         "pass the tensor as an argument",
                     )
                 pkwargs[name] = seen
+
+    def _guard_defaults(self, func: types.FunctionType) -> None:
+        """The default values of an outside function the program calls, which the interpreter
+        binds without a read the binder sees: ``__defaults__`` replaced or a mutable default
+        changed compiles again. Guarded whole, whether or not this call uses them; those
+        holding tensors are left to the call (a tensor default is read as a constant)."""
+        key = (func, "__defaults__")
+        if key in self.facts.lookups:
+            return
+        self.facts.lookups[key] = (func, "__defaults__", func.__defaults__)
+        self.facts.lookups[(func, "__kwdefaults__")] = (func, "__kwdefaults__", func.__kwdefaults__)
+        root = Access(QUERY, (held_object, (Held(func, f"function {func.__qualname__}"),)))
+        items = [
+            (root.attr("__defaults__").item(i), v) for i, v in enumerate(func.__defaults__ or ())
+        ]
+        items += [
+            (root.attr("__kwdefaults__").item(k), v) for k, v in (func.__kwdefaults__ or {}).items()
+        ]
+        for access, value in items:
+            if isinstance(value, torch.Tensor):
+                continue
+            if type(value) in _CONTAINER_TYPES and _holds_tensors(value):
+                continue
+            self.on_load(value, access)
 
     def _bind_leaf(self, x: Any, access: Access, guarded: bool = False) -> Any:
         """What the program sees for the argument ``x`` found at ``access``. ``guarded``: the
@@ -649,10 +673,10 @@ class ReadsMixin(BinderState):
     def _cb_load_cell(
         self, name: str, value: Any, code: types.CodeType, prov: Any, cell: types.CellType
     ) -> Any:
-        entry = self.paths.cells.get(id(cell))
-        if entry is None or entry[0] is not cell:
+        access = self._cell_access(cell, name)
+        if access is None:
             return value  # a cell made by this call: it holds program values
-        return self.on_load(value, entry[1])
+        return self.on_load(value, access)
 
     def _cb_load_generic_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         """``object.__getattribute__(obj, name)``: for an object whose class has its own

@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from thunder.access import ARG, ATTR, CELL, GLOBAL, KWARG, ROOT, SIZE, Access
+from thunder.access import ARG, ATTR, CELL, GLOBAL, KWARG, QUERY, ROOT, SIZE, Access
 from thunder.errors import (
     UnsupportedSideEffectError,
 )
-from thunder.guards import check_no_module_hooks
+from thunder.guards import Held, check_no_module_hooks, held_object
 from thunder.lookasides import SymbolicSize, is_library_code
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder_ir import IntegerProxy, Proxy, TensorProxy, Trace
@@ -368,6 +368,9 @@ class Paths:
     # Closure cells of functions from outside, by id: the cell and its access path. Cells,
     # not code objects: the closures one ``def`` makes share their code.
     cells: dict[int, tuple[types.CellType, Access]] = field(default_factory=dict)
+    # Cells the program made (a frame's cell variables), by id: its own values, not outside
+    # state. Any other cell it reads was made outside it.
+    made_cells: dict[int, types.CellType] = field(default_factory=dict)
     globals_dicts: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Objects taken out of outside containers (``pop``): no path reaches them on later calls.
     detached: dict[int, Any] = field(default_factory=dict)
@@ -491,6 +494,24 @@ class BinderState:
             self.paths.access_of.setdefault(id(fn.__self__), (fn.__self__, access.attr("__self__")))
             self._register_cells(fn.__func__, access.attr("__func__"))
 
+    def _cb_make_cell(self, cell: types.CellType) -> None:
+        self.paths.made_cells[id(cell)] = cell
+
+    def _cell_access(self, cell: types.CellType, name: str) -> Access | None:
+        """The path to what ``cell`` holds, or None for a cell the program made. A cell of an
+        outside function found without a path (a method looked up on its class, a function a
+        builtin called) is held by the prologue itself: the function is pinned (its lookup
+        is checked), so its cells are too; only what they hold can change."""
+        entry = self.paths.cells.get(id(cell))
+        if entry is not None and entry[0] is cell:
+            return entry[1]
+        if self.paths.made_cells.get(id(cell)) is cell:
+            return None
+        held = (Held(cell, f"closure cell {name}"),)
+        access = Access(QUERY, (held_object, held)).attr("cell_contents")
+        self.paths.cells[id(cell)] = (cell, access)
+        return access
+
     def _register_cells(self, fn: types.FunctionType, access: Access) -> None:
         """The closure cells of ``fn`` (reached by ``access``): reads of them, also from
         functions the program makes that share them, are reads of outside state."""
@@ -579,6 +600,11 @@ class BinderState:
     def _guard_code(self, func: Any) -> None:
         if type(func) is types.FunctionType and not is_library_code(func.__code__):
             self.facts.lookups.setdefault((func, "__code__"), (func, "__code__", func.__code__))
+            if func.__defaults__ is not None or func.__kwdefaults__ is not None:
+                self._guard_defaults(func)
+
+    def _guard_defaults(self, func: types.FunctionType) -> None:
+        raise NotImplementedError  # reads.ReadsMixin
 
     def _associate(self, obj: Any, access: Access) -> None:
         """``obj`` is found at ``access`` (the first path the program took to it is kept)."""

@@ -102,10 +102,9 @@ class WritesMixin(ReadsMixin):
     def _cb_store_cell(
         self, name: str, value: Any, code: types.CodeType, cell: types.CellType
     ) -> None:
-        entry = self.paths.cells.get(id(cell))
-        if entry is None or entry[0] is not cell:
+        cell_access = self._cell_access(cell, name)
+        if cell_access is None:
             return  # a cell made by this call
-        cell_access = entry[1]
         template = self._template(value, f"nonlocal {name}")
         old = cell.cell_contents if _cell_is_set(cell) else _MISSING
         self.effects.undo.append(lambda: _restore_cell(cell, old))
@@ -175,10 +174,9 @@ class WritesMixin(ReadsMixin):
         self.effects.written_paths.add(Access(GLOBAL, (module, name)))
 
     def _cb_delete_cell(self, name: str, code: types.CodeType, cell: types.CellType) -> None:
-        entry = self.paths.cells.get(id(cell))
-        if entry is None or entry[0] is not cell:
+        cell_access = self._cell_access(cell, name)
+        if cell_access is None:
             return  # a cell made by this call
-        cell_access = entry[1]
         old = cell.cell_contents
         self.effects.undo.append(lambda: _restore_cell(cell, old))
         self.effects.writes.append(Write("del_cell", cell_access, name, None))
