@@ -47,6 +47,7 @@ from thunder_transforms.autodiff import (  # noqa: F401
     rules_fused,
     rules_higher_order,
     rules_nn,
+    rules_reductions,
     rules_shape,
 )
 from thunder_transforms.autodiff.core import (

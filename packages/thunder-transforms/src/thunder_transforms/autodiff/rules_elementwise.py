@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thunder_ir import BoundSymbol, TensorProxy, prims
+from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
 from thunder_transforms.autodiff.registry import (
     GradPairs,
     expand_reduced,
@@ -150,8 +150,10 @@ def _minimum(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 @register_vjp(P.atan2)
 def _atan2(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args
+    # As eager: 1 / (a^2 + b^2), taken as 0 where that sum is 0 (atan2(0, 0) has gradient 0).
     denom = P.add(_sq(a), _sq(b))
-    return [(a, P.mul(g, P.div(b, denom))), (b, P.mul(g, P.div(P.neg(a), denom)))]
+    recip = P.where(P.eq(denom, 0.0), 0.0, P.reciprocal(denom))
+    return [(a, P.mul(P.mul(g, b), recip)), (b, P.mul(P.mul(g, P.neg(a)), recip))]
 
 
 @register_vjp(P.remainder)
@@ -239,11 +241,19 @@ def _amax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, P.mul(expand_reduced(g, a.shape, ds), P.div(hit, count)))]
 
 
+def var_scale(n: Any, correction: Any) -> Any:
+    """2 / (n - correction); inf with no degrees of freedom left, as eager (its gradient is NaN)."""
+    dof = P.sub(n, correction)
+    if isinstance(dof, (int, float)) and dof == 0:
+        return math.inf
+    return P.div(2.0, dof)
+
+
 def _var_grad(a: TensorProxy, ds: tuple[int, ...], correction: Any, gv: Any, mean: Any) -> Any:
     if mean is None:
         mean = P.div(P.sum(a, ds), _count(a, ds))
     centered = P.sub(a, expand_reduced(mean, a.shape, ds))
-    scale = P.div(2.0, P.sub(_count(a, ds), correction))
+    scale = var_scale(_count(a, ds), correction)
     return P.mul(P.mul(expand_reduced(gv, a.shape, ds), centered), scale)
 
 
@@ -277,8 +287,25 @@ def _cumsum(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 @register_vjp(P.cumprod)
 def _cumprod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, dim = bsym.args
-    if a.ndim == 0:
+    if a.ndim == 0 or (isinstance(a.shape[dim], int) and a.shape[dim] == 1):
         return [(a, g)]
-    # sum_{j >= i} g_j * y_j / a_i; exact for inputs without zeros (torch special-cases zeros).
-    rev = P.flip(P.cumsum(P.flip(P.mul(g, bsym.output), (dim,)), dim), (dim,))
-    return [(a, P.div(rev, a))]
+    d = dim % a.ndim
+
+    def rev_cumsum(t: Any) -> Any:
+        return P.flip(P.cumsum(P.flip(t, (d,)), d), (d,))
+
+    # As eager: sum_{j >= i} g_j * y_j / a_i before the first zero; at the first zero z1, the
+    # product of the elements before it times sum_{z1 <= j < z2} g_j * prod_{z1 < k <= j} a_k
+    # (z2 the second zero); after it, 0.
+    is_zero = P.eq(a, 0.0)
+    zeros_seen = P.cumsum(P.convert_element_type(is_zero, dtypes.int64), d)
+    before = P.eq(zeros_seen, 0)
+    first_run = P.eq(zeros_seen, 1)
+    before_grad = P.div(
+        rev_cumsum(P.where(before, P.mul(bsym.output, g), 0.0)), P.where(before, a, 1.0)
+    )
+    tail = P.cumprod(P.where(P.bitwise_and(first_run, P.bitwise_not(is_zero)), a, 1.0), d)
+    tail_sum = expand_reduced(P.sum(P.mul(tail, P.where(first_run, g, 0.0)), (d,)), a.shape, (d,))
+    at_zero = P.mul(tail_sum, P.cumprod(P.where(before, a, 1.0), d))
+    first_zero = P.bitwise_and(first_run, is_zero)
+    return [(a, P.where(before, before_grad, P.where(first_zero, at_zero, 0.0)))]

@@ -1,0 +1,269 @@
+"""VJP rules of composite reductions whose decomposition differentiates to another gradient than
+eager's at edge points: ``max``/``min`` along a dim (ties), norms at zero (``0 * inf``), ``std``
+of a constant input (``sqrt`` at 0)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
+from thunder_ir import ops as ltorch
+from thunder_ir.ops import nn_base, nn_norm
+from thunder_ir.ops._helpers import broadcast, dtype_arg, to_dtype
+from thunder_ir.utils import canonicalize_dim, canonicalize_dims, result_type
+from thunder_transforms.autodiff.registry import (
+    GradPairs,
+    bound_arguments,
+    expand_reduced,
+    register_vjp,
+    sum_to_shape,
+    zeros_like,
+)
+from thunder_transforms.autodiff.rules_elementwise import var_scale
+
+__all__: list[str] = []
+
+P = prims
+
+
+def _reduced(a: TensorProxy, dim: Any) -> tuple[int, ...]:
+    """The dims a reduction over ``dim`` removes: all for None or (); none for a 0-d tensor."""
+    if a.ndim == 0:
+        return ()
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(a.ndim))
+    return tuple(canonicalize_dims(a.ndim, dim))
+
+
+def _expand(t: TensorProxy, shape: Any, ds: tuple[int, ...], keepdim: bool) -> TensorProxy:
+    """A reduction's result, ``keepdim`` or not, broadcast back to the input's ``shape``."""
+    if keepdim:
+        return P.broadcast_in_dim(t, tuple(shape), tuple(range(len(shape))))  # type: ignore[no-any-return]
+    return expand_reduced(t, shape, ds)
+
+
+def _opmath(t: Any, dtype: Any) -> Any:
+    return t if t.dtype == dtype else P.convert_element_type(t, dtype)
+
+
+def _compute_dtype(d: Any) -> Any:
+    return dtypes.float32 if d.is_low_precision else d
+
+
+def _count(shape: Any, ds: tuple[int, ...]) -> Any:
+    n: Any = 1
+    for d in ds:
+        n = n * shape[d]
+    return n
+
+
+# max/min along a dim ----------------------------------------------------------------------------
+
+
+def _along_dim(bsym: BoundSymbol) -> bool:
+    dim = bound_arguments(bsym)["dim"]
+    return isinstance(dim, int) and not isinstance(dim, bool)
+
+
+@register_vjp(ltorch.max, ltorch.min, applies=_along_dim)
+def _max_min_dim(bsym: BoundSymbol, g: Any, *_: Any) -> GradPairs:
+    # The whole gradient goes to the element the returned index names, ties or not; max() and
+    # amax without indices split it evenly (their decomposition).
+    args = bound_arguments(bsym)
+    a = args["a"]
+    if g is None:
+        return []
+    if a.ndim == 0:
+        return [(a, g)]
+    d = canonicalize_dim(a.ndim, args["dim"])
+    indices = bsym.output[1]
+    if not args["keepdim"]:
+        g, indices = P.unsqueeze(g, d), P.unsqueeze(indices, d)
+    return [(a, P.scatter_add(zeros_like(a), d, indices, g))]
+
+
+# Norms ------------------------------------------------------------------------------------------
+
+
+def _norm_grad(x: Any, p: float, norm: Any, g: Any, ds: tuple[int, ...]) -> Any:
+    """Eager's norm backward: ``norm`` and ``g`` broadcast to ``x``'s shape. Where the norm is 0
+    the gradient is 0 (the subgradient), not the ``0 * inf`` of the decomposition."""
+    if p == 1:
+        return P.mul(P.sign(x), g)
+    if p == 2:
+        return P.mul(g, P.where(P.eq(norm, 0.0), 0.0, P.div(x, norm)))
+    if math.isinf(p):
+        ax = P.abs(x)
+        mask = P.convert_element_type(P.bitwise_or(P.eq(ax, norm), P.isnan(ax)), x.dtype)
+        count = expand_reduced(P.sum(mask, ds), x.shape, ds)
+        return P.mul(P.sign(x), P.mul(P.div(g, count), mask))
+    if p < 1:
+        scaled = P.mul(P.sign(x), P.where(P.eq(x, 0.0), 0.0, P.pow(P.abs(x), p - 1.0)))
+        return P.mul(P.mul(scaled, g), P.pow(norm, 1.0 - p))
+    if p < 2:
+        scaled = P.mul(P.sign(x), P.pow(P.abs(x), p - 1.0))
+    else:
+        scaled = P.mul(x, P.pow(P.abs(x), p - 2.0))
+    scale = P.where(P.eq(norm, 0.0), 0.0, P.div(g, P.pow(norm, p - 1.0)))
+    return P.mul(scaled, scale)
+
+
+def _real_nonzero_ord(bsym: BoundSymbol, x: str, ord: str) -> bool:
+    # ord 0 has no gradient (its output carries none here); complex inputs keep the
+    # decomposition.
+    args = bound_arguments(bsym)
+    t = args[x]
+    dtype = dtype_arg(args.get("dtype")) or getattr(t, "dtype", None)
+    p = args[ord]
+    return (
+        isinstance(t, TensorProxy)
+        and not t.dtype.is_complex
+        and dtype is not None
+        and not dtype.is_complex
+        and isinstance(p, (int, float))
+        and not isinstance(p, bool)
+        and p != 0
+    )
+
+
+@register_vjp(ltorch.vector_norm, applies=lambda bsym: _real_nonzero_ord(bsym, "x", "ord"))
+def _vector_norm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    args = bound_arguments(bsym)
+    x, keepdim = args["x"], args["keepdim"]
+    compute = _compute_dtype(dtype_arg(args["dtype"]) or x.dtype)
+    ds = _reduced(x, args["dim"])
+    xc = _opmath(x, compute)
+    norm = _expand(_opmath(bsym.output, compute), x.shape, ds, keepdim)
+    gx = _expand(_opmath(g, compute), x.shape, ds, keepdim)
+    return [(x, _norm_grad(xc, float(args["ord"]), norm, gx, ds))]
+
+
+def _normalize_applies(bsym: BoundSymbol) -> bool:
+    return _real_nonzero_ord(bsym, "a", "p") and bound_arguments(bsym)["out"] is None
+
+
+@register_vjp(ltorch.normalize, applies=_normalize_applies)
+def _normalize(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # y = a / max(norm, eps): the clamp passes the gradient where norm >= eps, as eager's.
+    args = bound_arguments(bsym)
+    a, p, eps = args["a"], float(args["p"]), args["eps"]
+    ds = (canonicalize_dim(a.ndim, args["dim"]),) if a.ndim else ()
+    compute = _compute_dtype(a.dtype)
+    ac, gc, y = _opmath(a, compute), _opmath(g, compute), _opmath(bsym.output, compute)
+    norm = _expand(_opmath(nn_norm.vector_norm(a, p, ds, keepdim=True), compute), a.shape, ds, True)
+    denom = P.where(P.lt(norm, eps), eps, norm)
+    g_denom = expand_reduced(P.neg(P.sum(P.div(P.mul(gc, y), denom), ds)), a.shape, ds)
+    g_norm = P.where(P.ge(norm, eps), g_denom, 0.0)
+    return [(a, P.add(P.div(gc, denom), _norm_grad(ac, p, norm, g_norm, ds)))]
+
+
+@register_vjp(ltorch.cosine_similarity)
+def _cosine_similarity(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # sum(a / max(|a|, eps) * b / max(|b|, eps)): eager clamps the norms outside autograd, so the
+    # gradient reaches the norms unclamped.
+    args = bound_arguments(bsym)
+    x1, x2, eps = args["x1"], args["x2"], args["eps"]
+    common = result_type(x1, x2)
+    a, b = broadcast(to_dtype(x1, common), to_dtype(x2, common))
+    ds = (canonicalize_dim(a.ndim, args["dim"]),)
+    compute = _compute_dtype(common)
+    gc = expand_reduced(_opmath(g, compute), a.shape, ds)
+
+    def grad(x: TensorProxy, other_hat: TensorProxy, x_hat: Any, n: Any, clamped: Any) -> Any:
+        g_hat = P.mul(gc, other_hat)
+        g_n = expand_reduced(P.neg(P.sum(P.div(P.mul(g_hat, x_hat), clamped), ds)), a.shape, ds)
+        return P.add(P.div(g_hat, clamped), _norm_grad(x, 2.0, n, g_n, ds))
+
+    parts = []
+    for x in (a, b):
+        xc = _opmath(x, compute)
+        n = _expand(
+            _opmath(nn_norm.vector_norm(x, 2, ds, keepdim=True), compute), a.shape, ds, True
+        )
+        clamped = P.where(P.lt(n, eps), eps, n)
+        parts.append((xc, n, clamped, P.div(xc, clamped)))
+    (ac, na, ca, ah), (bc, nb, cb, bh) = parts
+    return [
+        (x1, sum_to_shape(grad(ac, bh, ah, na, ca), x1.shape)),
+        (x2, sum_to_shape(grad(bc, ah, bh, nb, cb), x2.shape)),
+    ]
+
+
+def _pairwise_applies(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    p = args["p"]
+    return (
+        all(isinstance(x, TensorProxy) and not x.dtype.is_complex for x in (args["x1"], args["x2"]))
+        and isinstance(p, (int, float))
+        and not isinstance(p, bool)
+        and p != 0
+    )
+
+
+@register_vjp(ltorch.pairwise_distance, applies=_pairwise_applies)
+def _pairwise_distance(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # The norm of x1 - x2 + eps over the last dim.
+    args = bound_arguments(bsym)
+    x1, x2, keepdim = args["x1"], args["x2"], args["keepdim"]
+    diff = nn_base.add(nn_base.sub(x1, x2), args["eps"])
+    ds = (diff.ndim - 1,) if diff.ndim else ()
+    compute = _compute_dtype(diff.dtype)
+    norm = _expand(_opmath(bsym.output, compute), diff.shape, ds, keepdim)
+    gd = _norm_grad(
+        _opmath(diff, compute),
+        float(args["p"]),
+        norm,
+        _expand(_opmath(g, compute), diff.shape, ds, keepdim),
+        ds,
+    )
+    return [(x1, sum_to_shape(gd, x1.shape)), (x2, sum_to_shape(P.neg(gd), x2.shape))]
+
+
+# Standard deviation -------------------------------------------------------------------------------
+
+
+def _std_args(bsym: BoundSymbol) -> tuple[TensorProxy, tuple[int, ...], Any, bool]:
+    """(input, reduced dims, correction, keepdim), by torch's overloads (``std(a, unbiased)``)."""
+    args = bound_arguments(bsym)
+    a, dim, unbiased, correction = args["a"], args["dim"], args["unbiased"], args["correction"]
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    return a, _reduced(a, dim), correction, bool(args["keepdim"])
+
+
+def _real_input(bsym: BoundSymbol) -> bool:
+    a = bound_arguments(bsym)["a"]
+    return isinstance(a, TensorProxy) and not a.dtype.is_complex
+
+
+def _std_grad(bsym: BoundSymbol, std: TensorProxy, g: TensorProxy) -> Any:
+    # Eager: the variance's gradient g / (2 std), 0 where std is 0 (a constant input).
+    a, ds, correction, keepdim = _std_args(bsym)
+    compute = _compute_dtype(a.dtype)
+    ac = _opmath(a, compute)
+    s = _expand(_opmath(std, compute), a.shape, ds, keepdim)
+    gs = _expand(_opmath(g, compute), a.shape, ds, keepdim)
+    gv = P.where(P.eq(s, 0.0), 0.0, P.div(gs, P.mul(s, 2.0)))
+    n = _count(a.shape, ds)
+    mean = expand_reduced(P.div(P.sum(ac, ds), n), a.shape, ds)
+    return P.mul(P.mul(gv, P.sub(ac, mean)), var_scale(n, correction))
+
+
+@register_vjp(ltorch.std, applies=_real_input)
+def _std(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return [(bound_arguments(bsym)["a"], _std_grad(bsym, bsym.output, g))]
+
+
+@register_vjp(ltorch.std_mean, applies=_real_input)
+def _std_mean(bsym: BoundSymbol, gs: Any, gm: Any) -> GradPairs:
+    a, ds, _, keepdim = _std_args(bsym)
+    grad = None if gs is None else _std_grad(bsym, bsym.output[0], gs)
+    if gm is not None:
+        # Summed in the computation dtype, not rounded twice to a low-precision input's.
+        gm = _expand(_opmath(gm, _compute_dtype(a.dtype)), a.shape, ds, keepdim)
+        gm = P.div(gm, _count(a.shape, ds))
+        grad = gm if grad is None else P.add(grad, gm)
+    return [(a, grad)]
