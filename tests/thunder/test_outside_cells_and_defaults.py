@@ -160,3 +160,15 @@ def test_cells_the_program_makes_are_its_own():
         x = torch.randn(3)
         torch.testing.assert_close(jf(x), f(x))
     assert thunder.compile_stats(jf).cache_misses == 1
+
+
+def test_requires_grad_of_values_computed_under_no_grad():
+    def f(x, w):
+        y = x * w
+        return (x.requires_grad, w.requires_grad, y.requires_grad, (y + 1).requires_grad)
+
+    jf = thunder.jit(f)
+    x, w = torch.randn(2, requires_grad=True), torch.randn(2)
+    with torch.no_grad():
+        assert jf(x, w) == f(x, w) == (True, False, False, False)
+    assert jf(x, w) == f(x, w) == (True, False, True, True)
