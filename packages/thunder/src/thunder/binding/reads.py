@@ -679,15 +679,7 @@ class ReadsMixin(BinderState):
         return self.on_load(value, access)
 
     def _computed_without_grad(self, t: Proxy) -> bool:
-        """A tensor the program computed while called under no_grad (and never enabling grad
-        inside: that is traced again from a no-grad region): eager's has no gradient history.
-        The trace leaves its flag as the inputs' (no stop_gradient per op), so the program's
-        read of ``t.requires_grad`` is answered here."""
-        if torch.is_grad_enabled() or self.regions.started_without_grad:
-            return False
-        if any(p is t for p, _ in self.inputs.in_order):
-            return False
-        return all(p is not t for p in self.inputs.seen_as.values())  # a gathered shard
+        raise NotImplementedError  # regions.RegionsMixin
 
     def _cb_load_generic_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         """``object.__getattribute__(obj, name)``: for an object whose class has its own

@@ -24,7 +24,7 @@ from thunder.errors import (
 )
 from thunder.lookasides import native_special
 from thunder_interp import interpret, uncatchable
-from thunder_ir import TensorProxy, get_tracectx
+from thunder_ir import Proxy, TensorProxy, get_tracectx
 
 _UNSET = object()
 # The device types whose torch.autocast the autocast transform implements.
@@ -343,6 +343,17 @@ class RegionsMixin(CopyingMixin):
         self.regions.grad_mode = False
         self.regions.started_without_grad = True
         self.trace.grad_enabled = False
+
+    def _computed_without_grad(self, t: Proxy) -> bool:
+        """A tensor the program computed while called under no_grad (and never enabling grad
+        inside: that is traced again from a no-grad region): eager's has no gradient history.
+        The trace leaves its flag as the inputs' (no stop_gradient per op), so the program's
+        read of ``t.requires_grad`` is answered here."""
+        if torch.is_grad_enabled() or self.regions.started_without_grad:
+            return False
+        if any(p is t for p, _ in self.inputs.in_order):
+            return False
+        return all(p is not t for p in self.inputs.seen_as.values())  # a gathered shard
 
     def _grad_mode(self) -> bool:
         if self.regions.grad_mode is None:
