@@ -135,8 +135,6 @@ _NATIVE_DUNDER_CLASSES = (
     torch.nn.ModuleList,
     torch.nn.ModuleDict,
     torch.nn.Sequential,
-    torch.nn.ParameterList,
-    torch.nn.ParameterDict,
     torch.utils._config_module.ConfigModule,  # torch's config modules (torch._dynamo.config)
 )
 # Attribute machinery of nn.Module that must stay native for the same reason.

@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import functools
 import linecache
+import math
 import types
 from collections.abc import Callable
 from typing import Any
@@ -300,6 +301,8 @@ class _Generator:
             self.add(t_var, f"type of {label}")
             if allowed == "PLAIN_TYPES":
                 self.add(var, label)
+                if t in (int, float):  # 0.0 == -0.0 (and hash alike), but 1 / -0.0 is -inf
+                    self.add(f"{self.constant(math.copysign)}(1.0, {var})", f"sign of {label}")
             if t in _IDENTIFIABLE and not (self.symbolic and t in _SYMBOLIC_NUMBERS):
                 self.scalars.append(var)  # symbolic numbers: ``is`` is guarded where it is used
             return

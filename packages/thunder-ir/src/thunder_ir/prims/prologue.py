@@ -4,6 +4,7 @@ relies on. They are plain Python, so their implementations live here with them."
 from __future__ import annotations
 
 import keyword
+import math
 import re
 import sys
 from typing import Any
@@ -75,7 +76,15 @@ def _unpack_cell(fn: Any, index: int) -> Any:
 
 
 def _check_value(x: Any, value: Any) -> None:
-    if type(x) is not type(value) or x != value:
+    if type(x) is not type(value):
+        _fail(f"expected {value!r}, got {x!r}")
+    if type(value) is float:
+        # -0.0 == 0.0 but 1 / -0.0 is -inf; a nan equals no value but is the same constant
+        if (x != value or math.copysign(1.0, x) != math.copysign(1.0, value)) and not (
+            x != x and value != value
+        ):
+            _fail(f"expected {value!r}, got {x!r}")
+    elif x != value:
         _fail(f"expected {value!r}, got {x!r}")
 
 
@@ -187,9 +196,9 @@ def _inline_check_value(bsym: Any, p: Printer) -> str | None:
     x_src = p.value(x)
     if value is None or type(value) is bool:
         test = f"{x_src} is not {value!r}"
-    elif type(value) in (int, str) or (type(value) is float and value == value):
+    elif type(value) in (int, str) or (type(value) is float and value == value and value):
         test = f"type({x_src}) is not {type(value).__name__} or {x_src} != {p.value(value)}"
-    elif type(value) is float:  # nan: never equal, the call says so
+    elif type(value) is float:  # nan, and 0.0 against -0.0: the call tells them apart
         return None
     else:  # _check_value's own test, on constants of the program (no literal rebuilt per call)
         v = p.opaque(value)

@@ -23,6 +23,11 @@ from thunder_ir.proxies import _BoundTensorMethod, set_requires_grad
 __all__ = ["Binder"]
 
 
+def _is_subclass_of(cls: type, classinfo: Any) -> bool:
+    classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+    return any(isinstance(c, type) and issubclass(cls, c) for c in classes)
+
+
 class Binder(AutogradFunctionMixin):
     """The state of one tracing run (one cache entry being compiled)."""
 
@@ -59,6 +64,16 @@ class Binder(AutogradFunctionMixin):
             return _call_tensor_method(method, *args, **kwargs)
 
         table[_BoundTensorMethod.__call__] = call_tensor_method
+        plain_isinstance = table[isinstance]
+
+        def isinstance_(obj: Any, classinfo: Any) -> bool:
+            if isinstance(obj, TensorProxy) and obj.name in self.inputs.tensor_types:
+                # An input whose tensor is a Parameter (or another subclass): eager's answer.
+                cls = self.inputs.tensor_types[obj.name]
+                return _is_subclass_of(cls, classinfo) or plain_isinstance(obj, classinfo)
+            return plain_isinstance(obj, classinfo)
+
+        table[isinstance] = isinstance_
         where = table[torch.where]  # the op, falling back to torch's where it refuses an option
 
         def where_or_indices(*args: Any, **kwargs: Any) -> Any:

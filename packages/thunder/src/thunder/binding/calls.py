@@ -177,9 +177,16 @@ class CallsMixin(WritesMixin):
             return result
         return fn(*args, **kwargs)
 
+    def tensor_type(self, t: TensorProxy) -> type:
+        """The Python type eager's tensor has for the proxy ``t``: an input's own (a Parameter),
+        else ``torch.Tensor`` (what an op computes)."""
+        return self.inputs.tensor_types.get(t.name, torch.Tensor)
+
     def _type_of(self, obj: Any) -> type:
         """``type(obj)``: found at ``obj.__class__`` for an outside object, so what the program
         reads from the class (``type(self).helper(self)``) is guarded like an attribute."""
+        if isinstance(obj, TensorProxy):
+            return self.tensor_type(obj)
         cls = type(obj)
         if isinstance(obj, (Proxy, *_SCALAR_TYPES)) or not cls.__flags__ & _HEAPTYPE:
             return cls

@@ -48,7 +48,7 @@ from thunder.guards import HOOK_ATTRIBUTES, Held, held_object
 from thunder.lookasides import native_special
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
-from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy
+from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, OpTag, Proxy, TensorProxy
 
 # Names that ``getattr`` on a class answers from ``type`` itself (data descriptors of the
 # metaclass), not from the class's MRO.
@@ -681,6 +681,9 @@ class ReadsMixin(BinderState):
     def _computed_without_grad(self, t: Proxy) -> bool:
         raise NotImplementedError  # regions.RegionsMixin
 
+    def tensor_type(self, t: TensorProxy) -> type:
+        raise NotImplementedError  # calls.CallsMixin
+
     def _cb_load_generic_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         """``object.__getattribute__(obj, name)``: for an object whose class has its own
         ``__getattribute__`` (a transformers config), the lookup that method makes, guarded as
@@ -720,6 +723,8 @@ class ReadsMixin(BinderState):
         if isinstance(obj, Proxy):
             if name == "requires_grad" and value and self._computed_without_grad(obj):
                 return False
+            if name == "__class__" and isinstance(obj, TensorProxy):
+                return self.tensor_type(obj)
             return torch_value(value, as_size=name == "shape")
         if self.facts.last_generic is not None and self._answered_by_generic(obj, value):
             return value
@@ -807,6 +812,18 @@ class ReadsMixin(BinderState):
         key = access.attr(f"<has {name}>")
         self.facts.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
 
+    def _written_tensor(self, t: TensorProxy) -> TensorProxy:
+        """The tensor an in-place op's result ``t`` is (its first argument's, recursively)."""
+        results = {}
+        for b in self.trace.bound_symbols:
+            if b.has_tag(OpTag.IN_PLACE) and isinstance(b.output, TensorProxy) and b.args:
+                first = b.args[0]
+                if isinstance(first, TensorProxy) and b.output is not first:
+                    results[b.output.name] = first
+        while t.name in results:
+            t = results[t.name]
+        return t
+
     def _cb_compare_identity(self, a: Any, b: Any, same: bool) -> bool | None:
         """``a is b`` between objects found outside the program (arguments, globals,
         attributes): the answer is guarded, as the program's path may depend on it (a sentinel
@@ -822,6 +839,10 @@ class ReadsMixin(BinderState):
             same = origin_a[0] is origin_b[0]
             self._guard_identity(origin_a[1], origin_b[1], same)
             return same
+        if isinstance(a, TensorProxy) and isinstance(b, TensorProxy) and a is not b:
+            # An in-place op returns its tensor (``x.add_(1) is x``, ``y += 1`` keeps ``y``):
+            # the trace gives its result a name of its own, the same tensor in eager.
+            return self._written_tensor(a) is self._written_tensor(b)
         real = a if isinstance(b, TensorProxy) else b if isinstance(a, TensorProxy) else None
         if isinstance(real, torch.Tensor) and not isinstance(real, Proxy):
             # A caller's tensor reached another way (a weakref.ref to a parameter, as RNN

@@ -393,6 +393,9 @@ class Inputs:
     # Inputs the program sees as something the binder recorded from them (a sharded
     # parameter seen whole), by the input's name.
     seen_as: dict[str, TensorProxy] = field(default_factory=dict)
+    # The Python type of each tensor input that is not a plain torch.Tensor (a Parameter), by
+    # its proxy's name: what ``type(p)`` and ``isinstance`` answer for its proxy.
+    tensor_types: dict[str, type] = field(default_factory=dict)
     # Tensors with symbolic sizes: the prologue unpacks their sizes and checks the constant
     # ones (0 and 1).
     symbolic_shapes: list[Access] = field(default_factory=list)
@@ -480,11 +483,20 @@ class BinderState:
         self.paths.access_of[id(fn)] = (fn, root)
         if isinstance(fn, types.FunctionType):
             self._register_cells(fn, root)
+            self._lookup_code(fn)  # ``f.__code__ = ...`` after compiling runs the new code
         elif isinstance(fn, types.MethodType):
             self.paths.access_of[id(fn.__self__)] = (fn.__self__, root.attr("__self__"))
             func = fn.__func__
             if isinstance(func, types.FunctionType):
                 self._register_cells(func, root.attr("__func__"))
+                self._lookup_code(func)
+        elif type(fn).__flags__ & _HEAPTYPE:
+            # A module or callable object: ``m.__class__ = Other`` changes what calling it runs.
+            self.facts.guards[root.attr("<type>")] = Guard(root, "type", type(fn))
+
+    def _lookup_code(self, func: types.FunctionType) -> None:
+        if not is_library_code(func.__code__):
+            self.facts.lookups.setdefault((func, "__code__"), (func, "__code__", func.__code__))
 
     def _register_function(self, fn: Any, access: Access) -> None:
         self.paths.access_of.setdefault(id(fn), (fn, access))
@@ -537,6 +549,8 @@ class BinderState:
             return self.inputs.seen_as.get(known[1].name, known[1])
         proxy = proxy_for_tensor(t, self._name_for(access))
         self.inputs.tensors[id(t)] = (t, proxy)
+        if type(t) is not torch.Tensor:
+            self.inputs.tensor_types[proxy.name] = type(t)
         self.inputs.in_order.append((proxy, access))
         unshard = getattr(t, "_thunder_unshard", None)
         if unshard is not None:
