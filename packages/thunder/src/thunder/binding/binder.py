@@ -70,8 +70,8 @@ class Binder(AutogradFunctionMixin):
             if isinstance(obj, TensorProxy) and obj.name in self.inputs.tensor_types:
                 # An input whose tensor is a Parameter (or another subclass): eager's answer.
                 cls = self.inputs.tensor_types[obj.name]
-                return _is_subclass_of(cls, classinfo) or plain_isinstance(obj, classinfo)
-            return plain_isinstance(obj, classinfo)
+                return _is_subclass_of(cls, classinfo) or bool(plain_isinstance(obj, classinfo))
+            return bool(plain_isinstance(obj, classinfo))
 
         table[isinstance] = isinstance_
         where = table[torch.where]  # the op, falling back to torch's where it refuses an option
