@@ -83,6 +83,8 @@ KEPT_OPS: tuple[Symbol, ...] = (
     # normalize (7 calls against torch's 3), sum given a dtype (a cast, then the sum)
     ltorch.add, ltorch.sub, ltorch.empty, ltorch.empty_like, ltorch.combinations,
     ltorch.index_copy, ltorch.normalize, ltorch.sum,
+    # one kernel, which checks the classes are in range as eager does
+    ltorch.one_hot,
 )  # fmt: skip
 
 # Kept whole off the CPU only: torch's CPU kernels for these are slower than their

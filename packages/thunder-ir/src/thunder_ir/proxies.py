@@ -493,8 +493,21 @@ def _reflected_true_divide(self: Any, other: Any) -> Any:
 
 
 TensorProxy.__rtruediv__ = _reflected_true_divide  # type: ignore[method-assign,assignment]
+
+
+def _tensor_compare(op: str) -> Callable[[Any, Any], Any]:
+    def method(self: Any, other: Any) -> Any:
+        if other is None or isinstance(other, (str, bytes)):
+            # torch.Tensor's operators return NotImplemented for these: Python then answers
+            # ``==`` by identity (False) and raises TypeError for ``<``, as in eager.
+            return NotImplemented
+        return _TENSOR_METHODS[op](self, other)
+
+    return method
+
+
 for _d, _op in _COMPARE_DUNDERS.items():
-    setattr(TensorProxy, f"__{_d}__", _tensor_binary(_op))
+    setattr(TensorProxy, f"__{_d}__", _tensor_compare(_op))
 for _d, _op in _UNARY_DUNDERS.items():
     setattr(TensorProxy, f"__{_d}__", _tensor_unary(_op))
 setattr(TensorProxy, "__hash__", Proxy.__hash__)  # operators above replaced the default

@@ -286,16 +286,20 @@ def _softmax_args(
     return x, d, x.dtype
 
 
+def _is_zero(size: Any) -> bool:
+    return isinstance(size, int) and size == 0
+
+
 def _log_softmax_core(x: TensorProxy, d: int) -> TensorProxy:
     """log_softmax in ``x``'s (computation) dtype."""
-    if x.ndim == 0:
+    if x.ndim == 0 or _is_zero(x.shape[d]):  # (an empty dim: an empty result, as eager)
         return sub(x, x)  # type: ignore[no-any-return]
     shifted = sub(x, expand_reduced(x, amax_(x, d), (d,)))
     return sub(shifted, expand_reduced(x, log(sum_(exp(shifted), d)), (d,)))  # type: ignore[no-any-return]
 
 
 def _softmax_core(x: TensorProxy, d: int) -> TensorProxy:
-    if x.ndim == 0:
+    if x.ndim == 0 or _is_zero(x.shape[d]):  # (an empty dim: an empty result, as eager)
         return exp(sub(x, x))  # type: ignore[no-any-return]
     e = exp(sub(x, expand_reduced(x, amax_(x, d), (d,))))
     return div(e, expand_reduced(x, sum_(e, d), (d,)))  # type: ignore[no-any-return]

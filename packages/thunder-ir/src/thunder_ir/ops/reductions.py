@@ -431,6 +431,10 @@ def logsumexp(a: Any, dim: DimArg, keepdim: bool = False) -> Any:
     dims = _dims(a, dim)
     out_dtype = a.dtype if a.dtype.is_float else dtypes.default_float_dtype()
     x = to_dtype(a, _accumulation(out_dtype))
+    if 0 in [a.shape[d] for d in dims if isinstance(a.shape[d], int)]:
+        # Nothing to shift by: log of an empty sum, -inf as eager
+        out = prims.log(prims.sum(prims.exp(x), dims))
+        return _keep(a, to_dtype(out, out_dtype), dims, keepdim)
     m = prims.amax(x, dims)
     # An infinite max would give inf - inf = nan; shifting by 0 instead keeps the right limit.
     m = prims.where(prims.isinf(m), 0.0, m)

@@ -1,0 +1,69 @@
+"""Small corners where eager's answer is the contract: comparing a tensor with None, softmax and
+logsumexp over an empty dimension, one_hot's range check."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder
+
+
+def _jit_strict(fn):
+    jf = thunder.jit(fn)
+
+    def call(*args):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no eager fallback, no internal error
+            return jf(*args)
+
+    return call
+
+
+def test_tensor_compared_with_none():
+    def f(x):
+        return x == None, x != None, None == x  # noqa: E711 - the comparison under test
+
+    assert _jit_strict(f)(torch.ones(2)) == f(torch.ones(2)) == (False, True, False)
+
+    def ordered(x):
+        return x < None
+
+    with pytest.raises(TypeError):
+        ordered(torch.ones(2))
+    with pytest.raises(TypeError):
+        thunder.jit(ordered)(torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.logsumexp(1),
+        lambda x: torch.logsumexp(x, (0, 1), keepdim=True),
+        lambda x: x.softmax(1),
+        lambda x: x.log_softmax(-1),
+        lambda x: F.softmin(x, 1),
+    ],
+)
+def test_softmax_family_over_an_empty_dimension(fn):
+    x = torch.randn(3, 0)
+    got, want = _jit_strict(fn)(x), fn(x)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want)
+
+
+def test_one_hot_checks_the_classes():
+    def f(x):
+        return F.one_hot(x, 4)
+
+    jf = thunder.jit(f)
+    x = torch.tensor([0, 3, 1])
+    torch.testing.assert_close(jf(x), f(x))
+    for bad, message in (([4], "smaller than num_classes"), ([-1], "non-negative")):
+        with pytest.raises(RuntimeError, match=message):
+            f(torch.tensor(bad))
+        with pytest.raises(RuntimeError, match=message):
+            jf(torch.tensor(bad))
