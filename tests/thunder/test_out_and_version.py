@@ -66,3 +66,38 @@ def test_the_version_counter_is_read_on_every_call():
         for _ in range(3):
             torch.testing.assert_close(jf(x), f(x))
             x.add_(1)
+
+
+def _no_internal_error(caught) -> None:
+    assert not [w for w in caught if "please report" in str(w.message)], [
+        str(w.message) for w in caught
+    ]
+
+
+def test_setting_tensor_data_runs_through_torch():
+    def g(x):
+        x.data = x.data * 2
+        return x + 1
+
+    jg = thunder.jit(g)
+    a, b = torch.arange(3.0), torch.arange(3.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = jg(a)
+    _no_internal_error(caught)
+    torch.testing.assert_close(got, g(b))
+    torch.testing.assert_close(a, b)
+
+
+def test_hook_on_an_input_scales_its_gradient():
+    def g(x):
+        x.register_hook(lambda grad: grad * 10)
+        return x * 3
+
+    for fn in (g, thunder.jit(g)):
+        x = torch.ones(2, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn(x).sum().backward()
+        _no_internal_error(caught)
+        torch.testing.assert_close(x.grad, torch.full((2,), 30.0))

@@ -846,3 +846,37 @@ def test_generic_reads_in_a_custom_getattribute_have_their_own_hooks() -> None:
         ("attr missing", "missing"),
         ("attr missing", "missing"),
     ]
+
+
+def test_called_below_a_frame_whose_code_cannot_be_hashed() -> None:
+    # torch.compile generates code objects with a dict among their constants: the interpreter
+    # walks the real frames below it to count the depth, and must not hash them.
+    import types
+
+    def inner(a: int) -> int:
+        return a * 2
+
+    def outer(a: int) -> int:
+        return interpret(inner)(a)
+
+    code = outer.__code__.replace(co_consts=(*outer.__code__.co_consts, {"k": 1}))
+    with pytest.raises(TypeError):
+        hash(code)
+    made = types.FunctionType(code, outer.__globals__, "outer", None, outer.__closure__)
+    assert made(21) == 42
+
+
+def test_make_cell_reports_the_cells_the_program_makes() -> None:
+    made: list[Any] = []
+    outside = [1]
+
+    def f() -> int:
+        x = 2
+
+        def g() -> int:
+            return x + outside[0]
+
+        return g()
+
+    assert interpret(f, callbacks=Callbacks(make_cell=made.append))() == 3
+    assert len(made) == 1 and made[0].cell_contents == 2

@@ -62,6 +62,15 @@ def register_c_callbacks(*codes: CodeType) -> None:
     _C_CALLBACK_CODES.update(codes)
 
 
+def _holds(codes: Any, code: CodeType) -> bool:
+    """``code in codes``, False for a code object that cannot be hashed (one generated with a
+    dict among its constants, as torch.compile's are): none of those is registered."""
+    try:
+        return code in codes
+    except TypeError:
+        return False
+
+
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator: resumed from C
 _NO_LIMIT = 1 << 62
 _MESSAGE = "maximum recursion depth exceeded"
@@ -157,7 +166,7 @@ def _frame_bytes(frame: FrameType) -> int:
     code = frame.f_code
     if code.co_flags & _GENERATOR_FLAGS:
         cost += _BYTES_PER_C_ENTRY
-    if code in _C_CALLBACK_CODES:
+    if _holds(_C_CALLBACK_CODES, code):
         cost += _BYTES_PER_C_CALLBACK
     return cost
 
@@ -181,7 +190,7 @@ COMPILED_ENTRY_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "
 
 def is_loop_code(code: CodeType) -> bool:
     """Whether real frames running ``code`` run an interpreted frame's dispatch loop."""
-    return code in LOOP_CODES or (
+    return _holds(LOOP_CODES, code) or (
         code.co_name == COMPILED_ENTRY_NAME and code.co_filename == COMPILED_ENTRY_FILE
     )
 
@@ -206,7 +215,7 @@ def depth_below(entry: FrameType) -> tuple[int, int, int]:
         code = frame.f_code
         if code.co_flags & _GENERATOR_FLAGS:
             c_bytes += _BYTES_PER_C_ENTRY
-        if code in _C_CALLBACK_CODES:
+        if _holds(_C_CALLBACK_CODES, code):
             c_bytes += _BYTES_PER_C_CALLBACK
         if is_loop_code(code):
             interpreted = frame.f_locals.get("f")

@@ -31,7 +31,7 @@ from thunder.errors import (
     UnsupportedSideEffectError,
 )
 from thunder.lookasides import SymbolicSize
-from thunder_ir import Proxy
+from thunder_ir import Proxy, TensorProxy
 
 _NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
 
@@ -113,6 +113,12 @@ class WritesMixin(ReadsMixin):
         self._track_stored(value, cell_access)
 
     def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
+        if isinstance(obj, TensorProxy):
+            # x.data = y, x.grad = g, x.requires_grad = b: torch's tensor state, which the
+            # trace does not model; torch runs it (the program runs split there).
+            from thunder_ir.ops.fallback import TorchRunsItError
+
+            raise TorchRunsItError(f"torch.Tensor.{name} = ...", "it sets a tensor attribute")
         self._refuse_detached(obj, f"sets the attribute {name!r} of")
         access = self.access_for(obj)
         if access is None:
