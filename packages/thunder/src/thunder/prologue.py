@@ -119,6 +119,9 @@ class _PrologueBuilder:
         self.ctx: dict[str, Any] = {"fn": program.fn}
         self.values: dict[Access, Any] = {}
         self.input_names = {p.name: p for p, _ in program.inputs}
+        self.input_at: dict[Access, Proxy] = {}  # the first input found at each path
+        for p, a in program.inputs:
+            self.input_at.setdefault(a, p)
         self.arg_slots: list[Any] = [None] * nargs
         self.args_unpacked = False
         # Checked in one call each, after the other guards: modules without hooks; the
@@ -214,7 +217,7 @@ class _PrologueBuilder:
             value: Any = PythonCode("fn")
             self.values[access] = value
             return value
-        like = next((p for p, a in self.program.inputs if a == access), None)
+        like = self.input_at.get(access)
         if kind == SIZE:
             return self._unpack_sizes(access, like)
         out = self._new_proxy(like, access)
