@@ -325,3 +325,18 @@ def test_small_integer_inputs_like_eager(
     if const_row:
         x[1] = x[1, 0]
     _assert_like_eager(f"prop_{name}", OPS[name], [x, y], None)
+
+
+def test_abs_of_complex_tensors_like_eager():
+    def f(x, w):
+        return (x.abs() * w).sum()
+
+    jf = thunder.jit(f)
+    for x0 in (torch.tensor([1 + 1j, 3 + 4j, 0j]), torch.randn(5, dtype=torch.complex64)):
+        w = torch.rand(x0.shape)
+        grads = []
+        for fn in (f, jf):
+            x = x0.clone().requires_grad_()
+            fn(x, w).backward()
+            grads.append(x.grad)
+        torch.testing.assert_close(grads[1], grads[0])

@@ -62,7 +62,18 @@ _unary(P.erfc, lambda x, y: P.mul(-2.0 / math.sqrt(math.pi), P.exp(P.neg(_sq(x))
 _unary(P.erfinv, lambda x, y: P.mul(math.sqrt(math.pi) / 2.0, P.exp(_sq(y))))
 _unary(P.lgamma, lambda x, y: P.digamma(x))
 _unary(P.sigmoid, lambda x, y: P.mul(y, P.sub(1.0, y)))
-_unary(P.abs, lambda x, y: P.sign(x))
+
+
+@register_vjp(P.abs)
+def _abs(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    x, y = _x_y(bsym)
+    if not x.dtype.is_complex:
+        return [(x, P.mul(g, P.sign(x)))]
+    # |x| of a complex x: eager's gradient is g * sgn(x), sgn(x) = x / |x| (0 where x is 0)
+    safe = P.where(P.eq(y, 0.0), 1.0, y)
+    sgn = P.div(x, P.convert_element_type(safe, x.dtype))
+    sgn = P.where(P.eq(y, 0.0), P.convert_element_type(P.mul(y, 0.0), x.dtype), sgn)
+    return [(x, P.mul(P.convert_element_type(g, x.dtype), sgn))]
 
 
 @register_vjp(P.neg)
