@@ -175,3 +175,31 @@ def test_no_grad_training_mode_updates_statistics_as_eager():
             torch.testing.assert_close(jm(x), e(x), rtol=1e-5, atol=1e-5)
     for b, c in zip(m.buffers(), e.buffers(), strict=True):
         torch.testing.assert_close(b, c)
+
+
+def test_a_write_through_a_view_of_a_copy_keeps_eager_layouts():
+    def written(x, w1, w2):
+        y = _two_depthwise(x, w1, w2)
+        v = y.view(-1)  # eager: a view of y, so the write below changes y
+        v.mul_(2)
+        return y
+
+    jf = thunder.jit(written)
+    args = torch.randn(2, 4, 8, 8), torch.randn(4, 1, 3, 3), torch.randn(4, 1, 3, 3)
+    with torch.no_grad():
+        _assert_as_eager(jf(*args), written(*args))
+    assert not _uses_channels_last(jf)
+
+
+def test_dropout_draws_eager_numbers():
+    def dropped(x, w1, w2):
+        return F.dropout(_two_depthwise(x, w1, w2), 0.5, training=True)
+
+    jf = thunder.jit(dropped)
+    args = torch.randn(2, 4, 8, 8), torch.randn(4, 1, 3, 3), torch.randn(4, 1, 3, 3)
+    with torch.no_grad():
+        torch.manual_seed(0)
+        got = jf(*args)
+        torch.manual_seed(0)
+        want = dropped(*args)
+    _assert_as_eager(got, want)

@@ -61,7 +61,7 @@ _VALUES = frozenset(
         "true_divide", "maximum", "minimum", "where", "clamp", "clamp_min", "clamp_max", "neg",
         "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "pow", "erf", "square",
         "adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool2d", "max_pool2d", "mean", "sum",
-        "amax", "amin", "pad", "dropout", "interpolate", "upsample_nearest2d",
+        "amax", "amin", "pad", "interpolate", "upsample_nearest2d",
         "upsample_bilinear2d", "linear", "softmax", "log_softmax", "cat",
     )
 ) | {"torch::torch_ex.pad"}  # fmt: skip
@@ -144,6 +144,7 @@ class _Rewrite:
         self.restored: set[str] = set()  # names of tensors a restoring copy was made of
         self.base: dict[str, str] = {}  # a view's name -> the name of the tensor it aliases
         self.converted: set[str] = set()
+        self.copied_from = ""  # the tensor the last restoring copy was made of
         self.depthwise = 0
 
     def _fresh(self, like: TensorProxy, suffix: str) -> TensorProxy:
@@ -170,7 +171,8 @@ class _Rewrite:
         sym = _restorer(self.eager[arg.name])
         if sym is None:
             raise _Refused(f"{arg.name} is laid out neither contiguous nor channels-last")
-        self.restored.add(self.base.get(arg.name, arg.name))
+        self.copied_from = self.base.get(arg.name, arg.name)
+        self.restored.add(self.copied_from)
         return self._convert(sym, arg, "as_eager")
 
     def _depthwise(self, b: BoundSymbol) -> bool:
@@ -217,15 +219,21 @@ class _Rewrite:
                 if written is not None and self._base(written.name) in self.restored:
                     raise _Refused(f"{b.sym.name} writes into memory a copy was made of")
             elif ident not in _VALUES and ident not in _VIEWS:
+                copied = len(self.restored)
                 args = tree_map(self._as_eager, args)
                 kwargs = tree_map(self._as_eager, kwargs)
+                if len(self.restored) > copied:
+                    # It may return a view of the copy (``view``, ``reshape``): a write through
+                    # its result must reach the tensor it was copied from, so it counts as one.
+                    for o in b.flat_proxy_outs:
+                        self.base[o.name] = self.copied_from
             if args is not b.args or kwargs is not b.kwargs:
                 b = b.replace(args=args, kwargs=kwargs)
             self._execute(b)
             if ident in _VIEWS or _is_in_place(b):
                 source = self._base(b.flat_proxy_args[0].name)
                 for o in b.flat_proxy_outs:
-                    self.base[o.name] = source
+                    self.base.setdefault(o.name, source)
             self.out.append(b)
         return self.out
 
