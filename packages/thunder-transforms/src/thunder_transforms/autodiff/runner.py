@@ -228,8 +228,16 @@ class _ThunderFunction(torch.autograd.Function):
     @staticmethod
     def _backward(ctx: Any, grads: Sequence[Any]) -> Any:
         fn: DifferentiableFunction = ctx.fn
-        tensors = iter(ctx.saved_tensors)
-        saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
+        try:
+            tensors = iter(ctx.saved_tensors)
+        except RuntimeError as e:
+            # Freed by an earlier backward through another output (``a.backward()`` then
+            # ``b.backward()``): eager's graph has a node per op, and outputs that share none
+            # need no retain_graph. One node holds the whole program here: its saved values
+            # are computed again from the inputs.
+            saved = _saved_again(ctx, e)
+        else:
+            saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
         cts = [g for g, d in zip(grads, fn.differentiable_outputs) if d]
         missing = {k for k, g in enumerate(cts) if g is None}
         for k in missing:
@@ -245,6 +253,28 @@ class _ThunderFunction(torch.autograd.Function):
                 for g, read in zip(input_grads, fn.cotangents_read)
             ]
         return (None, None, *input_grads)
+
+
+def _check_inputs_unchanged(ctx: Any) -> None:
+    for i, (a, v) in enumerate(zip(ctx.inputs, ctx.versions)):
+        if isinstance(a, torch.Tensor) and a._version != v:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: input {i} of a thunder.jit program is at version "
+                f"{a._version}; expected version {v} instead"
+            )
+
+
+def _saved_again(ctx: Any, freed: RuntimeError) -> list[Any]:
+    """What the forward saved for the backward, computed again from the inputs (a program
+    without effects gives the same values), after an earlier backward freed it."""
+    fn: DifferentiableFunction = ctx.fn
+    if fn.mutated_inputs or fn.draws_random:
+        raise freed
+    _check_inputs_unchanged(ctx)
+    with torch.no_grad():
+        _outs, saved = fn.forward_fn(*ctx.inputs)
+    return list(saved)
 
 
 def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any]:
@@ -264,13 +294,7 @@ def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any]:
             "program in eval mode / without dropout"
         )
     args = ctx.inputs
-    for i, (a, v) in enumerate(zip(args, ctx.versions)):
-        if isinstance(a, torch.Tensor) and a._version != v:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: input {i} of a thunder.jit program is at version "
-                f"{a._version}; expected version {v} instead"
-            )
+    _check_inputs_unchanged(ctx)
     with torch.enable_grad():
         outs, _saved = fn.forward_fn(*args)
     pairs = [
