@@ -140,3 +140,22 @@ def test_parameter_containers_compile(container):
     for p, q in zip(m.parameters(), e.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad)
     _no_eager_fallback(jm)
+
+
+def test_a_leaf_made_inside_the_program():
+    def f(x):
+        y = x.detach().clone().requires_grad_()
+        z = (y * y).sum()
+        return z, y.requires_grad, z.requires_grad, y
+
+    jf = thunder.jit(f)
+    results = []
+    for fn in (f, jf):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the jitted call runs split
+            z, *flags, y = fn(torch.arange(3.0))
+        z.backward()
+        results.append((z.detach(), flags, y.grad))
+    torch.testing.assert_close(results[1][0], results[0][0])
+    assert results[1][1] == results[0][1] == [True, True]
+    torch.testing.assert_close(results[1][2], results[0][2])

@@ -36,7 +36,7 @@ from thunder.errors import (
 from thunder.lookasides import is_torch_callable, query_is_allowed
 from thunder.opaque import impure_reason
 from thunder_interp import Callbacks
-from thunder_ir import Proxy, Symbol, TensorProxy
+from thunder_ir import Proxy, Symbol, TensorProxy, get_tracectx
 from thunder_ir.pytree import tree_iter
 
 
@@ -208,6 +208,15 @@ class CallsMixin(WritesMixin):
             return t
         is_input = any(p is t for _, p in self.inputs.tensors.values())
         if requires_grad and not is_input:
+            recording = torch.is_grad_enabled() and (get_tracectx() or self.trace).grad_enabled
+            if recording and not any(p.requires_grad for _, p in self.inputs.tensors.values()):
+                # Nothing the program takes requires grad: its results would not either, where
+                # eager's computed from this tensor do. Torch makes the leaf (split there).
+                from thunder_ir.ops.fallback import TorchRunsItError
+
+                raise TorchRunsItError(
+                    "torch.Tensor.requires_grad_", "it makes a computed tensor a leaf of autograd"
+                )
             return t
         raise UnsupportedOperationError(
             "Tensor.requires_grad_",
