@@ -119,6 +119,11 @@ def _is_own(filename: str) -> bool:
     return filename.startswith(folders) or filename == module_calls
 
 
+def is_own_file(filename: str) -> bool:
+    """Whether ``filename`` is one of thunder's own source files."""
+    return filename.startswith(_own_files()[0])
+
+
 def _first_user_frame(frame: FrameType | None) -> tuple[FrameType | None, int]:
     """The first frame outside thunder from ``frame`` outwards, and how many frames out."""
     level = 1

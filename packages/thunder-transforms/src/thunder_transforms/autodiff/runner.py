@@ -203,7 +203,11 @@ class _ThunderFunction(torch.autograd.Function):
         # For a backward that is itself differentiated (create_graph=True): the inputs, which
         # the forward is run again from under autograd (_differentiable_backward).
         ctx.inputs = args
-        ctx.versions = [a._version if isinstance(a, torch.Tensor) else None for a in args]
+        # (an inference tensor has no version counter; nothing outside inference mode writes it)
+        ctx.versions = [
+            a._version if isinstance(a, torch.Tensor) and not a.is_inference() else None
+            for a in args
+        ]
         frozen = [
             o
             for o, d in zip(outs, fn.differentiable_outputs)
@@ -221,7 +225,15 @@ class _ThunderFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
         if torch.is_grad_enabled() and not under_transforms():
-            return (None, None, *_differentiable_backward(ctx, grads))
+            again = _differentiable_backward(ctx, grads)
+            if again is not None:
+                return (None, None, *again)
+            # Not from the inputs (torch.func's vjp, whose create_graph asks for no second
+            # derivative; a fusion region outside autograd): the compiled backward, whose
+            # results raise if differentiated, never a silently constant gradient.
+            with torch.no_grad():
+                first = _ThunderFunction._backward(ctx, grads)
+            return _not_differentiable(first)
         with torch.no_grad():
             return _ThunderFunction._backward(ctx, grads)
 
@@ -257,7 +269,7 @@ class _ThunderFunction(torch.autograd.Function):
 
 def _check_inputs_unchanged(ctx: Any) -> None:
     for i, (a, v) in enumerate(zip(ctx.inputs, ctx.versions)):
-        if isinstance(a, torch.Tensor) and a._version != v:
+        if v is not None and a._version != v:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: input {i} of a thunder.jit program is at version "
@@ -277,13 +289,34 @@ def _saved_again(ctx: Any, freed: RuntimeError) -> list[Any]:
     return list(saved)
 
 
-def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any]:
+def _not_differentiable(results: Sequence[Any]) -> tuple[Any, ...]:
+    """``results`` with each tensor behind a node that raises when it is differentiated."""
+    tensors = [i for i, r in enumerate(results) if isinstance(r, torch.Tensor)]
+    if not tensors:
+        return tuple(results)
+    error = torch._C._functions.DelayedError(
+        b"thunder.jit: differentiating the gradient of this compiled program "
+        b"(create_graph=True) is not supported here: its forward could not run again under "
+        b"autograd (a torch.func transform, a fusion region); compute the higher derivative "
+        b"outside thunder.jit",
+        len(tensors),
+    )
+    wrapped = error(*(results[i] for i in tensors))
+    wrapped = (wrapped,) if isinstance(wrapped, torch.Tensor) else wrapped
+    out = list(results)
+    for i, w in zip(tensors, wrapped, strict=True):
+        out[i] = w
+    return tuple(out)
+
+
+def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any] | None:
     """The input gradients as tensors autograd can differentiate again (``create_graph=True``:
     a gradient penalty, a Hessian-vector product). The compiled backward reads values the forward
     computed inside the program, which autograd never saw: its result would be constant in them
     and the second derivative wrong. So the forward's torch calls run again from the inputs under
     autograd, and torch's autograd differentiates them, with ``create_graph`` (the values are
-    the first run's; only a program without effects can run twice)."""
+    the first run's; only a program without effects can run twice). None where the forward does
+    not run under autograd from the inputs."""
     fn: DifferentiableFunction = ctx.fn
     if fn.mutated_inputs or fn.draws_random:
         effect = "writes into its inputs" if fn.mutated_inputs else "draws random numbers"
@@ -311,11 +344,7 @@ def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any]:
     if not pairs or not wanted:
         return result
     if any(not o.requires_grad for o, _g in pairs):
-        raise RuntimeError(
-            "thunder.jit: differentiating the gradient of this compiled program "
-            "(create_graph=True) is not supported by its executors (a fusion region runs "
-            "outside autograd); compile it with the default executors"
-        )
+        return None
     found = torch.autograd.grad(
         [o for o, _g in pairs],
         [args[i] for i in wanted],

@@ -673,7 +673,7 @@ class ReadsMixin(BinderState):
     def _cb_load_cell(
         self, name: str, value: Any, code: types.CodeType, prov: Any, cell: types.CellType
     ) -> Any:
-        access = self._cell_access(cell, name)
+        access = self._cell_access(cell, name, code)
         if access is None:
             return value  # a cell made by this call: it holds program values
         return self.on_load(value, access)

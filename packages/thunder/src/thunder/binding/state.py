@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from thunder import logs
 from thunder.access import ARG, ATTR, CELL, GLOBAL, KWARG, QUERY, ROOT, SIZE, Access
 from thunder.errors import (
     UnsupportedSideEffectError,
@@ -509,7 +510,7 @@ class BinderState:
     def _cb_make_cell(self, cell: types.CellType) -> None:
         self.paths.made_cells[id(cell)] = cell
 
-    def _cell_access(self, cell: types.CellType, name: str) -> Access | None:
+    def _cell_access(self, cell: types.CellType, name: str, code: types.CodeType) -> Access | None:
         """The path to what ``cell`` holds, or None for a cell the program made. A cell of an
         outside function found without a path (a method looked up on its class, a function a
         builtin called) is held by the prologue itself: the function is pinned (its lookup
@@ -518,6 +519,10 @@ class BinderState:
         if entry is not None and entry[0] is cell:
             return entry[1]
         if self.paths.made_cells.get(id(cell)) is cell:
+            return None
+        if is_library_code(code) or logs.is_own_file(code.co_filename):
+            # A closure library or thunder code made natively during the call (scan's combine
+            # wrapper): its cells hold this call's values.
             return None
         held = (Held(cell, f"closure cell {name}"),)
         access = Access(QUERY, (held_object, held)).attr("cell_contents")

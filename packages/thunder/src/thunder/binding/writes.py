@@ -102,7 +102,7 @@ class WritesMixin(ReadsMixin):
     def _cb_store_cell(
         self, name: str, value: Any, code: types.CodeType, cell: types.CellType
     ) -> None:
-        cell_access = self._cell_access(cell, name)
+        cell_access = self._cell_access(cell, name, code)
         if cell_access is None:
             return  # a cell made by this call
         template = self._template(value, f"nonlocal {name}")
@@ -180,7 +180,7 @@ class WritesMixin(ReadsMixin):
         self.effects.written_paths.add(Access(GLOBAL, (module, name)))
 
     def _cb_delete_cell(self, name: str, code: types.CodeType, cell: types.CellType) -> None:
-        cell_access = self._cell_access(cell, name)
+        cell_access = self._cell_access(cell, name, code)
         if cell_access is None:
             return  # a cell made by this call
         old = cell.cell_contents
