@@ -67,3 +67,22 @@ def test_one_hot_checks_the_classes():
             f(torch.tensor(bad))
         with pytest.raises(RuntimeError, match=message):
             jf(torch.tensor(bad))
+
+
+@pytest.mark.parametrize("op", ["sub", "add", "mul", "truediv", "pow"])
+def test_number_on_the_left_written_in_place_later(op):
+    import operator
+
+    fn = getattr(operator, op)
+
+    def f(x, y):
+        s = fn(2.0, x)  # ``2 - x``: the tensor's reflected operator
+        s += y  # written in place later (DeBERTa's ``score = 0; score += ...``)
+        return s
+
+    x = torch.rand(3) + 0.5
+    y = torch.randn(3)
+    for requires_grad in (True, False):
+        xg = x.clone().requires_grad_(requires_grad)
+        with torch.no_grad():
+            torch.testing.assert_close(_jit_strict(f)(xg, y), f(xg, y))

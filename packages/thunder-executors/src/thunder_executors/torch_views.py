@@ -22,7 +22,7 @@ import torch
 
 from thunder_executors.executor import to_runtime_value
 from thunder_executors.torch_symbols import executor_symbol
-from thunder_ir import BoundSymbol, Symbol
+from thunder_ir import BoundSymbol, Symbol, TensorProxy
 from thunder_ir import ops as ltorch
 
 __all__ = ["torch_call", "torch_callable_symbols"]
@@ -190,6 +190,12 @@ def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
             location=bsym.location,
         )
     args, kwargs = _as_torch_arguments(bsym.sym, bsym.args, bsym.kwargs)
+    if any(is_method for _, is_method in _torch_callables(bsym.sym)) and not (
+        args and isinstance(args[0], TensorProxy)
+    ):
+        # ``1 - t`` is ltorch.sub(1, t): torch takes it only as ``t.__rsub__(1)``, so it runs
+        # as its decomposition (a new tensor either way).
+        return None
     for sym, is_method in _torch_callables(bsym.sym):
         if _accepts(sym.impl, args, kwargs):
             if is_method and not kwargs:
