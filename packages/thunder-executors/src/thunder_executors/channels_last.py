@@ -32,7 +32,13 @@ from thunder_ir import BoundSymbol, PassRecord, Proxy, TensorProxy, Trace
 from thunder_ir.pytree import tree_iter, tree_map
 from thunder_ir.tags import OpTag
 
-__all__ = ["channels_last_convolutions", "channels_last_trace", "to_channels_last", "to_contiguous"]
+__all__ = [
+    "channels_last_convolutions",
+    "channels_last_trace",
+    "fake_value",
+    "to_channels_last",
+    "to_contiguous",
+]
 
 
 def to_channels_last(x: torch.Tensor) -> torch.Tensor:
@@ -276,7 +282,9 @@ def channels_last_convolutions(
     try:
         with mode:
             start = {
-                a.name: _fake(mode, values.get(a.name, a)) for a in args if isinstance(a, Proxy)
+                a.name: fake_value(mode, values.get(a.name, a))
+                for a in args
+                if isinstance(a, Proxy)
             }
             eager = dict(start)
             _run(bsyms, eager)
@@ -304,7 +312,9 @@ def _leading_to(bsyms: Sequence[BoundSymbol], targets: set[str]) -> set[str]:
     return needed
 
 
-def _fake(mode: Any, value: Any) -> Any:
+def fake_value(mode: Any, value: Any) -> Any:
+    """``value`` (a call's tensor, or the proxy of a number) as a fake run of a trace takes it:
+    a fake tensor laid out as the tensor, or the number the proxy had when traced."""
     if isinstance(value, torch.Tensor):
         return mode.from_tensor(value)
     if isinstance(value, Proxy):

@@ -21,6 +21,7 @@ import torch
 from thunder.guards import check_contiguous, check_strides
 from thunder_executors import FusionExecutor, transform_for_execution
 from thunder_executors.assignment import resolve_executors
+from thunder_executors.channels_last import fake_value
 from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace, prims
 from thunder_ir import ops as ltorch
 
@@ -96,7 +97,9 @@ def check_fused_views(
     operators = [e for e in resolve_executors(executors) if not isinstance(e, FusionExecutor)]
     as_eager = transform_for_execution(trace, operators).python_callable()
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    args = [_fake(mode, values.get(a.name, a)) if isinstance(a, Proxy) else a for a in trace.args]
+    args = [
+        fake_value(mode, values.get(a.name, a)) if isinstance(a, Proxy) else a for a in trace.args
+    ]
     try:
         with mode:
             as_eager(*args)
@@ -104,14 +107,6 @@ def check_fused_views(
         if any(m in str(e) for m in _VIEW_REFUSED):
             raise EagerViewError(e) from e
     return [(p, tuple(values[p.name].stride())) for p in inputs]
-
-
-def _fake(mode: Any, value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return mode.from_tensor(value)
-    if isinstance(value, Proxy):
-        return getattr(value, "value", value)  # a number: the value it had when traced
-    return value
 
 
 def stride_checks(
