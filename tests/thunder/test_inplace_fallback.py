@@ -96,14 +96,15 @@ def test_in_place_methods_eager_refuses_raise_eagers_error() -> None:
 
 
 @pytest.mark.parametrize("method", ["t_", "squeeze_", "transpose_", "fill_diagonal_"])
-def test_in_place_methods_without_a_functional_variant_run_split(method: str) -> None:
+def test_in_place_methods_without_a_functional_variant_run_by_torch(method: str) -> None:
     # torch runs them (they change a tensor's shape or write a pattern no functional aten op
-    # computes): the program runs split there, torch making the write, instead of refusing.
+    # computes) instead of a refusal: fill_diagonal_ split there, torch making the write; the
+    # shape changes eagerly, as torch.compile answers the old shape after them.
     args = {"transpose_": (0, 1), "fill_diagonal_": (1.0,), "squeeze_": (0,)}.get(method, ())
 
     def f(x, y):
         z = getattr(x * 2, method)(*args)
-        return z.sin() + y, x.cos()
+        return z.sin() + y, x.cos(), z.dim(), tuple(z.shape)
 
     jf = thunder.jit(f)
     for _ in range(3):
@@ -111,13 +112,36 @@ def test_in_place_methods_without_a_functional_variant_run_split(method: str) ->
         if method not in ("squeeze_",):
             x = x[0]
         got, want = jf(x, y), f(x, y)
-        for g, w in zip(got, want):
+        for g, w in zip(got[:2], want[:2]):
             assert g.shape == w.shape and torch.equal(g, w)
+        assert got[2:] == want[2:]
     stats = thunder.compile_stats(jf)
-    assert stats.split_calls == 3 and stats.eager_fallbacks == 0
-    assert f"torch.Tensor.{method}" in stats.last_split_reason
-    assert "no functional variant" in stats.last_split_reason
-    assert f"{__file__}:" in stats.last_split_reason
+    if method == "fill_diagonal_":
+        assert stats.split_calls == 3 and stats.eager_fallbacks == 0
+        reason = stats.last_split_reason
+        assert "no functional variant" in reason
+    else:
+        assert stats.eager_fallbacks == 3 and stats.split_calls == 0
+        reason = stats.last_eager_reason
+        assert "changes its tensor's shape in place" in reason
+    assert f"torch.Tensor.{method}" in reason
+    assert f"{__file__}:" in reason
+
+
+@pytest.mark.parametrize("method", ["unsqueeze_", "swapdims_", "as_strided_"])
+def test_shape_changes_in_place_answer_the_new_shape(method: str) -> None:
+    args = {"unsqueeze_": (0,), "swapdims_": (0, 1), "as_strided_": ((2,), (1,))}[method]
+
+    def g(x):
+        y = x.clone()
+        getattr(y, method)(*args)
+        return y.dim(), tuple(y.shape), y * 1
+
+    jg = thunder.jit(g)
+    x = torch.rand(1, 3)
+    got, want = jg(x), g(x)
+    assert got[:2] == want[:2]
+    torch.testing.assert_close(got[2], want[2])
 
 
 # In-place functions (not Tensor methods) that write their first argument: recorded as their

@@ -150,12 +150,25 @@ def trace_program(
     return _result(binder, template, outputs)
 
 
+# In-place methods that change their tensor's shape or strides, after which torch.compile
+# answers the old shape (checked with backend="eager"; resize_, resize_as_ and set_ it gets right).
+_RESHAPES_IN_PLACE = frozenset(
+    {"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_"}
+)
+
+
 def _as_reported(e: Exception) -> Exception:
     """How an exception raised while tracing reaches ``compile_entry``'s caller."""
     if isinstance(e, DataDependentError):
         # Not a refusal: torch runs it. Until the program is split there, the call runs eagerly,
         # with a warning that names the line (``ThunderFunction._run_eagerly_after_raise``).
         eager = RunsEagerly(f"reads tensor data ({e})")
+        eager.__traceback__ = e.__traceback__
+        return ProgramRaised(eager)
+    if isinstance(e, TorchRunsItError) and e.op.rpartition(".")[2] in _RESHAPES_IN_PLACE:
+        # torch.compile records these with the tensor's old shape (y.unsqueeze_(0); y.dim()
+        # answers 2 for a (1, 3) tensor, also with backend="eager"): the call runs eagerly.
+        eager = RunsEagerly(f"uses {e.op}, which changes its tensor's shape in place")
         eager.__traceback__ = e.__traceback__
         return ProgramRaised(eager)
     if isinstance(e, TorchRunsItError):
