@@ -4,6 +4,8 @@ symbolic size, one program for every count, equal to eager on fresh data, gradie
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -205,3 +207,14 @@ def test_fusion_regions_over_sizes_read_from_data():
     jm = thunder.jit(model, executors=("torchcompile", "torch"))
     _steps_match_eager(jm, model, calls=3, shape=(6, 8), seed=4)
     assert "torchcompile" in str(thunder.last_traces(jm)[-1])
+
+
+def test_split_at_sizes_read_from_data_with_gradients():
+    def f(x, lens):
+        a, b = x.split(lens.tolist())
+        return a.sin().sum() + (b * b).sum() * 2
+
+    calls = [(torch.randn(5), torch.tensor(lens)) for lens in ([2, 3], [4, 1], [1, 4], [3, 2])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no eager fallback, no internal error
+        _matches_eager(f, calls, grad=True)

@@ -215,6 +215,15 @@ class _Backward:
         where = f"the grad rule of {bsym.sym.id}" if bsym is not None else "a cotangent"
         if not isinstance(g, TensorProxy):
             raise TypeError(f"{where} returned {g!r} for {p.name}; expected a tensor")
+        if (
+            len(g.shape) == len(p.shape)
+            and all(static_eq(x, y) or isinstance(x, Proxy) for x, y in zip(g.shape, p.shape))
+            and not all(static_eq(x, y) for x, y in zip(g.shape, p.shape))
+        ):
+            # A size the rule built from values read from data (split at ``lens.tolist()``: the
+            # pieces' gradients joined): equal to the input's when the program runs, which torch's
+            # forward checked; the reshape states it (and checks it again).
+            g = prims.reshape(g, tuple(p.shape))
         if len(g.shape) != len(p.shape) or not all(
             static_eq(x, y) for x, y in zip(g.shape, p.shape)
         ):
