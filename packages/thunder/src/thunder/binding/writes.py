@@ -112,10 +112,18 @@ class WritesMixin(ReadsMixin):
         self.effects.written_paths.add(cell_access)
         self._track_stored(value, cell_access)
 
+    def _requires_grad_(self, t: TensorProxy, requires_grad: bool = True) -> TensorProxy:
+        raise NotImplementedError  # calls.CallsMixin
+
     def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
         if isinstance(obj, TensorProxy):
-            # x.data = y, x.grad = g, x.requires_grad = b: torch's tensor state, which the
-            # trace does not model; torch runs it (the program runs split there).
+            if name == "requires_grad":
+                # as x.requires_grad_(b) (transformers' gradient checkpointing sets it); the
+                # store then sets the proxy's flag
+                self._requires_grad_(obj, value)
+                return
+            # x.data = y, x.grad = g: torch's tensor state, which the trace does not model;
+            # torch runs it (the program runs split there).
             from thunder_ir.ops.fallback import TorchRunsItError
 
             raise TorchRunsItError(f"torch.Tensor.{name} = ...", "it sets a tensor attribute")
