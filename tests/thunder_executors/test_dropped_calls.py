@@ -180,8 +180,10 @@ def test_the_indices_of_a_max_nobody_reads_are_not_computed(grad: bool) -> None:
         return r.values, r.indices
 
     x = torch.randn(3, 4, requires_grad=grad)
+    # Differentiated, the values' gradient goes to the indices max chose (eager's, at ties):
+    # the forward computes them for the backward.
     with torch.set_grad_enabled(grad):
-        for fn, argmax_calls in ((values_only, 0), (both, 1)):
+        for fn, argmax_calls in ((values_only, 2 if grad else 0), (both, 1)):
             jf = thunder.jit(fn, executors=("torch",))
             for g, w in zip(jf(x), fn(x)):
                 assert torch.equal(g, w)
