@@ -618,7 +618,7 @@ class BinderState:
 
     def _guard_code(self, func: Any) -> None:
         if type(func) is types.FunctionType and not is_library_code(func.__code__):
-            self.facts.lookups.setdefault((func, "__code__"), (func, "__code__", func.__code__))
+            self._lookup_code(func)
             if func.__defaults__ is not None or func.__kwdefaults__ is not None:
                 self._guard_defaults(func)
 
