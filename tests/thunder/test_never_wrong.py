@@ -909,6 +909,32 @@ def test_a_returned_view_of_an_intermediate_is_written_in_place_as_in_eager(fn: 
     torch.testing.assert_close(x.grad, x2.grad)
 
 
+def _two_views(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    y = x * 2
+    return y.view(-1), y[0]
+
+
+def _one_view_twice(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    v = (x * 2).view(-1)
+    return v, v
+
+
+@pytest.mark.parametrize("fn", [_two_views, _one_view_twice])
+def test_returned_views_that_share_memory_stay_views_as_in_eager(fn: Any) -> None:
+    # Views of one intermediate returned together are not private: they stay views of one
+    # memory (``_private_views_detached`` leaves them), the same object where eager's is.
+    x = torch.randn(2, 3, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    (a, b), (ea, eb) = thunder.jit(fn)(x), fn(x2)
+    assert (a is b) == (ea is eb)
+    assert a._is_view() and b._is_view()
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    torch.testing.assert_close((a, b), (ea, eb))
+    (a.square().sum() + b.sum()).backward()
+    (ea.square().sum() + eb.sum()).backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("exponent", [3, 3.0, -2, -2.0, 2, 0.5, -1])
 def test_pow_by_a_number_rounds_as_torchs_cpu_kernel(dtype: torch.dtype, exponent: float) -> None:

@@ -70,7 +70,7 @@ class DifferentiableFunction:
                 for i, a in enumerate(args)
             ]
             call = _Call(returned_inputs)
-            outs = _ThunderFunction.apply(self, call, *linked)  # type: ignore[no-untyped-call]
+            outs = _apply(self, call, linked)
             outs = list(outs)
             for out_index, arg_index in returned_inputs.items():
                 # An input returned unchanged is the caller's tensor itself, as in eager (not a
@@ -93,6 +93,17 @@ class DifferentiableFunction:
                 )
 
 
+def _apply(fn: DifferentiableFunction, call: _Call, args: list[Any]) -> Any:
+    """``_ThunderFunction.apply``. Outside torch.func's transforms it is the C++ apply itself:
+    ``Function.apply``'s Python layer binds default arguments through ``inspect.signature``
+    (``forward`` has none) and unwraps dead functorch wrappers, which only a tensor that
+    escaped a transform can be; that layer cost more than the rest of a small program's call."""
+    if torch._C._are_functorch_transforms_active():
+        return _ThunderFunction.apply(fn, call, *args)  # type: ignore[no-untyped-call]
+    unwrap = torch._C._functorch.unwrap_if_dead
+    return _C_APPLY(fn, call, *[unwrap(a) if isinstance(a, torch.Tensor) else a for a in args])
+
+
 def _private_views_detached(outs: Sequence[Any], args: Sequence[Any]) -> list[Any]:
     """The outputs with each view of memory only it can reach (a view of an intermediate,
     ``(x * 2).view(-1)``, or of what an op made inside, ``repeat_interleave``) detached from
@@ -102,20 +113,23 @@ def _private_views_detached(outs: Sequence[Any], args: Sequence[Any]) -> list[An
     views = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o._is_view()]
     if not views:
         return list(outs)
-    storages: dict[int, int] = {}
+    outs = list(outs)
+    tensors = [t for t in (*outs, *args) if isinstance(t, torch.Tensor)]
     try:
-        for t in (*outs, *args):
-            if isinstance(t, torch.Tensor):
-                key = t.untyped_storage().data_ptr()
-                storages[key] = storages.get(key, 0) + 1
+        for i in views:
+            o = outs[i]
+            storage = o.untyped_storage()
+            low = storage.data_ptr()
+            if low == 0:  # no memory (meta, empty): nothing to tell apart
+                continue
+            high = low + storage.nbytes()
+            # Another tensor whose first element lies in this memory shares it (a memory-range
+            # test: also catches two storages over one buffer, as from_numpy makes).
+            # (``o`` itself is among them: a second one is another tensor, or ``o`` returned twice)
+            if sum(low <= t.data_ptr() < high for t in tensors) == 1:
+                outs[i] = o.detach()
     except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, a subclass)
         return list(outs)
-    outs = list(outs)
-    for i in views:
-        o = outs[i]
-        key = o.untyped_storage().data_ptr()
-        if key != 0 and storages[key] == 1:  # 0: no memory (meta, empty), nothing to tell apart
-            outs[i] = o.detach()
     return outs
 
 
@@ -184,11 +198,18 @@ class _ThunderFunction(torch.autograd.Function):
         # An input returned as it is cannot be saved with setup_context: a detached alias can
         # (same memory and version counter).
         returned = {id(args[j]) for j in call.returned_inputs.values()}
-        tensors = [
-            s.clone() if s.is_inference() else s.detach() if id(s) in returned else s
-            for s in saved
-            if isinstance(s, torch.Tensor)
-        ]
+        tensors = []
+        saved_layout: list[Any] = []
+        for s in saved:
+            if not isinstance(s, torch.Tensor):
+                saved_layout.append((s,))
+                continue
+            saved_layout.append(None)
+            if s.is_inference():
+                s = s.clone()
+            elif returned and id(s) in returned:
+                s = s.detach()
+            tensors.append(s)
         ctx.save_for_backward(*tensors)
         # An output the caller's graph does not use gets None, not zeros: the inputs reached only
         # through such outputs get None too, as eager's autograd never reaches them.
@@ -198,7 +219,7 @@ class _ThunderFunction(torch.autograd.Function):
             for o, d in zip(outs, fn.differentiable_outputs)
             if d
         ]
-        ctx.saved_layout = [None if isinstance(s, torch.Tensor) else (s,) for s in saved]
+        ctx.saved_layout = saved_layout
         ctx.fn = fn
         # For a backward that is itself differentiated (create_graph=True): the inputs, which
         # the forward is run again from under autograd (_differentiable_backward).
@@ -355,3 +376,7 @@ def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any] | None
     for i, g in zip(wanted, found, strict=True):
         result[i] = g
     return result
+
+
+# The C++ ``apply`` of ``torch.autograd.Function``, bound to ``_ThunderFunction`` (see ``_apply``).
+_C_APPLY = super(torch.autograd.Function, _ThunderFunction).apply
