@@ -88,6 +88,37 @@ def test_item_in_arithmetic_stays_symbolic(cache, grad):
     assert "item" not in prologue  # never a guard: the prologue cannot read it
 
 
+def _int_and_float_of_data(x, t, n):
+    k = int(n)  # an integer tensor: a size
+    scale = float(t) + int(t)  # a float tensor: int() truncates toward zero, as eager's
+    return x[:k] * scale + torch.zeros(k).sum() + float(n) / 3
+
+
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize("grad", [False, True])
+def test_int_and_float_of_a_tensor_stay_symbolic_like_item(cache, grad):
+    g = torch.Generator().manual_seed(2)
+    calls = [
+        (torch.randn(8, generator=g), torch.randn((), generator=g) * 3, torch.tensor(k))
+        for k in (2, 5, 7, 1, 8)
+    ]
+    jf = _matches_eager(_int_and_float_of_data, calls, cache, grad)
+    # one program for every value read (int() of a read value was fixed to it by a check)
+    assert thunder.compile_stats(jf).compilations == 1
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_int_of_a_value_python_cannot_convert_raises_as_eager(value):
+    def fn(x, t):
+        return x * int(t)
+
+    args = (torch.ones(2), torch.tensor(value))
+    with pytest.raises((ValueError, OverflowError)) as want:
+        fn(*args)
+    with pytest.raises(want.type, match=str(want.value)):
+        thunder.jit(fn)(*args)
+
+
 def test_slice_bound_read_from_data_one_program_per_branch():
     k = torch.randn(2, 8)
     calls = [(k, torch.tensor([p, p // 2])) for p in range(8)]

@@ -23,7 +23,7 @@ import torch.utils._config_module
 import thunder_interp
 import thunder_ir
 from thunder.errors import RunsEagerly, RunsNatively, RunsSplit
-from thunder_ir import NumberProxy, Proxy, TensorProxy
+from thunder_ir import NumberProxy, Proxy, TensorProxy, dtypes, prims
 from thunder_ir.ops import ALL_OPS, data_shapes, data_values, torch_symbol_map
 from thunder_ir.prims import ALL_PRIMS
 
@@ -234,11 +234,39 @@ def _static_lookasides() -> dict[Any, Any]:
     for fn, name in ((torch.autograd.backward, "backward"), (torch.autograd.grad, "grad")):
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
+    table[int] = _int
+    table[float] = _float
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
     for name in AUTOGRAD_HOOKS:
         table[getattr(torch.Tensor, name)] = functools.partial(_registers_hook, name)
     table.update(data_shaped_functions())
     return table
+
+
+def _number_of(x: Any, python_type: type) -> Any:
+    """``int(x)`` / ``float(x)`` of a tensor or of a number read from data (``t.item()``, a
+    symbolic size): the result stays a symbol of the trace, as ``t.item()`` does, instead of
+    this call's value fixed by a check (one program per value read). None where Python's own
+    conversion applies."""
+    if isinstance(x, TensorProxy) and not x.dtype.is_complex:
+        x = x.item()
+    if not isinstance(x, NumberProxy) or x.python_type is complex:
+        return None
+    if x.python_type is python_type:
+        return x
+    return prims.convert_element_type(x, dtypes.int64 if python_type is int else dtypes.float64)
+
+
+def _int(*args: Any, **kwargs: Any) -> Any:
+    if len(args) == 1 and not kwargs and (n := _number_of(args[0], int)) is not None:
+        return n
+    return int(*args, **kwargs)
+
+
+def _float(*args: Any, **kwargs: Any) -> Any:
+    if len(args) == 1 and not kwargs and (n := _number_of(args[0], float)) is not None:
+        return n
+    return float(*args, **kwargs)
 
 
 def _check_with(error_type: Any, cond: Any, message: Any = None) -> None:
