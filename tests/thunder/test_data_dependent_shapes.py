@@ -218,3 +218,42 @@ def test_split_at_sizes_read_from_data_with_gradients():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no eager fallback, no internal error
         _matches_eager(f, calls, grad=True)
+
+
+def _split_then_cat(x, lens):
+    return torch.cat([p * (i + 2) for i, p in enumerate(x.split(lens.tolist()))]).sin()
+
+
+def _slice_at_item(x, n):
+    return x[: n.item()] * 2
+
+
+@pytest.mark.parametrize("fn", [_split_then_cat, _slice_at_item])
+def test_gradients_through_pieces_sized_by_data_joined_again(fn):
+    # The backward slices the cotangent into pieces sized by the data and cats them: the sizes of
+    # its own slices are not values of the forward (they were saved, unbound: an internal error
+    # and an eager run); a size the forward did read (``n.item()``) is still saved.
+    lens = ([2, 3], [4, 1], [1, 4], [5, 0])
+    calls = [(torch.randn(5), torch.tensor(k if fn is _split_then_cat else k[0])) for k in lens]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _matches_eager(fn, calls, grad=True)
+
+
+@pytest.mark.parametrize("jit", ["symbolic values", "thunder.compile"])
+def test_gradients_through_pieces_of_symbolic_sizes_joined_again(jit):
+    def f(x, a, b):
+        return torch.cat([p * (i + 2) for i, p in enumerate(x.split([a, b]))]).sin()
+
+    jf = thunder.jit(f, cache="symbolic values") if jit != "thunder.compile" else thunder.compile(f)
+    for a, b in ((3, 7), (6, 4)):
+        x = torch.randn(10, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = jf(x, a, b)
+        want = f(x2, a, b)
+        torch.testing.assert_close(got, want)
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad)

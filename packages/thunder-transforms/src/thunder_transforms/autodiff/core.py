@@ -285,7 +285,9 @@ def split_forward_backward(
     diff_out = tuple(isinstance(x, TensorProxy) and x.name in active for x in leaves)
     bw, cotangent_inputs = _record_backward(trace, lin, leaves, diff_out, which, active)
     bw = dce(bw)
-    saved = _saved_for_backward(bw, cotangent_inputs)
+    computed = {a.name for a in args if isinstance(a, Proxy)}
+    computed.update(p.name for b in lin.forward for p in b.flat_proxy_outs)
+    saved = _saved_for_backward(bw, cotangent_inputs, computed)
     seconds = time.perf_counter() - start
     bw = bw.replace(
         args=(*saved, *cotangent_inputs),
@@ -395,17 +397,38 @@ def _record_backward(
     return bw, cotangent_inputs
 
 
-def _saved_for_backward(bw: Trace, cotangent_inputs: Sequence[Proxy]) -> list[Proxy]:
-    """The backward's free variables: what the forward must save, in the order it reads them."""
+def _size_names(values: Sequence[Any]) -> set[str]:
+    """The names of the symbolic sizes of the tensors among ``values``."""
+    return {
+        n.name
+        for t in values
+        if isinstance(t, TensorProxy)
+        for n in t.shape
+        if isinstance(n, NumberProxy)
+    }
+
+
+def _saved_for_backward(
+    bw: Trace, cotangent_inputs: Sequence[Proxy], computed: set[str]
+) -> list[Proxy]:
+    """The backward's free variables: what the forward must save, in the order it reads them.
+    ``computed``: the names the forward's code binds (its inputs, its ops' outputs)."""
     defined = {p.name for p in cotangent_inputs}
+    own_sizes = _size_names(cotangent_inputs)
     saved: list[Proxy] = []
     seen: set[str] = set()
     for bsym in bw.bound_symbols:
         for p in _reads(bsym):
-            if p.name not in defined and p.name not in seen:
-                seen.add(p.name)
-                saved.append(p)
+            if p.name in defined or p.name in seen:
+                continue
+            if p.name not in computed and p.name in own_sizes:
+                # A size of a tensor the backward makes (a slice of a cotangent), read by the
+                # size arithmetic of an op it runs whole (``cat``): no value the forward has.
+                continue
+            seen.add(p.name)
+            saved.append(p)
         defined.update(p.name for p in bsym.flat_proxy_outs)
+        own_sizes.update(_size_names(bsym.flat_proxy_outs))
         # Sizes its decomposition computes (the shapes of a composite's outputs): computed by the
         # backward itself, before the op runs whole or as it decomposes, never saved.
         defined.update(
