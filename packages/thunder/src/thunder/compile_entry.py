@@ -490,7 +490,8 @@ def _differentiable_computation(
                 unseen_inputs=saved,
                 recorded=False,  # once_differentiable: run without grad mode
             )
-        if half is trace:  # compiled whole, torch.autograd recording it (no split)
+        if half.fn_name == trace.fn_name:  # compiled whole (no split), torch.autograd records it
+            # (not ``half is trace``: reads under no_grad detached may make it another trace)
             return _execution(half, executors, transforms, record, under_autocast)
         outputs, to_save = half.return_value  # the split's forward
         saved.extend(p.name for p in to_save if isinstance(p, Proxy))

@@ -610,6 +610,86 @@ def _replay_device(run: _FakeRun, args: Sequence[Any], kwargs: dict[str, Any]) -
     return None
 
 
+def _is_foreach_in_place(name: str, args: Sequence[Any]) -> bool:
+    """``torch._foreach_mul_(tensors, ...)`` and its kind, on a list of proxies. Its writes do
+    not show on fake tensors (no version counter moves), so its fake run looks like a view."""
+    base = name.rpartition(".")[2]
+    return (
+        base.startswith("_foreach_")
+        and base.endswith("_")
+        and bool(args)
+        and isinstance(args[0], (list, tuple))
+        and bool(args[0])
+        and all(isinstance(t, TensorProxy) for t in args[0])
+    )
+
+
+# Foreach writes whose scalar list is the keyword ``value`` of the per-tensor method.
+_VALUE_KEYWORD = frozenset({"addcmul_", "addcdiv_"})
+
+
+def _per_tensor_calls(
+    method: str, args: Sequence[Any], kwargs: dict[str, Any]
+) -> list[tuple[list[Any], dict[str, Any]]] | None:
+    """The arguments of ``tensors[i].<method>(...)`` for each ``i`` (foreach ops are defined as
+    that loop); None where an argument does not split so (a tensor of scalars)."""
+    n = len(args[0])
+    calls = []
+    for i in range(n):
+        elem: list[Any] = []
+        for a in args[1:]:
+            if isinstance(a, (list, tuple)):
+                if len(a) != n:
+                    return None
+                elem.append(a[i])
+            else:
+                elem.append(a)
+        kw = dict(kwargs)
+        if method in _VALUE_KEYWORD and len(elem) == 3:
+            if isinstance(elem[2], TensorProxy):
+                return None  # scalars given as a tensor: read element by element in torch
+            kw["value"] = elem.pop()
+        calls.append((elem, kw))
+    return calls
+
+
+def _foreach_in_place(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """A foreach write as the per-tensor in-place ops it is defined as (``mul_`` on each), or,
+    where no op mirrors that method, its functional variant (one fallback op computing every new
+    value) and a ``copy_`` into each tensor: writes the alias analysis sees, as eager's."""
+    from thunder_ir.ops.elementwise import can_cast, torch_dtype_name
+    from thunder_ir.proxies import _TENSOR_METHODS, tensor_method
+    from thunder_ir.utils import check
+
+    tensors = args[0]
+    base = name.rpartition(".")[2]
+    method = base[len("_foreach_") :]
+    calls = _per_tensor_calls(method, args, kwargs) if method in _TENSOR_METHODS else None
+    if calls is not None:
+        for t, (elem, kw) in zip(tensors, calls):
+            tensor_method(method)(t, *elem, **kw)
+        return tensors  # eager returns its list argument itself
+    new = call_torch_fallback(getattr(torch, base[:-1]), args, kwargs)
+    for t, value in zip(tensors, new):
+        # eager's checks of an in-place result (copy_ would cast and broadcast silently)
+        check(
+            can_cast(value.dtype, t.dtype),
+            lambda: (
+                f"result type {torch_dtype_name(value.dtype)} can't be cast to the "
+                f"desired output type {torch_dtype_name(t.dtype)}"
+            ),
+        )
+        check(
+            tuple(value.shape) == tuple(t.shape),
+            lambda: (
+                f"output with shape {list(t.shape)} doesn't match the broadcast shape "
+                f"{list(value.shape)}"
+            ),
+        )
+        tensor_method("copy_")(t, value)
+    return tensors
+
+
 def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """Records a call of the torch callable ``fn`` (which no op mirrors) in the current trace
     and returns its outputs (proxies; a torch.return_types result keeps its type). Raises
@@ -635,6 +715,8 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
     in_place = reason is not None and _is_in_place_method(name)
     if reason is not None and not (in_place and args and isinstance(args[0], TensorProxy)):
         raise TorchFallbackError(name, reason)
+    if reason is None and _is_foreach_in_place(name, args):
+        return _foreach_in_place(name, args, kwargs)
     if not in_place and can_read_data() and _reads_data_sizes(args, kwargs):
         # Sizes read from data: run on this call's values, not specialized to them.
         out, _ = torch_fallback_sized(name, *args, **kwargs)

@@ -286,7 +286,8 @@ def split_forward_backward(
     bw, cotangent_inputs = _record_backward(trace, lin, leaves, diff_out, which, active)
     bw = dce(bw)
     computed = {a.name for a in args if isinstance(a, Proxy)}
-    computed.update(p.name for b in lin.forward for p in b.flat_proxy_outs)
+    for b in lin.forward:  # with the size arithmetic of its ops, bound before each runs whole
+        computed.update(p.name for leaf in (b, *leaf_prims(b)) for p in leaf.flat_proxy_outs)
     saved = _saved_for_backward(bw, cotangent_inputs, computed)
     seconds = time.perf_counter() - start
     bw = bw.replace(
