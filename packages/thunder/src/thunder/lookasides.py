@@ -84,18 +84,51 @@ class SymbolicSize(tuple):  # type: ignore[type-arg]
 
 def _isinstance(obj: Any, classinfo: Any) -> bool:
     if isinstance(obj, SymbolicSize):
-        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
-        return any(c is torch.Size for c in classes) or isinstance(obj, classinfo)
+        return _any_class(classinfo, lambda c: c is torch.Size or isinstance(obj, c),
+                          lambda c: isinstance(torch.Size(), c))  # fmt: skip
     if isinstance(obj, TensorProxy):
-        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
-        return any(
-            isinstance(obj, c) or (isinstance(c, type) and issubclass(torch.Tensor, c))
-            for c in classes
-            if isinstance(c, type)
-        )
+        return _isinstance_as(obj, classinfo, torch.Tensor)
     if isinstance(obj, NumberProxy):
         return isinstance(obj, classinfo) or isinstance(obj.value, classinfo)
     return isinstance(obj, classinfo)
+
+
+def _isinstance_as(t: TensorProxy, classinfo: Any, tensor_type: type) -> bool:
+    """``isinstance(t, classinfo)`` as eager answers it for the tensor ``t`` stands for, whose
+    Python type is ``tensor_type`` (``torch.Tensor``, or an input's own: a Parameter)."""
+    return _any_class(
+        classinfo,
+        lambda c: isinstance(t, c) or issubclass(tensor_type, c),
+        lambda c: isinstance(_stand_in(t, tensor_type), c),
+    )
+
+
+def _any_class(classinfo: Any, of_class: Any, of_other: Any) -> bool:
+    """Python's walk over ``classinfo``: tuples (nested) and ``X | Y`` unions are their members,
+    in order, the first match winning. A class is asked ``of_class``; anything else Python
+    accepts (``typing.Optional[...]``, ``typing.Iterable``, an object with ``__instancecheck__``)
+    is asked ``of_other``, which also raises Python's own TypeError for what it refuses."""
+    if type(classinfo) is types.UnionType:
+        classinfo = classinfo.__args__
+    if isinstance(classinfo, tuple):
+        return any(_any_class(c, of_class, of_other) for c in classinfo)
+    if isinstance(classinfo, type):
+        return bool(of_class(classinfo))
+    return bool(of_other(classinfo))
+
+
+def _stand_in(t: TensorProxy, tensor_type: type) -> torch.Tensor:
+    """A real tensor (on the meta device: nothing allocated) of ``tensor_type`` with ``t``'s
+    dtype, shape and requires_grad, for checks that only a real one can answer (they call
+    Python code that may read its metadata)."""
+    shape = [d if isinstance(d, int) else int(d.value) for d in t.shape]
+    dtype = dtypes.to_torch_dtype(t.dtype)
+    real = torch.empty(shape, dtype=dtype, device="meta")
+    if t.requires_grad and (real.dtype.is_floating_point or real.dtype.is_complex):
+        real.requires_grad_(True)
+    if tensor_type is torch.Tensor:
+        return real
+    return torch.Tensor._make_subclass(tensor_type, real, real.requires_grad)
 
 
 def _is_tensor(obj: Any) -> bool:

@@ -502,7 +502,7 @@ def match_class(ins: Instruction, ctx: CompileContext) -> Op:
         names = st.pop()
         cls = st.pop()
         subject = st.pop()
-        result = _match_class(subject, cls, nargs, names)
+        result = _match_class(f.rt, f, subject, cls, nargs, names)
         if PY_VERSION < (3, 11):
             st.append(result if result is not None else subject)
             st.append(result is not None)
@@ -517,7 +517,7 @@ _MATCH_SELF_TYPES = (bool, bytearray, bytes, dict, float, frozenset, int, list, 
 
 
 def _match_class(
-    subject: Any, cls: Any, nargs: int, names: tuple[str, ...]
+    rt: Runtime, f: Frame, subject: Any, cls: Any, nargs: int, names: tuple[str, ...]
 ) -> tuple[Any, ...] | None:
     if not isinstance(cls, type):
         raise TypeError(
@@ -525,7 +525,10 @@ def _match_class(
             if PY_VERSION >= (3, 12)
             else "called match pattern must be a type"
         )
-    if not isinstance(subject, cls):
+    # The class check and the attribute reads go through the lookasides of ``isinstance`` and
+    # ``getattr``, as the same check written out does: a caller's ``isinstance`` answers for
+    # stand-in values (the jit's proxies), and attribute reads reach its hooks.
+    if not rt.call(isinstance, (subject, cls), None, f):
         return None
     attrs: list[Any] = []
     seen: list[str] = []
@@ -559,7 +562,7 @@ def _match_class(
                         f"{cls.__name__}() got multiple sub-patterns for attribute '{name}'"
                     )
                 seen.append(name)
-                v = getattr(subject, name, NULL)
+                v = rt.call(getattr, (subject, name, NULL), None, f)
                 if v is NULL:
                     return None
                 attrs.append(v)
@@ -567,7 +570,7 @@ def _match_class(
         if name in seen:
             raise TypeError(f"{cls.__name__}() got multiple sub-patterns for attribute '{name}'")
         seen.append(name)
-        v = getattr(subject, name, NULL)
+        v = rt.call(getattr, (subject, name, NULL), None, f)
         if v is NULL:
             return None
         attrs.append(v)

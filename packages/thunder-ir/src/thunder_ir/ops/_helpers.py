@@ -75,7 +75,7 @@ def broadcast_shapes(*shapes: Sequence[Any]) -> tuple[Any, ...]:
                 check(
                     bool(cur == d),
                     lambda: (
-                        f"The size of tensor a ({cur}) must match the size of tensor b ({d}) at non-singleton dimension {i}"
+                        f"The size of tensor a ({cur}) must match the size of tensor b ({d}) at non-singleton dimension {j}"
                     ),
                 )
     return tuple(out)

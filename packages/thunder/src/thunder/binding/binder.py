@@ -14,18 +14,13 @@ from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _
 from thunder.binding.fallback import op_overload_lookasides
 from thunder.binding.locations import program_location
 from thunder.binding.rng import rng_lookasides
-from thunder.lookasides import jit_lookasides, native_special
+from thunder.lookasides import _isinstance_as, jit_lookasides, native_special
 from thunder_interp import interpret
 from thunder_ir import Symbol, TensorProxy
 from thunder_ir.ops import data_shapes
 from thunder_ir.proxies import _BoundTensorMethod, set_requires_grad
 
 __all__ = ["Binder"]
-
-
-def _is_subclass_of(cls: type, classinfo: Any) -> bool:
-    classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
-    return any(isinstance(c, type) and issubclass(cls, c) for c in classes)
 
 
 class Binder(AutogradFunctionMixin):
@@ -70,7 +65,7 @@ class Binder(AutogradFunctionMixin):
             if isinstance(obj, TensorProxy) and obj.name in self.inputs.tensor_types:
                 # An input whose tensor is a Parameter (or another subclass): eager's answer.
                 cls = self.inputs.tensor_types[obj.name]
-                return _is_subclass_of(cls, classinfo) or bool(plain_isinstance(obj, classinfo))
+                return _isinstance_as(obj, classinfo, cls)
             return bool(plain_isinstance(obj, classinfo))
 
         table[isinstance] = isinstance_
