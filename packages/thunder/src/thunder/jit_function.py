@@ -9,6 +9,7 @@ symbolic-value constraint). Finding the bucket costs the same with 1 or 64 entri
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import copy
 import functools
@@ -272,6 +273,17 @@ class ThunderFunction:
         # A compile on another thread may have nn.Module's methods replaced by torch.fx's
         # tracer for a moment: the programs' guards would fail and tracing would record them.
         wait_while_fx_tracer_patches()
+        consumed = _iterator_argument(args, kwargs, self._param_names)
+        if consumed is not None:
+            # Tracing would consume it, and the call after that would see what is left.
+            return self._run_eagerly_after_raise(
+                args,
+                kwargs,
+                RunsEagerly(
+                    f"takes an iterator ({consumed}), which tracing would consume before the "
+                    "call runs; pass a list or tuple to compile it"
+                ),
+            )
         caching = self.options.cache is not CACHE_OPTIONS.NO_CACHING
         structure, key = self._find_structure(args, kwargs) if caching else (None, None)
         if structure is not None and key is not None:
@@ -681,6 +693,36 @@ def _restore(
 ) -> ThunderFunction:
     """A pickled ``ThunderFunction``, to compile again on its first call."""
     return ThunderFunction(fn, options, jit_copies.executors_from_state(executors), transforms)
+
+
+def _iterator_argument(
+    args: tuple[Any, ...], kwargs: dict[str, Any], param_names: tuple[str, ...]
+) -> str | None:
+    """The first argument that is, or holds in tuples, lists and dicts, an iterator (a generator,
+    ``map``, ``iter(list)``, ``model.parameters()``): where and of what type; None if none."""
+
+    def find(x: Any, label: str, depth: int) -> str | None:
+        if isinstance(x, collections.abc.Iterator):
+            return f"{label}, a {type(x).__name__}"
+        if depth < 8 and type(x) in (tuple, list):
+            return next(
+                (f for i, v in enumerate(x) if (f := find(v, f"{label}[{i}]", depth + 1))), None
+            )
+        if depth < 8 and type(x) is dict:
+            return next(
+                (f for k, v in x.items() if (f := find(v, f"{label}[{k!r}]", depth + 1))), None
+            )
+        return None
+
+    for i, a in enumerate(args):
+        found = find(a, param_names[i] if i < len(param_names) else f"args[{i}]", 0)
+        if found is not None:
+            return found
+    for k, v in kwargs.items():
+        found = find(v, k, 0)
+        if found is not None:
+            return found
+    return None
 
 
 def _no_signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

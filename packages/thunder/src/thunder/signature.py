@@ -21,6 +21,7 @@ past the lookup. The key's labels say what each entry is, for the "what changed"
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import functools
 import linecache
@@ -350,6 +351,24 @@ class _Generator:
         elif isinstance(value, (int, float, complex, str, bytes)):
             # A subclass of a builtin scalar (numpy's float64): a constant of the program.
             self.add(var if _equality_is_builtin(value) else f"Same({var})", label)
+        elif isinstance(value, collections.abc.Mapping):
+            # A dict subclass or another mapping (a BatchEncoding, a Counter): ``"k" in batch``
+            # and ``len(batch)`` read its keys without a read the prologue sees.
+            keys = tuple(value)
+            self.body.append(f"  if tuple({var}) != {self.constant(keys)}: raise LookupError")
+            for k in keys:
+                name = self.fresh()
+                self.body.append(f"  {name} = {var}[{self.constant(k)}]")
+                self.leaf(name, value[k], f"{label}[{_key_text(k)}]", depth + 1)
+        elif isinstance(value, (collections.abc.Set, collections.abc.MappingView)) or (
+            isinstance(value, collections.abc.Sequence) and not isinstance(value, range)
+        ):
+            # A deque, an array, a set subclass, ``d.values()``: as a tuple of its items
+            items = tuple(value)
+            names = [self.fresh() for _ in items]
+            self.body.append(f"  {', '.join(names)}{',' if names else ''} = tuple({var})")
+            for i, (name, v) in enumerate(zip(names, items)):
+                self.leaf(name, v, f"{label}[{i}]", depth + 1)
         # Any other object: its exact type; what the program reads from it, the prologue checks.
 
 
@@ -374,7 +393,8 @@ def make_signature(
         label = param_names[i] if i < len(param_names) else f"args[{i}]"
         gen.leaf(name, value, label, 0)
     if kwargs:
-        gen.body.append(f"  if len(kwargs) != {len(kwargs)}: raise LookupError")
+        # Their order is the structure too: the program may iterate ``**kwargs``.
+        gen.body.append(f"  if tuple(kwargs) != {gen.constant(tuple(kwargs))}: raise LookupError")
         for k, value in kwargs.items():
             name = gen.fresh()
             gen.body.append(f"  {name} = kwargs[{k!r}]")

@@ -371,6 +371,12 @@ class ReadsMixin(BinderState):
                 # One object passed twice: its reads are guarded where it was first bound.
                 self.facts.guards.setdefault(access, Guard(access, "same_as", first[1]))
             self._associate(x, access)
+            if isinstance(x, types.MethodType):
+                # A bound method (``run(s.apply, x)``): what it reads from its object is found
+                # through it, so the prologue checks those reads (``s.k``) on every call.
+                self_access = access.attr("__self__")
+                self.facts.guards.setdefault(self_access, Guard(self_access, "is", x.__self__))
+                self._associate(x.__self__, self_access)
         return x
 
     def _bind_set_of_objects(self, x: Any, access: Access) -> Any:
