@@ -421,23 +421,36 @@ def torch_fallback_vjp(
     """The gradients of the torch callable named ``qualified`` at ``(args, kwargs)`` for the
     cotangents of its tensor outputs (None where none flows): ``torch.autograd.grad`` through the
     callable run again on detached copies of its floating-point tensor arguments. One entry per
-    leaf of ``(args, kwargs)``: a gradient for each floating-point tensor (zeros where the
-    outputs do not depend on it), None for the rest. A random callable draws from ``rng_state``
-    (see ``torch_random.replaying_rng``)."""
+    leaf of ``(args, kwargs)``: a gradient for each floating-point tensor torch differentiates
+    (zeros where the outputs do not depend on it), None for the rest (a loss's ``target`` or
+    ``weight``, which torch refuses to differentiate). A random callable draws from
+    ``rng_state`` (see ``torch_random.replaying_rng``)."""
     from thunder_ir.ops import resolve_torch_name
-    from thunder_ir.pytree import tree_flatten, tree_unflatten
+    from thunder_ir.pytree import tree_flatten
 
     fn = resolve_torch_name(qualified)
     leaves, spec = tree_flatten((args, kwargs))
     grads_of = [
         isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) for x in leaves
     ]
-    inputs = [x.detach().requires_grad_(True) if g else x for x, g in zip(leaves, grads_of)]
-    from thunder_executors.torch_random import replaying_rng
-
-    with torch.enable_grad(), replaying_rng(rng_state, rng_device):
-        call_args, call_kwargs = tree_unflatten(inputs, spec)
-        out = fn(*call_args, **call_kwargs)
+    key = (qualified, spec)
+    refused = _REFUSED_GRADS.get(key)
+    if refused is not None:
+        grads_of = [g and not r for g, r in zip(grads_of, refused)]
+    try:
+        inputs, out = _run_for_grad(fn, leaves, spec, grads_of, rng_state, rng_device)
+    except RuntimeError as e:
+        if _REFUSED_GRAD not in str(e):
+            raise
+        # Torch refuses a gradient for some of them, as eager does where they require grad:
+        # asked one at a time, the others are differentiated (and it is remembered).
+        refused = [
+            g and not _takes_grad(fn, leaves, spec, i, rng_state, rng_device)
+            for i, g in enumerate(grads_of)
+        ]
+        _REFUSED_GRADS[key] = refused
+        grads_of = [g and not r for g, r in zip(grads_of, refused)]
+        inputs, out = _run_for_grad(fn, leaves, spec, grads_of, rng_state, rng_device)
     outs, _ = tree_flatten(tuple(out) if isinstance(out, tuple) else out)
     tensor_outs = [o for o in outs if isinstance(o, torch.Tensor)]
     pairs = [
@@ -458,3 +471,48 @@ def torch_fallback_vjp(
         grad = next(it)
         result.append(torch.zeros_like(x) if grad is None else grad)
     return tuple(result)
+
+
+# torch's refusal of an argument that requires grad ("The function 'soft_margin_loss' is not
+# differentiable with respect to argument 'target'...")
+_REFUSED_GRAD = "is not differentiable with respect to argument"
+# (callable, argument structure) -> which leaves torch refused to differentiate
+_REFUSED_GRADS: dict[tuple[str, Any], list[bool]] = {}
+
+
+def _run_for_grad(
+    fn: Callable[..., Any],
+    leaves: list[Any],
+    spec: Any,
+    grads_of: Sequence[bool],
+    rng_state: torch.Tensor | None,
+    rng_device: Any,
+) -> tuple[list[Any], Any]:
+    """``fn`` run under grad mode on the leaves, those in ``grads_of`` detached copies that
+    require grad: those inputs and the result."""
+    from thunder_executors.torch_random import replaying_rng
+    from thunder_ir.pytree import tree_unflatten
+
+    inputs = [x.detach().requires_grad_(True) if g else x for x, g in zip(leaves, grads_of)]
+    with torch.enable_grad(), replaying_rng(rng_state, rng_device):
+        call_args, call_kwargs = tree_unflatten(inputs, spec)
+        return inputs, fn(*call_args, **call_kwargs)
+
+
+def _takes_grad(
+    fn: Callable[..., Any],
+    leaves: list[Any],
+    spec: Any,
+    i: int,
+    rng_state: torch.Tensor | None,
+    rng_device: Any,
+) -> bool:
+    """Whether torch differentiates ``fn`` with respect to leaf ``i`` alone."""
+    only = [j == i for j in range(len(leaves))]
+    try:
+        _run_for_grad(fn, leaves, spec, only, rng_state, rng_device)
+    except RuntimeError as e:
+        if _REFUSED_GRAD in str(e):
+            return False
+        raise
+    return True

@@ -57,7 +57,10 @@ from thunder_transforms.autodiff.core import (
     split_forward_backward,
     writes_where_gradients_flow,
 )
-from thunder_transforms.autodiff.eager_autograd import needs_eager_autograd
+from thunder_transforms.autodiff.eager_autograd import (
+    needs_eager_autograd,
+    no_grad_reads_detached,
+)
 from thunder_transforms.autodiff.registry import VJP_RULES, VJPRule, register_vjp
 from thunder_transforms.autodiff.runner import DifferentiableFunction
 
@@ -115,6 +118,7 @@ def _recorded_by_torch(
     eager ones: views, writes and the checks autograd makes (a leaf written in place, a saved
     tensor overwritten) are then exactly eager's, also for inputs that share memory, which no
     trace can know. Its backward is torch's: the backward trace only says so."""
+    trace = no_grad_reads_detached(trace)
     fn = compile(trace)
     backward = Trace(
         f"{trace.fn_name}_backward",

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from thunder_ir import OpTag, Symbol, TensorProxy, Trace, prims
+from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import (
     alias_info,
@@ -36,9 +36,11 @@ from thunder_ir.aliasing import (
     written_inputs,
     written_where_gradients_flow,
 )
+from thunder_transforms.autodiff.registry import stopped_inside
 from thunder_transforms.functionalize import functionalize
+from thunder_transforms.passes import substitute
 
-__all__ = ["RESULT_SAVING_OPS", "needs_eager_autograd"]
+__all__ = ["RESULT_SAVING_OPS", "needs_eager_autograd", "no_grad_reads_detached"]
 
 # Ops whose backward torch computes from their result, which autograd saves: torch-language ops,
 # their in-place forms, and the prims of the same computation.
@@ -115,3 +117,53 @@ def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = No
     except (NotImplementedError, RuntimeError):
         return True
     return False
+
+
+def no_grad_reads_detached(trace: Trace) -> Trace:
+    """``trace`` with each call recorded under ``no_grad`` that reads tensors requiring grad
+    (``registry.stopped_inside``) reading them through ``prims.stop_gradient``: torch.autograd
+    records the torch calls an executor makes, and one that runs such a call whole (``add(e, w,
+    alpha=0.1)``, ``lerp_``) would otherwise give its result, and what it writes, a gradient."""
+    if not any(_reads_grad(b) for b in trace.bound_symbols):
+        return trace
+    with trace.rerecord("no_grad_reads_detached") as new:
+        for b in trace.bound_symbols:
+            new.record(_detached(b, new))
+    return new
+
+
+def _reads_grad(bsym: BoundSymbol) -> bool:
+    return any(isinstance(p, TensorProxy) and p.requires_grad for p in bsym.flat_proxy_args)
+
+
+def _detached(bsym: BoundSymbol, trace: Trace) -> BoundSymbol:
+    """``bsym`` reading what requires grad detached where it stops the gradient inside (the
+    ``stop_gradient`` calls are recorded into ``trace``'s current scope, before it), else with
+    its subsymbols so changed."""
+    if not bsym.subsymbols or not _reads_grad(bsym):
+        return bsym
+    if stopped_inside(bsym):
+        kept = written_inputs(bsym)  # a written tensor keeps its place in the graph
+        mapping: dict[str, TensorProxy] = {}
+        for p in bsym.flat_proxy_args:
+            if (
+                isinstance(p, TensorProxy)
+                and p.requires_grad
+                and p.name not in kept
+                and p.name not in mapping
+            ):
+                mapping[p.name] = prims.stop_gradient(p)
+        return substitute(bsym, mapping)
+    trace.push_scope()
+    try:
+        for sub in bsym.subsymbols:
+            trace.record(_detached(sub, trace))
+    finally:
+        subsymbols = tuple(trace.pop_scope())
+    if _same(subsymbols, bsym.subsymbols):
+        return bsym
+    return bsym.replace(subsymbols=subsymbols)
+
+
+def _same(a: Sequence[BoundSymbol], b: Sequence[BoundSymbol]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))

@@ -13,8 +13,9 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from thunder_ir import BoundSymbol, Symbol, TensorProxy, prims
+from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, prims
 from thunder_ir.sizes import same_size
+from thunder_ir.symbol import leaf_prims
 
 __all__ = [
     "VJP_RULES",
@@ -26,6 +27,7 @@ __all__ = [
     "registered_rule",
     "rule_for",
     "static_eq",
+    "stopped_inside",
     "sum_to_shape",
     "zeros_like",
 ]
@@ -43,10 +45,28 @@ _APPLIES: dict[Symbol, Callable[[BoundSymbol], bool]] = {}
 def rule_for(bsym: BoundSymbol) -> VJPRule | None:
     """The VJP rule that differentiates this call, or None (then its decomposition is)."""
     rule = VJP_RULES.get(bsym.sym)
+    if rule is None:
+        return None
     applies = _APPLIES.get(bsym.sym)
-    if rule is None or applies is None or applies(bsym):
+    if (applies is None or applies(bsym)) and not stopped_inside(bsym):
         return rule
     return None
+
+
+def stopped_inside(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` reads a tensor that requires grad but its decomposition stops the
+    gradient before its floating-point outputs (a call recorded under ``no_grad``, where each
+    call inside it was recorded without gradient): its rule, or the torch callable it mirrors
+    run whole, would give those outputs one that eager does not."""
+    if not bsym.subsymbols or OpTag.STOPS_GRADIENT in bsym.sym.tags:
+        return False
+    if not any(isinstance(p, TensorProxy) and p.requires_grad for p in bsym.flat_proxy_args):
+        return False
+    outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy) and o.dtype.is_inexact]
+    if not outs or any(o.requires_grad for o in outs):
+        return False
+    stops = [OpTag.STOPS_GRADIENT in leaf.sym.tags for leaf in leaf_prims(bsym)]
+    return any(stops) and not all(stops)  # detach itself is torch's own stop
 
 
 def registered_rule(sym: Symbol) -> tuple[VJPRule, Callable[[BoundSymbol], bool] | None] | None:
