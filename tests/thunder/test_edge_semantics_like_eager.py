@@ -3,6 +3,7 @@ logsumexp over an empty dimension, one_hot's range check."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import pytest
@@ -86,3 +87,21 @@ def test_number_on_the_left_written_in_place_later(op):
         xg = x.clone().requires_grad_(requires_grad)
         with torch.no_grad():
             torch.testing.assert_close(_jit_strict(f)(xg, y), f(xg, y))
+
+
+def test_print_inside_the_program_prints_eagers_values_on_every_call(capsys):
+    # Recorded once while tracing, print showed proxies and only on the first call.
+    def f(x):
+        y = x * 2
+        print("y is", y, sep=": ")
+        return y + 1
+
+    jf = thunder.jit(f)
+    for i in range(3):
+        x = torch.full((2,), float(i))
+        with pytest.warns(UserWarning, match="print") if i == 0 else contextlib.nullcontext():
+            got = jf(x)
+        printed = capsys.readouterr().out
+        assert printed == f"y is: {x * 2}\n"
+        torch.testing.assert_close(got, f(x))
+        capsys.readouterr()  # eager's own print

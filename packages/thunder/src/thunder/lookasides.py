@@ -267,6 +267,7 @@ def _static_lookasides() -> dict[Any, Any]:
     for fn, name in ((torch.autograd.backward, "backward"), (torch.autograd.grad, "grad")):
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
+    table[print] = _prints
     table[int] = _int
     table[float] = _float
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
@@ -274,6 +275,12 @@ def _static_lookasides() -> dict[Any, Any]:
         table[getattr(torch.Tensor, name)] = functools.partial(_registers_hook, name)
     table.update(data_shaped_functions())
     return table
+
+
+def _prints(*args: Any, **kwargs: Any) -> Any:
+    """``print`` writes to the console on every call, eager's values: torch runs it between the
+    compiled parts (recorded once while tracing, it printed proxies, and only then)."""
+    raise RunsSplit("calls print, which writes on every call; torch runs it", torch_op="print")
 
 
 def _number_of(x: Any, python_type: type) -> Any:
