@@ -173,6 +173,23 @@ def zero_of(dtype: DType) -> Any:
     return dtypes.python_type_of(dtype)(0)
 
 
+def check_in_place_result(out: TensorProxy, a: TensorProxy) -> None:
+    """Eager's checks before an in-place op writes its result ``out`` into ``a``."""
+    check(
+        can_cast(out.dtype, a.dtype),
+        lambda: (
+            f"result type {torch_dtype_name(out.dtype)} can't be cast to the desired "
+            f"output type {torch_dtype_name(a.dtype)}"
+        ),
+    )
+    check(
+        tuple(out.shape) == tuple(a.shape),
+        lambda: (
+            f"output with shape {list(a.shape)} doesn't match the broadcast shape {list(out.shape)}"
+        ),
+    )
+
+
 def inplace(op: Symbol, *torch_names: str) -> Symbol:
     """Declares ``ltorch.<op>_``: ``op`` on the arguments, then ``prims.copy_`` of the result
     (converted to the first argument's dtype) into the first argument, with torch's checks."""
@@ -185,19 +202,7 @@ def inplace(op: Symbol, *torch_names: str) -> Symbol:
             TypeError,
         )
         out = op(a, *args, **kwargs)
-        check(
-            can_cast(out.dtype, a.dtype),
-            lambda: (
-                f"result type {torch_dtype_name(out.dtype)} can't be cast to the desired "
-                f"output type {torch_dtype_name(a.dtype)}"
-            ),
-        )
-        check(
-            tuple(out.shape) == tuple(a.shape),
-            lambda: (
-                f"output with shape {list(a.shape)} doesn't match the broadcast shape {list(out.shape)}"
-            ),
-        )
+        check_in_place_result(out, a)
         return prims.copy_(to_dtype(out, a.dtype), a)
 
     fn.__name__ = fn.__qualname__ = name

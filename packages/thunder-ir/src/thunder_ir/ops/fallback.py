@@ -657,9 +657,8 @@ def _foreach_in_place(name: str, args: Sequence[Any], kwargs: dict[str, Any]) ->
     """A foreach write as the per-tensor in-place ops it is defined as (``mul_`` on each), or,
     where no op mirrors that method, its functional variant (one fallback op computing every new
     value) and a ``copy_`` into each tensor: writes the alias analysis sees, as eager's."""
-    from thunder_ir.ops.elementwise import can_cast, torch_dtype_name
+    from thunder_ir.ops.elementwise import check_in_place_result
     from thunder_ir.proxies import _TENSOR_METHODS, tensor_method
-    from thunder_ir.utils import check
 
     tensors = args[0]
     base = name.rpartition(".")[2]
@@ -671,21 +670,7 @@ def _foreach_in_place(name: str, args: Sequence[Any], kwargs: dict[str, Any]) ->
         return tensors  # eager returns its list argument itself
     new = call_torch_fallback(getattr(torch, base[:-1]), args, kwargs)
     for t, value in zip(tensors, new):
-        # eager's checks of an in-place result (copy_ would cast and broadcast silently)
-        check(
-            can_cast(value.dtype, t.dtype),
-            lambda: (
-                f"result type {torch_dtype_name(value.dtype)} can't be cast to the "
-                f"desired output type {torch_dtype_name(t.dtype)}"
-            ),
-        )
-        check(
-            tuple(value.shape) == tuple(t.shape),
-            lambda: (
-                f"output with shape {list(t.shape)} doesn't match the broadcast shape "
-                f"{list(value.shape)}"
-            ),
-        )
+        check_in_place_result(value, t)  # (copy_ would cast and broadcast silently)
         tensor_method("copy_")(t, value)
     return tensors
 
