@@ -112,6 +112,13 @@ class Trace:
         self.names.add(name)
         return name
 
+    def merge_names(self, other: Trace) -> None:
+        """The names ``other`` made (a pass's version of this trace) kept unique here too, in
+        place: sub-traces sharing this namespace see them."""
+        self.names |= other.names
+        for prefix, n in other._counters.items():
+            self._counters[prefix] = max(n, self._counters.get(prefix, 0))
+
     def add_name(self, name: str) -> None:
         if name in self.names:
             raise ValueError(f"name {name!r} is already used in this trace")

@@ -248,6 +248,10 @@ class _Backward:
             outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
             cts = [self.cotangents.get(o.name) for o in outs]
             if all(c is None for c in cts):
+                if any(o.name in self.reached for o in outs):
+                    # Reached only through zero-gradient ops (sign(x * 2)): so are its inputs,
+                    # whose gradient is then zero, as eager's chain of zeros gives.
+                    self.reached.update(p.name for p in bsym.flat_proxy_args if p.name in active)
                 continue
             self.reached.update(p.name for p in bsym.flat_proxy_args if p.name in active)
             rule = rule_for(bsym)

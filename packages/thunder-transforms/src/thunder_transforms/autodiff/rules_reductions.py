@@ -110,8 +110,11 @@ def _norm_grad(x: Any, p: float, norm: Any, g: Any, ds: tuple[int, ...]) -> Any:
 
 
 def _real_nonzero_ord(bsym: BoundSymbol, x: str, ord: str) -> bool:
-    # ord 0 has no gradient (its output carries none here); complex inputs keep the
-    # decomposition.
+    return _real_ord(bsym, x, ord) and bound_arguments(bsym)[ord] != 0
+
+
+def _real_ord(bsym: BoundSymbol, x: str, ord: str) -> bool:
+    # Complex inputs keep the decomposition.
     args = bound_arguments(bsym)
     t = args[x]
     dtype = dtype_arg(args.get("dtype")) or getattr(t, "dtype", None)
@@ -123,13 +126,14 @@ def _real_nonzero_ord(bsym: BoundSymbol, x: str, ord: str) -> bool:
         and not dtype.is_complex
         and isinstance(p, (int, float))
         and not isinstance(p, bool)
-        and p != 0
     )
 
 
-@register_vjp(ltorch.vector_norm, applies=lambda bsym: _real_nonzero_ord(bsym, "x", "ord"))
+@register_vjp(ltorch.vector_norm, applies=lambda bsym: _real_ord(bsym, "x", "ord"))
 def _vector_norm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     args = bound_arguments(bsym)
+    if args["ord"] == 0:
+        return []  # a count: eager's output requires grad, with a zero gradient
     x, keepdim = args["x"], args["keepdim"]
     compute = _compute_dtype(dtype_arg(args["dtype"]) or x.dtype)
     ds = _reduced(x, args["dim"])

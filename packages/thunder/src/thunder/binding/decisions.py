@@ -131,7 +131,8 @@ def hoist_decisions(trace: Trace) -> None:
             written.update(info.root(n) for n in written_inputs(b))
             written.update(info.root(p.name) for p in b.flat_proxy_outs)
     if hoisted:
-        trace.bound_symbols = [body[i] for i in hoisted] + [
+        # In place: the recording's scope is this list (symbols recorded later land in it).
+        trace.bound_symbols[:] = [body[i] for i in hoisted] + [
             b for i, b in enumerate(body) if i not in moved
         ]
 
@@ -154,7 +155,11 @@ def defer_input_writes(trace: Trace, inputs: Inputs, autocast_regions: bool) -> 
         why = "inside a torch.autocast block"
     else:
         try:
-            trace.bound_symbols = list(functionalize(trace).trace.bound_symbols)
+            new = functionalize(trace).trace
+            # In place: symbols recorded later (the generators' states) go into the same list,
+            # and the names the pass made stay taken.
+            trace.bound_symbols[:] = new.bound_symbols
+            trace.merge_names(new)
             return
         except NotImplementedError as e:
             why = str(e)

@@ -39,7 +39,7 @@ from thunder.lookasides import SymbolicSize, native_special
 from thunder.options import JitOptions
 from thunder_interp import interpret
 from thunder_ir import DataDependentError, Proxy, Trace, TracingError, prims, tracectx
-from thunder_ir.ops.fallback import TorchRunsItError
+from thunder_ir.ops.fallback import FALLBACK_SYMBOLS, TorchRunsItError
 
 __all__ = ["ProgramRaised", "TracedProgram", "trace_program", "user_location"]
 
@@ -137,6 +137,7 @@ def trace_program(
             trace.args = tuple(p for p, _ in binder.inputs.in_order)
             outputs = _epilogue_outputs(binder.effects.writes, template)
             prims.python_return(template if outputs is None else outputs)
+            _returned_leaf(trace, binder)
             check_data_decisions(trace, binder.inputs, binder.autocast_regions() is not None)
         except Exception as e:
             reported = _as_reported(e)
@@ -148,6 +149,29 @@ def trace_program(
             binder.undo_effects()
             trace.read_data = None  # it holds this call's tensors
     return _result(binder, template, outputs)
+
+
+def _returned_leaf(trace: Trace, binder: Binder) -> None:
+    """Raises ``TorchRunsItError`` where a leaf of autograd made inside the program
+    (``requires_grad_()`` on a computed tensor, a factory's ``requires_grad=True``) reaches the
+    caller while inputs require grad: its ``.grad`` is filled by the caller's backward in eager,
+    which the compiled program, one autograd node over its inputs, cannot do. Torch makes the
+    leaf (the call runs split). A leaf the caller never sees needs nothing: every gradient the
+    caller can read is eager's."""
+    if not any(p.requires_grad for _, p in binder.inputs.tensors.values()):
+        return  # torch's own factory call, run as is, makes the leaf
+    leaves = dict(binder.made_leaves)
+    for b in trace.bound_symbols:
+        if b.sym in FALLBACK_SYMBOLS and b.kwargs.get("requires_grad"):
+            leaves.update((o.name, str(b.args[0])) for o in b.flat_proxy_outs)
+    if not leaves:
+        return
+    returned = trace.bound_symbols[-1]
+    for p in returned.flat_proxy_args:
+        if p.name in leaves:
+            raise TorchRunsItError(
+                leaves[p.name], "it makes a tensor the caller sees a leaf of autograd"
+            )
 
 
 # In-place methods that change their tensor's shape or strides, after which torch.compile

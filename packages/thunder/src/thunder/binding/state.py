@@ -477,6 +477,9 @@ class BinderState:
         self.inputs = Inputs()
         self.facts = Facts()
         self.effects = Effects()
+        # Computed tensors the program made leaves of autograd (``requires_grad_()``) while
+        # inputs require grad, by name, with the call that did: see ``program._returned_leaf``.
+        self.made_leaves: dict[str, str] = {}
         self._register_root(fn)
 
     def _register_root(self, fn: Any) -> None:
