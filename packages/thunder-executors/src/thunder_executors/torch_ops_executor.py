@@ -33,9 +33,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from thunder_executors.executor import OperatorExecutor, register_executor, same_arguments
+from thunder_executors.executor import (
+    OperatorExecutor,
+    register_executor,
+    same_arguments,
+    to_runtime_value,
+)
 from thunder_ir import BoundSymbol, Symbol, TensorProxy
 from thunder_ir import ops as ltorch
+from thunder_ir.ops.nn_activations import softmax_dtype
 
 __all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "RUNNERS", "torch_ops_executor"]
 
@@ -280,13 +286,38 @@ def _runner(op: Symbol, fn: Callable[..., Any]) -> Symbol:
     return sym
 
 
+def _dtype_by_keyword(runner: Symbol) -> Callable[[BoundSymbol], BoundSymbol]:
+    """softmax, log_softmax and softmin: the op takes a dtype third (torch.softmax(x, dim,
+    dtype)), where the F function kept has ``_stacklevel``, which ignores it: the dtype is
+    passed by keyword."""
+
+    def translate(bsym: BoundSymbol) -> BoundSymbol:
+        p = _bound(bsym.sym, bsym.args, bsym.kwargs)
+        if p is None:
+            return same_arguments(runner)(bsym)
+        dtype = softmax_dtype(p["_stacklevel"], p["dtype"])
+        args, kwargs = to_runtime_value(((p["a"], p["dim"]), {"dtype": dtype}))
+        return BoundSymbol(runner, args, kwargs, bsym.output, header=bsym.header)
+
+    return translate
+
+
+# Ops whose torch function takes some argument in another slot than the op records it.
+_TRANSLATIONS: dict[Symbol, Callable[[Symbol], Callable[[BoundSymbol], BoundSymbol]]] = {
+    ltorch.softmax: _dtype_by_keyword,
+    ltorch.log_softmax: _dtype_by_keyword,
+    ltorch.softmin: _dtype_by_keyword,
+}
+
+
 def _register() -> None:
     for op in KEPT_OPS:
         fn = _torch_function(op)
         if fn is None:
             continue  # not in this torch (tests/thunder_executors/test_torch_ops.py)
+        translation = _TRANSLATIONS.get(op, same_arguments)
         torch_ops_executor.register_implementation(
-            op, translate=same_arguments(_runner(op, fn)), checker=_checker(op, fn)
+            op, translate=translation(_runner(op, fn)), checker=_checker(op, fn)
         )
 
 

@@ -64,6 +64,7 @@ _UNARY: dict[str, Callable[[Any], Any]] = {
     "bool": bool,
     "floor": math.floor,
     "ceil": math.ceil,
+    "round": round,
 }
 # The global names the printed Python of an expression may use (``math.ceil``).
 PYTHON_NAMES: dict[str, Any] = {"math": math}

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Device", "cpu", "to_device", "to_torch_device"]
+__all__ = ["Device", "cpu", "default_device", "to_device", "to_torch_device"]
 
 _KNOWN_TYPES = ("cpu", "cuda", "meta", "mps", "xpu")
 
@@ -51,6 +51,14 @@ def to_device(x: Any) -> Device:
     if isinstance(x, int):  # the current accelerator's index; torch raises when there is none
         return to_device(torch.device(x))
     raise TypeError(f"expected a device, got {x!r}")
+
+
+def default_device() -> Device:
+    """torch's default device now (``torch.set_default_device``, ``with torch.device(...)``): where
+    a factory given no device puts its tensor, as in eager. The jit keys its cache on it."""
+    if not torch._C._len_torch_function_stack():  # (both set it with a torch function mode)
+        return cpu
+    return to_device(torch.get_default_device())
 
 
 def to_torch_device(device: Device | str | torch.device) -> torch.device:

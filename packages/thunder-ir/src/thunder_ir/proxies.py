@@ -553,8 +553,6 @@ class NumberProxy(Proxy):
         def __rfloordiv__(self, other: Any) -> Any: ...
         def __mod__(self, other: Any) -> Any: ...
         def __rmod__(self, other: Any) -> Any: ...
-        def __pow__(self, other: Any) -> Any: ...
-        def __rpow__(self, other: Any) -> Any: ...
         def __and__(self, other: Any) -> Any: ...
         def __rand__(self, other: Any) -> Any: ...
         def __or__(self, other: Any) -> Any: ...
@@ -644,8 +642,86 @@ class NumberProxy(Proxy):
         self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
         return format(self.value, spec)
 
+    def _fixed(self) -> Any:
+        """The value, which the program then holds for only (as ``__int__``)."""
+        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        return self.value
+
+    # A hash of the value (dict keys, sets) holds for that value only. (IR code keys proxies by
+    # name, never by the proxy.)
     def __hash__(self) -> int:
-        return object.__hash__(self)
+        return hash(self._fixed())
+
+    def _as_int(self) -> Any:
+        return self if self.python_type is int else _NUMBER_OPS["int"](self)
+
+    def _real_only(self, what: str) -> None:
+        if self.python_type is complex:
+            raise TypeError(f"type complex doesn't define {what} method")
+
+    def __trunc__(self) -> Any:
+        self._real_only("__trunc__")
+        return self._as_int()
+
+    def __floor__(self) -> Any:
+        self._real_only("__floor__")
+        return self._as_int() if self.python_type is not float else _NUMBER_OPS["floor"](self)
+
+    def __ceil__(self) -> Any:
+        self._real_only("__ceil__")
+        return self._as_int() if self.python_type is not float else _NUMBER_OPS["ceil"](self)
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        self._real_only("__round__")
+        if ndigits is None:
+            return self._as_int() if self.python_type is not float else _NUMBER_OPS["round"](self)
+        return round(self._fixed(), ndigits)
+
+    def __divmod__(self, other: Any) -> Any:
+        if not isinstance(other, (int, float, NumberProxy)):
+            return NotImplemented
+        return self // other, self % other
+
+    def __rdivmod__(self, other: Any) -> Any:
+        if not isinstance(other, (int, float, NumberProxy)):
+            return NotImplemented
+        return other // self, other % self
+
+    def __pow__(self, other: Any, mod: Any = None) -> Any:
+        if not isinstance(other, (int, float, complex, NumberProxy)):
+            return NotImplemented
+        return _NUMBER_OPS["pow"](self, other) if mod is None else _pow_mod(self, other, mod)
+
+    def __rpow__(self, other: Any, mod: Any = None) -> Any:
+        if not isinstance(other, (int, float, complex, NumberProxy)):
+            return NotImplemented
+        return _NUMBER_OPS["pow"](other, self) if mod is None else _pow_mod(other, self, mod)
+
+    @property
+    def real(self) -> Any:
+        if self.python_type is complex:
+            return _NUMBER_OPS["real"](self)
+        return self._as_int() if self.python_type is bool else self
+
+    @property
+    def imag(self) -> Any:
+        if self.python_type is complex:
+            return _NUMBER_OPS["imag"](self)
+        return 0.0 if self.python_type is float else 0
+
+    def conjugate(self) -> Any:
+        return self._fixed().conjugate() if self.python_type is complex else self.real
+
+
+def _pow_mod(base: Any, exp: Any, mod: Any) -> Any:
+    """``pow(base, exp, mod)``: ``base ** exp % mod`` for a small non-negative exponent, else
+    computed from fixed values."""
+    e = exp._fixed() if isinstance(exp, NumberProxy) else exp
+    if all(pyval(x).__class__ in (int, bool) for x in (base, exp, mod)) and 0 <= e <= 64:
+        if pyval(mod) == 0:
+            raise ValueError("pow() 3rd argument cannot be 0")
+        return _NUMBER_OPS["mod"](_NUMBER_OPS["pow"](base, e), mod)
+    return pow(*(x._fixed() if isinstance(x, NumberProxy) else x for x in (base, e, mod)))
 
 
 class IntegerProxy(NumberProxy):
@@ -667,6 +743,27 @@ class IntegerProxy(NumberProxy):
     def replace(self, *, name: str | None = None) -> IntegerProxy:
         return IntegerProxy(name, value=self.value, python_type=self.python_type)
 
+    @property
+    def numerator(self) -> Any:
+        return self._as_int()
+
+    @property
+    def denominator(self) -> int:
+        return 1
+
+    def as_integer_ratio(self) -> tuple[Any, int]:
+        return self._as_int(), 1
+
+    # Without an expression form: computed from the fixed value.
+    def bit_length(self) -> int:
+        return int(self._fixed()).bit_length()
+
+    def bit_count(self) -> int:
+        return int(self._fixed()).bit_count()
+
+    def to_bytes(self, *args: Any, **kwargs: Any) -> bytes:
+        return int(self._fixed()).to_bytes(*args, **kwargs)
+
 
 class FloatProxy(NumberProxy):
     __slots__ = ()
@@ -684,6 +781,15 @@ class FloatProxy(NumberProxy):
 
     def replace(self, *, name: str | None = None) -> FloatProxy:
         return FloatProxy(name, value=self.value)
+
+    def is_integer(self) -> Any:
+        return _NUMBER_OPS["eq"](_NUMBER_OPS["mod"](self, 1.0), 0.0)  # inf % 1.0 is nan: False
+
+    def as_integer_ratio(self) -> tuple[int, int]:
+        return float(self._fixed()).as_integer_ratio()
+
+    def hex(self) -> str:
+        return float(self._fixed()).hex()
 
 
 class ComplexProxy(NumberProxy):
@@ -736,13 +842,14 @@ _NUMBER_BINARY = (
     "rshift",
 )
 for _op in _NUMBER_BINARY:
+    if _op == "pow":
+        continue  # (defined on the class: pow takes a modulo)
     setattr(NumberProxy, f"__{_op}__", _number_binary(_op, False))
     setattr(NumberProxy, f"__r{_op}__", _number_binary(_op, True))
 for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(NumberProxy, f"__{_op}__", _number_binary(_op, False))
 for _op in ("neg", "pos", "abs", "invert"):
     setattr(NumberProxy, f"__{_op}__", _number_unary(_op))
-setattr(NumberProxy, "__hash__", Proxy.__hash__)
 
 
 # Asynchronous results ------------------------------------------------------------------------

@@ -53,6 +53,10 @@ AMBIENT_KEY = (
         "is_any_autocast_enabled() and autocast_state()",
         "autocast (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))",
     ),
+    (  # (a device context is a torch function mode: without one, one cheap C call)
+        "_len_torch_function_stack() and get_default_device()",
+        "default device (torch.set_default_device, with torch.device(...))",
+    ),
 )
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
@@ -422,6 +426,8 @@ def make_signature(
         "is_inference_mode_enabled": torch.is_inference_mode_enabled,
         "is_any_autocast_enabled": torch._C._is_any_autocast_enabled,
         "autocast_state": autocast_state,
+        "_len_torch_function_stack": torch._C._len_torch_function_stack,
+        "get_default_device": torch.get_default_device,
         "alias_pattern": alias_pattern,
         "same_objects": same_objects,
         "PLAIN_TYPES": PLAIN_TYPES,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder_ir import dtypes, prims
-from thunder_ir.devices import Device, cpu, to_device
+from thunder_ir.devices import Device, default_device, to_device
 from thunder_ir.dtypes import DType
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import dtype_arg, to_shape
@@ -39,8 +39,10 @@ def torch_type_name(dtype: DType) -> str:
     return _TORCH_TYPE_NAMES.get(dtype.name, dtype.name)
 
 
-def _device(device: Any, default: Device = cpu) -> Device:
-    return default if device is None else to_device(device)
+def _device(device: Any, default: Device | None = None) -> Device:
+    if device is not None:
+        return to_device(device)
+    return default_device() if default is None else default
 
 
 def _check_common(requires_grad: bool, layout: Any, pin_memory: Any, op: str) -> None:

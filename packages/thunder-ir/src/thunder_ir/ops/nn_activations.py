@@ -263,17 +263,23 @@ def _implicit_softmax_dim(ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def _softmax_args(
-    op: str, a: Any, dim: Any, stacklevel_or_dtype: Any, dtype: Any
-) -> tuple[TensorProxy, int, Any]:
-    require_tensor(a, op)
-    # torch.softmax(x, dim, dtype) takes the dtype third; F.softmax has _stacklevel there.
+def softmax_dtype(stacklevel_or_dtype: Any, dtype: Any) -> Any:
+    """The dtype a softmax call asks for: torch.softmax(x, dim, dtype) takes it third, where
+    F.softmax has ``_stacklevel`` (so the torch_ops executor passes it by keyword)."""
     if (
         dtype is None
         and stacklevel_or_dtype is not None
         and not isinstance(stacklevel_or_dtype, int)
     ):
-        dtype = stacklevel_or_dtype
+        return stacklevel_or_dtype
+    return dtype
+
+
+def _softmax_args(
+    op: str, a: Any, dim: Any, stacklevel_or_dtype: Any, dtype: Any
+) -> tuple[TensorProxy, int, Any]:
+    require_tensor(a, op)
+    dtype = softmax_dtype(stacklevel_or_dtype, dtype)
     if dim is None:
         dim = _implicit_softmax_dim(a.ndim)
     d = canonicalize_dim(a.ndim, dim)

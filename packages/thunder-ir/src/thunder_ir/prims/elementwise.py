@@ -267,7 +267,7 @@ digamma = _unary("digamma")
 sigmoid = _unary("sigmoid", _num1(lambda x: 1.0 / (1.0 + math.exp(-x))))
 floor = _unary("floor", math.floor, expr_op="floor")
 ceil = _unary("ceil", math.ceil, expr_op="ceil")
-round = _unary("round", _num1(builtins.round))
+round = _unary("round", _num1(builtins.round), expr_op="round")
 trunc = _unary("trunc", math.trunc)
 sign = _unary("sign", _sign)
 signbit = _unary("signbit", lambda x: math.copysign(1.0, x) < 0, out=BOOL)
@@ -393,3 +393,6 @@ for _name, _sym in {
 }.items():
     _register_number_op(_name, _sym)
 _register_number_op("pos", lambda x: x)
+_register_number_op("int", lambda x: convert_element_type(x, dtypes.int64))
+for _sym in (floor, ceil, round, real, imag):
+    _register_number_op(_sym.name, _sym)

@@ -36,7 +36,7 @@ from thunder.errors import (
 from thunder.lookasides import is_torch_callable, query_is_allowed
 from thunder.opaque import impure_reason
 from thunder_interp import Callbacks
-from thunder_ir import Proxy, Symbol, TensorProxy, get_tracectx
+from thunder_ir import NumberProxy, Proxy, Symbol, TensorProxy, get_tracectx
 from thunder_ir.pytree import tree_iter
 
 
@@ -187,6 +187,8 @@ class CallsMixin(WritesMixin):
         reads from the class (``type(self).helper(self)``) is guarded like an attribute."""
         if isinstance(obj, TensorProxy):
             return self.tensor_type(obj)
+        if isinstance(obj, NumberProxy):
+            return obj.python_type  # eager's int / float / bool / complex
         cls = type(obj)
         if isinstance(obj, (Proxy, *_SCALAR_TYPES)) or not cls.__flags__ & _HEAPTYPE:
             return cls
@@ -201,7 +203,8 @@ class CallsMixin(WritesMixin):
         it a leaf in eager, so that what follows is recorded (transformers' gradient
         checkpointing asks this of the input embeddings, for frozen ones): here nothing changes,
         and every gradient is eager's (a parameter's gradient does not depend on the flag of a
-        value before it); only that tensor's own flag stays False. On an input it would change
+        value before it); only that tensor's own flag stays False, and where the caller sees it
+        the call runs split (``program._returned_leaf``). On an input it would change
         the caller's tensor, and ``False`` on a tensor that requires grad raises in eager for a
         computed one: both refused."""
         if bool(requires_grad) == t.requires_grad:
@@ -217,6 +220,9 @@ class CallsMixin(WritesMixin):
                 raise TorchRunsItError(
                     "torch.Tensor.requires_grad_", "it makes a computed tensor a leaf of autograd"
                 )
+            if recording:
+                # Torch makes the leaf where the caller can see it (``program._returned_leaf``).
+                self.made_leaves[t.name] = "torch.Tensor.requires_grad_"
             return t
         raise UnsupportedOperationError(
             "Tensor.requires_grad_",
