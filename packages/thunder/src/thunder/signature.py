@@ -368,7 +368,7 @@ class _Generator:
             isinstance(value, collections.abc.Sequence) and not isinstance(value, range)
         ):
             # A deque, an array, a set subclass, ``d.values()``: as a tuple of its items
-            items = tuple(value)
+            items = tuple(value)  # type: ignore[arg-type]
             names = [self.fresh() for _ in items]
             self.body.append(f"  {', '.join(names)}{',' if names else ''} = tuple({var})")
             for i, (name, v) in enumerate(zip(names, items)):

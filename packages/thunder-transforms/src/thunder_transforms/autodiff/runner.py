@@ -101,7 +101,7 @@ def _apply(fn: DifferentiableFunction, call: _Call, args: list[Any]) -> Any:
     if torch._C._are_functorch_transforms_active():
         return _ThunderFunction.apply(fn, call, *args)  # type: ignore[no-untyped-call]
     unwrap = torch._C._functorch.unwrap_if_dead
-    return _C_APPLY(fn, call, *[unwrap(a) if isinstance(a, torch.Tensor) else a for a in args])
+    return _C_APPLY(fn, call, *[unwrap(a) if isinstance(a, torch.Tensor) else a for a in args])  # type: ignore[no-untyped-call]
 
 
 def _private_views_detached(outs: Sequence[Any], args: Sequence[Any]) -> list[Any]:
