@@ -2,6 +2,8 @@
 
 Measures (one run, one table):
 - per-call overhead of ``jit(lambda a, b: a + b)`` on tiny tensors (goal: at most 10 us above eager);
+- per-call time of 8 tiny ``Linear`` layers whose parameters require grad (autograd records the
+  call: thunder's one node against eager's eight);
 - the first call (interpret, trace, transform, compile) of a 4-layer nanoGPT forward with the torch
   executor (goal: at most 1 s), in a fresh process and in a warm one;
 - per-call time of that GPT forward once compiled;
@@ -101,6 +103,27 @@ def main() -> None:
             f"{jit * 1e6:.2f} us (+{(jit - eager) * 1e6:.2f} us, {jit / eager:.1f}x)",
             f"{tc * 1e6:.2f} us (+{(tc - eager) * 1e6:.2f} us)" if compiled_add else "-",
             "<= +10 us",
+        )
+    )
+
+    # 1b. A forward recorded by autograd (parameters require grad): thunder's one autograd node.
+    layers = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(8)])
+    jlayers = thunder.jit(layers)
+    jlayers(a)
+    lfns: list[Callable[[], Any]] = [lambda: layers(a), lambda: jlayers(a)]
+    compiled_layers = None
+    if not options.no_torch_compile:
+        compiled_layers = torch.compile(layers)
+        compiled_layers(a)
+        lfns.append(lambda: compiled_layers(a))
+    lt = _interleaved(lfns, max(n // 10, 200), repeat)
+    rows.append(
+        (
+            "8 Linear(4, 4), grad recorded",
+            f"{lt[0] * 1e6:.1f} us",
+            f"{lt[1] * 1e6:.1f} us ({lt[1] / lt[0]:.2f}x)",
+            f"{lt[2] * 1e6:.1f} us ({lt[2] / lt[0]:.2f}x)" if compiled_layers else "-",
+            "",
         )
     )
 

@@ -105,3 +105,21 @@ def test_print_inside_the_program_prints_eagers_values_on_every_call(capsys):
         assert printed == f"y is: {x * 2}\n"
         torch.testing.assert_close(got, f(x))
         capsys.readouterr()  # eager's own print
+
+
+def test_text_of_a_tensor_inside_the_program_is_eagers_on_every_call():
+    # It was the proxy's name ('<TensorProxy t0: cpu f32[2]>'), fixed in the program, and a
+    # format spec on a 0-d tensor raised inside thunder.
+    def f(x):
+        y = x * 2
+        return y + 1, f"{y}|{str(y)}|{repr(y)}|{y.sum():.2f}|{[y]}"
+
+    jf = thunder.jit(f)
+    for i in range(3):
+        x = torch.full((2,), float(i))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the split's notice
+            got = jf(x)
+        want = f(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]

@@ -300,6 +300,10 @@ class TensorProxy(Proxy):
         n = self.shape[0]
         return int(n)
 
+    def __format__(self, spec: str) -> str:
+        # object's: the jit looks this method aside (text of a tensor's values is torch's)
+        return object.__format__(self, spec)
+
     # Python values of the data: read on this call where the recording program can
     # (``prims.item``), the decision recorded as a check of the computation.
     def __bool__(self) -> bool:

@@ -268,6 +268,8 @@ def _static_lookasides() -> dict[Any, Any]:
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
     table[print] = _prints
+    table[Proxy.__repr__] = _proxy_text
+    table[TensorProxy.__format__] = _tensor_format
     table[int] = _int
     table[float] = _float
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
@@ -281,6 +283,21 @@ def _prints(*args: Any, **kwargs: Any) -> Any:
     """``print`` writes to the console on every call, eager's values: torch runs it between the
     compiled parts (recorded once while tracing, it printed proxies, and only then)."""
     raise RunsSplit("calls print, which writes on every call; torch runs it", torch_op="print")
+
+
+def _proxy_text(p: Proxy) -> str:
+    """``str``/``repr`` of a value the program computes: a tensor's text shows its values, so
+    torch makes it on every call (else it is the proxy's name, fixed in the program)."""
+    if isinstance(p, TensorProxy):
+        raise RunsSplit(
+            "makes text of a tensor's values (str, repr, an f-string); torch runs it",
+            torch_op="torch.Tensor.__repr__",
+        )
+    return Proxy.__repr__(p)
+
+
+def _tensor_format(t: TensorProxy, spec: str) -> str:
+    return _proxy_text(t)
 
 
 def _number_of(x: Any, python_type: type) -> Any:
