@@ -110,16 +110,28 @@ def test_print_inside_the_program_prints_eagers_values_on_every_call(capsys):
 def test_text_of_a_tensor_inside_the_program_is_eagers_on_every_call():
     # It was the proxy's name ('<TensorProxy t0: cpu f32[2]>'), fixed in the program, and a
     # format spec on a 0-d tensor raised inside thunder.
-    def f(x):
-        y = x * 2
-        return y + 1, f"{y}|{str(y)}|{repr(y)}|{y.sum():.2f}|{[y]}"
+    texts = {
+        "f-string": lambda y: f"{y}",
+        "conversions": lambda y: f"{y!s}|{y!r}|{y!a}",
+        "str": lambda y: str(y),
+        "repr": lambda y: repr(y),
+        "str of a list": lambda y: str([y, 1]),
+        "format spec": lambda y: f"{y.sum():.2f}",
+        "an input": None,
+    }
+    for name, text in texts.items():
 
-    jf = thunder.jit(f)
-    for i in range(3):
-        x = torch.full((2,), float(i))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the split's notice
-            got = jf(x)
-        want = f(x)
-        torch.testing.assert_close(got[0], want[0])
-        assert got[1] == want[1]
+        def f(x, text=text):
+            y = x * 2
+            return y + 1, (text(y) if text is not None else f"{x}")
+
+        jf = thunder.jit(f)
+        for i in range(3):
+            x = torch.full((2,), float(i))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the split's notice
+                got = jf(x)
+            want = f(x)
+            torch.testing.assert_close(got[0], want[0])
+            assert got[1] == want[1], name
+        assert thunder.compile_stats(jf).eager_fallbacks == 0, name

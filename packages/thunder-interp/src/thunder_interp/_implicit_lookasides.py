@@ -57,7 +57,9 @@ class _Interpreted:
 
 
 def _callable_arg(rt: Runtime, fn: Any) -> Any:
-    if fn is None or type(fn) is type(len) or isinstance(fn, type):
+    # Builtins and types too (``map(torch.relu, xs)``, ``map(type, xs)``): called through the
+    # runtime, as a direct call of them is (its lookasides answer for the values it stands for).
+    if fn is None:
         return fn
     return _Interpreted(rt, fn)
 
@@ -245,9 +247,11 @@ def _list_sort(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str
         return rt.opaque_call(list.sort, args, kw)
     lst = args[0]
     key = kw.get("key")
+    # Through ``opaque_call`` both ways: the sort writes into the list, which a caller may track.
     if key is None and _all_plain(lst):
-        return lst.sort(**kw)
-    return lst.sort(key=_ordered_key(rt, key), reverse=kw.get("reverse", False))
+        return rt.opaque_call(list.sort, args, kw)
+    options = {"key": _ordered_key(rt, key), "reverse": kw.get("reverse", False)}
+    return rt.opaque_call(list.sort, (lst,), options)
 
 
 def _extremum(native: Callable[..., Any]) -> Impl:

@@ -19,6 +19,7 @@ import contextlib
 import contextvars
 import gc
 import operator
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
@@ -491,19 +492,29 @@ def repr_of(rt: Runtime, v: Any) -> str:
     return result
 
 
+# Builtin values whose ``__format__`` no caller looks aside (checked first: f-strings of numbers
+# and text are most of them).
+_FORMATTED_NATIVELY = frozenset({int, float, complex, bool, str, bytes, type(None)})
+
+
 def format_of(rt: Runtime, v: Any, spec: str) -> str:
     """``format(v, spec)``."""
     cls = type(v)
-    if cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain):
+    if cls in _FORMATTED_NATIVELY:
         return format(v, spec)
     descr = lookup_type(cls, "__format__")
-    if descr is object.__format__:
+    if descr is not NULL and descr in rt.lookasides:  # the caller answers for the value
+        result = rt.call(descr, (v, spec), None, None)
+    elif cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain):
+        return format(v, spec)
+    elif descr is object.__format__:
         if spec:
             raise TypeError(f"unsupported format string passed to {cls.__name__}.__format__")
         return str_of(rt, v)
-    if descr is NULL or not is_python_level(descr):
+    elif descr is NULL or not is_python_level(descr):
         return format(v, spec)
-    result = call_special(rt, descr, v, spec)
+    else:
+        result = call_special(rt, descr, v, spec)
     if not isinstance(result, str):
         raise TypeError(f"__format__ must return a str, not {type(result).__name__}")
     return result
@@ -511,6 +522,13 @@ def format_of(rt: Runtime, v: Any, spec: str) -> str:
 
 def convert(rt: Runtime, v: Any, conversion: int) -> Any:
     """An f-string conversion: 1 ``!s``, 2 ``!r``, 3 ``!a``."""
+    if conversion and type(v) not in _FORMATTED_NATIVELY:
+        as_text = str if conversion == 1 else repr
+        if as_text in rt.lookasides:  # as a call of str() or repr() in the program would be
+            text = rt.call(as_text, (v,), None, None)
+            if conversion == 3:
+                return text.encode("ascii", "backslashreplace").decode("ascii")
+            return text
     if conversion == 1:
         return str_of(rt, v)
     if conversion == 2:
@@ -876,6 +894,8 @@ _BINARY: dict[str, tuple[str, str, Callable[[Any, Any], Any]]] = {
     "|": ("__or__", "__ror__", operator.or_),
     "^": ("__xor__", "__rxor__", operator.xor),
 }
+# The builtin containers whose in-place operators write into them (``l += x``, ``d |= e``).
+MUTABLE_CONTAINERS: frozenset[type] = frozenset({list, dict, set, OrderedDict})
 _INPLACE: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.iadd,
     "-": operator.isub,
@@ -976,6 +996,15 @@ def _call_binary(rt: Runtime, slot: Any, x: Any, y: Any) -> Any:
 def inplace(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     """``a <sym>= b``."""
     ta, tb = type(a), type(b)
+    if ta in MUTABLE_CONTAINERS:
+        # A write into the container: its in-place method, through ``opaque_call`` (which a
+        # caller tracking container mutations sees); the operator's own error where it has none.
+        method = getattr(a, "__i" + _BINARY[sym][0][2:], None)
+        if method is not None:
+            result = rt.opaque_call(method, (b,), None)
+            if result is not NotImplemented:
+                return result
+        return _INPLACE[sym](a, b)
     if (ta in PLAIN or (ta not in NOT_PLAIN and type_info(ta).plain)) and (
         tb in PLAIN or (tb not in NOT_PLAIN and type_info(tb).plain)
     ):

@@ -15,7 +15,7 @@ import os
 import sys
 import sysconfig
 import types
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.utils._config_module
@@ -269,6 +269,8 @@ def _static_lookasides() -> dict[Any, Any]:
     table[torch._check_with] = _check_with
     table[print] = _prints
     table[Proxy.__repr__] = _proxy_text
+    table[str] = _str
+    table[repr] = _repr
     table[TensorProxy.__format__] = _tensor_format
     table[int] = _int
     table[float] = _float
@@ -285,19 +287,45 @@ def _prints(*args: Any, **kwargs: Any) -> Any:
     raise RunsSplit("calls print, which writes on every call; torch runs it", torch_op="print")
 
 
+def _tensor_text() -> NoReturn:
+    """Text of a tensor shows its values: torch makes it on every call (else it is the proxy's
+    name, fixed in the program)."""
+    raise RunsSplit(
+        "makes text of a tensor's values (str, repr, an f-string); torch runs it",
+        torch_op="torch.Tensor.__repr__",
+    )
+
+
 def _proxy_text(p: Proxy) -> str:
-    """``str``/``repr`` of a value the program computes: a tensor's text shows its values, so
-    torch makes it on every call (else it is the proxy's name, fixed in the program)."""
     if isinstance(p, TensorProxy):
-        raise RunsSplit(
-            "makes text of a tensor's values (str, repr, an f-string); torch runs it",
-            torch_op="torch.Tensor.__repr__",
-        )
+        _tensor_text()
     return Proxy.__repr__(p)
 
 
 def _tensor_format(t: TensorProxy, spec: str) -> str:
-    return _proxy_text(t)
+    _tensor_text()
+
+
+def _holds_tensor(x: Any, depth: int = 0) -> bool:
+    if isinstance(x, TensorProxy):
+        return True
+    if depth < 4 and type(x) in (list, tuple):
+        return any(_holds_tensor(v, depth + 1) for v in x)
+    if depth < 4 and type(x) is dict:
+        return any(_holds_tensor(v, depth + 1) for v in x.values())
+    return False
+
+
+def _str(*args: Any, **kwargs: Any) -> Any:
+    if len(args) == 1 and not kwargs and _holds_tensor(args[0]):
+        _tensor_text()
+    return str(*args, **kwargs)
+
+
+def _repr(x: Any) -> str:
+    if _holds_tensor(x):
+        _tensor_text()
+    return repr(x)
 
 
 def _number_of(x: Any, python_type: type) -> Any:
