@@ -510,7 +510,7 @@ class _EpilogueWriter:
         """Which object paths get a local, and before which write each is resolved."""
         used: list[Access] = []
         for w in self.program.writes:
-            if w.kind in ("attr", "call", "del_attr", "log"):
+            if w.kind in ("attr", "call", "call_kw", "del_attr", "log"):
                 used.append(w.target)
             used.extend(_external_refs(w.value))
         used.extend(_external_refs(result))
@@ -646,7 +646,7 @@ class _EpilogueWriter:
         if w.kind == "attr":
             obj = self.access(w.target)
             return [*lines, f"setattr({obj}, {w.name!r}, {value})"]
-        if w.kind == "log":
+        if w.kind in ("log", "call_kw"):
             obj = self.access(w.target)
             return [*lines, f"_log = {value}", f"{obj}.{w.name}(*_log[0], **_log[1])"]
         return [*lines, f"{self.access(w.target)}.{w.name}(*{value})"]

@@ -19,6 +19,7 @@ from thunder_interp._registry import (
 )
 from thunder_interp._slots import (
     FAST_CONTAINERS,
+    MUTABLE_CONTAINERS,
     PLAIN,
     PLAIN_VALUES,
     binary,
@@ -96,7 +97,7 @@ def make(nxt, P, binary):
         st = f.stack
         b = st.pop()
         a = st[-1]
-        if type(a) in P and type(b) in P:
+        if type(a) in P and type(b) in P and type(a) not in MC:
             a {sym}= b
         else:
             a = binary(f.rt, "{sym}=", a, b)
@@ -116,7 +117,7 @@ def _build_makers() -> dict[str, Callable[..., Op]]:
     makers: dict[str, Callable[..., Op]] = {}
     for sym in _BINARY_SYMBOLS:
         for template, key in ((_TEMPLATE_BINARY, sym), (_TEMPLATE_INPLACE, sym + "=")):
-            namespace: dict[str, Any] = {}
+            namespace: dict[str, Any] = {"MC": MUTABLE_CONTAINERS}
             exec(compile(template.format(sym=sym), _GENERATED, "exec"), namespace)
             makers[key] = namespace["make"]
     return makers
@@ -136,7 +137,7 @@ def binary_op(ins: Instruction, ctx: CompileContext) -> Op:
     return _MAKERS[_binary_symbol(ins)](ctx.next_index(ins), PLAIN, binary)
 
 
-@block_template(binary_op, helpers={"binary": binary})
+@block_template(binary_op, helpers={"binary": binary, "MC": MUTABLE_CONTAINERS})
 def binary_op_block(block: BlockBuilder, ins: Instruction) -> int:
     sym = _binary_symbol(ins)
     b = block.pop()
@@ -145,7 +146,8 @@ def binary_op_block(block: BlockBuilder, ins: Instruction) -> int:
     if sym.endswith("="):  # in place: ``a`` may change
         t = block.temp()
         block.emit(f"{t} = {a}")
-        block.emit(f"if {plain}: {t} {sym} {b}")
+        # ``l += x`` writes into the list: ``binary`` reports it (an opaque call)
+        block.emit(f"if {plain} and type({t}) not in MC: {t} {sym} {b}")
         block.emit(f"else: {t} = binary(f.rt, {sym!r}, {t}, {b})")
         block.stack.append(t)
     else:

@@ -148,6 +148,11 @@ class CallsMixin(WritesMixin):
         # (``d.__setitem__`` of a dict is a method-wrapper, ``d.update`` a builtin method)
         if owner is not None and type(fn) in (types.BuiltinMethodType, types.MethodWrapperType):
             mutators = _CONTAINER_MUTATORS.get(type(owner))
+            if fn.__name__ == "get" and args and type(args[0]) is str and self._is_namespace(owner):
+                result = fn(*args, **kwargs)
+                if args[0] in owner and not isinstance(result, torch.Tensor):
+                    self._cb_load_global(args[0], result, owner, None)  # globals().get(k)
+                return result
             if mutators is not None and fn.__name__ in mutators:
                 self._record_mutation(owner, fn.__name__, args, kwargs)
                 if fn.__name__ in _RETURNS_CONTENTS:  # what it returns was in the container

@@ -456,6 +456,13 @@ class ReadsMixin(BinderState):
             return value
         if self._set_by_program(value, access):
             return value  # what the program itself put there: nothing to guard
+        if access.kind == ATTR and access.key == "__dict__" and self._attrs_written(access):
+            # Its contents now are not the call's entry state, which a guard would check.
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function reads {access.describe(self.param_names)} after "
+                "setting attributes of that object; read it before, or outside the jitted "
+                "function"
+            )
         if access.kind == ITEM and access.parent is not None:
             self._note_content_read(access.parent)
         if self.options.sharp_edges is not SHARP_EDGES_OPTIONS.ALLOW:
@@ -600,11 +607,8 @@ class ReadsMixin(BinderState):
         """Whether the program, earlier in this call, wrote what is read now: a path it assigned
         (or one below it), an object it stored, or a container it mutated. Guards state what a
         call starts with; these values did not exist then."""
-        node: Access | None = access
-        while node is not None:
-            if node in self.effects.written_paths:
-                return True
-            node = node.parent
+        if self._path_written(access):
+            return True
         known = self.paths.access_of.get(id(value))
         if known is None or known[0] is not value:
             return False
@@ -618,6 +622,31 @@ class ReadsMixin(BinderState):
                 self.facts.guards.setdefault(access, Guard(access, "same_as", known[1]))
             return True
         return False
+
+    def _path_written(self, access: Access) -> bool:
+        """Whether the program assigned or deleted ``access`` (or a path above it) earlier in
+        this call, itself or through a setter run natively (``WritesMixin._through_setter``)."""
+        node: Access | None = access
+        while node is not None:
+            if node in self.effects.written_paths:
+                return True
+            if node.kind == ATTR and node.parent is not None and self.effects.dict_snapshots:
+                for obj, at, before in self.effects.dict_snapshots.values():
+                    if at == node.parent:
+                        now = object.__getattribute__(obj, "__dict__")
+                        if before.get(node.key, _MISSING) is not now.get(node.key, _MISSING):
+                            self.effects.written_paths.add(node)
+                            return True
+            node = node.parent
+        return False
+
+    def _attrs_written(self, dict_access: Access) -> bool:
+        """Whether the program set or deleted an attribute of the object whose ``__dict__`` is
+        found at ``dict_access``."""
+        owner = dict_access.parent
+        return any(w.kind == ATTR and w.parent == owner for w in self.effects.written_paths) or any(
+            at == owner for _, at, _ in self.effects.dict_snapshots.values()
+        )
 
     def _load_container(self, value: Any, access: Access) -> Any:
         if type(value) in _CONTAINER_MUTATORS:
@@ -709,6 +738,8 @@ class ReadsMixin(BinderState):
         self.facts.last_generic = (obj, _MISSING)
         access = self.access_for(obj)
         if access is None or self._set_by_program(obj, access):
+            return
+        if self._path_written(access.attr(name)):
             return
         key = access.attr(f"<generic lacks {name}>")
         self.facts.guards.setdefault(key, Guard(access, "lacks_generic", (type(obj), name)))
@@ -806,6 +837,8 @@ class ReadsMixin(BinderState):
         access = self.access_for(obj)
         if access is None or self._set_by_program(obj, access):
             return
+        if self._path_written(access.attr(name)):
+            return  # deleted by the program (or never there before it set it)
         if type(obj) is types.FunctionType and name not in _FUNCTION_TYPE_NAMES:
             # A function's attribute that its (immutable) type lacks lives in its __dict__ or
             # nowhere: checked there, without raising AttributeError (``__wrapped__``, which
@@ -906,7 +939,18 @@ class ReadsMixin(BinderState):
         self.paths.access_of.setdefault(id(value), (value, access.attr(name)))
         return access
 
+    def _is_namespace(self, container: Any) -> bool:
+        """A module's globals (``globals()``): its items are the module's globals."""
+        return type(container) is dict and (
+            _is_module_namespace(container)
+            or any(g is container for g in self.paths.globals_dicts.values())
+        )
+
     def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:
+        if type(key) is str and self._is_namespace(container):
+            if not isinstance(value, (Proxy, torch.Tensor)):
+                self._cb_load_global(key, value, container, None)  # globals()[k] reads k
+            return
         if type(container) not in _CONTAINER_MUTATORS:
             if isinstance(container, tuple) and not isinstance(key, slice):
                 self._load_immutable_item(container, key, value)
@@ -926,6 +970,14 @@ class ReadsMixin(BinderState):
         so that objects and containers inside it are tracked (their attributes guarded, their
         mutations replayed)."""
         item = access.item(key)
+        if (
+            access.kind == ATTR
+            and access.key == "__dict__"
+            and access.parent is not None
+            and type(key) is str
+            and self._path_written(access.parent.attr(key))
+        ):
+            return  # obj.__dict__[k] is obj.k, which the program set
         if isinstance(value, _SCALAR_TYPES):
             self.facts.guards.setdefault(item, Guard(item, "value", value))
         else:

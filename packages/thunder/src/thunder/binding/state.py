@@ -67,8 +67,19 @@ _CONTAINER_MUTATORS: dict[type, set[str]] = {
         "sort",
         "__setitem__",
         "__delitem__",
+        "__iadd__",
+        "__imul__",
     },
-    dict: {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"},
+    dict: {
+        "update",
+        "pop",
+        "popitem",
+        "setdefault",
+        "clear",
+        "__setitem__",
+        "__delitem__",
+        "__ior__",
+    },
     OrderedDict: {
         "update",
         "pop",
@@ -78,8 +89,23 @@ _CONTAINER_MUTATORS: dict[type, set[str]] = {
         "__setitem__",
         "__delitem__",
         "move_to_end",
+        "__ior__",
     },
-    set: {"add", "discard", "remove", "pop", "clear", "update"},
+    set: {
+        "add",
+        "discard",
+        "remove",
+        "pop",
+        "clear",
+        "update",
+        "difference_update",
+        "intersection_update",
+        "symmetric_difference_update",
+        "__ior__",
+        "__iand__",
+        "__isub__",
+        "__ixor__",
+    },
 }
 # Items of outside containers compared by identity when the container is guarded item by item.
 _IDENTIFIED_TYPES = (
@@ -128,7 +154,8 @@ class Write:
 
     ``kind``: ``global`` (``target`` is the global), ``cell`` (the closure cell), ``attr``
     (``target`` is the object, ``name`` the attribute), ``call`` (``target`` is a container,
-    ``name`` the mutating method, ``value`` the argument tuple); ``del_global``, ``del_cell`` and
+    ``name`` the mutating method, ``value`` the argument tuple; ``call_kw``: the same with
+    ``value`` the (args, kwargs) pair); ``del_global``, ``del_cell`` and
     ``del_attr`` delete what the first three write; ``log`` (``target`` is a logger, ``name``
     its method, ``value`` the (args, kwargs) pair) is a logging call. ``value`` is a template: proxies,
     constants, ``Access`` objects (outside values) and containers of those.
@@ -458,6 +485,9 @@ class Effects:
     # Cells of functions the program stored outside or returned, and what they held then.
     stored_cells: list[tuple[Any, tuple[Any, ...]]] = field(default_factory=list)
     rebuilding: set[int] = field(default_factory=set)  # objects being made templates (cycles)
+    # Objects a descriptor's setter run natively changed (``through_setter``), by id: the
+    # object, its path and its instance dict before.
+    dict_snapshots: dict[int, tuple[Any, Access, dict[str, Any]]] = field(default_factory=dict)
 
 
 class BinderState:

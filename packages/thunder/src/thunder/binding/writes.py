@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from thunder.access import GLOBAL, Access
-from thunder.binding.reads import ReadsMixin
+from thunder.binding.reads import ReadsMixin, _interpreted
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _HEAPTYPE,
@@ -76,6 +76,39 @@ def _absent(container: Any, key: Any) -> bool:
         return False
 
 
+def _class_attr(cls: type, name: str) -> Any:
+    return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)
+
+
+def _python_data_descriptor(cls: type, name: str, how: str) -> Any:
+    """The Python function a store (``how``: ``__set__``) or deletion (``__delete__``) of
+    ``name`` on a ``cls`` instance runs through a data descriptor of the class, or None."""
+    descr = _class_attr(cls, name)
+    if descr is None or isinstance(descr, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+        return None
+    if type(descr) is property:
+        fn = descr.fset if how == "__set__" else descr.fdel
+        return fn if isinstance(fn, types.FunctionType) else None
+    fn = _class_attr(type(descr), how)
+    return fn if isinstance(fn, types.FunctionType) else None
+
+
+def _instance_dict(obj: Any) -> dict[str, Any] | None:
+    try:
+        state = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+    return state if type(state) is dict else None
+
+
+def _replayable_sort_options(kw: dict[str, Any]) -> bool:
+    return (
+        set(kw) <= {"key", "reverse"}
+        and kw.get("key") is None
+        and type(kw.get("reverse", False)) in (bool, int)
+    )
+
+
 def _restore_container(container: Any, snapshot: Any) -> None:
     if isinstance(container, list):
         container[:] = snapshot
@@ -132,12 +165,35 @@ class WritesMixin(ReadsMixin):
         if access is None:
             self._refuse_escaped(obj, f"sets the attribute {name!r} of")
             return
+        if self._through_setter(obj, name, access, "__set__"):
+            return
         template = self._template(value, f"attribute {name}")
         old = getattr(obj, name, _MISSING)
         self.effects.undo.append(lambda: _restore_attr(obj, name, old))
         self.effects.writes.append(Write("attr", access, name, template))
         self.effects.written_paths.add(access.attr(name))
         self._track_stored(value, access.attr(name))
+
+    def _through_setter(self, obj: Any, name: str, access: Access, how: str) -> bool:
+        """A store or deletion that runs a descriptor's Python code (a property's setter):
+        setting the old value back would run that code again, not undo it. Interpreted, its own
+        writes are recorded (replaying the outer one too would run the setter twice): True.
+        Run natively (behind a native ``__setattr__``: ``nn.Module``'s), the instance dict is
+        restored after tracing and what it changed there counts as written by the program."""
+        descr = _python_data_descriptor(type(obj), name, how)
+        if descr is None:
+            return False
+        self.effects.written_paths.add(access.attr(name))
+        setattr_ = _class_attr(type(obj), "__delattr__" if how == "__delete__" else "__setattr__")
+        native_store = setattr_ in (object.__setattr__, object.__delattr__)
+        if (native_store or _interpreted(setattr_)) and _interpreted(descr):
+            return True
+        state = _instance_dict(obj)
+        if state is not None and id(obj) not in self.effects.dict_snapshots:
+            snapshot = dict(state)
+            self.effects.dict_snapshots[id(obj)] = (obj, access, snapshot)
+            self.effects.undo.append(lambda: _restore_container(state, snapshot))
+        return False
 
     def _track_stored(self, value: Any, access: Access | None, depth: int = 0) -> None:
         """A container the program made and stored into outside state is outside state from now
@@ -202,6 +258,8 @@ class WritesMixin(ReadsMixin):
         if access is None:
             self._refuse_escaped(obj, f"deletes the attribute {name!r} of")
             return
+        if self._through_setter(obj, name, access, "__delete__"):
+            return
         old = getattr(obj, name, _MISSING)
         self.effects.undo.append(lambda: _restore_attr(obj, name, old))
         self.effects.writes.append(Write("del_attr", access, name, None))
@@ -209,6 +267,9 @@ class WritesMixin(ReadsMixin):
 
     def _cb_delete_item(self, container: Any, key: Any) -> None:
         if isinstance(container, Proxy):
+            return
+        if self._is_namespace(container) and type(key) is str:
+            self._cb_delete_global(key, container)  # del globals()[k] is del k
             return
         if type(container) in _CONTAINER_MUTATORS:
             self._record_mutation(container, "__delitem__", (key,), {})
@@ -222,6 +283,9 @@ class WritesMixin(ReadsMixin):
     def _cb_store_item(self, container: Any, key: Any, value: Any) -> None:
         if isinstance(container, Proxy):
             return
+        if self._is_namespace(container) and type(key) is str:
+            self._cb_store_global(key, value, container)  # globals()[k] = v is k = v
+            return
         if type(container) in _CONTAINER_MUTATORS:
             self._record_mutation(container, "__setitem__", (key, value), {})
         elif self.access_for(container) is not None:
@@ -232,15 +296,24 @@ class WritesMixin(ReadsMixin):
 
     def _record_mutation(self, container: Any, method: str, args: tuple[Any, ...], kw: Any) -> None:
         self._refuse_detached(container, f"calls {method} on")
+        if self._is_namespace(container):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay dict.{method} on a module's globals; assign the "
+                "names (globals()[name] = value) instead"
+            )
         access = self.access_for(container)
         if access is None:
             self._refuse_escaped(container, f"calls {method} on")
             return  # created by the program
-        if kw:
+        if kw and not (method == "sort" and _replayable_sort_options(kw)):
+            # (a key the interpreter wraps to interpret it has no path to replay it by)
             raise UnsupportedSideEffectError(
                 f"thunder.jit: cannot replay {type(container).__name__}.{method} with keywords"
             )
-        template = self._template(tuple(args), f"{type(container).__name__}.{method} argument")
+        what = f"{type(container).__name__}.{method} argument"
+        template = self._template(tuple(args), what)
+        if kw:
+            template = (template, {k: self._template(v, what) for k, v in kw.items()})
         if id(container) not in self.effects.snapshotted:
             self.effects.snapshotted.add(id(container))
             snapshot = copy.copy(container)
@@ -258,7 +331,7 @@ class WritesMixin(ReadsMixin):
             # test, iterating) before this write, so the entry contents are part of what it
             # relied on.
             self.facts.guards.setdefault(access, Guard(access, "type", type(container)))
-        self.effects.writes.append(Write("call", access, method, template))
+        self.effects.writes.append(Write("call_kw" if kw else "call", access, method, template))
         self._track_inserted(container, access, method, args)
 
     def _refuse_escaped(self, obj: Any, what: str) -> None:
