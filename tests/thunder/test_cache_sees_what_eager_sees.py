@@ -159,3 +159,34 @@ def test_a_leaf_made_inside_the_program():
     torch.testing.assert_close(results[1][0], results[0][0])
     assert results[1][1] == results[0][1] == [True, True]
     torch.testing.assert_close(results[1][2], results[0][2])
+
+
+def test_a_split_program_sees_hooks_added_to_submodules_later():
+    # A call that runs split is guarded by dynamo, whose default leaves module hooks unguarded.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            y = self.lin(x)
+            if y.is_contiguous():  # a layout query: the call runs split
+                y = y + 1
+            return y
+
+    m = M()
+    jm = thunder.jit(m)
+    x = torch.randn(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            torch.testing.assert_close(jm(x), m(x))
+        handles = [
+            m.lin.register_forward_hook(lambda mod, i, o: o * 0),
+            m.lin.register_forward_pre_hook(lambda mod, i: (i[0] * 2,)),
+        ]
+        for h in handles:
+            torch.testing.assert_close(jm(x), m(x))
+            h.remove()
+            torch.testing.assert_close(jm(x), m(x))
+    assert thunder.compile_stats(jm).split_calls > 0

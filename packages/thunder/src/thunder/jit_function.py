@@ -512,12 +512,15 @@ class ThunderFunction:
         import torch._dynamo
 
         config = torch._dynamo.config  # set and put back by hand: config.patch costs 35 us a call
-        suppressed = config.suppress_errors
+        suppressed, skip_hooks = config.suppress_errors, config.skip_nnmodule_hook_guards
         config.suppress_errors = True
+        # Hooks added to the modules later must reach the call, as in thunder's own programs
+        # (dynamo's default leaves them unguarded: a stale result).
+        config.skip_nnmodule_hook_guards = False
         try:
             return self._split_program(*args, **kwargs)
         finally:
-            config.suppress_errors = suppressed
+            config.suppress_errors, config.skip_nnmodule_hook_guards = suppressed, skip_hooks
 
     def _warn_internal_error(self, error: Exception) -> None:
         """Compiling the traced program raised inside thunder: the call runs eagerly (its result
