@@ -1214,3 +1214,26 @@ def test_a_function_that_returns_holding_a_lock_runs_split_and_holds_it_once():
     with pytest.warns(UserWarning, match="tolist"):  # runs eagerly
         torch.testing.assert_close(thunder.jit(raises_inside)(x), x * 5000)
     assert not LOCK.locked()
+
+
+def test_an_object_whose_getattr_raises_key_error_for_unknown_names():
+    # A dict-backed config: thunder asked it for an attribute eager never reads (KeyError, an
+    # internal error and an eager run).
+    class Config:
+        def __init__(self):
+            self.store = {"k": 2.0}
+
+        def __getattr__(self, name):
+            return self.store[name]
+
+    cfg = Config()
+
+    def f(x):
+        return x * cfg.k
+
+    jf = thunder.jit(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(jf(x), f(x))
+    cfg.store["k"] = 3.0
+    torch.testing.assert_close(jf(x), f(x))
+    assert thunder.compile_stats(jf).eager_fallbacks == 0

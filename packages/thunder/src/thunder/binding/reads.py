@@ -512,9 +512,10 @@ class ReadsMixin(BinderState):
             if not self._is_library_global(access):
                 self.facts.guards.setdefault(access, Guard(access, "is", value))
             return value
-        inner = getattr(value, "_thunder_inner_function", None)
+        # (on the type: an object's own __getattr__ may raise anything for a name it lacks)
+        inner = getattr(type(value), "_thunder_inner_function", None)
         if inner is not None:  # an already jitted function: its code is read through it
-            self._register_function(inner(), access.attr("fn"))
+            self._register_function(inner(value), access.attr("fn"))
         if isinstance(value, (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)):
             self._guard_callable(value, access, holder)
             return value
