@@ -52,7 +52,7 @@ def test_the_result_holds_inputs_guards_and_writes() -> None:
     assert any("SCALE" in g.access.describe(traced.param_names) for g in traced.guards.values())
     assert [w_.kind for w_ in traced.writes] == ["call"]  # LOG.append
     assert traced.needs_epilogue  # the return value refers to LOG
-    assert traced.autocast_regions is None and dict(traced.autocast_at_start) == {}
+    assert dict(traced.autocast_at_start) == {}
 
 
 def test_prologue_computation_and_epilogue_built_from_it_match_eager() -> None:

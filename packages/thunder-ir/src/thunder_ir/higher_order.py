@@ -130,6 +130,7 @@ def record_subtrace(
     sub = outer.nested(outer.make_name(name))  # one namespace: names stay unique
     if grad_enabled is not None:
         sub.grad_enabled = grad_enabled
+    sub.intercept = outer.intercept  # its calls are recorded as the enclosing trace's are
     from thunder_ir.prims import python_return
 
     with tracectx(sub):

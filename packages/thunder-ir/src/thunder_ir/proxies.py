@@ -61,7 +61,7 @@ def can_read_data() -> bool:
     """Whether a value read from tensor data can be recorded now (``Trace.read_data``, at the
     top level of the trace)."""
     trace = get_tracectx()
-    return trace is not None and trace.read_data is not None and len(trace.scopes) == 1
+    return trace is not None and trace.read_data is not None and trace.at_top_level()
 
 
 def _read_item(t: Any, what: str) -> Any:

@@ -125,7 +125,10 @@ class Symbol:
             args = tuple(tuple(a) if _is_proxy_sequence(a) else a for a in args)
         if any(_is_proxy_sequence(v) for v in kwargs.values()):
             kwargs = {k: tuple(v) if _is_proxy_sequence(v) else v for k, v in kwargs.items()}
-        if trace.locate is not None and len(trace.scopes) == 1:
+        depth = len(trace.scopes)
+        if trace.intercept is not None and depth == trace.intercept_depth:
+            return trace.intercept(self, args, kwargs)
+        if depth == 1 and trace.locate is not None:
             trace.new_call()
         keeps_grad = False
         if not trace.grad_enabled and self._write and len(args) > 1:

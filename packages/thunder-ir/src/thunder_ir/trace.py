@@ -79,6 +79,16 @@ class Trace:
         self.grad_enabled = True
         # Called with every bound symbol recorded at the top level (a binding layer's checks).
         self.record_hook: Callable[[BoundSymbol], None] | None = None
+        # Records each symbol call made at scope depth ``intercept_depth`` (the top level, or the
+        # body of a checkpointed region there) in place of the symbol, where set:
+        # ``intercept(sym, args, kwargs)`` returns what the call gives the program (the jit's
+        # autocast, applied as eager's dispatcher applies it).
+        self.intercept: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] | None = None
+        self.intercept_depth = 1
+        # Scopes on top that hold a top-level call recorded provisionally (``intercept`` records
+        # the call, then records it again as it computes): what is recorded there is the
+        # program's own call, which may read tensor data.
+        self.provisional = 0
         # Where the recorded program is now (the user's ``file:line``), or None where unknown:
         # set by whoever runs the program (the jit's binder); bound symbols recorded at the top
         # level carry it as their ``location``.
@@ -180,6 +190,10 @@ class Trace:
         if loc is _UNKNOWN:
             loc = self._call_location = self.locate() if self.locate is not None else None
         return loc  # type: ignore[return-value]
+
+    def at_top_level(self) -> bool:
+        """Whether a call recorded now is one the program made (not a composite's part)."""
+        return len(self.scopes) - self.provisional == 1
 
     def push_scope(self) -> None:
         self.scopes.append([])

@@ -96,6 +96,7 @@ __all__ = [
     "LISTS",
     "LOWER_PRECISION_OPS",
     "AutocastLists",
+    "AutocastRecorder",
     "EagerAutocastError",
     "Policy",
     "autocast",
@@ -343,10 +344,14 @@ State = Mapping[str, DType]
 
 
 class _Replay:
-    def __init__(self, new: Trace, state: State) -> None:
+    """Records bound symbols again into ``new`` as they compute under the autocast ``state``.
+    ``fresh``: the calls given to ``apply`` are not recorded yet (the trace is being recorded)."""
+
+    def __init__(self, new: Trace, state: State, *, fresh: bool = False) -> None:
         self.new = new
         self.state: State = state
         self.env: dict[str, Any] = {}
+        self.fresh = fresh
 
     def lookup(self, x: Any) -> Any:
         return self.env.get(x.name, x) if isinstance(x, Proxy) else x
@@ -398,7 +403,7 @@ class _Replay:
                 lists = LISTS[device]
                 policy = lists.policy(sym)
                 if policy is not None:
-                    self._apply(lists, policy, state[device], bsym, args, kwargs)
+                    self.apply(lists, policy, state[device], bsym, args, kwargs)
                     return
         for device in _PRIORITY:
             if (
@@ -411,7 +416,7 @@ class _Replay:
                 return
         self.call(bsym, args, kwargs, changed)
 
-    def _apply(
+    def apply(
         self,
         lists: AutocastLists,
         policy: Policy,
@@ -419,22 +424,24 @@ class _Replay:
         bsym: BoundSymbol,
         args: Any,
         kwargs: Any,
-    ) -> None:
+    ) -> Any:
+        """``bsym`` (a listed op) called on ``args`` cast by its policy; its output."""
         device = lists.device_type
         sym = bsym.sym
         leaves = tree_flatten((args, kwargs))[0]
         minimum = lists.min_operands.get(sym)
         if minimum is not None and sum(_eligible(x, device) for x in leaves) < minimum:
-            self.call(bsym, args, kwargs, any(self._replaced(bsym)))
-            return
+            return self.call(bsym, args, kwargs, self.fresh or any(self._replaced(bsym)))
         if policy is Policy.BANNED:
             raise EagerAutocastError(lists.banned[sym])
         if policy is Policy.LOWER_PRECISION:
             args, kwargs = self.cast_all(args, kwargs, target, device)
         elif policy is Policy.FP32:
             cross_entropy = device == "cuda" and sym is ltorch.cross_entropy
-            if cross_entropy and self._cuda_cross_entropy(bsym, args, kwargs):
-                return
+            if cross_entropy:
+                out = self._cuda_cross_entropy(bsym, args, kwargs)
+                if out is not None:
+                    return out
             args, kwargs = self.cast_all(args, kwargs, dtypes.float32, device)
         elif policy is Policy.FP32_SET_OPT_DTYPE:
             # the first argument converted to float32 where no dtype is given
@@ -448,18 +455,19 @@ class _Replay:
         else:  # PROMOTE
             widest = _promote_type(leaves, target, device)
             args, kwargs = self.cast_all(args, kwargs, widest, device)
-        self.call(bsym, args, kwargs, True)
+        return self.call(bsym, args, kwargs, True)
 
     def _replaced(self, bsym: BoundSymbol) -> Iterator[bool]:
         return (self.env.get(p.name, p) is not p for p in bsym.flat_proxy_args)
 
-    def _cuda_cross_entropy(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> bool:
+    def _cuda_cross_entropy(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> Any:
         """Torch's ``cross_entropy_loss`` under CUDA autocast with class-index targets and no
         label smoothing: ``log_softmax`` in the input's dtype (torch passes it as the dtype),
-        then ``nll_loss``, which autocast runs in float32. False (not recorded) otherwise."""
+        then ``nll_loss``, which autocast runs in float32; its output. None (not recorded)
+        otherwise."""
         bound = _bound_arguments(bsym, args, kwargs)
         if bound is None:
-            return False
+            return None
         a, target, weight = bound["a"], bound["target"], bound["weight"]
         if (
             not _eligible(a, "cuda")
@@ -469,7 +477,7 @@ class _Replay:
             or a.ndim == 0
             or a.dtype.strong() == dtypes.float32
         ):
-            return False
+            return None
         logp = ltorch.log_softmax(a, 0 if a.ndim == 1 else 1)
         logp = prims.convert_element_type(logp, dtypes.float32)
         if _eligible(weight, "cuda") and weight.dtype.strong() != dtypes.float32:
@@ -484,7 +492,7 @@ class _Replay:
             bound["reduction"],
         )
         self._bind_outputs(bsym, out)
-        return True
+        return out
 
     # -- torch callables without an op ----------------------------------------------------------
 
@@ -573,10 +581,10 @@ class _Replay:
 
     def call(
         self, bsym: BoundSymbol, args: Any, kwargs: Any, changed: bool, region: Symbol | None = None
-    ) -> None:
+    ) -> Any:
         if not changed and args == bsym.args and kwargs == bsym.kwargs:
             self.new.record(bsym)
-            return
+            return bsym.output
         try:
             out = call_again(bsym, args, kwargs, region)
         except Exception:
@@ -587,6 +595,7 @@ class _Replay:
             args, kwargs = self._as_recorded(bsym, args, kwargs)
             out = call_again(bsym, args, kwargs)
         self._bind_outputs(bsym, out)
+        return out
 
     def _as_recorded(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> tuple[Any, Any]:
         recorded = {p.name: p for p in bsym.flat_proxy_args}
@@ -794,3 +803,63 @@ def autocast(
             at[0] = bsym.location
             replay.visit(bsym)
     return new
+
+
+class AutocastRecorder:
+    """Applies autocast as a program is recorded, as torch's dispatcher does for eager calls:
+    installed as ``trace.intercept``, it records each top-level call under the autocast state
+    ``state_now()`` gives (device type -> dtype; empty: off) in place of the plain call. The
+    program then reads eager's dtypes (``h.dtype``, ``zeros(..., dtype=h.dtype)``, a branch on
+    it), mixes dtypes as eager lets it (``x.mm(w.bfloat16())``), and values read from tensor data
+    while tracing are computed in eager's dtypes.
+
+    A listed op has its inputs cast before it is called (the uncast call may be invalid); any
+    other call is recorded, then replayed as the autocast transform replays a trace (fallbacks,
+    composites whose decomposition holds a listed op, higher-order and checkpointed bodies)."""
+
+    def __init__(self, state_now: Callable[[], Mapping[str, torch.dtype]]) -> None:
+        self.state_now = state_now
+
+    def __call__(self, sym: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        trace = require_tracectx("autocast")  # the program's trace, or a body's sub-trace
+        depth = trace.intercept_depth
+        if OpTag.CHECKPOINT in sym.tags:
+            # The region's body is the program's too: its calls are cast as they are recorded.
+            trace.intercept_depth = depth + 1
+            try:
+                return sym(*args, **kwargs)
+            finally:
+                trace.intercept_depth = depth
+        state = {d: _target(t) for d, t in self.state_now().items() if d in LISTS}
+        trace.intercept = None  # the calls it makes are recorded as they are
+        try:
+            if not state:
+                return sym(*args, **kwargs)
+            if depth == 1:
+                trace.new_call()
+            with _torch_autocast_state({}):
+                return self._record(trace, state, sym, args, kwargs)
+        finally:
+            trace.intercept = self
+
+    def _record(
+        self, trace: Trace, state: State, sym: Symbol, args: tuple[Any, ...], kwargs: Any
+    ) -> Any:
+        replay = _Replay(trace, state, fresh=True)
+        devices = _device_types(args, kwargs)
+        for device in _PRIORITY:
+            if device in state and device in devices:
+                policy = LISTS[device].policy(sym)
+                if policy is not None:
+                    call = BoundSymbol(sym, args, kwargs, None)  # the call, not yet recorded
+                    return replay.apply(LISTS[device], policy, state[device], call, args, kwargs)
+        trace.push_scope()
+        trace.provisional += 1
+        try:
+            out = sym(*args, **kwargs)
+        finally:
+            trace.provisional -= 1
+            recorded = trace.pop_scope()
+        for bsym in recorded:
+            replay.visit(bsym)
+        return tree_map(replay.lookup, out)

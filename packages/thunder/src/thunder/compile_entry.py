@@ -297,18 +297,12 @@ def needs_autodiff(trace: Trace, options: JitOptions) -> bool:
 
 
 def _apply_autocast(trace: Trace, program: TracedProgram) -> tuple[Trace, bool]:
-    """The computation as eager torch computes it under the autocast state of this call (ambient,
-    part of the cache key) and the ``torch.autocast`` blocks the program entered, for CPU and
-    CUDA autocast; and whether the program is called under autocast (its compiled code then runs
-    with autocast off: the trace already says which dtype each op computes in). An op eager
-    refuses under autocast, or one whose autocast behavior thunder cannot reproduce, makes the
-    call run eagerly (``ProgramRaised``)."""
+    """The computation, and whether the program is called under autocast (its compiled code then
+    runs with autocast off: the trace already says which dtype each op computes in, as CPU and
+    CUDA autocast were applied while it was recorded, ``binding.regions``). Autocast of other
+    devices is refused."""
     import torch
 
-    from thunder_transforms import autocast
-    from thunder_transforms.autocast import EagerAutocastError
-
-    ambient = dict(program.autocast_at_start)
     for device in ("xpu", "mps"):
         try:
             enabled = torch.is_autocast_enabled(device)
@@ -319,15 +313,7 @@ def _apply_autocast(trace: Trace, program: TracedProgram) -> tuple[Trace, bool]:
                 f"thunder.jit: calling a jitted function under torch.autocast({device!r}) is not "
                 "supported (only CPU and CUDA autocast are); call it outside the autocast context"
             )
-    regions = None if program.autocast_regions is None else list(program.autocast_regions)
-    if regions is None and ambient:
-        regions = [ambient] * len(trace.bound_symbols)
-    if regions is None or not any(regions):
-        return trace, bool(ambient)
-    try:
-        return autocast(trace, regions=regions), bool(ambient)
-    except (EagerAutocastError, NotImplementedError) as e:
-        raise ProgramRaised(e) from e
+    return trace, bool(program.autocast_at_start)
 
 
 def _refuse_writes_to_shared_inputs(trace: Trace, program: TracedProgram) -> None:

@@ -49,7 +49,7 @@ def _reader(t: TensorProxy, what: str) -> Any:
     a value defined inside an op's decomposition is not a value of the trace)."""
     trace = get_tracectx()
     reader = trace.read_data if trace is not None else None
-    if reader is None or len(trace.scopes) != 1:  # type: ignore[union-attr]
+    if reader is None or not trace.at_top_level():  # type: ignore[union-attr]
         raise DataDependentError(
             f"{what} of tensor {t.name} depends on its data, which is not known while "
             "tracing; compute it with tensor ops (torch.where) or pass it in as a Python value"

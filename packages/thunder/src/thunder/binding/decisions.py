@@ -20,7 +20,7 @@ from thunder_ir.ops.fallback import torch_fallback_sized
 __all__ = ["check_data_decisions", "defer_input_writes", "hoist_decisions"]
 
 
-def check_data_decisions(trace: Trace, inputs: Inputs, autocast_regions: bool) -> None:
+def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
     """Where the computation decides on a value read from tensor data (``prims.check_data``), a
     call where the decision differs stops there and runs another program: nothing before the last
     check may have an effect that running again would repeat. Writes into inputs are deferred
@@ -31,12 +31,12 @@ def check_data_decisions(trace: Trace, inputs: Inputs, autocast_regions: bool) -
     last = _last_check(trace)
     observed = [p.name for p, _ in inputs.in_order]
     writes_first = last > 0 and _writes_an_input(trace.bound_symbols[:last], observed)
-    # Autocast regions are recorded per bound symbol; inputs sharing memory alias unseen.
-    if writes_first and not autocast_regions and not _sharing_memory(inputs):
+    # Inputs sharing memory alias unseen.
+    if writes_first and not _sharing_memory(inputs):
         hoist_decisions(trace)
         last = _last_check(trace)
     if last > 0 and _writes_an_input(trace.bound_symbols[:last], observed):
-        defer_input_writes(trace, inputs, autocast_regions)
+        defer_input_writes(trace, inputs)
         last = _last_check(trace)
     before = trace.bound_symbols[: max(last, 0)]
     info = alias_info(before, observed=observed)
@@ -137,13 +137,12 @@ def hoist_decisions(trace: Trace) -> None:
         ]
 
 
-def defer_input_writes(trace: Trace, inputs: Inputs, autocast_regions: bool) -> None:
+def defer_input_writes(trace: Trace, inputs: Inputs) -> None:
     """``trace`` with its in-place writes as new values and the inputs written last
     (``functionalize``), so that a decision after a write stops the call before any effect.
     Refused (the call runs eagerly) where the values alone cannot say what the writes do: inputs
     that share memory (a write into one changes the other under the trace's feet), a write
-    through a view whose strides decide (``reshape``), autocast blocks (their regions are
-    recorded per bound symbol)."""
+    through a view whose strides decide (``reshape``)."""
     from thunder_transforms.functionalize import functionalize
 
     info = alias_info(trace.bound_symbols, observed=[p.name for p, _ in inputs.in_order])
@@ -151,8 +150,6 @@ def defer_input_writes(trace: Trace, inputs: Inputs, autocast_regions: bool) -> 
     why = None
     if _sharing_memory(inputs):
         why = "inputs that share memory"
-    elif autocast_regions:
-        why = "inside a torch.autocast block"
     else:
         try:
             new = functionalize(trace).trace

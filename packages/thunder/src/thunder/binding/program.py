@@ -74,10 +74,9 @@ class TracedProgram:
     globals_dicts: Mapping[str, dict[str, Any]]  # module name -> its globals
     builtin_reads: Mapping[str, dict[str, Any]]  # module name -> builtins read from it
     lookups: tuple[tuple[Any, str, Any], ...]  # (holder, name, what getattr gave)
+    # The autocast state the call was made under (the trace computes in its dtypes, and in
+    # those of the blocks the program entered: autocast was applied as it was recorded).
     autocast_at_start: AutocastState
-    # The autocast state of each top-level bound symbol of ``trace``; None when the program
-    # never entered or left autocast itself.
-    autocast_regions: tuple[AutocastState, ...] | None
 
     @property
     def needs_epilogue(self) -> bool:
@@ -123,6 +122,8 @@ def trace_program(
     trace.read_data = TensorDataReader(trace, binder.inputs)
     with drawing_from(binder.facts.generators), tracectx(trace):
         pargs, pkwargs = binder.bind_arguments(args, kwargs)
+        if binder.autocast_at_start():
+            binder.record_under_autocast()
         interpreted = interpret(
             fn,
             lookasides=binder.lookasides(),
@@ -138,7 +139,7 @@ def trace_program(
             outputs = _epilogue_outputs(binder.effects.writes, template)
             prims.python_return(template if outputs is None else outputs)
             _returned_leaf(trace, binder)
-            check_data_decisions(trace, binder.inputs, binder.autocast_regions() is not None)
+            check_data_decisions(trace, binder.inputs)
         except Exception as e:
             reported = _as_reported(e)
             if reported is e:
@@ -257,7 +258,6 @@ def _has_external_refs(template: Any) -> bool:
 
 def _result(binder: Binder, template: Any, outputs: tuple[Proxy, ...] | None) -> TracedProgram:
     """The binder's final state, copied out into the result (the binder is dropped after)."""
-    regions = binder.autocast_regions()
     readonly = types.MappingProxyType
     return TracedProgram(
         fn=binder.fn,
@@ -277,7 +277,6 @@ def _result(binder: Binder, template: Any, outputs: tuple[Proxy, ...] | None) ->
         builtin_reads=readonly({m: dict(r) for m, r in binder.facts.builtin_reads.items()}),
         lookups=tuple(binder.facts.lookups.values()),
         autocast_at_start=readonly(binder.autocast_at_start()),
-        autocast_regions=None if regions is None else tuple(readonly(r) for r in regions),
     )
 
 

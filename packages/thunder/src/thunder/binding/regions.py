@@ -1,5 +1,5 @@
-"""Regions of state the program enters itself: ``torch.autocast`` blocks (recorded, then
-applied by the autocast transform), grad and inference mode, ``torch.utils.checkpoint.checkpoint``
+"""Regions of state the program enters itself: ``torch.autocast`` blocks (applied as each op is
+recorded, as eager's dispatcher applies them), grad and inference mode, ``torch.utils.checkpoint.checkpoint``
 regions, ``contextvars.ContextVar`` values set and reset within the call, and locks taken and
 released within the call."""
 
@@ -129,9 +129,8 @@ class RegionState:
     """The regions the program is inside (owned by ``RegionsMixin``)."""
 
     # Autocast entered by the program: the stack of its states (device type -> dtype, for the
-    # devices it is on for) and the (top-level bound symbol index, state) where it changes.
+    # devices it is on for).
     autocast_stack: list[dict[str, torch.dtype]] = field(default_factory=list)
-    autocast_marks: list[tuple[int, dict[str, torch.dtype]]] = field(default_factory=list)
     # The program's grad mode (None: as the call started) and its inference_mode blocks:
     # (grad mode before the block, whether the block enables inference mode).
     grad_mode: bool | None = None
@@ -151,8 +150,8 @@ class RegionsMixin(CopyingMixin):
 
     def _context_lookasides(self, table: dict[Any, Any]) -> dict[Any, Any]:
         """``torch.autocast`` entered inside the program (as a context manager or decorator)
-        records where its region starts and ends (the autocast transform is applied to it after
-        tracing); ``torch.utils.checkpoint.checkpoint`` records a checkpointed region."""
+        changes the dtypes the ops recorded inside compute in; ``torch.utils.checkpoint.checkpoint``
+        records a checkpointed region."""
         from torch.amp.autocast_mode import autocast as autocast_cls
         from torch.autograd.grad_mode import inference_mode
 
@@ -410,6 +409,16 @@ class RegionsMixin(CopyingMixin):
             if torch.is_autocast_enabled(d)
         }
 
+    def record_under_autocast(self) -> None:
+        """Ops recorded from now on are cast as eager's autocast casts them (under the state of
+        the call, then of the blocks the program enters): their dtypes are eager's while the
+        program runs."""
+        from thunder_transforms.autocast import AutocastRecorder
+
+        trace = self.trace
+        if trace.intercept is None:
+            trace.intercept = AutocastRecorder(self._autocast_now)
+
     def _autocast_now(self) -> dict[str, torch.dtype]:
         return (
             self.regions.autocast_stack[-1]
@@ -441,7 +450,7 @@ class RegionsMixin(CopyingMixin):
         else:
             state.pop(device, None)
         self.regions.autocast_stack.append(state)
-        self.regions.autocast_marks.append((len(self.trace.bound_symbols), state))
+        self.record_under_autocast()
         return cm
 
     def _autocast_exit(self, cm: Any, *exc_info: Any) -> bool:
@@ -449,16 +458,12 @@ class RegionsMixin(CopyingMixin):
             raise UnsupportedOperationError(
                 "torch.autocast.__exit__ without a matching __enter__ inside the jitted function"
             )
-        self.regions.autocast_stack.pop()
-        if getattr(cm, "device", None) in AUTOCAST_TRANSFORM_DEVICES:
-            if len(self.trace.scopes) > 1:
-                raise UnsupportedOperationError(
-                    "leaving torch.autocast inside a checkpointed region",
-                    "enter and leave it outside torch.utils.checkpoint.checkpoint",
-                )
-            self.regions.autocast_marks.append(
-                (len(self.trace.bound_symbols), self._autocast_now())
+        if getattr(cm, "device", None) in AUTOCAST_TRANSFORM_DEVICES and len(self.trace.scopes) > 1:
+            raise UnsupportedOperationError(
+                "leaving torch.autocast inside a checkpointed region",
+                "enter and leave it outside torch.utils.checkpoint.checkpoint",
             )
+        self.regions.autocast_stack.pop()
         return False
 
     def _is_autocast_enabled(self, *args: Any, **kwargs: Any) -> bool:
@@ -473,22 +478,6 @@ class RegionsMixin(CopyingMixin):
         if self.regions.autocast_stack and device in self.regions.autocast_stack[-1]:
             return self.regions.autocast_stack[-1][device]
         return torch.get_autocast_dtype(*args, **kwargs)
-
-    def autocast_regions(self) -> list[dict[str, torch.dtype]] | None:
-        """The autocast state (device type -> dtype; empty: off) of each top-level bound symbol
-        of the trace, or None when the program never entered or left autocast itself."""
-        if not self.regions.autocast_marks:
-            return None
-        regions: list[dict[str, torch.dtype]] = []
-        state = self.autocast_at_start()
-        marks = iter(self.regions.autocast_marks)
-        mark = next(marks, None)
-        for i in range(len(self.trace.bound_symbols)):
-            while mark is not None and mark[0] <= i:
-                state = mark[1]
-                mark = next(marks, None)
-            regions.append(state)
-        return regions
 
     def _checkpoint(
         self,
