@@ -220,3 +220,34 @@ def test_under_no_grad_a_torch_func_transform_of_the_program_matches_eager():
         want_jvp = torch.func.jvp(lambda a: f(a, w), (x0,), (torch.ones_like(x0),))
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(got_jvp, want_jvp)
+
+
+def _enables_grad(x, w):
+    with torch.enable_grad():
+        y = x * w
+    return y, y.requires_grad, torch.is_grad_enabled()
+
+
+def _enables_grad_inside_inference_mode(x, w):
+    with torch.inference_mode():
+        with torch.enable_grad():
+            y = x * w
+            on = torch.is_grad_enabled()
+    return y * 2, y.requires_grad, on
+
+
+@pytest.mark.parametrize("ambient", [True, False], ids=["called-under", "entered-inside"])
+def test_enable_grad_under_inference_mode_records_no_gradient(ambient):
+    """Under inference mode, enable_grad() changes what torch.is_grad_enabled() answers, but
+    nothing the block computes gets a gradient history (eager's tensors there are inference
+    tensors)."""
+    f = _enables_grad if ambient else _enables_grad_inside_inference_mode
+    jf = thunder.jit(f)
+    w = torch.randn(3, requires_grad=True)
+    for _ in range(3):
+        x = torch.randn(3)
+        with torch.inference_mode() if ambient else torch.enable_grad():
+            got, want = jf(x, w), f(x, w)
+        assert got[1:] == want[1:]
+        assert got[0].requires_grad == want[0].requires_grad
+        torch.testing.assert_close(got[0], want[0])

@@ -368,14 +368,16 @@ class RegionsMixin(CopyingMixin):
         what they compute through ``stop_gradient`` (the trace's ``grad_enabled``)."""
         mode = bool(mode)
         at_start = torch.is_grad_enabled()
-        if mode and not at_start:
+        # Under inference mode grad mode is only an answer: nothing gets a gradient history.
+        records = mode and not self._is_inference_mode_enabled()
+        if records and not at_start:
             # Compiled without autodiff so far: traced again, through autodiff, starting in a
             # no-grad region (see compile_entry).
             raise GradEnabledInside
         self.regions.grad_mode = mode
         # The trace being recorded: a function of a higher-order op records into its own.
         trace = get_tracectx() or self.trace
-        trace.grad_enabled = mode or not at_start
+        trace.grad_enabled = records or not at_start
 
     def _is_inference_mode_enabled(self) -> bool:
         return bool(self.regions.inference_stack and self.regions.inference_stack[-1][1]) or (
