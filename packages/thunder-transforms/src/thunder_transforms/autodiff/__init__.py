@@ -27,6 +27,12 @@ under autograd and lets torch differentiate them (``runner._differentiable_backw
 program that writes into its inputs or draws random numbers cannot run twice and says so. A call whose inputs require grad in a way the trace did not declare is an
 error (the facade should key its cache on ``requires_grad``).
 
+The program runs as one autograd node where eager records one per torch call; the checks eager's
+backward makes (a second backward through a node that saved a tensor, a saved tensor written in
+place, an inference tensor saved) are made from a model of eager's graph (``eager_graph``), and
+a backward through one output keeps what the other outputs' gradients read where their eager
+graphs survive it (``runner``).
+
 ``split_forward_backward(trace)`` is the pure trace transform underneath (a ``ForwardBackward``
 of the two traces); ``remat.rematerialize`` recomputes cheap forward values in the backward
 instead of saving them, where that saves bytes (a min-cut over the forward graph), and always
@@ -47,6 +53,7 @@ from thunder_transforms.autodiff import (  # noqa: F401
     rules_fused,
     rules_higher_order,
     rules_nn,
+    rules_no_gradient,
     rules_reductions,
     rules_shape,
 )
@@ -61,6 +68,7 @@ from thunder_transforms.autodiff.eager_autograd import (
     needs_eager_autograd,
     no_grad_reads_detached,
 )
+from thunder_transforms.autodiff.eager_graph import eager_graph
 from thunder_transforms.autodiff.registry import VJP_RULES, VJPRule, register_vjp
 from thunder_transforms.autodiff.runner import DifferentiableFunction
 
@@ -107,7 +115,8 @@ def make_differentiable(
     else:  # what must be recomputed still is: checkpointed regions, OpTag.RECOMPUTE (gathers)
         fb = remat.rematerialize(fb, method="checkpointed_only")
     fb = snapshot_written_inputs(fb)
-    fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward))
+    eager = eager_graph(trace, requires_grad)
+    fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward), eager)
     return fn, fb.forward, fb.backward
 
 

@@ -31,7 +31,12 @@ from thunder_ir.aliasing import (
 from thunder_ir.ops.fallback import FALLBACK_SYMBOLS
 from thunder_ir.pytree import tree_flatten
 from thunder_ir.symbol import leaf_prims
-from thunder_transforms.autodiff.registry import rule_for, static_eq, zeros_like
+from thunder_transforms.autodiff.registry import (
+    gives_no_gradient,
+    rule_for,
+    static_eq,
+    zeros_like,
+)
 from thunder_transforms.checkpoint import checkpointed_values
 from thunder_transforms.dce import dce
 from thunder_transforms.functionalize import Functionalized, functionalize
@@ -245,6 +250,8 @@ class _Backward:
             for leaf in ([b] if rule_for(b) is not None else leaf_prims(b))
         ]
         for bsym in reversed(steps):
+            if gives_no_gradient(bsym):
+                continue  # eager's backward gives undefined gradients, not zeros
             outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
             cts = [self.cotangents.get(o.name) for o in outs]
             if all(c is None for c in cts):

@@ -23,6 +23,8 @@ __all__ = [
     "VJPRule",
     "bound_arguments",
     "expand_reduced",
+    "gives_no_gradient",
+    "register_no_gradient",
     "register_vjp",
     "registered_rule",
     "rule_for",
@@ -40,6 +42,22 @@ VJP_RULES: dict[Symbol, VJPRule] = {}
 # Symbol -> which calls its rule takes; the others are differentiated through their
 # decomposition (an activation given ``inplace=True`` writes its input inside it).
 _APPLIES: dict[Symbol, Callable[[BoundSymbol], bool]] = {}
+
+
+# Symbol -> which of its calls give their inputs no gradient at all: eager's backward returns an
+# undefined one (not zeros), so an input reached only through them keeps ``.grad`` None.
+_NO_GRADIENT: dict[Symbol, Callable[[BoundSymbol], bool]] = {}
+
+
+def register_no_gradient(sym: Symbol, when: Callable[[BoundSymbol], bool]) -> None:
+    """Marks the calls of ``sym`` that ``when`` accepts as giving no gradient (see above)."""
+    _NO_GRADIENT[sym] = when
+
+
+def gives_no_gradient(bsym: BoundSymbol) -> bool:
+    """Whether eager's backward of this call gives its inputs an undefined gradient."""
+    when = _NO_GRADIENT.get(bsym.sym)
+    return when is not None and when(bsym)
 
 
 def rule_for(bsym: BoundSymbol) -> VJPRule | None:

@@ -3,6 +3,7 @@ forward runs the compiled forward trace and saves what the backward trace takes.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ import torch
 from thunder_ir import OpTag, Proxy, Trace
 from thunder_ir.pytree import tree_unflatten
 from thunder_transforms.autodiff.core import ForwardBackward
+from thunder_transforms.autodiff.eager_graph import EagerGraph, EagerNode
 from thunder_transforms.autodiff.functorch_backward import run_below_transforms, under_transforms
 
 __all__ = ["DifferentiableFunction"]
@@ -28,6 +30,7 @@ class DifferentiableFunction:
         fb: ForwardBackward,
         forward_fn: Callable[..., Any],
         backward_fn: Callable[..., Any],
+        eager: EagerGraph | None = None,
     ) -> None:
         self.forward_trace: Trace = fb.forward
         self.backward_trace: Trace = fb.backward
@@ -42,6 +45,35 @@ class DifferentiableFunction:
         self.gets_grad = _inputs_with_gradients(fb.backward, len(fb.requires_grad))
         self.cotangents_read = _cotangents_read(fb.backward, sum(fb.differentiable_outputs))
         self.draws_random = any(b.has_tag(OpTag.RANDOM) for b in fb.forward.bound_symbols)
+        # The model of eager's graph, for the checks eager's backward makes (eager_graph.py).
+        self.eager = eager
+        self.eager_saved_inputs = tuple(sorted(eager.saved_inputs)) if eager is not None else ()
+        self.eager_read_inputs = eager.read_inputs if eager is not None else frozenset()
+        self.eager_saved_outputs = (
+            frozenset().union(*(n.saved_outputs for n in eager.nodes))
+            if eager is not None
+            else frozenset()
+        )
+        # Flat output index of each cotangent.
+        self.cotangent_outputs = tuple(i for i, d in enumerate(fb.differentiable_outputs) if d)
+        self._saved_needed: dict[frozenset[int], frozenset[int]] = {}
+        self._saved_inputs_read: list[frozenset[int]] | None = None
+
+    def saved_needed(self, present: frozenset[int]) -> frozenset[int]:
+        """The positions among the saved values that the gradients of the cotangents
+        ``present`` (by index) are computed from (the others meet only zero cotangents)."""
+        found = self._saved_needed.get(present)
+        if found is None:
+            found = self._saved_needed[present] = _saved_needed(
+                self.backward_trace, len(self.cotangent_outputs), present
+            )
+        return found
+
+    def saved_inputs_read(self) -> list[frozenset[int]]:
+        """Per saved value, the inputs (by index) the forward computes it from."""
+        if self._saved_inputs_read is None:
+            self._saved_inputs_read = _saved_inputs_read(self.forward_trace)
+        return self._saved_inputs_read
 
     def __call__(self, *args: Any) -> Any:
         wants_grad = False
@@ -57,13 +89,16 @@ class DifferentiableFunction:
             outs, _saved = self.forward_fn(*args)
         else:
             self._check_writes(args)
+            self._check_inference(args)
             returned_inputs: dict[int, int] = {}
             # An input no gradient flows to (an unused tensor from an earlier call, say) is not
             # linked into the graph: backward must not reach its history (which may be freed).
+            # One eager's graph reads is (``vector_norm(x, 0)``: its output requires grad).
             linked = [
                 a.detach()
                 if i not in self.gets_grad
                 and i not in self.mutated_inputs
+                and i not in self.eager_read_inputs
                 and isinstance(a, torch.Tensor)
                 and a.requires_grad
                 else a
@@ -80,6 +115,19 @@ class DifferentiableFunction:
         if self.hidden_outputs:
             outs = outs[: len(outs) - self.hidden_outputs]
         return tree_unflatten(outs, self.output_spec)
+
+    def _check_inference(self, args: Sequence[Any]) -> None:
+        """Eager refuses to save an inference tensor for the backward when the call is recorded."""
+        for i in self.eager_saved_inputs:
+            a = args[i]
+            if isinstance(a, torch.Tensor) and a.is_inference():
+                raise RuntimeError(
+                    "Inference tensors cannot be saved for backward: input "
+                    f"{i} of this thunder.jit program was made under torch.inference_mode() and "
+                    "the program's backward needs it, as eager's would. Please do not use "
+                    "Tensors created in inference mode in computation tracked by autograd: make a "
+                    "clone of it, or use torch.no_grad() instead of torch.inference_mode()."
+                )
 
     def _check_writes(self, args: Sequence[Any]) -> None:
         """Eager refuses to write in place into a leaf that requires grad (or a view of one)."""
@@ -211,6 +259,18 @@ class _ThunderFunction(torch.autograd.Function):
                 s = s.detach()
             tensors.append(s)
         ctx.save_for_backward(*tensors)
+        # Versions of what was saved: a write eager's graph would not see is told from one the
+        # backward reads (_saved_unchecked).
+        versions = iter([t._version for t in tensors])
+        ctx.saved_versions = [next(versions) if s is None else None for s in saved_layout]
+        # The outputs eager's graph saves (an ``exp`` returned): a weak reference (the output
+        # holds this node) and the version to check in the backward.
+        ctx.output_versions = {
+            k: (weakref.ref(outs[k]), outs[k]._version)
+            for k in fn.eager_saved_outputs
+            if k < len(outs) and isinstance(outs[k], torch.Tensor)
+        }
+        ctx.freed_nodes = set()
         # An output the caller's graph does not use gets None, not zeros: the inputs reached only
         # through such outputs get None too, as eager's autograd never reaches them.
         ctx.set_materialize_grads(False)
@@ -245,6 +305,8 @@ class _ThunderFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
+        if not under_transforms():
+            _as_eager_graph(ctx, grads)
         if torch.is_grad_enabled() and not under_transforms():
             again = _differentiable_backward(ctx, grads)
             if again is not None:
@@ -261,18 +323,27 @@ class _ThunderFunction(torch.autograd.Function):
     @staticmethod
     def _backward(ctx: Any, grads: Sequence[Any]) -> Any:
         fn: DifferentiableFunction = ctx.fn
+        cts = [g for g, d in zip(grads, fn.differentiable_outputs) if d]
+        missing = {k for k, g in enumerate(cts) if g is None}
+        present = frozenset(k for k, g in enumerate(cts) if g is not None)
         try:
             tensors = iter(ctx.saved_tensors)
         except RuntimeError as e:
-            # Freed by an earlier backward through another output (``a.backward()`` then
-            # ``b.backward()``): eager's graph has a node per op, and outputs that share none
-            # need no retain_graph. One node holds the whole program here: its saved values
-            # are computed again from the inputs.
-            saved = _saved_again(ctx, e)
+            kept = getattr(ctx, "kept_saved", None)
+            if _BACKWARD_TWICE in str(e) and kept is not None:
+                # Freed by an earlier backward through another output; kept where needed.
+                saved = _saved_unchecked(ctx, present, kept)
+            elif _BACKWARD_TWICE in str(e):
+                saved = _saved_again(ctx, present)
+            elif _MODIFIED in str(e):
+                raw = iter(t.data for t in ctx._raw_saved_tensors)
+                at_hand = {j: next(raw) for j, s in enumerate(ctx.saved_layout) if s is None}
+                saved = _saved_unchecked(ctx, present, at_hand)
+            else:
+                raise
         else:
             saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
-        cts = [g for g, d in zip(grads, fn.differentiable_outputs) if d]
-        missing = {k for k, g in enumerate(cts) if g is None}
+        _keep_for_other_outputs(ctx, saved)
         for k in missing:
             shape, dtype, device = ctx.cotangent_shapes[k]
             cts[k] = torch.zeros(shape, dtype=dtype, device=device)
@@ -298,16 +369,217 @@ def _check_inputs_unchanged(ctx: Any) -> None:
             )
 
 
-def _saved_again(ctx: Any, freed: RuntimeError) -> list[Any]:
-    """What the forward saved for the backward, computed again from the inputs (a program
-    without effects gives the same values), after an earlier backward freed it."""
+_BACKWARD_TWICE = "Trying to backward through the graph a second time"
+_MODIFIED = "has been modified by an inplace operation"
+
+
+def _backward_twice() -> RuntimeError:
+    return RuntimeError(
+        f"{_BACKWARD_TWICE} (or directly access saved tensors after they have already been "
+        "freed). Saved intermediate values of the graph are freed when you call .backward() or "
+        "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a "
+        "second time or if you need to access saved tensors after calling backward."
+    )
+
+
+def _modified(what: str, version: int, expected: int) -> RuntimeError:
+    return RuntimeError(
+        f"one of the variables needed for gradient computation {_MODIFIED}: {what} of a "
+        f"thunder.jit program is at version {version}; expected version {expected} instead."
+    )
+
+
+def _as_eager_graph(ctx: Any, grads: Sequence[Any]) -> None:
+    """Raises where eager's backward would (see ``eager_graph``): through a node an earlier
+    backward freed that saved a tensor, or one whose saved input or output was since written in
+    place; in the order eager's engine visits them, the last op first. Then marks those nodes
+    freed unless the graph is retained."""
+    fn: DifferentiableFunction = ctx.fn
+    graph = fn.eager
+    if graph is None:
+        return
+    outputs = frozenset(
+        i for i, (g, d) in enumerate(zip(grads, fn.differentiable_outputs)) if d and g is not None
+    )
+    nodes = graph.nodes_of(outputs)
+    freed: set[int] = ctx.freed_nodes
+    if not freed:  # the first backward: one check per saved input and output
+        _check_saved_versions(ctx, graph.saved_by(outputs))
+    for n in nodes if freed else ():
+        node = graph.nodes[n]
+        if node.saves and n in freed:
+            raise _backward_twice()
+        _check_saved_versions(ctx, node)
+    if not torch._C._autograd._get_current_graph_task_keep_graph():
+        freed.update(nodes)
+
+
+def _check_saved_versions(ctx: Any, node: EagerNode) -> None:
+    for i in node.saved_inputs:
+        expected = ctx.versions[i]
+        if expected is not None and ctx.inputs[i]._version != expected:
+            raise _modified(f"input {i}", ctx.inputs[i]._version, expected)
+    for k in node.saved_outputs:
+        ref, expected = ctx.output_versions.get(k, (None, None))
+        out = ref() if ref is not None else None
+        if out is not None and out._version != expected:
+            raise _modified(f"output {k}", out._version, expected)
+
+
+def _keep_for_other_outputs(ctx: Any, saved: Sequence[Any]) -> None:
+    """Before a backward that does not retain the graph frees the saved values, keeps those the
+    gradients of the other outputs read (detached: no reference to this node) where eager's
+    graph of such an output holds no freed node that saved a tensor (``a, b = f(x)``,
+    ``a.backward()``, ``b.backward()``, outputs whose eager graphs share none): eager's later
+    backward through it reads what its nodes saved, not values computed again from inputs an
+    optimizer step may have changed. Dropped once no output is left so."""
+    fn: DifferentiableFunction = ctx.fn
+    graph = fn.eager
+    if (
+        graph is None
+        or under_transforms()
+        or torch._C._autograd._get_current_graph_task_keep_graph()
+    ):
+        return
+    freed: set[int] = ctx.freed_nodes
+    live = frozenset(
+        c
+        for c, k in enumerate(fn.cotangent_outputs)
+        if not any(graph.nodes[n].saves and n in freed for n in graph.nodes_of(frozenset((k,))))
+    )
+    if not live:
+        ctx.kept_saved = None
+    else:  # (what the outputs left need: fewer after each backward)
+        needed = fn.saved_needed(live)
+        ctx.kept_saved = {
+            j: saved[j].detach() for j in needed if isinstance(saved[j], torch.Tensor)
+        }
+        ctx.kept_shapes = {
+            j: (t.shape, t.dtype, t.device)
+            for j, t in enumerate(saved)
+            if j not in needed and isinstance(t, torch.Tensor)
+        }
+
+
+def _saved_unchecked(ctx: Any, present: frozenset[int], tensors: dict[int, Any]) -> list[Any]:
+    """The saved values where autograd refuses them because one was written in place, or freed
+    them, and eager's graph raises for neither (``_as_eager_graph`` passed): an input an
+    optimizer step changed that only another output's gradient reads (``a, b = f(x)``,
+    ``a.backward()``, ``opt.step()``, ``b.backward()``). ``tensors``: the saved tensors at hand
+    (unchecked), by position. Only the values this backward's cotangents need must be as saved
+    (the others meet only zero cotangents): one of those written in place raises; one not at
+    hand is computed again with the rest (``_saved_again``)."""
+    fn: DifferentiableFunction = ctx.fn
+    needed = fn.saved_needed(present)
+    layout = ctx.saved_layout
+    if any(j not in tensors and layout[j] is None for j in needed):
+        return _saved_again(ctx, present)
+    for j in needed:
+        t = tensors.get(j)
+        expected = ctx.saved_versions[j]
+        if t is not None and t._version != expected:
+            raise _modified(
+                "a tensor the compiled backward reads, where eager's graph saves another "
+                f"(thunder.jit cannot compute eager's gradient): saved value {j}",
+                t._version,
+                expected,
+            )
+    if any(j not in tensors for j, s in enumerate(layout) if s is None):
+        tensors = {**_stand_ins(ctx), **tensors}
+    return [tensors[j] if s is None else s[0] for j, s in enumerate(layout)]
+
+
+def _stand_ins(ctx: Any) -> dict[int, Any]:
+    """Values for the saved ones only zero cotangents meet, which were not kept: the forward's
+    again (real values keep those products zero), or ones where it cannot run again (finite and
+    nonzero, also where the backward divides by them)."""
+    fn: DifferentiableFunction = ctx.fn
+    if not (fn.mutated_inputs or fn.draws_random):
+        with torch.no_grad():
+            _outs, again = fn.forward_fn(*ctx.inputs)
+        return dict(enumerate(again))
+    shapes = getattr(ctx, "kept_shapes", {})
+    return {
+        j: torch.ones(shape, dtype=dtype, device=device)
+        for j, (shape, dtype, device) in shapes.items()
+    }
+
+
+def _saved_again(ctx: Any, present: frozenset[int]) -> list[Any]:
+    """What the forward saved for the backward, computed again from the inputs after an earlier
+    backward freed it: a program without effects gives the same values where the inputs the
+    needed ones are computed from are unchanged. Otherwise no gradient this backward could
+    give is eager's, and it says so."""
     fn: DifferentiableFunction = ctx.fn
     if fn.mutated_inputs or fn.draws_random:
-        raise freed
-    _check_inputs_unchanged(ctx)
+        effect = "writes into its inputs" if fn.mutated_inputs else "draws random numbers"
+        raise RuntimeError(
+            f"{_BACKWARD_TWICE} through another output of a thunder.jit program: its saved "
+            f"values were freed by an earlier backward, and the program {effect}, so they "
+            "cannot be computed again. Pass retain_graph=True to the earlier backward."
+        )
+    reads = fn.saved_inputs_read()
+    for j in fn.saved_needed(present):
+        for i in reads[j] if j < len(reads) else range(len(ctx.inputs)):
+            expected = ctx.versions[i]
+            if expected is not None and ctx.inputs[i]._version != expected:
+                raise RuntimeError(
+                    f"{_BACKWARD_TWICE} through another output of a thunder.jit program: its "
+                    "saved values were freed by an earlier backward and would be computed again "
+                    f"from input {i}, which was since modified by an inplace operation (at "
+                    f"version {ctx.inputs[i]._version}; expected version {expected}). Pass "
+                    "retain_graph=True to the earlier backward."
+                )
     with torch.no_grad():
         _outs, saved = fn.forward_fn(*ctx.inputs)
     return list(saved)
+
+
+def _saved_needed(backward: Trace, n_cotangents: int, present: frozenset[int]) -> frozenset[int]:
+    """The positions among ``backward``'s saved arguments that a value computed from the
+    cotangents ``present`` reads (the backward is linear in the cotangents: a value read from
+    missing ones only is zero, and what it was computed with does not matter)."""
+    args = backward.args
+    first = len(args) - n_cotangents
+    reads: dict[str, frozenset[int]] = {}
+    for k, a in enumerate(args[first:]):
+        if isinstance(a, Proxy):
+            reads[a.name] = frozenset((k,))
+    body = backward.bound_symbols[:-1]
+    for bsym in body:
+        found = frozenset().union(*(reads.get(p.name, frozenset()) for p in bsym.flat_proxy_args))
+        for out in bsym.flat_proxy_outs:
+            reads[out.name] = found
+
+    def zero(name: str) -> bool:
+        r = reads.get(name, frozenset())
+        return bool(r) and not (r & present)
+
+    ret = backward.bound_symbols[-1] if backward.bound_symbols else None
+    needed = {p.name for p in (ret.flat_proxy_args if ret is not None else ()) if not zero(p.name)}
+    for bsym in reversed(body):
+        if any(o.name in needed for o in bsym.flat_proxy_outs):
+            needed.update(p.name for p in bsym.flat_proxy_args if not zero(p.name))
+    return frozenset(
+        j for j, a in enumerate(args[:first]) if isinstance(a, Proxy) and a.name in needed
+    )
+
+
+def _saved_inputs_read(forward: Trace) -> list[frozenset[int]]:
+    """Per value the forward saves, the inputs (by index) it is computed from."""
+    reads: dict[str, frozenset[int]] = {}
+    for i, a in enumerate(forward.args):
+        if isinstance(a, Proxy):
+            reads[a.name] = frozenset((i,))
+    for bsym in forward.bound_symbols[:-1]:
+        found = frozenset().union(*(reads.get(p.name, frozenset()) for p in bsym.flat_proxy_args))
+        for out in bsym.flat_proxy_outs:
+            reads[out.name] = reads.get(out.name, frozenset()) | found
+    ret = forward.bound_symbols[-1] if forward.bound_symbols else None
+    if ret is None or not ret.args or not isinstance(ret.args[0], (tuple, list)):
+        return []
+    saved = ret.args[0][1] if len(ret.args[0]) > 1 else ()
+    return [reads.get(s.name, frozenset()) if isinstance(s, Proxy) else frozenset() for s in saved]
 
 
 def _not_differentiable(results: Sequence[Any]) -> tuple[Any, ...]:

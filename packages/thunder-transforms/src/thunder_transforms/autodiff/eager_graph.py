@@ -1,0 +1,246 @@
+"""What eager's autograd graph of a program would hold, for the checks eager makes in ``backward``.
+
+Thunder runs a differentiated program as one autograd node (``runner.DifferentiableFunction``);
+eager records one node per torch call. Where that difference shows, the caller sees it through
+three of eager's checks, which are made here from a model of eager's graph:
+
+- a backward through a node an earlier backward freed (without ``retain_graph=True``) raises
+  "Trying to backward through the graph a second time", where the node saved a tensor; a
+  backward through another output whose eager graph shares no such node runs;
+- a backward raises "modified by an inplace operation" where a tensor one of its nodes saved was
+  written in place after the forward (an input an optimizer step changed, an output the caller
+  wrote, ``y = f(x).exp(); y.mul_(2)``), and only then;
+- an inference tensor eager would save for the backward raises when the call is recorded.
+
+The model (``eager_graph``) is made from the trace before the forward/backward split: per op that
+autograd records (it reads a value carrying a gradient), whether eager saves a tensor for it and
+which of the tensors the caller can reach (inputs, outputs, and what shares their memory) it
+saves; per output, the ops its graph holds. Which tensors an op saves follows torch's derivative
+formulas for the common ops; any other op is taken to save its tensor arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, prims
+from thunder_ir import ops as ltorch
+from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
+from thunder_ir.pytree import tree_flatten
+from thunder_transforms.autodiff.registry import bound_arguments
+
+__all__ = ["EagerGraph", "EagerNode", "eager_graph"]
+
+
+def _symbols(module: object, names: Sequence[str]) -> frozenset[Symbol]:
+    return frozenset(s for n in names if isinstance(s := getattr(module, n, None), Symbol))
+
+
+# Ops whose eager backward keeps sizes, dtypes or scalars only: no tensor is saved.
+_SAVES_NOTHING = _symbols(
+    ltorch,
+    [
+        "add", "sub", "neg", "sum", "mean", "cat", "stack", "clone", "contiguous", "to",
+        "type_as", "expand", "expand_as", "pad", "add_", "sub_", "neg_", "flatten", "unflatten",
+        "reshape", "view", "view_as", "permute", "transpose", "t", "squeeze", "unsqueeze",
+        "movedim", "split", "chunk", "unbind", "narrow", "diagonal", "real", "positive",
+    ],
+) | _symbols(
+    prims,
+    ["add", "sub", "neg", "sum", "convert_element_type", "broadcast_in_dim", "reshape", "cat",
+     "transpose", "squeeze", "slice", "pad"],
+)  # fmt: skip
+
+# Ops whose eager backward reads their result only.
+_SAVES_RESULT = _symbols(
+    ltorch,
+    ["exp", "exp2", "expm1", "sigmoid", "tanh", "relu", "sqrt", "rsqrt", "reciprocal",
+     "softmax", "log_softmax", "exp_", "exp2_", "expm1_", "sigmoid_", "tanh_", "relu_", "sqrt_",
+     "rsqrt_", "reciprocal_"],
+) | _symbols(prims, ["exp", "exp2", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "reciprocal"])  # fmt: skip
+
+# Products: each factor is saved for the other's gradient (``x * w`` saves ``x`` where ``w``
+# requires grad, ``w`` where ``x`` does); linear's bias and a scalar factor are not saved.
+_PRODUCTS = _symbols(
+    ltorch, ["mul", "mul_", "matmul", "linear", "mm", "bmm", "mv", "dot", "outer"]
+) | _symbols(prims, ["mul", "matmul", "linear"])
+
+# Quotients: the divisor is saved, the dividend too where the divisor requires grad.
+_QUOTIENTS = _symbols(ltorch, ["div", "div_", "true_divide"]) | _symbols(prims, ["div"])
+
+# Ops that save only their index or mask argument (by name), not the values they select.
+_SAVES_SELECTOR = {
+    sym: name
+    for names, name in (
+        (["where"], "condition"),
+        (["masked_fill"], "mask"),
+        (["embedding"], "a"),
+        (["index_select"], "index"),
+    )
+    for sym in _symbols(ltorch, names)
+}
+
+# Ops that save only tensors they make themselves (dropout's mask).
+_SAVES_OWN = _symbols(ltorch, ["dropout"])
+
+# Result-saving ops that also save their arguments (pow, prod, norms, cumprod, logsumexp...).
+_SAVES_RESULT_AND_ARGS = _symbols(
+    ltorch, ["pow", "prod", "std", "norm", "vector_norm", "cumprod", "logsumexp", "pow_"]
+) | _symbols(prims, ["pow", "prod", "cumprod"])
+
+
+@dataclass(frozen=True)
+class EagerNode:
+    """One op autograd records: whether it saves a tensor, and which of the tensors the caller
+    reaches it saves (trace inputs and flat outputs, by index, through their alias groups)."""
+
+    saves: bool
+    saved_inputs: frozenset[int] = frozenset()
+    saved_outputs: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class EagerGraph:
+    """``nodes`` in program order; ``reach[k]``: the nodes the graph of flat output ``k`` holds;
+    ``read_inputs``: the inputs (by index) a node reads, which the graph links to."""
+
+    nodes: tuple[EagerNode, ...]
+    reach: tuple[frozenset[int], ...]
+    read_inputs: frozenset[int] = frozenset()
+    _cache: dict[frozenset[int], tuple[int, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    _saved_by: dict[frozenset[int], EagerNode] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @property
+    def saved_inputs(self) -> frozenset[int]:
+        """The inputs some node saves."""
+        return frozenset().union(*(n.saved_inputs for n in self.nodes))
+
+    def saved_by(self, outputs: frozenset[int]) -> EagerNode:
+        """What the nodes of ``outputs``' graphs save, together (as one node)."""
+        found = self._saved_by.get(outputs)
+        if found is None:
+            nodes = [self.nodes[n] for n in self.nodes_of(outputs)]
+            found = self._saved_by[outputs] = EagerNode(
+                any(n.saves for n in nodes),
+                frozenset().union(*(n.saved_inputs for n in nodes)),
+                frozenset().union(*(n.saved_outputs for n in nodes)),
+            )
+        return found
+
+    def nodes_of(self, outputs: frozenset[int]) -> tuple[int, ...]:
+        """The nodes a backward from ``outputs`` (flat output indices) runs, last op first (the
+        order eager's engine runs them in)."""
+        found = self._cache.get(outputs)
+        if found is None:
+            held = frozenset().union(*(self.reach[k] for k in outputs if k < len(self.reach)))
+            found = self._cache[outputs] = tuple(sorted(held, reverse=True))
+        return found
+
+
+def _saved_names(bsym: BoundSymbol, carries: set[str]) -> tuple[bool, list[str]]:
+    """Whether eager's node for ``bsym`` saves a tensor, and the names of the tensors it saves."""
+    sym = bsym.sym
+    tensors = [p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy)]
+    outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
+    if sym in _SAVES_NOTHING:
+        return False, []
+    if OpTag.VIEW in sym.tags or OpTag.SHAPE_OP in sym.tags:
+        # A view keeps sizes; indexing with tensors keeps the index tensors.
+        indices = [p.name for p in tensors[1:]]
+        return bool(indices), indices
+    if sym in _SAVES_RESULT:
+        return True, [o.name for o in outs]
+    if sym in _PRODUCTS or sym in _QUOTIENTS:
+        # A number factor is saved too (as a tensor the caller never sees).
+        a, b = (*bsym.args, None, None)[:2]
+        names = []
+        if _carries(a, carries) and isinstance(b, TensorProxy):
+            names.append(b.name)
+        if (_carries(b, carries) or sym in _QUOTIENTS) and isinstance(a, TensorProxy):
+            names.append(a.name)
+        if sym in _QUOTIENTS and isinstance(b, TensorProxy) and b.name not in names:
+            names.append(b.name)
+        return True, names
+    if sym in _SAVES_OWN:
+        return True, []
+    if sym in _SAVES_SELECTOR:
+        selector = bound_arguments(bsym).get(_SAVES_SELECTOR[sym])
+        return True, [selector.name] if isinstance(selector, TensorProxy) else []
+    if sym in _SAVES_RESULT_AND_ARGS:
+        return True, [p.name for p in tensors] + [o.name for o in outs]
+    return bool(tensors), [p.name for p in tensors]
+
+
+def _carries(p: object, carries: set[str]) -> bool:
+    return isinstance(p, TensorProxy) and p.name in carries
+
+
+def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> EagerGraph:
+    """The model of eager's autograd graph of ``trace`` (see the module docstring)."""
+    args = trace.args
+    if requires_grad is None:
+        requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
+    carries = {
+        a.name
+        for a, r in zip(args, requires_grad)
+        if r and isinstance(a, TensorProxy) and a.dtype.is_inexact
+    }
+    leaves = tree_flatten(trace.return_value)[0]
+    info = alias_info(trace.bound_symbols)
+    inputs_of: dict[str, set[int]] = {}
+    for i, a in enumerate(args):
+        if isinstance(a, TensorProxy):
+            inputs_of.setdefault(info.root(a.name), set()).add(i)
+    outputs_of: dict[str, set[int]] = {}
+    for k, x in enumerate(leaves):
+        if isinstance(x, TensorProxy):
+            outputs_of.setdefault(info.root(x.name), set()).add(k)
+
+    input_index: dict[str, list[int]] = {}
+    for i, a in enumerate(args):
+        if isinstance(a, TensorProxy):
+            input_index.setdefault(a.name, []).append(i)
+    read_inputs: set[int] = set()
+    nodes: list[EagerNode] = []
+    held: dict[str, frozenset[int]] = {}  # name -> the nodes of its graph
+    seen: list[str] = []
+    for b in trace.bound_symbols:
+        if b.has_tag(OpTag.RETURN):
+            continue
+        tensors = [p for p in b.flat_proxy_args if isinstance(p, TensorProxy)]
+        outs = [o for o in b.flat_outs if isinstance(o, TensorProxy)]
+        seen.extend(o.name for o in outs)
+        grad_outs = [o for o in outs if o.dtype.is_inexact]
+        read = [p for p in tensors if p.name in carries]
+        if not read or not grad_outs or b.sym is prims.stop_gradient:
+            continue
+        saves, names = _saved_names(b, carries)
+        roots = {info.root(n) for n in names}
+        node = EagerNode(
+            saves,
+            frozenset(i for r in roots for i in inputs_of.get(r, ())),
+            frozenset(k for r in roots for k in outputs_of.get(r, ())),
+        )
+        index = len(nodes)
+        nodes.append(node)
+        read_inputs.update(i for p in read for i in input_index.get(p.name, ()))
+        graph = frozenset({index}).union(*(held.get(p.name, frozenset()) for p in read))
+        carries.update(o.name for o in grad_outs)
+        for o in grad_outs:
+            held[o.name] = graph
+        if writes_in_place(b):
+            # What the write changes (every alias of it) now leads through this node.
+            written = {info.root(n) for n in written_inputs(b)}
+            for n in [*seen, *(p.name for p in tensors)]:
+                if info.root(n) in written:
+                    held[n] = graph | held.get(n, frozenset())
+                    carries.add(n)
+    reach = tuple(
+        held.get(x.name, frozenset()) if isinstance(x, TensorProxy) else frozenset() for x in leaves
+    )
+    return EagerGraph(tuple(nodes), reach, frozenset(read_inputs))
