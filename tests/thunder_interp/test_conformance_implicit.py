@@ -486,6 +486,59 @@ SNIPPETS = [
             return out, LOG
         """,
     ),
+    snippet(
+        "operator_getters_and_itertools_callables",
+        """
+        import itertools
+        import operator
+        class Box:
+            def __init__(self, v):
+                self.v = v
+            @property
+            def twice(self):
+                seen("twice")
+                return Box(self.v * 2)
+            def plus(self, k, scale=1):
+                seen("plus")
+                return (self.v + k) * scale
+            def __add__(self, other):
+                seen("add")
+                return Box(self.v + other.v)
+            def __mul__(self, other):
+                seen("mul")
+                return Box(self.v * other.v)
+            def __repr__(self):
+                return f"Box({self.v})"
+        def mul(a, b):
+            return a * b
+        def f():
+            b = Box(3)
+            out = [
+                operator.attrgetter("twice.v")(b),
+                operator.attrgetter("v", "twice")(b),
+                operator.methodcaller("plus", 1)(b),
+                operator.methodcaller("plus", 1, scale=2)(b),
+                list(itertools.accumulate([Box(1), Box(2), Box(3)])),
+                list(itertools.accumulate([Box(1), Box(2)], mul, initial=Box(5))),
+                list(itertools.starmap(Box.plus, [(b, 1), (b, 2)])),
+            ]
+            return out, LOG
+        """,
+    ),
+    snippet(
+        "dir_and_format",
+        """
+        class D:
+            def __dir__(self):
+                seen("dir")
+                return ["b", "a"]
+        class R:
+            def __repr__(self):
+                return "R()"
+        def f():
+            return [dir(D()), f"{[R()]}", f"{(R(),)}", f"{ {'k': R()} }", format([R()])], LOG
+        """,
+    ),
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import itertools
 import operator
 from collections.abc import Callable
 from types import FunctionType
@@ -294,6 +295,21 @@ def _reduce(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, A
     return functools.reduce(_callable_arg(rt, args[0]), iterable_arg(rt, args[1]), *args[2:])
 
 
+def _accumulate(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    # itertools.accumulate(xs, func, initial=...): ``func`` called from C, interpreted.
+    if not 1 <= len(args) <= 2 or set(kw) - {"func", "initial"}:
+        return rt.opaque_call(itertools.accumulate, args, kw)
+    func = args[1] if len(args) == 2 else kw.get("func")
+    step = functools.partial(slots.binary, rt, "+") if func is None else _callable_arg(rt, func)
+    return itertools.accumulate(iterable_arg(rt, args[0]), step, initial=kw.get("initial"))
+
+
+def _starmap(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if kw or len(args) != 2:
+        return rt.opaque_call(itertools.starmap, args, kw)
+    return itertools.starmap(_callable_arg(rt, args[0]), iterable_arg(rt, args[1]))
+
+
 def _reversed(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     if kw or len(args) != 1:
         return rt.opaque_call(reversed, args, kw)
@@ -422,6 +438,8 @@ def implicit_lookasides() -> dict[Any, Any]:
         min: _extremum(min),
         max: _extremum(max),
         functools.reduce: _reduce,
+        itertools.accumulate: _accumulate,
+        itertools.starmap: _starmap,
         reversed: _reversed,
         isinstance: _class_check(isinstance, "__instancecheck__"),
         issubclass: _class_check(issubclass, "__subclasscheck__"),

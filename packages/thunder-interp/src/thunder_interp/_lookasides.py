@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import functools
+import operator
 import sys
 from collections.abc import Mapping
 from types import CellType, FunctionType, MappingProxyType
@@ -17,11 +19,14 @@ from thunder_interp._provenance import Provenance
 from thunder_interp._registry import PY_VERSION
 from thunder_interp._runtime import InternalLookaside, Runtime
 from thunder_interp._slots import (
+    call_special,
     delete_attr,
     generic_delattr,
     generic_getattr,
     generic_setattr,
+    is_python_level,
     load_attr,
+    lookup_type,
     store_attr,
 )
 
@@ -82,6 +87,11 @@ def _vars(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str,
 
 
 def _dir(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if len(args) == 1 and not kwargs:
+        # type(obj).__dir__(obj), sorted: a Python ``__dir__`` (or one looked aside) interpreted.
+        method = lookup_type(type(args[0]), "__dir__")
+        if is_python_level(method) or method in rt.lookasides:
+            return sorted(call_special(rt, method, args[0]))
     if args or kwargs or f is None:
         return dir(*args, **kwargs)
     return sorted(frame_locals(f))
@@ -279,6 +289,40 @@ def _hasattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[s
     return True
 
 
+def _attrgetter_call(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``operator.attrgetter(*names)(obj)``: each (dotted) name read as ``getattr`` reads it."""
+    getter, call_args = args[0], args[1:]
+    if kwargs or len(call_args) != 1:
+        return rt.opaque_call(getter, call_args, kwargs)
+    names = getter.__reduce__()[1]
+    values = tuple(_dotted_attribute(rt, f, call_args[0], name) for name in names)
+    return values[0] if len(values) == 1 else values
+
+
+def _dotted_attribute(rt: Runtime, f: Frame | None, obj: Any, dotted: str) -> Any:
+    for name in dotted.split("."):
+        obj = _getattr(rt, f, (obj, name), {})
+    return obj
+
+
+def _methodcaller_call(
+    rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``operator.methodcaller(name, *a, **kw)(obj)``: ``obj.name`` read, then called."""
+    caller, call_args = args[0], args[1:]
+    if kwargs or len(call_args) != 1:
+        return rt.opaque_call(caller, call_args, kwargs)
+    make, made_with = caller.__reduce__()
+    if isinstance(make, functools.partial):  # keyword arguments: partial(methodcaller, name, **kw)
+        name, method_args, method_kwargs = make.args[0], made_with, dict(make.keywords)
+    else:
+        name, method_args, method_kwargs = made_with[0], made_with[1:], {}
+    method = _getattr(rt, f, (call_args[0], name), {})
+    return rt.call(method, method_args, method_kwargs or None, f)
+
+
 def _build_defaults() -> dict[Any, InternalLookaside]:
     table: dict[Any, InternalLookaside] = {
         super: InternalLookaside("super", _super),
@@ -294,6 +338,10 @@ def _build_defaults() -> dict[Any, InternalLookaside]:
         setattr: InternalLookaside("setattr", _setattr),
         delattr: InternalLookaside("delattr", _delattr),
         hasattr: InternalLookaside("hasattr", _hasattr),
+        operator.attrgetter.__call__: InternalLookaside("operator.attrgetter", _attrgetter_call),
+        operator.methodcaller.__call__: InternalLookaside(
+            "operator.methodcaller", _methodcaller_call
+        ),
         type.__call__: InternalLookaside("type.__call__", _type_call),
         object.__getattribute__: InternalLookaside("object.__getattribute__", _object_getattribute),
         object.__setattr__: InternalLookaside("object.__setattr__", _object_setattr),

@@ -595,6 +595,11 @@ class Runtime:
             if _COUNTS_C_CALLS:
                 return self.counted_c_call(self.call, dunder_call, (fn, *args), kwargs, caller)
             return self.call(dunder_call, (fn, *args), kwargs, caller)
+        # A C type whose calls run Python code of their arguments (``operator.attrgetter``):
+        # the lookaside of its ``__call__`` answers for its instances.
+        la = self.lookasides.get(dunder_call)
+        if type(la) is InternalLookaside:
+            return la.impl(self, caller, (fn, *args), kwargs or {})
         return self.opaque_call(fn, args, kwargs)
 
     def counted_c_call(

@@ -505,6 +505,9 @@ def format_of(rt: Runtime, v: Any, spec: str) -> str:
     descr = lookup_type(cls, "__format__")
     if descr is not NULL and descr in rt.lookasides:  # the caller answers for the value
         result = rt.call(descr, (v, spec), None, None)
+    elif descr is object.__format__ and not spec and str in rt.lookasides:
+        # format(v, "") is str(v) (``f"{[t]}"``): as a call of str() in the program would be
+        result = rt.call(str, (v,), None, None)
     elif cls in PLAIN or (cls not in NOT_PLAIN and type_info(cls).plain):
         return format(v, spec)
     elif descr is object.__format__:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from thunder_ir import constraints as C
@@ -125,7 +125,8 @@ def _fresh_name(trace: Trace | None, prefix: str) -> str | None:
 class TensorProxy(Proxy):
     """A tensor's metadata: shape (ints or IntegerProxies), dtype, device, requires_grad."""
 
-    __slots__ = ("device", "dtype", "requires_grad", "shape")
+    # (__weakref__: programs take weak references to tensors, as eager allows)
+    __slots__ = ("__weakref__", "device", "dtype", "requires_grad", "shape")
     prefix = "t"
     # numpy defers a binary operation with a numpy scalar on the left (``np.float64(2) * t``) to
     # the tensor's reflected method, as it does for torch tensors.
@@ -332,6 +333,11 @@ class TensorProxy(Proxy):
     def __iter__(self) -> Any:
         return iter(tensor_method("unbind")(self, 0))
 
+    def __dir__(self) -> list[str]:
+        import torch
+
+        return tensor_dir(self, torch.Tensor)
+
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not slots or class attributes: the Tensor methods.
         if name.startswith("__"):
@@ -343,6 +349,8 @@ class TensorProxy(Proxy):
                     f"torch.Tensor.{name}", "a protocol attribute the trace does not model"
                 )
             raise AttributeError(name)
+        if name in _VIEW_BIT_QUERIES:
+            return functools.partial(_view_bit, name, self)
         fn = _TENSOR_METHODS.get(name)
         if name == "requires_grad_":
             return _BoundTensorMethod(set_requires_grad, self)
@@ -384,6 +392,32 @@ _TORCH_DUNDERS_TORCH_ANSWERS = frozenset(
         "__reversed__", "__setstate__",
     }
 )  # fmt: skip
+
+
+# Whether a tensor is a lazy conjugate or negative view (``x.conj()``, ``x.conj().imag``): the
+# trace computes values, not these view bits; only a complex tensor has the conjugate bit.
+_VIEW_BIT_QUERIES = frozenset({"is_conj", "is_neg"})
+
+
+def _view_bit(name: str, t: TensorProxy) -> bool:
+    """``t.is_conj()`` / ``t.is_neg()``: False where no such view can be (a real tensor has no
+    conjugate bit); otherwise torch answers it (the program runs through torch there)."""
+    if name == "is_conj" and not t.dtype.is_complex:
+        return False
+    from thunder_ir.ops.fallback import TorchRunsItError
+
+    raise TorchRunsItError(
+        f"torch.Tensor.{name}", "a conjugate or negative view bit, which the trace does not model"
+    )
+
+
+def tensor_dir(t: TensorProxy, cls: type, instance_names: Iterable[str] = ()) -> list[str]:
+    """``dir(t)`` as torch answers it for a tensor of type ``cls`` with these instance
+    attributes (``torch.Tensor.__dir__``)."""
+    names = [n for n in dir(cls) if n != "volatile"]
+    if t.device.type != "cuda":
+        names = [n for n in names if n != "__cuda_array_interface__"]
+    return sorted([*names, *instance_names])
 
 
 def set_requires_grad(t: TensorProxy, requires_grad: bool = True) -> TensorProxy:

@@ -267,6 +267,9 @@ def _static_lookasides() -> dict[Any, Any]:
     for fn, name in ((torch.autograd.backward, "backward"), (torch.autograd.grad, "grad")):
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
+    for name in ("is_conj", "is_neg"):  # the view bits: answered (or run by torch) by the proxy
+        for fn in (getattr(torch, name), getattr(torch.Tensor, name)):
+            table[fn] = functools.partial(_view_bit_query, name, fn)
     table[print] = _prints
     table[Proxy.__repr__] = _proxy_text
     table[str] = _str
@@ -279,6 +282,13 @@ def _static_lookasides() -> dict[Any, Any]:
         table[getattr(torch.Tensor, name)] = functools.partial(_registers_hook, name)
     table.update(data_shaped_functions())
     return table
+
+
+def _view_bit_query(name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``torch.is_conj(t)``, ``torch.Tensor.is_neg(t)``: as ``t.is_conj()`` asks the proxy."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], TensorProxy):
+        return getattr(args[0], name)()
+    return fn(*args, **kwargs)
 
 
 def _prints(*args: Any, **kwargs: Any) -> Any:

@@ -83,6 +83,7 @@ class Binder(AutogradFunctionMixin):
         table.update(rng_lookasides())
         table.update(self._higher_order_lookasides(table))
         table.update(self._autograd_function_lookasides(table))
+        table.update(self.tensor_attribute_lookasides())
         for la in self.options.lookasides:  # the program's own (thunder.Lookaside), last
             if isinstance(la.replace_with, Symbol):
                 table[la.fn] = _returning_torch_types(la.replace_with, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import _thread
 import contextvars
 import functools
+import inspect
 import logging
 import threading
 import types
@@ -15,6 +16,7 @@ from typing import Any
 
 import torch
 
+from thunder.access import Access
 from thunder.binding.fallback import call_torch_callable, mirrored_call
 from thunder.binding.rng import refuse_generators
 from thunder.binding.state import (
@@ -22,6 +24,7 @@ from thunder.binding.state import (
     _HEAPTYPE,
     _RETURNS_CONTENTS,
     _SCALAR_TYPES,
+    Guard,
     Write,
     torch_value,
 )
@@ -30,23 +33,78 @@ from thunder.binding.writes import (
 )
 from thunder.errors import (
     ImpureCallError,
+    RunsEagerly,
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
 from thunder.lookasides import is_torch_callable, query_is_allowed
 from thunder.opaque import impure_reason
 from thunder_interp import Callbacks
-from thunder_ir import NumberProxy, Proxy, Symbol, TensorProxy, get_tracectx
+from thunder_ir import NumberProxy, OpTag, Proxy, Symbol, TensorProxy, get_tracectx
+from thunder_ir.proxies import tensor_dir
 from thunder_ir.pytree import tree_iter
 
 
 def _returning_torch_types(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
     @functools.wraps(sym)
     def call(*args: Any, **kwargs: Any) -> Any:
+        _refuse_torch_function_overrides(fn if fn is not None else sym, args, kwargs)
         out = sym(*args, **kwargs) if fn is None else mirrored_call(fn, sym, args, kwargs)
-        return out if isinstance(out, TensorProxy) else torch_value(out)
+        return _written_tensor_itself(out) if isinstance(out, TensorProxy) else torch_value(out)
 
     return call
+
+
+def _written_tensor_itself(out: TensorProxy) -> TensorProxy:
+    """An in-place op returns the tensor it wrote, also without grad (``p.zero_()`` under
+    ``torch.no_grad()``, ``nn.init.zeros_(p)``): that tensor, which keeps its own flag, not the
+    ``stop_gradient`` of it a no-grad region records for what ops compute."""
+    trace = get_tracectx()
+    if trace is None or trace.grad_enabled or out.requires_grad:
+        return out
+    if len(trace.scopes[-1]) < 2:
+        return out
+    written, stop = trace.scopes[-1][-2:]  # the write, then its stop_gradient
+    if (
+        stop.output is not out
+        or not stop.has_tag(OpTag.STOPS_GRADIENT)
+        or not written.has_tag(OpTag.IN_PLACE)
+        or not isinstance(written.output, TensorProxy)
+        or not stop.args
+        or stop.args[0] is not written.output
+    ):
+        return out
+    return written.output
+
+
+def _refuse_torch_function_overrides(fn: Any, args: Any, kwargs: Any) -> None:
+    """An argument other than a tensor with a ``__torch_function__`` of its own answers the
+    torch call itself in eager (``torch.overrides``): the call runs eagerly."""
+    for a in tree_iter((args, kwargs)):
+        if isinstance(a, (Proxy, torch.Tensor, torch.overrides.TorchFunctionMode, *_SCALAR_TYPES)):
+            continue  # (a mode is pushed and popped by torch calls, not answering them)
+        if getattr(type(a), "__torch_function__", None) is not None:
+            raise RunsEagerly(
+                f"passes a {type(a).__qualname__}, whose __torch_function__ answers the call, "
+                f"to {_callable_name(fn)}"
+            )
+
+
+def _refuse_torch_function_subclass(t: torch.Tensor) -> None:
+    """A tensor subclass with a ``__torch_function__`` of its own (or torch.Tensor's, which
+    makes every result of a torch call an instance of the subclass) decides what the program's
+    torch calls return: the call runs eagerly. Parameters (``__torch_function__`` disabled) are
+    plain tensors to torch calls."""
+    cls = type(t)
+    if cls is torch.Tensor:
+        return
+    handler = getattr(cls, "__torch_function__", None)
+    if getattr(handler, "__func__", handler) is torch._C._disabled_torch_function_impl:
+        return
+    raise RunsEagerly(
+        f"takes a tensor of the subclass {cls.__qualname__}, whose __torch_function__ decides "
+        "what torch calls on it return"
+    )
 
 
 def _tensor_size(t: TensorProxy, dim: Any = None) -> Any:
@@ -70,7 +128,7 @@ def _call_tensor_method(method: Any, *args: Any, **kwargs: Any) -> Any:
     else:  # an option the op refuses runs as torch's own method (the torch fallback)
         out = mirrored_call(torch_method, method.fn, (method.tensor, *args), kwargs)
     if isinstance(out, TensorProxy):
-        return out
+        return _written_tensor_itself(out)
     name = getattr(method.fn, "name", None)
     return torch_value(out, as_size=name == "size" and not args and not kwargs)
 
@@ -171,6 +229,7 @@ class CallsMixin(WritesMixin):
         if not is_torch_callable(fn):
             self._refuse_impure(fn, args)
         if is_torch_callable(fn):
+            _refuse_torch_function_overrides(fn, args, kwargs)
             has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
             if has_proxy or not query_is_allowed(fn):
                 return call_torch_callable(
@@ -181,6 +240,87 @@ class CallsMixin(WritesMixin):
                 raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")
             return result
         return fn(*args, **kwargs)
+
+    def bind_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        try:
+            return super().bind_arguments(args, kwargs)
+        except RunsEagerly as e:  # before the program runs: reported as raised by it
+            from thunder.binding.program import ProgramRaised
+
+            raise ProgramRaised(e) from None
+
+    def _tensor_input(self, t: torch.Tensor, access: Access, guarded: bool) -> TensorProxy:
+        _refuse_torch_function_subclass(t)
+        return super()._tensor_input(t, access, guarded)
+
+    def tensor_attribute_lookasides(self) -> dict[Any, Any]:
+        """Attribute reads of tensor proxies the proxy alone cannot answer: the Python attributes
+        a caller set on its tensors (``x.scale = 2.0``, ``param.tp_dim = 1``)."""
+        return {
+            TensorProxy.__getattr__: self._tensor_getattr,
+            TensorProxy.__dir__: self._tensor_dir,
+        }
+
+    def _tensor_dir(self, t: TensorProxy) -> list[str]:
+        """``dir(t)``: torch's names for the tensor's type, with a caller's tensor's own
+        attributes (its ``__dict__``, read as outside state)."""
+        # (a computed tensor has none: setting one, or writing into its __dict__, runs split)
+        own: Any = self._tensor_getattr(t, "__dict__") if self._input_tensor(t) else {}
+        if own:
+            self._note_content_read_of(own)
+        return tensor_dir(t, self.tensor_type(t), list(own))
+
+    def _tensor_getattr(self, t: TensorProxy, name: str) -> Any:
+        """``t.name`` where the proxy has no such attribute: for a tensor passed in, what eager
+        finds on that tensor, read from outside state and guarded by its path like an attribute
+        of any outside object (present with this value, or absent)."""
+        try:
+            return TensorProxy.__getattr__(t, name)
+        except AttributeError:
+            if name.startswith("__") and name != "__dict__":
+                raise  # protocol probes (torch's own): no attribute a program sets
+            found = self._input_tensor(t)
+            if found is None:
+                return self._computed_tensor_attribute(name)
+            real, access = found
+            if name == "__dict__" or name in real.__dict__:
+                return self.on_load(getattr(real, name), access.attr(name), holder=real)
+            try:
+                on_class = inspect.getattr_static(type(real), name)
+            except AttributeError:
+                key = access.attr(f"<has {name}>")
+                self.facts.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
+                missing = f"'{type(real).__name__}' object has no attribute '{name}'"
+                raise AttributeError(missing) from None
+            if isinstance(on_class, _SCALAR_TYPES):  # a subclass's constant (Parameter._is_param)
+                return self.on_load(on_class, access.attr(name), holder=real)
+            from thunder_ir.ops.fallback import TorchRunsItError
+
+            # A method or property of a tensor subclass would run on the caller's tensor.
+            raise TorchRunsItError(
+                f"{type(real).__qualname__}.{name}", "an attribute of a tensor subclass"
+            ) from None
+
+    @staticmethod
+    def _computed_tensor_attribute(name: str) -> Any:
+        """``t.name`` of a tensor the program computed: it has no attributes of its own (setting
+        one runs the call split); its ``__dict__`` (empty, but one eager's writes go into)
+        is torch's."""
+        if name == "__dict__":
+            from thunder_ir.ops.fallback import TorchRunsItError
+
+            raise TorchRunsItError("torch.Tensor.__dict__", "a computed tensor's own attributes")
+        raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+
+    def _input_tensor(self, t: TensorProxy) -> tuple[torch.Tensor, Access] | None:
+        """The caller's tensor ``t`` stands for (an in-place op's result is its tensor) and its
+        path, or None for a tensor the program computed."""
+        t = self._written_tensor(t)
+        for real, proxy in self.inputs.tensors.values():
+            if proxy is t or self.inputs.seen_as.get(proxy.name) is t:  # (or seen whole)
+                access = self._access_of_input(proxy)
+                return None if access is None else (real, access)
+        return None
 
     def tensor_type(self, t: TensorProxy) -> type:
         """The Python type eager's tensor has for the proxy ``t``: an input's own (a Parameter),
