@@ -37,9 +37,9 @@ def test_global_list_append_survives_a_recompile():
         torch.testing.assert_close(jf(x), x * 2)
         torch.testing.assert_close(G_LOG[-1], x.sum())
     assert len(G_LOG) == len(shapes)
-    # Every call finds a longer list. The program might have looked at it before appending (a
-    # truth test or ``len`` that no hook reports), so its length is guarded: each call compiles.
-    assert thunder.compile_stats(jf).compilations == len(shapes)
+    # Every call finds a longer list, only appended to: its type is guarded, not its contents
+    # (a truth test or ``len`` of it would guard them), so one program per shape.
+    assert thunder.compile_stats(jf).compilations == len(set(shapes))
 
 
 G_SEEN: list[int] = []

@@ -169,6 +169,30 @@ class ThunderModule(torch.nn.Module):
         )
         return modules
 
+    def _model_member(self, name: str) -> torch.nn.Module | None:
+        """The wrapped module, where ``name`` is one of its parameters, buffers or submodules
+        and not an attribute of this wrapper: ``jm.name = value`` (``torch.func.functional_call``
+        swapping a top-level parameter) sets it there, where the compiled program reads it."""
+        model = self.__dict__.get("_modules", {}).get("_model")
+        if model is None or name in self.__dict__ or name in self._modules:
+            return None
+        owns = name in model._parameters or name in model._buffers or name in model._modules
+        return model if owns else None  # type: ignore[no-any-return]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        model = self._model_member(name)
+        if model is not None:
+            setattr(model, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        model = self._model_member(name)
+        if model is not None:
+            delattr(model, name)
+        else:
+            super().__delattr__(name)
+
     def __getattr__(self, name: str) -> Any:
         try:
             return super().__getattr__(name)

@@ -27,6 +27,7 @@ from thunder.binding.state import (
     _MAX_GUARDED_ITEMS,
     _MISSING,
     _SCALAR_TYPES,
+    NDARRAY,
     BinderState,
     Guard,
     _dotted,
@@ -34,6 +35,7 @@ from thunder.binding.state import (
     _holds_tensors,
     _is_backend_flags,
     _values,
+    is_ndarray,
     is_scalar_constant,
     restorable_base,
     restore,
@@ -70,6 +72,35 @@ def _is_outside_mapping(container: Any) -> bool:
 _FUNCTION_TYPE_NAMES = frozenset(n for k in types.FunctionType.__mro__ for n in vars(k))
 
 
+def native_unchanged(obj: Any, snapshot: Any) -> bool:
+    """Whether ``obj`` still holds what its copy ``snapshot`` holds (a numpy array: the same
+    bytes, shape and dtype)."""
+    if is_ndarray(obj):
+        return bool(
+            obj.shape == snapshot.shape
+            and obj.dtype == snapshot.dtype
+            and obj.tobytes() == snapshot.tobytes()
+        )
+    try:
+        return bool(type(obj) is type(snapshot) and obj == snapshot)
+    except Exception:  # a comparison that raises: say changed (the call then runs natively)
+        return False
+
+
+def put_back_native(obj: Any, snapshot: Any) -> None:
+    """Undo what C code wrote into ``obj`` while tracing (the compiled program does not)."""
+    if native_unchanged(obj, snapshot):
+        return
+    if is_ndarray(obj):
+        if obj.shape == snapshot.shape and obj.dtype == snapshot.dtype:
+            obj[...] = snapshot
+    elif isinstance(obj, (dict, collections.deque)):
+        obj.clear()
+        obj.update(snapshot) if isinstance(obj, dict) else obj.extend(snapshot)
+    elif isinstance(obj, collections.abc.MutableSequence):
+        obj[:] = snapshot
+
+
 def _is_native_collection(value: Any) -> bool:
     """A collection whose len, iteration and ``in`` are C code (a deque, an array, a defaultdict,
     a dict subclass), other than the plain containers (those are tracked), holding only
@@ -81,6 +112,8 @@ def _is_native_collection(value: Any) -> bool:
         return False  # Python code answers: interpreted, what it reads is guarded
     if t.__module__ == "numpy":
         return False  # == of arrays is elementwise; arrays are read as tensors (binding.arrays)
+    if t is types.MappingProxyType:
+        return False  # cannot be copied: its keys and items are guarded (``on_load``)
     if isinstance(value, Mapping):
         items: Any = (x for kv in value.items() for x in kv)
     elif isinstance(value, collections.abc.Collection):
@@ -100,6 +133,45 @@ def _reads_items_natively(container: Any) -> bool:
     if isinstance(getitem, types.FunctionType):
         return native_special(getitem)
     return getitem is not None
+
+
+# Methods of a list that add to it without depending on what it holds.
+_ADDING_METHODS = frozenset({"append", "extend"})
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_ATTR", "LOAD_DEREF", "LOAD_NAME", "LOAD_CLASSDEREF"})
+
+
+def _loaded_name(access: Access) -> str | None:
+    """The name the instruction reading ``access`` loads (a global, an attribute, a cell)."""
+    if access.kind == ATTR:
+        return str(access.key)
+    if access.kind in (GLOBAL, CELL):
+        return str(access.key[1])
+    return None
+
+
+def _loaded_to_add_to(access: Access | None = None) -> bool:
+    """Whether the instruction the innermost interpreted frame runs loads a value (``access``,
+    where given) whose next instruction looks its ``append``/``extend`` up (``LOG.append(v)``,
+    ``self.history.append``): the value is taken only to add to it, never to read what it
+    holds."""
+    from thunder_interp._frames import _user_frames
+
+    for view, _ in _user_frames(sys._getframe(1)):
+        frame = getattr(view, "_frame", None)
+        if frame is None:
+            continue  # the binder's own frames (the hook runs natively)
+        instructions = frame.cc.instructions
+        index = view._current_index()
+        if not 0 <= index < len(instructions) - 1:
+            return False
+        this, following = instructions[index], instructions[index + 1]
+        return (
+            this.opname in _LOADS
+            and (access is None or this.argval == _loaded_name(access))
+            and following.opname in ("LOAD_METHOD", "LOAD_ATTR")
+            and following.argval in _ADDING_METHODS
+        )
+    return False
 
 
 _INTERPRETED_GETATTRIBUTE: dict[type, bool] = {}
@@ -365,6 +437,8 @@ class ReadsMixin(BinderState):
             return proxy
         if isinstance(x, types.FunctionType):
             self._guard_code(x)
+        if t is NDARRAY:
+            self._took_array(x)
         if not isinstance(x, _SCALAR_TYPES):
             first = self.paths.access_of.get(id(x))
             if first is not None and first[0] is x and first[1] != access:
@@ -454,6 +528,8 @@ class ReadsMixin(BinderState):
             if known[1] != access:
                 self.facts.guards.setdefault(access, Guard(access, "same_as", known[1]))
             return value
+        if id(value) in self.facts.added_only and not _loaded_to_add_to(access):
+            self._note_content_read_of(value)  # taken again, to read: what it held is guarded
         if self._set_by_program(value, access):
             return value  # what the program itself put there: nothing to guard
         if access.kind == ATTR and access.key == "__dict__" and self._attrs_written(access):
@@ -495,12 +571,17 @@ class ReadsMixin(BinderState):
             # A deque, an array, a defaultdict: its len, iteration and ``in`` run in C with no
             # read the binder sees, so the contents the call found are guarded whole.
             self.facts.guards.setdefault(access, Guard(access, "value", copy.copy(value)))
+            self._snapshot_native(value)
             return value
+        if t is NDARRAY:
+            self._took_array(value)  # (its contents are guarded where they are read)
         if t is dict and _is_module_namespace(value):
             # A module's globals (``f.__globals__``, which inspect.signature reads): pinned by
             # identity, and each name the program reads from it is guarded as it is read, as a
             # global is; not every name of the module.
             self.facts.guards.setdefault(access, Guard(access, "is", value))
+            return value
+        if t is list and self._taken_to_add_to(value, access):
             return value
         if t in _CONTAINER_TYPES:
             if aliased is not None and not is_scalar_constant(value):
@@ -523,6 +604,13 @@ class ReadsMixin(BinderState):
             if not self._is_library_global(access) and access.kind != ATTR:
                 self.facts.guards.setdefault(access, Guard(access, "is", value))
             return value
+        if t is types.MappingProxyType and aliased is None:
+            # A class's ``__dict__`` (``vars(type(obj))``): iterating it, ``in`` and ``len`` run
+            # natively, so its names and what each is are guarded (a method added or replaced
+            # recompiles).
+            self.facts.guards.setdefault(access, Guard(access, "type", t))
+            self._guard_items(value, access)
+            return value
         if aliased is not None:
             self.facts.guards.setdefault(access, Guard(access, "same_as", aliased))
         else:
@@ -538,6 +626,20 @@ class ReadsMixin(BinderState):
                 )
         return value
 
+    def _taken_to_add_to(self, value: list[Any], access: Access) -> bool:
+        """``LOG.append(v)`` on an outside list read for the first time: the append is a write
+        the epilogue replays, and what the list holds is not guarded (it grows on every call),
+        only its type; a later read of it guards what it held (``on_load``)."""
+        if access in self.facts.guards or id(value) in self.inputs.proxied_copies:
+            return False  # read before in this call: guarded (or seen as a copy) already
+        if _loaded_name(access) is None or not _loaded_to_add_to(access):
+            return False
+        self.facts.added_only.add(id(value))
+        self.paths.container_at.setdefault(access, value)
+        at = access.attr("<list>")
+        self.facts.guards.setdefault(at, Guard(access, "type", list))
+        return True
+
     def _is_copy(self, value: Any) -> bool:
         """Whether ``value`` is the stand-in holding proxies of an argument's list or dict."""
         return any(copy is value for _, copy in self.inputs.argument_copies.values())
@@ -546,9 +648,12 @@ class ReadsMixin(BinderState):
         """An outside container of objects: the program may iterate it, which no hook sees, so
         its length or keys and which object each item is are guarded (a hook registered on a
         module, a function appended to a global list, recompile)."""
-        if len(container) > _MAX_GUARDED_ITEMS or not isinstance(container, (list, tuple, dict)):
+        mappings = (dict, types.MappingProxyType)
+        if len(container) > _MAX_GUARDED_ITEMS or not isinstance(
+            container, (list, tuple, *mappings)
+        ):
             return
-        if isinstance(container, dict):
+        if isinstance(container, mappings):
             self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(container))
             items: Any = container.items()
         else:
@@ -766,6 +871,8 @@ class ReadsMixin(BinderState):
             return torch_value(value, as_size=name == "shape")
         if self.facts.last_generic is not None and self._answered_by_generic(obj, value):
             return value
+        if is_ndarray(obj) and id(obj) in self.effects.array_reads:
+            self.effects.array_reads[id(obj)] -= 1  # ``a.shape``: that read used the attribute
         if type(obj) is super:
             self._guard_super_lookup(obj, name)
         if _is_backend_flags(obj):
@@ -952,6 +1059,9 @@ class ReadsMixin(BinderState):
             if not isinstance(value, (Proxy, torch.Tensor)):
                 self._cb_load_global(key, value, container, None)  # globals()[k] reads k
             return
+        if is_ndarray(container):
+            self._note_content_read_of(container)  # an item, or a view: the contents guarded
+            return
         if type(container) not in _CONTAINER_MUTATORS:
             if isinstance(container, tuple) and not isinstance(key, slice):
                 self._load_immutable_item(container, key, value)
@@ -1026,10 +1136,59 @@ class ReadsMixin(BinderState):
         if id(container) in self.facts.content_read:
             return
         self.facts.content_read.add(id(container))
+        if is_ndarray(container):
+            self._guard_array_contents(container)
+            return
         if id(container) in self.effects.mutated:
             access = self.access_for(container)
             if access is not None:
                 self._guard_entry_contents(container, access)
+
+    def _snapshot_native(self, obj: Any) -> None:
+        """A copy of an outside object that C code can change without a hook (a numpy array, a
+        ``Counter``), taken when the program first reaches it: what the call found, compared
+        when tracing ends (``WritesMixin.check_native_writes``) and put back."""
+        if id(obj) not in self.effects.native_snapshots:
+            snapshot = copy.copy(obj)
+            self.effects.native_snapshots[id(obj)] = (obj, snapshot)
+            self.effects.undo.append(lambda: put_back_native(obj, snapshot))
+
+    def _took_array(self, array: Any) -> None:
+        self._snapshot_native(array)
+        self.effects.array_reads[id(array)] = self.effects.array_reads.get(id(array), 0) + 1
+
+    def guard_arrays_read_natively(self) -> None:
+        """Where tracing ends: the outside arrays the program took more often than it made
+        tensors of them or read their attributes may have met native code no hook reports
+        (``a + 1``, ``for v in a``, ``a > 0``): their contents are guarded."""
+        for obj, _ in list(self.effects.native_snapshots.values()):
+            if is_ndarray(obj) and self.effects.array_reads.get(id(obj), 0) > 0:
+                self._note_content_read_of(obj)
+
+    def _guard_array_contents(self, array: Any) -> None:
+        """A C function read an outside numpy array (``np.mean(a)``, ``a[i]``, a view of it):
+        its result is a constant of the trace, so the contents the call found are guarded
+        (``a.data``, a memoryview: equal shape and values; and the dtype). A call that finds
+        other values recompiles. Contents that never compare equal (NaN, a dtype with no
+        buffer format) are refused: the call runs natively."""
+        access = self.access_for(array)
+        if access is None or self.is_inserted(access):
+            return  # made by the program: its values are fixed by what the trace guards
+        known = self.effects.native_snapshots.get(id(array))
+        entry = known[1] if known is not None and known[0] is array else array.copy()
+        try:
+            comparable = bool(entry.data == entry.copy().data)
+        except (ValueError, TypeError, NotImplementedError):
+            comparable = False
+        if not comparable:
+            raise UnsupportedOperationError(
+                f"a read of the numpy array {access.describe(self.param_names)}",
+                "its contents cannot be guarded by value (a NaN, or a dtype without a buffer "
+                "format); pass it in as a tensor",
+            )
+        at_data, at_dtype = access.attr("data"), access.attr("dtype")
+        self.facts.guards.setdefault(at_dtype, Guard(at_dtype, "value", entry.dtype))
+        self.facts.guards.setdefault(at_data, Guard(at_data, "value", entry.data))
 
     def _guard_entry_contents(self, container: Any, access: Access) -> None:
         """The program reads a container it also mutates: what it read depends on the contents

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from thunder import logs
-from thunder.access import ARG, ATTR, CELL, GLOBAL, KWARG, QUERY, ROOT, SIZE, Access
+from thunder.access import ARG, ATTR, CELL, FROM_NUMPY, GLOBAL, KWARG, QUERY, ROOT, SIZE, Access
 from thunder.errors import (
     UnsupportedSideEffectError,
 )
@@ -36,8 +36,17 @@ try:  # numpy's scalars are immutable values, as Python's numbers are (torch imp
     import numpy
 
     _NUMPY_SCALARS: tuple[type, ...] = (numpy.generic,)
+    NDARRAY: type | None = numpy.ndarray
 except ImportError:  # pragma: no cover
     _NUMPY_SCALARS = ()
+    NDARRAY = None
+
+
+def is_ndarray(x: Any) -> bool:
+    """Whether ``x`` is a numpy array (exactly: a subclass may answer its own way)."""
+    return NDARRAY is not None and type(x) is NDARRAY
+
+
 _SCALAR_TYPES: tuple[type, ...] = (
     torch.Size,
     type(None),
@@ -91,6 +100,10 @@ _CONTAINER_MUTATORS: dict[type, set[str]] = {
         "move_to_end",
         "__ior__",
     },
+    # A numpy array: no mutation of it is replayed (none is listed), but C calls that take it
+    # (``np.mean(a)``, ``len(a)``) report a content read, which guards its contents
+    # (``reads.ReadsMixin._guard_array_contents``).
+    **({NDARRAY: set()} if NDARRAY is not None else {}),
     set: {
         "add",
         "discard",
@@ -458,6 +471,9 @@ class Facts:
     # an opaque call such as len or sum). A mutated container keeps a type guard only while
     # its contents are never read.
     content_read: set[int] = field(default_factory=set)
+    # Outside lists the program took only to add to them (``LOG.append(v)``): their contents
+    # are not guarded unless the program reads them (``reads._loaded_to_add_to``).
+    added_only: set[int] = field(default_factory=set)
     # Objects whose bound methods the program read from outside state (``random.random`` is
     # a method of the random module's hidden generator): calling those is not pure.
     outside_owners: dict[int, Any] = field(default_factory=dict)
@@ -485,6 +501,15 @@ class Effects:
     # Cells of functions the program stored outside or returned, and what they held then.
     stored_cells: list[tuple[Any, tuple[Any, ...]]] = field(default_factory=list)
     rebuilding: set[int] = field(default_factory=set)  # objects being made templates (cycles)
+    # Outside objects C code may change without a hook (numpy arrays, a ``Counter``, a
+    # ``deque``), by id: (the object, a copy of what the call found). Changed when tracing
+    # ends, the program wrote them natively: refused (``WritesMixin.check_native_writes``).
+    native_snapshots: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    # Outside numpy arrays, by id: how many times the program took one (a read of its path, an
+    # argument) less the reads that only made a tensor of it (``torch.from_numpy``, an input
+    # read on every call) or read an attribute. One left over may have met a native operator
+    # (``a + 1``, iterating it), which no hook reports: its contents are guarded.
+    array_reads: dict[int, int] = field(default_factory=dict)
     # Objects a descriptor's setter run natively changed (``through_setter``), by id: the
     # object, its path and its instance dict before.
     dict_snapshots: dict[int, tuple[Any, Access, dict[str, Any]]] = field(default_factory=dict)
@@ -585,6 +610,8 @@ class BinderState:
                 # The same tensor reached by a second path (tied weights): check it stays tied.
                 self.facts.guards.setdefault(access, Guard(access, "is_input", known[1].name))
             return self.inputs.seen_as.get(known[1].name, known[1])
+        if access.kind == FROM_NUMPY:
+            self._array_read_accounted(access.parent)
         proxy = proxy_for_tensor(t, self._name_for(access))
         self.inputs.tensors[id(t)] = (t, proxy)
         if type(t) is not torch.Tensor:
@@ -605,6 +632,15 @@ class BinderState:
         if guarded:
             self.facts.guards[access] = Guard(access, "tensor", t)
         return proxy
+
+    def _array_read_accounted(self, access: Access | None) -> None:
+        """The numpy array found at ``access`` was made a tensor input (its values read on
+        every call): that read of it needs no guard of its contents."""
+        for obj, _ in self.effects.native_snapshots.values():
+            entry = self.paths.access_of.get(id(obj))
+            if entry is not None and entry[0] is obj and entry[1] == access:
+                self.effects.array_reads[id(obj)] = self.effects.array_reads.get(id(obj), 0) - 1
+                return
 
     def _has_symbolic_sizes(self, t: torch.Tensor, access: Access) -> bool:
         """Under ``cache="symbolic values"``, the sizes of tensors the caller passes (arguments

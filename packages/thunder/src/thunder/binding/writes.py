@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from thunder.access import GLOBAL, Access
-from thunder.binding.reads import ReadsMixin, _interpreted
+from thunder.binding.reads import ReadsMixin, _interpreted, native_unchanged
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _HEAPTYPE,
@@ -23,6 +23,7 @@ from thunder.binding.state import (
     Rebuilt,
     Write,
     _cell_is_set,
+    is_ndarray,
     is_scalar_constant,
     new_function,
     restorable_base,
@@ -271,7 +272,9 @@ class WritesMixin(ReadsMixin):
         if self._is_namespace(container) and type(key) is str:
             self._cb_delete_global(key, container)  # del globals()[k] is del k
             return
-        if type(container) in _CONTAINER_MUTATORS:
+        if is_ndarray(container):
+            self._refuse_array_write(container)
+        elif type(container) in _CONTAINER_MUTATORS:
             self._record_mutation(container, "__delitem__", (key,), {})
             self._note_content_read_of(container)  # it raises where the item is missing
         elif self.access_for(container) is not None:
@@ -286,7 +289,9 @@ class WritesMixin(ReadsMixin):
         if self._is_namespace(container) and type(key) is str:
             self._cb_store_global(key, value, container)  # globals()[k] = v is k = v
             return
-        if type(container) in _CONTAINER_MUTATORS:
+        if is_ndarray(container):
+            self._refuse_array_write(container)
+        elif type(container) in _CONTAINER_MUTATORS:
             self._record_mutation(container, "__setitem__", (key, value), {})
         elif self.access_for(container) is not None:
             raise UnsupportedSideEffectError(
@@ -452,9 +457,35 @@ class WritesMixin(ReadsMixin):
         self.effects.stored_cells.append((cell, contents))
         return Rebuilt(types.CellType, (), (self._template(contents, what, memo), None, None, None))
 
+    def _refuse_array_write(self, array: Any) -> None:
+        """``a[k] = v`` on an outside numpy array: C code writes it, which no template replays."""
+        access = self.access_for(array)
+        if access is not None and not self.is_inserted(access):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: cannot replay item assignment on the numpy array "
+                f"{access.describe(self.param_names)}, state outside the function"
+            )
+
+    def check_native_writes(self) -> None:
+        """Refuse a program whose C calls changed an outside object no hook reports a write to
+        (``np.add(a, 1, out=a)``, ``a.sort()`` through a view, ``Counter.update``): the
+        compiled program would not write it on later calls. The call runs natively (split)."""
+        for obj, snapshot in self.effects.native_snapshots.values():
+            if not native_unchanged(obj, snapshot):
+                access = self.access_for(obj)
+                where = access.describe(self.param_names) if access is not None else "an object"
+                raise UnsupportedSideEffectError(
+                    f"thunder.jit: the function writes into the {type(obj).__name__} {where}, "
+                    "state outside it, through a C function whose writes thunder cannot replay"
+                )
+
     def check_stored_cells(self) -> None:
         """Refuse a program that assigns a variable a function it stored outside (or returned)
-        reads, after storing it: the stored function was rebuilt with the value it had then."""
+        reads, after storing it: the stored function was rebuilt with the value it had then.
+        (Also where tracing ends: outside objects changed by C code, ``check_native_writes``,
+        and the arrays read natively, ``guard_arrays_read_natively``.)"""
+        self.check_native_writes()
+        self.guard_arrays_read_natively()
         for cell, contents in self.effects.stored_cells:
             try:
                 now: tuple[Any, ...] = (cell.cell_contents,)

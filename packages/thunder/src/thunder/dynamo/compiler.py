@@ -49,10 +49,14 @@ class Subgraph:
     # The graphs thunder runs when this one was split around the nodes it refused.
     parts: list[Subgraph] = dataclasses.field(default_factory=list)
     _fallback: Any = None
+    # Why thunder refuses the graph before tracing it (nodes only torch runs), or None.
+    refused_before_tracing: Exception | None = None
 
     def __call__(self, *args: Any) -> Any:
         if self._fallback is not None:
             return self._fallback(*args)
+        if self.refused_before_tracing is not None:
+            return self._fall_back(self.refused_before_tracing, args)(*args)
         try:
             return self.function(*args)
         except (UnsupportedOperationError, JitError, RunsEagerly) as e:
@@ -114,7 +118,28 @@ def compile_graph(
     # Its generated forward, not the module's __call__ (FX's call wrapper has nothing to trace)
     function = ThunderFunction(gm.forward, options, executors, transforms)
     function.split_by_caller = True  # a call torch must run splits this graph (Subgraph)
-    return Subgraph(gm, function, dynamic, fallback=fallback)
+    sub = Subgraph(gm, function, dynamic, fallback=fallback)
+    numpy_calls = [n for n in gm.graph.nodes if _runs_numpy(n)]
+    if numpy_calls:
+        sub.refused_before_tracing = UnsupportedOperationError(
+            getattr(numpy_calls[0].target, "__name__", "numpy"),
+            "dynamo's NumPy calls (on arrays outside the program) run as the FX graph runs them",
+        )
+    return sub
+
+
+def _runs_numpy(node: torch.fx.Node) -> bool:
+    """Whether ``node`` calls one of dynamo's wrappers of NumPy code (``np.add(a, 1, out=a)``
+    on an outside array, traced through ``torch._numpy``): torch runs it as it is, writes into
+    the arrays included; thunder does not trace it."""
+    from torch._dynamo import utils
+
+    wrappers = (
+        utils.numpy_to_tensor_wrapper,
+        utils.numpy_method_wrapper,
+        utils.numpy_operator_wrapper,
+    )
+    return node.op == "call_function" and isinstance(node.target, wrappers)
 
 
 # Higher-order operators of FX graphs that thunder records (binding/regions.py); a graph
@@ -149,10 +174,14 @@ def split_at_refused(
     for node in gm.graph.nodes:
         target = node.target
         if (
-            node.op == "call_function"
-            and isinstance(target, HigherOrderOperator)
-            and target.name() not in _TAKEN_HIGHER_ORDER  # type: ignore[no-untyped-call]
-        ) or _calls_one_of(node, must_run):
+            (
+                node.op == "call_function"
+                and isinstance(target, HigherOrderOperator)
+                and target.name() not in _TAKEN_HIGHER_ORDER  # type: ignore[no-untyped-call]
+            )
+            or _calls_one_of(node, must_run)
+            or _runs_numpy(node)
+        ):
             refused.add(node)
         elif node.target is operator.getitem and node.args and node.args[0] in refused:
             refused.add(node)  # one of a refused op's results
@@ -180,6 +209,7 @@ def split_at_refused(
     ops = sorted(
         {str(n.target.name()) for n in refused if isinstance(n.target, HigherOrderOperator)}  # type: ignore[no-untyped-call]
         | {op for n in refused for op in must_run if _calls_one_of(n, frozenset({op}))}
+        | {getattr(n.target, "__name__", "numpy") for n in refused if _runs_numpy(n)}
     )
     names = [f"submod_{i}" for i in thunder_ids if hasattr(split, f"submod_{i}")]
     return split, ops, names
@@ -253,6 +283,7 @@ class ThunderCompiler:
         return compiler._compile(gm)
 
     def _compile(self, gm: torch.fx.GraphModule) -> Subgraph:
+        _guard_global_module_hooks()
         sub = compile_graph(gm, self._options, self._executors, self._transforms, self.fallback)
         dynamic = sub.dynamic
         self.subgraphs.append(sub)
@@ -260,6 +291,33 @@ class ThunderCompiler:
             "graph %d: %d nodes, dynamic=%s", len(self.subgraphs), len(gm.graph.nodes), dynamic
         )
         return sub
+
+
+# The hooks ``register_module_forward_hook`` and its siblings register for every module.
+_GLOBAL_HOOK_DICTS = (
+    "_global_forward_pre_hooks",
+    "_global_forward_hooks",
+    "_global_backward_pre_hooks",
+    "_global_backward_hooks",
+)
+
+
+def _guard_global_module_hooks() -> None:
+    """Adds to the guards of the frame dynamo is compiling that the global module hooks are
+    those it traced with: dynamo inlines ``Module.__call__``, which reads them, without
+    guarding them, so a hook registered after the first calls would never run (or a removed
+    one keep running). A frame whose guards fail is traced again."""
+    from torch._dynamo.guards import GuardBuilder, install_guard
+    from torch._dynamo.source import AttrSource, ImportSource
+    from torch._guards import TracingContext
+
+    if TracingContext.try_get() is None:
+        return  # called outside dynamo (a graph compiled directly): no frame to guard
+    for name in _GLOBAL_HOOK_DICTS:
+        source: Any = ImportSource("torch")
+        for part in ("nn", "modules", "module", name):
+            source = AttrSource(source, part)
+        install_guard(source.make_guard(GuardBuilder.DICT_KEYS_MATCH))
 
 
 def _has_symbolic_inputs(gm: torch.fx.GraphModule) -> bool:
