@@ -91,6 +91,15 @@ KEPT_OPS: tuple[Symbol, ...] = (
     ltorch.index_copy, ltorch.normalize, ltorch.sum,
     # one kernel, which checks the classes are in range as eager does
     ltorch.one_hot,
+    # the `_like` factories: torch lays their result out as their input is laid out
+    # (memory_format=torch.preserve_format: a transposed or channels-last input gives a
+    # transposed or channels-last result, drawn in memory order), which a decomposition,
+    # knowing no strides, cannot
+    ltorch.zeros_like, ltorch.ones_like, ltorch.full_like, ltorch.rand_like, ltorch.randn_like,
+    # masked_fill: torch's kernel checks that a tensor value fits the dtype (a value of the data,
+    # unknown while tracing) and returns a contiguous result, where its decomposition's
+    # torch.where keeps a transposed input's layout
+    ltorch.masked_fill,
 )  # fmt: skip
 
 # Kept whole off the CPU only: torch's CPU kernels for these are slower than their

@@ -6,8 +6,11 @@ import enum
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from thunder_ir import dtypes, prims
 from thunder_ir.dtypes import DType
+from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.proxies import NumberProxy, TensorProxy
 from thunder_ir.sizes import same_size
 from thunder_ir.symbol import Symbol
@@ -17,6 +20,7 @@ __all__ = [
     "Promotion",
     "broadcast",
     "broadcast_shapes",
+    "check_no_complex_half",
     "elementwise_unary",
     "expand_to",
     "is_number",
@@ -115,9 +119,35 @@ def _cpu_scalars_moved(args: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
+def check_no_complex_half(*args: Any) -> None:
+    """Refuses operands whose torch result type is complex32 (``torch.chalf``), which the IR has
+    no dtype for: float16 tensors with a complex number or complex 0-dim tensor of lower
+    priority (``half_tensor + 1j``). Computing in complex64 would return another dtype than
+    eager's, so the call is refused by name instead."""
+    tensors = [x for x in args if isinstance(x, TensorProxy)]
+    dims = [t for t in tensors if t.ndim > 0]
+    zeros = [t for t in tensors if t.ndim == 0]
+    numbers = [x for x in args if x is not None and not isinstance(x, TensorProxy)]
+    if dims:
+        higher, lower = dims, [*zeros, *numbers]
+    elif zeros:
+        higher, lower = zeros, numbers
+    else:
+        return
+    if not lower or result_type(*higher) != dtypes.float16:
+        return
+    if result_type(*lower).is_complex:
+        raise UnsupportedOptionError(
+            "an elementwise op of a float16 tensor with a complex number (or complex 0-dim "
+            "tensor): torch computes it in complex32 (torch.chalf), a dtype thunder does not "
+            "support; convert the tensor first (x.float() or x.to(torch.complex64))"
+        )
+
+
 def promote(*args: Any, kind: Promotion) -> tuple[DType, DType]:
     """(computation dtype, result dtype) of an elementwise op, as torch's
     elementwise_dtypes: low-precision floats compute in float32 unless NO_OPMATH."""
+    check_no_complex_half(*args)
     rt = result_type(*args)
     if kind is Promotion.ALWAYS_BOOL:
         return opmath(rt), dtypes.bool8
@@ -177,8 +207,16 @@ def _for_computation(x: Any, dtype: DType) -> Any:
 
 
 def dtype_arg(dtype: Any) -> DType | None:
-    """Normalizes a ``dtype=`` argument (torch dtype, IR dtype, Python type or None)."""
-    return None if dtype is None else dtypes.to_dtype(dtype).strong()
+    """Normalizes a ``dtype=`` argument (torch dtype, IR dtype, Python type or None); a torch
+    dtype the IR has none for (complex32) is refused by name."""
+    if dtype is None:
+        return None
+    try:
+        return dtypes.to_dtype(dtype).strong()
+    except TypeError:
+        if isinstance(dtype, torch.dtype):
+            raise UnsupportedOptionError(f"dtype {dtype} is not supported by thunder") from None
+        raise
 
 
 __all__ += ["dtype_arg", "dtype_of"]

@@ -15,7 +15,7 @@ import torch
 from thunder_ir import dtypes, prims
 from thunder_ir.devices import Device, to_device
 from thunder_ir.dtypes import DType
-from thunder_ir.ops._helpers import broadcast_shapes, expand_to, to_dtype
+from thunder_ir.ops._helpers import broadcast_shapes, dtype_arg, expand_to, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.factories import torch_type_name
 from thunder_ir.ops.shape import check_tensor_arg, same_shape, shape_str
@@ -83,12 +83,7 @@ def to(a: Any, *args: Any, **kwargs: Any) -> Any:
     check(
         not rest, lambda: f"to() received an invalid combination of arguments: {args!r}", TypeError
     )
-    return convert(
-        a,
-        None if dtype is None else dtypes.to_dtype(dtype).strong(),
-        None if device is None else to_device(device),
-        copy,
-    )
+    return convert(a, dtype_arg(dtype), None if device is None else to_device(device), copy)
 
 
 @torchop("torch.Tensor.type_as", tags=_MAY_VIEW)
@@ -112,7 +107,7 @@ def type_(a: Any, dtype: Any = None, non_blocking: bool = False) -> Any:
     if isinstance(dtype, str):
         check(dtype in _TYPE_NAMES, lambda: f"invalid type: '{dtype}'", ValueError)
         return convert(a, _TYPE_NAMES[dtype], None)
-    return convert(a, dtypes.to_dtype(dtype).strong(), None)
+    return convert(a, dtype_arg(dtype), None)
 
 
 def _shorthand(method: str, dtype: DType) -> Any:

@@ -25,7 +25,7 @@ from thunder_ir.ops._helpers import (
     to_dtype,
 )
 from thunder_ir.ops._registry import torchop
-from thunder_ir.proxies import TensorProxy
+from thunder_ir.proxies import NumberProxy, TensorProxy
 from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
@@ -61,6 +61,66 @@ def can_cast(src: DType, dst: DType) -> bool:
     if src.is_float and dst.is_exact:
         return False
     return src.is_boolean or not dst.is_boolean
+
+
+# The C++ names torch's "value cannot be converted to type ... without overflow" gives dtypes.
+_C10_TYPE_NAMES = {
+    "uint8": "uint8_t",
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int",
+    "int64": "int64_t",
+    "bfloat16": "c10::BFloat16",
+    "float16": "c10::Half",
+    "float32": "float",
+    "float64": "double",
+    "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>",
+}
+
+
+def _real_overflows(x: int | float, dtype: DType) -> bool:
+    """c10's ``overflows<To>(x)`` for a real ``x`` and a real, non-bool ``dtype``."""
+    torch_dtype = dtypes.to_torch_dtype(dtype)
+    assert torch_dtype is not None
+    if dtype.is_exact:
+        info = torch.iinfo(torch_dtype)
+        if isinstance(x, int):
+            if info.min == 0:  # unsigned: negative numbers wrap (uint8 takes -255..255)
+                return x > info.max or -x > info.max
+            return not info.min <= x <= info.max
+        # A float is compared in double precision: NaN and infinities do not fit.
+        return not (math.isfinite(x) and float(info.min) <= x <= float(info.max))
+    finfo = torch.finfo(torch_dtype)
+    if math.isinf(x) or math.isnan(x):
+        return False  # every float dtype holds infinities and NaN
+    return not finfo.min <= x <= finfo.max
+
+
+def number_overflows(value: Any, dtype: DType) -> bool:
+    """Whether torch refuses to convert the Python number ``value`` to a scalar of ``dtype``
+    (c10's checked conversion, as ``masked_fill``, ``fill_``, ``full`` and ``addmm``'s ``beta``
+    convert theirs): out of the dtype's range, a NaN or infinity for an integer dtype, an
+    imaginary part for a real one. Nothing overflows bool. A symbolic number is not checked."""
+    if dtype.is_boolean or isinstance(value, (bool, NumberProxy)):
+        return False
+    if isinstance(value, complex):
+        if not dtype.is_complex and value.imag != 0:
+            return True
+        real = dtypes.corresponding_real_dtype(dtype)
+        return _real_overflows(value.real, real) or _real_overflows(value.imag, real)
+    return _real_overflows(value, dtypes.corresponding_real_dtype(dtype))
+
+
+def check_number_fits(value: Any, dtype: DType) -> None:
+    """torch's error for a number that a tensor of ``dtype`` cannot hold (``number_overflows``)."""
+    check(
+        not number_overflows(value, dtype),
+        lambda: (
+            f"value cannot be converted to type {_C10_TYPE_NAMES.get(dtype.name, dtype.name)} "
+            "without overflow"
+        ),
+    )
 
 
 def not_implemented_for(op: str, d: DType) -> UnsupportedOptionError:

@@ -11,10 +11,19 @@ from typing import Any
 
 from thunder_ir import dtypes, prims
 from thunder_ir.errors import UnsupportedOptionError
-from thunder_ir.ops._helpers import Promotion, _for_computation, broadcast, is_number, to_dtype
+from thunder_ir.ops._helpers import (
+    Promotion,
+    _for_computation,
+    broadcast,
+    check_no_complex_half,
+    is_number,
+    promote,
+    to_dtype,
+)
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.elementwise import (
     check_dtype,
+    check_number_fits,
     check_tensor_arg,
     compute,
     inplace,
@@ -25,6 +34,7 @@ from thunder_ir.ops.elementwise import (
     torch_dtype_name,
     zero_of,
 )
+from thunder_ir.ops.shape import contiguous
 from thunder_ir.proxies import NumberProxy, TensorProxy
 from thunder_ir.symbol import Symbol
 from thunder_ir.tags import OpTag
@@ -56,16 +66,45 @@ def _check_operands(op: str, a: Any, b: Any) -> None:
         )
 
 
-def _check_alpha(op: str, a: Any, b: Any, alpha: Any) -> None:
+def _is_scalar_tensor(x: Any) -> bool:
+    """A tensor torch's argument parser takes for a Number argument (it reads its value): of 0
+    dimensions, not requiring grad."""
+    return isinstance(x, TensorProxy) and x.ndim == 0 and not x.requires_grad
+
+
+def _check_number_arg(op: str, what: str, x: Any) -> None:
+    """torch's TypeError for a Number argument (``alpha``, ``value``) given something else."""
     check(
-        is_number(alpha),
-        lambda: f"{op}(): argument 'alpha' must be Number, not {type(alpha).__name__}",
+        is_number(x) or _is_scalar_tensor(x),
+        lambda: (
+            f"{op}(): argument '{what}' must be Number, not "
+            f"{'Tensor' if isinstance(x, TensorProxy) else type(x).__name__}"
+        ),
         TypeError,
     )
+
+
+def _scalar_kind(x: Any) -> str:
+    """The kind of Python number a Number argument is read as: "bool", "int", "float" or
+    "complex" (a 0-dim tensor's by its dtype)."""
+    if isinstance(x, TensorProxy):
+        return str(x.dtype.kind)
+    if isinstance(x, NumberProxy):
+        return x.python_type.__name__
+    return type(x).__name__
+
+
+def _check_alpha(op: str, a: Any, b: Any, alpha: Any) -> None:
+    _check_number_arg(op, "alpha", alpha)
     rt = result_type(a, b)
+    kind = _scalar_kind(alpha)
     check(
-        not (rt.is_exact and _is_float_number(alpha)),
+        not (rt.is_exact and kind in ("float", "complex")),
         "For integral input tensors, argument alpha must not be a floating point number.",
+    )
+    check(
+        rt.is_complex or kind != "complex",
+        "For non-complex input tensors, argument alpha must not be a complex number.",
     )
     check(
         not (_is_bool(alpha) and not rt.is_boolean),
@@ -98,6 +137,19 @@ def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
     converted to the dtype, rounding once: so does this."""
     if isinstance(alpha, (int, float)) and alpha == 1:
         return _binary(op, prim, a, b, casts_cpu_scalars=True)
+    if isinstance(alpha, TensorProxy):
+        # A 0-dim tensor alpha is read as a number of the result dtype (bool alpha of a bool
+        # add is True for any nonzero), then computed with as a Python alpha is.
+        scale = to_dtype(alpha, result_type(a, b))
+        return compute(
+            op,
+            Promotion.DEFAULT,
+            lambda x, y, w: prim(x, prims.mul(y, w)),
+            a,
+            b,
+            scale,
+            casts_cpu_scalars=True,
+        )
     if type(alpha) in (int, float) and low_precision_cpu_dtype((a, b)) is not None:
         alpha_cast = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[2]
         return compute(
@@ -480,20 +532,35 @@ def lerp(start: Any, end: Any, weight: Any) -> Any:
 def addcmul(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
     for i, (x, what) in enumerate(((a, "input"), (t1, "tensor1"), (t2, "tensor2"))):
         check_tensor_arg(x, "addcmul", what, i + 1)
-    check(
-        is_number(value),
-        lambda: f"addcmul(): argument 'value' must be Number, not {type(value).__name__}",
-        TypeError,
-    )
+    _check_number_arg("addcmul", "value", value)
     return compute(
         "addcmul",
         Promotion.DEFAULT,
         # torch's order: self + value * t1 * t2 (rounding as its kernels round)
-        lambda x, y, z: prims.add(x, prims.mul(prims.mul(_number_as(value, x.dtype), y), z)),
+        lambda x, y, z, *v: prims.add(x, prims.mul(prims.mul(_value_as(value, v, x), y), z)),
         a,
         t1,
         t2,
+        *_value_operand(value, a, t1, t2),
     )
+
+
+def _value_operand(value: Any, *tensors: Any) -> tuple[Any, ...]:
+    """A 0-dim tensor ``value`` as one more operand of the computation, read in the dtype the
+    op computes in (as torch reads the number); nothing for a number (``_value_as``)."""
+    if not isinstance(value, TensorProxy):
+        return ()
+    computation, result = promote(*tensors, kind=Promotion.DEFAULT)
+    # Among 0-dim operands only, an operand of the computation dtype (float32 for float16)
+    # would promote the result: it is then read in the result dtype.
+    dims = any(t.ndim > 0 for t in tensors)
+    return (to_dtype(value, computation if dims else result),)
+
+
+def _value_as(value: Any, operand: tuple[Any, ...], x: Any) -> Any:
+    """The ``value`` of addcmul/addcdiv in the computation: its tensor operand broadcast
+    (``_value_operand``), else the number as ``x``'s dtype holds it."""
+    return operand[0] if operand else _number_as(value, x.dtype)
 
 
 @torchop("torch.addcdiv", "torch.Tensor.addcdiv", tags=_EW)
@@ -509,19 +576,16 @@ def addcdiv(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
         "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
         "for all dtypes.",
     )
-    check(
-        is_number(value),
-        lambda: f"addcdiv(): argument 'value' must be Number, not {type(value).__name__}",
-        TypeError,
-    )
+    _check_number_arg("addcdiv", "value", value)
     return compute(
         "addcdiv",
         Promotion.DEFAULT,
         # torch's order: self + value * t1 / t2
-        lambda x, y, z: prims.add(x, prims.div(prims.mul(_number_as(value, x.dtype), y), z)),
+        lambda x, y, z, *v: prims.add(x, prims.div(prims.mul(_value_as(value, v, x), y), z)),
         a,
         t1,
         t2,
+        *_value_operand(value, a, t1, t2),
     )
 
 
@@ -547,6 +611,7 @@ def where(condition: Any, a: Any = None, b: Any = None) -> Any:
             lambda: f"where(): argument '{what}' must be Tensor or Number, not {type(x).__name__}",
             TypeError,
         )
+    check_no_complex_half(a, b)
     dtype = result_type(a, b)
     c, x, y = broadcast(condition, a, b)
     return prims.where(c, _for_computation(x, dtype), _for_computation(y, dtype))
@@ -586,19 +651,19 @@ def masked_fill(a: Any, mask: Any, value: Any) -> Any:
             ),
             TypeError,
         )
-        check(
-            a.dtype.is_complex or not isinstance(value, complex),
-            "value cannot be converted to type without overflow",
-        )
+        check_number_fits(value, a.dtype)
         fill = _number_as(value, a.dtype)
     x, m, f = broadcast(a, mask, fill)
-    return prims.where(m, f, x)
+    # torch fills a contiguous copy of the input: its layout, whatever the input's
+    return contiguous(prims.where(m, f, x))
 
 
 def _number_as(value: Any, dtype: Any) -> Any:
     """A Python number as a tensor of ``dtype`` would hold it (ints truncate toward zero)."""
     if isinstance(value, NumberProxy):
         return value
+    if isinstance(value, complex) and not dtype.is_complex:
+        value = value.real  # what fits a real dtype has no imaginary part (check_number_fits)
     if dtype.is_boolean:
         return bool(value)
     if dtype.is_exact:

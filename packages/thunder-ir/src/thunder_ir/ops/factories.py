@@ -377,6 +377,7 @@ def _new(
     op: str,
 ) -> TensorProxy:
     a = check_tensor_arg(a, op, "self")
+    check(size, lambda: f'{op}() missing 1 required positional arguments: "size"', TypeError)
     _check_common(requires_grad, layout, pin_memory, op)
     return _fill(_size_arg(size, op), value, _device(device, a.device), dtype_arg(dtype) or a.dtype)
 
@@ -432,6 +433,14 @@ def new_full(
     layout: Any = None,
     pin_memory: bool = False,
 ) -> Any:
+    check(
+        isinstance(size, (tuple, list)) or type(size).__name__ == "Size",
+        lambda: (
+            "new_full(): argument 'size' (position 1) must be tuple of ints, not "
+            f"{type(size).__name__}"
+        ),
+        TypeError,
+    )
     return _new(
         a, (size,), fill_value, dtype, device, requires_grad, layout, pin_memory, "new_full"
     )

@@ -34,6 +34,7 @@ Symbolic numbers among the arguments, and symbolic sizes of tensor arguments, ar
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -42,7 +43,7 @@ import torch
 
 from thunder_ir.constraints import Compare, Const
 from thunder_ir.devices import to_torch_device
-from thunder_ir.dtypes import from_torch_dtype, to_torch_dtype
+from thunder_ir.dtypes import all_dtypes, from_torch_dtype, to_torch_dtype
 from thunder_ir.errors import DataDependentError, UnsupportedInTracingError
 from thunder_ir.ops._registry import resolve_torch_name, torchop
 from thunder_ir.ops.random_state import draws_from_own_generator
@@ -243,7 +244,10 @@ class _FakeRun:
                         device=to_torch_device(x.device),
                     )
                     if x.requires_grad and (t.is_floating_point() or t.is_complex()):
-                        t.requires_grad_(True)
+                        # Not a leaf: an in-place call on a leaf requiring grad raises, and a
+                        # proxy is a leaf of the user's program only where the binder says so.
+                        with torch.enable_grad():
+                            t = t.requires_grad_(True).clone()
                     fakes.append(t)
                     return t
                 if isinstance(x, torch.Tensor):
@@ -373,7 +377,10 @@ def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tup
 
     grad = any(isinstance(x, TensorProxy) and x.requires_grad for x in tree_iter((args, kwargs)))
     with torch.set_grad_enabled(grad):
-        out = _as_tree(_resolve(torch_name)(*tree_map(real, args), **tree_map(real, kwargs)))
+        result = _resolve(torch_name)(*tree_map(real, args), **tree_map(real, kwargs))
+    _check_result_dtypes(torch_name, result)
+    _SIZED_RESULT_TYPE.set(type(result))
+    out = _as_tree(result)
     sizes: list[IntegerProxy] = []
 
     def proxy(x: Any) -> Any:
@@ -401,6 +408,25 @@ def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tup
         )
 
     return tree_map(proxy, out), tuple(sizes)
+
+
+# The type of the result of the last ``torch_fallback_sized`` recorded in this context: the trace
+# holds a torch.return_types result as a tuple, which ``_call_sized`` gives its type back.
+_SIZED_RESULT_TYPE: contextvars.ContextVar[type] = contextvars.ContextVar("sized_result_type")
+
+
+def _call_sized(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """Records ``torch_fallback_sized`` of the callable ``name``; returns its result as torch
+    does (a torch.return_types result keeps its type: ``lstsq(A, B).solution``)."""
+    token = _SIZED_RESULT_TYPE.set(tuple)
+    try:
+        out, _ = torch_fallback_sized(name, *args, **kwargs)
+        kind = _SIZED_RESULT_TYPE.get()
+    finally:
+        _SIZED_RESULT_TYPE.reset(token)
+    if kind is not tuple and isinstance(out, tuple) and hasattr(kind, "n_fields"):
+        return kind(out)
+    return out
 
 
 def _data_number(x: Any) -> NumberProxy:
@@ -675,6 +701,18 @@ def _foreach_in_place(name: str, args: Sequence[Any], kwargs: dict[str, Any]) ->
     return tensors
 
 
+def _check_result_dtypes(name: str, out: Any) -> None:
+    """A call whose result has a dtype the IR has none for (complex32): torch runs it."""
+    for o in tree_iter(_as_tree(out)):
+        if isinstance(o, torch.Tensor) and o.dtype not in _KNOWN_DTYPES:
+            raise TorchRunsItError(
+                name, f"its result has dtype {o.dtype}, which thunder does not support"
+            )
+
+
+_KNOWN_DTYPES = frozenset(filter(None, map(to_torch_dtype, all_dtypes)))
+
+
 def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """Records a call of the torch callable ``fn`` (which no op mirrors) in the current trace
     and returns its outputs (proxies; a torch.return_types result keeps its type). Raises
@@ -704,8 +742,7 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
         return _foreach_in_place(name, args, kwargs)
     if not in_place and can_read_data() and _reads_data_sizes(args, kwargs):
         # Sizes read from data: run on this call's values, not specialized to them.
-        out, _ = torch_fallback_sized(name, *args, **kwargs)
-        return out
+        return _call_sized(name, args, kwargs)
     args = tuple(tree_map(_specialize, tuple(args)))
     kwargs = tree_map(_specialize, dict(kwargs))
     for p in tree_iter((args, kwargs)):
@@ -727,12 +764,12 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
             return call_mutating_custom_op(fn, args, kwargs)
         if not can_read_data():
             raise
-        out, _ = torch_fallback_sized(name, *args, **kwargs)
-        return out
+        return _call_sized(name, args, kwargs)
     except TorchFallbackError:
         if not written_arguments(fn):
             raise
         return call_mutating_custom_op(fn, args, kwargs)  # it writes the arguments it declares
+    _check_result_dtypes(name, run.out)
     has_tensor_out = any(isinstance(o, torch.Tensor) for o in tree_iter(_as_tree(run.out)))
     if not has_tensor_out and not run.random:
         # A value computed from metadata only (dtype, shape): the same for every call the

@@ -21,6 +21,7 @@ from thunder_ir.ops._helpers import broadcast_shapes, expand_to, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.shape import (
     check_tensor_arg,
+    contiguous,
     movedim,
     reshape_to,
     same_shape,
@@ -644,7 +645,8 @@ def _scatter(
 def scatter(
     a: Any, dim: int, index: Any, src: Any = None, *, value: Any = None, reduce: Any = None
 ) -> Any:
-    return _scatter(a, dim, index, src, value, reduce, "scatter")
+    # torch writes into a contiguous copy of the input: its layout, whatever the input's
+    return contiguous(_scatter(a, dim, index, src, value, reduce, "scatter"))
 
 
 @torchop("torch.Tensor.scatter_", tags=(OpTag.IN_PLACE,))
@@ -758,7 +760,7 @@ def _index_add(a: Any, dim: int, index: Any, source: Any, alpha: Any, op: str) -
 
 @torchop("torch.index_add", "torch.Tensor.index_add")
 def index_add(a: Any, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Any:
-    return _index_add(a, dim, index, source, alpha, "index_add")
+    return contiguous(_index_add(a, dim, index, source, alpha, "index_add"))  # as scatter
 
 
 @torchop("torch.Tensor.index_add_", tags=(OpTag.IN_PLACE,))
@@ -782,7 +784,7 @@ def _index_copy(a: Any, dim: int, index: Any, source: Any, op: str) -> TensorPro
 
 @torchop("torch.index_copy", "torch.Tensor.index_copy")
 def index_copy(a: Any, dim: int, index: Any, source: Any) -> Any:
-    return _index_copy(a, dim, index, source, "index_copy")
+    return contiguous(_index_copy(a, dim, index, source, "index_copy"))  # as scatter
 
 
 @torchop("torch.Tensor.index_copy_", tags=(OpTag.IN_PLACE,))

@@ -10,6 +10,7 @@ from typing import Any
 from thunder_ir import dtypes, prims
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise import check_number_fits
 from thunder_ir.ops.nn_base import add, eq, mul, not_implemented, require_tensor
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.tags import OpTag
@@ -76,14 +77,12 @@ def _scaled_sum(op: str, a: Any, product: TensorProxy, beta: Any, alpha: Any) ->
             f"{op}: expected self and mat2 to have the same dtype, but got: {a.dtype.name} != {product.dtype.name}"
         ),
     )
+    for v in (beta, alpha):
+        check_number_fits(v, product.dtype)  # torch converts them to the dtype, checked
     if product.dtype.is_exact:
-        for v, n in ((beta, "beta"), (alpha, "alpha")):
-            check(
-                not isinstance(v, float),
-                lambda: (
-                    f"For integral input tensors, argument {n} must not be a floating point number."
-                ),
-            )
+        # torch's integer kernels read a float beta or alpha as an integer (truncated toward
+        # zero: beta=0.5 ignores ``input``), where ``addr`` and ``add`` refuse one.
+        beta, alpha = (int(v) if isinstance(v, float) else v for v in (beta, alpha))
     scaled = product if alpha == 1 else mul(product, alpha)
     if beta == 0:  # torch ignores ``input`` then (NaN and inf in it do not propagate)
         return scaled

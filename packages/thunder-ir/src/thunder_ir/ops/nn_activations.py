@@ -32,6 +32,7 @@ from thunder_ir.ops.nn_base import (
     tanh,
     where,
 )
+from thunder_ir.ops.shape import contiguous
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import canonicalize_dim, check
@@ -185,8 +186,9 @@ def hardswish(a: Any, inplace: bool = False) -> Any:
 @torchop("torch.nn.functional.logsigmoid", tags=_EW)
 def logsigmoid(a: Any) -> Any:
     x, rd = _float_input(a, "log_sigmoid_forward")
-    # min(x, 0) - log1p(exp(-|x|)): stable for large |x|.
-    return _finish(a, sub(clamp(x, hi=0.0), log1p(exp(neg(abs_(x))))), rd)
+    # min(x, 0) - log1p(exp(-|x|)): stable for large |x|; torch's result is contiguous,
+    # whatever the input's layout.
+    return contiguous(_finish(a, sub(clamp(x, hi=0.0), log1p(exp(neg(abs_(x))))), rd))
 
 
 @torchop("torch.nn.functional.softsign", tags=_EW)

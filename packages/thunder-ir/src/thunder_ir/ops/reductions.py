@@ -241,6 +241,24 @@ def _correction(dim: Any, unbiased: bool | None, correction: float | None) -> tu
     return dim, correction
 
 
+def _complex_variance(
+    x: TensorProxy, dims: tuple[int, ...], correction: float, with_mean: bool
+) -> tuple[Any, Any]:
+    """The variance of a complex tensor as the sum of its real and imaginary parts' (the mean
+    squared ``|x - mean|``): real ops, whose gradients are eager's (the variance prim's rule
+    is written for real inputs); the mean, where asked, is the complex one."""
+    v = prims.add(
+        prims.var(prims.real(x), dims, correction=correction),
+        prims.var(prims.imag(x), dims, correction=correction),
+    )
+    if not with_mean:
+        return v, None
+    count = 1
+    for d in dims:
+        count = count * x.shape[d]
+    return v, prims.div(prims.sum(x, dims), count)
+
+
 def _variance(
     op: str,
     a: Any,
@@ -257,7 +275,9 @@ def _variance(
     dim, c = _correction(dim, unbiased, correction)
     dims = _dims(a, dim)
     x = to_dtype(a, _accumulation(a.dtype))
-    if with_mean:
+    if x.dtype.is_complex:
+        v, m = _complex_variance(x, dims, c, with_mean)
+    elif with_mean:
         v, m = prims.var_mean(x, dims, correction=c)
     else:
         v, m = prims.var(x, dims, correction=c), None

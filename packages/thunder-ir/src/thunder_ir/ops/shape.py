@@ -441,9 +441,11 @@ def expand_as(a: Any, other: Any) -> Any:
 
 
 @torchop("torch.broadcast_to", "torch.Tensor.broadcast_to", tags=_VIEW)
-def broadcast_to(a: Any, size: Sequence[Any]) -> Any:
+def broadcast_to(a: Any, *size: Any, **kwargs: Any) -> Any:
+    """``torch.broadcast_to(a, size)``; the method also takes the sizes as varargs
+    (``a.broadcast_to(2, 3)``)."""
     a = check_tensor_arg(a, "broadcast_to")
-    return expand_to_shape(a, _expand_shape(a, to_shape((size,))))
+    return expand_to_shape(a, _expand_shape(a, sizes_arg(size, kwargs, "size", "broadcast_to")))
 
 
 @torchop("torch.broadcast_tensors", tags=_VIEW)
@@ -855,9 +857,12 @@ def repeat_interleave(
 
 
 @torchop("torch.tile", "torch.Tensor.tile", tags=_SHAPE)
-def tile(a: Any, dims: Sequence[Any]) -> Any:
+def tile(a: Any, *dims: Any, **kwargs: Any) -> Any:
+    """``torch.tile(a, dims)``; the method also takes the repetitions as varargs
+    (``a.tile(2, 1)``, ``a.tile(2)``)."""
     a = check_tensor_arg(a, "tile")
-    reps = tuple(dims)
+    check(dims or kwargs, 'tile() missing 1 required positional arguments: "dims"', TypeError)
+    reps = sizes_arg(dims, kwargs, "dims", "tile")
     reps = (1,) * (a.ndim - len(reps)) + reps
     return repeat(a, reps)
 
