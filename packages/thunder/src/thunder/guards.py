@@ -616,6 +616,17 @@ class TensorsMetadata:
                 )
         return None
 
+    def only_sizes_differ(self, tensors: Sequence[Any]) -> bool:
+        """Whether the tensors differ from the expected ones in their sizes only."""
+        return all(
+            isinstance(t, torch.Tensor)
+            and len(t.shape) == len(shape)
+            and t.dtype is dtype
+            and t.device == device
+            and t.requires_grad is requires_grad
+            for t, (shape, dtype, device, requires_grad) in zip(tensors, self.expected)
+        )
+
 
 def _torch_tensor_guard(
     tensors: Sequence[torch.Tensor], shapes: Sequence[tuple[int | None, ...]]
@@ -642,7 +653,8 @@ def _check_tensors(metadata: TensorsMetadata, *tensors: Any) -> None:
     raise GuardFailure(
         what
         or "a tensor's type or dispatch keys changed (a Parameter replaced by a tensor, or the "
-        "call runs under inference_mode where the program was compiled outside it)"
+        "call runs under inference_mode where the program was compiled outside it)",
+        sizes_only=what is not None and metadata.only_sizes_differ(tensors),
     )
 
 

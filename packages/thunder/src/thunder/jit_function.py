@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import copy
+import dataclasses
 import functools
 import time
 import traceback
@@ -148,6 +149,11 @@ class CompileStats:
         return "\n".join(lines)
 
 
+class _SymbolicRefused(Exception):
+    """A program compiled with symbolic values automatically could not be: the call compiles
+    with constant values."""
+
+
 class _Structure:
     """A signature and its buckets: key -> entries; the keys whose tracing failed where eager
     ran: key -> (calls left to run eagerly before tracing again, the next such wait); and the
@@ -205,6 +211,13 @@ class ThunderFunction:
         self._buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
         self._split_keys: set[tuple[Any, ...]] = set()  # the first structure's, as _buckets
         self._last_failure = ""
+        self._sizes_failed = False  # a program failed these inputs on tensor sizes only
+        # The default cache compiles with symbolic values once sizes changed for a third program
+        # (_goes_symbolic); False again for good where such a program could not be compiled.
+        self._auto_symbolic = False
+        self._auto_symbolic_allowed = (
+            options.sizes_become_symbolic and options.cache is CACHE_OPTIONS.CONSTANT_VALUES
+        )
         self._warned = False
         self._warned_torch_func = False
         # cache="same input": (ids of the last call's arguments, the entry that served it).
@@ -286,11 +299,13 @@ class ThunderFunction:
             )
         caching = self.options.cache is not CACHE_OPTIONS.NO_CACHING
         structure, key = self._find_structure(args, kwargs) if caching else (None, None)
+        self._sizes_failed = False
         if structure is not None and key is not None:
             for entry in structure.buckets.get(key, ()):
                 try:
                     inputs = entry.prologue(args, kwargs)
                 except GuardFailure as e:
+                    self._sizes_failed |= e.sizes_only
                     self._last_failure = describe_guard_failure(e)
                     logs.log_guard_failure(self._name, self._last_failure)
                     continue
@@ -333,8 +348,59 @@ class ThunderFunction:
                 self._signature, self._buckets = signature.fn, structure.buckets
                 self._split_keys = structure.split
         reason = self._change_reason(structure, key)
+        if self._goes_symbolic(structure, key):
+            structure, key = self._compile_symbolic_from_now(args, kwargs, reason)
+            try:
+                with progress.compiling(self._name):
+                    return self._compile_and_run(args, kwargs, structure, key, reason)
+            except _SymbolicRefused:
+                structure, key = self._find_structure(args, kwargs)
         with progress.compiling(self._name):
             return self._compile_and_run(args, kwargs, structure, key, reason)
+
+    def _goes_symbolic(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> bool:
+        """Whether the default cache compiles this call with symbolic values: sizes changed
+        (of tensors in the arguments or read through them, a KV cache's) where two programs
+        serve other sizes already. One program then serves every size (``cache="symbolic
+        values"``), where each new length (a decoding step, a batch of another length) compiled
+        a program of its own up to the recompile limit."""
+        if not self._auto_symbolic_allowed or self._auto_symbolic:
+            return False
+        if structure is None or key is None or self._entries < 2:
+            return False
+        if key in structure.buckets:
+            return self._sizes_failed
+        return self._symbolic_would_help(structure, key)
+
+    def _compile_symbolic_from_now(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: str | None
+    ) -> tuple[_Structure, tuple[Any, ...]]:
+        """A structure keyed with symbolic values, first in the lookup from now on."""
+        self._auto_symbolic = True
+        signature = make_signature(args, kwargs, True, self._param_names)
+        structure = _Structure(signature)
+        self._structures.insert(0, structure)
+        self._signature, self._buckets = signature.fn, structure.buckets
+        self._split_keys = structure.split
+        logs.log_cache_mode(
+            self._name,
+            f"sizes changed again ({reason}): compiling with cache='symbolic values' from now on",
+        )
+        return structure, signature.fn(args, kwargs)
+
+    def _symbolic_refused(self) -> None:
+        """A program with symbolic values could not be compiled: back to constant values for
+        good (the structure keyed symbolically is dropped, its entries with it)."""
+        self._auto_symbolic, self._auto_symbolic_allowed = False, False
+        dropped = self._structures.pop(0)
+        self._entries -= sum(len(b) for b in dropped.buckets.values())
+        if self._structures:
+            first = self._structures[0]
+            self._signature, self._buckets = first.signature.fn, first.buckets
+            self._split_keys = first.split
+        else:
+            self._signature, self._buckets, self._split_keys = _no_signature, {}, set()
+        raise _SymbolicRefused
 
     def _compile_and_run(
         self,
@@ -349,26 +415,36 @@ class ThunderFunction:
         caching) and runs it; the call runs eagerly where tracing cannot hold it."""
         start = time.perf_counter()
         raised: Exception | None = None
+        options = self.options
+        if self._auto_symbolic:
+            options = dataclasses.replace(options, cache=CACHE_OPTIONS.SYMBOLIC_VALUES)
         try:
             entry = compile_entry(
                 self.fn,
                 args,
                 kwargs,
-                self.options,
+                options,
                 self.executors,
                 self.transforms,
                 self._param_names,
                 key,
             )
-        except ProgramRaised as e:
-            raised = e.error
-        except (JitError, TracingError) as e:
-            if not self._runs_split_when_refused(e):
-                raise
-            raised = _refused(e)  # torch runs what thunder cannot compile: split, visibly
-        except Exception as e:  # after tracing: thunder's own failure, never the program's
-            self._warn_internal_error(e)
-            raised = _INTERNAL
+        except Exception as e:
+            if self._auto_symbolic:  # compiled with constant values instead
+                logs.log_cache_mode(
+                    self._name,
+                    f"symbolic values refused ({type(e).__name__}: {e}): constant values again",
+                )
+                self._symbolic_refused()
+            if isinstance(e, ProgramRaised):
+                raised = e.error
+            elif isinstance(e, (JitError, TracingError)):
+                if not self._runs_split_when_refused(e):
+                    raise
+                raised = _refused(e)  # torch runs what thunder cannot compile: split, visibly
+            else:  # after tracing: thunder's own failure, never the program's
+                self._warn_internal_error(e)
+                raised = _INTERNAL
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
             if isinstance(raised, RunsEagerly) and self.split_by_caller:
                 # A graph of thunder's torch.compile backend: the backend splits the graph
@@ -591,7 +667,7 @@ class ThunderFunction:
 
     @property
     def _symbolic(self) -> bool:
-        return self.options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES
+        return self.options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES or self._auto_symbolic
 
     def _find_structure(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -30,6 +30,7 @@ from types import FrameType
 __all__ = [
     "CHANNELS",
     "channel",
+    "log_cache_mode",
     "log_compile",
     "log_eager",
     "log_guard_failure",
@@ -181,6 +182,13 @@ def log_program(name: str, traces: dict[str, object], data_reads: Callable[[], l
     reads = data_reads() if log is not None else []
     if log is not None and reads:
         log.info("%s: reads tensor data:\n  %s", name, "\n  ".join(reads))
+
+
+def log_cache_mode(name: str, what: str) -> None:
+    """The cache mode a function compiles with changed (``recompiles``)."""
+    log = _on("recompiles")
+    if log is not None:
+        log.info("%s: at the call at %s, %s", name, user_call_site() or "?", what)
 
 
 def log_guard_failure(name: str, failure: str) -> None:

@@ -14,7 +14,10 @@ class CACHE_OPTIONS(enum.Enum):
     """How a compiled program is reused.
 
     - ``CONSTANT_VALUES`` (default): Python numbers and strings among the inputs are constants of
-      the program; another value is another cache entry.
+      the program; another value is another cache entry. By default (no ``cache=`` given), once
+      two programs serve other tensor sizes, a call whose inputs differ from them in sizes only
+      (a decoding step's longer KV cache, a batch of another length) compiles with
+      ``SYMBOLIC_VALUES``, which then serves every size.
     - ``SYMBOLIC_VALUES``: int and float inputs stay symbolic (``NumberProxy``), and so do the
       sizes of the tensors the caller passes (arguments and tensors inside argument objects, such
       as a KV cache; parameters and buffers keep static sizes). Sizes 0 and 1 stay constants.
@@ -98,6 +101,8 @@ class JitOptions:
     dce: bool
     reshape_inplace: str = "warn"
     lookasides: tuple[Any, ...] = ()  # thunder.Lookaside values of this program
+    # No cache= given: constant values, symbolic once sizes keep changing (CONSTANT_VALUES).
+    sizes_become_symbolic: bool = False
 
     @staticmethod
     def from_kwargs(
@@ -129,6 +134,7 @@ class JitOptions:
         return JitOptions(
             reshape_inplace=merged["reshape_inplace"],
             cache=resolve_cache_option(cache),
+            sizes_become_symbolic=cache is None,
             sharp_edges=_resolve_sharp_edges(sharp_edges),
             disable_torch_autograd=bool(disable_torch_autograd),
             recompile_limit=limit,

@@ -17,7 +17,12 @@ __all__ = ["PROLOGUE_MISSES", "GuardFailure"]
 
 
 class GuardFailure(Exception):
-    """A prologue check failed: the cached program does not apply to these inputs."""
+    """A prologue check failed: the cached program does not apply to these inputs.
+    ``sizes_only``: only tensor sizes differ (the same dimensions, dtypes and devices)."""
+
+    def __init__(self, *args: Any, sizes_only: bool = False) -> None:
+        super().__init__(*args)
+        self.sizes_only = sizes_only
 
 
 # What an inlined read raises when its path is gone (``obj.name``, ``d[key]``): the prologue's
