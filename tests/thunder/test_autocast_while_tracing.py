@@ -168,3 +168,90 @@ def test_a_module_trained_under_autocast_reads_eager_dtypes() -> None:
             torch.testing.assert_close(p.grad, q.grad, atol=2e-2, rtol=5e-2)
             p.grad, q.grad = None, None
     assert thunder.compile_stats(jnet).eager_fallbacks == 0
+
+
+class _MatmulFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> Any:
+        x, w = ctx.saved_tensors
+        # eager's engine runs this with autocast off: float32 products
+        return g.float() @ w.t().float(), x.t().float() @ g.float()
+
+
+class _CustomBwdFunction(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx: Any, g: torch.Tensor) -> Any:
+        x, w = ctx.saved_tensors
+        return g @ w.t(), x.t() @ g  # under the forward's autocast again
+
+
+@pytest.mark.parametrize("function", [_MatmulFunction, _CustomBwdFunction])
+def test_a_custom_function_backward_runs_under_eagers_autocast_state(function: Any) -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return function.apply(x, w)
+
+    jf = thunder.jit(fn)
+    for _ in range(2):
+        x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+        x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        with torch.autocast("cpu", dtype=BF16):
+            got, want = jf(x, w), fn(x2, w2)
+        assert got.dtype == want.dtype
+        g = torch.randn_like(want, dtype=torch.float32)
+        got.backward(g.to(got.dtype))
+        want.backward(g.to(want.dtype))
+        torch.testing.assert_close(x.grad, x2.grad, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(w.grad, w2.grad, atol=1e-6, rtol=1e-6)
+
+
+def test_autocast_entered_inside_a_cond_branch_and_a_loop_body() -> None:
+    from torch._higher_order_ops.while_loop import while_loop
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> Any:
+        def low(a: torch.Tensor) -> torch.Tensor:
+            with torch.autocast("cpu", dtype=BF16):
+                return (a @ w).float()
+
+        y = torch.cond(x.sum() > -1e9, low, lambda a: a @ w, (x,))
+
+        def body(i: torch.Tensor, a: torch.Tensor) -> Any:
+            with torch.autocast("cpu", dtype=BF16):
+                return i + 1, (a @ w).float()
+
+        _, z = while_loop(lambda i, a: i < 2, body, (torch.tensor(0), x))
+        return y, z
+
+    jf = thunder.jit(fn)
+    for _ in range(2):
+        x, w = torch.randn(8, 8), torch.randn(8, 8)
+        for got, want in zip(jf(x, w), fn(x, w)):
+            torch.testing.assert_close(got, want, atol=0, rtol=0)  # bfloat16 products both
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        lambda x: torch.nn.functional.max_pool3d(x, 2),
+        lambda x: torch.nn.functional.adaptive_avg_pool3d(x, 1),
+        lambda x: torch.nn.functional.avg_pool3d(x, 2),
+    ],
+)
+def test_cpu_autocast_runs_3d_pooling_in_float32(pool: Any) -> None:
+    jf = thunder.jit(pool)
+    x = torch.randn(1, 2, 4, 4, 4).to(BF16)
+    with torch.autocast("cpu", dtype=BF16):
+        got, want = jf(x), pool(x)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want)

@@ -346,3 +346,23 @@ def test_functional_call_on_the_jitted_module_uses_the_given_tensors() -> None:
         torch.testing.assert_close(actual_grad, expected_grad)
         torch.testing.assert_close(jm(x), model(x))  # its own tensors again afterwards
     assert "scale" not in jm.__dict__ and jm.scale is model.scale
+
+
+def test_a_split_call_leaves_distribution_validation_as_the_caller_set_it() -> None:
+    """torch.compile's first compilation switches torch.distributions' argument validation off
+    for the process; eager code after a call that runs split still validates."""
+
+    def sample_text(mu: torch.Tensor) -> str:
+        return f"{torch.distributions.Normal(mu, 1.0).mean}"  # text of a tensor: runs split
+
+    jf = thunder.jit(sample_text)
+    before = torch.distributions.Distribution._validate_args
+    try:
+        torch.distributions.Distribution.set_default_validate_args(True)
+        mu = torch.randn(2)
+        assert jf(mu) == sample_text(mu)
+        assert thunder.compile_stats(jf).split_calls == 1
+        with pytest.raises(ValueError):
+            torch.distributions.Normal(mu, -1.0)
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(before)

@@ -188,6 +188,8 @@ FP32_OPS: frozenset[Symbol] = frozenset(
         ltorch.binary_cross_entropy,
         ltorch.binary_cross_entropy_with_logits,
         ltorch.avg_pool3d,
+        ltorch.max_pool3d,
+        ltorch.adaptive_avg_pool3d,
     }
 )
 CPU_LISTS = AutocastLists("cpu", LOWER_PRECISION_OPS, FP32_OPS, min_operands={ltorch.einsum: 2})
@@ -395,7 +397,7 @@ class _Replay:
                 self.call(bsym, args, kwargs, changed)
             return
         if sym in _FALLBACKS:
-            self._fallback(bsym, args, kwargs)
+            self.fallback(bsym, args, kwargs)
             return
         devices = _device_types(args, kwargs) if state else set()
         for device in _PRIORITY:
@@ -496,15 +498,14 @@ class _Replay:
 
     # -- torch callables without an op ----------------------------------------------------------
 
-    def _fallback(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> None:
-        """A ``torch_fallback`` call (recorded as it runs without autocast) under autocast: the
-        inputs eager's autocast converts converted first, then the call recorded again."""
+    def fallback(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> Any:
+        """A ``torch_fallback`` call under autocast: the inputs eager's autocast converts
+        converted first, then the call recorded (again); its output."""
         prefix = 3 if bsym.sym is ltorch.torch_fallback_random_replay else 1
         head, call_args = args[:prefix], args[prefix:]
         state = {d: t for d, t in self.state.items() if d in _device_types(call_args, kwargs)}
         if not state:
-            self.call(bsym, args, kwargs, any(self._replaced(bsym)))
-            return
+            return self.call(bsym, args, kwargs, self.fresh or any(self._replaced(bsym)))
         casts, expected = _autocast_fake_run(args[0], call_args, kwargs, state)
         call_args, kwargs = self.cast_where(call_args, kwargs, lambda i, x: casts.get(i))
         out = bsym.sym(*head, *call_args, **kwargs)
@@ -518,6 +519,7 @@ class _Replay:
                 "autocast or convert its inputs explicitly"
             )
         self._bind_outputs(bsym, out)
+        return out
 
     # -- higher-order symbols and checkpointed regions ------------------------------------------
 
@@ -846,6 +848,8 @@ class AutocastRecorder:
         self, trace: Trace, state: State, sym: Symbol, args: tuple[Any, ...], kwargs: Any
     ) -> Any:
         replay = _Replay(trace, state, fresh=True)
+        if sym in _FALLBACKS:  # cast first: the plain call may refuse bfloat16 (torch.fft)
+            return replay.fallback(BoundSymbol(sym, args, kwargs, None), args, kwargs)
         devices = _device_types(args, kwargs)
         for device in _PRIORITY:
             if device in state and device in devices:

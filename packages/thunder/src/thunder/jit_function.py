@@ -562,9 +562,14 @@ class ThunderFunction:
         effects are seen), and hands the graphs around it to thunder, compiled with this jit's
         options. Dynamo's own failures run their frame eagerly (``suppress_errors``), never
         twice."""
-        if self._split_program is None:
-            import torch
+        import torch
+        import torch._dynamo
 
+        # Dynamo's first torch.compile switches torch.distributions' argument validation off for
+        # the whole process (its TorchPatcher): eager code after the call keeps the caller's.
+        distribution = torch.distributions.Distribution
+        validating = distribution._validate_args
+        if self._split_program is None:
             from thunder.dynamo import ThunderCompiler
 
             compiler = ThunderCompiler.of_jit(self.options, self.executors, self.transforms)
@@ -585,7 +590,6 @@ class ThunderFunction:
                     stacklevel=logs.user_stacklevel(),
                 )
         self.stats.split_calls += 1
-        import torch._dynamo
 
         config = torch._dynamo.config  # set and put back by hand: config.patch costs 35 us a call
         suppressed, skip_hooks = config.suppress_errors, config.skip_nnmodule_hook_guards
@@ -597,6 +601,7 @@ class ThunderFunction:
             return self._split_program(*args, **kwargs)
         finally:
             config.suppress_errors, config.skip_nnmodule_hook_guards = suppressed, skip_hooks
+            distribution._validate_args = validating
 
     def _warn_internal_error(self, error: Exception) -> None:
         """Compiling the traced program raised inside thunder: the call runs eagerly (its result

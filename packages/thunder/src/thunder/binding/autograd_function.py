@@ -150,11 +150,15 @@ class AutogradFunctionMixin(HigherOrderMixin):
 
         protos = [o.replace(requires_grad=False) for o in diff]
         restore = self._program_grad_mode(False, record_stop_gradient=False)
+        # Eager's engine runs a backward with autocast off (torch.amp.custom_bwd enters the
+        # forward's again, inside it).
+        self.regions.autocast_stack.append({})
         try:
             sub = self._record(
                 table, backward, protos, f"{name}_backward", f"{name}.backward", False
             )
         finally:
+            self.regions.autocast_stack.pop()
             restore()
         saved = ho.captures(sub, len(protos))
         inputs = tuple(a for a, n in zip(args, needs) if n)

@@ -417,9 +417,11 @@ class RegionsMixin(CopyingMixin):
         program runs."""
         from thunder_transforms.autocast import AutocastRecorder
 
-        trace = self.trace
-        if trace.intercept is None:
-            trace.intercept = AutocastRecorder(self._autocast_now)
+        recorder = self.trace.intercept or AutocastRecorder(self._autocast_now)
+        self.trace.intercept = recorder
+        current = get_tracectx()  # a function of a higher-order op records into its own
+        if current is not None and current.intercept is None:
+            current.intercept = recorder
 
     def _autocast_now(self) -> dict[str, torch.dtype]:
         return (
