@@ -36,7 +36,7 @@ from thunder_ir.aliasing import (
     written_inputs,
     written_where_gradients_flow,
 )
-from thunder_transforms.autodiff.registry import stopped_inside
+from thunder_transforms.autodiff.registry import differentiable_inputs, stopped_inside
 from thunder_transforms.functionalize import functionalize
 from thunder_transforms.passes import substitute
 
@@ -73,14 +73,7 @@ def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = No
         return False
     if any(isinstance(a, TensorProxy) and a.name in relevant for a in trace.args):
         return True  # the caller's memory: when, whether and how it is written is eager's
-    args = trace.args
-    if requires_grad is None:
-        requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
-    active = {
-        a.name
-        for a, r in zip(args, requires_grad)
-        if r and isinstance(a, TensorProxy) and a.dtype.is_inexact
-    }
+    active = differentiable_inputs(trace, requires_grad)
     # Whole ops: an in-place op's reads of what it writes are its own (torch saves what it needs
     # before writing).
     bsyms = trace.bound_symbols

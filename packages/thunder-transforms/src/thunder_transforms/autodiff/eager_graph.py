@@ -28,7 +28,7 @@ from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.pytree import tree_flatten
-from thunder_transforms.autodiff.registry import bound_arguments
+from thunder_transforms.autodiff.registry import bound_arguments, differentiable_inputs
 
 __all__ = ["EagerGraph", "EagerNode", "eager_graph"]
 
@@ -183,13 +183,7 @@ def _carries(p: object, carries: set[str]) -> bool:
 def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> EagerGraph:
     """The model of eager's autograd graph of ``trace`` (see the module docstring)."""
     args = trace.args
-    if requires_grad is None:
-        requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
-    carries = {
-        a.name
-        for a, r in zip(args, requires_grad)
-        if r and isinstance(a, TensorProxy) and a.dtype.is_inexact
-    }
+    carries = differentiable_inputs(trace, requires_grad)
     leaves = tree_flatten(trace.return_value)[0]
     info = alias_info(trace.bound_symbols)
     inputs_of: dict[str, set[int]] = {}

@@ -166,3 +166,16 @@ def expand_reduced(t: TensorProxy, shape: Sequence[Any], dims: Sequence[int]) ->
     reduced = {d % ndim for d in dims} if ndim else set()
     kept = tuple(i for i in range(ndim) if i not in reduced)
     return prims.broadcast_in_dim(t, tuple(shape), kept)  # type: ignore[no-any-return]
+
+
+def differentiable_inputs(trace: Any, requires_grad: Sequence[bool] | None = None) -> set[str]:
+    """Names of ``trace``'s floating-point tensor arguments that require grad (``requires_grad``,
+    one flag per argument, overrides the proxies' own flags)."""
+    args = trace.args
+    if requires_grad is None:
+        requires_grad = [isinstance(a, TensorProxy) and a.requires_grad for a in args]
+    return {
+        a.name
+        for a, r in zip(args, requires_grad)
+        if r and isinstance(a, TensorProxy) and a.dtype.is_inexact
+    }
