@@ -757,6 +757,11 @@ class ReadsMixin(BinderState):
     def _load_container(self, value: Any, access: Access) -> Any:
         if type(value) in _CONTAINER_MUTATORS:
             self.paths.container_at.setdefault(access, value)
+        known = self.inputs.proxied_copies.get(id(value))
+        if known is not None and known[0] is value:
+            # Read again: the program sees the one copy it has (the container itself may hold
+            # only proxies now, put there by the program: ``WritesMixin._mirror_on_original``).
+            return known[1]
         if is_scalar_constant(value):
             self.facts.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
             return value
@@ -766,9 +771,6 @@ class ReadsMixin(BinderState):
             return value
         # A container of tensors: the program sees a copy holding proxies. The copy stands for the
         # outside container, so its mutations are recorded (and replayed) as the container's.
-        known = self.inputs.proxied_copies.get(id(value))
-        if known is not None and known[0] is value:
-            return known[1]
         copied: Any
         if type(value) in (dict, OrderedDict):
             self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))

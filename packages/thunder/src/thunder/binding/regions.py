@@ -387,7 +387,7 @@ class RegionsMixin(CopyingMixin):
     def _inference_mode_enter(self, cm: Any) -> None:
         """``torch.inference_mode()`` inside the program: grad mode off for the block (the
         process's own inference mode is never entered while tracing)."""
-        enabled = bool(getattr(cm, "mode", True))
+        enabled = bool(self._context_setting(cm, "mode", True))
         self.regions.inference_stack.append((self._grad_mode(), enabled))
         if enabled:
             self._set_grad_enabled(False)
@@ -430,9 +430,20 @@ class RegionsMixin(CopyingMixin):
             else self.autocast_at_start()
         )
 
+    def _context_setting(self, cm: Any, name: str, default: Any) -> Any:
+        """A setting of a context manager the program enters (``autocast.fast_dtype``,
+        ``inference_mode.mode``). One the program did not build (an argument, a global) is
+        read as the program's reads are: guarded, so another object with other settings
+        recompiles. One built in the call is its own; its settings need no guard."""
+        value = getattr(cm, name, default)
+        access = self.access_for(cm)
+        if access is None or self.is_inserted(access) or isinstance(value, Proxy):
+            return value
+        return self.on_load(value, access.attr(name), holder=cm)
+
     def _autocast_enter(self, cm: Any) -> Any:
-        device = getattr(cm, "device", None)
-        enabled = bool(getattr(cm, "_enabled", False))
+        device = self._context_setting(cm, "device", None)
+        enabled = bool(self._context_setting(cm, "_enabled", False))
         if device not in AUTOCAST_TRANSFORM_DEVICES:
             if enabled:
                 raise UnsupportedOperationError(
@@ -450,7 +461,7 @@ class RegionsMixin(CopyingMixin):
             )
         state = dict(self._autocast_now())
         if enabled:
-            state[device] = cm.fast_dtype
+            state[device] = self._context_setting(cm, "fast_dtype", None)
         else:
             state.pop(device, None)
         self.regions.autocast_stack.append(state)

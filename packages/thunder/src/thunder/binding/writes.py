@@ -4,6 +4,7 @@ itself has no visible effect."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import copyreg
 import types
@@ -328,6 +329,7 @@ class WritesMixin(ReadsMixin):
                 copy.deepcopy(snapshot) if is_scalar_constant(snapshot) else _MISSING
             )
         self.effects.mutated.add(id(container))
+        self._mirror_on_original(container, method, args)
         if id(container) in self.facts.content_read:
             self._guard_entry_contents(container, access)
         else:
@@ -338,6 +340,30 @@ class WritesMixin(ReadsMixin):
             self.facts.guards.setdefault(access, Guard(access, "type", type(container)))
         self.effects.writes.append(Write("call_kw" if kw else "call", access, method, template))
         self._track_inserted(container, access, method, args)
+
+    def _mirror_on_original(self, container: Any, method: str, args: tuple[Any, ...]) -> None:
+        """A mutation of the copy (holding proxies) the program sees of an outside dict of
+        tensors, made on the outside dict too while tracing (undone after): code run natively
+        reads that dict, not the copy (``nn.Module.__getattr__`` reads ``_parameters``), and
+        must see what the program wrote there (``module._parameters[k] = w``, as
+        ``torch.func.functional_call`` does)."""
+        original = self._original_of_copy(container)
+        if original is None:
+            return
+        if id(original) not in self.effects.snapshotted:
+            self.effects.snapshotted.add(id(original))
+            snapshot = copy.copy(original)
+            self.effects.undo.append(lambda: _restore_container(original, snapshot))
+        with contextlib.suppress(KeyError, TypeError):  # the copy raises the same for the program
+            getattr(original, method)(*args)
+
+    def _original_of_copy(self, container: Any) -> dict[Any, Any] | None:
+        if not isinstance(container, dict):
+            return None
+        for original, copied in self.inputs.proxied_copies.values():
+            if copied is container and isinstance(original, dict):
+                return original
+        return None
 
     def _refuse_escaped(self, obj: Any, what: str) -> None:
         if id(obj) in self.effects.escaped and self.effects.escaped[id(obj)] is obj:
