@@ -140,3 +140,19 @@ def test_a_program_symbolic_values_refuse_compiles_with_constant_values(
     assert stats.compilations == 4 and stats.eager_fallbacks == 0 and stats.cache_hits == 1
     assert "symbolic values refused" in caplog.text
     assert "compiling with cache='symbolic values' from now on" in caplog.text
+
+
+def test_a_program_raising_after_the_switch_raises_eagers_error() -> None:
+    def f(x: torch.Tensor, k: int) -> torch.Tensor:
+        if k == 4:
+            raise ValueError("boom")
+        return x * k
+
+    jf = thunder.jit(f)
+    for k in (1, 2, 3):
+        x = torch.randn(k + 1)
+        torch.testing.assert_close(jf(x, k), f(x, k))
+    with pytest.raises(ValueError, match="boom"):
+        jf(torch.randn(5), 4)
+    x = torch.randn(7)
+    torch.testing.assert_close(jf(x, 6), f(x, 6))

@@ -149,6 +149,10 @@ class CompileStats:
         return "\n".join(lines)
 
 
+# Set in ThunderFunction.__init__ (never looked up on the wrapped function).
+_OWN_ATTRIBUTES = frozenset({"fn", "options", "executors", "transforms", "stats"})
+
+
 class _SymbolicRefused(Exception):
     """A program compiled with symbolic values automatically could not be: the call compiles
     with constant values."""
@@ -229,7 +233,9 @@ class ThunderFunction:
         self.split_by_caller = False
         self._warned_split = False
         with contextlib.suppress(AttributeError, TypeError):  # objects without a name
-            functools.update_wrapper(self, fn)
+            # Its name and docstring, not its __dict__: an attribute of the wrapped object named
+            # like one of this object's (``fn``, ``stats``, ``options``) would replace it.
+            functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if transforms_active() is not None:  # torch.func: vmap and nested transforms run eagerly
@@ -350,13 +356,13 @@ class ThunderFunction:
         reason = self._change_reason(structure, key)
         if self._goes_symbolic(structure, key):
             structure, key = self._compile_symbolic_from_now(args, kwargs, reason)
-            try:
-                with progress.compiling(self._name):
-                    return self._compile_and_run(args, kwargs, structure, key, reason)
-            except _SymbolicRefused:
-                structure, key = self._find_structure(args, kwargs)
-        with progress.compiling(self._name):
-            return self._compile_and_run(args, kwargs, structure, key, reason)
+        try:
+            with progress.compiling(self._name):
+                return self._compile_and_run(args, kwargs, structure, key, reason)
+        except _SymbolicRefused:  # compiled with constant values from now on
+            structure, key = self._find_structure(args, kwargs)
+            with progress.compiling(self._name):
+                return self._compile_and_run(args, kwargs, structure, key, reason)
 
     def _goes_symbolic(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> bool:
         """Whether the default cache compiles this call with symbolic values: sizes changed
@@ -735,6 +741,21 @@ class ThunderFunction:
             return False
         last_key = next(reversed(structure.buckets))
         return structure.signature.symbolic_values_would_help(last_key, key)
+
+    def __getattr__(self, name: str) -> Any:
+        """The wrapped function's own attributes (``jf.some_flag`` set by a decorator), as a
+        wrapper made by ``functools.wraps`` shows them."""
+        if name.startswith("__") or name in _OWN_ATTRIBUTES:
+            raise AttributeError(name)
+        fn = self.__dict__.get("fn")
+        if fn is None or not isinstance(getattr(fn, "__dict__", None), dict):
+            raise AttributeError(name)
+        try:
+            return fn.__dict__[name]
+        except KeyError:
+            raise AttributeError(
+                f"'{type(self).__name__}' object has no attribute '{name}'"
+            ) from None
 
     def _thunder_inner_function(self) -> Any:
         """The jitted callable (how an enclosing jit reads through this one)."""
