@@ -1092,3 +1092,68 @@ def test_an_op_that_sets_a_layout_gives_the_results_after_it_eagers_strides(
             assert g.stride() == e.stride()
         if layout == "contiguous":
             got[0].view(-1)  # eager's is contiguous
+
+
+class _Lambda(torch.nn.Module):
+    """A module holding the function it applies as ``self.fn``, and attributes named like the
+    jitted function's own (``stats``, ``options``)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+        self.scale = 3.0
+        self.stats = {"calls": 0}
+        self.options = {"mode": "a"}
+
+    def forward(self, x):
+        return self.fn(x) * self.scale
+
+
+def test_attributes_of_the_jitted_object_do_not_replace_the_jitted_functions_own():
+    m = _Lambda(torch.sin)
+    jm = thunder.jit(m)
+    for _ in range(3):
+        x = torch.randn(4)
+        torch.testing.assert_close(jm(x), m(x))
+    assert thunder.compile_stats(jm).compilations == 1
+
+    class Callable:
+        def __init__(self):
+            self.fn = torch.cos
+
+        def __call__(self, x):
+            return self.fn(x) + 1
+
+    c = Callable()
+    x = torch.randn(4)
+    torch.testing.assert_close(thunder.jit(c)(x), c(x))
+
+    def f(x):
+        return x * 2
+
+    f.fn = torch.tanh  # a function attribute named like the jitted function's own: not run
+    f.tag = "kept"  # other attributes show through, as through functools.wraps
+    jf = thunder.jit(f)
+    torch.testing.assert_close(jf(x), x * 2)
+    assert jf.tag == "kept" and jf.fn is f
+
+
+def test_a_dict_keyed_by_a_number_read_from_data():
+    def f(x):
+        return {int(x.argmax()): x.max()}
+
+    jf = thunder.jit(f)
+    for _ in range(3):
+        x = torch.randn(5)
+        assert jf(x) == f(x)
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    [lambda x: f"{x}", lambda x: "{a:}".format_map({"a": x}), lambda x: f"{x!r}"],
+)
+def test_str_format_of_a_tensor_is_eagers_text(fmt):
+    jf = thunder.jit(fmt)
+    for _ in range(2):
+        x = torch.randn(3)
+        assert jf(x) == fmt(x)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -470,12 +470,27 @@ def _region_interface(
 _DELETE = Symbol("del", None, module="python", tags=(OpTag.DELETE,), id="python::del")
 
 
+def _dict_key_proxies(x: Any) -> Iterator[Proxy]:
+    """The proxies among the keys of the dicts in ``x`` (leaves are the values only)."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if isinstance(k, Proxy):
+                yield k
+            yield from _dict_key_proxies(v)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            yield from _dict_key_proxies(v)
+
+
 def with_deletes(bsyms: Sequence[BoundSymbol], keep: set[str]) -> list[BoundSymbol]:
     """``bsyms`` with a ``del`` after the last use of every name not in ``keep``."""
     last_use: dict[str, int] = {}
     for i, b in enumerate(bsyms):
         for p in b.flat_proxy_args:
             last_use[p.name] = i
+        if b.has_tag(OpTag.RETURN):
+            for p in _dict_key_proxies(b.args):  # ``return {i0: t1}``: a number read from data
+                last_use[p.name] = i
         for p in b.flat_proxy_outs:
             last_use.setdefault(p.name, i)  # never read: dies where it is made
     out: list[BoundSymbol] = []

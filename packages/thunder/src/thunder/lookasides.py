@@ -332,6 +332,15 @@ def _str(*args: Any, **kwargs: Any) -> Any:
     return str(*args, **kwargs)
 
 
+def check_str_formatting(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """``"%s" % t``, ``"{}".format(t)``, ``"{a}".format_map(...)``: text of a tensor's values,
+    which torch makes (as ``str(t)``); C code calls the proxy's own text otherwise."""
+    if method in ("__mod__", "format", "format_map") and (
+        _holds_tensor(args) or _holds_tensor(kwargs)
+    ):
+        _tensor_text()
+
+
 def _repr(x: Any) -> str:
     if _holds_tensor(x):
         _tensor_text()

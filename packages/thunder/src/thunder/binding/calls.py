@@ -37,7 +37,7 @@ from thunder.errors import (
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
-from thunder.lookasides import is_torch_callable, query_is_allowed
+from thunder.lookasides import check_str_formatting, is_torch_callable, query_is_allowed
 from thunder.opaque import impure_reason
 from thunder_interp import Callbacks
 from thunder_ir import NumberProxy, OpTag, Proxy, Symbol, TensorProxy, get_tracectx
@@ -194,6 +194,8 @@ class CallsMixin(WritesMixin):
         if fn is type and len(args) == 1 and not kwargs:
             return self._type_of(args[0])
         owner = getattr(fn, "__self__", None)
+        if type(owner) is str:
+            check_str_formatting(getattr(fn, "__name__", ""), args, kwargs)
         if type(owner) is contextvars.ContextVar and not kwargs:
             return self._context_var_call(owner, fn.__name__, args)
         if type(owner) in LOCK_TYPES and fn.__name__ in LOCK_METHODS:
