@@ -1,6 +1,7 @@
 """Benchmark: ``generate()`` of a small Hugging Face Llama (random weights) through a jitted
 forward, with ``cache="symbolic values"`` (one program for the prompt, one for every decoding
-step, whatever the lengths) and with the default cache (a program per length).
+step, whatever the lengths) and with the default cache (a program per length for the first two
+lengths, then one with symbolic sizes for the rest).
 
 For each mode: the number of compiled programs after generating from two prompts of different
 lengths, and the steady time per new token (median of interleaved rounds, greedy decoding)
@@ -63,7 +64,7 @@ def main() -> None:
         jitted = thunder.jit(eager_forward, **options)
         model.forward = jitted
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the default cache hits its recompile limit
+            warnings.simplefilter("ignore")  # (recompile warnings)
             same = all(torch.equal(generate(p), e) for p, e in zip(prompts, expected))
             stats = thunder.compile_stats(jitted)
             compiles, fallbacks = stats.compilations, stats.eager_fallbacks
