@@ -9,7 +9,7 @@ import copyreg
 import functools
 import types
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +64,11 @@ _SCALAR_TYPES: tuple[type, ...] = (
     *_NUMPY_SCALARS,
 )
 _CONTAINER_TYPES = (list, tuple, dict, OrderedDict, set, frozenset)
-_CONTAINER_MUTATORS: dict[type, set[str]] = {
+# (an OrderedDict has these and move_to_end)
+_DICT_MUTATORS = frozenset(
+    {"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__", "__ior__"}
+)
+_CONTAINER_MUTATORS: dict[type, Set[str]] = {
     list: {
         "append",
         "extend",
@@ -79,27 +83,8 @@ _CONTAINER_MUTATORS: dict[type, set[str]] = {
         "__iadd__",
         "__imul__",
     },
-    dict: {
-        "update",
-        "pop",
-        "popitem",
-        "setdefault",
-        "clear",
-        "__setitem__",
-        "__delitem__",
-        "__ior__",
-    },
-    OrderedDict: {
-        "update",
-        "pop",
-        "popitem",
-        "setdefault",
-        "clear",
-        "__setitem__",
-        "__delitem__",
-        "move_to_end",
-        "__ior__",
-    },
+    dict: _DICT_MUTATORS,
+    OrderedDict: _DICT_MUTATORS | {"move_to_end"},
     # A numpy array: no mutation of it is replayed (none is listed), but C calls that take it
     # (``np.mean(a)``, ``len(a)``) report a content read, which guards its contents
     # (``reads.ReadsMixin._guard_array_contents``).
