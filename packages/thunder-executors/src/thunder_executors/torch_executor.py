@@ -10,6 +10,7 @@ that torch would promote) is made then, never per call.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -497,9 +498,15 @@ def _register_all() -> None:
 
 
 def _fallback_symbol(qualified: str) -> Symbol:
-    """The executor symbol printed as ``qualified`` (``torch.special.polygamma``) that runs it."""
+    """The executor symbol printed as ``qualified`` (``torch.special.polygamma``) that runs it;
+    one run under ``torch.autocast`` (``thunder_ir.ops.fallback.autocast_name``) prints as a
+    function of ``torch_ex`` named after the callable and the autocast state."""
     from thunder_ir.ops import resolve_torch_name
+    from thunder_ir.ops.fallback import resolve_fallback, split_autocast_name
 
+    if split_autocast_name(qualified)[1] is not None:
+        name = re.sub(r"\W+", "_", qualified.removeprefix("torch.")).strip("_")
+        return _symbol("torch_ex", name, resolve_fallback(qualified))
     module, _, name = qualified.partition(".")  # thunder's own (a custom op's functional form)
     return _symbol(module, name, resolve_torch_name(qualified))
 

@@ -425,10 +425,10 @@ def torch_fallback_vjp(
     (zeros where the outputs do not depend on it), None for the rest (a loss's ``target`` or
     ``weight``, which torch refuses to differentiate). A random callable draws from
     ``rng_state`` (see ``torch_random.replaying_rng``)."""
-    from thunder_ir.ops import resolve_torch_name
+    from thunder_ir.ops.fallback import resolve_fallback
     from thunder_ir.pytree import tree_flatten
 
-    fn = resolve_torch_name(qualified)
+    fn = resolve_fallback(qualified)  # a callable run under torch.autocast enters it itself
     leaves, spec = tree_flatten((args, kwargs))
     grads_of = [
         isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) for x in leaves

@@ -34,6 +34,7 @@ from thunder_executors.inductor_direct import compile_direct
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, prims
+from thunder_ir.ops.fallback import split_autocast_name
 from thunder_ir.pytree import tree_map
 from thunder_ir.tags import OpTag
 
@@ -308,6 +309,11 @@ class TorchCompileExecutor(FusionExecutor):
             return False
         if bsym.sym.tags >= _FUSIBLE_FALLBACK and not _VIEWS & bsym.sym.tags:
             # A torch callable no op mirrors (thunder_ir.ops.fallback): dynamo traces the call.
+            # Not one run under autocast: torch.compile does not cast inside a composite as
+            # eager's dispatcher does (bilinear's matmuls), so it would give other values.
+            if bsym.args and isinstance(bsym.args[0], str):
+                if split_autocast_name(bsym.args[0])[1] is not None:
+                    return False
             return all(isinstance(o, TensorProxy) for o in bsym.flat_proxy_outs)
         if not bsym.sym.is_prim:
             return bool(bsym.subsymbols) and all(self.can_fuse(s) for s in bsym.subsymbols)

@@ -51,9 +51,16 @@ composites are written with where torch's kernels are not (``sigmoid``, ``mean``
 that are not torch ops are. A checkpointed region (``OpTag.CHECKPOINT``) is replayed into a new
 region of the same name, and the functions of higher-order symbols (``cond``, ``while_loop``,
 ``map``, ``scan``) as sub-traces taking the (possibly cast) operands. Torch callables without an op
-(``torch_fallback``: ``torch.dot``, ``cdist``, attention with dropout) are run once on fake tensors
-under the autocast state: the inputs torch converts there are converted in the trace, and the
-call is recorded again (refused when that does not give eager's output dtypes).
+(``torch_fallback``: ``torch.dot``, ``cdist``, ``F.bilinear``, ``nn.RNN``'s ``rnn_tanh``,
+``torch.fft``, ``linalg``) run under the same ``torch.autocast``, while tracing (their fake run)
+and at run time (forward and the backward's re-run): eager's autocast applies to each aten op
+inside them, with torch's own lists (``thunder_ir.ops.fallback.autocast_name``).
+
+Autocast's weight cache (``cache_enabled``, torch's default): within one outermost autocast
+region, a float32 leaf requiring grad (a parameter) is converted to the autocast dtype once and
+that conversion reused by every op, so its gradients are summed in the autocast dtype before
+they are converted back, as in eager (``AutocastRecorder``; the transform on a finished trace
+does not know which tensors are leaves and converts at each use).
 
 ``regions=`` gives the autocast state per top-level bound symbol (a dtype for ``device_type``, a
 mapping from device type to dtype, or None: autocast off there), for programs that enter and leave
@@ -74,7 +81,6 @@ import torch
 
 from thunder_ir import (
     BoundSymbol,
-    NumberProxy,
     OpTag,
     Proxy,
     Symbol,
@@ -86,7 +92,14 @@ from thunder_ir import (
 from thunder_ir import higher_order as ho
 from thunder_ir import ops as ltorch
 from thunder_ir.dtypes import DType
-from thunder_ir.ops.fallback import FALLBACK_SYMBOLS
+from thunder_ir.ops.fallback import (
+    FALLBACK_SYMBOLS,
+    FallbackAutocast,
+    autocast_name,
+    converted_only,
+    fallback_under_autocast,
+    split_autocast_name,
+)
 from thunder_ir.pytree import tree_flatten, tree_map, tree_unflatten
 from thunder_ir.symbol import call_again
 from thunder_ir.tracectx import require_tracectx
@@ -192,7 +205,19 @@ FP32_OPS: frozenset[Symbol] = frozenset(
         ltorch.adaptive_avg_pool3d,
     }
 )
-CPU_LISTS = AutocastLists("cpu", LOWER_PRECISION_OPS, FP32_OPS, min_operands={ltorch.einsum: 2})
+# KERNEL_CPU(..., promote): cat, stack, index_copy (hstack, vstack, dstack, column_stack are cat,
+# in torch as in this IR).
+CPU_PROMOTE_OPS: frozenset[Symbol] = frozenset({ltorch.cat, ltorch.stack, ltorch.index_copy})
+# Torch callables without an op that are on the CPU lists (fft_*, linalg_*, quantile,
+# view_as_complex, geqrf, cdist, the other losses, ...) are fallbacks run under torch.autocast:
+# torch's own lists apply to them.
+CPU_LISTS = AutocastLists(
+    "cpu",
+    LOWER_PRECISION_OPS,
+    FP32_OPS,
+    promote=CPU_PROMOTE_OPS,
+    min_operands={ltorch.einsum: 2},
+)
 
 
 # -- CUDA -----------------------------------------------------------------------------------------
@@ -345,15 +370,62 @@ def _bound_arguments(bsym: BoundSymbol, args: Any, kwargs: Any) -> dict[str, Any
 State = Mapping[str, DType]
 
 
+class _CastCache:
+    """Autocast's weight cache over one autocast region with ``cache_enabled``: the conversion
+    of a float32 leaf tensor requiring grad (a parameter; ``cacheable`` says which tensors are
+    leaves) to the autocast dtype is made once and reused by every op that converts it, as
+    torch's ``cached_cast`` does."""
+
+    def __init__(self, cacheable: Callable[[TensorProxy], bool]) -> None:
+        self.cacheable = cacheable
+        # (name, dtype, id of the trace, scope depth, grad mode) -> (the trace, its conversion);
+        # the trace is held so that its id is not another's while the entry lives.
+        self.casts: dict[tuple[Any, ...], tuple[Trace, TensorProxy]] = {}
+
+    def holds(self, x: TensorProxy, dtype: DType | None, state: State) -> bool:
+        return (
+            x.dtype.strong() == dtypes.float32
+            and x.requires_grad
+            and dtype is not None
+            and dtype == state.get(x.device.type)
+            and self.cacheable(x)
+        )
+
+
+def _fallback_state(
+    state: State, args: Any, kwargs: Any, cache: _CastCache | None
+) -> FallbackAutocast | None:
+    """The ``torch.autocast`` state a torch callable on ``(args, kwargs)`` runs under: that of
+    the devices its tensors are on (None: none), with the arguments autocast's cache holds."""
+    on = {d: t for d, t in state.items() if d in _device_types(args, kwargs)}
+    if not on:
+        return None
+    leaves = tree_flatten((args, kwargs))[0]
+    cached = tuple(
+        i
+        for i, x in enumerate(leaves)
+        if cache is not None
+        and isinstance(x, TensorProxy)
+        and cache.holds(x, on.get(x.device.type), on)
+    )
+    torch_dtypes = {d: dtypes.to_torch_dtype(t) for d, t in on.items()}
+    return FallbackAutocast(
+        tuple((d, t) for d in _PRIORITY if (t := torch_dtypes.get(d)) is not None), cached
+    )
+
+
 class _Replay:
     """Records bound symbols again into ``new`` as they compute under the autocast ``state``.
     ``fresh``: the calls given to ``apply`` are not recorded yet (the trace is being recorded)."""
 
-    def __init__(self, new: Trace, state: State, *, fresh: bool = False) -> None:
+    def __init__(
+        self, new: Trace, state: State, *, fresh: bool = False, cache: _CastCache | None = None
+    ) -> None:
         self.new = new
         self.state: State = state
         self.env: dict[str, Any] = {}
         self.fresh = fresh
+        self.cache = cache
 
     def lookup(self, x: Any) -> Any:
         return self.env.get(x.name, x) if isinstance(x, Proxy) else x
@@ -368,9 +440,23 @@ class _Replay:
         for i, x in enumerate(leaves):
             dtype = to(i, x)
             if dtype is not None and isinstance(x, TensorProxy) and x.dtype.strong() != dtype:
-                x = prims.convert_element_type(x, dtype)
+                x = self._convert(x, dtype)
             out.append(x)
         return tree_unflatten(out, spec)
+
+    def _convert(self, x: TensorProxy, dtype: DType) -> TensorProxy:
+        """``x`` converted to ``dtype``; a tensor autocast's weight cache holds, converted once
+        per region (its gradients are summed in ``dtype`` before they are converted back, as
+        in eager)."""
+        cache = self.cache
+        if cache is None or not cache.holds(x, dtype, self.state):
+            return prims.convert_element_type(x, dtype)  # type: ignore[no-any-return]
+        trace = self.new  # a conversion is reused where it was recorded, in its grad mode
+        key = (x.name, dtype, id(trace), len(trace.scopes), trace.grad_enabled)
+        found = cache.casts.get(key)
+        if found is None:
+            found = cache.casts[key] = (trace, prims.convert_element_type(x, dtype))
+        return found[1]
 
     def cast_all(self, args: Any, kwargs: Any, to: DType, device_type: str) -> Any:
         return self.cast_where(args, kwargs, lambda i, x: to if _eligible(x, device_type) else None)
@@ -499,27 +585,40 @@ class _Replay:
     # -- torch callables without an op ----------------------------------------------------------
 
     def fallback(self, bsym: BoundSymbol, args: Any, kwargs: Any) -> Any:
-        """A ``torch_fallback`` call under autocast: the inputs eager's autocast converts
-        converted first, then the call recorded (again); its output."""
+        """A ``torch_fallback`` call under autocast: recorded (again) to run under the same
+        ``torch.autocast`` where its tensors are on a device autocast is on for (eager's
+        autocast applies to each aten op inside the callable); its output."""
         prefix = 3 if bsym.sym is ltorch.torch_fallback_random_replay else 1
         head, call_args = args[:prefix], args[prefix:]
-        state = {d: t for d, t in self.state.items() if d in _device_types(call_args, kwargs)}
-        if not state:
+        state = _fallback_state(self.state, call_args, kwargs, self.cache)
+        name = args[0] if state is None else fallback_under_autocast(args[0], state)
+        name, call_args, kwargs = self._share_cached_casts(name, call_args, kwargs)
+        if name == args[0]:
             return self.call(bsym, args, kwargs, self.fresh or any(self._replaced(bsym)))
-        casts, expected = _autocast_fake_run(args[0], call_args, kwargs, state)
-        call_args, kwargs = self.cast_where(call_args, kwargs, lambda i, x: casts.get(i))
-        out = bsym.sym(*head, *call_args, **kwargs)
-        got = [o.dtype for o in tree_flatten(out)[0] if isinstance(o, TensorProxy)]
-        if got != expected:
-            devices = ", ".join(repr(d) for d in state)
-            raise NotImplementedError(
-                f"{args[0]} under torch.autocast({devices}): eager autocast gives it outputs "
-                f"of dtypes {[d.name for d in expected]}, which thunder cannot reproduce by "
-                f"converting its inputs (got {[d.name for d in got]}); call it outside "
-                "autocast or convert its inputs explicitly"
-            )
+        out = bsym.sym(name, *head[1:], *call_args, **kwargs)
         self._bind_outputs(bsym, out)
         return out
+
+    def _share_cached_casts(self, name: str, args: Any, kwargs: Any) -> tuple[str, Any, Any]:
+        """A fallback run under autocast given, in place of a tensor the weight cache holds that
+        it only converts to the autocast dtype, the region's conversion of it: one conversion
+        for the callable and the program's other ops, as eager's cache makes (the gradients
+        of its uses are then summed in the autocast dtype, as in eager)."""
+        plain, state = split_autocast_name(name)
+        if self.cache is None or state is None or not state.cached:
+            return name, args, kwargs
+        shared = set(converted_only(name, args, kwargs))
+        if not shared:
+            return name, args, kwargs
+        on = dict(state.dtypes)
+        leaves, spec = tree_flatten((args, kwargs))
+        leaves = [
+            self._convert(x, dtypes.from_torch_dtype(on[x.device.type])) if i in shared else x
+            for i, x in enumerate(leaves)
+        ]
+        rest = tuple(i for i in state.cached if i not in shared)
+        args, kwargs = tree_unflatten(leaves, spec)
+        return autocast_name(plain, FallbackAutocast(state.dtypes, rest)), args, kwargs
 
     # -- higher-order symbols and checkpointed regions ------------------------------------------
 
@@ -627,7 +726,7 @@ def _promote_type(leaves: Sequence[Any], target: DType, device_type: str) -> DTy
     return current
 
 
-# -- fake runs of torch callables -----------------------------------------------------------------
+# -- the process's autocast while recording ------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -649,97 +748,6 @@ def _torch_autocast_state(state: Mapping[str, torch.dtype | None]) -> Iterator[N
             torch.set_autocast_enabled(d, enabled)
             torch.set_autocast_dtype(d, dtype)
         torch.set_autocast_cache_enabled(cache)
-
-
-class _InputCasts(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
-    """Notes the dtype each input tensor is converted to (the first conversion of each)."""
-
-    def __init__(self, inputs: dict[int, int]) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.inputs = inputs  # id of the fake tensor -> flat position of its argument
-        self.casts: dict[int, torch.dtype] = {}
-
-    def __torch_dispatch__(
-        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        if (
-            func is torch.ops.aten._to_copy.default
-            and args
-            and id(args[0]) in self.inputs
-            and kwargs.get("dtype") is not None
-        ):
-            self.casts.setdefault(self.inputs[id(args[0])], kwargs["dtype"])
-        return func(*args, **kwargs)
-
-
-def _fake_call(
-    fn: Any, leaves: list[Any], spec: Any, state: Mapping[str, torch.dtype | None]
-) -> tuple[dict[int, torch.dtype], list[torch.dtype]]:
-    """``fn`` called on fake tensors standing for the proxies among ``leaves`` (the flattened
-    arguments) under the autocast ``state``: the dtype each input is first converted to (by its
-    flat position) and the dtypes of the tensor outputs."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from thunder_ir.devices import to_torch_device
-
-    inputs: dict[int, int] = {}
-    mode = FakeTensorMode(allow_fallback_kernels=False)
-    with mode:
-        fakes: list[Any] = []
-        for i, x in enumerate(leaves):
-            if isinstance(x, TensorProxy):
-                t = torch.empty(
-                    tuple(int(s.value if isinstance(s, NumberProxy) else s) for s in x.shape),
-                    dtype=dtypes.to_torch_dtype(x.dtype),
-                    device=to_torch_device(x.device),
-                )
-                if x.requires_grad:
-                    t.requires_grad_(True)
-                inputs[id(t)] = i
-                fakes.append(t)
-            elif isinstance(x, torch.Tensor):
-                fakes.append(mode.from_tensor(x))
-            else:
-                fakes.append(x)
-        fargs, fkwargs = tree_unflatten(fakes, spec)
-        recorder = _InputCasts(inputs)
-        with _torch_autocast_state(state), torch.enable_grad(), recorder:
-            out = fn(*fargs, **fkwargs)
-    outs = tree_flatten(tuple(out) if isinstance(out, tuple) else out)[0]
-    return recorder.casts, [o.dtype for o in outs if isinstance(o, torch.Tensor)]
-
-
-def _autocast_fake_run(
-    name: str, args: Any, kwargs: Any, state: State
-) -> tuple[dict[int, DType], list[DType]]:
-    """``name(*args, **kwargs)`` run on fake tensors under ``state``: the inputs autocast
-    converts (flat position of the argument -> dtype) and the dtypes of the tensor outputs.
-    Conversions the callable makes itself (as it makes them without autocast) are not
-    autocast's."""
-    from thunder_ir.ops._registry import resolve_torch_name
-
-    fn = resolve_torch_name(name)
-    leaves, spec = tree_flatten((args, kwargs))
-    torch_state = {d: dtypes.to_torch_dtype(t) for d, t in state.items()}
-    with_autocast, outs = _fake_call(fn, leaves, spec, torch_state)
-    try:
-        own, _ = _fake_call(fn, leaves, spec, {})
-    except Exception:  # it runs only as autocast converts it (dot of float32 and bfloat16)
-        own = {}
-    casts: dict[int, DType] = {}
-    for i, dtype in with_autocast.items():
-        x = leaves[i]
-        to = dtypes.from_torch_dtype(dtype)
-        device = x.device.type
-        if (
-            own.get(i) != dtype
-            and device in state
-            and _eligible(x, device)
-            and to in (dtypes.float32, state[device])
-        ):
-            casts[i] = to
-    return casts, [dtypes.from_torch_dtype(d) for d in outs]
 
 
 # -- the transform --------------------------------------------------------------------------------
@@ -817,10 +825,45 @@ class AutocastRecorder:
 
     A listed op has its inputs cast before it is called (the uncast call may be invalid); any
     other call is recorded, then replayed as the autocast transform replays a trace (fallbacks,
-    composites whose decomposition holds a listed op, higher-order and checkpointed bodies)."""
+    composites whose decomposition holds a listed op, higher-order and checkpointed bodies).
+    A torch callable without an op (a fallback) runs under the same ``torch.autocast``.
 
-    def __init__(self, state_now: Callable[[], Mapping[str, torch.dtype]]) -> None:
+    Autocast's weight cache: ``cache_now()`` gives the autocast region the call is in where its
+    cache is on (a token, equal for the calls of one region; None: off), and ``cacheable`` says
+    which tensors are leaves requiring grad (the program's parameters): their conversions to
+    the autocast dtype are made once per region, as eager's are."""
+
+    def __init__(
+        self,
+        state_now: Callable[[], Mapping[str, torch.dtype]],
+        cache_now: Callable[[], object | None] | None = None,
+        cacheable: Callable[[TensorProxy], bool] | None = None,
+    ) -> None:
         self.state_now = state_now
+        self.cache_now = cache_now
+        self.cacheable = cacheable
+        self._region: object | None = None
+        self._cache: _CastCache | None = None
+
+    def _state(self) -> dict[str, DType]:
+        return {d: _target(t) for d, t in self.state_now().items() if d in LISTS}
+
+    def _cache_for_now(self) -> _CastCache | None:
+        """The weight cache of the autocast region the call is in (None: off)."""
+        region = self.cache_now() if self.cache_now is not None else None
+        if region is None or self.cacheable is None:
+            return None
+        if self._cache is None or region != self._region:
+            self._region, self._cache = region, _CastCache(self.cacheable)
+        return self._cache
+
+    def fallback_autocast(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> FallbackAutocast | None:
+        """The ``torch.autocast`` state a torch callable called now on ``(args, kwargs)`` runs
+        under (asked by ``thunder_ir.ops.fallback`` before it runs the callable on fake
+        tensors, whose dtypes are then eager's)."""
+        return _fallback_state(self._state(), args, kwargs, self._cache_for_now())
 
     def __call__(self, sym: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         trace = require_tracectx("autocast")  # the program's trace, or a body's sub-trace
@@ -832,23 +875,30 @@ class AutocastRecorder:
                 return sym(*args, **kwargs)
             finally:
                 trace.intercept_depth = depth
-        state = {d: _target(t) for d, t in self.state_now().items() if d in LISTS}
+        state = self._state()
         trace.intercept = None  # the calls it makes are recorded as they are
         try:
             if not state:
                 return sym(*args, **kwargs)
             if depth == 1:
                 trace.new_call()
+            cache = self._cache_for_now()
             with _torch_autocast_state({}):
-                return self._record(trace, state, sym, args, kwargs)
+                return self._record(trace, state, cache, sym, args, kwargs)
         finally:
             trace.intercept = self
 
     def _record(
-        self, trace: Trace, state: State, sym: Symbol, args: tuple[Any, ...], kwargs: Any
+        self,
+        trace: Trace,
+        state: State,
+        cache: _CastCache | None,
+        sym: Symbol,
+        args: tuple[Any, ...],
+        kwargs: Any,
     ) -> Any:
-        replay = _Replay(trace, state, fresh=True)
-        if sym in _FALLBACKS:  # cast first: the plain call may refuse bfloat16 (torch.fft)
+        replay = _Replay(trace, state, fresh=True, cache=cache)
+        if sym in _FALLBACKS:  # under autocast first: the plain call may refuse bfloat16 (fft)
             return replay.fallback(BoundSymbol(sym, args, kwargs, None), args, kwargs)
         devices = _device_types(args, kwargs)
         for device in _PRIORITY:

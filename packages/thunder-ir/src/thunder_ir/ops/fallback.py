@@ -30,13 +30,19 @@ What the fake run shows decides the variant recorded, or a clear refusal:
 
 Symbolic numbers among the arguments, and symbolic sizes of tensor arguments, are specialized
 (a constraint that they equal this call's value): the inferred output shapes hold only for them.
+
+A call recorded inside a ``torch.autocast`` region runs under that autocast, as eager's does (its
+name says so: ``autocast_name``): its fake run, the executors and the backward's re-run enter it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -49,17 +55,23 @@ from thunder_ir.ops._registry import resolve_torch_name, torchop
 from thunder_ir.ops.random_state import draws_from_own_generator
 from thunder_ir.prims._common import make_prim
 from thunder_ir.proxies import IntegerProxy, NumberProxy, TensorProxy, can_read_data
-from thunder_ir.pytree import tree_iter, tree_map
+from thunder_ir.pytree import tree_flatten, tree_iter, tree_map, tree_unflatten
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx, require_tracectx
 
 __all__ = [
     "FALLBACK_SYMBOLS",
     "DataDependentFallbackError",
+    "FallbackAutocast",
     "TorchFallbackError",
     "TorchRunsItError",
+    "autocast_name",
     "call_torch_fallback",
+    "converted_only",
     "fallback_refusal",
+    "fallback_under_autocast",
+    "resolve_fallback",
+    "split_autocast_name",
     "torch_callable_name",
     "torch_fallback",
     "torch_fallback_inplace",
@@ -183,10 +195,206 @@ def torch_callable_name(fn: Any) -> str | None:
 
 @functools.cache
 def _resolve(name: str) -> Any:
-    fn = resolve_torch_name(name)
+    plain, state = split_autocast_name(name)
+    fn = resolve_torch_name(plain)
     if fn is None:
         raise TorchFallbackError(name, "no torch callable has that name")
-    return fn
+    return fn if state is None else _under_autocast(fn, state)
+
+
+def resolve_fallback(name: str) -> Any:
+    """The callable a fallback op's name denotes (a torch callable, or one run under
+    ``torch.autocast``: ``autocast_name``)."""
+    return _resolve(name)
+
+
+# -- torch callables run under torch.autocast ------------------------------------------------------
+#
+# Eager autocast applies inside a composite torch callable (``F.bilinear``, ``affine_grid``,
+# ``nn.RNN``'s ``rnn_tanh``, ``torch.fft.rfft``): each aten op it runs is cast by the autocast
+# lists. A fallback recorded inside an autocast region (on tensors of a device autocast is on
+# for) therefore runs under the same ``torch.autocast``: its name says so,
+# ``"torch.rnn_tanh under autocast(cpu=bfloat16, cached=(2, 3))"``, and every consumer of the
+# name (the fake run, the executors, the backward's re-run through ``torch.autograd.grad``) runs
+# the callable resolved from it, which enters ``torch.autocast`` around the call. Its backward
+# is eager's: the backward of autocast's conversions converts the gradients back.
+
+_AUTOCAST_NAME = re.compile(
+    r"^(?P<name>\S+) under autocast\((?P<settings>[^()]*(?:\([^()]*\))?)\)$"
+)
+
+
+@dataclass(frozen=True)
+class FallbackAutocast:
+    """The ``torch.autocast`` state a fallback runs under: the dtype of each device type it is on
+    for, and (with its weight cache on) the flat positions of the arguments the cache holds
+    (those eager's are leaves requiring grad: converted once however often the callable uses
+    them; the others are converted at each use, as in eager)."""
+
+    dtypes: tuple[tuple[str, torch.dtype], ...]
+    cached: tuple[int, ...] = ()
+
+
+def autocast_name(name: str, state: FallbackAutocast) -> str:
+    """The name of the torch callable ``name`` run under ``state``."""
+    settings = [f"{d}={str(t).removeprefix('torch.')}" for d, t in state.dtypes]
+    if state.cached:
+        settings.append(f"cached={state.cached}")
+    return f"{name} under autocast({', '.join(settings)})"
+
+
+def split_autocast_name(name: str) -> tuple[str, FallbackAutocast | None]:
+    """The torch callable's name and the autocast state it runs under (None: as it is)."""
+    found = _AUTOCAST_NAME.match(name)
+    if found is None:
+        return name, None
+    dtypes: list[tuple[str, torch.dtype]] = []
+    cached: tuple[int, ...] = ()
+    settings = found["settings"]
+    if "cached=" in settings:
+        settings, _, positions = settings.partition("cached=")
+        cached = tuple(int(p) for p in positions.strip("(), ").split(",") if p.strip())
+    for item in filter(None, (s.strip() for s in settings.split(","))):
+        device, _, dtype = item.partition("=")
+        dtypes.append((device, getattr(torch, dtype)))
+    return found["name"], FallbackAutocast(tuple(dtypes), cached)
+
+
+def _under_autocast(fn: Any, state: FallbackAutocast) -> Any:
+    on = dict(state.dtypes)
+    cached = frozenset(state.cached)
+
+    def run_under_autocast(*args: Any, **kwargs: Any) -> Any:
+        leaves, spec = tree_flatten((args, kwargs))
+        # Autocast's cache holds leaves requiring grad: an argument eager's is not a leaf of
+        # (the backward's re-run makes every argument one) is given as a view, never cached.
+        leaves = [
+            x.view_as(x)
+            if i not in cached and isinstance(x, torch.Tensor) and x.requires_grad
+            else x
+            for i, x in enumerate(leaves)
+        ]
+        call_args, call_kwargs = tree_unflatten(leaves, spec)
+        # (plain with-blocks: torch.compile, which may compile the call, follows those)
+        with _autocast_block("cuda", on.get("cuda")), _autocast_block("cpu", on.get("cpu")):
+            return fn(*call_args, **call_kwargs)
+
+    return run_under_autocast
+
+
+def _autocast_block(device: str, dtype: torch.dtype | None) -> Any:
+    """``torch.autocast(device, dtype)`` (off where ``dtype`` is None), its cache on. Without a
+    GPU, CUDA autocast is set directly (``torch.autocast`` would switch it off): the fake run of
+    a call on fake CUDA tensors gives them the dtypes CUDA autocast gives."""
+    if dtype is None:
+        return torch.autocast(device, enabled=False)
+    if device == "cuda" and not torch.cuda.is_available():
+        return _cuda_autocast_without_gpu(dtype)
+    return torch.autocast(device, dtype=dtype, cache_enabled=True)
+
+
+@contextlib.contextmanager
+def _cuda_autocast_without_gpu(dtype: torch.dtype) -> Any:
+    enabled, saved, cache = (
+        torch.is_autocast_enabled("cuda"),
+        torch.get_autocast_dtype("cuda"),
+        torch.is_autocast_cache_enabled(),
+    )
+    try:
+        torch.set_autocast_enabled("cuda", True)
+        torch.set_autocast_dtype("cuda", dtype)
+        torch.set_autocast_cache_enabled(True)
+        yield
+    finally:
+        torch.set_autocast_enabled("cuda", enabled)
+        torch.set_autocast_dtype("cuda", saved)
+        torch.set_autocast_cache_enabled(cache)
+
+
+class _Uses(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Notes, for the tensors watched (by id: their flat position), whether an op other than a
+    conversion to ``to[position]`` computes a tensor from them."""
+
+    def __init__(self, watched: dict[int, int], to: dict[int, torch.dtype]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.watched, self.to = watched, to
+        self.used_otherwise: set[int] = set()
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not any(isinstance(o, torch.Tensor) for o in tree_iter(out)):
+            return out  # a query (device, sizes): not a use of the values
+        for x in tree_iter((args, kwargs)):
+            i = self.watched.get(id(x))
+            if i is None:
+                continue
+            converts = func is torch.ops.aten._to_copy.default and kwargs.get("dtype") == self.to[i]
+            if not (converts and args and args[0] is x):
+                self.used_otherwise.add(i)
+        return out
+
+
+def converted_only(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[int, ...]:
+    """Of the arguments the autocast cache holds for the fallback ``name`` (run under autocast),
+    those it uses only by autocast's conversion to the autocast dtype: giving it that
+    conversion instead computes the same, and shares the conversion with the program's other
+    uses of the tensor, as eager's cache does. Found by running it on fake tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    plain, state = split_autocast_name(name)
+    if state is None or not state.cached:
+        return ()
+    on = dict(state.dtypes)
+    leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
+    watched: dict[int, int] = {}
+    to: dict[int, torch.dtype] = {}
+    mode = FakeTensorMode(allow_fallback_kernels=False)
+    with torch.inference_mode(False), mode:
+        fakes: list[Any] = []
+        for i, x in enumerate(leaves):
+            if isinstance(x, TensorProxy):
+                t = torch.empty(
+                    tuple(int(_specialize(n)) for n in x.shape),
+                    dtype=to_torch_dtype(x.dtype),
+                    device=to_torch_device(x.device),
+                )
+                if i in state.cached and x.device.type in on:
+                    watched[id(t)], to[i] = i, on[x.device.type]
+                x = t
+            elif isinstance(x, torch.Tensor):
+                x = mode.from_tensor(x)
+            fakes.append(x)
+        call_args, call_kwargs = tree_unflatten(fakes, spec)
+        uses = _Uses(watched, to)
+        run = _resolve(autocast_name(plain, FallbackAutocast(state.dtypes)))
+        try:
+            with torch.no_grad(), uses:  # nothing requires grad: no cache, each use shows
+                run(*call_args, **call_kwargs)
+        except Exception:  # (the call itself is checked where it is recorded)
+            return ()
+    return tuple(i for i in state.cached if i in to and i not in uses.used_otherwise)
+
+
+def _recording_autocast(args: Sequence[Any], kwargs: dict[str, Any]) -> FallbackAutocast | None:
+    """The autocast state a top-level call being recorded now runs under (None: off), as the
+    trace's intercept (the autocast recorder, ``thunder_transforms.autocast``) answers it for
+    these arguments."""
+    trace = get_tracectx()
+    if trace is None or trace.intercept is None or len(trace.scopes) != trace.intercept_depth:
+        return None
+    query = getattr(trace.intercept, "fallback_autocast", None)
+    return query(tuple(args), dict(kwargs)) if query is not None else None
+
+
+def fallback_under_autocast(name: str, state: FallbackAutocast) -> str:
+    """The name of the fallback ``name`` recorded in an autocast region: run under ``state``.
+    Always so where its tensors are on a device autocast is on for: a fake run cannot tell
+    whether autocast changes a callable (a kernel such as ``bilinear``'s ``_trilinear`` casts
+    inside, where fake tensors run a meta kernel), torch's own autocast then decides."""
+    return name if split_autocast_name(name)[1] is not None else autocast_name(name, state)
 
 
 def _specialize(x: Any) -> Any:
@@ -740,8 +948,11 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
         raise TorchFallbackError(name, reason)
     if reason is None and _is_foreach_in_place(name, args):
         return _foreach_in_place(name, args, kwargs)
+    autocast = None if in_place else _recording_autocast(args, kwargs)
     if not in_place and can_read_data() and _reads_data_sizes(args, kwargs):
         # Sizes read from data: run on this call's values, not specialized to them.
+        if autocast is not None:
+            name = fallback_under_autocast(name, autocast)
         return _call_sized(name, args, kwargs)
     args = tuple(tree_map(_specialize, tuple(args)))
     kwargs = tree_map(_specialize, dict(kwargs))
@@ -757,8 +968,12 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
         # has a functional variant (else the fake run below says what it writes).
         if functional_variant_call(name.rpartition(".")[2], fn, args, kwargs) is not None:
             return torch_fallback_inplace(name, *args, **kwargs)
+    run_fn = fn
+    if autocast is not None:  # the fake run's dtypes are then eager's
+        name = fallback_under_autocast(name, autocast)
+        run_fn = _resolve(name)
     try:
-        run = _FakeRun(name, fn, args, kwargs)
+        run = _FakeRun(name, run_fn, args, kwargs)
     except DataDependentFallbackError:
         if written_arguments(fn):  # no fake implementation: its functional variant runs
             return call_mutating_custom_op(fn, args, kwargs)

@@ -131,6 +131,10 @@ class RegionState:
     # Autocast entered by the program: the stack of its states (device type -> dtype, for the
     # devices it is on for).
     autocast_stack: list[dict[str, torch.dtype]] = field(default_factory=list)
+    # cache_enabled of the autocast block entered at each depth of the stack, and the count of
+    # outermost blocks entered (autocast's weight cache lives until the outermost one is left).
+    autocast_cache: dict[int, bool] = field(default_factory=dict)
+    autocast_regions: int = 0
     # The program's grad mode (None: as the call started) and its inference_mode blocks:
     # (grad mode before the block, whether the block enables inference mode).
     grad_mode: bool | None = None
@@ -417,7 +421,9 @@ class RegionsMixin(CopyingMixin):
         program runs."""
         from thunder_transforms.autocast import AutocastRecorder
 
-        recorder = self.trace.intercept or AutocastRecorder(self._autocast_now)
+        recorder = self.trace.intercept or AutocastRecorder(
+            self._autocast_now, self._autocast_cache_region, self._autocast_caches
+        )
         self.trace.intercept = recorder
         current = get_tracectx()  # a function of a higher-order op records into its own
         if current is not None and current.intercept is None:
@@ -429,6 +435,23 @@ class RegionsMixin(CopyingMixin):
             if self.regions.autocast_stack
             else self.autocast_at_start()
         )
+
+    def _autocast_cache_region(self) -> int | None:
+        """The outermost autocast block the program is in where autocast's weight cache is on
+        now (the call's own state outside the program's blocks); None where it is off."""
+        depth = len(self.regions.autocast_stack)
+        enabled = self.regions.autocast_cache.get(depth)
+        if enabled is None:
+            enabled = torch.is_autocast_cache_enabled()
+        return self.regions.autocast_regions if enabled else None
+
+    def _autocast_caches(self, t: TensorProxy) -> bool:
+        """Whether eager's autocast cache holds conversions of ``t``: a tensor the call was given
+        that is a leaf requiring grad (a parameter), not a view."""
+        for tensor, proxy in self.inputs.tensors.values():
+            if proxy.name == t.name:
+                return bool(tensor.requires_grad and tensor.is_leaf and not tensor._is_view())
+        return False
 
     def _context_setting(self, cm: Any, name: str, default: Any) -> Any:
         """A setting of a context manager the program enters (``autocast.fast_dtype``,
@@ -450,9 +473,7 @@ class RegionsMixin(CopyingMixin):
                     f"torch.autocast(device_type={device!r}) inside a jitted function",
                     "only device_type='cpu' and 'cuda' autocast regions are supported",
                 )
-            self.regions.autocast_stack.append(
-                self._autocast_now()
-            )  # changes nothing for CPU or CUDA
+            self._push_autocast(cm, self._autocast_now())  # changes nothing for CPU or CUDA
             return cm
         if len(self.trace.scopes) > 1:
             raise UnsupportedOperationError(
@@ -464,9 +485,20 @@ class RegionsMixin(CopyingMixin):
             state[device] = self._context_setting(cm, "fast_dtype", None)
         else:
             state.pop(device, None)
-        self.regions.autocast_stack.append(state)
+        self._push_autocast(cm, state)
         self.record_under_autocast()
         return cm
+
+    def _push_autocast(self, cm: Any, state: dict[str, torch.dtype]) -> None:
+        """The block ``cm`` entered with ``state``; its ``cache_enabled`` holds inside it (as
+        eager's ``__enter__`` sets it, whatever the device)."""
+        if not self.regions.autocast_stack and not self.autocast_at_start():
+            self.regions.autocast_regions += 1  # an outermost block: a new weight cache
+        self.regions.autocast_stack.append(state)
+        cache = self._context_setting(cm, "_cache_enabled", None)
+        self.regions.autocast_cache[len(self.regions.autocast_stack)] = (
+            torch.is_autocast_cache_enabled() if cache is None else bool(cache)
+        )
 
     def _autocast_exit(self, cm: Any, *exc_info: Any) -> bool:
         if not self.regions.autocast_stack:
@@ -478,6 +510,7 @@ class RegionsMixin(CopyingMixin):
                 "leaving torch.autocast inside a checkpointed region",
                 "enter and leave it outside torch.utils.checkpoint.checkpoint",
             )
+        self.regions.autocast_cache.pop(len(self.regions.autocast_stack), None)
         self.regions.autocast_stack.pop()
         return False
 
