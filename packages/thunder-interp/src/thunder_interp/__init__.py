@@ -13,6 +13,7 @@ from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError, unc
 from thunder_interp._frames import running_line
 from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._implicit_lookasides import is_interpreting
+from thunder_interp._lookasides import frame_globals, text_lookaside
 from thunder_interp._opaque import is_opaque, opaque, opaque_package
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import (
@@ -36,6 +37,7 @@ __all__ = [
     "UnsupportedOpcodeError",
     "__version__",
     "format_history",
+    "frame_globals",
     "interpret",
     "is_interpreting",
     "is_opaque",
@@ -44,6 +46,7 @@ __all__ = [
     "provenance_of",
     "register_opcode",
     "running_line",
+    "text_lookaside",
     "uncatchable",
     "unsupported_opcodes",
 ]

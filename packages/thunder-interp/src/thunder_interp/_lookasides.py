@@ -6,7 +6,7 @@ import builtins
 import functools
 import operator
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import CellType, FunctionType, MappingProxyType
 from typing import Any
 
@@ -27,10 +27,12 @@ from thunder_interp._slots import (
     is_python_level,
     load_attr,
     lookup_type,
+    repr_of,
     store_attr,
+    str_of,
 )
 
-__all__ = ["attribute_loaded", "default_lookasides"]
+__all__ = ["attribute_loaded", "default_lookasides", "frame_globals", "text_lookaside"]
 
 
 def _no_frame(name: str) -> RuntimeError:
@@ -68,10 +70,36 @@ def _locals(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[st
     return frame_locals(f)
 
 
+def text_lookaside(
+    kind: Any, check_value: Callable[[Any], None], check_text: Callable[[str], None]
+) -> InternalLookaside:
+    """A lookaside for ``str`` or ``repr`` (``kind``) of one value that makes its text as the
+    program would, a Python ``__str__``/``__repr__`` interpreted (its reads seen), between
+    ``check_value(value)`` and ``check_text(text)``, which may raise; other calls are
+    ``kind``'s own."""
+    text_of = str_of if kind is str else repr_of
+
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if len(args) != 1 or kwargs:
+            return kind(*args, **kwargs)
+        check_value(args[0])
+        text = text_of(rt, args[0])
+        check_text(text)
+        return text
+
+    return InternalLookaside(kind.__name__, impl)
+
+
+def frame_globals(namespace: dict[str, Any]) -> dict[str, Any]:
+    """``globals()`` of an interpreted frame: its globals, returned by an opaque call, so that a
+    caller sees the program take the dict (what it does with it then runs natively)."""
+    return namespace
+
+
 def _globals(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if args or kwargs or f is None:
         return globals(*args, **kwargs)
-    return f.globals
+    return rt.opaque_call(frame_globals, (f.globals,), None)
 
 
 def _vars(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -92,7 +120,9 @@ def _dir(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, 
         method = lookup_type(type(args[0]), "__dir__")
         if is_python_level(method) or method in rt.lookasides:
             return sorted(call_special(rt, method, args[0]))
-    if args or kwargs or f is None:
+    if args:  # C reads the object's dicts: an opaque call, which a caller sees
+        return rt.opaque_call(dir, args, kwargs)
+    if kwargs or f is None:
         return dir(*args, **kwargs)
     return sorted(frame_locals(f))
 

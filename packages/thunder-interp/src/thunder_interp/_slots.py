@@ -926,6 +926,16 @@ def _is_sequence_slot(descr: Any) -> bool:
     return type(descr) is _WRAPPER_DESCRIPTOR and descr.__objclass__ in _SEQUENCE_OWNERS
 
 
+# Text types whose ``%`` formats its right operand in C (calling its text methods natively).
+FORMATTING_TEXT = frozenset({str, bytes, bytearray})
+
+
+def _formats_text(sym: str, ta: type, tb: type) -> bool:
+    """Whether ``a % b`` is ``a.__mod__(b)``'s formatting: a text left operand, whose ``%`` runs
+    first unless the right one is of a subclass of its type (which may answer first)."""
+    return sym == "%" and ta in FORMATTING_TEXT and not issubclass(tb, ta)
+
+
 def binary(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     """``a <sym> b`` (``sym`` as in ``BINARY_OP``; ``"+="`` for in-place)."""
     entry = _BINARY.get(sym)
@@ -933,6 +943,10 @@ def binary(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
         return inplace(rt, sym[:-1], a, b)
     name, rname, native = entry
     ta, tb = type(a), type(b)
+    if _formats_text(sym, ta, tb):
+        # ``"%s" % x`` makes text of ``x`` (or of what a tuple or dict holds) in C: through
+        # ``opaque_call``, so that a caller sees what is formatted.
+        return rt.opaque_call(a.__mod__, (b,), None)
     if (ta in PLAIN or (ta not in NOT_PLAIN and type_info(ta).plain)) and (
         tb in PLAIN or (tb not in NOT_PLAIN and type_info(tb).plain)
     ):
@@ -999,6 +1013,8 @@ def _call_binary(rt: Runtime, slot: Any, x: Any, y: Any) -> Any:
 def inplace(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     """``a <sym>= b``."""
     ta, tb = type(a), type(b)
+    if _formats_text(sym, ta, tb):
+        return rt.opaque_call(a.__mod__, (b,), None)  # (as in ``binary``)
     if ta in MUTABLE_CONTAINERS:
         # A write into the container: its in-place method, through ``opaque_call`` (which a
         # caller tracking container mutations sees); the operator's own error where it has none.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections.abc
 import functools
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -29,8 +30,11 @@ from thunder_ir.prims import ALL_PRIMS
 
 __all__ = [
     "AUTOGRAD_HOOKS",
+    "LIBRARY_DIRS",
     "Lookaside",
     "SymbolicSize",
+    "check_native_text",
+    "check_no_proxy_text",
     "is_torch_callable",
     "jit_lookasides",
     "native_special",
@@ -212,7 +216,7 @@ def _mark_native_internals() -> None:
 # every call and tells nothing more. ``__len__`` and ``__iter__`` are interpreted: what they
 # return reaches no read hook (``k in config`` iterates it), so their internals are guarded.
 # User code's special methods, and properties everywhere, are interpreted.
-_LIBRARY_DIRS = tuple(
+LIBRARY_DIRS = tuple(
     sorted(
         {
             os.path.join(os.path.abspath(path), "")
@@ -230,7 +234,7 @@ def is_library_code(code: types.CodeType) -> bool:
     """Whether ``code`` belongs to an installed library or the standard library (not to the
     user's own modules, which tools such as IPython's autoreload patch in place)."""
     filename = code.co_filename
-    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen ")
+    return filename.startswith(LIBRARY_DIRS) or filename.startswith("<frozen ")
 
 
 def native_special(fn: types.FunctionType) -> bool:
@@ -272,12 +276,14 @@ def _static_lookasides() -> dict[Any, Any]:
             table[fn] = functools.partial(_view_bit_query, name, fn)
     table[print] = _prints
     table[Proxy.__repr__] = _proxy_text
-    table[str] = _str
-    table[repr] = _repr
+    # A Python __str__/__repr__ is interpreted (its reads guarded, a tensor's text refused)
+    table[str] = thunder_interp.text_lookaside(str, _no_tensor_text, check_no_proxy_text)
+    table[repr] = thunder_interp.text_lookaside(repr, _no_tensor_text, check_no_proxy_text)
     table[TensorProxy.__format__] = _tensor_format
     table[int] = _int
     table[float] = _float
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
+    table[torch.compile] = _compiles_inside
     for name in AUTOGRAD_HOOKS:
         table[getattr(torch.Tensor, name)] = functools.partial(_registers_hook, name)
     table.update(data_shaped_functions())
@@ -326,10 +332,9 @@ def _holds_tensor(x: Any, depth: int = 0) -> bool:
     return False
 
 
-def _str(*args: Any, **kwargs: Any) -> Any:
-    if len(args) == 1 and not kwargs and _holds_tensor(args[0]):
+def _no_tensor_text(x: Any) -> None:
+    if _holds_tensor(x):
         _tensor_text()
-    return str(*args, **kwargs)
 
 
 def check_str_formatting(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -341,10 +346,36 @@ def check_str_formatting(method: str, args: tuple[Any, ...], kwargs: dict[str, A
         _tensor_text()
 
 
-def _repr(x: Any) -> str:
-    if _holds_tensor(x):
+# The text a tensor proxy shows of itself (``Proxy.__repr__``): in a value the program made, C
+# code made text of a proxy (a ``re.sub`` callback, ``string.Template``, ``t.__str__()``).
+_PROXY_TEXT = re.compile(r"<\w*TensorProxy ")
+_PROXY_BYTES = re.compile(rb"<\w*TensorProxy ")
+_SCANNED_ITEMS = 256  # a longer list or tuple of text is not looked into
+
+
+def check_native_text(fn: Any, args: tuple[Any, ...]) -> None:
+    """Before an opaque call: ``format(t, spec)``, ``ascii(t)`` of a tensor make text of its
+    values, which torch makes (as ``str(t)``)."""
+    if (fn is format or fn is ascii) and args and _holds_tensor(args[0]):
         _tensor_text()
-    return repr(x)
+
+
+def check_no_proxy_text(result: Any) -> None:
+    """After an opaque call: text holding a tensor proxy's own text was made natively from a
+    proxy, where eager shows the tensor's values. Never returned silently: torch runs it."""
+    if _shows_proxy_text(result):
+        _tensor_text()
+
+
+def _shows_proxy_text(value: Any, depth: int = 0) -> bool:
+    t = type(value)
+    if t is str:
+        return "TensorProxy" in value and _PROXY_TEXT.search(value) is not None
+    if t is bytes or t is bytearray:
+        return b"TensorProxy" in value and _PROXY_BYTES.search(value) is not None
+    if depth < 2 and (t is list or t is tuple) and len(value) <= _SCANNED_ITEMS:
+        return any(_shows_proxy_text(v, depth + 1) for v in value)
+    return False
 
 
 def _number_of(x: Any, python_type: type) -> Any:
@@ -404,10 +435,21 @@ def data_shaped_functions() -> dict[Any, Any]:
 
 def _compiler_disabled(*args: Any, **kwargs: Any) -> Any:
     """``torch.compiler.disable`` / ``torch._dynamo.disable`` wrappers switch the frame evaluator
-    off before calling the function they wrap: the function must run outside any compiler."""
+    off before calling the function they wrap: the function must run outside any compiler. (A
+    function ``torch.compile`` made switches it too: torch.compile runs it, as in eager.)"""
     raise RunsNatively(
         "calls a function marked torch.compiler.disable (torch._dynamo.disable, "
-        "thunder.run_natively), which runs outside the compiler"
+        "thunder.run_natively) or made by torch.compile, which runs outside thunder's compiler"
+    )
+
+
+def _compiles_inside(*args: Any, **kwargs: Any) -> Any:
+    """``torch.compile(fn)`` called in the program (``torch.compile(f)(x)``): what it makes runs
+    under torch.compile, as in eager, where thunder's interpreter would run torch.compile's own
+    machinery on proxies. The call runs split: torch.compile runs it, thunder compiles the
+    graphs around it."""
+    raise RunsSplit(
+        "calls torch.compile inside the jitted function; torch.compile runs what it compiles"
     )
 
 

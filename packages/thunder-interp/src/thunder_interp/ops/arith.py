@@ -19,6 +19,7 @@ from thunder_interp._registry import (
 )
 from thunder_interp._slots import (
     FAST_CONTAINERS,
+    FORMATTING_TEXT,
     MUTABLE_CONTAINERS,
     PLAIN,
     PLAIN_VALUES,
@@ -77,13 +78,16 @@ _OPS_310: dict[str, str] = {
     "INPLACE_XOR": "^=",
 }
 
+# ``text % values`` formats in C: ``binary`` calls it (an opaque call a caller sees).
+_TEXT_TEST = " and type(a) not in FMT_TEXT"
+
 _TEMPLATE_BINARY = """
 def make(nxt, P, binary):
     def op(f):
         st = f.stack
         b = st.pop()
         a = st[-1]
-        if type(a) in P and type(b) in P:
+        if type(a) in P and type(b) in P{text}:
             st[-1] = a {sym} b
         else:
             st[-1] = binary(f.rt, "{sym}", a, b)
@@ -97,7 +101,7 @@ def make(nxt, P, binary):
         st = f.stack
         b = st.pop()
         a = st[-1]
-        if type(a) in P and type(b) in P and type(a) not in MC:
+        if type(a) in P and type(b) in P and type(a) not in MC{text}:
             a {sym}= b
         else:
             a = binary(f.rt, "{sym}=", a, b)
@@ -116,9 +120,10 @@ _GENERATED = os.path.join(
 def _build_makers() -> dict[str, Callable[..., Op]]:
     makers: dict[str, Callable[..., Op]] = {}
     for sym in _BINARY_SYMBOLS:
+        text = _TEXT_TEST if sym == "%" else ""
         for template, key in ((_TEMPLATE_BINARY, sym), (_TEMPLATE_INPLACE, sym + "=")):
-            namespace: dict[str, Any] = {"MC": MUTABLE_CONTAINERS}
-            exec(compile(template.format(sym=sym), _GENERATED, "exec"), namespace)
+            namespace: dict[str, Any] = {"MC": MUTABLE_CONTAINERS, "FMT_TEXT": FORMATTING_TEXT}
+            exec(compile(template.format(sym=sym, text=text), _GENERATED, "exec"), namespace)
             makers[key] = namespace["make"]
     return makers
 
@@ -137,12 +142,16 @@ def binary_op(ins: Instruction, ctx: CompileContext) -> Op:
     return _MAKERS[_binary_symbol(ins)](ctx.next_index(ins), PLAIN, binary)
 
 
-@block_template(binary_op, helpers={"binary": binary, "MC": MUTABLE_CONTAINERS})
+@block_template(
+    binary_op, helpers={"binary": binary, "MC": MUTABLE_CONTAINERS, "FMT_TEXT": FORMATTING_TEXT}
+)
 def binary_op_block(block: BlockBuilder, ins: Instruction) -> int:
     sym = _binary_symbol(ins)
     b = block.pop()
     a = block.pop()
     plain = block.plain_test(a, b)
+    if sym.rstrip("=") == "%":  # formatting text in C: ``binary`` calls it (see _TEXT_TEST)
+        plain = f"{plain} and type({a}) not in FMT_TEXT"
     if sym.endswith("="):  # in place: ``a`` may change
         t = block.temp()
         block.emit(f"{t} = {a}")

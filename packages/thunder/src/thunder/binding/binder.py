@@ -14,8 +14,14 @@ from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _
 from thunder.binding.fallback import op_overload_lookasides
 from thunder.binding.locations import program_location
 from thunder.binding.rng import rng_lookasides
-from thunder.lookasides import _isinstance_as, jit_lookasides, native_special
-from thunder_interp import interpret
+from thunder.lookasides import (
+    _isinstance_as,
+    check_native_text,
+    check_no_proxy_text,
+    jit_lookasides,
+    native_special,
+)
+from thunder_interp import frame_globals, interpret
 from thunder_ir import Symbol, TensorProxy
 from thunder_ir.ops import data_shapes
 from thunder_ir.proxies import _BoundTensorMethod, set_requires_grad
@@ -30,6 +36,35 @@ class Binder(AutogradFunctionMixin):
         super().__init__(*args, **kwargs)
         # Every bound symbol recorded carries the program's line that made the call.
         self.trace.locate = program_location
+
+    def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # Text of a tensor made in C shows eager's values only if torch makes it: the call runs
+        # split wherever a native call made (or would make) a proxy's text instead.
+        if fn is frame_globals:  # ``globals()``: the frame's own module globals
+            self.guard_namespace_names(args[0])
+            return args[0]
+        check_native_text(fn, args)
+        self._guard_names_read(fn, args)
+        result = super()._cb_opaque_call(fn, args, kwargs)
+        check_no_proxy_text(result)
+        if type(result) is dict and self._is_namespace(result):
+            self.guard_namespace_names(result)  # globals(), vars(module)
+        return result
+
+    def _guard_names_read(self, fn: Any, args: tuple[Any, ...]) -> None:
+        """Native calls that read the names (or all the values) of an outside object: what C
+        answers from its dicts is guarded (``reads.ReadsMixin.guard_names_of``)."""
+        if fn is dir and len(args) == 1:
+            self.guard_names_of(args[0])
+            return
+        owner = getattr(fn, "__self__", None)
+        if owner is not None and type(owner) is dict and self._is_namespace(owner):
+            if getattr(fn, "__name__", None) in _READS_ALL_VALUES:
+                self.guard_namespace_values(owner)  # globals().items()
+        elif (
+            fn is dict and len(args) == 1 and type(args[0]) is dict and self._is_namespace(args[0])
+        ):
+            self.guard_namespace_values(args[0])  # dict(vars(module))
 
     def lookasides(self) -> dict[Any, Any]:
         """The lookaside table of this run: the static one, plus calls of already jitted
@@ -103,6 +138,9 @@ class Binder(AutogradFunctionMixin):
             table[getattr(logging.Logger, method)] = log
         return table
 
+
+# Methods of a dict whose results hold all its values.
+_READS_ALL_VALUES = frozenset({"items", "values", "copy", "__or__", "__ror__"})
 
 # logging.Logger's output methods: replayed by the epilogue (CallsMixin._logging_call).
 _LOGGER_METHODS = (

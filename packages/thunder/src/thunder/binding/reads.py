@@ -17,7 +17,9 @@ from typing import Any
 import torch
 
 import thunder_interp
+from thunder import logs
 from thunder.access import ARG, ATTR, CELL, ELEMENT, GLOBAL, ITEM, KWARG, QUERY, ROOT, Access
+from thunder.binding.locations import is_library_file
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _CONTAINER_TYPES,
@@ -47,7 +49,7 @@ from thunder.errors import (
     UnsupportedSideEffectError,
 )
 from thunder.guards import HOOK_ATTRIBUTES, Held, held_object
-from thunder.lookasides import native_special
+from thunder.lookasides import LIBRARY_DIRS, native_special
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, OpTag, Proxy, TensorProxy
@@ -248,6 +250,38 @@ def _holds_tensor(value: Any, depth: int = 0) -> bool:
             return False
         return type(state) is dict and any(_holds_tensor(v, depth + 1) for v in state.values())
     return False
+
+
+def _is_library_source(filename: str) -> bool:
+    """Whether code of ``filename`` is torch's, thunder's, an installed library's or the
+    standard library's. Code without a file (``exec``, a notebook cell) is the program's."""
+    if filename.startswith(("<frozen ", "<eval_with_key")):
+        return True
+    if filename.startswith("<"):
+        return False
+    return is_library_file(filename) or filename.startswith(LIBRARY_DIRS)
+
+
+def _program_code_running() -> bool:
+    """Whether the innermost frame running outside thunder is the program's own code."""
+    found = thunder_interp.running_line(logs.is_own_file)
+    return found is not None and not _is_library_source(found[0])
+
+
+def _is_users_module(module: types.ModuleType) -> bool:
+    """A module of the program's own (not torch's, thunder's, a library's): its globals change
+    as the program runs (a flag set, a global defined later)."""
+    name = getattr(module, "__name__", "")
+    if not isinstance(name, str) or name.startswith(_LIBRARY_PREFIXES):
+        return False
+    return not _is_library_source(getattr(module, "__file__", None) or "<no file>")
+
+
+def _lists_names_itself(obj: Any) -> bool:
+    """Whether ``dir(obj)`` runs a ``__dir__`` of its class's own (not object's, type's or
+    nn.Module's, whose names come from the dicts ``guard_names_of`` guards)."""
+    method = getattr(type(obj), "__dir__", None)
+    return method not in (object.__dir__, type.__dir__, torch.nn.Module.__dir__)
 
 
 class ReadsMixin(BinderState):
@@ -578,8 +612,11 @@ class ReadsMixin(BinderState):
         if t is dict and _is_module_namespace(value):
             # A module's globals (``f.__globals__``, which inspect.signature reads): pinned by
             # identity, and each name the program reads from it is guarded as it is read, as a
-            # global is; not every name of the module.
+            # global is; not every name of the module. A module's ``__dict__`` (``vars(m)``)
+            # is taken to be looked into natively (``k in vars(m)``): its names are guarded.
             self.facts.guards.setdefault(access, Guard(access, "is", value))
+            if access.kind == ATTR and access.key == "__dict__":
+                self.guard_namespace_names(value)
             return value
         if t is list and self._taken_to_add_to(value, access):
             return value
@@ -898,6 +935,10 @@ class ReadsMixin(BinderState):
             if hooks is not None:
                 return value
         parent = self.access_for(obj)
+        if parent is None and isinstance(obj, types.ModuleType) and _is_users_module(obj):
+            # A module reached without a path (``import m`` inside the function): the prologue
+            # holds it, and what is read from it is guarded as from any module.
+            parent = self._held_access(obj, f"module {obj.__name__}")
         if parent is None:
             if isinstance(value, torch.Tensor):
                 raise UnsupportedOperationError(
@@ -940,7 +981,10 @@ class ReadsMixin(BinderState):
     def _cb_attribute_missing(self, obj: Any, name: str) -> None:
         """``getattr(obj, name, default)`` / ``hasattr`` found nothing: the program relied on the
         attribute's absence (setting it later recompiles)."""
-        if isinstance(obj, (Proxy, types.ModuleType)):
+        if isinstance(obj, types.ModuleType):
+            self._module_lacks(obj, name)
+            return
+        if isinstance(obj, Proxy):
             return
         if self.facts.last_generic is not None and self._answered_by_generic(obj, _MISSING):
             return
@@ -960,6 +1004,27 @@ class ReadsMixin(BinderState):
             return
         key = access.attr(f"<has {name}>")
         self.facts.guards.setdefault(key, Guard(access, "has_attr", (name, False)))
+
+    def _module_lacks(self, module: types.ModuleType, name: str) -> None:
+        """``hasattr(module, name)`` false (``getattr(module, name, default)``) for a module of
+        the program's own: it lacks the name on later calls (a global defined later
+        recompiles). Libraries' modules are not guarded so (their names are fixed)."""
+        ns = getattr(module, "__dict__", None)
+        module_name = getattr(module, "__name__", "")
+        if type(ns) is not dict or not _is_users_module(module):
+            return
+        if any(
+            w.kind == GLOBAL and w.key == (module_name, name) for w in self.effects.written_paths
+        ):
+            return  # deleted by the program (or never there before it set it)
+        if "__getattr__" in ns:  # a module ``__getattr__`` (PEP 562) decides: asked again
+            at = self._held_access(module, f"module {module_name}")
+            self.facts.guards.setdefault(
+                at.attr(f"<has {name}>"), Guard(at, "has_attr", (name, False))
+            )
+            return
+        at = self._held_access(ns, f"globals of {module_name}")
+        self.facts.guards.setdefault(at.attr(f"<lacks {name!r}>"), Guard(at, "lacks_item", name))
 
     def _written_tensor(self, t: TensorProxy) -> TensorProxy:
         """The tensor an in-place op's result ``t`` is (its first argument's, recursively)."""
@@ -1128,6 +1193,92 @@ class ReadsMixin(BinderState):
             self.facts.guards.setdefault(item, Guard(item, "value", value))
         else:
             self.on_load(value, item)
+
+    # Names read natively: ``"k" in globals()``, ``vars(module).get(k)``, ``dir(obj)``. C code
+    # answers them from an object's dicts with no read the binder sees, so the names those
+    # dicts hold are guarded (a global defined or deleted later, an attribute added, recompile).
+
+    def _held_access(self, obj: Any, label: str) -> Access:
+        """A path to ``obj`` the prologue holds itself (a module's globals, a class: objects
+        that live as long as their module)."""
+        entry = self.paths.held.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            return entry[1]
+        access = Access(QUERY, (held_object, (Held(obj, label),)))
+        self.paths.held[id(obj)] = (obj, access)
+        return access
+
+    def guard_namespace_names(self, ns: dict[str, Any]) -> None:
+        """The program took a module's globals as a dict (``globals()``, ``vars(module)``,
+        ``module.__dict__``): ``in``, ``len``, iteration and ``.get`` of a missing name run
+        natively on it, so the names it holds are guarded. (Each value is guarded where the
+        program reads it.) Reads made inside library code, which looks names up (``typing``
+        resolving an annotation), keep to the names they read."""
+        if not _program_code_running():
+            return
+        module = ns.get("__name__")
+        label = f"globals of {module}" if isinstance(module, str) else "a module's globals"
+        if any(w.kind == GLOBAL and w.key[0] == module for w in self.effects.written_paths):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function reads the names of the {label} after setting "
+                "some of them; read them before, or outside the jitted function"
+            )
+        access = self._held_access(ns, label)
+        self.facts.guards.setdefault(access.attr("<keys>"), Guard(access, "keys", tuple(ns)))
+
+    def guard_namespace_values(self, ns: dict[str, Any]) -> None:
+        """``globals().items()``, ``.values()``, ``dict(vars(module))``: every value of the
+        module's globals is read natively, so each is guarded as a global read is."""
+        if not _program_code_running():
+            return
+        self.guard_namespace_names(ns)
+        for name, value in list(ns.items()):
+            if _holds_tensor(value):
+                raise UnsupportedOperationError(
+                    f"reading the values of a module's globals natively ({name!r} holds a tensor)",
+                    "the program would hold this call's tensors; read them by name",
+                )
+            self._cb_load_global(name, value, ns, None)
+
+    def guard_names_of(self, obj: Any) -> None:
+        """``dir(obj)``: the names in ``obj``'s dicts and its classes' (an attribute added or
+        deleted later recompiles). An object the program made has the names it gave it; its
+        classes' names are outside state still."""
+        if isinstance(obj, Proxy) or not _program_code_running():
+            return
+        if isinstance(obj, types.ModuleType):
+            ns = getattr(obj, "__dict__", None)
+            if type(ns) is dict and "__dir__" not in ns:
+                self.guard_namespace_names(ns)
+                return
+        if _lists_names_itself(obj):
+            raise UnsupportedOperationError(
+                f"dir() of a {type(obj).__name__}, whose __dir__ is its own",
+                "the names it lists cannot be guarded",
+            )
+        access = self.access_for(obj)
+        if access is not None:
+            self._guard_own_names(obj, access)
+        classes: tuple[type, ...] = type(obj).__mro__  # (a class's: its metaclass's)
+        if isinstance(obj, type):
+            classes = obj.__mro__ + classes
+        for cls in classes:
+            if cls.__module__ == "builtins":
+                continue  # (immutable)
+            at = self._held_access(cls, f"class {cls.__qualname__}").attr("__dict__")
+            self.facts.guards.setdefault(at.attr("<keys>"), Guard(at, "keys", tuple(vars(cls))))
+
+    def _guard_own_names(self, obj: Any, access: Access) -> None:
+        """The names ``dir`` finds on an outside object itself: its ``__dict__``'s, and an
+        nn.Module's parameters, buffers and submodules (``nn.Module.__dir__`` lists them)."""
+        own = getattr(obj, "__dict__", None) if not isinstance(obj, type) else None
+        if type(own) is dict:
+            at = access.attr("__dict__")
+            self.facts.guards.setdefault(at.attr("<keys>"), Guard(at, "keys", tuple(own)))
+        if isinstance(obj, torch.nn.Module):
+            for store in ("_parameters", "_buffers", "_modules"):
+                at, members = access.attr(store), getattr(obj, store)
+                self.facts.guards.setdefault(at.attr("<keys>"), Guard(at, "keys", tuple(members)))
 
     def _note_content_read(self, access: Access) -> None:
         container = self.paths.container_at.get(access)

@@ -5,7 +5,6 @@ kinds the binder tells apart)."""
 from __future__ import annotations
 
 import builtins
-import copyreg
 import functools
 import types
 from collections import OrderedDict
@@ -287,10 +286,25 @@ RESTORABLE_BASES = (object, dict, OrderedDict, list)
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 
 
+def _has_slots(cls: type) -> bool:
+    """Whether instances of ``cls`` hold slots (``copyreg._slotnames``'s answer, without the
+    ``__slotnames__`` it caches on the class: tracing leaves the user's classes as they were,
+    ``dir(cls)`` included)."""
+    cached = cls.__dict__.get("__slotnames__")
+    if cached is not None:
+        return bool(cached)
+    for c in cls.__mro__:
+        slots = c.__dict__.get("__slots__", ())
+        names = (slots,) if isinstance(slots, str) else slots
+        if any(name not in ("__dict__", "__weakref__") for name in names):
+            return True
+    return False
+
+
 def restorable_base(cls: type) -> type | None:
     """The builtin base of ``cls`` when an instance's whole state is its ``__dict__`` and its
     items (see ``Rebuilt``); None for other bases and for classes with ``__slots__``."""
-    if copyreg._slotnames(cls):  # type: ignore[attr-defined]
+    if _has_slots(cls):
         return None
     base = next(b for b in cls.__mro__ if not b.__flags__ & _HEAPTYPE)
     return base if base in RESTORABLE_BASES else None
@@ -406,6 +420,9 @@ class Paths:
     module_index: dict[int, Access] | None = None
     indexed_modules: int = 0
     container_at: dict[Access, Any] = field(default_factory=dict)
+    # Objects the prologue holds itself (a module's globals, a class whose names the program
+    # listed), by id: (object, the access that reads it on every call).
+    held: dict[int, tuple[Any, Access]] = field(default_factory=dict)
 
 
 @dataclass
