@@ -291,6 +291,14 @@ class TensorProxy(Proxy):
     def is_complex(self) -> bool:
         return self.dtype.is_complex
 
+    def is_inference(self) -> bool:
+        """Whether eager's tensor is an inference tensor, which depends on the
+        ``torch.inference_mode`` blocks it was made in: the front end that records the program
+        answers (it knows them); the proxy alone does not, and torch runs the program there."""
+        from thunder_ir.ops.fallback import TorchRunsItError
+
+        raise TorchRunsItError("torch.Tensor.is_inference", "the trace has no inference tensors")
+
     def type_string(self) -> str:
         dims = ", ".join(str(s) if isinstance(s, int) else s.name for s in self.shape)
         return f"{self.device} {self.dtype.shortname}[{dims}]"

@@ -74,6 +74,7 @@ from thunder.guards import (
 from thunder.lookasides import SymbolicSize
 from thunder_ir import (
     BoundSymbol,
+    DataDependentError,
     FloatProxy,
     IntegerProxy,
     NumberProxy,
@@ -88,6 +89,7 @@ from thunder_ir import constraints as C
 from thunder_ir.codegen import Printer, value_to_python
 from thunder_ir.devices import to_torch_device
 from thunder_ir.dtypes import to_torch_dtype
+from thunder_ir.prims.data import data_checks_of
 from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure
 from thunder_ir.proxies import CollectionProxy
 
@@ -109,6 +111,15 @@ def _shadows_prologue_name(name: str) -> bool:
         or keyword.iskeyword(name)
         or hasattr(builtins, name)
     )
+
+
+def item_key(access: Access) -> Any:
+    """The subscript of an item access as the prologue and epilogue read it. A number read from
+    tensor data (``LUT[int(t)]``) is not the prologue's to read: the item is the one at this
+    call's number, and the computation checks the number (the index or hash of the number
+    recorded that decision)."""
+    key = access.key
+    return key.value if isinstance(key, NumberProxy) else key
 
 
 class _PrologueBuilder:
@@ -245,7 +256,7 @@ class _PrologueBuilder:
             elif kind == GENERIC:
                 bsym = unpack_generic_attr.bind(parent, access.key, output=out)
             elif kind == ITEM:
-                bsym = prims.unpack_key.bind(parent, access.key, output=out)
+                bsym = prims.unpack_key.bind(parent, item_key(access), output=out)
             elif kind == ELEMENT:
                 bsym = unpack_element.bind(parent, access.key, output=out)
             elif kind == CELL:
@@ -429,6 +440,7 @@ def build_prologue(
 def check_late_constraints(prologue: Trace, constraint: C.Expr, program: TracedProgram) -> None:
     """Adds to ``prologue`` what the passes after tracing relied on (an executor baking a
     symbolic size, autodiff comparing sizes): checked on every call like the rest."""
+    constraint = _without_data_decisions(constraint, program.trace)
     if constraint == C.Const(True):
         return
     known = {p.name for p, _ in program.inputs}
@@ -440,6 +452,25 @@ def check_late_constraints(prologue: Trace, constraint: C.Expr, program: TracedP
         )
     body = prologue.bound_symbols  # the last one returns
     body.insert(len(body) - 1, _constraint_check(constraint, "guard (compiling relied on it)"))
+
+
+def _without_data_decisions(constraint: C.Expr, trace: Trace) -> C.Expr:
+    """``constraint`` less its terms on values read from tensor data (a grad rule deciding on a
+    pad amount read with ``int(t)``). The prologue cannot read those values: a term the
+    computation checks already (the same decision made while tracing) is dropped; any other
+    cannot be checked, and the call runs split."""
+    terms = constraint.terms if isinstance(constraint, C.And) else (constraint,)
+    on_data = [t for t in terms if not t.variables().isdisjoint(trace.data_values)]
+    if not on_data:
+        return constraint
+    checked = data_checks_of(trace.bound_symbols)
+    unchecked = [t.python() for t in on_data if t.python() not in checked]
+    if unchecked:
+        raise DataDependentError(
+            f"compiling relied on {', '.join(unchecked)}, a decision on values read from tensor "
+            "data that the computation does not check"
+        )
+    return C.conjunction(t for t in terms if t not in on_data)
 
 
 def _constraint_check(constraint: C.Expr, header: str) -> BoundSymbol:
@@ -565,7 +596,7 @@ class _EpilogueWriter:
         if kind == GENERIC:
             return f"object.__getattribute__({parent}, {access.key!r})"
         if kind == ITEM:
-            return f"{parent}[{value_to_python(access.key, self.printer)}]"
+            return f"{parent}[{value_to_python(item_key(access), self.printer)}]"
         if kind == ELEMENT:
             return f"tuple({parent})[{access.key}]"
         if kind == CELL:

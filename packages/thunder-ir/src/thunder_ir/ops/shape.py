@@ -999,10 +999,18 @@ def pad(a: Any, pad: Sequence[Any], mode: str = "constant", value: Any = None) -
     # Negative padding crops: a slice; positive padding: prims.pad.
     out = a
     if any(lo < 0 for lo in lows) or any(hi < 0 for hi in highs):
-        starts = [max(-lo, 0) for lo in lows]
-        stops = [s - max(-hi, 0) for s, hi in zip(a.shape, highs)]
+        starts = [_positive_part(-lo) for lo in lows]
+        stops = [s - _positive_part(-hi) for s, hi in zip(a.shape, highs)]
         stops = [max(st, lo) for st, lo in zip(stops, starts)]
         out = prims.slice_prim(a, starts, stops, [1] * a.ndim)
     if any(lo > 0 for lo in lows) or any(hi > 0 for hi in highs):
-        out = prims.pad(out, fill, [(max(lo, 0), max(hi, 0), 0) for lo, hi in zip(lows, highs)])
+        config = [(_positive_part(lo), _positive_part(hi), 0) for lo, hi in zip(lows, highs)]
+        out = prims.pad(out, fill, config)
     return out if out is not a else prims.clone(a)
+
+
+def _positive_part(n: Any) -> Any:
+    """``max(n, 0)``, deciding whether ``n > 0``: for an amount read from tensor data, the
+    computation then checks the sign the grad of ``prims.pad`` also decides on (a zero amount
+    is a literal 0 to it, where ``max`` would leave a value it must decide on again)."""
+    return n if n > 0 else 0

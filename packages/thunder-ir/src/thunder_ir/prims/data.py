@@ -32,6 +32,7 @@ __all__ = [
     "DataChanged",
     "check_data",
     "data_check",
+    "data_checks_of",
     "holds_for_sizes",
     "item",
     "nonzero",
@@ -180,6 +181,13 @@ def data_check(expr: C.Expr, values: dict[str, NumberProxy], location: str | Non
     shown = f"{text} ({traced} while tracing{f', decided at {location}' if location else ''})"
     args = (PythonCode(text, C.PYTHON_NAMES), shown, *reads)
     return BoundSymbol(check_data, args, {}, None, location=location)
+
+
+def data_checks_of(bsyms: Any) -> set[str]:
+    """The texts of the decisions on data values that ``bsyms`` check (``prims.check_data``)."""
+    return {
+        b.args[0].text for b in bsyms if b.sym is check_data and isinstance(b.args[0], PythonCode)
+    }
 
 
 # ``size op c`` that holds for every size (a count is never negative), by the comparison.

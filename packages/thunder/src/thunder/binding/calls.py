@@ -11,6 +11,7 @@ import inspect
 import logging
 import threading
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +41,17 @@ from thunder.errors import (
 from thunder.lookasides import check_str_formatting, is_torch_callable, query_is_allowed
 from thunder.opaque import impure_reason
 from thunder_interp import Callbacks
-from thunder_ir import NumberProxy, OpTag, Proxy, Symbol, TensorProxy, get_tracectx
+from thunder_ir import (
+    BoundSymbol,
+    NumberProxy,
+    OpTag,
+    Proxy,
+    Symbol,
+    TensorProxy,
+    Trace,
+    get_tracectx,
+)
+from thunder_ir.aliasing import alias_info
 from thunder_ir.proxies import tensor_dir
 from thunder_ir.pytree import tree_iter
 
@@ -49,10 +60,81 @@ def _returning_torch_types(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
     @functools.wraps(sym)
     def call(*args: Any, **kwargs: Any) -> Any:
         _refuse_torch_function_overrides(fn if fn is not None else sym, args, kwargs)
+        if fn is not None:
+            _refuse_spread_list(fn, sym, args)
+            args, kwargs = _without_stacklevel(fn, args, kwargs)
         out = sym(*args, **kwargs) if fn is None else mirrored_call(fn, sym, args, kwargs)
         return _written_tensor_itself(out) if isinstance(out, TensorProxy) else torch_value(out)
 
     return call
+
+
+def _refuse_spread_list(fn: Any, sym: Symbol, args: tuple[Any, ...]) -> None:
+    """``torch.reshape(x, 6, 4)``: one op serves ``torch.f`` and ``Tensor.f`` and takes the sizes
+    spread (``x.reshape(6, 4)``), which torch's argument parser allows only where the list is the
+    sole positional argument (a method's, or a factory's): the function form raises eager's
+    TypeError."""
+    if len(args) <= 2 or not _spreads_a_list_after_tensor(sym) or _is_tensor_method(fn):
+        return
+    if not all(isinstance(a, (int, NumberProxy)) for a in args[1:]):
+        return  # not sizes: einsum's operands (``einsum("ij,jk", a, b)``), which it takes spread
+    name = getattr(fn, "__name__", None)
+    most = _most_positional_arguments(name) if isinstance(name, str) else None
+    if most is not None and len(args) > most:
+        raise TypeError(f"{name}() takes {most} positional arguments but {len(args)} were given")
+
+
+@functools.cache
+def _spreads_a_list_after_tensor(sym: Symbol) -> bool:
+    """Whether the op's decomposition is ``f(a, *sizes)`` (reshape, permute, tile...)."""
+    if sym.meta is None:
+        return False
+    try:
+        params = list(inspect.signature(inspect.unwrap(sym.meta)).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return (
+        len(params) >= 2
+        and params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        and params[1].kind is inspect.Parameter.VAR_POSITIONAL
+    )
+
+
+def _is_tensor_method(fn: Any) -> bool:
+    return getattr(fn, "__objclass__", None) is torch._C.TensorBase or isinstance(
+        getattr(fn, "__self__", None), torch.Tensor
+    )
+
+
+@functools.cache
+def _most_positional_arguments(name: str) -> int | None:
+    """The most arguments any aten schema of ``name`` takes by position; None if it has none."""
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+    except RuntimeError:
+        return None
+    counts = [sum(not a.kwarg_only for a in s.arguments) for s in schemas]
+    return max(counts, default=None)
+
+
+def _without_stacklevel(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``F.softmax(x, 0, torch.float64)``: the third slot of F.softmax, log_softmax and softmin is
+    ``_stacklevel``, which eager ignores, where the op (also ``torch.softmax(x, dim, dtype)``)
+    takes a dtype there. The call without it, the arguments after it passed by name."""
+    if not inspect.isfunction(fn):
+        return args, kwargs
+    names = list(inspect.signature(fn).parameters)
+    if "_stacklevel" not in names:
+        return args, kwargs
+    inspect.signature(fn).bind(*args, **kwargs)  # eager's TypeError where the call does not bind
+    at = names.index("_stacklevel")
+    if len(args) <= at and "_stacklevel" not in kwargs:
+        return args, kwargs
+    after = dict(zip(names[at + 1 :], args[at + 1 :], strict=False))
+    rest = {k: v for k, v in kwargs.items() if k != "_stacklevel"}
+    return args[:at], {**rest, **after}
 
 
 def _written_tensor_itself(out: TensorProxy) -> TensorProxy:
@@ -133,9 +215,24 @@ def _call_tensor_method(method: Any, *args: Any, **kwargs: Any) -> Any:
     return torch_value(out, as_size=name == "size" and not args and not kwargs)
 
 
+def _is_variable_function(fn: Any) -> bool:
+    """Whether ``fn`` is one of torch's C functions as torch's own Python code reaches them
+    (``torch._VF.unique_dim`` in ``torch.unique``), which name no module."""
+    name = getattr(fn, "__name__", None)
+    return (
+        type(fn) is types.BuiltinFunctionType
+        and getattr(fn, "__self__", None) is None  # (not object.__new__, which it also has)
+        and isinstance(name, str)
+        and not name.startswith("__")
+        and getattr(torch._C._VariableFunctions, name, None) is fn
+    )
+
+
 def _callable_name(fn: Any) -> str:
     owner = getattr(fn, "__objclass__", None) or getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", None) or type(fn).__name__
+    if _is_variable_function(fn):
+        return f"torch._VF.{name}"  # (torch.unique's torch._VF.unique_dim)
     if isinstance(owner, torch.Tensor) or owner is torch._C.TensorBase:
         return f"torch.Tensor.{name}"
     module = getattr(fn, "__module__", None)
@@ -145,6 +242,71 @@ def _callable_name(fn: Any) -> str:
         )
         return f"{module}.{name}"
     return str(name)
+
+
+# How a tensor the program computed relates to its inference_mode blocks (``InferenceRegions``).
+_MADE = "made"  # an inference tensor: computed in a block
+_MAYBE = "maybe"  # perhaps one: a view of a tensor from outside the block, or a reshape of it
+
+
+class InferenceRegions:
+    """The ``torch.inference_mode`` blocks the program enters (outside the caller's inference
+    mode) and which tensors they make: a block's ops are those its trace records between its
+    ``__enter__`` and ``__exit__``. An op's result is an inference tensor, but for an in-place
+    op's, a view's and a ``stop_gradient``'s: those are what their input is (a view of a normal
+    tensor stays normal), a reshape's perhaps (it may be a view)."""
+
+    def __init__(self) -> None:
+        self.open: list[tuple[Trace, int] | None] = []  # per block: its trace and first op
+        self.made: dict[str, str] = {}  # tensor name -> _MADE or _MAYBE, for closed blocks
+        self.watched: set[int] = set()  # ids of the traces whose later ops are watched
+
+    def enter(self, trace: Trace | None) -> None:
+        """A block entered; ``trace`` None where it makes no inference tensors."""
+        self.open.append(None if trace is None else (trace, len(trace.bound_symbols)))
+
+    def leave(self) -> Trace | None:
+        """A block left: the trace it made inference tensors in, or None."""
+        block = self.open.pop() if self.open else None
+        if block is None:
+            return None
+        self.made.update(self._made_by(*block))
+        return block[0]
+
+    def watching(self, trace: Trace) -> bool:
+        """Whether ``trace``'s later ops are watched already (and from now on)."""
+        seen = id(trace) in self.watched
+        self.watched.add(id(trace))
+        return seen
+
+    def status(self, name: str) -> str | None:
+        """_MADE, _MAYBE, or None where the tensor ``name`` is not an inference tensor."""
+        for block in self.open:
+            if block is not None:
+                found = self._made_by(*block).get(name)
+                if found is not None:
+                    return found
+        return self.made.get(name)
+
+    def _made_by(self, trace: Trace, first: int) -> dict[str, str]:
+        made = dict(self.made)
+        for b in trace.bound_symbols[first:]:
+            outs = [o.name for o in b.flat_proxy_outs if isinstance(o, TensorProxy)]
+            source = next((a for a in b.flat_proxy_args if isinstance(a, TensorProxy)), None)
+            inherited = made.get(source.name) if source is not None else None
+            if (
+                b.has_tag(OpTag.IN_PLACE)
+                or b.has_tag(OpTag.VIEW)
+                or b.has_tag(OpTag.STOPS_GRADIENT)
+            ):
+                status = inherited
+            elif b.has_tag(OpTag.MAY_RETURN_VIEW):
+                status = inherited or _MAYBE
+            else:
+                status = _MADE
+            if status is not None:
+                made.update(dict.fromkeys(outs, status))
+        return made
 
 
 _UNBOUND_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
@@ -162,6 +324,21 @@ class CallsMixin(WritesMixin):
         raise NotImplementedError  # regions.RegionsMixin
 
     def _lock_call(self, lock: Any, name: str, args: tuple[Any, ...], kwargs: Any) -> Any:
+        raise NotImplementedError  # regions.RegionsMixin
+
+    def _context_setting(self, cm: Any, name: str, default: Any) -> Any:
+        raise NotImplementedError  # regions.RegionsMixin
+
+    def _is_inference_mode_enabled(self) -> bool:
+        raise NotImplementedError  # regions.RegionsMixin
+
+    def _inference_mode_enter(self, cm: Any) -> None:
+        raise NotImplementedError  # regions.RegionsMixin
+
+    def _inference_mode_exit(self, cm: Any, *exc_info: Any) -> None:
+        raise NotImplementedError  # regions.RegionsMixin
+
+    def _grad_mode(self) -> bool:
         raise NotImplementedError  # regions.RegionsMixin
 
     def callbacks(self) -> Callbacks:
@@ -228,9 +405,10 @@ class CallsMixin(WritesMixin):
         for a in (*args, *kwargs.values()):
             if type(a) in _CONTAINER_MUTATORS:
                 self._note_content_read_of(a)
-        if not is_torch_callable(fn):
+        torch_callable = is_torch_callable(fn) or _is_variable_function(fn)
+        if not torch_callable:
             self._refuse_impure(fn, args)
-        if is_torch_callable(fn):
+        if torch_callable:
             _refuse_torch_function_overrides(fn, args, kwargs)
             has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
             if has_proxy or not query_is_allowed(fn):
@@ -257,11 +435,119 @@ class CallsMixin(WritesMixin):
 
     def tensor_attribute_lookasides(self) -> dict[Any, Any]:
         """Attribute reads of tensor proxies the proxy alone cannot answer: the Python attributes
-        a caller set on its tensors (``x.scale = 2.0``, ``param.tp_dim = 1``)."""
+        a caller set on its tensors (``x.scale = 2.0``, ``param.tp_dim = 1``), and whether a
+        tensor is an inference tensor (made in a ``torch.inference_mode`` block)."""
+        from torch.autograd.grad_mode import inference_mode
+
         return {
             TensorProxy.__getattr__: self._tensor_getattr,
             TensorProxy.__dir__: self._tensor_dir,
+            inference_mode.__enter__: self._entering_inference_mode,
+            inference_mode.__exit__: self._leaving_inference_mode,
+            TensorProxy.is_inference: self._is_inference,
+            torch.Tensor.is_inference: self._is_inference,
+            torch.is_inference: self._is_inference,
         }
+
+    # -- inference tensors ----------------------------------------------------------------------
+    # What a ``torch.inference_mode`` block the program enters computes are inference tensors in
+    # eager. The IR has no such tensors: the program's answers about them are eager's, and where
+    # one reaches the caller (returned, stored outside) the call runs eagerly.
+
+    @functools.cached_property
+    def inference_regions(self) -> InferenceRegions:
+        return InferenceRegions()
+
+    def _entering_inference_mode(self, cm: Any) -> None:
+        enabled = bool(self._context_setting(cm, "mode", True))
+        makes_inference_tensors = enabled and not self._is_inference_mode_enabled()
+        trace = get_tracectx() or self.trace
+        self._inference_mode_enter(cm)
+        self.inference_regions.enter(trace if makes_inference_tensors else None)
+
+    def _leaving_inference_mode(self, cm: Any, *exc_info: Any) -> None:
+        self._inference_mode_exit(cm, *exc_info)
+        trace = self.inference_regions.leave()
+        if trace is not None:
+            self._watch_inference_tensors(trace)
+
+    def _watch_inference_tensors(self, trace: Trace) -> None:
+        """After a block made inference tensors: an op recording gradients that reads one raises
+        in eager where it saves it for backward (``y * w``), not where it does not (``y + w``).
+        Which ops save what is torch's: the call runs eagerly at any such op."""
+        if self.inference_regions.watching(trace):
+            return
+        previous = trace.record_hook
+        binder = weakref.ref(self)  # the trace outlives the call's binder (and its tensors)
+
+        def refuse_in_autograd(bsym: BoundSymbol) -> None:
+            if previous is not None:
+                previous(bsym)
+            tensors = [p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy)]
+            recording = binder()
+            if recording is None or not any(p.requires_grad for p in tensors):
+                return
+            if not recording._grad_mode() or recording._is_inference_mode_enabled():
+                return
+            status = recording.inference_regions.status
+            made = next((p for p in tensors if status(p.name)), None)
+            if made is not None:
+                raise RunsEagerly(
+                    f"computes with {made.name}, an inference tensor made under "
+                    "torch.inference_mode, where gradients are recorded (eager refuses to save "
+                    "inference tensors for backward)"
+                )
+
+        trace.record_hook = refuse_in_autograd
+
+    def _is_inference(self, t: Any) -> bool:
+        """``t.is_inference()``: for a tensor the program computed, whether eager's was made
+        under inference mode (a block of the program's, or the caller's); a view of a tensor
+        read from outside state is what that tensor is (its dispatch keys are guarded; an
+        argument's are not: the call runs eagerly)."""
+        if not isinstance(t, TensorProxy):
+            return bool(torch.Tensor.is_inference(t))
+        made = self.inference_regions.status(t.name)
+        if made is _MAYBE:
+            raise RunsEagerly(
+                f"asks whether {t.name}, which may be a view of a tensor made outside "
+                "torch.inference_mode, is an inference tensor"
+            )
+        if made is _MADE:
+            return True
+        viewed = self._input_viewed_by(t)
+        if viewed is not None:
+            real, access = viewed
+            if access.is_argument_leaf():
+                raise RunsEagerly(
+                    "asks whether an argument (or a view of one) is an inference tensor, which "
+                    "the compiled program's cache does not tell apart"
+                )
+            return real.is_inference()
+        return torch.is_inference_mode_enabled()  # the caller's: every tensor computed is one
+
+    def _input_viewed_by(self, t: TensorProxy) -> tuple[torch.Tensor, Access] | None:
+        """The caller's tensor ``t`` is, or may share memory with (a view, an in-place result)."""
+        found = self._input_tensor(t)
+        if found is not None:
+            return found
+        trace = get_tracectx() or self.trace
+        groups = alias_info(trace.bound_symbols)
+        root = groups.root(t.name)
+        for real, proxy in self.inputs.tensors.values():
+            if groups.root(proxy.name) == root:
+                access = self._access_of_input(proxy)
+                return None if access is None else (real, access)
+        return None
+
+    def refuse_inference_tensor(self, value: Any, what: str) -> None:
+        """Eager's ``value`` is an inference tensor the program made (or may be one): reaching
+        the caller as ``what``, it must be one, which the compiled program cannot make."""
+        if isinstance(value, TensorProxy) and self.inference_regions.status(value.name):
+            raise RunsEagerly(
+                f"passes a tensor made under torch.inference_mode to the caller ({what}), an "
+                "inference tensor thunder does not make"
+            )
 
     def _tensor_dir(self, t: TensorProxy) -> list[str]:
         """``dir(t)``: torch's names for the tensor's type, with a caller's tensor's own

@@ -30,6 +30,7 @@ from thunder.binding.state import (
     restorable_base,
 )
 from thunder.errors import (
+    RunsEagerly,
     UnsupportedSideEffectError,
 )
 from thunder.lookasides import SymbolicSize
@@ -150,6 +151,9 @@ class WritesMixin(ReadsMixin):
     def _requires_grad_(self, t: TensorProxy, requires_grad: bool = True) -> TensorProxy:
         raise NotImplementedError  # calls.CallsMixin
 
+    def refuse_inference_tensor(self, value: Any, what: str) -> None:
+        raise NotImplementedError  # calls.CallsMixin
+
     def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
         if isinstance(obj, TensorProxy):
             if name == "requires_grad":
@@ -157,8 +161,12 @@ class WritesMixin(ReadsMixin):
                 # store then sets the proxy's flag
                 self._requires_grad_(obj, value)
                 return
-            # x.data = y, x.grad = g: torch's tensor state, which the trace does not model;
-            # torch runs it (the program runs split there).
+            if name == "data":
+                # x.data = y: torch.compile's split gets ``setattr(x, "data", y)`` wrong (the
+                # call returns y, not None): eager runs the call.
+                raise RunsEagerly("sets torch.Tensor.data, swapping the tensor's storage")
+            # x.grad = g: torch's tensor state, which the trace does not model; torch runs it
+            # (the program runs split there).
             from thunder_ir.ops.fallback import TorchRunsItError
 
             raise TorchRunsItError(f"torch.Tensor.{name} = ...", "it sets a tensor attribute")
@@ -378,6 +386,7 @@ class WritesMixin(ReadsMixin):
         object met twice is one template object (``memo``), which the epilogue builds once:
         the rebuilt value shares its parts as the program's did."""
         if isinstance(value, (Proxy, *_SCALAR_TYPES)):
+            self.refuse_inference_tensor(value, what)
             return value
         access = self.access_for(value)
         if access is not None:
