@@ -60,6 +60,9 @@ class Callbacks:
     - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
       function, or one the interpreter does not enter); it must perform the call itself, e.g.
       ``return fn(*args, **kwargs)``, and may replace the result.
+    - ``exception_handled(exc) -> None``: ``exc`` is about to enter one of the program's own
+      handlers (an ``except`` clause, a ``finally`` block, a ``with`` block's exit), which may
+      catch it: if the interpreted function then returns, it was caught.
     """
 
     load_global: Callable[[str, Any, dict[str, Any], Provenance | None], Any] | None = None
@@ -85,6 +88,7 @@ class Callbacks:
     special_lookup: Callable[[type, str, Any], None] | None = None
     compare_identity: Callable[[Any, Any, bool], bool | None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None
+    exception_handled: Callable[[BaseException], None] | None = None
 
 
 PROVENANCE = "provenance"

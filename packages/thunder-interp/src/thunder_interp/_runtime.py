@@ -320,6 +320,7 @@ class Runtime:
         "cb_delete_cell",
         "cb_delete_global",
         "cb_delete_item",
+        "cb_exception_handled",
         "cb_identity",
         "cb_load_attr",
         "cb_load_attr_missing",
@@ -398,6 +399,7 @@ class Runtime:
         self.cb_delete_attr = cb.delete_attribute
         self.cb_delete_item = cb.delete_item
         self.cb_opaque = cb.opaque_call
+        self.cb_exception_handled = cb.exception_handled
         self.cb_identity = cb.compare_identity
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}
@@ -497,6 +499,8 @@ class Runtime:
             if not chain:
                 self.unwound = exc
             raise exc
+        if self.cb_exception_handled is not None and _has_handler(f, pc):
+            self.cb_exception_handled(exc)
         if chain and exc.__context__ is None:
             chain_context(exc, self.topmost_handled())
         if PY_VERSION >= (3, 11):
@@ -851,6 +855,14 @@ class Runtime:
 
 BLOCK_FINALLY = 1
 BLOCK_EXCEPT_HANDLER = 2
+
+
+def _has_handler(f: Frame, pc: int) -> bool:
+    """Whether an exception raised at ``pc`` of ``f`` enters one of the frame's handlers."""
+    if PY_VERSION >= (3, 11):
+        return f.cc.handlers[pc] is not None
+    return any(kind != BLOCK_EXCEPT_HANDLER for kind, _, _ in f.blocks)
+
 
 # 3.10 and 3.11 count C calls of objects that are not functions in the recursion depth too.
 _COUNTS_C_CALLS = PY_VERSION < (3, 12)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from thunder_ir.errors import TracingError
 from thunder_ir.proxies import NumberProxy, Proxy
 from thunder_ir.pytree import tree_iter
 from thunder_ir.tags import OpTag
@@ -118,6 +119,17 @@ class Symbol:
                 f"{self.qualified_name} was called outside of tracing. IR symbols only record; to "
                 "run a trace, hand it to an executor (thunder_executors.transform_for_execution)"
             )
+        try:
+            return self._record(trace, args, kwargs)
+        except TracingError:
+            raise
+        except Exception as e:
+            # An error of the op (a check of its arguments): the recording program may catch it
+            # and go on (``Trace.raised_by_ops``).
+            trace.raised_by_ops.setdefault(id(e), (e, self.qualified_name))
+            raise
+
+    def _record(self, trace: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         numpy = sys.modules.get("numpy")
         if numpy is not None:
             args, kwargs = _without_numpy_scalars(numpy.generic, args, kwargs)

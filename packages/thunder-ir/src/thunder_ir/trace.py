@@ -108,6 +108,10 @@ class Trace:
         self.input_numbers: dict[str, Any] = {}
         self._data_checks: list[C.Expr] = []
         self._data_checked: set[str] = set()
+        # The errors recorded ops raised (an op's check of its arguments), by id, with the op's
+        # name: one the program catches and goes on from is a decision on an error eager's op
+        # may not raise (the jit runs such a call eagerly).
+        self.raised_by_ops: dict[int, tuple[BaseException, str]] = {}
 
     # Names ----------------------------------------------------------------------------------
 

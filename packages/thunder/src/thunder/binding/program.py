@@ -12,7 +12,7 @@ from __future__ import annotations
 import linecache
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -124,14 +124,16 @@ def trace_program(
         pargs, pkwargs = binder.bind_arguments(args, kwargs)
         if binder.autocast_at_start():
             binder.record_under_autocast()
+        handled: list[BaseException] = []
         interpreted = interpret(
             fn,
             lookasides=binder.lookasides(),
-            callbacks=binder.callbacks(),
+            callbacks=replace(binder.callbacks(), exception_handled=handled.append),
             native_special=native_special,
         )
         try:
             result = interpreted(*pargs, **pkwargs)
+            _check_caught_op_errors(trace, handled)
             binder.check_context_vars()
             template = binder.output_template(result)
             binder.check_stored_cells()
@@ -150,6 +152,22 @@ def trace_program(
             binder.undo_effects()
             trace.read_data = None  # it holds this call's tensors
     return _result(binder, template, outputs)
+
+
+def _check_caught_op_errors(trace: Trace, handled: list[BaseException]) -> None:
+    """Raises ``RunsEagerly`` where the program caught an error a recorded op raised and went
+    on: it decided on thunder's check of the op, which eager's kernel may not make (an argument
+    form thunder does not take, a fake run torch cannot make), and its other branch would be a
+    silent wrong result. Eager decides (the call runs eagerly)."""
+    for exc in handled:
+        raised = trace.raised_by_ops.get(id(exc))
+        if raised is not None and raised[0] is exc:
+            eager = RunsEagerly(
+                f"catches the {type(exc).__name__} that {raised[1]} raised while thunder recorded "
+                f"it ({exc}); eager's op may not raise there"
+            )
+            eager.__traceback__ = exc.__traceback__
+            raise eager
 
 
 def _returned_leaf(trace: Trace, binder: Binder) -> None:
