@@ -1,16 +1,23 @@
 """VJP rules of the elementwise and reduction prims, written with prims (inputs of an elementwise
-prim already share shape and dtype, so the rules need no broadcasting)."""
+prim already share shape and dtype, so the rules need no broadcasting), and of the composite
+elementwise ops whose decomposition differentiates to another gradient than eager's (at the end).
+Each follows eager's derivative formula, so values at ties, NaNs, infinities and zeros match."""
 
 from __future__ import annotations
 
+import cmath
 import math
 from typing import Any
 
 from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
+from thunder_ir import ops as ltorch
 from thunder_transforms.autodiff.registry import (
     GradPairs,
+    bound_arguments,
     expand_reduced,
     register_vjp,
+    sum_to_shape,
+    zeros_like,
 )
 
 __all__: list[str] = []
@@ -82,7 +89,7 @@ def _neg(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 
 # Piecewise constant: the gradient is zero (eager returns zeros, so the input counts as reached).
-@register_vjp(P.floor, P.ceil, P.round, P.trunc, P.sign, P.floor_divide, P.trunc_divide)
+@register_vjp(P.floor, P.ceil, P.round, P.trunc, P.sign, P.trunc_divide)
 def _zero_grad(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return []
 
@@ -112,8 +119,19 @@ def _mul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 def _div(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args
     ga = P.div(g, b) if isinstance(a, TensorProxy) else None
-    gb = P.neg(P.div(P.mul(g, bsym.output), b)) if isinstance(b, TensorProxy) else None
+    # As eager: -g * ((a / b) / b), which overflows and underflows where eager's does.
+    gb = P.neg(P.mul(g, P.div(bsym.output, b))) if isinstance(b, TensorProxy) else None
     return [(a, ga), (b, gb)]
+
+
+def _log_of_number(x: Any) -> Any:
+    """log of a Python number base as eager's ``Scalar`` log: -inf at 0, NaN below 0 (for a real
+    base; a complex one takes the principal branch)."""
+    if isinstance(x, complex):
+        return cmath.log(x) if x != 0 else complex(-math.inf, 0.0)
+    if x == 0:
+        return -math.inf
+    return math.log(x) if x > 0 else math.nan
 
 
 @register_vjp(P.pow)
@@ -124,38 +142,43 @@ def _pow(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     if isinstance(a, TensorProxy):
         # torch: exponent * a ** (exponent - 1), with 0 where the exponent is 0.
         if isinstance(b, TensorProxy):
-            d = P.where(P.eq(b, 0.0), 0.0, P.mul(b, P.pow(a, P.sub(b, 1.0))))
-            pairs.append((a, P.mul(g, d)))
+            d = P.mul(g, P.mul(b, P.pow(a, P.sub(b, 1.0))))
+            pairs.append((a, P.where(P.eq(b, 0.0), 0.0, d)))  # +0, not g * 0
         elif not (isinstance(b, (int, float)) and b == 0):
             pairs.append((a, P.mul(g, P.mul(b, P.pow(a, P.sub(b, 1.0))))))
     if isinstance(b, TensorProxy):
         # torch: a ** b * log(a), with 0 where a == 0 and b >= 0.
-        d = P.mul(y, P.log(a))
-        d = P.where(P.bitwise_and(P.eq(a, 0.0), P.ge(b, 0.0)), 0.0, d)
+        if isinstance(a, (int, float, complex)):  # a Python number: log(a) known now
+            d = P.mul(y, _log_of_number(a))
+            if a == 0:
+                d = P.where(P.ge(b, 0.0), 0.0, d)
+        else:
+            d = P.mul(y, P.log(a))
+            d = P.where(P.bitwise_and(P.eq(a, 0.0), P.ge(b, 0.0)), 0.0, d)
         pairs.append((b, P.mul(g, d)))
     return pairs
 
 
-def _select_between(bsym: BoundSymbol, g: TensorProxy, a_wins: Any) -> GradPairs:
-    """maximum/minimum: the gradient goes to the winner, halved between equal operands."""
+def _select_between(bsym: BoundSymbol, g: TensorProxy, a_loses: Any, b_loses: Any) -> GradPairs:
+    """maximum/minimum as eager: ``where(a == b, g / 2, g)`` masked to 0 where that operand
+    loses. A NaN operand loses no comparison: both operands get the whole gradient."""
     a, b = bsym.args
-    half = P.mul(g, 0.5)
-    tie = P.eq(a, b)
-    ga = P.where(tie, half, P.where(a_wins, g, 0.0))
-    gb = P.where(tie, half, P.where(a_wins, 0.0, g))
-    return [(a, ga if isinstance(a, TensorProxy) else None), (b, gb)]
+    shared = P.where(P.eq(a, b), P.mul(g, 0.5), g)
+    ga = P.where(a_loses, 0.0, shared) if isinstance(a, TensorProxy) else None
+    gb = P.where(b_loses, 0.0, shared) if isinstance(b, TensorProxy) else None
+    return [(a, ga), (b, gb)]
 
 
 @register_vjp(P.maximum)
 def _maximum(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args
-    return _select_between(bsym, g, P.gt(a, b))
+    return _select_between(bsym, g, P.lt(a, b), P.gt(a, b))
 
 
 @register_vjp(P.minimum)
 def _minimum(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args
-    return _select_between(bsym, g, P.lt(a, b))
+    return _select_between(bsym, g, P.gt(a, b), P.lt(a, b))
 
 
 @register_vjp(P.atan2)
@@ -167,10 +190,27 @@ def _atan2(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, P.mul(P.mul(g, b), recip)), (b, P.mul(P.mul(g, P.neg(a)), recip))]
 
 
+def _derivative_not_implemented(torch_name: str, bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """Eager has no derivative for this call and raises when a gradient reaches it: the backward
+    runs the torch callable under autograd, which raises that same error."""
+    args = tuple(bsym.args)
+    grads = ltorch.torch_fallback_vjp(torch_name, args, {}, (g,))
+    return list(zip(args, grads))
+
+
+@register_vjp(P.floor_divide)
+def _floor_divide(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return _derivative_not_implemented("torch.floor_divide", bsym, g)
+
+
 @register_vjp(P.remainder)
 def _remainder(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args
-    gb = P.neg(P.mul(g, P.floor(P.div(a, b)))) if isinstance(b, TensorProxy) else None
+    if not isinstance(a, TensorProxy):
+        return _derivative_not_implemented("torch.remainder", bsym, g)  # remainder(Scalar, Tensor)
+    # As eager: -g * div(a, b, rounding_mode="floor"), not floor(a / b), which rounds the
+    # quotient first (1 % 0.1) and differs at infinities.
+    gb = P.neg(P.mul(g, P.floor_divide(a, b))) if isinstance(b, TensorProxy) else None
     return [(a, g), (b, gb)]
 
 
@@ -184,10 +224,9 @@ def _fmod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 @register_vjp(P.copysign)
 def _copysign(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, _ = bsym.args
-    y = bsym.output
-    # d|a|*sign(b)/da is sign(a) * sign(y) = a / y away from 0; torch uses 0 at a == 0.
-    safe = P.where(P.eq(y, 0.0), 1.0, y)
-    return [(a, P.where(P.eq(a, 0.0), 0.0, P.mul(g, P.div(a, safe))))]
+    # Eager: g * (result / a), the ratio taken as 0 where a is 0 (so the zero has g's sign).
+    ratio = P.where(P.eq(a, 0.0), 0.0, P.div(bsym.output, P.where(P.eq(a, 0.0), 1.0, a)))
+    return [(a, P.mul(g, ratio))]
 
 
 @register_vjp(P.where)
@@ -224,23 +263,70 @@ def _sum(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, expand_reduced(g, a.shape, _reduced_dims(a, dims)))]
 
 
+def _count_zeros(a: TensorProxy) -> Any:
+    """The number of zero elements of ``a``, an int64 scalar tensor."""
+    is_zero = P.convert_element_type(P.eq(a, 0.0), dtypes.int64)
+    return P.sum(is_zero, tuple(range(a.ndim)))
+
+
+def _scalar_to(t: Any, shape: Any) -> Any:
+    return P.broadcast_in_dim(t, tuple(shape), ())
+
+
+def _products_of_others(g: TensorProxy, a: TensorProxy, d: int) -> Any:
+    """Eager's ``prod_safe_zeros_backward``: ``g`` times the product of the elements before and
+    of those after each element along ``d`` (exclusive cumulative products), no division."""
+    n = a.shape[d]
+    if isinstance(n, int) and n == 0:
+        return g
+    ones_shape = [1 if i == d else s for i, s in enumerate(a.shape)]
+    ones = P.full(tuple(ones_shape), 1.0, device=a.device, dtype=a.dtype)
+
+    def narrow(start: Any, stop: Any) -> Any:
+        lo = [start if i == d else 0 for i in range(a.ndim)]
+        hi = [stop if i == d else s for i, s in enumerate(a.shape)]
+        return P.slice_prim(a, lo, hi)
+
+    before = P.cumprod(P.cat([ones, narrow(0, n - 1)], d), d)
+    after = P.flip(P.cumprod(P.cat([ones, P.flip(narrow(1, n), (d,))], d), d), (d,))
+    return P.mul(g, P.mul(before, after))
+
+
+def _merged_last(t: TensorProxy, ds: tuple[int, ...]) -> Any:
+    """``t`` with the dims ``ds`` moved last and merged into one."""
+    kept = [i for i in range(t.ndim) if i not in ds]
+    moved = P.transpose(t, (*kept, *ds))
+    return P.reshape(moved, (*(t.shape[i] for i in kept), _count(t, ds)))
+
+
+def _unmerged(t: TensorProxy, like: TensorProxy, ds: tuple[int, ...]) -> Any:
+    """The inverse of ``_merged_last``: ``t`` back in the shape of ``like``."""
+    perm = (*(i for i in range(like.ndim) if i not in ds), *ds)
+    moved = P.reshape(t, tuple(like.shape[i] for i in perm))
+    return P.transpose(moved, tuple(perm.index(i) for i in range(like.ndim)))
+
+
 @register_vjp(P.prod)
 def _prod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's prod_backward: g * result / a when the input holds no zero; else the products of
+    # the other elements, computed without division (a NaN or inf elsewhere shows). A full
+    # reduction with two or more zeros gives zeros.
     a, dims = bsym.args
+    if a.ndim == 0:
+        return [(a, g)]
     ds = _reduced_dims(a, dims)
     gb = expand_reduced(g, a.shape, ds)
-    is_zero = P.eq(a, 0.0)
-    # The product of the other elements: y / a where no element is 0; where exactly one is, the
-    # product of the nonzero ones at that element and 0 elsewhere; with two or more, 0.
-    prod_nonzero = expand_reduced(P.prod(P.where(is_zero, 1.0, a), ds), a.shape, ds)
-    zeros = expand_reduced(P.sum(P.convert_element_type(is_zero, a.dtype), ds), a.shape, ds)
-    safe_a = P.where(is_zero, 1.0, a)
-    others = P.where(
-        P.eq(zeros, 0.0),
-        P.div(prod_nonzero, safe_a),
-        P.where(P.bitwise_and(P.eq(zeros, 1.0), is_zero), prod_nonzero, 0.0),
-    )
-    return [(a, P.mul(gb, others))]
+    by_division = P.mul(gb, P.div(expand_reduced(bsym.output, a.shape, ds), a))
+    zeros = _scalar_to(_count_zeros(a), a.shape)
+    if len(ds) == 1:
+        others = _products_of_others(gb, a, ds[0])
+    else:  # several dims (all of them, for torch's prod()): reduced as one
+        last = a.ndim - len(ds)
+        merged = _products_of_others(_merged_last(gb, ds), _merged_last(a, ds), last)
+        others = _unmerged(merged, a, ds)
+    if len(ds) == a.ndim:
+        others = P.where(P.eq(zeros, 1), others, 0.0)
+    return [(a, P.where(P.eq(zeros, 0), by_division, others))]
 
 
 @register_vjp(P.amax, P.amin)
@@ -320,3 +406,121 @@ def _cumprod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     at_zero = P.mul(tail_sum, P.cumprod(P.where(before, a, 1.0), d))
     first_zero = P.bitwise_and(first_run, is_zero)
     return [(a, P.where(before, before_grad, P.where(first_zero, at_zero, 0.0)))]
+
+
+# Composite elementwise ops whose decomposition differentiates to another gradient than eager's
+# at ties, NaNs or infinities: their rules follow eager's derivative formulas. Written with the
+# torch-language ops, which broadcast and promote as torch; each gradient is summed back to
+# its input's shape.
+
+
+def _to_shape(grad: Any, x: Any) -> Any:
+    return sum_to_shape(grad, x.shape) if isinstance(x, TensorProxy) else None
+
+
+def _zero_where_not(keep: Any, g: TensorProxy) -> Any:
+    return ltorch.where(keep, g, 0.0)
+
+
+@register_vjp(ltorch.div, applies=lambda bsym: bound_arguments(bsym)["rounding_mode"] is not None)
+def _div_rounded(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager: zeros for both operands of a rounded division, whatever the gradient (floor_divide
+    # itself has no derivative, see its prim's rule).
+    args = bound_arguments(bsym)
+    operands = (args["a"], args["b"])
+    return [(x, zeros_like(x)) for x in operands if isinstance(x, TensorProxy)]
+
+
+def _fmax_fmin(bsym: BoundSymbol, g: TensorProxy, compare: Any) -> GradPairs:
+    # Eager: the whole gradient to ``a`` where it wins or ties or ``b`` is NaN, else to ``b``.
+    args = bound_arguments(bsym)
+    a, b = args["a"], args["b"]
+    a_taken = ltorch.logical_or(compare(a, b), ltorch.isnan(b))
+    return [
+        (a, _to_shape(_zero_where_not(a_taken, g), a)),
+        (b, _to_shape(ltorch.where(a_taken, 0.0, g), b)),
+    ]
+
+
+@register_vjp(ltorch.fmax)
+def _fmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return _fmax_fmin(bsym, g, ltorch.ge)
+
+
+@register_vjp(ltorch.fmin)
+def _fmin(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return _fmax_fmin(bsym, g, ltorch.le)
+
+
+def _clamp_grads(g: TensorProxy, a: TensorProxy, lo: Any, hi: Any) -> GradPairs:
+    """Eager's clamp_backward and clamp_backward_min_max: ``a`` gets the gradient where
+    ``lo <= a <= hi`` (never at a NaN input or bound); a tensor bound gets it where it clamped,
+    ``lo`` only where ``lo < hi``."""
+    keep = None
+    if lo is not None:
+        keep = ltorch.ge(a, lo)
+    if hi is not None:
+        below_hi = ltorch.le(a, hi)
+        keep = below_hi if keep is None else ltorch.logical_and(keep, below_hi)
+    pairs: list[tuple[Any, Any]] = [(a, _to_shape(_zero_where_not(keep, g), a))]
+    if isinstance(lo, TensorProxy):
+        took_lo = ltorch.lt(a, lo)
+        if hi is not None:
+            took_lo = ltorch.logical_and(took_lo, ltorch.lt(lo, hi))
+        pairs.append((lo, _to_shape(_zero_where_not(took_lo, g), lo)))
+    if isinstance(hi, TensorProxy):
+        took_hi = ltorch.gt(a, hi)
+        if lo is not None:
+            took_hi = ltorch.logical_or(took_hi, ltorch.lt(hi, lo))
+        pairs.append((hi, _to_shape(_zero_where_not(took_hi, g), hi)))
+    return pairs
+
+
+def _clamps_float(bsym: BoundSymbol) -> bool:
+    a = bsym.args[0] if bsym.args else None
+    return isinstance(a, TensorProxy) and a.dtype.is_float
+
+
+@register_vjp(ltorch.clamp, applies=_clamps_float)
+def _clamp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    args = bound_arguments(bsym)
+    return _clamp_grads(g, args["a"], args["min"], args["max"])
+
+
+@register_vjp(ltorch.clamp_min, applies=_clamps_float)
+def _clamp_min(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    args = bound_arguments(bsym)
+    return _clamp_grads(g, args["a"], args["min"], None)
+
+
+@register_vjp(ltorch.clamp_max, applies=_clamps_float)
+def _clamp_max(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    args = bound_arguments(bsym)
+    return _clamp_grads(g, args["a"], None, args["max"])
+
+
+@register_vjp(ltorch.hypot)
+def _hypot(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager: g * x / result for each operand. The op kept whole also keeps torch's forward,
+    # which neither overflows nor underflows as the decomposition's sqrt(x * x + y * y).
+    args = bound_arguments(bsym)
+    y = bsym.output
+    return [(x, _to_shape(ltorch.div(ltorch.mul(g, x), y), x)) for x in (args["a"], args["b"])]
+
+
+@register_vjp(ltorch.nan_to_num)
+def _nan_to_num(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager: g * isfinite(a) (a zero of g's sign where a is not finite).
+    a = bsym.args[0]
+    return [(a, P.mul(g, P.convert_element_type(P.isfinite(a), g.dtype)))]
+
+
+@register_vjp(ltorch.addcdiv)
+def _addcdiv(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager: g * (value / t2) and -g * (value * t1 / (t2 * t2)), not the gradient of the
+    # decomposition's division, which rounds (and overflows) at other steps.
+    args = bound_arguments(bsym)
+    a, t1, t2, value = args["a"], args["t1"], args["t2"], args["value"]
+    g1 = ltorch.mul(g, ltorch.div(value, t2))
+    g2 = ltorch.mul(ltorch.neg(g), ltorch.div(ltorch.mul(t1, value), ltorch.mul(t2, t2)))
+    return [(a, _to_shape(g, a)), (t1, _to_shape(g1, t1)), (t2, _to_shape(g2, t2))]

@@ -1,14 +1,19 @@
-"""VJP rules of matmul, linear, convolution and embedding, and of the composite ops whose own rule
+"""VJP rules of matmul, linear, convolution and embedding, of the composite ops whose own rule
 is cheaper than differentiating their decomposition (softmax, log_softmax, embedding with
-``padding_idx``)."""
+``padding_idx``), and of activations and losses whose decomposition differentiates to another
+gradient than eager's at edge points (relu, selu, celu, logsigmoid, binary_cross_entropy,
+huber_loss, smooth_l1_loss)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from thunder_ir import BoundSymbol, TensorProxy, prims
+from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
+from thunder_ir.ops._helpers import broadcast, to_dtype
+from thunder_ir.ops.nn_base import opmath, reduction_arg
+from thunder_ir.utils import result_type
 from thunder_transforms.autodiff.registry import (
     GradPairs,
     bound_arguments,
@@ -16,6 +21,7 @@ from thunder_transforms.autodiff.registry import (
     register_vjp,
     sum_to_shape,
 )
+from thunder_transforms.autodiff.rules_fused import _not_in_place
 from thunder_transforms.autodiff.rules_shape import _reshape_to
 
 __all__: list[str] = []
@@ -139,3 +145,170 @@ def _log_softmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     s = expand_reduced(P.sum(g, (d,)), y.shape, (d,))
     ga = P.sub(g, P.mul(P.exp(y), s))
     return [(a, ga if ga.dtype == a.dtype else P.convert_element_type(ga, a.dtype))]
+
+
+# Activations and losses whose decomposition differentiates to another gradient than eager's at
+# edge points (exactly 0, overflowing exp in a branch ``where`` did not select, a perfect
+# prediction): eager's backward formula, computed in the forward's computation dtype and
+# rounded once. The op is then kept whole in the forward too (torch's own kernel).
+
+
+def _in_compute_dtype(g: TensorProxy, a: TensorProxy, grad: Any) -> Any:
+    """``grad(x, g)`` with ``a`` and ``g`` in ``a``'s computation dtype, rounded to ``a``'s."""
+    compute = opmath(a.dtype)
+    return to_dtype(grad(to_dtype(a, compute), to_dtype(g, compute)), a.dtype)
+
+
+@register_vjp(ltorch.relu, applies=_not_in_place)
+def _relu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's threshold_backward on the result: 0 where it is <= 0 (NaN passes the gradient).
+    a = bound_arguments(bsym)["a"]
+    return [(a, P.where(P.le(bsym.output, 0), 0.0, g))]
+
+
+def _elu_grad(
+    g: TensorProxy, a: TensorProxy, alpha: float, scale: float, input_scale: float
+) -> Any:
+    """Eager's elu_backward from the input: ``g * input_scale * alpha * scale * exp(x *
+    input_scale)`` where ``x <= 0``, else ``g * scale``. Both sides are computed, selected here:
+    an exp that overflows where ``x > 0`` never reaches the result (differentiating the
+    forward's ``where`` would give ``0 * inf``)."""
+
+    def grad(x: Any, gc: Any) -> Any:
+        neg_side = P.mul(P.mul(P.mul(gc, input_scale), alpha * scale), P.exp(P.mul(x, input_scale)))
+        return P.where(P.le(x, 0.0), neg_side, P.mul(gc, scale))
+
+    return _in_compute_dtype(g, a, grad)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@register_vjp(ltorch.selu, applies=_not_in_place)
+def _selu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    a = bound_arguments(bsym)["a"]
+    return [(a, _elu_grad(g, a, _SELU_ALPHA, _SELU_SCALE, 1.0))]
+
+
+@register_vjp(ltorch.celu, applies=_not_in_place)
+def _celu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    args = bound_arguments(bsym)
+    a, alpha = args["a"], float(args["alpha"])
+    return [(a, _elu_grad(g, a, alpha, 1.0, 1.0 / alpha))]
+
+
+@register_vjp(ltorch.logsigmoid)
+def _logsigmoid(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's log_sigmoid_backward: with s = z / (1 + z), z = exp(-|x|), the gradient is
+    # g * (1 - s) where x < 0 and g * s elsewhere (0.5 at x == 0, where min(x, 0) has a kink).
+    a = bsym.args[0]
+
+    def grad(x: Any, gc: Any) -> Any:
+        z = P.exp(P.neg(P.abs(x)))
+        s = P.div(z, P.add(z, 1.0))
+        return P.mul(gc, P.where(P.lt(x, 0.0), P.sub(1.0, s), s))
+
+    return [(a, _in_compute_dtype(g, a, grad))]
+
+
+def _loss_weight_fixed(bsym: BoundSymbol) -> bool:
+    # Eager refuses a weight that requires grad; that call keeps the decomposition.
+    weight = bound_arguments(bsym)["weight"]
+    return not (isinstance(weight, TensorProxy) and weight.requires_grad)
+
+
+_BCE_EPSILON = 1e-12
+
+
+@register_vjp(ltorch.binary_cross_entropy, applies=_loss_weight_fixed)
+def _binary_cross_entropy(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager: g * (x - y) / max(x * (1 - x), 1e-12) for the input (0 at a perfect prediction, not
+    # 0 / 0) and -g * logit(x) for the target; times the weight, divided by numel for "mean".
+    args = bound_arguments(bsym)
+    a, target, weight = args["a"], args["target"], args["weight"]
+    reduction = reduction_arg(args["size_average"], args["reduce"], args["reduction"])
+    compute = opmath(a.dtype)
+    x, y = to_dtype(a, compute), to_dtype(target, compute)
+    gc = to_dtype(g, compute)
+    if reduction != "none":
+        gc = P.broadcast_in_dim(gc, tuple(a.shape), ())
+
+    def finish(grad: Any, like: TensorProxy) -> Any:
+        if weight is not None:
+            grad = ltorch.mul(grad, to_dtype(weight, compute))
+        if reduction == "mean":
+            grad = P.div(grad, _numel(a))
+        return to_dtype(grad, like.dtype)
+
+    # eager's kernel takes the epsilon in the input's dtype: float16 rounds it to 0
+    eps = 0.0 if a.dtype == dtypes.float16 else _BCE_EPSILON
+    spread = P.mul(P.sub(1.0, x), x)
+    spread = P.where(P.lt(spread, eps), eps, spread)
+    ga = P.div(P.mul(gc, P.sub(x, y)), spread)
+    gt = P.mul(P.neg(P.log(P.div(x, P.sub(1.0, x)))), gc)
+    return [(a, finish(ga, a)), (target, finish(gt, target))]
+
+
+def _numel(a: TensorProxy) -> Any:
+    n: Any = 1
+    for s in a.shape:
+        n = n * s
+    return n
+
+
+def _pointwise_loss_grads(bsym: BoundSymbol, g: TensorProxy, slope: Any) -> GradPairs:
+    """The gradients of a pointwise loss of ``a - target`` by eager's backward kernel:
+    ``slope(d, g)`` at ``d = a - target`` for the input and at ``target - a`` for the target
+    (eager's backward with the operands swapped), ``g`` scaled by 1 / numel for "mean". Each
+    branch is selected here: an infinite difference never meets the quadratic branch."""
+    args = bound_arguments(bsym)
+    a, target = args["a"], args["target"]
+    reduction = reduction_arg(args.get("size_average"), args.get("reduce"), args["reduction"])
+    common = result_type(a, target)
+    compute = opmath(common)
+    x, t = broadcast(to_dtype(a, compute), to_dtype(target, compute))
+    gc = to_dtype(g, compute)
+    if reduction != "none":
+        gc = P.broadcast_in_dim(gc, tuple(x.shape), ())
+    if reduction == "mean":
+        gc = P.mul(gc, 1.0 / _numel(x)) if isinstance(_numel(x), int) else P.div(gc, _numel(x))
+
+    def grad(d: Any, like: TensorProxy) -> Any:
+        return sum_to_shape(to_dtype(slope(d, gc), common), like.shape)
+
+    return [(a, grad(P.sub(x, t), a)), (target, grad(P.sub(t, x), target))]
+
+
+def _huber_applies(bsym: BoundSymbol) -> bool:
+    return bound_arguments(bsym).get("weight") is None  # eager computes a weighted one in Python
+
+
+@register_vjp(ltorch.huber_loss, applies=_huber_applies)
+def _huber_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's huber_loss_backward: -g * delta at or below -delta, g * delta at or above delta,
+    # g * d between.
+    delta = float(bound_arguments(bsym)["delta"])
+
+    def slope(d: Any, gc: Any) -> Any:
+        outer = P.mul(gc, delta)
+        inner = P.where(P.ge(d, delta), outer, P.mul(d, gc))
+        return P.where(P.le(d, -delta), P.neg(outer), inner)
+
+    return _pointwise_loss_grads(bsym, g, slope)
+
+
+def _smooth_l1_applies(bsym: BoundSymbol) -> bool:
+    return bool(bound_arguments(bsym)["beta"] > 0)  # beta == 0 is l1_loss (its decomposition)
+
+
+@register_vjp(ltorch.smooth_l1_loss, applies=_smooth_l1_applies)
+def _smooth_l1_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's smooth_l1_loss_backward: -g below -beta, g above beta, g * d / beta between.
+    beta = float(bound_arguments(bsym)["beta"])
+
+    def slope(d: Any, gc: Any) -> Any:
+        inner = P.where(P.gt(d, beta), gc, P.mul(P.div(d, beta), gc))
+        return P.where(P.lt(d, -beta), P.neg(gc), inner)
+
+    return _pointwise_loss_grads(bsym, g, slope)

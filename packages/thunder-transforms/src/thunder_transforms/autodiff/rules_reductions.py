@@ -1,6 +1,6 @@
 """VJP rules of composite reductions whose decomposition differentiates to another gradient than
-eager's at edge points: ``max``/``min`` along a dim (ties), norms at zero (``0 * inf``), ``std``
-of a constant input (``sqrt`` at 0)."""
+eager's at edge points: ``max``/``min`` (ties, NaNs), norms at zero (``0 * inf``), ``std`` of a
+constant input (``sqrt`` at 0), ``var``/``std`` with no degrees of freedom left."""
 
 from __future__ import annotations
 
@@ -61,26 +61,41 @@ def _count(shape: Any, ds: tuple[int, ...]) -> Any:
 # max/min along a dim ----------------------------------------------------------------------------
 
 
-def _along_dim(bsym: BoundSymbol) -> bool:
+def _along_dim_or_all(bsym: BoundSymbol) -> bool:
+    # max(a), max(a, dim); max(a, other) is maximum (its decomposition).
     dim = bound_arguments(bsym)["dim"]
-    return isinstance(dim, int) and not isinstance(dim, bool)
+    return dim is None or (isinstance(dim, int) and not isinstance(dim, bool))
 
 
-@register_vjp(ltorch.max, ltorch.min, applies=_along_dim)
-def _max_min_dim(bsym: BoundSymbol, g: Any, *_: Any) -> GradPairs:
-    # The whole gradient goes to the element the returned index names, ties or not; max() and
-    # amax without indices split it evenly (their decomposition).
+@register_vjp(ltorch.max, ltorch.min, applies=_along_dim_or_all)
+def _max_min(bsym: BoundSymbol, g: Any, *_: Any) -> GradPairs:
     args = bound_arguments(bsym)
     a = args["a"]
     if g is None:
         return []
+    if args["dim"] is None:
+        return [(a, _evenly_distributed(g, a, bsym.output))]
     if a.ndim == 0:
         return [(a, g)]
+    # The whole gradient goes to the element the returned index names, ties or not.
     d = canonicalize_dim(a.ndim, args["dim"])
     indices = bsym.output[1]
     if not args["keepdim"]:
         g, indices = P.unsqueeze(g, d), P.unsqueeze(indices, d)
     return [(a, P.scatter_add(zeros_like(a), d, indices, g))]
+
+
+def _evenly_distributed(g: TensorProxy, a: TensorProxy, value: TensorProxy) -> Any:
+    """Eager's evenly_distribute_backward of max()/min(): the gradient split evenly between the
+    elements equal to the result, or between the NaN elements where the result is NaN (the
+    elements a NaN result comes from), 0 elsewhere."""
+    shape, everything = tuple(a.shape), tuple(range(a.ndim))
+    v = P.broadcast_in_dim(value, shape, ())
+    both_nan = P.bitwise_and(P.isnan(a), P.isnan(v))
+    mask = P.bitwise_or(P.eq(a, v), both_nan)
+    count = P.sum(P.convert_element_type(mask, dtypes.int64), everything)
+    share = P.div(g, P.convert_element_type(count, g.dtype))
+    return P.where(mask, P.broadcast_in_dim(share, shape, ()), 0.0)
 
 
 # Norms ------------------------------------------------------------------------------------------
@@ -227,15 +242,16 @@ def _pairwise_distance(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 # Standard deviation -------------------------------------------------------------------------------
 
 
-def _std_args(bsym: BoundSymbol) -> tuple[TensorProxy, tuple[int, ...], Any, bool]:
-    """(input, reduced dims, correction, keepdim), by torch's overloads (``std(a, unbiased)``)."""
+def _std_args(bsym: BoundSymbol) -> tuple[TensorProxy, tuple[int, ...], Any, bool, bool]:
+    """(input, reduced dims, correction, keepdim, whether no dim was given), by torch's
+    overloads (``std(a, unbiased)``)."""
     args = bound_arguments(bsym)
     a, dim, unbiased, correction = args["a"], args["dim"], args["unbiased"], args["correction"]
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     if correction is None:
         correction = 0 if unbiased is False else 1
-    return a, _reduced(a, dim), correction, bool(args["keepdim"])
+    return a, _reduced(a, dim), correction, bool(args["keepdim"]), dim is None
 
 
 def _real_input(bsym: BoundSymbol) -> bool:
@@ -243,17 +259,58 @@ def _real_input(bsym: BoundSymbol) -> bool:
     return isinstance(a, TensorProxy) and not a.dtype.is_complex
 
 
+def _var_backward(gv: Any, ac: Any, ds: tuple[int, ...], correction: Any, whole: bool) -> Any:
+    """Eager's var_backward: ``gv`` (broadcast to the input's shape) times 2 / (n - correction)
+    times the centered input. Over the whole tensor (no dim given, or a 0-d input) with no
+    degrees of freedom left, eager gives ``gv * inf`` instead (NaN where an element equals the
+    mean), not the sign-flipped finite value of a negative ``n - correction``."""
+    n = _count(ac.shape, ds)
+    mean = expand_reduced(P.div(P.sum(ac, ds), n), ac.shape, ds)
+    dof = n - correction
+    if whole and isinstance(dof, (int, float)) and dof <= 0:
+        return P.mul(gv, P.where(P.eq(ac, mean), math.nan, math.inf))
+    return P.mul(P.mul(gv, P.sub(ac, mean)), var_scale(n, correction))
+
+
 def _std_grad(bsym: BoundSymbol, std: TensorProxy, g: TensorProxy) -> Any:
     # Eager: the variance's gradient g / (2 std), 0 where std is 0 (a constant input).
-    a, ds, correction, keepdim = _std_args(bsym)
+    a, ds, correction, keepdim, whole = _std_args(bsym)
     compute = _compute_dtype(a.dtype)
-    ac = _opmath(a, compute)
     s = _expand(_opmath(std, compute), a.shape, ds, keepdim)
     gs = _expand(_opmath(g, compute), a.shape, ds, keepdim)
     gv = P.where(P.eq(s, 0.0), 0.0, P.div(gs, P.mul(s, 2.0)))
-    n = _count(a.shape, ds)
-    mean = expand_reduced(P.div(P.sum(ac, ds), n), a.shape, ds)
-    return P.mul(P.mul(gv, P.sub(ac, mean)), var_scale(n, correction))
+    return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0)
+
+
+def _var_grad(bsym: BoundSymbol, g: TensorProxy) -> Any:
+    a, ds, correction, keepdim, whole = _std_args(bsym)
+    compute = _compute_dtype(a.dtype)
+    gv = _expand(_opmath(g, compute), a.shape, ds, keepdim)
+    return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0)
+
+
+def _mean_grad(bsym: BoundSymbol, gm: TensorProxy) -> Any:
+    # Summed in the computation dtype, not rounded twice to a low-precision input's.
+    a, ds, _, keepdim, _ = _std_args(bsym)
+    gm = _expand(_opmath(gm, _compute_dtype(a.dtype)), a.shape, ds, keepdim)
+    return P.div(gm, _count(a.shape, ds))
+
+
+def _with_mean_grad(bsym: BoundSymbol, grad: Any, gm: Any) -> GradPairs:
+    if gm is not None:
+        mean_grad = _mean_grad(bsym, gm)
+        grad = mean_grad if grad is None else P.add(grad, mean_grad)
+    return [(bound_arguments(bsym)["a"], grad)]
+
+
+@register_vjp(ltorch.var, applies=_real_input)
+def _var(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return [(bound_arguments(bsym)["a"], _var_grad(bsym, g))]
+
+
+@register_vjp(ltorch.var_mean, applies=_real_input)
+def _var_mean(bsym: BoundSymbol, gv: Any, gm: Any) -> GradPairs:
+    return _with_mean_grad(bsym, None if gv is None else _var_grad(bsym, gv), gm)
 
 
 @register_vjp(ltorch.std, applies=_real_input)
@@ -263,11 +320,5 @@ def _std(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 @register_vjp(ltorch.std_mean, applies=_real_input)
 def _std_mean(bsym: BoundSymbol, gs: Any, gm: Any) -> GradPairs:
-    a, ds, _, keepdim = _std_args(bsym)
     grad = None if gs is None else _std_grad(bsym, bsym.output[0], gs)
-    if gm is not None:
-        # Summed in the computation dtype, not rounded twice to a low-precision input's.
-        gm = _expand(_opmath(gm, _compute_dtype(a.dtype)), a.shape, ds, keepdim)
-        gm = P.div(gm, _count(a.shape, ds))
-        grad = gm if grad is None else P.add(grad, gm)
-    return [(a, grad)]
+    return _with_mean_grad(bsym, grad, gm)
