@@ -48,8 +48,7 @@ __all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "RUNNERS", "torch_ops_executo
 # ltorch ops that eager runs as one kernel (or a few, where their decomposition takes many more
 # passes over memory), kept whole and run by that torch function. Left out, as no faster whole:
 # sigmoid and tanh (one prim each), softsign, tanhshrink and normalize (Python composites in
-# torch.nn.functional, the same passes as their decompositions), l1_loss, std and std_mean (as
-# fast decomposed, measured).
+# torch.nn.functional, the same passes as their decompositions) and l1_loss.
 KEPT_OPS: tuple[Symbol, ...] = (
     # matrix products, attention, embedding
     ltorch.linear, ltorch.matmul, ltorch.mm, ltorch.bmm, ltorch.addmm, ltorch.baddbmm,
@@ -96,6 +95,9 @@ KEPT_OPS: tuple[Symbol, ...] = (
     # transposed or channels-last result, drawn in memory order), which a decomposition,
     # knowing no strides, cannot
     ltorch.zeros_like, ltorch.ones_like, ltorch.full_like, ltorch.rand_like, ltorch.randn_like,
+    # std and std_mean: torch's CPU kernel takes the root in double, where float32's variance
+    # overflows (values of 1e20) or underflows (1e-25) before its root
+    ltorch.std, ltorch.std_mean,
     # masked_fill: torch's kernel checks that a tensor value fits the dtype (a value of the data,
     # unknown while tracing) and returns a contiguous result, where its decomposition's
     # torch.where keeps a transposed input's layout

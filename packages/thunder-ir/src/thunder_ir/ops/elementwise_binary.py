@@ -316,13 +316,20 @@ def hypot(a: Any, b: Any) -> Any:
     check_tensor_arg(b, "hypot", "other", 2)
     for x in (a, b):
         check_dtype("hypot", x, lambda d: d.is_float)
-    return compute(
-        "hypot",
-        Promotion.DEFAULT,
-        lambda x, y: prims.sqrt(prims.add(prims.mul(x, x), prims.mul(y, y))),
-        a,
-        b,
-    )
+    return compute("hypot", Promotion.DEFAULT, _scaled_hypot, a, b)
+
+
+def _scaled_hypot(x: Any, y: Any) -> Any:
+    """``sqrt(x * x + y * y)`` without squaring the larger magnitude, which overflows (3e20) or
+    underflows (1e-30) in float32 where torch's kernel does not: ``big * sqrt(1 + (small /
+    big) ** 2)``; 0 where both are 0, inf where either is inf (also against NaN), as torch."""
+    ax, ay = prims.abs(x), prims.abs(y)
+    big, small = prims.maximum(ax, ay), prims.minimum(ax, ay)
+    ratio = prims.div(small, big)
+    out = prims.mul(big, prims.sqrt(prims.add(prims.mul(ratio, ratio), 1.0)))
+    out = prims.where(prims.eq(big, 0.0), big, out)
+    infinite = prims.bitwise_or(prims.isinf(x), prims.isinf(y))
+    return prims.where(infinite, float("inf"), out)
 
 
 @torchop("torch.copysign", "torch.Tensor.copysign", tags=_EW)

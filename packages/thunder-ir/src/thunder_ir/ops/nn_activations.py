@@ -22,6 +22,7 @@ from thunder_ir.ops.nn_base import (
     le,
     log,
     log1p,
+    lt,
     mul,
     neg,
     opmath,
@@ -88,8 +89,8 @@ def silu(a: Any, inplace: bool = False) -> Any:
 def relu(a: Any, inplace: bool = False) -> Any:
     require_tensor(a, "relu")
     check(not a.dtype.is_boolean, "\"clamp_min_scalar_cpu\" not implemented for 'Bool'")
-    # where(a <= 0, 0, a) rather than a > 0: NaN stays NaN, as in torch.
-    return _finish(a, where(le(a, 0), 0, a), a.dtype, inplace)
+    # where(a < 0, 0, a) rather than a > 0: NaN stays NaN and -0.0 stays -0.0, as in torch.
+    return _finish(a, where(lt(a, 0), 0, a), a.dtype, inplace)
 
 
 @torchop("torch.nn.functional.hardtanh", tags=_EW)
