@@ -451,7 +451,7 @@ def test_a_module_holding_a_jitted_one_saves_and_loads_the_original_keys(jits: i
     # the keys of the module's own paths (``named_parameters``) load as well (one jit)
     if jits == 1:
         paths = dict(holder.named_parameters()) | dict(holder.named_buffers())
-        assert "model._model.0.weight" in paths
+        assert "model.0.weight" in paths
         assert not holder.load_state_dict(paths).missing_keys
     x = torch.randn(4, 2)
     holder.eval()

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import copy
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
-import torch.nn.modules.module as _module_hooks
 
 from thunder.jit_function import ThunderFunction
-from thunder.module_calls import SignedForward, presented_class, routed_method
-from thunder.torch_tracers import export_named_modules, is_exporting, under_torch_tracer
+from thunder.module_calls import (
+    SignedForward,
+    call_without_global_module_hooks,
+    presented_class,
+    routed_method,
+    run_compiled,
+)
+from thunder.torch_tracers import under_torch_tracer
 
 __all__ = ["ThunderModule"]
 
@@ -21,11 +26,20 @@ class ThunderModule(torch.nn.Module):
     """An ``nn.Module`` that runs the wrapped module's ``__call__`` (hooks and ``forward``) through
     the jit.
 
-    Parameters and buffers are the original module's (shared, not copied); ``state_dict`` and
-    ``load_state_dict`` use the original's names, and so does ``load_state_dict`` of a module
-    holding this one (``_load_from_state_dict``); ``train()``/``eval()`` reach the original (its
-    ``training`` flags are guarded, so switching recompiles once per mode). Attribute writes and
-    in-place buffer updates made by ``forward`` happen on every call, as in eager.
+    It acts as the wrapped module (``_model``) in ``nn.Module``'s API: it holds the same
+    containers (``_parameters``, ``_buffers``, ``_modules``, the state-dict hooks), not copies,
+    so ``named_modules()``, ``named_parameters()``, ``state_dict()``, ``get_buffer`` and the
+    rest give the original's names, also for a module holding this one; ``register_buffer``,
+    ``add_module``, ``register_parameter``, ``jm.attr = value`` (an attribute of the original)
+    and the state-dict hooks registered on ``jm`` act on the original, where its ``forward``
+    sees them; ``training`` is the original's flag; ``train()``, ``apply()``, ``to()`` and the
+    others that walk the module run the original's (its class's overrides too), and ``jm[0]``,
+    ``len(jm)``, ``iter(jm)`` those of a container (``nn.Sequential``). The original's
+    ``training`` flags are guarded, so switching recompiles once per mode. Attribute writes and
+    in-place buffer updates made by ``forward`` happen on every call, as in eager. Forward and
+    backward hooks registered on ``jm`` run around the compiled program; the global module
+    hooks (``register_module_forward_hook``) fire for the wrapped modules, inside it, never for
+    this wrapper, as eager fires them once per module.
 
     Copies keep the jit's options, executors and transforms but never the compiled programs
     (they compile again on their first call, with their own ``compile_stats``):
@@ -45,11 +59,15 @@ class ThunderModule(torch.nn.Module):
     jitted LightningModule (``thunder.jit`` warns with that advice).
     """
 
+    _model: torch.nn.Module
+    _thunder_function: ThunderFunction
+
     def __init__(self, model: torch.nn.Module, compiled: ThunderFunction) -> None:
         super().__init__()
-        self._model = model
-        self._thunder_function = compiled
-        self.register_load_state_dict_post_hook(_original_key_names)  # type: ignore[no-untyped-call]
+        # a plain attribute, not a child: the children are the model's own (shared below)
+        self.__dict__["_model"] = model
+        self.__dict__["_thunder_function"] = compiled  # its own (a jitted model has one too)
+        _share_model_state(self)
 
     # ``inspect.signature(jm.forward)`` is the wrapped forward's (Trainer keeps the input
     # columns it names)
@@ -59,8 +77,20 @@ class ThunderModule(torch.nn.Module):
     def __class__(self) -> type:
         # isinstance() falls back to __class__: a transformers model wrapped stays one to the
         # tools that test for PreTrainedModel (Trainer.save_model writes its config)
-        model = self.__dict__.get("_modules", {}).get("_model")
+        model = self.__dict__.get("_model")
         return (model is not None and presented_class(model)) or type(self)
+
+    @property  # type: ignore[override]
+    def training(self) -> bool:
+        """The wrapped module's flag (``m.eval()`` shows here, ``jm.training = False`` sets it)."""
+        model = self.__dict__.get("_model")
+        return True if model is None else bool(model.training)
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        model = self.__dict__.get("_model")
+        if model is not None:  # None while nn.Module.__init__ sets its default
+            model.training = mode
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # pickle refuses a __newobj__ (by that name) whose class is not __class__: the same
@@ -70,36 +100,45 @@ class ThunderModule(torch.nn.Module):
             return (_new_object, *reduced[1:])
         return reduced
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickled or deep-copied: the containers are its (copied) model's again, whatever
+        # the model's class does when it is copied
+        self.__dict__.update(state)
+        _share_model_state(self)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if under_torch_tracer():  # torch.jit.trace, torch.export, torch.compile: the wrapped module
             return self._model(*args, **kwargs)
         # nn.Module's call path, three Python frames, only where it has something to do: hooks
-        # on this module or on all modules, a compiled call (compile()), a torch.jit trace, a
-        # forward set on this instance (accelerate's autocast wrapper)
+        # on this module, a compiled call (compile()), a forward set on this instance
+        # (accelerate's autocast wrapper). The global module hooks fire for the wrapped module
+        # inside the program, not for this wrapper (eager fires them once).
         if (
-            self._forward_hooks
+            self._compiled_call_impl is not None
+            or self._forward_hooks
             or self._forward_pre_hooks
             or self._backward_hooks
             or self._backward_pre_hooks
-            or self._compiled_call_impl is not None
-            or _module_hooks._global_forward_hooks
-            or _module_hooks._global_forward_pre_hooks
-            or _module_hooks._global_backward_hooks
-            or _module_hooks._global_backward_pre_hooks
-            or torch._C._get_tracing_state()
             or "forward" in self.__dict__
         ):
-            return super().__call__(*args, **kwargs)
-        return self._thunder_function(*args, **kwargs)
+            return call_without_global_module_hooks(super().__call__, args, kwargs)
+        return run_compiled(self, args, kwargs)
 
     def __copy__(self) -> ThunderModule:
-        # Container dicts copied: a hook or attribute added to one copy is not the other's.
+        # Its own container dicts copied: a hook or attribute added to one copy is not the
+        # other's; those of the wrapped module stay shared with it (the copy wraps it too).
         new = type(self).__new__(type(self))
+        own = {k: v for k, v in vars(self).items() if k not in _MODEL_CONTAINERS}
         new.__dict__.update(
-            {k: copy.copy(v) if isinstance(v, (dict, set)) else v for k, v in vars(self).items()}
+            {k: copy.copy(v) if isinstance(v, (dict, set)) else v for k, v in own.items()}
         )
         new.__dict__["_thunder_function"] = copy.copy(self._thunder_function)
+        _share_model_state(new)
         return new
+
+    def __repr__(self) -> str:
+        model = repr(self._model).replace("\n", "\n  ")
+        return f"ThunderModule(\n  (_model): {model}\n)"
 
     def _get_name(self) -> str:
         # repr's name: its own, not the class it presents to isinstance (a transformers model)
@@ -109,6 +148,8 @@ class ThunderModule(torch.nn.Module):
         """The original module."""
         return self._model
 
+    # -- what walks the module: the original's, as its class defines it ---------------------
+
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         return self._model.state_dict(*args, **kwargs)
 
@@ -117,34 +158,14 @@ class ThunderModule(torch.nn.Module):
     ) -> Any:
         return self._model.load_state_dict(state_dict, strict=strict, assign=assign)
 
-    def _load_from_state_dict(
-        self,
-        state_dict: dict[str, Any],
-        prefix: str,
-        local_metadata: dict[str, Any],
-        strict: bool,
-        missing_keys: list[str],
-        unexpected_keys: list[str],
-        error_msgs: list[str],
-    ) -> None:
+    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        self._model._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         # Reached when a module holding this one loads a state dict (a LightningModule whose
-        # network was jitted, from its checkpoint): nn.Module.load_state_dict walks ``_modules``,
-        # so the wrapped module's entries are looked up under ``<prefix>_model.``, while the
-        # keys are the original module's, as ``state_dict()`` writes them. They move there;
-        # ``_original_key_names`` gives the keys it reports missing or unexpected their names back.
-        inner = prefix + _WRAPPED
-        model = self._model
-        name = _WRAPPED[:-1]
-        # a key under ``<prefix>_model.`` is a path through this module unless the wrapped
-        # module has an entry of that name itself
-        every_key = name in model._modules or name in model._parameters or name in model._buffers
-        for key in [k for k in state_dict if k.startswith(prefix)]:
-            if every_key or not key.startswith(inner):
-                state_dict[inner + key[len(prefix) :]] = state_dict.pop(key)
-        self.__dict__[_LOADING_UNDER] = prefix
-        super()._load_from_state_dict(
-            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
-        )
+        # network was jitted, from its checkpoint): nn.Module.load_state_dict calls it, then
+        # walks ``_modules`` (the wrapped module's children)
+        self._model._load_from_state_dict(*args, **kwargs)
 
     def named_parameters(
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
@@ -156,38 +177,66 @@ class ThunderModule(torch.nn.Module):
     ) -> Iterator[tuple[str, torch.Tensor]]:
         return self._model.named_buffers(prefix, recurse, remove_duplicate)
 
-    def named_modules(
-        self,
-        memo: set[torch.nn.Module] | None = None,
-        prefix: str = "",
-        remove_duplicate: bool = True,
-    ) -> Iterator[tuple[str, torch.nn.Module]]:
-        if is_exporting():  # names as named_parameters' (thunder/torch_tracers.py)
-            return export_named_modules(self, memo, prefix, remove_duplicate)
-        modules: Iterator[tuple[str, torch.nn.Module]] = super().named_modules(
-            memo, prefix, remove_duplicate
-        )
-        return modules
+    def train(self, mode: bool = True) -> ThunderModule:
+        self._model.train(mode)
+        return self
 
-    def _model_member(self, name: str) -> torch.nn.Module | None:
-        """The wrapped module, where ``name`` is one of its parameters, buffers or submodules
-        and not an attribute of this wrapper: ``jm.name = value`` (``torch.func.functional_call``
-        swapping a top-level parameter) sets it there, where the compiled program reads it."""
-        model = self.__dict__.get("_modules", {}).get("_model")
-        if model is None or name in self.__dict__ or name in self._modules:
+    def apply(self, fn: Callable[[torch.nn.Module], None]) -> ThunderModule:  # type: ignore[override]
+        self._model.apply(fn)  # fn sees the original module, as it sees the children
+        return self
+
+    def _apply(self, fn: Callable[..., Any], recurse: bool = True) -> ThunderModule:
+        self._model._apply(fn, recurse)  # type: ignore[no-untyped-call]  # the class's own (RNNs')
+        return self
+
+    # -- a container's protocol (nn.Sequential, nn.ModuleList, nn.ModuleDict) -----------------
+
+    def _container(self) -> Any:
+        return self._model  # what the protocol asks is the original's to answer
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._container()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._container()[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del self._container()[key]
+
+    def __len__(self) -> int:
+        return len(self._container())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._container())
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._container()
+
+    def __bool__(self) -> bool:
+        # bool() asks __bool__ before __len__: a module without a length stays true, an empty
+        # container is false, as the original
+        return bool(self._model)
+
+    # -- attributes: those of the original module are its own --------------------------------
+
+    def _model_attribute(self, name: str) -> torch.nn.Module | None:
+        """The wrapped module, where ``name`` is an attribute of its own (in its ``__dict__``)
+        and not one of this wrapper's: ``jm.name = value`` sets it there, where ``forward``
+        reads it. (Parameters, buffers and submodules are in the shared containers.)"""
+        model = self.__dict__.get("_model")
+        if model is None or name in self.__dict__ or hasattr(type(self), name):
             return None
-        owns = name in model._parameters or name in model._buffers or name in model._modules
-        return model if owns else None  # type: ignore[no-any-return]
+        return model if name in model.__dict__ else None
 
     def __setattr__(self, name: str, value: Any) -> None:
-        model = self._model_member(name)
+        model = self._model_attribute(name)
         if model is not None:
             setattr(model, name, value)
         else:
             super().__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
-        model = self._model_member(name)
+        model = self._model_attribute(name)
         if model is not None:
             delattr(model, name)
         else:
@@ -197,7 +246,9 @@ class ThunderModule(torch.nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            model = self._modules["_model"]
+            model = self.__dict__.get("_model")
+            if model is None:  # not yet unpickled
+                raise
             found = getattr(model, name)
         # the model's own methods: its calls of itself (generate's) run the compiled program
         if type(found) is types.MethodType and found.__self__ is model and name[:2] != "__":
@@ -205,21 +256,27 @@ class ThunderModule(torch.nn.Module):
         return found
 
 
+# The wrapped module's containers, which its ThunderModule holds too (the same objects): what
+# nn.Module's methods read and write through them is the original's. Its call hooks are not
+# among them: those registered on the wrapper run around the compiled program.
+_MODEL_CONTAINERS = (
+    "_parameters",
+    "_buffers",
+    "_non_persistent_buffers_set",
+    "_modules",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
+
+
+def _share_model_state(jm: ThunderModule) -> None:
+    model_state = jm.__dict__["_model"].__dict__
+    for name in _MODEL_CONTAINERS:
+        if name in model_state:  # absent only while a cycle through jm is being unpickled
+            jm.__dict__[name] = model_state[name]
+
+
 def _new_object(cls: type, *args: Any) -> Any:
     return cls.__new__(cls, *args)
-
-
-_WRAPPED = "_model."  # the wrapped module's path under a ThunderModule
-_LOADING_UNDER = "_thunder_loading_under"  # set while an enclosing module's load passes here
-
-
-def _original_key_names(module: torch.nn.Module, incompatible: Any) -> None:
-    """``load_state_dict`` post-hook of every ThunderModule: the keys that a load through an
-    enclosing module (``ThunderModule._load_from_state_dict``) reports missing or unexpected
-    under ``<prefix>_model.`` get the original module's names back."""
-    prefix = module.__dict__.pop(_LOADING_UNDER, None)
-    if prefix is None:
-        return
-    inner = prefix + _WRAPPED
-    for keys in (incompatible.missing_keys, incompatible.unexpected_keys):
-        keys[:] = [prefix + k[len(inner) :] if k.startswith(inner) else k for k in keys]

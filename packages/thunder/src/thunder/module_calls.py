@@ -8,12 +8,21 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.nn.modules.module as _module_globals
 
-__all__ = ["SignedForward", "lightning_module_advice", "presented_class", "routed_method"]
+__all__ = [
+    "SignedForward",
+    "call_without_global_module_hooks",
+    "lightning_module_advice",
+    "presented_class",
+    "routed_method",
+    "run_compiled",
+]
 
 _ABSENT = object()
 _SLOT = "_compiled_call_impl"  # what Module.__call__ calls instead of itself when set
@@ -29,7 +38,7 @@ class _BoundForward:
         self._module = module
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._module._thunder_function(*args, **kwargs)
+        return run_compiled(self._module, args, kwargs)
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -41,7 +50,7 @@ class _BoundForward:
         # binds the wrapper to the module, and its ``unwrap_model(keep_fp32_wrapper=False)``
         # binds what it unwraps to back to the module; the function takes the ThunderModule first
         def forward(module: Any, /, *args: Any, **kwargs: Any) -> Any:
-            return module._thunder_function(*args, **kwargs)
+            return run_compiled(module, args, kwargs)
 
         try:
             signature = self.__signature__
@@ -75,7 +84,85 @@ class SignedForward:
 
 
 def _forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-    return self._thunder_function(*args, **kwargs)
+    return run_compiled(self, args, kwargs)
+
+
+# The global module hooks nn.Module's call runs (``register_module_forward_hook`` and the
+# others). A ThunderModule stands in for its module, which fires them inside the compiled
+# program: where the wrapper takes nn.Module's call path (hooks of its own), they are hidden
+# from the wrapper's part of it, so each fires once per module, as in eager.
+_GLOBAL_CALL_HOOKS = (
+    "_global_forward_pre_hooks",
+    "_global_forward_hooks",
+    "_global_backward_pre_hooks",
+    "_global_backward_hooks",
+)
+
+
+class _HiddenHooks(OrderedDict):  # type: ignore[type-arg]
+    """Stands in for a global hook dict while hidden: empty to nn.Module's call, while a hook
+    registered or removed meanwhile (its handle keeps this dict) is registered or removed in the
+    real one. Lives as long as the real one, so a handle given out meanwhile still removes."""
+
+    def __init__(self, real: dict[int, Any]) -> None:
+        super().__init__()
+        self.real = real
+
+    def __setitem__(self, key: int, value: Any) -> None:
+        self.real[key] = value
+
+    def __delitem__(self, key: int) -> None:
+        del self.real[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.real
+
+
+_stand_ins: dict[str, _HiddenHooks] = {}
+
+
+def _hooks_hidden() -> bool:
+    return isinstance(_module_globals._global_forward_hooks, _HiddenHooks)
+
+
+def _hide_global_hooks() -> None:
+    for name in _GLOBAL_CALL_HOOKS:
+        real = getattr(_module_globals, name)
+        stand_in = _stand_ins.get(name)
+        if stand_in is None or stand_in.real is not real:
+            stand_in = _stand_ins[name] = _HiddenHooks(real)
+        setattr(_module_globals, name, stand_in)
+
+
+def _show_global_hooks() -> None:
+    for name in _GLOBAL_CALL_HOOKS:
+        setattr(_module_globals, name, _stand_ins[name].real)
+
+
+def call_without_global_module_hooks(
+    call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``call(*args, **kwargs)`` (a ThunderModule's ``nn.Module.__call__``) with the global
+    module hooks hidden but for the compiled program's run (``run_compiled``)."""
+    if _hooks_hidden():  # called by a hook of another wrapper: already hidden
+        return call(*args, **kwargs)
+    _hide_global_hooks()
+    try:
+        return call(*args, **kwargs)
+    finally:
+        _show_global_hooks()
+
+
+def run_compiled(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A ThunderModule's compiled program, with the global module hooks in place (its call may
+    have hidden them): they fire for the wrapped modules."""
+    if not _hooks_hidden():
+        return module._thunder_function(*args, **kwargs)
+    _show_global_hooks()
+    try:
+        return module._thunder_function(*args, **kwargs)
+    finally:
+        _hide_global_hooks()
 
 
 class _Router:
