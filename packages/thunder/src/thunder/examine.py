@@ -104,6 +104,8 @@ def _traced(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], report: Any)
         options = JitOptions.from_kwargs(None, None, False, {})
         program = trace_program(fn, args, kwargs, options, parameter_names(fn))
     except ProgramRaised as e:
+        if not isinstance(e.error, Exception):
+            raise e.error from None  # an interrupt (KeyboardInterrupt, SystemExit) reaches the user
         where = user_location(e.error)
         reason = f"{e.error}" + (f" at {where}" if where and where not in str(e.error) else "")
         if isinstance(e.error, RunsSplit):

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import thunder_interp
 from thunder import jit_copies, logs, progress
 from thunder.compile_entry import (
     CacheEntry,
@@ -47,7 +48,7 @@ from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
 from thunder_ir.prims import DataChanged
 
-__all__ = ["CompileRecord", "CompileStats", "ThunderFunction"]
+__all__ = ["BoundThunderFunction", "CompileRecord", "CompileStats", "ThunderFunction"]
 
 # After tracing failed where eager ran, the same inputs run eagerly this many calls before
 # tracing is tried again; each further failure doubles the wait, up to the maximum.
@@ -237,6 +238,24 @@ class ThunderFunction:
             # like one of this object's (``fn``, ``stats``, ``options``) would replace it.
             functools.update_wrapper(self, fn, updated=())
 
+    @thunder_interp.opaque  # run natively by an enclosing jit: it makes no program state
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """As the wrapped function's: ``@thunder.jit`` on a method binds ``self`` (a
+        ``BoundThunderFunction``); read through the class, it is this object itself."""
+        get = getattr(type(self.fn), "__get__", None)
+        if instance is None or get is None:
+            return self  # (a wrapped class or callable object does not bind either)
+        bound = get(self.fn, instance, owner)
+        if (
+            getattr(bound, "__func__", None) is self.fn
+            and getattr(bound, "__self__", None) is instance
+        ):
+            return BoundThunderFunction(self, bound)  # a function: a method of instance
+        if bound is self.fn:
+            return self
+        # Another binding (a classmethod's, to the class): jitted as it binds, for this access
+        return ThunderFunction(bound, self.options, self.executors, self.transforms)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if transforms_active() is not None:  # torch.func: vmap and nested transforms run eagerly
             reason = eager_reason(self.options.disable_torch_autograd)
@@ -420,7 +439,7 @@ class ThunderFunction:
         """Compiles a program for these inputs (stored in ``structure``'s bucket ``key`` when
         caching) and runs it; the call runs eagerly where tracing cannot hold it."""
         start = time.perf_counter()
-        raised: Exception | None = None
+        raised: BaseException | None = None
         options = self.options
         if self._auto_symbolic:
             options = dataclasses.replace(options, cache=CACHE_OPTIONS.SYMBOLIC_VALUES)
@@ -580,7 +599,10 @@ class ThunderFunction:
 
             compiler = ThunderCompiler.of_jit(self.options, self.executors, self.transforms)
             self.stats.split_graphs = compiler.subgraphs
-            self._split_program = torch.compile(self.fn, backend=compiler)
+            # A module's own _call_impl, not the module: torch.compile's OptimizedModule wrapper
+            # would fire global module hooks once more.
+            target = self.fn._call_impl if isinstance(self.fn, torch.nn.Module) else self.fn
+            self._split_program = torch.compile(target, backend=compiler)
         if reason is not None:
             where = user_location(reason)
             at = f" at {where}" if where and where not in str(reason) else ""
@@ -645,13 +667,18 @@ class ThunderFunction:
         return self.fn(*args, **kwargs)
 
     def _run_eagerly_after_raise(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], error: Exception
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], error: BaseException
     ) -> Any:
         """Tracing this call raised. It runs as Python runs it: the writes made before the raise
         happen and the exception is eager's own, with its traceback. Were eager not to raise,
-        tracing went wrong where eager does not: the result is eager's, and a warning says so."""
+        tracing went wrong where eager does not: the result is eager's, and a warning says so.
+        A ``BaseException`` that is no ``Exception`` (``KeyboardInterrupt``) eager does not
+        raise again came from outside the program (an interrupt while tracing): once the call
+        ran, it is raised, never lost."""
         self.stats.eager_fallbacks += 1
         result = self.fn(*args, **kwargs)
+        if not isinstance(error, Exception):
+            raise error
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
         where = user_location(error)
         at = f" at {where}" if where else ""
@@ -791,6 +818,57 @@ class ThunderFunction:
             jit_copies.check_picklable(la, f"lookaside {la!r}")
         state = (self.fn, self.options, jit_copies.executors_state(self.executors), self.transforms)
         return (_restore, state)
+
+
+class BoundThunderFunction(ThunderFunction):
+    """``@thunder.jit`` on a method, read through an instance: calls pass the instance as
+    ``self``. As a bound method shares its function's code, it shares the method's cache and
+    ``compile_stats`` with every instance (their programs differ in what their prologues check:
+    modules of one structure share one program), and its attributes are the method's."""
+
+    def __init__(self, method: ThunderFunction, bound: Any) -> None:
+        # ThunderFunction.__init__ is not run: the method holds the cache and the statistics.
+        # ``bound``: the wrapped function bound to the instance (inspect.signature reads it).
+        self.__func__, self.__self__, self.__wrapped__ = method, bound.__self__, bound
+        self.__doc__, self.__module__ = method.__doc__, method.__module__  # (the class has its own)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        return self  # bound already, as a bound method is
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__func__(self.__self__, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("__func__", "__self__", "__wrapped__"):
+            raise AttributeError(name)
+        return getattr(self.__func__, name)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, BoundThunderFunction)
+            and self.__func__ is other.__func__
+            and self.__self__ is other.__self__
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self.__func__), id(self.__self__)))
+
+    def __repr__(self) -> str:
+        return f"<bound thunder.jit of {self.__func__.fn!r} of {self.__self__!r}>"
+
+    def __copy__(self) -> BoundThunderFunction:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return _bind(self.__func__, copy.deepcopy(self.__self__, memo))
+
+    def __reduce__(self) -> Any:
+        return (_bind, (self.__func__, self.__self__))
+
+
+def _bind(method: ThunderFunction, instance: Any) -> Any:
+    """``method`` read through ``instance`` (a copied or unpickled bound method)."""
+    return method.__get__(instance, type(instance))
 
 
 def _restore(

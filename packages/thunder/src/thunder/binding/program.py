@@ -93,11 +93,12 @@ class TracedProgram:
 
 
 class ProgramRaised(Exception):
-    """Tracing the program raised ``error`` (not a thunder error): the program's own exception,
-    or an op refusing these inputs. Nothing of the traced call is visible (its writes are undone);
-    the caller decides how the call runs instead."""
+    """Tracing the program raised ``error`` (not a thunder error): the program's own exception
+    (a ``BaseException`` such as ``KeyboardInterrupt`` too), or an op refusing these inputs.
+    Nothing of the traced call is visible (its writes are undone); the caller decides how the
+    call runs instead."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -147,6 +148,11 @@ def trace_program(
             if reported is e:
                 raise
             raise reported from (e if isinstance(reported, ProgramRaised) else None)
+        except BaseException as e:
+            # KeyboardInterrupt, SystemExit, a class of the user's: raised by the program as any
+            # exception (its writes before the raise are undone here; eager makes them and
+            # raises it again), or an interrupt that came while tracing (the caller raises it).
+            raise ProgramRaised(e) from e
         finally:
             binder.release_held_locks()
             binder.undo_effects()

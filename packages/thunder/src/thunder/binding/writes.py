@@ -63,13 +63,48 @@ def _restore_cell(cell: types.CellType, old: Any) -> None:
 
 
 def _restore_attr(obj: Any, name: str, old: Any) -> None:
+    # A class's own __setattr__ or __delattr__ in user code has effects of its own (a log, a
+    # counter) that undoing must not make: the attribute is put back by the first one of a base
+    # class that is not user code (object's, nn.Module's).
+    cls = type(obj)
     if old is _MISSING:
         if hasattr(obj, name):
-            delattr(obj, name)
+            _native_attribute_hook(cls, "__delattr__")(obj, name)
     elif isinstance(obj, torch.nn.Module) and name in obj._buffers:
         obj._buffers[name] = old  # (an earlier store of this call may have left a proxy there)
     else:
-        setattr(obj, name, old)
+        _native_attribute_hook(cls, "__setattr__")(obj, name, old)
+
+
+def _user_attribute_hook(cls: type, how: str) -> Any:
+    """The ``__setattr__`` or ``__delattr__`` (``how``) of ``cls`` when it is Python code the
+    trace interprets (a user class's own), else None (object's, or a library's run natively)."""
+    hook = _class_attr(cls, how)
+    return hook if _interpreted(hook) else None
+
+
+def _native_attribute_hook(cls: type, how: str) -> Any:
+    """The ``__setattr__`` or ``__delattr__`` (``how``) of ``cls``'s first class in the method
+    resolution order whose own one is not interpreted user code."""
+    for k in cls.__mro__:
+        hook = vars(k).get(how)
+        if hook is not None and not _interpreted(hook):
+            return hook
+    return getattr(object, how)
+
+
+def _refuse_user_attribute_hook(obj: Any, name: str, how: str) -> None:
+    """A store (``how``: ``__setattr__``) or deletion of an attribute of an outside object whose
+    class defines that special method in user code: the epilogue replays the write through it,
+    which runs it again on top of its own effects the trace recorded. Eager runs the call."""
+    hook = _user_attribute_hook(type(obj), how)
+    if hook is not None:
+        action = "sets" if how == "__setattr__" else "deletes"
+        raise RunsEagerly(
+            f"{action} the attribute {name!r} of a {type(obj).__name__}, whose class defines "
+            f"{how} ({hook.__qualname__}), which a compiled program cannot replay once per "
+            "write"
+        )
 
 
 def _absent(container: Any, key: Any) -> bool:
@@ -177,6 +212,7 @@ class WritesMixin(ReadsMixin):
             return
         if self._through_setter(obj, name, access, "__set__"):
             return
+        _refuse_user_attribute_hook(obj, name, "__setattr__")
         template = self._template(value, f"attribute {name}")
         old = getattr(obj, name, _MISSING)
         self.effects.undo.append(lambda: _restore_attr(obj, name, old))
@@ -270,6 +306,7 @@ class WritesMixin(ReadsMixin):
             return
         if self._through_setter(obj, name, access, "__delete__"):
             return
+        _refuse_user_attribute_hook(obj, name, "__delattr__")
         old = getattr(obj, name, _MISSING)
         self.effects.undo.append(lambda: _restore_attr(obj, name, old))
         self.effects.writes.append(Write("del_attr", access, name, None))
