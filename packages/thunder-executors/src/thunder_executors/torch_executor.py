@@ -287,7 +287,9 @@ def _slice(bsym: BoundSymbol) -> BoundSymbol:
     args = list(bsym.args) + [bsym.kwargs[k] for k in ("strides",) if k in bsym.kwargs]
     a, start, end = args[:3]
     strides = args[3] if len(args) > 3 else None
-    if strides is not None and all(s == 1 for s in strides):
+    # A symbolic stride (the backward's slices of a symbolic shape) is not known to be 1:
+    # comparing it would record a prim outside of tracing.
+    if strides is not None and all(type(s) is int and s == 1 for s in strides):
         strides = None
     if strides is None:
         # One dimension cut (a rotary half, a cache window): torch.narrow, a view as the slice
@@ -494,7 +496,7 @@ def _register_all() -> None:
     for sym in (ops.torch_fallback, ops.torch_fallback_view, ops.torch_fallback_random):
         reg(sym, translate=_torch_fallback)
     reg(ops.torch_fallback_random_replay, translate=_torch_fallback_replay)
-    reg(ops.torch_fallback_vjp, translate=_same(helper_symbol("torch_fallback_vjp")))
+    reg(ops.torch_fallback_vjp, translate=_torch_fallback_vjp)
 
 
 def _fallback_symbol(qualified: str) -> Symbol:
@@ -518,6 +520,24 @@ def _torch_fallback(bsym: BoundSymbol) -> BoundSymbol:
         bsym,
         to_runtime_value(tuple(args)),
         to_runtime_value(bsym.kwargs),
+    )
+
+
+def _torch_fallback_vjp(bsym: BoundSymbol) -> BoundSymbol:
+    """The backward's re-run differentiates only the arguments that required grad in the
+    forward, as eager's autograd does: torch picks some kernels by that (attention with a mask
+    that requires grad runs its math kernel, which refuses a mask together with is_causal)."""
+    from thunder_ir.pytree import tree_iter
+
+    _qualified, args, kwargs = bsym.args[:3]
+    requires_grad = tuple(
+        isinstance(x, TensorProxy) and x.requires_grad for x in tree_iter((args, kwargs))
+    )
+    return _call(
+        helper_symbol("torch_fallback_vjp"),
+        bsym,
+        to_runtime_value(bsym.args),
+        {**to_runtime_value(bsym.kwargs), "requires_grad": requires_grad},
     )
 
 

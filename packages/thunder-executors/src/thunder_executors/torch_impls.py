@@ -417,22 +417,27 @@ def torch_fallback_vjp(
     cotangents: tuple[Any, ...],
     rng_state: torch.Tensor | None = None,
     rng_device: Any = None,
+    requires_grad: Sequence[bool] | None = None,
 ) -> tuple[Any, ...]:
     """The gradients of the torch callable named ``qualified`` at ``(args, kwargs)`` for the
     cotangents of its tensor outputs (None where none flows): ``torch.autograd.grad`` through the
     callable run again on detached copies of its floating-point tensor arguments. One entry per
     leaf of ``(args, kwargs)``: a gradient for each floating-point tensor torch differentiates
-    (zeros where the outputs do not depend on it), None for the rest (a loss's ``target`` or
-    ``weight``, which torch refuses to differentiate). A random callable draws from
-    ``rng_state`` (see ``torch_random.replaying_rng``)."""
+    (zeros where the outputs do not depend on it, or where ``requires_grad``, one flag per leaf,
+    says it did not require grad in the forward: it is then not differentiated, as in eager),
+    None for the rest (a loss's ``target`` or ``weight``, which torch refuses to differentiate).
+    A random callable draws from ``rng_state`` (see ``torch_random.replaying_rng``)."""
     from thunder_ir.ops.fallback import resolve_fallback
     from thunder_ir.pytree import tree_flatten
 
     fn = resolve_fallback(qualified)  # a callable run under torch.autocast enters it itself
     leaves, spec = tree_flatten((args, kwargs))
-    grads_of = [
+    differentiable = [
         isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) for x in leaves
     ]
+    wanted = [True] * len(leaves) if requires_grad is None else list(requires_grad)
+    not_required = [d and not w for d, w in zip(differentiable, wanted)]
+    grads_of = [d and w for d, w in zip(differentiable, wanted)]
     key = (qualified, spec)
     refused = _REFUSED_GRADS.get(key)
     if refused is not None:
@@ -464,7 +469,10 @@ def torch_fallback_vjp(
         )
     it = iter(found)
     result: list[Any] = []
-    for x, g in zip(inputs, grads_of):
+    for x, g, unwanted in zip(inputs, grads_of, not_required):
+        if unwanted:  # the trace still expects a tensor for it
+            result.append(torch.zeros_like(x))
+            continue
         if not g:
             result.append(None)
             continue

@@ -258,12 +258,13 @@ def empty(
 ) -> Any:
     _check_common(requires_grad, layout, pin_memory, "empty")
     check(out is None, "empty(out=...) is not supported", UnsupportedOptionError)
-    return _fill(
-        _size_arg(size, "empty"),
-        0,
-        _device(device),
-        dtype_arg(dtype) or dtypes.default_float_dtype(),
-    )
+    shape = _size_arg(size, "empty")
+    dtype = dtype_arg(dtype) or dtypes.default_float_dtype()
+    if len(size) > 1:
+        # empty(2, 3) as empty((2, 3)): the form executors keep whole, so that torch fills it as
+        # eager does (NaN under torch.use_deterministic_algorithms, decided at run time).
+        return empty(shape, dtype=dtype, device=_device(device))
+    return _fill(shape, 0, _device(device), dtype)
 
 
 @torchop("torch.full", tags=_FACTORY)
@@ -418,7 +419,13 @@ def new_empty(
     layout: Any = None,
     pin_memory: bool = False,
 ) -> Any:
-    return _new(a, size, 0, dtype, device, requires_grad, layout, pin_memory, "new_empty")
+    # Through empty, as eager's new_empty is: kept whole, torch fills it as torch.empty is
+    # filled (NaN under torch.use_deterministic_algorithms, at run time).
+    a = check_tensor_arg(a, "new_empty", "self")
+    check(size, 'new_empty() missing 1 required positional arguments: "size"', TypeError)
+    _check_common(requires_grad, layout, pin_memory, "new_empty")
+    shape = _size_arg(size, "new_empty")
+    return empty(shape, dtype=dtype_arg(dtype) or a.dtype, device=_device(device, a.device))
 
 
 @torchop("torch.Tensor.new_full", tags=_LIKE)

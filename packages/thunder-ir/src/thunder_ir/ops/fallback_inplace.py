@@ -9,7 +9,9 @@ numbers. The overload the call binds to is the one eager's dispatcher picks (fou
 call on fake tensors), its defaults filled in, and the functional overload is the one with the
 same argument names and types that returns a new tensor. The in-place call itself runs on fake
 tensors first, so a call eager refuses (a result dtype the tensor cannot hold, a shape that does
-not match) raises eager's error. A method whose functional variant returns a view (``t_``,
+not match) raises eager's error. A method that runs a Python callable on the tensor's values
+(``apply_``, ``map_``, ``map2_``) has no functional variant and never runs on fake tensors (they
+have no data to hand it): torch runs it. A method whose functional variant returns a view (``t_``,
 ``squeeze_``: they change the tensor's shape, not its values) is refused, as before.
 """
 
@@ -28,6 +30,17 @@ from thunder_ir.proxies import TensorProxy
 from thunder_ir.pytree import tree_iter, tree_map
 
 __all__ = ["functional_variant_call"]
+
+# In-place methods that call a Python function on each element of the tensor's data.
+_RUNS_PYTHON_ON_VALUES = frozenset({"apply_", "map_", "map2_"})
+
+
+def _runs_python_on_values(method: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether the call hands a Python callable to torch, which would run it on the values."""
+    return method in _RUNS_PYTHON_ON_VALUES or any(
+        callable(x) and not isinstance(x, (torch.Tensor, TensorProxy, type))
+        for x in tree_iter((tuple(args), dict(kwargs)))
+    )
 
 
 class _FirstOp(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -54,6 +67,8 @@ def functional_variant_call(
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     assert isinstance(args[0], (TensorProxy, torch.Tensor))
+    if _runs_python_on_values(method, args, kwargs):
+        return None  # fake tensors have no values to run it on (torch would crash)
     mode = FakeTensorMode(allow_fallback_kernels=False)
     recorder = _FirstOp()
     by_fake: dict[int, Any] = {}  # id of each fake tensor: the proxy (or tensor) it stands for

@@ -170,10 +170,8 @@ def _check_attention_arguments(
             f"scaled_dot_product_attention: key and value must have the same sequence length, got {k.shape[-2]} and {v.shape[-2]}"
         ),
     )
-    check(
-        not (is_causal and attn_mask is not None),
-        "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True",
-    )
+    if is_causal and attn_mask is not None:
+        _check_mask_with_causal(q, k, v)
     check(
         0.0 <= dropout_p <= 1.0,
         lambda: f"dropout probability has to be between 0 and 1, but got {dropout_p}",
@@ -185,6 +183,21 @@ def _check_attention_arguments(
         dropout_p == 0,
         "scaled_dot_product_attention with dropout runs as torch's own kernel",
         UnsupportedOptionError,
+    )
+
+
+def _check_mask_with_causal(q: TensorProxy, k: TensorProxy, v: TensorProxy) -> None:
+    """Both ``attn_mask`` and ``is_causal``: torch's kernels differ. Its math kernel refuses the
+    pair; its fused kernels, which take 4-D inputs only (and their own choice of strides, sizes
+    and backend flags), apply both masks. Where a fused kernel may run, torch's own kernel
+    decides (``UnsupportedOptionError``: the call runs as the torch fallback), as in eager."""
+    check(
+        q.ndim == k.ndim == v.ndim == 4,
+        "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True",
+    )
+    raise UnsupportedOptionError(
+        "scaled_dot_product_attention with both attn_mask and is_causal=True runs as torch's own "
+        "kernel"
     )
 
 
