@@ -7,12 +7,12 @@ trace, export or compile that module: the user's model, with its parameters unde
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-__all__ = ["export_named_modules", "is_exporting", "under_torch_tracer"]
+__all__ = ["is_exporting", "under_torch_tracer"]
 
 
 # Bound once: asked on every call of a ThunderModule. (Dynamo and thunder's own tracing know
@@ -30,19 +30,3 @@ def under_torch_tracer() -> bool:
     thunder traces a function that calls a ``ThunderModule``: thunder answers ``is_compiling()``
     with True, and the wrapped module's calls are traced into the outer program."""
     return _is_compiling() or _tracing_state() is not None
-
-
-def export_named_modules(
-    jm: Any, memo: set[torch.nn.Module] | None, prefix: str, remove_duplicate: bool
-) -> Iterator[tuple[str, torch.nn.Module]]:
-    """``jm.named_modules()`` while ``torch.export`` runs: the wrapped module's modules under the
-    names of ``jm.named_parameters()`` and ``jm.state_dict()`` (no ``_model.`` level), so that
-    the parameter names export takes from the one agree with those it finds through the
-    other."""
-    if memo is None:
-        memo = set()
-    if jm not in memo:
-        if remove_duplicate:
-            memo.add(jm)
-        yield prefix, jm
-    yield from jm._model.named_modules(memo, prefix, remove_duplicate)
