@@ -8,7 +8,6 @@ trace, export or compile that module: the user's model, with its parameters unde
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
