@@ -7,6 +7,7 @@ internal error fails: tests/conftest.py)."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -153,3 +154,61 @@ def test_sdpa_with_mask_and_is_causal_raises_where_eager_does():
         _causal_attention(q4, q4, q4, m)
     with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set"):
         jf(q4, q4, q4, m)
+
+
+_WEIGHTED_LOSSES = {
+    "cross_entropy": lambda x, t, w: F.cross_entropy(x, t.argmax(1), weight=w),
+    "cross_entropy_smoothed": lambda x, t, w: F.cross_entropy(
+        x, t.argmax(1), weight=w, label_smoothing=0.1
+    ),
+    "nll_loss": lambda x, t, w: F.nll_loss(x.log_softmax(1), t.argmax(1), weight=w),
+    "nll_loss_2d": lambda x, t, w: F.nll_loss(
+        x.log_softmax(1)[..., None, None].expand(-1, -1, 2, 2),
+        t.argmax(1)[:, None, None].expand(-1, 2, 2),
+        weight=w,
+    ),
+    "binary_cross_entropy": lambda x, t, w: F.binary_cross_entropy(x.sigmoid(), t, weight=w),
+    "bce_with_logits_weight": lambda x, t, w: F.binary_cross_entropy_with_logits(x, t, weight=w),
+    "bce_with_logits_pos_weight": lambda x, t, w: F.binary_cross_entropy_with_logits(
+        x, t, pos_weight=w
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_WEIGHTED_LOSSES))
+def test_loss_weights_that_require_grad_are_refused_as_eager(name: str) -> None:
+    """Eager's kernels have no derivative for these weights: in grad mode a weight that
+    requires grad (a parameter, or computed from one) raises; under no_grad it computes."""
+    loss = _WEIGHTED_LOSSES[name]
+    jf = thunder.jit(loss)
+    for seed in range(2):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(4, 5, generator=g, requires_grad=True)
+        t = torch.rand(4, 5, generator=g)
+        p = torch.rand(5, generator=g, requires_grad=True)
+        for w in (p, p * 2):
+            with pytest.raises(RuntimeError, match="is not differentiable with respect to") as e:
+                loss(x, t, w)
+            with pytest.raises(RuntimeError, match=re.escape(str(e.value))):
+                jf(x, t, w)
+        with torch.no_grad():
+            torch.testing.assert_close(jf(x, t, p), loss(x, t, p))
+        w = p.detach()
+        out, expected = jf(x, t, w), loss(x, t, w)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(
+            torch.autograd.grad(out, x)[0], torch.autograd.grad(expected, x)[0]
+        )
+
+
+def test_probability_targets_take_a_weight_that_requires_grad() -> None:
+    def f(x: torch.Tensor, t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(x, t.softmax(1), weight=w)
+
+    jf = thunder.jit(f)
+    x, t = torch.randn(4, 5, requires_grad=True), torch.randn(4, 5)
+    w = torch.rand(5, requires_grad=True)
+    out, expected = jf(x, t, w), f(x, t, w)
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(torch.autograd.grad(out, (x, w)), torch.autograd.grad(expected, (x, w))):
+        torch.testing.assert_close(a, b)

@@ -33,6 +33,7 @@ from thunder_ir.ops.nn_base import (
     where,
 )
 from thunder_ir.proxies import TensorProxy
+from thunder_ir.tracectx import get_tracectx
 from thunder_ir.utils import check, result_type
 
 
@@ -81,6 +82,31 @@ def _torch_name(d: DType) -> str:
     return _TORCH_NAMES.get(d.name, d.name)
 
 
+def _not_differentiable(kernel: str, name: str, t: Any) -> None:
+    """Eager's autograd refuses a weight that requires grad where the loss's kernel has no
+    derivative for it (class weights of ``nll_loss``, sample weights of the binary losses), in
+    grad mode: the gradient thunder's decomposition would give it is none eager computes."""
+    import torch
+
+    # The trace's regions say what the program switched itself; torch's mode is the caller's
+    # (part of the cache key; tracing runs under it).
+    trace = get_tracectx()
+    grad_mode = torch.is_grad_enabled() and (trace is None or trace.grad_enabled)
+    check(
+        not (grad_mode and isinstance(t, TensorProxy) and t.requires_grad),
+        lambda: (
+            f"The function '{kernel}' is not differentiable with respect to argument '{name}'. "
+            "This input cannot have requires_grad True."
+        ),
+    )
+
+
+def _nll_kernel(a: TensorProxy) -> str:
+    """The aten kernel eager's class-index losses call: 2-d targets and more go through
+    ``nll_loss2d``."""
+    return "nll_loss_forward" if a.ndim <= 2 else "nll_loss2d_forward"
+
+
 def _check_weight(weight: Any, n_classes: Any) -> None:
     if weight is not None:
         require_tensor(weight, "nll_loss", "weight")
@@ -108,6 +134,7 @@ def nll_loss(
     _check_class_target(a, target)
     cd = 0 if a.ndim == 1 else 1
     _check_weight(weight, a.shape[cd])
+    _not_differentiable(_nll_kernel(a), "weight", weight)
     check(a.dtype.is_float, lambda: f"\"nll_loss\" not implemented for '{_torch_name(a.dtype)}'")
     compute = opmath(a.dtype)
     t = to_dtype(target, dtypes.int64)
@@ -157,6 +184,8 @@ def cross_entropy(
     _check_weight(weight, n_classes)
     logp = log_softmax(a, cd)
 
+    if tuple(target.shape) != tuple(a.shape):  # class indices: eager's nll_loss kernel
+        _not_differentiable(_nll_kernel(a), "weight", weight)
     if tuple(target.shape) == tuple(a.shape):
         # Class probabilities.
         check(
@@ -314,6 +343,7 @@ def binary_cross_entropy(
         a.dtype.is_float,
         lambda: f"\"binary_cross_entropy\" not implemented for '{_torch_name(a.dtype)}'",
     )
+    _not_differentiable("binary_cross_entropy", "weight", weight)
     compute = opmath(a.dtype)
     x, t = to_dtype(a, compute), to_dtype(target, compute)
     # torch clamps the logs at -100 so that 0 * log(0) stays finite.
@@ -345,6 +375,8 @@ def binary_cross_entropy_with_logits(
         ),
         ValueError,
     )
+    _not_differentiable("binary_cross_entropy_with_logits", "weight", weight)
+    _not_differentiable("binary_cross_entropy_with_logits", "pos_weight", pos_weight)
     log_sig = logsigmoid(a)
     if pos_weight is not None:
         log_sig = mul(log_sig, add(mul(sub(pos_weight, 1), target), 1))
