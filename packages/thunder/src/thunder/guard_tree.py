@@ -38,7 +38,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils.hooks import RemovableHandle
 
 from thunder.guards import (
     BuiltinReads,
@@ -87,6 +86,10 @@ BUILD_AFTER = 2
 _VERIFY_ENV = "THUNDER_VERIFY_GUARD_TREE"
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _all_empty(dicts: tuple[Any, ...]) -> bool:
+    return not any(dicts)
 
 
 class _Untranslatable(Exception):
@@ -669,25 +672,30 @@ class _Builder:
         self.by_call(obj, _impl(check_lacks_generic_attribute), (absence, obj), 1)
 
     def no_hooks(self, checker: ModulesWithoutHooks, modules: list[_Node]) -> None:
-        # Hooks: no handle was made since (every hook registered through torch takes an id from
-        # RemovableHandle.next_id) on these same modules, whose hook dicts are empty now. Their
-        # own dicts (a ``compile()`` call, a method set on the module) are versioned.
+        # Hooks: the hook dicts of these same modules are empty now, tested in one call (a hook
+        # registered, or put into a dict directly: ``m._forward_hooks[k] = fn``). They are the
+        # dicts the module holds: a versioned own dict changes when one is replaced, else each
+        # is checked to be the one held. The own dicts also fix ``compile()`` and the methods.
+        hook_dicts: list[Any] = []
         for module, methods in zip(modules, checker.methods or [()] * len(modules)):
             own, versioned = self.dict_of(module)
             d = own.value
             if any(d.get(name) for name in _HOOK_DICTS) or d.get("_compiled_call_impl"):
                 raise _Untranslatable("a module has hooks")
+            if not all(name in d for name in _HOOK_DICTS):
+                raise _Untranslatable("a module lacks a hook dict")
             if not versioned:
                 if "_compiled_call_impl" in d:
                     self.identity(self.item(own, "_compiled_call_impl"), None)
                 for name in ("_compiled_call_impl", *methods):
                     if name not in d:
                         self.lacks_key(own, name)
+                for name in _HOOK_DICTS:
+                    self.identity(self.item(own, name), d[name])
             self.identity(module, module.value)
-        handle = self.const(RemovableHandle)
-        next_id = RemovableHandle.next_id
-        node = self.child(handle, "attr", "next_id", next_id, None, False)
-        self.equals(node, next_id)
+            hook_dicts.extend(d[name] for name in _HOOK_DICTS)
+        held = self.const(tuple(hook_dicts))
+        self.manager(held).add_lambda_guard(_all_empty, self._note(), None)
 
     def lookups(self, lookups: Lookups) -> None:
         for holder, name, expected in zip(lookups.holders, lookups.names, lookups.expected):

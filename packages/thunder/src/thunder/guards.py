@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.utils.hooks import RemovableHandle
 
 from thunder_executors.background_compile import is_fx_tracer_patch
 from thunder_ir import Symbol
@@ -100,12 +99,11 @@ class ModulesWithoutHooks:
     """The check that no module of the program has hooks or a ``Module.compile()`` call, run
     for every module on every call (hundreds in a large model), so its loops run in C.
 
-    Every hook registered through torch's API takes an id from ``RemovableHandle.next_id``. When
-    that counter and the modules (by identity) are those of the last full check that passed, no
-    hook can have been added since, and the hook dicts are not scanned again."""
+    The hook dicts are tested on every call (four truth tests per module): a hook can be put
+    into one without torch's API (``m._forward_hooks[k] = fn``, a new dict assigned, hooks
+    copied from another module), which no counter of registered hooks sees."""
 
     def __init__(self, methods: Sequence[Sequence[str]] = ()) -> None:
-        self._passed: tuple[int, tuple[int, ...]] | None = None
         # Per module (in the order checked), the methods the program found on its class
         # (forward, _call_impl): the module may not hold one in its own __dict__ (``m.forward =
         # other`` after compiling). Another module may hold its own (a forward set before).
@@ -129,13 +127,9 @@ class ModulesWithoutHooks:
             if any(map(dict.__contains__, chosen, itertools.repeat(name))):
                 owner = next(modules[i] for i in where if name in dicts[i])
                 raise GuardFailure(f"{name!r} is now set on the {type(owner).__name__} itself")
-        seen = (RemovableHandle.next_id, tuple(map(id, modules)))
-        if seen == self._passed:
-            return
         if any(map(any, map(_HOOK_DICTS, dicts))):
             for module in modules:
                 check_no_module_hooks(module)
-        self._passed = seen
 
 
 _own_dict = operator.attrgetter("__dict__")  # vars(), without its argument checks

@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import collections.abc
 import copy
+import functools
 import sys
 import types
 import warnings
@@ -136,6 +137,9 @@ def _reads_items_natively(container: Any) -> bool:
         return native_special(getitem)
     return getitem is not None
 
+
+# How deep ``_guard_items`` follows containers held in containers (each may be iterated).
+_NESTED_ITEMS_DEPTH = 3
 
 # Methods of a list that add to it without depending on what it holds.
 _ADDING_METHODS = frozenset({"append", "extend"})
@@ -681,10 +685,11 @@ class ReadsMixin(BinderState):
         """Whether ``value`` is the stand-in holding proxies of an argument's list or dict."""
         return any(copy is value for _, copy in self.inputs.argument_copies.values())
 
-    def _guard_items(self, container: Any, access: Access) -> None:
+    def _guard_items(self, container: Any, access: Access, depth: int = 0) -> None:
         """An outside container of objects: the program may iterate it, which no hook sees, so
         its length or keys and which object each item is are guarded (a hook registered on a
-        module, a function appended to a global list, recompile)."""
+        module, a function appended to a global list, recompile). A container in it (a list of
+        groups of callbacks) may be iterated in turn: guarded the same way, a few levels deep."""
         mappings = (dict, types.MappingProxyType)
         if len(container) > _MAX_GUARDED_ITEMS or not isinstance(
             container, (list, tuple, *mappings)
@@ -698,16 +703,40 @@ class ReadsMixin(BinderState):
             items = enumerate(container)
         for key, item in items:
             item_access = access.item(key)
+            if (
+                type(item) in _CONTAINER_TYPES
+                and depth < _NESTED_ITEMS_DEPTH
+                and not _holds_tensors(item)
+            ):
+                self._associate(item, item_access)
+                self._load_container(item, item_access, depth + 1)
+                continue
             if isinstance(item, _SCALAR_TYPES):
                 kind = "value"
             elif isinstance(item, _IDENTIFIED_TYPES):
                 kind = "is"
+                self._track_iterable_callable(item, item_access)
             else:
                 kind = "type"
                 self._associate(item, item_access)
             self.facts.guards.setdefault(
                 item_access, Guard(item_access, kind, type(item) if kind == "type" else item)
             )
+
+    def _track_iterable_callable(self, item: Any, access: Access) -> None:
+        """A function, bound method or partial in an outside container: the program may reach
+        it by iterating (``for f in self.callbacks``, the hook dicts ``nn.Module.__call__``
+        runs), which no read reports. What calling it reads is tracked as when it is read by
+        index or attribute: its code and defaults, its cells, the object a method is bound to
+        (its attributes read and written by path), what a partial holds."""
+        if isinstance(item, types.FunctionType):
+            self._guard_code(item)
+            self._register_cells(item, access)
+        elif isinstance(item, types.MethodType):
+            self._guard_callable(item, access, _MISSING)
+        elif not isinstance(item, functools.partial):
+            return  # a class, a module, a builtin: pinned by identity, nothing read through it
+        self._associate(item, access)
 
     def _guard_callable(self, value: Any, access: Access, holder: Any) -> None:
         """Which function a stored callable is: a builtin (``torch.tanh`` kept in an attribute)
@@ -742,6 +771,9 @@ class ReadsMixin(BinderState):
         if isinstance(value, types.MethodType):
             func_access = access.attr("__func__")
             self.facts.guards.setdefault(func_access, Guard(func_access, "is", value.__func__))
+            self._guard_code(value.__func__)  # its ``__code__`` and defaults, as a function's
+            if isinstance(value.__func__, types.FunctionType):
+                self._register_cells(value.__func__, func_access)
         else:
             name_access = access.attr("__name__")
             self.facts.guards.setdefault(name_access, Guard(name_access, "value", value.__name__))
@@ -791,7 +823,7 @@ class ReadsMixin(BinderState):
             at == owner for _, at, _ in self.effects.dict_snapshots.values()
         )
 
-    def _load_container(self, value: Any, access: Access) -> Any:
+    def _load_container(self, value: Any, access: Access, depth: int = 0) -> Any:
         if type(value) in _CONTAINER_MUTATORS:
             self.paths.container_at.setdefault(access, value)
         known = self.inputs.proxied_copies.get(id(value))
@@ -804,7 +836,7 @@ class ReadsMixin(BinderState):
             return value
         self.facts.guards.setdefault(access, Guard(access, "type", type(value)))
         if not _holds_tensors(value):
-            self._guard_items(value, access)
+            self._guard_items(value, access, depth)
             return value
         # A container of tensors: the program sees a copy holding proxies. The copy stands for the
         # outside container, so its mutations are recorded (and replayed) as the container's.
@@ -946,7 +978,29 @@ class ReadsMixin(BinderState):
                     "the object was not passed in and cannot be found again on later calls",
                 )
             return value
+        if type(obj) is functools.partial and name in ("args", "keywords"):
+            return self._load_partial_arguments(value, parent.attr(name))
         return self.on_load(value, parent.attr(name), holder=obj)
+
+    def _load_partial_arguments(self, value: Any, access: Access) -> Any:
+        """What a partial binds (its ``args`` tuple, its ``keywords`` dict) is unpacked
+        natively into the call: each item is read as if by index. A list it binds is then an
+        outside list with a path (what the call appends to it is replayed on every call), not
+        part of one value of the whole tuple, which the call's own appends would change."""
+        if type(value) is tuple:
+            self.facts.guards.setdefault(access, Guard(access, "type", tuple))
+            self.facts.guards.setdefault(access.attr("<len>"), Guard(access, "len", len(value)))
+            seen: Any = tuple(self.on_load(v, access.item(i)) for i, v in enumerate(value))
+            same = all(a is b for a, b in zip(seen, value))
+        elif type(value) is dict and all(type(k) is str for k in value):
+            self.facts.guards.setdefault(access, Guard(access, "type", dict))
+            self.facts.guards.setdefault(access.attr("<keys>"), Guard(access, "keys", tuple(value)))
+            seen = {k: self.on_load(v, access.item(k)) for k, v in value.items()}
+            same = all(seen[k] is v for k, v in value.items())
+        else:
+            return self.on_load(value, access)
+        self._associate(value, access)
+        return value if same else seen
 
     def _cb_special_lookup(self, cls: type, name: str, found: Any) -> None:
         """The interpreter found the special method ``name`` on ``cls`` (``x[k]``, ``len(x)``,
