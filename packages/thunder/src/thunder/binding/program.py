@@ -23,6 +23,7 @@ from thunder.binding.data_reads import TensorDataReader
 from thunder.binding.decisions import check_data_decisions
 from thunder.binding.fallback import is_ir_refusal
 from thunder.binding.locations import is_library_file
+from thunder.binding.regions import GradEnabledInside
 from thunder.binding.reshape_writes import install as install_reshape_write_check
 from thunder.binding.rng import drawing_from
 from thunder.binding.state import (
@@ -148,6 +149,8 @@ def trace_program(
             if reported is e:
                 raise
             raise reported from (e if isinstance(reported, ProgramRaised) else None)
+        except GradEnabledInside:
+            raise  # thunder's own: traced again from a no-grad region (compile_entry)
         except BaseException as e:
             # KeyboardInterrupt, SystemExit, a class of the user's: raised by the program as any
             # exception (its writes before the raise are undone here; eager makes them and
