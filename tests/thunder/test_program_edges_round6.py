@@ -247,7 +247,9 @@ def test_validating_setattr_raising_keeps_earlier_writes() -> None:
     _compare_state_over_calls(make, f, calls=5)
 
 
-def test_logging_delattr_sees_each_deletion_once() -> None:
+def _with_logged_delattr(observe: Any) -> Any:
+    """A factory of an object whose class logs each deletion, and of ``observe(o, log)``."""
+
     def make() -> Any:
         log: list[Any] = []
 
@@ -257,7 +259,13 @@ def test_logging_delattr_sees_each_deletion_once() -> None:
                 object.__delattr__(self, k)
 
         o = Logged()
-        return o, lambda: (list(log), sorted(vars(o)))
+        return o, lambda: observe(o, log)
+
+    return make
+
+
+def test_logging_delattr_sees_each_deletion_once() -> None:
+    make = _with_logged_delattr(lambda o, log: (list(log), sorted(vars(o))))
 
     def f(x: torch.Tensor, o: Any) -> torch.Tensor:
         o.tmp = 1
@@ -269,16 +277,7 @@ def test_logging_delattr_sees_each_deletion_once() -> None:
 
 def test_store_on_an_object_with_logging_delattr_is_not_logged() -> None:
     # The store itself is plain; undoing it after tracing must not run the class's __delattr__.
-    def make() -> Any:
-        log: list[Any] = []
-
-        class Logged:
-            def __delattr__(self, k: str) -> None:
-                log.append(("del", k))
-                object.__delattr__(self, k)
-
-        o = Logged()
-        return o, lambda: (list(log), getattr(o, "total", None))
+    make = _with_logged_delattr(lambda o, log: (list(log), getattr(o, "total", None)))
 
     def f(x: torch.Tensor, o: Any) -> torch.Tensor:
         o.total = getattr(o, "total", 0) + 1
