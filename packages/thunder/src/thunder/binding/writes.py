@@ -33,7 +33,7 @@ from thunder.errors import (
     RunsEagerly,
     UnsupportedSideEffectError,
 )
-from thunder.lookasides import SymbolicSize
+from thunder.lookasides import SymbolicSize, is_library_code
 from thunder_ir import Proxy, TensorProxy
 
 _NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
@@ -96,9 +96,11 @@ def _native_attribute_hook(cls: type, how: str) -> Any:
 def _refuse_user_attribute_hook(obj: Any, name: str, how: str) -> None:
     """A store (``how``: ``__setattr__``) or deletion of an attribute of an outside object whose
     class defines that special method in user code: the epilogue replays the write through it,
-    which runs it again on top of its own effects the trace recorded. Eager runs the call."""
+    which runs it again on top of its own effects the trace recorded. Eager runs the call.
+    A library's hook (transformers' config maps attribute aliases) is replayed as before: the
+    ones in use only rename the key and have no effect of their own to repeat."""
     hook = _user_attribute_hook(type(obj), how)
-    if hook is not None:
+    if hook is not None and not is_library_code(hook.__code__):
         action = "sets" if how == "__setattr__" else "deletes"
         raise RunsEagerly(
             f"{action} the attribute {name!r} of a {type(obj).__name__}, whose class defines "
