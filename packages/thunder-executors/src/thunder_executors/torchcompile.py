@@ -311,9 +311,9 @@ class TorchCompileExecutor(FusionExecutor):
             # A torch callable no op mirrors (thunder_ir.ops.fallback): dynamo traces the call.
             # Not one run under autocast: torch.compile does not cast inside a composite as
             # eager's dispatcher does (bilinear's matmuls), so it would give other values.
-            if bsym.args and isinstance(bsym.args[0], str):
-                if split_autocast_name(bsym.args[0])[1] is not None:
-                    return False
+            name = bsym.args[0] if bsym.args else None
+            if isinstance(name, str) and split_autocast_name(name)[1] is not None:
+                return False
             return all(isinstance(o, TensorProxy) for o in bsym.flat_proxy_outs)
         if not bsym.sym.is_prim:
             return bool(bsym.subsymbols) and all(self.can_fuse(s) for s in bsym.subsymbols)

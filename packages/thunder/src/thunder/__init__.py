@@ -201,7 +201,8 @@ def _function_of(j: Any) -> ThunderFunction:
     if isinstance(j, ThunderFunction):
         return j
     if isinstance(j, ThunderModule):
-        return j._thunder_function
+        function: ThunderFunction = j._thunder_function
+        return function
     raise TypeError(f"expected the result of thunder.jit, got {type(j).__name__}")
 
 
