@@ -591,7 +591,8 @@ class ThunderFunction:
         import torch._dynamo
 
         # Dynamo's first torch.compile switches torch.distributions' argument validation off for
-        # the whole process (its TorchPatcher): eager code after the call keeps the caller's.
+        # the whole process (its TorchPatcher): the split call and eager code after it keep the
+        # caller's (eager raises for an invalid parameter; dynamo runs that check natively).
         distribution = torch.distributions.Distribution
         validating = distribution._validate_args
         if self._split_program is None:
@@ -618,6 +619,7 @@ class ThunderFunction:
                     stacklevel=logs.user_stacklevel(),
                 )
         self.stats.split_calls += 1
+        distribution._validate_args = validating
 
         config = torch._dynamo.config  # set and put back by hand: config.patch costs 35 us a call
         suppressed, skip_hooks = config.suppress_errors, config.skip_nnmodule_hook_guards

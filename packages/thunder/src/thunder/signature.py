@@ -1,22 +1,23 @@
 """The cache key of a call: generated straight-line code over the arguments.
 
-For the structure of the arguments seen when a program is compiled (how many, which keywords,
-which nested tuples/lists/dicts), ``make_signature`` generates a function returning a flat tuple:
-first the ambient torch state a program depends on: grad mode (``torch.is_grad_enabled()``: it
-decides whether the program is compiled through autodiff, and the traced code may branch on it),
-the default dtype (the IR reads it at trace time for factories, Python floats and int-to-float
+For the structure of the arguments seen when a program is compiled (how many, which keywords, which
+nested tuples/lists/dicts), ``make_signature`` generates a function returning a flat tuple: first
+the ambient torch state a program depends on: grad mode (``torch.is_grad_enabled()``: it decides
+whether the program is compiled through autodiff, and the traced code may branch on it), the
+default dtype (the IR reads it at trace time for factories, Python floats and int-to-float
 promotion), inference mode, and the autocast state (off, or the devices and dtypes autocast is
-enabled for: an entry compiled under ``torch.autocast`` has the autocast transform applied). Then
-per tensor its shape, dtype, device, requires_grad and layout, and, with two tensors or more, which
-of them share memory; per plain value (a number, string, dtype, device, ``torch.Size``...) its type
-and (with constant values) its value; per value-like object (enum members, memory formats,
-slices and sets of plain values, functions) the value itself, or the object's identity where its
-class defines its own equality; tuple subclasses item by item; per other object nothing (what the
-program reads from it is guarded by the prologue). Every leaf is checked to be of the kind seen
-at compile time (its exact type; any plain type where a plain value was): a call whose arguments
-have another structure or kinds makes the generated code raise, which sends the call to the slow
-path. The key never runs the arguments' own Python code (hashing, equality), so it cannot raise
-past the lookup. The key's labels say what each entry is, for the "what changed" warning.
+enabled for: an entry compiled under ``torch.autocast`` has the autocast transform applied) and
+whether autocast's weight cache is on. Then per tensor its shape, dtype, device, requires_grad and
+layout, and, with two tensors or more, which of them share memory; per plain value (a number,
+string, dtype, device, ``torch.Size``...) its type and (with constant values) its value; per
+value-like object (enum members, memory formats, slices and sets of plain values, functions) the
+value itself, or the object's identity where its class defines its own equality; tuple subclasses
+item by item; per other object nothing (what the program reads from it is guarded by the prologue).
+Every leaf is checked to be of the kind seen at compile time (its exact type; any plain type where
+a plain value was): a call whose arguments have another structure or kinds makes the generated code
+raise, which sends the call to the slow path. The key never runs the arguments' own Python code
+(hashing, equality), so it cannot raise past the lookup. The key's labels say what each entry is,
+for the "what changed" warning.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ AMBIENT_KEY = (
     (
         "is_any_autocast_enabled() and autocast_state()",
         "autocast (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))",
+    ),
+    (  # whether autocast converts a parameter once per region (also for blocks the program
+        # enters without cache_enabled=): its gradient is summed in the autocast dtype or not
+        "is_autocast_cache_enabled()",
+        "autocast's weight cache (torch.is_autocast_cache_enabled())",
     ),
     (  # (a device context is a torch function mode: without one, one cheap C call)
         "_len_torch_function_stack() and get_default_device()",
@@ -426,6 +432,7 @@ def make_signature(
         "is_inference_mode_enabled": torch.is_inference_mode_enabled,
         "is_any_autocast_enabled": torch._C._is_any_autocast_enabled,
         "autocast_state": autocast_state,
+        "is_autocast_cache_enabled": torch.is_autocast_cache_enabled,
         "_len_torch_function_stack": torch._C._len_torch_function_stack,
         "get_default_device": torch.get_default_device,
         "alias_pattern": alias_pattern,

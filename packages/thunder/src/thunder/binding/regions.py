@@ -16,6 +16,7 @@ import torch
 
 from thunder.access import QUERY, Access
 from thunder.binding.copying import CopyingMixin
+from thunder.binding.state import Guard
 from thunder.binding.torch_modules import transformer_encoder_forward
 from thunder.errors import (
     ImpureCallError,
@@ -447,11 +448,26 @@ class RegionsMixin(CopyingMixin):
 
     def _autocast_caches(self, t: TensorProxy) -> bool:
         """Whether eager's autocast cache holds conversions of ``t``: a tensor the call was given
-        that is a leaf requiring grad (a parameter), not a view."""
+        that is a leaf requiring grad (a parameter), not a view. The answer decides the
+        conversions (and so the gradients): it is guarded, as ``requires_grad`` is."""
         for tensor, proxy in self.inputs.tensors.values():
             if proxy.name == t.name:
-                return bool(tensor.requires_grad and tensor.is_leaf and not tensor._is_view())
+                if not tensor.requires_grad:
+                    return False
+                self._guard_leaf_not_view(tensor, proxy)
+                return bool(tensor.is_leaf and not tensor._is_view())
         return False
+
+    def _guard_leaf_not_view(self, tensor: torch.Tensor, proxy: TensorProxy) -> None:
+        """Guards that a later call's tensor at this path is a leaf (and a view) as this one is."""
+        access = next((a for p, a in self.inputs.in_order if p is proxy), None)
+        if access is None:
+            return
+        is_leaf = access.attr("is_leaf")
+        self.facts.guards.setdefault(is_leaf, Guard(is_leaf, "value", bool(tensor.is_leaf)))
+        if tensor.is_leaf:  # (a non-leaf is never cached, a view or not)
+            base = access.attr("_base")
+            self.facts.guards.setdefault(base, Guard(base, "is", tensor._base))
 
     def _context_setting(self, cm: Any, name: str, default: Any) -> Any:
         """A setting of a context manager the program enters (``autocast.fast_dtype``,
