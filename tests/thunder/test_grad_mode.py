@@ -195,7 +195,7 @@ def test_under_no_grad_forward_mode_tangents_flow_as_in_eager():
     jf = thunder.jit(f)
     x, w, tangent = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
     with torch.no_grad():
-        jf(x, w)  # compiled outside any dual level: the cached program serves the dual call
+        jf(x, w)  # compiled outside any dual level; the dual call runs eagerly (forward AD)
         with fwAD.dual_level():
             dual = fwAD.make_dual(x, tangent)
             got = fwAD.unpack_dual(jf(dual, w))

@@ -39,7 +39,7 @@ from thunder_executors.executor import (
     same_arguments,
     to_runtime_value,
 )
-from thunder_ir import BoundSymbol, Symbol, TensorProxy
+from thunder_ir import BoundSymbol, NumberProxy, Symbol, TensorProxy
 from thunder_ir import ops as ltorch
 from thunder_ir.ops.nn_activations import softmax_dtype
 
@@ -242,7 +242,7 @@ def _avg_pool_kept(nd: int) -> Callable[[dict[str, Any]], bool]:
         if _off_cpu(p):
             return True
         k = p["kernel_size"]
-        window = (k,) * nd if isinstance(k, int) else tuple(k)
+        window = (k,) * nd if isinstance(k, (int, NumberProxy)) else tuple(k)
         if len(window) == 1:
             window *= nd
         return all(type(w) is int for w in window) and math.prod(window) > _CPU_AVG_POOL_WINDOW

@@ -680,7 +680,7 @@ class Runtime:
     def _construct_plain(self, cls: Any, init: FunctionType, args: Any) -> Any:
         """``_construct`` for a class made by ``type`` with ``object.__new__`` and a Python
         ``__init__`` (no lookaside for it), called with positional arguments."""
-        obj = object.__new__(cls)
+        obj = self._new_object(cls)
         if type(args) is list:
             args.insert(0, obj)
         else:
@@ -714,6 +714,13 @@ class Runtime:
             raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
         return obj
 
+    def _new_object(self, cls: Any) -> Any:
+        """``object.__new__(cls)``; an opaque call (seen by the ``opaque_call`` hook) where the
+        class has a ``__del__``: the object's death is an effect of the program."""
+        if lookup_type(cls, "__del__") is NULL:
+            return object.__new__(cls)
+        return self.opaque_call(object.__new__, (cls,), None)
+
     def construct(
         self, cls: Any, args: Any, kwargs: dict[str, Any] | None, caller: Frame | None
     ) -> Any:
@@ -731,7 +738,7 @@ class Runtime:
         if type(new) is FunctionType:
             obj = self.call(new, (cls, *args), kwargs, caller)
         elif new is object.__new__:
-            obj = object.__new__(cls)
+            obj = self._new_object(cls)
         else:
             new_args = (
                 namespace_with_module(caller, tuple(args), 2) if new is type.__new__ else args

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from thunder_ir.devices import Device
-from thunder_ir.dtypes import DType, from_torch_dtype
+from thunder_ir.dtypes import DType
 from thunder_ir.proxies import IntegerProxy, Proxy, TensorProxy
 from thunder_ir.tags import OpTag
 
@@ -117,7 +117,7 @@ def value_to_python(x: Any, printer: Printer | None = None) -> str:
         return repr(x)
     if isinstance(x, torch.dtype):
         _need(printer, "torch")
-        return f"torch.{str(x).removeprefix('torch.')}" if from_torch_dtype(x) else ""
+        return f"torch.{str(x).removeprefix('torch.')}"  # (also one the IR lacks: a constant)
     if isinstance(x, torch.device):
         _need(printer, "torch")
         return f"torch.device({str(x)!r})"

@@ -27,9 +27,11 @@ __all__ = [
     "Var",
     "conjunction",
     "int_poly",
+    "never_nan",
     "poly_expr",
     "simplify",
     "single_variable",
+    "value_is",
 ]
 
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
@@ -65,7 +67,11 @@ _UNARY: dict[str, Callable[[Any], Any]] = {
     "floor": math.floor,
     "ceil": math.ceil,
     "round": round,
+    "isnan": math.isnan,
+    "signbit": lambda x: math.copysign(1.0, x) < 0,
 }
+# Unary operators whose result is an int (or bool) whatever their operand: never NaN.
+_INTEGER_RESULT = {"int", "floor", "ceil", "round", "bool", "isnan", "signbit", "~"}
 # The global names the printed Python of an expression may use (``math.ceil``).
 PYTHON_NAMES: dict[str, Any] = {"math": math}
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
@@ -179,7 +185,9 @@ class UnaryOp(Expr):
     def python(self) -> str:
         if self.op in ("-", "+", "~"):
             return f"({self.op}{self.operand.python()})"
-        fn = f"math.{self.op}" if self.op in ("floor", "ceil") else self.op
+        if self.op == "signbit":
+            return f"(math.copysign(1.0, {self.operand.python()}) < 0)"
+        fn = f"math.{self.op}" if self.op in ("floor", "ceil", "isnan") else self.op
         return f"{fn}({self.operand.python()})"
 
     def evaluate(self, env: Mapping[str, Any]) -> Any:
@@ -294,7 +302,7 @@ def simplify(e: Expr) -> Expr:
             if poly is not None:
                 return poly_expr(poly)  # ((a * b) // b) is a
         if isinstance(rebuilt, Compare):
-            if rebuilt.lhs == rebuilt.rhs:
+            if rebuilt.lhs == rebuilt.rhs and never_nan(rebuilt.lhs):
                 return Const(rebuilt.op in ("==", "<=", ">="))
             rebuilt = _solve_linear(rebuilt)
         if (
@@ -310,7 +318,10 @@ def simplify(e: Expr) -> Expr:
             return Const(not inner.value)
         if isinstance(inner, Not):
             return inner.operand
-        if isinstance(inner, Compare):
+        if isinstance(inner, Compare) and (
+            inner.op in ("==", "!=") or (never_nan(inner.lhs) and never_nan(inner.rhs))
+        ):
+            # A float may be NaN: ``not (v > 0)`` holds for NaN, ``v <= 0`` does not.
             return Compare(_NEGATED[inner.op], inner.lhs, inner.rhs)
         return Not(inner)
     if isinstance(e, And):
@@ -318,6 +329,37 @@ def simplify(e: Expr) -> Expr:
     if isinstance(e, Or):
         return _simplify_or(e)
     raise TypeError(f"cannot simplify {e!r}")
+
+
+def never_nan(e: Expr) -> bool:
+    """Whether ``e`` is an int or bool whatever its variables' values (so never NaN)."""
+    if isinstance(e, Var):
+        return e.integer
+    if isinstance(e, Const):
+        return isinstance(e.value, int)
+    if isinstance(e, UnaryOp):
+        return e.op in _INTEGER_RESULT or (e.op in ("-", "+", "abs") and never_nan(e.operand))
+    if isinstance(e, BinOp):
+        return e.op != "/" and never_nan(e.lhs) and never_nan(e.rhs)
+    return isinstance(e, (Compare, Not, And, Or))
+
+
+def value_is(e: Expr, value: Any) -> Expr:
+    """The condition that ``e`` has exactly ``value``: what a program that baked the value in
+    (``str(v)``, ``float(v)``) relies on. ``==`` does not tell ``-0.0`` from ``0.0`` and never
+    holds for NaN, so a float zero also checks its sign and NaN is checked with ``isnan``."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        if math.isnan(value):
+            return UnaryOp("isnan", e)
+        if value == 0.0:
+            sign: Expr = UnaryOp("signbit", e)
+            return And(
+                (
+                    Compare("==", e, Const(value)),
+                    sign if math.copysign(1.0, value) < 0 else Not(sign),
+                )
+            )
+    return Compare("==", e, Const(value))
 
 
 # Integer polynomials: monomial (sorted variable names, repeated for powers) -> coefficient.

@@ -9,6 +9,7 @@ that produced the value; branching on one records a constraint in the trace.
 from __future__ import annotations
 
 import functools
+import sys
 import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -499,8 +500,19 @@ _COMPARE_DUNDERS = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", 
 _UNARY_DUNDERS = {"neg": "neg", "pos": "positive", "abs": "abs", "invert": "bitwise_not"}
 
 
+def _refuse_numpy_array(op: str, other: Any) -> None:
+    """An operator with a NumPy array: torch.Tensor's returns NotImplemented and NumPy computes
+    it on the tensor's data (a float64 result for ``t + np.array(2.5)``, or an error)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(other, numpy.ndarray):
+        raise DataDependentError(
+            f"{op} of a tensor and a NumPy array, which NumPy computes on the tensor's data"
+        )
+
+
 def _tensor_binary(op: str) -> Callable[[Any, Any], Any]:
     def method(self: Any, other: Any) -> Any:
+        _refuse_numpy_array(op, other)
         return _TENSOR_METHODS[op](self, other)
 
     return method
@@ -508,6 +520,7 @@ def _tensor_binary(op: str) -> Callable[[Any, Any], Any]:
 
 def _tensor_reflected(op: str) -> Callable[[Any, Any], Any]:
     def method(self: Any, other: Any) -> Any:
+        _refuse_numpy_array(op, other)
         return _TENSOR_METHODS[op](other, self)
 
     return method
@@ -515,6 +528,7 @@ def _tensor_reflected(op: str) -> Callable[[Any, Any], Any]:
 
 def _tensor_inplace(op: str) -> Callable[[Any, Any], Any]:
     def method(self: Any, other: Any) -> Any:
+        _refuse_numpy_array(op, other)
         return _TENSOR_METHODS[op + "_"](self, other)
 
     return method
@@ -547,6 +561,7 @@ def _tensor_compare(op: str) -> Callable[[Any, Any], Any]:
             # torch.Tensor's operators return NotImplemented for these: Python then answers
             # ``==`` by identity (False) and raises TypeError for ``<``, as in eager.
             return NotImplemented
+        _refuse_numpy_array(op, other)
         return _TENSOR_METHODS[op](self, other)
 
     return method
@@ -660,37 +675,37 @@ class NumberProxy(Proxy):
     def __index__(self) -> int:
         if self.python_type not in (int, bool):
             raise TypeError(f"{self.python_type.__name__} value cannot be used as an index")
-        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        self._constrain(C.value_is(self.expr, self.value))
         return int(self.value)
 
     def __int__(self) -> int:
-        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        self._constrain(C.value_is(self.expr, self.value))
         return int(self.value)
 
     def __float__(self) -> float:
-        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        self._constrain(C.value_is(self.expr, self.value))
         return float(self.value)
 
     def __complex__(self) -> complex:
-        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        self._constrain(C.value_is(self.expr, self.value))
         return complex(self.value)
 
     # Text made from the number bakes its value into the program: it holds only for this value.
     def __str__(self) -> str:
-        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        self._constrain(C.value_is(self.expr, self.value))
         return str(self.value)
 
     def __repr__(self) -> str:
-        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        self._constrain(C.value_is(self.expr, self.value))
         return repr(self.value)
 
     def __format__(self, spec: str) -> str:
-        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        self._constrain(C.value_is(self.expr, self.value))
         return format(self.value, spec)
 
     def _fixed(self) -> Any:
         """The value, which the program then holds for only (as ``__int__``)."""
-        self._constrain(C.Compare("==", self.expr, C.Const(self.value)))
+        self._constrain(C.value_is(self.expr, self.value))
         return self.value
 
     # A hash of the value (dict keys, sets) holds for that value only. (IR code keys proxies by

@@ -8,6 +8,7 @@ appends a ``BoundSymbol`` to the trace.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -138,6 +139,8 @@ class Symbol:
         if any(_is_proxy_sequence(v) for v in kwargs.values()):
             kwargs = {k: tuple(v) if _is_proxy_sequence(v) else v for k, v in kwargs.items()}
         depth = len(trace.scopes)
+        if depth == 1 and not self.is_prim:
+            _check_int_operands(args, kwargs)
         if trace.intercept is not None and depth == trace.intercept_depth:
             return trace.intercept(self, args, kwargs)
         if depth == 1 and trace.locate is not None:
@@ -203,6 +206,20 @@ def _module_global(module: str, name: str, key: str | None = None) -> Any:
 
     found = getattr(importlib.import_module(module), name)
     return found if key is None else found[key]
+
+
+# torch reads a Python int operand as an int64 or a uint64 and raises OverflowError beyond both.
+_INT_OPERAND_MIN, _INT_OPERAND_MAX = -(2**63), 2**64 - 1
+
+
+def _check_int_operands(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raises eager's OverflowError for a Python int operand no int64 or uint64 holds
+    (``x * 2**70``), which the IR would otherwise compute with as a Python number."""
+    for x in itertools.chain(args, kwargs.values()):
+        if type(x) is int and not _INT_OPERAND_MIN <= x <= _INT_OPERAND_MAX:
+            raise OverflowError(
+                "int too big to convert" if x > 0 else "can't convert negative int to unsigned"
+            )
 
 
 def _without_numpy_scalars(

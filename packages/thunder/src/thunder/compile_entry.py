@@ -55,6 +55,10 @@ class CacheEntry:
     key: tuple[Any, ...] | None
     timings: dict[str, float] = field(default_factory=dict)
     backward_traces: list[Trace] = field(default_factory=list)
+    # The guards on int and float values read from outside state, by what each checks (the
+    # header ``prologue.failed_guard`` reports): the paths of the numbers to read as inputs
+    # where that guard fails (``ThunderFunction._numbers_changed``).
+    number_reads: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Prologue, computation, epilogue (the prologue's GuardFailure propagates)."""
@@ -177,7 +181,34 @@ def _compile_entry(
         key,
         clock.timings(),
         backward_traces,
+        _number_reads(program),
     )
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float)  # (bool stays a constant)
+
+
+def _number_reads(program: TracedProgram) -> dict[str, tuple[Any, ...]]:
+    """For each value guard on outside state (not the arguments, which the cache key covers)
+    holding int or float numbers (a number, or a dict or list of scalars guarded whole), the
+    paths of those numbers, by the guard's description."""
+    reads: dict[str, tuple[Any, ...]] = {}
+    for access, guard in program.guards.items():
+        if guard.kind != "value" or guard.access != access or access.is_argument_leaf():
+            continue
+        value = guard.expected
+        if _is_number(value):
+            paths: tuple[Any, ...] = (access,)
+        elif type(value) is dict:
+            paths = tuple(access.item(k) for k, v in value.items() if _is_number(v))
+        elif type(value) is list:
+            paths = tuple(access.item(i) for i, v in enumerate(value) if _is_number(v))
+        else:
+            continue
+        if paths:
+            reads[access.describe(program.param_names)] = paths
+    return reads
 
 
 class _Clock:

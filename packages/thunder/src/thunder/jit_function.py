@@ -14,6 +14,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import itertools
 import time
 import traceback
 import warnings
@@ -40,9 +41,10 @@ from thunder.errors import (
 )
 from thunder.guards import PatchedByFxTracer
 from thunder.options import CACHE_OPTIONS, JitOptions
-from thunder.prologue import GuardFailure, describe_guard_failure
+from thunder.prologue import GuardFailure, describe_guard_failure, failed_guard
 from thunder.signature import Signature, make_signature
-from thunder.torch_func import eager_reason, transforms_active
+from thunder.torch_func import eager_reason, forward_ad, transforms_active
+from thunder.torch_modes import function_modes_active, user_function_mode
 from thunder_executors.background_compile import wait_while_fx_tracer_patches
 from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
@@ -170,7 +172,32 @@ class _Structure:
         self.signature = signature
         self.buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
         self.eager: dict[tuple[Any, ...], tuple[int, int]] = {}
-        self.split: set[tuple[Any, ...]] = set()
+        self.split: set[tuple[tuple[Any, ...], tuple[bool, ...]]] = set()  # (key, split facts)
+
+
+def _split_facts(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, ...]:
+    """Whether each tensor of the call (in the arguments' containers, or a parameter, buffer or
+    tensor attribute of a module there or of the jitted module) is a leaf and whether a view:
+    facts dynamo does not guard, so a split program read them natively (``x.is_leaf``,
+    ``x._base``) is chosen by them (a stale program otherwise)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    facts: list[bool] = []
+    for leaf in [fn, *tree_leaves((args, kwargs))]:
+        if isinstance(leaf, torch.Tensor):
+            tensors: Any = (leaf,)
+        elif isinstance(leaf, torch.nn.Module):
+            tensors = itertools.chain.from_iterable(
+                (*m._parameters.values(), *m._buffers.values(), *vars(m).values())
+                for m in leaf.modules()
+            )
+        else:
+            continue
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                facts += (t.is_leaf, t._is_view())
+    return tuple(facts)
 
 
 def _refused(error: Exception) -> RunsSplit:
@@ -214,7 +241,7 @@ class ThunderFunction:
         # The fast path reads these two directly.
         self._signature: Any = _no_signature
         self._buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
-        self._split_keys: set[tuple[Any, ...]] = set()  # the first structure's, as _buckets
+        self._split_keys: set[tuple[tuple[Any, ...], tuple[bool, ...]]] = set()  # as _buckets
         self._last_failure = ""
         self._sizes_failed = False  # a program failed these inputs on tensor sizes only
         # The default cache compiles with symbolic values once sizes changed for a third program
@@ -223,12 +250,20 @@ class ThunderFunction:
         self._auto_symbolic_allowed = (
             options.sizes_become_symbolic and options.cache is CACHE_OPTIONS.CONSTANT_VALUES
         )
+        # Numbers read from outside state (``self.step``) whose value guard failed: inputs of the
+        # programs compiled from then on, not constants (``_numbers_changed``).
+        self._numbers_become_symbolic = options.sizes_become_symbolic or (
+            options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES
+        )
+        self._symbolic_reads: frozenset[Any] = frozenset()
         self._warned = False
         self._warned_torch_func = False
+        self._warned_modes: set[type] = set()  # torch function mode classes warned about
         # cache="same input": (ids of the last call's arguments, the entry that served it).
         self._same_input = options.cache is CACHE_OPTIONS.SAME_INPUT
         self._last_call: tuple[tuple[Any, ...], CacheEntry] | None = None
-        self._split_program: Any = None  # torch.compile of fn with thunder's backend
+        # torch.compile of fn with thunder's backend, one per split facts (``_split_facts``)
+        self._split_programs: dict[tuple[bool, ...], Any] = {}
         # Set by thunder's torch.compile backend for its graphs: a RunsEagerly or RunsSplit
         # reaches it (it runs the nodes torch must run by torch, thunder's program around them).
         self.split_by_caller = False
@@ -257,10 +292,13 @@ class ThunderFunction:
         return ThunderFunction(bound, self.options, self.executors, self.transforms)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if transforms_active() is not None:  # torch.func: vmap and nested transforms run eagerly
+        # torch.func (vmap, nested transforms) and forward-mode AD levels run eagerly
+        if transforms_active() is not None or forward_ad._current_level >= 0:
             reason = eager_reason(self.options.disable_torch_autograd)
             if reason is not None:
                 return self._run_eagerly_under_transforms(args, kwargs, reason)
+        if function_modes_active() and (mode := user_function_mode()) is not None:
+            return self._run_eagerly_under_mode(args, kwargs, mode)
         last = self._last_call
         if last is not None and _same_objects(last[0], args, kwargs):
             entry = last[1]  # cache="same input": the previous call's program, guards checked
@@ -281,8 +319,10 @@ class ThunderFunction:
             bucket = self._buckets.get(key)
         except Exception:  # another structure (or nothing compiled yet): the slow path
             key = bucket = None
-        if bucket is None and key in self._split_keys:  # it runs split: no program to try
-            return self._run_split(args, kwargs, None)
+        if bucket is None and self._split_keys:
+            facts = _split_facts(self.fn, args, kwargs)
+            if (key, facts) in self._split_keys:  # it runs split: no program to try
+                return self._run_split(args, kwargs, None, facts)
         if bucket is not None:
             for i, entry in enumerate(bucket):
                 try:
@@ -311,17 +351,9 @@ class ThunderFunction:
         # A compile on another thread may have nn.Module's methods replaced by torch.fx's
         # tracer for a moment: the programs' guards would fail and tracing would record them.
         wait_while_fx_tracer_patches()
-        consumed = _iterator_argument(args, kwargs, self._param_names)
-        if consumed is not None:
-            # Tracing would consume it, and the call after that would see what is left.
-            return self._run_eagerly_after_raise(
-                args,
-                kwargs,
-                RunsEagerly(
-                    f"takes an iterator ({consumed}), which tracing would consume before the "
-                    "call runs; pass a list or tuple to compile it"
-                ),
-            )
+        eager_argument = _eager_argument(args, kwargs, self._param_names)
+        if eager_argument is not None:
+            return self._run_eagerly_after_raise(args, kwargs, RunsEagerly(eager_argument))
         caching = self.options.cache is not CACHE_OPTIONS.NO_CACHING
         structure, key = self._find_structure(args, kwargs) if caching else (None, None)
         self._sizes_failed = False
@@ -331,6 +363,7 @@ class ThunderFunction:
                     inputs = entry.prologue(args, kwargs)
                 except GuardFailure as e:
                     self._sizes_failed |= e.sizes_only
+                    self._numbers_changed(entry, e)
                     self._last_failure = describe_guard_failure(e)
                     logs.log_guard_failure(self._name, self._last_failure)
                     continue
@@ -344,8 +377,10 @@ class ThunderFunction:
                 if self._same_input:
                     self._last_call = (_fingerprint(args, kwargs), entry)
                 return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
-        if structure is not None and key is not None and key in structure.split:
-            return self._run_split(args, kwargs, None)
+        if structure is not None and key is not None and structure.split:
+            facts = _split_facts(self.fn, args, kwargs)
+            if (key, facts) in structure.split:
+                return self._run_split(args, kwargs, None, facts)
         if structure is not None and key is not None and key in structure.eager:
             left, wait = structure.eager[key]
             if left:  # tracing these inputs failed where eager ran: no retrace on every call
@@ -382,6 +417,22 @@ class ThunderFunction:
             structure, key = self._find_structure(args, kwargs)
             with progress.compiling(self._name):
                 return self._compile_and_run(args, kwargs, structure, key, reason)
+
+    def _numbers_changed(self, entry: CacheEntry, failure: GuardFailure) -> None:
+        """Where ``entry``'s guard on a number read from outside state failed (a counter
+        ``self.step += 1``, a global, a dict's item), that number is read as an input of the
+        programs compiled from now on, as a symbolic value, so one program serves its every
+        value (a branch on it still specializes, by a constraint)."""
+        if not self._numbers_become_symbolic or not entry.number_reads:
+            return
+        paths = entry.number_reads.get(failed_guard(failure))
+        if paths and not self._symbolic_reads.issuperset(paths):
+            self._symbolic_reads = self._symbolic_reads.union(paths)
+            logs.log_cache_mode(
+                self._name,
+                f"a number read from outside state changed ({describe_guard_failure(failure)}): "
+                "it is a symbolic value from now on",
+            )
 
     def _goes_symbolic(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> bool:
         """Whether the default cache compiles this call with symbolic values: sizes changed
@@ -443,6 +494,8 @@ class ThunderFunction:
         options = self.options
         if self._auto_symbolic:
             options = dataclasses.replace(options, cache=CACHE_OPTIONS.SYMBOLIC_VALUES)
+        if self._symbolic_reads:
+            options = dataclasses.replace(options, symbolic_reads=self._symbolic_reads)
         try:
             entry = compile_entry(
                 self.fn,
@@ -476,9 +529,10 @@ class ThunderFunction:
                 # around what torch must run, or runs it as FX does, and says so.
                 raise raised
             if isinstance(raised, RunsSplit) and self._can_split():
+                facts = _split_facts(self.fn, args, kwargs)
                 if structure is not None and key is not None:
-                    structure.split.add(key)
-                return self._run_split(args, kwargs, raised)
+                    structure.split.add((key, facts))
+                return self._run_split(args, kwargs, raised, facts)
             if raised is _INTERNAL:
                 self.stats.eager_fallbacks += 1
                 logs.log_eager(self._name, self.stats.last_eager_reason or "an internal error")
@@ -578,7 +632,11 @@ class ThunderFunction:
         return "_thunder_ddp" not in state and "_thunder_fsdp" not in state
 
     def _run_split(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: RunsSplit | None
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        reason: RunsSplit | None,
+        facts: tuple[bool, ...],
     ) -> Any:
         """A call that cannot be one program (``RunsSplit``: it reaches a function run natively,
         or reads data where tracing cannot): ``torch.compile`` with thunder's backend
@@ -586,7 +644,8 @@ class ThunderFunction:
         Python deciding on data) natively, guards what follows against the state it left (its
         effects are seen), and hands the graphs around it to thunder, compiled with this jit's
         options. Dynamo's own failures run their frame eagerly (``suppress_errors``), never
-        twice."""
+        twice. Each set of the tensors' split facts has its own program: dynamo guards neither
+        ``is_leaf`` nor ``_base`` (``_split_facts``)."""
         import torch
         import torch._dynamo
 
@@ -595,15 +654,17 @@ class ThunderFunction:
         # caller's (eager raises for an invalid parameter; dynamo runs that check natively).
         distribution = torch.distributions.Distribution
         validating = distribution._validate_args
-        if self._split_program is None:
+        split_program = self._split_programs.get(facts)
+        if split_program is None:
             from thunder.dynamo import ThunderCompiler
 
+            # A backend of its own: dynamo's cache entries are kept apart per backend.
             compiler = ThunderCompiler.of_jit(self.options, self.executors, self.transforms)
-            self.stats.split_graphs = compiler.subgraphs
+            compiler.subgraphs = self.stats.split_graphs
             # A module's own _call_impl, not the module: torch.compile's OptimizedModule wrapper
             # would fire global module hooks once more.
             target = self.fn._call_impl if isinstance(self.fn, torch.nn.Module) else self.fn
-            self._split_program = torch.compile(target, backend=compiler)
+            split_program = self._split_programs[facts] = torch.compile(target, backend=compiler)
         if reason is not None:
             where = user_location(reason)
             at = f" at {where}" if where and where not in str(reason) else ""
@@ -628,7 +689,7 @@ class ThunderFunction:
         # (dynamo's default leaves them unguarded: a stale result).
         config.skip_nnmodule_hook_guards = False
         try:
-            return self._split_program(*args, **kwargs)
+            return split_program(*args, **kwargs)
         finally:
             config.suppress_errors, config.skip_nnmodule_hook_guards = suppressed, skip_hooks
             distribution._validate_args = validating
@@ -660,10 +721,33 @@ class ThunderFunction:
         self.stats.eager_fallbacks += 1
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
         self.stats.last_eager_reason = reason
+        logs.log_eager(self._name, reason)
         if not self._warned_torch_func:
             self._warned_torch_func = True
             warnings.warn(
                 f"thunder.jit: {name} {reason}, so it runs eagerly there (shown once)",
+                stacklevel=logs.user_stacklevel(),
+            )
+        return self.fn(*args, **kwargs)
+
+    def _run_eagerly_under_mode(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], mode: Any
+    ) -> Any:
+        """A call under a user's torch function mode (``thunder.torch_modes``): it runs eagerly,
+        so the mode sees the torch calls eager makes."""
+        self.stats.eager_fallbacks += 1
+        cls = type(mode)
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        reason = (
+            f"is called under the torch function mode {name}, which would see other torch calls "
+            "in the compiled program than in eager"
+        )
+        self.stats.last_eager_reason = reason
+        logs.log_eager(self._name, reason)
+        if cls not in self._warned_modes:
+            self._warned_modes.add(cls)
+            warnings.warn(
+                f"thunder.jit: {self._name} {reason}, so it runs eagerly there (shown once)",
                 stacklevel=logs.user_stacklevel(),
             )
         return self.fn(*args, **kwargs)
@@ -880,15 +964,23 @@ def _restore(
     return ThunderFunction(fn, options, jit_copies.executors_from_state(executors), transforms)
 
 
-def _iterator_argument(
+def _eager_argument(
     args: tuple[Any, ...], kwargs: dict[str, Any], param_names: tuple[str, ...]
 ) -> str | None:
-    """The first argument that is, or holds in tuples, lists and dicts, an iterator (a generator,
-    ``map``, ``iter(list)``, ``model.parameters()``): where and of what type; None if none."""
+    """Why the call runs eagerly for its arguments, or None: the first argument that is, or
+    holds in tuples, lists and dicts, an iterator (a generator, ``map``, ``iter(list)``,
+    ``model.parameters()``: tracing would consume it before the call runs) or a nested tensor
+    (``torch.nested.nested_tensor``: thunder has no proxy for one)."""
+    import torch
 
     def find(x: Any, label: str, depth: int) -> str | None:
         if isinstance(x, collections.abc.Iterator):
-            return f"{label}, a {type(x).__name__}"
+            return (
+                f"takes an iterator ({label}, a {type(x).__name__}), which tracing would consume "
+                "before the call runs; pass a list or tuple to compile it"
+            )
+        if isinstance(x, torch.Tensor) and x.is_nested:
+            return f"takes a nested tensor ({label}), which thunder does not compile"
         if depth < 8 and type(x) in (tuple, list):
             return next(
                 (f for i, v in enumerate(x) if (f := find(v, f"{label}[{i}]", depth + 1))), None

@@ -78,12 +78,54 @@ class Lookaside:
         return f"Lookaside({name} -> {getattr(self.replace_with, '__qualname__', self.replace_with)!r})"
 
 
+@thunder_interp.opaque  # run natively: its sizes record their own constraints
 class SymbolicSize(tuple):  # type: ignore[type-arg]
     """A tensor's shape with symbolic sizes (``cache="symbolic values"``): what user code sees
-    as ``x.shape``. ``isinstance(s, torch.Size)`` holds in traced code, and a returned one is a
-    ``torch.Size`` again (``torch.Size`` itself holds only ints)."""
+    as ``x.shape``. It behaves as a ``torch.Size`` in traced code (``isinstance``, ``type``,
+    slices, ``+``, ``*``, text, ``numel``), and a returned or stored one is a ``torch.Size``
+    again (``torch.Size`` itself holds only ints)."""
 
     __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        item = tuple.__getitem__(self, key)
+        return SymbolicSize(item) if isinstance(key, slice) else item
+
+    def __add__(self, other: Any) -> SymbolicSize:
+        if not isinstance(other, tuple):
+            raise TypeError(
+                f"can only concatenate tuple (not {type(other).__name__}) to torch.Size"
+            )
+        return SymbolicSize(tuple.__add__(self, other))
+
+    def __radd__(self, other: Any) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return SymbolicSize(tuple.__add__(other, self))
+
+    def __mul__(self, n: Any) -> SymbolicSize:
+        return SymbolicSize(tuple.__mul__(self, n))
+
+    def __rmul__(self, n: Any) -> SymbolicSize:
+        return SymbolicSize(tuple.__mul__(self, n))
+
+    def numel(self) -> Any:
+        out: Any = 1
+        for d in self:
+            out = out * d
+        return out
+
+    # The text holds each size's value (each guarded, as ``str`` of a size is).
+    def __repr__(self) -> str:
+        return f"torch.Size([{', '.join(repr(d) for d in self)}])"
+
+    def __format__(self, spec: str) -> str:
+        if spec:
+            raise TypeError("unsupported format string passed to torch.Size.__format__")
+        return repr(self)
+
+    def __reduce__(self) -> Any:
+        return (torch.Size, (tuple(self),))
 
 
 def _isinstance(obj: Any, classinfo: Any) -> bool:
@@ -282,6 +324,7 @@ def _static_lookasides() -> dict[Any, Any]:
     table[TensorProxy.__format__] = _tensor_format
     table[int] = _int
     table[float] = _float
+    table[torch.Size] = _size
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
     table[torch.compile] = _compiles_inside
     for name in AUTOGRAD_HOOKS:
@@ -396,6 +439,22 @@ def _int(*args: Any, **kwargs: Any) -> Any:
     if len(args) == 1 and not kwargs and (n := _number_of(args[0], int)) is not None:
         return n
     return int(*args, **kwargs)
+
+
+def _size(*args: Any, **kwargs: Any) -> Any:
+    """``torch.Size(sizes)`` of symbolic sizes: a ``SymbolicSize`` (``torch.Size`` would make
+    each one concrete)."""
+    if len(args) == 1 and not kwargs and type(args[0]) in (tuple, list, SymbolicSize):
+        items = tuple(args[0])
+        if any(isinstance(d, NumberProxy) for d in items):
+            for i, d in enumerate(items):
+                if isinstance(d, NumberProxy) and d.python_type is not int:
+                    raise TypeError(
+                        f"torch.Size() takes an iterable of 'int' (item {i} is "
+                        f"'{d.python_type.__name__}')"
+                    )
+            return SymbolicSize(items)
+    return torch.Size(*args, **kwargs)
 
 
 def _float(*args: Any, **kwargs: Any) -> Any:

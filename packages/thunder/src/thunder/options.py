@@ -103,6 +103,9 @@ class JitOptions:
     lookasides: tuple[Any, ...] = ()  # thunder.Lookaside values of this program
     # No cache= given: constant values, symbolic once sizes keep changing (CONSTANT_VALUES).
     sizes_become_symbolic: bool = False
+    # Paths (``Access``) of int and float values read from outside state (``self.step``, a
+    # global counter) that are inputs of the program, not constants: each changed between calls.
+    symbolic_reads: frozenset[Any] = frozenset()
 
     @staticmethod
     def from_kwargs(

@@ -98,6 +98,7 @@ __all__ = [
     "build_epilogue",
     "build_prologue",
     "describe_guard_failure",
+    "failed_guard",
     "reporting_misses",
 ]
 
@@ -500,6 +501,12 @@ def reporting_misses(prologue: Callable[..., Any]) -> Callable[..., Any]:
 
 def describe_guard_failure(exc: GuardFailure) -> str:
     """``exc``'s message with the guard that failed (read from the prologue's source)."""
+    header = failed_guard(exc)
+    return f"{header}: {exc}" if header else str(exc)
+
+
+def failed_guard(exc: GuardFailure) -> str:
+    """The header of the prologue's guard that raised ``exc`` (what it checks), or ""."""
     tb = exc.__traceback__ if exc.__cause__ is None else exc.__cause__.__traceback__
     header = ""
     while tb is not None:
@@ -516,7 +523,7 @@ def describe_guard_failure(exc: GuardFailure) -> str:
                     break
                 i -= 1
         tb = tb.tb_next
-    return f"{header}: {exc}" if header else str(exc)
+    return header
 
 
 # -- epilogue -------------------------------------------------------------------------------------

@@ -353,6 +353,8 @@ class _Generator:
             )
             for attr in (sizes, "dtype", "device", "requires_grad", "layout"):
                 self.add(f"{var}.{attr}", f"{label}.{attr}")
+            if sizes == "ndim":  # (a nested tensor has an ndim, but no sizes to unpack)
+                self.add(f"{var}.is_nested", f"{label}.is_nested")
         elif isinstance(value, torch.Generator):  # the program draws from this object
             self.add(f"Same({var})", label)
         elif isinstance(value, _VALUES):

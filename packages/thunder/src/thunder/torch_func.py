@@ -7,13 +7,19 @@ the transforms (``thunder_transforms.autodiff.functorch_backward``). Anything el
 compiled with ``disable_torch_autograd=True``) runs the original function eagerly, with one
 warning per jitted callable: the compiled program cannot see functorch's batched or dual tensors
 and its backward is differentiable once.
+
+A call made while a forward-mode AD level is open (``torch.autograd.forward_ad.dual_level``) runs
+eagerly too: dual tensors may reach it (an argument, a parameter, a global), and the compiled
+program does not compute eager's tangents (a custom ``autograd.Function``'s ``jvp``, thunder's
+``autograd.Function`` which has none).
 """
 
 from __future__ import annotations
 
 from torch._C._functorch import TransformType, get_interpreter_stack, peek_interpreter_stack
+from torch.autograd import forward_ad
 
-__all__ = ["eager_reason", "transforms_active"]
+__all__ = ["eager_reason", "forward_ad", "transforms_active"]
 
 # None when no torch.func transform is active (a C call: the cached path checks it).
 transforms_active = peek_interpreter_stack
@@ -30,6 +36,11 @@ def eager_reason(disable_torch_autograd: bool) -> str | None:
     """None when the compiled program serves a call under the active transforms; else why the
     call runs eagerly."""
     kinds = [i.key() for i in get_interpreter_stack() or ()]
+    if forward_ad._current_level >= 0 and TransformType.Jvp not in kinds:
+        return (
+            "is called under forward-mode AD (torch.autograd.forward_ad.dual_level), whose "
+            "tangents the compiled program does not compute as eager does"
+        )
     if kinds == [TransformType.Grad] and not disable_torch_autograd:
         return None
     names = " inside ".join(f"torch.func {_NAMES.get(k, k.name)}" for k in reversed(kinds))

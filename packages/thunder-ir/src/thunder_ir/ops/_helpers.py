@@ -46,6 +46,20 @@ def is_number(x: Any) -> bool:
     return isinstance(x, (bool, int, float, complex, NumberProxy))
 
 
+def is_int(x: Any) -> bool:
+    """An int argument: a Python int (not bool) or a symbolic one."""
+    return (isinstance(x, int) and not isinstance(x, bool)) or (
+        isinstance(x, NumberProxy) and x.python_type is int
+    )
+
+
+def is_real(x: Any) -> bool:
+    """A real number argument (int or float, not bool), symbolic or not."""
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or (
+        isinstance(x, NumberProxy) and x.python_type in (int, float)
+    )
+
+
 def to_shape(shape: Any) -> tuple[Any, ...]:
     """Accepts ``f(2, 3)``-style varargs, a tuple/list, or a torch.Size."""
     if (len(shape) == 1 and isinstance(shape[0], (tuple, list))) or (

@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from thunder_ir.ops._bool_args import checking_bool_arguments
 from thunder_ir.ops._keywords import accepting_torch_keywords
 from thunder_ir.proxies import register_tensor_method
 from thunder_ir.symbol import Symbol
@@ -37,6 +38,7 @@ def torchop(
         if op_name in ALL_OPS:
             raise ValueError(f"op ltorch.{op_name} declared twice")
         meta = accepting_torch_keywords(fn, torch_names)
+        meta = checking_bool_arguments(meta, fn, torch_names, op_name)
         sym = Symbol(op_name, meta, module="ltorch", tags=tags, torch_names=torch_names)
         ALL_OPS[op_name] = sym
         _OPS.add(sym)

@@ -20,6 +20,7 @@ from thunder_ir.ops._helpers import (
     _for_computation,
     broadcast,
     elementwise_unary,
+    is_int,
     is_number,
     promote,
     to_dtype,
@@ -218,6 +219,8 @@ def scalars_in_common_dtype(
             continue
         if type(x) in (int, float) and math.isfinite(x):
             out[i] = float(torch.tensor(x, dtype=torch.float32).to(low).item())
+        elif isinstance(x, NumberProxy) and x.python_type in (int, float):
+            out[i] = symbolic_number_in_dtype(x, common, tensors[0].device)
         elif (
             isinstance(x, TensorProxy)
             and x.ndim == 0
@@ -226,6 +229,13 @@ def scalars_in_common_dtype(
         ):
             out[i] = prims.convert_element_type(x, common)
     return tuple(out)
+
+
+def symbolic_number_in_dtype(x: NumberProxy, dtype: DType, device: Any) -> TensorProxy:
+    """A symbolic number converted to ``dtype`` as a constant one is (through float32), by the
+    program: a 0-dim tensor, which promotes as the number would with the operands."""
+    as_float32 = prims.full((), x, device=device, dtype=dtypes.float32)
+    return prims.convert_element_type(as_float32, dtype)  # type: ignore[no-any-return]
 
 
 def zero_of(dtype: DType) -> Any:
@@ -532,10 +542,11 @@ def trunc(a: Any) -> Any:
 @torchop("torch.round", "torch.Tensor.round", "torch.special.round", tags=_EW)
 def round(a: Any, *, decimals: int = 0) -> Any:
     check(
-        isinstance(decimals, int) and not isinstance(decimals, bool),
+        is_int(decimals),
         lambda: f"round(): argument 'decimals' must be int, not {type(decimals).__name__}",
         TypeError,
     )
+    decimals = int(decimals)  # a symbolic one: the program holds for this value (a guard)
     if decimals != 0 and isinstance(a, TensorProxy) and a.dtype.is_exact:
         raise not_implemented_for("round", a.dtype)
     if decimals == 0 or not isinstance(a, TensorProxy):

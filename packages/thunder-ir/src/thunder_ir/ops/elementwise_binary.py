@@ -150,6 +150,18 @@ def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
             scale,
             casts_cpu_scalars=True,
         )
+    if isinstance(alpha, NumberProxy) and low_precision_cpu_dtype((a, b)) is not None:
+        # A symbolic alpha is converted by the program (a 0-dim tensor), then as above.
+        alpha_cast = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[2]
+        return compute(
+            op,
+            Promotion.DEFAULT,
+            lambda x, y, w: prim(x, prims.mul(y, w)),
+            a,
+            b,
+            alpha_cast,
+            casts_cpu_scalars=True,
+        )
     if type(alpha) in (int, float) and low_precision_cpu_dtype((a, b)) is not None:
         alpha_cast = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[2]
         return compute(
@@ -285,8 +297,8 @@ def _rounds_twice_in_torch(a: Any, b: Any) -> bool:
         isinstance(a, TensorProxy)
         and a.dtype.strong() == dtypes.bfloat16
         and a.device.type == "cpu"
-        and type(b) in (int, float)
-        and b in (3, -2)
+        and (type(b) in (int, float) or isinstance(b, NumberProxy))
+        and b in (3, -2)  # a symbolic exponent: decided, and checked by the prologue
     )
 
 

@@ -910,8 +910,13 @@ def _foreach_in_place(name: str, args: Sequence[Any], kwargs: dict[str, Any]) ->
 
 
 def _check_result_dtypes(name: str, out: Any) -> None:
-    """A call whose result has a dtype the IR has none for (complex32): torch runs it."""
+    """A call whose result has a dtype the IR has none for (complex32), or is a nested tensor
+    (no sizes a proxy could hold): torch runs it."""
     for o in tree_iter(_as_tree(out)):
+        if isinstance(o, torch.Tensor) and o.is_nested:
+            raise TorchRunsItError(
+                name, "its result is a nested tensor, which thunder does not support"
+            )
         if isinstance(o, torch.Tensor) and o.dtype not in _KNOWN_DTYPES:
             raise TorchRunsItError(
                 name, f"its result has dtype {o.dtype}, which thunder does not support"

@@ -242,6 +242,16 @@ def _wrap_negative(index: TensorProxy, size: Any) -> TensorProxy:
     return prims.where(prims.lt(index, 0), prims.add(index, size), index)  # type: ignore[no-any-return]
 
 
+def _negative_out_of_bounds(index: TensorProxy, size: Any) -> TensorProxy:
+    """``index`` for a write that torch refuses a negative index for (scatter, index_add,
+    index_copy): each negative one moved below ``-size``, so that the write raises as torch
+    does, where a wrapped one would write to the wrong element."""
+    trace = get_tracectx()
+    if trace is not None and index.name in trace.nonnegative:
+        return index
+    return prims.where(prims.lt(index, 0), prims.sub(index, size), index)  # type: ignore[no-any-return]
+
+
 def _advanced(out: TensorProxy, adv: list[tuple[int, Any]]) -> TensorProxy:
     """``out`` indexed at dims ``adv`` (positions in ``out``) by integer tensors, as torch does: the
     broadcast index shape replaces the indexed dims if they are adjacent, else it goes first."""
@@ -637,8 +647,8 @@ def _scatter(
         )
     if a.ndim == 0:
         return prims.index_put(a, [], prims.reshape(src, ()), False) if index.numel() else a  # type: ignore[no-any-return]
-    wrapped = _wrap_negative(index, a.shape[d])
-    return prims.index_put(a, _grid_indices(wrapped, d), src, False)  # type: ignore[no-any-return]
+    checked = _negative_out_of_bounds(index, a.shape[d])
+    return prims.index_put(a, _grid_indices(checked, d), src, False)  # type: ignore[no-any-return]
 
 
 @torchop("torch.scatter", "torch.Tensor.scatter")
@@ -751,7 +761,7 @@ def _index_add(a: Any, dim: int, index: Any, source: Any, alpha: Any, op: str) -
     return _along_dim(
         a,
         d,
-        _wrap_negative(to_dtype(index, dtypes.int64), a.shape[d] if a.ndim else 1),
+        _negative_out_of_bounds(to_dtype(index, dtypes.int64), a.shape[d] if a.ndim else 1),
         source,
         True,
         op,
@@ -779,7 +789,8 @@ def _index_copy(a: Any, dim: int, index: Any, source: Any, op: str) -> TensorPro
         ),
     )
     d = canonicalize_dim(a.ndim, dim)
-    return _along_dim(a, d, _wrap_negative(index, a.shape[d] if a.ndim else 1), source, False, op)
+    checked = _negative_out_of_bounds(index, a.shape[d] if a.ndim else 1)
+    return _along_dim(a, d, checked, source, False, op)
 
 
 @torchop("torch.index_copy", "torch.Tensor.index_copy")

@@ -11,7 +11,7 @@ from thunder_ir import dtypes, prims
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.elementwise import check_number_fits
-from thunder_ir.ops.nn_base import add, eq, mul, not_implemented, require_tensor
+from thunder_ir.ops.nn_base import add, mul, not_implemented, require_tensor
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
@@ -170,6 +170,10 @@ def one_hot(a: Any, num_classes: int = -1) -> Any:
             "one_hot: num_classes=-1 (inferred from the data) is not supported; pass num_classes"
         )
     check(num_classes > 0, "num_classes should be positive")
-    classes = prims.iota(num_classes, start=0, step=1, device=a.device, dtype=dtypes.int64)
-    hot = eq(prims.unsqueeze(a, a.ndim), classes)
-    return prims.convert_element_type(hot, dtypes.int64)
+    # As at::one_hot: ones scattered into zeros, so that a class out of range raises (a compare
+    # with each class would give a row of zeros for it)
+    shape = (*a.shape, num_classes)
+    index = prims.unsqueeze(a, a.ndim)
+    zeros = prims.full(shape, 0, device=a.device, dtype=dtypes.int64)
+    ones = prims.full(tuple(index.shape), 1, device=a.device, dtype=dtypes.int64)
+    return prims.scatter_add(zeros, a.ndim, index, ones)

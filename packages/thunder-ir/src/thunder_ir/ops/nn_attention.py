@@ -218,12 +218,16 @@ def _heads_repeated_for_groups(
 def _runs_fused(
     q: TensorProxy, k: TensorProxy, v: TensorProxy, attn_mask: Any, dropout_p: float
 ) -> bool:
-    """Whether the call is recorded as ``sdpa_flash`` (no mask, float32/64, 4-D, same batch and
+    """Whether the call is recorded as ``sdpa_flash`` (no mask, float32/64 or a low-precision one on the CPU, 4-D, same batch and
     heads, value's head size the query's) rather than decomposed."""
     return (
         attn_mask is None
         and dropout_p == 0
-        and q.dtype in (dtypes.float32, dtypes.float64)
+        and (
+            q.dtype in (dtypes.float32, dtypes.float64)
+            # torch's CPU flash kernel, whose backward reads the rounded output as eager's does
+            or (q.dtype in (dtypes.float16, dtypes.bfloat16) and q.device.type == "cpu")
+        )
         and q.ndim == k.ndim == v.ndim == 4
         and q.shape[:2] == k.shape[:2] == v.shape[:2]
         and v.shape[-1] == q.shape[-1]

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from thunder_ir import prims
+from thunder_ir.ops._helpers import opmath, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.nn_base import (
     add,
@@ -39,18 +40,23 @@ def _norm_dims(a: TensorProxy, normalized_shape: Any) -> tuple[int, ...]:
 def native_layer_norm(
     a: TensorProxy, normalized_shape: Any, weight: Any, bias: Any, eps: float
 ) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
-    """Layer norm of a float32/float64 ``a`` returning ``(out, mean, rstd)``; mean and rstd keep
-    the normalized dimensions as size 1 (torch's ``native_layer_norm``)."""
+    """Layer norm of ``a`` (weight and bias of its dtype) returning ``(out, mean, rstd)``; mean
+    and rstd keep the normalized dimensions as size 1 (torch's ``native_layer_norm``). float16
+    and bfloat16 compute in float32; their mean and rstd are rounded to ``a``'s dtype on the CPU
+    as torch's CPU kernel returns them (its backward reads those), float32 elsewhere."""
     dims = _norm_dims(a, normalized_shape)
-    var, mean = prims.var_mean(a, dims, correction=0)
-    mean = keep_dims(a, mean, dims)
-    rstd = keep_dims(a, rsqrt(add(var, eps)), dims)
-    out = mul(sub(a, mean), rstd)
+    compute = opmath(a.dtype)
+    x = to_dtype(a, compute)
+    var, mean = prims.var_mean(x, dims, correction=0)
+    mean = keep_dims(x, mean, dims)
+    rstd = keep_dims(x, rsqrt(add(var, eps)), dims)
+    out = mul(sub(x, mean), rstd)
     if weight is not None:
-        out = mul(out, weight)
+        out = mul(out, to_dtype(weight, compute))
     if bias is not None:
-        out = add(out, bias)
-    return out, mean, rstd
+        out = add(out, to_dtype(bias, compute))
+    stats = a.dtype if a.device.type == "cpu" else compute
+    return to_dtype(out, a.dtype), to_dtype(mean, stats), to_dtype(rstd, stats)
 
 
 @torchop(name="layer_norm_backward")
@@ -64,7 +70,12 @@ def layer_norm_backward(
     bias: Any,
 ) -> tuple[TensorProxy, ...]:
     """The gradients of ``native_layer_norm``: of the input, then of weight and of bias where
-    they are given (``torch.ops.aten.native_layer_norm_backward``)."""
+    they are given (``torch.ops.aten.native_layer_norm_backward``); float16 and bfloat16 in
+    float32, each gradient rounded once to its dtype."""
+    compute = opmath(a.dtype)
+    like = (a, weight, bias)
+    grad_out, a, mean, rstd = (to_dtype(t, compute) for t in (grad_out, a, mean, rstd))
+    weight = None if weight is None else to_dtype(weight, compute)
     dims = _norm_dims(a, normalized_shape)
     lead = tuple(range(a.ndim - len(dims)))
     n: Any = 1
@@ -82,7 +93,8 @@ def layer_norm_backward(
         outs.append(sum_(gw, lead) if lead else gw)
     if bias is not None:
         outs.append(sum_(grad_out, lead) if lead else grad_out)
-    return tuple(outs)
+    dtypes = [t.dtype for t in like if t is not None]
+    return tuple(to_dtype(g, d) for g, d in zip(outs, dtypes))
 
 
 @torchop(name="gelu_backward")
@@ -116,16 +128,18 @@ def _scores(q: TensorProxy, k: TensorProxy, is_causal: bool, scale: float) -> Te
 def sdpa_flash(
     q: TensorProxy, k: TensorProxy, v: TensorProxy, is_causal: bool, scale: float
 ) -> tuple[TensorProxy, TensorProxy]:
-    """Attention of 4-D float32/float64 ``q, k, v`` (same heads, no mask, no dropout) returning
-    ``(out, logsumexp)``, logsumexp over the keys of the scaled (masked) scores
+    """Attention of 4-D ``q, k, v`` (same heads, no mask, no dropout; float16/bfloat16 computed
+    in float32, the output rounded, logsumexp float32) returning ``(out, logsumexp)``, logsumexp over the keys of the scaled (masked) scores
     (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``)."""
     from thunder_ir.ops.nn import matmul
 
+    dtype = q.dtype
+    q, k, v = (to_dtype(t, opmath(dtype)) for t in (q, k, v))  # float16/bfloat16: in float32
     scores = _scores(q, k, is_causal, scale)
     m = amax_(scores, 3)
     lse = add(log(sum_(exp(sub(scores, keep_dims(scores, m, (3,)))), 3)), m)
     weights = exp(sub(scores, keep_dims(scores, lse, (3,))))
-    return matmul(weights, v), lse
+    return to_dtype(matmul(weights, v), dtype), lse
 
 
 @torchop(name="sdpa_flash_backward")
@@ -143,6 +157,8 @@ def sdpa_flash_backward(
     (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward``)."""
     from thunder_ir.ops.nn import matmul
 
+    dtype, compute = q.dtype, opmath(q.dtype)
+    grad_out, q, k, v, out = (to_dtype(t, compute) for t in (grad_out, q, k, v, out))
     perm = (0, 1, 3, 2)
     scores = _scores(q, k, is_causal, scale)
     weights = exp(sub(scores, keep_dims(scores, lse, (3,))))
@@ -152,7 +168,7 @@ def sdpa_flash_backward(
     gs = mul(mul(weights, sub(gw, d)), scale)
     gq = matmul(gs, k)
     gk = matmul(prims.transpose(gs, perm), q)
-    return gq, gk, gv
+    return to_dtype(gq, dtype), to_dtype(gk, dtype), to_dtype(gv, dtype)
 
 
 # Convolution ---------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ def layer_norm(
     check(
         a.dtype.is_inexact, lambda: f"\"LayerNormKernelImpl\" not implemented for '{a.dtype.name}'"
     )
-    if a.dtype in (dtypes.float32, dtypes.float64) and all(
+    if a.dtype in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64) and all(
         p is None or p.dtype == a.dtype for p in (weight, bias)
     ):
         # One op that also returns mean and rstd: autodiff differentiates it with torch's fused

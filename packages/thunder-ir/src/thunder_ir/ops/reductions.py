@@ -15,7 +15,7 @@ from typing import Any
 from thunder_ir import dtypes, prims
 from thunder_ir.dtypes import DType
 from thunder_ir.errors import UnsupportedOptionError
-from thunder_ir.ops._helpers import dtype_arg, expand_to, to_dtype
+from thunder_ir.ops._helpers import dtype_arg, expand_to, is_int, is_real, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.elementwise import inplace, torch_dtype_name, zero_of
 from thunder_ir.ops.elementwise_binary import maximum, minimum
@@ -190,7 +190,7 @@ def _max_min(op: str, value_prim: Any, index_prim: Any, a: Any, dim: Any, keepdi
         check(not keepdim, lambda: f"{op}(): keepdim needs a dim", TypeError)
         return _extremum(op, value_prim, a, None, False)
     check(
-        isinstance(dim, int) and not isinstance(dim, bool),
+        is_int(dim),
         lambda: f"{op}(): argument 'dim' must be int, not {type(dim).__name__}",
         TypeError,
     )
@@ -392,7 +392,7 @@ def vector_norm(
         ),
     )
     check(
-        isinstance(ord, (int, float)) and not isinstance(ord, bool),
+        is_real(ord),
         lambda: f"linalg.vector_norm: ord must be a number, got {ord!r}",
         TypeError,
     )

@@ -52,6 +52,7 @@ from thunder_transforms.autodiff import (  # noqa: F401
     rules_fallback,
     rules_fused,
     rules_higher_order,
+    rules_low_precision,
     rules_nn,
     rules_no_gradient,
     rules_reductions,

@@ -22,6 +22,7 @@ from thunder_ir import (
     tracectx,
 )
 from thunder_ir.aliasing import (
+    AliasInfo,
     alias_info,
     writes_in_place,
     writes_where_gradients_flow,
@@ -295,7 +296,7 @@ def split_forward_backward(
     leaves, spec, n_hidden = _differentiated_outputs(trace, fz, active)
     diff_out = tuple(isinstance(x, TensorProxy) and x.name in active for x in leaves)
     bw, cotangent_inputs = _record_backward(trace, lin, leaves, diff_out, which, active)
-    bw = dce(bw)
+    bw = _recast_in_backward(dce(bw), lin.forward)
     computed = {a.name for a in args if isinstance(a, Proxy)}
     for b in lin.forward:  # with the size arithmetic of its ops, bound before each runs whole
         computed.update(p.name for leaf in (b, *leaf_prims(b)) for p in leaf.flat_proxy_outs)
@@ -407,6 +408,43 @@ def _record_backward(
                 grads.append(None)
         prims.python_return(tuple(grads))
     return bw, cotangent_inputs
+
+
+def _recast_in_backward(bw: Trace, forward: Sequence[BoundSymbol]) -> Trace:
+    """``bw`` casting again the float16/bfloat16 values whose float32 casts it reads (the
+    operands of a low-precision op's decomposition): the forward saves the low-precision tensor,
+    as eager does, not a float32 copy of it twice its size. The cast is exact."""
+    casts: dict[str, BoundSymbol] = {}
+    info: AliasInfo | None = None
+    for b in forward:
+        if b.sym is not prims.convert_element_type:
+            continue
+        src, out = b.args[0], b.output
+        if not (
+            isinstance(src, TensorProxy)
+            and isinstance(out, TensorProxy)
+            and src.dtype.is_low_precision
+            and out.dtype.is_float
+            and out.dtype.bytes > src.dtype.bytes
+        ):
+            continue
+        if info is None:
+            info = alias_info(forward)
+        if not info.is_written(src.name):  # the value the backward reads is the one cast
+            casts[out.name] = b
+    if not casts:
+        return bw
+    defined: set[str] = set()
+    recast: list[BoundSymbol] = []
+    for b in bw.bound_symbols:
+        for p in b.flat_proxy_args:
+            if p.name in casts and p.name not in defined:
+                defined.add(p.name)
+                recast.append(casts[p.name])
+        defined.update(p.name for p in b.flat_proxy_outs)
+    if not recast:
+        return bw
+    return bw.replace(bound_symbols=(*recast, *bw.bound_symbols))
 
 
 def _size_names(values: Sequence[Any]) -> set[str]:

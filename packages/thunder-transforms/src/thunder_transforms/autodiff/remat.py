@@ -417,6 +417,10 @@ def _just_in_time(
     is not alive longer than needed."""
     out: list[BoundSymbol] = []
     emitted: set[int] = set()
+    # Values the backward computes itself (a cast of a saved low-precision value, see
+    # ``core._recast_in_backward``) are not recomputed again.
+    own = {o.name for b in backward for o in b.flat_proxy_outs}
+    recompute = {n: b for n, b in recompute.items() if n not in own}
 
     def emit(name: str) -> None:  # iterative post-order: recompute chains can be long
         root = recompute.get(name)

@@ -422,12 +422,38 @@ def _zero_where_not(keep: Any, g: TensorProxy) -> Any:
     return ltorch.where(keep, g, 0.0)
 
 
-@register_vjp(ltorch.div, applies=lambda bsym: bound_arguments(bsym)["rounding_mode"] is not None)
-def _div_rounded(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+def _low_precision_true_division(args: dict[str, Any]) -> bool:
+    a, b = args["a"], args["b"]
+    return (
+        args.get("rounding_mode") is None
+        and isinstance(b, TensorProxy)
+        and any(isinstance(x, TensorProxy) and x.dtype.is_low_precision for x in (a, b))
+    )
+
+
+def _div_applies(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    return args["rounding_mode"] is not None or _low_precision_true_division(args)
+
+
+def _true_divide_applies(bsym: BoundSymbol) -> bool:
+    return _low_precision_true_division(bound_arguments(bsym))
+
+
+@register_vjp(ltorch.true_divide, applies=_true_divide_applies)
+@register_vjp(ltorch.div, applies=_div_applies)
+def _div_composite(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    args = bound_arguments(bsym)
+    a, b = args["a"], args["b"]
+    if args.get("rounding_mode") is None:
+        # float16/bfloat16, as eager's formula rounds: grad / b and -grad * ((a / b) / b), the
+        # quotient the rounded result
+        ga = ltorch.div(g, b)
+        gb = ltorch.mul(ltorch.neg(g), ltorch.div(bsym.output, b))
+        return [(a, _to_shape(ga, a)), (b, _to_shape(gb, b))]
     # Eager: zeros for both operands of a rounded division, whatever the gradient (floor_divide
     # itself has no derivative, see its prim's rule).
-    args = bound_arguments(bsym)
-    operands = (args["a"], args["b"])
+    operands = (a, b)
     return [(x, zeros_like(x)) for x in operands if isinstance(x, TensorProxy)]
 
 

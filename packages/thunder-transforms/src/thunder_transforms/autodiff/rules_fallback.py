@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from thunder_ir import BoundSymbol, TensorProxy, prims
+from thunder_ir import BoundSymbol, TensorProxy
 from thunder_ir import ops as ltorch
 from thunder_ir.ops.fallback import torch_fallback_sized
 from thunder_ir.pytree import tree_iter
@@ -33,7 +33,8 @@ def _selection_grad(bsym: BoundSymbol, g: Any) -> GradPairs | None:
         return None
     dim = rest[at - 1] if len(rest) >= at else bsym.kwargs.get("dim", -1)
     _, indices = bsym.output
-    return [(a, prims.scatter_add(zeros_like(a), dim % a.ndim, indices, g))]
+    # eager's scatter into zeros: a scatter_add would turn a -0 gradient into +0
+    return [(a, ltorch.scatter(zeros_like(a), dim % a.ndim, indices, g))]
 
 
 @register_vjp(ltorch.torch_fallback, ltorch.torch_fallback_view, torch_fallback_sized)

@@ -13,7 +13,7 @@ from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops.nn_base import opmath, reduction_arg
-from thunder_ir.utils import result_type
+from thunder_ir.utils import canonicalize_dim, result_type
 from thunder_transforms.autodiff.registry import (
     GradPairs,
     bound_arguments,
@@ -131,8 +131,9 @@ def _softmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     if y.ndim == 0:
         return [(a, P.convert_element_type(P.mul(g, 0.0), a.dtype))]
     d = _softmax_dim(bsym, y.ndim)
+    y, g = _upcast_low_precision(y, g)
     s = expand_reduced(P.sum(P.mul(g, y), (d,)), y.shape, (d,))
-    ga = P.mul(y, P.sub(g, s))
+    ga = _rounded_as(P.mul(y, P.sub(g, s)), bsym.output)
     return [(a, ga if ga.dtype == a.dtype else P.convert_element_type(ga, a.dtype))]
 
 
@@ -142,9 +143,22 @@ def _log_softmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     if y.ndim == 0:
         return [(a, P.convert_element_type(P.mul(g, 0.0), a.dtype))]
     d = _softmax_dim(bsym, y.ndim)
+    y, g = _upcast_low_precision(y, g)
     s = expand_reduced(P.sum(g, (d,)), y.shape, (d,))
-    ga = P.sub(g, P.mul(P.exp(y), s))
+    ga = _rounded_as(P.sub(g, P.mul(P.exp(y), s)), bsym.output)
     return [(a, ga if ga.dtype == a.dtype else P.convert_element_type(ga, a.dtype))]
+
+
+def _upcast_low_precision(y: TensorProxy, g: TensorProxy) -> tuple[Any, Any]:
+    """A float16/bfloat16 result (as returned, saved in its dtype) and its cotangent in float32:
+    eager's softmax backward kernels compute in float32 and round once."""
+    if not y.dtype.is_low_precision:
+        return y, g
+    return to_dtype(y, opmath(y.dtype)), to_dtype(g, opmath(y.dtype))
+
+
+def _rounded_as(grad: Any, y: TensorProxy) -> Any:
+    return grad if grad.dtype == y.dtype else P.convert_element_type(grad, y.dtype)
 
 
 # Activations and losses whose decomposition differentiates to another gradient than eager's at
@@ -312,3 +326,126 @@ def _smooth_l1_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
         return P.where(P.lt(d, -beta), P.neg(gc), inner)
 
     return _pointwise_loss_grads(bsym, g, slope)
+
+
+# Single-kernel eager ops whose decomposition adds gradient pieces (a slice's zero padding, a
+# ``where``'s zero branch, ``start + w * (end - start)``): the sum turns a -0 of eager's formula
+# into +0, which copysign, atan2 or a division by the gradient tells apart. These rules follow
+# eager's formulas (derivatives.yaml) term by term.
+
+
+@register_vjp(ltorch.glu)
+def _glu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's glu_backward writes both halves in place: (sig(b) * g, (1 - sig(b)) * sig(b) * a * g)
+    args = bound_arguments(bsym)
+    x = args["a"]
+    d = canonicalize_dim(x.ndim, args["dim"])
+    half = x.shape[d] // 2
+    first, second = ltorch.narrow(x, d, 0, half), ltorch.narrow(x, d, half, half)
+
+    def grads(xs: Any, gc: Any) -> Any:
+        a, b = xs
+        sig = P.sigmoid(b)
+        ga = P.mul(sig, gc)
+        gb = P.mul(P.mul(P.mul(P.sub(1.0, sig), sig), a), gc)
+        return ga, gb
+
+    compute = opmath(x.dtype)
+    ga, gb = grads((to_dtype(first, compute), to_dtype(second, compute)), to_dtype(g, compute))
+    return [(x, to_dtype(ltorch.cat([ga, gb], d), x.dtype))]
+
+
+@register_vjp(ltorch.lerp)
+def _lerp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # start: g * (1 - weight); end: g * weight; weight: g * (end - start)
+    args = bound_arguments(bsym)
+    start, end, weight = args["start"], args["end"], args["weight"]
+    pairs: list[tuple[Any, Any]] = []
+
+    def reduced(grad: Any, like: TensorProxy) -> Any:
+        return to_dtype(sum_to_shape(grad, like.shape), like.dtype)
+
+    if isinstance(weight, TensorProxy):
+        pairs.append((start, reduced(ltorch.mul(g, ltorch.sub(1, weight)), start)))
+        pairs.append((weight, reduced(ltorch.mul(g, ltorch.sub(end, start)), weight)))
+    else:
+        pairs.append((start, reduced(ltorch.mul(g, 1 - weight), start)))
+    if isinstance(end, TensorProxy):
+        pairs.append((end, reduced(ltorch.mul(g, weight), end)))
+    return pairs
+
+
+@register_vjp(ltorch.prelu)
+def _prelu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's _prelu_kernel_backward: (x > 0 ? g : w * g, x > 0 ? 0 : x * g), the weight's
+    # summed over the dims it was broadcast along.
+    args = bound_arguments(bsym)
+    a, weight = args["a"], args["weight"]
+    n = weight.numel()
+    if weight.ndim == 1 and n != 1:
+        shape = [1] * a.ndim
+        shape[1] = n
+        w = P.broadcast_in_dim(weight, tuple(shape), (1,))
+    else:
+        w = P.reshape(weight, ())
+    positive = ltorch.gt(a, 0)
+    ga = ltorch.where(positive, g, ltorch.mul(w, g))
+    gw = ltorch.where(positive, 0.0, ltorch.mul(a, g))
+    if weight.ndim == 1 and n != 1:
+        gw = ltorch.sum(gw, [i for i in range(a.ndim) if i != 1])
+    else:
+        gw = ltorch.sum(gw)
+    return [(a, ga), (weight, to_dtype(P.reshape(gw, tuple(weight.shape)), weight.dtype))]
+
+
+def _mse_applies(bsym: BoundSymbol) -> bool:
+    return bound_arguments(bsym).get("weight") is None  # eager computes a weighted one in Python
+
+
+@register_vjp(ltorch.mse_loss, applies=_mse_applies)
+def _mse_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's mse_loss_backward: 2 * d * g, at d = target - input for the target (not -(2 * d * g))
+    return _pointwise_loss_grads(bsym, g, lambda d, gc: P.mul(P.mul(d, 2.0), gc))
+
+
+@register_vjp(ltorch.binary_cross_entropy_with_logits)
+def _binary_cross_entropy_with_logits(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's binary_cross_entropy_with_logits_backward and its target_backward, op by op:
+    # (sigmoid(x) - y) * g, or ((pw * y + 1 - y) * sigmoid(x) - pw * y) * g; the target's
+    # -x * g, or (log(1 - sigmoid(x)) - pw * log(sigmoid(x))) * g; times the weight, over numel.
+    args = bound_arguments(bsym)
+    a, target = args["a"], args["target"]
+    weight, pos_weight = args["weight"], args["pos_weight"]
+    reduction = reduction_arg(args["size_average"], args["reduce"], args["reduction"])
+    if reduction != "none":
+        g = ltorch.expand(g, tuple(a.shape))
+    sig = ltorch.sigmoid(a)
+    if pos_weight is not None:
+        t = ltorch.mul(pos_weight, target)
+        ga = ltorch.sub(ltorch.mul(ltorch.sub(ltorch.add(t, 1), target), sig), t)
+        gt = ltorch.sub(ltorch.log(ltorch.sub(1, sig)), ltorch.mul(pos_weight, ltorch.log(sig)))
+        gt = ltorch.mul(gt, g)
+    else:
+        ga = ltorch.sub(sig, target)
+        gt = ltorch.mul(a, ltorch.neg(g))
+    ga = ltorch.mul(ga, g)
+    pairs = []
+    for x, grad in ((a, ga), (target, gt)):
+        if weight is not None:
+            grad = ltorch.mul(grad, weight)
+        if reduction == "mean":
+            grad = ltorch.div(grad, _numel(a))
+        pairs.append((x, to_dtype(sum_to_shape(grad, x.shape), x.dtype)))
+    return pairs
+
+
+@register_vjp(ltorch.roll)
+def _roll(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's: the gradient rolled back (the decomposition's slices would add zero padding)
+    args = bound_arguments(bsym)
+    shifts, dims = args["shifts"], args["dims"]
+    back = tuple(-s for s in shifts) if isinstance(shifts, (tuple, list)) else -shifts
+    if isinstance(dims, (tuple, list)):
+        dims = tuple(reversed(dims))
+        back = tuple(reversed(back)) if isinstance(back, tuple) else back
+    return [(args["a"], ltorch.roll(g, back, dims))]

@@ -21,6 +21,10 @@ from thunder_transforms.autodiff.registry import (
     zeros_like,
 )
 from thunder_transforms.autodiff.rules_elementwise import var_scale
+from thunder_transforms.autodiff.rules_low_precision import (
+    normalize_grad_low_precision,
+    var_grad_low_precision,
+)
 
 __all__: list[str] = []
 
@@ -77,12 +81,13 @@ def _max_min(bsym: BoundSymbol, g: Any, *_: Any) -> GradPairs:
         return [(a, _evenly_distributed(g, a, bsym.output))]
     if a.ndim == 0:
         return [(a, g)]
-    # The whole gradient goes to the element the returned index names, ties or not.
+    # The whole gradient goes to the element the returned index names, ties or not: eager's
+    # scatter into zeros (a scatter_add would turn a -0 gradient into +0).
     d = canonicalize_dim(a.ndim, args["dim"])
     indices = bsym.output[1]
     if not args["keepdim"]:
         g, indices = P.unsqueeze(g, d), P.unsqueeze(indices, d)
-    return [(a, P.scatter_add(zeros_like(a), d, indices, g))]
+    return [(a, ltorch.scatter(zeros_like(a), d, indices, g))]
 
 
 def _evenly_distributed(g: TensorProxy, a: TensorProxy, value: TensorProxy) -> Any:
@@ -168,6 +173,8 @@ def _normalize(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     args = bound_arguments(bsym)
     a, p, eps = args["a"], float(args["p"]), args["eps"]
     ds = (canonicalize_dim(a.ndim, args["dim"]),) if a.ndim else ()
+    if a.dtype.is_low_precision and p == 2 and ds:
+        return [(a, normalize_grad_low_precision(a, bsym.output, g, ds, eps))]
     compute = _compute_dtype(a.dtype)
     ac, gc, y = _opmath(a, compute), _opmath(g, compute), _opmath(bsym.output, compute)
     norm = _expand(_opmath(nn_norm.vector_norm(a, p, ds, keepdim=True), compute), a.shape, ds, True)
@@ -275,6 +282,9 @@ def _var_backward(gv: Any, ac: Any, ds: tuple[int, ...], correction: Any, whole:
 def _std_grad(bsym: BoundSymbol, std: TensorProxy, g: TensorProxy) -> Any:
     # Eager: the variance's gradient g / (2 std), 0 where std is 0 (a constant input).
     a, ds, correction, keepdim, whole = _std_args(bsym)
+    if _low_precision_dof(a, ds, correction):
+        std, g = _expand(std, a.shape, ds, keepdim), _expand(g, a.shape, ds, keepdim)
+        return var_grad_low_precision(g, a, ds, _count(a.shape, ds) - correction, std)
     compute = _compute_dtype(a.dtype)
     s = _expand(_opmath(std, compute), a.shape, ds, keepdim)
     gs = _expand(_opmath(g, compute), a.shape, ds, keepdim)
@@ -282,8 +292,17 @@ def _std_grad(bsym: BoundSymbol, std: TensorProxy, g: TensorProxy) -> Any:
     return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0)
 
 
+def _low_precision_dof(a: TensorProxy, ds: tuple[int, ...], correction: Any) -> bool:
+    """A float16/bfloat16 input with degrees of freedom left (eager's formula op by op)."""
+    dof = _count(a.shape, ds) - correction
+    return a.dtype.is_low_precision and a.ndim > 0 and isinstance(dof, (int, float)) and dof > 0
+
+
 def _var_grad(bsym: BoundSymbol, g: TensorProxy) -> Any:
     a, ds, correction, keepdim, whole = _std_args(bsym)
+    if _low_precision_dof(a, ds, correction):
+        g = _expand(g, a.shape, ds, keepdim)
+        return var_grad_low_precision(g, a, ds, _count(a.shape, ds) - correction, None)
     compute = _compute_dtype(a.dtype)
     gv = _expand(_opmath(g, compute), a.shape, ds, keepdim)
     return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0)

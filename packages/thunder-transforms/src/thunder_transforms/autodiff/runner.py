@@ -3,7 +3,9 @@ forward runs the compiled forward trace and saves what the backward trace takes.
 
 from __future__ import annotations
 
+import functools
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -111,6 +113,14 @@ class DifferentiableFunction:
                 # An input returned unchanged is the caller's tensor itself, as in eager (not a
                 # new tensor autograd made for the function's output).
                 outs[out_index] = args[arg_index]
+            for out_index, arg_index in call.input_views.items():
+                # A view of an input, made again by autograd from the caller's tensor: a view
+                # eager's autograd knows (in-place writes into it, or into its base, rebase the
+                # graph as eager's do), where a custom Function's output view refuses them.
+                o = outs[out_index]
+                outs[out_index] = args[arg_index].as_strided(
+                    o.size(), o.stride(), o.storage_offset()
+                )
         outs = list(outs)
         if self.hidden_outputs:
             outs = outs[: len(outs) - self.hidden_outputs]
@@ -152,12 +162,16 @@ def _apply(fn: DifferentiableFunction, call: _Call, args: list[Any]) -> Any:
     return _C_APPLY(fn, call, *[unwrap(a) if isinstance(a, torch.Tensor) else a for a in args])  # type: ignore[no-untyped-call]
 
 
-def _private_views_detached(outs: Sequence[Any], args: Sequence[Any]) -> list[Any]:
+def _private_views_detached(
+    outs: Sequence[Any], args: Sequence[Any], call: _Call, mutated: frozenset[int] | set[int]
+) -> list[Any]:
     """The outputs with each view of memory only it can reach (a view of an intermediate,
     ``(x * 2).view(-1)``, or of what an op made inside, ``repeat_interleave``) detached from
     its base. autograd refuses in-place writes into views a custom Function returns, where eager
     allows them on such a view; nothing else sees its base, so no view relation is lost. The
-    detached tensor shares the version counter: a write still invalidates saved tensors."""
+    detached tensor shares the version counter: a write still invalidates saved tensors.
+    A view of the memory of one input the program does not write (``a[0]``) goes to
+    ``call.input_views``: the caller gets it made again from that input (``__call__``)."""
     views = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o._is_view()]
     if not views:
         return list(outs)
@@ -176,6 +190,17 @@ def _private_views_detached(outs: Sequence[Any], args: Sequence[Any]) -> list[An
             # (``o`` itself is among them: a second one is another tensor, or ``o`` returned twice)
             if sum(low <= t.data_ptr() < high for t in tensors) == 1:
                 outs[i] = o.detach()
+                continue
+            owners = [
+                j
+                for j, a in enumerate(args)
+                if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == low
+            ]
+            if len(owners) == 1 and owners[0] not in mutated:
+                a = args[owners[0]]
+                same = (a.dtype, a.device, a.layout, a.is_conj(), a.is_neg())
+                if same == (o.dtype, o.device, o.layout, o.is_conj(), o.is_neg()):
+                    call.input_views[i] = owners[0]
     except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, a subclass)
         return list(outs)
     return outs
@@ -213,10 +238,11 @@ class _Call:
     """What one ``_ThunderFunction.apply`` passes from ``forward`` to ``setup_context``: the
     outputs that are inputs returned unchanged, and what the backward trace takes."""
 
-    __slots__ = ("returned_inputs", "saved")
+    __slots__ = ("input_views", "returned_inputs", "saved")
 
     def __init__(self, returned_inputs: dict[int, int]) -> None:
         self.returned_inputs = returned_inputs
+        self.input_views: dict[int, int] = {}  # output index: the input it is a view of
         self.saved: list[Any] = []
 
 
@@ -232,7 +258,7 @@ class _ThunderFunction(torch.autograd.Function):
                     call.returned_inputs[i] = j
                     break
         call.saved = list(saved)
-        return tuple(_private_views_detached(outs, args))
+        return tuple(_private_views_detached(outs, args, call, fn.mutated_inputs))
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -652,3 +678,35 @@ def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any] | None
 
 # The C++ ``apply`` of ``torch.autograd.Function``, bound to ``_ThunderFunction`` (see ``_apply``).
 _C_APPLY = super(torch.autograd.Function, _ThunderFunction).apply
+
+
+class _OneOutputHooks(OrderedDict):  # type: ignore[type-arg]
+    """The ``register_hook`` hooks of one output of a program. Its outputs share one autograd
+    node, which runs when any of them gets a gradient, calling every output's hooks, with None
+    for the outputs the loss does not use; eager's outputs have a node each, and a hook of an
+    unused one is never called. So a hook is skipped when its gradient is missing, but torch's
+    own hooks (``register_multi_grad_hook``'s), which expect None from nodes with several
+    outputs."""
+
+    def __setitem__(self, key: Any, hook: Any) -> None:
+        if not str(getattr(hook, "__module__", "")).startswith("torch."):
+            hook = _skipped_when_missing(hook)
+        super().__setitem__(key, hook)
+
+
+def _skipped_when_missing(hook: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(hook)
+    def run(grad: Any) -> Any:
+        return None if grad is None else hook(grad)
+
+    return run
+
+
+def _register_hook_dict(node: Any, tensor: torch.Tensor) -> None:
+    # ``Tensor.register_hook``'s first hook on an output: its dict, then the node's pre-hook
+    # reading it (so only a program whose output gets a hook pays for this).
+    tensor._backward_hooks = _OneOutputHooks()
+    torch._C._FunctionBase._register_hook_dict(node, tensor)
+
+
+_ThunderFunction._backward_cls._register_hook_dict = _register_hook_dict  # type: ignore[attr-defined]

@@ -6,9 +6,13 @@ requires grad, the user's ``backward`` is interpreted too, into a sub-trace taki
 per differentiable output, and the ``higher_order.autograd_function`` symbol attaches it to the
 outputs: autodiff uses it as the grad rule of that region. ``ctx`` supports
 ``save_for_backward``/``saved_tensors``, attributes, ``needs_input_grad``,
-``mark_non_differentiable`` and ``set_materialize_grads`` (gradients are always materialized:
-a backward never sees None for an output gradient); ``@once_differentiable`` backwards work
-(the backward is never differentiated again). ``mark_dirty`` (in-place forwards) is refused.
+``mark_non_differentiable`` and ``set_materialize_grads`` (the traced backward gets zeros for a
+missing output gradient; a call with ``set_materialize_grads(False)`` and several tensor outputs
+runs eagerly, as its backward may take None); ``@once_differentiable`` backwards work
+(the backward is never differentiated again). A call whose backward writes to outside state (a
+counter, a list) runs split: eager makes that write on each backward. A gradient of a
+broadcast shape is summed to its input's, one of another dtype converted, as eager's engine
+does. ``mark_dirty`` (in-place forwards) is refused.
 A class statement defining such a subclass in the program runs its metaclass natively.
 """
 
@@ -20,7 +24,11 @@ from typing import Any
 import torch
 
 from thunder.binding.higher_order import HigherOrderMixin
-from thunder.errors import HigherOrderOperatorError, UnsupportedOperationError
+from thunder.errors import (
+    HigherOrderOperatorError,
+    RunsEagerly,
+    UnsupportedOperationError,
+)
 from thunder_ir import Proxy, TensorProxy, get_tracectx
 from thunder_ir import higher_order as ho
 from thunder_ir import ops as ltorch
@@ -136,6 +144,14 @@ class AutogradFunctionMixin(HigherOrderMixin):
             return out
         diff_names = {o.name for o in diff}
         name = getattr(cls, "__name__", "Function")
+        if not ctx.materialize_grads and len(tensors) > 1:
+            # Its backward gets None for the outputs a backward does not reach, known only then
+            # (the traced one would get zeros, and may branch on ``is None``). Eagerly: dynamo's
+            # trace of such a backward decides ``is None`` once too.
+            raise RunsEagerly(
+                f"calls {name}.apply, whose backward takes None for an output's missing gradient "
+                "(ctx.set_materialize_grads(False))"
+            )
 
         def backward(*grads: Any) -> tuple[Any, ...]:
             given = iter(grads)
@@ -155,7 +171,16 @@ class AutogradFunctionMixin(HigherOrderMixin):
         self.regions.autocast_stack.append({})
         try:
             sub = self._record(
-                table, backward, protos, f"{name}_backward", f"{name}.backward", False
+                table,
+                backward,
+                protos,
+                f"{name}_backward",
+                f"{name}.backward",
+                fresh_outputs=False,
+                split_on_outside_writes=(
+                    f"calls {name}.apply, whose backward writes to state outside it (a global, "
+                    "an attribute, a list) on each backward; torch runs it"
+                ),
             )
         finally:
             self.regions.autocast_stack.pop()
@@ -194,9 +219,29 @@ def _input_gradients(
                 f"at index {i}; expected a tensor or None"
             )
         if tuple(g.shape) != tuple(a.shape):
-            raise HigherOrderOperatorError(
-                f"Function {name}Backward returned an invalid gradient at index {i} - got "
-                f"{list(g.shape)} but expected shape compatible with {list(a.shape)}"
-            )
+            if not _expandable_to(tuple(a.shape), tuple(g.shape)):
+                raise HigherOrderOperatorError(
+                    f"Function {name}Backward returned an invalid gradient at index {i} - got "
+                    f"{list(g.shape)} but expected shape compatible with {list(a.shape)}"
+                )
+            g = _summed_to(g, tuple(a.shape))
+        if g.dtype != a.dtype:  # eager's engine converts it too (validate_outputs)
+            g = ltorch.to(g, a.dtype)
         out.append(g)
     return tuple(out)
+
+
+def _expandable_to(shape: tuple[Any, ...], to: tuple[Any, ...]) -> bool:
+    """Whether ``shape`` broadcasts to ``to`` (torch's ``is_expandable_to``)."""
+    if len(shape) > len(to):
+        return False
+    return all(s == 1 or s == t for s, t in zip(reversed(shape), reversed(to)))
+
+
+def _summed_to(g: TensorProxy, shape: tuple[Any, ...]) -> Any:
+    """``g`` summed to ``shape``, as eager's engine reduces a broadcast gradient (``sum_to``)."""
+    lead = g.ndim - len(shape)
+    dims = [*range(lead)]
+    dims += [lead + k for k, s in enumerate(shape) if s == 1 and g.shape[lead + k] != 1]
+    out = ltorch.sum(g, dims, keepdim=True) if dims else g
+    return ltorch.reshape(out, shape) if lead else out

@@ -4,6 +4,7 @@ the lookaside table of one tracing run."""
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _
 from thunder.binding.fallback import op_overload_lookasides
 from thunder.binding.locations import program_location
 from thunder.binding.rng import rng_lookasides
+from thunder.errors import RunsEagerly
 from thunder.lookasides import (
     _isinstance_as,
     check_native_text,
@@ -27,6 +29,49 @@ from thunder_ir.ops import data_shapes
 from thunder_ir.proxies import _BoundTensorMethod, set_requires_grad
 
 __all__ = ["Binder"]
+
+
+_OWN_PACKAGES = frozenset(
+    {"thunder", "thunder_ir", "thunder_interp", "thunder_executors", "thunder_transforms"}
+)
+
+
+def _finalizer_refused(what: str, obj: Any) -> RunsEagerly:
+    return RunsEagerly(
+        f"registers {what} on a {type(obj).__qualname__}: it runs when the object dies, on "
+        "every eager call, which a compiled program does not repeat"
+    )
+
+
+def _refuse_weakref_callback(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """``weakref.ref(obj, callback)``: the callback runs when ``obj`` dies, once per eager
+    call; a compiled program registers nothing, so it would run only after the tracing call.
+    The call runs eagerly (``weakref.finalize`` too: ``Binder.lookasides``)."""
+    if not (isinstance(fn, type) and issubclass(fn, weakref.ReferenceType)):
+        return
+    if (args[1] if len(args) > 1 else kwargs.get("callback")) is not None:
+        raise _finalizer_refused("a weakref callback", args[0])
+
+
+def _refuse_finalized_object(fn: Any, args: tuple[Any, ...]) -> None:
+    """A call making an object whose class has a ``__del__`` (``Cls()``, ``Cls.__new__(Cls)``):
+    eager runs it on every call when the object dies; a compiled program makes no object (it
+    would run only after the tracing call). Refused before the object exists: the call runs
+    eagerly."""
+    if isinstance(fn, type):
+        cls: Any = fn
+    elif getattr(fn, "__name__", None) == "__new__" and args and isinstance(args[0], type):
+        cls = args[0]
+    else:
+        return
+    if issubclass(cls, type) or getattr(cls, "__del__", None) is None:
+        return
+    if cls.__module__.partition(".")[0] in _OWN_PACKAGES:
+        return
+    raise RunsEagerly(
+        f"makes a {cls.__qualname__}, whose __del__ runs when it dies, on every eager call, "
+        "which a compiled program does not repeat"
+    )
 
 
 class Binder(AutogradFunctionMixin):
@@ -45,6 +90,8 @@ class Binder(AutogradFunctionMixin):
             return args[0]
         check_native_text(fn, args)
         self._guard_names_read(fn, args)
+        _refuse_weakref_callback(fn, args, kwargs)
+        _refuse_finalized_object(fn, args)
         result = super()._cb_opaque_call(fn, args, kwargs)
         check_no_proxy_text(result)
         if type(result) is dict and self._is_namespace(result):
@@ -94,6 +141,11 @@ class Binder(AutogradFunctionMixin):
             return _call_tensor_method(method, *args, **kwargs)
 
         table[_BoundTensorMethod.__call__] = call_tensor_method
+
+        def finalize(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            raise _finalizer_refused("weakref.finalize", obj)
+
+        table[weakref.finalize] = finalize
         plain_isinstance = table[isinstance]
 
         def isinstance_(obj: Any, classinfo: Any) -> bool:

@@ -38,7 +38,12 @@ from thunder.errors import (
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
-from thunder.lookasides import check_str_formatting, is_torch_callable, query_is_allowed
+from thunder.lookasides import (
+    SymbolicSize,
+    check_str_formatting,
+    is_torch_callable,
+    query_is_allowed,
+)
 from thunder.opaque import impure_reason
 from thunder_interp import Callbacks
 from thunder_ir import (
@@ -52,6 +57,7 @@ from thunder_ir import (
     get_tracectx,
 )
 from thunder_ir.aliasing import alias_info
+from thunder_ir.dtypes import from_torch_dtype
 from thunder_ir.proxies import tensor_dir
 from thunder_ir.pytree import tree_iter
 
@@ -189,6 +195,19 @@ def _refuse_torch_function_subclass(t: torch.Tensor) -> None:
     )
 
 
+def _refuse_unmodeled_tensor(t: torch.Tensor) -> None:
+    """A tensor the IR has no proxy for (a nested tensor; a dtype such as uint16 or complex32):
+    the call runs eagerly."""
+    if t.is_nested:
+        raise RunsEagerly("reads a nested tensor, which thunder does not compile")
+    try:
+        from_torch_dtype(t.dtype)
+    except TypeError:
+        raise RunsEagerly(
+            f"reads a tensor of dtype {t.dtype}, which thunder does not support"
+        ) from None
+
+
 def _tensor_size(t: TensorProxy, dim: Any = None) -> Any:
     return torch_value(t.size(dim), as_size=dim is None)
 
@@ -247,6 +266,10 @@ def _callable_name(fn: Any) -> str:
 # How a tensor the program computed relates to its inference_mode blocks (``InferenceRegions``).
 _MADE = "made"  # an inference tensor: computed in a block
 _MAYBE = "maybe"  # perhaps one: a view of a tensor from outside the block, or a reshape of it
+
+
+# Autograd attributes of a tensor the call was given that are known at call time (guarded).
+_AUTOGRAD_FACTS = frozenset({"is_leaf", "_is_view", "_base", "grad_fn"})
 
 
 class InferenceRegions:
@@ -387,7 +410,9 @@ class CallsMixin(WritesMixin):
             mutators = _CONTAINER_MUTATORS.get(type(owner))
             if fn.__name__ == "get" and args and type(args[0]) is str and self._is_namespace(owner):
                 result = fn(*args, **kwargs)
-                if args[0] in owner and not isinstance(result, torch.Tensor):
+                if args[0] not in owner:
+                    self.namespace_lacks(owner, args[0])
+                elif not isinstance(result, torch.Tensor):
                     self._cb_load_global(args[0], result, owner, None)  # globals().get(k)
                 return result
             if mutators is not None and fn.__name__ in mutators:
@@ -431,6 +456,7 @@ class CallsMixin(WritesMixin):
 
     def _tensor_input(self, t: torch.Tensor, access: Access, guarded: bool) -> TensorProxy:
         _refuse_torch_function_subclass(t)
+        _refuse_unmodeled_tensor(t)
         return super()._tensor_input(t, access, guarded)
 
     def tensor_attribute_lookasides(self) -> dict[Any, Any]:
@@ -561,7 +587,12 @@ class CallsMixin(WritesMixin):
     def _tensor_getattr(self, t: TensorProxy, name: str) -> Any:
         """``t.name`` where the proxy has no such attribute: for a tensor passed in, what eager
         finds on that tensor, read from outside state and guarded by its path like an attribute
-        of any outside object (present with this value, or absent)."""
+        of any outside object (present with this value, or absent). An input's autograd facts
+        (``is_leaf``, ``_is_view()``, ...) are guarded values (``_input_autograd_fact``)."""
+        if name in _AUTOGRAD_FACTS:
+            answered, value = self._input_autograd_fact(t, name)
+            if answered:
+                return value
         try:
             return TensorProxy.__getattr__(t, name)
         except AttributeError:
@@ -588,6 +619,9 @@ class CallsMixin(WritesMixin):
             raise TorchRunsItError(
                 f"{type(real).__qualname__}.{name}", "an attribute of a tensor subclass"
             ) from None
+
+    def _input_autograd_fact(self, t: TensorProxy, name: str) -> tuple[bool, Any]:
+        raise NotImplementedError  # regions.RegionsMixin
 
     @staticmethod
     def _computed_tensor_attribute(name: str) -> Any:
@@ -622,6 +656,8 @@ class CallsMixin(WritesMixin):
             return self.tensor_type(obj)
         if isinstance(obj, NumberProxy):
             return obj.python_type  # eager's int / float / bool / complex
+        if isinstance(obj, SymbolicSize):
+            return torch.Size
         cls = type(obj)
         if isinstance(obj, (Proxy, *_SCALAR_TYPES)) or not cls.__flags__ & _HEAPTYPE:
             return cls

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thunder.binding.regions import RegionsMixin
-from thunder.errors import HigherOrderOperatorError
+from thunder.errors import HigherOrderOperatorError, RunsSplit
 from thunder.lookasides import native_special
 from thunder_interp import interpret
 from thunder_ir import Proxy, TensorProxy, Trace
@@ -88,12 +88,18 @@ class HigherOrderMixin(RegionsMixin):
         name: str,
         what: str,
         fresh_outputs: bool = True,
+        split_on_outside_writes: str | None = None,
     ) -> Trace:
         """``fn`` interpreted into a sub-trace; refused if it writes outside state or its inputs.
-        Its outputs never share memory with its inputs (``fresh_outputs``), as torch's."""
+        Its outputs never share memory with its inputs (``fresh_outputs``), as torch's.
+        ``split_on_outside_writes``: a write to outside state breaks no contract (an
+        ``autograd.Function``'s backward, which eager runs as Python): torch runs the call,
+        for this reason."""
         writes = len(self.effects.writes)
         interpreted = self._interpreted(table, fn)
         sub = ho.record_subtrace(interpreted, inputs, name=name, fresh_outputs=fresh_outputs)
+        if len(self.effects.writes) != writes and split_on_outside_writes:
+            raise RunsSplit(split_on_outside_writes)
         # torch's contract for these functions (eager refuses both too): the program's error.
         if len(self.effects.writes) != writes:
             raise HigherOrderOperatorError(

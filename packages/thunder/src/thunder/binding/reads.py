@@ -50,7 +50,7 @@ from thunder.errors import (
     UnsupportedSideEffectError,
 )
 from thunder.guards import HOOK_ATTRIBUTES, Held, held_object
-from thunder.lookasides import LIBRARY_DIRS, native_special
+from thunder.lookasides import LIBRARY_DIRS, SymbolicSize, native_special
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, OpTag, Proxy, TensorProxy
@@ -180,6 +180,26 @@ def _loaded_to_add_to(access: Access | None = None) -> bool:
     return False
 
 
+def _loaded_to_read_one_item() -> bool:
+    """Whether the value the innermost interpreted frame loads now is indexed by a constant
+    next (``f.__globals__["k"]``) or has its ``get`` looked up next (``.get(k)``)."""
+    from thunder_interp._frames import _user_frames
+
+    for view, _ in _user_frames(sys._getframe(1)):
+        frame = getattr(view, "_frame", None)
+        if frame is None:
+            continue  # the binder's own frames (the hook runs natively)
+        instructions = frame.cc.instructions
+        index = view._current_index()
+        if not 0 <= index < len(instructions) - 2:
+            return False
+        following, then = instructions[index + 1], instructions[index + 2]
+        if following.opname in ("LOAD_METHOD", "LOAD_ATTR"):
+            return bool(following.argval == "get")
+        return bool(following.opname == "LOAD_CONST" and then.opname == "BINARY_SUBSCR")
+    return False
+
+
 _INTERPRETED_GETATTRIBUTE: dict[type, bool] = {}
 
 
@@ -207,6 +227,59 @@ def _interpreted(fn: Any) -> bool:
         and not native_special(fn)
         and not thunder_interp.is_opaque(fn)
     )
+
+
+class _StaticClassLookup:
+    """A holder for ``Lookups``: ``getattr(holder, name)`` is what the MRO of ``cls`` holds at
+    ``name`` (the descriptor itself), without running a Python ``__get__``."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def __getattribute__(self, name: str) -> Any:
+        return _class_lookup(object.__getattribute__(self, "cls"), name)
+
+    def __repr__(self) -> str:
+        return f"<class {object.__getattribute__(self, 'cls').__qualname__}>"
+
+
+def _python_answers(obj: Any, name: str) -> str | None:
+    """Which interpreted Python code answers ``obj.name``: the class's own
+    ``__getattribute__``, a property's getter or a descriptor's ``__get__`` ("data
+    descriptor", "descriptor"), or ``__getattr__`` for a name the generic lookup lacks; None
+    where stored data (or native code) answers. The code ran interpreted, its reads guarded;
+    the prologue must not run it (and its effects) again to read the answer."""
+    cls = type(obj)
+    if cls is type or cls is super or isinstance(obj, types.ModuleType):
+        return None
+    if _interprets_getattribute(cls):
+        return "__getattribute__"
+    if _class_lookup(cls, "__getattribute__") is not object.__getattribute__:
+        return None  # a native __getattribute__ answers
+    descr = _class_lookup(cls, name)
+    if descr is not None:
+        dcls = type(descr)
+        if dcls is property:
+            return "data descriptor" if _interpreted(descr.fget) else None
+        if not _interpreted(_class_lookup(dcls, "__get__")):
+            return None
+        if _class_lookup(dcls, "__set__") is not None or _class_lookup(dcls, "__delete__"):
+            return "data descriptor"
+        try:
+            own = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
+            own = None
+        return "descriptor" if type(own) is not dict or name not in own else None
+    try:
+        object.__getattribute__(obj, name)
+        return None
+    except AttributeError:
+        pass
+    except Exception:
+        return None
+    return "__getattr__" if _interpreted(_class_lookup(cls, "__getattr__")) else None
 
 
 def _container_store(module: Any) -> str | None:
@@ -584,6 +657,8 @@ class ReadsMixin(BinderState):
         if isinstance(value, torch.Tensor):
             return self._tensor_input(value, access, guarded=True)
         if isinstance(value, _SCALAR_TYPES):
+            if type(value) in (int, float) and access in self.options.symbolic_reads:
+                return self._number_read(value, access)
             self.facts.guards.setdefault(access, Guard(access, "value", value))
             return value
         if isinstance(value, torch.Generator):
@@ -614,12 +689,14 @@ class ReadsMixin(BinderState):
         if t is NDARRAY:
             self._took_array(value)  # (its contents are guarded where they are read)
         if t is dict and _is_module_namespace(value):
-            # A module's globals (``f.__globals__``, which inspect.signature reads): pinned by
-            # identity, and each name the program reads from it is guarded as it is read, as a
-            # global is; not every name of the module. A module's ``__dict__`` (``vars(m)``)
-            # is taken to be looked into natively (``k in vars(m)``): its names are guarded.
+            # A module's globals (``f.__globals__``, ``m.__dict__``, one kept in an attribute):
+            # pinned by identity. Taken to be looked into natively (``k in f.__globals__``),
+            # its names are guarded; taken to read one name (``f.__globals__["k"]``,
+            # ``.get(k)``), that name is guarded as a global read is. (Library code, such as
+            # inspect.signature reading ``f.__globals__``, reads names: guard_namespace_names
+            # leaves it.)
             self.facts.guards.setdefault(access, Guard(access, "is", value))
-            if access.kind == ATTR and access.key == "__dict__":
+            if not _loaded_to_read_one_item():
                 self.guard_namespace_names(value)
             return value
         if t is list and self._taken_to_add_to(value, access):
@@ -666,6 +743,30 @@ class ReadsMixin(BinderState):
                     at, Guard(at, kind, what if kind == "value" else tuple(what))
                 )
         return value
+
+    def _number_read(self, value: int | float, access: Access) -> NumberProxy:
+        """An int or float read from outside state that changed between calls (a step counter):
+        an input the prologue reads on every call, of the same type, not a constant."""
+        for proxy, at in self.inputs.in_order:
+            if at == access and isinstance(proxy, NumberProxy):
+                return proxy
+        self.facts.guards.setdefault(access, Guard(access, "type", type(value)))
+        name = self._name_for(access)
+        number: NumberProxy = (
+            IntegerProxy(name, value=value) if type(value) is int else FloatProxy(name, value=value)
+        )
+        self.inputs.in_order.append((number, access))
+        self.inputs.numbers[number.name] = (value, access)
+        self.trace.input_numbers[number.name] = number
+        return number
+
+    def _holds_number_reads(self, value: Any, access: Access) -> bool:
+        """Whether a dict or list of scalars holds numbers read as inputs (``_number_read``)."""
+        reads = self.options.symbolic_reads
+        if not reads or type(value) not in (dict, list):
+            return False
+        keys = value.keys() if type(value) is dict else range(len(value))
+        return any(access.item(k) in reads for k in keys)
 
     def _taken_to_add_to(self, value: list[Any], access: Access) -> bool:
         """``LOG.append(v)`` on an outside list read for the first time: the append is a write
@@ -831,15 +932,17 @@ class ReadsMixin(BinderState):
             # Read again: the program sees the one copy it has (the container itself may hold
             # only proxies now, put there by the program: ``WritesMixin._mirror_on_original``).
             return known[1]
-        if is_scalar_constant(value):
+        number_reads = self._holds_number_reads(value, access)
+        if is_scalar_constant(value) and not number_reads:
             self.facts.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
             return value
         self.facts.guards.setdefault(access, Guard(access, "type", type(value)))
-        if not _holds_tensors(value):
+        if not _holds_tensors(value) and not number_reads:
             self._guard_items(value, access, depth)
             return value
-        # A container of tensors: the program sees a copy holding proxies. The copy stands for the
-        # outside container, so its mutations are recorded (and replayed) as the container's.
+        # A container of tensors (or of numbers read as inputs): the program sees a copy holding
+        # proxies. The copy stands for the outside container, so its mutations are recorded (and
+        # replayed) as the container's.
         copied: Any
         if type(value) in (dict, OrderedDict):
             self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))
@@ -940,6 +1043,8 @@ class ReadsMixin(BinderState):
             if name == "__class__" and isinstance(obj, TensorProxy):
                 return self.tensor_type(obj)
             return torch_value(value, as_size=name == "shape")
+        if name == "__class__" and isinstance(obj, SymbolicSize):
+            return torch.Size
         if self.facts.last_generic is not None and self._answered_by_generic(obj, value):
             return value
         if is_ndarray(obj) and id(obj) in self.effects.array_reads:
@@ -972,6 +1077,10 @@ class ReadsMixin(BinderState):
             # holds it, and what is read from it is guarded as from any module.
             parent = self._held_access(obj, f"module {obj.__name__}")
         if parent is None:
+            if type(value) is dict and self._is_namespace(value):
+                if not _loaded_to_read_one_item():
+                    self.guard_namespace_names(value)  # a frame's ``f_globals``
+                return value
             if isinstance(value, torch.Tensor):
                 raise UnsupportedOperationError(
                     f"reading the tensor attribute {name!r} of a {type(obj).__name__}",
@@ -980,7 +1089,33 @@ class ReadsMixin(BinderState):
             return value
         if type(obj) is functools.partial and name in ("args", "keywords"):
             return self._load_partial_arguments(value, parent.attr(name))
+        if isinstance(value, Proxy) or not isinstance(value, torch.Tensor):
+            answered_by = _python_answers(obj, name)
+            if answered_by is not None:
+                self._guard_python_answer(obj, name, parent, answered_by)
+                return value
         return self.on_load(value, parent.attr(name), holder=obj)
+
+    def _guard_python_answer(self, obj: Any, name: str, access: Access, answered_by: str) -> None:
+        """``obj.name`` was answered by interpreted Python code (``_python_answers``), whose
+        reads are guarded: guarded instead of its answer is that the same code answers (the
+        class still holds it; an instance attribute does not shadow a non-data descriptor; the
+        name ``__getattr__`` answered is still nowhere the generic lookup looks)."""
+        cls = type(obj)
+        static = _StaticClassLookup(cls)
+        looked_up = answered_by if answered_by.startswith("__") else name
+        found = _class_lookup(cls, looked_up)
+        self._lookup_found(static, looked_up, found, key=(cls, looked_up, "static"))
+        if answered_by == "__getattr__":
+            self._lookup_found(
+                static, "__getattribute__", object.__getattribute__, key=(cls, "<ga>", "static")
+            )
+            if not self._path_written(access.attr(name)):
+                key = access.attr(f"<generic lacks {name}>")
+                self.facts.guards.setdefault(key, Guard(access, "lacks_generic", (cls, name)))
+        elif answered_by == "descriptor" and type(getattr(obj, "__dict__", None)) is dict:
+            shadow = access.attr(f"<own {name}>")
+            self.facts.guards.setdefault(shadow, Guard(access, "not_shadowed", name))
 
     def _load_partial_arguments(self, value: Any, access: Access) -> Any:
         """What a partial binds (its ``args`` tuple, its ``keywords`` dict) is unpacked
@@ -1077,7 +1212,20 @@ class ReadsMixin(BinderState):
                 at.attr(f"<has {name}>"), Guard(at, "has_attr", (name, False))
             )
             return
-        at = self._held_access(ns, f"globals of {module_name}")
+        self.namespace_lacks(ns, name)
+
+    def namespace_lacks(self, ns: dict[str, Any], name: str) -> None:
+        """A module's globals ``ns`` lacked ``name`` (``vars(m).get(name)`` gave nothing): it
+        lacks it on later calls, unless the program itself deleted it."""
+        module_name = ns.get("__name__")
+        if any(
+            w.kind == GLOBAL and w.key == (module_name, name) for w in self.effects.written_paths
+        ):
+            return  # deleted by the program (or never there before it set it)
+        label = (
+            f"globals of {module_name}" if isinstance(module_name, str) else "a module's globals"
+        )
+        at = self._held_access(ns, label)
         self.facts.guards.setdefault(at.attr(f"<lacks {name!r}>"), Guard(at, "lacks_item", name))
 
     def _written_tensor(self, t: TensorProxy) -> TensorProxy:

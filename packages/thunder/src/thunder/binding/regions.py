@@ -26,6 +26,7 @@ from thunder.errors import (
 from thunder.lookasides import native_special
 from thunder_interp import interpret, uncatchable
 from thunder_ir import Proxy, TensorProxy, get_tracectx
+from thunder_ir.aliasing import alias_info
 
 _UNSET = object()
 # The device types whose torch.autocast the autocast transform implements.
@@ -468,6 +469,54 @@ class RegionsMixin(CopyingMixin):
         if tensor.is_leaf:  # (a non-leaf is never cached, a view or not)
             base = access.attr("_base")
             self.facts.guards.setdefault(base, Guard(base, "is", tensor._base))
+
+    def _input_autograd_fact(self, t: TensorProxy, name: str) -> tuple[bool, Any]:
+        """``t.is_leaf``, ``t._is_view()``, ``t._base`` (None), ``t.grad_fn`` (None) of a tensor
+        the call was given, not written in place by the program: known at call time, read here
+        and guarded by the prologue (another fact is another program). ``(False, None)`` where
+        torch must answer (a view's base, a non-leaf's grad_fn, a tensor the program made)."""
+        found = next(((r, p) for r, p in self.inputs.tensors.values() if p is t), None)
+        if found is None and name in ("is_leaf", "grad_fn"):
+            return self._computed_is_leaf(t, name)
+        access = next((a for p, a in self.inputs.in_order if p is t), None)
+        if found is None or access is None or self._written_in_place(t):
+            return False, None
+        tensor = found[0]
+        if name in ("is_leaf", "grad_fn"):
+            is_leaf = access.attr("is_leaf")
+            self.facts.guards.setdefault(is_leaf, Guard(is_leaf, "value", bool(tensor.is_leaf)))
+            if name == "is_leaf":
+                return True, bool(tensor.is_leaf)
+            return bool(tensor.is_leaf), None
+        # ``_is_view()`` is ``_base is not None``: the type of ``_base`` is guarded
+        base = access.attr("_base")
+        self.facts.guards.setdefault(base, Guard(base, "type", type(tensor._base)))
+        if name == "_is_view":
+            return True, functools.partial(bool, tensor._base is not None)
+        return tensor._base is None, None
+
+    def _computed_is_leaf(self, t: TensorProxy, name: str) -> tuple[bool, Any]:
+        """``is_leaf`` (and a None ``grad_fn``) of a tensor the program computed: a leaf where
+        it requires no grad, else not (its grad_fn is torch's). Unanswered where the trace's
+        flags may differ from eager's: the program made a leaf (``requires_grad_()``), or
+        ``t`` is, or shares memory with, a tensor passed in."""
+        if (
+            self.made_leaves
+            or any(p is t for p in self.inputs.seen_as.values())
+            or self._written_in_place(t)
+            or self._input_viewed_by(t) is not None
+        ):
+            return False, None
+        is_leaf = not (t.requires_grad and not self._computed_without_grad(t))
+        if name == "is_leaf":
+            return True, is_leaf
+        return is_leaf, None
+
+    def _written_in_place(self, t: TensorProxy) -> bool:
+        """Whether an in-place op of the program so far wrote ``t`` or memory it shares
+        (``x.add_(w)`` makes a leaf not requiring grad a non-leaf)."""
+        traces = {id(tr): tr for tr in (self.trace, get_tracectx()) if tr is not None}
+        return any(alias_info(tr.bound_symbols).is_written(t.name) for tr in traces.values())
 
     def _context_setting(self, cm: Any, name: str, default: Any) -> Any:
         """A setting of a context manager the program enters (``autocast.fast_dtype``,

@@ -1,0 +1,287 @@
+"""VJP rules of float16/bfloat16 calls whose eager derivative reads the op's result: eager reads
+the result as returned (rounded to the tensor's dtype), not the float32 value inside the
+decomposition, and saves that low-precision tensor. Kernel formulas (``tanh_backward``,
+``sigmoid_backward``, group norm's backward) upcast what they read to float32 and round once;
+formulas eager writes with tensor ops (derivatives.yaml: ``grad * result``) are written here
+with the torch-language ops, which round after each op as eager's do. float32 and float64 calls
+keep the prims' rules."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
+from thunder_ir import ops as ltorch
+from thunder_ir.ops._helpers import to_dtype
+from thunder_ir.utils import canonicalize_dims
+from thunder_transforms.autodiff.registry import (
+    GradPairs,
+    bound_arguments,
+    expand_reduced,
+    register_vjp,
+    sum_to_shape,
+)
+
+__all__: list[str] = []
+
+P = prims
+_F32 = dtypes.float32
+
+
+def _low_precision_input(bsym: BoundSymbol) -> bool:
+    a = bsym.args[0] if bsym.args else None
+    return isinstance(a, TensorProxy) and a.dtype.is_low_precision
+
+
+def _kernel(fn: Callable[[Any, Any], Any]) -> Callable[[BoundSymbol, TensorProxy], GradPairs]:
+    """A rule computing ``fn(g, y)`` in float32 from the rounded result, rounded once (eager's
+    backward kernel in opmath)."""
+
+    def rule(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+        a, y = bsym.args[0], bsym.output
+        return [(a, to_dtype(fn(to_dtype(g, _F32), to_dtype(y, _F32)), a.dtype))]
+
+    return rule
+
+
+def _formula(fn: Callable[[Any, Any], Any]) -> Callable[[BoundSymbol, TensorProxy], GradPairs]:
+    """A rule computing ``fn(g, y)`` with the torch-language ops on the low-precision values."""
+
+    def rule(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+        return [(bsym.args[0], fn(g, bsym.output))]
+
+    return rule
+
+
+_UNARY: dict[Any, Callable[[BoundSymbol, TensorProxy], GradPairs]] = {
+    # tanh_backward(grad, result), sigmoid_backward(grad, result)
+    ltorch.tanh: _kernel(lambda g, y: P.mul(g, P.sub(1.0, P.mul(y, y)))),
+    # grad * result
+    ltorch.exp: _formula(lambda g, y: ltorch.mul(g, y)),
+    # grad * result * M_LN2
+    ltorch.exp2: _formula(lambda g, y: ltorch.mul(ltorch.mul(g, y), math.log(2.0))),
+    # grad * (result + 1)
+    ltorch.expm1: _formula(lambda g, y: ltorch.mul(g, ltorch.add(y, 1))),
+    # grad / (2 * result)
+    ltorch.sqrt: _formula(lambda g, y: ltorch.div(g, ltorch.mul(y, 2))),
+    # -0.5 * grad * result.pow(3)
+    ltorch.rsqrt: _formula(lambda g, y: ltorch.mul(ltorch.mul(g, -0.5), ltorch.pow(y, 3))),
+    # -grad * (result * result)
+    ltorch.reciprocal: _formula(lambda g, y: ltorch.mul(ltorch.neg(g), ltorch.mul(y, y))),
+    # grad * (1 + result.pow(2))
+    ltorch.tan: _formula(lambda g, y: ltorch.mul(g, ltorch.add(ltorch.pow(y, 2), 1))),
+}
+_sigmoid_kernel = _kernel(lambda g, y: P.mul(P.mul(g, P.sub(1.0, y)), y))
+_sigmoid_half_ops = _formula(lambda g, y: ltorch.mul(ltorch.mul(g, ltorch.sub(1, y)), y))
+
+
+def _sigmoid(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # torch's CPU sigmoid_backward computes float16 in float16 (each op rounded), bfloat16 and
+    # other devices in float32
+    a = bsym.args[0]
+    if a.dtype == dtypes.float16 and a.device.type == "cpu":
+        return _sigmoid_half_ops(bsym, g)
+    return _sigmoid_kernel(bsym, g)
+
+
+_UNARY[ltorch.sigmoid] = _sigmoid
+
+
+def _input_formula(
+    fn: Callable[[Any, Any], Any],
+) -> Callable[[BoundSymbol, TensorProxy], GradPairs]:
+    """A rule computing ``fn(g, x)`` from the input with the torch-language ops."""
+
+    def rule(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+        return [(bsym.args[0], fn(g, bsym.args[0]))]
+
+    return rule
+
+
+_UNARY.update(
+    {
+        # grad / (self * self + 1)
+        ltorch.atan: _input_formula(lambda g, x: ltorch.div(g, ltorch.add(ltorch.mul(x, x), 1))),
+        # 0.5 * sqrt(pi) * exp(self.erfinv().pow(2)) * grad
+        ltorch.erfinv: _formula(
+            lambda g, y: ltorch.mul(
+                ltorch.mul(ltorch.exp(ltorch.pow(y, 2)), 0.5 * math.sqrt(math.pi)), g
+            )
+        ),
+    }
+)
+for _op, _rule in _UNARY.items():
+    register_vjp(_op, applies=_low_precision_input)(_rule)
+
+
+def _logsumexp_applies(bsym: BoundSymbol) -> bool:
+    a = bsym.args[0] if bsym.args else None
+    # every float dtype: the decomposition's max-shifted gradient adds terms, turning eager's
+    # -0 (a -0 incoming gradient) into +0
+    return isinstance(a, TensorProxy) and a.dtype.is_float and a.ndim > 0
+
+
+@register_vjp(ltorch.softmin, applies=_low_precision_input)
+def _softmin(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # softmax(-a): _softmax_backward_data on the rounded result (float32 inside), then neg
+    a, y = bsym.args[0], bsym.output
+    if y.ndim == 0:
+        return [(a, to_dtype(P.mul(g, 0.0), a.dtype))]
+    dim = bound_arguments(bsym)["dim"]
+    if dim is None:  # torch's legacy implicit dimension
+        dim = 0 if y.ndim in (0, 1, 3) else 1
+    d = int(dim) % y.ndim
+    y32, g32 = to_dtype(y, _F32), to_dtype(g, _F32)
+    s = expand_reduced(P.sum(P.mul(g32, y32), (d,)), y.shape, (d,))
+    grad = to_dtype(P.mul(y32, P.sub(g32, s)), y.dtype)
+    return [(a, to_dtype(ltorch.neg(grad), a.dtype))]
+
+
+@register_vjp(ltorch.logsumexp, applies=_logsumexp_applies)
+def _logsumexp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # logsumexp_backward: grad * (self - result).exp(), grad and result unsqueezed back
+    args = bound_arguments(bsym)
+    a, dim, keepdim = args["a"], args["dim"], args["keepdim"]
+    y = bsym.output
+    if not keepdim:
+        if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+            dims: tuple[int, ...] = tuple(range(a.ndim))
+        else:
+            dims = tuple(canonicalize_dims(a.ndim, dim))
+        g, y = expand_reduced(g, a.shape, dims), expand_reduced(y, a.shape, dims)
+    return [(a, ltorch.mul(g, ltorch.exp(ltorch.sub(a, y))))]
+
+
+def _group_norm_applies(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    a = args["a"]
+    return (
+        isinstance(a, TensorProxy)
+        and a.dtype in (dtypes.float16, dtypes.bfloat16)
+        and all(p is None or p.dtype == a.dtype for p in (args["weight"], args["bias"]))
+    )
+
+
+@register_vjp(ltorch.group_norm, applies=_group_norm_applies)
+def _group_norm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # native_group_norm_backward: in float32, from the statistics the forward returns (rounded
+    # to the input's dtype by torch's CPU kernel), recomputed here from the saved input.
+    args = bound_arguments(bsym)
+    a, groups, weight, bias = args["a"], args["num_groups"], args["weight"], args["bias"]
+    n, c = a.shape[0], a.shape[1]
+    per_group = c // groups
+    hw = a.numel() // (n * c) if n * c else 0
+    x = ltorch.reshape(to_dtype(a, _F32), (n, c, hw))
+    dy = ltorch.reshape(to_dtype(g, _F32), (n, c, hw))
+    var, mean = P.var_mean(ltorch.reshape(x, (n, groups, per_group * hw)), (2,), correction=0)
+    rstd = ltorch.rsqrt(ltorch.add(var, args["eps"]))
+    stats = a.dtype if a.device.type == "cpu" else _F32
+    mean, rstd = (to_dtype(to_dtype(t, stats), _F32) for t in (mean, rstd))
+
+    def per_channel(t: Any) -> Any:  # (n, groups) -> (n, c)
+        spread = ltorch.expand(ltorch.unsqueeze(t, 2), (n, groups, per_group))
+        return ltorch.reshape(spread, (n, c))
+
+    def per_group_sum(t: Any) -> Any:  # (n, c) -> (n, groups)
+        return ltorch.sum(ltorch.reshape(t, (n, groups, per_group)), 2)
+
+    ds = ltorch.sum(ltorch.mul(dy, x), 2)
+    db = ltorch.sum(dy, 2)
+    gamma = None if weight is None else to_dtype(weight, _F32)
+    ds_g = per_group_sum(ds if gamma is None else ltorch.mul(ds, gamma))
+    db_g = per_group_sum(db if gamma is None else ltorch.mul(db, gamma))
+    s = 1.0 / (per_group * hw) if isinstance(per_group * hw, int) and per_group * hw else None
+    scale = s if s is not None else ltorch.reciprocal(to_dtype(per_group * hw, _F32))
+    cube = ltorch.mul(ltorch.mul(rstd, rstd), rstd)
+    c2 = ltorch.mul(ltorch.mul(ltorch.sub(ltorch.mul(db_g, mean), ds_g), cube), scale)
+    c3 = ltorch.sub(ltorch.neg(ltorch.mul(c2, mean)), ltorch.mul(ltorch.mul(db_g, rstd), scale))
+    c1 = per_channel(rstd) if gamma is None else ltorch.mul(per_channel(rstd), gamma)
+    dx = ltorch.add(
+        ltorch.add(
+            ltorch.mul(ltorch.unsqueeze(c1, 2), dy),
+            ltorch.mul(ltorch.unsqueeze(per_channel(c2), 2), x),
+        ),
+        ltorch.unsqueeze(per_channel(c3), 2),
+    )
+    pairs: list[tuple[Any, Any]] = [(a, to_dtype(ltorch.reshape(dx, tuple(a.shape)), a.dtype))]
+    if weight is not None:
+        centered = ltorch.sub(ds, ltorch.mul(db, per_channel(mean)))
+        gw = ltorch.sum(ltorch.mul(centered, per_channel(rstd)), 0)
+        pairs.append((weight, to_dtype(gw, weight.dtype)))
+    if bias is not None:
+        pairs.append((bias, to_dtype(ltorch.sum(db, 0), bias.dtype)))
+    return pairs
+
+
+def normalize_grad_low_precision(
+    a: TensorProxy, y: TensorProxy, g: TensorProxy, dims: tuple[int, ...], eps: Any
+) -> Any:
+    """The float16/bfloat16 gradient of ``F.normalize(a, 2)``, eager's graph of it step by step:
+    ``a / norm.clamp_min(eps)`` (div's gradients, the expand's sum, clamp_min's mask) and
+    ``vector_norm``'s ``grad * (a / norm)``, each op rounded, the two gradients added."""
+    norm = ltorch.vector_norm(a, 2, dims, keepdim=True)
+    denom = ltorch.clamp_min(norm, eps)
+    direct = ltorch.div(g, denom)
+    g_denom = ltorch.sum(ltorch.mul(ltorch.neg(g), ltorch.div(y, denom)), dims, keepdim=True)
+    g_norm = ltorch.where(ltorch.ge(norm, eps), g_denom, 0.0)
+    through_norm = ltorch.mul(g_norm, ltorch.where(ltorch.eq(norm, 0), 0.0, ltorch.div(a, norm)))
+    return ltorch.add(direct, through_norm)
+
+
+def var_grad_low_precision(
+    gv: TensorProxy, a: TensorProxy, ds: tuple[int, ...], dof: Any, std: TensorProxy | None
+) -> Any:
+    """The float16/bfloat16 gradient of ``var`` (or of ``std``, given its result), eager's
+    formulas op by op: ``(2 / dof) * grad * (a - a.mean(dims, keepdim=True))``, the mean rounded
+    to ``a``'s dtype, and for std first ``(grad / (std * 2)).masked_fill(std == 0, 0)``. ``gv``
+    and ``std`` come broadcast to ``a``'s shape."""
+    if std is not None:
+        gv = ltorch.where(ltorch.eq(std, 0), 0.0, ltorch.div(gv, ltorch.mul(std, 2)))
+    centered = ltorch.sub(a, ltorch.mean(a, ds, keepdim=True))
+    return ltorch.mul(ltorch.mul(gv, 2.0 / dof), centered)
+
+
+def _pow_applies(bsym: BoundSymbol) -> bool:
+    y = bsym.output
+    operands = bsym.args[:2]
+    return (
+        isinstance(y, TensorProxy)
+        and y.dtype.is_low_precision
+        and all(
+            x.dtype.is_float if isinstance(x, TensorProxy) else type(x) in (int, float)
+            for x in operands
+        )
+    )
+
+
+@register_vjp(ltorch.pow, applies=_pow_applies)
+def _pow(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # pow_backward, pow_backward_self and pow_backward_exponent, op by op
+    a, b = bsym.args[:2]
+    y = bsym.output
+    pairs: list[tuple[Any, Any]] = []
+    if isinstance(a, TensorProxy):
+        if isinstance(b, TensorProxy):
+            d = ltorch.mul(g, ltorch.mul(b, ltorch.pow(a, ltorch.sub(b, 1))))
+            pairs.append((a, _summed_to(ltorch.where(ltorch.eq(b, 0), 0.0, d), a)))
+        elif b == 0:
+            pairs.append((a, ltorch.zeros_like(a)))
+        else:
+            pairs.append((a, ltorch.mul(g, ltorch.mul(ltorch.pow(a, b - 1), b))))
+    if isinstance(b, TensorProxy):
+        if isinstance(a, TensorProxy):
+            at_zero = ltorch.logical_and(ltorch.eq(a, 0), ltorch.ge(b, 0))
+            d = ltorch.where(at_zero, 0.0, ltorch.mul(y, ltorch.log(to_dtype(a, y.dtype))))
+        else:
+            log_a = math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+            d = ltorch.mul(y, log_a)
+            if a == 0:
+                d = ltorch.where(ltorch.ge(b, 0), 0.0, d)
+        pairs.append((b, _summed_to(ltorch.mul(g, d), b)))
+    return pairs
+
+
+def _summed_to(grad: Any, x: TensorProxy) -> Any:
+    return sum_to_shape(grad, x.shape)
