@@ -249,6 +249,23 @@ def test_returned_views_of_an_expanded_input_and_of_a_leaf() -> None:
     _like_eager(check, f)
 
 
+@pytest.mark.parametrize("a_requires_grad", [True, False])
+def test_an_input_that_is_a_view_returned_as_it_is_stays_the_input(a_requires_grad: bool) -> None:
+    def f(a: torch.Tensor, w: torch.Tensor) -> Any:
+        return a, a[0], (a * w).sum()
+
+    def check(fn: Callable[..., Any], i: int) -> Any:
+        torch.manual_seed(i)
+        x = torch.randn(4, 3, requires_grad=a_requires_grad)
+        w = torch.randn(3, 3, requires_grad=True)
+        a = (x * 1)[1:] if a_requires_grad else x.reshape(4, 3)[1:]
+        same, v, s = fn(a, w)
+        s.backward()
+        return same is a, v, v._base is a._base, w.grad
+
+    _like_eager(check, f)
+
+
 def test_returned_view_of_an_input_not_requiring_grad_is_a_plain_view() -> None:
     def f(a: torch.Tensor, w: torch.Tensor) -> Any:
         return a[0], (a * w).sum()

@@ -334,3 +334,24 @@ def test_symbolic_sizes_stored_on_a_module_are_torch_sizes(cache: str | None) ->
         assert [type(s) for s in ours.log] == [torch.Size] * len(theirs.log)
         assert ours.log == theirs.log
     _no_eager_calls(jm)
+
+
+# 6. Sizes go symbolic per call structure ---------------------------------------------------
+
+
+def test_interleaved_call_structures_each_go_symbolic() -> None:
+    """A training call with targets interleaved with an eval call without, each with a new
+    length every step: each structure gets its own program serving every length."""
+
+    def fn(x: torch.Tensor, t: torch.Tensor | None = None) -> torch.Tensor:
+        y = x.sin() * 2
+        return y if t is None else (y - t).pow(2).mean()
+
+    jf = thunder.jit(fn)
+    g = torch.Generator().manual_seed(7)
+    for n in range(3, 15):
+        x, t = torch.randn(2, n, generator=g), torch.randn(2, n, generator=g)
+        _run_like_eager(jf, fn, x, t)
+        _run_like_eager(jf, fn, x)
+    _no_eager_calls(jf)
+    assert thunder.cache_misses(jf) <= 6

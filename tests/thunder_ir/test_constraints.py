@@ -26,7 +26,12 @@ def test_simplify_detects_contradictions_and_tautologies() -> None:
 def test_simplify_removes_double_negation_and_flips_constants_left() -> None:
     assert C.simplify(C.Not(C.Not(C.Compare("<", x, y)))) == C.Compare("<", x, y)
     assert C.simplify(C.Compare("<", C.Const(3), x)) == C.Compare(">", x, C.Const(3))
-    assert C.simplify(C.Not(C.Compare("<", x, C.Const(3)))) == C.Compare(">=", x, C.Const(3))
+    n = C.Var("n", integer=True)
+    assert C.simplify(C.Not(C.Compare("<", n, C.Const(3)))) == C.Compare(">=", n, C.Const(3))
+    # A variable that may be a float may be NaN: ``not (x < 3)`` holds for NaN, ``x >= 3`` not.
+    assert C.simplify(C.Not(C.Compare("<", x, C.Const(3)))) == C.Not(C.Compare("<", x, C.Const(3)))
+    assert C.simplify(C.Not(C.Compare("==", x, C.Const(3)))) == C.Compare("!=", x, C.Const(3))
+    assert C.simplify(C.Compare("==", x, x)) == C.Compare("==", x, x)
 
 
 def test_equality_absorbs_compatible_bounds() -> None:

@@ -166,10 +166,11 @@ class _Structure:
     ran: key -> (calls left to run eagerly before tracing again, the next such wait); and the
     keys whose program calls a function run natively (they run split, ``_run_split``)."""
 
-    __slots__ = ("buckets", "eager", "signature", "split")
+    __slots__ = ("buckets", "eager", "signature", "split", "symbolic")
 
-    def __init__(self, signature: Signature) -> None:
+    def __init__(self, signature: Signature, symbolic: bool = False) -> None:
         self.signature = signature
+        self.symbolic = symbolic  # keyed (and compiled) with symbolic values
         self.buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
         self.eager: dict[tuple[Any, ...], tuple[int, int]] = {}
         self.split: set[tuple[tuple[Any, ...], tuple[bool, ...]]] = set()  # (key, split facts)
@@ -401,7 +402,7 @@ class ThunderFunction:
             return self.fn(*args, **kwargs)
         if caching and structure is None:
             signature = make_signature(args, kwargs, self._symbolic, self._param_names)
-            structure = _Structure(signature)
+            structure = _Structure(signature, self._symbolic)
             self._structures.append(structure)
             key = signature.fn(args, kwargs)
             if len(self._structures) == 1:
@@ -440,9 +441,11 @@ class ThunderFunction:
         serve other sizes already. One program then serves every size (``cache="symbolic
         values"``), where each new length (a decoding step, a batch of another length) compiled
         a program of its own up to the recompile limit."""
-        if not self._auto_symbolic_allowed or self._auto_symbolic:
+        # Per structure: a call of another structure (an eval call without targets, interleaved
+        # with training calls) goes symbolic on its own sizes.
+        if not self._auto_symbolic_allowed or structure is None or structure.symbolic:
             return False
-        if structure is None or key is None or self._entries < 2:
+        if key is None or self._entries < 2:
             return False
         if key in structure.buckets:
             return self._sizes_failed
@@ -454,7 +457,7 @@ class ThunderFunction:
         """A structure keyed with symbolic values, first in the lookup from now on."""
         self._auto_symbolic = True
         signature = make_signature(args, kwargs, True, self._param_names)
-        structure = _Structure(signature)
+        structure = _Structure(signature, symbolic=True)
         self._structures.insert(0, structure)
         self._signature, self._buckets = signature.fn, structure.buckets
         self._split_keys = structure.split
@@ -464,11 +467,11 @@ class ThunderFunction:
         )
         return structure, signature.fn(args, kwargs)
 
-    def _symbolic_refused(self) -> None:
+    def _symbolic_refused(self, dropped: _Structure) -> None:
         """A program with symbolic values could not be compiled: back to constant values for
         good (the structure keyed symbolically is dropped, its entries with it)."""
         self._auto_symbolic, self._auto_symbolic_allowed = False, False
-        dropped = self._structures.pop(0)
+        self._structures.remove(dropped)
         self._entries -= sum(len(b) for b in dropped.buckets.values())
         if self._structures:
             first = self._structures[0]
@@ -492,7 +495,9 @@ class ThunderFunction:
         start = time.perf_counter()
         raised: BaseException | None = None
         options = self.options
-        if self._auto_symbolic:
+        # Compiled with symbolic values where the default cache keyed this structure so.
+        auto_symbolic = self._auto_symbolic_allowed and structure is not None and structure.symbolic
+        if auto_symbolic:
             options = dataclasses.replace(options, cache=CACHE_OPTIONS.SYMBOLIC_VALUES)
         if self._symbolic_reads:
             options = dataclasses.replace(options, symbolic_reads=self._symbolic_reads)
@@ -508,12 +513,12 @@ class ThunderFunction:
                 key,
             )
         except Exception as e:
-            if self._auto_symbolic:  # compiled with constant values instead
+            if auto_symbolic and structure is not None:  # compiled with constant values instead
                 logs.log_cache_mode(
                     self._name,
                     f"symbolic values refused ({type(e).__name__}: {e}): constant values again",
                 )
-                self._symbolic_refused()
+                self._symbolic_refused(structure)
             if isinstance(e, ProgramRaised):
                 raised = e.error
             elif isinstance(e, (JitError, TracingError)):

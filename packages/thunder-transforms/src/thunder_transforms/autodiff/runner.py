@@ -191,6 +191,8 @@ def _private_views_detached(
             if sum(low <= t.data_ptr() < high for t in tensors) == 1:
                 outs[i] = o.detach()
                 continue
+            if any(o is a for a in args):  # an input (itself a view) returned as it is
+                continue
             owners = [
                 j
                 for j, a in enumerate(args)

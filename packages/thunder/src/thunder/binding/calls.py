@@ -413,7 +413,8 @@ class CallsMixin(WritesMixin):
                 if args[0] not in owner:
                     self.namespace_lacks(owner, args[0])
                 elif not isinstance(result, torch.Tensor):
-                    self._cb_load_global(args[0], result, owner, None)  # globals().get(k)
+                    with self.constant_reads():  # (the program takes ``result`` as it is)
+                        self._cb_load_global(args[0], result, owner, None)  # globals().get(k)
                 return result
             if mutators is not None and fn.__name__ in mutators:
                 self._record_mutation(owner, fn.__name__, args, kwargs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import collections.abc
+import contextlib
 import copy
 import functools
 import sys
@@ -466,7 +467,8 @@ class ReadsMixin(BinderState):
             if name not in kwargs:
                 used.append((name, value, root.attr("__kwdefaults__").item(name), False))
         for name, value, access, positional_only in used:
-            seen = self.on_load(value, access)
+            with self.constant_reads():
+                seen = self.on_load(value, access)
             if seen is not value:
                 if positional_only:
                     raise UnsupportedOperationError(
@@ -497,7 +499,8 @@ class ReadsMixin(BinderState):
                 continue
             if type(value) in _CONTAINER_TYPES and _holds_tensors(value):
                 continue
-            self.on_load(value, access)
+            with self.constant_reads():
+                self.on_load(value, access)
 
     def _bind_leaf(self, x: Any, access: Access, guarded: bool = False) -> Any:
         """What the program sees for the argument ``x`` found at ``access``. ``guarded``: the
@@ -657,7 +660,12 @@ class ReadsMixin(BinderState):
         if isinstance(value, torch.Tensor):
             return self._tensor_input(value, access, guarded=True)
         if isinstance(value, _SCALAR_TYPES):
-            if type(value) in (int, float) and access in self.options.symbolic_reads:
+            if (
+                isinstance(value, (int, float))
+                and type(value) in (int, float)  # (bool stays a constant)
+                and not self.reading_constants
+                and (access in self.options.symbolic_reads or self._symbolic_from_start(access))
+            ):
                 return self._number_read(value, access)
             self.facts.guards.setdefault(access, Guard(access, "value", value))
             return value
@@ -744,6 +752,29 @@ class ReadsMixin(BinderState):
                 )
         return value
 
+    # Set while reads are guarded whose value the program takes natively, not from on_load
+    # (``f.__globals__[k]``, a default): a number read there stays a constant.
+    reading_constants = False
+
+    @contextlib.contextmanager
+    def constant_reads(self) -> Any:
+        self.reading_constants, before = True, self.reading_constants
+        try:
+            yield
+        finally:
+            self.reading_constants = before
+
+    def _symbolic_from_start(self, access: Access) -> bool:
+        """Under ``cache="symbolic values"``, a number the program's own code reads from the
+        program's state (a module's attribute, a global or closure cell of its modules, their
+        items) is symbolic from the first call; torch's and libraries' reads (``self.eps`` in
+        ``nn.LayerNorm``), the ambient state's and arguments' are not."""
+        if not self.symbolic or access.is_argument_leaf() or self.is_inserted(access):
+            return False
+        if access.root.kind not in (ROOT, GLOBAL, CELL, ARG, KWARG):
+            return False
+        return not self._is_library_global(access) and _program_code_running()
+
     def _number_read(self, value: int | float, access: Access) -> NumberProxy:
         """An int or float read from outside state that changed between calls (a step counter):
         an input the prologue reads on every call, of the same type, not a constant."""
@@ -763,10 +794,14 @@ class ReadsMixin(BinderState):
     def _holds_number_reads(self, value: Any, access: Access) -> bool:
         """Whether a dict or list of scalars holds numbers read as inputs (``_number_read``)."""
         reads = self.options.symbolic_reads
-        if not reads or type(value) not in (dict, list):
+        if not (reads or self.symbolic) or type(value) not in (dict, list):
             return False
-        keys = value.keys() if type(value) is dict else range(len(value))
-        return any(access.item(k) in reads for k in keys)
+        items = value.items() if type(value) is dict else enumerate(value)
+        return any(
+            type(v) in (int, float)
+            and (access.item(k) in reads or self._symbolic_from_start(access.item(k)))
+            for k, v in items
+        )
 
     def _taken_to_add_to(self, value: list[Any], access: Access) -> bool:
         """``LOG.append(v)`` on an outside list read for the first time: the append is a write
@@ -1326,7 +1361,8 @@ class ReadsMixin(BinderState):
     def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:
         if type(key) is str and self._is_namespace(container):
             if not isinstance(value, (Proxy, torch.Tensor)):
-                self._cb_load_global(key, value, container, None)  # globals()[k] reads k
+                with self.constant_reads():
+                    self._cb_load_global(key, value, container, None)  # globals()[k] reads k
             return
         if is_ndarray(container):
             self._note_content_read_of(container)  # an item, or a view: the contents guarded
@@ -1440,7 +1476,8 @@ class ReadsMixin(BinderState):
                     f"reading the values of a module's globals natively ({name!r} holds a tensor)",
                     "the program would hold this call's tensors; read them by name",
                 )
-            self._cb_load_global(name, value, ns, None)
+            with self.constant_reads():
+                self._cb_load_global(name, value, ns, None)
 
     def guard_names_of(self, obj: Any) -> None:
         """``dir(obj)``: the names in ``obj``'s dicts and its classes' (an attribute added or
