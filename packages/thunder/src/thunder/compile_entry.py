@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from thunder import progress
+from thunder.access import ARG, CELL, GLOBAL, KWARG, ROOT
 from thunder.binding import ProgramRaised, TracedProgram, trace_program, user_location
 from thunder.binding.regions import GradEnabledInside
 from thunder.eager_layouts import (
@@ -189,6 +190,10 @@ def _is_number(value: Any) -> bool:
     return type(value) in (int, float)  # (bool stays a constant)
 
 
+# Where the program's own state starts: numbers under these may become symbolic values.
+_STATE_ROOTS = (ROOT, GLOBAL, CELL, ARG, KWARG)
+
+
 def _number_reads(program: TracedProgram) -> dict[str, tuple[Any, ...]]:
     """For each value guard on outside state (not the arguments, which the cache key covers)
     holding int or float numbers (a number, or a dict or list of scalars guarded whole), the
@@ -197,6 +202,8 @@ def _number_reads(program: TracedProgram) -> dict[str, tuple[Any, ...]]:
     for access, guard in program.guards.items():
         if guard.kind != "value" or guard.access != access or access.is_argument_leaf():
             continue
+        if access.root.kind not in _STATE_ROOTS:  # an answer of torch's state queries, which
+            continue  # native calls take as it is (``_get_dispatch_stack_at(n)``)
         value = guard.expected
         if _is_number(value):
             paths: tuple[Any, ...] = (access,)
