@@ -59,6 +59,8 @@ UNARY = {
     "reciprocal": torch.reciprocal,
     "tan": torch.tan,
     "atan": torch.atan,
+    "sin": torch.sin,
+    "cos": torch.cos,
     "erfinv": lambda x: torch.erfinv(x.clamp(-0.9, 0.9)),
     "pow_scalar": lambda x: x.abs().add(0.5) ** 2.5,
     "pow_scalar_base": lambda x: 2**x,
@@ -196,3 +198,69 @@ def test_saves_low_precision_tensors(dtype: torch.dtype) -> None:
     saved = _saved_dtypes(f, x, w)
     assert saved, "the backward needs saved tensors"
     assert all(d == str(dtype).removeprefix("torch.") for d in saved), saved
+
+
+# Checkpointed regions under autocast: the backward recomputes the region and casts the region's
+# low-precision values to float32 again itself; recomputing a later value of the region reads
+# such a cast, which must come first (it was placed at the backward's own first use, later: the
+# backward read a value before defining it, an UnboundLocalError).
+
+CKPT_BLOCKS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "tanh_sin_cos": lambda x, w: torch.tanh(x @ w).sin().cos() * 2,
+    "tanh_cubed": lambda x, w: (lambda t: t * t * t)(torch.tanh(x @ w)),
+    "sigmoid_exp_tanh": lambda x, w: (lambda h: h.sigmoid().exp().tanh() * h)(x @ w),
+}
+
+
+def _checkpointed(block: str, use_reentrant: bool) -> Callable[..., torch.Tensor]:
+    from torch.utils import checkpoint as torch_checkpoint
+
+    fn = CKPT_BLOCKS[block]
+
+    def checkpointed(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+        h = torch_checkpoint.checkpoint(fn, x, w1, use_reentrant=use_reentrant)
+        return torch_checkpoint.checkpoint(fn, h, w2, use_reentrant=use_reentrant)
+
+    return checkpointed
+
+
+def _ckpt_inputs(dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
+    return [
+        t.to(dtype) for t in (torch.randn(16, 32), torch.randn(32, 32) / 4, torch.randn(32, 32) / 4)
+    ]
+
+
+def _backward(fn: Callable[..., torch.Tensor], inputs: list[torch.Tensor], g: torch.Tensor) -> Any:
+    # .backward(), not autograd.grad: reentrant checkpoints refuse the latter, in eager too
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    out = fn(*leaves)
+    out.backward(g)
+    return out, [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("cache", [None, "symbolic values"])
+@pytest.mark.parametrize("use_reentrant", [False, True])
+@pytest.mark.parametrize("block", sorted(CKPT_BLOCKS))
+def test_checkpoint_under_autocast_recomputes_before_use(
+    block: str, use_reentrant: bool, cache: str | None
+) -> None:
+    fn = _checkpointed(block, use_reentrant)
+    jfn = thunder.jit(fn) if cache is None else thunder.jit(fn, cache=cache)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        inputs = _ckpt_inputs()
+        g = torch.randn(16, 32, dtype=torch.bfloat16)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want_out, want = _backward(fn, inputs, g)
+            got_out, got = _backward(jfn, inputs, g)
+        assert got_out.dtype == want_out.dtype == torch.bfloat16
+        torch.testing.assert_close(got_out, want_out)
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("block", sorted(CKPT_BLOCKS))
+def test_checkpoint_of_low_precision_inputs(block: str, dtype: torch.dtype) -> None:
+    _compare(_checkpointed(block, False), lambda: _ckpt_inputs(dtype))

@@ -413,7 +413,9 @@ def _record_backward(
 def _recast_in_backward(bw: Trace, forward: Sequence[BoundSymbol]) -> Trace:
     """``bw`` casting again the float16/bfloat16 values whose float32 casts it reads (the
     operands of a low-precision op's decomposition): the forward saves the low-precision tensor,
-    as eager does, not a float32 copy of it twice its size. The cast is exact."""
+    as eager does, not a float32 copy of it twice its size. The cast is exact. Each cast is
+    placed right before its first reader, so that the float32 copy lives no longer than there
+    (``remat._just_in_time`` moves it again where the low-precision value is recomputed)."""
     casts: dict[str, BoundSymbol] = {}
     info: AliasInfo | None = None
     for b in forward:
@@ -435,16 +437,17 @@ def _recast_in_backward(bw: Trace, forward: Sequence[BoundSymbol]) -> Trace:
     if not casts:
         return bw
     defined: set[str] = set()
-    recast: list[BoundSymbol] = []
+    body: list[BoundSymbol] = []
     for b in bw.bound_symbols:
         for p in b.flat_proxy_args:
             if p.name in casts and p.name not in defined:
                 defined.add(p.name)
-                recast.append(casts[p.name])
+                body.append(casts[p.name])
+        body.append(b)
         defined.update(p.name for p in b.flat_proxy_outs)
-    if not recast:
+    if len(body) == len(bw.bound_symbols):
         return bw
-    return bw.replace(bound_symbols=(*recast, *bw.bound_symbols))
+    return bw.replace(bound_symbols=body)
 
 
 def _size_names(values: Sequence[Any]) -> set[str]:

@@ -373,10 +373,11 @@ def _rebuild(
     record = PassRecord("rematerialize", seconds)
     new_bw = bw.replace(
         args=(*new_saved, *cotangents),
-        bound_symbols=_just_in_time(bw.bound_symbols, recompute),
+        bound_symbols=_just_in_time(bw.bound_symbols, recompute, {p.name for p in new_saved}),
         history=(*bw.history, record),
     )
     new_bw = dce(new_bw)
+    _check_defined_before_use(new_bw)
     leaves_of_fw = list(fw.return_value[0])
     ret = prims.python_return.bind((tuple(leaves_of_fw), tuple(new_saved)), output=None)
     body = [b for b in fw.bound_symbols if not b.has_tag(OpTag.RETURN)]
@@ -411,16 +412,20 @@ def _nested_numbers(bsym: BoundSymbol) -> list[Proxy]:
 
 
 def _just_in_time(
-    backward: list[BoundSymbol], recompute: dict[str, BoundSymbol]
+    backward: list[BoundSymbol], recompute: dict[str, BoundSymbol], saved: set[str]
 ) -> list[BoundSymbol]:
     """The backward with each recomputed value's ops placed right before its first use, so it
     is not alive longer than needed."""
     out: list[BoundSymbol] = []
     emitted: set[int] = set()
-    # Values the backward computes itself (a cast of a saved low-precision value, see
-    # ``core._recast_in_backward``) are not recomputed again.
-    own = {o.name for b in backward for o in b.flat_proxy_outs}
-    recompute = {n: b for n, b in recompute.items() if n not in own}
+
+    # A backward op computing a forward value (``core._recast_in_backward``'s float32 casts of
+    # saved low-precision values) is dropped where that value is saved or recomputed: a
+    # recomputed chain may read it before the backward's op would run (a checkpointed region's
+    # later values are computed from it), so it is emitted as the recomputed ops are, on demand.
+    def computed_otherwise(b: BoundSymbol) -> bool:
+        outs = b.flat_proxy_outs
+        return bool(outs) and all(o.name in recompute or o.name in saved for o in outs)
 
     def emit(name: str) -> None:  # iterative post-order: recompute chains can be long
         root = recompute.get(name)
@@ -442,7 +447,22 @@ def _just_in_time(
                     stack.append((dep, False))
 
     for bsym in backward:
+        if computed_otherwise(bsym):
+            continue
         for a in bsym.flat_proxy_args:
             emit(a.name)
         out.append(bsym)
     return out
+
+
+def _check_defined_before_use(bw: Trace) -> None:
+    """A backward reading a value before it is defined would fail only when run (an
+    UnboundLocalError in the compiled function): refused here, where the cause is."""
+    defined = {p.name for p in bw.args if isinstance(p, Proxy)}
+    for b in bw.bound_symbols:
+        for p in b.flat_proxy_args:
+            if p.name not in defined:
+                raise AssertionError(
+                    f"rematerialize: the backward reads {p.name} in {b.sym.name} before defining it"
+                )
+        defined.update(p.name for p in b.flat_proxy_outs)

@@ -102,6 +102,9 @@ def _input_formula(
 
 _UNARY.update(
     {
+        # grad * self.cos(), grad * -self.sin(): the cos/sin rounded before the product
+        ltorch.sin: _input_formula(lambda g, x: ltorch.mul(g, ltorch.cos(x))),
+        ltorch.cos: _input_formula(lambda g, x: ltorch.mul(g, ltorch.neg(ltorch.sin(x)))),
         # grad / (self * self + 1)
         ltorch.atan: _input_formula(lambda g, x: ltorch.div(g, ltorch.add(ltorch.mul(x, x), 1))),
         # 0.5 * sqrt(pi) * exp(self.erfinv().pow(2)) * grad
