@@ -137,10 +137,17 @@ def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
     converted to the dtype, rounding once: so does this."""
     if isinstance(alpha, (int, float)) and alpha == 1:
         return _binary(op, prim, a, b, casts_cpu_scalars=True)
-    if isinstance(alpha, TensorProxy):
+    symbolic_low_precision = (
+        isinstance(alpha, NumberProxy) and low_precision_cpu_dtype((a, b)) is not None
+    )
+    if isinstance(alpha, TensorProxy) or symbolic_low_precision:
         # A 0-dim tensor alpha is read as a number of the result dtype (bool alpha of a bool
-        # add is True for any nonzero), then computed with as a Python alpha is.
-        scale = to_dtype(alpha, result_type(a, b))
+        # add is True for any nonzero), then computed with as a Python alpha is; a symbolic
+        # alpha of a low-precision CPU op is converted by the program (a 0-dim tensor) first.
+        if isinstance(alpha, TensorProxy):
+            scale = to_dtype(alpha, result_type(a, b))
+        else:
+            scale = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[2]
         return compute(
             op,
             Promotion.DEFAULT,
@@ -148,18 +155,6 @@ def _with_alpha(op: str, prim: Symbol, a: Any, b: Any, alpha: Any) -> Any:
             a,
             b,
             scale,
-            casts_cpu_scalars=True,
-        )
-    if isinstance(alpha, NumberProxy) and low_precision_cpu_dtype((a, b)) is not None:
-        # A symbolic alpha is converted by the program (a 0-dim tensor), then as above.
-        alpha_cast = scalars_in_common_dtype((a, b, alpha), scalar_positions=(2,))[2]
-        return compute(
-            op,
-            Promotion.DEFAULT,
-            lambda x, y, w: prim(x, prims.mul(y, w)),
-            a,
-            b,
-            alpha_cast,
             casts_cpu_scalars=True,
         )
     if type(alpha) in (int, float) and low_precision_cpu_dtype((a, b)) is not None:

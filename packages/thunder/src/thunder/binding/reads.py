@@ -161,44 +161,46 @@ def _loaded_to_add_to(access: Access | None = None) -> bool:
     where given) whose next instruction looks its ``append``/``extend`` up (``LOG.append(v)``,
     ``self.history.append``): the value is taken only to add to it, never to read what it
     holds."""
+    running = _running_instructions()
+    if running is None:
+        return False
+    instructions, index = running
+    if not 0 <= index < len(instructions) - 1:
+        return False
+    this, following = instructions[index], instructions[index + 1]
+    return (
+        this.opname in _LOADS
+        and (access is None or this.argval == _loaded_name(access))
+        and following.opname in ("LOAD_METHOD", "LOAD_ATTR")
+        and following.argval in _ADDING_METHODS
+    )
+
+
+def _running_instructions() -> tuple[Any, int] | None:
+    """The instructions of the innermost interpreted frame and the index of the one it runs."""
     from thunder_interp._frames import _user_frames
 
-    for view, _ in _user_frames(sys._getframe(1)):
+    for view, _ in _user_frames(sys._getframe(2)):
         frame = getattr(view, "_frame", None)
         if frame is None:
             continue  # the binder's own frames (the hook runs natively)
-        instructions = frame.cc.instructions
-        index = view._current_index()
-        if not 0 <= index < len(instructions) - 1:
-            return False
-        this, following = instructions[index], instructions[index + 1]
-        return (
-            this.opname in _LOADS
-            and (access is None or this.argval == _loaded_name(access))
-            and following.opname in ("LOAD_METHOD", "LOAD_ATTR")
-            and following.argval in _ADDING_METHODS
-        )
-    return False
+        return frame.cc.instructions, view._current_index()
+    return None
 
 
 def _loaded_to_read_one_item() -> bool:
     """Whether the value the innermost interpreted frame loads now is indexed by a constant
     next (``f.__globals__["k"]``) or has its ``get`` looked up next (``.get(k)``)."""
-    from thunder_interp._frames import _user_frames
-
-    for view, _ in _user_frames(sys._getframe(1)):
-        frame = getattr(view, "_frame", None)
-        if frame is None:
-            continue  # the binder's own frames (the hook runs natively)
-        instructions = frame.cc.instructions
-        index = view._current_index()
-        if not 0 <= index < len(instructions) - 2:
-            return False
-        following, then = instructions[index + 1], instructions[index + 2]
-        if following.opname in ("LOAD_METHOD", "LOAD_ATTR"):
-            return bool(following.argval == "get")
-        return bool(following.opname == "LOAD_CONST" and then.opname == "BINARY_SUBSCR")
-    return False
+    running = _running_instructions()
+    if running is None:
+        return False
+    instructions, index = running
+    if not 0 <= index < len(instructions) - 2:
+        return False
+    following, then = instructions[index + 1], instructions[index + 2]
+    if following.opname in ("LOAD_METHOD", "LOAD_ATTR"):
+        return bool(following.argval == "get")
+    return bool(following.opname == "LOAD_CONST" and then.opname == "BINARY_SUBSCR")
 
 
 _INTERPRETED_GETATTRIBUTE: dict[type, bool] = {}
