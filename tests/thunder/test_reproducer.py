@@ -110,6 +110,26 @@ def test_a_program_that_differs_from_eager_is_reported(tmp_path: Path) -> None:
     assert "MISMATCH" in done.stdout and "output 0" in done.stdout
 
 
+def test_a_gradient_that_differs_from_eager_is_reported(tmp_path: Path) -> None:
+    """Gradients beyond the tolerance are judged against a float64 run of the reference: a
+    wrong one is further from it than eager's and still reported."""
+    jf = thunder.jit(lambda x, w: torch.tanh(x @ w).sum())
+    jf(torch.randn(4, 3), torch.randn(3, 5, requires_grad=True))
+    folder = thunder.write_reproducer(jf, tmp_path / "repro")
+    backward = folder / "backward.py"
+    text = backward.read_text()
+    last = text.rindex("return (")
+    # a returned gradient 1% off: beyond the tolerance, and far less accurate than eager's
+    body, returned = text[:last], text[last:]
+    names = returned[len("return (") : returned.index(")")].split(", ")
+    wrong = next(n for n in names if n != "None")
+    indent = body[body.rindex("\n") + 1 :]
+    backward.write_text(f"{body}{wrong} = {wrong} * 1.01\n{indent}{returned}")
+    done = _run(folder)
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    assert "MISMATCH" in done.stdout and "gradient of input" in done.stdout
+
+
 def test_refuses_what_it_cannot_write() -> None:
     jf = thunder.jit(lambda x: x + 1)
     with pytest.raises(ValueError, match="nothing compiled yet"):

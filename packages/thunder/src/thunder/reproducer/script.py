@@ -18,7 +18,7 @@ import runpy
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,11 +106,15 @@ def _compare(
     expected: Sequence[Any],
     tolerances: dict[str, Any],
     gradients: bool = False,
+    accurate: Container[int] = (),
 ) -> list[str]:
+    """What differs; ``accurate``: positions judged against a float64 run instead."""
     problems = []
     if len(got) != len(expected):
         return [f"{what}: {len(got)} values, eager gives {len(expected)}"]
     for i, (g, e) in enumerate(zip(got, expected)):
+        if i in accurate:
+            continue
         if isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor):
             tol = dict(tolerances)
             if gradients and not tol and e.dtype in _GRADIENT_TOLERANCES:
@@ -125,6 +129,43 @@ def _compare(
         ):
             problems.append(f"{what} {i}: {g!r} where eager gives {e!r}")
     return problems
+
+
+def _in_double(values: Sequence[Any]) -> list[Any]:
+    return [
+        v.detach().double().requires_grad_(v.requires_grad)
+        if isinstance(v, torch.Tensor) and v.dtype in _GRADIENT_TOLERANCES
+        else v
+        for v in values
+    ]
+
+
+def _as_accurate_as_eager(
+    programs: _Programs,
+    inputs: Sequence[Any],
+    cotangents: Sequence[Any],
+    wanted: Sequence[int],
+    got: Sequence[Any],
+    expected: Sequence[Any],
+) -> set[int]:
+    """The positions of the gradients no further (at most twice as far) from the recorded
+    program run in float64 than eager's: gradients of a long chain on random inputs differ
+    between two summation orders by more than any fixed tolerance, and being as accurate as
+    eager is what agreeing with it means there."""
+    try:
+        exact_inputs = _in_double(_fresh(inputs))
+        outs, cts = programs.differentiable(
+            programs.reference(exact_inputs), _in_double(cotangents)
+        )
+        exact = torch.autograd.grad(outs, [exact_inputs[i] for i in wanted], cts, allow_unused=True)
+    except Exception:  # the program cannot run in float64: judged by the tolerance alone
+        return set()
+    accurate = set()
+    for k, (g, e, x) in enumerate(zip(got, expected, exact)):
+        tensors = isinstance(g, torch.Tensor) and isinstance(e, torch.Tensor) and x is not None
+        if tensors and bool((g.double() - x).abs().max() <= 2 * (e.double() - x).abs().max()):
+            accurate.add(k)
+    return accurate
 
 
 def _median_seconds(fn: Callable[[], Any], runs: int, device: str) -> float:
@@ -234,7 +275,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ref_outs, [ref_inputs[i] for i in wanted], ref_cts, allow_unused=True
             )
             got = [grads[i] for i in wanted]
-            problems += _compare("gradient of input", got, expected, tolerances, True)
+            found = _compare("gradient of input", got, expected, tolerances, True)
+            if found and not tolerances:
+                accurate = _as_accurate_as_eager(
+                    programs, inputs, cotangents, wanted, got, expected
+                )
+                found = _compare("gradient of input", got, expected, tolerances, True, accurate)
+            problems += found
 
     def run_thunder() -> None:
         _, saved = programs.thunder(inputs)
