@@ -176,11 +176,21 @@ class _Structure:
         self.split: set[tuple[tuple[Any, ...], tuple[bool, ...]]] = set()  # (key, split facts)
 
 
-def _split_facts(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, ...]:
-    """Whether each tensor of the call (in the arguments' containers, or a parameter, buffer or
-    tensor attribute of a module there or of the jitted module) is a leaf and whether a view:
-    facts dynamo does not guard, so a split program read them natively (``x.is_leaf``,
-    ``x._base``) is chosen by them (a stale program otherwise)."""
+# Reads of these make a call run split with its tensors' facts including the tensors modules hold.
+_AUTOGRAD_FACT_OPS = frozenset(
+    f"torch.Tensor.{name}" for name in ("is_leaf", "_is_view", "_base", "grad_fn")
+)
+
+
+def _split_facts(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], held: bool
+) -> tuple[bool, ...]:
+    """Whether each tensor of the call (in the arguments' containers; with ``held``, also a
+    parameter, buffer or tensor attribute of a module there or of the jitted module) is a leaf
+    and whether a view: facts dynamo does not guard, so a split program read them natively
+    (``x.is_leaf``, ``x._base``) is chosen by them (a stale program otherwise). The modules'
+    tensors are walked only for functions split at such a read: a walk costs about 1 ms a call
+    for 300 modules."""
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -188,7 +198,7 @@ def _split_facts(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     for leaf in [fn, *tree_leaves((args, kwargs))]:
         if isinstance(leaf, torch.Tensor):
             tensors: Any = (leaf,)
-        elif isinstance(leaf, torch.nn.Module):
+        elif held and isinstance(leaf, torch.nn.Module):
             tensors = itertools.chain.from_iterable(
                 (*m._parameters.values(), *m._buffers.values(), *vars(m).values())
                 for m in leaf.modules()
@@ -265,6 +275,7 @@ class ThunderFunction:
         self._last_call: tuple[tuple[Any, ...], CacheEntry] | None = None
         # torch.compile of fn with thunder's backend, one per split facts (``_split_facts``)
         self._split_programs: dict[tuple[bool, ...], Any] = {}
+        self._split_facts_held = False  # whether they include the tensors modules hold
         # Set by thunder's torch.compile backend for its graphs: a RunsEagerly or RunsSplit
         # reaches it (it runs the nodes torch must run by torch, thunder's program around them).
         self.split_by_caller = False
@@ -321,7 +332,7 @@ class ThunderFunction:
         except Exception:  # another structure (or nothing compiled yet): the slow path
             key = bucket = None
         if bucket is None and self._split_keys:
-            facts = _split_facts(self.fn, args, kwargs)
+            facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
             if (key, facts) in self._split_keys:  # it runs split: no program to try
                 return self._run_split(args, kwargs, None, facts)
         if bucket is not None:
@@ -379,7 +390,7 @@ class ThunderFunction:
                     self._last_call = (_fingerprint(args, kwargs), entry)
                 return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
         if structure is not None and key is not None and structure.split:
-            facts = _split_facts(self.fn, args, kwargs)
+            facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
             if (key, facts) in structure.split:
                 return self._run_split(args, kwargs, None, facts)
         if structure is not None and key is not None and key in structure.eager:
@@ -534,7 +545,9 @@ class ThunderFunction:
                 # around what torch must run, or runs it as FX does, and says so.
                 raise raised
             if isinstance(raised, RunsSplit) and self._can_split():
-                facts = _split_facts(self.fn, args, kwargs)
+                if raised.torch_op in _AUTOGRAD_FACT_OPS:  # (earlier split keys then miss once)
+                    self._split_facts_held = True
+                facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
                 if structure is not None and key is not None:
                     structure.split.add((key, facts))
                 return self._run_split(args, kwargs, raised, facts)
