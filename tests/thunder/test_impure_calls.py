@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from runs_by_torch import call_split
+from runs_by_torch import call_eagerly, call_split
 
 import thunder
 
@@ -153,9 +153,12 @@ def test_a_cached_function_marked_constant_runs_once_and_its_result_is_a_constan
     assert thunder.compile_stats(jitted).compilations == 1
 
 
-def test_a_cached_function_without_the_marker_runs_split() -> None:
+def test_a_cached_function_without_the_marker_runs_eagerly() -> None:
+    # Its cache decides on each call whether it runs: torch.compile (split) would ignore the
+    # cache and run it on every call, so the call runs eagerly (tests/thunder/
+    # test_effects_around_errors.py checks the cache's counts and the function's effects).
     def f(x: torch.Tensor) -> torch.Tensor:
         return x * 2 if _unmarked("torch") else x
 
     x = torch.randn(3)
-    torch.testing.assert_close(call_split(thunder.jit(f), x, match="_unmarked"), f(x))
+    torch.testing.assert_close(call_eagerly(thunder.jit(f), x, match="_unmarked"), f(x))

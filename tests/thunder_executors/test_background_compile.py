@@ -195,7 +195,8 @@ def test_example_inputs_keep_no_tensor_alive_and_read_no_stale_index() -> None:
     examples = ExampleInputs((x, idx, x, 2.5))
     got = examples.materialize()
     assert got[0] is x and got[2] is got[0]  # the live float tensor itself; aliases stay aliases
-    assert got[1] is not idx and torch.equal(got[1], torch.zeros(2, dtype=torch.long))
+    # ones, never zeros: a zero divisor traps compiled integer division (SIGFPE)
+    assert got[1] is not idx and torch.equal(got[1], torch.ones(2, dtype=torch.long))
     assert got[3] == 2.5
     del x, got
     revived = examples.materialize()[0]  # the caller dropped it: zeros of the same layout

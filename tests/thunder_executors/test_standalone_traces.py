@@ -122,7 +122,10 @@ def test_fusion_regions_are_recreated_from_their_source() -> None:
     trace = Trace("program", args=(a,), bound_symbols=body)
     text = standalone_python(trace)
     assert "def torchcompile_fusion0(a):" in text
-    assert "fusion0=torch.compile(torchcompile_fusion0, dynamic=False)" in text
+    assert (
+        "fusion0=torch.compile(torchcompile_fusion0, dynamic=False, "
+        "options={'emulate_precision_casts': True})" in text
+    )
     plain = standalone_python(trace, compile_regions=False)
     assert "fusion0=torchcompile_fusion0," in plain and "torch.compile" not in plain
     namespace: dict[str, object] = {}

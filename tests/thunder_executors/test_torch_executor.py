@@ -517,11 +517,23 @@ def test_every_prim_has_a_case() -> None:
     random = {"uniform", "normal", "bernoulli", "randint"}  # test_random_prims*
     # Reads of tensor data need the jit's reader: tests/thunder/test_data_dependent_*.py.
     data_reads = {"item", "nonzero", "tolist", "check_data", "torch_fallback_sized"}
-    covered = {c.prim for c in CASES} | {"copy_"} | random | collectives | data_reads
+    checks = {"check_values"}  # no result: test_check_values_raises_where_its_value_is_zero
+    covered = {c.prim for c in CASES} | {"copy_"} | random | collectives | data_reads | checks
     runnable = {
         n for n, s in prims.ALL_PRIMS.items() if not ({OpTag.PROLOGUE, OpTag.RETURN} & s.tags)
     }
     assert runnable - covered == set()
+
+
+def test_check_values_raises_where_its_value_is_zero() -> None:
+    def f(a: Any) -> Any:
+        prims.check_values(prims.gt(a, 0.0), "a must be positive")
+        return prims.mul(a, a)
+
+    run = transform_for_execution(trace_function(f, torch.tensor(2.0))).python_callable()
+    torch.testing.assert_close(run(torch.tensor(3.0)), torch.tensor(9.0))
+    with pytest.raises(RuntimeError, match="a must be positive"):
+        run(torch.tensor(-1.0))
 
 
 def test_every_prim_is_claimed_by_the_torch_executor() -> None:

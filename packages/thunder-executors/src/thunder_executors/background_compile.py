@@ -6,10 +6,11 @@ costs, not what a compiler costs (torch.compile takes tens of seconds on a CPU m
 
 The compile runs the region once, as torch.compile must, on example inputs made from the call
 that asked for it: the caller's floating-point tensors themselves when they are still alive (held
-by weak reference, so a queued job keeps no activation alive) and zeros of the same size, strides,
-dtype and device otherwise, including for integer tensors (zero is a valid index; a value read
-from a tensor the caller is changing could be out of bounds). Regions hold no in-place ops, so
-that run writes nothing the caller can see. The grad mode, autocast state and CUDA device of the
+by weak reference, so a queued job keeps no activation alive), else zeros of the same size,
+strides, dtype and device; ones for integer tensors, never the caller's values: compiled integer
+division by zero traps the whole process (SIGFPE) where eager raises, and a value the caller
+passed or is changing may be such a divisor. Regions hold no in-place ops, so that run writes
+nothing the caller can see. The grad mode, autocast state and CUDA device of the
 caller are set in the thread, so the compiled program's guards hold on the caller's side.
 
 ``wait_for_background_compiles()`` blocks until the queue is empty (benchmarks and tests use it
@@ -100,9 +101,12 @@ class _TensorMeta:
         needed = (t.storage_offset() + self.extent()) * t.element_size()
         return t.untyped_storage().nbytes() >= needed
 
-    def zeros(self) -> torch.Tensor:
+    def stand_in(self) -> torch.Tensor:
+        """A tensor of this layout: zeros, ones for integers (never a zero divisor)."""
         extent = self.extent()
-        base = torch.zeros(extent, dtype=self.dtype, device=self.device)
+        integer = not (self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool)
+        fill = torch.ones if integer else torch.zeros
+        base = fill(extent, dtype=self.dtype, device=self.device)
         t = base.as_strided(self.size, self.stride)
         return t.requires_grad_() if self.requires_grad else t
 
@@ -134,7 +138,7 @@ class ExampleInputs:
                 out.append(out[item])
             elif isinstance(item, _TensorMeta):
                 live = item.alive() if item.alive is not None else None
-                out.append(live if item.usable(live) else item.zeros())
+                out.append(live if item.usable(live) else item.stand_in())
             else:
                 out.append(item[1])
         return out

@@ -19,16 +19,22 @@ calls, never the compiled code.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from thunder_executors.background_compile import Ambient
 
-__all__ = ["DirectProgram", "compile_direct"]
+__all__ = ["EAGER_NUMERICS", "DirectProgram", "compile_direct"]
 
 log = logging.getLogger(__name__)
+
+# Inductor's settings for thunder's regions, applied while it compiles one (not globally, so a
+# user's own torch.compile keeps its settings). Eager rounds every fp16/bf16 result (and an
+# explicit ``x.half().float()``); inductor computes fused low-precision ops in fp32 unless told
+# to round as eager does.
+EAGER_NUMERICS: Mapping[str, Any] = {"emulate_precision_casts": True}
 
 
 def _layout(t: torch.Tensor) -> tuple[Any, ...]:
@@ -96,11 +102,16 @@ class DirectProgram:
 
 
 def compile_direct(
-    fn: Callable[..., Any], examples: Sequence[Any], otherwise: Callable[..., Any]
+    fn: Callable[..., Any],
+    examples: Sequence[Any],
+    otherwise: Callable[..., Any],
+    inductor_config: Mapping[str, Any] = EAGER_NUMERICS,
 ) -> DirectProgram | None:
     """``fn`` compiled by inductor without dynamo for CPU tensors of ``examples``' layouts, or
     None where it does not apply (an argument that is not a plain CPU tensor, a torch without
-    the guards, or ``fn`` not traceable on fake tensors): then dynamo compiles it."""
+    the guards, or ``fn`` not traceable on fake tensors): then dynamo compiles it.
+    ``inductor_config`` is patched in while tracing (``make_fx`` reads
+    ``emulate_precision_casts``) and compiling."""
     if not examples or not all(
         isinstance(e, torch.Tensor)
         and type(e) in (torch.Tensor, torch.nn.Parameter)
@@ -111,11 +122,13 @@ def compile_direct(
     try:
         from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards  # noqa: F401
         from torch._inductor import compile as inductor_compile
+        from torch._inductor import config
         from torch.fx.experimental.proxy_tensor import make_fx
 
-        # Constant tensors the region reads from its globals are real tensors, not inputs.
-        graph = make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*examples)
-        compiled = inductor_compile(graph, list(examples))
+        with config.patch(dict(inductor_config)):
+            # Constant tensors the region reads from its globals are real tensors, not inputs.
+            graph = make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*examples)
+            compiled = inductor_compile(graph, list(examples))
     except Exception as e:  # untraceable without dynamo (a decision on data), or no such API
         log.debug("fusion region compiled through dynamo: %s: %s", type(e).__name__, e)
         return None

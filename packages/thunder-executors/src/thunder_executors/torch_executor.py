@@ -581,7 +581,7 @@ def _register_data_reads() -> None:
     the sized fallback): each runs as its own implementation, a torch call and a number read."""
     from thunder_ir.ops.fallback import torch_fallback_sized
 
-    for prim in (prims.item, prims.nonzero, prims.tolist, prims.check_data):
+    for prim in (prims.item, prims.nonzero, prims.tolist, prims.check_data, prims.check_values):
         torch_executor.register_implementation(prim, translate=lambda b: b)
     checked = helper_symbol("torch_fallback_sized")
 

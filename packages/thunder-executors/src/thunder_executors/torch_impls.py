@@ -243,8 +243,14 @@ def written_without_grad(
 _WRITTEN_WITHOUT_GRAD = _WrittenWithoutGrad._backward_cls  # type: ignore[attr-defined]
 
 
-def copy_(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-    """Copies ``src`` into ``dst`` in place and returns ``dst``."""
+def copy_(src: torch.Tensor, dst: torch.Tensor, *, bumps_version: bool = True) -> torch.Tensor:
+    """Copies ``src`` into ``dst`` in place and returns ``dst``; without ``bumps_version``, its
+    version counter is left as it was (a batch_norm kernel's update of its running statistics)."""
+    if not bumps_version and not dst.is_inference():
+        version = dst._version
+        dst.copy_(src)
+        torch._C._autograd._unsafe_set_version_counter((dst,), (version,))
+        return dst
     node = src.grad_fn
     if type(node) is _WRITTEN_WITHOUT_GRAD and getattr(node, "gradient", False):
         with torch.no_grad():  # the program's write under no_grad, where torch records it

@@ -30,7 +30,7 @@ import torch
 
 from thunder_executors import background_compile
 from thunder_executors.executor import FusionExecutor, register_executor
-from thunder_executors.inductor_direct import compile_direct
+from thunder_executors.inductor_direct import EAGER_NUMERICS, compile_direct
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, prims
@@ -57,6 +57,50 @@ _NOT_FUSIBLE = frozenset(
 
 _FUSIBLE_FALLBACK = frozenset({OpTag.TORCH_FALLBACK})
 _VIEWS = frozenset({OpTag.VIEW, OpTag.MAY_RETURN_VIEW})
+
+# Prims inductor computes otherwise than eager's kernels, which stay with the torch executor:
+# - taking index tensors: eager raises on an index out of range (a negative one too, except
+#   ``take``); inductor wraps negatives and fails otherwise (a device assert on CUDA);
+# - integer division and remainder: a zero divisor traps the process (SIGFPE) where eager raises
+#   ZeroDivisionError, and so does INT_MIN / -1 where eager gives INT_MIN;
+# - float floor division and remainder: ``floor(a / b)`` and ``a - floor(a / b) * b`` there,
+#   eager's come from fmod (``1.0 // 0.1`` is 9, ``remainder(x, inf)`` is x for x >= 0).
+_INDEXING = frozenset(
+    {
+        prims.take,
+        prims.index_select,
+        prims.gather,
+        prims.scatter_add,
+        prims.index_put,
+        prims.embedding,
+    }
+)
+_DIVISIONS = frozenset(
+    {prims.div, prims.floor_divide, prims.trunc_divide, prims.remainder, prims.fmod}
+)
+_FLOAT_DIVISIONS_UNLIKE_EAGER = frozenset({prims.floor_divide, prims.remainder})
+
+
+def _touches_complex(bsym: BoundSymbol) -> bool:
+    return any(
+        isinstance(p, TensorProxy) and p.dtype.is_complex
+        for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)
+    )
+
+
+def _unlike_eager_in_inductor(bsym: BoundSymbol) -> bool:
+    """Whether inductor would compute this prim otherwise than eager (see ``_INDEXING``), or it
+    handles complex tensors (inductor has no complex kernels and its views of them fail)."""
+    if bsym.sym in _INDEXING or _touches_complex(bsym):
+        return True
+    if bsym.sym not in _DIVISIONS:
+        return False
+    out = bsym.flat_proxy_outs[0]
+    if isinstance(out, TensorProxy) and out.dtype.is_inexact:
+        return bsym.sym in _FLOAT_DIVISIONS_UNLIKE_EAGER
+    divisor = bsym.args[1] if len(bsym.args) > 1 else None
+    # A constant divisor other than 0 and -1 never traps.
+    return isinstance(divisor, Proxy) or not isinstance(divisor, int) or divisor in (0, -1)
 
 
 def region_trace(
@@ -178,17 +222,22 @@ class CompiledRegion:
         ``failed: <why>``."""
         if self.runs_compiled is False:
             return "compiled; its torch calls measured faster here and run"
-        if self._compiled is not None or self._candidate is not None:
-            return "compiled"
         if self.error is not None:
             return f"failed: {type(self.error).__name__}: {self.error}"
+        if self._compiled is not None or self._candidate is not None:
+            return "compiled"
         return "pending" if self._submitted else "not called"
 
     def __thunder_standalone__(self) -> tuple[Callable[..., Any], str]:
         """For a program printed on its own (``thunder_ir.standalone``): the region's function
         (a compiled trace, printed from its source) and how it is compiled."""
-        options = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        options = ", ".join(f"{k}={v!r}" for k, v in self._dynamo_options().items())
         return self.fn, f"torch.compile({{fn}}{', ' if options else ''}{options})"
+
+    def _dynamo_options(self) -> dict[str, Any]:
+        """``torch.compile``'s arguments: inductor's settings as ``options``, which it patches in
+        for each (re)compile of this function only."""
+        return {**self.options, "options": {**EAGER_NUMERICS, **self.options.get("options", {})}}
 
     def __call__(self, *args: Any) -> Any:
         compiled = self._compiled
@@ -207,13 +256,17 @@ class CompiledRegion:
         with self._lock:
             if self._compiled is None:
                 start = time.perf_counter()
-                fn, out = self._compile(list(args))
-                if out is _NOT_RUN:
-                    out = fn(*args)
-                self.compile_seconds += time.perf_counter() - start
+                try:
+                    fn, out = self._compile(list(args))
+                except Exception as e:  # any compiler failure: the torch calls run instead
+                    self._compile_failed(e)
+                    fn, out = self.fn, _NOT_RUN
+                finally:
+                    self.compile_seconds += time.perf_counter() - start
                 self._compiled = fn
                 self.calls += 1
-                return out
+                # The torch calls raise eager's error where the inputs hold one.
+                return fn(*args) if out is _NOT_RUN else out
         return self._compiled(*args)
 
     def _measured_call(self, candidate: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -256,25 +309,28 @@ class CompiledRegion:
         tensors of static shapes (``inductor_direct``), else ``torch.compile``'s; and its result
         on ``examples`` where compiling ran it (dynamo compiles on a call), else ``_NOT_RUN``."""
         if self.options == {"dynamic": False}:
-            direct = compile_direct(self.fn, examples, self.fn)
+            direct = compile_direct(self.fn, examples, self.fn, EAGER_NUMERICS)
             if direct is not None:
                 return direct, _NOT_RUN
-        fn = torch.compile(self.fn, **self.options)
+        fn = torch.compile(self.fn, **self._dynamo_options())
         return fn, fn(*examples)  # compiles now: dynamo is lazy
+
+    def _compile_failed(self, e: Exception) -> None:
+        self.error = e
+        warnings.warn(
+            f"torch.compile could not compile a fusion region ({type(e).__name__}: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); it keeps running "
+            "its torch calls one by one",
+            RuntimeWarning,
+            stacklevel=1,
+        )
 
     def _compile_in_background(self, examples: list[Any]) -> None:
         start = time.perf_counter()
         try:
             fn, _ = self._compile(examples)
         except Exception as e:  # any compiler failure: the torch calls stay
-            self.error = e
-            warnings.warn(
-                f"torch.compile could not compile a fusion region ({type(e).__name__}: "
-                f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); it keeps running "
-                "its torch calls one by one",
-                RuntimeWarning,
-                stacklevel=1,
-            )
+            self._compile_failed(e)
             return
         finally:
             self.compile_seconds += time.perf_counter() - start
@@ -314,13 +370,14 @@ class TorchCompileExecutor(FusionExecutor):
             name = bsym.args[0] if bsym.args else None
             if isinstance(name, str) and split_autocast_name(name)[1] is not None:
                 return False
-            return all(isinstance(o, TensorProxy) for o in bsym.flat_proxy_outs)
+            outs = bsym.flat_proxy_outs
+            return all(isinstance(o, TensorProxy) for o in outs) and not _touches_complex(bsym)
         if not bsym.sym.is_prim:
             return bool(bsym.subsymbols) and all(self.can_fuse(s) for s in bsym.subsymbols)
         outs = bsym.flat_proxy_outs
         if not outs or not all(isinstance(o, TensorProxy) for o in outs):
             return False  # number computations stay in Python
-        return torch_executor.claims(bsym)
+        return torch_executor.claims(bsym) and not _unlike_eager_in_inductor(bsym)
 
     def claim_of(self, sym: Symbol) -> str:
         if sym.tags & _NOT_FUSIBLE:

@@ -23,6 +23,7 @@ from thunder_interp._registry import (
     register_opcode,
     unsupported_opcodes,
 )
+from thunder_interp._slots import compares_by_identity
 
 __all__ = [
     "DEFAULT_OPCODE_TABLE",
@@ -36,6 +37,7 @@ __all__ = [
     "ProvenanceKind",
     "UnsupportedOpcodeError",
     "__version__",
+    "compares_by_identity",
     "format_history",
     "frame_globals",
     "interpret",

@@ -52,6 +52,12 @@ class Callbacks:
     - ``compare_identity(a, b, same) -> bool | None``: ``a is b`` (or ``is not``) compared two
       objects, neither ``None``; ``same`` is the answer. The program's path may depend on it.
       A bool returned is the answer instead (values that stand for others: proxies).
+    - ``identity_used(obj) -> None``: a native operation's result depended on which object
+      ``obj`` is (its class compares by identity): ``obj in container``, ``hash(obj)``, an
+      ``==`` that no hook saw.
+    - ``descriptor_get(obj, name, descr) -> None``: ``obj.name`` is about to run the Python
+      ``__get__`` of ``descr``, an object found on ``type(obj)`` (its code may read and write
+      the descriptor's own state).
     - ``special_lookup(cls, name, found) -> None``: the interpreter looked ``name`` (a
       ``__dunder__``) up on a Python class ``cls`` itself (``_PyType_Lookup``: ``len(x)``,
       ``x[k]``, calling an instance, ``__init__``, a custom ``__getattribute__``) and found
@@ -87,6 +93,8 @@ class Callbacks:
     delete_item: Callable[[Any, Any], None] | None = None
     special_lookup: Callable[[type, str, Any], None] | None = None
     compare_identity: Callable[[Any, Any, bool], bool | None] | None = None
+    identity_used: Callable[[Any], None] | None = None
+    descriptor_get: Callable[[Any, str, Any], None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None
     exception_handled: Callable[[BaseException], None] | None = None
 

@@ -30,7 +30,14 @@ from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_m
 from thunder_interp._slots import register_attribute_view
 from thunder_interp._tracebacks import FrameLink
 
-__all__ = ["FrameView", "NativeFrameView", "frame_lookasides", "running_line"]
+__all__ = [
+    "FrameView",
+    "NativeFrameView",
+    "frame_lookasides",
+    "running_line",
+    "warn_from",
+    "warning_site",
+]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _UNRESOLVED: Any = object()
@@ -460,6 +467,47 @@ def _without_stub(tb: TracebackType | None, code: CodeType) -> TracebackType | N
     return tb
 
 
+def warn_from(
+    filename: str,
+    lineno: int,
+    name: str,
+    module_globals: dict[str, Any],
+    message: Any,
+    category: Any,
+    source: Any = None,
+) -> Any:
+    """``warnings.warn(message, category, 1, source)`` as called by a function ``name`` of
+    ``module_globals`` at ``filename:lineno``: the filters, the module and its
+    ``__warningregistry__`` decide, as for a call there."""
+    code = _stub_code(filename, lineno or 1, name)
+    # Called from a frame with the globals, file and line given, warn's stacklevel=1
+    # attributes the warning (and its registry) to that frame, as CPython's C code does.
+    stub = FunctionType(code, module_globals)
+    try:
+        return stub(_NATIVE_WARN, message, category, source)
+    except BaseException as e:
+        raise e.with_traceback(_without_stub(e.__traceback__, code))  # noqa: B904
+
+
+def warning_site(stacklevel: int, skip_file_prefixes: tuple[str, ...] = ()) -> tuple[Any, int]:
+    """Where ``warnings.warn(..., stacklevel)`` called now by the innermost interpreted frame
+    (from a lookaside) attributes its warning: ``(view, 0)``, a view of an interpreted frame, or
+    ``(None, k)`` for the ``k``-th frame out of the interpretation (1: the caller of the function
+    interpreted)."""
+    frame = next((v for v, _ in _user_frames(sys._getframe(1)) if type(v) is FrameView), None)
+    if frame is None:
+        return None, max(stacklevel, 1)
+    while stacklevel > 1:
+        back = frame.f_back
+        while type(back) is FrameView and _is_skipped(back, skip_file_prefixes):
+            back = back.f_back
+        if type(back) is not FrameView:
+            return None, stacklevel - 1
+        frame = back
+        stacklevel -= 1
+    return frame, 0
+
+
 def _warn(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
         message, category, stacklevel, source, prefixes = _warn_args(*args, **kwargs)
@@ -473,14 +521,10 @@ def _warn(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str,
     frame = _warning_frame(stacklevel, prefixes)
     if frame is None:
         return _NATIVE_WARN(message, category, 1 << 30, source)  # past the stack: "sys", line 1
-    code = _stub_code(frame.f_code.co_filename, frame.f_lineno or 1, frame.f_code.co_name)
-    # Called from a frame with the globals, file and line of ``frame``, warn's stacklevel=1
-    # attributes the warning (and its registry) to that frame, as CPython's C code does.
-    stub = FunctionType(code, frame.f_globals)
-    try:
-        return stub(_NATIVE_WARN, message, category, source)
-    except BaseException as e:
-        raise e.with_traceback(_without_stub(e.__traceback__, code))  # noqa: B904
+    code = frame.f_code
+    return warn_from(
+        code.co_filename, frame.f_lineno, code.co_name, frame.f_globals, message, category, source
+    )
 
 
 def frame_lookasides() -> dict[Any, InternalLookaside]:

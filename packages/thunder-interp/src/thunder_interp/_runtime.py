@@ -320,8 +320,10 @@ class Runtime:
         "cb_delete_cell",
         "cb_delete_global",
         "cb_delete_item",
+        "cb_descriptor_get",
         "cb_exception_handled",
         "cb_identity",
+        "cb_identity_used",
         "cb_load_attr",
         "cb_load_attr_missing",
         "cb_load_cell",
@@ -401,6 +403,8 @@ class Runtime:
         self.cb_opaque = cb.opaque_call
         self.cb_exception_handled = cb.exception_handled
         self.cb_identity = cb.compare_identity
+        self.cb_identity_used = cb.identity_used
+        self.cb_descriptor_get = cb.descriptor_get
         self.prov: dict[int, tuple[Any, Provenance]] | None = {} if provenance else None
         self.global_records: dict[tuple[str, str | None], Provenance] = {}
         # Records of attributes of recorded values, by (id of the parent record, name): records

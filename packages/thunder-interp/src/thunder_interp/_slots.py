@@ -265,7 +265,7 @@ def type_info(cls: type) -> TypeInfo:
         info = _INFO[cls] = TypeInfo(cls)
         if info.plain:
             PLAIN.add(cls)
-            if cls.__flags__ & _IMMUTABLE_TYPE:
+            if cls.__flags__ & _IMMUTABLE_TYPE and cls is not object:  # (object(): a sentinel)
                 PLAIN_VALUES.add(cls)
         else:
             NOT_PLAIN.add(cls)
@@ -803,6 +803,7 @@ def generic_getattr(rt: Runtime, obj: Any, name: str) -> Any:
         if get is not NULL and (
             lookup_type(dcls, "__set__") is not NULL or lookup_type(dcls, "__delete__") is not NULL
         ):
+            _report_descriptor(rt, obj, name, descr, get)
             return descriptor_get(rt, descr, get, obj, cls)
     d = _instance_dict(obj)
     if d is not None:
@@ -810,10 +811,17 @@ def generic_getattr(rt: Runtime, obj: Any, name: str) -> Any:
         if value is not NULL:
             return value
     if get is not NULL:
+        _report_descriptor(rt, obj, name, descr, get)
         return descriptor_get(rt, descr, get, obj, cls)
     if descr is not NULL:
         return descr
     return object.__getattribute__(obj, name)  # raises CPython's AttributeError
+
+
+def _report_descriptor(rt: Runtime, obj: Any, name: str, descr: Any, get: Any) -> None:
+    hook = rt.cb_descriptor_get
+    if hook is not None and type(get) is FunctionType:
+        hook(obj, name, descr)
 
 
 def store_attr(rt: Runtime, obj: Any, name: str, value: Any) -> None:
@@ -1083,12 +1091,14 @@ def compare(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
     if (ta in PLAIN or (ta not in NOT_PLAIN and type_info(ta).plain)) and (
         tb in PLAIN or (tb not in NOT_PLAIN and type_info(tb).plain)
     ):
-        if sym in _EQUALITY and not (ta.__flags__ | tb.__flags__) & _IMMUTABLE_TYPE:
+        if sym in _EQUALITY and ta not in PLAIN_VALUES and tb not in PLAIN_VALUES:
             _report_identity(rt, a, b)
         return native(a, b)
     slot_a = lookup_type(ta, name)
     slot_b = lookup_type(tb, rname)
     if not (_compares_in_python(ta, name, slot_a) or _compares_in_python(tb, rname, slot_b)):
+        if sym in _EQUALITY:  # (an Enum member: not plain, compared by object.__eq__)
+            _report_identity(rt, a, b)
         return native(a, b)
     reflected_first = tb is not ta and issubclass(tb, ta)
     if reflected_first:
@@ -1102,10 +1112,13 @@ def compare(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
         result = _call_compare(rt, slot_b, rname, b, a)
         if result is not NotImplemented:
             return result
-    if sym == "==":
-        return a is b
-    if sym == "!=":
-        return a is not b
+    if sym in _EQUALITY:  # both declined: identity decides, as for ``is``
+        same = a is b
+        if rt.cb_identity is not None and a is not None and b is not None:
+            answer = rt.cb_identity(a, b, same)
+            if answer is not None:  # (values that stand for others: a binder's proxies)
+                same = bool(answer)
+        return same if sym == "==" else not same
     raise TypeError(
         f"'{sym}' not supported between instances of '{ta.__name__}' and '{tb.__name__}'"
     )
@@ -1148,8 +1161,32 @@ def _call_compare(rt: Runtime, slot: Any, name: str, x: Any, y: Any) -> Any:
     return slot(x, y)
 
 
+def compares_by_identity(v: Any) -> bool:
+    """Whether ``v == other`` is ``v is other`` (a Python class keeping ``object.__eq__``, an
+    ``object()`` sentinel): then whether ``v`` is in a container or a key of a dict depends on
+    which object it is."""
+    t = type(v)
+    if t.__flags__ & _IMMUTABLE_TYPE and t is not object:
+        return False
+    return lookup_type(t, "__eq__") is object.__eq__
+
+
+def report_identity_used(rt: Runtime, v: Any) -> None:
+    """A native result depended on which object ``v`` is (``v in s``, ``d.get(v)``,
+    ``hash(v)``): reported to the ``identity_used`` hook where ``v`` compares by identity."""
+    hook = rt.cb_identity_used
+    if hook is not None and v is not None and compares_by_identity(v):
+        hook(v)
+
+
 def contains(rt: Runtime, item: Any, container: Any) -> bool:
     """``item in container``."""
+    result = _contains(rt, item, container)
+    report_identity_used(rt, item)
+    return result
+
+
+def _contains(rt: Runtime, item: Any, container: Any) -> bool:
     cls = type(container)
     descr = lookup_type(cls, "__contains__")
     if descr is not NULL:

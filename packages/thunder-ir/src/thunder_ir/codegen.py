@@ -96,9 +96,11 @@ def value_to_python(x: Any, printer: Printer | None = None) -> str:
         return x.text
     if x is None or x is Ellipsis or type(x) in (bool, int, str):
         return "..." if x is Ellipsis else repr(x)
-    if isinstance(x, (int, str)) or (isinstance(x, float) and type(x) is not float):
-        if printer is None:  # a subclass (an IntEnum): its value
-            base = next(b for b in (bool, int, str, float) if isinstance(x, b))
+    if isinstance(x, (int, str)) or (
+        isinstance(x, (float, complex)) and type(x) not in (float, complex)
+    ):
+        if printer is None:  # a subclass (an IntEnum, numpy's complex128): its value
+            base: Any = next(b for b in (bool, int, str, float, complex) if isinstance(x, b))
             return value_to_python(base(x))
         return printer.opaque(x)
     if type(x) is float:

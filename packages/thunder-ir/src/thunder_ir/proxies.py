@@ -9,6 +9,7 @@ that produced the value; branching on one records a constraint in the trace.
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 import types
 from collections.abc import Callable, Iterable, Sequence
@@ -599,6 +600,9 @@ class NumberProxy(Proxy):
 
     __slots__ = ("expr", "python_type", "value")
     prefix = "n"
+    # numpy defers ``np.float32(2) * n`` to the reflected method (computed as numpy does, above)
+    # instead of taking the proxy as an element of an object array.
+    __array_ufunc__ = None
 
     if TYPE_CHECKING:  # operators are attached below; declared here for type checkers
 
@@ -708,6 +712,12 @@ class NumberProxy(Proxy):
         self._constrain(C.value_is(self.expr, self.value))
         return self.value
 
+    def fixed_value(self) -> Any:
+        """The value, for code that takes it as it is (numpy): the program then holds for this
+        value only (a check of the computation where it was read from data, a guard of the
+        prologue where it is an input)."""
+        return self._fixed()
+
     # A hash of the value (dict keys, sets) holds for that value only. (IR code keys proxies by
     # name, never by the proxy.)
     def __hash__(self) -> int:
@@ -739,21 +749,29 @@ class NumberProxy(Proxy):
         return round(self._fixed(), ndigits)
 
     def __divmod__(self, other: Any) -> Any:
+        if _is_numpy_scalar(other):
+            return divmod(self._fixed(), other)
         if not isinstance(other, (int, float, NumberProxy)):
             return NotImplemented
         return self // other, self % other
 
     def __rdivmod__(self, other: Any) -> Any:
+        if _is_numpy_scalar(other):
+            return divmod(other, self._fixed())
         if not isinstance(other, (int, float, NumberProxy)):
             return NotImplemented
         return other // self, other % self
 
     def __pow__(self, other: Any, mod: Any = None) -> Any:
+        if _is_numpy_scalar(other) and mod is None:
+            return self._fixed() ** other
         if not isinstance(other, (int, float, complex, NumberProxy)):
             return NotImplemented
         return _NUMBER_OPS["pow"](self, other) if mod is None else _pow_mod(self, other, mod)
 
     def __rpow__(self, other: Any, mod: Any = None) -> Any:
+        if _is_numpy_scalar(other) and mod is None:
+            return other ** self._fixed()
         if not isinstance(other, (int, float, complex, NumberProxy)):
             return NotImplemented
         return _NUMBER_OPS["pow"](other, self) if mod is None else _pow_mod(other, self, mod)
@@ -871,8 +889,19 @@ class ComplexProxy(NumberProxy):
         return ComplexProxy(name, value=self.value)
 
 
+def _is_numpy_scalar(x: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(x, numpy.generic)
+
+
 def _number_binary(op: str, reflected: bool) -> Callable[[Any, Any], Any]:
+    python_op = getattr(operator, op if op not in ("and", "or") else f"{op}_")
+
     def method(self: Any, other: Any) -> Any:
+        if _is_numpy_scalar(other):
+            # numpy's arithmetic (float32 rounding, int8 wrapping, its result types) on the
+            # value, which the program then holds for only
+            return python_op(other, self._fixed()) if reflected else python_op(self._fixed(), other)
         if not isinstance(other, (int, float, complex, NumberProxy)):
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)

@@ -132,7 +132,8 @@ class Symbol:
 
     def _record(self, trace: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         numpy = sys.modules.get("numpy")
-        if numpy is not None:
+        if numpy is not None and OpTag.RETURN not in self.tags:
+            # (a returned numpy scalar is the program's value, returned as it is)
             args, kwargs = _without_numpy_scalars(numpy.generic, args, kwargs)
         if any(_is_proxy_sequence(a) for a in args):
             args = tuple(tuple(a) if _is_proxy_sequence(a) else a for a in args)
@@ -256,8 +257,8 @@ def _python_number(x: Any) -> Any:
         return int(x)
     if kind == "f" or kind == "b":
         return float(x)
-    if kind == "c":
-        return complex(x)
+    if kind == "c":  # (torch reads a complex64 by its real part, as float() does)
+        return complex(x) if isinstance(x, complex) else float(x)
     return x
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "ITEM",
     "KWARG",
     "QUERY",
+    "REFERENT",
     "ROOT",
     "SIZE",
     "Access",
@@ -36,6 +37,7 @@ ATTR = "attr"  # key: attribute name
 GENERIC = "generic"  # key: attribute name, read by object.__getattribute__ (see binding.reads)
 ITEM = "item"  # key: the subscript
 ELEMENT = "element"  # key: a position in the iteration order of a set (``tuple(s)[key]``)
+REFERENT = "referent"  # key: None; the object the weakref.ref ``parent`` refers to (``parent()``)
 FROM_NUMPY = "from_numpy"  # key: None; the tensor torch.from_numpy(parent) makes (shares memory)
 SIZE = "size"  # key: a dimension; parent: a tensor with symbolic sizes (cache="symbolic values")
 # key: (torch query, its arguments); what ``query(*args)`` answers about the ambient state of the
@@ -114,6 +116,8 @@ class Access:
             return f"{parent}.shape[{self.key}]"
         if k == ELEMENT:
             return f"tuple({parent})[{self.key}]"
+        if k == REFERENT:
+            return f"{parent}()"
         return f"{parent}[{self.key!r}]"
 
     def short_name(self, param_names: tuple[str, ...] = ()) -> str:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import time
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from thunder import progress
-from thunder.access import ARG, CELL, GLOBAL, KWARG, ROOT
+from thunder.access import ARG, ATTR, CELL, GLOBAL, KWARG, ROOT
 from thunder.binding import ProgramRaised, TracedProgram, trace_program, user_location
 from thunder.binding.regions import GradEnabledInside
 from thunder.eager_layouts import (
@@ -26,15 +26,18 @@ from thunder.errors import JitError
 from thunder.guard_tree import with_guard_tree
 from thunder.options import JitOptions
 from thunder.prologue import (
+    WritesBeforeError,
     build_epilogue,
     build_prologue,
+    build_writes_before_error,
     check_late_constraints,
     reporting_misses,
 )
 from thunder_executors import transform_for_execution
 from thunder_executors.channels_last import channels_last_trace
-from thunder_ir import Proxy, TensorProxy, Trace, Transform
-from thunder_ir.aliasing import written_intermediates
+from thunder_ir import BoundSymbol, Proxy, TensorProxy, Trace, Transform
+from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs, written_intermediates
+from thunder_ir.codegen import Printer, bound_symbol_lines
 from thunder_ir.sizes import SizeFacts, size_facts
 from thunder_transforms import dce, recognize_composites, sign_flipped_rotary
 from thunder_transforms.autodiff import make_differentiable
@@ -60,6 +63,15 @@ class CacheEntry:
     # header ``prologue.failed_guard`` reports): the paths of the numbers to read as inputs
     # where that guard fails (``ThunderFunction._numbers_changed``).
     number_reads: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # The tensors of outside state with static sizes the prologue's tensor check covers, by
+    # their name there: the paths to give symbolic sizes where their sizes change
+    # (``ThunderFunction._state_resized``).
+    state_tensors: dict[str, Any] = field(default_factory=dict)
+    # Whether the epilogue writes outside state (a Python attribute, a list, a log, a warning):
+    # lost where the computation raises, as eager's writes before the error are not.
+    writes_outside: bool = False
+    # Those writes, made on the error path where the computation wrote inputs before it raised.
+    writes_before_error: WritesBeforeError | None = None
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Prologue, computation, epilogue (the prologue's GuardFailure propagates)."""
@@ -183,6 +195,9 @@ def _compile_entry(
         clock.timings(),
         backward_traces,
         _number_reads(program),
+        _state_tensors(program),
+        writes_outside=bool(program.writes),
+        writes_before_error=build_writes_before_error(program),
     )
 
 
@@ -216,6 +231,28 @@ def _number_reads(program: TracedProgram) -> dict[str, tuple[Any, ...]]:
         if paths:
             reads[access.describe(program.param_names)] = paths
     return reads
+
+
+def _state_tensors(program: TracedProgram) -> dict[str, Any]:
+    """The tensors read from outside state (a module's attribute or buffer, a global, a closure
+    cell, an attribute of an object that is not an argument) whose sizes are constants of the
+    program, by the name the prologue's tensor check gives them; not parameters (the model's
+    shapes) nor tensors the caller passes (``cache="symbolic values"`` covers those)."""
+    symbolic = set(program.symbolic_shapes)
+    tensors: dict[str, Any] = {}
+    for access, guard in program.guards.items():
+        if guard.kind != "tensor" or guard.access != access or access in symbolic:
+            continue
+        if isinstance(guard.expected, torch.nn.Parameter) or program.is_inserted(access):
+            continue
+        if access.root.kind in (ARG, KWARG) and not (
+            access.kind == ATTR
+            and access.parent is not None
+            and isinstance(program.objects.get(access.parent), torch.nn.Module)
+        ):
+            continue  # passed by the caller: symbolic under the caller's cache option
+        tensors[access.describe(program.param_names)] = access
+    return tensors
 
 
 class _Clock:
@@ -447,7 +484,58 @@ def _execution(
         if extrace is not record[-1]:
             record.append(extrace)
     fn = extrace.python_callable()
+    # Where it raises at run time: the op that raised, by its line (jit_function).
+    fn.__thunder_trace__ = extrace  # type: ignore[attr-defined]
+    fn.__thunder_input_writes__ = _input_writes(trace)  # type: ignore[attr-defined]
     return _without_autocast(fn) if under_autocast else fn
+
+
+def _input_writes(trace: Trace) -> frozenset[str]:
+    """The outputs of ``trace``'s writes into its inputs (the executors keep their names)."""
+    inputs = [a.name for a in trace.args if isinstance(a, TensorProxy)]
+    info = alias_info(trace.bound_symbols, observed=inputs)
+    return frozenset(
+        p.name
+        for b in trace.bound_symbols
+        if writes_in_place(b) and any(map(info.is_observed, written_inputs(b)))
+        for p in b.flat_proxy_outs
+    )
+
+
+def first_input_write_line(generated: Any) -> int | None:
+    """The line of ``generated``, a computation ``_execution`` made, that first writes into
+    one of its inputs; None where it writes none, 0 where unknown (not such a computation, or
+    the write not found). A computation that raised before that line left the caller's state
+    as it found it (``jit_function._reruns_after_error``)."""
+    written = getattr(generated, "__thunder_input_writes__", None)
+    if written is None:
+        return 0
+    if not written:
+        return None
+    for line, b in _lines_of(generated.__thunder_trace__):
+        if any(p.name in written for p in b.flat_proxy_outs):
+            return line
+    return 0
+
+
+def _lines_of(extrace: Trace) -> Iterator[tuple[int, BoundSymbol]]:
+    """Each bound symbol of ``extrace`` with the first line of its code in the callable
+    ``python_callable`` makes (as ``Trace.function_lines`` prints it)."""
+    line = 1 + bool(extrace.history) + 1 + bool(extrace.docstring) + len(extrace.args)
+    printer = Printer()
+    for b in extrace.bound_symbols:
+        yield line, b
+        line += len(bound_symbol_lines(b, 1, 0, printer))
+
+
+def bound_symbol_at_line(extrace: Trace, lineno: int) -> BoundSymbol | None:
+    """The bound symbol of ``extrace`` whose code holds line ``lineno`` of its callable."""
+    found = None
+    for line, b in _lines_of(extrace):
+        if line > lineno:
+            break
+        found = b
+    return found
 
 
 def _fuses(executors: Sequence[Any]) -> bool:

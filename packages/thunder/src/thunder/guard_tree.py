@@ -46,19 +46,23 @@ from thunder.guards import (
     NotShadowed,
     TensorsMetadata,
     check_builtins,
+    check_contiguity,
     check_has_attribute,
     check_is_not,
     check_lacks_generic_attribute,
     check_lacks_item,
     check_lookups,
+    check_members,
     check_module_lacks,
     check_no_hooks,
     check_not_shadowed,
     check_strides,
     check_tensors,
+    unpack_element,
     unpack_generic_attr,
     unpack_module_attr,
     unpack_query,
+    unpack_referent,
     unpack_shape,
 )
 from thunder_ir import Proxy, Trace, prims
@@ -140,6 +144,13 @@ class GuardTree:
             return None
 
 
+def _nth(members: Any, i: int) -> Any:
+    """The ``i``-th member of a set (deque, dict) in its iteration order; None past its end
+    (its members are guarded: that guard fails)."""
+    t = tuple(members)
+    return t[i] if i < len(t) else None
+
+
 def _impl(sym: Any) -> Callable[..., Any]:
     impl = sym.impl
     assert impl is not None, sym.name
@@ -158,6 +169,11 @@ _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: instances of other types cannot chang
 _IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), torch.dtype)
 # Attributes of a function that cannot be assigned.
 _READONLY_FUNCTION_ATTRS = frozenset({"__closure__", "__globals__"})
+
+
+def _numpy_scalar(value: Any) -> bool:
+    t = type(value)
+    return t.__module__ == "numpy" and t.__name__ != "ndarray" and hasattr(value, "tobytes")
 
 
 def _immutable(value: Any) -> bool:
@@ -289,6 +305,8 @@ class _Builder:
                 node.manager = m.type_dict_manager(source, None, None)
             elif how == "instance dict":
                 node.manager = m.get_generic_dict_manager(source, None, None)
+            elif how == "element":  # the i-th member of a set in its iteration order
+                node.manager = m.lambda_manager(lambda s, i=key: _nth(s, i), source, None, None)
             elif how == "call":  # the parent is a query of the ambient state, called anew
                 node.manager = m.lambda_manager(lambda q, a=key: q(*a), source, None, None)
             else:
@@ -470,6 +488,8 @@ class _Builder:
             return
         if type(value) is float and value != value:
             raise _Untranslatable("a NaN is never equal")
+        if _numpy_scalar(value) and (value != value or not value):
+            raise _Untranslatable("numpy's == takes -0.0 for 0.0 and no NaN for itself")
         if type(node.value) is not type(value) or node.value != value:
             raise _Untranslatable("the prologue's call read another value")
         if node.pinned and _immutable(value):
@@ -560,6 +580,13 @@ class _Builder:
             self.nodes[out.name] = self.child(
                 self.const(query), "call", query_args, query(*query_args), None, False
             )
+        elif sym is unpack_element or sym is unpack_referent:
+            parent = self.node_of(a[0])
+            if parent.expr is not None:
+                raise _Untranslatable("a member of an argument")
+            how, key = ("element", a[1]) if sym is unpack_element else ("call", ())
+            value = _nth(parent.value, key) if how == "element" else parent.value()
+            self.nodes[out.name] = self.child(parent, how, key, value, None, False)
         elif sym is prims.unpack_cell:
             fn, index = self.node_of(a[0]), a[1]
             cells = self.attr(fn, "__closure__")
@@ -588,7 +615,13 @@ class _Builder:
                 raise _Untranslatable("identity of values read from the arguments")
             self.identity(node, node.value)  # both pinned: they stay two objects
             self.identity(other, other.value)
-        elif sym is check_lacks_item or sym is check_has_attribute or sym is check_strides:
+        elif sym in (
+            check_lacks_item,
+            check_has_attribute,
+            check_strides,
+            check_contiguity,
+            check_members,
+        ):
             self.by_call(self.node_of(a[0]), _impl(sym), a, 0)
         elif sym is check_module_lacks:
             self.module_lacks(a[0], self.node_of(a[1]))

@@ -28,6 +28,7 @@ __all__ = [
     "NotShadowed",
     "TensorsMetadata",
     "check_builtins",
+    "check_contiguity",
     "check_contiguous",
     "check_has_attribute",
     "check_is_not",
@@ -48,6 +49,7 @@ __all__ = [
     "unpack_from_numpy",
     "unpack_generic_attr",
     "unpack_module_attr",
+    "unpack_referent",
     "unpack_shape",
 ]
 
@@ -208,6 +210,17 @@ def _unpack_element(s: Any, i: int) -> Any:
 unpack_element = _prologue_symbol(_unpack_element)
 
 
+def _unpack_referent(ref: Any) -> Any:
+    target = ref()
+    if target is None:
+        raise GuardFailure("expected the object of a weakref, which is gone")
+    return target
+
+
+# The object a weakref.ref refers to (``ref()``).
+unpack_referent = _prologue_symbol(_unpack_referent)
+
+
 def _check_members(s: Any, members: tuple[Any, ...]) -> None:
     if len(s) != len(members) or any(a is not b for a, b in zip(s, members)):
         raise GuardFailure("expected the same objects in the set, in the same order")
@@ -224,6 +237,15 @@ def _check_strides(x: Any, strides: tuple[int, ...]) -> None:
 
 # An input laid out as when a view of it inside a fusion region was checked as eager runs it.
 check_strides = _prologue_symbol(_check_strides)
+
+
+def _check_contiguity(x: Any, memory_format: str, expected: bool) -> None:
+    if x.is_contiguous(memory_format=getattr(torch, memory_format)) is not expected:
+        raise GuardFailure(f"expected is_contiguous(memory_format={memory_format}) {expected}")
+
+
+# ``x.is_contiguous(memory_format=...)`` of an input, answered while tracing: the same answer.
+check_contiguity = _prologue_symbol(_check_contiguity)
 
 
 class Held:
@@ -621,6 +643,21 @@ class TensorsMetadata:
             for t, (shape, dtype, device, requires_grad) in zip(tensors, self.expected)
         )
 
+    def resized(self, tensors: Sequence[Any]) -> tuple[str, ...]:
+        """The names of the tensors that differ from the expected ones in their sizes alone."""
+        return tuple(
+            name
+            for name, t, (shape, dtype, device, requires_grad) in zip(
+                self.names, tensors, self.expected
+            )
+            if isinstance(t, torch.Tensor)
+            and len(t.shape) == len(shape)
+            and any(e is not None and s != e for s, e in zip(t.shape, shape))
+            and t.dtype is dtype
+            and t.device == device
+            and t.requires_grad is requires_grad
+        )
+
 
 def _torch_tensor_guard(
     tensors: Sequence[torch.Tensor], shapes: Sequence[tuple[int | None, ...]]
@@ -649,6 +686,7 @@ def _check_tensors(metadata: TensorsMetadata, *tensors: Any) -> None:
         or "a tensor's type or dispatch keys changed (a Parameter replaced by a tensor, or the "
         "call runs under inference_mode where the program was compiled outside it)",
         sizes_only=what is not None and metadata.only_sizes_differ(tensors),
+        resized=metadata.resized(tensors),
     )
 
 

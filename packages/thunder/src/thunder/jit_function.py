@@ -27,7 +27,9 @@ from thunder import jit_copies, logs, progress
 from thunder.compile_entry import (
     CacheEntry,
     ProgramRaised,
+    bound_symbol_at_line,
     compile_entry,
+    first_input_write_line,
     parameter_names,
     user_location,
 )
@@ -41,10 +43,15 @@ from thunder.errors import (
 )
 from thunder.guards import PatchedByFxTracer
 from thunder.options import CACHE_OPTIONS, JitOptions
-from thunder.prologue import GuardFailure, describe_guard_failure, failed_guard
+from thunder.prologue import GuardFailure, WritesBeforeError, describe_guard_failure, failed_guard
 from thunder.signature import Signature, make_signature
 from thunder.torch_func import eager_reason, forward_ad, transforms_active
-from thunder.torch_modes import function_modes_active, user_function_mode
+from thunder.torch_modes import (
+    dispatch_modes_active,
+    function_modes_active,
+    user_dispatch_mode,
+    user_function_mode,
+)
 from thunder_executors.background_compile import wait_while_fx_tracer_patches
 from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
@@ -223,6 +230,72 @@ def _fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ..
     return (*map(id, args), *kwargs, *map(id, kwargs.values()))
 
 
+def _reruns_after_error(
+    entry: CacheEntry, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bool:
+    """Whether the call runs eagerly after ``entry``'s computation raised ``error`` (an index
+    out of range, a value check): eager makes the program's writes before the error, which the
+    compiled call loses (its epilogue writes outside state after the computation; it writes
+    inputs in place last, past decisions on data). Only where the computation raised before
+    its first write into an input (the line ``compile_entry.first_input_write_line`` finds),
+    so that the eager run starts from the state the call found: never a write made twice."""
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.startswith("<thunder trace "):
+            generated = tb.tb_frame.f_globals.get(code.co_name)
+            first_write = first_input_write_line(generated)
+            if first_write != 0:
+                if first_write is None:
+                    return entry.writes_outside
+                if tb.tb_lineno < first_write:
+                    return True
+                if entry.writes_before_error is not None:
+                    try:
+                        _write_before_error(entry.writes_before_error, tb, generated, args, kwargs)
+                    except Exception as bug:  # the program's own error is what the caller gets
+                        warnings.warn(
+                            f"thunder.jit: replaying the writes made before the error failed "
+                            f"({type(bug).__name__}: {bug})",
+                            InternalErrorWarning,
+                            stacklevel=logs.user_stacklevel(),
+                        )
+                return False
+        tb = tb.tb_next
+    return False
+
+
+def _write_before_error(
+    writes: WritesBeforeError,
+    tb: Any,
+    generated: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
+    """The epilogue's writes recorded before the op that raised (at ``tb``'s line of the
+    generated computation), with the values the computation had computed; inputs it wrote in
+    place before the error keep their writes, as in eager."""
+    op = bound_symbol_at_line(generated.__thunder_trace__, tb.tb_lineno)
+    if op is None:
+        return
+    defined: list[str] = []
+
+    def note(b: Any) -> None:
+        defined.extend(p.name for p in b.flat_proxy_outs)
+        for sub in b.subsymbols:
+            note(sub)
+
+    note(op)
+    # The caller gets the program's error: these writes are what eager made before it.
+    writes.apply(
+        args,
+        kwargs,
+        defined,
+        [p.name for p in op.flat_proxy_args],
+        tb.tb_frame.f_locals,
+    )
+
+
 def _same_objects(
     fingerprint: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> bool:
@@ -267,9 +340,14 @@ class ThunderFunction:
             options.cache is CACHE_OPTIONS.SYMBOLIC_VALUES
         )
         self._symbolic_reads: frozenset[Any] = frozenset()
+        # Tensors of outside state (a KV cache on a module) whose sizes changed: symbolic sizes
+        # in the programs compiled from then on (``_state_resized``); False for good where such
+        # a program could not be compiled.
+        self._symbolic_state: frozenset[Any] = frozenset()
+        self._symbolic_state_allowed = self._numbers_become_symbolic
         self._warned = False
         self._warned_torch_func = False
-        self._warned_modes: set[type] = set()  # torch function mode classes warned about
+        self._warned_modes: set[type] = set()  # torch function/dispatch mode classes warned about
         # cache="same input": (ids of the last call's arguments, the entry that served it).
         self._same_input = options.cache is CACHE_OPTIONS.SAME_INPUT
         self._last_call: tuple[tuple[Any, ...], CacheEntry] | None = None
@@ -311,6 +389,8 @@ class ThunderFunction:
                 return self._run_eagerly_under_transforms(args, kwargs, reason)
         if function_modes_active() and (mode := user_function_mode()) is not None:
             return self._run_eagerly_under_mode(args, kwargs, mode)
+        if dispatch_modes_active() and (mode := user_dispatch_mode()) is not None:
+            return self._run_eagerly_under_mode(args, kwargs, mode, dispatch=True)
         last = self._last_call
         if last is not None and _same_objects(last[0], args, kwargs):
             entry = last[1]  # cache="same input": the previous call's program, guards checked
@@ -323,6 +403,10 @@ class ThunderFunction:
                     out = entry.computation(*inputs)
                 except DataChanged:
                     pass
+                except Exception as e:
+                    if not _reruns_after_error(entry, e, args, kwargs):
+                        raise
+                    return self._rerun_after_error(args, kwargs, e)
                 else:
                     self.stats.cache_hits += 1
                     return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
@@ -347,6 +431,10 @@ class ThunderFunction:
                     # It decided on values read from tensor data, and this call's decision
                     # differs: raised before any effect (binding/data_reads.py).
                     continue
+                except Exception as e:
+                    if not _reruns_after_error(entry, e, args, kwargs):
+                        raise
+                    return self._rerun_after_error(args, kwargs, e)
                 if i:  # the entry that served this call is tried first next time
                     bucket.insert(0, bucket.pop(i))
                 self.stats.cache_hits += 1
@@ -374,7 +462,8 @@ class ThunderFunction:
                 try:
                     inputs = entry.prologue(args, kwargs)
                 except GuardFailure as e:
-                    self._sizes_failed |= e.sizes_only
+                    resized_state = self._state_resized(entry, e)
+                    self._sizes_failed |= e.sizes_only and not resized_state
                     self._numbers_changed(entry, e)
                     self._last_failure = describe_guard_failure(e)
                     logs.log_guard_failure(self._name, self._last_failure)
@@ -385,6 +474,10 @@ class ThunderFunction:
                     self._last_failure = str(e)
                     logs.log_guard_failure(self._name, f"a decision on data differs: {e}")
                     continue
+                except Exception as e:
+                    if not _reruns_after_error(entry, e, args, kwargs):
+                        raise
+                    return self._rerun_after_error(args, kwargs, e)
                 self.stats.cache_hits += 1
                 if self._same_input:
                     self._last_call = (_fingerprint(args, kwargs), entry)
@@ -422,13 +515,12 @@ class ThunderFunction:
         reason = self._change_reason(structure, key)
         if self._goes_symbolic(structure, key):
             structure, key = self._compile_symbolic_from_now(args, kwargs, reason)
-        try:
-            with progress.compiling(self._name):
-                return self._compile_and_run(args, kwargs, structure, key, reason)
-        except _SymbolicRefused:  # compiled with constant values from now on
-            structure, key = self._find_structure(args, kwargs)
-            with progress.compiling(self._name):
-                return self._compile_and_run(args, kwargs, structure, key, reason)
+        while True:  # each refusal turns symbolic values off for good: at most three tries
+            try:
+                with progress.compiling(self._name):
+                    return self._compile_and_run(args, kwargs, structure, key, reason)
+            except _SymbolicRefused:  # compiled with constant values from now on
+                structure, key = self._find_structure(args, kwargs)
 
     def _numbers_changed(self, entry: CacheEntry, failure: GuardFailure) -> None:
         """Where ``entry``'s guard on a number read from outside state failed (a counter
@@ -445,6 +537,25 @@ class ThunderFunction:
                 f"a number read from outside state changed ({describe_guard_failure(failure)}): "
                 "it is a symbolic value from now on",
             )
+
+    def _state_resized(self, entry: CacheEntry, failure: GuardFailure) -> bool:
+        """Whether the tensors whose sizes alone failed ``entry``'s check are all tensors of
+        outside state (a KV cache grown on a module, a global buffer; not parameters): their
+        sizes are symbolic in the programs compiled from now on, so one program serves every
+        size (sizes 0 and 1 stay constants), where each size compiled a program of its own."""
+        if not failure.resized or not self._symbolic_state_allowed:
+            return False
+        paths = [entry.state_tensors.get(name) for name in failure.resized]
+        if any(p is None for p in paths):
+            return False  # also a tensor of the arguments: the arguments' rule (_goes_symbolic)
+        if not self._symbolic_state.issuperset(paths):
+            self._symbolic_state = self._symbolic_state.union(paths)
+            logs.log_cache_mode(
+                self._name,
+                f"a tensor of outside state changed sizes ({describe_guard_failure(failure)}): "
+                "its sizes are symbolic from now on",
+            )
+        return True
 
     def _goes_symbolic(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> bool:
         """Whether the default cache compiles this call with symbolic values: sizes changed
@@ -512,6 +623,9 @@ class ThunderFunction:
             options = dataclasses.replace(options, cache=CACHE_OPTIONS.SYMBOLIC_VALUES)
         if self._symbolic_reads:
             options = dataclasses.replace(options, symbolic_reads=self._symbolic_reads)
+        symbolic_state = self._symbolic_state
+        if symbolic_state:
+            options = dataclasses.replace(options, symbolic_state_tensors=symbolic_state)
         try:
             entry = compile_entry(
                 self.fn,
@@ -524,6 +638,14 @@ class ThunderFunction:
                 key,
             )
         except Exception as e:
+            if symbolic_state:  # (refused first: the newer, narrower rule)
+                logs.log_cache_mode(
+                    self._name,
+                    f"symbolic sizes of outside state refused ({type(e).__name__}: {e}): "
+                    "constant sizes again",
+                )
+                self._symbolic_state, self._symbolic_state_allowed = frozenset(), False
+                raise _SymbolicRefused from None
             if auto_symbolic and structure is not None:  # compiled with constant values instead
                 logs.log_cache_mode(
                     self._name,
@@ -630,6 +752,35 @@ class ThunderFunction:
                 f"({describe_guard_failure(e)}). The function changed state it also reads in a "
                 "way thunder does not track; please report this"
             ) from e
+        except Exception as e:
+            if not _reruns_after_error(entry, e, args, kwargs):
+                raise
+            return self._rerun_after_error(args, kwargs, e)
+
+    def _rerun_after_error(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], error: Exception
+    ) -> Any:
+        """The call run eagerly after its computation raised before writing any outside
+        state (``_reruns_after_error``): eager makes the writes before its error and raises it
+        (with its own traceback); where eager does not raise, its result, with an
+        ``InternalErrorWarning``: the compiled program raised where eager does not."""
+        logs.log_eager(
+            self._name,
+            f"the compiled program raised {type(error).__name__} ({error}); the call runs "
+            "eagerly, for eager's writes before the error",
+        )
+        try:
+            result = self.fn(*args, **kwargs)
+        except BaseException as eager_error:
+            eager_error.__suppress_context__ = True  # the compiled program's: not the user's
+            raise
+        warnings.warn(
+            f"thunder.jit: the compiled program of {self._name} raised {type(error).__name__} "
+            f"({error}) where eager does not; the call ran eagerly (please report this)",
+            InternalErrorWarning,
+            stacklevel=logs.user_stacklevel(),
+        )
+        return result
 
     def _runs_split_when_refused(self, error: Exception) -> bool:
         """Whether thunder's refusal of this program (``JitError``, a ``TracingError`` of the
@@ -749,15 +900,16 @@ class ThunderFunction:
         return self.fn(*args, **kwargs)
 
     def _run_eagerly_under_mode(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], mode: Any
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], mode: Any, dispatch: bool = False
     ) -> Any:
-        """A call under a user's torch function mode (``thunder.torch_modes``): it runs eagerly,
-        so the mode sees the torch calls eager makes."""
+        """A call under a user's torch function or dispatch mode (``thunder.torch_modes``): it
+        runs eagerly, so the mode sees the torch (or aten) calls eager makes."""
         self.stats.eager_fallbacks += 1
         cls = type(mode)
         name = f"{cls.__module__}.{cls.__qualname__}"
+        kind, calls = ("dispatch", "aten") if dispatch else ("function", "torch")
         reason = (
-            f"is called under the torch function mode {name}, which would see other torch calls "
+            f"is called under the torch {kind} mode {name}, which would see other {calls} calls "
             "in the compiled program than in eager"
         )
         self.stats.last_eager_reason = reason

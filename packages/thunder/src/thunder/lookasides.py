@@ -10,6 +10,7 @@ as it would for the tensors and numbers they stand for.
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import functools
 import os
 import re
@@ -327,6 +328,7 @@ def _static_lookasides() -> dict[Any, Any]:
     table[torch.Size] = _size
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
     table[torch.compile] = _compiles_inside
+    table[torch.autograd.profiler.record_function] = _ProfilerLabel
     for name in AUTOGRAD_HOOKS:
         table[getattr(torch.Tensor, name)] = functools.partial(_registers_hook, name)
     table.update(data_shaped_functions())
@@ -510,6 +512,21 @@ def _compiles_inside(*args: Any, **kwargs: Any) -> Any:
     raise RunsSplit(
         "calls torch.compile inside the jitted function; torch.compile runs what it compiles"
     )
+
+
+class _ProfilerLabel(contextlib.ContextDecorator):
+    """``torch.profiler.record_function(name)`` (``Optimizer.step`` enters one) while tracing: a
+    label for torch's profiler that the compiled program drops, as torch.compile does; entering
+    it would record profiler calls and set torch's lazily imported globals."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> _ProfilerLabel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
 
 
 # Tensor methods that hand torch's autograd engine a function to run in the backward: the trace

@@ -106,6 +106,9 @@ class JitOptions:
     # Paths (``Access``) of int and float values read from outside state (``self.step``, a
     # global counter) that are inputs of the program, not constants: each changed between calls.
     symbolic_reads: frozenset[Any] = frozenset()
+    # Paths of tensors of outside state (a KV cache on a module, a global buffer), not
+    # parameters, whose sizes are inputs of the program: each changed size between calls.
+    symbolic_state_tensors: frozenset[Any] = frozenset()
 
     @staticmethod
     def from_kwargs(

@@ -10,11 +10,13 @@ values) is not checked again. The epilogue is plain generated Python run after t
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import keyword
 import linecache
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
@@ -30,11 +32,12 @@ from thunder.access import (
     ITEM,
     KWARG,
     QUERY,
+    REFERENT,
     ROOT,
     SIZE,
     Access,
 )
-from thunder.binding import ExternalRef, Guard, TracedProgram, Write
+from thunder.binding import ExternalRef, Guard, TracedProgram, Write, iter_proxies
 from thunder.binding.state import (
     Rebuilt,
     count_shared,
@@ -52,6 +55,7 @@ from thunder.guards import (
     NotShadowed,
     TensorsMetadata,
     check_builtins,
+    check_contiguity,
     check_has_attribute,
     check_is_not,
     check_lacks_generic_attribute,
@@ -61,6 +65,7 @@ from thunder.guards import (
     check_module_lacks,
     check_no_hooks,
     check_not_shadowed,
+    check_strides,
     check_tensors,
     is_plain_module_member,
     module_store,
@@ -69,6 +74,7 @@ from thunder.guards import (
     unpack_generic_attr,
     unpack_module_attr,
     unpack_query,
+    unpack_referent,
     unpack_shape,
 )
 from thunder.lookasides import SymbolicSize
@@ -95,6 +101,7 @@ from thunder_ir.proxies import CollectionProxy
 
 __all__ = [
     "GuardFailure",
+    "WritesBeforeError",
     "build_epilogue",
     "build_prologue",
     "describe_guard_failure",
@@ -260,6 +267,8 @@ class _PrologueBuilder:
                 bsym = prims.unpack_key.bind(parent, item_key(access), output=out)
             elif kind == ELEMENT:
                 bsym = unpack_element.bind(parent, access.key, output=out)
+            elif kind == REFERENT:
+                bsym = unpack_referent.bind(parent, output=out)
             elif kind == CELL:
                 bsym = prims.unpack_cell.bind(parent, access.key[0], output=out)
             elif kind == FROM_NUMPY:
@@ -368,6 +377,12 @@ class _PrologueBuilder:
             what += " keys"
         elif kind == "len":
             bsym = prims.check_len.bind(x, expected, output=None)
+        elif kind == "strides":
+            bsym = check_strides.bind(x, expected, output=None)
+            what += f" has the strides {expected}"
+        elif kind == "contiguity":
+            bsym = check_contiguity.bind(x, *expected, output=None)
+            what += f" is_contiguous(memory_format={expected[0]}) is {expected[1]}"
         else:  # pragma: no cover
             raise AssertionError(kind)
         self.trace.record(bsym.replace(header=f"guard: {what}"))
@@ -606,6 +621,8 @@ class _EpilogueWriter:
             return f"{parent}[{value_to_python(item_key(access), self.printer)}]"
         if kind == ELEMENT:
             return f"tuple({parent})[{access.key}]"
+        if kind == REFERENT:
+            return f"{parent}()"
         if kind == CELL:
             return f"{parent}.__closure__[{access.key[0]}].cell_contents"
         if kind == FROM_NUMPY:
@@ -684,6 +701,8 @@ class _EpilogueWriter:
         if w.kind == "attr":
             obj = self.access(w.target)
             return [*lines, f"setattr({obj}, {w.name!r}, {value})"]
+        if w.kind == "warn":  # (WarningReplay, message, source)
+            return [*lines, f"_w = {value}", "_w[0](_w[1], _w[2])"]
         if w.kind in ("log", "call_kw"):
             obj = self.access(w.target)
             return [*lines, f"_log = {value}", f"{obj}.{w.name}(*_log[0], **_log[1])"]
@@ -717,6 +736,96 @@ def build_epilogue(program: TracedProgram) -> tuple[str, Callable[..., Any]]:
     globs: dict[str, Any] = {"__builtins__": __builtins__, **ctx}
     exec(compile(source, filename, "exec"), globs)
     return source, globs["epilogue"]
+
+
+@dataclass(frozen=True)
+class WritesBeforeError:
+    """The epilogue's writes a call made before an op that raised at run time, where the
+    computation wrote inputs in place before it (eager's state after its error holds them;
+    the call cannot run again eagerly). ``positions``: how many recorded bound symbols came
+    before each write; ``recorded``: those bound symbols, in the order recorded;
+    ``outputs``: the epilogue's inputs by name; ``needs``: the names each write reads;
+    ``replay(args, kwargs, outs, count)`` makes the first ``count`` writes."""
+
+    positions: tuple[int, ...]
+    recorded: tuple[BoundSymbol, ...]
+    outputs: tuple[str, ...]
+    needs: tuple[frozenset[str], ...]
+    replay: Callable[..., None]
+
+    def apply(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        defined: Iterable[str],
+        read: Iterable[str],
+        values: Mapping[str, Any],
+    ) -> None:
+        """The writes before the failing op, which defines the names ``defined`` (reads
+        ``read``), with the values the computation had (``values``, by name); none where one
+        they need is not there."""
+        recorded_at = _recorded_at(self.recorded)
+        at = [recorded_at[n] for n in defined if n in recorded_at]
+        if at:
+            failed_at = min(at)
+        else:  # (a check of values defines nothing: it comes after what it reads)
+            at = [recorded_at[n] for n in read if n in recorded_at]
+            if not at:
+                return
+            failed_at = max(at)
+        count = bisect.bisect_right(self.positions, failed_at)
+        if any(n not in values for need in self.needs[:count] for n in need):
+            return
+        if count:
+            self.replay(args, kwargs, tuple(values.get(n) for n in self.outputs), count)
+
+
+def _recorded_at(recorded: tuple[BoundSymbol, ...]) -> dict[str, int]:
+    """For each name the bound symbols define (in their decompositions too), the index of the
+    top-level one that defines it."""
+    at: dict[str, int] = {}
+
+    def note(b: BoundSymbol, i: int) -> None:
+        for p in b.flat_proxy_outs:
+            at.setdefault(p.name, i)
+        for sub in b.subsymbols:
+            note(sub, i)
+
+    for i, b in enumerate(recorded):
+        note(b, i)
+    return at
+
+
+def build_writes_before_error(program: TracedProgram) -> WritesBeforeError | None:
+    """The error path's replay of ``program``'s writes (``WritesBeforeError``); None where it
+    writes nothing outside."""
+    if not program.writes or len(program.write_positions) != len(program.writes):
+        return None
+    outputs = program.epilogue_outputs or ()
+    ctx: dict[str, Any] = {"fn": program.fn}
+    writer = _EpilogueWriter(program, ctx)
+    lines = ["def writes_before_error(args, kwargs, outs, count):"]
+    if outputs:
+        lines.append(f"  ({', '.join(p.name for p in outputs)},) = outs")
+    writer.plan_bindings(None)
+    for i, w in enumerate(program.writes):
+        lines.append(f"  if count <= {i}:")
+        lines.append("    return")
+        lines.extend("  " + line for line in writer.bindings_before(i))
+        lines.extend("  " + line for line in writer.write(w))
+    source = "\n".join(lines) + "\n"
+    ctx.update(writer.printer.ctx)
+    filename = f"<thunder epilogue before an error {id(program):x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    globs: dict[str, Any] = {"__builtins__": __builtins__, **ctx}
+    exec(compile(source, filename, "exec"), globs)
+    return WritesBeforeError(
+        program.write_positions,
+        program.recorded,
+        tuple(p.name for p in outputs),
+        tuple(frozenset(p.name for p in iter_proxies(w.value)) for w in program.writes),
+        globs["writes_before_error"],
+    )
 
 
 def _external_refs(template: Any) -> list[Access]:

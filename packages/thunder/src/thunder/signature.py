@@ -27,6 +27,7 @@ import enum
 import functools
 import linecache
 import math
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -170,6 +171,32 @@ def _equality_is_builtin(x: Any) -> bool:
     except Exception:
         return False
     return True
+
+
+class NumpyScalarKey:
+    """A key entry for a numpy scalar (``np.float32(1.5)``, ``np.bool_(True)``): its dtype and
+    bytes, so values numpy's ``==`` calls equal but the program tells apart (``-0.0``, NaN
+    payloads) are other keys, and a NaN equals itself."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.key = (value.dtype.str, value.tobytes())
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is NumpyScalarKey and other.key == self.key
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def _is_numpy_scalar(x: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(x, numpy.generic) and type(x).__module__ == "numpy"
 
 
 class Same:
@@ -318,7 +345,11 @@ class _Generator:
                 self.scalars.append(var)  # symbolic numbers: ``is`` is guarded where it is used
             return
         self.exact_type(var, value)
-        if t is slice:  # unhashable before Python 3.12
+        if _is_numpy_scalar(value):
+            # An immutable value the program may use as a constant (``x * s``, ``if s:``) with no
+            # read the prologue sees: keyed by value, as a plain number is.
+            self.add(f"NumpyScalarKey({var})", label)
+        elif t is slice:  # unhashable before Python 3.12
             if all(map(is_plain, (value.start, value.stop, value.step))):
                 self.add(f"plain_slice_key({var})", label)
             else:
@@ -442,6 +473,7 @@ def make_signature(
         "PLAIN_TYPES": PLAIN_TYPES,
         "SYMBOLIC_NUMBERS": _SYMBOLIC_NUMBERS,
         "Same": Same,
+        "NumpyScalarKey": NumpyScalarKey,
         "plain_set_key": plain_set_key,
         "is_plain": is_plain,
         "plain_slice_key": plain_slice_key,

@@ -356,12 +356,14 @@ def is_op_block(block: BlockBuilder, ins: Instruction) -> int:
 def contains_op(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
     invert = bool(ins.arg)
+    # Hooked: an instance of a Python class may be in a set by identity, which is reported.
+    plain = PLAIN_VALUES if "identity_used" in ctx.hooks else PLAIN
 
     def op(f: Frame) -> int:
         st = f.stack
         container = st.pop()
         item = st[-1]
-        if type(container) in FAST_CONTAINERS and type(item) in PLAIN:
+        if type(container) in FAST_CONTAINERS and type(item) in plain:
             st[-1] = (item in container) is not invert
         else:
             st[-1] = contains(f.rt, item, container) is not invert
@@ -374,8 +376,9 @@ def contains_op(ins: Instruction, ctx: CompileContext) -> Op:
 def contains_op_block(block: BlockBuilder, ins: Instruction) -> int:
     container = block.pop()
     item = block.pop()
+    plain = "PV" if "identity_used" in block.hooks else "P"
     block.push_expr(
-        f"({item} in {container} if type({container}) in FC and type({item}) in P"
+        f"({item} in {container} if type({container}) in FC and type({item}) in {plain}"
         f" else contains(f.rt, {item}, {container})){' is False' if ins.arg else ''}"
     )
     return GOES_ON

@@ -1,5 +1,6 @@
 """Torch callables whose result's shape depends on tensor data: ``nonzero``, ``argwhere``,
-one-argument ``where``, ``masked_select`` and indexing with a boolean mask.
+one-argument ``where``, ``masked_select`` and indexing with a boolean mask (reading and
+writing).
 
 Each is ``prims.nonzero`` (``thunder_ir/prims/data.py``) and static-shape ops on its result: the
 number of selected elements is a value read from tensor data, a symbolic size of the trace,
@@ -11,17 +12,21 @@ the trace. Where tracing cannot read data (no reader, or inside an op), they rai
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from thunder_ir import dtypes, prims
+from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.ops import indexing
 from thunder_ir.ops.elementwise_binary import where as _where3
 from thunder_ir.ops.shape import broadcast_tensors
 from thunder_ir.proxies import TensorProxy, register_tensor_method
+from thunder_ir.symbol import BoundSymbol
+from thunder_ir.trace import Trace
 from thunder_ir.tracectx import get_tracectx
 from thunder_ir.utils import check
 
-__all__ = ["argwhere", "getitem", "masked_select", "nonzero", "where"]
+__all__ = ["argwhere", "getitem", "masked_select", "nonzero", "setitem", "where"]
 
 
 def nonzero(a: Any, *, as_tuple: bool = False) -> Any:
@@ -65,6 +70,53 @@ def _column(indices: TensorProxy, j: int) -> Any:
     return column
 
 
+# Per trace: a mask's nonzero indices, by the mask's name, with the number of bound symbols then.
+_MASK_INDICES: weakref.WeakKeyDictionary[Trace, dict[str, tuple[TensorProxy, int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _indices_of_mask(mask: TensorProxy) -> TensorProxy:
+    """``prims.nonzero(mask)``'s indices, once per mask while nothing writes into it: every
+    selection by one mask then has the same count (one symbolic size), and the ops between them
+    (``y[m] += o[m]``, ``y[y < 0] *= 3``) decide nothing on it. The indices are never the
+    caller's (``torch.nonzero`` makes its own), so nothing else writes them."""
+    trace = get_tracectx()
+    if trace is None:
+        return prims.nonzero(mask)[0]  # type: ignore[no-any-return]
+    known = _MASK_INDICES.setdefault(trace, {})
+    found = known.get(mask.name)
+    bsyms = trace.bound_symbols
+    if (
+        found is not None
+        and _recorded_at(bsyms, found)
+        and not _written_since(bsyms, mask, found[1])
+    ):
+        return found[0]
+    indices, _ = prims.nonzero(mask)
+    known[mask.name] = (indices, len(bsyms))
+    return indices  # type: ignore[no-any-return]
+
+
+def _recorded_at(bsyms: list[BoundSymbol], found: tuple[TensorProxy, int]) -> bool:
+    """Whether the nonzero that made ``found``'s indices is still the bound symbol before its
+    position (not one recorded in a scope the trace dropped)."""
+    indices, end = found
+    return 0 < end <= len(bsyms) and any(
+        getattr(o, "name", None) == indices.name for o in bsyms[end - 1].flat_outs
+    )
+
+
+def _written_since(bsyms: list[BoundSymbol], t: TensorProxy, start: int) -> bool:
+    """Whether a bound symbol from ``start`` on writes into ``t`` (or memory it shares)."""
+    later = [b for b in bsyms[start:] if writes_in_place(b)]
+    if not later:
+        return False
+    info = alias_info(bsyms)
+    root = info.root(t.name)
+    return any(info.root(n) == root for b in later for n in written_inputs(b))
+
+
 def _is_mask(e: Any) -> bool:
     return isinstance(e, TensorProxy) and e.dtype in (dtypes.bool8, dtypes.uint8) and e.ndim > 0
 
@@ -75,6 +127,39 @@ def getitem(a: Any, key: Any) -> Any:
     entries = key if isinstance(key, tuple) else (key,)
     if not any(_is_mask(e) for e in entries):
         return indexing.getitem(a, key)
+    return indexing.getitem(a, _masks_as_indices(a, entries))
+
+
+def setitem(a: Any, key: Any, value: Any) -> Any:
+    """``a[key] = value``. A boolean mask alone with one value for every selected element is a
+    ``where`` (no read of data); with one value per selected element (``x[m] = v[m]``, ``y[y <
+    0] *= 3``) or among other indices, the mask is the columns of its nonzero indices, as in
+    ``getitem``: the written positions and the values' shape check are then eager's."""
+    entries = key if isinstance(key, tuple) else (key,)
+    masks = [e for e in entries if _is_mask(e)]
+    if not isinstance(a, TensorProxy) or not masks or not _can_read_data():
+        return indexing.setitem_(a, key, value)  # (refusing the rest as before)
+    if len(entries) == 1 and not _one_value_per_element(a, masks[0], value):
+        return indexing.setitem_(a, key, value)
+    return indexing.setitem_(a, _masks_as_indices(a, entries), value)
+
+
+def _can_read_data() -> bool:
+    trace = get_tracectx()
+    return trace is not None and trace.read_data is not None and trace.at_top_level()
+
+
+def _one_value_per_element(a: TensorProxy, mask: TensorProxy, value: Any) -> bool:
+    """Whether ``value`` has a dimension for the selected elements: more dimensions than what
+    each selected element is (``a``'s past the mask's), not only leading ones of size 1."""
+    if not isinstance(value, TensorProxy):
+        return False
+    lead = value.ndim - (a.ndim - mask.ndim)
+    return lead >= 1 and not all(isinstance(s, int) and s == 1 for s in value.shape[:lead])
+
+
+def _masks_as_indices(a: TensorProxy, entries: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``entries`` with each boolean mask replaced by the columns of its nonzero indices."""
     new: list[Any] = []
     dim: int | None = 0  # the dimension of ``a`` the next entry indexes (None after an Ellipsis)
     for e in entries:
@@ -82,7 +167,7 @@ def getitem(a: Any, key: Any) -> Any:
             if dim is not None:
                 _check_mask_shape(a, e, dim)
                 dim += e.ndim
-            indices, _ = prims.nonzero(e)
+            indices = _indices_of_mask(e)
             new.extend(_column(indices, j) for j in range(e.ndim))
             continue
         new.append(e)
@@ -90,7 +175,7 @@ def getitem(a: Any, key: Any) -> Any:
             dim = None
         elif e is not None and not isinstance(e, bool) and dim is not None:
             dim += 1
-    return indexing.getitem(a, tuple(new))
+    return tuple(new)
 
 
 def _check_mask_shape(a: TensorProxy, mask: TensorProxy, dim: int) -> None:
@@ -116,3 +201,4 @@ register_tensor_method("nonzero", nonzero)
 register_tensor_method("argwhere", argwhere)
 register_tensor_method("masked_select", masked_select)
 register_tensor_method("__getitem__", getitem)  # after indexing's (imported above)
+register_tensor_method("__setitem__", setitem)

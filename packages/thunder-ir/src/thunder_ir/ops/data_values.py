@@ -22,7 +22,7 @@ from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import check
 
-__all__ = ["allclose", "equal", "isclose", "tolist"]
+__all__ = ["allclose", "assert_async", "equal", "isclose", "tolist"]
 
 
 def _check_same_dtype(op: str, a: TensorProxy, b: TensorProxy) -> None:
@@ -88,3 +88,18 @@ def _nested(flat: list[Any], shape: tuple[int, ...]) -> Any:
 
 
 register_tensor_method("tolist", tolist)
+
+
+@torchop(
+    "torch._assert_async",
+    "torch.ops.aten._assert_async",
+    "torch.ops.aten._assert_async.default",
+    "torch.ops.aten._assert_async.msg",
+)
+def assert_async(cond: Any, assert_msg: str | None = None) -> None:
+    """Raises where ``cond`` (one element) is zero, on every call (a device-side assert on
+    CUDA, as eager's)."""
+    check(isinstance(cond, TensorProxy), "_assert_async expects a tensor", TypeError)
+    check(cond.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous")
+    text = "Expected Tensor with single nonzero value, but got zero"
+    prims.check_values(cond, text if assert_msg is None else assert_msg)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+
 from thunder_ir import dtypes, prims
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import (
@@ -278,6 +280,13 @@ def pow(a: Any, b: Any) -> Any:
         ),
         "Integers to negative integer powers are not allowed.",
     )
+    if _exponent_is_converted(a, b):
+        # torch's kernel converts the exponent to the tensor's dtype first, checked: 70000.0
+        # does not fit float16 (eager raises where an unchecked pow would give inf)
+        if isinstance(b, NumberProxy):
+            _check_symbolic_exponent_fits(b, a.dtype)
+        else:
+            check_number_fits(b, a.dtype)
     if _rounds_twice_in_torch(a, b):
         # torch's CPU kernel computes these as x * x * x and 1 / (x * x) in bfloat16, rounding
         # after each step (float16 and other exponents round once): the same steps, the same
@@ -285,6 +294,30 @@ def pow(a: Any, b: Any) -> Any:
         square = mul(a, a)
         return mul(square, a) if b == 3 else reciprocal(square)
     return _binary("pow", prims.pow, a, b, casts_cpu_scalars=True)
+
+
+def _exponent_is_converted(a: Any, b: Any) -> bool:
+    """A real number exponent of a float16 or bfloat16 tensor: torch's pow kernels take it as a
+    scalar of that dtype (float32 and float64 kernels take a double)."""
+    return (
+        isinstance(a, TensorProxy)
+        and a.dtype.strong() in (dtypes.float16, dtypes.bfloat16)
+        and (
+            type(b) in (int, float)
+            or (isinstance(b, NumberProxy) and b.python_type in (int, float))
+        )
+    )
+
+
+def _check_symbolic_exponent_fits(b: NumberProxy, dtype: Any) -> None:
+    """``check_number_fits`` for a symbolic exponent: the comparisons are decisions the prologue
+    checks, so a call with an exponent on the other side compiles anew and raises as eager."""
+    torch_dtype = dtypes.to_torch_dtype(dtype)
+    assert torch_dtype is not None
+    high = torch.finfo(torch_dtype).max
+    # infinities and NaN fit (every float dtype holds them)
+    if (b > high and b < math.inf) or (b < -high and b > -math.inf):
+        check_number_fits(b.value, dtype)
 
 
 def _rounds_twice_in_torch(a: Any, b: Any) -> bool:

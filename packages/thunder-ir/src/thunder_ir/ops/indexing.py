@@ -30,6 +30,7 @@ from thunder_ir.ops.shape import (
     zero_of,
 )
 from thunder_ir.proxies import IntegerProxy, NumberProxy, TensorProxy
+from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx
 from thunder_ir.utils import canonicalize_dim, check
@@ -195,7 +196,7 @@ def _index_tensor(x: Any, device: Any) -> TensorProxy:
 
     def walk(v: Any, depth: int) -> None:
         if depth == len(shape):
-            if isinstance(v, bool):
+            if isinstance(v, bool) or (isinstance(v, NumberProxy) and v.python_type is bool):
                 raise UnsupportedOptionError(
                     "indexing with a list of bools is a mask whose result shape depends on its values"
                 )
@@ -345,6 +346,27 @@ def getitem(a: Any, key: Any) -> Any:
 # Setting ----------------------------------------------------------------------------------------
 
 
+def _check_broadcasts_to(value_shape: Sequence[Any], shape: Sequence[Any]) -> None:
+    """Eager's check that assigned values broadcast to the indexing result (one way: ``[3]`` to
+    ``[1]`` does not). A symbolic size is compared for equality first, unless it is 1 on this
+    call: values with one per selected element (``x[m] = v``) then decide nothing on the count."""
+    for v, s in zip(reversed(value_shape), reversed(shape)):
+        if same_size(v, s) or (isinstance(v, int) and v == 1):
+            continue
+        if isinstance(v, int) and isinstance(s, int):
+            fits = v == s
+        elif getattr(v, "value", None) == 1:
+            fits = bool(v == 1)  # the decision a gradient summing over it relies on (was_one)
+        else:
+            fits = bool(v == s) or bool(v == 1)
+        check(
+            fits,
+            lambda: (
+                f"shape mismatch: value tensor of shape {shape_str(value_shape)} cannot be broadcast to indexing result of shape {shape_str(shape)}"
+            ),
+        )
+
+
 def _value_tensor(a: TensorProxy, value: Any, shape: Sequence[Any]) -> TensorProxy:
     """``value`` (a tensor or a number) as ``a``'s dtype, broadcast to ``shape``."""
     if isinstance(value, TensorProxy):
@@ -357,7 +379,7 @@ def _value_tensor(a: TensorProxy, value: Any, shape: Sequence[Any]) -> TensorPro
         )
         if value.ndim > len(shape):
             value = prims.reshape(value, tuple(value.shape[value.ndim - len(shape) :]))
-        broadcast_shapes(value.shape, shape)
+        _check_broadcasts_to(value.shape, shape)
         v = to_dtype(value, a.dtype)
         if v.device != a.device:
             v = prims.device_put(v, a.device)

@@ -227,7 +227,8 @@ def keep_dims(a: TensorProxy, out: TensorProxy, dims: Sequence[int]) -> TensorPr
 
 def expand_reduced(a: TensorProxy, out: TensorProxy, dims: Sequence[int]) -> TensorProxy:
     """``out`` (``a`` reduced over ``dims``) broadcast back to ``a``'s shape, in one prim."""
-    if tuple(out.shape) == tuple(a.shape):
+    # (ndim first: comparing tuples of other lengths compares their symbolic sizes, a decision)
+    if out.ndim == a.ndim and tuple(out.shape) == tuple(a.shape):
         return out
     kept = tuple(i for i in range(a.ndim) if i not in dims)
     return prims.broadcast_in_dim(out, tuple(a.shape), kept)  # type: ignore[no-any-return]

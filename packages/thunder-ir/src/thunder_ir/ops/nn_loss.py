@@ -10,6 +10,7 @@ from thunder_ir.dtypes import DType
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise_binary import bitwise_and
 from thunder_ir.ops.nn_activations import log_softmax, logsigmoid
 from thunder_ir.ops.nn_base import (
     abs_,
@@ -19,6 +20,8 @@ from thunder_ir.ops.nn_base import (
     div,
     eq,
     exp,
+    ge,
+    le,
     log,
     lt,
     mul,
@@ -32,6 +35,7 @@ from thunder_ir.ops.nn_base import (
     unsqueeze_to,
     where,
 )
+from thunder_ir.ops.reductions import all as all_
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.tracectx import get_tracectx
 from thunder_ir.utils import check, result_type
@@ -320,6 +324,11 @@ def huber_loss(
     return _weighted(loss, weight, a, reduction)
 
 
+def _check_in_unit_interval(x: TensorProxy, what: str) -> None:
+    inside = bitwise_and(ge(x, 0.0), le(x, 1.0))
+    prims.check_values(all_(inside), f"all elements of {what} should be between 0 and 1")
+
+
 @torchop("torch.nn.functional.binary_cross_entropy")
 def binary_cross_entropy(
     a: Any,
@@ -346,6 +355,9 @@ def binary_cross_entropy(
     _not_differentiable("binary_cross_entropy", "weight", weight)
     compute = opmath(a.dtype)
     x, t = to_dtype(a, compute), to_dtype(target, compute)
+    # eager's kernel refuses values outside [0, 1] (NaN too): without the check, a NaN loss
+    _check_in_unit_interval(x, "input")
+    _check_in_unit_interval(t, "target")
     # torch clamps the logs at -100 so that 0 * log(0) stays finite.
     log_x = clamp(log(x), -100.0)
     log_1mx = clamp(log(sub(1.0, x)), -100.0)

@@ -254,13 +254,17 @@ def _fused_training(a: Any, *params: Any) -> bool:
     )
 
 
-def _update_running_stat(running: Any, batch_stat: Any, momentum: float) -> None:
+def _update_running_stat(
+    running: Any, batch_stat: Any, momentum: float, bumps_version: bool = False
+) -> None:
     if running is None:
         return
-    # torch updates the running statistics outside autograd: they never carry a gradient.
+    # torch updates the running statistics outside autograd: they never carry a gradient, and
+    # batch_norm's kernel leaves their version counter as it was (a node that saved them, as
+    # batch_norm's own does, still runs); instance_norm's copy_ back bumps it.
     stat = to_dtype(prims.stop_gradient(batch_stat), running.dtype)
     updated = add(mul(running, 1.0 - momentum), mul(stat, momentum))
-    prims.copy_(to_dtype(updated, running.dtype), running)
+    prims.copy_(to_dtype(updated, running.dtype), running, bumps_version=bumps_version)
 
 
 @torchop("torch.nn.functional.instance_norm")
@@ -314,8 +318,8 @@ def _update_instance_stats(
     var, mean = prims.var_mean(to_dtype(a, opmath(a.dtype)), dims, correction=0)
     # torch keeps the unbiased variance; each running value is the mean over the batch.
     unbiased = mul(var, spatial / (spatial - 1))
-    _update_running_stat(running_mean, mean_(mean, (0,)), momentum)
-    _update_running_stat(running_var, mean_(unbiased, (0,)), momentum)
+    _update_running_stat(running_mean, mean_(mean, (0,)), momentum, bumps_version=True)
+    _update_running_stat(running_var, mean_(unbiased, (0,)), momentum, bumps_version=True)
 
 
 # Vector norms -------------------------------------------------------------------------------------
@@ -370,7 +374,9 @@ def cosine_similarity(x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Any:
         common.is_float,
         lambda: f"expected common dtype to be floating point, yet common dtype is {common.name}",
     )
-    a, b = broadcast(to_dtype(x1, common), to_dtype(x2, common))
+    # as eager: only integer inputs take the common dtype; the norms and quotients of float
+    # inputs are computed in their own dtypes, the product promotes
+    a, b = broadcast(*(x if x.dtype.is_float else to_dtype(x, common) for x in (x1, x2)))
     d = canonicalize_dim(a.ndim, dim)
     na = clamp(vector_norm(a, 2, (d,), keepdim=True), eps)
     nb = clamp(vector_norm(b, 2, (d,), keepdim=True), eps)

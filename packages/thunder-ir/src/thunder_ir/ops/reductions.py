@@ -19,7 +19,7 @@ from thunder_ir.ops._helpers import dtype_arg, expand_to, is_int, is_real, to_dt
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.elementwise import inplace, torch_dtype_name, zero_of
 from thunder_ir.ops.elementwise_binary import maximum, minimum
-from thunder_ir.proxies import TensorProxy
+from thunder_ir.proxies import NumberProxy, TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import canonicalize_dim, canonicalize_dims, check
 
@@ -64,8 +64,10 @@ def _numel(a: TensorProxy, dims: tuple[int, ...]) -> Any:
 
 
 def _check_nonempty(op: str, a: TensorProxy) -> None:
+    # (a size read from data is decided here, so an empty input raises eager's error: the
+    # executor's full reduction would raise torch's with a dim given, or none)
     check(
-        not builtins.any(isinstance(s, int) and s == 0 for s in a.shape),
+        not builtins.any(s == 0 for s in a.shape),
         lambda: (
             f"{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
             "the reduction dim with the 'dim' argument."
@@ -143,6 +145,13 @@ def _extremum(op: str, prim: Any, a: Any, dim: DimArg, keepdim: bool) -> Any:
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         _check_nonempty(op, a)
     dims = _dims(a, dim)
+    for d in dims:
+        if isinstance(a.shape[d], NumberProxy):  # decided here, as _check_nonempty
+            check(
+                a.shape[d] != 0,
+                lambda: f"{op}(): Expected reduction dim {d} to have non-zero size.",
+                IndexError,
+            )
     return _keep(a, prim(a, dims), dims, keepdim)
 
 

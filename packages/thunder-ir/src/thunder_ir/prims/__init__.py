@@ -12,6 +12,9 @@ from thunder_ir.prims.data import (
     check_data as check_data,
 )
 from thunder_ir.prims.data import (
+    check_values as check_values,
+)
+from thunder_ir.prims.data import (
     item as item,
 )
 from thunder_ir.prims.data import (

@@ -31,6 +31,7 @@ from thunder_ir.tracectx import get_tracectx
 __all__ = [
     "DataChanged",
     "check_data",
+    "check_values",
     "data_check",
     "data_checks_of",
     "holds_for_sizes",
@@ -162,6 +163,27 @@ def _check_data(cond: Any, text: str, *reads: Any, restore: Any = ()) -> None:
 
 
 check_data = make_prim("check_data", _no_output, tags=(OpTag.DONT_DCE,), impl=_check_data)
+
+
+def _check_values_meta(cond: Any, message: str) -> None:
+    check_tensor(cond, "check_values")
+    return None
+
+
+def _check_values(cond: Any, message: str) -> None:
+    if cond.device.type == "cpu":
+        if not bool(cond):
+            raise RuntimeError(message)
+    else:  # as eager's CUDA kernels check values: a device-side assert, no synchronization
+        torch._assert_async(cond, message)
+
+
+# A check of tensor values eager's kernels make (binary_cross_entropy's inputs in [0, 1],
+# ``torch._assert_async``): raises ``RuntimeError(message)`` where ``cond``, a tensor of one
+# element, is zero. Not a decision (no other program serves the call): the program's own error.
+check_values = make_prim(
+    "check_values", _check_values_meta, tags=(OpTag.DONT_DCE,), impl=_check_values
+)
 
 
 def data_check(expr: C.Expr, values: dict[str, NumberProxy], location: str | None = None) -> Any:

@@ -129,7 +129,9 @@ def _randint_meta(
 randint = make_prim("randint", _randint_meta, tags=(OpTag.FACTORY, OpTag.RANDOM))
 
 
-def _copy__meta(src: Any, dst: Any) -> TensorProxy:
+def _copy__meta(src: Any, dst: Any, *, bumps_version: bool = True) -> TensorProxy:
+    # ``bumps_version=False``: the write leaves ``dst``'s autograd version counter as it was, as
+    # torch's batch_norm kernel leaves its running statistics' (autograd does not see it).
     src, dst = check_tensor(src, "prims.copy_"), check_tensor(dst, "prims.copy_")
     check(
         src.shape == dst.shape,

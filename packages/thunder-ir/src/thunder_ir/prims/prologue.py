@@ -18,11 +18,13 @@ __all__ = ["PROLOGUE_MISSES", "GuardFailure"]
 
 class GuardFailure(Exception):
     """A prologue check failed: the cached program does not apply to these inputs.
-    ``sizes_only``: only tensor sizes differ (the same dimensions, dtypes and devices)."""
+    ``sizes_only``: only tensor sizes differ (the same dimensions, dtypes and devices).
+    ``resized``: the names of the checked tensors that differ in their sizes alone."""
 
-    def __init__(self, *args: Any, sizes_only: bool = False) -> None:
+    def __init__(self, *args: Any, sizes_only: bool = False, resized: tuple[str, ...] = ()) -> None:
         super().__init__(*args)
         self.sizes_only = sizes_only
+        self.resized = resized
 
 
 # What an inlined read raises when its path is gone (``obj.name``, ``d[key]``): the prologue's
@@ -80,10 +82,19 @@ def _unpack_cell(fn: Any, index: int) -> Any:
         return _fail(f"closure cell {index} of {fn!r} is not available")
 
 
+def _is_numpy_scalar(value: Any) -> bool:
+    t = type(value)
+    return t.__module__ == "numpy" and t.__name__ != "ndarray" and hasattr(value, "tobytes")
+
+
 def _check_value(x: Any, value: Any) -> None:
     if type(x) is not type(value):
         _fail(f"expected {value!r}, got {x!r}")
-    if type(value) is float:
+    if _is_numpy_scalar(value):
+        # its bytes: numpy's ``==`` takes -0.0 for 0.0 and never a NaN for itself
+        if x.dtype != value.dtype or x.tobytes() != value.tobytes():
+            _fail(f"expected {value!r}, got {x!r}")
+    elif type(value) is float:
         # -0.0 == 0.0 but 1 / -0.0 is -inf; a nan equals no value but is the same constant
         if (x != value or math.copysign(1.0, x) != math.copysign(1.0, value)) and not (
             x != x and value != value
@@ -203,8 +214,8 @@ def _inline_check_value(bsym: Any, p: Printer) -> str | None:
         test = f"{x_src} is not {value!r}"
     elif type(value) in (int, str) or (type(value) is float and value == value and value):
         test = f"type({x_src}) is not {type(value).__name__} or {x_src} != {p.value(value)}"
-    elif type(value) is float:  # nan, and 0.0 against -0.0: the call tells them apart
-        return None
+    elif type(value) is float or _is_numpy_scalar(value):
+        return None  # nan, and 0.0 against -0.0: the call tells them apart
     else:  # _check_value's own test, on constants of the program (no literal rebuilt per call)
         v = p.opaque(value)
         test = f"type({x_src}) is not {p.opaque(type(value))} or {x_src} != {v}"

@@ -111,12 +111,12 @@ def make_differentiable(
     if needs_eager_autograd(trace, requires_grad):
         return _recorded_by_torch(trace, compile)
     fb = split_forward_backward(trace, requires_grad=requires_grad)
+    eager = eager_graph(trace, requires_grad)
     if rematerialize:
-        fb = remat.rematerialize(fb)
+        fb = remat.rematerialize(fb, saved_by_eager=eager.saved_inputs)
     else:  # what must be recomputed still is: checkpointed regions, OpTag.RECOMPUTE (gathers)
         fb = remat.rematerialize(fb, method="checkpointed_only")
     fb = snapshot_written_inputs(fb)
-    eager = eager_graph(trace, requires_grad)
     fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward), eager)
     return fn, fb.forward, fb.backward
 

@@ -98,6 +98,32 @@ _DATA_MOVEMENT = frozenset(
 )
 
 
+# Symbols whose grad rules give eager's gradients of complex values (the conjugate Wirtinger
+# convention): maps that act alike on real and imaginary parts, mul and div with the conjugates
+# (``rules_elementwise``), and the torch fallback, which torch.autograd differentiates.
+_COMPLEX_GRAD_RULES = (
+    _DATA_MOVEMENT
+    | FALLBACK_SYMBOLS
+    | {
+        prims.add,
+        prims.sub,
+        prims.neg,
+        prims.mul,
+        prims.div,
+        prims.sum,
+        prims.cat,
+        prims.convert_element_type,
+    }
+)
+
+
+def _refuse_complex_gradients(bsym: BoundSymbol, outs: Sequence[TensorProxy]) -> None:
+    if bsym.sym not in _COMPLEX_GRAD_RULES and any(o.dtype.is_complex for o in outs):
+        raise NotImplementedError(
+            f"gradients of complex values ({bsym.sym.qualified_name}){bsym.where()}"
+        )
+
+
 def _moves_data_only(bsym: BoundSymbol) -> bool:
     """A view op (``OpTag.VIEW`` or ``OpTag.MAY_RETURN_VIEW``) whose decomposition only moves data."""
     if not bsym.subsymbols or not ({OpTag.VIEW, OpTag.MAY_RETURN_VIEW} & bsym.sym.tags):
@@ -149,10 +175,6 @@ class _Linearizer:
             self.forward.append(bsym)
             leaves = leaf_prims(bsym)
             outs = [o for b in leaves for o in b.flat_outs if isinstance(o, TensorProxy)]
-            if any(o.dtype.is_complex for o in outs):
-                raise NotImplementedError(
-                    f"gradients of complex values ({bsym.sym.qualified_name}){bsym.where()}"
-                )
             self.differentiated.append(bsym)
             self.active.update(o.name for o in outs if _carries_grad(o))
             return
@@ -174,10 +196,7 @@ class _Linearizer:
                 f"{bsym.sym.qualified_name}{bsym.where()} has no grad rule and no decomposition; "
                 "register one with thunder_transforms.autodiff.register_vjp"
             )
-        if any(o.dtype.is_complex for o in outs):
-            raise NotImplementedError(
-                f"gradients of complex values ({bsym.sym.qualified_name}){bsym.where()}"
-            )
+        _refuse_complex_gradients(bsym, outs)
         self.differentiated.append(bsym)
         self.active.update(o.name for o in outs)
         if {OpTag.VIEW, OpTag.MAY_RETURN_VIEW} & bsym.sym.tags and all(
@@ -223,12 +242,17 @@ class _Backward:
             raise TypeError(f"{where} returned {g!r} for {p.name}; expected a tensor")
         if (
             len(g.shape) == len(p.shape)
-            and all(static_eq(x, y) or isinstance(x, Proxy) for x, y in zip(g.shape, p.shape))
+            and all(
+                static_eq(x, y) or isinstance(x, Proxy) or isinstance(y, Proxy)
+                for x, y in zip(g.shape, p.shape)
+            )
             and not all(static_eq(x, y) for x, y in zip(g.shape, p.shape))
         ):
             # A size the rule built from values read from data (split at ``lens.tolist()``: the
-            # pieces' gradients joined): equal to the input's when the program runs, which torch's
-            # forward checked; the reshape states it (and checks it again).
+            # pieces' gradients joined), or a fixed size where the input's was read from data
+            # (``x[mask].chunk(2)``: the forward's pieces have sizes checked on every call):
+            # equal to the input's when the program runs, which torch's forward checked; the
+            # reshape states it (and checks it again).
             g = prims.reshape(g, tuple(p.shape))
         if len(g.shape) != len(p.shape) or not all(
             static_eq(x, y) for x, y in zip(g.shape, p.shape)
@@ -238,7 +262,9 @@ class _Backward:
                 f"shape {_shape_text(p.shape)}"
             )
         if g.dtype != p.dtype:
-            g = prims.convert_element_type(g, p.dtype)
+            if g.dtype.is_complex and not p.dtype.is_complex:
+                g = prims.real(g)  # eager's gradient of a real input to a complex op
+            g = prims.convert_element_type(g, p.dtype) if g.dtype != p.dtype else g
         if g.device != p.device:
             g = prims.device_put(g, p.device)
         have = self.cotangents.get(p.name)

@@ -36,6 +36,11 @@ from thunder_ir.aliasing import (
     written_inputs,
     written_where_gradients_flow,
 )
+from thunder_transforms.autodiff.eager_graph import (
+    SAVES_RESULT_IN_PLACE,
+    saved_other_arguments,
+    writes_in_place_here,
+)
 from thunder_transforms.autodiff.registry import differentiable_inputs, stopped_inside
 from thunder_transforms.functionalize import functionalize
 from thunder_transforms.passes import substitute
@@ -61,7 +66,10 @@ RESULT_SAVING_OPS: frozenset[Symbol] = frozenset(
 _VIEWS = frozenset({OpTag.VIEW, OpTag.MAY_RETURN_VIEW})
 
 
-def _saves_result(sym: Symbol) -> bool:
+def _saves_result(bsym: BoundSymbol) -> bool:
+    sym = bsym.sym
+    if sym in SAVES_RESULT_IN_PLACE:  # ``leaky_relu(y, inplace=True)``
+        return writes_in_place_here(bsym)
     return sym in RESULT_SAVING_OPS
 
 
@@ -94,15 +102,19 @@ def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = No
                 # It reads memory it writes through another view (``a.add_(a[:, :1])``): what it
                 # reads depends on the order torch writes in, which only running it shows.
                 return True
+            if reads_active and any(
+                info.root(n) in groups for n in saved_other_arguments(b, active)
+            ):
+                return True  # it saves a tensor it then overwrites (``y.mul_(y)``)
             if reads_active:
                 active.update(o.name for o in outs)
-                if _saves_result(b.sym):
+                if _saves_result(b):
                     touched |= groups
             continue
         if reads_active:
             if not _VIEWS & b.sym.tags:  # a view's backward keeps only sizes
                 touched.update(info.root(p.name) for p in tensors if info.is_written(p.name))
-            if _saves_result(b.sym):
+            if _saves_result(b):
                 touched.update(info.root(o.name) for o in outs if info.is_written(o.name))
             active.update(o.name for o in outs)
     try:

@@ -30,7 +30,14 @@ from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.registry import bound_arguments, differentiable_inputs
 
-__all__ = ["EagerGraph", "EagerNode", "eager_graph"]
+__all__ = [
+    "SAVES_RESULT_IN_PLACE",
+    "EagerGraph",
+    "EagerNode",
+    "eager_graph",
+    "saved_other_arguments",
+    "writes_in_place_here",
+]
 
 
 def _symbols(module: object, names: Sequence[str]) -> frozenset[Symbol]:
@@ -45,6 +52,7 @@ _SAVES_NOTHING = _symbols(
         "type_as", "expand", "expand_as", "pad", "add_", "sub_", "neg_", "flatten", "unflatten",
         "reshape", "view", "view_as", "permute", "transpose", "t", "squeeze", "unsqueeze",
         "movedim", "split", "chunk", "unbind", "narrow", "diagonal", "real", "positive",
+        "cumsum", "double", "float", "half", "bfloat16",
     ],
 ) | _symbols(
     prims,
@@ -56,9 +64,12 @@ _SAVES_NOTHING = _symbols(
 _SAVES_RESULT = _symbols(
     ltorch,
     ["exp", "exp2", "expm1", "sigmoid", "tanh", "relu", "sqrt", "rsqrt", "reciprocal",
-     "softmax", "log_softmax", "exp_", "exp2_", "expm1_", "sigmoid_", "tanh_", "relu_", "sqrt_",
-     "rsqrt_", "reciprocal_"],
+     "softmax", "log_softmax", "softmin", "exp_", "exp2_", "expm1_", "sigmoid_", "tanh_", "relu_",
+     "sqrt_", "rsqrt_", "reciprocal_"],
 ) | _symbols(prims, ["exp", "exp2", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "reciprocal"])  # fmt: skip
+
+# Ops that save their input, but their result where they write it (``inplace=True``).
+SAVES_RESULT_IN_PLACE = _symbols(ltorch, ["leaky_relu", "elu", "celu", "selu"])
 
 # Products: each factor is saved for the other's gradient (``x * w`` saves ``x`` where ``w``
 # requires grad, ``w`` where ``x`` does); linear's bias and a scalar factor are not saved.
@@ -81,8 +92,35 @@ _SAVES_SELECTOR = {
     for sym in _symbols(ltorch, names)
 }
 
-# Ops that save only tensors they make themselves (dropout's mask).
-_SAVES_OWN = _symbols(ltorch, ["dropout"])
+# Ops that save only tensors they make themselves (dropout's mask; l1_loss's difference).
+_SAVES_OWN = _symbols(ltorch, ["dropout", "l1_loss"])
+
+# Ops whose eager backward saves the named arguments only (not a bias, nor a loss's input whose
+# log_softmax it saves): by parameter name.
+_SAVES_NAMED: dict[Symbol, tuple[str, ...]] = {
+    sym: names
+    for syms, names in (
+        (["batch_norm"], ("a", "weight", "running_mean", "running_var")),
+        (["instance_norm"], ("a",)),  # its weight and running statistics are saved repeated
+        (["group_norm"], ("a", "weight")),
+        (["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+          "conv_transpose3d"], ("a", "weight")),
+        (["cross_entropy"], ("target", "weight")),
+    )
+    for sym in _symbols(ltorch, syms)
+}  # fmt: skip
+
+# Products of two of the arguments (by position), each saved for the other's gradient; the
+# added term is not saved (``addmm``'s bias).
+_ADDED_PRODUCTS = _symbols(
+    ltorch, ["addcmul", "addcmul_", "addmm", "baddbmm", "addmm_", "baddbmm_"]
+)
+
+# Selections whose backward scatters into the positions their indices (second output) name.
+_SELECTS_BY_INDEX = _symbols(ltorch, ["max", "min"])
+_FALLBACK_SELECTIONS = frozenset(
+    {"torch.topk", "torch.Tensor.topk", "torch.sort", "torch.Tensor.sort"}
+)
 
 # Result-saving ops that also save their arguments (pow, prod, norms, cumprod, logsumexp...).
 _SAVES_RESULT_AND_ARGS = _symbols(
@@ -153,7 +191,7 @@ def _saved_names(bsym: BoundSymbol, carries: set[str]) -> tuple[bool, list[str]]
         # A view keeps sizes; indexing with tensors keeps the index tensors.
         indices = [p.name for p in tensors[1:]]
         return bool(indices), indices
-    if sym in _SAVES_RESULT:
+    if sym in _SAVES_RESULT or (sym in SAVES_RESULT_IN_PLACE and writes_in_place_here(bsym)):
         return True, [o.name for o in outs]
     if sym in _PRODUCTS or sym in _QUOTIENTS:
         # A number factor is saved too (as a tensor the caller never sees).
@@ -173,7 +211,68 @@ def _saved_names(bsym: BoundSymbol, carries: set[str]) -> tuple[bool, list[str]]
         return True, [selector.name] if isinstance(selector, TensorProxy) else []
     if sym in _SAVES_RESULT_AND_ARGS:
         return True, [p.name for p in tensors] + [o.name for o in outs]
+    return _saved_by_formula(bsym, carries, tensors, outs)
+
+
+def _saved_by_formula(
+    bsym: BoundSymbol, carries: set[str], tensors: list[TensorProxy], outs: list[TensorProxy]
+) -> tuple[bool, list[str]]:
+    """``_saved_names`` for ops whose saved tensors depend on their arguments; any other op is
+    taken to save its tensor arguments (raising where eager may not is safe, not raising where
+    eager does is not)."""
+    sym = bsym.sym
+    if sym in _SAVES_NAMED:
+        bound = bound_arguments(bsym)
+        names = [p.name for n in _SAVES_NAMED[sym] if isinstance(p := bound.get(n), TensorProxy)]
+        return True, names
+    if sym in _ADDED_PRODUCTS and len(bsym.args) >= 3:
+        _added, a, b = bsym.args[:3]
+        names = [b.name] if _carries(a, carries) and isinstance(b, TensorProxy) else []
+        if _carries(b, carries) and isinstance(a, TensorProxy):
+            names.append(a.name)
+        return True, names
+    if sym in _SELECTS_BY_INDEX and len(outs) == 2:  # max(x, dim): the indices
+        return True, [outs[1].name]
+    if sym is ltorch.torch_fallback and bsym.args and bsym.args[0] in _FALLBACK_SELECTIONS:
+        return True, [outs[-1].name] if len(outs) == 2 else [p.name for p in tensors]
+    if sym is ltorch.lerp and len(bsym.args) == 3 and not isinstance(bsym.args[2], TensorProxy):
+        return False, []  # a number weight: the gradients are the cotangent scaled
     return bool(tensors), [p.name for p in tensors]
+
+
+def writes_in_place_here(bsym: BoundSymbol) -> bool:
+    """Whether an activation was called with ``inplace=True``."""
+    return bool(bound_arguments(bsym).get("inplace"))
+
+
+def saved_other_arguments(bsym: BoundSymbol, carries: set[str]) -> list[str]:
+    """For an in-place op: the tensors other than the one it writes (its first argument) that
+    eager's node saves, by name (the written one's old value eager saves as a clone). One that
+    shares memory with the written tensor (``y.mul_(y)``) is overwritten after it was saved."""
+    sym = bsym.sym
+    a, b, c = (*bsym.args, None, None, None)[:3]
+    if sym in _PRODUCTS or sym in _QUOTIENTS:
+        saved = _carries(a, carries) or sym in _QUOTIENTS
+        return [b.name] if saved and isinstance(b, TensorProxy) else []
+    if sym in _ADDED_PRODUCTS:
+        return [
+            p.name
+            for p, other in ((b, c), (c, b))
+            if isinstance(p, TensorProxy) and _carries(other, carries)
+        ]
+    _saves, names = _saved_names(bsym, carries)
+    others = tree_flatten((bsym.args[1:], bsym.kwargs))[0]
+    return [p.name for p in others if isinstance(p, TensorProxy) and p.name in names]
+
+
+def _saved_by_in_place(bsym: BoundSymbol, carries: set[str], names: list[str]) -> list[str]:
+    """What eager's node for an in-place op saves of ``names``: the written tensor's old value is
+    saved as a clone (a later write of the result does not raise, ``y.masked_fill_(m, 0)``), its
+    result only where the formula reads it (``exp_``; ``pow_`` with a tensor exponent)."""
+    outs = {o.name for o in bsym.flat_outs if isinstance(o, TensorProxy)}
+    if bsym.sym is ltorch.pow_ and not isinstance((*bsym.args, None)[1], TensorProxy):
+        outs = set()
+    return [n for n in names if n in outs] + saved_other_arguments(bsym, carries)
 
 
 def _carries(p: object, carries: set[str]) -> bool:
@@ -214,6 +313,8 @@ def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> Ea
         if not read or not grad_outs or b.sym is prims.stop_gradient:
             continue
         saves, names = _saved_names(b, carries)
+        if OpTag.IN_PLACE in b.sym.tags:
+            names = _saved_by_in_place(b, carries, names)
         roots = {info.root(n) for n in names}
         node = EagerNode(
             saves,

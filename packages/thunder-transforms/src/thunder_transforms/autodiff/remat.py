@@ -135,12 +135,19 @@ def rematerialize(
     fb: ForwardBackward,
     *,
     method: Literal["min_cut", "checkpointed_only", "greedy"] = "min_cut",
+    saved_by_eager: frozenset[int] | None = None,
 ) -> ForwardBackward:
     """``fb`` with forward values recomputed in the backward where that saves bytes (and the
-    values of checkpointed regions always recomputed). Gradients are unchanged."""
+    values of checkpointed regions always recomputed). Gradients are unchanged.
+
+    ``saved_by_eager``: the trace inputs (by position) eager's graph saves. Only those are free to
+    save (min-cut); recomputing from another would make the backward read an input eager's does
+    not, which the caller may write between forward and backward (``tanh(x)`` saves its result)."""
     start = time.perf_counter()
     if method in ("min_cut", "checkpointed_only"):
-        kept, recompute = _min_cut_choice(fb, cheap_ops=method == "min_cut")
+        kept, recompute = _min_cut_choice(
+            fb, cheap_ops=method == "min_cut", saved_by_eager=saved_by_eager
+        )
     elif method == "greedy":
         kept, recompute = _greedy_choice(fb)
     else:
@@ -188,7 +195,7 @@ def _flat_subsymbols(bsym: BoundSymbol) -> Iterable[BoundSymbol]:
 
 
 def _min_cut_choice(
-    fb: ForwardBackward, *, cheap_ops: bool
+    fb: ForwardBackward, *, cheap_ops: bool, saved_by_eager: frozenset[int] | None = None
 ) -> tuple[set[str], dict[str, BoundSymbol]]:
     fw, bw = fb.forward, fb.backward
     checkpointed = fb.checkpointed
@@ -209,6 +216,11 @@ def _min_cut_choice(
             top = {o.name for o in bsym.flat_proxy_outs}
             internal.update(n for n in parts if n not in top)
     inputs = {a.name for a in fw.args}
+    free = (
+        inputs
+        if saved_by_eager is None
+        else {a.name for i, a in enumerate(fw.args) if i in saved_by_eager}
+    )
     needed = list(bw.args[: fb.n_saved])
     reads_written = _reads_written_memory(fw)
 
@@ -241,8 +253,10 @@ def _min_cut_choice(
     for name in values:
         node_in[name], node_out[name] = graph.add_node(), graph.add_node()
     for name, p in values.items():
-        if name in inputs:
+        if name in free:
             capacity = 0
+        elif name in inputs:
+            capacity = _bytes(p)  # what eager saves instead costs as much, and is closer
         elif name in internal or (
             recomputable[name]
             and (name in checkpointed or OpTag.RECOMPUTE in producer[name].sym.tags)

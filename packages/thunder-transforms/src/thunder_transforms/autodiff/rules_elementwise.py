@@ -9,7 +9,7 @@ import cmath
 import math
 from typing import Any
 
-from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
+from thunder_ir import BoundSymbol, NumberProxy, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
 from thunder_transforms.autodiff.registry import (
     GradPairs,
@@ -106,21 +106,29 @@ def _sub(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, g), (b, P.neg(g) if isinstance(b, TensorProxy) else None)]
 
 
+def _conj(x: Any) -> Any:
+    """The complex conjugate (eager's gradients of complex products are taken with it); a real
+    value as it is. The IR has no conjugation prim: torch's ``conj_physical`` runs it."""
+    if isinstance(x, TensorProxy):
+        return ltorch.torch_fallback("torch.conj_physical", x) if x.dtype.is_complex else x
+    return x.conjugate() if isinstance(x, complex) else x
+
+
 @register_vjp(P.mul)
 def _mul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args
     return [
-        (a, P.mul(g, b) if isinstance(a, TensorProxy) else None),
-        (b, P.mul(g, a) if isinstance(b, TensorProxy) else None),
+        (a, P.mul(g, _conj(b)) if isinstance(a, TensorProxy) else None),
+        (b, P.mul(g, _conj(a)) if isinstance(b, TensorProxy) else None),
     ]
 
 
 @register_vjp(P.div)
 def _div(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args
-    ga = P.div(g, b) if isinstance(a, TensorProxy) else None
+    ga = P.div(g, _conj(b)) if isinstance(a, TensorProxy) else None
     # As eager: -g * ((a / b) / b), which overflows and underflows where eager's does.
-    gb = P.neg(P.mul(g, P.div(bsym.output, b))) if isinstance(b, TensorProxy) else None
+    gb = P.neg(P.mul(g, _conj(P.div(bsym.output, b)))) if isinstance(b, TensorProxy) else None
     return [(a, ga), (b, gb)]
 
 
@@ -240,6 +248,8 @@ def _convert_element_type(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a = bsym.args[0]
     if not isinstance(a, TensorProxy) or not a.dtype.is_inexact:
         return []
+    if g.dtype.is_complex and not a.dtype.is_complex:
+        g = P.real(g)  # a real value made complex: eager's gradient is the real part
     return [(a, g if g.dtype == a.dtype else P.convert_element_type(g, a.dtype))]
 
 
@@ -346,12 +356,23 @@ def var_scale(n: Any, correction: Any) -> Any:
     return P.div(2.0, dof)
 
 
+def times_var_scale(x: TensorProxy, n: Any, correction: Any) -> Any:
+    """``x * var_scale(n, correction)``. A count read from data (``x[mask].var(0)``) may be the
+    correction on some call, where a number's division raises: the tensor is divided instead,
+    which gives eager's inf and NaN there."""
+    dof = P.sub(n, correction)
+    if isinstance(dof, NumberProxy):
+        return P.div(P.mul(x, 2.0), dof)
+    return P.mul(x, var_scale(n, correction))
+
+
 def _var_grad(a: TensorProxy, ds: tuple[int, ...], correction: Any, gv: Any, mean: Any) -> Any:
     if mean is None:
         mean = P.div(P.sum(a, ds), _count(a, ds))
     centered = P.sub(a, expand_reduced(mean, a.shape, ds))
-    scale = var_scale(_count(a, ds), correction)
-    return P.mul(P.mul(expand_reduced(gv, a.shape, ds), centered), scale)
+    return times_var_scale(
+        P.mul(expand_reduced(gv, a.shape, ds), centered), _count(a, ds), correction
+    )
 
 
 @register_vjp(P.var)

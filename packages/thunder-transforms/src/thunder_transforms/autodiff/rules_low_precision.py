@@ -100,6 +100,14 @@ def _input_formula(
     return rule
 
 
+def _rsqrt_one_minus_square(x: Any) -> Any:
+    return ltorch.rsqrt(ltorch.add(ltorch.mul(ltorch.neg(x), x), 1))
+
+
+def _scaled_gaussian(x: Any, sign: float) -> Any:
+    return ltorch.mul(ltorch.exp(ltorch.neg(ltorch.pow(x, 2))), sign * 2.0 / math.sqrt(math.pi))
+
+
 _UNARY.update(
     {
         # grad * self.cos(), grad * -self.sin(): the cos/sin rounded before the product
@@ -107,6 +115,34 @@ _UNARY.update(
         ltorch.cos: _input_formula(lambda g, x: ltorch.mul(g, ltorch.neg(ltorch.sin(x)))),
         # grad / (self * self + 1)
         ltorch.atan: _input_formula(lambda g, x: ltorch.div(g, ltorch.add(ltorch.mul(x, x), 1))),
+        # grad * self.cosh(), grad * self.sinh()
+        ltorch.sinh: _input_formula(lambda g, x: ltorch.mul(g, ltorch.cosh(x))),
+        ltorch.cosh: _input_formula(lambda g, x: ltorch.mul(g, ltorch.sinh(x))),
+        # grad * (-self * self + 1).rsqrt(), grad * -((-self * self + 1).rsqrt())
+        ltorch.asin: _input_formula(lambda g, x: ltorch.mul(g, _rsqrt_one_minus_square(x))),
+        ltorch.acos: _input_formula(
+            lambda g, x: ltorch.mul(g, ltorch.neg(_rsqrt_one_minus_square(x)))
+        ),
+        # grad * 1 / (1 - self.pow(2))
+        ltorch.atanh: _input_formula(
+            lambda g, x: ltorch.div(ltorch.mul(g, 1), ltorch.sub(1, ltorch.pow(x, 2)))
+        ),
+        # grad * (self.pow(2) + 1).rsqrt(), grad * (self.pow(2) - 1).rsqrt()
+        ltorch.asinh: _input_formula(
+            lambda g, x: ltorch.mul(g, ltorch.rsqrt(ltorch.add(ltorch.pow(x, 2), 1)))
+        ),
+        ltorch.acosh: _input_formula(
+            lambda g, x: ltorch.mul(g, ltorch.rsqrt(ltorch.sub(ltorch.pow(x, 2), 1)))
+        ),
+        # grad / (self * ln 2), grad / (self * ln 10), grad / (self + 1)
+        ltorch.log2: _input_formula(lambda g, x: ltorch.div(g, ltorch.mul(x, 0.6931471805599453))),
+        ltorch.log10: _input_formula(lambda g, x: ltorch.div(g, ltorch.mul(x, 2.3025850929940456))),
+        ltorch.log1p: _input_formula(lambda g, x: ltorch.div(g, ltorch.add(x, 1))),
+        # (+-2 / sqrt(pi)) * exp(-(self.pow(2))) * grad
+        ltorch.erf: _input_formula(lambda g, x: ltorch.mul(_scaled_gaussian(x, 1.0), g)),
+        ltorch.erfc: _input_formula(lambda g, x: ltorch.mul(_scaled_gaussian(x, -1.0), g)),
+        # grad * digamma(self)
+        ltorch.lgamma: _input_formula(lambda g, x: ltorch.mul(g, ltorch.digamma(x))),
         # 0.5 * sqrt(pi) * exp(self.erfinv().pow(2)) * grad
         ltorch.erfinv: _formula(
             lambda g, y: ltorch.mul(
@@ -244,6 +280,44 @@ def var_grad_low_precision(
         gv = ltorch.where(ltorch.eq(std, 0), 0.0, ltorch.div(gv, ltorch.mul(std, 2)))
     centered = ltorch.sub(a, ltorch.mean(a, ds, keepdim=True))
     return ltorch.mul(ltorch.mul(gv, 2.0 / dof), centered)
+
+
+def _cumprod_applies(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    a = args["a"]
+    return (
+        isinstance(a, TensorProxy)
+        and a.dtype.is_low_precision
+        and a.ndim > 0
+        and bsym.output.dtype.is_float
+    )
+
+
+@register_vjp(ltorch.cumprod, applies=_cumprod_applies)
+def _cumprod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # cumprod_backward on the rounded result, each op rounded: reversed_cumsum(result * grad)
+    # .div(self) before a row's first zero; at it, the sum of grad times the products after it
+    # (up to the second zero), times the product before it; 0 after.
+    a, y = bsym.args[0], bsym.output
+    d = canonicalize_dims(a.ndim, bound_arguments(bsym)["dim"])[0]
+    g = to_dtype(g, a.dtype)  # grad.to(self.scalar_type()): a result of another dtype=
+    if isinstance(a.shape[d], int) and a.shape[d] == 1:
+        return [(a, g)]
+    is_zero = ltorch.eq(a, 0)
+    zeros_seen = ltorch.cumsum(is_zero, d)
+    before, first_run = ltorch.eq(zeros_seen, 0), ltorch.eq(zeros_seen, 1)
+    masked = ltorch.where(before, ltorch.mul(y, g), 0)
+    reversed_sum = ltorch.flip(ltorch.cumsum(ltorch.flip(masked, (d,)), d), (d,))
+    before_grad = ltorch.div(reversed_sum, a)
+    after_zero = ltorch.logical_and(first_run, ltorch.logical_not(is_zero))
+    products = ltorch.cumprod(ltorch.where(after_zero, a, 1), d)
+    summed = ltorch.sum(ltorch.mul(products, ltorch.where(first_run, g, 0)), (d,), True)
+    # the product of the elements before the first zero (eager reads it from the result)
+    prefix = ltorch.cumprod(ltorch.where(before, a, 1), d, dtype=y.dtype)
+    at_zero = to_dtype(ltorch.mul(summed, prefix), a.dtype)
+    first_zero = ltorch.logical_and(first_run, is_zero)
+    rest = ltorch.where(first_zero, at_zero, 0)
+    return [(a, to_dtype(ltorch.where(before, before_grad, rest), a.dtype))]
 
 
 def _pow_applies(bsym: BoundSymbol) -> bool:

@@ -232,6 +232,78 @@ def _loss_weight_fixed(bsym: BoundSymbol) -> bool:
     return not (isinstance(weight, TensorProxy) and weight.requires_grad)
 
 
+@register_vjp(ltorch.nll_loss, applies=_loss_weight_fixed)
+def _nll_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's nll_loss_backward writes -w * grad at each row's target class into zeros (where
+    # the decomposition's gather adds it to a zero: -0.0 would become +0.0).
+    args = bound_arguments(bsym)
+    a, weight = args["a"], args["weight"]
+    reduction = reduction_arg(args["size_average"], args["reduce"], args["reduction"])
+    cd = 0 if a.ndim == 1 else 1
+    compute = opmath(a.dtype)
+    t = to_dtype(args["target"], dtypes.int64)
+    keep = ltorch.ne(t, args["ignore_index"])
+    safe_t = ltorch.where(keep, t, 0)
+    w = None
+    if weight is not None:
+        w = ltorch.where(keep, P.take(to_dtype(weight, compute), safe_t), 0.0)
+    gc = to_dtype(g, compute)
+    if reduction == "none":
+        value = ltorch.neg(gc) if w is None else ltorch.mul(ltorch.neg(w), gc)
+    else:
+        if reduction == "mean":
+            total = ltorch.sum(to_dtype(keep, compute) if w is None else w)
+            gc = ltorch.div(gc, total)
+        value = ltorch.neg(gc) if w is None else ltorch.mul(w, ltorch.neg(gc))
+    shape = [1] * a.ndim
+    shape[cd] = a.shape[cd]
+    classes = ltorch.reshape(ltorch.arange(a.shape[cd], device=a.device), shape)
+    hit = ltorch.logical_and(
+        ltorch.eq(ltorch.unsqueeze(safe_t, cd), classes), ltorch.unsqueeze(keep, cd)
+    )
+    grad = ltorch.where(hit, ltorch.unsqueeze(value, cd) if value.ndim else value, 0.0)
+    return [(a, to_dtype(grad, a.dtype))]
+
+
+def _kl_div_applies(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    return not args["log_target"] and all(
+        isinstance(x, TensorProxy) and x.dtype.is_float for x in (args["a"], args["target"])
+    )
+
+
+@register_vjp(ltorch.kl_div, applies=_kl_div_applies)
+def _kl_div(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager differentiates xlogy(t, t) - t * x by derivatives.yaml's xlogy rule: where the
+    # gradient is 0 its target gradient is 0 at a negative target (the decomposition's
+    # where(t == 0, 0, t * log(t)) differentiates to 0 * NaN there).
+    args = bound_arguments(bsym)
+    a, target, reduction = args["a"], args["target"], args["reduction"]
+    if reduction != "batchmean" or args["size_average"] is not None or args["reduce"] is not None:
+        reduction = reduction_arg(args["size_average"], args["reduce"], reduction)
+    common = result_type(a, target)
+    x, t = broadcast(to_dtype(a, common), to_dtype(target, common))
+    if reduction == "batchmean" and x.ndim:
+        g = ltorch.div(g, x.shape[0])
+    elif reduction == "mean":
+        g = ltorch.div(g, _numel(x))
+    gl = ltorch.expand(g, tuple(x.shape)) if reduction != "none" else g
+    neg_g = ltorch.neg(gl)  # sub: -grad
+    grad_x = ltorch.mul(neg_g, t)  # mul: grad * other
+    # xlogy: self: xlogy(grad, other), 0 where self == 0 and other <= 0; other: grad * self / other
+    compute = opmath(common)
+    gc, tc = to_dtype(gl, compute), to_dtype(t, compute)
+    xlogy = ltorch.where(ltorch.eq(gc, 0), 0.0, ltorch.mul(gc, ltorch.log(tc)))
+    xlogy = to_dtype(ltorch.where(ltorch.isnan(tc), tc, xlogy), common)
+    self_part = ltorch.masked_fill(xlogy, ltorch.eq(t, 0), 0)
+    other_part = ltorch.div(ltorch.mul(gl, t), t)
+    grad_t = ltorch.add(ltorch.add(self_part, other_part), ltorch.mul(neg_g, x))
+    return [
+        (a, to_dtype(sum_to_shape(grad_x, a.shape), a.dtype)),
+        (target, to_dtype(sum_to_shape(grad_t, target.shape), target.dtype)),
+    ]
+
+
 _BCE_EPSILON = 1e-12
 
 

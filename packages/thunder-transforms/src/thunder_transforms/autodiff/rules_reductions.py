@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
+from thunder_ir import BoundSymbol, NumberProxy, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.ops import nn_base, nn_norm
 from thunder_ir.ops._helpers import broadcast, dtype_arg, to_dtype
@@ -20,7 +20,7 @@ from thunder_transforms.autodiff.registry import (
     sum_to_shape,
     zeros_like,
 )
-from thunder_transforms.autodiff.rules_elementwise import var_scale
+from thunder_transforms.autodiff.rules_elementwise import times_var_scale
 from thunder_transforms.autodiff.rules_low_precision import (
     normalize_grad_low_precision,
     var_grad_low_precision,
@@ -187,32 +187,38 @@ def _normalize(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 @register_vjp(ltorch.cosine_similarity)
 def _cosine_similarity(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # sum(a / max(|a|, eps) * b / max(|b|, eps)): eager clamps the norms outside autograd, so the
-    # gradient reaches the norms unclamped.
+    # gradient reaches the norms unclamped. Written as eager's autograd runs it, op by op in the
+    # inputs' dtypes (derivatives.yaml's mul, div and norm formulas): the same rounding in
+    # float16 and bfloat16, and the same sign of a zero gradient.
     args = bound_arguments(bsym)
     x1, x2, eps = args["x1"], args["x2"], args["eps"]
     common = result_type(x1, x2)
-    a, b = broadcast(to_dtype(x1, common), to_dtype(x2, common))
-    ds = (canonicalize_dim(a.ndim, args["dim"]),)
-    compute = _compute_dtype(common)
-    gc = expand_reduced(_opmath(g, compute), a.shape, ds)
+    # float inputs keep their dtypes (as eager's, and the op's)
+    a, b = broadcast(*(x if x.dtype.is_float else to_dtype(x, common) for x in (x1, x2)))
+    d = canonicalize_dim(a.ndim, args["dim"])
+    ge = ltorch.expand(ltorch.unsqueeze(to_dtype(g, common), d), tuple(a.shape))
 
-    def grad(x: TensorProxy, other_hat: TensorProxy, x_hat: Any, n: Any, clamped: Any) -> Any:
-        g_hat = P.mul(gc, other_hat)
-        g_n = expand_reduced(P.neg(P.sum(P.div(P.mul(g_hat, x_hat), clamped), ds)), a.shape, ds)
-        return P.add(P.div(g_hat, clamped), _norm_grad(x, 2.0, n, g_n, ds))
+    def parts(x: TensorProxy) -> tuple[Any, Any, Any]:
+        norm = ltorch.vector_norm(x, 2, (d,), True)
+        clamped = ltorch.clamp(norm, eps)
+        return norm, clamped, ltorch.div(x, clamped)
 
-    parts = []
-    for x in (a, b):
-        xc = _opmath(x, compute)
-        n = _expand(
-            _opmath(nn_norm.vector_norm(x, 2, ds, keepdim=True), compute), a.shape, ds, True
-        )
-        clamped = P.where(P.lt(n, eps), eps, n)
-        parts.append((xc, n, clamped, P.div(xc, clamped)))
-    (ac, na, ca, ah), (bc, nb, cb, bh) = parts
+    def grad(x: TensorProxy, norm: Any, clamped: Any, other_hat: Any) -> Any:
+        # mul: grad * other, which autograd hands on in the quotient's dtype
+        g_hat = to_dtype(ltorch.mul(ge, other_hat), x.dtype)
+        direct = ltorch.div(g_hat, clamped)  # div: grad / other
+        # div: -grad * ((self / other) / other), summed to the norm's shape
+        over = ltorch.div(ltorch.div(x, clamped), clamped)
+        g_norm = ltorch.sum(ltorch.mul(ltorch.neg(g_hat), over), (d,), True)
+        # norm backward (p=2): grad * (self / norm), 0 where the norm is 0
+        unit = ltorch.masked_fill(ltorch.div(x, norm), ltorch.eq(norm, 0), 0)
+        return ltorch.add(direct, ltorch.mul(g_norm, unit))
+
+    na, ca, ah = parts(a)
+    nb, cb, bh = parts(b)
     return [
-        (x1, sum_to_shape(grad(ac, bh, ah, na, ca), x1.shape)),
-        (x2, sum_to_shape(grad(bc, ah, bh, nb, cb), x2.shape)),
+        (x1, to_dtype(sum_to_shape(grad(a, na, ca, bh), x1.shape), x1.dtype)),
+        (x2, to_dtype(sum_to_shape(grad(b, nb, cb, ah), x2.shape), x2.dtype)),
     ]
 
 
@@ -276,7 +282,12 @@ def _var_backward(gv: Any, ac: Any, ds: tuple[int, ...], correction: Any, whole:
     dof = n - correction
     if whole and isinstance(dof, (int, float)) and dof <= 0:
         return P.mul(gv, P.where(P.eq(ac, mean), math.nan, math.inf))
-    return P.mul(P.mul(gv, P.sub(ac, mean)), var_scale(n, correction))
+    scaled = times_var_scale(P.mul(gv, P.sub(ac, mean)), n, correction)
+    if whole and isinstance(dof, NumberProxy):  # a count read from data: chosen per call
+        no_dof = P.mul(gv, P.where(P.eq(ac, mean), math.nan, math.inf))
+        left = P.full(tuple(ac.shape), dof, device=ac.device, dtype=dtypes.float64)
+        return P.where(P.le(left, 0.0), no_dof, scaled)
+    return scaled
 
 
 def _std_grad(bsym: BoundSymbol, std: TensorProxy, g: TensorProxy) -> Any:

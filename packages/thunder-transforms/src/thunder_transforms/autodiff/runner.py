@@ -121,6 +121,13 @@ class DifferentiableFunction:
                 outs[out_index] = args[arg_index].as_strided(
                     o.size(), o.stride(), o.storage_offset()
                 )
+            for out_index, base_index in call.output_views.items():
+                # A view of another output (``return y, y[1:]``), made again from it: the caller
+                # may write into either, as into eager's.
+                o = outs[out_index]
+                outs[out_index] = outs[base_index].as_strided(
+                    o.size(), o.stride(), o.storage_offset()
+                )
         outs = list(outs)
         if self.hidden_outputs:
             outs = outs[: len(outs) - self.hidden_outputs]
@@ -171,7 +178,9 @@ def _private_views_detached(
     allows them on such a view; nothing else sees its base, so no view relation is lost. The
     detached tensor shares the version counter: a write still invalidates saved tensors.
     A view of the memory of one input the program does not write (``a[0]``) goes to
-    ``call.input_views``: the caller gets it made again from that input (``__call__``)."""
+    ``call.input_views``: the caller gets it made again from that input (``__call__``); one of
+    another output's memory that no input shares (``return y, y[1:]``) is detached and goes to
+    ``call.output_views``, to be made again from that output."""
     views = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o._is_view()]
     if not views:
         return list(outs)
@@ -203,6 +212,23 @@ def _private_views_detached(
                 same = (a.dtype, a.device, a.layout, a.is_conj(), a.is_neg())
                 if same == (o.dtype, o.device, o.layout, o.is_conj(), o.is_neg()):
                     call.input_views[i] = owners[0]
+                continue
+            if owners:
+                continue
+            bases = [
+                j
+                for j, b in enumerate(outs)
+                if j not in views
+                and isinstance(b, torch.Tensor)
+                and b.untyped_storage().data_ptr() == low
+            ]
+            if len(bases) == 1:
+                b = outs[bases[0]]
+                same = (b.dtype, b.device, b.layout, b.is_conj(), b.is_neg())
+                if same == (o.dtype, o.device, o.layout, o.is_conj(), o.is_neg()):
+                    # Detached here, made again from its base in ``__call__``.
+                    outs[i] = o.detach()
+                    call.output_views[i] = bases[0]
     except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, a subclass)
         return list(outs)
     return outs
@@ -240,11 +266,12 @@ class _Call:
     """What one ``_ThunderFunction.apply`` passes from ``forward`` to ``setup_context``: the
     outputs that are inputs returned unchanged, and what the backward trace takes."""
 
-    __slots__ = ("input_views", "returned_inputs", "saved")
+    __slots__ = ("input_views", "output_views", "returned_inputs", "saved")
 
     def __init__(self, returned_inputs: dict[int, int]) -> None:
         self.returned_inputs = returned_inputs
         self.input_views: dict[int, int] = {}  # output index: the input it is a view of
+        self.output_views: dict[int, int] = {}  # output index: the output it is a view of
         self.saved: list[Any] = []
 
 

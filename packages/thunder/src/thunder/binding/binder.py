@@ -4,6 +4,8 @@ the lookaside table of one tracing run."""
 from __future__ import annotations
 
 import logging
+import types
+import warnings
 import weakref
 from typing import Any
 
@@ -15,6 +17,7 @@ from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _
 from thunder.binding.fallback import op_overload_lookasides
 from thunder.binding.locations import program_location
 from thunder.binding.rng import rng_lookasides
+from thunder.binding.warning_calls import warning_lookaside
 from thunder.errors import RunsEagerly
 from thunder.lookasides import (
     _isinstance_as,
@@ -188,6 +191,8 @@ class Binder(AutogradFunctionMixin):
                 return self._logging_call(logger, _method, args, kwargs)
 
             table[getattr(logging.Logger, method)] = log
+        if isinstance(warnings.warn, types.BuiltinFunctionType):  # (the Python one is interpreted)
+            table[warnings.warn] = warning_lookaside(self)
         return table
 
 

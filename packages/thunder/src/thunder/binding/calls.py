@@ -5,9 +5,11 @@ IR back into user code (torch dtypes, devices, ``torch.Size``)."""
 from __future__ import annotations
 
 import _thread
+import collections
 import contextvars
 import functools
 import inspect
+import itertools
 import logging
 import threading
 import types
@@ -17,7 +19,7 @@ from typing import Any
 
 import torch
 
-from thunder.access import Access
+from thunder.access import REFERENT, Access
 from thunder.binding.fallback import call_torch_callable, mirrored_call
 from thunder.binding.rng import refuse_generators
 from thunder.binding.state import (
@@ -44,8 +46,8 @@ from thunder.lookasides import (
     is_torch_callable,
     query_is_allowed,
 )
-from thunder.opaque import impure_reason
-from thunder_interp import Callbacks
+from thunder.opaque import assumed_constant, impure_reason
+from thunder_interp import Callbacks, compares_by_identity, opaque
 from thunder_ir import (
     BoundSymbol,
     NumberProxy,
@@ -60,6 +62,36 @@ from thunder_ir.aliasing import alias_info
 from thunder_ir.dtypes import from_torch_dtype
 from thunder_ir.proxies import tensor_dir
 from thunder_ir.pytree import tree_iter
+
+# Layout queries of a tensor the call was given, answered from it (``_InputLayout``).
+_LAYOUT_QUERIES = frozenset({"stride", "is_contiguous"})
+
+
+@opaque
+class _InputLayout:
+    """``x.stride(...)`` / ``x.is_contiguous(...)`` of a tensor the call was given: eager's answer,
+    read from the caller's tensor (no op of a program changes an input's layout: ``resize_``,
+    ``as_strided_`` and the like run split or eagerly), guarded by the prologue, so a later call
+    with another layout compiles again. A tensor the program computed has no known layout: torch
+    answers there (the call runs split)."""
+
+    def __init__(
+        self, name: str, tensor: torch.Tensor, access: Access, guards: dict[Access, Guard]
+    ) -> None:
+        self.name, self.tensor, self.access, self.guards = name, tensor, access, guards
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        answer = getattr(self.tensor, self.name)(*args, **kwargs)  # eager's errors too
+        if self.name == "stride":
+            strides = tuple(self.tensor.stride())
+            key = self.access.attr("<strides>")
+            self.guards.setdefault(key, Guard(self.access, "strides", strides))
+            return answer
+        memory_format = kwargs.get("memory_format", args[0] if args else torch.contiguous_format)
+        fmt = str(memory_format).removeprefix("torch.")
+        key = self.access.attr(f"<is_contiguous {fmt}>")
+        self.guards.setdefault(key, Guard(self.access, "contiguity", (fmt, bool(answer))))
+        return answer
 
 
 def _returning_torch_types(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
@@ -208,6 +240,59 @@ def _refuse_unmodeled_tensor(t: torch.Tensor) -> None:
         ) from None
 
 
+# C callables that call a function they are given on the values they are given.
+_TAKE_A_KEY = (map, filter, sorted, min, max, itertools.groupby)
+
+
+def _is_numpy_callable(fn: Any, owner: Any) -> bool:
+    """Whether ``fn`` is numpy's: a function, ufunc or scalar type of numpy, or a method of a
+    numpy array or scalar."""
+    for obj in (fn, owner):
+        if obj is None:
+            continue
+        if isinstance(obj, types.ModuleType):
+            module: Any = obj.__name__
+        elif isinstance(obj, type):
+            module = obj.__module__
+        else:
+            module = getattr(obj, "__module__", None)
+            if not isinstance(module, str) or obj is owner:
+                module = type(obj).__module__
+        if isinstance(module, str) and module.split(".")[0] == "numpy":
+            return True
+    return False
+
+
+def _numbers_fixed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """``args`` and ``kwargs`` with each number proxy (also in a list, tuple or dict) as its
+    value, for numpy, which takes any other object as an element of an object array
+    (``np.asarray([x.item(), 2])``) or fails on it (``np.sqrt``): the value is fixed for the
+    program (a data check where it was read from data, a guard where it is an input), as
+    ``float(x.item())`` is, and numpy computes eager's result with its own types."""
+
+    def holds(x: Any, depth: int = 0) -> bool:
+        if isinstance(x, NumberProxy):
+            return True
+        if depth > 32:  # (a list holding itself)
+            return False
+        if type(x) in (tuple, list):
+            return any(holds(v, depth + 1) for v in x)
+        return type(x) is dict and any(holds(v, depth + 1) for v in x.values())
+
+    def fixed(x: Any) -> Any:
+        if isinstance(x, NumberProxy):
+            return x.fixed_value()
+        if type(x) in (tuple, list) and any(map(holds, x)):
+            return type(x)(map(fixed, x))
+        if type(x) is dict and any(map(holds, x.values())):
+            return {k: fixed(v) for k, v in x.items()}
+        return x
+
+    if any(map(holds, args)) or any(map(holds, kwargs.values())):
+        return tuple(map(fixed, args)), {k: fixed(v) for k, v in kwargs.items()}
+    return args, kwargs
+
+
 def _tensor_size(t: TensorProxy, dim: Any = None) -> Any:
     return torch_value(t.size(dim), as_size=dim is None)
 
@@ -244,6 +329,22 @@ def _is_variable_function(fn: Any) -> bool:
         and isinstance(name, str)
         and not name.startswith("__")
         and getattr(torch._C._VariableFunctions, name, None) is fn
+    )
+
+
+def _refuse_cached_call(fn: Any) -> None:
+    """A call of a ``functools.lru_cache`` function (not marked constant by its library): on
+    each eager call its cache decides whether the function runs, with its effects, or the call
+    only counts a hit. A compiled program would bake one answer, and torch.compile ignores the
+    cache (the function would run on every call): the call runs eagerly."""
+    cached = getattr(fn, "__func__", fn)  # (a cached method, bound)
+    if type(cached) is not functools._lru_cache_wrapper or assumed_constant(cached):
+        return
+    name = getattr(cached, "__qualname__", None) or _callable_name(fn)
+    raise RunsEagerly(
+        f"calls {name}, a functools.lru_cache function: on every call its cache decides whether "
+        "it runs (with its effects) or answers from the cache, which neither a compiled program "
+        "nor torch.compile (it ignores the cache) does"
     )
 
 
@@ -334,6 +435,23 @@ class InferenceRegions:
 
 _UNBOUND_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
+# Methods of the C containers whose result depends on which objects their arguments are (for
+# objects compared by identity).
+_ITEM_LOOKUPS = frozenset(
+    {"get", "pop", "setdefault", "count", "index", "remove", "discard", "__contains__",
+     "__getitem__", "__delitem__"}
+)  # fmt: skip
+_LOOKUP_OWNERS = (dict, set, frozenset, list, tuple, collections.deque)
+
+
+def _looks_up_items(fn: Any) -> bool:
+    return (
+        type(fn) in (types.BuiltinMethodType, types.MethodWrapperType)
+        and isinstance(getattr(fn, "__self__", None), _LOOKUP_OWNERS)
+        and fn.__name__ in _ITEM_LOOKUPS
+    )
+
+
 # Locks a program may take and release within a call (regions.RegionsMixin._lock_call):
 # threading.Lock and RLock (Condition and Semaphore are Python classes built on them).
 LOCK_TYPES: frozenset[type] = frozenset({_thread.LockType, type(threading.RLock())})
@@ -386,6 +504,8 @@ class CallsMixin(WritesMixin):
             opaque_call=self._cb_opaque_call,
             special_lookup=self._cb_special_lookup,
             compare_identity=self._cb_compare_identity,
+            identity_used=self._cb_identity_used,
+            descriptor_get=self._cb_descriptor_get,
         )
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -393,6 +513,12 @@ class CallsMixin(WritesMixin):
             fn, args = fn.__get__(args[0]), args[1:]  # dict.copy(d) is d.copy()
         if fn is type and len(args) == 1 and not kwargs:
             return self._type_of(args[0])
+        if isinstance(fn, weakref.ReferenceType) and not args and not kwargs:
+            return self._referent(fn)
+        if fn is id or fn is hash or _looks_up_items(fn):  # ``id(obj)``, ``d.get(obj)``
+            for a in args:
+                if compares_by_identity(a):
+                    self._cb_identity_used(a)
         owner = getattr(fn, "__self__", None)
         if type(owner) is str:
             check_str_formatting(getattr(fn, "__name__", ""), args, kwargs)
@@ -431,6 +557,13 @@ class CallsMixin(WritesMixin):
         for a in (*args, *kwargs.values()):
             if type(a) in _CONTAINER_MUTATORS:
                 self._note_content_read_of(a)
+        if _is_numpy_callable(fn, owner):
+            args, kwargs = _numbers_fixed(args, kwargs)
+        if any(fn is f for f in _TAKE_A_KEY) and any(a is type for a in (*args, *kwargs.values())):
+            # ``type`` handed to C code as a key (``groupby(data, type)`` in statistics): the
+            # type eager's value has, not the proxy's class
+            args = tuple(self._type_of if a is type else a for a in args)
+            kwargs = {k: self._type_of if v is type else v for k, v in kwargs.items()}
         torch_callable = is_torch_callable(fn) or _is_variable_function(fn)
         if not torch_callable:
             self._refuse_impure(fn, args)
@@ -446,6 +579,15 @@ class CallsMixin(WritesMixin):
                 raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")
             return result
         return fn(*args, **kwargs)
+
+    def _referent(self, ref: weakref.ReferenceType[Any]) -> Any:
+        """``ref()`` of an outside weakref: the object is found through the ref on later calls
+        (``parent()``), so what the program reads from it is guarded and its writes replayed."""
+        target = ref()
+        at = self.access_for(ref)
+        if at is None or target is None or isinstance(target, (torch.Tensor, *_SCALAR_TYPES)):
+            return target  # (a weakref to a parameter: the tensor is matched by identity)
+        return self.on_load(target, Access(REFERENT, None, at))
 
     def bind_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
         try:
@@ -594,6 +736,10 @@ class CallsMixin(WritesMixin):
             answered, value = self._input_autograd_fact(t, name)
             if answered:
                 return value
+        if name in _LAYOUT_QUERIES:
+            found = self._input_tensor(t)
+            if found is not None:
+                return _InputLayout(name, *found, self.facts.guards)
         try:
             return TensorProxy.__getattr__(t, name)
         except AttributeError:
@@ -735,6 +881,7 @@ class CallsMixin(WritesMixin):
                 return  # an iterator the program made in this call
             reason = "next() advances an iterator that lives outside the function"
         else:
+            _refuse_cached_call(fn)
             reason = impure_reason(fn, self._is_outside)
         if reason is not None:
             raise ImpureCallError(

@@ -171,6 +171,8 @@ def _add_sizes_read(
 
 def has_effects(b: BoundSymbol) -> bool:
     """Whether running ``b`` again would draw random numbers or act outside its outputs."""
+    if b.sym is prims.check_values:  # raises, or does nothing: run again, it does the same
+        return False
     if b.has_tag(OpTag.RANDOM) or b.has_tag(OpTag.DONT_DCE):
         return True
     return any(has_effects(s) for s in b.subsymbols)
@@ -182,7 +184,7 @@ def replayable(b: BoundSymbol) -> bool:
     before (it holds)."""
     if not b.has_tag(OpTag.DONT_DCE) or b.has_tag(OpTag.RANDOM) or writes_in_place(b):
         return all(map(replayable, b.subsymbols))
-    return b.sym is prims.check_data
+    return b.sym is prims.check_data or b.sym is prims.check_values
 
 
 @contextmanager

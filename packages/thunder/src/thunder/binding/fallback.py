@@ -6,6 +6,7 @@ eager's semantics (outputs whose shape depends on data, writes into arguments)."
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -13,6 +14,9 @@ import torch
 from thunder.binding.rng import refuse_generators
 from thunder.errors import RunsEagerly, UnsupportedOperationError
 from thunder.lookasides import query_is_allowed
+from thunder_ir import TensorProxy, get_tracectx
+from thunder_ir import ops as ltorch
+from thunder_ir.aliasing import alias_info
 from thunder_ir.errors import DataDependentError, UnsupportedOptionError
 from thunder_ir.ops.fallback import (
     TorchFallbackError,
@@ -20,6 +24,8 @@ from thunder_ir.ops.fallback import (
     call_torch_fallback,
     torch_callable_name,
 )
+from thunder_ir.pytree import tree_iter
+from thunder_ir.sizes import same_size
 
 __all__ = ["call_torch_callable", "is_ir_refusal", "mirrored_call", "op_overload_lookasides"]
 
@@ -30,11 +36,62 @@ def is_ir_refusal(exc: BaseException) -> bool:
     return isinstance(exc, UnsupportedOptionError)
 
 
+def _computed_into_out(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], compute: Callable[..., Any]
+) -> Any:
+    """``f(..., out=t)``: ``f`` computed without ``out``, then copied into ``t``, which it returns,
+    as eager writes its result there. Where eager would do more than that write (resize ``t``,
+    cast into another dtype, refuse autograd through ``out=``, refuse a partial overlap), torch
+    runs the call (``TorchRunsItError``: the program runs split there)."""
+    name = torch_callable_name(fn) or str(getattr(fn, "__qualname__", repr(fn)))
+    out = kwargs["out"]
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    tensors = [a for a in tree_iter((args, rest)) if isinstance(a, TensorProxy)]
+    trace = get_tracectx()
+    refused = TorchRunsItError(name, "it writes into its out= argument")
+    if trace is None:
+        raise refused
+    if trace.grad_enabled and any(t.requires_grad for t in (*tensors, out)):
+        raise refused  # eager raises: out= does not support automatic differentiation
+    if any(t is not out and _may_overlap(trace, t, out) for t in tensors):
+        raise refused
+    result = compute(args, rest)
+    if not (
+        isinstance(result, TensorProxy)
+        and result.dtype == out.dtype
+        and result.device == out.device
+        and len(result.shape) == len(out.shape)
+        and all(same_size(a, b) for a, b in zip(result.shape, out.shape))
+    ):
+        raise refused
+    ltorch.copy_(out, result)
+    return out
+
+
+def _may_overlap(trace: Any, a: TensorProxy, b: TensorProxy) -> bool:
+    """Whether two distinct tensors may share memory: views of one value, or both (views of)
+    tensors made outside the trace (inputs the caller may pass as views of one tensor)."""
+    bsyms = trace.bound_symbols
+    info = alias_info(bsyms)
+    if info.root(a.name) == info.root(b.name):
+        return True
+    made = {p.name for bsym in bsyms for p in bsym.flat_proxy_outs}
+    seen = {p.name for bsym in bsyms for p in bsym.flat_proxy_args} | {a.name, b.name}
+    outside = {info.root(name) for name in seen - made}
+    return info.root(a.name) in outside and info.root(b.name) in outside
+
+
+def _writes_out(kwargs: dict[str, Any]) -> bool:
+    return isinstance(kwargs.get("out"), TensorProxy)
+
+
 def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A call of the torch callable ``fn`` through the IR op ``sym`` mirroring it; where the op
     refuses an option it does not implement (``avg_pool2d(ceil_mode=True)``, reflect padding),
     the torch fallback runs ``fn`` itself. Nothing the refused attempt recorded is kept (a
     composite records its calls only when it succeeds)."""
+    if _writes_out(kwargs):
+        return _computed_into_out(fn, args, kwargs, lambda a, kw: mirrored_call(fn, sym, a, kw))
     try:
         return sym(*args, **kwargs)
     except UnsupportedOptionError as e:
@@ -101,6 +158,15 @@ def call_torch_callable(
             f"calls {display_name} on plain values, which may read or set torch's process state"
         )
     refuse_generators(name or display_name, args, kwargs)
+    if _writes_out(kwargs):
+        return _computed_into_out(
+            fn,
+            args,
+            kwargs,
+            lambda a, kw: call_torch_callable(
+                fn, a, kw, has_proxy=has_proxy, display_name=display_name
+            ),
+        )
     try:
         return call_torch_fallback(fn, args, kwargs)
     except (DataDependentError, TorchRunsItError):

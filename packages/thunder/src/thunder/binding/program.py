@@ -39,7 +39,7 @@ from thunder.errors import JitError, RunsEagerly, RunsSplit, UnsupportedOperatio
 from thunder.lookasides import SymbolicSize, native_special
 from thunder.options import JitOptions
 from thunder_interp import interpret
-from thunder_ir import DataDependentError, Proxy, Trace, TracingError, prims, tracectx
+from thunder_ir import BoundSymbol, DataDependentError, Proxy, Trace, TracingError, prims, tracectx
 from thunder_ir.ops.fallback import FALLBACK_SYMBOLS, TorchRunsItError
 
 __all__ = ["ProgramRaised", "TracedProgram", "trace_program", "user_location"]
@@ -78,6 +78,12 @@ class TracedProgram:
     # The autocast state the call was made under (the trace computes in its dtypes, and in
     # those of the blocks the program entered: autocast was applied as it was recorded).
     autocast_at_start: AutocastState
+    # For each write, how many top-level bound symbols were recorded before it, and those bound
+    # symbols in the order recorded (before decisions were hoisted; kept where the program
+    # writes): which writes came before an op that raises at run time
+    # (``prologue.WritesBeforeError``).
+    write_positions: tuple[int, ...] = ()
+    recorded: tuple[BoundSymbol, ...] = ()
 
     @property
     def needs_epilogue(self) -> bool:
@@ -122,6 +128,7 @@ def trace_program(
         binder.start_without_grad()
     install_reshape_write_check(trace, options.reshape_inplace)
     trace.read_data = TensorDataReader(trace, binder.inputs)
+    binder.effects.writes = _PositionedWrites(trace.bound_symbols)
     with drawing_from(binder.facts.generators), tracectx(trace):
         pargs, pkwargs = binder.bind_arguments(args, kwargs)
         if binder.autocast_at_start():
@@ -135,6 +142,7 @@ def trace_program(
         )
         try:
             result = interpreted(*pargs, **pkwargs)
+            recorded = list(trace.bound_symbols)
             _check_caught_op_errors(trace, handled)
             binder.check_context_vars()
             template = binder.output_template(result)
@@ -160,7 +168,21 @@ def trace_program(
             binder.release_held_locks()
             binder.undo_effects()
             trace.read_data = None  # it holds this call's tensors
-    return _result(binder, template, outputs)
+    return _result(binder, template, outputs, recorded)
+
+
+class _PositionedWrites(list):  # type: ignore[type-arg]
+    """The binder's writes, each with how many top-level bound symbols were recorded before it
+    (``positions``)."""
+
+    def __init__(self, recording: list[BoundSymbol]) -> None:
+        super().__init__()
+        self.recording = recording
+        self.positions: list[int] = []
+
+    def append(self, write: Any) -> None:
+        self.positions.append(len(self.recording))
+        super().append(write)
 
 
 def _check_caught_op_errors(trace: Trace, handled: list[BaseException]) -> None:
@@ -283,9 +305,16 @@ def _has_external_refs(template: Any) -> bool:
     )
 
 
-def _result(binder: Binder, template: Any, outputs: tuple[Proxy, ...] | None) -> TracedProgram:
+def _result(
+    binder: Binder,
+    template: Any,
+    outputs: tuple[Proxy, ...] | None,
+    recorded: list[BoundSymbol],
+) -> TracedProgram:
     """The binder's final state, copied out into the result (the binder is dropped after)."""
     readonly = types.MappingProxyType
+    writes = binder.effects.writes
+    positions = tuple(writes.positions) if isinstance(writes, _PositionedWrites) else ()
     return TracedProgram(
         fn=binder.fn,
         param_names=binder.param_names,
@@ -304,6 +333,8 @@ def _result(binder: Binder, template: Any, outputs: tuple[Proxy, ...] | None) ->
         builtin_reads=readonly({m: dict(r) for m, r in binder.facts.builtin_reads.items()}),
         lookups=tuple(binder.facts.lookups.values()),
         autocast_at_start=readonly(binder.autocast_at_start()),
+        write_positions=positions,
+        recorded=tuple(recorded) if writes else (),
     )
 
 

@@ -12,6 +12,7 @@ import functools
 import sys
 import types
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -54,6 +55,7 @@ from thunder.guards import HOOK_ATTRIBUTES, Held, held_object
 from thunder.lookasides import LIBRARY_DIRS, SymbolicSize, native_special
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
+from thunder_interp import compares_by_identity
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, OpTag, Proxy, TensorProxy
 
 # Names that ``getattr`` on a class answers from ``type`` itself (data descriptors of the
@@ -110,8 +112,8 @@ def _is_native_collection(value: Any) -> bool:
     a dict subclass), other than the plain containers (those are tracked), holding only
     scalars: compared whole with ``==`` by the prologue."""
     t = type(value)
-    if t in _CONTAINER_TYPES or isinstance(value, (str, bytes)):
-        return False
+    if t in _CONTAINER_TYPES or isinstance(value, (str, bytes, *weakref.ProxyTypes)):
+        return False  # (a weakref.proxy has every slot, forwarded to its object)
     if any(isinstance(getattr(t, n, None), types.FunctionType) for n in _QUERY_SPECIALS):
         return False  # Python code answers: interpreted, what it reads is guarded
     if t.__module__ == "numpy":
@@ -743,6 +745,8 @@ class ReadsMixin(BinderState):
             self.facts.guards.setdefault(access, Guard(access, "same_as", aliased))
         else:
             self.facts.guards.setdefault(access, Guard(access, "type", t))
+            if type(value) is collections.deque and len(value) <= _MAX_GUARDED_ITEMS:
+                self._guard_members(value, access)  # of objects: iterated natively
             store = _container_store(value)
             if store is not None:
                 # Its len, iteration, ``in`` and truth run natively (no read the binder sees)
@@ -829,12 +833,16 @@ class ReadsMixin(BinderState):
         module, a function appended to a global list, recompile). A container in it (a list of
         groups of callbacks) may be iterated in turn: guarded the same way, a few levels deep."""
         mappings = (dict, types.MappingProxyType)
-        if len(container) > _MAX_GUARDED_ITEMS or not isinstance(
-            container, (list, tuple, *mappings)
-        ):
+        if len(container) > _MAX_GUARDED_ITEMS:
+            return
+        if isinstance(container, (set, frozenset, collections.deque)):
+            self._guard_members(container, access)
+            return
+        if not isinstance(container, (list, tuple, *mappings)):
             return
         if isinstance(container, mappings):
             self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(container))
+            self._associate_keys(container, access)
             items: Any = container.items()
         else:
             self.facts.guards[access.attr("<len>")] = Guard(access, "len", len(container))
@@ -860,6 +868,31 @@ class ReadsMixin(BinderState):
             self.facts.guards.setdefault(
                 item_access, Guard(item_access, kind, type(item) if kind == "type" else item)
             )
+
+    def _associate_keys(self, mapping: Any, access: Access) -> None:
+        """The keys of a dict whose keys are guarded: an object among them (iterated natively)
+        is found by its position in their order."""
+        for i, k in enumerate(mapping):
+            if self._found_by_position(k):
+                self._associate(k, Access(ELEMENT, i, access))
+
+    def _guard_members(self, container: Any, access: Access) -> None:
+        """A set (or deque) of objects, iterated natively: the same objects in the same order,
+        each found by its position in that order, so what the program reads from them is
+        guarded and what it writes to them replayed."""
+        members = tuple(container)
+        self.facts.guards[access.attr("<members>")] = Guard(access, "members", members)
+        for i, v in enumerate(members):
+            if self._found_by_position(v):
+                self._associate(v, Access(ELEMENT, i, access))
+
+    def _found_by_position(self, v: Any) -> bool:
+        """Whether a member of a set (a key of a dict) is found by its position: an object
+        with state, not a value, a class or function (pinned by identity where read), a tensor
+        or a module with a path of its own."""
+        if isinstance(v, (*_SCALAR_TYPES, *_IDENTIFIED_TYPES, torch.Tensor)):
+            return False
+        return not isinstance(v, torch.nn.Module) or self._module_access(v) is None
 
     def _track_iterable_callable(self, item: Any, access: Access) -> None:
         """A function, bound method or partial in an outside container: the program may reach
@@ -943,6 +976,9 @@ class ReadsMixin(BinderState):
         while node is not None:
             if node in self.effects.written_paths:
                 return True
+            if node.kind == ATTR and node.parent is not None and self._item_of_own_dict_set(node):
+                self.effects.written_paths.add(node)
+                return True
             if node.kind == ATTR and node.parent is not None and self.effects.dict_snapshots:
                 for obj, at, before in self.effects.dict_snapshots.values():
                     if at == node.parent:
@@ -952,6 +988,18 @@ class ReadsMixin(BinderState):
                             return True
             node = node.parent
         return False
+
+    def _item_of_own_dict_set(self, node: Access) -> bool:
+        """Whether the program stored ``obj.name`` as an item of ``obj.__dict__`` (a
+        cached_property fills its cache so)."""
+        assert node.parent is not None
+        own = self.paths.container_at.get(node.parent.attr("__dict__"))
+        if own is None or id(own) not in self.effects.mutated:
+            return False
+        before = self.effects.snapshots.get(id(own))
+        return before is not None and before.get(node.key, _MISSING) is not own.get(
+            node.key, _MISSING
+        )
 
     def _attrs_written(self, dict_access: Access) -> bool:
         """Whether the program set or deleted an attribute of the object whose ``__dict__`` is
@@ -983,6 +1031,7 @@ class ReadsMixin(BinderState):
         copied: Any
         if type(value) in (dict, OrderedDict):
             self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))
+            self._associate_keys(value, access)
             # Every item is loaded (guarded), not only the tensors: the entry contents are then
             # fully guarded, as a program that both reads and mutates the container needs.
             copied = type(value)((k, self.on_load(v, access.item(k))) for k, v in value.items())
@@ -1154,6 +1203,20 @@ class ReadsMixin(BinderState):
             shadow = access.attr(f"<own {name}>")
             self.facts.guards.setdefault(shadow, Guard(access, "not_shadowed", name))
 
+    def _cb_descriptor_get(self, obj: Any, name: str, descr: Any) -> None:
+        """``obj.name`` runs the ``__get__`` of ``descr``, found on ``type(obj)``: the
+        descriptor is outside state its code may read and write (a counter, a cache), found on
+        later calls in the dict of the class of the MRO that holds it."""
+        if self.access_for(descr) is not None:
+            return
+        access = self.access_for(obj)
+        cls = type(obj)
+        index = next((i for i, k in enumerate(cls.__mro__) if name in vars(k)), None)
+        if access is None or index is None:
+            return
+        at = access.attr("__class__").attr("__mro__").item(index).attr("__dict__").item(name)
+        self._associate(descr, at)
+
     def _load_partial_arguments(self, value: Any, access: Access) -> Any:
         """What a partial binds (its ``args`` tuple, its ``keywords`` dict) is unpacked
         natively into the call: each item is read as if by index. A list it binds is then an
@@ -1312,6 +1375,20 @@ class ReadsMixin(BinderState):
             self._guard_identity(at_a, at_b, same)
         return None  # else made by the program: not any outside object on a later call
 
+    def _cb_identity_used(self, obj: Any) -> None:
+        """A native result depended on which object ``obj`` is (``obj in a_set``,
+        ``d.get(obj)``, ``id(obj)``; its class compares by identity): an outside ``obj`` is
+        pinned at its path, so another object there recompiles (the container's contents are
+        guarded as it is read)."""
+        if isinstance(obj, (Proxy, torch.Tensor, *_SCALAR_TYPES)):
+            return
+        at = self.access_for(obj)
+        if at is None:
+            return  # made by the program: the same on every call
+        guard = self.facts.guards.get(at)
+        if guard is None or guard.kind not in ("is", "same_as"):
+            self.facts.guards[at] = Guard(at, "is", obj)
+
     def _guard_identity(self, at_a: Access, at_b: Access, same: bool) -> None:
         if at_a == at_b:
             return
@@ -1361,6 +1438,8 @@ class ReadsMixin(BinderState):
         )
 
     def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:
+        if compares_by_identity(key):
+            self._cb_identity_used(key)  # ``registry[obj]``: which object it is decides
         if type(key) is str and self._is_namespace(container):
             if not isinstance(value, (Proxy, torch.Tensor)):
                 with self.constant_reads():
@@ -1412,6 +1491,8 @@ class ReadsMixin(BinderState):
     def _cb_load_item_missing(self, container: Any, key: Any) -> None:
         """``m[key]`` raised: the program relied on the key's absence (``os.environ.get(k, d)``
         with ``k`` unset). Guarded for outside mappings, so setting the key recompiles."""
+        if compares_by_identity(key):
+            self._cb_identity_used(key)
         if not isinstance(container, (dict, Mapping)) or not _is_guardable_key(key):
             return
         access = self.access_for(container)

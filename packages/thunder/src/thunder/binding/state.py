@@ -31,10 +31,10 @@ from thunder_ir.pytree import tree_iter
 from thunder_ir.tracing import proxy_for_tensor
 
 _MISSING: Any = object()
-try:  # numpy's scalars are immutable values, as Python's numbers are (torch imports numpy)
+try:  # numpy's scalars and dtypes are immutable values, as Python's numbers are (torch imports numpy)
     import numpy
 
-    _NUMPY_SCALARS: tuple[type, ...] = (numpy.generic,)
+    _NUMPY_SCALARS: tuple[type, ...] = (numpy.generic, numpy.dtype)
     NDARRAY: type | None = numpy.ndarray
 except ImportError:  # pragma: no cover
     _NUMPY_SCALARS = ()
@@ -154,7 +154,8 @@ class Write:
     ``name`` the mutating method, ``value`` the argument tuple; ``call_kw``: the same with
     ``value`` the (args, kwargs) pair); ``del_global``, ``del_cell`` and
     ``del_attr`` delete what the first three write; ``log`` (``target`` is a logger, ``name``
-    its method, ``value`` the (args, kwargs) pair) is a logging call. ``value`` is a template: proxies,
+    its method, ``value`` the (args, kwargs) pair) is a logging call; ``warn`` (``value`` the
+    ``WarningReplay``, message and source: ``binding/warning_calls.py``) a warning. ``value`` is a template: proxies,
     constants, ``Access`` objects (outside values) and containers of those.
     """
 
@@ -628,7 +629,9 @@ class BinderState:
             whole: TensorProxy = unshard(proxy)
             self.inputs.seen_as[proxy.name] = whole
             return whole
-        if self.symbolic and self._has_symbolic_sizes(t, access):
+        if (self.symbolic and self._has_symbolic_sizes(t, access)) or (
+            access in self.options.symbolic_state_tensors and not isinstance(t, torch.nn.Parameter)
+        ):
             self.inputs.symbolic_shapes.append(access)
             proxy.shape = tuple(self._symbolic_size(s, access, i) for i, s in enumerate(t.shape))
         if guarded:
@@ -648,7 +651,8 @@ class BinderState:
         """Under ``cache="symbolic values"``, the sizes of tensors the caller passes (arguments
         and tensors reached through them, such as a KV cache object's) are symbolic. Parameters
         and module buffers keep static sizes: they are the model, not its input, and static
-        weight shapes keep every matmul's shape known."""
+        weight shapes keep every matmul's shape known (a non-parameter tensor of outside state
+        whose sizes changed is symbolic by ``options.symbolic_state_tensors`` instead)."""
         if isinstance(t, torch.nn.Parameter) or access.root.kind not in (ARG, KWARG):
             return False
         if access.kind == ATTR and access.parent is not None:

@@ -216,6 +216,11 @@ class WritesMixin(ReadsMixin):
             return
         _refuse_user_attribute_hook(obj, name, "__setattr__")
         template = self._template(value, f"attribute {name}")
+        own = self.paths.container_at.get(access.attr("__dict__"))
+        if own is not None:
+            # Its __dict__ was read (a cached_property's cache): the contents the call found,
+            # before this write changes them, are what a later item write guards.
+            self._snapshot_entry(own)
         old = getattr(obj, name, _MISSING)
         self.effects.undo.append(lambda: _restore_attr(obj, name, old))
         self.effects.writes.append(Write("attr", access, name, template))
@@ -367,14 +372,7 @@ class WritesMixin(ReadsMixin):
         template = self._template(tuple(args), what)
         if kw:
             template = (template, {k: self._template(v, what) for k, v in kw.items()})
-        if id(container) not in self.effects.snapshotted:
-            self.effects.snapshotted.add(id(container))
-            snapshot = copy.copy(container)
-            self.effects.snapshots[id(container)] = snapshot
-            self.effects.undo.append(lambda: _restore_container(container, snapshot))
-            self.effects.entry_contents[id(container)] = (
-                copy.deepcopy(snapshot) if is_scalar_constant(snapshot) else _MISSING
-            )
+        self._snapshot_entry(container)
         self.effects.mutated.add(id(container))
         self._mirror_on_original(container, method, args)
         if id(container) in self.facts.content_read:
@@ -387,6 +385,17 @@ class WritesMixin(ReadsMixin):
             self.facts.guards.setdefault(access, Guard(access, "type", type(container)))
         self.effects.writes.append(Write("call_kw" if kw else "call", access, method, template))
         self._track_inserted(container, access, method, args)
+
+    def _snapshot_entry(self, container: Any) -> None:
+        """What ``container`` held when the call found it, before its first change."""
+        if id(container) not in self.effects.snapshotted:
+            self.effects.snapshotted.add(id(container))
+            snapshot = copy.copy(container)
+            self.effects.snapshots[id(container)] = snapshot
+            self.effects.undo.append(lambda: _restore_container(container, snapshot))
+            self.effects.entry_contents[id(container)] = (
+                copy.deepcopy(snapshot) if is_scalar_constant(snapshot) else _MISSING
+            )
 
     def _mirror_on_original(self, container: Any, method: str, args: tuple[Any, ...]) -> None:
         """A mutation of the copy (holding proxies) the program sees of an outside dict of

@@ -1,0 +1,249 @@
+"""Writes through a boolean mask with one value per selected element (``y[y < -1] *= 3``,
+``x[m] = v[m]``, ``x[:, m] = v``) compile: the mask is the columns of its nonzero indices, one
+program for every count (empty and full masks included), values, errors and gradients as eager's.
+And a tensor a program returns after writing it in place may be written by the caller before the
+backward, as in eager, where eager's node saved no tensor of it."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import thunder
+
+CACHES = ["constant values", "symbolic values"]
+
+
+def _scaled_calls(*shapes, seed=0):
+    """Fresh inputs; the third selects nothing (zeros), the fourth everything (large)."""
+    g = torch.Generator().manual_seed(seed)
+    calls = []
+    for scale in (1.0, 1.0, 0.0, None, 1.0):
+        args = [torch.randn(*s, generator=g) for s in shapes]
+        if scale is None:
+            args[0] = args[0].abs() + 5
+        else:
+            args[0] = args[0] * scale
+        calls.append(args)
+    return calls
+
+
+def _matches_eager(fn, calls, cache, programs=1):
+    jf = thunder.jit(fn, cache=cache)
+    for args in calls:
+        ours = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in args]
+        theirs = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in args]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no split, no eager run
+            got = jf(*ours)
+        want = fn(*theirs)
+        torch.testing.assert_close(got, want)
+        weights = torch.randn(want.shape)
+        (got * weights).sum().backward()
+        (want * weights).sum().backward()
+        for a, b in zip(ours, theirs):
+            torch.testing.assert_close(a.grad, b.grad)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0
+    assert stats.last_split_reason is None
+    assert stats.compilations <= programs
+    return jf
+
+
+def _scale_selected(x):
+    y = x * 2
+    y[y > 1] -= 1
+    y[y < -1] *= 3
+    return y
+
+
+def _add_selected_of_other(x, o):
+    y = x * 1
+    m = x > 0
+    y[m] += o[m]
+    return y
+
+
+def _rows_from_other(x, o):
+    y = x + 0
+    rows = x.sum(-1) > 0  # a two-dimensional mask of a three-dimensional tensor
+    y[rows] = o[rows].tanh()
+    return y
+
+
+def _mask_among_other_indices(x, o):
+    y = x * 1
+    cols = x[0] > 0
+    y[:, cols] = o[:, cols] * 3
+    return y
+
+
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize(
+    ("fn", "shapes"),
+    [
+        (_scale_selected, [(5, 4)]),
+        (_add_selected_of_other, [(6, 3), (6, 3)]),
+        (_rows_from_other, [(3, 4, 5), (3, 4, 5)]),
+        (_mask_among_other_indices, [(3, 7), (3, 7)]),
+    ],
+    ids=["scale selected", "add other's selected", "rows", "mask among other indices"],
+)
+def test_masked_writes_of_one_value_per_element_one_program_for_every_count(cache, fn, shapes):
+    _matches_eager(fn, _scaled_calls(*shapes), cache)
+
+
+def _set_values(x, m, v):
+    y = x * 1
+    y[m] = v
+    return y
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_values_passed_in_with_one_per_selected_element(cache):
+    g = torch.Generator().manual_seed(1)
+    jf = thunder.jit(_set_values, cache=cache)
+    for threshold in (0.5, 0.5, 2.0, -2.0, 0.2):  # some, some, none, all, most
+        x = torch.randn(6, 3, generator=g)
+        m = torch.randn(6, generator=g) > threshold
+        v = torch.randn(int(m.sum()), 3, generator=g)
+        ours = [x.clone().requires_grad_(), m, v.clone().requires_grad_()]
+        theirs = [x.clone().requires_grad_(), m, v.clone().requires_grad_()]
+        got, want = jf(*ours), _set_values(*theirs)
+        torch.testing.assert_close(got, want)
+        w = torch.randn(6, 3, generator=g)
+        (got * w).sum().backward()
+        (want * w).sum().backward()
+        torch.testing.assert_close(ours[0].grad, theirs[0].grad)
+        torch.testing.assert_close(ours[2].grad, theirs[2].grad)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0 and stats.last_split_reason is None
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_values_that_do_not_broadcast_to_the_selection_raise_as_in_eager(cache):
+    jf = thunder.jit(_set_values, cache=cache)
+    v = torch.randn(3, 3)
+    for selected in (3, 1, 2, 3, 0):  # [3] broadcasts to neither [1] nor [2] nor [0]
+        x = torch.randn(6, 3)
+        m = torch.zeros(6, dtype=torch.bool)
+        m[:selected] = True
+        if selected == 3:
+            torch.testing.assert_close(jf(x, m, v), _set_values(x, m, v))
+            continue
+        with pytest.raises(RuntimeError) as eager_error:
+            _set_values(x, m, v)
+        with pytest.raises(RuntimeError, match="shape mismatch") as ours:
+            jf(x, m, v)
+        assert str(ours.value).split(" at ")[0] == str(eager_error.value).split(" at ")[0]
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_one_value_broadcast_to_every_selected_element(cache):
+    def f(x, v):
+        y = x * 1
+        y[x[:, 0] > 0] = v  # v: (1, 3), whatever the count of rows
+        return y
+
+    calls = _scaled_calls((5, 3), (1, 3), seed=3)
+    _matches_eager(f, calls, cache)
+
+
+def _write_then_return(op):
+    def f(x, t, m):
+        y = x * 1
+        op(y, t, m)
+        return y
+
+    return f
+
+
+_IN_PLACE_WRITES = {
+    "masked_fill_": lambda y, t, m: y.masked_fill_(m, 3.0),
+    "fill_": lambda y, t, m: y.fill_(2.0),
+    "zero_": lambda y, t, m: y.zero_(),
+    "copy_": lambda y, t, m: y.copy_(t),
+    "clamp_": lambda y, t, m: y.clamp_(-0.5, 0.5),
+    "index_fill_": lambda y, t, m: y.index_fill_(0, torch.tensor([1, 3]), 2.0),
+    "mask set": lambda y, t, m: y.__setitem__(m, 2.0),
+    "slice set": lambda y, t, m: y.__setitem__(slice(1, 3), 2.0),
+    "mul_ tensor": lambda y, t, m: y.mul_(t),
+    "addcmul_": lambda y, t, m: y.addcmul_(t, t),
+    "pow_ number": lambda y, t, m: y.pow_(2),
+    # eager's node saves the written tensor (its result, or itself as the other factor): the
+    # caller's write then raises in backward, as in eager
+    "exp_": lambda y, t, m: y.exp_(),
+    "sigmoid_": lambda y, t, m: y.sigmoid_(),
+    "pow_ tensor": lambda y, t, m: y.pow_(t),
+    "mul_ itself": lambda y, t, m: y.mul_(y),
+}
+
+
+@pytest.mark.parametrize("name", list(_IN_PLACE_WRITES))
+def test_returned_tensor_written_in_place_inside_then_by_the_caller(name):
+    f = _write_then_return(_IN_PLACE_WRITES[name])
+    jf = thunder.jit(f)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(3):
+        x, t = torch.randn(5, generator=g), torch.randn(5, generator=g)
+        m = torch.randn(5, generator=g) > 0
+        results = []
+        for fn in (f, jf):
+            xx, tt = x.clone().requires_grad_(), t.clone().requires_grad_()
+            y = fn(xx, tt, m)
+            y.mul_(2)
+            try:
+                y.sum().backward()
+            except RuntimeError as e:
+                assert "modified by an inplace operation" in str(e)
+                results.append(None)
+            else:
+                results.append((xx.grad, tt.grad))
+        want, got = results
+        assert (got is None) == (want is None), (name, want, got)
+        if want is not None:
+            torch.testing.assert_close(got, want)
+
+
+def _add_twice_selected(x, o, m):
+    y = x * 1
+    y[m] += o[m] * 2
+    return y
+
+
+def _columns_from_other(x, o, m):
+    y = x * 1
+    y[:, m] = o[:, m] * 3
+    return y
+
+
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize("fn", [_add_twice_selected, _columns_from_other, _set_values])
+def test_first_call_selects_one_element(cache, fn):
+    # A count of 1 while tracing decides nothing a later count breaks (a gradient summing over a
+    # dimension it took for a broadcast one).
+    g = torch.Generator().manual_seed(5)
+    jf = thunder.jit(fn, cache=cache)
+    for count in (1, 3, 1, 0, 6, 2):
+        x = torch.randn(6, 6, generator=g)
+        m = torch.zeros(6, dtype=torch.bool)
+        m[torch.randperm(6, generator=g)[:count]] = True
+        o = torch.randn(count, 6, generator=g) if fn is _set_values else torch.randn(6, 6)
+        ours = [x.clone().requires_grad_(), o.clone().requires_grad_()]
+        theirs = [x.clone().requires_grad_(), o.clone().requires_grad_()]
+        if fn is _set_values:  # (x, m, values)
+            got, want = jf(ours[0], m, ours[1]), fn(theirs[0], m, theirs[1])
+        else:
+            got, want = jf(*ours, m), fn(*theirs, m)
+        torch.testing.assert_close(got, want)
+        w = torch.randn(6, 6, generator=g)
+        (got * w).sum().backward()
+        (want * w).sum().backward()
+        for a, b in zip(ours, theirs):
+            torch.testing.assert_close(a.grad, b.grad)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0 and stats.last_split_reason is None
+    if fn is not _set_values:  # (its values' shape is an input's, a guard of the default cache)
+        assert stats.compilations == 1
