@@ -187,7 +187,8 @@ def test_a_dict_written_on_every_call_is_read_item_by_item() -> None:
     assert m.last_rows == 3
     state = _state(j)
     assert state.tree is not None and state.hits > 0  # rebuilt without that dict's version
-    assert len(state.volatile) == 1
+    # (on CPython 3.13.0 an object's __dict__ is never versioned: no dict turns volatile)
+    assert len(state.volatile) == (1 if guard_tree._instance_dicts_versioned() else 0)
     assert thunder.compile_stats(j).compilations == 1
 
 

@@ -104,7 +104,9 @@ class _TensorMeta:
     def stand_in(self) -> torch.Tensor:
         """A tensor of this layout: zeros, ones for integers (never a zero divisor)."""
         extent = self.extent()
-        integer = not (self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool)
+        integer = not (
+            self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool
+        )
         fill = torch.ones if integer else torch.zeros
         base = fill(extent, dtype=self.dtype, device=self.device)
         t = base.as_strided(self.size, self.stride)

@@ -232,6 +232,7 @@ class CompiledRegion:
         """For a program printed on its own (``thunder_ir.standalone``): the region's function
         (a compiled trace, printed from its source) and how it is compiled."""
         options = ", ".join(f"{k}={v!r}" for k, v in self._dynamo_options().items())
+        options = options.replace("{", "{{").replace("}", "}}")  # a format template
         return self.fn, f"torch.compile({{fn}}{', ' if options else ''}{options})"
 
     def _dynamo_options(self) -> dict[str, Any]:

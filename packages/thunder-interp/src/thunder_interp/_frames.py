@@ -23,7 +23,7 @@ from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, Traceb
 from typing import Any
 
 from thunder_interp._frame import Frame
-from thunder_interp._locals import frame_locals
+from thunder_interp._locals import frame_f_locals
 from thunder_interp._recursion import LIMITS, is_loop_code
 from thunder_interp._registry import PY_VERSION
 from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_module
@@ -90,7 +90,7 @@ class FrameView:
 
     @property
     def f_locals(self) -> Any:
-        return frame_locals(self._frame)
+        return frame_f_locals(self._frame)
 
     @property
     def f_lineno(self) -> int:
@@ -412,7 +412,7 @@ _WARN_STUB = compile(
 ).co_consts[0]
 
 
-def _warn_args(
+def warn_args(  # the parameters of warnings.warn, by name
     message: Any,
     category: Any = None,
     stacklevel: Any = 1,
@@ -510,7 +510,7 @@ def warning_site(stacklevel: int, skip_file_prefixes: tuple[str, ...] = ()) -> t
 
 def _warn(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
-        message, category, stacklevel, source, prefixes = _warn_args(*args, **kwargs)
+        message, category, stacklevel, source, prefixes = warn_args(*args, **kwargs)
         stacklevel = _depth_argument(stacklevel)
     except TypeError:
         return _NATIVE_WARN(*args, **kwargs)  # CPython's TypeError

@@ -207,6 +207,43 @@ def _standard_dict(cls: type) -> bool:
     return type(found) is types.GetSetDescriptorType and found.__objclass__ is owner
 
 
+def _instance_dict_writes_seen() -> bool:
+    """Whether a dict version guard on an object's ``__dict__`` sees ``obj.name = value``.
+    CPython 3.13.0 stores into an object's inline values without telling the dict's watchers
+    (python/cpython#125608, fixed in 3.13.1), so such a version never changes."""
+    probe = _InstanceDictProbe()
+    own = probe.__dict__
+    before = _cpp.dict_version(own)
+    probe.value = 1
+    setattr(probe, "value", 2)
+    return bool(_cpp.dict_version(own) != before)
+
+
+class _InstanceDictProbe:
+    def __init__(self) -> None:
+        self.value = 0
+
+
+# None until the first tree is built (it needs torch's guard manager).
+_INSTANCE_DICT_WRITES_SEEN: bool | None = None
+
+
+def _instance_dicts_versioned() -> bool:
+    global _INSTANCE_DICT_WRITES_SEEN
+    if _INSTANCE_DICT_WRITES_SEEN is None:
+        _INSTANCE_DICT_WRITES_SEEN = _instance_dict_writes_seen()
+    return _INSTANCE_DICT_WRITES_SEEN
+
+
+def _reads_an_instance_dict(node: _Node) -> bool:
+    """Whether ``node`` is an object's ``__dict__`` (a module's is a dict of its own)."""
+    if node.parent is None or type(node.parent.value) is types.ModuleType:
+        return False
+    return node.how == "instance dict" or (
+        node.how in ("attr", "generic") and node.key == "__dict__"
+    )
+
+
 class _Node:
     """A value the prologue reads, with how it was read (``parent``, ``how``, ``key``) and, for
     values read from the arguments, the Python expression that reads it.
@@ -453,6 +490,8 @@ class _Builder:
         d = node.value
         if not isinstance(d, dict) or node.expr is not None or id(d) in self.volatile:
             return False
+        if _reads_an_instance_dict(node) and not _instance_dicts_versioned():
+            return False  # its attribute writes go unseen: the values read are checked instead
         if "version" not in node.guarded:
             node.guarded.add("version")
             self.keep.append(d)
@@ -584,9 +623,11 @@ class _Builder:
             parent = self.node_of(a[0])
             if parent.expr is not None:
                 raise _Untranslatable("a member of an argument")
-            how, key = ("element", a[1]) if sym is unpack_element else ("call", ())
-            value = _nth(parent.value, key) if how == "element" else parent.value()
-            self.nodes[out.name] = self.child(parent, how, key, value, None, False)
+            if sym is unpack_element:
+                node = self.child(parent, "element", a[1], _nth(parent.value, a[1]), None, False)
+            else:  # the weakref called anew
+                node = self.child(parent, "call", (), parent.value(), None, False)
+            self.nodes[out.name] = node
         elif sym is prims.unpack_cell:
             fn, index = self.node_of(a[0]), a[1]
             cells = self.attr(fn, "__closure__")

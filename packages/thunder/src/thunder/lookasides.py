@@ -201,9 +201,16 @@ def _ir_functions() -> dict[Any, Any]:
             elif isinstance(value, type):
                 for attr in vars(value).values():
                     func = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
-                    if isinstance(func, types.FunctionType):
+                    # Only thunder_ir's own: a class also holds functions it inherits or is given
+                    # (every 3.13 dataclass has __replace__ = dataclasses._replace), and those
+                    # must stay interpreted for user objects, their reads guarded.
+                    if isinstance(func, types.FunctionType) and _is_ir_module(func.__module__):
                         out[func] = func
     return out
+
+
+def _is_ir_module(name: str | None) -> bool:
+    return name is not None and (name == "thunder_ir" or name.startswith("thunder_ir."))
 
 
 # Classes whose special methods keep running natively when the interpreter would otherwise

@@ -12,7 +12,7 @@ from typing import Any
 from thunder.access import ROOT, Access
 from thunder.binding.state import Write
 from thunder.logs import _first_user_frame
-from thunder_interp._frames import warn_from, warning_site
+from thunder_interp._frames import warn_args, warn_from, warning_site
 
 __all__ = ["WarningReplay", "warning_lookaside"]
 
@@ -48,23 +48,12 @@ class WarningReplay:
         return f"<warning {self.category.__name__} at {where}>"
 
 
-def _warn_args(
-    message: Any,
-    category: Any = None,
-    stacklevel: Any = 1,
-    source: Any = None,
-    *,
-    skip_file_prefixes: Any = (),
-) -> tuple[Any, Any, Any, Any, Any]:
-    return message, category, stacklevel, source, skip_file_prefixes
-
-
 def warning_lookaside(binder: Any) -> Any:
     """The lookaside of ``warnings.warn`` for ``binder``'s tracing run: a ``warn`` write."""
 
     def warn(*args: Any, **kwargs: Any) -> None:
         try:
-            message, category, stacklevel, source, prefixes = _warn_args(*args, **kwargs)
+            message, category, stacklevel, source, prefixes = warn_args(*args, **kwargs)
         except TypeError:
             return warnings.warn(*args, **kwargs)  # CPython's TypeError
         if isinstance(message, Warning):
