@@ -1,9 +1,10 @@
 """Python 3.13 behaviours thunder.jit must match, tested through the mechanism they reach (CI runs
 an older Python): dataclasses' own functions a thunder_ir class holds (every 3.13 dataclass has
 ``__replace__ = dataclasses._replace``) must stay interpreted for user objects, their reads
-guarded; ``frame.f_locals`` is a live view of a function's variables (PEP 667); and CPython 3.13.0 does not tell a dict's watchers about ``obj.name = value`` stored in
-the object's inline values (python/cpython#125608), so the guard tree must not trust a version
-guard on an object's ``__dict__`` there."""
+guarded; ``frame.f_locals`` is a live view of a function's variables (PEP 667); and CPython
+3.13.0 does not tell a dict's watchers about ``obj.name = value`` stored in the object's inline
+values (python/cpython#125608), so the guard tree must not trust a version guard on an object's
+``__dict__`` there."""
 
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ from torch.utils._python_dispatch import (
 )
 
 import thunder
-from thunder import guard_tree
 
 pytestmark = pytest.mark.filterwarnings("error:thunder.jit")  # never an eager fallback
 
