@@ -36,6 +36,7 @@ from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, prims
 from thunder_ir.ops.fallback import split_autocast_name
 from thunder_ir.pytree import tree_map
+from thunder_ir.symbol import leaf_prims
 from thunder_ir.tags import OpTag
 
 __all__ = [
@@ -60,7 +61,9 @@ _VIEWS = frozenset({OpTag.VIEW, OpTag.MAY_RETURN_VIEW})
 
 # Prims inductor computes otherwise than eager's kernels, which stay with the torch executor:
 # - taking index tensors: eager raises on an index out of range (a negative one too, except
-#   ``take``); inductor wraps negatives and fails otherwise (a device assert on CUDA);
+#   ``take`` and ``index_put``); inductor wraps negatives and fails otherwise (a device assert on
+#   CUDA). They join a region where their ranges are static (``_index_ranges``): the region then
+#   checks its indices before its compiled program runs (``_index_check``);
 # - integer division and remainder: a zero divisor traps the process (SIGFPE) where eager raises
 #   ZeroDivisionError, and so does INT_MIN / -1 where eager gives INT_MIN;
 # - float floor division and remainder: ``floor(a / b)`` and ``a - floor(a / b) * b`` there,
@@ -88,11 +91,54 @@ def _touches_complex(bsym: BoundSymbol) -> bool:
     )
 
 
+# An index argument's place in a prim's arguments, and the range eager accepts there.
+_IndexRange = tuple[tuple[int, ...], int, int]
+
+
+def _static_size(t: TensorProxy, dim: int) -> int | None:
+    if t.ndim == 0:
+        return 1  # a 0-d tensor indexes as one of one element
+    size = t.shape[dim % t.ndim]
+    return size if isinstance(size, int) else None
+
+
+def _index_ranges(bsym: BoundSymbol) -> list[_IndexRange] | None:
+    """Where an index prim reads indices and the range eager accepts for each (negatives wrap for
+    ``take`` and advanced indexing, not for index_select, gather, scatter_add, embedding); None
+    where the range is not static (symbolic sizes) or an index is a boolean mask."""
+    sym, args = bsym.sym, bsym.args
+    if sym is prims.take:
+        sizes = [_static_size(args[0], d) for d in range(args[0].ndim)]
+        if None in sizes:
+            return None
+        n = 1
+        for size in sizes:
+            n *= size  # type: ignore[operator]
+        return [((1,), -n, n)]
+    if sym in (prims.index_select, prims.gather, prims.scatter_add):
+        size = _static_size(args[0], args[1])
+        return None if size is None else [((2,), 0, size)]
+    if sym is prims.embedding:
+        size = _static_size(args[1], 0)
+        return None if size is None else [((0,), 0, size)]
+    if sym is prims.index_put:
+        ranges: list[_IndexRange] = []
+        for i, index in enumerate(args[1]):
+            size = _static_size(args[0], i)
+            if size is None or index.dtype.is_boolean:
+                return None
+            ranges.append(((1, i), -size, size))
+        return ranges
+    return None
+
+
 def _unlike_eager_in_inductor(bsym: BoundSymbol) -> bool:
     """Whether inductor would compute this prim otherwise than eager (see ``_INDEXING``), or it
     handles complex tensors (inductor has no complex kernels and its views of them fail)."""
-    if bsym.sym in _INDEXING or _touches_complex(bsym):
+    if _touches_complex(bsym):
         return True
+    if bsym.sym in _INDEXING:
+        return _index_ranges(bsym) is None
     if bsym.sym not in _DIVISIONS:
         return False
     out = bsym.flat_proxy_outs[0]
@@ -114,15 +160,79 @@ def region_trace(
 def torch_calls(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:
     """The region as torch calls: high-level ops torch runs whole stay whole (inductor has its
     own lowerings and patterns for attention, normalizations...), other composites decompose."""
-    out: list[BoundSymbol] = []
+    return [t for t, _ in _torch_calls_with_ranges(bsyms, whole_index_ops=True)]
+
+
+def _torch_calls_with_ranges(
+    bsyms: Sequence[BoundSymbol], *, whole_index_ops: bool = False
+) -> list[tuple[BoundSymbol, list[_IndexRange]]]:
+    """``torch_calls``, each with the index ranges it must be checked for (``_index_ranges``).
+    Ops reading indices decompose unless ``whole_index_ops``: their index prims are what the
+    region checks."""
+    out: list[tuple[BoundSymbol, list[_IndexRange]]] = []
     for b in bsyms:
         if b.sym.is_prim or OpTag.TORCH_FALLBACK in b.sym.tags:
-            out.append(torch_executor.translate(b))
-        elif torch_ops_executor.claims(b):
-            out.append(torch_ops_executor.translate(b))
+            ranges = _index_ranges(b) if b.sym in _INDEXING else None
+            out.append((torch_executor.translate(b), ranges or []))
+        elif torch_ops_executor.claims(b) and (
+            whole_index_ops or not any(s.sym in _INDEXING for s in leaf_prims(b))
+        ):
+            out.append((torch_ops_executor.translate(b), []))
         else:
-            out.extend(torch_calls(b.subsymbols))
+            out.extend(_torch_calls_with_ranges(b.subsymbols, whole_index_ops=whole_index_ops))
     return out
+
+
+def _arg_at(bsym: BoundSymbol, path: tuple[int, ...]) -> Any:
+    x: Any = bsym.args
+    for i in path:
+        x = x[i]
+    return x
+
+
+def _indices_in_range(indices: Sequence[torch.Tensor], ranges: Sequence[tuple[int, int]]) -> bool:
+    """Whether every index is in its range: a CPU tensor's are read (min and max), a device's
+    are asserted on the device, as eager's kernels do (no synchronization)."""
+    for index, (low, high) in zip(indices, ranges, strict=True):
+        if index.numel() == 0:
+            continue
+        if index.device.type == "cpu":
+            smallest, largest = torch.aminmax(index)
+            if int(smallest) < low or int(largest) >= high:
+                return False
+        else:
+            inside = ((index >= low) & (index < high)).all()
+            torch._assert_async(inside, "index out of bounds")
+    return True
+
+
+def _index_check(
+    calls: Sequence[tuple[BoundSymbol, list[_IndexRange]]], inputs: Sequence[Proxy]
+) -> Callable[..., bool] | None:
+    """For a region of ``calls`` taking ``inputs``: a function of the region's arguments that says
+    whether all its indices are in the ranges eager accepts (the calls computing them run first,
+    as torch runs them: they are few, on small integer tensors); None without index calls."""
+    targets: list[Proxy] = []
+    bounds: list[tuple[int, int]] = []
+    for call, ranges in calls:
+        for path, low, high in ranges:
+            targets.append(_arg_at(call, path))
+            bounds.append((low, high))
+    if not targets:
+        return None
+    needed = {p.name for p in targets}
+    computing: list[BoundSymbol] = []
+    for call, _ in reversed(calls):
+        if any(p.name in needed for p in call.flat_proxy_outs):
+            computing.append(call)
+            needed.update(p.name for p in call.flat_proxy_args)
+    trace = region_trace("indices", computing[::-1], inputs, targets)
+    compute_indices = trace.python_callable({"torch": torch})
+
+    def check(*args: Any) -> bool:
+        return _indices_in_range(compute_indices(*args), bounds)
+
+    return check
 
 
 def _sizes_read(translated: Sequence[BoundSymbol], inputs: Sequence[Proxy]) -> list[Proxy]:
@@ -194,16 +304,29 @@ class CompiledRegion:
 
     Regions of CPU tensors of static shapes compile without dynamo (``inductor_direct``);
     the others through ``torch.compile``.
+
+    A region reading indices checks them first (``index_check``): where one is out of the range
+    eager accepts, its ops run as eager calls them (``on_bad_indices``) and raise eager's error
+    (inductor would wrap a negative index or raise its own error).
     """
 
     MEASURED_CALLS = 15
     MARGIN = 0.95  # the compiled program runs where it is 5% faster: a tie keeps eager's kernels
 
     def __init__(
-        self, source: str, fn: Callable[..., Any], options: dict[str, Any], *, background: bool
+        self,
+        source: str,
+        fn: Callable[..., Any],
+        options: dict[str, Any],
+        *,
+        background: bool,
+        index_check: Callable[..., bool] | None = None,
+        on_bad_indices: Callable[..., Any] | None = None,
     ) -> None:
         self.source = source
         self.fn = fn
+        self.index_check = index_check
+        self.on_bad_indices = on_bad_indices or fn
         self.options = options
         self.background = background
         self.compile_seconds = 0.0
@@ -241,6 +364,8 @@ class CompiledRegion:
         return {**self.options, "options": {**EAGER_NUMERICS, **self.options.get("options", {})}}
 
     def __call__(self, *args: Any) -> Any:
+        if self.index_check is not None and not self.index_check(*args):
+            return self.on_bad_indices(*args)  # eager's kernels raise eager's error
         compiled = self._compiled
         if compiled is not None:
             return compiled(*args)
@@ -400,10 +525,15 @@ class TorchCompileExecutor(FusionExecutor):
         *,
         index: int,
     ) -> BoundSymbol:
-        translated = torch_calls(region)
-        inputs = [*inputs, *_sizes_read(translated, inputs)]
+        calls = _torch_calls_with_ranges(region)
+        translated = [t for t, _ in calls]
+        # Where an index is out of range, the torch calls of the ops as eager calls them raise
+        # eager's error (nll_loss's "Target 10 is out of bounds.", not its gather's).
+        as_eager = torch_calls(region) if any(r for _, r in calls) else translated
+        inputs = [*inputs, *_sizes_read([*translated, *as_eager], inputs)]
         name = f"fusion{index}"
-        rtrace = region_trace("fusion", *_canonical(translated, inputs, outputs))
+        canonical, canonical_inputs, canonical_outputs = _canonical(translated, inputs, outputs)
+        rtrace = region_trace("fusion", canonical, canonical_inputs, canonical_outputs)
         source = rtrace.python()
         # Symbolic sizes (cache="symbolic values"): compiled once for all of them, with torch's
         # dynamic shapes, instead of once per size.
@@ -415,7 +545,20 @@ class TorchCompileExecutor(FusionExecutor):
             compiled = self._cache.get(key)
             if compiled is None:
                 fn = rtrace.python_callable({"torch": torch})
-                compiled = CompiledRegion(source, fn, options, background=self.background)
+                ranges = [r for _, r in calls]
+                check = _index_check(list(zip(canonical, ranges, strict=True)), canonical_inputs)
+                eager_fn = fn
+                if as_eager is not translated:
+                    eager_trace = region_trace("fusion", *_canonical(as_eager, inputs, outputs))
+                    eager_fn = eager_trace.python_callable({"torch": torch})
+                compiled = CompiledRegion(
+                    source,
+                    fn,
+                    options,
+                    background=self.background,
+                    index_check=check,
+                    on_bad_indices=eager_fn,
+                )
                 self._cache[key] = compiled
         sym = Symbol(name, None, module=self.name, impl=compiled, id=f"{self.name}::{name}")
         return BoundSymbol(sym, tuple(inputs), {}, tuple(outputs), subsymbols=tuple(translated))

@@ -144,14 +144,16 @@ class FrameLocalsProxy(Mapping[Any, Any]):
         raise TypeError("cannot remove variables from FrameLocalsProxy")
 
     def __iter__(self) -> Iterator[Any]:
-        names = [name for name, value in _local_values(self._frame) if value is not NULL]
-        return iter([*names, *self._frame.__dict__.get("extra_locals", ())])
+        names: list[Any] = [name for name, value in _local_values(self._frame) if value is not NULL]
+        names += self._frame.__dict__.get("extra_locals", ())
+        return iter(names)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
     def __reversed__(self) -> Iterator[Any]:
-        return reversed(list(self))
+        keys: list[Any] = list(self)
+        return iter(keys[::-1])
 
     def __repr__(self) -> str:
         return repr(dict(self))
@@ -169,10 +171,18 @@ class FrameLocalsProxy(Mapping[Any, Any]):
             self[key] = value
 
     def __or__(self, other: Any) -> Any:
-        return dict(self) | other if isinstance(other, Mapping) else NotImplemented
+        if not isinstance(other, (dict, FrameLocalsProxy)):
+            return NotImplemented
+        result = dict(self)
+        result.update(other)
+        return result
 
     def __ror__(self, other: Any) -> Any:
-        return other | dict(self) if isinstance(other, Mapping) else NotImplemented
+        if not isinstance(other, dict):
+            return NotImplemented
+        result = dict(other)
+        result.update(self)
+        return result
 
     def __ior__(self, other: Any) -> FrameLocalsProxy:
         self.update(other)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import types
 from collections import OrderedDict
 from collections.abc import Callable
@@ -211,12 +212,15 @@ def _instance_dict_writes_seen() -> bool:
     """Whether a dict version guard on an object's ``__dict__`` sees ``obj.name = value``.
     CPython 3.13.0 stores into an object's inline values without telling the dict's watchers
     (python/cpython#125608, fixed in 3.13.1), so such a version never changes."""
+    dict_version = getattr(_cpp, "dict_version", None)
+    if dict_version is None:  # a torch without the probe: the known broken interpreter
+        return sys.version_info[:3] != (3, 13, 0)
     probe = _InstanceDictProbe()
     own = probe.__dict__
-    before = _cpp.dict_version(own)
+    before = dict_version(own)
     probe.value = 1
     setattr(probe, "value", 2)
-    return bool(_cpp.dict_version(own) != before)
+    return bool(dict_version(own) != before)
 
 
 class _InstanceDictProbe:

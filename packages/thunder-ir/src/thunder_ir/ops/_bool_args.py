@@ -35,6 +35,9 @@ def checking_bool_arguments(
         p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     )
     names = tuple(torch_names)
+    # None is torch's TypeError too; taken only where it is the op's own default (``unbiased=
+    # None``), which the op's internal callers may pass on
+    none_defaults = frozenset(p.name for p in params if p.default is None)
 
     @functools.wraps(op)
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -46,7 +49,9 @@ def checking_bool_arguments(
             ]
             given += [(_NUMPY_NAMES.get(n, n), v, None) for n, v in kwargs.items()]
             for name, value, position in given:
-                if name in bools and not _is_bool(value):
+                if name in bools and not (
+                    _is_bool(value) or (value is None and name in none_defaults)
+                ):
                     where = f" (position {position})" if position is not None else ""
                     raise TypeError(
                         f"{op_name}(): argument '{name}'{where} must be bool, "
@@ -62,8 +67,7 @@ def _is_bool(value: Any) -> bool:
 
     if isinstance(value, NumberProxy):
         return value.python_type is bool
-    # None: the op's own default (``unbiased=None``), which no torch call can tell apart
-    return value is None or isinstance(value, bool)
+    return isinstance(value, bool)
 
 
 @functools.cache

@@ -59,7 +59,10 @@ def masked_select(a: Any, mask: Any) -> Any:
         "masked_select: expected BoolTensor for mask",
     )
     a, mask = broadcast_tensors(a, mask)
-    return getitem(a, mask)
+    if not _is_mask(mask):
+        return getitem(a, mask)
+    indices = _indices_of_mask(mask)
+    return indexing.masked_select_at(a, tuple(_column(indices, j) for j in range(mask.ndim)))
 
 
 def _column(indices: TensorProxy, j: int) -> Any:

@@ -326,6 +326,14 @@ def advanced_index(a: Any, indices: Sequence[Any]) -> Any:
     return _advanced(a, [(d, i) for d, i in enumerate(indices) if i is not None])
 
 
+@torchop(name="masked_select_at")
+def masked_select_at(a: Any, indices: Sequence[Any]) -> Any:
+    """``torch.masked_select``'s gather: ``advanced_index`` at a mask's nonzero indices (one
+    column per dimension, distinct positions). An op of its own for its gradient: eager's
+    masked_scatter into zeros writes the gradient (a -0 stays), where indexing adds it to 0."""
+    return advanced_index(a, indices)
+
+
 @torchop("torch.Tensor.__getitem__", name="getitem", tags=(OpTag.SHAPE_OP, OpTag.VIEW))
 def getitem(a: Any, key: Any) -> Any:
     a = check_tensor_arg(a, "__getitem__", "self")

@@ -99,8 +99,10 @@ def layer_norm_backward(
 
 @torchop(name="gelu_backward")
 def gelu_backward(grad_out: TensorProxy, a: TensorProxy, approximate: str = "none") -> TensorProxy:
-    """The gradient of ``gelu`` at ``a`` (float32/float64) times ``grad_out``
-    (``torch.ops.aten.gelu_backward``)."""
+    """The gradient of ``gelu`` at ``a`` times ``grad_out`` (``torch.ops.aten.gelu_backward``):
+    float16/bfloat16 computed in float32, rounded once."""
+    result_dtype = a.dtype
+    grad_out, a = to_dtype(grad_out, opmath(result_dtype)), to_dtype(a, opmath(result_dtype))
     if approximate == "none":
         cdf = mul(add(erf(mul(a, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
         pdf = mul(exp(mul(mul(a, a), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
@@ -111,7 +113,7 @@ def gelu_backward(grad_out: TensorProxy, a: TensorProxy, approximate: str = "non
         t = tanh(mul(add(a, mul(mul(a2, a), 0.044715)), k))
         dinner = mul(add(mul(a2, 3.0 * 0.044715), 1.0), k)
         d = add(mul(add(t, 1.0), 0.5), mul(mul(mul(a, 0.5), sub(1.0, mul(t, t))), dinner))
-    return mul(grad_out, d)  # type: ignore[no-any-return]
+    return to_dtype(mul(grad_out, d), result_dtype)  # type: ignore[no-any-return]
 
 
 def _scores(q: TensorProxy, k: TensorProxy, is_causal: bool, scale: float) -> TensorProxy:

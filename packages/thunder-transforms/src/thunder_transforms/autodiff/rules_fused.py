@@ -48,7 +48,9 @@ def _native_layer_norm(
 def _gelu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     args = bound_arguments(bsym)
     a = args["a"]
-    if a.dtype in (dtypes.float32, dtypes.float64):
+    if a.dtype in (dtypes.float32, dtypes.float64) or g.dtype == a.dtype:
+        # eager's kernel on eager's dtypes: torch's CPU float16 kernel is not its float32 one
+        # rounded (the sign of an underflowed zero), its decomposition computes in float32
         return [(a, ltorch.gelu_backward(g, a, args["approximate"]))]
     # Low precision: computed in float32 and rounded once, as the forward.
     x = prims.convert_element_type(a, dtypes.float32)

@@ -362,3 +362,23 @@ def _pow(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 def _summed_to(grad: Any, x: TensorProxy) -> Any:
     return sum_to_shape(grad, x.shape)
+
+
+@register_vjp(ltorch.tanhshrink, applies=_low_precision_input)
+def _tanhshrink(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # eager's ``a - a.tanh()``: grad + tanh_backward(-grad, tanh(a)), tanh rounded, the backward
+    # in float32 rounded once, the sum rounded
+    a = bsym.args[0]
+    t = to_dtype(ltorch.tanh(a), _F32)
+    through_tanh = P.mul(to_dtype(ltorch.neg(g), _F32), P.sub(1.0, P.mul(t, t)))
+    return [(a, ltorch.add(g, to_dtype(through_tanh, a.dtype)))]
+
+
+@register_vjp(ltorch.softsign, applies=_low_precision_input)
+def _softsign(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # eager's ``a / (a.abs() + 1)``: div's gradients ``grad / d`` and ``-grad * ((a / d) / d)``,
+    # abs's ``grad * a.sgn()``, each op rounded, the two added
+    a = bsym.args[0]
+    d = ltorch.add(ltorch.abs(a), 1)
+    through_d = ltorch.mul(ltorch.neg(g), ltorch.div(ltorch.div(a, d), d))
+    return [(a, ltorch.add(ltorch.div(g, d), ltorch.mul(through_d, ltorch.sgn(a))))]

@@ -216,10 +216,15 @@ def _celu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 def _logsigmoid(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # Eager's log_sigmoid_backward: with s = z / (1 + z), z = exp(-|x|), the gradient is
     # g * (1 - s) where x < 0 and g * s elsewhere (0.5 at x == 0, where min(x, 0) has a kink).
+    # torch's CPU kernel reads z from the buffer its forward saved (rounded to a float16/bfloat16
+    # input's dtype).
     a = bsym.args[0]
+    rounded = a.dtype.is_low_precision and a.device.type == "cpu"
 
     def grad(x: Any, gc: Any) -> Any:
         z = P.exp(P.neg(P.abs(x)))
+        if rounded:
+            z = to_dtype(to_dtype(z, a.dtype), x.dtype)
         s = P.div(z, P.add(z, 1.0))
         return P.mul(gc, P.where(P.lt(x, 0.0), P.sub(1.0, s), s))
 
@@ -408,7 +413,8 @@ def _smooth_l1_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 @register_vjp(ltorch.glu)
 def _glu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # Eager's glu_backward writes both halves in place: (sig(b) * g, (1 - sig(b)) * sig(b) * a * g)
+    # Eager's glu_backward writes both halves in place: (sig(b) * g, (1 - sig(b)) * sig(b) * a * g),
+    # on the CPU sig(b) first written into the gradient's buffer (rounded to float16/bfloat16)
     args = bound_arguments(bsym)
     x = args["a"]
     d = canonicalize_dim(x.ndim, args["dim"])
@@ -418,6 +424,8 @@ def _glu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     def grads(xs: Any, gc: Any) -> Any:
         a, b = xs
         sig = P.sigmoid(b)
+        if x.device.type == "cpu":
+            sig = to_dtype(to_dtype(sig, x.dtype), compute)
         ga = P.mul(sig, gc)
         gb = P.mul(P.mul(P.mul(P.sub(1.0, sig), sig), a), gc)
         return ga, gb

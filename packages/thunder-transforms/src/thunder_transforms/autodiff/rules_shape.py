@@ -230,6 +230,14 @@ def _advanced_index(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, acc if perm == tuple(range(a.ndim)) else P.transpose(acc, _inverse(perm)))]
 
 
+@register_vjp(ltorch.masked_select_at)
+def _masked_select_at(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """Eager's masked_select_backward: the gradient written into zeros (masked_scatter)."""
+    a, indices = bsym.args
+    z = P.full(tuple(a.shape), 0.0, device=g.device, dtype=g.dtype)
+    return [(a, P.index_put(z, list(indices), g, False))]
+
+
 @register_vjp(P.index_put)
 def _index_put(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, indices, values, accumulate = bsym.args
