@@ -325,3 +325,35 @@ def test_fused_backward_reads_what_eager_saves(name: str):
         if eager == "ok":
             for ge, gj in zip(eager_grads, jitted_grads, strict=True):
                 torch.testing.assert_close(gj, ge, atol=1e-4, rtol=1e-3)
+
+
+class _KeepsDetached(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(1, 1)
+        self.last: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x.unsqueeze(-1)).squeeze(-1)
+        self.last = y.detach()  # shares y's memory: y must not be remade from it
+        return y
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_a_view_output_sharing_memory_with_a_detached_output_keeps_its_gradient(
+    cache: str | None,
+) -> None:
+    eager = _KeepsDetached()
+    jitted_module = copy.deepcopy(eager)
+    jitted = _jit(jitted_module, cache)
+    for _ in range(3):
+        x = torch.randn(4)
+        expected, got = eager(x), jitted(x)
+        assert got.requires_grad and expected.requires_grad
+        torch.testing.assert_close(got, expected)
+        expected.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(jitted_module.last, eager.last)
+        assert jitted_module.last is not None and not jitted_module.last.requires_grad
+    for p, q in zip(jitted_module.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)

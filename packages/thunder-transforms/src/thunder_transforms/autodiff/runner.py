@@ -170,7 +170,11 @@ def _apply(fn: DifferentiableFunction, call: _Call, args: list[Any]) -> Any:
 
 
 def _private_views_detached(
-    outs: Sequence[Any], args: Sequence[Any], call: _Call, mutated: frozenset[int] | set[int]
+    outs: Sequence[Any],
+    args: Sequence[Any],
+    call: _Call,
+    mutated: frozenset[int] | set[int],
+    differentiable: Sequence[bool],
 ) -> list[Any]:
     """The outputs with each view of memory only it can reach (a view of an intermediate,
     ``(x * 2).view(-1)``, or of what an op made inside, ``repeat_interleave``) detached from
@@ -180,7 +184,8 @@ def _private_views_detached(
     A view of the memory of one input the program does not write (``a[0]``) goes to
     ``call.input_views``: the caller gets it made again from that input (``__call__``); one of
     another output's memory that no input shares (``return y, y[1:]``) is detached and goes to
-    ``call.output_views``, to be made again from that output."""
+    ``call.output_views``, to be made again from that output, when both are differentiable
+    (a view remade from ``y.detach()`` would lose its gradient)."""
     views = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o._is_view()]
     if not views:
         return list(outs)
@@ -222,7 +227,9 @@ def _private_views_detached(
                 and isinstance(b, torch.Tensor)
                 and b.untyped_storage().data_ptr() == low
             ]
-            if len(bases) == 1:
+            if len(bases) == 1 and all(
+                k < len(differentiable) and differentiable[k] for k in (i, bases[0])
+            ):
                 b = outs[bases[0]]
                 same = (b.dtype, b.device, b.layout, b.is_conj(), b.is_neg())
                 if same == (o.dtype, o.device, o.layout, o.is_conj(), o.is_neg()):
@@ -287,7 +294,9 @@ class _ThunderFunction(torch.autograd.Function):
                     call.returned_inputs[i] = j
                     break
         call.saved = list(saved)
-        return tuple(_private_views_detached(outs, args, call, fn.mutated_inputs))
+        return tuple(
+            _private_views_detached(outs, args, call, fn.mutated_inputs, fn.differentiable_outputs)
+        )
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
