@@ -729,13 +729,22 @@ def build_epilogue(program: TracedProgram) -> tuple[str, Callable[..., Any]]:
     prelude, value = writer.statement(result)
     lines.extend("  " + line for line in prelude)
     lines.append(f"  return {value}")
+    source, fn = _compiled(lines, ctx, writer, f"<thunder epilogue {id(program):x}>")
+    return source, fn
+
+
+def _compiled(
+    lines: list[str], ctx: dict[str, Any], writer: _EpilogueWriter, filename: str
+) -> tuple[str, Callable[..., Any]]:
+    """The function ``lines`` define (one ``def``), compiled under ``filename`` (kept in
+    linecache: tracebacks show its lines), and its source."""
     source = "\n".join(lines) + "\n"
     ctx.update(writer.printer.ctx)
-    filename = f"<thunder epilogue {id(program):x}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     globs: dict[str, Any] = {"__builtins__": __builtins__, **ctx}
     exec(compile(source, filename, "exec"), globs)
-    return source, globs["epilogue"]
+    name = lines[0][len("def ") : lines[0].index("(")]
+    return source, globs[name]
 
 
 @dataclass(frozen=True)
@@ -813,18 +822,13 @@ def build_writes_before_error(program: TracedProgram) -> WritesBeforeError | Non
         lines.append("    return")
         lines.extend("  " + line for line in writer.bindings_before(i))
         lines.extend("  " + line for line in writer.write(w))
-    source = "\n".join(lines) + "\n"
-    ctx.update(writer.printer.ctx)
-    filename = f"<thunder epilogue before an error {id(program):x}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    globs: dict[str, Any] = {"__builtins__": __builtins__, **ctx}
-    exec(compile(source, filename, "exec"), globs)
+    _, replay = _compiled(lines, ctx, writer, f"<thunder epilogue before an error {id(program):x}>")
     return WritesBeforeError(
         program.write_positions,
         program.recorded,
         tuple(p.name for p in outputs),
         tuple(frozenset(p.name for p in iter_proxies(w.value)) for w in program.writes),
-        globs["writes_before_error"],
+        replay,
     )
 
 
