@@ -247,3 +247,29 @@ def test_first_call_selects_one_element(cache, fn):
     assert stats.eager_fallbacks == 0 and stats.last_split_reason is None
     if fn is not _set_values:  # (its values' shape is an input's, a guard of the default cache)
         assert stats.compilations == 1
+
+
+def _views_then_decision(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    v1 = a.unsqueeze(0).expand(2, *a.shape)
+    a.add_(1.5)
+    v2 = a[1:]
+    if a.sum() > 0:  # a decision on data after a write: the writes are deferred past it
+        a.mul_(2)
+    a[a > 0] = a[a > 0] * 2 + 1
+    return a, v1, v2
+
+
+@pytest.mark.parametrize("cache", [None, "symbolic values"])
+def test_returned_views_of_written_inputs_alias_them_as_eagers(cache: str | None) -> None:
+    jitted = thunder.jit(_views_then_decision, **({} if cache is None else {"cache": cache}))
+    for i in range(4):
+        a = torch.randn(5) + (i - 2)
+        b = a.clone()
+        expected, got = _views_then_decision(a), jitted(b)
+        for e, g in zip(expected, got):
+            torch.testing.assert_close(g, e)
+            assert g.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        got[2].fill_(7.0)  # a write through a returned view reaches the input and the others
+        expected[2].fill_(7.0)
+        torch.testing.assert_close(b, a)
+        torch.testing.assert_close(got[1], expected[1])

@@ -152,7 +152,7 @@ def defer_input_writes(trace: Trace, inputs: Inputs) -> None:
         why = "inputs that share memory"
     else:
         try:
-            new = functionalize(trace).trace
+            new = functionalize(trace, remake_views=True).trace
             # In place: symbols recorded later (the generators' states) go into the same list,
             # and the names the pass made stay taken.
             trace.bound_symbols[:] = new.bound_symbols
