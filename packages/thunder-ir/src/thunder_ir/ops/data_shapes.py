@@ -144,7 +144,16 @@ def setitem(a: Any, key: Any, value: Any) -> Any:
         return indexing.setitem_(a, key, value)  # (refusing the rest as before)
     if len(entries) == 1 and not _one_value_per_element(a, masks[0], value):
         return indexing.setitem_(a, key, value)
+    if not MASKED_WRITES_COMPILE:
+        return indexing.setitem_(a, key, value)  # refused: the call runs split
     return indexing.setitem_(a, _masks_as_indices(a, entries), value)
+
+
+# Writes of one value per selected element compile as an ``index_put`` at the mask's indices
+# when on. Off: with a decision on data after them, the deferred writes lose eager's layout of
+# results computed from the written input (strides) and some of its aliases, which the split
+# path keeps; on again once functionalization keeps both.
+MASKED_WRITES_COMPILE = False
 
 
 def _can_read_data() -> bool:
