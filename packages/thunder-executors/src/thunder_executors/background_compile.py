@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import importlib
 import logging
 import queue
 import threading
@@ -187,7 +188,32 @@ def _run(job: _Job) -> None:
             _idle.notify_all()
 
 
+# torch._dynamo and torch._inductor import each other: two threads importing them at once
+# deadlock, which Python reports as half-initialized modules (and the process keeps them so).
+# Imports of the compile stack from thunder's threads go through this lock, the worker's first.
+_compile_stack_lock = threading.RLock()
+_compile_stack_imported: set[str] = set()
+
+
+def import_compile_stack(*modules: str) -> None:
+    """Imports ``modules`` (default: torch._dynamo, then inductor's compiler) one thread at a
+    time, so the caller's thread (a guard tree, a split call) never imports them alongside the
+    compile thread."""
+    names = modules or ("torch._dynamo", "torch._inductor.compile_fx")
+    if _compile_stack_imported.issuperset(names):
+        return
+    with _compile_stack_lock:
+        for name in names:
+            if name not in _compile_stack_imported:
+                importlib.import_module(name)
+                _compile_stack_imported.add(name)
+
+
 def _work() -> None:
+    try:
+        import_compile_stack()
+    except Exception:  # the jobs report the import's failure themselves
+        log.exception("importing torch's compile stack failed")
     while True:
         try:
             _run(_jobs.get())

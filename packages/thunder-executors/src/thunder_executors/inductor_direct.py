@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from thunder_executors.background_compile import Ambient
+from thunder_executors.background_compile import Ambient, import_compile_stack
 
 __all__ = ["EAGER_NUMERICS", "DirectProgram", "compile_direct"]
 
@@ -120,6 +120,7 @@ def compile_direct(
     ):
         return None
     try:
+        import_compile_stack()  # the caller's thread may compile while the compile thread imports
         from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards  # noqa: F401
         from torch._inductor import compile as inductor_compile
         from torch._inductor import config

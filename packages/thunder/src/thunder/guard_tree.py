@@ -66,6 +66,7 @@ from thunder.guards import (
     unpack_referent,
     unpack_shape,
 )
+from thunder_executors.background_compile import import_compile_stack
 from thunder_ir import Proxy, Trace, prims
 from thunder_ir.codegen import PythonCode
 from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure
@@ -281,6 +282,8 @@ class _Node:
 class _Builder:
     def __init__(self, ctx: dict[str, Any], volatile: set[int]) -> None:
         assert _cpp is not None
+        # The guard manager imports torch._dynamo on first use: never alongside the compile thread.
+        import_compile_stack("torch._dynamo")
         self.ctx = ctx
         self.volatile = volatile  # ids of dicts that changed between calls: not versioned
         self.versioned: dict[str, dict[Any, Any]] = {}  # a version guard's name -> its dict

@@ -52,7 +52,7 @@ from thunder.torch_modes import (
     user_dispatch_mode,
     user_function_mode,
 )
-from thunder_executors.background_compile import wait_while_fx_tracer_patches
+from thunder_executors.background_compile import import_compile_stack, wait_while_fx_tracer_patches
 from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
 from thunder_ir.prims import DataChanged
@@ -825,6 +825,7 @@ class ThunderFunction:
         validating = distribution._validate_args
         split_program = self._split_programs.get(facts)
         if split_program is None:
+            import_compile_stack("torch._dynamo")  # never alongside the compile thread
             from thunder.dynamo import ThunderCompiler
 
             # A backend of its own: dynamo's cache entries are kept apart per backend.
