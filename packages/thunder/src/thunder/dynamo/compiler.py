@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from thunder import logs
+from thunder.dynamo import python_comparisons
 from thunder.errors import JitError, RunsEagerly, UnsupportedOperationError
 from thunder.jit_function import ThunderFunction
 from thunder.options import CACHE_OPTIONS, JitOptions
@@ -241,6 +242,7 @@ class ThunderCompiler:
             )
         from thunder import jit_arguments
 
+        python_comparisons.install()
         known = ("executors", "transforms", "lookasides", "cache", "sharp_edges")
         named = {k: thunder_options.pop(k) for k in known if k in thunder_options}
         disable_autograd = bool(thunder_options.pop("disable_torch_autograd", False))
@@ -259,6 +261,7 @@ class ThunderCompiler:
     ) -> ThunderCompiler:
         """The backend that compiles graphs as a ``thunder.jit`` with these resolved arguments
         would (``ThunderFunction``'s split programs)."""
+        python_comparisons.install()
         compiler = cls.__new__(cls)
         compiler.fallback = "eager"
         compiler.subgraphs = []
