@@ -15,8 +15,11 @@ traces, rematerialization). Columns:
 Configurations: thunder with the torch executors only (``torch_ops``, ``torch``) and, when the
 ``torchcompile`` executor is available, with torch.compile fusion regions first;
 ``thunder.compile`` (its regions compiled in the background: the note says when its first step
-returned and when its regions were compiled, both from the start of that step; its row is timed
-after); and torch.compile of the same model.
+returned and when its regions were compiled, both from the start of that step; then each region
+times its compiled program against its torch calls over its next calls and keeps the faster: the
+note says after how many more steps, and what each region runs; its row is timed after, so it
+measures the steady state, not calls alternating between the two); and torch.compile of the same
+model.
 
 Run: ``python -m benchmarks training [--quick] [--rounds N] [--threads N] [--layers N] [--batch N]
 [--profile]``.
@@ -74,6 +77,28 @@ def saved_bytes(
     for p in params:
         p.grad = None
     return total, activations
+
+
+def _regions(jm: Any) -> list[Any]:
+    """The fusion regions (``CompiledRegion``) of the last forward and backward programs."""
+    traces = [*thunder.last_traces(jm)[-1:], *thunder.last_backward_traces(jm)[-1:]]
+    return [r.sym.impl for t in traces for r in getattr(t, "fusion_regions", ())]
+
+
+def _settle(step: Callable[[], Any], jm: Any, max_steps: int = 200) -> tuple[int, str]:
+    """Steps until every region of ``jm`` has chosen what it runs (``CompiledRegion.settled``);
+    the steps taken and, per region, what it runs."""
+    steps = 0
+    while steps < max_steps and not all(getattr(r, "settled", True) for r in _regions(jm)):
+        step()
+        steps += 1
+    runs = [
+        "measuring" if not getattr(r, "settled", True)
+        else "failed" if getattr(r, "error", None) is not None
+        else "compiled" if getattr(r, "runs_compiled", True) else "torch calls"
+        for r in _regions(jm)
+    ]  # fmt: skip
+    return steps, ", ".join(runs)
 
 
 def _interleaved(fns: list[Callable[[], Any]], n: int, rounds: int) -> list[list[float]]:
@@ -143,8 +168,11 @@ def main() -> None:
         first = time.perf_counter() - start
         wait_for_background_compiles()
         fused = time.perf_counter() - start
-        _step(jm, params, batch)
-        note = f"first step {first:.2f} s, fused after {fused:.2f} s"
+        steps, runs = _settle(lambda jm=jm: _step(jm, params, batch), jm)
+        note = (
+            f"first step {first:.2f} s, fused after {fused:.2f} s, regions chose after "
+            f"{steps} more steps: {runs}"
+        )
         runners.append(("thunder.compile", jm, note))
 
     # torch.compile itself, for the same step (its first step compiles forward and backward).

@@ -298,9 +298,12 @@ class CompiledRegion:
     torch calls, with a warning that says why. Once compiled, a region of CPU tensors measures
     which pays on this machine: its next calls made while no other compile runs alternate
     between the compiled program and its torch calls, timed; from then on the compiled program
-    runs where its median of ``MEASURED_CALLS`` calls is below ``MARGIN`` times the torch
-    calls', else they do (``runs_compiled``; logged). Compiled programs pay a fixed cost per
-    call (the guards over every input), which small regions do not earn back.
+    runs where the median over ``MEASURED_CALLS`` pairs of consecutive calls of its time over
+    the torch calls' is below ``MARGIN``, else they do (``runs_compiled``; logged; ``settled``
+    once chosen). A ratio per pair, not a ratio of two medians: on a shared machine the load
+    changes between calls, and the two calls of a pair see nearly the same load. Compiled
+    programs pay a fixed cost per call (the guards over every input), which small regions do
+    not earn back.
 
     Regions of CPU tensors of static shapes compile without dynamo (``inductor_direct``);
     the others through ``torch.compile``.
@@ -350,6 +353,12 @@ class CompiledRegion:
         if self._compiled is not None or self._candidate is not None:
             return "compiled"
         return "pending" if self._submitted else "not called"
+
+    @property
+    def settled(self) -> bool:
+        """Whether the region runs what it will keep running: its compiled program, or its torch
+        calls after the measurement or a failed compile (not yet while it compiles or measures)."""
+        return self._compiled is not None or self.error is not None
 
     def __thunder_standalone__(self) -> tuple[Callable[..., Any], str]:
         """For a program printed on its own (``thunder_ir.standalone``): the region's function
@@ -414,19 +423,26 @@ class CompiledRegion:
             (compiled_times if use_compiled else torch_times).append(elapsed)
             n = self.MEASURED_CALLS + 1  # each side's first call is a warm-up, not counted
             if self._compiled is None and len(compiled_times) >= n and len(torch_times) >= n:
-                compiled_median = statistics.median(compiled_times[1:])
-                faster = compiled_median < self.MARGIN * statistics.median(torch_times[1:])
-                self._choose(candidate, faster)
+                self._choose(candidate, self._paired_ratio() < self.MARGIN)
         return out
+
+    def _paired_ratio(self) -> float:
+        """The median over the measured pairs of calls (a compiled call, then a torch calls'
+        one) of the compiled call's time over the other's."""
+        compiled_times, torch_times = self._times
+        pairs = zip(compiled_times[1:], torch_times[1:])
+        return statistics.median(c / t if t > 0 else float("inf") for c, t in pairs)
 
     def _choose(self, candidate: Callable[..., Any], compiled: bool) -> None:
         self.runs_compiled = compiled
         self._compiled = candidate if compiled else self.fn
-        if self._times[0] and self._times[1]:
+        if len(self._times[0]) > 1 and len(self._times[1]) > 1:
             log.info(
-                "fusion region: compiled %.1f us, torch calls %.1f us per call (medians): runs %s",
+                "fusion region: compiled %.1f us, torch calls %.1f us per call (medians), "
+                "compiled/torch calls %.3f (median of pairs): runs %s",
                 statistics.median(self._times[0][1:]) * 1e6,
                 statistics.median(self._times[1][1:]) * 1e6,
+                self._paired_ratio(),
                 "compiled" if compiled else "its torch calls",
             )
 
@@ -438,6 +454,7 @@ class CompiledRegion:
             direct = compile_direct(self.fn, examples, self.fn, EAGER_NUMERICS)
             if direct is not None:
                 return direct, _NOT_RUN
+        background_compile.import_compile_stack()  # never alongside another thread's import
         fn = torch.compile(self.fn, **self._dynamo_options())
         return fn, fn(*examples)  # compiles now: dynamo is lazy
 

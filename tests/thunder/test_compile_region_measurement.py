@@ -1,0 +1,141 @@
+"""thunder.compile's fusion regions, once compiled in the background, time their compiled program
+against their torch calls and keep the faster (``CompiledRegion``): the choice compares the two
+calls of each pair (the machine's load changes during the measurement), every step through the
+measurement and after it matches eager, and ``settled`` says when a region has chosen."""
+
+from __future__ import annotations
+
+import copy
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder
+from thunder.models import GPT, GPTConfig
+from thunder.recipes import default_executors
+from thunder_executors import background_compile
+from thunder_executors import torchcompile as tc_module
+
+
+class _FakeClock:
+    """``time.perf_counter`` for the region's timings: each call of a timed function advances
+    it by that function's cost times the machine's load when it ran."""
+
+    def __init__(self, load: Callable[[int], float]) -> None:
+        self.now = 0.0
+        self.calls = 0
+        self.load = load
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def timed(self, fn: Callable[..., Any], cost: float) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            self.now += cost * self.load(self.calls)
+            self.calls += 1
+            return fn(*args)
+
+        return run
+
+
+def _program(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(torch.exp(a + b) * 0.5) - a
+
+
+@pytest.mark.parametrize(
+    ("compiled_cost", "high_load_first", "runs_compiled"),
+    [(0.8, True, True), (1.25, False, False)],
+    ids=["compiled-faster-load-falls", "compiled-slower-load-rises"],
+)
+def test_the_choice_compares_the_calls_of_each_pair(
+    monkeypatch: Any, compiled_cost: float, high_load_first: bool, runs_compiled: bool
+) -> None:
+    # The calls alternate compiled, torch calls, ...; the load changes between the compiled and
+    # the torch call of the 9th pair, so one side has one more call at the high load: its
+    # median alone is 3x the other's, and the pairs still say which is faster.
+    measured = tc_module.CompiledRegion.MEASURED_CALLS
+    change = 2 * (measured // 2 + 1)  # the 9th pair's compiled call is the last before it
+
+    def load(call: int) -> float:
+        before = call <= change
+        return 3.0 if before == high_load_first else 1.0
+
+    clock = _FakeClock(load)
+    monkeypatch.setattr(tc_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(
+        tc_module, "compile_direct", lambda fn, *args: clock.timed(fn, compiled_cost)
+    )
+    # An executor of its own: regions are cached per executor by their source.
+    executor = tc_module.TorchCompileExecutor(
+        f"torchcompile_bg_pairs_{int(compiled_cost * 100)}", background=True
+    )
+    fn = thunder.jit(_program, executors=(executor, "torch"))
+    a, b = torch.randn(8, 16), torch.randn(16)
+    torch.testing.assert_close(fn(a, b), _program(a, b))
+    (region_bsym,) = thunder.last_traces(fn)[-1].fusion_regions
+    region = region_bsym.sym.impl
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    assert region.runs_compiled is None and region.status == "compiled"
+    region.fn = clock.timed(region.fn, 1.0)
+    for _ in range(2 * (measured + 1)):
+        a, b = torch.randn(8, 16), torch.randn(16)
+        torch.testing.assert_close(fn(a, b), _program(a, b))
+    assert region.runs_compiled is runs_compiled
+    assert region.settled
+
+
+SMALL_GPT = GPTConfig(n_layer=1, n_head=2, n_embd=32, vocab_size=64, block_size=16)
+
+
+def _gpt_step(model: torch.nn.Module, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    model.zero_grad(set_to_none=True)
+    logits = model(idx)
+    loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+    loss.backward()
+    return loss
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_training_matches_eager_through_the_measurement_and_after(cache: str) -> None:
+    # While measuring, the regions alternate between the compiled program and the torch calls
+    # (forward and backward apart): every step equals eager's, and each region has chosen
+    # after its measured calls.
+    torch.manual_seed(0)
+    model = GPT(SMALL_GPT)
+    reference = copy.deepcopy(model)
+    compiled = thunder.jit(model, executors=default_executors(), cache=cache)
+    if "torchcompile_background" not in default_executors():
+        pytest.skip("thunder.compile fuses with nvFuser here")
+
+    def step(batch: int) -> None:
+        shape = (batch, SMALL_GPT.block_size)
+        idx = torch.randint(0, SMALL_GPT.vocab_size, shape)
+        targets = torch.randint(0, SMALL_GPT.vocab_size, shape)
+        loss = _gpt_step(compiled, idx, targets)
+        expected = _gpt_step(reference, idx, targets)
+        torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-4)
+        for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+    sizes = [2, 3] if cache == "symbolic values" else [2]
+    step(sizes[0])
+    regions = [
+        r.sym.impl
+        for t in (thunder.last_traces(compiled)[-1], thunder.last_backward_traces(compiled)[-1])
+        for r in t.fusion_regions
+    ]
+    assert len(regions) >= 2  # forward and backward
+    assert background_compile.wait_for_background_compiles(timeout=900)
+    measured = 2 * (tc_module.CompiledRegion.MEASURED_CALLS + 1)
+    for k in range(measured):
+        step(sizes[k % len(sizes)])
+    assert background_compile.wait_for_background_compiles(timeout=900)  # any other size's
+    for k in range(measured):
+        step(sizes[k % len(sizes)])
+    assert all(r.runs_compiled is not None for r in regions), [r.status for r in regions]
+    assert all(r.settled for r in regions)
