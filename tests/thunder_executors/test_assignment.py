@@ -244,3 +244,15 @@ def test_executors_by_name_and_availability() -> None:
     recommended = recommended_executors()
     assert recommended[-2:] == ("torch_ops", "torch")
     assert all(get_executor(n).is_available() for n in recommended)
+
+
+@pytest.mark.parametrize("name", ["my.fuser", "my-fuser", "2fast", "", "class"])
+def test_an_executor_name_that_is_no_identifier_is_refused_at_creation(name: str) -> None:
+    # The name is a module name in the generated code: refused when made, not by an internal
+    # error (and an eager run) at the first call.
+    from thunder_executors.executor import OperatorExecutor
+    from thunder_executors.torchcompile import TorchCompileExecutor
+
+    for make in (OperatorExecutor, TorchCompileExecutor):
+        with pytest.raises(ValueError, match="Python identifier"):
+            make(name)

@@ -11,6 +11,8 @@ run on this machine.
 
 from __future__ import annotations
 
+import keyword
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +48,12 @@ class Executor:
     """Something that can run (parts of) a trace. ``name`` is how users and recipes refer to it."""
 
     def __init__(self, name: str) -> None:
+        # The name becomes a module name in the traces' generated code.
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(
+                f"an executor's name must be a Python identifier (letters, digits, '_'), "
+                f"got {name!r}"
+            )
         self.name = name
 
     def availability(self) -> tuple[bool, str]:
