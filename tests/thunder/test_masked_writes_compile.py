@@ -283,3 +283,42 @@ def test_returned_views_of_written_inputs_alias_them_as_eagers(cache: str | None
         expected[2].fill_(7.0)
         torch.testing.assert_close(b, a)
         torch.testing.assert_close(got[1], expected[1])
+
+
+def _masked_write_then_layouts(a, w):
+    a.add_(1.5)
+    a[a > 0] = a[a > 0] * 2 + 1  # its count's check comes after the first write: deferred
+    return a * w, a.exp(), a[0], a
+
+
+def _masked_columns_of_input(a, w):
+    a.mul_(2)
+    cols = a[0] > 0
+    a[:, cols] = w[:, cols] * 3
+    if a.sum() > 0:
+        a.add_(1)
+    # views or copies by the input's strides, as eager's
+    return a.t() * 2, a.flatten(), a.reshape(2, -1), a
+
+
+def _masked_write_saved_then_written(a, w):
+    # (found by the views fuzz) eager's mul saves the input, written after it: eager's backward
+    # raises, and so does thunder's
+    a.copy_(w)
+    a[a > 0] = a[a > 0] * 2 + 1
+    c = w * a
+    a.mul_(0.5)
+    return a.sum(0), c
+
+
+@pytest.mark.parametrize("cache", [None, "symbolic values"])
+@pytest.mark.parametrize(
+    "fn",
+    [_masked_write_then_layouts, _masked_columns_of_input, _masked_write_saved_then_written],
+)
+def test_masked_writes_into_inputs_keep_eagers_layouts_aliases_and_backward(fn, cache):
+    # Inputs transposed, stepped, with a storage offset: results' strides and offsets, views of
+    # the input, the caller's memory and gradients (or eager's backward error) as eager's.
+    from test_deferred_writes_strides import assert_like_eager
+
+    assert_like_eager(fn, cache)

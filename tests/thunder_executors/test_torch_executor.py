@@ -374,6 +374,9 @@ OTHER = [
     Case("shallow_copy", lambda a: prims.shallow_copy(a), lambda a: a, lambda: (randn(2, 3),)),
     Case("clone", lambda a: prims.clone(a), lambda a: a.clone(), lambda: (randn(2, 3),)),
     Case(
+        "clone_layout", lambda a: prims.clone_layout(a), lambda a: a.clone(), lambda: (randn(2, 3),)
+    ),
+    Case(
         "stop_gradient",
         lambda a: prims.stop_gradient(a),
         lambda a: a.detach(),
@@ -515,6 +518,8 @@ def test_every_prim_has_a_case() -> None:
     # The collectives need a process group: tests/distributed runs them on 2 ranks.
     collectives = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "wait"}
     random = {"uniform", "normal", "bernoulli", "randint"}  # test_random_prims*
+    # tests/thunder/test_rng_and_regions_like_eager.py
+    random |= {"bernoulli_like", "torch_fallback_sized_random"}
     # Reads of tensor data need the jit's reader: tests/thunder/test_data_dependent_*.py.
     data_reads = {"item", "nonzero", "tolist", "check_data", "torch_fallback_sized"}
     checks = {"check_values"}  # no result: test_check_values_raises_where_its_value_is_zero

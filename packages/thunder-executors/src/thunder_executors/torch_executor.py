@@ -449,6 +449,7 @@ def _register_all() -> None:
     register_inline(helper_symbol("broadcast_in_dim"), _inline_broadcast_in_dim)
     register_inline(helper_symbol("iota"), _inline_iota)
     reg(prims.clone, translate=_same(torch_symbol("clone")))
+    reg(prims.clone_layout, translate=_same(helper_symbol("clone_layout")))
     reg(prims.stop_gradient, translate=_same(torch_symbol("detach")))
     reg(prims.written_without_grad, translate=_same(helper_symbol("written_without_grad")))
     reg(prims.device_put, translate=_same(helper_symbol("device_put")))
@@ -559,6 +560,7 @@ def _register_random() -> None:
     reg = torch_executor.register_implementation
     for prim, draw in (
         (prims.bernoulli, torch_random.bernoulli),
+        (prims.bernoulli_like, torch_random.bernoulli_like),
         (prims.randint, torch_random.randint),
     ):
         reg(prim, translate=_same(helper_symbol(draw.__name__, draw)))
@@ -579,7 +581,7 @@ def _register_random() -> None:
 def _register_data_reads() -> None:
     """Reads of tensor data and the checks of decisions on them (``thunder_ir/prims/data.py``,
     the sized fallback): each runs as its own implementation, a torch call and a number read."""
-    from thunder_ir.ops.fallback import torch_fallback_sized
+    from thunder_ir.ops.fallback import SIZED_SYMBOLS
 
     for prim in (prims.item, prims.nonzero, prims.tolist, prims.check_data, prims.check_values):
         torch_executor.register_implementation(prim, translate=lambda b: b)
@@ -589,7 +591,8 @@ def _register_data_reads() -> None:
         leaves = len(tree_flatten(b.output[0])[0])  # the result's structure, checked each call
         return _call(checked, b, (b.args[0], leaves, *b.args[1:]), dict(b.kwargs))
 
-    torch_executor.register_implementation(torch_fallback_sized, translate=sized)
+    for sym in SIZED_SYMBOLS:
+        torch_executor.register_implementation(sym, translate=sized)
 
 
 _register_all()

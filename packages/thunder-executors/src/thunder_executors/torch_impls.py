@@ -20,6 +20,7 @@ from thunder_ir import Symbol, prims
 __all__ = [
     "NUMBER_FUNCTIONS",
     "broadcast_in_dim",
+    "clone_layout",
     "convert_element_type",
     "copy_",
     "device_put",
@@ -209,6 +210,18 @@ def normal(
 ) -> torch.Tensor:
     """Normal(mean, std): the ambient torch RNG when ``seed`` is None, else a function of (seed, offset)."""
     return drawn("normal_", shape, (mean, std), device, dtype, seed, offset)
+
+
+def clone_layout(a: torch.Tensor) -> torch.Tensor:
+    """A copy of ``a`` in new memory with ``a``'s strides exactly. ``clone`` gives a non-dense
+    tensor (a stepped slice) dense strides; then the copy of the memory ``a`` spans, seen with
+    ``a``'s strides (an expanded tensor stays one: a write into it raises eager's error)."""
+    c = a.clone(memory_format=torch.preserve_format)
+    if c.stride() == a.stride() or a.numel() == 0:
+        return c
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(a.shape, a.stride()))
+    span = a.as_strided((extent,), (1,), a.storage_offset())
+    return span.clone().as_strided(a.shape, a.stride())
 
 
 def shallow_copy(a: torch.Tensor) -> torch.Tensor:

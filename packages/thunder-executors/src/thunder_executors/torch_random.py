@@ -13,6 +13,7 @@ from thunder_executors.torch_impls import drawn
 
 __all__ = [
     "bernoulli",
+    "bernoulli_like",
     "get_rng_state",
     "manual_seed",
     "randint",
@@ -32,6 +33,11 @@ def bernoulli(
 ) -> torch.Tensor:
     """1 with probability ``p``: the draw of eager's CPU dropout (``bernoulli_`` in place)."""
     return drawn("bernoulli_", shape, (p,), device, dtype, seed, offset)
+
+
+def bernoulli_like(like: torch.Tensor, p: float, *, dtype: torch.dtype) -> torch.Tensor:
+    """Eager's CPU dropout draw: ``like``'s layout, filled in its memory order."""
+    return torch.empty_like(like, dtype=dtype).bernoulli_(p)
 
 
 def randint(

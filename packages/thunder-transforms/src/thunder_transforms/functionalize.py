@@ -45,7 +45,7 @@ from thunder_ir.pytree import tree_iter, tree_map
 from thunder_ir.symbol import call_again, leaf_prims
 from thunder_transforms.passes import substitute
 
-__all__ = ["Functionalized", "functionalize"]
+__all__ = ["Functionalized", "ViewOrigin", "functionalize", "view_origins"]
 
 _OVERLAP_MESSAGE = (
     "unsupported operation: more than one element of the written-to tensor refers to a single "
@@ -172,12 +172,9 @@ _REFUSALS = {
 
 
 class _Functionalizer:
-    def __init__(
-        self, trace: Trace, only: frozenset[str] | None = None, remake_views: bool = False
-    ) -> None:
+    def __init__(self, trace: Trace, only: frozenset[str] | None = None) -> None:
         self.trace = trace
         self.only = only
-        self.remake_views = remake_views
         self.out = trace.derive([], pass_name="functionalize")
         self.bsyms = _regions_exposed(with_writes_exposed(trace.bound_symbols, only), only)
         self.views = _views(list(_with_region_internals(self.bsyms)))
@@ -396,45 +393,17 @@ class _Functionalizer:
                 x = self.trace.args[args[r]]
                 written[args[r]] = prims.copy_(self.current[r], x)
         finals = {self.trace.args[i].name: t for i, t in written.items()}
-        if self.remake_views:
-            new_return = self._views_remade(returned, new_return, finals)
         new_return = tree_map(lambda x: finals[self.root(x.name)] if is_input(x) else x, new_return)
         with tracectx(self.out):
             prims.python_return(new_return)
         through = frozenset(args[r] for r in inputs_written if r in self.through_views)
         return Functionalized(self.out, written, through)
 
-    def _views_remade(self, returned: Any, new_return: Any, finals: dict[str, Proxy]) -> Any:
-        """``new_return`` with each returned view of a written input (``v = a[0]`` taken before
-        or after ``a.add_(1)``) made again from the input after its final copy: eager returns
-        a view of the caller's tensor, which later writes into either one change both."""
-        remade: dict[str, Proxy] = {}
-        old_leaves = [x for x in tree_iter(returned)]
-        new_leaves = [x for x in tree_iter(new_return)]
-        for old, new in zip(old_leaves, new_leaves):
-            if not isinstance(old, Proxy) or self.root(old.name) not in finals:
-                continue
-            names = self.path(old.name)
-            if not names:
-                continue
-            odd = [n for n in names if self.views[n].kind not in ("view", "identity")]
-            if odd:  # (reshape: a view or a copy by strides) eager's alias is not told here
-                self.refuse(odd[0], "returning")
-            base_name, base = self.root(old.name), finals[self.root(old.name)]
-            for name in names:
-                view = self.views[name]
-                if view.kind == "view" and view.bsym is not None:
-                    outs = self.replay(view.bsym, base_name, base)
-                    made = dict(zip((o.name for o in view.bsym.flat_proxy_outs), outs))
-                    if name not in made:
-                        break
-                    base = made[name]
-                base_name = name
-            else:
-                remade[new.name] = base
-        if not remade:
-            return new_return
-        return tree_map(lambda x: remade.get(x.name, x) if isinstance(x, Proxy) else x, new_return)
+
+# How each view was made from its base (``kind`` "view", "identity", or why functionalization
+# cannot replay it on values: "strides", "detach", "complex"), for passes that remake views.
+ViewOrigin = _View
+view_origins = _views
 
 
 def _overlapping(b: BoundSymbol, base: Proxy, out: Proxy) -> bool:
@@ -476,18 +445,14 @@ def _same_shape(a: TensorProxy, b: TensorProxy) -> bool:
     )
 
 
-def functionalize(
-    trace: Trace, *, only: frozenset[str] | None = None, remake_views: bool = False
-) -> Functionalized:
+def functionalize(trace: Trace, *, only: frozenset[str] | None = None) -> Functionalized:
     """``trace`` without in-place writes (see the module docstring); the trace itself, when it
     writes nothing. With ``only``, just the writes into those values are functionalized; the
-    others stay in place, in program order (memory nothing differentiated reads). With
-    ``remake_views``, returned views of written inputs are made again from the inputs after
-    their final writes, so they alias the caller's tensors as eager's do."""
+    others stay in place, in program order (memory nothing differentiated reads)."""
     if not any(writes_in_place(b) for b in trace.bound_symbols):
         return Functionalized(trace, {}, frozenset())
     start = time.perf_counter()
-    result = _Functionalizer(trace, only, remake_views).run()
+    result = _Functionalizer(trace, only).run()
     seconds = time.perf_counter() - start
     out = result.trace.replace(history=(*trace.history, PassRecord("functionalize", seconds)))
     return Functionalized(out, result.written_inputs, result.through_views)

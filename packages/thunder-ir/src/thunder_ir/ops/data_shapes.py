@@ -150,10 +150,9 @@ def setitem(a: Any, key: Any, value: Any) -> Any:
 
 
 # Writes of one value per selected element compile as an ``index_put`` at the mask's indices
-# when on. Off: with a decision on data after them, the deferred writes lose eager's layout of
-# results computed from the written input (strides) and some of its aliases, which the split
-# path keeps; on again once functionalization keeps both.
-MASKED_WRITES_COMPILE = False
+# when on (off: they run split). Their count's check may come after a write into an input,
+# deferred past it onto a copy with the input's strides (``binding/decisions.py``).
+MASKED_WRITES_COMPILE = True
 
 
 def _can_read_data() -> bool:

@@ -61,6 +61,7 @@ from thunder_ir.tracectx import get_tracectx, require_tracectx
 
 __all__ = [
     "FALLBACK_SYMBOLS",
+    "SIZED_SYMBOLS",
     "DataDependentFallbackError",
     "FallbackAutocast",
     "TorchFallbackError",
@@ -584,7 +585,9 @@ def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tup
         return value.requires_grad_(x.requires_grad and value.is_floating_point())
 
     grad = any(isinstance(x, TensorProxy) and x.requires_grad for x in tree_iter((args, kwargs)))
-    with torch.set_grad_enabled(grad):
+    # The run only shows the sizes: a random draw here would be one eager does not make (the
+    # program draws when it runs), so the generators are put back.
+    with torch.set_grad_enabled(grad), _generators_kept(args, kwargs):
         result = _resolve(torch_name)(*tree_map(real, args), **tree_map(real, kwargs))
     _check_result_dtypes(torch_name, result)
     _SIZED_RESULT_TYPE.set(type(result))
@@ -618,17 +621,34 @@ def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tup
     return tree_map(proxy, out), tuple(sizes)
 
 
+@contextlib.contextmanager
+def _generators_kept(args: Any, kwargs: Any) -> Any:
+    """The default CPU generator's state, and that of the CUDA devices among the tensors, put
+    back afterwards."""
+    cuda = sorted(
+        {
+            x.device.index or 0
+            for x in tree_iter((args, kwargs))
+            if isinstance(x, TensorProxy) and x.device.type == "cuda"
+        }
+    )
+    with torch.random.fork_rng(devices=cuda):
+        yield
+
+
 # The type of the result of the last ``torch_fallback_sized`` recorded in this context: the trace
 # holds a torch.return_types result as a tuple, which ``_call_sized`` gives its type back.
 _SIZED_RESULT_TYPE: contextvars.ContextVar[type] = contextvars.ContextVar("sized_result_type")
 
 
 def _call_sized(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """Records ``torch_fallback_sized`` of the callable ``name``; returns its result as torch
-    does (a torch.return_types result keeps its type: ``lstsq(A, B).solution``)."""
+    """Records ``torch_fallback_sized`` of the callable ``name`` (``torch_fallback_sized_random``
+    where it draws random numbers); returns its result as torch does (a torch.return_types
+    result keeps its type: ``lstsq(A, B).solution``)."""
+    sym = torch_fallback_sized_random if _draws_random(name, args, kwargs) else torch_fallback_sized
     token = _SIZED_RESULT_TYPE.set(tuple)
     try:
-        out, _ = torch_fallback_sized(name, *args, **kwargs)
+        out, _ = sym(name, *args, **kwargs)
         kind = _SIZED_RESULT_TYPE.get()
     finally:
         _SIZED_RESULT_TYPE.reset(token)
@@ -671,6 +691,41 @@ def run_sized(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tuple
 torch_fallback_sized = make_prim(
     "torch_fallback_sized", _sized_meta, tags=(OpTag.READS_DATA,), impl=run_sized
 )
+
+
+# The same for a callable that draws random numbers (``torch.binomial``, ``_sample_dirichlet``,
+# which have no meta kernel): never removed or merged, kept in program order, as other draws.
+torch_fallback_sized_random = make_prim(
+    "torch_fallback_sized_random",
+    _sized_meta,
+    tags=(OpTag.READS_DATA, OpTag.RANDOM),
+    impl=run_sized,
+)
+SIZED_SYMBOLS = frozenset({torch_fallback_sized, torch_fallback_sized_random})
+
+
+def _draws_random(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether the callable reaches an aten op that draws random numbers, run on fake tensors
+    as far as they go (up to an op without a meta kernel, which the recorder sees first)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    recorder = _Recorder()
+    mode = FakeTensorMode(allow_fallback_kernels=False, allow_non_fake_inputs=True)
+
+    def fake(x: Any) -> Any:
+        if isinstance(x, TensorProxy):
+            shape = tuple(int(s.value) if isinstance(s, NumberProxy) else int(s) for s in x.shape)
+            return torch.empty(
+                shape, dtype=to_torch_dtype(x.dtype), device=to_torch_device(x.device)
+            )
+        return x
+
+    try:
+        with torch.inference_mode(False), mode, recorder:
+            _resolve(name)(*tree_map(fake, tuple(args)), **tree_map(fake, dict(kwargs)))
+    except Exception:  # only what it reached before failing matters
+        pass
+    return recorder.random
 
 
 # The ops that call a torch callable named by their first argument (not torch_fallback_inplace,

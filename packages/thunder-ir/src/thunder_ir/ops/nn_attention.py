@@ -54,7 +54,8 @@ def dropout(a: Any, p: float = 0.5, training: bool = True, inplace: bool = False
     elif a.device.type == "cuda":
         out = native_dropout(a, p, True)[0]
     else:
-        mask = prims.bernoulli(tuple(a.shape), 1.0 - p, device=a.device, dtype=a.dtype)
+        # In the memory order of ``a``, as eager's ``empty_like(a).bernoulli_``.
+        mask = prims.bernoulli_like(a, 1.0 - p, dtype=a.dtype)
         out = mul(a, true_divide(mask, 1.0 - p))
     if inplace:
         return prims.copy_(out, a)

@@ -246,6 +246,9 @@ from thunder_ir.prims.factories import (
     bernoulli as bernoulli,
 )
 from thunder_ir.prims.factories import (
+    bernoulli_like as bernoulli_like,
+)
+from thunder_ir.prims.factories import (
     copy_ as copy_,
 )
 from thunder_ir.prims.factories import (
@@ -371,6 +374,9 @@ from thunder_ir.prims.shape import (
 )
 from thunder_ir.prims.shape import (
     clone as clone,
+)
+from thunder_ir.prims.shape import (
+    clone_layout as clone_layout,
 )
 from thunder_ir.prims.shape import (
     flip as flip,

@@ -110,6 +110,18 @@ def _bernoulli_meta(
 bernoulli = make_prim("bernoulli", _bernoulli_meta, tags=(OpTag.FACTORY, OpTag.RANDOM))
 
 
+def _bernoulli_like_meta(like: Any, p: Any, *, dtype: DType) -> TensorProxy:
+    like = check_tensor(like, "prims.bernoulli_like")
+    check(is_number(p), "prims.bernoulli_like: p must be a number", TypeError)
+    return TensorProxy(shape=like.shape, dtype=dtype, device=like.device)
+
+
+# ``torch.empty_like(like, dtype=dtype).bernoulli_(p)``, eager's CPU dropout draw: it fills in the
+# memory order of ``like`` (whose values it does not read), so a transposed or channels-last
+# input gets eager's mask for the same seed, where ``bernoulli`` fills in logical order.
+bernoulli_like = make_prim("bernoulli_like", _bernoulli_like_meta, tags=(OpTag.RANDOM,))
+
+
 def _randint_meta(
     shape: Sequence[Any],
     low: Any,

@@ -244,6 +244,17 @@ def _clone_meta(a: Any) -> TensorProxy:
 clone = make_prim("clone", _clone_meta)
 
 
+def _clone_layout_meta(a: Any) -> TensorProxy:
+    a = check_tensor(a, "prims.clone_layout")
+    return _out(a, a.shape)
+
+
+# A copy in new memory with its input's strides exactly, also non-dense ones (a stepped slice):
+# a program that writes into it instead of a caller's tensor computes what eager computes on
+# that tensor (view or copy by ``reshape``, the layout of results).
+clone_layout = make_prim("clone_layout", _clone_layout_meta)
+
+
 def _stop_gradient_meta(a: Any) -> TensorProxy:
     a = check_tensor(a, "prims.stop_gradient")
     return TensorProxy(shape=a.shape, dtype=a.dtype, device=a.device, requires_grad=False)

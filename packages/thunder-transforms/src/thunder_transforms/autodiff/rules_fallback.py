@@ -11,7 +11,7 @@ from typing import Any
 
 from thunder_ir import BoundSymbol, TensorProxy
 from thunder_ir import ops as ltorch
-from thunder_ir.ops.fallback import torch_fallback_sized
+from thunder_ir.ops.fallback import torch_fallback_sized, torch_fallback_sized_random
 from thunder_ir.pytree import tree_iter
 from thunder_transforms.autodiff.registry import GradPairs, register_vjp, zeros_like
 
@@ -37,7 +37,12 @@ def _selection_grad(bsym: BoundSymbol, g: Any) -> GradPairs | None:
     return [(a, ltorch.scatter(zeros_like(a), dim % a.ndim, indices, g))]
 
 
-@register_vjp(ltorch.torch_fallback, ltorch.torch_fallback_view, torch_fallback_sized)
+@register_vjp(
+    ltorch.torch_fallback,
+    ltorch.torch_fallback_view,
+    torch_fallback_sized,
+    torch_fallback_sized_random,
+)
 def _torch_fallback(bsym: BoundSymbol, *cotangents: Any) -> GradPairs:
     if all(c is None for c in cotangents):
         return []

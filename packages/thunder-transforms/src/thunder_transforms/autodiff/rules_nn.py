@@ -34,6 +34,11 @@ def _mT(x: TensorProxy) -> TensorProxy:
     return P.transpose(x, perm)  # type: ignore[no-any-return]
 
 
+@register_vjp(P.bernoulli_like)
+def _bernoulli_like(bsym: BoundSymbol, g: Any) -> GradPairs:
+    return []  # reads only the layout of its tensor, not its values
+
+
 @register_vjp(P.matmul)
 def _matmul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args

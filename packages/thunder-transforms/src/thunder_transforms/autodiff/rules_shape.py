@@ -116,7 +116,7 @@ def _flip(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, P.flip(g, dims))]
 
 
-@register_vjp(P.shallow_copy, P.clone)
+@register_vjp(P.shallow_copy, P.clone, P.clone_layout)
 def _identity(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(bsym.args[0], g)]
 

@@ -10,12 +10,25 @@ deferred) raises ``DataDependentError``: the call runs eagerly.
 
 from __future__ import annotations
 
+from typing import Any
+
 from thunder.binding.data_reads import has_effects, replayable
 from thunder.binding.state import Inputs
-from thunder_ir import BoundSymbol, DataDependentError, OpTag, TensorProxy, Trace, prims, tracectx
+from thunder_ir import (
+    BoundSymbol,
+    DataDependentError,
+    OpTag,
+    Proxy,
+    TensorProxy,
+    Trace,
+    prims,
+    tracectx,
+)
 from thunder_ir import ops as ltorch
-from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
-from thunder_ir.ops.fallback import torch_fallback_sized
+from thunder_ir.aliasing import alias_info, with_writes_exposed, writes_in_place, written_inputs
+from thunder_ir.ops.fallback import SIZED_SYMBOLS
+from thunder_ir.pytree import tree_iter, tree_map
+from thunder_ir.symbol import call_again
 
 __all__ = ["check_data_decisions", "defer_input_writes", "hoist_decisions"]
 
@@ -24,10 +37,10 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
     """Where the computation decides on a value read from tensor data (``prims.check_data``), a
     call where the decision differs stops there and runs another program: nothing before the last
     check may have an effect that running again would repeat. Writes into inputs are deferred
-    past it (functionalized: the inputs are written at the end, ``defer_input_writes``). Random
-    draws may come first: the generators' states are taken where the computation starts and a
-    failing check puts them back (the next program draws the same numbers, as eager's one run
-    does). Runs on the finished trace (its arguments and return recorded)."""
+    past it (made on copies of the inputs, copied into them last: ``defer_input_writes``).
+    Random draws may come first: the generators' states are taken where the computation starts
+    and a failing check puts them back (the next program draws the same numbers, as eager's one
+    run does). Runs on the finished trace (its arguments and return recorded)."""
     last = _last_check(trace)
     observed = [p.name for p, _ in inputs.in_order]
     writes_first = last > 0 and _writes_an_input(trace.bound_symbols[:last], observed)
@@ -46,8 +59,10 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
             continue
         # A write into memory only the program sees is discarded with the rest of the call.
         seen = writes_in_place(b) and any(map(info.is_observed, written_inputs(b)))
-        if not seen and replayable(b) and has_effects(b) and not writes_in_place(b):
-            draws.append(b)  # a random draw: undone by the check
+        # A random draw, also one in place into memory only the program sees (the copy of an
+        # input whose writes are deferred): undone by the check.
+        if not seen and replayable(b) and has_effects(b) and (_draws(b) or not writes_in_place(b)):
+            draws.append(b)
             continue
         if seen or (has_effects(b) and not writes_in_place(b)):
             what = "a write into an input" if seen else "an op with effects (a collective)"
@@ -58,13 +73,17 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
             )
     if draws:
         first = trace.bound_symbols.index(draws[0])
-        sized = [b for b in trace.bound_symbols[first : last + 1] if b.sym is torch_fallback_sized]
+        sized = [b for b in trace.bound_symbols[first : last + 1] if b.sym in SIZED_SYMBOLS]
         if sized:  # its structure check cannot put the generators back
             raise DataDependentError(
                 f"{sized[0].args[0]}, whose result's shape is read from data, is called after "
                 f"random draws ({draws[0].sym.name}{draws[0].where()}), which is not supported yet"
             )
         _restoring_random_state(trace, draws)
+
+
+def _draws(b: BoundSymbol) -> bool:
+    return b.has_tag(OpTag.RANDOM) or any(map(_draws, b.subsymbols))
 
 
 def _writes_an_input(bsyms: list[BoundSymbol], observed: list[str]) -> bool:
@@ -85,7 +104,7 @@ def _sharing_memory(inputs: Inputs) -> bool:
 def _stops(b: BoundSymbol) -> bool:
     """Whether ``b`` may stop the computation (``DataChanged``): a check, or a torch callable
     whose result's structure is read from data (its count of tensors is checked)."""
-    return b.sym is prims.check_data or b.sym is torch_fallback_sized
+    return b.sym is prims.check_data or b.sym in SIZED_SYMBOLS
 
 
 def _last_check(trace: Trace) -> int:
@@ -138,33 +157,118 @@ def hoist_decisions(trace: Trace) -> None:
 
 
 def defer_input_writes(trace: Trace, inputs: Inputs) -> None:
-    """``trace`` with its in-place writes as new values and the inputs written last
-    (``functionalize``), so that a decision after a write stops the call before any effect.
-    Refused (the call runs eagerly) where the values alone cannot say what the writes do: inputs
-    that share memory (a write into one changes the other under the trace's feet), a write
-    through a view whose strides decide (``reshape``)."""
-    from thunder_transforms.functionalize import functionalize
-
-    info = alias_info(trace.bound_symbols, observed=[p.name for p, _ in inputs.in_order])
-    written = [(t, p) for t, p in inputs.tensors.values() if info.is_written(p.name)]
-    why = None
+    """``trace`` writing, in place of each input it writes before its last check, a copy of it
+    with its strides (``prims.clone_layout``), copied into the input last (``prims.copy_``), so
+    that a decision after a write stops the call before any effect. The program computes on
+    the copy what eager computes on the input: values, layouts, views or copies by strides,
+    autograd's errors. A returned view of the copy is made again from the input after its final
+    write (eager returns a view of the caller's tensor). Refused (the call runs eagerly) where
+    that cannot be told: inputs that share memory (a write into one changes the other under the
+    trace's feet), a returned result of a ``reshape`` of a copy written after it (a view of the
+    input or a copy of older values, by strides)."""
+    body = trace.bound_symbols
+    last = _last_check(trace)
+    info = alias_info(body[:last], observed=[p.name for p, _ in inputs.in_order])
+    written = [p for _, p in inputs.tensors.values() if info.is_written(p.name)]
+    names = ", ".join(p.name for p in written)
     if _sharing_memory(inputs):
-        why = "inputs that share memory"
-    else:
+        raise _not_deferred(names, "inputs that share memory")
+    from thunder_transforms.passes import substitute
+
+    original, ret = list(body), body[-1]
+    assert ret.has_tag(OpTag.RETURN)
+    program = body[:-1]
+    with tracectx(trace):  # recorded at the end of ``body``, moved below
+        copies: dict[str, Proxy] = {p.name: prims.clone_layout(p) for p in written}
+    made = body[len(original) :]
+    reading = [i for i, b in enumerate(program) if any(p.name in copies for p in b.flat_proxy_args)]
+    first = min(reading, default=len(program))
+    program = [substitute(b, copies) for b in program]
+    # In place: symbols recorded later (the generators' states) go into the same list.
+    body[:] = program[:first] + made + program[first:]
+    returned = substitute(ret, copies).args
+    with tracectx(trace):
+        finals = {copies[p.name].name: prims.copy_(copies[p.name], p) for p in written}
         try:
-            new = functionalize(trace, remake_views=True).trace
-            # In place: symbols recorded later (the generators' states) go into the same list,
-            # and the names the pass made stay taken.
-            trace.bound_symbols[:] = new.bound_symbols
-            trace.merge_names(new)
-            return
+            returned = _views_of_inputs_remade(body[: -len(finals)], returned, finals)
         except NotImplementedError as e:
-            why = str(e)
-    names = ", ".join(p.name for _, p in written)
-    raise DataDependentError(
+            body[:] = original
+            raise _not_deferred(names, str(e)) from None
+        prims.python_return(*returned)
+
+
+def _not_deferred(names: str, why: str) -> DataDependentError:
+    return DataDependentError(
         f"the program decides on a value read from tensor data after writing into inputs "
         f"({names}), and the writes cannot be deferred past the decision ({why})"
     )
+
+
+def _views_of_inputs_remade(
+    program: list[BoundSymbol], returned: Any, finals: dict[str, Proxy]
+) -> Any:
+    """``returned`` with each value that aliases a copy in ``finals`` (by its name) made again
+    from the input it was copied into, after its final write: the same views of it (the copy
+    has its strides, so each view op makes what it made of the copy)."""
+    from thunder_transforms.functionalize import view_origins
+
+    exposed = with_writes_exposed(program)
+    views = view_origins(exposed)
+    info = alias_info(program)
+    position = {p.name: i for i, b in enumerate(exposed) for p in b.flat_proxy_outs}
+    groups = {info.root(name) for name in finals}
+    last_write = {
+        g: max(
+            (
+                i
+                for i, b in enumerate(exposed)
+                if writes_in_place(b) and any(info.root(n) == g for n in written_inputs(b))
+            ),
+            default=-1,
+        )
+        for g in groups
+    }
+    remade: dict[str, Proxy] = {}
+
+    def remake(x: Any) -> Any:
+        if not isinstance(x, Proxy) or info.root(x.name) not in groups:
+            return x
+        if x.name in remade:
+            return remade[x.name]
+        chain = []
+        name = x.name
+        while name in views and name not in finals:
+            chain.append(name)
+            name = views[name].base
+        if name not in finals:
+            raise NotImplementedError(f"returning {x.name}, which aliases an input not by views")
+        base_name, base = name, finals[name]
+        for link in reversed(chain):
+            view = views[link]
+            if view.bsym is not None and view.kind != "identity":
+                if view.kind == "strides" and position[link] < last_write[info.root(link)]:
+                    raise NotImplementedError(
+                        f"returning the result of {view.bsym.sym.qualified_name} ({link})"
+                        f"{view.bsym.where()} of an input written after it: a view of the "
+                        f"input or a copy of older values, by its strides"
+                    )
+                swapped = tree_map(
+                    lambda a: base if isinstance(a, Proxy) and a.name == base_name else a,
+                    (view.bsym.args, view.bsym.kwargs),
+                )
+                outs = call_again(view.bsym, *swapped)
+                made = dict(
+                    zip(
+                        (o.name for o in view.bsym.flat_proxy_outs),
+                        (o for o in tree_iter(outs) if isinstance(o, Proxy)),
+                    )
+                )
+                base = made[link]
+            base_name = link
+        remade[x.name] = base
+        return base
+
+    return tree_map(remake, returned)
 
 
 def _restoring_random_state(trace: Trace, draws: list[BoundSymbol]) -> None:

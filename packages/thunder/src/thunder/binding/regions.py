@@ -20,6 +20,7 @@ from thunder.binding.state import Guard
 from thunder.binding.torch_modules import transformer_encoder_forward
 from thunder.errors import (
     ImpureCallError,
+    RunsEagerly,
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
@@ -183,13 +184,24 @@ class RegionsMixin(CopyingMixin):
         for is_compiling in _is_compiling_queries():
             out[is_compiling] = _compiling
         out.update(_fast_path_lookasides())
-        # nn.TransformerEncoder's nested-tensor path, computed as eager does (binding.torch_modules)
-        out[torch.nn.TransformerEncoder.forward] = interpret(
-            transformer_encoder_forward,
-            lookasides=table,
-            callbacks=self.callbacks(),
-            native_special=native_special,
-        )
+        # nn.TransformerEncoder's nested-tensor path, computed as eager does (binding.torch_modules).
+        # Interpreted with the finished table (built at its first call): an interpretation copies
+        # its table, and this one's must hold the lookasides added after these (grad mode's).
+        interpreted: list[Any] = []
+
+        def encoder_forward(*args: Any, **kwargs: Any) -> Any:
+            if not interpreted:
+                interpreted.append(
+                    interpret(
+                        transformer_encoder_forward,
+                        lookasides=table,
+                        callbacks=self.callbacks(),
+                        native_special=native_special,
+                    )
+                )
+            return interpreted[0](*args, **kwargs)
+
+        out[torch.nn.TransformerEncoder.forward] = encoder_forward
         for query in _DISPATCH_STATE_QUERIES:
             out[query] = functools.partial(self._ambient_query, query)
         legacy_queries: list[tuple[str, Any, str]] = [
@@ -592,6 +604,30 @@ class RegionsMixin(CopyingMixin):
             return self.regions.autocast_stack[-1][device]
         return torch.get_autocast_dtype(*args, **kwargs)
 
+    def _region_without_effects(
+        self, region: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """The checkpointed region recorded, where its function has no effect beyond its
+        result. Eager's backward runs the function again, repeating each effect (a batch norm's
+        update of its running statistics, a counter in Python): such a call runs eagerly."""
+        from thunder_ir.aliasing import written_inputs
+        from thunder_transforms.checkpoint import record_region
+
+        writes = len(self.effects.writes)
+        trace = get_tracectx() or self.trace
+        scope = trace.scopes[-1]
+        before = len(scope)
+        out = record_region(region, *args, **kwargs)
+        written = [b for b in scope[before:] if written_inputs(b)]
+        if self._grad_mode() and (written or len(self.effects.writes) != writes):
+            what = "writes into tensors it did not make" if written else "writes outside state"
+            # The whole call: torch.compile's checkpoint of such a function fails in backward.
+            raise RunsEagerly(
+                f"calls torch.utils.checkpoint.checkpoint on {region.name}, which {what}: "
+                "eager's backward runs it again, repeating that"
+            )
+        return out
+
     def _checkpoint(
         self,
         table: dict[Any, Any],
@@ -635,7 +671,7 @@ class RegionsMixin(CopyingMixin):
         name = name if name.isidentifier() else "region"
         region = checkpoint_symbol(interpreted, name=name)
         if not use_reentrant or any(isinstance(a, TensorProxy) and a.requires_grad for a in args):
-            return record_region(region, *args, **kwargs)
+            return self._region_without_effects(region, args, kwargs)
         if self._grad_mode():
             warnings.warn(
                 "None of the inputs have requires_grad=True. Gradients will be None", stacklevel=3
