@@ -258,3 +258,40 @@ def test_bernoulli_like_prim_draws_in_memory_order(layout):
     torch.manual_seed(5)
     want = torch.empty_like(x, dtype=torch.float64).bernoulli_(0.3)
     assert torch.equal(got, want)
+
+
+class _CachesASize(torch.nn.Module):
+    """A checkpointed body that caches a size on the module (Swin's window size): eager's
+    recompute writes the same value again, which nobody can see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.window = 7
+
+    def body(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] <= self.window:
+            self.window = x.shape[0]
+        return self.lin(x).tanh()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(self.body, x, use_reentrant=False)
+
+
+def test_checkpointed_body_writing_the_same_value_again_stays_compiled() -> None:
+    torch.manual_seed(0)
+    m, me = _CachesASize(), _CachesASize()
+    me.load_state_dict(m.state_dict())
+    jm = thunder.jit(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no eager run, no warning
+        for rows in (5, 3, 3):
+            x = torch.randn(rows, 4, requires_grad=True)
+            xe = x.detach().clone().requires_grad_()
+            jm(x).sum().backward()
+            me(xe).sum().backward()
+            torch.testing.assert_close(x.grad, xe.grad)
+            assert m.window == me.window
+    for p, q in zip(m.parameters(), me.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    assert thunder.compile_stats(jm).eager_fallbacks == 0

@@ -619,7 +619,15 @@ class RegionsMixin(CopyingMixin):
         before = len(scope)
         out = record_region(region, *args, **kwargs)
         written = [b for b in scope[before:] if written_inputs(b)]
-        if self._grad_mode() and (written or len(self.effects.writes) != writes):
+        python_writes = len(self.effects.writes) != writes
+        if (
+            python_writes
+            and not written
+            and self._grad_mode()
+            and self._writes_the_same_again(region, args, kwargs, writes)
+        ):
+            return out  # eager's recompute writes what is already there (a cached size)
+        if self._grad_mode() and (written or python_writes):
             what = "writes into tensors it did not make" if written else "writes outside state"
             # The whole call: torch.compile's checkpoint of such a function fails in backward.
             raise RunsEagerly(
@@ -627,6 +635,37 @@ class RegionsMixin(CopyingMixin):
                 "eager's backward runs it again, repeating that"
             )
         return out
+
+    def _writes_the_same_again(
+        self, region: Any, args: tuple[Any, ...], kwargs: dict[str, Any], start: int
+    ) -> bool:
+        """Whether the region's Python writes since ``start`` (all to outside state: attributes,
+        globals, cells) are made again, with equal constants, by a second run after them, as
+        eager's recompute in the backward runs it: then repeating them is invisible
+        (``self.window_size = min(size)``; a counter is not). The second run is discarded."""
+        from thunder_transforms.checkpoint import record_region
+
+        first = self.effects.writes[start:]
+        if not all(w.kind in ("attr", "global", "cell") for w in first):
+            return False
+        trace = get_tracectx() or self.trace
+        scope = trace.scopes[-1]
+        before, writes = len(scope), len(self.effects.writes)
+        rng = torch.random.get_rng_state()
+        try:
+            record_region(region, *args, **kwargs)
+            again = self.effects.writes[writes:]
+        except Exception:
+            return False
+        finally:
+            del scope[before:]
+            del self.effects.writes[writes:]
+            torch.random.set_rng_state(rng)
+        return len(again) == len(first) and all(
+            (a.kind, a.target, a.name) == (b.kind, b.target, b.name)
+            and _same_constant(a.value, b.value)
+            for a, b in zip(first, again)
+        )
 
     def _checkpoint(
         self,
@@ -683,3 +722,11 @@ class RegionsMixin(CopyingMixin):
             return record_region(region, *args)
         finally:
             trace.grad_enabled = old
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    """Whether two written values are the same Python constant (a proxy never is: its value
+    may differ between the two runs)."""
+    if type(a) is not type(b) or not isinstance(a, (bool, int, float, str, type(None))):
+        return False
+    return repr(a) == repr(b)  # -0.0 is not 0.0; nan is nan
