@@ -854,7 +854,12 @@ class ThunderFunction:
 
         config = torch._dynamo.config  # set and put back by hand: config.patch costs 35 us a call
         suppressed, skip_hooks = config.suppress_errors, config.skip_nnmodule_hook_guards
+        decomposing = config.enable_dynamo_decompositions
         config.suppress_errors = True
+        # Dynamo's own rewrites (`addcmul_`/`addcdiv_` with `value`, `add_` with a tensor alpha,
+        # `_foreach_pow`) read all operands before writing: where they overlap the written
+        # tensor eager's kernel gives another result, and fma rounds otherwise.
+        config.enable_dynamo_decompositions = False
         # Hooks added to the modules later must reach the call, as in thunder's own programs
         # (dynamo's default leaves them unguarded: a stale result).
         config.skip_nnmodule_hook_guards = False
@@ -862,6 +867,7 @@ class ThunderFunction:
             return split_program(*args, **kwargs)
         finally:
             config.suppress_errors, config.skip_nnmodule_hook_guards = suppressed, skip_hooks
+            config.enable_dynamo_decompositions = decomposing
             distribution._validate_args = validating
 
     def _warn_internal_error(self, error: Exception) -> None:
