@@ -13,7 +13,7 @@ from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError, unc
 from thunder_interp._frames import running_line
 from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._implicit_lookasides import is_interpreting
-from thunder_interp._lookasides import frame_globals, text_lookaside
+from thunder_interp._lookasides import frame_globals, number_lookaside, text_lookaside
 from thunder_interp._opaque import is_opaque, opaque, opaque_package
 from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._registry import (
@@ -43,6 +43,7 @@ __all__ = [
     "interpret",
     "is_interpreting",
     "is_opaque",
+    "number_lookaside",
     "opaque",
     "opaque_package",
     "provenance_of",

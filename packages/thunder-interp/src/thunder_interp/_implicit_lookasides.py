@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import functools
 import itertools
+import math
 import operator
 from collections.abc import Callable
 from types import FunctionType
@@ -23,7 +24,13 @@ if TYPE_CHECKING:
     from thunder_interp._frame import Frame
     from thunder_interp._runtime import Runtime
 
-__all__ = ["implicit_lookasides", "is_interpreting", "unary_slot_builtins"]
+__all__ = [
+    "CONVERSIONS",
+    "converting",
+    "implicit_lookasides",
+    "is_interpreting",
+    "unary_slot_builtins",
+]
 
 Impl = Callable[["Runtime", "Frame | None", tuple[Any, ...], dict[str, Any]], Any]
 
@@ -367,6 +374,106 @@ def _abs(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]
     return slots.unary(rt, "abs", args[0])
 
 
+# What each conversion special must return (as CPython checks it).
+_RETURNS = {"__float__": float, "__int__": int, "__index__": int, "__complex__": complex}
+_AS_FLOAT = ("__float__", "__index__")
+_AS_INDEX = ("__index__",)
+
+
+def _number_value(rt: Runtime, v: Any, names: tuple[str, ...]) -> Any:
+    """``v``, or the result of the first of the specials ``names`` its type has when that one
+    is Python code: run interpreted (what it reads is seen), where the builtin would call it
+    from C."""
+    cls = type(v)
+    if cls in slots.PLAIN or is_plain(v):
+        return v
+    for name in names:
+        descr = slots.lookup_type(cls, name)
+        if descr is NULL:
+            continue
+        if not slots.is_python_level(descr):
+            return v
+        result = slots.call_special(rt, descr, v)
+        expected = _RETURNS.get(name)  # (``__trunc__``: anything ``int`` takes)
+        # (an object of a library's may stand for a number: a symbolic value)
+        if (
+            expected is not None
+            and not isinstance(result, expected)
+            and type(result).__module__ == "builtins"
+        ):
+            raise TypeError(
+                f"{cls.__name__}.{name} returned non-{expected.__name__} "
+                f"(type {type(result).__name__})"
+            )
+        return result
+    return v
+
+
+def converting(
+    native: Callable[..., Any], names: tuple[str, ...], first: Callable[..., Any] | None = None
+) -> Impl:
+    """A builtin that converts its arguments with ``names`` (``float(x)``, ``math.sqrt(x)``,
+    ``range(n)``): the Python specials are run interpreted first, the builtin then gets their
+    results. ``first(*args, **kw)``, where given, answers (for the arguments and again for the
+    converted ones) unless it returns NotImplemented."""
+
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if first is not None and (answer := first(*args, **kw)) is not NotImplemented:
+            return answer
+        if not rt.plain_opaque and _all_plain(args):
+            return rt.opaque_call(native, args, kw)
+        converted = tuple(_number_value(rt, a, names) for a in args)
+        if first is not None and (answer := first(*converted, **kw)) is not NotImplemented:
+            return answer
+        return rt.opaque_call(native, converted, kw)
+
+    return impl
+
+
+def _rounding(native: Callable[..., Any], name: str, fallback: tuple[str, ...]) -> Impl:
+    """``round(x)``, ``math.floor(x)``...: a Python ``name`` special of ``x`` is the answer (run
+    interpreted); without one, ``x`` is converted by ``fallback``."""
+
+    def impl(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if not args or _all_plain(args[:1]):
+            return rt.opaque_call(native, args, kw)
+        descr = slots.lookup_type(type(args[0]), name)
+        if descr is NULL:
+            converted = (_number_value(rt, args[0], fallback), *args[1:])
+            return rt.opaque_call(native, converted, kw)
+        if not slots.is_python_level(descr) or kw:
+            return rt.opaque_call(native, args, kw)
+        return slots.call_special(rt, descr, *args)
+
+    return impl
+
+
+# The specials each number type's constructor converts by, in CPython's order.
+CONVERSIONS: dict[Any, tuple[str, ...]] = {
+    float: _AS_FLOAT,
+    int: ("__int__", "__index__", "__trunc__"),
+    complex: ("__complex__", *_AS_FLOAT),
+}
+
+
+def _number_lookasides() -> dict[Any, Impl]:
+    table: dict[Any, Impl] = {
+        **{t: converting(t, names) for t, names in CONVERSIONS.items()},
+        range: converting(range, _AS_INDEX),
+        round: _rounding(round, "__round__", ()),
+        math.floor: _rounding(math.floor, "__floor__", _AS_FLOAT),
+        math.ceil: _rounding(math.ceil, "__ceil__", _AS_FLOAT),
+        math.trunc: _rounding(math.trunc, "__trunc__", ()),
+    }
+    by_index = {"factorial", "isqrt", "comb", "perm", "gcd", "lcm"}
+    iterables = {"fsum", "prod", "dist", "sumprod"}
+    for name in dir(math):
+        fn = getattr(math, name)
+        if type(fn) is type(len) and fn not in table and name not in iterables:
+            table[fn] = converting(fn, _AS_INDEX if name in by_index else _AS_FLOAT)
+    return table
+
+
 def _register_callbacks() -> None:
     wrapped = _ordered_key(None, None)  # type: ignore[arg-type]
     register_c_callbacks(
@@ -443,6 +550,7 @@ def implicit_lookasides() -> dict[Any, Any]:
         reversed: _reversed,
         isinstance: _class_check(isinstance, "__instancecheck__"),
         issubclass: _class_check(issubclass, "__subclasscheck__"),
+        **_number_lookasides(),
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from thunder_interp._exec import exec_lookaside
 from thunder_interp._frame import NULL, Frame
 from thunder_interp._frames import frame_lookasides
-from thunder_interp._implicit_lookasides import implicit_lookasides
+from thunder_interp._implicit_lookasides import CONVERSIONS, converting, implicit_lookasides
 from thunder_interp._locals import frame_locals
 from thunder_interp._provenance import Provenance
 from thunder_interp._registry import PY_VERSION
@@ -88,6 +88,13 @@ def text_lookaside(
         return text
 
     return InternalLookaside(kind.__name__, impl)
+
+
+def number_lookaside(kind: type, first: Callable[..., Any]) -> InternalLookaside:
+    """A lookaside for ``int``, ``float`` or ``complex`` (``kind``): ``first(*args, **kwargs)``
+    answers unless it returns NotImplemented; else the value is converted as the program would,
+    a Python ``__float__``/``__int__``/``__index__`` interpreted (its reads seen)."""
+    return InternalLookaside(kind.__name__, converting(kind, CONVERSIONS[kind], first))
 
 
 def frame_globals(namespace: dict[str, Any]) -> dict[str, Any]:

@@ -531,6 +531,7 @@ def _autograd_function_meta(
     outputs: tuple[TensorProxy, ...],
     inputs: tuple[Any, ...],
     saved: tuple[Any, ...],
+    once_differentiable: bool = False,
 ) -> Any:
     check(
         len(backward.args) == len(outputs) + len(saved),
@@ -548,30 +549,85 @@ class _UserBackward(torch.autograd.Function):
     outputs get the user's backward as their grad_fn."""
 
     @staticmethod
-    def forward(ctx: Any, backward: Any, n_outputs: int, n_inputs: int, *tensors: Any) -> Any:
+    def forward(
+        ctx: Any, backward: Any, once: bool, n_outputs: int, n_inputs: int, *tensors: Any
+    ) -> Any:
         ctx.backward, ctx.n_outputs, ctx.n_inputs = backward, n_outputs, n_inputs
-        ctx.saved = tensors[n_outputs + n_inputs :]
-        return tuple(t.view_as(t) for t in tensors[:n_outputs])
+        ctx.once_differentiable = once
+        saved = tensors[n_outputs + n_inputs :]
+        # Saved as eager's ctx.save_for_backward saves them: a later in-place write into one
+        # raises in the backward.
+        ctx.saved_layout = [None if isinstance(t, torch.Tensor) else (t,) for t in saved]
+        ctx.save_for_backward(*(t for t in saved if isinstance(t, torch.Tensor)))
+        inputs = tensors[n_outputs : n_outputs + n_inputs]
+        # Returned as it is, an argument would become a view autograd refuses in-place writes
+        # into; eager's output is one only where it shares an input's memory (``x.view_as(x)``).
+        return tuple(
+            t.view_as(t) if any(_shares_memory(t, i) for i in inputs) else t.detach()
+            for t in tensors[:n_outputs]
+        )
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        input_grads = ctx.backward(*grads, *ctx.saved)
+        tensors = iter(ctx.saved_tensors)
+        saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
+        input_grads = ctx.backward(*grads, *saved)
+        if ctx.once_differentiable and torch.is_grad_enabled():
+            input_grads = _raising_when_differentiated(input_grads)
         return (
+            None,
             None,
             None,
             None,
             *([None] * ctx.n_outputs),
             *input_grads,
-            *([None] * len(ctx.saved)),
+            *([None] * len(saved)),
         )
 
 
+def _shares_memory(a: Any, b: Any) -> bool:
+    try:
+        return bool(a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # no storage (a subclass): as a view
+        return True
+
+
+def _raising_when_differentiated(results: Any) -> tuple[Any, ...]:
+    """``results`` behind a node that raises if differentiated, as ``@once_differentiable``'s."""
+    grads: tuple[Any, ...] = tuple(results)
+    at = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
+    if not at:
+        return grads
+    error = torch._C._functions.DelayedError(
+        b"trying to differentiate twice a function that was marked with @once_differentiable",
+        len(at),
+    )
+
+    def fake_requires_grad(g: torch.Tensor) -> torch.Tensor:
+        g = g.detach()
+        g.requires_grad = True
+        return g
+
+    wrapped = error(*(fake_requires_grad(grads[i]) for i in at))
+    wrapped = (wrapped,) if isinstance(wrapped, torch.Tensor) else wrapped
+    out = list(grads)
+    for i, w in zip(at, wrapped, strict=True):
+        out[i] = w
+    return tuple(out)
+
+
 def _autograd_function_impl(
-    backward: Any, outputs: tuple[Any, ...], inputs: tuple[Any, ...], saved: tuple[Any, ...]
+    backward: Any,
+    outputs: tuple[Any, ...],
+    inputs: tuple[Any, ...],
+    saved: tuple[Any, ...],
+    once_differentiable: bool = False,
 ) -> Any:
     if torch.is_grad_enabled() and any(getattr(i, "requires_grad", False) for i in inputs):
         apply: Any = _UserBackward.apply
-        return apply(backward, len(outputs), len(inputs), *outputs, *inputs, *saved)
+        return apply(
+            backward, once_differentiable, len(outputs), len(inputs), *outputs, *inputs, *saved
+        )
     return tuple(outputs)  # thunder's autodiff differentiates it with its grad rule
 
 
@@ -581,4 +637,6 @@ autograd_function = _higher_order(
 """``autograd_function(backward, outputs, inputs, saved)``: the differentiable ``outputs`` of a
 ``torch.autograd.Function`` (computed before it, with gradients stopped), returned as they are;
 their gradients with respect to ``inputs`` are ``backward(*output_gradients, *saved)``: the
-user's own backward, recorded as a sub-trace."""
+user's own backward, recorded as a sub-trace. ``once_differentiable``: the backward was marked
+``@once_differentiable``; where torch's autograd records the program, its gradients raise if
+differentiated."""

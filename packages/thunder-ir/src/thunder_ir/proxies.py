@@ -556,6 +556,16 @@ def _reflected_true_divide(self: Any, other: Any) -> Any:
 TensorProxy.__rtruediv__ = _reflected_true_divide  # type: ignore[method-assign,assignment]
 
 
+def _reflected_mul(self: Any, other: Any) -> Any:
+    # torch.Tensor.__rmul__ is ``self.mul(other)``: the number second, which a low-precision CPU
+    # mul reads unrounded (first it would be rounded)
+    _refuse_numpy_array("mul", other)
+    return _TENSOR_METHODS["mul"](self, other)
+
+
+TensorProxy.__rmul__ = _reflected_mul  # type: ignore[method-assign,assignment]
+
+
 def _tensor_compare(op: str) -> Callable[[Any, Any], Any]:
     def method(self: Any, other: Any) -> Any:
         if other is None or isinstance(other, (str, bytes)):

@@ -330,8 +330,9 @@ def _static_lookasides() -> dict[Any, Any]:
     table[str] = thunder_interp.text_lookaside(str, _no_tensor_text, check_no_proxy_text)
     table[repr] = thunder_interp.text_lookaside(repr, _no_tensor_text, check_no_proxy_text)
     table[TensorProxy.__format__] = _tensor_format
-    table[int] = _int
-    table[float] = _float
+    # (a Python ``__int__``/``__float__``/``__index__`` interpreted, its reads guarded)
+    table[int] = thunder_interp.number_lookaside(int, _int)
+    table[float] = thunder_interp.number_lookaside(float, _float)
     table[torch.Size] = _size
     table[torch._C._dynamo.eval_frame.set_eval_frame] = _compiler_disabled
     table[torch.compile] = _compiles_inside
@@ -447,7 +448,7 @@ def _number_of(x: Any, python_type: type) -> Any:
 def _int(*args: Any, **kwargs: Any) -> Any:
     if len(args) == 1 and not kwargs and (n := _number_of(args[0], int)) is not None:
         return n
-    return int(*args, **kwargs)
+    return NotImplemented
 
 
 def _size(*args: Any, **kwargs: Any) -> Any:
@@ -469,7 +470,7 @@ def _size(*args: Any, **kwargs: Any) -> Any:
 def _float(*args: Any, **kwargs: Any) -> Any:
     if len(args) == 1 and not kwargs and (n := _number_of(args[0], float)) is not None:
         return n
-    return float(*args, **kwargs)
+    return NotImplemented
 
 
 def _check_with(error_type: Any, cond: Any, message: Any = None) -> None:

@@ -1,8 +1,8 @@
 """Conversion torch-language ops: ``Tensor.to`` and the dtype shorthands (``float()``, ``long()``...),
 device moves, ``detach``, and the in-place writes ``copy_``, ``zero_`` and ``fill_``.
 
-A conversion that changes nothing returns its input itself in torch, so these ops are tagged
-``OpTag.MAY_RETURN_VIEW`` (``to(..., copy=True)`` always copies). ``detach`` is a view that stops
+A conversion that changes nothing returns its input itself in torch, and here (the same proxy);
+these ops are tagged ``OpTag.MAY_RETURN_VIEW`` (``to(..., copy=True)`` always copies). ``detach`` is a view that stops
 gradients (``prims.stop_gradient``).
 """
 
@@ -38,16 +38,25 @@ def _is_device(x: Any) -> bool:
 
 
 def convert(
-    a: TensorProxy, dtype: DType | None, device: Device | None, copy: bool = False
+    a: TensorProxy,
+    dtype: DType | None,
+    device: Device | None,
+    copy: bool = False,
+    memory_format: Any = None,
 ) -> TensorProxy:
-    """``a`` with ``dtype`` on ``device`` (None keeps), recording a fresh proxy even when nothing changes."""
+    """``a`` with ``dtype`` on ``device`` (None keeps). Where nothing changes it is ``a`` itself,
+    as torch's (``x.float() is x``: a write through it writes ``a``); a ``memory_format`` other
+    than "preserve" may copy, by strides: a fresh proxy that torch's call answers."""
     out = a
     if dtype is not None and dtype != a.dtype:
         out = prims.convert_element_type(out, dtype)
     if device is not None and device != a.device:
         out = prims.device_put(out, device)
     if out is a:
-        return prims.clone(a) if copy else prims.shallow_copy(a)  # type: ignore[no-any-return]
+        if copy:
+            return prims.clone(a)  # type: ignore[no-any-return]
+        if memory_format not in (None, torch.preserve_format):
+            return prims.shallow_copy(a)  # type: ignore[no-any-return]
     return out
 
 
@@ -60,7 +69,7 @@ def to(a: Any, *args: Any, **kwargs: Any) -> Any:
     device: Any = kwargs.pop("device", None)
     copy = bool(kwargs.pop("copy", False))
     kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
+    memory_format = kwargs.pop("memory_format", None)
     check(not kwargs, lambda: f"to() got unexpected keyword arguments {sorted(kwargs)}", TypeError)
     rest = list(args)
     if rest and isinstance(rest[0], TensorProxy):
@@ -83,7 +92,9 @@ def to(a: Any, *args: Any, **kwargs: Any) -> Any:
     check(
         not rest, lambda: f"to() received an invalid combination of arguments: {args!r}", TypeError
     )
-    return convert(a, dtype_arg(dtype), None if device is None else to_device(device), copy)
+    return convert(
+        a, dtype_arg(dtype), None if device is None else to_device(device), copy, memory_format
+    )
 
 
 @torchop("torch.Tensor.type_as", tags=_MAY_VIEW)
@@ -112,7 +123,7 @@ def type_(a: Any, dtype: Any = None, non_blocking: bool = False) -> Any:
 
 def _shorthand(method: str, dtype: DType) -> Any:
     def fn(a: Any, *, memory_format: Any = None) -> Any:
-        return convert(check_tensor_arg(a, method, "self"), dtype, None)
+        return convert(check_tensor_arg(a, method, "self"), dtype, None, False, memory_format)
 
     fn.__name__ = method
     fn.__qualname__ = method
@@ -134,7 +145,7 @@ bool_ = _shorthand("bool", dtypes.bool8)
 
 @torchop("torch.Tensor.cpu", tags=_MAY_VIEW)
 def cpu(a: Any, *, memory_format: Any = None) -> Any:
-    return convert(check_tensor_arg(a, "cpu", "self"), None, to_device("cpu"))
+    return convert(check_tensor_arg(a, "cpu", "self"), None, to_device("cpu"), False, memory_format)
 
 
 @torchop("torch.Tensor.cuda", tags=_MAY_VIEW)
@@ -146,7 +157,7 @@ def cuda(
         if device is None
         else to_device(device if not isinstance(device, int) else f"cuda:{device}")
     )
-    return convert(check_tensor_arg(a, "cuda", "self"), None, target)
+    return convert(check_tensor_arg(a, "cuda", "self"), None, target, False, memory_format)
 
 
 @torchop("torch.detach", "torch.Tensor.detach", tags=(OpTag.VIEW,))

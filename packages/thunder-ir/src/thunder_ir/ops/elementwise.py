@@ -162,7 +162,7 @@ def compute(
     fn: Callable[..., Any],
     *args: Any,
     names: tuple[str, ...] = (),
-    casts_cpu_scalars: bool = False,
+    casts_cpu_scalars: bool | tuple[int, ...] = False,
 ) -> Any:
     """Runs ``fn`` (written with prims) on ``args`` broadcast to their common shape and converted to
     the computation dtype of ``kind``; converts its result to the result dtype. Tensors and
@@ -170,9 +170,12 @@ def compute(
 
     ``casts_cpu_scalars``: the op's torch CPU kernel converts a number (or 0-dim tensor) operand
     to the common dtype, bfloat16 or float16, before computing in float32 (``x + 0.7`` adds
-    bfloat16(0.7)); the op says so where it is defined. Measured against torch 2.13's CPU
-    kernels, element by element: add, sub, remainder, fmod, pow and the comparisons do; mul, div,
-    lerp's weight and addcmul's value read the number as given. CUDA kernels read it as given."""
+    bfloat16(0.7)); the op says so where it is defined, True for every position or a tuple of
+    the positions converted. Measured against torch 2.13's CPU kernels, element by element: most
+    binary ops convert in either position; mul and div (all rounding modes) read a second
+    operand as given but convert a first one (their kernels' scalar fast path is only for the
+    second operand); lerp's weight and addcmul's value are read as given. CUDA kernels read it
+    as given."""
     for i, x in enumerate(args):
         what = names[i] if i < len(names) else ("input" if i == 0 else "other")
         check(
@@ -182,8 +185,10 @@ def compute(
         )
     if not any(isinstance(x, TensorProxy) for x in args):
         return fn(*args)
-    if casts_cpu_scalars:
+    if casts_cpu_scalars is True:
         args = scalars_in_common_dtype(args)
+    elif casts_cpu_scalars:
+        args = scalars_in_common_dtype(args, scalar_positions=casts_cpu_scalars)
     computation, result = promote(*(x for x in args if x is not None), kind=kind)
     converted = [None if x is None else _for_computation(x, computation) for x in broadcast(*args)]
     out = fn(*converted)

@@ -7,6 +7,7 @@ Operands broadcast to a common shape and promote to a common dtype as torch does
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -43,6 +44,9 @@ from thunder_ir.tags import OpTag
 from thunder_ir.utils import check, dtype_of, result_type
 
 _EW = (OpTag.ELEMENTWISE,)
+# mul's and div's CPU kernels read a scalar second operand as given (their fast path) but
+# convert a scalar first operand to the low-precision dtype (see ``compute``).
+_FIRST_ONLY = (0,)
 
 
 def _is_bool(x: Any) -> bool:
@@ -120,7 +124,7 @@ def _binary(
     a: Any,
     b: Any,
     kind: Promotion = Promotion.DEFAULT,
-    casts_cpu_scalars: bool = False,
+    casts_cpu_scalars: bool | tuple[int, ...] = False,
 ) -> Any:
     return compute(op, kind, prim, a, b, casts_cpu_scalars=casts_cpu_scalars)
 
@@ -212,22 +216,33 @@ def rsub(a: Any, b: Any, *, alpha: Any = 1) -> Any:
 
 @torchop("torch.mul", "torch.multiply", "torch.Tensor.mul", "torch.Tensor.multiply", tags=_EW)
 def mul(a: Any, b: Any) -> Any:
-    return _binary("mul", prims.mul, a, b)
+    return _binary("mul", prims.mul, a, b, casts_cpu_scalars=_FIRST_ONLY)
 
 
 def _true_divide(a: Any, b: Any) -> Any:
-    return _binary("div", prims.div, a, b, Promotion.INT_TO_FLOAT)
+    return _binary("div", prims.div, a, b, Promotion.INT_TO_FLOAT, casts_cpu_scalars=_FIRST_ONLY)
 
 
 def _trunc_divide(a: Any, b: Any) -> Any:
     if result_type(a, b).is_exact:
-        return compute("div", Promotion.DEFAULT, prims.trunc_divide, a, b)
+        return compute(
+            "div", Promotion.DEFAULT, prims.trunc_divide, a, b, casts_cpu_scalars=_FIRST_ONLY
+        )
     if isinstance(b, TensorProxy) and b.ndim > 0:
         # As torch's kernels: a tensor quotient is rounded to the result dtype, then truncated
         # (this differs from truncating in float32 for low-precision dtypes) ...
-        return prims.trunc(compute("div", Promotion.DEFAULT, prims.div, a, b))
+        return prims.trunc(
+            compute("div", Promotion.DEFAULT, prims.div, a, b, casts_cpu_scalars=_FIRST_ONLY)
+        )
     # ... while a quotient by a scalar is truncated in the computation dtype.
-    return compute("div", Promotion.DEFAULT, lambda x, y: prims.trunc(prims.div(x, y)), a, b)
+    return compute(
+        "div",
+        Promotion.DEFAULT,
+        lambda x, y: prims.trunc(prims.div(x, y)),
+        a,
+        b,
+        casts_cpu_scalars=_FIRST_ONLY,
+    )
 
 
 @torchop("torch.div", "torch.Tensor.div", "torch.divide", "torch.Tensor.divide", tags=_EW)
@@ -252,7 +267,44 @@ def true_divide(a: Any, b: Any) -> Any:
 @torchop("torch.floor_divide", "torch.Tensor.floor_divide", tags=_EW)
 def floor_divide(a: Any, b: Any) -> Any:
     _check_common_dtype("div_floor", a, b)
-    return _binary("floor_divide", prims.floor_divide, a, b)
+    low = low_precision_cpu_dtype((a, b))
+    if low is not None and not (is_number(b) or (isinstance(b, TensorProxy) and b.ndim == 0)):
+        # torch's CPU kernel without a scalar divisor computes c10::div_floor_floating in the
+        # low-precision dtype, each step rounded
+        return compute(
+            "floor_divide",
+            Promotion.DEFAULT,
+            lambda x, y: _stepwise_floor_divide(x, y, low),
+            a,
+            b,
+            casts_cpu_scalars=_FIRST_ONLY,
+        )
+    return _binary("floor_divide", prims.floor_divide, a, b, casts_cpu_scalars=_FIRST_ONLY)
+
+
+def _stepwise_floor_divide(a: Any, b: Any, low: Any) -> Any:
+    """c10::div_floor_floating on float32 values of ``low`` operands, rounding to ``low`` after
+    each step as its arithmetic on ``low`` scalars does."""
+
+    def r(t: Any) -> Any:
+        return prims.convert_element_type(prims.convert_element_type(t, low), t.dtype)
+
+    mod = r(prims.fmod(a, b))
+    div = r(prims.div(r(prims.sub(a, mod)), b))
+    signs_differ = prims.ne(prims.lt(b, 0.0), prims.lt(mod, 0.0))
+    div = prims.where(
+        prims.bitwise_and(prims.ne(mod, 0.0), signs_differ), r(prims.sub(div, 1.0)), div
+    )
+    floordiv = prims.floor(div)
+    floordiv = prims.where(
+        prims.gt(r(prims.sub(div, floordiv)), 0.5), r(prims.add(floordiv, 1.0)), floordiv
+    )
+    quotient = prims.div(a, b)
+    floordiv = prims.where(
+        prims.eq(div, 0.0), prims.copysign(prims.mul(a, 0.0), quotient), floordiv
+    )
+    # division by zero: the IEEE quotient
+    return prims.where(prims.eq(b, 0.0), quotient, floordiv)
 
 
 @torchop("torch.remainder", "torch.Tensor.remainder", tags=_EW)
@@ -347,7 +399,7 @@ def float_power(a: Any, b: Any) -> Any:
 def atan2(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "atan2", "input", 1)
     check_tensor_arg(b, "atan2", "other", 2)
-    return _binary("atan2", prims.atan2, a, b, Promotion.INT_TO_FLOAT)
+    return _binary("atan2", prims.atan2, a, b, Promotion.INT_TO_FLOAT, casts_cpu_scalars=True)
 
 
 @torchop("torch.hypot", "torch.Tensor.hypot", tags=_EW)
@@ -356,7 +408,7 @@ def hypot(a: Any, b: Any) -> Any:
     check_tensor_arg(b, "hypot", "other", 2)
     for x in (a, b):
         check_dtype("hypot", x, lambda d: d.is_float)
-    return compute("hypot", Promotion.DEFAULT, _scaled_hypot, a, b)
+    return compute("hypot", Promotion.DEFAULT, _scaled_hypot, a, b, casts_cpu_scalars=True)
 
 
 def _scaled_hypot(x: Any, y: Any) -> Any:
@@ -375,7 +427,7 @@ def _scaled_hypot(x: Any, y: Any) -> Any:
 @torchop("torch.copysign", "torch.Tensor.copysign", tags=_EW)
 def copysign(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "copysign", "input", 1)
-    return _binary("copysign", prims.copysign, a, b, Promotion.INT_TO_FLOAT)
+    return _binary("copysign", prims.copysign, a, b, Promotion.INT_TO_FLOAT, casts_cpu_scalars=True)
 
 
 def _check_no_complex(op: str, *args: Any) -> None:
@@ -388,7 +440,7 @@ def maximum(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "maximum", "input", 1)
     check_tensor_arg(b, "maximum", "other", 2)
     _check_no_complex("maximum", a, b)
-    return _binary("maximum", prims.maximum, a, b)
+    return _binary("maximum", prims.maximum, a, b, casts_cpu_scalars=True)
 
 
 @torchop("torch.minimum", "torch.Tensor.minimum", tags=_EW)
@@ -396,7 +448,7 @@ def minimum(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "minimum", "input", 1)
     check_tensor_arg(b, "minimum", "other", 2)
     _check_no_complex("minimum", a, b)
-    return _binary("minimum", prims.minimum, a, b)
+    return _binary("minimum", prims.minimum, a, b, casts_cpu_scalars=True)
 
 
 def _nan_ignoring(prim: Symbol) -> Any:
@@ -416,7 +468,9 @@ def fmax(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "fmax", "input", 1)
     check_tensor_arg(b, "fmax", "other", 2)
     _check_no_complex("fmax", a, b)
-    return compute("fmax", Promotion.DEFAULT, _nan_ignoring(prims.maximum), a, b)
+    return compute(
+        "fmax", Promotion.DEFAULT, _nan_ignoring(prims.maximum), a, b, casts_cpu_scalars=True
+    )
 
 
 @torchop("torch.fmin", "torch.Tensor.fmin", tags=_EW)
@@ -424,7 +478,9 @@ def fmin(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "fmin", "input", 1)
     check_tensor_arg(b, "fmin", "other", 2)
     _check_no_complex("fmin", a, b)
-    return compute("fmin", Promotion.DEFAULT, _nan_ignoring(prims.minimum), a, b)
+    return compute(
+        "fmin", Promotion.DEFAULT, _nan_ignoring(prims.minimum), a, b, casts_cpu_scalars=True
+    )
 
 
 # Bitwise and logical -------------------------------------------------------------------------
@@ -645,6 +701,15 @@ def where(condition: Any, a: Any = None, b: Any = None) -> Any:
             "compiled region"
         )
     check_tensor_arg(condition, "where", "condition", 1)
+    if condition.dtype == dtypes.uint8:
+        # eager accepts a uint8 condition (deprecated, with a warning): nonzero is true
+        warnings.warn(
+            "where received a uint8 condition tensor. This behavior is deprecated and will be "
+            "removed in a future version of PyTorch. Use a boolean condition instead.",
+            UserWarning,
+            stacklevel=2,
+        )
+        condition = prims.ne(condition, 0)
     check(
         condition.dtype.is_boolean,
         lambda: (

@@ -261,6 +261,9 @@ def _atleast_one(a: TensorProxy, n: int) -> TensorProxy:
 def _atleast(tensors: tuple[Any, ...], n: int) -> Any:
     single = len(tensors) == 1 and isinstance(tensors[0], TensorProxy)
     ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)) else tensors
+    if all(isinstance(t, TensorProxy) and t.ndim >= n for t in ts):
+        # Torch returns the tensors themselves (``torch.atleast_1d(x) is x``).
+        return ts[0] if single else tuple(ts)
     out = tuple(_atleast_one(check_tensor_arg(t, f"atleast_{n}d"), n) for t in ts)
     return out[0] if single else out
 
@@ -517,6 +520,19 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
                     f"Sizes of tensors must match except in dimension {d}. Expected size {r} but got size {s} for tensor number {next(k for k, y in enumerate(ts) if y is x)} in the list."
                 ),
             )
+    # a skipped tensor that requires grad joins as an empty block (eager's graph reaches it:
+    # its gradient is zeros, not None)
+    if ref.ndim == 1:
+        kept = list(ts)
+    else:
+        empty_shape = tuple(0 if j == d else ref.shape[j] for j in range(ref.ndim))
+        kept = [
+            prims.reshape(x, empty_shape)
+            if x.requires_grad and not any(x is k for k in kept)
+            else x
+            for x in ts
+            if x.requires_grad or any(x is k for k in kept)
+        ]
     return prims.cat([to_dtype(x, dtype) for x in kept], d)
 
 

@@ -3,14 +3,18 @@ relies on. They are plain Python, so their implementations live here with them."
 
 from __future__ import annotations
 
+import array
+import collections
 import keyword
+import marshal
 import math
 import re
 import sys
 from typing import Any
 
-from thunder_ir.codegen import Printer, register_inline
+from thunder_ir.codegen import Printer, PythonCode, register_inline
 from thunder_ir.prims._common import make_prim
+from thunder_ir.proxies import Proxy
 from thunder_ir.tags import OpTag
 
 __all__ = ["PROLOGUE_MISSES", "GuardFailure"]
@@ -87,21 +91,63 @@ def _is_numpy_scalar(value: Any) -> bool:
     return t.__module__ == "numpy" and t.__name__ != "ndarray" and hasattr(value, "tobytes")
 
 
-def _check_value(x: Any, value: Any) -> None:
-    if type(x) is not type(value):
-        _fail(f"expected {value!r}, got {x!r}")
+def _same_float(x: float, value: float) -> bool:
+    # -0.0 == 0.0 but 1 / -0.0 is -inf; a nan equals no value but is the same constant
+    if x != x:
+        return value != value
+    return x == value and math.copysign(1.0, x) == math.copysign(1.0, value)
+
+
+def same_value(x: Any, value: Any) -> bool:
+    """Whether ``x`` is ``value`` as a program that baked ``value`` in sees it: ``==`` and the
+    same types all through (``(0, 4)`` is not ``(0, 4.0)``), the same sign of zero, NaN for NaN,
+    and the same order of a dict's (a set's) items."""
+    t = type(value)
+    if type(x) is not t:
+        return False
+    if t is float:
+        return _same_float(x, value)
+    if t is complex:
+        return _same_float(x.real, value.real) and _same_float(x.imag, value.imag)
     if _is_numpy_scalar(value):
         # its bytes: numpy's ``==`` takes -0.0 for 0.0 and never a NaN for itself
-        if x.dtype != value.dtype or x.tobytes() != value.tobytes():
-            _fail(f"expected {value!r}, got {x!r}")
-    elif type(value) is float:
-        # -0.0 == 0.0 but 1 / -0.0 is -inf; a nan equals no value but is the same constant
-        if (x != value or math.copysign(1.0, x) != math.copysign(1.0, value)) and not (
-            x != x and value != value
-        ):
-            _fail(f"expected {value!r}, got {x!r}")
-    elif x != value:
+        return bool(x.dtype == value.dtype and x.tobytes() == value.tobytes())
+    if isinstance(value, dict):
+        return len(x) == len(value) and all(
+            same_value(a, b) and same_value(x[a], value[b]) for a, b in zip(x, value)
+        )
+    if isinstance(value, (tuple, list, set, frozenset, collections.deque)):
+        return len(x) == len(value) and all(same_value(a, b) for a, b in zip(x, value))
+    if t is array.array:
+        return bool(x.typecode == value.typecode and x.tobytes() == value.tobytes())
+    if t is slice:
+        return all(same_value(getattr(x, n), getattr(value, n)) for n in ("start", "stop", "step"))
+    if t.__name__ == "Decimal" and t.__module__ in ("decimal", "_decimal", "_pydecimal"):
+        return bool(x.as_tuple() == value.as_tuple())  # sign, digits and exponent (1.0 vs 1.00)
+    return bool(x == value)
+
+
+def _check_value(x: Any, value: Any) -> None:
+    if not same_value(x, value):
         _fail(f"expected {value!r}, got {x!r}")
+
+
+def _marshals_exactly(value: Any, depth: int = 0) -> bool:
+    """Whether equal ``marshal.dumps`` bytes mean ``same_value``: built of the exact types
+    marshal tells apart (a bytes could be a bytearray, a subclass is another type)."""
+    t = type(value)
+    if value is None or value is Ellipsis or t in (bool, int, float, complex, str):
+        return True
+    if depth > 8:
+        return False
+    if t in (tuple, list, set, frozenset):
+        return all(_marshals_exactly(v, depth + 1) for v in value)
+    if t is dict:
+        return all(
+            _marshals_exactly(k, depth + 1) and _marshals_exactly(v, depth + 1)
+            for k, v in value.items()
+        )
+    return False
 
 
 def _check_type(x: Any, typ: type) -> None:
@@ -199,7 +245,9 @@ def _failing_call(bsym: Any, p: Printer) -> str:
 
 def _inline_check_is(bsym: Any, p: Printer) -> str:
     x, obj = bsym.args
-    return f"if {p.value(x)} is not {p.value(obj)}: {_failing_call(bsym, p)}"
+    # (an object as such, never its literal: ``x is not 0.5`` or ``x is not []`` never holds)
+    obj_src = p.value(obj) if isinstance(obj, (Proxy, PythonCode)) or obj is None else p.opaque(obj)
+    return f"if {p.value(x)} is not {obj_src}: {p.symbol(bsym.sym)}({p.value(x)}, {obj_src})"
 
 
 def _inline_check_type(bsym: Any, p: Printer) -> str:
@@ -218,7 +266,16 @@ def _inline_check_value(bsym: Any, p: Printer) -> str | None:
         return None  # nan, and 0.0 against -0.0: the call tells them apart
     else:  # _check_value's own test, on constants of the program (no literal rebuilt per call)
         v = p.opaque(value)
-        test = f"type({x_src}) is not {p.opaque(type(value))} or {x_src} != {v}"
+        test = f"type({x_src}) is not {p.opaque(type(value))}"
+        if type(value) in (tuple, list, dict, set, frozenset) and _marshals_exactly(value):
+            # one C call tells the types, signs of zero and order apart (a value marshal
+            # refuses raises ValueError: a miss); the call decides when the bytes differ
+            dumped = p.opaque(marshal.dumps(value, 2))
+            test += f" or {p.opaque(marshal.dumps)}({x_src}, 2) != {dumped}"
+        elif isinstance(value, (dict, list, tuple, set, frozenset)) and not value:
+            test += f" or {x_src} != {v}"  # (empty, of the same type: nothing to tell apart)
+        else:
+            test += f" or {x_src} != {v} or not {p.opaque(same_value)}({x_src}, {v})"
         return f"if {test}: {p.symbol(bsym.sym)}({x_src}, {v})"
     return f"if {test}: {_failing_call(bsym, p)}"
 

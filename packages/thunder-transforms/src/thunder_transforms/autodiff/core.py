@@ -78,6 +78,8 @@ class ForwardBackward:
     hidden_outputs: int = 0
     # Mutated inputs written through a view of them (eager's error for a leaf names the view).
     written_through_views: frozenset[int] = frozenset()
+    # Flat outputs that are views of an input taken under no_grad (eager's require grad).
+    no_grad_input_views: frozenset[int] = frozenset()
 
 
 def _carries_grad(p: Any) -> bool:
@@ -351,6 +353,30 @@ def split_forward_backward(
         frozenset(lin.checkpointed),
         n_hidden,
         fz.through_views,
+        _no_grad_input_views(trace, leaves),
+    )
+
+
+def _no_grad_input_views(trace: Trace, leaves: Sequence[Any]) -> frozenset[int]:
+    """The flat outputs (``leaves``) that are views of an input, each view taken under no_grad
+    (recorded with its gradient stopped): eager's views of a tensor that requires grad do too,
+    unlike ``x.detach()[1:]``."""
+    inputs = {a.name for a in trace.args if isinstance(a, TensorProxy)}
+    views: set[str] = set()
+    for b in trace.bound_symbols:
+        first = next(iter(b.flat_proxy_args), None)
+        # (``detach`` is its stop alone; a view under no_grad is the view, then the stop)
+        stops = [s.sym is prims.stop_gradient for s in b.subsymbols]
+        if OpTag.VIEW not in b.sym.tags or first is None or stops == [True]:
+            continue
+        stopped = len(stops) > 1 and stops[-1]
+        # (a view of such a view records no stop: its argument requires no grad here)
+        if (first.name in inputs and stopped) or first.name in views:
+            views.update(o.name for o in b.flat_proxy_outs)
+    return frozenset(
+        k
+        for k, x in enumerate(leaves)
+        if isinstance(x, TensorProxy) and x.name in views and x.name not in inputs
     )
 
 

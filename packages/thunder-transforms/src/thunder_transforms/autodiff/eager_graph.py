@@ -28,6 +28,7 @@ from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.pytree import tree_flatten
+from thunder_transforms.autodiff.fallback_saved import fallback_saved
 from thunder_transforms.autodiff.registry import bound_arguments, differentiable_inputs
 
 __all__ = [
@@ -121,6 +122,9 @@ _SELECTS_BY_INDEX = _symbols(ltorch, ["max", "min"])
 _FALLBACK_SELECTIONS = frozenset(
     {"torch.topk", "torch.Tensor.topk", "torch.sort", "torch.Tensor.sort"}
 )
+
+# Fallback ops calling the torch callable their first argument names.
+_FALLBACKS = _symbols(ltorch, ["torch_fallback", "torch_fallback_view", "torch_fallback_random"])
 
 # Result-saving ops that also save their arguments (pow, prod, norms, cumprod, logsumexp...).
 _SAVES_RESULT_AND_ARGS = _symbols(
@@ -237,6 +241,16 @@ def _saved_by_formula(
         return True, [outs[-1].name] if len(outs) == 2 else [p.name for p in tensors]
     if sym is ltorch.lerp and len(bsym.args) == 3 and not isinstance(bsym.args[2], TensorProxy):
         return False, []  # a number weight: the gradients are the cotangent scaled
+    if sym in _FALLBACKS and bsym.args and isinstance(bsym.args[0], str):
+        # what torch's own graph of the callable saves (its result: linalg.inv; a copy of the
+        # input, not the input: nn.LSTM(batch_first=True))
+        found = fallback_saved(
+            bsym.args[0], tuple(bsym.args[1:]), dict(bsym.kwargs), lambda p: p.name in carries
+        )
+        if found is not None:
+            names = [p.name for i, p in enumerate(tensors) if i in found.arguments]
+            names += [o.name for i, o in enumerate(outs) if i in found.outputs]
+            return found.saves, names
     return bool(tensors), [p.name for p in tensors]
 
 

@@ -571,3 +571,14 @@ def _addcdiv(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     g1 = ltorch.mul(g, ltorch.div(value, t2))
     g2 = ltorch.mul(ltorch.neg(g), ltorch.div(ltorch.mul(t1, value), ltorch.mul(t2, t2)))
     return [(a, _to_shape(g, a)), (t1, _to_shape(g1, t1)), (t2, _to_shape(g2, t2))]
+
+
+@register_vjp(ltorch.addcmul)
+def _addcmul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager: grad, grad * (t2 * value) and grad * (t1 * value); a rule keeps the forward one op
+    # (torch's kernel rounds once where the decomposition rounds after each product).
+    args = bound_arguments(bsym)
+    a, t1, t2, value = args["a"], args["t1"], args["t2"], args["value"]
+    g1 = ltorch.mul(g, _conj(ltorch.mul(t2, value)))
+    g2 = ltorch.mul(g, _conj(ltorch.mul(t1, value)))
+    return [(a, _to_shape(g, a)), (t1, _to_shape(g1, t1)), (t2, _to_shape(g2, t2))]

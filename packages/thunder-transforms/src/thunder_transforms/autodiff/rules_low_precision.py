@@ -382,3 +382,100 @@ def _softsign(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     d = ltorch.add(ltorch.abs(a), 1)
     through_d = ltorch.mul(ltorch.neg(g), ltorch.div(ltorch.div(a, d), d))
     return [(a, ltorch.add(ltorch.div(g, d), ltorch.mul(through_d, ltorch.sgn(a))))]
+
+
+def _mixed_precision_operands(bsym: BoundSymbol, operands: tuple[Any, ...]) -> bool:
+    """A float16/bfloat16 result with a float tensor operand of another dtype (a 0-dim float32
+    parameter): eager's formulas compute that operand's gradient in the result's dtype, summed
+    there, then converted; the prims' rules would compute it in float32."""
+    y = bsym.output
+    return (
+        isinstance(y, TensorProxy)
+        and y.dtype.is_low_precision
+        and any(isinstance(x, TensorProxy) and x.dtype != y.dtype for x in operands)
+    )
+
+
+def _mixed_binary(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    return _mixed_precision_operands(bsym, (args["a"], args["b"]))
+
+
+def _grads_to_shapes(pairs: list[tuple[Any, Any]]) -> GradPairs:
+    return [(x, _summed_to(g, x)) for x, g in pairs if isinstance(x, TensorProxy)]
+
+
+@register_vjp(ltorch.mul, applies=_mixed_binary)
+def _mul_mixed(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # mul_tensor_backward: grad * other and grad * self (the scalar second, read as given)
+    args = bound_arguments(bsym)
+    a, b = args["a"], args["b"]
+    return _grads_to_shapes([(a, ltorch.mul(g, b)), (b, ltorch.mul(g, a))])
+
+
+@register_vjp(ltorch.where, applies=lambda b: _mixed_precision_operands(b, tuple(b.args[1:3])))
+def _where_mixed(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # where(cond, grad, 0) and where(cond, 0, grad)
+    condition, a, b = bound_arguments(bsym).values()
+    if condition.dtype != dtypes.bool8:
+        condition = ltorch.ne(condition, 0)
+    return _grads_to_shapes(
+        [(a, ltorch.where(condition, g, 0.0)), (b, ltorch.where(condition, 0.0, g))]
+    )
+
+
+def _select_mixed(bsym: BoundSymbol, g: TensorProxy, a_loses: Any) -> GradPairs:
+    # where(self == other, grad / 2, grad).masked_fill_(self loses, 0), and for other
+    args = bound_arguments(bsym)
+    a, b = args["a"], args["b"]
+    shared = ltorch.where(ltorch.eq(a, b), ltorch.div(g, 2), g)
+    return _grads_to_shapes(
+        [
+            (a, ltorch.where(a_loses(a, b), 0.0, shared)),
+            (b, ltorch.where(a_loses(b, a), 0.0, shared)),
+        ]
+    )
+
+
+@register_vjp(ltorch.maximum, applies=_mixed_binary)
+def _maximum_mixed(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return _select_mixed(bsym, g, ltorch.lt)
+
+
+@register_vjp(ltorch.minimum, applies=_mixed_binary)
+def _minimum_mixed(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    return _select_mixed(bsym, g, ltorch.gt)
+
+
+def _batch_statistics_only(bsym: BoundSymbol, uses_batch_stats: str) -> bool:
+    args = bound_arguments(bsym)
+    a = args["a"]
+    return (
+        isinstance(a, TensorProxy)
+        and a.dtype.is_low_precision
+        and bool(args[uses_batch_stats])
+        and args["running_mean"] is None
+        and args["running_var"] is None
+    )
+
+
+def _through_eager(torch_name: str) -> Callable[[BoundSymbol, TensorProxy], GradPairs]:
+    """A rule running eager's backward of the op (``torch.autograd.grad`` through it): the
+    forward stays torch's one kernel (its float16/bfloat16 result is not the decomposition's
+    rounded), the gradients are eager's. Only without running statistics, which the re-run
+    would update again."""
+
+    def rule(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+        args = tuple(bound_arguments(bsym).values())
+        grads = ltorch.torch_fallback_vjp(torch_name, args, {}, (g,))
+        return [(x, gx) for x, gx in zip(args, grads) if gx is not None]
+
+    return rule
+
+
+register_vjp(ltorch.batch_norm, applies=lambda b: _batch_statistics_only(b, "training"))(
+    _through_eager("torch.nn.functional.batch_norm")
+)
+register_vjp(ltorch.instance_norm, applies=lambda b: _batch_statistics_only(b, "use_input_stats"))(
+    _through_eager("torch.nn.functional.instance_norm")
+)

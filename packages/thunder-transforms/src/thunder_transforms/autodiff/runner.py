@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
-from thunder_ir import OpTag, Proxy, Trace
-from thunder_ir.pytree import tree_unflatten
+from thunder_ir import BoundSymbol, OpTag, Proxy, Trace
+from thunder_ir import higher_order as ho
+from thunder_ir.pytree import tree_flatten, tree_unflatten
 from thunder_transforms.autodiff.core import ForwardBackward
 from thunder_transforms.autodiff.eager_graph import EagerGraph, EagerNode
 from thunder_transforms.autodiff.functorch_backward import run_below_transforms, under_transforms
@@ -47,6 +48,8 @@ class DifferentiableFunction:
         self.gets_grad = _inputs_with_gradients(fb.backward, len(fb.requires_grad))
         self.cotangents_read = _cotangents_read(fb.backward, sum(fb.differentiable_outputs))
         self.draws_random = any(b.has_tag(OpTag.RANDOM) for b in fb.forward.bound_symbols)
+        self.through_custom_functions = _outputs_through_custom_functions(fb.forward)
+        self.no_grad_input_views = fb.no_grad_input_views
         # The model of eager's graph, for the checks eager's backward makes (eager_graph.py).
         self.eager = eager
         self.eager_saved_inputs = tuple(sorted(eager.saved_inputs)) if eager is not None else ()
@@ -118,9 +121,10 @@ class DifferentiableFunction:
                 # eager's autograd knows (in-place writes into it, or into its base, rebase the
                 # graph as eager's do), where a custom Function's output view refuses them.
                 o = outs[out_index]
-                outs[out_index] = args[arg_index].as_strided(
-                    o.size(), o.stride(), o.storage_offset()
-                )
+                with torch.set_grad_enabled(out_index not in self.no_grad_input_views):
+                    outs[out_index] = args[arg_index].as_strided(
+                        o.size(), o.stride(), o.storage_offset()
+                    )
             for out_index, base_index in call.output_views.items():
                 # A view of another output (``return y, y[1:]``), made again from it: the caller
                 # may write into either, as into eager's.
@@ -175,6 +179,8 @@ def _private_views_detached(
     call: _Call,
     mutated: frozenset[int] | set[int],
     differentiable: Sequence[bool],
+    through_custom_functions: frozenset[int] = frozenset(),
+    no_grad_views: frozenset[int] = frozenset(),
 ) -> list[Any]:
     """The outputs with each view of memory only it can reach (a view of an intermediate,
     ``(x * 2).view(-1)``, or of what an op made inside, ``repeat_interleave``) detached from
@@ -186,7 +192,11 @@ def _private_views_detached(
     another output's memory that no input shares (``return y, y[1:]``) is detached and goes to
     ``call.output_views``, to be made again from that output, when both are differentiable
     (a view remade from ``y.detach()`` would lose its gradient)."""
-    views = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o._is_view()]
+    views = [
+        i
+        for i, o in enumerate(outs)
+        if isinstance(o, torch.Tensor) and (o._is_view() or i in no_grad_views)
+    ]
     if not views:
         return list(outs)
     outs = list(outs)
@@ -212,7 +222,17 @@ def _private_views_detached(
                 for j, a in enumerate(args)
                 if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == low
             ]
-            if len(owners) == 1 and owners[0] not in mutated:
+            # Not made again: a view of a custom Function's output (it keeps its backward), nor
+            # one the program stopped the gradient of (``x.detach()[1:]``) from an input that
+            # requires grad (a view of the caller's would require grad), but a view taken under
+            # no_grad (made again under no_grad: it requires grad, as eager's).
+            stopped = not (i < len(differentiable) and differentiable[i]) and i not in no_grad_views
+            if (
+                len(owners) == 1
+                and owners[0] not in mutated
+                and i not in through_custom_functions
+                and not (stopped and args[owners[0]].requires_grad)
+            ):
                 a = args[owners[0]]
                 same = (a.dtype, a.device, a.layout, a.is_conj(), a.is_neg())
                 if same == (o.dtype, o.device, o.layout, o.is_conj(), o.is_neg()):
@@ -260,6 +280,26 @@ def _cotangents_read(backward: Trace, n_cotangents: int) -> list[frozenset[int]]
     return [reads.get(g.name, frozenset()) if isinstance(g, Proxy) else frozenset() for g in grads]
 
 
+def _outputs_through_custom_functions(forward: Trace) -> frozenset[int]:
+    """The flat outputs of the forward trace computed from a custom ``torch.autograd.Function``'s
+    output: one that aliases an input (``Copy.apply(x)``, ``GradReverse.apply(x)[1:]``) must
+    not be handed back as, or made again from, the caller's tensor, which would drop the user's
+    backward."""
+    ret = forward.bound_symbols[-1] if forward.bound_symbols else None
+    if ret is None or not ret.args or not isinstance(ret.args[0], (tuple, list)) or not ret.args[0]:
+        return frozenset()
+
+    def custom(bsym: BoundSymbol) -> bool:
+        return bsym.sym is ho.autograd_function or any(custom(s) for s in bsym.subsymbols)
+
+    derived: set[str] = set()
+    for bsym in forward.bound_symbols[:-1]:
+        if custom(bsym) or any(p.name in derived for p in bsym.flat_proxy_args):
+            derived.update(p.name for p in bsym.flat_proxy_outs)
+    outs, _spec = tree_flatten(ret.args[0][0])
+    return frozenset(i for i, o in enumerate(outs) if isinstance(o, Proxy) and o.name in derived)
+
+
 def _inputs_with_gradients(backward: Trace, n: int) -> frozenset[int]:
     """Which inputs the backward trace can return a gradient for (the others return None)."""
     ret = backward.bound_symbols[-1] if backward.bound_symbols else None
@@ -273,10 +313,11 @@ class _Call:
     """What one ``_ThunderFunction.apply`` passes from ``forward`` to ``setup_context``: the
     outputs that are inputs returned unchanged, and what the backward trace takes."""
 
-    __slots__ = ("input_views", "output_views", "returned_inputs", "saved")
+    __slots__ = ("aliased_inputs", "input_views", "output_views", "returned_inputs", "saved")
 
     def __init__(self, returned_inputs: dict[int, int]) -> None:
         self.returned_inputs = returned_inputs
+        self.aliased_inputs: set[int] = set()  # the inputs returned as they are (by index)
         self.input_views: dict[int, int] = {}  # output index: the input it is a view of
         self.output_views: dict[int, int] = {}  # output index: the output it is a view of
         self.saved: list[Any] = []
@@ -291,11 +332,22 @@ class _ThunderFunction(torch.autograd.Function):
         for i, o in enumerate(outs):
             for j, a in enumerate(args):
                 if o is a and isinstance(o, torch.Tensor) and j not in fn.mutated_inputs:
-                    call.returned_inputs[i] = j
+                    call.aliased_inputs.add(j)
+                    # (one a custom Function returned, ``Copy.apply(x)``, gets its backward)
+                    if i not in fn.through_custom_functions:
+                        call.returned_inputs[i] = j
                     break
         call.saved = list(saved)
         return tuple(
-            _private_views_detached(outs, args, call, fn.mutated_inputs, fn.differentiable_outputs)
+            _private_views_detached(
+                outs,
+                args,
+                call,
+                fn.mutated_inputs,
+                fn.differentiable_outputs,
+                fn.through_custom_functions,
+                fn.no_grad_input_views,
+            )
         )
 
     @staticmethod
@@ -309,7 +361,7 @@ class _ThunderFunction(torch.autograd.Function):
         # holds the same values, as nothing outside inference mode can write into it.
         # An input returned as it is cannot be saved with setup_context: a detached alias can
         # (same memory and version counter).
-        returned = {id(args[j]) for j in call.returned_inputs.values()}
+        returned = {id(args[j]) for j in call.aliased_inputs}
         tensors = []
         saved_layout: list[Any] = []
         for s in saved:
@@ -399,7 +451,7 @@ class _ThunderFunction(torch.autograd.Function):
                 saved = _saved_unchecked(ctx, present, kept)
             elif _BACKWARD_TWICE in str(e):
                 saved = _saved_again(ctx, present)
-            elif _MODIFIED in str(e):
+            elif _MODIFIED in str(e) or _VIEW_MODIFIED in str(e):
                 raw = iter(t.data for t in ctx._raw_saved_tensors)
                 at_hand = {j: next(raw) for j, s in enumerate(ctx.saved_layout) if s is None}
                 saved = _saved_unchecked(ctx, present, at_hand)
@@ -435,6 +487,9 @@ def _check_inputs_unchanged(ctx: Any) -> None:
 
 _BACKWARD_TWICE = "Trying to backward through the graph a second time"
 _MODIFIED = "has been modified by an inplace operation"
+# autograd's refusal of a saved view (made under the forward's no_grad) whose base was written
+# since: a saved value written in place, as _MODIFIED
+_VIEW_MODIFIED = "A view was created in no_grad mode and its base or another view"
 
 
 def _backward_twice() -> RuntimeError:

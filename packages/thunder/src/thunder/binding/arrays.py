@@ -89,6 +89,14 @@ def array_lookasides(binder: Any, table: dict[Any, Any]) -> dict[Any, Any]:
                 _is_array(args[0]) or (fn is not torch.from_numpy and _is_numpy_scalar(args[0]))
             ):
                 return impl(*args, **kwargs)
+            if (
+                fn is torch.asarray
+                and len(args) == 1
+                and isinstance(args[0], TensorProxy)
+                and set(kwargs) <= {"dtype", "device"}
+            ):
+                # A tensor: itself where nothing changes (``torch.asarray(x) is x``), as eager.
+                return convert(args[0], kwargs.get("dtype"), kwargs.get("device"))
             if mirrored is not None:
                 return mirrored(*args, **kwargs)
             return binder._cb_opaque_call(fn, args, kwargs)

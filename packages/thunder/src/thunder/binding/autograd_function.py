@@ -9,7 +9,10 @@ outputs: autodiff uses it as the grad rule of that region. ``ctx`` supports
 ``mark_non_differentiable`` and ``set_materialize_grads`` (the traced backward gets zeros for a
 missing output gradient; a call with ``set_materialize_grads(False)`` and several tensor outputs
 runs eagerly, as its backward may take None); ``@once_differentiable`` backwards work
-(the backward is never differentiated again). A call whose backward writes to outside state (a
+(differentiating their gradients raises, as eager's). As eager's ``apply``, only tensors returned
+directly or in a top-level tuple are differentiable (not those in a list or dict). A backward
+eager would reject (too many gradients, one for a non-tensor argument, of a wrong shape) makes
+the call run eagerly: eager raises in the backward, after a forward that ran. A call whose backward writes to outside state (a
 counter, a list) runs split: eager makes that write on each backward. A gradient of a
 broadcast shape is summed to its input's, one of another dtype converted, as eager's engine
 does. ``mark_dirty`` (in-place forwards) is refused.
@@ -25,14 +28,12 @@ import torch
 
 from thunder.binding.higher_order import HigherOrderMixin
 from thunder.errors import (
-    HigherOrderOperatorError,
     RunsEagerly,
     UnsupportedOperationError,
 )
 from thunder_ir import Proxy, TensorProxy, get_tracectx
 from thunder_ir import higher_order as ho
 from thunder_ir import ops as ltorch
-from thunder_ir.pytree import tree_flatten, tree_unflatten
 
 __all__ = ["AutogradFunctionMixin", "TracedFunctionCtx"]
 
@@ -134,14 +135,17 @@ class AutogradFunctionMixin(HigherOrderMixin):
                 out = self._interpreted(table, cls.forward)(ctx, *args, **kwargs)
         finally:
             restore()
+        # Eager's apply tracks the tensors returned directly or in a (top-level) tuple, which
+        # it returns as a plain tuple; one inside a list or dict is not differentiable.
+        is_tuple = isinstance(out, tuple)
         if not any(needs):
-            return out
-        leaves, spec = tree_flatten(out)
+            return tuple(out) if is_tuple else out
+        leaves = list(out) if is_tuple else [out]
         stopped = {p.name for p in ctx.non_differentiable if isinstance(p, Proxy)}
         tensors = [o for o in leaves if isinstance(o, TensorProxy)]
         diff = [o for o in tensors if o.dtype.is_float and o.name not in stopped]
         if not diff:
-            return out
+            return tuple(leaves) if is_tuple else out
         diff_names = {o.name for o in diff}
         name = getattr(cls, "__name__", "Function")
         if not ctx.materialize_grads and len(tensors) > 1:
@@ -187,25 +191,36 @@ class AutogradFunctionMixin(HigherOrderMixin):
             restore()
         saved = ho.captures(sub, len(protos))
         inputs = tuple(a for a, n in zip(args, needs) if n)
-        new = ho.autograd_function(sub, tuple(diff), inputs, tuple(saved))
+        once = getattr(cls.backward, "__code__", None) is _ONCE_DIFFERENTIABLE_CODE
+        new = ho.autograd_function(sub, tuple(diff), inputs, tuple(saved), once_differentiable=once)
         replaced = {o.name: n for o, n in zip(diff, new)}
-        return tree_unflatten(
-            [replaced.get(o.name, o) if isinstance(o, TensorProxy) else o for o in leaves], spec
-        )
+        result = [replaced.get(o.name, o) if isinstance(o, TensorProxy) else o for o in leaves]
+        return tuple(result) if is_tuple else result[0]
+
+
+# The code of ``@once_differentiable``'s wrapper: a backward marked with it runs it.
+_ONCE_DIFFERENTIABLE_CODE = torch.autograd.function.once_differentiable(lambda ctx: None).__code__
 
 
 def _input_gradients(
     name: str, result: Any, args: tuple[Any, ...], needs: tuple[bool, ...]
 ) -> tuple[Any, ...]:
     """The gradients ``backward`` returned for the inputs that need one (zeros for None),
-    checked as eager checks them (when the call is compiled, where eager raises in the
-    backward)."""
+    checked as eager checks them: where eager's backward would raise, the call runs eagerly
+    (its forward runs, as eager's; the error comes in the backward)."""
     grads = result if isinstance(result, tuple) else (result,)
     if len(grads) < len(args) or any(g is not None for g in grads[len(args) :]):
-        raise HigherOrderOperatorError(
-            f"function {name}Backward returned an incorrect number of gradients "
-            f"(expected {len(args)}, got {len(grads)})"
+        # Eager raises in its backward, after a forward that ran: the call runs eagerly.
+        raise RunsEagerly(
+            f"calls {name}.apply, whose backward returns an incorrect number of gradients "
+            f"(expected {len(args)}, got {len(grads)}): eager raises when it runs"
         )
+    for i, (a, g) in enumerate(zip(args, grads)):
+        if g is not None and not isinstance(a, TensorProxy):
+            raise RunsEagerly(
+                f"calls {name}.apply, whose backward returns a gradient for argument {i}, "
+                "which is not a tensor: eager raises when it runs"
+            )
     out = []
     for i, (a, g, need) in enumerate(zip(args, grads, needs)):
         if not need:
@@ -214,15 +229,16 @@ def _input_gradients(
             out.append(_zeros(a))
             continue
         if not isinstance(g, TensorProxy):
-            raise HigherOrderOperatorError(
-                f"function {name}Backward returned a gradient of type {type(g).__name__} "
-                f"at index {i}; expected a tensor or None"
+            raise RunsEagerly(
+                f"calls {name}.apply, whose backward returns a gradient of type "
+                f"{type(g).__name__} at index {i}: eager raises when it runs"
             )
         if tuple(g.shape) != tuple(a.shape):
             if not _expandable_to(tuple(a.shape), tuple(g.shape)):
-                raise HigherOrderOperatorError(
-                    f"Function {name}Backward returned an invalid gradient at index {i} - got "
-                    f"{list(g.shape)} but expected shape compatible with {list(a.shape)}"
+                raise RunsEagerly(
+                    f"calls {name}.apply, whose backward returns an invalid gradient at index "
+                    f"{i} - got {list(g.shape)} but expected shape compatible with "
+                    f"{list(a.shape)}: eager raises when it runs"
                 )
             g = _summed_to(g, tuple(a.shape))
         if g.dtype != a.dtype:  # eager's engine converts it too (validate_outputs)

@@ -39,7 +39,16 @@ from thunder.errors import JitError, RunsEagerly, RunsSplit, UnsupportedOperatio
 from thunder.lookasides import SymbolicSize, native_special
 from thunder.options import JitOptions
 from thunder_interp import interpret
-from thunder_ir import BoundSymbol, DataDependentError, Proxy, Trace, TracingError, prims, tracectx
+from thunder_ir import (
+    BoundSymbol,
+    DataDependentError,
+    Proxy,
+    TensorProxy,
+    Trace,
+    TracingError,
+    prims,
+    tracectx,
+)
 from thunder_ir.ops.fallback import FALLBACK_SYMBOLS, TorchRunsItError
 
 __all__ = ["ProgramRaised", "TracedProgram", "trace_program", "user_location"]
@@ -216,11 +225,27 @@ def _returned_leaf(trace: Trace, binder: Binder) -> None:
             leaves.update((o.name, str(b.args[0])) for o in b.flat_proxy_outs)
     if not leaves:
         return
+    # A value computed from such a leaf requires grad in eager (``x.detach().requires_grad_()
+    # * 2``): here its flag is False where nothing else it reads requires grad.
+    from_leaf = dict(leaves)
+    for b in trace.bound_symbols[:-1]:
+        read = next((from_leaf[p.name] for p in b.flat_proxy_args if p.name in from_leaf), None)
+        if read is not None:
+            from_leaf.update((o.name, read) for o in b.flat_proxy_outs if o.name not in from_leaf)
     returned = trace.bound_symbols[-1]
     for p in returned.flat_proxy_args:
         if p.name in leaves:
             raise TorchRunsItError(
                 leaves[p.name], "it makes a tensor the caller sees a leaf of autograd"
+            )
+        if (
+            p.name in from_leaf
+            and isinstance(p, TensorProxy)
+            and not p.requires_grad
+            and p.dtype.is_inexact
+        ):
+            raise TorchRunsItError(
+                from_leaf[p.name], "the caller sees a tensor computed from a leaf of autograd"
             )
 
 

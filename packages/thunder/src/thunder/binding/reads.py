@@ -9,6 +9,7 @@ import collections.abc
 import contextlib
 import copy
 import functools
+import operator
 import sys
 import types
 import warnings
@@ -28,7 +29,6 @@ from thunder.binding.state import (
     _CONTAINER_TYPES,
     _HEAPTYPE,
     _IDENTIFIED_TYPES,
-    _LIBRARY_PREFIXES,
     _MAX_GUARDED_ITEMS,
     _MISSING,
     _SCALAR_TYPES,
@@ -40,8 +40,10 @@ from thunder.binding.state import (
     _holds_tensors,
     _is_backend_flags,
     _values,
+    is_library_module_name,
     is_ndarray,
     is_scalar_constant,
+    is_value_object,
     restorable_base,
     restore,
     torch_value,
@@ -67,6 +69,35 @@ _QUERY_SPECIALS = ("__len__", "__iter__", "__contains__")
 _OWN_PACKAGES = frozenset(
     {"thunder", "thunder_ir", "thunder_interp", "thunder_executors", "thunder_transforms"}
 )
+
+
+# Callables implemented in C that are not functions or methods: which one is decided by identity.
+_C_CALLABLES = (
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+    operator.itemgetter,
+    operator.attrgetter,
+    operator.methodcaller,
+)
+
+
+def _holds_only_values(container: Any, depth: int = 0) -> bool:
+    """A list, tuple or dict of scalars and value objects, to a few levels."""
+    if isinstance(container, (dict, types.MappingProxyType)):
+        if type(container) is not dict:
+            return False
+        items: Any = (x for kv in container.items() for x in kv)
+    elif type(container) in (list, tuple):
+        items = container
+    else:
+        return False
+    return all(
+        isinstance(x, _SCALAR_TYPES)
+        or is_value_object(x)
+        or (depth < _NESTED_ITEMS_DEPTH and _holds_only_values(x, depth + 1))
+        for x in items
+    )
 
 
 def _is_outside_mapping(container: Any) -> bool:
@@ -126,7 +157,8 @@ def _is_native_collection(value: Any) -> bool:
         items = value
     else:
         return False
-    return len(value) <= _MAX_GUARDED_ITEMS and all(isinstance(x, _SCALAR_TYPES) for x in items)
+    # (of any length: compared whole, one test, however many items)
+    return all(isinstance(x, _SCALAR_TYPES) for x in items)
 
 
 def _reads_items_natively(container: Any) -> bool:
@@ -354,7 +386,7 @@ def _is_users_module(module: types.ModuleType) -> bool:
     """A module of the program's own (not torch's, thunder's, a library's): its globals change
     as the program runs (a flag set, a global defined later)."""
     name = getattr(module, "__name__", "")
-    if not isinstance(name, str) or name.startswith(_LIBRARY_PREFIXES):
+    if not isinstance(name, str) or is_library_module_name(name):
         return False
     return not _is_library_source(getattr(module, "__file__", None) or "<no file>")
 
@@ -673,6 +705,9 @@ class ReadsMixin(BinderState):
                 return self._number_read(value, access)
             self.facts.guards.setdefault(access, Guard(access, "value", value))
             return value
+        if is_value_object(value):
+            self.facts.guards.setdefault(access, Guard(access, "value", value))
+            return value
         if isinstance(value, torch.Generator):
             # The program draws from this object: another one at this path recompiles.
             self.facts.guards.setdefault(access, Guard(access, "is", value))
@@ -730,8 +765,10 @@ class ReadsMixin(BinderState):
         if isinstance(value, (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)):
             self._guard_callable(value, access, holder)
             return value
-        if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
-            if not self._is_library_global(access) and access.kind != ATTR:
+        if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType, *_C_CALLABLES)):
+            # (a C callable's type says nothing of what it does: itemgetter(0) or (1),
+            # torch.Tensor.mean or .sum)
+            if not self._is_library_global(access):
                 self.facts.guards.setdefault(access, Guard(access, "is", value))
             return value
         if t is types.MappingProxyType and aliased is None:
@@ -745,7 +782,7 @@ class ReadsMixin(BinderState):
             self.facts.guards.setdefault(access, Guard(access, "same_as", aliased))
         else:
             self.facts.guards.setdefault(access, Guard(access, "type", t))
-            if type(value) is collections.deque and len(value) <= _MAX_GUARDED_ITEMS:
+            if type(value) is collections.deque:
                 self._guard_members(value, access)  # of objects: iterated natively
             store = _container_store(value)
             if store is not None:
@@ -797,15 +834,21 @@ class ReadsMixin(BinderState):
         self.trace.input_numbers[number.name] = number
         return number
 
-    def _holds_number_reads(self, value: Any, access: Access) -> bool:
-        """Whether a dict or list of scalars holds numbers read as inputs (``_number_read``)."""
+    def _holds_number_reads(self, value: Any, access: Access, depth: int = 0) -> bool:
+        """Whether a dict or list of scalars holds numbers read as inputs (``_number_read``),
+        itself or in a container it holds, a tuple's too (then it is copied as well, so that the
+        program reaches the copy holding the proxies; a tuple's own numbers stay constants)."""
         reads = self.options.symbolic_reads
-        if not (reads or self.symbolic) or type(value) not in (dict, list):
+        if not (reads or self.symbolic) or type(value) not in (dict, list, tuple):
             return False
         items = value.items() if type(value) is dict else enumerate(value)
         return any(
-            type(v) in (int, float)
-            and (access.item(k) in reads or self._symbolic_from_start(access.item(k)))
+            (
+                type(v) in (int, float)
+                and type(value) is not tuple
+                and (access.item(k) in reads or self._symbolic_from_start(access.item(k)))
+            )
+            or (depth < 3 and self._holds_number_reads(v, access.item(k), depth + 1))
             for k, v in items
         )
 
@@ -833,7 +876,12 @@ class ReadsMixin(BinderState):
         module, a function appended to a global list, recompile). A container in it (a list of
         groups of callbacks) may be iterated in turn: guarded the same way, a few levels deep."""
         mappings = (dict, types.MappingProxyType)
-        if len(container) > _MAX_GUARDED_ITEMS:
+        if len(container) > _MAX_GUARDED_ITEMS and _holds_only_values(container):
+            # a long list or dict of numbers (class weights, a vocabulary): compared whole, one
+            # test rather than a guard per item (a larger one of objects is guarded item by item)
+            self.facts.guards[access.attr("<value>")] = Guard(
+                access, "value", copy.deepcopy(container)
+            )
             return
         if isinstance(container, (set, frozenset, collections.deque)):
             self._guard_members(container, access)
@@ -857,7 +905,7 @@ class ReadsMixin(BinderState):
                 self._associate(item, item_access)
                 self._load_container(item, item_access, depth + 1)
                 continue
-            if isinstance(item, _SCALAR_TYPES):
+            if isinstance(item, _SCALAR_TYPES) or is_value_object(item):
                 kind = "value"
             elif isinstance(item, _IDENTIFIED_TYPES):
                 kind = "is"
@@ -1148,7 +1196,7 @@ class ReadsMixin(BinderState):
                 elif _is_backend_flags(value):
                     self.paths.backend.setdefault(id(value), (value, access.attr(name)))
             return value
-        if isinstance(obj, types.ModuleType) and obj.__name__.startswith(_LIBRARY_PREFIXES):
+        if isinstance(obj, types.ModuleType) and is_library_module_name(obj.__name__):
             # torch.tanh, F.relu, math.pi: no path or proxy, but checked to be the same object
             # (a function of torch patched after compiling)
             self._lookup_found(obj, name, value)
@@ -1475,7 +1523,7 @@ class ReadsMixin(BinderState):
             and self._path_written(access.parent.attr(key))
         ):
             return  # obj.__dict__[k] is obj.k, which the program set
-        if isinstance(value, _SCALAR_TYPES):
+        if isinstance(value, _SCALAR_TYPES) or is_value_object(value):
             self.facts.guards.setdefault(item, Guard(item, "value", value))
         else:
             self.on_load(value, item)
@@ -1510,7 +1558,7 @@ class ReadsMixin(BinderState):
         if access is None or (access.is_argument_leaf() and type(container) is tuple):
             return  # created by the program, or an argument tuple (the cache key covers it)
         item = access.item(key)
-        if isinstance(value, _SCALAR_TYPES):
+        if isinstance(value, _SCALAR_TYPES) or is_value_object(value):
             self.facts.guards.setdefault(item, Guard(item, "value", value))
         else:
             self.on_load(value, item)

@@ -5,6 +5,8 @@ kinds the binder tells apart)."""
 from __future__ import annotations
 
 import builtins
+import decimal
+import fractions
 import functools
 import types
 from collections import OrderedDict
@@ -119,12 +121,29 @@ _MAX_GUARDED_ITEMS = 256
 _RETURNS_CONTENTS = frozenset({"pop", "popitem", "setdefault", "remove", "__delitem__"})
 # Module globals of libraries: their functions, classes and modules are not rebound by users.
 _LIBRARY_PREFIXES = ("torch", "builtins", "thunder", "typing", "collections", "math", "functools")
+_THUNDER_PACKAGES = ("thunder_ir", "thunder_interp", "thunder_executors", "thunder_transforms")
+
+
+def is_library_module_name(name: str) -> bool:
+    """One of these packages or a module in them (by the top-level name: a user's
+    ``torch_helpers`` or ``mathutils`` is not torch's or math's)."""
+    top = name.partition(".")[0]
+    return top in _LIBRARY_PREFIXES or top in _THUNDER_PACKAGES
+
+
+def is_value_object(x: Any) -> bool:
+    """An immutable object that is its value (a slice of scalars, a Decimal, a Fraction): what
+    the program computes from it is guarded by comparing it (``same_value``), not its type."""
+    t = type(x)
+    if t is slice:
+        return all(isinstance(v, _SCALAR_TYPES) for v in (x.start, x.stop, x.step))
+    return t is decimal.Decimal or t is fractions.Fraction
 
 
 def is_scalar_constant(x: Any, depth: int = 0) -> bool:
-    """Whether ``x`` is a value the prologue can compare with ``==`` (scalars and small
-    containers of them)."""
-    if isinstance(x, _SCALAR_TYPES):
+    """Whether ``x`` is a value the prologue can compare (``same_value``): scalars, value
+    objects and small containers of them."""
+    if isinstance(x, _SCALAR_TYPES) or is_value_object(x):
         return True
     if depth < 3 and type(x) in (tuple, list, frozenset, set) and len(x) <= 64:
         return all(is_scalar_constant(v, depth + 1) for v in x)
@@ -731,4 +750,4 @@ class BinderState:
         if node is None or node.kind != GLOBAL:
             return False
         module = node.key[0] or ""
-        return bool(module.startswith(_LIBRARY_PREFIXES))
+        return is_library_module_name(module)

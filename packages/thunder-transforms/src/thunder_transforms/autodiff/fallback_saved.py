@@ -1,0 +1,125 @@
+"""What eager's autograd graph of a torch callable run through a fallback op saves, read from the
+graph torch builds: the callable is run once on fake tensors (shapes and dtypes of the call's
+arguments, those carrying a gradient requiring grad) with a ``saved_tensors_hooks`` that sees
+every tensor a node saves. A saved tensor that shares memory with an argument or a result is
+that argument or result being saved (``linalg.inv`` saves its result; ``nn.LSTM`` with
+``batch_first=True`` saves a copy of its input, not the input)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from thunder_ir import TensorProxy
+from thunder_ir.devices import to_torch_device
+from thunder_ir.dtypes import to_torch_dtype
+from thunder_ir.ops.fallback import resolve_fallback
+from thunder_ir.proxies import NumberProxy
+from thunder_ir.pytree import tree_iter, tree_map
+
+__all__ = ["FallbackSaved", "fallback_saved"]
+
+
+@dataclass(frozen=True)
+class FallbackSaved:
+    """``saves``: whether any node saves a tensor; ``arguments``: the positions (among the
+    tensor arguments, in flattening order) of those saved; ``outputs``: the positions (among
+    the tensor results) of those saved."""
+
+    saves: bool
+    arguments: frozenset[int]
+    outputs: frozenset[int]
+
+
+def _size(s: Any) -> int:
+    return int(s.value) if isinstance(s, NumberProxy) else int(s)
+
+
+def fallback_saved(
+    torch_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], carries: Callable[[Any], bool]
+) -> FallbackSaved | None:
+    """What eager saves for ``torch_name(*args, **kwargs)`` where the tensor arguments for which
+    ``carries`` holds require grad; None where the fake run fails (the caller assumes the
+    arguments are saved)."""
+    tensors = [x for x in tree_iter((args, kwargs)) if isinstance(x, TensorProxy)]
+    try:
+        key = (
+            torch_name,
+            tuple(
+                (tuple(_size(s) for s in x.shape), x.dtype, str(x.device), carries(x))
+                for x in tensors
+            ),
+            repr(tree_map(lambda x: None if isinstance(x, TensorProxy) else x, (args, kwargs))),
+        )
+    except Exception:  # an argument without a usable description: not cached
+        return _run(torch_name, args, kwargs, carries)
+    if key not in _CACHE:
+        if len(_CACHE) > 1024:
+            _CACHE.clear()
+        _CACHE[key] = _run(torch_name, args, kwargs, carries)
+    return _CACHE[key]
+
+
+_CACHE: dict[Any, FallbackSaved | None] = {}
+
+
+@functools.cache
+def _fake_mode_type() -> Any:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode
+
+
+def _run(
+    torch_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], carries: Callable[[Any], bool]
+) -> FallbackSaved | None:
+    mode = _fake_mode_type()(allow_fallback_kernels=False, allow_non_fake_inputs=True)
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    try:
+        fn = resolve_fallback(torch_name)
+        with torch.inference_mode(False), mode:
+            fakes: list[torch.Tensor] = []
+
+            def fake(x: Any) -> Any:
+                if not isinstance(x, TensorProxy):
+                    return x
+                t = torch.empty(
+                    tuple(_size(s) for s in x.shape),
+                    dtype=to_torch_dtype(x.dtype),
+                    device=to_torch_device(x.device),
+                )
+                if carries(x) and (t.is_floating_point() or t.is_complex()):
+                    with torch.enable_grad():
+                        t = t.requires_grad_(True).clone()
+                fakes.append(t)
+                return t
+
+            fargs, fkwargs = tree_map(fake, (tuple(args), dict(kwargs)))
+            with (
+                torch.enable_grad(),
+                torch.autocast("cpu", enabled=False),
+                torch.autocast("cuda", enabled=False),
+                torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+            ):
+                out = fn(*fargs, **fkwargs)
+    except Exception:  # no fake run: the caller's safe default
+        return None
+    outs = [o for o in tree_iter(out) if isinstance(o, torch.Tensor)]
+
+    def aliased(group: list[torch.Tensor]) -> frozenset[int]:
+        return frozenset(
+            i
+            for i, t in enumerate(group)
+            if any(torch._C._is_alias_of(s, t) for s in saved)  # type: ignore[attr-defined]
+        )
+
+    return FallbackSaved(bool(saved), aliased(fakes), aliased(outs))
