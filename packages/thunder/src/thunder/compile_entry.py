@@ -587,7 +587,7 @@ def _differentiable_computation(
     def compile_half(half: Trace) -> Callable[..., Any]:
         record = [half]
         compiled.append(record)
-        if len(compiled) == 2:  # the backward
+        if len(compiled) % 2 == 0:  # a backward (a program cut in parts compiles a pair each)
             for tr in transforms:
                 changed = tr.transform_backward(half, inputs=inputs)
                 if changed is not half:
@@ -606,6 +606,7 @@ def _differentiable_computation(
             # (not ``half is trace``: reads under no_grad detached may make it another trace)
             return _execution(half, executors, transforms, record, under_autocast)
         outputs, to_save = half.return_value  # the split's forward
+        saved.clear()  # (its backward's; the list was given to the part before, if any)
         saved.extend(p.name for p in to_save if isinstance(p, Proxy))
         seen_inputs = {a.name for a in half.args if isinstance(a, Proxy)}
         saved[:] = [n for n in saved if n not in seen_inputs]  # an input stays the caller's
@@ -622,7 +623,6 @@ def _differentiable_computation(
             f"thunder.jit cannot differentiate this program: {e}. Call it under torch.no_grad(), "
             "or pass disable_torch_autograd=True to let torch's autograd record the torch calls"
         ) from e
-    fw_record, bw_record = compiled
-    forward_traces.extend(fw_record)
-    backward_traces.extend(bw_record)
+    for k, record in enumerate(compiled):
+        (backward_traces if k % 2 else forward_traces).extend(record)
     return fn

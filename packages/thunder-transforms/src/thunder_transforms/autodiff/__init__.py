@@ -9,6 +9,10 @@ The API the jit facade calls::
     )
     out = fn(*tensor_inputs)  # same outputs as the trace; loss.backward() fills the inputs' .grad
 
+A program returning an intermediate that other returned outputs are computed from runs as a
+chain of such parts (``chain``), each compiled (forward, then backward) with ``compile`` in turn,
+the part taking the program's inputs last.
+
 ``compile`` turns a trace into a callable (this package does not import executors). The
 forward trace takes the trace's inputs and returns ``(flat_outputs, saved)``; the backward trace
 takes ``(*saved, *cotangents)`` (one cotangent per floating-point output that depends on an input
@@ -58,6 +62,7 @@ from thunder_transforms.autodiff import (  # noqa: F401
     rules_reductions,
     rules_shape,
 )
+from thunder_transforms.autodiff.chain import ChainedFunction, cut_at_returned_intermediates
 from thunder_transforms.autodiff.core import (
     NONDIFFERENTIABLE,
     ForwardBackward,
@@ -110,6 +115,23 @@ def make_differentiable(
     that says so. Other writes are functionalized (``split_forward_backward``)."""
     if needs_eager_autograd(trace, requires_grad):
         return _recorded_by_torch(trace, compile)
+    cut = cut_at_returned_intermediates(trace, requires_grad)
+    if cut is not None:  # a returned intermediate other outputs are computed from (``chain``)
+        # The first part compiled last: the last traces are those of the part taking the
+        # program's inputs.
+        second, _fw, _bw = make_differentiable(
+            cut.second,
+            compile=compile,
+            requires_grad=cut.second_requires_grad,
+            rematerialize=rematerialize,
+        )
+        first, fw, bw = make_differentiable(
+            cut.first,
+            compile=compile,
+            requires_grad=cut.first_requires_grad,
+            rematerialize=rematerialize,
+        )
+        return ChainedFunction(cut, first, second), fw, bw
     fb = split_forward_backward(trace, requires_grad=requires_grad)
     eager = eager_graph(trace, requires_grad)
     if rematerialize:

@@ -21,6 +21,7 @@ import torch
 from thunder.reproducer import script
 from thunder_ir import NumberProxy, Proxy, TensorProxy, Trace
 from thunder_ir.standalone import StandaloneError, standalone_python
+from thunder_transforms.autodiff.chain import ChainedFunction
 
 __all__ = ["program_inputs", "program_name", "reference_trace", "write_reproducer"]
 
@@ -69,12 +70,20 @@ def write_reproducer(
                 raise StandaloneError(f"write_reproducer: {e}") from e
             files[f"{part}.py"] = _HEADER + text
     eager_name = None
-    try:
-        eager = _eager_program(reference_trace(stats.last_traces))
-        files["eager.py"] = _HEADER + standalone_python(eager)
-        eager_name = eager.fn_name
-    except Exception as e:  # no reference: run.py still runs and times thunder's program
-        notes.append(f"no eager reference: {type(e).__name__}: {e}")
+    if _is_chained(entry.computation):
+        # (its last traces are those of the part taking the program's inputs)
+        notes.append(
+            "the program runs as a chain of autograd nodes (it returns an intermediate other "
+            "outputs are computed from: thunder_transforms.autodiff.chain); this reproduces its "
+            "first part, without an eager reference"
+        )
+    else:
+        try:
+            eager = _eager_program(reference_trace(stats.last_traces))
+            files["eager.py"] = _HEADER + standalone_python(eager)
+            eager_name = eager.fn_name
+        except Exception as e:  # no reference: run.py still runs and times thunder's program
+            notes.append(f"no eager reference: {type(e).__name__}: {e}")
 
     out = Path(folder)
     # What an earlier reproducer in this folder wrote goes: run.py would read it.
@@ -157,6 +166,13 @@ def _write_stage_traces(folder: Path, stats: Any) -> None:
             (folder / name).write_text(trace.python())
     if stats.last_epilogue_source:
         (folder / "epilogue.py").write_text(stats.last_epilogue_source)
+
+
+def _is_chained(computation: Any) -> bool:
+    fn = computation
+    while fn is not None and not isinstance(fn, ChainedFunction):
+        fn = getattr(fn, "__wrapped__", None)
+    return fn is not None
 
 
 def _differentiable(computation: Any) -> Any:
