@@ -322,3 +322,137 @@ def test_masked_writes_into_inputs_keep_eagers_layouts_aliases_and_backward(fn, 
     from test_deferred_writes_strides import assert_like_eager
 
     assert_like_eager(fn, cache)
+
+
+# Values of another dtype: eager writes a one-element value through a mask as masked_fill_ (it
+# casts) and raises for any other count (index_put_'s dtype check); an index_put at the mask's
+# indices raised for every count.
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args), None
+    except RuntimeError as e:
+        return None, str(e).split("\n")[0]
+
+
+def _same_as_eager_over_calls(fn, calls, cache, grad, autocast=False):
+    jf = thunder.jit(fn, cache=cache)
+    outcomes = set()
+    for args in calls:
+        ours = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) for a in args]
+        theirs = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) for a in args]
+        with warnings.catch_warnings(), torch.autocast("cpu", enabled=autocast):
+            warnings.simplefilter("ignore")  # it may run split
+            got, got_error = _outcome(jf, *ours)
+            want, want_error = _outcome(fn, *theirs)
+        assert got_error == want_error
+        outcomes.add(want_error is None)
+        if want is None:
+            continue
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        if not grad:
+            continue
+        w = torch.randn(want.shape)
+        (got * w).sum().backward()
+        (want * w).sum().backward()
+        for a, b in zip(ours, theirs):
+            torch.testing.assert_close(a.grad, b.grad)
+    stats = thunder.compile_stats(jf)
+    assert stats.eager_fallbacks == 0
+    return outcomes, stats.last_split_reason is None
+
+
+def _columns_set_to(x, v):
+    y = x * 1
+    y[:, x[0] > 0] = v
+    return y
+
+
+def _first_row(selected, cols=5):
+    x = torch.randn(3, cols)
+    x[0] = -torch.rand(cols) - 0.1
+    x[0, :selected] = torch.rand(selected) + 0.1
+    return x
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize(
+    ("dtype", "value", "compiled"),
+    [
+        (torch.float32, torch.tensor(3), True),
+        (torch.float32, torch.tensor(1.5, dtype=torch.bfloat16), True),
+        (torch.float32, torch.tensor([[True]]), True),
+        (torch.float64, torch.tensor([-7], dtype=torch.int16), True),
+        # casts that may overflow (eager's masked_fill_ then raises) run split
+        (torch.float32, torch.tensor([2.5], dtype=torch.float64), False),
+        (torch.float16, torch.tensor(2.5), False),
+        (torch.float16, torch.tensor(1e6), False),
+    ],
+    ids=["int64", "bfloat16", "bool", "int16 to float64", "float64", "float32 to half", "overflow"],
+)
+def test_one_element_value_of_another_dtype_among_other_indices_is_cast_as_in_eager(
+    cache, grad, dtype, value, compiled
+):
+    calls = [[_first_row(n).to(dtype), value] for n in (2, 0, 1, 5, 3)]
+    outcomes, split_free = _same_as_eager_over_calls(_columns_set_to, calls, cache, grad)
+    assert outcomes == ({False} if value.item() == 1e6 else {True})
+    assert split_free == compiled
+
+
+def _set_selected_of_other(x, v):
+    y = x * 1
+    m = x > 0
+    y[m] = v[m]
+    return y
+
+
+def _selecting(n, size=6):
+    x = -torch.rand(size) - 0.1
+    x[torch.randperm(size)[:n]] = torch.rand(n) + 0.1
+    return x
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
+@pytest.mark.parametrize("cache", CACHES)
+def test_values_of_another_dtype_one_per_selected_element_cast_only_for_one_as_in_eager(
+    cache, grad
+):
+    calls = [[_selecting(n), torch.randn(6).bfloat16()] for n in (1, 0, 1, 3, 6, 1)]
+    # eager: cast for one selected element, index_put_'s dtype error for other counts
+    outcomes, split_free = _same_as_eager_over_calls(_set_selected_of_other, calls, cache, grad)
+    assert outcomes == {True, False} and split_free  # one program: eager's error its own check
+
+
+def _set_selected_of_product(x, a, b):
+    y = x * 1
+    v = (a @ b).flatten()  # bfloat16 under autocast
+    m = x > 0
+    y[m] = v[m]
+    return y
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
+@pytest.mark.parametrize("cache", CACHES)
+def test_autocast_values_one_per_selected_element_as_in_eager(cache, grad):
+    calls = [[_selecting(n), torch.randn(6, 3), torch.randn(3, 1)] for n in (1, 0, 1, 2, 6)]
+    outcomes, split_free = _same_as_eager_over_calls(
+        _set_selected_of_product, calls, cache, grad, autocast=True
+    )
+    assert outcomes == {True, False} and split_free
+
+
+def _set_selected_of_other_into_input(x, v):
+    m = x > 0
+    x[m] = v[m]
+    return x
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_values_of_another_dtype_written_into_the_input_as_in_eager(cache):
+    calls = [[_selecting(n), torch.randn(6).bfloat16()] for n in (1, 2, 1, 0, 6)]
+    outcomes, split_free = _same_as_eager_over_calls(
+        _set_selected_of_other_into_input, calls, cache, grad=False
+    )
+    assert outcomes == {True, False} and split_free

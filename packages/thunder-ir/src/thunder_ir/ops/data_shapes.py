@@ -15,12 +15,15 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+import torch
+
 from thunder_ir import dtypes, prims
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.ops import indexing
+from thunder_ir.ops._helpers import to_dtype
 from thunder_ir.ops.elementwise_binary import where as _where3
 from thunder_ir.ops.shape import broadcast_tensors
-from thunder_ir.proxies import TensorProxy, register_tensor_method
+from thunder_ir.proxies import IntegerProxy, TensorProxy, register_tensor_method
 from thunder_ir.symbol import BoundSymbol
 from thunder_ir.trace import Trace
 from thunder_ir.tracectx import get_tracectx
@@ -144,7 +147,17 @@ def setitem(a: Any, key: Any, value: Any) -> Any:
         return indexing.setitem_(a, key, value)  # (refusing the rest as before)
     if len(entries) == 1 and not _one_value_per_element(a, masks[0], value):
         return indexing.setitem_(a, key, value)
-    if not MASKED_WRITES_COMPILE:
+    if (
+        isinstance(value, TensorProxy)
+        and value.dtype != a.dtype
+        and _eager_fills(a, entries, value)
+    ):
+        if not all(isinstance(s, int) for s in value.shape):
+            _check_one_element(a, value)  # one per selected element: eager's other counts raise
+        value = to_dtype(value, a.dtype)  # as eager's masked_fill_ (the cast cannot overflow)
+        if value.device != a.device:
+            value = prims.device_put(value, a.device)
+    if not MASKED_WRITES_COMPILE or _eager_may_cast(a, value):
         return indexing.setitem_(a, key, value)  # refused: the call runs split
     return indexing.setitem_(a, _masks_as_indices(a, entries), value)
 
@@ -153,6 +166,64 @@ def setitem(a: Any, key: Any, value: Any) -> Any:
 # when on (off: they run split). Their count's check may come after a write into an input,
 # deferred past it onto a copy with the input's strides (``binding/decisions.py``).
 MASKED_WRITES_COMPILE = True
+
+
+def _eager_may_cast(a: TensorProxy, value: Any) -> bool:
+    """Whether eager's write may differ from an ``index_put`` at the mask's indices: eager
+    writes a one-element value through a mask as ``masked_fill_`` (it casts, and takes a value on
+    the CPU), and any other count as ``index_put_`` (it raises for another dtype or device)."""
+    if not isinstance(value, TensorProxy):
+        return False  # a number: eager makes it a tensor of ``a``'s dtype
+    return value.dtype != a.dtype or (value.device != a.device and value.ndim > 0)
+
+
+def _eager_fills(a: TensorProxy, entries: tuple[Any, ...], value: TensorProxy) -> bool:
+    """Whether eager writes ``value`` as ``masked_fill_`` (one element on the CPU, the mask on
+    ``a``'s device the only index tensor), and its cast to ``a``'s dtype never overflows (where
+    ``masked_fill_`` would raise)."""
+    tensors = [e for e in entries if not isinstance(e, (slice, int, IntegerProxy, type(None)))]
+    tensors = [e for e in tensors if e is not Ellipsis]
+    return (
+        len(tensors) == 1
+        and _is_mask(tensors[0])
+        and tensors[0].device == a.device
+        and value.device.type == "cpu"
+        and all(not isinstance(s, int) or s == 1 for s in value.shape)
+        and _casts_without_overflow(value.dtype, a.dtype)
+    )
+
+
+def _check_one_element(a: TensorProxy, value: TensorProxy) -> None:
+    """``index_put_``'s dtype error where ``value``, sized by a count read from data, has not one
+    element (eager's ``masked_fill_`` casts only one)."""
+    count: Any = 1
+    for s in value.shape:
+        count = count * s
+    one = prims.eq(prims.full((), count, device=value.device, dtype=dtypes.int64), 1)
+    names = [str(torch.empty(0, dtype=dtypes.to_torch_dtype(t.dtype)).type()) for t in (a, value)]
+    destination, source = (n.removeprefix("torch.").removesuffix("Tensor") for n in names)
+    prims.check_values(
+        one,
+        f"Index put requires the source and destination dtypes match, got {destination} for the "
+        f"destination and {source} for the source.",
+    )
+
+
+def _casts_without_overflow(source: dtypes.DType, target: dtypes.DType) -> bool:
+    if source.is_boolean:
+        return True
+    if source.is_complex or target.is_complex or target.is_boolean:
+        return False
+    if source.is_inexact and not target.is_inexact:
+        return False
+    source_t, target_t = dtypes.to_torch_dtype(source), dtypes.to_torch_dtype(target)
+    assert source_t is not None and target_t is not None
+    info = torch.finfo if source.is_inexact else torch.iinfo
+    target_info = torch.finfo if target.is_inexact else torch.iinfo
+    return bool(
+        target_info(target_t).min <= info(source_t).min
+        and info(source_t).max <= target_info(target_t).max
+    )
 
 
 def _can_read_data() -> bool:

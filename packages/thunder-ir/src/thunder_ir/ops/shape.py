@@ -522,8 +522,8 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
             )
     # a skipped tensor that requires grad joins as an empty block (eager's graph reaches it:
     # its gradient is zeros, not None)
-    if ref.ndim == 1:
-        kept = list(ts)
+    if ref.ndim == 1:  # a skipped 1-D tensor is empty: it joins as it is
+        kept = [x for x in ts if x.requires_grad or any(x is k for k in kept)]
     else:
         empty_shape = tuple(0 if j == d else ref.shape[j] for j in range(ref.ndim))
         kept = [
