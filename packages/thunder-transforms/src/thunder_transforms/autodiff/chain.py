@@ -181,6 +181,7 @@ class ChainedFunction:
         self.first = first
         self.second = second
         self.__wrapped__ = first  # (the part taking the program's inputs, for tools)
+        self.first_trace = cut.first  # that part's program, before autodiff (for reproducers)
         self.passed_at = cut.passed_at
         self.sources = cut.sources
         self.spec = cut.spec

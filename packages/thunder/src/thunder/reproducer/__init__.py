@@ -70,20 +70,23 @@ def write_reproducer(
                 raise StandaloneError(f"write_reproducer: {e}") from e
             files[f"{part}.py"] = _HEADER + text
     eager_name = None
-    if _is_chained(entry.computation):
-        # (its last traces are those of the part taking the program's inputs)
+    reference = reference_trace(stats.last_traces)
+    first_part = _chained_first_part(entry.computation)
+    if first_part is not None:
+        # Its last traces are those of the part taking the program's inputs: that part, and
+        # eager's run of it, are reproduced.
+        reference = first_part
         notes.append(
             "the program runs as a chain of autograd nodes (it returns an intermediate other "
             "outputs are computed from: thunder_transforms.autodiff.chain); this reproduces its "
-            "first part, without an eager reference"
+            "first part (its outputs, then the values the rest reads)"
         )
-    else:
-        try:
-            eager = _eager_program(reference_trace(stats.last_traces))
-            files["eager.py"] = _HEADER + standalone_python(eager)
-            eager_name = eager.fn_name
-        except Exception as e:  # no reference: run.py still runs and times thunder's program
-            notes.append(f"no eager reference: {type(e).__name__}: {e}")
+    try:
+        eager = _eager_program(reference)
+        files["eager.py"] = _HEADER + standalone_python(eager)
+        eager_name = eager.fn_name
+    except Exception as e:  # no reference: run.py still runs and times thunder's program
+        notes.append(f"no eager reference: {type(e).__name__}: {e}")
 
     out = Path(folder)
     # What an earlier reproducer in this folder wrote goes: run.py would read it.
@@ -168,11 +171,15 @@ def _write_stage_traces(folder: Path, stats: Any) -> None:
         (folder / "epilogue.py").write_text(stats.last_epilogue_source)
 
 
-def _is_chained(computation: Any) -> bool:
-    fn = computation
-    while fn is not None and not isinstance(fn, ChainedFunction):
+def _chained_first_part(computation: Any) -> Trace | None:
+    """For a program run as a chain of autograd nodes, the program of its innermost first part
+    (the part taking the program's inputs, compiled last); else None."""
+    fn, part = computation, None
+    while fn is not None:
+        if isinstance(fn, ChainedFunction):
+            part = fn.first_trace
         fn = getattr(fn, "__wrapped__", None)
-    return fn is not None
+    return part
 
 
 def _differentiable(computation: Any) -> Any:
