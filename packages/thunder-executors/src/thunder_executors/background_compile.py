@@ -209,16 +209,29 @@ def import_compile_stack(*modules: str) -> None:
                 _compile_stack_imported.add(name)
 
 
-def _work() -> None:
+def _import_first() -> None:
+    """The compile stack imported before the first job, as a running job: exit interrupts it
+    (a daemon thread inside torch's C++ imports at shutdown aborts the process)."""
+    global _running
+    with _idle:
+        _running = True
     try:
         import_compile_stack()
     except Exception:  # the jobs report the import's failure themselves
         log.exception("importing torch's compile stack failed")
-    while True:
-        try:
+    finally:
+        with _idle:
+            _running = False
+            _idle.notify_all()
+
+
+def _work() -> None:
+    try:
+        _import_first()
+        while True:
             _run(_jobs.get())
-        except _Interrupted:
-            break
+    except _Interrupted:
+        pass
     # The interrupted job's frames and tensors are freed by now, while exit waits for this;
     # then the thread never runs again.
     while True:
