@@ -12,7 +12,6 @@ run on this machine.
 from __future__ import annotations
 
 import keyword
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
