@@ -437,7 +437,13 @@ def _while_loop_backward_meta(
     carried: tuple[Any, ...],
     extra: tuple[Any, ...],
     cotangents: tuple[Any, ...],
+    vjp_captures: tuple[Any, ...] = (),
 ) -> Any:
+    check(
+        len(body_vjp.args) == len(carried) + len(extra) + len(cotangents) + len(vjp_captures),
+        lambda: f"while_loop_backward: {body_vjp.fn_name} takes {len(body_vjp.args)} inputs",
+        HigherOrderError,
+    )
     return _grads_like((*carried, *extra))
 
 
@@ -448,6 +454,7 @@ def _while_loop_backward_impl(
     carried: tuple[Any, ...],
     extra: tuple[Any, ...],
     cotangents: tuple[Any, ...],
+    vjp_captures: tuple[Any, ...] = (),
 ) -> Any:
     history = []
     while cond_fn(*carried, *extra):  # the forward again: the carried values of every step
@@ -457,7 +464,7 @@ def _while_loop_backward_impl(
     grads = list(cotangents)
     extra_grads = [torch.zeros_like(e) for e in _floats(extra)]
     for step in reversed(history):
-        out = body_vjp(*step, *extra, *grads)
+        out = body_vjp(*step, *extra, *grads, *vjp_captures)
         grads = list(out[:n_carried])
         extra_grads = [a + b for a, b in zip(extra_grads, out[n_carried:])]
     return (*grads, *extra_grads)
@@ -468,7 +475,9 @@ while_loop_backward = _higher_order(
 )
 """The gradients of ``while_loop`` with respect to its floating-point carried and extra inputs:
 the loop runs again to find every step's carried values, then ``body_vjp(*carried, *extra,
-*cotangents)`` (the body's vector-Jacobian product) runs from the last step to the first."""
+*cotangents, *vjp_captures)`` (the body's vector-Jacobian product) runs from the last step to the
+first. ``vjp_captures``: the values of the enclosing trace ``body_vjp`` reads (sizes its backward
+needs), its inputs after the cotangents."""
 
 
 def _scan_backward_meta(
@@ -480,7 +489,14 @@ def _scan_backward_meta(
     reverse: bool,
     carry_cotangents: tuple[Any, ...],
     y_cotangents: tuple[Any, ...],
+    vjp_captures: tuple[Any, ...] = (),
 ) -> Any:
+    n = len(init) + len(xs) + len(extra) + len(carry_cotangents) + len(y_cotangents)
+    check(
+        len(combine_vjp.args) == n + len(vjp_captures),
+        lambda: f"scan_backward: {combine_vjp.fn_name} takes {len(combine_vjp.args)} inputs",
+        HigherOrderError,
+    )
     return _grads_like((*init, *xs, *extra))
 
 
@@ -493,6 +509,7 @@ def _scan_backward_impl(
     reverse: bool,
     carry_cotangents: tuple[Any, ...],
     y_cotangents: tuple[Any, ...],
+    vjp_captures: tuple[Any, ...] = (),
 ) -> Any:
     n = xs[0].shape[0]
     order = list(reversed(range(n))) if reverse else list(range(n))
@@ -508,7 +525,12 @@ def _scan_backward_impl(
     for step in reversed(range(n)):
         i = order[step]
         out = combine_vjp(
-            *carries[step], *(x[i] for x in xs), *extra, *grads, *(ct[i] for ct in y_cotangents)
+            *carries[step],
+            *(x[i] for x in xs),
+            *extra,
+            *grads,
+            *(ct[i] for ct in y_cotangents),
+            *vjp_captures,
         )
         grads = list(out[:n_carry])
         for column, g in zip(x_grads, out[n_carry : n_carry + n_xs]):
@@ -520,7 +542,8 @@ def _scan_backward_impl(
 scan_backward = _higher_order("scan_backward", _scan_backward_meta, _scan_backward_impl)
 """The gradients of ``scan`` with respect to its floating-point init, scanned and extra inputs:
 the scan runs again for the carry before every step, then ``combine_vjp`` runs from the last step
-to the first, carrying the carry's cotangent."""
+to the first, carrying the carry's cotangent; ``vjp_captures`` are ``combine_vjp``'s inputs after
+the cotangents (values of the enclosing trace it reads)."""
 
 
 # -- torch.autograd.Function ----------------------------------------------------------------

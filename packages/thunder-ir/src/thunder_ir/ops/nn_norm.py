@@ -184,6 +184,11 @@ def batch_norm(
     """Inference with running statistics, or training with batch statistics. In training, given
     running statistics are updated in place (``prims.copy_``) exactly as torch does."""
     require_tensor(a, "batch_norm")
+    check(
+        not training or (running_mean is None) == (running_var is None),
+        "running_mean and running_var must either both be None or neither be None",
+        ValueError,
+    )
     check(a.ndim >= 2, lambda: f"batch_norm: expected a 2D or higher input, got {a.ndim}D")
     c = a.shape[1]
     for p, what in (

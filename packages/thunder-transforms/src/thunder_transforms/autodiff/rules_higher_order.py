@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from thunder_ir import BoundSymbol, TensorProxy, Trace, prims, tracectx
+from thunder_ir import BoundSymbol, NumberProxy, Proxy, TensorProxy, Trace, prims, tracectx
 from thunder_ir import higher_order as ho
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.core import split_forward_backward
@@ -34,10 +34,14 @@ def _float_leaves(value: Any) -> list[TensorProxy]:
     return [x for x in tree_flatten(value)[0] if ho.is_float(x)]
 
 
-def joint_vjp(sub: Trace, *, name: str) -> Trace:
-    """A sub-trace ``(*sub.args, *cotangents) -> gradients``: one cotangent per floating-point
-    tensor ``sub`` returns, one gradient per floating-point tensor input (zeros where the outputs
-    do not depend on it), recorded into the current trace."""
+def joint_vjp(sub: Trace, operands: Sequence[Any], *, name: str) -> Trace:
+    """A sub-trace ``(*sub.args, *cotangents, *captures) -> gradients``: one cotangent per
+    floating-point tensor ``sub`` returns, one gradient per floating-point tensor input (zeros
+    where the outputs do not depend on it), recorded into the current trace. ``operands``: the
+    values the call passes for ``sub.args``. Its numbers (symbolic sizes, loop-invariant) are
+    read as those values, not as fresh inputs: the tensors' shapes name them, and a fresh copy
+    would be a second size the prologue cannot check. What the sub-trace reads of the
+    enclosing trace (those sizes) are its ``captures``, inputs after the cotangents."""
     wanted = [ho.is_float(a) for a in sub.args]
     # Split in a scratch namespace: inlining below gives everything fresh names of this trace.
     with tracectx(Trace("scratch", names=sub.names)):
@@ -46,7 +50,10 @@ def joint_vjp(sub: Trace, *, name: str) -> Trace:
     n_args = len(sub.args)
 
     def vjp(*values: Any) -> tuple[Any, ...]:
-        inputs, cotangents = values[:n_args], iter(values[n_args:])
+        inputs: list[Any] = [
+            o if isinstance(o, NumberProxy) else v for o, v in zip(operands, values[:n_args])
+        ]
+        cotangents = iter(values[n_args:])
         outputs, saved = ho.inline(fb.forward, inputs)
         given = [next(cotangents) if ho.is_float(x) else None for x in leaves]
         backward_cts = [
@@ -74,6 +81,17 @@ def _cotangents(outputs: Sequence[Any], given: Sequence[Any]) -> list[Any]:
     ]
 
 
+def _shared_signature(subs: list[Trace], n_params: int) -> tuple[list[Trace], list[Proxy]]:
+    """The sub-traces taking one list of inputs (as ``cond``'s branches must): their params,
+    then every capture of any (sizes a branch's backward reads)."""
+    captured: dict[str, Proxy] = {}
+    for sub in subs:
+        for p in ho.captures(sub, n_params):
+            captured.setdefault(p.name, p)
+    caps = list(captured.values())
+    return [ho.with_args(s, (*s.args[:n_params], *caps)) for s in subs], caps
+
+
 def _pairs(inputs: Sequence[Any], grads: Sequence[Any]) -> GradPairs:
     return list(zip([x for x in inputs if ho.is_float(x)], grads))
 
@@ -82,9 +100,12 @@ def _pairs(inputs: Sequence[Any], grads: Sequence[Any]) -> GradPairs:
 def _cond_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
     pred, true_branch, false_branch, operands = bsym.args
     cotangents = _cotangents(bsym.flat_outs, cts)
-    true_vjp = joint_vjp(true_branch, name=f"{true_branch.fn_name}_vjp")
-    false_vjp = joint_vjp(false_branch, name=f"{false_branch.fn_name}_vjp")
-    grads = ho.cond(pred, true_vjp, false_vjp, (*operands, *cotangents))
+    true_vjp = joint_vjp(true_branch, operands, name=f"{true_branch.fn_name}_vjp")
+    false_vjp = joint_vjp(false_branch, operands, name=f"{false_branch.fn_name}_vjp")
+    (true_vjp, false_vjp), caps = _shared_signature(
+        [true_vjp, false_vjp], len(operands) + len(cotangents)
+    )
+    grads = ho.cond(pred, true_vjp, false_vjp, (*operands, *cotangents, *caps))
     return _pairs(operands, grads)
 
 
@@ -92,7 +113,7 @@ def _cond_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
 def _map_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
     fn, xs, args = bsym.args
     cotangents = _cotangents(bsym.flat_outs, cts)
-    fn_vjp = joint_vjp(fn, name=f"{fn.fn_name}_vjp")
+    fn_vjp = joint_vjp(fn, (*xs, *args), name=f"{fn.fn_name}_vjp")
     n_xs, n_cts = len(xs), len(cotangents)
 
     def per_slice(*values: Any) -> Any:  # map passes the mapped slices first
@@ -112,8 +133,17 @@ def _map_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
 def _while_loop_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
     cond_fn, body_fn, carried, extra = bsym.args
     cotangents = _cotangents(bsym.flat_outs, cts)
-    body_vjp = joint_vjp(body_fn, name=f"{body_fn.fn_name}_vjp")
-    grads = ho.while_loop_backward(cond_fn, body_fn, body_vjp, carried, extra, tuple(cotangents))
+    body_vjp = joint_vjp(body_fn, (*carried, *extra), name=f"{body_fn.fn_name}_vjp")
+    n_params = len(carried) + len(extra) + len(cotangents)
+    grads = ho.while_loop_backward(
+        cond_fn,
+        body_fn,
+        body_vjp,
+        carried,
+        extra,
+        tuple(cotangents),
+        ho.captures(body_vjp, n_params),
+    )
     return _pairs((*carried, *extra), grads)
 
 
@@ -124,9 +154,18 @@ def _scan_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
     by_name = dict(zip([o.name for o in bsym.flat_outs if isinstance(o, TensorProxy)], cts))
     carry_cts = _cotangents(carry_out, [by_name.get(o.name) for o in carry_out])
     y_cts = _cotangents(ys, [by_name.get(o.name) for o in ys])
-    combine_vjp = joint_vjp(combine, name=f"{combine.fn_name}_vjp")
+    combine_vjp = joint_vjp(combine, (*init, *xs, *extra), name=f"{combine.fn_name}_vjp")
+    n_params = len(init) + len(xs) + len(extra) + len(carry_cts) + len(y_cts)
     grads = ho.scan_backward(
-        combine, combine_vjp, init, xs, extra, reverse, tuple(carry_cts), tuple(y_cts)
+        combine,
+        combine_vjp,
+        init,
+        xs,
+        extra,
+        reverse,
+        tuple(carry_cts),
+        tuple(y_cts),
+        ho.captures(combine_vjp, n_params),
     )
     return _pairs((*init, *xs, *extra), grads)
 

@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch._C._functorch import is_functorch_wrapped_tensor, unwrap_if_dead
 
-from thunder_ir import BoundSymbol, OpTag, Proxy, Trace
+from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace, prims
 from thunder_ir import higher_order as ho
+from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
 from thunder_ir.pytree import tree_flatten, tree_unflatten
 from thunder_transforms.autodiff.core import ForwardBackward
 from thunder_transforms.autodiff.eager_graph import EagerGraph, EagerNode
@@ -50,6 +52,8 @@ class DifferentiableFunction:
         self.draws_random = any(b.has_tag(OpTag.RANDOM) for b in fb.forward.bound_symbols)
         self.through_custom_functions = _outputs_through_custom_functions(fb.forward)
         self.no_grad_input_views = fb.no_grad_input_views
+        self.in_place_written_inputs = _in_place_written_inputs(fb.forward)
+        self.kernel_written_inputs = _kernel_written_inputs(fb.forward) & fb.mutated_inputs
         # The model of eager's graph, for the checks eager's backward makes (eager_graph.py).
         self.eager = eager
         self.eager_saved_inputs = tuple(sorted(eager.saved_inputs)) if eager is not None else ()
@@ -81,6 +85,8 @@ class DifferentiableFunction:
         return self._saved_inputs_read
 
     def __call__(self, *args: Any) -> Any:
+        if self.in_place_written_inputs and under_transforms():
+            _refuse_captured_writes(self.in_place_written_inputs, args)
         wants_grad = False
         for a, declared in zip(args, self.requires_grad):
             if isinstance(a, torch.Tensor) and a.requires_grad:
@@ -111,6 +117,8 @@ class DifferentiableFunction:
             ]
             call = _Call(returned_inputs)
             outs = _apply(self, call, linked)
+            if self.mutated_inputs:
+                _versions_after_dirty_bumps(outs, call)
             outs = list(outs)
             for out_index, arg_index in returned_inputs.items():
                 # An input returned unchanged is the caller's tensor itself, as in eager (not a
@@ -162,6 +170,64 @@ class DifferentiableFunction:
                 )
 
 
+def _in_place_written_inputs(forward: Trace) -> dict[int, str]:
+    """The inputs (by index) a torch in-place op of the program writes (``add_``, ``copy_``,
+    through a view too), with that op's name; not those an op's kernel updates (batch norm's
+    running statistics, a top-level ``prims.copy_``), which functorch does not see."""
+    info = alias_info(forward.bound_symbols)
+    roots: dict[str, list[int]] = {}
+    for i, a in enumerate(forward.args):
+        if isinstance(a, TensorProxy):
+            roots.setdefault(info.root(a.name), []).append(i)
+    found: dict[int, str] = {}
+    for bsym in forward.bound_symbols:
+        if OpTag.IN_PLACE in bsym.sym.tags and not bsym.sym.is_prim and writes_in_place(bsym):
+            for name in written_inputs(bsym):
+                for i in roots.get(info.root(name), ()):
+                    found.setdefault(i, bsym.sym.name)
+    return found
+
+
+def _kernel_written_inputs(forward: Trace) -> frozenset[int]:
+    """The inputs (by index) only an op's kernel writes (``prims.copy_`` that leaves the
+    version counter as it was: batch norm's running statistics), no torch in-place op."""
+    info = alias_info(forward.bound_symbols)
+    roots: dict[str, list[int]] = {}
+    for i, a in enumerate(forward.args):
+        if isinstance(a, TensorProxy):
+            roots.setdefault(info.root(a.name), []).append(i)
+    by_kernel: set[int] = set()
+    bumped: set[int] = set()
+    for bsym in forward.bound_symbols:
+        if not writes_in_place(bsym):
+            continue
+        kernel = bsym.sym is prims.copy_ and bsym.kwargs.get("bumps_version") is False
+        for name in written_inputs(bsym):
+            (by_kernel if kernel else bumped).update(roots.get(info.root(name), ()))
+    return frozenset(by_kernel - bumped)
+
+
+def _kernel_written(fn: DifferentiableFunction, j: int, a: torch.Tensor) -> bool:
+    """Whether input ``a``, returned as it is, keeps its version counter (no ``mark_dirty``):
+    as eager's, whose kernel writes it without bumping the version (it carries no gradient)."""
+    return j in fn.kernel_written_inputs and not a.requires_grad
+
+
+def _refuse_captured_writes(written: dict[int, str], args: Sequence[Any]) -> None:
+    """Under a torch.func grad transform, eager refuses an in-place op on a tensor the
+    transformed function captured (one that is not its input, so not wrapped at its level)."""
+    level = torch._C._functorch.maybe_current_level()
+    for i, op in written.items():
+        a = args[i]
+        if isinstance(a, torch.Tensor) and torch._C._functorch.maybe_get_level(a) != level:
+            raise RuntimeError(
+                "During a grad (vjp, jvp, grad, etc) transform, the function provided attempted "
+                f"to call in-place operation ({op}) that would mutate a captured Tensor. This is "
+                "not supported; please rewrite the function being transformed to explicitly "
+                "accept the mutated Tensor(s) as inputs."
+            )
+
+
 def _apply(fn: DifferentiableFunction, call: _Call, args: list[Any]) -> Any:
     """``_ThunderFunction.apply``. Outside torch.func's transforms it is the C++ apply itself:
     ``Function.apply``'s Python layer binds default arguments through ``inspect.signature``
@@ -171,6 +237,34 @@ def _apply(fn: DifferentiableFunction, call: _Call, args: list[Any]) -> Any:
         return _ThunderFunction.apply(fn, call, *args)  # type: ignore[no-untyped-call]
     unwrap = torch._C._functorch.unwrap_if_dead
     return _C_APPLY(fn, call, *[unwrap(a) if isinstance(a, torch.Tensor) else a for a in args])  # type: ignore[no-untyped-call]
+
+
+def _versions_after_dirty_bumps(outs: Sequence[Any], call: _Call) -> None:
+    """autograd bumps the version of each input the program wrote and returned (marked dirty)
+    after ``setup_context`` recorded the versions: that write is the program's own, as eager's
+    op saves what it writes after writing it, so the backward checks against the versions the
+    call leaves (a view sharing the version counter included)."""
+    found = next(
+        (o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None), None
+    )
+    if type(found) is not _ThunderFunction._backward_cls:  # type: ignore[attr-defined]
+        return
+    node: Any = found  # (the ctx of setup_context)
+    node.versions = [
+        a._version if v is not None else None for a, v in zip(node.inputs, node.versions)
+    ]
+    node.output_versions = {
+        k: (ref, out._version if (out := ref()) is not None else v)
+        for k, (ref, v) in node.output_versions.items()
+    }
+    saved = iter(s for s in call.saved if isinstance(s, torch.Tensor))
+    node.saved_versions = [
+        None if v is None else _current_version(next(saved), v) for v in node.saved_versions
+    ]
+
+
+def _current_version(t: torch.Tensor, recorded: int) -> int:
+    return recorded if t.is_inference() else t._version
 
 
 def _private_views_detached(
@@ -331,7 +425,11 @@ class _ThunderFunction(torch.autograd.Function):
         outs, saved = fn.forward_fn(*args)
         for i, o in enumerate(outs):
             for j, a in enumerate(args):
-                if o is a and isinstance(o, torch.Tensor) and j not in fn.mutated_inputs:
+                if (
+                    o is a
+                    and isinstance(o, torch.Tensor)
+                    and (j not in fn.mutated_inputs or _kernel_written(fn, j, a))
+                ):
                     call.aliased_inputs.add(j)
                     # (one a custom Function returned, ``Copy.apply(x)``, gets its backward)
                     if i not in fn.through_custom_functions:
@@ -414,25 +512,28 @@ class _ThunderFunction(torch.autograd.Function):
             ctx.mark_non_differentiable(*frozen)
         if fn.mutated_inputs:
             # Inputs written in place and returned: autograd must know they changed.
-            written = [args[i] for i in fn.mutated_inputs]
+            written = [args[i] for i in fn.mutated_inputs if i not in call.aliased_inputs]
             dirty = [o for o in outs if any(o is w for w in written)]
             if dirty:
                 ctx.mark_dirty(*dirty)
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        if not under_transforms():
-            _as_eager_graph(ctx, grads)
-        if torch.is_grad_enabled() and not under_transforms():
+        if under_transforms():
+            # torch.func: below the transforms, differentiable there as eager's (_backward)
+            return _ThunderFunction._backward(ctx, grads)
+        _as_eager_graph(ctx, grads)
+        if torch.is_grad_enabled():
             again = _differentiable_backward(ctx, grads)
             if again is not None:
                 return (None, None, *again)
-            # Not from the inputs (torch.func's vjp, whose create_graph asks for no second
-            # derivative; a fusion region outside autograd): the compiled backward, whose
+            # Not from the inputs (a fusion region outside autograd; torch.func's vjp function of
+            # a program with effects, create_graph by default): the compiled backward, whose
             # results raise if differentiated, never a silently constant gradient.
             with torch.no_grad():
                 first = _ThunderFunction._backward(ctx, grads)
-            return _not_differentiable(first)
+            plain = [unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in ctx.inputs]
+            return _not_differentiable(first) if _any_requires_grad(*plain, *grads) else first
         with torch.no_grad():
             return _ThunderFunction._backward(ctx, grads)
 
@@ -464,7 +565,8 @@ class _ThunderFunction(torch.autograd.Function):
             shape, dtype, device = ctx.cotangent_shapes[k]
             cts[k] = torch.zeros(shape, dtype=dtype, device=device)
         if under_transforms():  # torch.func (grad, vjp, jacrev): functorch's tensors
-            input_grads: Sequence[Any] = run_below_transforms(fn.backward_fn, [*saved, *cts])
+            below = functools.partial(_input_grads_below_transforms, ctx, len(saved))
+            input_grads: Sequence[Any] = run_below_transforms(below, [*saved, *cts, *ctx.inputs])
         else:
             input_grads = fn.backward_fn(*saved, *cts)
         if missing and fn.cotangents_read is not None:
@@ -713,12 +815,23 @@ def _not_differentiable(results: Sequence[Any]) -> tuple[Any, ...]:
         b"outside thunder.jit",
         len(tensors),
     )
-    wrapped = error(*(results[i] for i in tensors))
+    # (as ``once_differentiable``: the node exists only where an input requires grad)
+    wrapped = error(*(_requiring_grad(results[i]) for i in tensors))
     wrapped = (wrapped,) if isinstance(wrapped, torch.Tensor) else wrapped
     out = list(results)
     for i, w in zip(tensors, wrapped, strict=True):
         out[i] = w
     return tuple(out)
+
+
+def _any_requires_grad(*values: Any) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in values)
+
+
+def _requiring_grad(t: torch.Tensor) -> torch.Tensor:
+    if t.requires_grad or not (t.is_floating_point() or t.is_complex()):
+        return t
+    return t.detach().requires_grad_()
 
 
 def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any] | None:
@@ -730,7 +843,14 @@ def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any] | None
     the first run's; only a program without effects can run twice). None where the forward does
     not run under autograd from the inputs."""
     fn: DifferentiableFunction = ctx.fn
+    # torch.func's vjp function, called after its level ended: the inputs are its dead wrappers
+    # (whose torch calls run on the tensors they wrap, which autograd records, not the wrappers).
+    after_transform = any(
+        isinstance(a, torch.Tensor) and is_functorch_wrapped_tensor(a) for a in ctx.inputs
+    )
     if fn.mutated_inputs or fn.draws_random:
+        if after_transform:  # (vjp's default create_graph, which a first derivative needs not)
+            return None
         effect = "writes into its inputs" if fn.mutated_inputs else "draws random numbers"
         raise RuntimeError(
             f"thunder.jit: differentiating the gradient of a compiled program that {effect} "
@@ -738,36 +858,85 @@ def _differentiable_backward(ctx: Any, grads: Sequence[Any]) -> list[Any] | None
             "gradient penalty or higher derivative outside thunder.jit (eager), or call the "
             "program in eval mode / without dropout"
         )
-    args = ctx.inputs
     _check_inputs_unchanged(ctx)
-    with torch.enable_grad():
-        outs, _saved = fn.forward_fn(*args)
-    pairs = [
-        (o, g)
-        for o, g, d in zip(outs, grads, fn.differentiable_outputs)
-        if d and g is not None and isinstance(o, torch.Tensor)
-    ]
+    args = [unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in ctx.inputs]
+    return _grads_from_forward_again(ctx, args, grads)
+
+
+def _grads_from_forward_again(
+    ctx: Any, args: Sequence[Any], grads: Sequence[Any]
+) -> list[Any] | None:
+    """The gradients of the inputs the caller's graph wants (``ctx.needs_input_grad``),
+    differentiable in whatever requires grad among ``args`` and ``grads`` (plain tensors): the
+    forward run again under autograd, then torch's autograd. None where the forward does not
+    run under autograd."""
+    fn: DifferentiableFunction = ctx.fn
     wanted = [
         i
         for i, a in enumerate(args)
-        if i in fn.gets_grad and isinstance(a, torch.Tensor) and a.requires_grad
+        if i in fn.gets_grad and ctx.needs_input_grad[2 + i] and isinstance(a, torch.Tensor)
     ]
+    # An input the caller's graph wants but autograd does not track here (one torch.func
+    # wrapped, whose plain tensor needs no grad): a leaf of its own, no part of outer graphs.
+    leaves = {
+        i: args[i] if args[i].requires_grad else args[i].detach().requires_grad_() for i in wanted
+    }
+    args = [leaves.get(i, a) for i, a in enumerate(args)]
     result: list[Any] = [None] * len(args)
-    if not pairs or not wanted:
-        return result
-    if any(not o.requires_grad for o, _g in pairs):
-        return None
-    found = torch.autograd.grad(
-        [o for o, _g in pairs],
-        [args[i] for i in wanted],
-        [g for _o, g in pairs],
-        create_graph=True,
-        allow_unused=True,
-    )
+    with torch.enable_grad():
+        outs, _saved = fn.forward_fn(*args)
+        pairs = [
+            (o, g)
+            for o, g, d in zip(outs, grads, fn.differentiable_outputs)
+            if d and g is not None and isinstance(o, torch.Tensor)
+        ]
+        if not pairs or not wanted:
+            return result
+        if any(not o.requires_grad for o, _g in pairs):
+            return None
+        found = torch.autograd.grad(
+            [o for o, _g in pairs],
+            [leaves[i] for i in wanted],
+            [g for _o, g in pairs],
+            create_graph=True,
+            allow_unused=True,
+        )
     for i, g in zip(wanted, found, strict=True):
         result[i] = g
     return result
 
+
+def _input_grads_below_transforms(ctx: Any, n_saved: int, *flat: Any) -> Sequence[Any]:
+    """Under torch.func's transforms, on plain tensors (``run_below_transforms``): the saved
+    values, cotangents and inputs. Eager's gradient is differentiable below the transform (a
+    gradient penalty on ``grad(D)(x)`` reaches D's parameters): so is this one where anything
+    here requires grad, from the forward run again; else the compiled backward."""
+    fn: DifferentiableFunction = ctx.fn
+    n_inputs = len(ctx.inputs)
+    saved, cts = flat[:n_saved], flat[n_saved : len(flat) - n_inputs]
+    args = [unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in flat[-n_inputs:]]
+    tracked = torch.is_grad_enabled() and _any_requires_grad(*args, *cts)
+    if tracked and not (fn.mutated_inputs or fn.draws_random):
+        again = _grads_from_forward_again(ctx, args, cts)
+        if again is not None:
+            return again
+    with torch.no_grad():
+        first = fn.backward_fn(*saved, *cts)
+    # (a forward with effects, or one outside autograd: raises if differentiated)
+    return _not_differentiable(first) if tracked else first
+
+
+def _hidden_from_dynamo(code: Any) -> None:
+    """torch.compile's frame evaluator skips ``code`` and the frames it calls, as for
+    ``torch._dynamo.disable`` (without importing dynamo, about a second). A split call's regions
+    run from code dynamo evaluates: a ``torch.autograd.grad`` there runs thunder's backward,
+    which dynamo would try (and fail) to compile, printing its traceback."""
+    eval_frame = torch._C._dynamo.eval_frame
+    skip = eval_frame._FrameAction.SKIP
+    eval_frame.set_code_exec_strategy(code, eval_frame._FrameExecStrategy(skip, skip))
+
+
+_hidden_from_dynamo(_ThunderFunction.backward.__code__)
 
 # The C++ ``apply`` of ``torch.autograd.Function``, bound to ``_ThunderFunction`` (see ``_apply``).
 _C_APPLY = super(torch.autograd.Function, _ThunderFunction).apply
