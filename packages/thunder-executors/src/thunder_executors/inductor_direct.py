@@ -26,7 +26,7 @@ import torch
 
 from thunder_executors.background_compile import Ambient, import_compile_stack
 
-__all__ = ["EAGER_NUMERICS", "DirectProgram", "compile_direct"]
+__all__ = ["EAGER_NUMERICS", "DirectProgram", "compile_direct", "without_view_bits"]
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +37,25 @@ log = logging.getLogger(__name__)
 EAGER_NUMERICS: Mapping[str, Any] = {"emulate_precision_casts": True}
 
 
+def _has_view_bit(t: torch.Tensor) -> bool:
+    return t.is_neg() or t.is_conj()
+
+
+def without_view_bits(args: Sequence[Any]) -> list[Any]:
+    """``args`` with every lazily negated or conjugated tensor (``z.conj().imag``, ``z.conj()``)
+    resolved into a plain one. Compiled code (inductor's, with or without dynamo; nvFuser's;
+    triton's) reads a tensor's storage and ignores these bits: it would compute with the values
+    not negated (torch.compile of ``lambda x: x * 2`` does so too)."""
+    out = list(args)
+    for i, a in enumerate(out):
+        if isinstance(a, torch.Tensor) and _has_view_bit(a):
+            out[i] = a.resolve_neg().resolve_conj()
+    return out
+
+
 def _layout(t: torch.Tensor) -> tuple[Any, ...]:
-    return (tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad)
+    # The view bits: a compiled program is only ever built for (and armed by) plain tensors.
+    return (tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad, _has_view_bit(t))
 
 
 _ARM_ATTEMPTS = 8
@@ -64,20 +81,26 @@ class DirectProgram:
         self.fallback_calls = 0  # calls that ran the torch calls (their inputs differed)
 
     def __call__(self, *args: Any) -> Any:
+        if self._runs(args):
+            return tuple(self._compiled(*args))
+        # A negated or conjugated view fails the guards (a dispatch key of its own): resolved,
+        # it may pass them.
+        plain = without_view_bits(args)
+        if any(p is not a for p, a in zip(plain, args)) and self._runs(plain):
+            return tuple(self._compiled(*plain))
+        self.fallback_calls += 1
+        return self._otherwise(*args)
+
+    def _runs(self, args: Sequence[Any]) -> bool:
+        """Whether the compiled program may run on ``args``."""
         state = self._state
         if state is None:
             # Calls whose inputs keep another layout than the examples' would repeat the Python
             # check forever: after a few, they go straight to the torch calls.
-            if self.fallback_calls >= _ARM_ATTEMPTS or not self._arm(args):
-                self.fallback_calls += 1
-                return self._otherwise(*args)
-            state = self._state
-        if state.check() and self._tensors.check(*args):
-            return tuple(self._compiled(*args))
-        self.fallback_calls += 1
-        return self._otherwise(*args)
+            return self.fallback_calls < _ARM_ATTEMPTS and self._arm(args)
+        return bool(state.check() and self._tensors.check(*args))
 
-    def _arm(self, args: tuple[Any, ...]) -> bool:
+    def _arm(self, args: Sequence[Any]) -> bool:
         """Makes the guards from ``args`` when they and this thread's torch state are the
         compiled ones (checked in Python, once)."""
         if len(args) != len(self._layouts) or Ambient.of_this_thread() != self._ambient:
@@ -119,6 +142,7 @@ def compile_direct(
         for e in examples
     ):
         return None
+    examples = without_view_bits(examples)
     try:
         import_compile_stack()  # the caller's thread may compile while the compile thread imports
         from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards  # noqa: F401

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from thunder_executors.executor import FusionExecutor, register_executor
+from thunder_executors.inductor_direct import without_view_bits
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, dtypes, prims
 from thunder_ir.dtypes import DType
 
@@ -229,6 +230,7 @@ class NvFuserRegion:
         return trace.python_callable({"torch": torch}), None
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
+        args = tuple(without_view_bits(args))  # nvFuser reads storage: no lazy negation
         layouts = [layout_of(a) if isinstance(a, torch.Tensor) else None for a in args]
         key = tuple(lay.key() if lay is not None else type(a) for lay, a in zip(layouts, args))
         fd = self._definitions.get(key)

@@ -30,7 +30,7 @@ import torch
 
 from thunder_executors import background_compile
 from thunder_executors.executor import FusionExecutor, register_executor
-from thunder_executors.inductor_direct import EAGER_NUMERICS, compile_direct
+from thunder_executors.inductor_direct import EAGER_NUMERICS, compile_direct, without_view_bits
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, prims
@@ -455,7 +455,12 @@ class CompiledRegion:
             if direct is not None:
                 return direct, _NOT_RUN
         background_compile.import_compile_stack()  # never alongside another thread's import
-        fn = torch.compile(self.fn, **self._dynamo_options())
+        dynamo_fn = torch.compile(self.fn, **self._dynamo_options())
+
+        def fn(*args: Any) -> Any:
+            # Dynamo's programs read a negated view's storage as if it were not negated.
+            return dynamo_fn(*without_view_bits(args))
+
         return fn, fn(*examples)  # compiles now: dynamo is lazy
 
     def _compile_failed(self, e: Exception) -> None:

@@ -131,6 +131,7 @@ KERNELS: dict[str, tuple[Any, dict[str, str]]] = {
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
     """``x`` as a 2-D tensor of rows with unit column stride (copies only when it must)."""
+    x = x.resolve_neg()  # the kernels read storage: a lazily negated view is materialized
     x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
     return x2 if x2.stride(-1) == 1 else x2.contiguous()
 
@@ -178,7 +179,7 @@ def cross_entropy_backward(
     rows = _rows(logits)
     n_rows, n_cols = rows.shape
     grad = torch.empty((n_rows, n_cols), dtype=logits.dtype, device=logits.device)
-    g = grad_rows.to(torch.float32).reshape(-1)
+    g = grad_rows.to(torch.float32).resolve_neg().reshape(-1)
     g_stride = 0 if g.numel() == 1 else g.stride(0)
     if n_rows:
         block = triton.next_power_of_2(n_cols)

@@ -267,8 +267,9 @@ class TensorProxy(Proxy):
     def is_mps(self) -> bool:
         return self.device.type == "mps"
 
-    # A proxy stands for a dense tensor (``tracing.proxy_for_tensor`` refuses other layouts; no
-    # op makes one), of a dtype the IR has (no quantized dtypes).
+    # A proxy stands for a dense tensor (``tracing.proxy_for_tensor`` refuses other layouts; the
+    # torch fallback runs a call whose result has another through torch: ``ops.fallback``), of a
+    # dtype the IR has (no quantized dtypes).
     @property
     def layout(self) -> Any:
         import torch

@@ -121,11 +121,11 @@ def scaled_dot_product_attention(
     if _runs_fused(q, k, v, attn_mask, dropout_p):
         # One op that also returns the logsumexp: autodiff differentiates it with torch's fused
         # attention backward (``sdpa_flash_backward``) instead of this decomposition.
-        s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        s = _default_scale(q) if scale is None else scale
         return sdpa_flash(q, k, v, is_causal, s)[0]
     compute = opmath(q.dtype)
     qc, kc, vc = (to_dtype(x, compute) for x in (q, k, v))
-    scale_factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale_factor = _default_scale(q) if scale is None else scale
     perm = (*range(kc.ndim - 2), kc.ndim - 1, kc.ndim - 2)
     scores = mul(matmul(qc, prims.transpose(kc, perm)), scale_factor)
     scores = _masked_scores(scores, q, k, attn_mask, is_causal)
@@ -133,6 +133,11 @@ def scaled_dot_product_attention(
     if dropout_p > 0:
         weights = dropout(weights, dropout_p, True)
     return to_dtype(matmul(weights, vc), q.dtype)
+
+
+def _default_scale(q: TensorProxy) -> Any:
+    """``1 / sqrt(E)``; inf for an empty head (E = 0), as torch's C++ division gives."""
+    return math.inf if _is_zero_size(q.shape[-1]) else 1.0 / math.sqrt(q.shape[-1])
 
 
 def _check_attention_arguments(
@@ -232,7 +237,14 @@ def _runs_fused(
         and q.ndim == k.ndim == v.ndim == 4
         and q.shape[:2] == k.shape[:2] == v.shape[:2]
         and v.shape[-1] == q.shape[-1]
+        # torch's fused kernels divide by these sizes (SIGFPE); eager takes its math path
+        and not any(_is_zero_size(d) for d in (*q.shape, *k.shape))
     )
+
+
+def _is_zero_size(size: Any) -> bool:
+    """Whether a size is 0 (a symbolic size is taken as it is on this call: a constraint)."""
+    return size == 0 if isinstance(size, int) else bool(size == 0)
 
 
 def _masked_scores(
@@ -261,7 +273,8 @@ def _attention_weights(scores: TensorProxy, attn_mask: Any) -> TensorProxy:
     may attend to nothing gets zero weights, not NaN. Its row enters the softmax as zeros, so
     that the backward, too, gives it zero gradients (the softmax of a row of -inf is NaN, and NaN
     times a zero gradient is NaN)."""
-    if attn_mask is None:
+    if attn_mask is None or _is_zero_size(scores.shape[-1]):
+        # (no keys: an empty softmax, which no row's max can be taken over)
         return softmax(scores, -1)  # type: ignore[no-any-return]
     last = scores.ndim - 1
     masked_row = eq(expand_reduced(scores, amax_(scores, last), (last,)), -math.inf)

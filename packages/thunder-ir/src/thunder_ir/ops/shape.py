@@ -82,16 +82,25 @@ def infer_shape(a: TensorProxy, shape: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def index_arg(x: Any) -> Any:
+    """An int argument as torch reads it: a 0-d integer tensor is its value (``__index__``, a
+    read of tensor data), anything else is left to the op's own checks."""
+    if isinstance(x, TensorProxy) and x.ndim == 0 and x.dtype.is_exact and not x.dtype.is_boolean:
+        return x.__index__()
+    return x
+
+
 def sizes_arg(args: tuple[Any, ...], kwargs: dict[str, Any], key: str, op: str) -> tuple[Any, ...]:
-    """Sizes given as varargs (``view(2, 3)``), one sequence (``view((2, 3))``) or by keyword."""
+    """Sizes given as varargs (``view(2, 3)``), one sequence (``view((2, 3))``) or by keyword;
+    0-d integer tensors among them are read as ints (``index_arg``)."""
     if kwargs:
         check(
             set(kwargs) == {key} and not args,
             lambda: f"{op}() got unexpected arguments {sorted(kwargs)}",
             TypeError,
         )
-        return to_shape((kwargs[key],))
-    return to_shape(args)
+        args = (kwargs[key],)
+    return tuple(index_arg(s) for s in to_shape(args))
 
 
 def same_shape(a: Sequence[Any], b: Sequence[Any]) -> bool:
@@ -884,6 +893,7 @@ def tile(a: Any, *dims: Any, **kwargs: Any) -> Any:
 
 
 def _triangle_mask(a: TensorProxy, diagonal: int, lower: bool) -> TensorProxy:
+    diagonal = index_arg(diagonal)
     n, m = a.shape[-2], a.shape[-1]
     rows = prims.broadcast_in_dim(
         prims.iota(n, start=0, step=1, device=a.device, dtype=dtypes.int64), (n, m), (0,)

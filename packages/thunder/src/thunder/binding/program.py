@@ -49,7 +49,7 @@ from thunder_ir import (
     prims,
     tracectx,
 )
-from thunder_ir.ops.fallback import FALLBACK_SYMBOLS, TorchRunsItError
+from thunder_ir.ops.fallback import FALLBACK_SYMBOLS, TorchRunsItEagerlyError, TorchRunsItError
 
 __all__ = ["ProgramRaised", "TracedProgram", "trace_program", "user_location"]
 
@@ -262,6 +262,12 @@ def _as_reported(e: Exception) -> Exception:
         # Not a refusal: torch runs it. Until the program is split there, the call runs eagerly,
         # with a warning that names the line (``ThunderFunction._run_eagerly_after_raise``).
         eager = RunsEagerly(f"reads tensor data ({e})")
+        eager.__traceback__ = e.__traceback__
+        return ProgramRaised(eager)
+    if isinstance(e, TorchRunsItEagerlyError):
+        # torch.compile would answer it wrong too (a quantized result: dynamo's fake tensors
+        # say float32, so q.is_quantized is False there): the call runs eagerly.
+        eager = RunsEagerly(f"uses {e.op} ({e.reason})")
         eager.__traceback__ = e.__traceback__
         return ProgramRaised(eager)
     if isinstance(e, TorchRunsItError) and e.op.rpartition(".")[2] in _RESHAPES_IN_PLACE:

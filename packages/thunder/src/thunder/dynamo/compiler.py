@@ -26,6 +26,7 @@ from thunder.errors import JitError, RunsEagerly, UnsupportedOperationError
 from thunder.jit_function import ThunderFunction
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder_ir import Transform
+from thunder_ir.errors import TracingError
 
 __all__ = ["FALLBACKS", "Subgraph", "ThunderCompiler"]
 
@@ -60,9 +61,10 @@ class Subgraph:
             return self._fall_back(self.refused_before_tracing, args)(*args)
         try:
             return self.function(*args)
-        except (UnsupportedOperationError, JitError, RunsEagerly) as e:
+        except (UnsupportedOperationError, JitError, TracingError, RunsEagerly) as e:
             # A refusal (or a call torch must run) is raised while tracing, before anything of
-            # the graph ran.
+            # the graph ran (the IR's own: an input of a layout it does not trace, the result
+            # of a call torch ran split off, such as a sparse or mkldnn tensor).
             return self._fall_back(e, args)(*args)
 
     def _fall_back(self, error: Exception, args: tuple[Any, ...]) -> Any:
