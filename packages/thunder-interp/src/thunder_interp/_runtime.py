@@ -605,7 +605,10 @@ class Runtime:
             return self.call(dunder_call, (fn, *args), kwargs, caller)
         # A C type whose calls run Python code of their arguments (``operator.attrgetter``):
         # the lookaside of its ``__call__`` answers for its instances.
-        la = self.lookasides.get(dunder_call)
+        try:
+            la = self.lookasides.get(dunder_call)
+        except TypeError:  # an unhashable one (pybind11's ``instancemethod``: a ScriptMethod's)
+            la = None
         if type(la) is InternalLookaside:
             return la.impl(self, caller, (fn, *args), kwargs or {})
         return self.opaque_call(fn, args, kwargs)

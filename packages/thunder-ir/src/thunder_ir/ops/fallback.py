@@ -18,7 +18,11 @@ What the fake run shows decides the variant recorded, or a clear refusal:
   that aliasing and functionalization see them. An in-place Tensor method (``exponential_``), or
   a function that writes its first argument alone (``torch.relu_``, ``F.elu_``), is
   ``torch_fallback_inplace``: its aten functional variant, then ``copy_`` into the tensor
-  (``fallback_inplace``); one without a functional variant (``t_``) runs split too;
+  (``fallback_inplace``); one without a functional variant (``t_``) runs split too. Any other
+  write the fake run shows (an aten op's schema marks the argument ``Tensor(a!)``, seen by a
+  dispatch mode, since list writes such as ``torch._fused_adam_`` move no version counter) is
+  the callable run on copies of what it writes (``fallback_mutating.WRITING``), then a
+  ``copy_`` into each (``_call_writing``);
 - an output that shares memory with an input (``diagonal``-like views): ``torch_fallback_view``,
   tagged ``VIEW`` (the aliasing analysis groups it with its inputs) and ``STRIDE_DEPENDENT``
   (functionalization refuses writes through it: it cannot replay an opaque view on values);
@@ -43,7 +47,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -59,12 +63,16 @@ from thunder_ir.pytree import tree_flatten, tree_iter, tree_map, tree_unflatten
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx, require_tracectx
 
+if TYPE_CHECKING:
+    from thunder_ir.ops.fallback_mutating import KernelWrites
+
 __all__ = [
     "FALLBACK_SYMBOLS",
     "SIZED_SYMBOLS",
     "DataDependentFallbackError",
     "FallbackAutocast",
     "TorchFallbackError",
+    "TorchRunsItEagerlyError",
     "TorchRunsItError",
     "autocast_name",
     "call_torch_fallback",
@@ -95,13 +103,23 @@ class TorchFallbackError(UnsupportedInTracingError):
 
 class DataDependentFallbackError(TorchFallbackError, DataDependentError):
     """A torch callable whose output shape or Python result depends on its inputs' values
-    (``nonzero``, ``masked_select``, ``equal``): tracing cannot know it."""
+    (``nonzero``, ``masked_select``, ``equal``): tracing cannot know it. ``written``: the flat
+    positions of the arguments its fake run wrote into before it stopped."""
+
+    def __init__(self, op: str, reason: str, written: tuple[int, ...] = ()) -> None:
+        super().__init__(op, reason)
+        self.written = written
 
 
 class TorchRunsItError(TorchFallbackError):
     """A call the trace cannot hold whose result torch computes on its own (a layout or
     bookkeeping query such as ``x.stride()`` or ``x.is_contiguous()``, a write into ``out=``): not
     a refusal; the front end runs the program through torch there."""
+
+
+class TorchRunsItEagerlyError(TorchRunsItError):
+    """A ``TorchRunsItError`` that torch.compile would record wrong as well (a quantized result,
+    which its fake kernels answer as float32): the call runs eagerly, not split."""
 
 
 # Modules searched for a readable name of a torch callable, most readable first.
@@ -412,24 +430,44 @@ def _specialize_shape(t: TensorProxy) -> None:
 
 
 class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Notes whether any aten op of the fake run draws random numbers."""
+    """Notes whether any aten op of the fake run draws random numbers, and the tensors the aten
+    ops write into by their schemas (``Tensor(a!)``, ``Tensor(a!)[]``): fake kernels of list
+    writes (``_foreach_add_``, ``_fused_adam_``) move no version counter. Noted before the op
+    runs, so a write shows where its fake kernel is missing too."""
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.random = False
+        self.written: list[torch.Tensor] = []
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
     ) -> Any:
+        kwargs = kwargs or {}
         if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
             self.random = True
-        return func(*args, **(kwargs or {}))
+        schema = getattr(func, "_schema", None)
+        for i, a in enumerate(schema.arguments if schema is not None else ()):
+            if a.alias_info is not None and a.alias_info.is_write:
+                value = args[i] if i < len(args) else kwargs.get(a.name)
+                values = value if isinstance(value, (list, tuple)) else (value,)
+                self.written.extend(t for t in values if isinstance(t, torch.Tensor))
+        return func(*args, **kwargs)
 
 
 class _FakeRun:
     """The callable run once on fake tensors standing for the proxies among the arguments."""
 
-    def __init__(self, name: str, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        fn: Any,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        writes: bool = False,
+    ) -> None:
+        """``writes``: a write into an argument is noted (``written``, ``returns_written``) for
+        the caller to record; otherwise it raises ``TorchRunsItError``."""
         from torch._subclasses.fake_tensor import (
             DataDependentOutputException,
             DynamicOutputShapeException,
@@ -444,8 +482,12 @@ class _FakeRun:
         # run tells a write into an argument (the callable's values do not depend on the mode).
         with torch.inference_mode(False), mode:
             fakes: list[Any] = []
+            # One fake per proxy: a write through one occurrence shows in the others, as in eager.
+            fake_of: dict[int, Any] = {}
 
             def fake(x: Any) -> Any:
+                if isinstance(x, TensorProxy) and id(x) in fake_of:
+                    return fake_of[id(x)]
                 if isinstance(x, TensorProxy):
                     t = torch.empty(
                         tuple(int(_specialize(s)) for s in x.shape),
@@ -458,6 +500,7 @@ class _FakeRun:
                         with torch.enable_grad():
                             t = t.requires_grad_(True).clone()
                     fakes.append(t)
+                    fake_of[id(x)] = t
                     return t
                 if isinstance(x, torch.Tensor):
                     t = (
@@ -469,9 +512,24 @@ class _FakeRun:
                     return t
                 return x
 
-            fargs = tree_map(fake, tuple(args))
-            fkwargs = tree_map(fake, dict(kwargs))
+            leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
+            fleaves = [fake(x) for x in leaves]
+            fargs, fkwargs = tree_unflatten(fleaves, spec)
             versions = [t._version for t in fakes]
+            metadata = [(t.shape, t.stride(), t.dtype) for t in fakes]
+
+            def written() -> tuple[int, ...]:
+                changed = {id(t) for t, v in zip(fakes, versions) if t._version != v}
+                return tuple(
+                    i
+                    for i, f in enumerate(fleaves)
+                    if isinstance(f, torch.Tensor)
+                    and (
+                        id(f) in changed
+                        or any(w is f or _is_alias_of(w, f) for w in recorder.written)
+                    )
+                )
+
             try:
                 # Without autocast, as every op is recorded: the autocast transform converts the
                 # inputs autocast converts after tracing (which may run inside torch.autocast).
@@ -488,16 +546,19 @@ class _FakeRun:
                     "its result depends on the values in its input tensors (shape or Python "
                     f"value: {e}), which tracing does not know; compute it outside the jitted "
                     "function or with ops whose output shape is static",
+                    written(),
                 ) from None
             except UnsupportedOperatorException as e:
                 # No meta kernel: run on the call's values, its sizes read from them.
                 raise DataDependentFallbackError(
-                    name, f"torch has no shape inference (meta kernel) for {e}"
+                    name, f"torch has no shape inference (meta kernel) for {e}", written()
                 ) from None
             except RuntimeError as e:
                 if "no fake impl registered" in str(e):  # a custom op without register_fake
                     raise DataDependentFallbackError(
-                        name, "it has no fake implementation (register_fake) to infer its shapes"
+                        name,
+                        "it has no fake implementation (register_fake) to infer its shapes",
+                        written(),
                     ) from None
                 if "data is not allocated" not in str(e):
                     raise
@@ -505,15 +566,40 @@ class _FakeRun:
                     name,
                     "its result depends on the values in its input tensors, which tracing does "
                     "not know; compute it outside the jitted function",
+                    written(),
                 ) from None
-        if any(t._version != v for t, v in zip(fakes, versions)):
+        self.written = written()
+        self.random = recorder.random
+        self.out = out
+        if self.written and not writes:
             raise TorchRunsItError(
                 name,
                 "it writes into an argument in place, and no functional variant of it records "
                 "the write",
             )
-        self.random = recorder.random
-        self.out = out
+        for i in self.written:
+            if not isinstance(leaves[i], TensorProxy):
+                raise TorchRunsItError(
+                    name, "it writes into a tensor the program holds as a constant"
+                )
+        if any((t.shape, t.stride(), t.dtype) != m for t, m in zip(fakes, metadata)):
+            # A resize or restride: copying new values back cannot record it.
+            raise TorchRunsItError(name, "it changes the shape of an argument in place")
+        written_fakes = {id(fleaves[i]): i for i in self.written}
+        # Each output that is a written argument itself (``_amp_update_scale_`` returns its
+        # scale), by the argument's flat position; a call that writes and returns another alias
+        # of an argument is not recorded.
+        self.returns_written: list[int | None] = []
+        for o in tree_iter(_as_tree(out)):
+            at = written_fakes.get(id(o))
+            if (
+                self.written
+                and at is None
+                and isinstance(o, torch.Tensor)
+                and any(_is_alias_of(o, t) for t in fakes)
+            ):
+                raise TorchRunsItError(name, "it writes into an argument and returns a view")
+            self.returns_written.append(at)
         self.view = any(
             isinstance(o, torch.Tensor) and any(_is_alias_of(o, t) for t in fakes)
             for o in tree_iter(_as_tree(out))
@@ -841,6 +927,18 @@ def _method_name(name: str) -> str:
     return parts[-1]
 
 
+# Callables whose result is a quantized tensor, which their fake and meta kernels do not show
+# (they answer float32): torch runs them.
+_QUANTIZED_RESULTS = frozenset(
+    {
+        "quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic",
+        "_make_per_tensor_quantized_tensor", "_make_per_channel_quantized_tensor",
+        "_empty_affine_quantized", "_empty_per_channel_affine_quantized", "empty_quantized",
+    }
+)  # fmt: skip
+_QUANTIZED_REASON = "its result is a quantized tensor, which thunder does not support"
+
+
 def _refusal_by_name(name: str) -> str | None:
     method = _method_name(name)
     if method in _STORAGE_WRITES:
@@ -865,7 +963,7 @@ def fallback_refusal(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> st
     name = torch_callable_name(fn)
     if name is None:
         return "no qualified name denotes this callable"
-    if _method_name(name) in _RUN_BY_TORCH or kwargs.get("out") is not None:
+    if _method_name(name) in _RUN_BY_TORCH | _QUANTIZED_RESULTS or kwargs.get("out") is not None:
         return None  # torch runs it (TorchRunsItError): the program runs split there
     if _is_in_place_method(name) or _writes_first_argument_by_name(name, fn, args):
         # Its functional variant and a copy, or (without one) torch runs it, split.
@@ -913,8 +1011,28 @@ def _is_foreach_in_place(name: str, args: Sequence[Any]) -> bool:
     )
 
 
-# Foreach writes whose scalar list is the keyword ``value`` of the per-tensor method.
-_VALUE_KEYWORD = frozenset({"addcmul_", "addcdiv_"})
+# Foreach ops whose scalar list is the keyword ``value`` of the per-tensor method.
+_VALUE_KEYWORD = frozenset({"addcmul_", "addcdiv_", "addcmul", "addcdiv"})
+
+
+def _scalar_of(scalars: TensorProxy, i: int, n: int) -> Any:
+    """Element ``i`` of the scalars of a foreach op given as a tensor (torch.optim's Adam under
+    compile: ``_stack_if_compiling``), as a 0-dim tensor: torch reads each as a number."""
+    from thunder_ir.proxies import tensor_method
+    from thunder_ir.utils import check
+
+    check(
+        scalars.device.type == "cpu",
+        lambda: f"Expected scalars to be on CPU, got {scalars.device} instead.",
+    )
+    check(
+        scalars.ndim == 1 and scalars.shape[0] == n,
+        lambda: (
+            "Expected length of scalars to match input of length "
+            f"{n} but got {scalars.numel} instead."
+        ),
+    )
+    return tensor_method("__getitem__")(scalars, i)
 
 
 def _per_tensor_calls(
@@ -935,9 +1053,8 @@ def _per_tensor_calls(
                 elem.append(a)
         kw = dict(kwargs)
         if method in _VALUE_KEYWORD and len(elem) == 3:
-            if isinstance(elem[2], TensorProxy):
-                return None  # scalars given as a tensor: read element by element in torch
-            kw["value"] = elem.pop()
+            scalar = elem.pop()
+            kw["value"] = _scalar_of(scalar, i, n) if isinstance(scalar, TensorProxy) else scalar
         calls.append((elem, kw))
     return calls
 
@@ -956,21 +1073,106 @@ def _foreach_in_place(name: str, args: Sequence[Any], kwargs: dict[str, Any]) ->
     if calls is not None:
         for t, (elem, kw) in zip(tensors, calls):
             tensor_method(method)(t, *elem, **kw)
-        return tensors  # eager returns its list argument itself
+        # torch._foreach_add_ returns its list argument itself; the aten operator, nothing.
+        return None if name.startswith("torch.ops.") else tensors
     new = call_torch_fallback(getattr(torch, base[:-1]), args, kwargs)
     for t, value in zip(tensors, new):
         check_in_place_result(value, t)  # (copy_ would cast and broadcast silently)
         tensor_method("copy_")(t, value)
-    return tensors
+    return None if name.startswith("torch.ops.") else tensors
+
+
+def _is_foreach_with_tensor_scalars(name: str, args: Sequence[Any]) -> bool:
+    """``torch._foreach_addcdiv(tensors, t1, t2, scalars)`` with the scalars as a tensor: its
+    fake kernel refuses them (it reads them as numbers), so it is recorded per tensor."""
+    return (
+        name.rpartition(".")[2] in ("_foreach_addcdiv", "_foreach_addcmul")
+        and len(args) == 4
+        and isinstance(args[3], TensorProxy)
+        and isinstance(args[0], (list, tuple))
+        and all(isinstance(t, TensorProxy) for t in args[0])
+    )
+
+
+def _foreach_per_tensor(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    from thunder_ir.proxies import tensor_method
+
+    method = name.rpartition(".")[2][len("_foreach_") :]
+    calls = _per_tensor_calls(method, args, kwargs)
+    if calls is None:
+        raise TorchFallbackError(name, "its lists of tensors differ in length")
+    return [tensor_method(method)(t, *elem, **kw) for t, (elem, kw) in zip(args[0], calls)]
+
+
+def _call_writing(
+    name: str,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    written: tuple[int, ...],
+    run: _FakeRun | None,
+) -> Any:
+    """Records a call that writes into the tensors at the flat positions ``written`` of
+    ``(args, kwargs)`` (its fake run says so, ``run``; None where it has no fake kernel): its
+    functional variant (``fallback_mutating.WRITING``) as a fallback op, then a ``copy_`` into
+    each written tensor, writes the alias analysis sees. Returns what the callable returns."""
+    from thunder_ir.ops.conversion import copy_
+    from thunder_ir.ops.fallback_mutating import writing_variant_name
+
+    if split_autocast_name(name)[1] is not None:
+        raise TorchRunsItError(name, "it writes into an argument in place under torch.autocast")
+    if run is not None and run.random:
+        raise TorchRunsItError(name, "it writes into an argument in place and draws random numbers")
+    leaves = tree_flatten((tuple(args), dict(kwargs)))[0]
+    groups: dict[int, list[int]] = {}
+    for i in written:
+        groups.setdefault(id(leaves[i]), [])
+    for i, x in enumerate(leaves):
+        if id(x) in groups:
+            groups[id(x)].append(i)
+    variant = writing_variant_name(name, list(groups.values()))
+    if run is None:
+        try:  # (an operator that only writes needs no fake kernel: ``WRITING``)
+            out, *new = torch_fallback(variant, *args, **kwargs)
+        except DataDependentFallbackError:
+            (out, *new), _ = torch_fallback_sized(variant, *args, **kwargs)
+        if any(isinstance(o, TensorProxy) for o in tree_iter(out)):
+            # Which result is a written argument itself shows only on a fake run.
+            raise TorchRunsItError(
+                name, "it writes into an argument, returns a tensor, and has no fake kernel"
+            )
+    else:
+        _check_result_dtypes(name, run.out)
+        out, *new = torch_fallback(variant, *args, **kwargs)
+    for group, value in zip(groups.values(), new):
+        copy_(leaves[group[0]], value)
+    if run is None:
+        return out
+    # A result that is a written argument is that argument, as in eager.
+    out_leaves, spec = tree_flatten(out)
+    out = tree_unflatten(
+        [o if at is None else leaves[at] for o, at in zip(out_leaves, run.returns_written)], spec
+    )
+    kind = type(run.out)
+    if kind is not tuple and isinstance(run.out, tuple) and hasattr(kind, "n_fields"):
+        return kind(out)
+    return out
 
 
 def _check_result_dtypes(name: str, out: Any) -> None:
-    """A call whose result has a dtype the IR has none for (complex32), or is a nested tensor
-    (no sizes a proxy could hold): torch runs it."""
+    """A call whose result has a dtype the IR has none for (complex32), or is not a dense
+    strided tensor (nested, sparse, mkldnn, quantized: a proxy would answer ``is_sparse``,
+    ``layout``, ``dtype`` otherwise and ops would treat it as dense): torch runs it."""
     for o in tree_iter(_as_tree(out)):
         if isinstance(o, torch.Tensor) and o.is_nested:
             raise TorchRunsItError(
                 name, "its result is a nested tensor, which thunder does not support"
+            )
+        if isinstance(o, torch.Tensor) and o.is_quantized:
+            raise TorchRunsItEagerlyError(name, _QUANTIZED_REASON)
+        if isinstance(o, torch.Tensor) and o.layout != torch.strided:
+            raise TorchRunsItError(
+                name,
+                f"its result is a {o.layout} tensor (not dense), which thunder does not support",
             )
         if isinstance(o, torch.Tensor) and o.dtype not in _KNOWN_DTYPES:
             raise TorchRunsItError(
@@ -981,20 +1183,76 @@ def _check_result_dtypes(name: str, out: Any) -> None:
 _KNOWN_DTYPES = frozenset(filter(None, map(to_torch_dtype, all_dtypes)))
 
 
-def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """Records a call of the torch callable ``fn`` (which no op mirrors) in the current trace
-    and returns its outputs (proxies; a torch.return_types result keeps its type). Raises
-    ``TorchFallbackError`` where the call cannot be recorded with eager's semantics."""
+def _kernel_written(
+    fn: Any, args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[KernelWrites, list[tuple[int, str]]] | None:
+    """What an aten callable writes in its kernel (``kernel_writes``) and the arguments it
+    writes on this call; None where it writes none."""
+    from thunder_ir.ops.fallback_mutating import kernel_writes, written_by_call
+
+    writes = kernel_writes(fn)
+    if writes is None:
+        return None
+    if writes.training is not None:  # the flag is part of what this program assumes
+        i, arg_name, _ = writes.training
+        if i < len(args):
+            _specialize(args[i])
+        elif arg_name in kwargs:
+            _specialize(kwargs[arg_name])
+    args = tuple(tree_map(_specialize_number, tuple(args)))
+    kwargs = tree_map(_specialize_number, dict(kwargs))
+    written = written_by_call(writes, args, kwargs, lambda x: isinstance(x, TensorProxy))
+    return (writes, written) if written else None
+
+
+def _specialize_number(x: Any) -> Any:
+    return x.value if isinstance(x, NumberProxy) else x
+
+
+def _call_on_copies(
+    name: str,
+    written: tuple[KernelWrites, list[tuple[int, str]]],
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+) -> Any:
+    """A call of an aten callable that writes arguments in its kernel (``kernel_writes``):
+    recorded as the callable run on copies of them (``fallback_mutating.ON_COPIES``), then a
+    ``copy_`` into each, a write the trace sees. The backward's re-run writes copies only."""
+    from thunder_ir import prims
+
+    functional = f"thunder_ir.ops.fallback_mutating.ON_COPIES.{name}"
+    out, *new = call_torch_fallback(_resolve(functional), args, kwargs, name=functional)
+    writes, positions = written
+    for (i, arg_name), value in zip(positions, new):
+        target = args[i] if i < len(args) else kwargs[arg_name]
+        prims.copy_(value, target, bumps_version=writes.bumps_version)
+    if writes.result_type is not None and isinstance(out, tuple):
+        return writes.result_type(out)
+    return out
+
+
+def call_torch_fallback(
+    fn: Any, args: Sequence[Any], kwargs: dict[str, Any], *, name: str | None = None
+) -> Any:
+    """Records a call of the torch callable ``fn`` (which no op mirrors; ``name`` its qualified
+    name where ``torch_callable_name`` finds none) in the current trace and returns its outputs
+    (proxies; a torch.return_types result keeps its type). Raises ``TorchFallbackError`` where
+    the call cannot be recorded with eager's semantics."""
     from thunder_ir.ops.fallback_mutating import call_mutating_custom_op, written_arguments
 
-    name = torch_callable_name(fn)
+    name = name or torch_callable_name(fn)
     if name is None:
         raise TorchFallbackError(
-            getattr(fn, "__qualname__", repr(fn)), "no qualified name denotes this callable"
+            getattr(fn, "__qualname__", repr(fn)),
+            "it is TorchScript (torch.jit.script), which thunder does not trace"
+            if isinstance(fn, torch.ScriptMethod | torch.jit.ScriptFunction)
+            else "no qualified name denotes this callable",
         )
     reason = _refusal_by_name(name)
     if reason is not None and _method_name(name) in _RUN_BY_TORCH:
         raise TorchRunsItError(name, reason)
+    if _method_name(name) in _QUANTIZED_RESULTS:
+        raise TorchRunsItEagerlyError(name, _QUANTIZED_REASON)
     if reason is None and kwargs.get("out") is not None:
         raise TorchRunsItError(name, "it writes into its out= argument")
     if reason is None and draws_from_own_generator(tree_iter((tuple(args), dict(kwargs)))):
@@ -1008,6 +1266,12 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
         raise TorchFallbackError(name, reason)
     if reason is None and _is_foreach_in_place(name, args):
         return _foreach_in_place(name, args, kwargs)
+    if reason is None and _is_foreach_with_tensor_scalars(name, args):
+        return _foreach_per_tensor(name, args, kwargs)
+    if not in_place:
+        written = _kernel_written(fn, args, kwargs)
+        if written is not None:
+            return _call_on_copies(name, written, args, kwargs)
     autocast = None if in_place else _recording_autocast(args, kwargs)
     if not in_place and can_read_data() and _reads_data_sizes(args, kwargs):
         # Sizes read from data: run on this call's values, not specialized to them.
@@ -1033,17 +1297,23 @@ def call_torch_fallback(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
         name = fallback_under_autocast(name, autocast)
         run_fn = _resolve(name)
     try:
-        run = _FakeRun(name, run_fn, args, kwargs)
-    except DataDependentFallbackError:
+        run = _FakeRun(name, run_fn, args, kwargs, writes=True)
+    except DataDependentFallbackError as e:
         if written_arguments(fn):  # no fake implementation: its functional variant runs
             return call_mutating_custom_op(fn, args, kwargs)
         if not can_read_data():
             raise
+        if e.written:  # no meta kernel (``_fused_sgd_``): run on the call's values
+            return _call_writing(name, args, kwargs, e.written, None)
         return _call_sized(name, args, kwargs)
     except TorchFallbackError:
         if not written_arguments(fn):
             raise
         return call_mutating_custom_op(fn, args, kwargs)  # it writes the arguments it declares
+    if run.written:
+        if written_arguments(fn):
+            return call_mutating_custom_op(fn, args, kwargs)  # it writes the arguments it declares
+        return _call_writing(name, args, kwargs, run.written, run)
     _check_result_dtypes(name, run.out)
     has_tensor_out = any(isinstance(o, torch.Tensor) for o in tree_iter(_as_tree(run.out)))
     if not has_tensor_out and not run.random:
