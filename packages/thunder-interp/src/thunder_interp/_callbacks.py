@@ -58,11 +58,12 @@ class Callbacks:
     - ``descriptor_get(obj, name, descr) -> None``: ``obj.name`` is about to run the Python
       ``__get__`` of ``descr``, an object found on ``type(obj)`` (its code may read and write
       the descriptor's own state).
-    - ``special_lookup(cls, name, found) -> None``: the interpreter looked ``name`` (a
+    - ``special_lookup(cls, name, found) -> None | found``: the interpreter looked ``name`` (a
       ``__dunder__``) up on a Python class ``cls`` itself (``_PyType_Lookup``: ``len(x)``,
       ``x[k]``, calling an instance, ``__init__``, a custom ``__getattribute__``) and found
       ``found`` in its MRO. A class can change after that (a method replaced), and with it
-      what the program does.
+      what the program does. A result other than ``None`` is found instead (a stand-in class
+      answering for one whose method was replaced).
     - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
       function, or one the interpreter does not enter); it must perform the call itself, e.g.
       ``return fn(*args, **kwargs)``, and may replace the result.
@@ -91,7 +92,7 @@ class Callbacks:
     delete_closure_cell: Callable[[str, CodeType, CellType], None] | None = None
     delete_attribute: Callable[[Any, str], None] | None = None
     delete_item: Callable[[Any, Any], None] | None = None
-    special_lookup: Callable[[type, str, Any], None] | None = None
+    special_lookup: Callable[[type, str, Any], Any] | None = None
     compare_identity: Callable[[Any, Any, bool], bool | None] | None = None
     identity_used: Callable[[Any], None] | None = None
     descriptor_get: Callable[[Any, str, Any], None] | None = None

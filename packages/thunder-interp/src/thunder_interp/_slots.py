@@ -70,13 +70,13 @@ def is_python_level(descr: Any) -> bool:
 
 # The ``special_lookup`` callback of the interpretation running now in this thread or task
 # (a context variable: two threads tracing at once each report to their own binder).
-_special_lookup: contextvars.ContextVar[Callable[[type, str, Any], None] | None] = (
+_special_lookup: contextvars.ContextVar[Callable[[type, str, Any], Any] | None] = (
     contextvars.ContextVar("special_lookup", default=None)
 )
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin and extension types
 
 
-def set_special_lookup(hook: Callable[[type, str, Any], None] | None) -> Any:
+def set_special_lookup(hook: Callable[[type, str, Any], Any] | None) -> Any:
     """Installs ``hook`` as the ``special_lookup`` callback; returns the token that
     ``reset_special_lookup`` takes to put back the previous one."""
     return _special_lookup.set(hook)
@@ -101,7 +101,9 @@ def lookup_type(cls: type, name: str) -> Any:
             if entry[2] and (name in _DUNDER or (name not in _NOT_DUNDER and _is_dunder(name))):
                 hook = _special_lookup.get()
                 if hook is not None:
-                    hook(cls, name, found)
+                    replaced = hook(cls, name, found)
+                    if replaced is not None:  # (what a tensor's class holds for a proxy's)
+                        return replaced
             return found
     return NULL
 
@@ -178,7 +180,9 @@ class TypeInfo:
         found: dict[str, Any] = {}
         for klass in reversed(cls.__mro__):
             found.update(vars(klass))
-        self.plain = not any(name in found and is_python_level(found[name]) for name in SLOT_NAMES)
+        self.plain = cls not in STAND_INS and not any(
+            name in found and is_python_level(found[name]) for name in SLOT_NAMES
+        )
         # Any Python function here (opaque ones too: a lookaside may replace them).
         hooks = {name: type(found.get(name)) is FunctionType for name in _ATTR_HOOKS}
         self.get_hook = hooks["__getattribute__"] or hooks["__getattr__"]
@@ -192,6 +196,24 @@ class TypeInfo:
 
 
 _INFO: dict[type, TypeInfo] = {}
+# Classes whose special methods the ``special_lookup`` hook may replace (a proxy standing for a
+# class whose methods were replaced): never plain, so their operations look them up.
+STAND_INS: set[type] = set()
+
+
+def set_stand_in(cls: type, on: bool) -> None:
+    """Whether ``cls``'s operations look its special methods up (``on``) or may run natively."""
+    if (cls in STAND_INS) == on:
+        return
+    if on:
+        STAND_INS.add(cls)
+    else:
+        STAND_INS.discard(cls)
+    _INFO.pop(cls, None)
+    PLAIN.discard(cls)
+    NOT_PLAIN.discard(cls)
+    PLAIN_VALUES.discard(cls)
+
 
 # Types whose instances need no slow path for special methods (attribute access is separate).
 PLAIN: set[type] = set()

@@ -19,7 +19,7 @@ import importlib
 import importlib.util
 import pkgutil
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -40,6 +40,7 @@ from thunder.lookasides import Lookaside
 from thunder.module import ThunderModule
 from thunder.module_calls import lightning_module_advice
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
+from thunder_executors.executor import Executor
 from thunder_ir import Trace, Transform
 from thunder_ir.prims.prologue import GuardFailure
 
@@ -177,6 +178,13 @@ def jit_arguments(
     for t in transforms:
         if not isinstance(t, Transform):
             raise TypeError(f"thunder.jit: transforms must be thunder.Transform objects, got {t!r}")
+    if isinstance(executors, (str, Executor)):
+        executors = (executors,)  # one executor, not a sequence of one-letter names
+    elif executors is not None and not isinstance(executors, Iterable):
+        raise TypeError(
+            "thunder.jit: executors must be an executor or its name, or a sequence of them, "
+            f"got {type(executors).__name__}"
+        )
     executors = tuple(executors) if executors is not None else DEFAULT_EXECUTORS
     from thunder_executors.assignment import resolve_executors
 

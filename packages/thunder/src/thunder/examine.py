@@ -15,7 +15,7 @@ from thunder.errors import JitError, RequestedError, RunsSplit
 from thunder.lookasides import AUTOGRAD_HOOKS, data_shaped_functions, is_torch_callable
 from thunder.options import JitOptions
 from thunder_interp import Callbacks, interpret
-from thunder_ir import OpTag, Trace, TracingError, prims
+from thunder_ir import OpTag, TensorProxy, Trace, TracingError, prims
 from thunder_ir.ops import torch_symbol_map
 from thunder_ir.ops.fallback import fallback_refusal, torch_callable_name
 
@@ -130,11 +130,47 @@ def _name(fn: Any) -> str:
     return f"{getattr(fn, '__module__', None) or 'torch'}.{name}"
 
 
+def _user_callable(fn: Any) -> Any:
+    """What ``thunder.jit`` wrapped, for a jitted callable: the user's code is examined, not
+    the jit's own call machinery."""
+    from thunder.jit_function import BoundThunderFunction, ThunderFunction
+    from thunder.module import ThunderModule
+
+    if isinstance(fn, BoundThunderFunction):
+        return fn.__wrapped__  # the method bound to its instance
+    if isinstance(fn, ThunderFunction):
+        return fn.fn
+    if isinstance(fn, ThunderModule):
+        return fn.get_model()
+    return fn
+
+
+def _answered_by_proxy(name: str) -> bool:
+    """Whether thunder.jit's tensor proxy answers ``Tensor.name`` itself, with no torch fallback:
+    metadata it knows (``dim``, ``is_complex``, ``size``) and ``item``, recorded as a read of
+    data (``data_reads`` lists it)."""
+    if name.startswith("__"):  # operators and protocols: not listed
+        return False
+    return name == "item" or any(
+        name in vars(cls) for cls in TensorProxy.__mro__ if cls is not object
+    )
+
+
 def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> ExaminationReport:
     """Run ``fn(*args, **kwargs)`` eagerly in the interpreter and report the torch callables it
     calls: those an IR op mirrors, those the torch fallback runs, and those thunder.jit would
-    refuse. Operators (``a + b``) run natively and are not listed (they are all supported)."""
+    refuse. Operators (``a + b``) run natively and are not listed (they are all supported). A
+    jitted ``fn`` is examined as the function it wraps, and so are jitted functions it calls."""
+    from thunder.jit_function import ThunderFunction, _native_reason
+
+    fn = _user_callable(fn)
     report = ExaminationReport()
+    native = _native_reason(fn)
+    if native is not None:  # (a coroutine or generator function: nothing of it runs in the call)
+        report.eager_reason = f"{native}; it runs natively"
+        if show:
+            print(report)
+        return report
     symbols = {**torch_symbol_map(), **data_shaped_functions()}
 
     def lookaside_for(torch_fn: Any) -> Any:
@@ -165,6 +201,10 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
                 method = getattr(torch.Tensor, f.__name__, None)
             if (method is not None and method in symbols) or f in symbols:
                 report.supported[_name(f)] += 1
+            elif (
+                method is not None or getattr(f, "__objclass__", None) is torch._C.TensorBase
+            ) and _answered_by_proxy(f.__name__):
+                report.supported[_name(f)] += 1  # x.item(), torch.Tensor.dim(x)
             elif any(isinstance(x, torch.Tensor) for x in (owner, *a, *k.values())):
                 # A bound method (x.exponential_()) is the Tensor method given its tensor.
                 unbound, args = (method, (owner, *a)) if method is not None else (f, a)
@@ -177,10 +217,15 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
                     report.reasons[name] = reason
         return f(*a, **k)
 
+    callbacks = Callbacks(opaque_call=opaque_call)
+
+    def call_jitted(jitted: ThunderFunction, *a: Any, **k: Any) -> Any:
+        # As the jit traces it: the function it wraps, interpreted (never its cache).
+        return interpret(jitted.fn, lookasides=lookasides, callbacks=callbacks)(*a, **k)
+
+    lookasides[ThunderFunction.__call__] = call_jitted
     _traced(fn, args, kwargs, report)
-    interpret(fn, lookasides=lookasides, callbacks=Callbacks(opaque_call=opaque_call))(
-        *args, **kwargs
-    )
+    interpret(fn, lookasides=lookasides, callbacks=callbacks)(*args, **kwargs)
     if show:
         print(report)
     return report

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import inspect
 import itertools
 import time
 import traceback
@@ -45,6 +46,7 @@ from thunder.guards import PatchedByFxTracer
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, WritesBeforeError, describe_guard_failure, failed_guard
 from thunder.signature import Signature, make_signature
+from thunder.tensor_patches import patch_token
 from thunder.torch_func import eager_reason, forward_ad, transforms_active
 from thunder.torch_modes import (
     dispatch_modes_active,
@@ -218,6 +220,41 @@ def _split_facts(
     return tuple(facts)
 
 
+# Code flags of a function whose call only makes a generator, coroutine or async generator.
+_SUSPENDABLE_KINDS = (
+    (inspect.CO_ASYNC_GENERATOR, "an async generator function"),
+    (inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE, "a coroutine function"),
+    (inspect.CO_GENERATOR, "a generator function"),
+)
+
+
+def _native_reason(fn: Any) -> str | None:
+    """Why every call of ``fn`` runs natively, or None: a generator, coroutine or async
+    generator function only makes that object; its code runs when the caller resumes it,
+    after the call, which no compiled program holds (torch.compile runs a coroutine's frame
+    in the call or crashes on it)."""
+    target = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    target = getattr(target, "__func__", target)  # a bound method's function
+    code = getattr(target, "__code__", None)
+    if code is None and not isinstance(target, type):  # a callable object: its __call__
+        call = next(
+            (vars(c)["__call__"] for c in type(target).__mro__ if "__call__" in vars(c)), None
+        )
+        code = getattr(getattr(call, "__func__", call), "__code__", None)
+    flags = getattr(code, "co_flags", 0)
+    if not isinstance(flags, int):
+        return None
+    for flag, kind in _SUSPENDABLE_KINDS:
+        if flags & flag:
+            return (
+                f"is {kind}: its call only makes the object whose code runs when it is "
+                "resumed, after the call, so there is nothing to compile"
+            )
+    return None
+
+
 def _refused(error: Exception) -> RunsSplit:
     """Thunder's refusal of a program as the reason its calls run split (torch runs them)."""
     message = str(error).removeprefix("thunder.jit: ")
@@ -227,7 +264,8 @@ def _refused(error: Exception) -> RunsSplit:
 
 
 def _fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    return (*map(id, args), *kwargs, *map(id, kwargs.values()))
+    # (with the methods replaced on torch.Tensor, which the cache key holds too)
+    return (patch_token(), *map(id, args), *kwargs, *map(id, kwargs.values()))
 
 
 def _reruns_after_error(
@@ -244,6 +282,7 @@ def _reruns_after_error(
         code = tb.tb_frame.f_code
         if code.co_filename.startswith("<thunder trace "):
             generated = tb.tb_frame.f_globals.get(code.co_name)
+            _note_program_line(error, generated, tb.tb_lineno)
             first_write = first_input_write_line(generated)
             if first_write != 0:
                 if first_write is None:
@@ -263,6 +302,36 @@ def _reruns_after_error(
                 return False
         tb = tb.tb_next
     return False
+
+
+def _note_program_line(error: BaseException, generated: Any, lineno: int) -> None:
+    """Names on ``error`` the user's ``file:line`` of the op that raised at ``lineno`` of the
+    generated computation: its traceback shows the computation's frames, not the program's."""
+    trace = getattr(generated, "__thunder_trace__", None)
+    op = bound_symbol_at_line(trace, lineno) if trace is not None else None
+    if op is None:
+        return
+    location = op.location
+    if location:
+        note = f"thunder: raised by the compiled program's {op.sym.name} at {location}"
+        source = _source_line(location)
+        if source:
+            note += f"\n    {source}"
+    else:  # a fusion region: the user's lines of the ops it computes
+        locations = list(dict.fromkeys(s.location for s in op.subsymbols if s.location))
+        if not locations:
+            return
+        shown = ", ".join(locations[:5]) + (", ..." if len(locations) > 5 else "")
+        note = f"thunder: raised by the compiled program's {op.sym.name}, computing {shown}"
+    if note not in getattr(error, "__notes__", ()):
+        error.add_note(note)
+
+
+def _source_line(location: str) -> str:
+    import linecache
+
+    filename, _, line = location.rpartition(":")
+    return linecache.getline(filename, int(line)).strip() if line.isdigit() else ""
 
 
 def _write_before_error(
@@ -358,6 +427,8 @@ class ThunderFunction:
         # reaches it (it runs the nodes torch must run by torch, thunder's program around them).
         self.split_by_caller = False
         self._warned_split = False
+        self._native_reason = _native_reason(fn)  # every call runs natively
+        self._warned_native = False
         with contextlib.suppress(AttributeError, TypeError):  # objects without a name
             # Its name and docstring, not its __dict__: an attribute of the wrapped object named
             # like one of this object's (``fn``, ``stats``, ``options``) would replace it.
@@ -448,6 +519,8 @@ class ThunderFunction:
     # -- the slow path ------------------------------------------------------------------------
 
     def _slow_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._native_reason is not None:
+            return self._run_natively(args, kwargs, self._native_reason)
         # A compile on another thread may have nn.Module's methods replaced by torch.fx's
         # tracer for a moment: the programs' guards would fail and tracing would record them.
         wait_while_fx_tracer_patches()
@@ -888,6 +961,20 @@ class ThunderFunction:
             )
         except InternalErrorWarning as w:  # warnings as errors: keep thunder's traceback
             raise w from error
+
+    def _run_natively(self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: str) -> Any:
+        """A function thunder cannot compile at all (``_native_reason``): it runs as Python
+        runs it, never traced nor handed to torch.compile; the warning is shown once."""
+        self.stats.eager_fallbacks += 1
+        self.stats.last_eager_reason = reason
+        logs.log_eager(self._name, reason)
+        if not self._warned_native:
+            self._warned_native = True
+            warnings.warn(
+                f"thunder.jit: {self._name} {reason}; it runs natively (shown once)",
+                stacklevel=logs.user_stacklevel(),
+            )
+        return self.fn(*args, **kwargs)
 
     def _run_eagerly_under_transforms(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: str

@@ -24,6 +24,7 @@ import torch.utils._config_module
 
 import thunder_interp
 import thunder_ir
+from thunder import tensor_patches
 from thunder.errors import RunsEagerly, RunsNatively, RunsSplit
 from thunder_ir import NumberProxy, Proxy, TensorProxy, dtypes, prims
 from thunder_ir.ops import ALL_OPS, data_shapes, data_values, torch_symbol_map
@@ -178,6 +179,34 @@ def _stand_in(t: TensorProxy, tensor_type: type) -> torch.Tensor:
     return torch.Tensor._make_subclass(tensor_type, real, real.requires_grad)
 
 
+def _group_tensors_by_device_and_dtype(
+    tensorlistlist: Any, with_indices: bool = False
+) -> dict[Any, Any]:
+    """``torch._C._group_tensors_by_device_and_dtype`` (torch's foreach paths: ``clip_grad_norm_``,
+    ``get_total_norm``, the optimizers) on proxies: it reads only devices and dtypes, which the
+    program is specialized to. torch groups empty stand-ins of them (its checks and its order of
+    groups), and each group holds the proxies they stand in for."""
+    of_stand_in: dict[int, Any] = {}
+
+    def stand_in(t: Any) -> Any:
+        if not isinstance(t, TensorProxy):
+            return t
+        real = torch.empty(
+            0,
+            dtype=dtypes.to_torch_dtype(t.dtype),
+            device=thunder_ir.devices.to_torch_device(t.device),
+        )
+        of_stand_in[id(real)] = t
+        return real
+
+    lists = [[stand_in(t) for t in tensors] for tensors in tensorlistlist]
+    grouped = torch._C._group_tensors_by_device_and_dtype(lists, with_indices)  # type: ignore[attr-defined]
+    return {
+        key: ([[of_stand_in.get(id(t), t) for t in group] for group in groups], indices)
+        for key, (groups, indices) in grouped.items()
+    }
+
+
 def _is_tensor(obj: Any) -> bool:
     return isinstance(obj, (torch.Tensor, TensorProxy))
 
@@ -321,8 +350,9 @@ def _static_lookasides() -> dict[Any, Any]:
     for fn, name in ((torch.autograd.backward, "backward"), (torch.autograd.grad, "grad")):
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
+    table[torch._C._group_tensors_by_device_and_dtype] = _group_tensors_by_device_and_dtype  # type: ignore[attr-defined]
     for name in ("is_conj", "is_neg"):  # the view bits: answered (or run by torch) by the proxy
-        for fn in (getattr(torch, name), getattr(torch.Tensor, name)):
+        for fn in (getattr(torch, name), tensor_patches.original(name)):
             table[fn] = functools.partial(_view_bit_query, name, fn)
     table[print] = _prints
     table[Proxy.__repr__] = _proxy_text
@@ -338,7 +368,7 @@ def _static_lookasides() -> dict[Any, Any]:
     table[torch.compile] = _compiles_inside
     table[torch.autograd.profiler.record_function] = _ProfilerLabel
     for name in AUTOGRAD_HOOKS:
-        table[getattr(torch.Tensor, name)] = functools.partial(_registers_hook, name)
+        table[tensor_patches.original(name)] = functools.partial(_registers_hook, name)
     table.update(data_shaped_functions())
     return table
 
@@ -489,16 +519,16 @@ def data_shaped_functions() -> dict[Any, Any]:
     ``data_values.py``)."""
     return {
         torch.nonzero: data_shapes.nonzero,
-        torch.Tensor.nonzero: data_shapes.nonzero,
+        tensor_patches.original("nonzero"): data_shapes.nonzero,
         torch.argwhere: data_shapes.argwhere,
-        torch.Tensor.argwhere: data_shapes.argwhere,
+        tensor_patches.original("argwhere"): data_shapes.argwhere,
         torch.masked_select: data_shapes.masked_select,
-        torch.Tensor.masked_select: data_shapes.masked_select,
+        tensor_patches.original("masked_select"): data_shapes.masked_select,
         torch.equal: data_values.equal,
-        torch.Tensor.equal: data_values.equal,
+        tensor_patches.original("equal"): data_values.equal,
         torch.allclose: data_values.allclose,
-        torch.Tensor.allclose: data_values.allclose,
-        torch.Tensor.tolist: data_values.tolist,
+        tensor_patches.original("allclose"): data_values.allclose,
+        tensor_patches.original("tolist"): data_values.tolist,
     }
 
 
@@ -615,6 +645,7 @@ _ALLOWED_QUERIES = {
     "Size",
     "_get_cpp_backtrace",
     "_log_api_usage_once",
+    "_get_privateuse1_backend_name",  # (torch's foreach paths ask which devices have kernels)
     "is_available",
     # Pure functions of dtypes.
     "promote_types",

@@ -8,10 +8,12 @@ get a new value on every call. Those are refused with a clear error instead.
 
 from __future__ import annotations
 
+import _random
 import types
+import weakref
 from typing import Any
 
-__all__ = ["impure_reason"]
+__all__ = ["advances_natively", "entropy_reason", "impure_reason"]
 
 _PURE_BUILTINS = frozenset(
     {
@@ -65,13 +67,85 @@ def assumed_constant(fn: Any) -> bool:
     return False
 
 
+# Modules of C types whose constructors are deterministic functions of their arguments (beside
+# _PURE_MODULES; torch's tensors and generators are checked apart).
+_PURE_TYPE_MODULES = frozenset(
+    {"torch", "datetime", "_datetime", "decimal", "_decimal", "io", "_io", "struct", "_struct", "array",
+     "contextvars", "_contextvars", "_thread", "threading", "zoneinfo", "pathlib", "fractions"}
+)  # fmt: skip
+# Class methods (C ones; Python ones are interpreted) that compute from their arguments alone.
+# Others (``datetime.now``, ``date.today``) may read the clock or other process state.
+_PURE_CLASS_METHODS = frozenset(
+    {"__new__", "__init_subclass__", "__subclasshook__", "__instancecheck__",
+     "__subclasscheck__", "__prepare__", "__class_getitem__", "__subclasses__", "mro",
+     "fromkeys", "from_bytes", "fromhex", "maketrans", "from_iterable", "from_float",
+     "from_decimal", "fromtimestamp", "utcfromtimestamp", "fromordinal", "fromisoformat",
+     "fromisocalendar", "combine", "strptime"}
+)  # fmt: skip
+# Strings that make numpy's date and time constructors read the clock.
+_CLOCK_WORDS = frozenset({"now", "today"})
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+
+
+def _pure_type_module(module: str) -> bool:
+    root = module.split(".")[0]
+    if module.startswith(_IMPURE_SUBMODULES):
+        return False
+    return root in _PURE_MODULES or root in _PURE_TYPE_MODULES
+
+
+def _constructor_reason(cls: type) -> str | None:
+    """Why constructing a ``cls`` could give another object on each call, or None: a C type's
+    constructor is known deterministic where its module's are (``_random.Random`` is not: it
+    may read the operating system's entropy); a Python class's ``__init__`` is interpreted,
+    its opaque calls checked one by one."""
+    for klass in cls.__mro__:
+        if klass.__flags__ & _HEAPTYPE:
+            continue  # (a Python class: its C base decides what construction does natively)
+        if klass is object or _pure_type_module(_module_of(klass)):
+            return None
+        return f"constructing {_module_of(klass)}.{klass.__qualname__} is not known to be pure"
+    return None
+
+
+def entropy_reason(fn: Any, args: tuple[Any, ...]) -> str | None:
+    """Why calling ``fn`` reads the clock or the operating system's entropy where torch.compile
+    too would keep the result as a constant (it folds ``np.datetime64('now')`` and seeds an
+    unseeded ``random.Random()`` once), or None: such a call must run eagerly."""
+    if isinstance(fn, type):
+        word = next((a for a in args if type(a) is str and a.lower() in _CLOCK_WORDS), None)
+        if word is not None and _module_of(fn) == "numpy":
+            return f"numpy.{fn.__name__}({word!r}) reads the clock"
+        if issubclass(fn, _random.Random) and not fn.__flags__ & _HEAPTYPE and not args:
+            return "an unseeded random.Random() is seeded from the operating system's entropy"
+        return None
+    owner = getattr(fn, "__self__", None)
+    if (
+        getattr(fn, "__name__", "") == "seed"
+        and isinstance(owner, _random.Random)
+        and (not args or args[0] is None)
+    ):
+        return "an unseeded random.Random() is seeded from the operating system's entropy"
+    return None
+
+
+def advances_natively(t: type) -> bool:
+    """Whether objects of type ``t`` are iterators whose ``__next__`` is C code (a generator, a
+    list iterator, ``itertools.cycle``): advancing one (``for``, ``next``, ``islice``, ``in``,
+    ``min``) is a write no hook sees. (A Python ``__next__`` is interpreted: its writes are.)"""
+    if t in weakref.ProxyTypes:
+        return False  # (it has every slot, forwarded to its object)
+    advance = getattr(t, "__next__", None)
+    return advance is not None and not isinstance(advance, types.FunctionType)
+
+
 def impure_reason(fn: Any, is_outside: Any) -> str | None:
     """Why calling ``fn`` while tracing could bake a changing result, or None if it cannot.
 
     ``is_outside(obj)`` says whether ``obj`` is state outside the function (which later calls
     may see changed); objects the program created in this call are its own business."""
     if isinstance(fn, type):
-        return None  # constructing an object; its Python code (if any) is interpreted
+        return _constructor_reason(fn)
     if assumed_constant(fn):
         return None
     owner = getattr(fn, "__self__", None)
@@ -84,14 +158,26 @@ def impure_reason(fn: Any, is_outside: Any) -> str | None:
         if root in _PURE_MODULES and not module.startswith(_IMPURE_SUBMODULES):
             return None
         return f"{module}.{name} is not known to be a pure function of its arguments"
+    if isinstance(owner, type):  # a class method
+        if name in _PURE_CLASS_METHODS:
+            return None
+        module = _module_of(owner)
+        root = module.split(".")[0]
+        if root == "torch" or (root in _PURE_MODULES and not module.startswith(_IMPURE_SUBMODULES)):
+            return None  # (torch's own, ``Tensor._make_subclass``: its state is checked apart)
+        return f"{module}.{owner.__qualname__}.{name} is not known to be a pure class method"
     if isinstance(owner, _IMMUTABLE_TYPES) or not is_outside(owner):
         return None
     if isinstance(owner, (list, dict, set)) and name in _READ_METHODS:
         return None  # reads of an outside container are guarded like other reads
-    if isinstance(owner, type):
-        return None  # class methods
-    if _module_of(type(owner)).split(".")[0] in _PURE_MODULES and type(owner).__hash__ is not None:
-        # Objects of pure modules that are hashable, so not changed in place (enum members); a
-        # deque, an array or a numpy array is state: its methods read or change it.
+    t = type(owner)
+    if (
+        _module_of(t).split(".")[0] in _PURE_MODULES
+        and t.__hash__ is not None
+        and not advances_natively(t)
+    ):
+        # Hashable objects of pure modules, not changed in place (enum members, ufuncs); a
+        # deque, an array, a numpy array or an itertools iterator is state: its methods read or
+        # change it.
         return None
-    return f"{type(owner).__module__}.{type(owner).__qualname__}.{name} reads or changes state of an object outside the function"
+    return f"{t.__module__}.{t.__qualname__}.{name} reads or changes state of an object outside the function"

@@ -130,6 +130,17 @@ class JitOptions:
             )
         merged = {name: default for name, (default, _) in KNOWN_COMPILE_OPTIONS.items()}
         merged.update(compile_options)
+        # bool("no") is True: a string or number given for a flag is a mistake, never a choice
+        for name, value in (
+            ("disable_torch_autograd", disable_torch_autograd),
+            ("warn_on_recompile", merged["warn_on_recompile"]),
+            ("dce", merged["dce"]),
+        ):
+            if not isinstance(value, bool):
+                raise TypeError(
+                    f"thunder.jit: the option {name} must be True or False, got {value!r} "
+                    f"({type(value).__name__})"
+                )
         limit = merged["recompile_limit"]
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise ValueError(f"recompile_limit must be a positive int or None, got {limit!r}")
@@ -142,8 +153,8 @@ class JitOptions:
             cache=resolve_cache_option(cache),
             sizes_become_symbolic=cache is None,
             sharp_edges=_resolve_sharp_edges(sharp_edges),
-            disable_torch_autograd=bool(disable_torch_autograd),
+            disable_torch_autograd=disable_torch_autograd,
             recompile_limit=limit,
-            warn_on_recompile=bool(merged["warn_on_recompile"]),
-            dce=bool(merged["dce"]),
+            warn_on_recompile=merged["warn_on_recompile"],
+            dce=merged["dce"],
         )

@@ -703,7 +703,10 @@ class _EpilogueWriter:
             return [*lines, f"setattr({obj}, {w.name!r}, {value})"]
         if w.kind == "warn":  # (WarningReplay, message, source)
             return [*lines, f"_w = {value}", "_w[0](_w[1], _w[2])"]
-        if w.kind in ("log", "call_kw"):
+        if w.kind == "log":  # ((args, kwargs), LogReplay): logged from the user's line
+            obj = self.access(w.target)
+            return [*lines, f"_log = {value}", f"_log[1]({obj}, *_log[0])"]
+        if w.kind == "call_kw":
             obj = self.access(w.target)
             return [*lines, f"_log = {value}", f"{obj}.{w.name}(*_log[0], **_log[1])"]
         return [*lines, f"{self.access(w.target)}.{w.name}(*{value})"]

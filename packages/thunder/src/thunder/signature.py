@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from thunder import tensor_patches
 from thunder.errors import JitError
 
 __all__ = [
@@ -63,6 +64,10 @@ AMBIENT_KEY = (
     (  # (a device context is a torch function mode: without one, one cheap C call)
         "_len_torch_function_stack() and get_default_device()",
         "default device (torch.set_default_device, with torch.device(...))",
+    ),
+    (  # tracing runs a replaced method (one C call: the version of torch.Tensor's dict)
+        tensor_patches.SIGNATURE_EXPR,
+        "methods replaced on torch.Tensor (torch.Tensor.name = ...)",
     ),
 )
 AUTOCAST_DEVICES = ("cpu", "cuda")
@@ -468,6 +473,7 @@ def make_signature(
         "is_autocast_cache_enabled": torch.is_autocast_cache_enabled,
         "_len_torch_function_stack": torch._C._len_torch_function_stack,
         "get_default_device": torch.get_default_device,
+        **tensor_patches.SIGNATURE_GLOBALS,
         "alias_pattern": alias_pattern,
         "same_objects": same_objects,
         "PLAIN_TYPES": PLAIN_TYPES,

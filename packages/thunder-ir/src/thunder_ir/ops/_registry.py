@@ -4,6 +4,7 @@ callable to symbol and the Tensor methods of proxies are derived from those name
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -73,6 +74,19 @@ def resolve_torch_name(qualified: str) -> Any:
     return obj
 
 
+def _torchs_tensor_attribute(torch: Any, name: str) -> Any:
+    """torch's own ``torch.Tensor.name`` (never a replacement set on the class, which the jit
+    runs as the user's code)."""
+    for cls in (torch.Tensor, torch._C.TensorBase):
+        obj = cls.__dict__.get(name)
+        func = getattr(obj, "fget", obj)
+        if isinstance(func, types.FunctionType) and not func.__module__.startswith("torch"):
+            continue
+        if obj is not None:
+            return obj
+    return None
+
+
 @functools.cache
 def torch_symbol_map() -> dict[Any, Symbol]:
     """torch callable -> op, for every op whose torch names exist in the installed torch.
@@ -87,7 +101,7 @@ def torch_symbol_map() -> dict[Any, Symbol]:
             if tn.startswith("torch.Tensor."):
                 import torch
 
-                obj = torch.Tensor.__dict__.get(tn.removeprefix("torch.Tensor."))
+                obj = _torchs_tensor_attribute(torch, tn.removeprefix("torch.Tensor."))
                 if obj is None:
                     obj = resolve_torch_name(tn)
             else:

@@ -17,7 +17,7 @@ from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _
 from thunder.binding.fallback import op_overload_lookasides
 from thunder.binding.locations import program_location
 from thunder.binding.rng import rng_lookasides
-from thunder.binding.warning_calls import warning_lookaside
+from thunder.binding.warning_calls import legacy_reduction_lookasides, warning_lookaside
 from thunder.errors import RunsEagerly
 from thunder.lookasides import (
     _isinstance_as,
@@ -123,6 +123,7 @@ class Binder(AutogradFunctionMixin):
         from thunder.jit_function import ThunderFunction
 
         table = jit_lookasides()
+        self.run_lookasides = table  # (a property replaced on torch.Tensor runs with them)
 
         def call_jitted(jitted: ThunderFunction, *args: Any, **kwargs: Any) -> Any:
             inner = interpret(
@@ -193,6 +194,7 @@ class Binder(AutogradFunctionMixin):
             table[getattr(logging.Logger, method)] = log
         if isinstance(warnings.warn, types.BuiltinFunctionType):  # (the Python one is interpreted)
             table[warnings.warn] = warning_lookaside(self)
+        table.update(legacy_reduction_lookasides(self, table))
         return table
 
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import torch
 
+from thunder import tensor_patches
 from thunder.access import REFERENT, Access
 from thunder.binding.fallback import call_torch_callable, mirrored_call
-from thunder.binding.rng import refuse_generators
+from thunder.binding.rng import refuse_generator_state, refuse_generators
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _HEAPTYPE,
@@ -31,6 +32,7 @@ from thunder.binding.state import (
     Write,
     torch_value,
 )
+from thunder.binding.warning_calls import LogReplay, log_site
 from thunder.binding.writes import (
     WritesMixin,
 )
@@ -46,7 +48,7 @@ from thunder.lookasides import (
     is_torch_callable,
     query_is_allowed,
 )
-from thunder.opaque import assumed_constant, impure_reason
+from thunder.opaque import assumed_constant, entropy_reason, impure_reason
 from thunder_interp import Callbacks, compares_by_identity, opaque
 from thunder_ir import (
     BoundSymbol,
@@ -434,6 +436,10 @@ class InferenceRegions:
 
 
 _UNBOUND_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
+# The operator methods a proxy answers as torch's tensor does.
+_PROXY_DUNDERS = frozenset(
+    n for n, v in vars(TensorProxy).items() if n in vars(torch._C.TensorBase) and callable(v)
+)
 
 # Methods of the C containers whose result depends on which objects their arguments are (for
 # objects compared by identity).
@@ -509,6 +515,14 @@ class CallsMixin(WritesMixin):
         )
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if type(fn) in _UNBOUND_METHODS and args and isinstance(args[0], TensorProxy):
+            # torch's own operator method called on a proxy (kept by a replacement of it:
+            # ``orig = torch.Tensor.__add__``): the proxy's operator, as eager's C method
+            name = fn.__name__
+            if fn.__objclass__ is torch._C.TensorBase and name in _PROXY_DUNDERS:
+                return getattr(TensorProxy, name)(*args, **kwargs)
+            if fn is torch.Tensor.item:  # a read of data, as ``x.item()`` records it
+                return args[0].item(*args[1:], **kwargs)
         if type(fn) in _UNBOUND_METHODS and args and isinstance(args[0], fn.__objclass__):
             fn, args = fn.__get__(args[0]), args[1:]  # dict.copy(d) is d.copy()
         if fn is type and len(args) == 1 and not kwargs:
@@ -564,6 +578,8 @@ class CallsMixin(WritesMixin):
             # type eager's value has, not the proxy's class
             args = tuple(self._type_of if a is type else a for a in args)
             kwargs = {k: self._type_of if v is type else v for k, v in kwargs.items()}
+        if isinstance(owner, torch.Generator):
+            refuse_generator_state(getattr(fn, "__name__", ""))
         torch_callable = is_torch_callable(fn) or _is_variable_function(fn)
         if not torch_callable:
             self._refuse_impure(fn, args)
@@ -614,7 +630,7 @@ class CallsMixin(WritesMixin):
             inference_mode.__enter__: self._entering_inference_mode,
             inference_mode.__exit__: self._leaving_inference_mode,
             TensorProxy.is_inference: self._is_inference,
-            torch.Tensor.is_inference: self._is_inference,
+            tensor_patches.original("is_inference"): self._is_inference,
             torch.is_inference: self._is_inference,
         }
 
@@ -862,10 +878,18 @@ class CallsMixin(WritesMixin):
                 "function made itself; log through a logger defined outside it "
                 "(logging.getLogger(__name__) at module level)"
             )
-        value = (tuple(args), dict(kwargs))
-        self.effects.writes.append(
-            Write("log", access, method, self._template(value, f"{method} argument"))
+        kwargs = dict(kwargs)
+        stacklevel = kwargs.pop("stacklevel", 1)
+        if type(stacklevel) is not int:
+            kwargs["stacklevel"] = stacklevel  # logging's own error or reading, on each call
+            stacklevel = 1
+        # (the record's file, line and function are those of the user's call, as in eager)
+        site, outside = log_site(stacklevel)
+        value = (
+            self._template((tuple(args), kwargs), f"{method} argument"),
+            LogReplay(method, site, outside),
         )
+        self.effects.writes.append(Write("log", access, method, value))
 
     def _is_outside(self, obj: Any) -> bool:
         return id(obj) in self.facts.outside_owners or self.access_for(obj) is not None
@@ -882,6 +906,9 @@ class CallsMixin(WritesMixin):
             reason = "next() advances an iterator that lives outside the function"
         else:
             _refuse_cached_call(fn)
+            entropy = entropy_reason(fn, args)
+            if entropy is not None:
+                raise RunsEagerly(f"calls {_callable_name(fn)}: {entropy}")
             reason = impure_reason(fn, self._is_outside)
         if reason is not None:
             raise ImpureCallError(

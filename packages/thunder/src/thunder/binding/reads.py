@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 import thunder_interp
-from thunder import logs
+from thunder import logs, tensor_patches
 from thunder.access import ARG, ATTR, CELL, ELEMENT, GLOBAL, ITEM, KWARG, QUERY, ROOT, Access
 from thunder.binding.locations import is_library_file
 from thunder.binding.state import (
@@ -49,12 +49,14 @@ from thunder.binding.state import (
     torch_value,
 )
 from thunder.errors import (
+    RunsEagerly,
     SharpEdgeError,
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
 from thunder.guards import HOOK_ATTRIBUTES, Held, held_object
 from thunder.lookasides import LIBRARY_DIRS, SymbolicSize, native_special
+from thunder.opaque import advances_natively
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
 from thunder_interp import compares_by_identity
@@ -68,6 +70,13 @@ _TYPE_DATA_DESCRIPTORS = frozenset(
 _QUERY_SPECIALS = ("__len__", "__iter__", "__contains__")
 _OWN_PACKAGES = frozenset(
     {"thunder", "thunder_ir", "thunder_interp", "thunder_executors", "thunder_transforms"}
+)
+# What a method replaced on torch.Tensor may be that binds to the tensor as a function does: a
+# Python function, or one of torch's C methods (``torch.Tensor.relu = torch.Tensor.sigmoid``).
+_METHOD_LIKE = (
+    types.FunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
 )
 
 
@@ -242,16 +251,29 @@ _INTERPRETED_GETATTRIBUTE: dict[type, bool] = {}
 
 def _interprets_getattribute(cls: type) -> bool:
     """Whether ``obj.name`` of a ``cls`` instance runs the class's own ``__getattribute__``
-    interpreted, with nothing native after it (no ``__getattr__`` that runs natively)."""
+    interpreted, with nothing native after it (no ``__getattr__`` that runs natively) but
+    ``nn.Module.__getattr__``, whose answers are read again by ``getattr`` in the prologue
+    (``ReadsMixin._module_getattr_answer``)."""
     known = _INTERPRETED_GETATTRIBUTE.get(cls)
     if known is None:
         getattribute = _class_lookup(cls, "__getattribute__")
         getattr_ = _class_lookup(cls, "__getattr__")
-        known = _interpreted(getattribute) and (getattr_ is None or _interpreted(getattr_))
+        known = _interpreted(getattribute) and (
+            getattr_ is None or getattr_ is _MODULE_GETATTR or _interpreted(getattr_)
+        )
         if len(_INTERPRETED_GETATTRIBUTE) > 4096:
             _INTERPRETED_GETATTRIBUTE.clear()
         _INTERPRETED_GETATTRIBUTE[cls] = known
     return known
+
+
+_MODULE_GETATTR = torch.nn.Module.__getattr__
+
+
+def _module_getattr_follows(cls: type) -> bool:
+    """Whether a miss of the ordinary lookup on a ``cls`` instance goes on to the native
+    ``nn.Module.__getattr__`` (the parameter, buffer and submodule dicts)."""
+    return _class_lookup(cls, "__getattr__") is _MODULE_GETATTR
 
 
 def _class_lookup(cls: type, name: str) -> Any:
@@ -363,6 +385,18 @@ def _holds_tensor(value: Any, depth: int = 0) -> bool:
         except AttributeError:
             return False
         return type(state) is dict and any(_holds_tensor(v, depth + 1) for v in state.values())
+    return False
+
+
+def _holds_tensors_nested(container: Any, depth: int = 0) -> bool:
+    """Whether a list, tuple or dict holds tensors, itself or in the plain containers it holds
+    (an optimizer's ``param_groups``: dicts holding lists of parameters), so that the program's
+    copy of it holds proxies all the way down."""
+    for v in container.values() if isinstance(container, dict) else container:
+        if isinstance(v, torch.Tensor):
+            return True
+        if depth < 3 and type(v) in (list, tuple, dict) and _holds_tensors_nested(v, depth + 1):
+            return True
     return False
 
 
@@ -714,6 +748,15 @@ class ReadsMixin(BinderState):
             self.facts.generators.add(id(value))
             return value
         t = type(value)
+        if advances_natively(t):
+            # Tracing would take items (or a file's lines) from it that eager takes on each
+            # call, and the program would hold them as constants.
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function takes {access.describe(self.param_names)}, an "
+                f"iterator (a {t.__name__}) made outside it: advancing it changes state "
+                "outside the function on every call, which a compiled program cannot replay; "
+                "pass its items in as arguments"
+            )
         first = self.paths.access_of.get(id(value))
         # Reached before by another path (a config every layer holds, a tied module): what the
         # program reads from it is guarded at that first path, so this one must lead to the same
@@ -1070,7 +1113,7 @@ class ReadsMixin(BinderState):
             self.facts.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
             return value
         self.facts.guards.setdefault(access, Guard(access, "type", type(value)))
-        if not _holds_tensors(value) and not number_reads:
+        if not _holds_tensors_nested(value) and not number_reads:
             self._guard_items(value, access, depth)
             return value
         # A container of tensors (or of numbers read as inputs): the program sees a copy holding
@@ -1133,6 +1176,11 @@ class ReadsMixin(BinderState):
     def tensor_type(self, t: TensorProxy) -> type:
         raise NotImplementedError  # calls.CallsMixin
 
+    def callbacks(self) -> thunder_interp.Callbacks:
+        raise NotImplementedError  # calls.CallsMixin
+
+    run_lookasides: dict[Any, Any]  # binder.Binder.lookasides
+
     def _cb_load_generic_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         """``object.__getattribute__(obj, name)``: for an object whose class has its own
         ``__getattribute__`` (a transformers config), the lookup that method makes, guarded as
@@ -1170,8 +1218,30 @@ class ReadsMixin(BinderState):
             and _interprets_getattribute(type(obj))
         )
 
+    def _module_getattr_answer(self, obj: Any, name: str, value: Any) -> Any:
+        """Where ``obj.<name>`` was answered by ``nn.Module.__getattr__`` (native) after the
+        class's own interpreted ``__getattribute__`` missed, the value loaded: the answer came
+        from dicts no callback saw, so it is read like any attribute (``getattr`` in the
+        prologue, which makes the same lookup) and guarded there. Otherwise ``_MISSING``."""
+        last = self.facts.last_generic
+        if (
+            last is None
+            or last[0] is not obj
+            or last[1] is not _MISSING
+            or not _module_getattr_follows(type(obj))
+            or not _interprets_getattribute(type(obj))
+        ):
+            return _MISSING
+        self.facts.last_generic = None
+        parent = self.access_for(obj)
+        return value if parent is None else self.on_load(value, parent.attr(name), holder=obj)
+
     def _cb_load_attribute(self, obj: Any, name: str, value: Any, prov: Any) -> Any:
         if isinstance(obj, Proxy):
+            if isinstance(obj, TensorProxy):
+                replaced = tensor_patches.patches()
+                if replaced and name in replaced:
+                    return self._replaced_tensor_attribute(obj, name, replaced[name], value)
             if name == "requires_grad" and value and self._computed_without_grad(obj):
                 return False
             if name == "__class__" and isinstance(obj, TensorProxy):
@@ -1179,8 +1249,12 @@ class ReadsMixin(BinderState):
             return torch_value(value, as_size=name == "shape")
         if name == "__class__" and isinstance(obj, SymbolicSize):
             return torch.Size
-        if self.facts.last_generic is not None and self._answered_by_generic(obj, value):
-            return value
+        if self.facts.last_generic is not None:
+            answer = self._module_getattr_answer(obj, name, value)
+            if answer is not _MISSING:
+                return answer
+            if self._answered_by_generic(obj, value):
+                return value
         if is_ndarray(obj) and id(obj) in self.effects.array_reads:
             self.effects.array_reads[id(obj)] -= 1  # ``a.shape``: that read used the attribute
         if type(obj) is super:
@@ -1285,22 +1359,80 @@ class ReadsMixin(BinderState):
         self._associate(value, access)
         return value if same else seen
 
-    def _cb_special_lookup(self, cls: type, name: str, found: Any) -> None:
+    def _replaced_tensor_attribute(self, t: TensorProxy, name: str, new: Any, value: Any) -> Any:
+        """``t.name`` where ``torch.Tensor.name`` was replaced (the cache key holds the state of
+        the replacements): what eager's tensor finds, a function bound to the proxy, so that the
+        interpreter runs it. ``value``: the proxy's own answer, where eager's type defines the
+        attribute itself (a subclass's own method)."""
+        owner = next((c for c in self.tensor_type(t).__mro__ if name in vars(c)), None)
+        if owner is not torch.Tensor and new is not tensor_patches.MISSING:
+            return value
+        if new is tensor_patches.MISSING:
+            found = getattr(self.tensor_type(t), name, tensor_patches.MISSING)
+            if found is tensor_patches.MISSING:
+                raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+            new = found
+        if isinstance(new, staticmethod):
+            return new.__func__
+        if isinstance(new, classmethod):
+            return types.MethodType(new.__func__, self.tensor_type(t))
+        if isinstance(new, _METHOD_LIKE):
+            return types.MethodType(new, t)
+        if type(new) is property and type(new.fget) is types.FunctionType:
+            fget = thunder_interp.interpret(
+                new.fget,
+                lookasides=self.run_lookasides,
+                callbacks=self.callbacks(),
+                native_special=native_special,
+            )
+            return fget(t)
+        if hasattr(type(new), "__get__"):
+            # another descriptor: its code would run natively on the proxy
+            raise RunsEagerly(
+                f"reads torch.Tensor.{name}, replaced by a {type(new).__name__} the program "
+                "cannot trace"
+            )
+        return new  # a plain value set on the class
+
+    def _cb_special_lookup(self, cls: type, name: str, found: Any) -> Any:
         """The interpreter found the special method ``name`` on ``cls`` (``x[k]``, ``len(x)``,
-        calling an instance): it must still be found there on later calls."""
+        calling an instance): it must still be found there on later calls. For a proxy of a
+        tensor, the method replaced on ``torch.Tensor`` (``torch.Tensor.__add__ = ...``) is
+        what it finds instead."""
+        if issubclass(cls, TensorProxy):
+            replaced = tensor_patches.patches()
+            if replaced and name in replaced:
+                return self._replaced_tensor_dunder(name, replaced[name])
         if (cls, name) in self.facts.lookups or name in _TYPE_DATA_DESCRIPTORS:
-            return
+            return None
         if cls.__module__.partition(".")[0] in _OWN_PACKAGES:
-            return  # proxies and the jit's own classes
+            return None  # proxies and the jit's own classes
         expected = found.__func__ if type(found) is staticmethod else found
         try:
             if type(found) is classmethod:
                 expected = found.__get__(None, cls)
             elif getattr(cls, name, None) is not expected:
-                return  # a descriptor making a new object per lookup: nothing stable to compare
+                return None  # a descriptor making a new object per lookup: nothing to compare
         except Exception:  # a descriptor's own __get__ failed: nothing to compare either
-            return
+            return None
         self._lookup_found(cls, name, expected)
+        return None
+
+    @staticmethod
+    def _replaced_tensor_dunder(name: str, new: Any) -> Any:
+        """What ``_PyType_Lookup`` finds for ``name`` on a tensor whose class had it replaced."""
+        if new is tensor_patches.MISSING:
+            found = getattr(torch.Tensor, name, tensor_patches.MISSING)
+            if found is tensor_patches.MISSING:
+                raise RunsEagerly(f"uses torch.Tensor.{name}, deleted from torch.Tensor")
+            new = found
+        if isinstance(new, (staticmethod, classmethod, *_METHOD_LIKE)) or not hasattr(
+            type(new), "__get__"
+        ):
+            return new
+        raise RunsEagerly(
+            f"uses torch.Tensor.{name}, replaced by a {type(new).__name__} the program cannot trace"
+        )
 
     def _guard_super_lookup(self, sup: Any, name: str) -> None:
         """``super().name``: found along the MRO after ``__thisclass__``, where a patched (or
@@ -1323,7 +1455,13 @@ class ReadsMixin(BinderState):
             return
         if isinstance(obj, Proxy):
             return
-        if self.facts.last_generic is not None and self._answered_by_generic(obj, _MISSING):
+        # The generic lookup's miss is guarded; one nn.Module.__getattr__ (native) then made in
+        # the module's dicts is guarded below, as hasattr.
+        if (
+            self.facts.last_generic is not None
+            and self._answered_by_generic(obj, _MISSING)
+            and not _module_getattr_follows(type(obj))
+        ):
             return
         access = self.access_for(obj)
         if access is None or self._set_by_program(obj, access):

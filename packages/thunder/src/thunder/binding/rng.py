@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 
-from thunder.errors import RandomStateError
+from thunder.errors import RandomStateError, RunsEagerly
 from thunder_ir import ops as ltorch
 from thunder_ir.ops.random_state import GUARDED_GENERATORS, draws_from_own_generator
 from thunder_ir.pytree import tree_iter
 
-__all__ = ["drawing_from", "refuse_generators", "rng_lookasides"]
+__all__ = ["drawing_from", "refuse_generator_state", "refuse_generators", "rng_lookasides"]
 
 
 class _ForkedRng:
@@ -98,4 +98,23 @@ def refuse_generators(name: str, args: Any, kwargs: Any) -> None:
             "(seeded with torch.manual_seed, or saved and restored with torch.get_rng_state/"
             "set_rng_state or torch.random.fork_rng inside the function), or make the call "
             "outside the jitted function and pass its result in"
+        )
+
+
+# Methods of torch.Generator that read or set its seed or state (``torch.seed()``,
+# ``torch.initial_seed()`` call them on the default generator).
+_GENERATOR_STATE_METHODS = frozenset(
+    {"seed", "initial_seed", "manual_seed", "get_state", "set_state", "graphsafe_get_state",
+     "graphsafe_set_state", "clone_state", "get_offset", "set_offset"}
+)  # fmt: skip
+
+
+def refuse_generator_state(method: str) -> None:
+    """Raises ``RunsEagerly`` for a method of a ``torch.Generator`` that reads or sets its seed
+    or state: traced, its result would be a constant of the program and its write made once
+    (torch.compile folds ``torch.seed()`` too), where eager makes them on every call."""
+    if method in _GENERATOR_STATE_METHODS:
+        raise RunsEagerly(
+            f"calls torch.Generator.{method} (torch.seed(), torch.initial_seed() call it), "
+            "which reads or sets a random generator's seed or state on every call"
         )

@@ -5,16 +5,30 @@ first call's epilogue emits it."""
 
 from __future__ import annotations
 
+import dis
+import functools
+import inspect
+import logging
+import os
 import sys
+import types
 import warnings
 from typing import Any
+
+import torch
 
 from thunder.access import ROOT, Access
 from thunder.binding.state import Write
 from thunder.logs import _first_user_frame
-from thunder_interp._frames import warn_args, warn_from, warning_site
+from thunder_interp._frames import FrameView, _user_frames, warn_args, warn_from, warning_site
 
-__all__ = ["WarningReplay", "warning_lookaside"]
+__all__ = [
+    "LogReplay",
+    "WarningReplay",
+    "legacy_reduction_lookasides",
+    "log_site",
+    "warning_lookaside",
+]
 
 
 class WarningReplay:
@@ -83,3 +97,150 @@ def warning_lookaside(binder: Any) -> Any:
         return None
 
     return warn
+
+
+def _legacy_warning_site(fn: Any) -> tuple[Any, ...]:
+    """Where eager's deprecation warning of the loss ``fn`` is attributed (stacklevel=2 of
+    ``_Reduction.legacy_get_string``): the line of its caller, ``fn`` or ``legacy_get_enum``."""
+    for ins in dis.get_instructions(fn):
+        if ins.argval == "legacy_get_enum":
+            return _legacy_warning_site(torch.nn._reduction.legacy_get_enum)
+        if ins.argval == "legacy_get_string" and ins.positions is not None:
+            line = ins.positions.lineno or fn.__code__.co_firstlineno
+            return (fn.__code__.co_filename, line, fn.__name__, fn.__globals__)
+    return (fn.__code__.co_filename, fn.__code__.co_firstlineno, fn.__name__, fn.__globals__)
+
+
+def legacy_reduction_lookasides(binder: Any, table: dict[Any, Any]) -> dict[Any, Any]:
+    """The losses of torch.nn.functional given the legacy ``size_average``/``reduce``: eager
+    warns that they are deprecated on every call (the filters decide), from the loss's line
+    that folds them into ``reduction``. The op gets the folded ``reduction``, so that a kernel
+    of torch's that runs it warns no second time."""
+    return {
+        fn: _legacy_reduction_call(binder, fn, sig, table[fn])
+        for fn, sig in _legacy_losses()
+        if fn in table
+    }
+
+
+@functools.cache
+def _legacy_losses() -> tuple[tuple[Any, inspect.Signature], ...]:
+    found = []
+    for fn in vars(torch.nn.functional).values():
+        if not isinstance(fn, types.FunctionType):
+            continue
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            continue
+        if {"size_average", "reduce", "reduction"} <= sig.parameters.keys():
+            found.append((fn, sig))
+    return tuple(found)
+
+
+def _legacy_reduction_call(binder: Any, fn: Any, sig: inspect.Signature, impl: Any) -> Any:
+    site: tuple[Any, ...] | None = None
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        nonlocal site
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return impl(*args, **kwargs)  # the op's own error
+        size_average = bound.arguments.get("size_average")
+        reduce = bound.arguments.get("reduce")
+        if size_average is None and reduce is None:
+            return impl(*args, **kwargs)
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
+        if site is None:
+            site = _legacy_warning_site(fn)
+        message = (
+            "size_average and reduce args will be deprecated, please use "
+            f"reduction='{reduction}' instead."
+        )
+        replay = WarningReplay(UserWarning, site, 0)
+        value = (replay, message, None)
+        binder.effects.writes.append(Write("warn", Access(ROOT, None), "warn", value))
+        bound.arguments["size_average"] = None
+        bound.arguments["reduce"] = None
+        bound.arguments["reduction"] = reduction
+        return impl(*bound.args, **bound.kwargs)
+
+    return call
+
+
+_LOGGING_FILE = os.path.normcase(logging.__file__)
+
+
+def _logging_internal(frame: Any) -> bool:
+    """``logging``'s own test of a frame it skips when it looks for the caller."""
+    filename = os.path.normcase(frame.f_code.co_filename)
+    return filename == _LOGGING_FILE or ("importlib" in filename and "_bootstrap" in filename)
+
+
+def log_site(stacklevel: int) -> tuple[tuple[Any, ...] | None, int]:
+    """Where a logger's call made now by the innermost interpreted frame (from a lookaside)
+    attributes its record (``Logger.findCaller``): ``(site, 0)`` with the interpreted frame's
+    file, line, function and globals, or ``(None, k)`` for the ``k``-th frame out of the
+    program (1: the caller of the jitted function)."""
+    frame = next((v for v, _ in _user_frames(sys._getframe(1)) if type(v) is FrameView), None)
+    while frame is not None and type(frame) is FrameView and _logging_internal(frame):
+        frame = frame.f_back
+    level = max(stacklevel, 1)
+    while level > 1 and type(frame) is FrameView:
+        frame = frame.f_back
+        while type(frame) is FrameView and _logging_internal(frame):
+            frame = frame.f_back
+        level -= 1
+    if type(frame) is not FrameView:
+        return None, level
+    code = frame.f_code
+    return (code.co_filename, frame.f_lineno, code.co_name, frame.f_globals), 0
+
+
+_LOG_STUB = compile(
+    "lambda method, args, kwargs: method(*args, **kwargs)", "<stub>", "eval"
+).co_consts[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _log_stub_code(filename: str, lineno: int, name: str) -> types.CodeType:
+    code: types.CodeType = _LOG_STUB.replace(
+        co_filename=filename, co_firstlineno=max(lineno, 1), co_name=name
+    )
+    return code
+
+
+class LogReplay:
+    """One logger call site of a program, replayed by the epilogue: the record carries the
+    file, line and function eager's does (the interpreted frame ``site``, or the ``outside``-th
+    frame out of the program found at each call), as if logged there (the call is made from a
+    stub frame of that file, line and name, which ``findCaller`` finds)."""
+
+    __slots__ = ("method", "outside", "site")
+
+    def __init__(self, method: str, site: tuple[Any, ...] | None, outside: int) -> None:
+        self.method = method
+        self.site = site
+        self.outside = outside
+
+    def __call__(self, logger: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        site = self.site
+        if site is None:
+            frame, _ = _first_user_frame(sys._getframe(1))
+            for _ in range(self.outside - 1):
+                if frame is not None and frame.f_back is not None:
+                    frame = frame.f_back  # (findCaller stops at the last frame)
+            if frame is None:
+                return getattr(logger, self.method)(*args, **kwargs)
+            code = frame.f_code
+            site = (code.co_filename, frame.f_lineno, code.co_name, frame.f_globals)
+        filename, lineno, name, module_globals = site
+        stub = types.FunctionType(_log_stub_code(filename, lineno, name), module_globals)
+        return stub(getattr(logger, self.method), args, kwargs)
+
+    def __repr__(self) -> str:
+        where = f"{self.site[0]}:{self.site[1]}" if self.site else f"caller+{self.outside - 1}"
+        return f"<{self.method} at {where}>"

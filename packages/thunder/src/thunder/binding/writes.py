@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import copyreg
+import inspect
 import types
 from typing import Any
 
@@ -37,6 +38,7 @@ from thunder.lookasides import SymbolicSize, is_library_code
 from thunder_ir import Proxy, TensorProxy
 
 _NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
+_SUSPENDED_CODE = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
 
 
 def _is_built_object(value: Any) -> bool:
@@ -468,6 +470,17 @@ class WritesMixin(ReadsMixin):
         if template is not None:
             memo[id(value)] = (value, template)  # the value kept: its id stays its own
             return template
+        if isinstance(value, _SUSPENDED_CODE):
+            # Its code runs when it is resumed, after the call: torch.compile would run it
+            # within the call (or crash on a coroutine's frame), so eager runs the call.
+            if (
+                isinstance(value, types.CoroutineType)
+                and inspect.getcoroutinestate(value) == inspect.CORO_CREATED
+            ):
+                value.close()  # tracing's copy: no "never awaited" warning for it
+            raise RunsEagerly(
+                f"puts a {t.__name__} it made into {what}, whose code runs after the call"
+            )
         raise UnsupportedSideEffectError(
             f"thunder.jit: cannot replay storing a {t.__name__} created by the function into "
             f"{what} on later calls; only tensors, numbers, strings, None, outside objects and "
