@@ -20,7 +20,14 @@ from typing import Any
 
 from thunder_ir import constraints as C
 
-__all__ = ["SizeFacts", "current_size_facts", "note_constraint", "same_size", "size_facts"]
+__all__ = [
+    "SizeFacts",
+    "current_size_facts",
+    "note_constraint",
+    "note_data_fact",
+    "same_size",
+    "size_facts",
+]
 
 _facts: ContextVar[SizeFacts | None] = ContextVar("thunder_ir_size_facts", default=None)
 
@@ -80,6 +87,14 @@ class SizeFacts:
 
     def note(self, expr: C.Expr) -> None:
         self.constraints.append(expr)
+        self.note_fact(expr)
+
+    def note_fact(self, expr: C.Expr) -> None:
+        """Learns the equality ``expr`` states (if it is one) without making it a prologue
+        constraint: a decision on data values, checked where the program reads them."""
+        negated = expr.operand if isinstance(expr, C.Not) else None
+        if isinstance(negated, C.Compare) and negated.op == "!=":  # not (a != b)
+            expr = C.Compare("==", negated.lhs, negated.rhs)
         if isinstance(expr, C.Compare) and expr.op == "==":
             a, b = _linear(expr.lhs), _linear(expr.rhs)
             if a is not None and b is not None:
@@ -134,6 +149,14 @@ def note_constraint(expr: C.Expr) -> None:
     facts = _facts.get()
     if facts is not None:
         facts.note(expr)
+
+
+def note_data_fact(expr: C.Expr) -> None:
+    """An equality on data-dependent sizes the program checks at run time (``check_data``):
+    known to passes (``same_size``), never a prologue constraint."""
+    facts = _facts.get()
+    if facts is not None:
+        facts.note_fact(expr)
 
 
 def same_size(a: Any, b: Any) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TypeVar
 from thunder_ir import constraints as C
 from thunder_ir.codegen import Printer, bound_symbol_lines, global_names
 from thunder_ir.proxies import Proxy
-from thunder_ir.sizes import note_constraint
+from thunder_ir.sizes import note_constraint, note_data_fact
 from thunder_ir.symbol import BoundSymbol
 from thunder_ir.tracectx import tracectx
 
@@ -156,6 +156,7 @@ class Trace:
 
         pending, self._data_checks = self._data_checks, []
         for expr in pending:
+            note_data_fact(expr)  # checked below, so passes may rely on it
             text = expr.python()
             if text in self._data_checked or holds_for_sizes(expr, self.data_sizes):
                 continue

@@ -439,6 +439,10 @@ class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore
         super().__init__()  # type: ignore[no-untyped-call]
         self.random = False
         self.written: list[torch.Tensor] = []
+        # The writes autograd records: not one the callable makes under its own no_grad or
+        # into a detached alias (F.embedding's max_norm renorm writes ``weight.detach()``).
+        self.written_with_grad: list[torch.Tensor] = []
+        self.arguments: set[int] = set()  # ids of the fakes standing for the arguments
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
@@ -451,7 +455,15 @@ class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore
             if a.alias_info is not None and a.alias_info.is_write:
                 value = args[i] if i < len(args) else kwargs.get(a.name)
                 values = value if isinstance(value, (list, tuple)) else (value,)
-                self.written.extend(t for t in values if isinstance(t, torch.Tensor))
+                tensors = [t for t in values if isinstance(t, torch.Tensor)]
+                self.written.extend(tensors)
+                if torch.is_grad_enabled() and any(
+                    isinstance(x, torch.Tensor) and x.requires_grad
+                    for x in tree_iter((tuple(args), dict(kwargs)))
+                ):
+                    self.written_with_grad.extend(
+                        t for t in tensors if id(t) in self.arguments or t._is_view()
+                    )
         return func(*args, **kwargs)
 
 
@@ -516,6 +528,7 @@ class _FakeRun:
             fleaves = [fake(x) for x in leaves]
             fargs, fkwargs = tree_unflatten(fleaves, spec)
             versions = [t._version for t in fakes]
+            recorder.arguments = {id(t) for t in fakes}
             metadata = [(t.shape, t.stride(), t.dtype) for t in fakes]
 
             def written() -> tuple[int, ...]:
@@ -569,6 +582,16 @@ class _FakeRun:
                     written(),
                 ) from None
         self.written = written()
+        # Flat positions every write into which autograd does not record (a write only the
+        # version counter shows counts as one it records).
+        self.written_without_grad = frozenset(
+            i
+            for i in self.written
+            if any(w is fleaves[i] or _is_alias_of(w, fleaves[i]) for w in recorder.written)
+            and not any(
+                w is fleaves[i] or _is_alias_of(w, fleaves[i]) for w in recorder.written_with_grad
+            )
+        )
         self.random = recorder.random
         self.out = out
         if self.written and not writes:
@@ -1143,8 +1166,18 @@ def _call_writing(
     else:
         _check_result_dtypes(name, run.out)
         out, *new = torch_fallback(variant, *args, **kwargs)
+    trace = get_tracectx()
     for group, value in zip(groups.values(), new):
-        copy_(leaves[group[0]], value)
+        if run is not None and trace is not None and set(group) <= run.written_without_grad:
+            # Eager's write is one autograd does not see (no_grad, a detached alias): as eager,
+            # new values and no differentiable in-place op (one on a leaf would raise).
+            old_mode, trace.grad_enabled = trace.grad_enabled, False
+            try:
+                copy_(leaves[group[0]], value)
+            finally:
+                trace.grad_enabled = old_mode
+        else:
+            copy_(leaves[group[0]], value)
     if run is None:
         return out
     # A result that is a written argument is that argument, as in eager.

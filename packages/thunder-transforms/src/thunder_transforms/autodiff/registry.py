@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, prims
-from thunder_ir.sizes import same_size
+from thunder_ir.sizes import current_size_facts, same_size
 from thunder_ir.symbol import leaf_prims
 
 __all__ = [
@@ -135,9 +135,16 @@ def static_eq(a: Any, b: Any) -> bool:
 
 
 def was_one(size: Any) -> bool:
-    """Whether a size was 1 when tracing. A symbolic size of 1 that broadcasting expanded is 1 on
-    every call the program serves: the forward's broadcast relied on it (a constraint)."""
-    return size == 1 if isinstance(size, int) else getattr(size, "value", None) == 1
+    """Whether a size is 1 on every call the program serves. A symbolic size counts only when a
+    recorded decision says so (a broadcast's ``size == 1`` constraint, or a data check for a
+    data-dependent count): being 1 on this call alone says nothing about the next one."""
+    if isinstance(size, int):
+        return size == 1
+    if getattr(size, "value", None) != 1:
+        return False
+    if current_size_facts() is None:  # no record of decisions to consult (traced elsewhere)
+        return True
+    return same_size(size, 1)
 
 
 def zeros_like(p: TensorProxy) -> TensorProxy:
