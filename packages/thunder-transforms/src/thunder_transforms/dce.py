@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from thunder_ir import BoundSymbol, OpTag, Trace
+from thunder_ir import BoundSymbol, NumberProxy, OpTag, Trace
 from thunder_ir.aliasing import alias_info, writes_where_gradients_flow
 from thunder_ir.higher_order import map_subtraces
 from thunder_transforms.passes import run_pass
@@ -61,8 +61,32 @@ def _live(bsyms: list[BoundSymbol], needed: set[str], raising: set[int]) -> list
             continue
         kept.append(bsym)
         needed.update(p.name for p in bsym.flat_proxy_args)
+        needed |= _sizes_read_inside(bsym)
     kept.reverse()
     return kept
+
+
+def _sizes_read_inside(bsym: BoundSymbol) -> set[str]:
+    """The numbers ``bsym``'s decomposition reads without computing them: symbolic sizes made
+    before it (the output size of a strided conv that ``roll`` computes with). An executor that
+    runs the decomposition, or only its size arithmetic, reads them although ``bsym``'s own
+    arguments do not name them."""
+    reads: set[str] = set()
+    inner: set[str] = set()
+
+    def visit(subs: list[BoundSymbol]) -> None:
+        for sub in subs:
+            if sub.subsymbols:
+                visit(list(sub.subsymbols))
+            reads.update(
+                p.name
+                for p in sub.flat_proxy_args
+                if isinstance(p, NumberProxy) and p.name not in inner
+            )
+            inner.update(p.name for p in sub.flat_proxy_outs)
+
+    visit(list(bsym.subsymbols))
+    return reads
 
 
 def _defined_inside(bsym: BoundSymbol) -> set[str]:

@@ -1031,8 +1031,10 @@ def pad(a: Any, pad: Sequence[Any], mode: str = "constant", value: Any = None) -
         out = prims.slice_prim(a, starts, stops, [1] * a.ndim)
     if any(lo > 0 for lo in lows) or any(hi > 0 for hi in highs):
         config = [(_positive_part(lo), _positive_part(hi), 0) for lo, hi in zip(lows, highs)]
-        out = prims.pad(out, fill, config)
-    return out if out is not a else prims.clone(a)
+        return prims.pad(out, fill, config)
+    # Eager's constant_pad_nd always returns a new tensor, also for a pure crop (a clone of
+    # the narrowed input): never hand back a view of ``a``.
+    return prims.clone(out)
 
 
 def _positive_part(n: Any) -> Any:
