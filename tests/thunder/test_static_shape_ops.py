@@ -208,6 +208,8 @@ def test_an_autograd_function_class_defined_in_the_program() -> None:
 def test_next_on_torchs_global_counter_runs_split() -> None:
     counter = torch.autograd.function.AUTOGRAD_FUNCTION_COUNTER
     expected = next(copy.copy(counter))
-    out = call_split(thunder.jit(lambda x: x * next(counter)), torch.ones(2), match="builtins.next")
+    out = call_split(
+        thunder.jit(lambda x: x * next(counter)), torch.ones(2), match="an iterator .* made outside"
+    )
     # torch's run reads it (autograd Functions made meanwhile advance it too)
     assert out[0].item() >= expected and out[0] == out[1]
