@@ -378,7 +378,7 @@ class _CastCache:
 
     def __init__(self, cacheable: Callable[[TensorProxy], bool]) -> None:
         self.cacheable = cacheable
-        # (name, dtype, id of the trace, scope depth, grad mode) -> (the trace, its conversion);
+        # (name, id of the trace, scope depth, grad mode) -> (the trace, its conversion);
         # the trace is held so that its id is not another's while the entry lives.
         self.casts: dict[tuple[Any, ...], tuple[Trace, TensorProxy]] = {}
 
@@ -452,7 +452,9 @@ class _Replay:
         if cache is None or not cache.holds(x, dtype, self.state):
             return prims.convert_element_type(x, dtype)  # type: ignore[no-any-return]
         trace = self.new  # a conversion is reused where it was recorded, in its grad mode
-        key = (x.name, dtype, id(trace), len(trace.scopes), trace.grad_enabled)
+        # Not keyed by dtype: eager's cache holds one conversion per tensor, which a nested
+        # block with another autocast dtype gets too.
+        key = (x.name, id(trace), len(trace.scopes), trace.grad_enabled)
         found = cache.casts.get(key)
         if found is None:
             found = cache.casts[key] = (trace, prims.convert_element_type(x, dtype))

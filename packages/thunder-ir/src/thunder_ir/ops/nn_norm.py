@@ -65,6 +65,44 @@ def _check_param(p: Any, shape: tuple[Any, ...], what: str) -> None:
     )
 
 
+_C10_NAMES = {
+    dtypes.float16: "Half",
+    dtypes.bfloat16: "BFloat16",
+    dtypes.float32: "Float",
+    dtypes.float64: "Double",
+}
+
+
+def _check_cpu_param_dtypes(a: TensorProxy, *params: Any) -> None:
+    """Eager's CPU kernels take parameters (weight, bias, running statistics) of the input's
+    dtype, or all float32 with a bfloat16/float16 input ("mixed dtype"); the first parameter
+    given decides which is meant. Other combinations raise there."""
+    if a.device.type != "cpu":
+        return
+    given = [p for p in params if isinstance(p, TensorProxy)]
+    if not given:
+        return
+    if given[0].dtype == a.dtype:
+        for p in given:
+            check(
+                p.dtype == a.dtype,
+                lambda: (
+                    f"expected scalar type {_C10_NAMES.get(a.dtype, a.dtype.name)} but found "
+                    f"{_C10_NAMES.get(p.dtype, p.dtype.name)}"
+                ),
+            )
+        return
+    for p in given:
+        check(
+            p.dtype == dtypes.float32,
+            "mixed dtype (CPU): expect parameter to have scalar type of Float",
+        )
+    check(
+        a.dtype in (dtypes.float16, dtypes.bfloat16),
+        "mixed dtype (CPU): all inputs must share same datatype.",
+    )
+
+
 def _affine(x: TensorProxy, weight: Any, bias: Any, compute: Any) -> TensorProxy:
     if weight is not None:
         x = mul(x, to_dtype(weight, compute))
@@ -83,6 +121,7 @@ def layer_norm(
     cudnn_enable: bool = True,
 ) -> Any:
     require_tensor(a, "layer_norm")
+    _check_cpu_param_dtypes(a, weight, bias)
     shape = _normalized_shape("layer_norm", a, normalized_shape)
     _check_param(weight, shape, "weight")
     _check_param(bias, shape, "bias")
@@ -149,6 +188,7 @@ def group_norm(
                     f"Expected {what} to be a vector of size equal to the number of channels in input, but got {what} of shape {list(p.shape)} and input of shape {list(a.shape)}"
                 ),
             )
+    _check_cpu_param_dtypes(a, weight, bias)
     check(
         a.dtype.is_inexact, lambda: f"\"GroupNormKernelImpl\" not implemented for '{a.dtype.name}'"
     )
@@ -183,6 +223,22 @@ def batch_norm(
 ) -> Any:
     """Inference with running statistics, or training with batch statistics. In training, given
     running statistics are updated in place (``prims.copy_``) exactly as torch does."""
+    return _batch_norm(
+        a, running_mean, running_var, weight, bias, training, momentum, eps, check_dtypes=True
+    )
+
+
+def _batch_norm(
+    a: Any,
+    running_mean: Any,
+    running_var: Any,
+    weight: Any,
+    bias: Any,
+    training: bool,
+    momentum: float,
+    eps: float,
+    check_dtypes: bool,
+) -> Any:
     require_tensor(a, "batch_norm")
     check(
         not training or (running_mean is None) == (running_var is None),
@@ -201,6 +257,8 @@ def batch_norm(
             require_tensor(p, "batch_norm", what)
             check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
     check(a.dtype.is_inexact, lambda: f"\"batch_norm\" not implemented for '{a.dtype.name}'")
+    if check_dtypes:
+        _check_cpu_param_dtypes(a, weight, bias, running_mean, running_var)
     compute = opmath(a.dtype)
     x = to_dtype(a, compute)
     if training:
@@ -290,7 +348,11 @@ def instance_norm(
     require_tensor(a, "instance_norm")
     check(a.ndim >= 3, lambda: f"instance_norm: expected a 3D or higher input, got {a.ndim}D")
     if not use_input_stats:
-        return batch_norm(a, running_mean, running_var, weight, bias, False, momentum, eps)
+        # Eager checks the weight's and bias's dtypes here, not the running statistics'.
+        _check_cpu_param_dtypes(a, weight, bias)
+        return _batch_norm(
+            a, running_mean, running_var, weight, bias, False, momentum, eps, check_dtypes=False
+        )
     spatial = a.numel() // (a.shape[0] * a.shape[1]) if a.shape[0] * a.shape[1] else 0
     check(
         spatial != 1,

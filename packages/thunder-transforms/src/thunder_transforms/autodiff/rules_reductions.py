@@ -319,16 +319,19 @@ def _var_grad(bsym: BoundSymbol, g: TensorProxy) -> Any:
     return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0)
 
 
-def _mean_grad(bsym: BoundSymbol, gm: TensorProxy) -> Any:
-    # Summed in the computation dtype, not rounded twice to a low-precision input's.
+def _mean_grad(bsym: BoundSymbol, gm: TensorProxy, dtype: Any = None) -> Any:
+    # Summed in the computation dtype (or ``dtype``), not rounded twice to a low-precision input's.
     a, ds, _, keepdim, _ = _std_args(bsym)
-    gm = _expand(_opmath(gm, _compute_dtype(a.dtype)), a.shape, ds, keepdim)
+    compute = _compute_dtype(a.dtype) if dtype is None else dtype
+    gm = _expand(_opmath(gm, compute), a.shape, ds, keepdim)
     return P.div(gm, _count(a.shape, ds))
 
 
 def _with_mean_grad(bsym: BoundSymbol, grad: Any, gm: Any) -> GradPairs:
     if gm is not None:
-        mean_grad = _mean_grad(bsym, gm)
+        # Eager adds the mean's gradient to the std/var one in that one's dtype (a low-precision
+        # input's, where ``var_grad_low_precision`` computes it as eager does).
+        mean_grad = _mean_grad(bsym, gm, None if grad is None else grad.dtype)
         grad = mean_grad if grad is None else P.add(grad, mean_grad)
     return [(bound_arguments(bsym)["a"], grad)]
 

@@ -55,7 +55,13 @@ def _computed_into_out(
         raise refused  # eager raises: out= does not support automatic differentiation
     if any(t is not out and _may_overlap(trace, t, out) for t in tensors):
         raise refused
-    result = compute(args, rest)
+    # Eager's autocast casts the functional ops only, not their out= variants: computed as
+    # without autocast.
+    intercept, trace.intercept = trace.intercept, None
+    try:
+        result = compute(args, rest)
+    finally:
+        trace.intercept = intercept
     if not (
         isinstance(result, TensorProxy)
         and result.dtype == out.dtype

@@ -137,6 +137,9 @@ class RegionState:
     # cache_enabled of the autocast block entered at each depth of the stack, and the count of
     # outermost blocks entered (autocast's weight cache lives until the outermost one is left).
     autocast_cache: dict[int, bool] = field(default_factory=dict)
+    # The dtype each block sets at its depth, per device, whether it enables autocast or not (as
+    # eager's ``__enter__`` sets it): what ``torch.get_autocast_dtype`` answers inside it.
+    autocast_dtypes: dict[int, dict[str, torch.dtype]] = field(default_factory=dict)
     autocast_regions: int = 0
     # The program's grad mode (None: as the call started) and its inference_mode blocks:
     # (grad mode before the block, whether the block enables inference mode).
@@ -170,6 +173,8 @@ class RegionsMixin(CopyingMixin):
             inference_mode.__exit__: self._inference_mode_exit,
             torch.is_autocast_enabled: self._is_autocast_enabled,
             torch.get_autocast_dtype: self._get_autocast_dtype,
+            torch.is_autocast_cache_enabled: self._is_autocast_cache_enabled,
+            torch._C._is_any_autocast_enabled: self._is_any_autocast_enabled,
             torch.utils.checkpoint.checkpoint: functools.partial(self._checkpoint, table),
             **self._copy_lookasides(table),
             torch.nn.Module.__setattr__: _module_setattr,
@@ -220,8 +225,9 @@ class RegionsMixin(CopyingMixin):
             if isinstance(device_autocast, type):  # (deprecated)
                 classes.append(device_autocast)
         for cls in classes:
-            # Constructing one reads ambient state only (part of the cache key): run natively.
-            out[cls] = cls
+            # Constructing one reads ambient state only: run natively, with the defaults it
+            # reads (dtype, cache_enabled) answered as the program's state is (guarded).
+            out[cls] = functools.partial(self._new_autocast, cls) if cls is autocast_cls else cls
             out[cls.__enter__] = self._autocast_enter
             out[cls.__exit__] = self._autocast_exit
         out.update(self._fx_graph_lookasides(table, autocast_cls))
@@ -453,11 +459,7 @@ class RegionsMixin(CopyingMixin):
     def _autocast_cache_region(self) -> int | None:
         """The outermost autocast block the program is in where autocast's weight cache is on
         now (the call's own state outside the program's blocks); None where it is off."""
-        depth = len(self.regions.autocast_stack)
-        enabled = self.regions.autocast_cache.get(depth)
-        if enabled is None:
-            enabled = torch.is_autocast_cache_enabled()
-        return self.regions.autocast_regions if enabled else None
+        return self.regions.autocast_regions if self._is_autocast_cache_enabled() else None
 
     def _autocast_caches(self, t: TensorProxy) -> bool:
         """Whether eager's autocast cache holds conversions of ``t``: a tensor the call was given
@@ -566,16 +568,41 @@ class RegionsMixin(CopyingMixin):
         self.record_under_autocast()
         return cm
 
+    def _new_autocast(self, cls: type, *args: Any, **kwargs: Any) -> Any:
+        """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`` built
+        in the program: the defaults of ``dtype`` and ``cache_enabled`` are the state where it
+        is built (an outer block of the program's, else the call's, guarded)."""
+        names = ("device_type", "dtype", "enabled", "cache_enabled")
+        params = dict(zip(names, args))
+        if len(args) > len(names) or any(k in params or k not in names for k in kwargs):
+            return cls(*args, **kwargs)  # torch reports the misuse
+        params.update(kwargs)
+        device = params.get("device_type")
+        if isinstance(device, str):
+            if params.get("dtype") is None:
+                try:
+                    params["dtype"] = self._get_autocast_dtype(device)
+                except RuntimeError:  # a device torch does not know: its own error
+                    return cls(*args, **kwargs)
+            if params.get("cache_enabled") is None:
+                params["cache_enabled"] = self._is_autocast_cache_enabled()
+        return cls(**params)
+
     def _push_autocast(self, cm: Any, state: dict[str, torch.dtype]) -> None:
         """The block ``cm`` entered with ``state``; its ``cache_enabled`` holds inside it (as
         eager's ``__enter__`` sets it, whatever the device)."""
         if not self.regions.autocast_stack and not self.autocast_at_start():
             self.regions.autocast_regions += 1  # an outermost block: a new weight cache
         self.regions.autocast_stack.append(state)
+        depth = len(self.regions.autocast_stack)
         cache = self._context_setting(cm, "_cache_enabled", None)
-        self.regions.autocast_cache[len(self.regions.autocast_stack)] = (
-            torch.is_autocast_cache_enabled() if cache is None else bool(cache)
+        self.regions.autocast_cache[depth] = (
+            self._is_autocast_cache_enabled(depth - 1) if cache is None else bool(cache)
         )
+        device = self._context_setting(cm, "device", None)
+        dtype = self._context_setting(cm, "fast_dtype", None)
+        if isinstance(device, str) and isinstance(dtype, torch.dtype):
+            self.regions.autocast_dtypes[depth] = {device: dtype}
 
     def _autocast_exit(self, cm: Any, *exc_info: Any) -> bool:
         if not self.regions.autocast_stack:
@@ -588,6 +615,7 @@ class RegionsMixin(CopyingMixin):
                 "enter and leave it outside torch.utils.checkpoint.checkpoint",
             )
         self.regions.autocast_cache.pop(len(self.regions.autocast_stack), None)
+        self.regions.autocast_dtypes.pop(len(self.regions.autocast_stack), None)
         self.regions.autocast_stack.pop()
         return False
 
@@ -596,13 +624,39 @@ class RegionsMixin(CopyingMixin):
         device = kwargs.get("device_type", args[0] if args else "cuda")
         if device in AUTOCAST_TRANSFORM_DEVICES and self.regions.autocast_stack:
             return device in self.regions.autocast_stack[-1]
+        if isinstance(device, str) and device not in AUTOCAST_TRANSFORM_DEVICES:
+            # (CPU and CUDA are in the cache key; other devices' autocast is asked anew)
+            return bool(self._ambient_query(torch.is_autocast_enabled, device))
         return bool(torch.is_autocast_enabled(*args, **kwargs))
 
     def _get_autocast_dtype(self, *args: Any, **kwargs: Any) -> torch.dtype:
         device = kwargs.get("device_type", args[0] if args else None)
-        if self.regions.autocast_stack and device in self.regions.autocast_stack[-1]:
-            return self.regions.autocast_stack[-1][device]
+        if not isinstance(device, str):
+            return torch.get_autocast_dtype(*args, **kwargs)  # torch reports the misuse
+        for depth in range(len(self.regions.autocast_stack), 0, -1):
+            dtype = self.regions.autocast_dtypes.get(depth, {}).get(device)
+            if dtype is not None:
+                return dtype
+        if len(args) + len(kwargs) == 1:
+            # The call's dtype is in the cache key only while autocast is on: asked anew.
+            return self._ambient_query(torch.get_autocast_dtype, device)  # type: ignore[no-any-return]
         return torch.get_autocast_dtype(*args, **kwargs)
+
+    def _is_any_autocast_enabled(self) -> bool:
+        # (Autocast of devices other than CPU and CUDA is refused at the call.)
+        if self.regions.autocast_stack:
+            return bool(self.regions.autocast_stack[-1])
+        return bool(torch._C._is_any_autocast_enabled())
+
+    def _is_autocast_cache_enabled(self, depth: int | None = None) -> bool:
+        """Whether autocast's weight cache is on at ``depth`` of the program's blocks (now where
+        None): as the innermost block there set it, else as the call started (in the key)."""
+        depth = len(self.regions.autocast_stack) if depth is None else depth
+        for d in range(depth, 0, -1):
+            enabled = self.regions.autocast_cache.get(d)
+            if enabled is not None:
+                return enabled
+        return bool(torch.is_autocast_cache_enabled())
 
     def _region_without_effects(
         self, region: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
