@@ -23,9 +23,11 @@ import torch
 
 import thunder
 
-FLOOR = 641  # measured: 641 of 677 (calls run eagerly or split by torch are not counted)
+FLOOR = 640  # measured: 640 of 677 (calls run eagerly or split by torch are not counted)
 SHARDS = 4
-FLOORS = (158, 161, 164, 158)  # FLOOR by shard (every SHARDS-th op), measured
+FLOORS = (157, 161, 164, 158)  # FLOOR by shard (every SHARDS-th op), measured
+# (to_sparse runs split: a trace holds no sparse tensor, and one traced as dense gave wrong
+# `is_sparse`/`layout` answers and crashes inside programs)
 assert sum(FLOORS) == FLOOR
 SAMPLES = 2
 
