@@ -172,6 +172,17 @@ def with_args(sub: Trace, args: Sequence[Proxy]) -> Trace:
     return sub.replace(args=tuple(args))
 
 
+def shared_signature(subs: Sequence[Trace], n_params: int) -> tuple[list[Trace], list[Proxy]]:
+    """The sub-traces taking one list of inputs (as ``cond``'s branches must): their params,
+    then every capture of any (in order of first capture); and those captures."""
+    captured: dict[str, Proxy] = {}
+    for sub in subs:
+        for p in captures(sub, n_params):
+            captured.setdefault(p.name, p)
+    caps = list(captured.values())
+    return [with_args(s, (*s.args[:n_params], *caps)) for s in subs], caps
+
+
 def inline(sub: Trace, args: Sequence[Any]) -> Any:
     """Records ``sub``'s bound symbols into the current trace with its inputs bound to ``args``
     (fresh names for everything it computes); returns its return value."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from thunder_ir import BoundSymbol, NumberProxy, Proxy, TensorProxy, Trace, prims, tracectx
+from thunder_ir import BoundSymbol, NumberProxy, TensorProxy, Trace, prims, tracectx
 from thunder_ir import higher_order as ho
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.core import split_forward_backward
@@ -81,17 +81,6 @@ def _cotangents(outputs: Sequence[Any], given: Sequence[Any]) -> list[Any]:
     ]
 
 
-def _shared_signature(subs: list[Trace], n_params: int) -> tuple[list[Trace], list[Proxy]]:
-    """The sub-traces taking one list of inputs (as ``cond``'s branches must): their params,
-    then every capture of any (sizes a branch's backward reads)."""
-    captured: dict[str, Proxy] = {}
-    for sub in subs:
-        for p in ho.captures(sub, n_params):
-            captured.setdefault(p.name, p)
-    caps = list(captured.values())
-    return [ho.with_args(s, (*s.args[:n_params], *caps)) for s in subs], caps
-
-
 def _pairs(inputs: Sequence[Any], grads: Sequence[Any]) -> GradPairs:
     return list(zip([x for x in inputs if ho.is_float(x)], grads))
 
@@ -102,7 +91,7 @@ def _cond_vjp(bsym: BoundSymbol, *cts: Any) -> GradPairs:
     cotangents = _cotangents(bsym.flat_outs, cts)
     true_vjp = joint_vjp(true_branch, operands, name=f"{true_branch.fn_name}_vjp")
     false_vjp = joint_vjp(false_branch, operands, name=f"{false_branch.fn_name}_vjp")
-    (true_vjp, false_vjp), caps = _shared_signature(
+    (true_vjp, false_vjp), caps = ho.shared_signature(
         [true_vjp, false_vjp], len(operands) + len(cotangents)
     )
     grads = ho.cond(pred, true_vjp, false_vjp, (*operands, *cotangents, *caps))

@@ -37,16 +37,6 @@ def _tensor_leaves(value: Any, what: str) -> tuple[list[Any], Any]:
     return leaves, spec
 
 
-def _shared_signature(subs: list[Trace], n_params: int) -> tuple[list[Trace], list[Proxy]]:
-    """The sub-traces taking one list of inputs: their params, then every capture of any."""
-    captured: dict[str, Proxy] = {}
-    for sub in subs:
-        for p in ho.captures(sub, n_params):
-            captured.setdefault(p.name, p)
-    caps = list(captured.values())
-    return [ho.with_args(s, (*s.args[:n_params], *caps)) for s in subs], caps
-
-
 def _checked(op: Any, *args: Any) -> Any:
     """``op(*args)``, its contract violations raised as the jit's own error (not as the
     program's: eager would only raise a less precise one)."""
@@ -152,7 +142,7 @@ class HigherOrderMixin(RegionsMixin):
             self._record(table, branch(true_fn), leaves, "cond_true", "torch.cond's true_fn"),
             self._record(table, branch(false_fn), leaves, "cond_false", "torch.cond's false_fn"),
         ]
-        (true_sub, false_sub), caps = _shared_signature(subs, len(leaves))
+        (true_sub, false_sub), caps = ho.shared_signature(subs, len(leaves))
         return _checked(ho.cond, pred, true_sub, false_sub, (*leaves, *caps))
 
     # -- while_loop -----------------------------------------------------------------------------
@@ -173,7 +163,7 @@ class HigherOrderMixin(RegionsMixin):
             self._record(table, cond_call, leaves, "while_cond", "while_loop's cond_fn"),
             self._record(table, body_call, leaves, "while_body", "while_loop's body_fn"),
         ]
-        (cond_sub, body_sub), caps = _shared_signature(subs, len(leaves))
+        (cond_sub, body_sub), caps = ho.shared_signature(subs, len(leaves))
         out = _checked(ho.while_loop, cond_sub, body_sub, tuple(leaves), tuple(caps))
         return tree_unflatten(list(out), spec)
 
