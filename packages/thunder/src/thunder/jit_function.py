@@ -18,6 +18,7 @@ import inspect
 import itertools
 import time
 import traceback
+import types
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -191,6 +192,17 @@ _AUTOGRAD_FACT_OPS = frozenset(
 )
 
 
+def _plain_leaves() -> frozenset[type]:
+    import torch
+
+    return frozenset(
+        {torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None), types.FunctionType}
+    )
+
+
+_PLAIN_LEAVES = _plain_leaves()
+
+
 def _split_facts(
     fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], held: bool
 ) -> tuple[bool, ...]:
@@ -201,10 +213,9 @@ def _split_facts(
     tensors are walked only for functions split at such a read: a walk costs about 1 ms a call
     for 300 modules."""
     import torch
-    from torch.utils._pytree import tree_leaves
 
     facts: list[bool] = []
-    for leaf in [fn, *tree_leaves((args, kwargs))]:
+    for leaf in _leaves((fn, args, kwargs)):
         if isinstance(leaf, torch.Tensor):
             tensors: Any = (leaf,)
         elif held and isinstance(leaf, torch.nn.Module):
@@ -218,6 +229,24 @@ def _split_facts(
             if isinstance(t, torch.Tensor):
                 facts += (t.is_leaf, t._is_view())
     return tuple(facts)
+
+
+def _leaves(tree: Any) -> Any:
+    """The leaves of ``tree`` in pytree's order: plain tuples, lists and dicts and the common
+    leaves walked here (a pytree walk costs a few us a call), anything else by pytree."""
+    kind = type(tree)
+    if kind is tuple or kind is list:
+        for item in tree:
+            yield from _leaves(item)
+    elif kind is dict:
+        for item in tree.values():
+            yield from _leaves(item)
+    elif kind in _PLAIN_LEAVES:
+        yield tree
+    else:
+        from torch.utils._pytree import tree_leaves
+
+        yield from tree_leaves(tree)
 
 
 # Code flags of a function whose call only makes a generator, coroutine or async generator.
@@ -889,7 +918,6 @@ class ThunderFunction:
         twice. Each set of the tensors' split facts has its own program: dynamo guards neither
         ``is_leaf`` nor ``_base`` (``_split_facts``)."""
         import torch
-        import torch._dynamo
 
         # Dynamo's first torch.compile switches torch.distributions' argument validation off for
         # the whole process (its TorchPatcher): the split call and eager code after it keep the
@@ -900,6 +928,7 @@ class ThunderFunction:
         if split_program is None:
             import_compile_stack("torch._dynamo")  # never alongside the compile thread
             from thunder.dynamo import ThunderCompiler
+            from thunder.dynamo.split_program import compile_split
 
             # A backend of its own: dynamo's cache entries are kept apart per backend.
             compiler = ThunderCompiler.of_jit(self.options, self.executors, self.transforms)
@@ -907,7 +936,7 @@ class ThunderFunction:
             # A module's own _call_impl, not the module: torch.compile's OptimizedModule wrapper
             # would fire global module hooks once more.
             target = self.fn._call_impl if isinstance(self.fn, torch.nn.Module) else self.fn
-            split_program = self._split_programs[facts] = torch.compile(target, backend=compiler)
+            split_program = self._split_programs[facts] = compile_split(target, compiler)
         if reason is not None:
             where = user_location(reason)
             at = f" at {where}" if where and where not in str(reason) else ""
@@ -924,23 +953,9 @@ class ThunderFunction:
                 )
         self.stats.split_calls += 1
         distribution._validate_args = validating
-
-        config = torch._dynamo.config  # set and put back by hand: config.patch costs 35 us a call
-        suppressed, skip_hooks = config.suppress_errors, config.skip_nnmodule_hook_guards
-        decomposing = config.enable_dynamo_decompositions
-        config.suppress_errors = True
-        # Dynamo's own rewrites (`addcmul_`/`addcdiv_` with `value`, `add_` with a tensor alpha,
-        # `_foreach_pow`) read all operands before writing: where they overlap the written
-        # tensor eager's kernel gives another result, and fma rounds otherwise.
-        config.enable_dynamo_decompositions = False
-        # Hooks added to the modules later must reach the call, as in thunder's own programs
-        # (dynamo's default leaves them unguarded: a stale result).
-        config.skip_nnmodule_hook_guards = False
         try:
             return split_program(*args, **kwargs)
         finally:
-            config.suppress_errors, config.skip_nnmodule_hook_guards = suppressed, skip_hooks
-            config.enable_dynamo_decompositions = decomposing
             distribution._validate_args = validating
 
     def _warn_internal_error(self, error: Exception) -> None:
