@@ -215,7 +215,7 @@ def _split_facts(
     import torch
 
     facts: list[bool] = []
-    for leaf in _leaves((fn, args, kwargs)):
+    for leaf in _leaves((fn, args, kwargs), []):
         if isinstance(leaf, torch.Tensor):
             tensors: Any = (leaf,)
         elif held and isinstance(leaf, torch.nn.Module):
@@ -231,22 +231,24 @@ def _split_facts(
     return tuple(facts)
 
 
-def _leaves(tree: Any) -> Any:
-    """The leaves of ``tree`` in pytree's order: plain tuples, lists and dicts and the common
-    leaves walked here (a pytree walk costs a few us a call), anything else by pytree."""
+def _leaves(tree: Any, into: list[Any]) -> list[Any]:
+    """``into`` with the leaves of ``tree`` appended in pytree's order: plain tuples, lists and
+    dicts and the common leaves walked here (a pytree walk costs a few us a call), anything
+    else by pytree."""
     kind = type(tree)
     if kind is tuple or kind is list:
         for item in tree:
-            yield from _leaves(item)
+            _leaves(item, into)
     elif kind is dict:
         for item in tree.values():
-            yield from _leaves(item)
+            _leaves(item, into)
     elif kind in _PLAIN_LEAVES:
-        yield tree
+        into.append(tree)
     else:
         from torch.utils._pytree import tree_leaves
 
-        yield from tree_leaves(tree)
+        into += tree_leaves(tree)
+    return into
 
 
 # Code flags of a function whose call only makes a generator, coroutine or async generator.
