@@ -4,13 +4,16 @@ forward runs the compiled forward trace and saves what the backward trace takes.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._C._functorch import is_functorch_wrapped_tensor, unwrap_if_dead
+from torch._C._functorch import TransformType, is_functorch_wrapped_tensor, unwrap_if_dead
+from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 
 from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace, prims
 from thunder_ir import higher_order as ho
@@ -520,6 +523,8 @@ class _ThunderFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
         if under_transforms():
+            if torch.is_grad_enabled() and _differentiated_at_grad_level():
+                return (None, None, *_grads_at_grad_level(ctx, grads))
             # torch.func: below the transforms, differentiable there as eager's (_backward)
             return _ThunderFunction._backward(ctx, grads)
         _as_eager_graph(ctx, grads)
@@ -904,6 +909,56 @@ def _grads_from_forward_again(
     for i, g in zip(wanted, found, strict=True):
         result[i] = g
     return result
+
+
+def _differentiated_at_grad_level() -> bool:
+    """Whether the gradient a backward computes under a torch.func grad level may be
+    differentiated again at that level: a ``torch.autograd.grad(..., create_graph=True)`` inside
+    the function ``torch.func.grad`` (or ``vjp``, ``jacrev``) transforms, whose result the
+    transform differentiates (a PINN residual, a gradient penalty). torch.func's own gradient
+    call (``_autograd_grad``) is differentiated at no level it can see; where the caller cannot
+    be seen (a backward on autograd's device threads) it may be."""
+    if retrieve_current_functorch_interpreter().key() != TransformType.Grad:
+        return False
+    frame = sys._getframe(2)  # above backward: torch.autograd's entry, then its caller
+    while frame is not None and frame.f_code.co_filename.startswith(_AUTOGRAD_ENTRY):
+        frame = frame.f_back
+    if frame is None:
+        return True
+    code = frame.f_code
+    return not (code.co_name == "_autograd_grad" and code.co_filename == _FUNCTORCH_TRANSFORMS)
+
+
+def _grads_at_grad_level(ctx: Any, grads: Sequence[Any]) -> list[Any]:
+    """The input gradients differentiable at the active grad level: the gradient computed below
+    the level (the compiled backward) is constant there, and its derivative would be silently
+    zero. So the forward runs again at the level, under autograd, and torch differentiates it;
+    a program that cannot run twice, or whose forward runs outside autograd, raises."""
+    fn: DifferentiableFunction = ctx.fn
+    if fn.mutated_inputs or fn.draws_random:
+        effect = "writes into its inputs" if fn.mutated_inputs else "draws random numbers"
+    else:
+        _check_inputs_unchanged(ctx)
+        again = _grads_from_forward_again(ctx, ctx.inputs, grads)
+        if again is not None:
+            return again
+        effect = "runs outside autograd (a fusion region)"
+    raise RuntimeError(
+        f"thunder.jit: differentiating, under a torch.func transform, the gradient of a compiled "
+        f"program that {effect} (torch.autograd.grad(..., create_graph=True) inside the "
+        "transformed function) is not supported. Compute that gradient outside thunder.jit "
+        "(eager), or call the program without dropout / in-place writes"
+    )
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_FUNCTORCH_TRANSFORMS = os.path.join(_TORCH_DIR, "_functorch", "eager_transforms.py")
+# torch.autograd.grad / Tensor.backward, the engine's entry and functorch's call of a backward.
+_AUTOGRAD_ENTRY = (
+    os.path.join(_TORCH_DIR, "autograd") + os.sep,
+    os.path.join(_TORCH_DIR, "_tensor.py"),
+    os.path.join(_TORCH_DIR, "_functorch", "autograd_function.py"),
+)
 
 
 def _input_grads_below_transforms(ctx: Any, n_saved: int, *flat: Any) -> Sequence[Any]:
