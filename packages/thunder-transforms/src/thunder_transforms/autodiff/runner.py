@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -920,7 +921,7 @@ def _differentiated_at_grad_level() -> bool:
     be seen (a backward on autograd's device threads) it may be."""
     if retrieve_current_functorch_interpreter().key() != TransformType.Grad:
         return False
-    frame = sys._getframe(2)  # above backward: torch.autograd's entry, then its caller
+    frame: types.FrameType | None = sys._getframe(2)  # above backward: autograd, then its caller
     while frame is not None and frame.f_code.co_filename.startswith(_AUTOGRAD_ENTRY):
         frame = frame.f_back
     if frame is None:
