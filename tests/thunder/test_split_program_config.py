@@ -130,3 +130,35 @@ def test_split_calls_from_threads_equal_eager():
     for t in threads:
         t.join()
     assert results == [True] * 6
+
+
+_NUMPY_DRAWS = {
+    "randn": lambda np: np.random.randn(4),
+    "rand": lambda np: np.random.rand(4),
+    "normal": lambda np: np.random.normal(1.0, 2.0, size=4),
+    "randint": lambda np: np.random.randint(0, 10, size=4),
+    "uniform": lambda np: np.random.uniform(-1.0, 1.0, 4),
+}
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+@pytest.mark.parametrize("draw", sorted(_NUMPY_DRAWS))
+def test_numpy_random_arrays_in_a_split_come_from_numpys_generator(draw, cache):
+    np = pytest.importorskip("numpy")
+    make = _NUMPY_DRAWS[draw]
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x + torch.from_numpy(make(np).astype("float32"))
+
+    jf = thunder.jit(f, cache=cache)
+    for seed in range(3):
+        x = torch.randn(4)
+        np.random.seed(seed)
+        torch.manual_seed(0)
+        expected, numpy_after, torch_after = f(x), np.random.get_state()[2], torch.get_rng_state()
+        np.random.seed(seed)
+        torch.manual_seed(0)
+        got = _quiet(jf, x)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        assert np.random.get_state()[2] == numpy_after
+        assert torch.equal(torch.get_rng_state(), torch_after)

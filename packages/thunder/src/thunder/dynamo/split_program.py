@@ -30,6 +30,9 @@ _SPLIT_CONFIG = {
     # Hooks added to the modules later must reach the call, as in thunder's own programs
     # (dynamo's default leaves them unguarded: a stale result).
     "skip_nnmodule_hook_guards": False,
+    # numpy's random functions draw from numpy's generator, natively (dynamo's default draws
+    # them from torch's: other numbers, and numpy's state left where it was).
+    "use_numpy_random_stream": True,
 }
 
 
