@@ -69,7 +69,7 @@ from thunder.guards import (
 from thunder_executors.background_compile import import_compile_stack
 from thunder_ir import Proxy, Trace, prims
 from thunder_ir.codegen import PythonCode
-from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure
+from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure, same_value
 
 _cpp: Any  # torch's guard manager module (its stubs lag its signatures: used untyped)
 try:
@@ -176,6 +176,22 @@ _READONLY_FUNCTION_ATTRS = frozenset({"__closure__", "__globals__"})
 def _numpy_scalar(value: Any) -> bool:
     t = type(value)
     return t.__module__ == "numpy" and t.__name__ != "ndarray" and hasattr(value, "tobytes")
+
+
+_EQUAL_IS_SAME = frozenset({int, str, bytes, torch.dtype, torch.device, torch.layout, torch.Size})
+
+
+def _equal_is_same(value: Any) -> bool:
+    """Whether ``==`` with ``value``, of a value of its exact type, means ``same_value``: not for
+    containers (their items' types go unchecked) or a zero (either sign equals it)."""
+    t = type(value)
+    if t in _EQUAL_IS_SAME:
+        return True
+    if t is float:
+        return value != 0.0
+    if t is complex:
+        return value.real != 0.0 and value.imag != 0.0
+    return False
 
 
 def _immutable(value: Any) -> bool:
@@ -544,7 +560,10 @@ class _Builder:
             return  # an unchanged dict of immutable values (a mutable value can change in place)
         self.type_is(node, type(value))
         self.keep.append(value)
-        self.manager(node).add_equals_match_guard(value, self._note(), None)
+        if _equal_is_same(value):
+            self.manager(node).add_equals_match_guard(value, self._note(), None)
+        else:  # `==` takes (1, 2) for (1.0, 2), -0.0 for 0.0: the prologue's own comparison
+            self.manager(node).add_lambda_guard(lambda x: same_value(x, value), self._note(), None)
 
     def lacks_key(self, node: _Node, key: Any) -> None:
         if key in node.value:
