@@ -19,7 +19,7 @@ from thunder_ir.pytree import tree_iter
 from thunder_ir.tags import OpTag
 from thunder_ir.tracectx import get_tracectx
 
-__all__ = ["BoundSymbol", "Symbol", "leaf_prims"]
+__all__ = ["BoundSymbol", "Symbol", "leaf_prims", "raises_on_values"]
 
 
 class Symbol:
@@ -388,6 +388,24 @@ class BoundSymbol:
 
     def __repr__(self) -> str:
         return "\n".join(self.python(subsymbol_depth=0))
+
+
+def raises_on_values(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym``'s kernels may raise for some values of its tensor inputs (an index out
+    of range, a singular matrix): ``OpTag.VALUE_ERRORS`` on it or in its decomposition, or a torch
+    callable no op mirrors that checks them (``ops.fallback.checks_values``). Eager raises there
+    whether or not the result is used, and a handler of the program may catch it."""
+    tags = bsym.sym.tags
+    if OpTag.VALUE_ERRORS in tags:
+        return True
+    if (OpTag.TORCH_FALLBACK in tags or OpTag.READS_DATA in tags) and bsym.args:
+        name = bsym.args[0]
+        if isinstance(name, str):
+            from thunder_ir.ops.fallback import checks_values
+
+            if checks_values(name, bsym.kwargs):
+                return True
+    return any(raises_on_values(s) for s in bsym.subsymbols)
 
 
 def leaf_prims(bsym: BoundSymbol) -> list[BoundSymbol]:

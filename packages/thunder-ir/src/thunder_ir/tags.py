@@ -30,6 +30,12 @@ class OpTag(enum.Enum):
     # it, ``as_strided`` past the end of the storage): dead code elimination keeps it, unused,
     # where it reads the caller's memory, so that the call raises as eager torch does.
     LAYOUT_ERRORS = "layout_errors"
+    # Its kernel checks the values of its tensor inputs and raises (an index out of range, a
+    # matrix not positive-definite or singular): dead code elimination keeps it unused, and a
+    # handler of the program around it may catch that error at run time
+    # (``thunder_ir.symbol.raises_on_values``; torch callables no op mirrors are named in
+    # ``thunder_ir.ops.fallback.checks_values``).
+    VALUE_ERRORS = "value_errors"
     RANDOM = "random"  # consumes RNG state; never CSE'd or constant-folded
     DONT_DCE = "dont_dce"  # has effects beyond its outputs
     PROLOGUE = "prologue"  # unpacks or checks inputs in a prologue trace

@@ -5,6 +5,7 @@ from __future__ import annotations
 from thunder_ir import BoundSymbol, NumberProxy, OpTag, Trace
 from thunder_ir.aliasing import alias_info, writes_where_gradients_flow
 from thunder_ir.higher_order import map_subtraces
+from thunder_ir.symbol import raises_on_values
 from thunder_transforms.passes import run_pass
 
 __all__ = ["dce", "has_effects"]
@@ -22,12 +23,18 @@ def has_effects(bsym: BoundSymbol) -> bool:
 
 def _kept_unused(trace: Trace) -> set[int]:
     """The bound symbols that run even when their results are unused, because eager may raise
-    there: ``view`` of a tensor whose strides do not allow it (``OpTag.LAYOUT_ERRORS``); and, in a
+    there: ``view`` of a tensor whose strides do not allow it (``OpTag.LAYOUT_ERRORS``); an op
+    whose kernel checks its inputs' values (``raises_on_values``: an index out of range, a
+    matrix not positive-definite); and, in a
     program that writes in place where gradients flow (torch.autograd records it), every read of
     memory that is written in place: autograd checks written views when they are used, and
     whether it raises depends on which uses happened (torch rebuilds a view's history when it is
     read after a write through another view of its base)."""
-    kept = {id(b) for b in trace.bound_symbols if OpTag.LAYOUT_ERRORS in b.sym.tags}
+    kept = {
+        id(b)
+        for b in trace.bound_symbols
+        if OpTag.LAYOUT_ERRORS in b.sym.tags or raises_on_values(b)
+    }
     if writes_where_gradients_flow(trace):
         info = alias_info(trace.bound_symbols)
         kept.update(

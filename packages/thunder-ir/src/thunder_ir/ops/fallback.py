@@ -45,7 +45,7 @@ import contextlib
 import contextvars
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,7 @@ __all__ = [
     "TorchRunsItError",
     "autocast_name",
     "call_torch_fallback",
+    "checks_values",
     "converted_only",
     "fallback_refusal",
     "fallback_under_autocast",
@@ -487,6 +488,8 @@ class _FakeRun:
             UnsupportedOperatorException,
         )
 
+        from thunder_ir.ops.fallback_inplace import fake_tensor_log_quiet
+
         self.name = name
         mode = FakeTensorMode(allow_fallback_kernels=False)
         recorder = _Recorder()
@@ -522,6 +525,10 @@ class _FakeRun:
                     )
                     fakes.append(t)
                     return t
+                if isinstance(x, torch.Generator):
+                    # It changes no metadata, and torch's meta kernels of refs refuse one
+                    # (``aten.exponential``): the program passes it when it runs.
+                    return None
                 return x
 
             leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
@@ -551,6 +558,7 @@ class _FakeRun:
                     torch.autocast("cpu", enabled=False),
                     torch.autocast("cuda", enabled=False),
                     recorder,
+                    fake_tensor_log_quiet(),
                 ):
                     out = fn(*fargs, **fkwargs)
             except (DynamicOutputShapeException, DataDependentOutputException) as e:
@@ -948,6 +956,43 @@ def _method_name(name: str) -> str:
     if name.startswith("torch.ops.") and len(parts) == 5:
         return parts[3]
     return parts[-1]
+
+
+# Torch callables whose kernels check the values of their tensor inputs and raise, by their
+# last name: linear algebra that fails on singular or not positive-definite matrices (or does
+# not converge), indexing with indices out of range, losses with targets out of range.
+_CHECKING_VALUES = frozenset(
+    {
+        "cholesky", "inverse", "svd", "pinverse", "matrix_power", "lu", "lstsq",
+        "put", "take", "take_along_dim", "gather", "scatter", "scatter_add", "scatter_reduce",
+        "index_select", "index_add", "index_copy", "index_fill", "index_put", "index_reduce",
+        "embedding", "embedding_bag", "one_hot", "bincount", "histc", "histogram",
+        "histogramdd", "searchsorted", "repeat_interleave", "segment_reduce", "max_unpool1d",
+        "max_unpool2d", "max_unpool3d", "nll_loss", "nll_loss_nd", "nll_loss2d",
+        "cross_entropy", "multi_margin_loss", "multilabel_margin_loss", "ctc_loss",
+        "binary_cross_entropy", "multinomial", "_assert_async",
+    }
+)  # fmt: skip
+# ``torch.linalg`` callables that never raise on values.
+_LINALG_UNCHECKED = frozenset(
+    {
+        "vector_norm", "cross", "vecdot", "matmul", "diagonal", "multi_dot",
+        "householder_product", "matrix_exp", "det", "slogdet", "vander", "solve_triangular",
+    }
+)  # fmt: skip
+
+
+def checks_values(name: str, kwargs: Mapping[str, Any]) -> bool:
+    """Whether the torch callable ``name`` (a fallback's, ``thunder_ir.symbol.raises_on_values``)
+    may raise for some values of its tensor inputs. The ``_ex`` variants of ``torch.linalg``
+    raise only with ``check_errors=True``."""
+    name = split_autocast_name(name)[0]
+    last = _method_name(name)
+    if name.startswith("torch.linalg."):
+        if last.endswith("_ex"):
+            return bool(kwargs.get("check_errors", False))
+        return last not in _LINALG_UNCHECKED
+    return last in _CHECKING_VALUES or last.rstrip("_") in _CHECKING_VALUES
 
 
 # Callables whose result is a quantized tensor, which their fake and meta kernels do not show

@@ -17,9 +17,11 @@ have no data to hand it): torch runs it. A method whose functional variant retur
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import keyword
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -29,7 +31,7 @@ from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.pytree import tree_iter, tree_map
 
-__all__ = ["functional_variant_call"]
+__all__ = ["fake_tensor_log_quiet", "functional_variant_call"]
 
 # In-place methods that call a Python function on each element of the tensor's data.
 _RUNS_PYTHON_ON_VALUES = frozenset({"apply_", "map_", "map2_"})
@@ -88,9 +90,10 @@ def functional_variant_call(
             by_fake[id(t)] = x
             return t
 
-        fargs = list(tree_map(fake, tuple(args)))  # index_put_'s indices are a tuple of them
-        fkwargs = tree_map(fake, dict(kwargs))
-        with recorder:
+        # A generator is left out: torch's meta kernels refuse one, and it changes no metadata.
+        fargs = list(tree_map(fake, tree_map(_without_generators, tuple(args))))
+        fkwargs = tree_map(fake, tree_map(_without_generators, dict(kwargs)))
+        with recorder, fake_tensor_log_quiet():
             fn(*fargs, **fkwargs)  # eager's own checks: its error, if any, is the call's
     calls = [c for c in recorder.calls if c[0]._schema.name == f"aten::{method}"]
     if not calls and len(recorder.calls) == 1 and recorder.calls[0][0]._schema.is_mutable:
@@ -124,8 +127,30 @@ def functional_variant_call(
     made = (dispatched_args, dispatched_kwargs)
     if any(isinstance(x, torch.Tensor) and id(x) not in by_fake for x in tree_iter(made)):
         return None  # a tensor the call made itself (a wrapped number): not expressible
+    if len(given) == 1:
+        # The fake run had none (torch's meta kernels refuse one): the caller's is drawn from.
+        for a in schema.arguments:
+            if str(a.type) == "Optional[Generator]":
+                (call_kwargs if a.kwarg_only else by_name)[a.name] = given[0]
     op, order = functional
     return op, tuple(by_name[n] for n in order), call_kwargs
+
+
+def _without_generators(x: Any) -> Any:
+    return None if isinstance(x, torch.Generator) else x
+
+
+@contextlib.contextmanager
+def fake_tensor_log_quiet() -> Iterator[None]:
+    """FakeTensorMode logs, at error level with a traceback, any exception of a meta kernel
+    (``normal_(0, -1)``'s own error): the exception raised is the report."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was
 
 
 @functools.cache

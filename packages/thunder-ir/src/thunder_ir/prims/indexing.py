@@ -11,6 +11,9 @@ from thunder_ir.proxies import TensorProxy
 from thunder_ir.tags import OpTag
 from thunder_ir.utils import canonicalize_dim, check
 
+# Ops taking index tensors: eager's kernels raise on an index out of range.
+_VALUE_ERRORS = (OpTag.VALUE_ERRORS,)
+
 
 def _check_index(index: TensorProxy, what: str) -> None:
     check(
@@ -28,7 +31,7 @@ def _take_meta(a: Any, index: Any) -> TensorProxy:
     )
 
 
-take = make_prim("take", _take_meta)
+take = make_prim("take", _take_meta, tags=_VALUE_ERRORS)
 
 
 def _index_select_meta(a: Any, dim: int, index: Any) -> TensorProxy:
@@ -46,7 +49,7 @@ def _index_select_meta(a: Any, dim: int, index: Any) -> TensorProxy:
     return TensorProxy(shape=shape, dtype=a.dtype, device=a.device, requires_grad=a.requires_grad)
 
 
-index_select = make_prim("index_select", _index_select_meta)
+index_select = make_prim("index_select", _index_select_meta, tags=_VALUE_ERRORS)
 
 
 def _gather_meta(a: Any, dim: int, index: Any) -> TensorProxy:
@@ -66,7 +69,7 @@ def _gather_meta(a: Any, dim: int, index: Any) -> TensorProxy:
     )
 
 
-gather = make_prim("gather", _gather_meta)
+gather = make_prim("gather", _gather_meta, tags=_VALUE_ERRORS)
 
 
 def _scatter_add_meta(a: Any, dim: int, index: Any, src: Any) -> TensorProxy:
@@ -95,7 +98,7 @@ def _scatter_add_meta(a: Any, dim: int, index: Any, src: Any) -> TensorProxy:
     )
 
 
-scatter_add = make_prim("scatter_add", _scatter_add_meta)
+scatter_add = make_prim("scatter_add", _scatter_add_meta, tags=_VALUE_ERRORS)
 
 
 def _index_put_meta(a: Any, indices: Sequence[Any], values: Any, accumulate: bool) -> TensorProxy:
@@ -128,7 +131,7 @@ def _index_put_meta(a: Any, indices: Sequence[Any], values: Any, accumulate: boo
     )
 
 
-index_put = make_prim("index_put", _index_put_meta)
+index_put = make_prim("index_put", _index_put_meta, tags=_VALUE_ERRORS)
 
 
 def _matmul_meta(a: Any, b: Any) -> TensorProxy:
@@ -320,4 +323,4 @@ def _embedding_meta(indices: Any, weight: Any) -> TensorProxy:
     )
 
 
-embedding = make_prim("embedding", _embedding_meta)
+embedding = make_prim("embedding", _embedding_meta, tags=_VALUE_ERRORS)

@@ -175,10 +175,8 @@ class _Linearizer:
             # flattened like other composites (free to fuse).
             self.input_views.update(p.name for p in bsym.flat_proxy_outs)
             self.forward.append(bsym)
-            leaves = leaf_prims(bsym)
-            outs = [o for b in leaves for o in b.flat_outs if isinstance(o, TensorProxy)]
             self.differentiated.append(bsym)
-            self.active.update(o.name for o in outs if _carries_grad(o))
+            self.active |= _reached_in_decomposition(bsym, self.active)
             return
         if rule is None and bsym.subsymbols:
             if bsym.has_tag(OpTag.CHECKPOINT):
@@ -190,6 +188,10 @@ class _Linearizer:
         if bsym.sym in FALLBACK_SYMBOLS:
             # torch's own flag, from running it on fake tensors: randint_like(w) carries none
             outs = [o for o in outs if o.requires_grad]
+        elif bsym.subsymbols:
+            # A tensor read for its metadata only (to(other), new_zeros) gives none.
+            reached = _reached_in_decomposition(bsym, self.active)
+            outs = [o for o in outs if o.name in reached]
         self.forward.append(bsym)
         if not outs:
             return  # comparisons, argmax...: integer or boolean results carry no gradient
@@ -205,6 +207,29 @@ class _Linearizer:
             p.name in self.input_views for p in bsym.flat_proxy_args
         ):
             self.input_views.update(p.name for p in bsym.flat_proxy_outs)  # unfold of an input
+
+
+def _reached_in_decomposition(bsym: BoundSymbol, active: set[str]) -> set[str]:
+    """The floating-point values of ``bsym`` (its outputs, its decomposition's intermediates)
+    that depend differentiably on a value in ``active``, by its decomposition: the second result
+    of ``broadcast_tensors(x, c)`` or the cast in ``i.to(x)`` carry no gradient, as in eager.
+    An output no prim of the decomposition makes is taken to carry one if any input does."""
+    reached = {p.name for p in bsym.flat_proxy_args if p.name in active}
+    made: set[str] = set()
+    for leaf in leaf_prims(bsym):
+        outs = [o for o in leaf.flat_outs if isinstance(o, TensorProxy)]
+        made.update(o.name for o in outs)
+        if leaf.sym not in NONDIFFERENTIABLE and any(
+            p.name in reached for p in leaf.flat_proxy_args
+        ):
+            reached.update(o.name for o in outs if _carries_grad(o))
+    arg_names = {p.name for p in bsym.flat_proxy_args}
+    reached.update(
+        o.name
+        for o in bsym.flat_outs
+        if _carries_grad(o) and o.name not in made and o.name not in arg_names and reached
+    )
+    return reached
 
 
 def _reads(bsym: BoundSymbol) -> list[Proxy]:

@@ -288,9 +288,43 @@ def _interpreted(fn: Any) -> bool:
     )
 
 
+_ABSENT_FROM_CLASS: Any = object()  # what _StaticClassLookup finds for a name no class holds
+
+
+def _class_holding(cls: type, name: str) -> Any:
+    """What the MRO of ``cls`` holds at ``name``, or ``_ABSENT_FROM_CLASS`` (a stored None is
+    found as None)."""
+    return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _ABSENT_FROM_CLASS)
+
+
+_IMMUTABLETYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtins' and C extensions' fixed classes
+
+
+def _class_may_change(cls: type) -> bool:
+    """Whether what ``cls`` holds can be set or replaced at run time (a Python class found by
+    its module and name: a flag like ``Distribution._validate_args``, a patched method), so
+    that an instance the program made reads outside state through it. Not for fixed builtin
+    and C classes, the jit's own classes, tensors' classes (``tensor_patches``), or classes
+    made inside a function (the program's own, or reached by a path where they are read)."""
+    flags = cls.__flags__
+    if not flags & _HEAPTYPE or flags & _IMMUTABLETYPE:
+        return False
+    module = getattr(cls, "__module__", None)
+    qualname = getattr(cls, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
+        return False
+    if module.partition(".")[0] in _OWN_PACKAGES or issubclass(cls, torch.Tensor):
+        return False
+    found: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, "__dict__", {}).get(part, _MISSING)
+    return found is cls
+
+
 class _StaticClassLookup:
     """A holder for ``Lookups``: ``getattr(holder, name)`` is what the MRO of ``cls`` holds at
-    ``name`` (the descriptor itself), without running a Python ``__get__``."""
+    ``name`` (the descriptor itself), without running a Python ``__get__``
+    (``_ABSENT_FROM_CLASS`` where no class holds it)."""
 
     __slots__ = ("cls",)
 
@@ -298,7 +332,7 @@ class _StaticClassLookup:
         self.cls = cls
 
     def __getattribute__(self, name: str) -> Any:
-        return _class_lookup(object.__getattribute__(self, "cls"), name)
+        return _class_holding(object.__getattribute__(self, "cls"), name)
 
     def __repr__(self) -> str:
         return f"<class {object.__getattribute__(self, 'cls').__qualname__}>"
@@ -1289,6 +1323,15 @@ class ReadsMixin(BinderState):
                 if not _loaded_to_read_one_item():
                     self.guard_namespace_names(value)  # a frame's ``f_globals``
                 return value
+            if isinstance(obj, type):
+                # ``Cls.name`` of a class reached without a path (a library's, through its
+                # module): read from where the prologue holds the class, as from any path.
+                parent = self._outside_class_access(obj)
+            else:
+                seen = self._class_answer(obj, name, value)
+                if seen is not _MISSING:
+                    return seen
+        if parent is None:
             if isinstance(value, torch.Tensor):
                 raise UnsupportedOperationError(
                     f"reading the tensor attribute {name!r} of a {type(obj).__name__}",
@@ -1304,7 +1347,74 @@ class ReadsMixin(BinderState):
                 return value
         return self.on_load(value, parent.attr(name), holder=obj)
 
-    def _guard_python_answer(self, obj: Any, name: str, access: Access, answered_by: str) -> None:
+    def _outside_class_access(self, cls: type) -> Access | None:
+        """Where a class the program did not make is found on later calls: its own path, or
+        one the prologue holds (a library's class, reached through its module with no path);
+        None for a class whose contents cannot change (``_class_may_change``)."""
+        access = self.access_for(cls)
+        if access is not None:
+            return access
+        if not _class_may_change(cls):
+            return None
+        return self._held_access(cls, f"class {cls.__qualname__}")
+
+    def _class_answer(self, obj: Any, name: str, value: Any) -> Any:
+        """``obj.name`` of an object with no path (one the program made: ``Sampler().greedy``,
+        ``self._validate_args`` in a distribution's ``__init__``) answered by its class: the
+        class is outside state, so the answer is guarded there, once per class and name
+        however many instances read it. A value stored on the class is read and guarded as
+        ``type(obj).name``; a descriptor (a method, a property) is checked to be still what the
+        class holds. What the program read what the value it sees, or ``_MISSING`` where the
+        instance itself answered (its own dict, a native ``__getattr__``: the program's
+        state)."""
+        cls = type(obj)
+        if cls is super or isinstance(obj, types.ModuleType):
+            return _MISSING
+        cls_access = self._outside_class_access(cls)
+        if cls_access is None:
+            return _MISSING
+        answered_by = _python_answers(obj, name)
+        if answered_by is not None:
+            self._guard_python_answer(obj, name, None, answered_by)
+            return value
+        found = _class_holding(cls, name)
+        if found is _ABSENT_FROM_CLASS:
+            return _MISSING
+        kind = type(found)
+        is_data = _class_lookup(kind, "__set__") is not None or _class_lookup(kind, "__delete__")
+        if not is_data:
+            try:
+                own = object.__getattribute__(obj, "__dict__")
+            except AttributeError:
+                own = None
+            if type(own) is dict and name in own:
+                return _MISSING
+        if (
+            _class_lookup(kind, "__get__") is None
+            and _class_holding(type(cls), name) is _ABSENT_FROM_CLASS
+        ):
+            # a plain value: ``getattr(cls, name)`` in the prologue finds it as the instance did
+            return self.on_load(value, cls_access.attr(name), holder=cls)
+        self._guard_class_holds(cls, name, found)
+        return value
+
+    def _guard_class_holds(self, cls: type, name: str, found: Any) -> None:
+        """The MRO of ``cls`` still holds ``found`` at ``name`` (``_ABSENT_FROM_CLASS``: still
+        none of its classes holds it), checked as ``getattr(cls, name)`` where that gives the
+        object itself (a function, a property), else without running ``__get__``."""
+        if (
+            found is not _ABSENT_FROM_CLASS
+            and not type(found).__flags__ & _HEAPTYPE
+            and _class_holding(type(cls), name) is _ABSENT_FROM_CLASS
+            and getattr(cls, name, _MISSING) is found
+        ):
+            self._lookup_found(cls, name, found)
+            return
+        self._lookup_found(_StaticClassLookup(cls), name, found, key=(cls, name, "static"))
+
+    def _guard_python_answer(
+        self, obj: Any, name: str, access: Access | None, answered_by: str
+    ) -> None:
         """``obj.name`` was answered by interpreted Python code (``_python_answers``), whose
         reads are guarded: guarded instead of its answer is that the same code answers (the
         class still holds it; an instance attribute does not shadow a non-data descriptor; the
@@ -1318,10 +1428,18 @@ class ReadsMixin(BinderState):
             self._lookup_found(
                 static, "__getattribute__", object.__getattribute__, key=(cls, "<ga>", "static")
             )
-            if not self._path_written(access.attr(name)):
+            if access is None:
+                # an object the program made: what it holds is the program's; its class still
+                # lacks the name
+                self._guard_class_holds(cls, name, _class_holding(cls, name))
+            elif not self._path_written(access.attr(name)):
                 key = access.attr(f"<generic lacks {name}>")
                 self.facts.guards.setdefault(key, Guard(access, "lacks_generic", (cls, name)))
-        elif answered_by == "descriptor" and type(getattr(obj, "__dict__", None)) is dict:
+        elif (
+            access is not None
+            and answered_by == "descriptor"
+            and type(getattr(obj, "__dict__", None)) is dict
+        ):
             shadow = access.attr(f"<own {name}>")
             self.facts.guards.setdefault(shadow, Guard(access, "not_shadowed", name))
 
@@ -1464,7 +1582,15 @@ class ReadsMixin(BinderState):
         ):
             return
         access = self.access_for(obj)
-        if access is None or self._set_by_program(obj, access):
+        if access is None and isinstance(obj, type):
+            access = self._outside_class_access(obj)
+        if access is None:
+            # An object the program made: its class still lacks the name.
+            cls = type(obj)
+            if self._outside_class_access(cls) is not None:
+                self._guard_class_holds(cls, name, _class_holding(cls, name))
+            return
+        if self._set_by_program(obj, access):
             return
         if self._path_written(access.attr(name)):
             return  # deleted by the program (or never there before it set it)
