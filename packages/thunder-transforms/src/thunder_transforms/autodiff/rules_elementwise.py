@@ -582,3 +582,25 @@ def _addcmul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     g1 = ltorch.mul(g, _conj(ltorch.mul(t2, value)))
     g2 = ltorch.mul(g, _conj(ltorch.mul(t1, value)))
     return [(a, _to_shape(g, a)), (t1, _to_shape(g1, t1)), (t2, _to_shape(g2, t2))]
+
+
+@register_vjp(P.digamma)
+def _digamma(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    x = bsym.args[0]
+    trigamma = ltorch.torch_fallback("torch.special.polygamma", 1, x)
+    return [(x, P.mul(g, trigamma))]
+
+
+@register_vjp(P.real)
+def _real(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    x = bsym.args[0]
+    if not x.dtype.is_complex:
+        return [(x, g)]
+    return [(x, P.convert_element_type(g, x.dtype))]  # g + 0j
+
+
+@register_vjp(P.imag)
+def _imag(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    x = bsym.args[0]
+    # 0 + g j, built from its parts (g * 1j would make 0 * inf = nan of an infinite g)
+    return [(x, ltorch.torch_fallback("torch.complex", zeros_like(g), g))]
