@@ -188,9 +188,9 @@ def _equal_is_same(value: Any) -> bool:
     if t in _EQUAL_IS_SAME:
         return True
     if t is float:
-        return value != 0.0
+        return bool(value != 0.0)
     if t is complex:
-        return value.real != 0.0 and value.imag != 0.0
+        return bool(value.real != 0.0 and value.imag != 0.0)
     return False
 
 
