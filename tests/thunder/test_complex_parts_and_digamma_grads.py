@@ -102,3 +102,47 @@ def test_dirichlet_entropy(cache: str) -> None:
         return torch.distributions.Dirichlet(c, validate_args=False).entropy().sum()
 
     _check(f, cache, lambda n: (torch.rand(n, 3).add(0.5).requires_grad_(),))
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_complex_matmul_and_einsum(cache: str) -> None:
+    def f(a: torch.Tensor, b: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        y = a @ b
+        dot = v @ b[:, 0]
+        mv = a[0] @ b[:, 1]
+        return (y.abs() ** 2).sum() + (dot * dot.conj()).real + mv.imag.sum()
+
+    def make(n: int) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.randn(2, 3, n, dtype=torch.complex128, requires_grad=True),
+            torch.randn(n, 5, dtype=torch.complex128, requires_grad=True),
+            torch.randn(n, dtype=torch.complex128, requires_grad=True),
+        )
+
+    _check(f, cache, make)
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_a_spectral_convolution(cache: str) -> None:
+    # A Fourier neural operator's layer: rfft2, complex weights on the low modes, irfft2.
+    modes = 3
+    weight = (torch.randn(4, 5, modes, modes, dtype=torch.complex64) * 0.1).requires_grad_()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        spec = torch.fft.rfft2(x)
+        out = torch.zeros(
+            x.shape[0], 5, x.shape[-2], x.shape[-1] // 2 + 1, dtype=spec.dtype, device=x.device
+        )
+        out[:, :, :modes, :modes] = torch.einsum(
+            "bixy,ioxy->boxy", spec[:, :, :modes, :modes], weight
+        )
+        return torch.fft.irfft2(out, s=x.shape[-2:]).square().mean()
+
+    jf = _compiled(f, cache)
+    for n in (8, 8, 10):
+        x = torch.randn(2, 4, n, n, requires_grad=True)
+        expected, got = f(x), jf(x)
+        torch.testing.assert_close(got, expected)
+        ge = torch.autograd.grad(expected, (x, weight))
+        gt = torch.autograd.grad(got, (x, weight))
+        torch.testing.assert_close(gt, ge)

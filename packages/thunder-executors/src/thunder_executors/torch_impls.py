@@ -88,6 +88,8 @@ def pad(
         flat += (low, high)
     if not any(flat):
         return a.clone()
+    if isinstance(padding_value, complex):  # (F.pad's binding takes a float value only)
+        return torch.constant_pad_nd(a, flat, padding_value)
     return F.pad(a, flat, mode="constant", value=padding_value)
 
 

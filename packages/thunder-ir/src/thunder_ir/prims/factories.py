@@ -155,11 +155,16 @@ def _copy__meta(src: Any, dst: Any, *, bumps_version: bool = True) -> TensorProx
             f"prims.copy_: dtypes differ, {src.dtype.name} and {dst.dtype.name} (convert first)"
         ),
     )
+    if src.requires_grad and not dst.requires_grad:
+        # The written tensor requires grad from now on, as eager's does after the write (a
+        # grad-mode write: under no_grad ``src`` comes without grad): what the program reads of
+        # it later (``.requires_grad``, a torch fallback's fake run) says so.
+        dst.requires_grad = True
     return TensorProxy(
         shape=dst.shape,
         dtype=dst.dtype,
         device=dst.device,
-        requires_grad=dst.requires_grad or src.requires_grad,
+        requires_grad=dst.requires_grad,
     )
 
 

@@ -30,7 +30,7 @@ from thunder_ir.aliasing import (
     written_where_gradients_flow,
 )
 from thunder_ir.ops.fallback import FALLBACK_SYMBOLS
-from thunder_ir.pytree import tree_flatten
+from thunder_ir.pytree import tree_flatten, tree_map
 from thunder_ir.symbol import leaf_prims
 from thunder_transforms.autodiff.registry import (
     gives_no_gradient,
@@ -102,7 +102,8 @@ _DATA_MOVEMENT = frozenset(
 
 # Symbols whose grad rules give eager's gradients of complex values (the conjugate Wirtinger
 # convention): maps that act alike on real and imaginary parts, mul and div with the conjugates
-# (``rules_elementwise``), and the torch fallback, which torch.autograd differentiates.
+# (``rules_elementwise``), matmul with them (``rules_nn``), the linear pad and where, and the
+# torch fallback, which torch.autograd differentiates.
 _COMPLEX_GRAD_RULES = (
     _DATA_MOVEMENT
     | FALLBACK_SYMBOLS
@@ -115,6 +116,9 @@ _COMPLEX_GRAD_RULES = (
         prims.sum,
         prims.cat,
         prims.convert_element_type,
+        prims.matmul,
+        prims.pad,  # linear: the gradient is a slice or a pad of it
+        prims.where,  # linear in the values it selects
     }
 )
 
@@ -186,8 +190,7 @@ class _Linearizer:
             return
         outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy) and _carries_grad(o)]
         if bsym.sym in FALLBACK_SYMBOLS:
-            # torch's own flag, from running it on fake tensors: randint_like(w) carries none
-            outs = [o for o in outs if o.requires_grad]
+            outs = _fallback_grad_outputs(bsym, outs, self.active)
         elif bsym.subsymbols:
             # A tensor read for its metadata only (to(other), new_zeros) gives none.
             reached = _reached_in_decomposition(bsym, self.active)
@@ -209,27 +212,75 @@ class _Linearizer:
             self.input_views.update(p.name for p in bsym.flat_proxy_outs)  # unfold of an input
 
 
+def _fallback_grad_outputs(
+    bsym: BoundSymbol, outs: list[TensorProxy], active: set[str]
+) -> list[TensorProxy]:
+    """The outputs of a torch fallback that carry gradient: torch's own answer, from running it
+    on fake tensors (``randint_like(w)`` carries none). Where none was flagged, the fake run is
+    asked again with the inputs gradients reach flagged: a tensor the program wrote a value
+    requiring grad into (``buf[:3] = x * w``, through a view) may have been flagged without
+    grad when it ran, which would drop the gradient silently."""
+    flagged = [o for o in outs if o.requires_grad]
+    if flagged or not outs or bsym.sym.meta is None:
+        return flagged
+
+    reached = [p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy) and p.name in active]
+    if not reached:
+        return flagged
+
+    def with_grad(x: Any) -> Any:
+        if isinstance(x, TensorProxy) and x.name in active:
+            return x.replace(requires_grad=True)
+        return x
+
+    with tracectx(Trace()):  # (a scratch trace: the proxies made here are thrown away)
+        args, kwargs = tree_map(with_grad, (bsym.args, bsym.kwargs))
+        again = tree_flatten(bsym.sym.meta(*args, **kwargs))[0]
+    names = [o.name for o in tree_flatten(bsym.output)[0] if isinstance(o, TensorProxy)]
+    wanted = {
+        name
+        for name, o in zip(names, (o for o in again if isinstance(o, TensorProxy)))
+        if o.requires_grad
+    }
+    return [o for o in outs if o.name in wanted]
+
+
 def _reached_in_decomposition(bsym: BoundSymbol, active: set[str]) -> set[str]:
     """The floating-point values of ``bsym`` (its outputs, its decomposition's intermediates)
-    that depend differentiably on a value in ``active``, by its decomposition: the second result
-    of ``broadcast_tensors(x, c)`` or the cast in ``i.to(x)`` carry no gradient, as in eager.
-    An output no prim of the decomposition makes is taken to carry one if any input does."""
-    reached = {p.name for p in bsym.flat_proxy_args if p.name in active}
+    whose values its decomposition computes from a value in ``active``: eager's outputs of one
+    op that reads an input requiring grad require grad (a count of nonzeros too), but not one
+    made without reading it (the second result of ``broadcast_tensors(x, c)``, ``i.to(x)``).
+    An output no prim of the decomposition makes is taken to if any input is read."""
+    read = {p.name for p in bsym.flat_proxy_args if p.name in active}
+    reached: set[str] = set()
     made: set[str] = set()
     for leaf in leaf_prims(bsym):
-        outs = [o for o in leaf.flat_outs if isinstance(o, TensorProxy)]
+        outs = leaf.flat_proxy_outs
         made.update(o.name for o in outs)
-        if leaf.sym not in NONDIFFERENTIABLE and any(
-            p.name in reached for p in leaf.flat_proxy_args
-        ):
+        if leaf.sym not in NONDIFFERENTIABLE and any(p.name in read for p in leaf.flat_proxy_args):
+            read.update(o.name for o in outs)
             reached.update(o.name for o in outs if _carries_grad(o))
     arg_names = {p.name for p in bsym.flat_proxy_args}
-    reached.update(
-        o.name
-        for o in bsym.flat_outs
-        if _carries_grad(o) and o.name not in made and o.name not in arg_names and reached
-    )
+    for o in bsym.flat_outs:
+        if not _carries_grad(o):
+            continue
+        if o.name in arg_names:
+            if o.name in active:
+                reached.add(o.name)  # the input itself (``x.to(x.dtype)``)
+        elif o.name not in made and read:
+            reached.add(o.name)
     return reached
+
+
+def _values_read(bsym: BoundSymbol) -> set[str]:
+    """The arguments whose values ``bsym`` reads: by its decomposition where it has one (not
+    ``p`` of ``x.to(p)``, read for its dtype: eager leaves its ``.grad`` None)."""
+    names = {p.name for p in bsym.flat_proxy_args}
+    if not bsym.subsymbols:
+        return names
+    read = {p.name for leaf in leaf_prims(bsym) for p in leaf.flat_proxy_args}
+    read.update(p.name for p in bsym.flat_proxy_outs)  # an argument given back as it is
+    return names & read
 
 
 def _reads(bsym: BoundSymbol) -> list[Proxy]:
@@ -312,9 +363,9 @@ class _Backward:
                 if any(o.name in self.reached for o in outs):
                     # Reached only through zero-gradient ops (sign(x * 2)): so are its inputs,
                     # whose gradient is then zero, as eager's chain of zeros gives.
-                    self.reached.update(p.name for p in bsym.flat_proxy_args if p.name in active)
+                    self.reached.update(n for n in _values_read(bsym) if n in active)
                 continue
-            self.reached.update(p.name for p in bsym.flat_proxy_args if p.name in active)
+            self.reached.update(n for n in _values_read(bsym) if n in active)
             rule = rule_for(bsym)
             assert rule is not None, bsym.sym.id
             for inp, grad in rule(bsym, *cts):

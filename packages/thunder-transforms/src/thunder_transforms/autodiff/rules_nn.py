@@ -21,6 +21,7 @@ from thunder_transforms.autodiff.registry import (
     register_vjp,
     sum_to_shape,
 )
+from thunder_transforms.autodiff.rules_elementwise import _conj
 from thunder_transforms.autodiff.rules_fused import _not_in_place
 from thunder_transforms.autodiff.rules_shape import _reshape_to
 
@@ -42,13 +43,15 @@ def _bernoulli_like(bsym: BoundSymbol, g: Any) -> GradPairs:
 @register_vjp(P.matmul)
 def _matmul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, b = bsym.args
+    # Complex operands: eager's gradients take the conjugates (g @ b^H, a^H @ g).
+    ca, cb = _conj(a), _conj(b)
     if a.ndim == 1 and b.ndim == 1:
         return [
-            (a, P.mul(P.broadcast_in_dim(g, a.shape, ()), b)),
-            (b, P.mul(P.broadcast_in_dim(g, b.shape, ()), a)),
+            (a, P.mul(P.broadcast_in_dim(g, a.shape, ()), cb)),
+            (b, P.mul(P.broadcast_in_dim(g, b.shape, ()), ca)),
         ]
-    a2 = a if a.ndim > 1 else P.unsqueeze(a, 0)
-    b2 = b if b.ndim > 1 else P.unsqueeze(b, 1)
+    a2 = ca if a.ndim > 1 else P.unsqueeze(ca, 0)
+    b2 = cb if b.ndim > 1 else P.unsqueeze(cb, 1)
     g2 = g
     if a.ndim == 1:
         g2 = P.unsqueeze(g2, g2.ndim - 1)
@@ -368,7 +371,9 @@ def _pointwise_loss_grads(bsym: BoundSymbol, g: TensorProxy, slope: Any) -> Grad
     if reduction != "none":
         gc = P.broadcast_in_dim(gc, tuple(x.shape), ())
     if reduction == "mean":
-        gc = P.mul(gc, 1.0 / _numel(x)) if isinstance(_numel(x), int) else P.div(gc, _numel(x))
+        n = _numel(x)
+        # an empty input has an empty gradient: no 1 / 0 to take
+        gc = P.mul(gc, 1.0 / n) if isinstance(n, int) and n else P.div(gc, n)
 
     def grad(d: Any, like: TensorProxy) -> Any:
         return sum_to_shape(to_dtype(slope(d, gc), common), like.shape)
@@ -395,7 +400,10 @@ def _huber_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 
 def _smooth_l1_applies(bsym: BoundSymbol) -> bool:
-    return bool(bound_arguments(bsym)["beta"] > 0)  # beta == 0 is l1_loss (its decomposition)
+    # beta == 0 is l1_loss (its decomposition). The forward refused a negative beta, so this
+    # is beta != 0: a truth value, which a symbolic beta answers outside any trace as well (a
+    # comparison would record a prim), the decision checked by the prologue.
+    return bool(bound_arguments(bsym)["beta"])
 
 
 @register_vjp(ltorch.smooth_l1_loss, applies=_smooth_l1_applies)

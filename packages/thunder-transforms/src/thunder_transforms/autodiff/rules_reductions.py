@@ -149,11 +149,19 @@ def _real_ord(bsym: BoundSymbol, x: str, ord: str) -> bool:
     )
 
 
-@register_vjp(ltorch.vector_norm, applies=lambda bsym: _real_ord(bsym, "x", "ord"))
+def _vector_norm_applies(bsym: BoundSymbol) -> bool:
+    # ord=0 of a complex input too: its decomposition counts through a comparison, which would
+    # leave the result without the requires_grad eager gives it.
+    # ``not ord`` rather than ``ord == 0``: a symbolic ord answers a truth value outside any
+    # trace (a comparison would record a prim), the decision checked by the prologue
+    return _real_ord(bsym, "x", "ord") or not bound_arguments(bsym)["ord"]
+
+
+@register_vjp(ltorch.vector_norm, applies=_vector_norm_applies)
 def _vector_norm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     args = bound_arguments(bsym)
     if args["ord"] == 0:
-        return []  # a count: eager's output requires grad, with a zero gradient
+        return []  # a count: eager's output requires grad, with an undefined gradient
     x, keepdim = args["x"], args["keepdim"]
     compute = _compute_dtype(dtype_arg(args["dtype"]) or x.dtype)
     ds = _reduced(x, args["dim"])
