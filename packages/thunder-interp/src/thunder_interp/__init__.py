@@ -10,7 +10,7 @@ from thunder_interp.__about__ import __version__
 from thunder_interp._api import InterpretedFunction, interpret, provenance_of
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError, uncatchable
-from thunder_interp._frames import running_line
+from thunder_interp._frames import running_in_handler, running_line
 from thunder_interp._history import HistoryEntry, format_history
 from thunder_interp._implicit_lookasides import is_interpreting
 from thunder_interp._lookasides import frame_globals, number_lookaside, text_lookaside
@@ -48,6 +48,7 @@ __all__ = [
     "opaque_package",
     "provenance_of",
     "register_opcode",
+    "running_in_handler",
     "running_line",
     "text_lookaside",
     "uncatchable",

@@ -12,6 +12,7 @@ shows the view of the interpreted frame its stub stands for (see ``_tracebacks``
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import os
@@ -26,7 +27,12 @@ from thunder_interp._frame import Frame
 from thunder_interp._locals import frame_f_locals
 from thunder_interp._recursion import LIMITS, is_loop_code
 from thunder_interp._registry import PY_VERSION
-from thunder_interp._runtime import InternalLookaside, Runtime, namespace_with_module
+from thunder_interp._runtime import (
+    InternalLookaside,
+    Runtime,
+    _has_handler,
+    namespace_with_module,
+)
 from thunder_interp._slots import register_attribute_view
 from thunder_interp._tracebacks import FrameLink
 
@@ -34,6 +40,7 @@ __all__ = [
     "FrameView",
     "NativeFrameView",
     "frame_lookasides",
+    "running_in_handler",
     "running_line",
     "warn_from",
     "warning_site",
@@ -297,6 +304,68 @@ def running_line(skip: Callable[[str], bool]) -> tuple[str, int] | None:
             above = []
         real = real.f_back
     return None
+
+
+def running_in_handler(skip: Callable[[str], bool]) -> bool:
+    """Whether an exception raised now (by the call running in the innermost interpreted frame)
+    would enter a handler of the interpreted program that may catch it: an ``except`` clause (or a
+    ``finally`` block, which may ``return``) of an interpreted frame on the stack whose file name
+    ``skip`` does not reject, or a ``with contextlib.suppress(...)`` block; not another ``with``
+    block's exit nor the cleanup of an ``except`` clause, which re-raise (the handler around
+    those is looked at next). For a binding layer
+    that notes which calls the program guards."""
+    real: FrameType | None = sys._getframe(1)
+    above: list[FrameType] = []
+    last: Any = None
+    while real is not None:
+        code = real.f_code
+        if is_loop_code(code):
+            frame = real.f_locals.get("f")
+            if frame is not last and isinstance(frame, Frame):
+                if not skip(frame.code.co_filename):
+                    _, index = _running_index(frame, real, above)
+                    if _may_catch(frame, index):
+                        return True
+                last = frame
+            above = []
+        elif code.co_filename.startswith(_PACKAGE_DIR):
+            above.append(real)
+        else:
+            above = []
+        real = real.f_back
+    return False
+
+
+# Context managers whose exit may swallow an exception (``contextlib.suppress``); other ``with``
+# blocks are taken to re-raise.
+_SUPPRESSING = (contextlib.suppress, contextlib.ExitStack)
+
+
+def _may_catch(frame: Frame, index: int) -> bool:
+    """Whether an exception raised at instruction ``index`` of ``frame`` may be caught there."""
+    if PY_VERSION < (3, 11):
+        return _has_handler(frame, index)
+    handlers = frame.cc.handlers
+    instructions = frame.cc.instructions
+    seen: set[int] = set()
+    while 0 <= index < len(handlers) and index not in seen:
+        seen.add(index)
+        handler = handlers[index]
+        if handler is None:
+            return False
+        target = handler.target
+        names = [ins.opname for ins in instructions[target : target + 3]]
+        reraises = names[:1] == ["COPY"] and names[1:] == ["POP_EXCEPT", "RERAISE"]
+        exits = names[:2] == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]
+        if not (reraises or exits):
+            return True
+        if exits and 0 < handler.depth <= len(frame.stack):
+            # the block's ``__exit__``, under the handler's stack depth
+            manager = getattr(frame.stack[handler.depth - 1], "__self__", None)
+            if isinstance(manager, _SUPPRESSING):
+                return True
+        index = target  # the handler's own code: the handler around it comes next
+    return False
 
 
 def _frame_view(frame: Frame) -> FrameView:

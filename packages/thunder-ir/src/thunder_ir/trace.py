@@ -112,6 +112,16 @@ class Trace:
         # name: one the program catches and goes on from is a decision on an error eager's op
         # may not raise (the jit runs such a call eagerly).
         self.raised_by_ops: dict[int, tuple[BaseException, str]] = {}
+        # Whether the recorded program would catch an error raised now (its ``try`` around the
+        # call: the jit's interpreter answers), and the outputs of the top-level ops recorded
+        # there whose kernels may raise on values (``raises_on_values``): the program may catch
+        # their errors at run time, which tracing does not see (the jit runs such a call again
+        # eagerly, so that nothing may take effect before them).
+        self.in_handler: Callable[[], bool] | None = None
+        self.caught_op_outputs: set[str] = set()
+        # The devices whose generators the program draws from before such an op: the eager run
+        # after its error starts from their states as the call found them.
+        self.caught_after_draws_on: tuple[str, ...] = ()
 
     # Names ----------------------------------------------------------------------------------
 
@@ -146,6 +156,11 @@ class Trace:
         self.scopes[-1].append(bsym)
         if self.record_hook is not None and len(self.scopes) == 1:
             self.record_hook(bsym)
+        if self.in_handler is not None and len(self.scopes) == 1:
+            from thunder_ir.symbol import raises_on_values
+
+            if raises_on_values(bsym) and self.in_handler():
+                self.caught_op_outputs.update(p.name for p in bsym.flat_proxy_outs)
         if self._data_checks and len(self.scopes) == 1:
             self._record_data_checks()
 

@@ -35,6 +35,7 @@ from thunder.prologue import (
 )
 from thunder_executors import transform_for_execution
 from thunder_executors.channels_last import channels_last_trace
+from thunder_executors.torch_random import get_rng_state
 from thunder_ir import BoundSymbol, Proxy, TensorProxy, Trace, Transform
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs, written_intermediates
 from thunder_ir.codegen import Printer, bound_symbol_lines
@@ -72,6 +73,10 @@ class CacheEntry:
     writes_outside: bool = False
     # Those writes, made on the error path where the computation wrote inputs before it raised.
     writes_before_error: WritesBeforeError | None = None
+    # Whether the program calls an op that may raise on values inside its ``try``
+    # (``Trace.caught_op_outputs``): where the computation raises before any effect, eager's
+    # handler decides (the call runs again eagerly).
+    catches_op_errors: bool = False
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Prologue, computation, epilogue (the prologue's GuardFailure propagates)."""
@@ -124,6 +129,29 @@ def compile_entry(
     return entry
 
 
+def _noting_generator_states(
+    computation: Callable[..., Any], devices: tuple[str, ...]
+) -> Callable[..., Any]:
+    """``computation`` noting on an exception it raises the states of the generators of
+    ``devices`` as the call found them (``GENERATOR_STATES``): the program draws random numbers
+    before an op whose error it may catch, and the eager run after that error
+    (``jit_function._rerun_after_error``) draws eager's numbers from them."""
+
+    def run(*args: Any) -> Any:
+        states = [(device, get_rng_state(device)) for device in devices]
+        try:
+            return computation(*args)
+        except Exception as e:
+            setattr(e, GENERATOR_STATES, states)
+            raise
+
+    return run
+
+
+# The attribute of a computation's exception that holds the generators' states at its start.
+GENERATOR_STATES = "__thunder_generator_states__"
+
+
 def _with_grad_enabled(computation: Callable[..., Any]) -> Callable[..., Any]:
     import torch
 
@@ -172,6 +200,8 @@ def _compile_entry(
         contiguous_checked,
     )
     clock.lap("transforms")
+    if program.trace.caught_after_draws_on:
+        computation = _noting_generator_states(computation, program.trace.caught_after_draws_on)
 
     check_late_constraints(prologue_trace, facts.constraints_since(checked), program)
     body = prologue_trace.bound_symbols  # the last one returns
@@ -198,6 +228,7 @@ def _compile_entry(
         _state_tensors(program),
         writes_outside=bool(program.writes),
         writes_before_error=build_writes_before_error(program),
+        catches_op_errors=bool(program.trace.caught_op_outputs),
     )
 
 

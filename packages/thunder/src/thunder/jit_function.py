@@ -27,6 +27,7 @@ from typing import Any
 import thunder_interp
 from thunder import jit_copies, logs, progress
 from thunder.compile_entry import (
+    GENERATOR_STATES,
     CacheEntry,
     ProgramRaised,
     bound_symbol_at_line,
@@ -56,6 +57,7 @@ from thunder.torch_modes import (
     user_function_mode,
 )
 from thunder_executors.background_compile import import_compile_stack, wait_while_fx_tracer_patches
+from thunder_executors.torch_random import set_rng_state
 from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
 from thunder_ir.prims import DataChanged
@@ -307,7 +309,11 @@ def _reruns_after_error(
     compiled call loses (its epilogue writes outside state after the computation; it writes
     inputs in place last, past decisions on data). Only where the computation raised before
     its first write into an input (the line ``compile_entry.first_input_write_line`` finds),
-    so that the eager run starts from the state the call found: never a write made twice."""
+    so that the eager run starts from the state the call found: never a write made twice.
+    A program that may catch an op's error (``CacheEntry.catches_op_errors``: a ``try`` around
+    a linalg factorization, an index) runs again eagerly there too, so that its handler decides
+    as in eager (tracing never raised there; ``decisions.check_data_decisions`` put every
+    effect after such ops)."""
     tb = error.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -317,7 +323,7 @@ def _reruns_after_error(
             first_write = first_input_write_line(generated)
             if first_write != 0:
                 if first_write is None:
-                    return entry.writes_outside
+                    return entry.writes_outside or entry.catches_op_errors
                 if tb.tb_lineno < first_write:
                     return True
                 if entry.writes_before_error is not None:
@@ -508,7 +514,7 @@ class ThunderFunction:
                 except Exception as e:
                     if not _reruns_after_error(entry, e, args, kwargs):
                         raise
-                    return self._rerun_after_error(args, kwargs, e)
+                    return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
                 else:
                     self.stats.cache_hits += 1
                     return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
@@ -536,7 +542,7 @@ class ThunderFunction:
                 except Exception as e:
                     if not _reruns_after_error(entry, e, args, kwargs):
                         raise
-                    return self._rerun_after_error(args, kwargs, e)
+                    return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
                 if i:  # the entry that served this call is tried first next time
                     bucket.insert(0, bucket.pop(i))
                 self.stats.cache_hits += 1
@@ -581,7 +587,7 @@ class ThunderFunction:
                 except Exception as e:
                     if not _reruns_after_error(entry, e, args, kwargs):
                         raise
-                    return self._rerun_after_error(args, kwargs, e)
+                    return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
                 self.stats.cache_hits += 1
                 if self._same_input:
                     self._last_call = (_fingerprint(args, kwargs), entry)
@@ -859,25 +865,35 @@ class ThunderFunction:
         except Exception as e:
             if not _reruns_after_error(entry, e, args, kwargs):
                 raise
-            return self._rerun_after_error(args, kwargs, e)
+            return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
 
     def _rerun_after_error(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], error: Exception
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        error: Exception,
+        may_be_caught: bool = False,
     ) -> Any:
         """The call run eagerly after its computation raised before writing any outside
         state (``_reruns_after_error``): eager makes the writes before its error and raises it
         (with its own traceback); where eager does not raise, its result, with an
-        ``InternalErrorWarning``: the compiled program raised where eager does not."""
+        ``InternalErrorWarning``: the compiled program raised where eager does not, unless the
+        program may catch an op's error (``may_be_caught``: its handler ran in eager)."""
         logs.log_eager(
             self._name,
             f"the compiled program raised {type(error).__name__} ({error}); the call runs "
             "eagerly, for eager's writes before the error",
         )
+        for device, state in getattr(error, GENERATOR_STATES, ()):
+            set_rng_state(state, device)  # the program drew before it raised: eager draws again
         try:
             result = self.fn(*args, **kwargs)
         except BaseException as eager_error:
             eager_error.__suppress_context__ = True  # the compiled program's: not the user's
             raise
+        if may_be_caught:
+            self.stats.eager_fallbacks += 1
+            return result
         warnings.warn(
             f"thunder.jit: the compiled program of {self._name} raised {type(error).__name__} "
             f"({error}) where eager does not; the call ran eagerly (please report this)",

@@ -3,6 +3,7 @@ the lookaside table of one tracing run."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import types
 import warnings
@@ -15,7 +16,7 @@ from thunder.binding.arrays import array_lookasides
 from thunder.binding.autograd_function import AutogradFunctionMixin
 from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
 from thunder.binding.fallback import op_overload_lookasides
-from thunder.binding.locations import program_location
+from thunder.binding.locations import is_library_file, program_location
 from thunder.binding.rng import rng_lookasides
 from thunder.binding.warning_calls import legacy_reduction_lookasides, warning_lookaside
 from thunder.errors import RunsEagerly
@@ -26,7 +27,7 @@ from thunder.lookasides import (
     jit_lookasides,
     native_special,
 )
-from thunder_interp import frame_globals, interpret
+from thunder_interp import frame_globals, interpret, running_in_handler
 from thunder_ir import Symbol, TensorProxy
 from thunder_ir.ops import data_shapes
 from thunder_ir.proxies import _BoundTensorMethod, set_requires_grad
@@ -84,6 +85,10 @@ class Binder(AutogradFunctionMixin):
         super().__init__(*args, **kwargs)
         # Every bound symbol recorded carries the program's line that made the call.
         self.trace.locate = program_location
+        # Ops that may raise on values, called inside the program's ``try`` (not torch's: the
+        # handlers of its module calls re-raise): see ``decisions.check_data_decisions`` and
+        # ``jit_function._reruns_after_error``.
+        self.trace.in_handler = functools.partial(running_in_handler, is_library_file)
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Text of a tensor made in C shows eager's values only if torch makes it: the call runs

@@ -26,7 +26,7 @@ from thunder_ir import (
 )
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import alias_info, with_writes_exposed, writes_in_place, written_inputs
-from thunder_ir.ops.fallback import SIZED_SYMBOLS
+from thunder_ir.ops.fallback import FALLBACK_SYMBOLS, SIZED_SYMBOLS
 from thunder_ir.pytree import tree_iter, tree_map
 from thunder_ir.symbol import call_again
 
@@ -40,7 +40,13 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
     past it (made on copies of the inputs, copied into them last: ``defer_input_writes``).
     Random draws may come first: the generators' states are taken where the computation starts
     and a failing check puts them back (the next program draws the same numbers, as eager's one
-    run does). Runs on the finished trace (its arguments and return recorded)."""
+    run does). Runs on the finished trace (its arguments and return recorded).
+
+    An op that may raise on values, called inside the program's ``try`` (``Trace.
+    caught_op_outputs``), is such a stop too: where it raises at run time, the call runs again
+    eagerly (``jit_function._reruns_after_error``), so that the program's handler decides, as
+    in eager; where random draws come before it, the generators' states the call found are
+    taken for that run (``Trace.caught_after_draws_on``)."""
     last = _last_check(trace)
     observed = [p.name for p, _ in inputs.in_order]
     writes_first = last > 0 and _writes_an_input(trace.bound_symbols[:last], observed)
@@ -55,7 +61,7 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
     info = alias_info(before, observed=observed)
     draws: list[BoundSymbol] = []
     for b in before:
-        if _stops(b):
+        if _stops(b, trace):
             continue
         # A write into memory only the program sees is discarded with the rest of the call.
         seen = writes_in_place(b) and any(map(info.is_observed, written_inputs(b)))
@@ -67,12 +73,20 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
         if seen or (has_effects(b) and not writes_in_place(b)):
             what = "a write into an input" if seen else "an op with effects (a collective)"
             at = f" at {b.location}" if b.location else ""
+            stop = trace.bound_symbols[last]
+            decides = (
+                f"may catch the error of {_op_name(stop)}{stop.where()}"
+                if _caught(stop, trace)
+                else "decides on a value read from tensor data"
+            )
             raise DataDependentError(
-                f"the program decides on a value read from tensor data after {what} "
-                f"({b.sym.name}{at}), which is not supported yet"
+                f"the program {decides} after {what} ({b.sym.name}{at}), which is not supported yet"
             )
     if draws:
         first = trace.bound_symbols.index(draws[0])
+        if any(_caught(b, trace) for b in trace.bound_symbols[first : last + 1]):
+            # The eager run after its error draws from the generators as the call found them.
+            trace.caught_after_draws_on = _devices(draws)
         sized = [b for b in trace.bound_symbols[first : last + 1] if b.sym in SIZED_SYMBOLS]
         if sized:  # its structure check cannot put the generators back
             raise DataDependentError(
@@ -101,14 +115,24 @@ def _sharing_memory(inputs: Inputs) -> bool:
     return len(set(addresses)) < len(addresses)
 
 
-def _stops(b: BoundSymbol) -> bool:
+def _stops(b: BoundSymbol, trace: Trace) -> bool:
     """Whether ``b`` may stop the computation (``DataChanged``): a check, or a torch callable
-    whose result's structure is read from data (its count of tensors is checked)."""
-    return b.sym is prims.check_data or b.sym in SIZED_SYMBOLS
+    whose result's structure is read from data (its count of tensors is checked); or an op whose
+    error the program may catch (the call then runs again eagerly)."""
+    return b.sym is prims.check_data or b.sym in SIZED_SYMBOLS or _caught(b, trace)
+
+
+def _caught(b: BoundSymbol, trace: Trace) -> bool:
+    caught = trace.caught_op_outputs
+    return bool(caught) and any(p.name in caught for p in b.flat_proxy_outs)
+
+
+def _op_name(b: BoundSymbol) -> str:
+    return str(b.args[0]) if b.sym in FALLBACK_SYMBOLS and b.args else b.sym.name
 
 
 def _last_check(trace: Trace) -> int:
-    return max((i for i, b in enumerate(trace.bound_symbols) if _stops(b)), default=-1)
+    return max((i for i, b in enumerate(trace.bound_symbols) if _stops(b, trace)), default=-1)
 
 
 def hoist_decisions(trace: Trace) -> None:
@@ -120,7 +144,7 @@ def hoist_decisions(trace: Trace) -> None:
     body = trace.bound_symbols
     producer = {p.name: i for i, b in enumerate(body) for p in b.flat_proxy_outs}
     needed: set[int] = set()
-    stack = [i for i, b in enumerate(body) if _stops(b)]
+    stack = [i for i, b in enumerate(body) if _stops(b, trace)]
     while stack:
         i = stack.pop()
         if i not in needed:
@@ -271,12 +295,16 @@ def _views_of_inputs_remade(
     return tree_map(remake, returned)
 
 
+def _devices(draws: list[BoundSymbol]) -> tuple[str, ...]:
+    """The devices whose generators ``draws`` draw from."""
+    found = {str(o.device) for b in draws for o in b.flat_proxy_outs if isinstance(o, TensorProxy)}
+    return tuple(sorted(found)) or ("cpu",)
+
+
 def _restoring_random_state(trace: Trace, draws: list[BoundSymbol]) -> None:
     """The generators' states of the devices ``draws`` draw on, taken first in the computation;
     each check after the first draw puts them back where it fails."""
-    devices = sorted(
-        {str(o.device) for b in draws for o in b.flat_proxy_outs if isinstance(o, TensorProxy)}
-    ) or ["cpu"]
+    devices = list(_devices(draws))
     body = trace.bound_symbols
     first = body.index(draws[0])
     with tracectx(trace):

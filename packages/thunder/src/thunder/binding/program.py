@@ -177,6 +177,7 @@ def trace_program(
             binder.release_held_locks()
             binder.undo_effects()
             trace.read_data = None  # it holds this call's tensors
+            trace.in_handler = None
     return _result(binder, template, outputs, recorded)
 
 
