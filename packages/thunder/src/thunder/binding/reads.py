@@ -523,7 +523,7 @@ class ReadsMixin(BinderState):
             if isinstance(parent, torch.nn.Module):
                 modules = node.attr("_modules")
                 self.facts.guards.setdefault(
-                    modules, Guard(modules, "keys", tuple(parent._modules))
+                    modules, Guard(modules, "keys", tuple(self.as_found(parent._modules)))
                 )
             if node.kind != ATTR:
                 break
@@ -757,6 +757,14 @@ class ReadsMixin(BinderState):
                 "setting attributes of that object; read it before, or outside the jitted "
                 "function"
             )
+        if self._changed_natively(value) and id(value) not in self.inputs.proxied_copies:
+            known = self.paths.access_of.get(id(value))
+            if known is not None and known[0] is value:
+                # A module's store changed by nn.Module's native hooks: its entry contents are
+                # guarded where it was read before (read first now, by the entry snapshot).
+                if known[1] != access:
+                    self.facts.guards.setdefault(access, Guard(access, "same_as", known[1]))
+                return value
         if access.kind == ITEM and access.parent is not None:
             self._note_content_read(access.parent)
         if self.options.sharp_edges is not SHARP_EDGES_OPTIONS.ALLOW:
@@ -953,7 +961,11 @@ class ReadsMixin(BinderState):
         module, a function appended to a global list, recompile). A container in it (a list of
         groups of callbacks) may be iterated in turn: guarded the same way, a few levels deep."""
         mappings = (dict, types.MappingProxyType)
-        if len(container) > _MAX_GUARDED_ITEMS and _holds_only_values(container):
+        if (
+            len(container) > _MAX_GUARDED_ITEMS
+            and _holds_only_values(container)
+            and not self._holds_changed(container)
+        ):
             # a long list or dict of numbers (class weights, a vocabulary): compared whole, one
             # test rather than a guard per item (a larger one of objects is guarded item by item)
             self.facts.guards[access.attr("<value>")] = Guard(
@@ -966,7 +978,8 @@ class ReadsMixin(BinderState):
         if not isinstance(container, (list, tuple, *mappings)):
             return
         if isinstance(container, mappings):
-            self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(container))
+            found = tuple(self.as_found(container))
+            self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", found)
             self._associate_keys(container, access)
             items: Any = container.items()
         else:
@@ -974,6 +987,14 @@ class ReadsMixin(BinderState):
             items = enumerate(container)
         for key, item in items:
             item_access = access.item(key)
+            if (
+                self._set_by_program(item, item_access)
+                or self._changed_natively(item)
+                or self._replaced_since_entry(container, key, item)
+            ):
+                # What the program put there, or a module's store it changed (met again in the
+                # module's ``__dict__``: its entry contents are guarded where it was first read).
+                continue
             if (
                 type(item) in _CONTAINER_TYPES
                 and depth < _NESTED_ITEMS_DEPTH
@@ -1126,6 +1147,64 @@ class ReadsMixin(BinderState):
             node.key, _MISSING
         )
 
+    def _changed_natively(self, value: Any) -> bool:
+        """Whether ``value`` is a module's store that nn.Module's native ``__setattr__`` or
+        ``__delattr__`` may have changed in this call (``WritesMixin._snapshot_module_stores``)
+        and now holds other than what the call found."""
+        store = self.effects.module_stores.get(id(value))
+        before = self.effects.snapshots.get(id(value))
+        if store is None or store is not value or before is None:
+            return False
+        if isinstance(store, set):
+            return bool(store != before)
+        return list(before) != list(store) or any(before[k] is not v for k, v in store.items())
+
+    def _replaced_since_entry(self, container: Any, key: Any, item: Any) -> bool:
+        """Whether ``item``, at ``key`` of a module's store, is not what the call found there
+        (nn.Module's native ``__setattr__`` put it there)."""
+        if self.effects.module_stores.get(id(container)) is not container:
+            return False
+        before = self.effects.snapshots.get(id(container))
+        return isinstance(before, dict) and before.get(key, _MISSING) is not item
+
+    def _sync_copy(self, original: dict[Any, Any], copied: dict[Any, Any]) -> None:
+        """The copy holding proxies of a module's store after nn.Module's native hooks changed
+        the store itself (``del self.b``, ``self.b = t``): the same entries, the caller's tensors
+        as their proxies."""
+        items = [(k, self._as_seen(v)) for k, v in original.items()]
+        copied.clear()
+        copied.update(items)
+
+    def _as_seen(self, value: Any) -> Any:
+        """A caller's tensor already bound as an input: its proxy; anything else as it is."""
+        bound = self.inputs.tensors.get(id(value))
+        return bound[1] if bound is not None and bound[0] is value else value
+
+    def _holds_changed(self, value: Any, depth: int = 0) -> bool:
+        """Whether a container holds, a few levels down, one the program changed earlier in
+        this call: a guard of its whole value would state what the call made, not what it found
+        (its items are guarded one by one instead, the changed one where it was first read)."""
+        if not self.effects.mutated and not self.effects.module_stores:
+            return False
+        items = value.values() if isinstance(value, dict) else value
+        for v in items if isinstance(value, _CONTAINER_TYPES) else ():
+            copied = self.inputs.proxied_copies.get(id(v))
+            if type(v) in _CONTAINER_TYPES and (
+                id(v) in self.effects.mutated
+                or (copied is not None and id(copied[1]) in self.effects.mutated)
+                or self._changed_natively(v)
+                or (depth < _NESTED_ITEMS_DEPTH and self._holds_changed(v, depth + 1))
+            ):
+                return True
+        return False
+
+    def as_found(self, container: Any) -> Any:
+        """What an outside container held when the call found it: the program may have
+        changed it since."""
+        if id(container) in self.effects.mutated or id(container) in self.effects.module_stores:
+            return self.effects.snapshots.get(id(container), container)
+        return container
+
     def _attrs_written(self, dict_access: Access) -> bool:
         """Whether the program set or deleted an attribute of the object whose ``__dict__`` is
         found at ``dict_access``."""
@@ -1141,10 +1220,18 @@ class ReadsMixin(BinderState):
         if known is not None and known[0] is value:
             # Read again: the program sees the one copy it has (the container itself may hold
             # only proxies now, put there by the program: ``WritesMixin._mirror_on_original``).
+            if self._changed_natively(value):
+                self._sync_copy(value, known[1])
             return known[1]
         number_reads = self._holds_number_reads(value, access)
-        if is_scalar_constant(value) and not number_reads:
-            self.facts.guards.setdefault(access, Guard(access, "value", copy.deepcopy(value)))
+        found = self.as_found(value)
+        if (
+            is_scalar_constant(value)
+            and is_scalar_constant(found)
+            and not number_reads
+            and not self._holds_changed(value)
+        ):
+            self.facts.guards.setdefault(access, Guard(access, "value", copy.deepcopy(found)))
             return value
         self.facts.guards.setdefault(access, Guard(access, "type", type(value)))
         if not _holds_tensors_nested(value) and not number_reads:
@@ -1155,11 +1242,20 @@ class ReadsMixin(BinderState):
         # replayed) as the container's.
         copied: Any
         if type(value) in (dict, OrderedDict):
-            self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(value))
+            found = tuple(self.as_found(value))
+            self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", found)
             self._associate_keys(value, access)
             # Every item is loaded (guarded), not only the tensors: the entry contents are then
             # fully guarded, as a program that both reads and mutates the container needs.
-            copied = type(value)((k, self.on_load(v, access.item(k))) for k, v in value.items())
+            copied = type(value)(
+                (
+                    k,
+                    self._as_seen(v)
+                    if self._replaced_since_entry(value, k, v)
+                    else self.on_load(v, access.item(k)),
+                )
+                for k, v in value.items()
+            )
         elif type(value) in (tuple, list):
             self.facts.guards[access.attr("<len>")] = Guard(access, "len", len(value))
             copied = type(value)(self.on_load(v, access.item(i)) for i, v in enumerate(value))
@@ -1364,9 +1460,8 @@ class ReadsMixin(BinderState):
         class is outside state, so the answer is guarded there, once per class and name
         however many instances read it. A value stored on the class is read and guarded as
         ``type(obj).name``; a descriptor (a method, a property) is checked to be still what the
-        class holds. What the program read what the value it sees, or ``_MISSING`` where the
-        instance itself answered (its own dict, a native ``__getattr__``: the program's
-        state)."""
+        class holds. Returns what the program sees, or ``_MISSING`` where the instance itself
+        answered (its own dict, a native ``__getattr__``: the program's state)."""
         cls = type(obj)
         if cls is super or isinstance(obj, types.ModuleType):
             return _MISSING
@@ -1908,10 +2003,11 @@ class ReadsMixin(BinderState):
         own = getattr(obj, "__dict__", None) if not isinstance(obj, type) else None
         if type(own) is dict:
             at = access.attr("__dict__")
-            self.facts.guards.setdefault(at.attr("<keys>"), Guard(at, "keys", tuple(own)))
+            found = tuple(self.as_found(own))
+            self.facts.guards.setdefault(at.attr("<keys>"), Guard(at, "keys", found))
         if isinstance(obj, torch.nn.Module):
             for store in ("_parameters", "_buffers", "_modules"):
-                at, members = access.attr(store), getattr(obj, store)
+                at, members = access.attr(store), self.as_found(getattr(obj, store))
                 self.facts.guards.setdefault(at.attr("<keys>"), Guard(at, "keys", tuple(members)))
 
     def _note_content_read(self, access: Access) -> None:

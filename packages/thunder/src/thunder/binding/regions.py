@@ -18,6 +18,7 @@ from thunder.access import QUERY, Access
 from thunder.binding.copying import CopyingMixin
 from thunder.binding.state import Guard
 from thunder.binding.torch_modules import transformer_encoder_forward
+from thunder.binding.writes import module_setattr
 from thunder.errors import (
     ImpureCallError,
     RunsEagerly,
@@ -41,15 +42,6 @@ class _TracedToken:
 
     def __init__(self, var: contextvars.ContextVar[Any], old: Any) -> None:
         self.var, self.old, self.used = var, old, False
-
-
-def _module_setattr(module: torch.nn.Module, name: str, value: Any) -> None:
-    """``module.name = value``: a computed tensor assigned to a buffer replaces the buffer, as in
-    eager (the store is recorded and replayed by the epilogue, and undone after tracing)."""
-    if isinstance(value, TensorProxy) and name in module._buffers:
-        module._buffers[name] = value  # type: ignore[assignment]
-        return
-    torch.nn.Module.__setattr__(module, name, value)
 
 
 def _compiling() -> bool:
@@ -177,7 +169,7 @@ class RegionsMixin(CopyingMixin):
             torch._C._is_any_autocast_enabled: self._is_any_autocast_enabled,
             torch.utils.checkpoint.checkpoint: functools.partial(self._checkpoint, table),
             **self._copy_lookasides(table),
-            torch.nn.Module.__setattr__: _module_setattr,
+            torch.nn.Module.__setattr__: module_setattr,
         }
         # Once torch.compile ran in the process, Module.__init__ is dynamo's wrapper recording
         # new modules in its own bookkeeping: torch's state, not the program's; it runs natively.

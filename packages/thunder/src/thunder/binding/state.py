@@ -535,6 +535,10 @@ class Effects:
     # Objects a descriptor's setter run natively changed (``through_setter``), by id: the
     # object, its path and its instance dict before.
     dict_snapshots: dict[int, tuple[Any, Access, dict[str, Any]]] = field(default_factory=dict)
+    # The stores of modules (``__dict__``, ``_parameters``, ``_buffers``, ``_modules``, the
+    # non-persistent names) an attribute store or deletion run by nn.Module's native hooks may
+    # change, by id; what they held first is in ``snapshots``.
+    module_stores: dict[int, Any] = field(default_factory=dict)
 
 
 class BinderState:

@@ -9,9 +9,11 @@ import copy
 import copyreg
 import inspect
 import types
+from collections import OrderedDict
 from typing import Any
 
 import torch
+import torch.nn.modules.module as _nn_module
 
 from thunder.access import GLOBAL, Access
 from thunder.binding.reads import ReadsMixin, _interpreted, native_unchanged
@@ -151,6 +153,21 @@ def _replayable_sort_options(kw: dict[str, Any]) -> bool:
     )
 
 
+# The stores of an nn.Module besides its ``__dict__`` that its ``__setattr__`` and
+# ``__delattr__`` change.
+_MODULE_STORES = ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
+_REGISTERED = ("buffer", "module", "parameter")
+
+
+def module_setattr(module: torch.nn.Module, name: str, value: Any) -> None:
+    """``module.name = value``: a computed tensor assigned to a buffer replaces the buffer, as in
+    eager (the store is recorded and replayed by the epilogue, and undone after tracing)."""
+    if isinstance(value, TensorProxy) and name in module._buffers:
+        module._buffers[name] = value  # type: ignore[assignment]
+        return
+    torch.nn.Module.__setattr__(module, name, value)
+
+
 def _restore_container(container: Any, snapshot: Any) -> None:
     if isinstance(container, list):
         container[:] = snapshot
@@ -217,6 +234,8 @@ class WritesMixin(ReadsMixin):
         if self._through_setter(obj, name, access, "__set__"):
             return
         _refuse_user_attribute_hook(obj, name, "__setattr__")
+        self._snapshot_module_stores(obj)
+        self._module_hook_on_copies(obj, torch.nn.Module.__setattr__, name, value)
         template = self._template(value, f"attribute {name}")
         own = self.paths.container_at.get(access.attr("__dict__"))
         if own is not None:
@@ -228,6 +247,67 @@ class WritesMixin(ReadsMixin):
         self.effects.writes.append(Write("attr", access, name, template))
         self.effects.written_paths.add(access.attr(name))
         self._track_stored(value, access.attr(name))
+
+    def _snapshot_module_stores(self, obj: Any) -> None:
+        """Before nn.Module's ``__setattr__`` or ``__delattr__``, run natively, changes the
+        module: each of its stores as the call found it. Undoing puts back all of them (the
+        attribute may move between stores: a buffer deleted, a parameter replaced by a module),
+        and a later read of a store tells what the program changed there (``ReadsMixin.
+        _changed_natively``)."""
+        if not isinstance(obj, torch.nn.Module):
+            return
+        state = _instance_dict(obj)
+        if state is None:
+            return
+        for store in (state, *(state.get(name) for name in _MODULE_STORES)):
+            if (
+                type(store) in (dict, OrderedDict, set)
+                and id(store) not in self.effects.module_stores
+            ):
+                self._snapshot_entry(store)
+                self.effects.module_stores[id(store)] = store
+
+    def _module_hook_on_copies(self, obj: Any, hook: Any, name: str, *value: Any) -> None:
+        """The copies holding proxies the program sees of a module's ``_parameters`` and
+        ``_buffers`` changed as nn.Module's native ``hook`` (``__setattr__``/``__delattr__``),
+        about to run, changes the stores themselves: the program may hold a copy already
+        (``bufs = self._buffers; del self.b; len(bufs)``). The hook runs first on a stand-in
+        of the module holding copies of its stores."""
+        state = _instance_dict(obj) if isinstance(obj, torch.nn.Module) else None
+        if state is None or _class_attr(type(obj), hook.__name__) is not hook:
+            return
+        copies = []
+        for store in ("_parameters", "_buffers"):
+            original = state.get(store)
+            known = self.inputs.proxied_copies.get(id(original))
+            if known is not None and known[0] is original:
+                copies.append((store, known[1]))
+        if not copies:
+            return
+        if any(getattr(_nn_module, f"_global_{k}_registration_hooks") for k in _REGISTERED):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function sets or deletes the attribute {name!r} of a module "
+                "whose stores it holds, while global module registration hooks are set"
+            )
+        stand_in_state = {k: copy.copy(v) if k in _MODULE_STORES else v for k, v in state.items()}
+        try:
+            stand_in = object.__new__(type(obj))
+            object.__setattr__(stand_in, "__dict__", stand_in_state)
+        except TypeError as e:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function sets or deletes the attribute {name!r} of a "
+                f"{type(obj).__name__} whose stores it holds ({e})"
+            ) from e
+        try:
+            # (as the interpreter runs it: ``module_setattr`` is its lookaside)
+            (module_setattr if hook is torch.nn.Module.__setattr__ else hook)(
+                stand_in, name, *value
+            )
+        except Exception:  # (the native call raises it for the program)
+            return
+        for store, copied in copies:
+            copied.clear()
+            copied.update((k, self._as_seen(v)) for k, v in stand_in_state[store].items())
 
     def _through_setter(self, obj: Any, name: str, access: Access, how: str) -> bool:
         """A store or deletion that runs a descriptor's Python code (a property's setter):
@@ -316,6 +396,8 @@ class WritesMixin(ReadsMixin):
         if self._through_setter(obj, name, access, "__delete__"):
             return
         _refuse_user_attribute_hook(obj, name, "__delattr__")
+        self._snapshot_module_stores(obj)
+        self._module_hook_on_copies(obj, torch.nn.Module.__delattr__, name)
         old = getattr(obj, name, _MISSING)
         self.effects.undo.append(lambda: _restore_attr(obj, name, old))
         self.effects.writes.append(Write("del_attr", access, name, None))
@@ -411,6 +493,7 @@ class WritesMixin(ReadsMixin):
         if id(original) not in self.effects.snapshotted:
             self.effects.snapshotted.add(id(original))
             snapshot = copy.copy(original)
+            self.effects.snapshots[id(original)] = snapshot
             self.effects.undo.append(lambda: _restore_container(original, snapshot))
         with contextlib.suppress(KeyError, TypeError):  # the copy raises the same for the program
             getattr(original, method)(*args)

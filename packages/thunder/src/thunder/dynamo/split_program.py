@@ -11,6 +11,8 @@ or in another thread.
 
 from __future__ import annotations
 
+import contextlib
+import unittest.mock
 from collections.abc import Callable
 from typing import Any
 
@@ -36,11 +38,33 @@ _SPLIT_CONFIG = {
 }
 
 
+def _outside_random_objects_natively() -> contextlib.AbstractContextManager[Any]:
+    """Dynamo takes a ``random.Random`` found outside the frame (a global ``random.Random(0)``)
+    as a copy of its state at compile time and answers ``random``, ``randint``, ``randrange``
+    and ``uniform`` from that copy on every call: the same numbers each time, the object's
+    state never advanced. Told it cannot model the object, dynamo calls its methods natively,
+    as eager does (as it does for a subclass of it). (The module's functions, ``random.random``,
+    dynamo draws natively already.)"""
+    try:
+        from torch._dynamo.variables.misc import RandomVariable
+    except ImportError:  # (another torch: nothing to turn off)
+        return contextlib.nullcontext()
+    if not hasattr(RandomVariable, "is_supported_random_obj"):
+        return contextlib.nullcontext()
+    return unittest.mock.patch.object(
+        RandomVariable, "is_supported_random_obj", staticmethod(_not_modelled)
+    )
+
+
+def _not_modelled(value: Any) -> bool:
+    return False
+
+
 def _configured(callback: Any) -> Any:
     """Dynamo's frame callback with ``_SPLIT_CONFIG`` set while it runs."""
 
     def convert_frame(*args: Any, **kwargs: Any) -> Any:
-        with torch._dynamo.config.patch(_SPLIT_CONFIG):
+        with torch._dynamo.config.patch(_SPLIT_CONFIG), _outside_random_objects_natively():
             return callback(*args, **kwargs)
 
     # How dynamo finds the backend below a callback wrapper (``innermost_backend``).
@@ -58,7 +82,7 @@ def compile_split(target: Callable[..., Any], backend: Callable[..., Any]) -> Ca
         compiled = torch.compile(target, backend=backend)
 
         def call_configured(*args: Any, **kwargs: Any) -> Any:
-            with torch._dynamo.config.patch(_SPLIT_CONFIG):
+            with torch._dynamo.config.patch(_SPLIT_CONFIG), _outside_random_objects_natively():
                 return compiled(*args, **kwargs)
 
         return call_configured
