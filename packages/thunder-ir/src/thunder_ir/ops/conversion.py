@@ -17,6 +17,7 @@ from thunder_ir.devices import Device, to_device
 from thunder_ir.dtypes import DType
 from thunder_ir.ops._helpers import broadcast_shapes, dtype_arg, expand_to, to_dtype
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise import check_number_fits
 from thunder_ir.ops.factories import torch_type_name
 from thunder_ir.ops.shape import check_tensor_arg, same_shape, shape_str
 from thunder_ir.proxies import NumberProxy, TensorProxy
@@ -194,6 +195,7 @@ def _source(a: TensorProxy, src: Any, op: str) -> TensorProxy:
         lambda: f"{op}(): argument 'value' must be Number or Tensor, not {type(src).__name__}",
         TypeError,
     )
+    check_number_fits(src, a.dtype)  # torch converts the value to the dtype, checked
     value = src if isinstance(src, NumberProxy) else dtypes.python_type_of(a.dtype)(src)
     return prims.full(a.shape, value, device=a.device, dtype=a.dtype)  # type: ignore[no-any-return]
 

@@ -114,7 +114,15 @@ def number_overflows(value: Any, dtype: DType) -> bool:
 
 
 def check_number_fits(value: Any, dtype: DType) -> None:
-    """torch's error for a number that a tensor of ``dtype`` cannot hold (``number_overflows``)."""
+    """torch's error for a number that a tensor of ``dtype`` cannot hold (``number_overflows``).
+    A symbolic number is compared with the dtype's range: the comparisons are decisions the
+    prologue checks, so a later call with a number on the other side compiles anew and raises
+    as eager (a fusion region would wrap or overflow it silently)."""
+    if isinstance(value, NumberProxy):
+        if _symbolic_number_may_overflow(value, dtype):
+            value = value.value
+        else:
+            return
     check(
         not number_overflows(value, dtype),
         lambda: (
@@ -122,6 +130,23 @@ def check_number_fits(value: Any, dtype: DType) -> None:
             "without overflow"
         ),
     )
+
+
+def _symbolic_number_may_overflow(value: NumberProxy, dtype: DType) -> bool:
+    if dtype.is_boolean or value.python_type not in (int, float):
+        return False  # nothing overflows bool; a symbolic complex number is not checked
+    real = dtypes.corresponding_real_dtype(dtype)
+    torch_dtype = dtypes.to_torch_dtype(real)
+    assert torch_dtype is not None
+    if real.is_exact:
+        info = torch.iinfo(torch_dtype)
+        # unsigned: negative ints wrap (uint8 takes -255..255), as ``_real_overflows``
+        low = -info.max if info.min == 0 and value.python_type is int else info.min
+        # written so that NaN (every comparison False) counts as out of range
+        return not (value >= low and value <= info.max)
+    high = torch.finfo(torch_dtype).max
+    # infinities and NaN fit every float dtype
+    return bool((value > high and value < math.inf) or (value < -high and value > -math.inf))
 
 
 def not_implemented_for(op: str, d: DType) -> UnsupportedOptionError:
@@ -544,16 +569,21 @@ def trunc(a: Any) -> Any:
     return _rounding("trunc", prims.trunc, a)
 
 
-@torchop("torch.round", "torch.Tensor.round", "torch.special.round", tags=_EW)
-def round(a: Any, *, decimals: int = 0) -> Any:
+@torchop("torch.round", "torch.Tensor.round", tags=_EW)
+def round(a: Any, *, decimals: int | None = None) -> Any:
+    """``decimals`` given, even 0, is torch's ``round.decimals`` overload, which has no kernel
+    for integer tensors (``round.default`` gives them back)."""
+    if decimals is None:
+        return _rounding("round", prims.round, a)
     check(
         is_int(decimals),
         lambda: f"round(): argument 'decimals' must be int, not {type(decimals).__name__}",
         TypeError,
     )
     decimals = int(decimals)  # a symbolic one: the program holds for this value (a guard)
-    if decimals != 0 and isinstance(a, TensorProxy) and a.dtype.is_exact:
-        raise not_implemented_for("round", a.dtype)
+    if isinstance(a, TensorProxy) and a.dtype.is_exact:
+        kernel = "round_vml_cpu" if decimals == 0 else "round_cpu"
+        raise not_implemented_for(kernel if a.device.type == "cpu" else "round", a.dtype)
     if decimals == 0 or not isinstance(a, TensorProxy):
         return _rounding("round", prims.round, a)
 
@@ -565,6 +595,11 @@ def round(a: Any, *, decimals: int = 0) -> Any:
         return prims.mul(prims.round(prims.div(x, scale)), scale)
 
     return compute("round", Promotion.DEFAULT, scaled, a)
+
+
+@torchop("torch.special.round", tags=_EW)
+def special_round(a: Any, *, decimals: int = 0) -> Any:
+    return round(a, decimals=decimals)  # always the decimals overload, as torch's
 
 
 @torchop("torch.frac", "torch.Tensor.frac", tags=_EW)
@@ -744,6 +779,11 @@ def _clamp(op: str, a: Any, lo: Any, hi: Any) -> Any:
             x = prims.where(keep, x, mx)
         return x
 
+    # torch converts a number bound to the result dtype, checked (int8 and max=1000 raises)
+    result = promote(*(x for x in (a, lo, hi) if x is not None), kind=Promotion.NO_OPMATH)[1]
+    for x in (lo, hi):
+        if x is not None and not isinstance(x, TensorProxy):
+            check_number_fits(x, result)
     return compute(op, Promotion.NO_OPMATH, fn, a, lo, hi, names=("input", "min", "max"))
 
 

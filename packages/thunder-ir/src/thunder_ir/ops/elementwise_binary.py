@@ -10,8 +10,6 @@ import math
 import warnings
 from typing import Any
 
-import torch
-
 from thunder_ir import dtypes, prims
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import (
@@ -116,6 +114,8 @@ def _check_alpha(op: str, a: Any, b: Any, alpha: Any) -> None:
         not (_is_bool(alpha) and not rt.is_boolean),
         "Boolean alpha only supported for Boolean results.",
     )
+    if not isinstance(alpha, TensorProxy):
+        check_number_fits(alpha, rt)  # torch converts alpha to the result dtype, checked
 
 
 def _binary(
@@ -335,10 +335,7 @@ def pow(a: Any, b: Any) -> Any:
     if _exponent_is_converted(a, b):
         # torch's kernel converts the exponent to the tensor's dtype first, checked: 70000.0
         # does not fit float16 (eager raises where an unchecked pow would give inf)
-        if isinstance(b, NumberProxy):
-            _check_symbolic_exponent_fits(b, a.dtype)
-        else:
-            check_number_fits(b, a.dtype)
+        check_number_fits(b, a.dtype)
     if _rounds_twice_in_torch(a, b):
         # torch's CPU kernel computes these as x * x * x and 1 / (x * x) in bfloat16, rounding
         # after each step (float16 and other exponents round once): the same steps, the same
@@ -359,17 +356,6 @@ def _exponent_is_converted(a: Any, b: Any) -> bool:
             or (isinstance(b, NumberProxy) and b.python_type in (int, float))
         )
     )
-
-
-def _check_symbolic_exponent_fits(b: NumberProxy, dtype: Any) -> None:
-    """``check_number_fits`` for a symbolic exponent: the comparisons are decisions the prologue
-    checks, so a call with an exponent on the other side compiles anew and raises as eager."""
-    torch_dtype = dtypes.to_torch_dtype(dtype)
-    assert torch_dtype is not None
-    high = torch.finfo(torch_dtype).max
-    # infinities and NaN fit (every float dtype holds them)
-    if (b > high and b < math.inf) or (b < -high and b > -math.inf):
-        check_number_fits(b.value, dtype)
 
 
 def _rounds_twice_in_torch(a: Any, b: Any) -> bool:
@@ -626,6 +612,8 @@ def lerp(start: Any, end: Any, weight: Any) -> Any:
         return low if abs(w) < 0.5 else high
 
     computation = dtypes.float32 if start.dtype.is_low_precision else start.dtype
+    if not isinstance(weight, TensorProxy):
+        check_number_fits(weight, computation)  # torch converts a number weight, checked
     s, e, w = broadcast(start, end, weight)
     out = fn(*(_for_computation(x, computation) for x in (s, e, w)))
     return to_dtype(out, start.dtype)
@@ -636,6 +624,7 @@ def addcmul(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
     for i, (x, what) in enumerate(((a, "input"), (t1, "tensor1"), (t2, "tensor2"))):
         check_tensor_arg(x, "addcmul", what, i + 1)
     _check_number_arg("addcmul", "value", value)
+    _check_value_fits(value, a, t1, t2)
     return compute(
         "addcmul",
         Promotion.DEFAULT,
@@ -646,6 +635,17 @@ def addcmul(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
         t2,
         *_value_operand(value, a, t1, t2),
     )
+
+
+def _check_value_fits(value: Any, *tensors: Any) -> None:
+    """torch converts addcmul's and addcdiv's number ``value`` to the dtype it computes in,
+    checked; CUDA kernels read it for an integer tensor as int64 (nothing to refuse there)."""
+    if isinstance(value, TensorProxy):
+        return
+    computation = promote(*tensors, kind=Promotion.DEFAULT)[0]
+    if computation.is_exact and tensors[0].device.type != "cpu":
+        return
+    check_number_fits(value, computation)
 
 
 def _value_operand(value: Any, *tensors: Any) -> tuple[Any, ...]:
@@ -680,6 +680,7 @@ def addcdiv(a: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
         "for all dtypes.",
     )
     _check_number_arg("addcdiv", "value", value)
+    _check_value_fits(value, a, t1, t2)
     return compute(
         "addcdiv",
         Promotion.DEFAULT,
@@ -725,6 +726,11 @@ def where(condition: Any, a: Any = None, b: Any = None) -> Any:
         )
     check_no_complex_half(a, b)
     dtype = result_type(a, b)
+    for x in (a, b):
+        if not isinstance(x, TensorProxy):
+            # torch converts a number, checked, to the result dtype (float32 for float16 and
+            # bfloat16: where(c, half, 1e6) holds inf)
+            check_number_fits(x, dtypes.float32 if dtype.is_low_precision else dtype)
     c, x, y = broadcast(condition, a, b)
     return prims.where(c, _for_computation(x, dtype), _for_computation(y, dtype))
 

@@ -18,6 +18,7 @@ from thunder_ir.dtypes import DType
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import dtype_arg, to_shape
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise import check_number_fits
 from thunder_ir.ops.shape import check_tensor_arg
 from thunder_ir.proxies import NumberProxy, TensorProxy
 from thunder_ir.tags import OpTag
@@ -77,6 +78,7 @@ def _fill(shape: Sequence[Any], value: Any, device: Device, dtype: DType) -> Ten
             not isinstance(s, int) or s >= 0,
             lambda: f"Trying to create tensor with negative dimension {s}: {list(shape)}",
         )
+    check_number_fits(value, dtype)  # torch converts the value to the dtype, checked
     if not isinstance(value, NumberProxy):
         value = dtypes.python_type_of(dtype)(value)
     return prims.full(tuple(shape), value, device=device, dtype=dtype)  # type: ignore[no-any-return]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thunder_ir import prims
+from thunder_ir import dtypes, prims
 from thunder_ir.ops._helpers import dtype_arg, to_dtype
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise import check_number_fits
 from thunder_ir.ops.nn_base import (
     abs_,
     add,
@@ -101,7 +102,12 @@ def hardtanh(a: Any, min_val: float = -1.0, max_val: float = 1.0, inplace: bool 
     check(min_val <= max_val, "min_val cannot be greater than max_val", ValueError)
     check(not a.dtype.is_boolean, "Bool inputs not supported for hardtanh")
     if a.dtype.is_exact:
+        for v in (min_val, max_val):
+            if isinstance(v, float) and not math.isfinite(v):
+                check_number_fits(v, a.dtype)  # torch's error, not int()'s
         min_val, max_val = int(min_val), int(max_val)
+    for v in (min_val, max_val):
+        check_number_fits(v, a.dtype)  # torch converts the bounds to the dtype, checked
     return _finish(a, clamp(a, min_val, max_val), a.dtype, inplace)
 
 
@@ -207,6 +213,10 @@ def tanhshrink(a: Any) -> Any:
 @torchop("torch.nn.functional.threshold", "torch.threshold", tags=_EW)
 def threshold(a: Any, threshold: float, value: float, inplace: bool = False) -> Any:
     require_tensor(a, "threshold")
+    # torch converts both numbers, checked: the threshold to the dtype it compares in (float32
+    # for float16 and bfloat16 on CPU), the value to the tensor's
+    check_number_fits(threshold, dtypes.float32 if a.dtype.is_low_precision else a.dtype)
+    check_number_fits(value, a.dtype)
     return _finish(a, where(le(a, threshold), value, a), a.dtype, inplace)
 
 

@@ -10,7 +10,7 @@ from thunder_ir.dtypes import DType
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
-from thunder_ir.ops.elementwise_binary import bitwise_and
+from thunder_ir.ops.elementwise_binary import _check_sub_bool, bitwise_and
 from thunder_ir.ops.nn_activations import log_softmax, logsigmoid
 from thunder_ir.ops.nn_base import (
     abs_,
@@ -289,6 +289,7 @@ def l1_loss(
     weight: Any = None,
 ) -> Any:
     reduction = reduction_arg(size_average, reduce, reduction)
+    _check_sub_bool(a, target)  # eager subtracts the two first
     x, t = _pointwise_loss_inputs("abs_cpu", a, target)
     return _weighted(abs_(sub(x, t)), weight, a, reduction)
 
@@ -348,9 +349,15 @@ def binary_cross_entropy(
         ),
         ValueError,
     )
+    # torch's kernel takes no target of another dtype (it does not promote), then no int input
+    check(
+        target.dtype == a.dtype,
+        lambda: f"Found dtype {_torch_name(target.dtype)} but expected {_torch_name(a.dtype)}",
+    )
     check(
         a.dtype.is_float,
         lambda: f"\"binary_cross_entropy\" not implemented for '{_torch_name(a.dtype)}'",
+        UnsupportedOptionError,
     )
     _not_differentiable("binary_cross_entropy", "weight", weight)
     compute = opmath(a.dtype)
@@ -411,12 +418,16 @@ def kl_div(
     require_tensor(target, "kl_div", "target")
     if reduction != "batchmean" or size_average is not None or reduce is not None:
         reduction = reduction_arg(size_average, reduce, reduction)
+    check(not (a.dtype.is_exact or target.dtype.is_exact), "kl_div: Integral inputs not supported.")
     x, t = _pointwise_loss_inputs("kl_div", a, target)
+    # the terms of the target alone are computed in its dtype, as eager (rounded in bfloat16)
+    common = t.dtype
     if log_target:
-        loss = mul(exp(t), sub(t, x))
+        loss = mul(to_dtype(exp(target), common), sub(t, x))
     else:
         # xlogy(t, t) - t * x, with 0 * log(0) = 0.
-        loss = sub(where(eq(t, 0), 0.0, mul(t, log(t))), mul(t, x))
+        xlogy = where(eq(target, 0), 0.0, mul(target, log(target)))
+        loss = sub(to_dtype(xlogy, common), mul(t, x))
     if reduction == "batchmean":
         total = sum_(loss)
         return div(total, a.shape[0]) if a.ndim else total

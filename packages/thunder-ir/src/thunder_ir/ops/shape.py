@@ -17,6 +17,7 @@ from thunder_ir import dtypes, prims
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import broadcast_shapes, to_dtype, to_shape
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise import check_number_fits
 from thunder_ir.proxies import NumberProxy, TensorProxy
 from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
@@ -1008,6 +1009,8 @@ def pad(a: Any, pad: Sequence[Any], mode: str = "constant", value: Any = None) -
         raise UnsupportedOptionError(
             f"pad(mode={mode!r}) is not supported; only mode='constant' is"
         )
+    if value is not None:
+        check_number_fits(value, a.dtype)  # torch converts the value to the dtype, checked
     fill = zero_of(a.dtype) if value is None else dtypes.python_type_of(a.dtype)(value)
     lows, highs = [0] * a.ndim, [0] * a.ndim
     for i in range(len(pad) // 2):
