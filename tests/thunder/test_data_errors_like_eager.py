@@ -462,3 +462,39 @@ def test_with_blocks_around_checking_ops(fn: Callable[..., Any]) -> None:
     for pd in (True, False, True, False):
         a = _spd(requires_grad=True) if pd else _not_pd(requires_grad=True)
         assert not _compare(fn, jf, [a])
+
+
+def test_a_finally_block_that_raises_again_is_no_handler() -> None:
+    # Library wrappers restore state in a ``finally`` (transformers' output capturing): the
+    # index op inside stays an ordinary op (compiled, no data check), and an error still
+    # propagates after the finally block ran once, as in eager.
+    restored: list[int] = []
+
+    def fn(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        try:
+            y = x[i] * 2
+        finally:
+            restored.append(1)
+        return y
+
+    jf = thunder.jit(fn)
+    for i in ([0, 3], [1, 2], [1, 9]):
+        before = len(restored)
+        raised = _compare(fn, jf, [torch.randn(4, 3), torch.tensor(i)])
+        assert len(restored) - before == 2  # once for eager, once for thunder
+        assert raised == (9 in i)
+    trace = thunder.last_traces(jf)[0]
+    assert not trace.caught_op_outputs
+
+
+def test_a_finally_block_that_returns_swallows_the_error() -> None:
+    def fn(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        y = x[0]
+        try:
+            y = x[i].sum(0)
+        finally:
+            return y * 2  # noqa: B012
+
+    jf = thunder.jit(fn)
+    for i in ([0, 3], [1, 9], [2, 2]):
+        assert not _compare(fn, jf, [torch.randn(4, 3), torch.tensor(i)])

@@ -357,7 +357,7 @@ def _may_catch(frame: Frame, index: int) -> bool:
         names = [ins.opname for ins in instructions[target : target + 3]]
         reraises = names[:1] == ["COPY"] and names[1:] == ["POP_EXCEPT", "RERAISE"]
         exits = names[:2] == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]
-        if not (reraises or exits):
+        if not (reraises or exits or _reraising_finally(instructions, target)):
             return True
         if exits and 0 < handler.depth <= len(frame.stack):
             # the block's ``__exit__``, under the handler's stack depth
@@ -365,6 +365,28 @@ def _may_catch(frame: Frame, index: int) -> bool:
             if isinstance(manager, _SUPPRESSING):
                 return True
         index = target  # the handler's own code: the handler around it comes next
+    return False
+
+
+# The end of a ``finally`` block on the exception's path, and what else may leave it.
+_ENDS_FINALLY = frozenset({"RERAISE"})
+_LEAVES_HANDLER = frozenset(
+    {"CHECK_EXC_MATCH", "POP_EXCEPT", "RETURN_VALUE", "RETURN_CONST", "JUMP_BACKWARD",
+     "JUMP_BACKWARD_NO_INTERRUPT", "YIELD_VALUE"}
+)  # fmt: skip
+
+
+def _reraising_finally(instructions: Any, target: int) -> bool:
+    """Whether the handler at ``target`` is a ``finally`` block that raises the exception again
+    (library wrappers' ``try: ... finally: restore()``): it runs to ``RERAISE`` without matching
+    the exception, returning, leaving a loop or ending the handler (an ``except`` clause)."""
+    if target >= len(instructions) or instructions[target].opname != "PUSH_EXC_INFO":
+        return False
+    for ins in instructions[target + 1 : target + 400]:
+        if ins.opname in _ENDS_FINALLY:
+            return True
+        if ins.opname in _LEAVES_HANDLER:
+            return False
     return False
 
 
