@@ -253,18 +253,33 @@ def test_the_process_exits_cleanly_while_a_compile_runs() -> None:
 
 
 def _fx_patch_held_by_a_compile() -> threading.Event:
-    """A background compile job that holds torch.fx's tracer's patch of nn.Module's methods
-    (as make_fx does while it traces) until the returned event is set."""
+    """While a background compile runs, another of the program's threads holds torch.fx's
+    tracer's patch of nn.Module's methods (as its make_fx does while it traces) until the
+    returned event is set. (The compile thread's own traces patch nothing:
+    ``compile_thread_isolation.thread_private_fx_tracing``.)"""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    inside, release = threading.Event(), threading.Event()
+    compiling, inside, release = threading.Event(), threading.Event(), threading.Event()
+    traced_done = threading.Event()
+
+    def compile_job(_: Any) -> None:
+        compiling.set()
+        traced_done.wait(timeout=60)  # the compile runs until the patch is gone
+
+    def trace() -> None:
+        try:
+            make_fx(traced, tracing_mode="fake")(torch.randn(3))
+        finally:
+            traced_done.set()
 
     def traced(x: torch.Tensor) -> torch.Tensor:
         inside.set()
         assert release.wait(timeout=60)
         return x * 2
 
-    background_compile.submit(lambda _: make_fx(traced, tracing_mode="fake")(torch.randn(3)), ())
+    background_compile.submit(compile_job, ())
+    assert compiling.wait(timeout=60)
+    threading.Thread(target=trace, daemon=True).start()
     assert inside.wait(timeout=60)
     assert background_compile.fx_tracer_patching()
     return release

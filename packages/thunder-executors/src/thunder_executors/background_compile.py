@@ -34,6 +34,11 @@ from typing import Any
 
 import torch
 
+from thunder_executors.compile_thread_isolation import (
+    serialize_torch_imports,
+    thread_private_fx_tracing,
+)
+
 __all__ = [
     "Ambient",
     "ExampleInputs",
@@ -190,23 +195,17 @@ def _run(job: _Job) -> None:
 
 # torch._dynamo and torch._inductor import each other: two threads importing them at once
 # deadlock, which Python reports as half-initialized modules (and the process keeps them so).
-# Imports of the compile stack from thunder's threads go through this lock, the worker's first.
-_compile_stack_lock = threading.RLock()
-_compile_stack_imported: set[str] = set()
+# Every thread's first imports of torch modules take turns (the user's own too: a
+# ``torch.compile`` on the main thread while the compile thread imports inductor).
+serialize_torch_imports()
 
 
 def import_compile_stack(*modules: str) -> None:
-    """Imports ``modules`` (default: torch._dynamo, then inductor's compiler) one thread at a
-    time, so the caller's thread (a guard tree, a split call) never imports them alongside the
-    compile thread."""
-    names = modules or ("torch._dynamo", "torch._inductor.compile_fx")
-    if _compile_stack_imported.issuperset(names):
-        return
-    with _compile_stack_lock:
-        for name in names:
-            if name not in _compile_stack_imported:
-                importlib.import_module(name)
-                _compile_stack_imported.add(name)
+    """Imports ``modules`` (default: torch._dynamo, then inductor's compiler); first imports of
+    torch modules run one thread at a time (``serialize_torch_imports``)."""
+    for name in modules or ("torch._dynamo", "torch._inductor.compile_fx"):
+        # Also where another thread has it half-imported: this waits for that import.
+        importlib.import_module(name)
 
 
 def _import_first() -> None:
@@ -226,6 +225,9 @@ def _import_first() -> None:
 
 
 def _work() -> None:
+    # Tracing here (make_fx, AOTAutograd) must not look, to the program's threads, like a
+    # trace of theirs: dynamo would refuse to run their compiled functions meanwhile.
+    thread_private_fx_tracing()
     try:
         _import_first()
         while True:
@@ -272,8 +274,8 @@ def is_fx_tracer_patch(value: Any) -> bool:
 def fx_tracer_patching() -> bool:
     """Whether torch.fx's tracer has ``nn.Module``'s ``__call__`` or ``__getattr__`` replaced
     right now. It does so for the whole process while it traces, which every inductor compile
-    does (``make_fx``, AOTAutograd): from another thread a compiling region makes every module
-    look patched for a moment."""
+    does (``make_fx``, AOTAutograd): not the compile thread's (``thread_private_fx_tracing``),
+    but a trace on another of the program's threads makes every module look patched."""
     methods = vars(torch.nn.Module)
     return is_fx_tracer_patch(methods.get("__call__")) or is_fx_tracer_patch(
         methods.get("__getattr__")
@@ -281,9 +283,9 @@ def fx_tracer_patching() -> bool:
 
 
 def wait_while_fx_tracer_patches(timeout: float = 60.0) -> bool:
-    """Waits while a background compile has ``nn.Module``'s methods replaced by torch.fx's
-    tracer (a fraction of a second each time), so that a program is neither traced nor checked
-    against them; True if it waited."""
+    """Waits, while a background compile runs, as long as ``nn.Module``'s methods are replaced
+    by torch.fx's tracer, so that a program is neither traced nor checked against them; True if
+    it waited."""
     if not (_pending and fx_tracer_patching()):
         return False
     deadline = time.monotonic() + timeout

@@ -18,6 +18,7 @@ calls, never the compiled code.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,7 +27,13 @@ import torch
 
 from thunder_executors.background_compile import Ambient, import_compile_stack
 
-__all__ = ["EAGER_NUMERICS", "DirectProgram", "compile_direct", "without_view_bits"]
+__all__ = [
+    "EAGER_NUMERICS",
+    "DirectProgram",
+    "compile_direct",
+    "keep_mutation_order_in_inductor",
+    "without_view_bits",
+]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +131,45 @@ class DirectProgram:
         return True
 
 
+_CACHE_TAG = "thunder:inductor-mutation-order"
+
+
+def keep_mutation_order_in_inductor() -> None:
+    """Makes inductor's CPU scheduler keep a read of a buffer written in place after that write.
+
+    Inductor lowers a scatter or an index_put (``scatter_add``, ``index_add``, the backward of a
+    max pool, of ``unfold``, of an embedding) as a write into a fresh buffer, and names a later
+    read of the buffer after the write (``mutation_renames``). Fusing nodes of other loop ranges,
+    its CPU backend recomputes a node's body and dependencies (``recompute_size_and_body``) and,
+    in torch up to 2.13, renames them only where the node has ordering-only dependencies: the
+    reader then runs before the write and reads the zeros (pytorch#185509, a silently wrong
+    gradient of max_pool2d next to a reflection pad's). Backports pytorch#185873 (rename always);
+    renaming twice changes nothing, so a torch with the fix is unaffected. Idempotent."""
+    try:
+        from torch._inductor import scheduler
+    except ImportError:
+        return
+    node = getattr(scheduler, "SchedulerNode", None)
+    original = getattr(node, "recompute_size_and_body", None)
+    if original is None or getattr(original, "_keeps_mutation_renames", False):
+        return
+
+    @functools.wraps(original)
+    def recompute_size_and_body(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        renames = getattr(self, "mutation_renames", None)
+        if renames:
+            self.set_read_writes(self.read_writes.rename(renames))
+
+    recompute_size_and_body._keeps_mutation_renames = True  # type: ignore[attr-defined]
+    node.recompute_size_and_body = recompute_size_and_body  # type: ignore[union-attr]
+    # Programs compiled before, and cached on disk, may hold the misordered kernels: compiles
+    # from now on are cached under other keys.
+    tag = torch.compiler.config.cache_key_tag
+    if _CACHE_TAG not in tag:
+        torch.compiler.config.cache_key_tag = f"{tag};{_CACHE_TAG}" if tag else _CACHE_TAG
+
+
 def compile_direct(
     fn: Callable[..., Any],
     examples: Sequence[Any],
@@ -145,6 +191,7 @@ def compile_direct(
     examples = without_view_bits(examples)
     try:
         import_compile_stack()  # the caller's thread may compile while the compile thread imports
+        keep_mutation_order_in_inductor()
         from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards  # noqa: F401
         from torch._inductor import compile as inductor_compile
         from torch._inductor import config

@@ -30,13 +30,19 @@ import torch
 
 from thunder_executors import background_compile
 from thunder_executors.executor import FusionExecutor, register_executor
-from thunder_executors.inductor_direct import EAGER_NUMERICS, compile_direct, without_view_bits
+from thunder_executors.inductor_direct import (
+    EAGER_NUMERICS,
+    compile_direct,
+    keep_mutation_order_in_inductor,
+    without_view_bits,
+)
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
-from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, prims
+from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, dtypes, prims
+from thunder_ir.ops.elementwise import number_overflows
 from thunder_ir.ops.fallback import split_autocast_name
 from thunder_ir.pytree import tree_map
-from thunder_ir.symbol import leaf_prims
+from thunder_ir.symbol import leaf_prims, raises_on_values
 from thunder_ir.tags import OpTag
 
 __all__ = [
@@ -147,6 +153,24 @@ def _unlike_eager_in_inductor(bsym: BoundSymbol) -> bool:
     divisor = bsym.args[1] if len(bsym.args) > 1 else None
     # A constant divisor other than 0 and -1 never traps.
     return isinstance(divisor, Proxy) or not isinstance(divisor, int) or divisor in (0, -1)
+
+
+_WIDEST = frozenset({dtypes.float64, dtypes.int64, dtypes.complex128, dtypes.bool8})
+
+
+def _number_may_not_fit(bsym: BoundSymbol) -> bool:
+    """A torch op the IR does not model, given a number that a tensor argument's dtype may not
+    hold: eager's kernel converts it, checked, and raises; inductor's lowering wraps or
+    overflows it silently (hardshrink(half, 1e6)). A symbolic number may take any value."""
+    args = bsym.flat_args
+    tensor_dtypes = {x.dtype.strong() for x in args if isinstance(x, TensorProxy)}
+    for x in args:
+        if isinstance(x, NumberProxy):
+            if x.python_type in (int, float) and tensor_dtypes - _WIDEST:
+                return True
+        elif type(x) in (int, float) and any(number_overflows(x, d) for d in tensor_dtypes):
+            return True
+    return False
 
 
 def region_trace(
@@ -455,6 +479,7 @@ class CompiledRegion:
             if direct is not None:
                 return direct, _NOT_RUN
         background_compile.import_compile_stack()  # never alongside another thread's import
+        keep_mutation_order_in_inductor()  # a scatter's readers after it (see there)
         dynamo_fn = torch.compile(self.fn, **self._dynamo_options())
 
         def fn(*args: Any) -> Any:
@@ -517,6 +542,10 @@ class TorchCompileExecutor(FusionExecutor):
             # eager's dispatcher does (bilinear's matmuls), so it would give other values.
             name = bsym.args[0] if bsym.args else None
             if isinstance(name, str) and split_autocast_name(name)[1] is not None:
+                return False
+            # One that checks its inputs' values raises in eager with its result unused, where
+            # inductor drops it (a factorization's check of its info).
+            if raises_on_values(bsym) or _number_may_not_fit(bsym):
                 return False
             outs = bsym.flat_proxy_outs
             return all(isinstance(o, TensorProxy) for o in outs) and not _touches_complex(bsym)

@@ -1,0 +1,276 @@
+"""Keeping the compile thread's work invisible to the program's own threads.
+
+Two kinds of process-wide state would otherwise leak between thunder's background compile
+thread and the caller's code (a user's own ``torch.compile``, ``make_fx`` or ``symbolic_trace``):
+
+- Imports. ``torch._dynamo`` and ``torch._inductor`` import each other: two threads importing
+  them at once deadlock, which Python reports as a ``_DeadlockError`` or as a half-initialized
+  module (``cannot import name ... from partially initialized module``), and the process keeps
+  them so. ``serialize_torch_imports`` makes the first import of any ``torch.*`` module one
+  thread at a time, every thread's (the user's own imports too): a thread that starts one while
+  another thread is importing waits until that import is done. It waits before it takes any of
+  Python's module locks, so the two cannot interleave.
+
+- FX tracing. torch.fx's tracer (``make_fx``, AOTAutograd: every inductor compile) marks the
+  whole process as tracing (``torch.fx._symbolic_trace._is_fx_tracing_flag``, which makes
+  dynamo refuse to run a compiled function: "Detected that you are using FX to symbolically
+  trace a dynamo-optimized function") and replaces ``nn.Module.__call__``/``__getattr__`` for
+  every thread; two threads tracing at once can even leave them replaced for good (each
+  restores what it saw when it started). Under ``thread_private_fx_tracing`` the tracer keeps
+  that state in the thread: its flag in a copy of the tracer module's globals, and no patches
+  (``make_fx``'s tracers record operators by dispatch; the patches only let them see module
+  calls and attribute reads, which they pass through unchanged). Other threads run torch's
+  tracer as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib._bootstrap as _bootstrap  # the module the interpreter calls on every import
+import logging
+import os
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["serialize_torch_imports", "thread_private_fx_tracing"]
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------------------------
+# Imports
+
+
+def _serialized(name: str) -> bool:
+    return name.startswith(("torch.", "functorch"))
+
+
+class _ImportTurn:
+    """A re-entrant lock over first imports of torch modules that gives way where holding out
+    would deadlock: where its owner waits (through Python's module locks) for this thread."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: int | None = None
+        self._depth = 0
+
+    def acquire(self) -> bool:
+        """True once this thread holds it; False where waiting would never end."""
+        me = threading.get_ident()
+        with self._cond:
+            while self._owner is not None and self._owner != me:
+                if _waits_for(self._owner, me):
+                    return False
+                self._cond.wait(0.01)
+            self._owner = me
+            self._depth += 1
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._cond.notify_all()
+
+    def after_fork_in_child(self) -> None:
+        """Only the forking thread lives on in a child process: a turn another thread held
+        would never be given back."""
+        self._cond = threading.Condition(threading.Lock())
+        if self._owner != threading.get_ident():
+            self._owner, self._depth = None, 0
+
+
+def _module_locks_awaited_by(tid: int | None) -> list[Any]:
+    awaited = _bootstrap._blocking_on.get(tid)  # type: ignore[attr-defined]
+    if awaited is None:
+        return []
+    if hasattr(awaited, "owner"):  # Python 3.11: one lock
+        return [awaited]
+    return list(awaited)  # 3.12+: a list of them
+
+
+def _waits_for(tid: int, me: int) -> bool:
+    """Whether thread ``tid`` waits, through a chain of module locks, for a lock ``me`` holds."""
+    try:
+        seen: set[int | None] = set()
+        frontier: list[int | None] = [tid]
+        while frontier:
+            t = frontier.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            for lock in _module_locks_awaited_by(t):
+                if lock.owner == me:
+                    return True
+                frontier.append(lock.owner)
+    except Exception:  # another Python's import internals: wait, as Python itself would
+        return False
+    return False
+
+
+_import_turn = _ImportTurn()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_import_turn.after_fork_in_child)
+_original_find_and_load: Callable[..., Any] | None = None
+
+
+def _find_and_load(name: str, import_: Callable[..., Any]) -> Any:
+    # Called by the interpreter for every module not yet (fully) in sys.modules.
+    load = _original_find_and_load
+    assert load is not None
+    if not _serialized(name):
+        return load(name, import_)
+    module = sys.modules.get(name)
+    if module is not None and not getattr(
+        getattr(module, "__spec__", None), "_initializing", False
+    ):
+        return load(name, import_)
+    held = _import_turn.acquire()
+    try:
+        return load(name, import_)
+    finally:
+        if held:
+            _import_turn.release()
+
+
+_install_lock = threading.Lock()
+
+
+def serialize_torch_imports() -> None:
+    """From now on, first imports of ``torch.*`` modules run one thread at a time (idempotent)."""
+    global _original_find_and_load
+    with _install_lock:
+        if _original_find_and_load is not None:
+            return
+        current = getattr(_bootstrap, "_find_and_load", None)
+        if not callable(current):
+            log.debug("this Python has no importlib._bootstrap._find_and_load to serialize")
+            return
+        _original_find_and_load = current
+        _bootstrap._find_and_load = _find_and_load  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# FX tracing
+
+_tracer_module = torch.fx._symbolic_trace
+_private = threading.local()  # .enabled; .globals, .trace: this thread's tracer state
+_fx_installed: bool | None = None  # None: not tried; False: this torch's tracer is not as known
+
+
+def _in_private_thread() -> bool:
+    return getattr(_private, "enabled", False)
+
+
+class _NoPatches(getattr(_tracer_module, "_Patcher", object)):  # type: ignore[misc]
+    """A patcher that leaves every module and function in place."""
+
+    def patch(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def patch_method(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _new_private_patcher() -> Iterator[Any]:
+    yield _NoPatches()
+
+
+def _private_state() -> tuple[Callable[..., Any], dict[str, Any]]:
+    trace = getattr(_private, "trace", None)
+    if trace is None:
+        raw = _raw_trace
+        module_globals = dict(vars(_tracer_module))
+        module_globals.update(
+            _is_fx_tracing_flag=False, CURRENT_PATCHER=None, _new_patcher=_new_private_patcher
+        )
+        trace = types.FunctionType(
+            raw.__code__, module_globals, raw.__name__, raw.__defaults__, raw.__closure__
+        )
+        trace.__kwdefaults__ = raw.__kwdefaults__
+        _private.trace, _private.globals = trace, module_globals
+    return trace, _private.globals
+
+
+def _private_flag() -> bool:
+    return bool(_private_state()[1]["_is_fx_tracing_flag"])
+
+
+_raw_trace: Any = None
+
+
+def _install_fx_isolation() -> bool:
+    global _fx_installed, _raw_trace
+    with _install_lock:
+        if _fx_installed is not None:
+            return _fx_installed
+        _fx_installed = False
+        module = _tracer_module
+        shared_trace = module.Tracer.trace
+        raw = shared_trace
+        while hasattr(raw, "__wrapped__"):  # dynamo wraps it in its ``disable``
+            raw = raw.__wrapped__
+        names = getattr(getattr(raw, "__code__", None), "co_names", ())
+        needed = ("_is_fx_tracing_flag", "_new_patcher")
+        known = all(hasattr(module, n) for n in ("is_fx_tracing", "_maybe_revert_all_patches"))
+        if not (all(n in names for n in needed) and known and hasattr(module, "_Patcher")):
+            log.debug("torch.fx's tracer is not the one known here: its state stays shared")
+            return False
+        _raw_trace = raw
+        shared_is_tracing = module.is_fx_tracing
+        shared_is_symbolic = getattr(module, "is_fx_symbolic_tracing", None)
+        shared_revert = module._maybe_revert_all_patches
+
+        def trace(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _in_private_thread():
+                return _private_state()[0](self, *args, **kwargs)
+            return shared_trace(self, *args, **kwargs)
+
+        def is_fx_tracing() -> bool:
+            return _private_flag() if _in_private_thread() else bool(shared_is_tracing())
+
+        def is_fx_symbolic_tracing() -> bool:
+            if _in_private_thread():
+                return _private_flag() and not torch.compiler.is_compiling()
+            return bool(shared_is_symbolic())  # type: ignore[misc]
+
+        def maybe_revert_all_patches() -> Any:
+            # The tracer patches dynamo would lift while it compiles belong to another thread.
+            if _in_private_thread():
+                return contextlib.nullcontext()
+            return shared_revert()
+
+        wrappers: tuple[tuple[Any, Any], ...] = (
+            (trace, shared_trace),
+            (is_fx_tracing, shared_is_tracing),
+            (is_fx_symbolic_tracing, shared_is_symbolic),
+            (maybe_revert_all_patches, shared_revert),
+        )
+        for wrapper, shared in wrappers:
+            if shared is not None:
+                wrapper.__wrapped__ = shared
+                wrapper.__name__ = shared.__name__
+                wrapper.__qualname__ = shared.__qualname__
+                wrapper.__doc__ = shared.__doc__
+        module.Tracer.trace = trace  # type: ignore[method-assign]
+        module.is_fx_tracing = is_fx_tracing
+        if shared_is_symbolic is not None:
+            module.is_fx_symbolic_tracing = is_fx_symbolic_tracing
+        module._maybe_revert_all_patches = maybe_revert_all_patches
+        _fx_installed = True
+        return True
+
+
+def thread_private_fx_tracing() -> bool:
+    """From now on, torch.fx's tracing state on this thread stays in this thread (see the
+    module's doc); False where this torch's tracer is not the one known here."""
+    if not _install_fx_isolation():
+        return False
+    _private.enabled = True
+    return True
