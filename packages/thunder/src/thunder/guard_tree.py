@@ -191,7 +191,19 @@ def _equal_is_same(value: Any) -> bool:
         return bool(value != 0.0)
     if t is complex:
         return bool(value.real != 0.0 and value.imag != 0.0)
+    if t in (tuple, list, frozenset, set, dict, OrderedDict):
+        # Empty (the hooks dicts of every module), or of items no other type equals.
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        return all(type(v) in _NO_OTHER_EQUALS or _equal_is_same_item(v) for v in items)
     return False
+
+
+# Types whose instances equal no instance of another type (a number equals numbers of others).
+_NO_OTHER_EQUALS = frozenset({str, bytes, type(None), torch.dtype, torch.device, torch.layout})
+
+
+def _equal_is_same_item(v: Any) -> bool:
+    return type(v) in (tuple, frozenset) and _equal_is_same(v)
 
 
 def _immutable(value: Any) -> bool:
