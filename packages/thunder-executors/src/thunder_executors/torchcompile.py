@@ -158,6 +158,16 @@ def _unlike_eager_in_inductor(bsym: BoundSymbol) -> bool:
 _WIDEST = frozenset({dtypes.float64, dtypes.int64, dtypes.complex128, dtypes.bool8})
 
 
+def _symbolic_sizes(bsym: BoundSymbol) -> bool:
+    """A torch callable no op mirrors, on a tensor of symbolic sizes: dynamo traces it with the
+    region's size inputs as symbols and may tie those of equal values (adaptive_max_pool2d
+    next to a max pool's decomposition gave an output of another size, then wrong values)."""
+    return any(
+        isinstance(x, TensorProxy) and any(isinstance(n, Proxy) for n in x.shape)
+        for x in bsym.flat_args
+    )
+
+
 def _number_may_not_fit(bsym: BoundSymbol) -> bool:
     """A torch op the IR does not model, given a number that a tensor argument's dtype may not
     hold: eager's kernel converts it, checked, and raises; inductor's lowering wraps or
@@ -545,7 +555,7 @@ class TorchCompileExecutor(FusionExecutor):
                 return False
             # One that checks its inputs' values raises in eager with its result unused, where
             # inductor drops it (a factorization's check of its info).
-            if raises_on_values(bsym) or _number_may_not_fit(bsym):
+            if raises_on_values(bsym) or _number_may_not_fit(bsym) or _symbolic_sizes(bsym):
                 return False
             outs = bsym.flat_proxy_outs
             return all(isinstance(o, TensorProxy) for o in outs) and not _touches_complex(bsym)
