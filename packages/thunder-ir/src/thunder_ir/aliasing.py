@@ -41,6 +41,7 @@ __all__ = [
     "alias_info",
     "aliased_and_written",
     "aliased_inputs",
+    "flag_aliases_requiring_grad",
     "with_writes_exposed",
     "writes_in_place",
     "writes_where_gradients_flow",
@@ -287,6 +288,29 @@ def alias_info(
     for name in observed:
         info.mark_observed(name)
     return info
+
+
+def flag_aliases_requiring_grad(dst: TensorProxy) -> None:
+    """Marks every floating value of the trace being recorded that may share ``dst``'s memory as
+    requiring grad, as eager's base and views of a tensor written with a value requiring grad
+    do from then on (``v[:3].copy_(x * w)`` makes ``v`` and its other views require grad)."""
+    from thunder_ir.tracectx import get_tracectx
+
+    trace = get_tracectx()
+    if trace is None:
+        return
+    bsyms = [b for scope in trace.scopes for b in scope]
+    info = alias_info(bsyms)
+    group = info.root(dst.name)
+    for bsym in bsyms:
+        for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs):
+            if (
+                isinstance(p, TensorProxy)
+                and not p.requires_grad
+                and p.dtype.is_inexact
+                and info.root(p.name) == group
+            ):
+                p.requires_grad = True
 
 
 def _carries_grad(p: object) -> bool:

@@ -160,6 +160,9 @@ def _copy__meta(src: Any, dst: Any, *, bumps_version: bool = True) -> TensorProx
         # grad-mode write: under no_grad ``src`` comes without grad): what the program reads of
         # it later (``.requires_grad``, a torch fallback's fake run) says so.
         dst.requires_grad = True
+        from thunder_ir.aliasing import flag_aliases_requiring_grad
+
+        flag_aliases_requiring_grad(dst)
     return TensorProxy(
         shape=dst.shape,
         dtype=dst.dtype,
