@@ -498,3 +498,61 @@ def test_a_finally_block_that_returns_swallows_the_error() -> None:
     jf = thunder.jit(fn)
     for i in ([0, 3], [1, 9], [2, 2]):
         assert not _compare(fn, jf, [torch.randn(4, 3), torch.tensor(i)])
+
+
+class _SwallowIndexErrors:
+    def __enter__(self) -> _SwallowIndexErrors:
+        return self
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> bool:
+        return kind is not None and issubclass(kind, IndexError)
+
+
+@contextlib.contextmanager
+def _fallback_on_index_error() -> Any:
+    try:
+        yield
+    except IndexError:
+        pass
+
+
+def _in_user_manager(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    y = x[0] * 2
+    with _SwallowIndexErrors():
+        y = x[i].sum(0) * 3
+    return y
+
+
+def _in_generator_manager(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    y = x[0] * 2
+    with _fallback_on_index_error():
+        y = x[i].sum(0) * 3
+    return y
+
+
+@pytest.mark.parametrize("fn", [_in_user_manager, _in_generator_manager])
+@pytest.mark.parametrize("cache", CACHES)
+def test_a_user_manager_that_swallows_the_error(fn: Callable[..., Any], cache: str | None) -> None:
+    # An ``__exit__`` returning True, or a ``@contextmanager`` generator with an ``except``
+    # clause, is a handler: the index op that raises on some calls is a data check there.
+    jf = _jit(fn, cache)
+    for i in ([0, 3], [1, 9], [2, 2], [-7, 1]):
+        assert not _compare(fn, jf, [torch.randn(4, 3), torch.tensor(i)])
+
+
+def test_managers_that_only_reraise_are_no_handlers() -> None:
+    @contextlib.contextmanager
+    def restoring() -> Any:
+        try:
+            yield
+        finally:
+            pass
+
+    def fn(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad(), restoring():
+            return x[i] * 2
+
+    jf = thunder.jit(fn)
+    for i in ([0, 3], [1, 2]):
+        assert not _compare(fn, jf, [torch.randn(4, 3), torch.tensor(i)])
+    assert not thunder.last_traces(jf)[0].caught_op_outputs

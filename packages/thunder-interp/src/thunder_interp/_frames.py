@@ -13,6 +13,7 @@ shows the view of the interpreted frame its stub stands for (see ``_tracebacks``
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import operator
 import os
@@ -310,8 +311,8 @@ def running_in_handler(skip: Callable[[str], bool]) -> bool:
     """Whether an exception raised now (by the call running in the innermost interpreted frame)
     would enter a handler of the interpreted program that may catch it: an ``except`` clause (or a
     ``finally`` block, which may ``return``) of an interpreted frame on the stack whose file name
-    ``skip`` does not reject, or a ``with contextlib.suppress(...)`` block; not another ``with``
-    block's exit nor the cleanup of an ``except`` clause, which re-raise (the handler around
+    ``skip`` does not reject, or a ``with`` block whose exit may swallow it (``_exit_may_swallow``);
+    not another ``with`` block's exit nor the cleanup of an ``except`` clause, which re-raise (the handler around
     those is looked at next). For a binding layer
     that notes which calls the program guards."""
     real: FrameType | None = sys._getframe(1)
@@ -336,8 +337,8 @@ def running_in_handler(skip: Callable[[str], bool]) -> bool:
     return False
 
 
-# Context managers whose exit may swallow an exception (``contextlib.suppress``); other ``with``
-# blocks are taken to re-raise.
+# Context managers whose exit may swallow an exception whatever their code (``_exit_may_swallow``
+# looks at the code of the others).
 _SUPPRESSING = (contextlib.suppress, contextlib.ExitStack)
 
 
@@ -362,9 +363,58 @@ def _may_catch(frame: Frame, index: int) -> bool:
         if exits and 0 < handler.depth <= len(frame.stack):
             # the block's ``__exit__``, under the handler's stack depth
             manager = getattr(frame.stack[handler.depth - 1], "__self__", None)
-            if isinstance(manager, _SUPPRESSING):
+            if _exit_may_swallow(manager):
                 return True
         index = target  # the handler's own code: the handler around it comes next
+    return False
+
+
+def _exit_may_swallow(manager: Any) -> bool:
+    """Whether the ``__exit__`` of ``manager`` may swallow an exception: ``contextlib.suppress``
+    and ``ExitStack``, a generator-made manager whose generator has an ``except`` clause, a
+    Python ``__exit__`` that may return something other than a false constant. Exits written in
+    C and those that only return ``None`` (``torch.no_grad``, ``autocast``) re-raise."""
+    if manager is None:
+        return False
+    if isinstance(manager, _SUPPRESSING):
+        return True
+    if isinstance(manager, contextlib._GeneratorContextManager):
+        code = _generator_code(getattr(manager, "gen", None))
+        return code is None or _has_except_clause(code)
+    code = getattr(getattr(type(manager), "__exit__", None), "__code__", None)
+    return code is not None and _may_return_true(code)
+
+
+def _generator_code(gen: Any) -> CodeType | None:
+    """The code a generator runs: an interpreted one's own, not that of the driver running it."""
+    code = getattr(gen, "gi_code", None)
+    if code is not None and code.co_filename.startswith(_PACKAGE_DIR):
+        frame = getattr(gen, "gi_frame", None)
+        interpreted = frame.f_locals.get("f") if frame is not None else None
+        return interpreted.code if isinstance(interpreted, Frame) else None
+    return code
+
+
+@functools.lru_cache(maxsize=256)
+def _has_except_clause(code: CodeType) -> bool:
+    ops = [ins.opname for ins in dis.get_instructions(code)]
+    return "CHECK_EXC_MATCH" in ops or any(
+        a == "PUSH_EXC_INFO" and b == "POP_TOP"
+        for a, b in zip(ops, ops[1:])  # bare ``except:``
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _may_return_true(code: CodeType) -> bool:
+    instructions = list(dis.get_instructions(code))
+    for k, ins in enumerate(instructions):
+        if ins.opname == "RETURN_CONST":
+            if ins.argval:
+                return True
+        elif ins.opname == "RETURN_VALUE":
+            before = instructions[k - 1] if k else None
+            if before is None or before.opname != "LOAD_CONST" or before.argval:
+                return True
     return False
 
 
