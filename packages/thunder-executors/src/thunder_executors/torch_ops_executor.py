@@ -356,9 +356,17 @@ def _gelu_backward(grad_out: Any, a: Any, approximate: str = "none") -> Any:
     return torch.ops.aten.gelu_backward(grad_out, a, approximate=approximate)
 
 
+def _last_dim_dense(*tensors: Any) -> tuple[Any, ...]:
+    """The tensors with a last dimension of stride 1: the CPU flash kernels read rows as dense
+    without checking (eager's dispatcher takes its math path for other layouts; a transposed
+    ``x.transpose(1, 2)`` of a channels-first map gave wrong numbers)."""
+    return tuple(t if t.stride(-1) == 1 or t.size(-1) <= 1 else t.contiguous() for t in tensors)
+
+
 def _sdpa_flash(q: Any, k: Any, v: Any, is_causal: bool, scale: float) -> tuple[Any, Any]:
     import torch
 
+    q, k, v = _last_dim_dense(q, k, v)
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(  # type: ignore[no-any-return]
         q, k, v, 0.0, is_causal, scale=scale
     )
@@ -369,6 +377,7 @@ def _sdpa_flash_backward(
 ) -> tuple[Any, Any, Any]:
     import torch
 
+    grad_out, q, k, v, out = _last_dim_dense(grad_out, q, k, v, out)
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(  # type: ignore[no-any-return]
         grad_out, q, k, v, out, lse, 0.0, is_causal, scale=scale
     )
