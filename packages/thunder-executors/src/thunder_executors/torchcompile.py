@@ -544,7 +544,9 @@ class TorchCompileExecutor(FusionExecutor):
     def can_fuse(self, bsym: BoundSymbol) -> bool:
         """Prims the torch executor runs, without effects; and composite ops whose whole
         decomposition is such prims (decomposed inside the region, kept whole elsewhere)."""
-        if bsym.sym.tags & _NOT_FUSIBLE:
+        if bsym.sym.tags & _NOT_FUSIBLE or bsym.sym is prims.written_without_grad:
+            # A value written under no_grad carries that mark in its grad_fn, which the copy
+            # into the written tensor reads (torch_impls.copy_); a region's outputs lose it.
             return False
         if bsym.sym.tags >= _FUSIBLE_FALLBACK and not _VIEWS & bsym.sym.tags:
             # A torch callable no op mirrors (thunder_ir.ops.fallback): dynamo traces the call.
@@ -567,7 +569,7 @@ class TorchCompileExecutor(FusionExecutor):
         return torch_executor.claims(bsym) and not _unlike_eager_in_inductor(bsym)
 
     def claim_of(self, sym: Symbol) -> str:
-        if sym.tags & _NOT_FUSIBLE:
+        if sym.tags & _NOT_FUSIBLE or sym is prims.written_without_grad:
             return ""
         if sym.tags >= _FUSIBLE_FALLBACK and not _VIEWS & sym.tags:
             return "fuses"
