@@ -38,7 +38,9 @@ class Callbacks:
     - ``store_closure_cell(name, value, code, cell) -> None``: before a closure cell is written.
     - ``make_cell(cell) -> None``: the program made a cell (a frame's cell variable): a closure
       cell it reads or writes later is the program's own, any other one was made outside it.
-    - ``store_attribute(obj, name, value) -> None``: before ``obj.name = value``.
+    - ``store_attribute(obj, name, value) -> token``: before ``obj.name = value``. The four
+      store and delete hooks of attributes and items may return a token (not ``None``):
+      ``write_failed(token)`` is called where the write then raises instead of writing.
     - ``load_item(container, key, value) -> None``: after ``value = container[key]`` was read
       (``BINARY_SUBSCR``; ``BINARY_SLICE`` passes a ``slice``). A notification: the value stays.
     - ``load_item_missing(container, key) -> None``: ``container[key]`` raised ``KeyError`` or
@@ -52,9 +54,10 @@ class Callbacks:
     - ``compare_identity(a, b, same) -> bool | None``: ``a is b`` (or ``is not``) compared two
       objects, neither ``None``; ``same`` is the answer. The program's path may depend on it.
       A bool returned is the answer instead (values that stand for others: proxies).
-    - ``identity_used(obj) -> None``: a native operation's result depended on which object
-      ``obj`` is (its class compares by identity): ``obj in container``, ``hash(obj)``, an
-      ``==`` that no hook saw.
+    - ``identity_used(obj, container=None) -> None``: a native operation's result depended on
+      which object ``obj`` is (its class compares by identity): ``obj in container``,
+      ``hash(obj)``, an ``==`` that no hook saw. Also an ``obj in container`` of an ``obj`` whose
+      ``==`` is its own but whose hash is its id (a proxy), passing the container.
     - ``descriptor_get(obj, name, descr) -> None``: ``obj.name`` is about to run the Python
       ``__get__`` of ``descr``, an object found on ``type(obj)`` (its code may read and write
       the descriptor's own state).
@@ -67,6 +70,9 @@ class Callbacks:
     - ``opaque_call(fn, args, kwargs) -> result``: called *instead of* an opaque callable (a C
       function, or one the interpreter does not enter); it must perform the call itself, e.g.
       ``return fn(*args, **kwargs)``, and may replace the result.
+    - ``write_failed(token) -> None``: the store or deletion whose hook returned ``token``
+      raised (``del d[missing]``, a read-only attribute): it wrote nothing, what the hook
+      recorded of it is void (the exception goes on to the program).
     - ``exception_handled(exc) -> None``: ``exc`` is about to enter one of the program's own
       handlers (an ``except`` clause, a ``finally`` block, a ``with`` block's exit), which may
       catch it: if the interpreted function then returns, it was caught.
@@ -85,19 +91,20 @@ class Callbacks:
     store_global: Callable[[str, Any, dict[str, Any]], None] | None = None
     store_closure_cell: Callable[[str, Any, CodeType, CellType], None] | None = None
     make_cell: Callable[[CellType], None] | None = None
-    store_attribute: Callable[[Any, str, Any], None] | None = None
-    store_item: Callable[[Any, Any, Any], None] | None = None
+    store_attribute: Callable[[Any, str, Any], object] | None = None
+    store_item: Callable[[Any, Any, Any], object] | None = None
     load_item: Callable[[Any, Any, Any], None] | None = None
     delete_global: Callable[[str, dict[str, Any]], None] | None = None
     delete_closure_cell: Callable[[str, CodeType, CellType], None] | None = None
-    delete_attribute: Callable[[Any, str], None] | None = None
-    delete_item: Callable[[Any, Any], None] | None = None
+    delete_attribute: Callable[[Any, str], object] | None = None
+    delete_item: Callable[[Any, Any], object] | None = None
     special_lookup: Callable[[type, str, Any], Any] | None = None
     compare_identity: Callable[[Any, Any, bool], bool | None] | None = None
-    identity_used: Callable[[Any], None] | None = None
+    identity_used: Callable[..., None] | None = None
     descriptor_get: Callable[[Any, str, Any], None] | None = None
     opaque_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None = None
     exception_handled: Callable[[BaseException], None] | None = None
+    write_failed: Callable[[Any], None] | None = None
 
 
 PROVENANCE = "provenance"

@@ -252,9 +252,12 @@ def _setattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[s
     if kwargs or len(args) != 3 or type(args[1]) is not str:
         return setattr(*args, **kwargs)
     hook = rt.cb_store_attr
-    if hook is not None:
-        hook(args[0], args[1], args[2])
-    store_attr(rt, *args)
+    token = hook(args[0], args[1], args[2]) if hook is not None else None
+    try:
+        store_attr(rt, *args)
+    except BaseException:
+        rt.write_failed(token)
+        raise
     return None
 
 
@@ -262,9 +265,12 @@ def _delattr(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kwargs: dict[s
     if kwargs or len(args) != 2 or type(args[1]) is not str:
         return delattr(*args, **kwargs)
     hook = rt.cb_delete_attr
-    if hook is not None:
-        hook(args[0], args[1])
-    delete_attr(rt, *args)
+    token = hook(args[0], args[1]) if hook is not None else None
+    try:
+        delete_attr(rt, *args)
+    except BaseException:
+        rt.write_failed(token)
+        raise
     return None
 
 
@@ -290,9 +296,12 @@ def _object_setattr(
     if kwargs or len(args) != 3 or type(args[1]) is not str:
         return object.__setattr__(*args, **kwargs)
     hook = rt.cb_store_attr
-    if hook is not None:
-        hook(*args)
-    generic_setattr(rt, *args)
+    token = hook(*args) if hook is not None else None
+    try:
+        generic_setattr(rt, *args)
+    except BaseException:
+        rt.write_failed(token)
+        raise
     return None
 
 
@@ -302,9 +311,12 @@ def _object_delattr(
     if kwargs or len(args) != 2 or type(args[1]) is not str:
         return object.__delattr__(*args, **kwargs)
     hook = rt.cb_delete_attr
-    if hook is not None:
-        hook(*args)
-    generic_delattr(rt, *args)
+    token = hook(*args) if hook is not None else None
+    try:
+        generic_delattr(rt, *args)
+    except BaseException:
+        rt.write_failed(token)
+        raise
     return None
 
 

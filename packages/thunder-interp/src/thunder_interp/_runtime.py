@@ -339,6 +339,7 @@ class Runtime:
         "cb_store_cell",
         "cb_store_global",
         "cb_store_item",
+        "cb_write_failed",
         "code_entries",
         "codes",
         "depth",
@@ -402,6 +403,7 @@ class Runtime:
         self.cb_delete_item = cb.delete_item
         self.cb_opaque = cb.opaque_call
         self.cb_exception_handled = cb.exception_handled
+        self.cb_write_failed = cb.write_failed
         self.cb_identity = cb.compare_identity
         self.cb_identity_used = cb.identity_used
         self.cb_descriptor_get = cb.descriptor_get
@@ -487,6 +489,11 @@ class Runtime:
             return traceback_entry(self._stub_codes, f, tb, lineno)
         except Exception:  # pragma: no cover - defensive
             return exc.__traceback__
+
+    def write_failed(self, token: Any) -> None:
+        """The store or deletion whose hook returned ``token`` raised: nothing was written."""
+        if token is not None and self.cb_write_failed is not None:
+            self.cb_write_failed(token)
 
     def unwind(self, f: Frame, exc: BaseException, pc: int, chain: bool = True) -> int:
         """Route ``exc`` (raised at instruction ``pc`` of ``f``) to a handler, or re-raise it.

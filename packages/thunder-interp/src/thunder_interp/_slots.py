@@ -21,7 +21,7 @@ import gc
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from types import FunctionType
+from types import FunctionType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from thunder_interp._frame import NULL
@@ -418,6 +418,8 @@ def truth(rt: Runtime, v: Any) -> bool:
         else:
             result = call_special(rt, descr, v)
         if type(result) is not bool:
+            if _stands_for_number(result, bool):
+                return truth(rt, result)
             raise TypeError(f"__bool__ should return bool, returned {type(result).__name__}")
         return result
     if _special(v, "__len__") is not NULL:
@@ -469,6 +471,8 @@ def as_index(rt: Runtime, v: Any) -> int:
         return operator.index(v)
     result = call_special(rt, descr, v)
     if not isinstance(result, int):
+        if _stands_for_number(result, int):
+            return as_index(rt, result)
         raise TypeError(f"__index__ returned non-int (type {type(result).__name__})")
     return int(result) if type(result) is not int else result
 
@@ -480,8 +484,21 @@ def hash_of(rt: Runtime, v: Any) -> int:
         return hash(v)
     result = call_special(rt, descr, v)
     if not isinstance(result, int):
+        if _stands_for_number(result, int):
+            return hash_of(rt, result)
         raise TypeError("__hash__ method should return an integer")
     return hash(result)
+
+
+def _stands_for_number(result: Any, kind: type) -> bool:
+    """Whether ``result``, returned by a Python special that must return a ``kind``, is a
+    library's object standing for one (a symbolic value computed from the program's inputs,
+    whose ``python_type`` tells what it stands for): it converts itself, as eager's value
+    would be taken as it is."""
+    if type(result).__module__ == "builtins":
+        return False
+    python_type = getattr(result, "python_type", None)
+    return isinstance(python_type, type) and issubclass(python_type, kind)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -712,6 +729,8 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
         return _class_attribute(rt, obj, name)
     if cls is super:
         return _super_attribute(rt, obj, name)
+    if cls is ModuleType and name not in obj.__dict__ and "__getattr__" in obj.__dict__:
+        return _module_attribute(rt, obj, name)
     info = _INFO.get(cls) or type_info(cls)
     if not info.get_hook and name not in info.descriptors:
         return getattr(obj, name)
@@ -733,6 +752,10 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
             return call_special(rt, getattribute, obj, name)
         if getattribute is object.__getattribute__:
             return generic_getattr(rt, obj, name)
+        if getattribute is type.__getattribute__:
+            found = _metaclass_property(rt, obj, name)
+            if found is not NULL:
+                return found
         return getattribute(obj, name)
     except AttributeError:
         if getattr_ is NULL:
@@ -741,6 +764,28 @@ def load_attr(rt: Runtime, obj: Any, name: str) -> Any:
     if is_python_level(getattr_) or getattr_ in rt.lookasides:
         return call_special(rt, getattr_, obj, name)
     return getattr_(obj, name)
+
+
+def _metaclass_property(rt: Runtime, klass: Any, name: str) -> Any:
+    """``Cls.name`` answered by a property of its metaclass (a data descriptor comes first in
+    ``type.__getattribute__``) whose getter is Python code: interpreted. NULL otherwise."""
+    descr = lookup_type(type(klass), name)
+    if type(descr) is not property or type(descr.fget) is not FunctionType:
+        return NULL
+    return run_special(rt, descr.fget, [klass])
+
+
+def _module_attribute(rt: Runtime, module: ModuleType, name: str) -> Any:
+    """``module.name`` (``module_getattro``) for a name its globals lack: its type's, else
+    what the module's ``__getattr__`` (PEP 562) answers, a Python one interpreted."""
+    try:
+        return object.__getattribute__(module, name)
+    except AttributeError:
+        getattr_ = module.__dict__.get("__getattr__")
+        if type(getattr_) is not FunctionType:
+            raise
+    result = run_special(rt, getattr_, [name])
+    return getattr(module, name) if result is NULL else result
 
 
 def descriptor_attribute(rt: Runtime, obj: Any, cls: type, name: str) -> Any:
@@ -1193,18 +1238,29 @@ def compares_by_identity(v: Any) -> bool:
     return lookup_type(t, "__eq__") is object.__eq__
 
 
-def report_identity_used(rt: Runtime, v: Any) -> None:
+def report_identity_used(rt: Runtime, v: Any, container: Any = None) -> None:
     """A native result depended on which object ``v`` is (``v in s``, ``d.get(v)``,
-    ``hash(v)``): reported to the ``identity_used`` hook where ``v`` compares by identity."""
+    ``hash(v)``): reported to the ``identity_used`` hook where ``v`` compares by identity, or
+    hashes by identity as it is looked for in ``container`` (reported with it)."""
     hook = rt.cb_identity_used
-    if hook is not None and v is not None and compares_by_identity(v):
+    if hook is None or v is None:
+        return
+    if compares_by_identity(v):
         hook(v)
+    elif container is not None and hashes_by_identity(v):
+        hook(v, container)
+
+
+def hashes_by_identity(v: Any) -> bool:
+    """Whether ``hash(v)`` is its id though ``==`` is its own (a proxy standing for an object):
+    which one it is decides a dict's or set's answer all the same."""
+    return lookup_type(type(v), "__hash__") is object.__hash__
 
 
 def contains(rt: Runtime, item: Any, container: Any) -> bool:
     """``item in container``."""
     result = _contains(rt, item, container)
-    report_identity_used(rt, item)
+    report_identity_used(rt, item, container)
     return result
 
 

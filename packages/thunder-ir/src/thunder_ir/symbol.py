@@ -135,6 +135,8 @@ class Symbol:
         if numpy is not None and OpTag.RETURN not in self.tags:
             # (a returned numpy scalar is the program's value, returned as it is)
             args, kwargs = _without_numpy_scalars(numpy.generic, args, kwargs)
+        if any(map(_has_number_subclass, args)) or any(map(_has_number_subclass, kwargs.values())):
+            args, kwargs = _without_number_subclasses(args, kwargs)
         if any(_is_proxy_sequence(a) for a in args):
             args = tuple(tuple(a) if _is_proxy_sequence(a) else a for a in args)
         if any(_is_proxy_sequence(v) for v in kwargs.values()):
@@ -246,6 +248,37 @@ def _without_numpy_scalars(
     if any(map(has, kwargs.values())):
         kwargs = {k: plain(v) for k, v in kwargs.items()}
     return args, kwargs
+
+
+_NUMBER_TYPES = (bool, int, float, complex)
+
+
+def _is_number_subclass(x: Any) -> bool:
+    return type(x) not in _NUMBER_TYPES and isinstance(x, _NUMBER_TYPES)
+
+
+def _has_number_subclass(x: Any) -> bool:
+    return _is_number_subclass(x) or (type(x) in (tuple, list) and any(map(_is_number_subclass, x)))
+
+
+def _as_base_number(x: Any) -> Any:
+    if not _is_number_subclass(x):
+        return x
+    return next(t for t in (int, float, complex) if isinstance(x, t))(x)
+
+
+def _without_number_subclasses(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with each number of a subclass of int, float or complex (an
+    IntEnum member; also in a list or tuple, a shape) as its base number, as torch reads it."""
+
+    def plain(x: Any) -> Any:
+        if type(x) in (tuple, list) and any(map(_is_number_subclass, x)):
+            return type(x)(map(_as_base_number, x))
+        return _as_base_number(x)
+
+    return tuple(map(plain, args)), {k: plain(v) for k, v in kwargs.items()}
 
 
 def _python_number(x: Any) -> Any:

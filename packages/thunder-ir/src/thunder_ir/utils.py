@@ -130,8 +130,9 @@ def dtype_of(x: Any) -> DType:
         return x.dtype
     if isinstance(x, NumberProxy):
         return dtypes.to_dtype(x.python_type)
-    if isinstance(x, (bool, int, float, complex)):
-        return dtypes.to_dtype(type(x))
+    for kind in (bool, int, float, complex):  # (a subclass, an IntEnum, is its base number)
+        if isinstance(x, kind):
+            return dtypes.to_dtype(kind)
     raise TypeError(f"expected a tensor or a number, got {type(x).__name__}")
 
 

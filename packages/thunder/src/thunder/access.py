@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from thunder_ir import NumberProxy
+
 __all__ = [
     "ARG",
     "ATTR",
@@ -54,6 +56,17 @@ def query_name(query: Any) -> str:
 _NOT_IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 
 
+def _concrete_key(key: Any) -> Any:
+    """A symbolic number used as a key (``cache[x.shape[1]]``) as its value: paths are compared
+    and hashed by their keys (a proxy's ``==`` records an op), and the lookup held for that
+    value only (a proxy's hash fixes it: the prologue checks the size is that value)."""
+    if isinstance(key, NumberProxy):
+        return key.fixed_value()
+    if type(key) is tuple and any(isinstance(k, NumberProxy) for k in key):
+        return tuple(_concrete_key(k) for k in key)
+    return key
+
+
 @dataclass(frozen=True, slots=True)
 class Access:
     """One step of an access path."""
@@ -72,7 +85,7 @@ class Access:
         return Access(GENERIC, name, self)
 
     def item(self, key: Any) -> Access:
-        return Access(ITEM, key, self)
+        return Access(ITEM, _concrete_key(key), self)
 
     @property
     def root(self) -> Access:

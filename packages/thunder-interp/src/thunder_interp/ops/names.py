@@ -36,6 +36,7 @@ from thunder_interp.ops._common import name_error
 
 if TYPE_CHECKING:
     from thunder_interp._blocks import BlockBuilder
+    from thunder_interp._runtime import Runtime
 
 # -- globals ---------------------------------------------------------------------------------------
 
@@ -446,6 +447,20 @@ def _hooked_attribute_lines(block: BlockBuilder, o: str, name: str, read: str) -
     return t
 
 
+def hooked_store_attr(rt: Runtime, obj: Any, name: str, v: Any) -> None:
+    """``obj.name = v`` after the ``store_attribute`` hook, which hears of a failed store."""
+    hook = rt.cb_store_attr
+    token = hook(obj, name, v) if hook is not None else None
+    try:
+        if type(obj) in PLAIN_ATTRS:
+            setattr(obj, name, v)
+        else:
+            slot_store_attr(rt, obj, name, v)
+    except BaseException:
+        rt.write_failed(token)
+        raise
+
+
 @register_opcode("STORE_ATTR")
 def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -457,8 +472,8 @@ def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
         v = st.pop()
         hook = f.rt.cb_store_attr
         if hook is not None:
-            hook(obj, name, v)
-        if type(obj) in PLAIN_ATTRS:
+            hooked_store_attr(f.rt, obj, name, v)
+        elif type(obj) in PLAIN_ATTRS:
             setattr(obj, name, v)
         else:
             slot_store_attr(f.rt, obj, name, v)
@@ -467,14 +482,18 @@ def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
-@block_template(store_attr, helpers={"PA": PLAIN_ATTRS, "store_attr": slot_store_attr})
+@block_template(
+    store_attr,
+    helpers={"PA": PLAIN_ATTRS, "store_attr": slot_store_attr, "hooked_store": hooked_store_attr},
+)
 def store_attr_block(block: BlockBuilder, ins: Instruction) -> int:
     attr = ins.argval
     o = block.pop()
     v = block.pop()
     name = block.const(attr)
     if block.hooked and "store_attribute" in block.hooks:
-        block.emit(f"SA({o}, {name}, {v})")
+        block.emit(f"hooked_store(rt, {o}, {name}, {v})")
+        return GOES_ON
     plain = f"type({o}) in PA or type({o}) in {block.const(plain_writes(attr))}"
     if _spelled_as_attribute(attr):
         block.emit(f"if {plain}: {o}.{attr} = {v}")
@@ -492,12 +511,15 @@ def delete_attr(ins: Instruction, ctx: CompileContext) -> Op:
     def op(f: Frame) -> int:
         obj = f.stack.pop()
         hook = f.rt.cb_delete_attr
-        if hook is not None:
-            hook(obj, name)
-        if type(obj) in PLAIN_ATTRS:
-            delattr(obj, name)
-        else:
-            slot_delete_attr(f.rt, obj, name)
+        token = hook(obj, name) if hook is not None else None
+        try:
+            if type(obj) in PLAIN_ATTRS:
+                delattr(obj, name)
+            else:
+                slot_delete_attr(f.rt, obj, name)
+        except BaseException:
+            f.rt.write_failed(token)
+            raise
         return nxt
 
     return op
@@ -598,6 +620,21 @@ def binary_subscr_block(block: BlockBuilder, ins: Instruction) -> int:
     return GOES_ON
 
 
+def hooked_store_item(rt: Runtime, container: Any, key: Any, value: Any) -> None:
+    """``container[key] = value`` after the ``store_item`` hook (if set), which hears of a
+    failed store."""
+    hook = rt.cb_store_item
+    token = hook(container, key, value) if hook is not None else None
+    try:
+        if type(container) in PLAIN:
+            container[key] = value
+        else:
+            set_item(rt, container, key, value)
+    except BaseException:
+        rt.write_failed(token)
+        raise
+
+
 @register_opcode("STORE_SUBSCR")
 def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     nxt = ctx.next_index(ins)
@@ -608,13 +645,7 @@ def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
             key = st.pop()
             container = st.pop()
             value = st.pop()
-            hook = f.rt.cb_store_item
-            if hook is not None:
-                hook(container, key, value)
-            if type(container) in PLAIN:
-                container[key] = value
-            else:
-                set_item(f.rt, container, key, value)
+            hooked_store_item(f.rt, container, key, value)
             return nxt
 
         return op_hooked
@@ -632,13 +663,16 @@ def store_subscr(ins: Instruction, ctx: CompileContext) -> Op:
     return op
 
 
-@block_template(store_subscr, helpers={"set_item": set_item})
+@block_template(
+    store_subscr, helpers={"set_item": set_item, "hooked_store_item": hooked_store_item}
+)
 def store_subscr_block(block: BlockBuilder, ins: Instruction) -> int:
     k = block.pop()
     c = block.pop()
     v = block.pop()
     if block.hooked and "store_item" in block.hooks:
-        block.emit(f"f.rt.cb_store_item({c}, {k}, {v})")
+        block.emit(f"hooked_store_item(f.rt, {c}, {k}, {v})")
+        return GOES_ON
     block.emit(f"if type({c}) in P: {c}[{k}] = {v}")
     block.emit(f"else: set_item(f.rt, {c}, {k}, {v})")
     return GOES_ON
@@ -653,12 +687,15 @@ def delete_subscr(ins: Instruction, ctx: CompileContext) -> Op:
         key = st.pop()
         container = st.pop()
         hook = f.rt.cb_delete_item
-        if hook is not None:
-            hook(container, key)
-        if type(container) in PLAIN:
-            del container[key]
-        else:
-            delete_item(f.rt, container, key)
+        token = hook(container, key) if hook is not None else None
+        try:
+            if type(container) in PLAIN:
+                del container[key]
+            else:
+                delete_item(f.rt, container, key)
+        except BaseException:
+            f.rt.write_failed(token)
+            raise
         return nxt
 
     return op
@@ -703,11 +740,13 @@ def store_slice(ins: Instruction, ctx: CompileContext) -> Op:
         start = st.pop()
         container = st.pop()
         value = st.pop()
-        if hooked:
-            hook = f.rt.cb_store_item
-            if hook is not None:
-                hook(container, slice(start, stop), value)
-        container[start:stop] = value
+        hook = f.rt.cb_store_item if hooked else None
+        token = hook(container, slice(start, stop), value) if hook is not None else None
+        try:
+            container[start:stop] = value
+        except BaseException:
+            f.rt.write_failed(token)
+            raise
         return nxt
 
     return op

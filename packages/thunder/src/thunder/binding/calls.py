@@ -7,6 +7,7 @@ from __future__ import annotations
 import _thread
 import collections
 import contextvars
+import copy
 import functools
 import inspect
 import itertools
@@ -26,6 +27,7 @@ from thunder.binding.rng import refuse_generator_state, refuse_generators
 from thunder.binding.state import (
     _CONTAINER_MUTATORS,
     _HEAPTYPE,
+    _MISSING,
     _RETURNS_CONTENTS,
     _SCALAR_TYPES,
     Guard,
@@ -34,7 +36,9 @@ from thunder.binding.state import (
 )
 from thunder.binding.warning_calls import LogReplay, log_site
 from thunder.binding.writes import (
+    _PARTIAL_ON_FAILURE,
     WritesMixin,
+    same_contents,
 )
 from thunder.errors import (
     ImpureCallError,
@@ -103,10 +107,48 @@ def _returning_torch_types(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
         if fn is not None:
             _refuse_spread_list(fn, sym, args)
             args, kwargs = _without_stacklevel(fn, args, kwargs)
+            args, kwargs = _numbers_input_as_tensor(fn, args, kwargs)
         out = sym(*args, **kwargs) if fn is None else mirrored_call(fn, sym, args, kwargs)
         return _written_tensor_itself(out) if isinstance(out, TensorProxy) else torch_value(out)
 
     return call
+
+
+# The torch functions whose ``input`` and ``other`` may both be numbers: torch makes ``input`` a
+# 0-dim tensor and returns one (``torch.div(7, 2, rounding_mode="trunc")`` is ``tensor(3)``).
+_NUMBERS_MADE_TENSORS = frozenset(
+    {
+        torch.add,
+        torch.sub,
+        torch.subtract,
+        torch.mul,
+        torch.multiply,
+        torch.div,
+        torch.divide,
+        torch.true_divide,
+        torch.floor_divide,
+    }
+)
+
+
+def _numbers_input_as_tensor(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call of ``fn`` with a number ``input`` made the 0-dim tensor torch makes of it, where
+    ``other`` is a number too (the op on two numbers would compute a number)."""
+    if fn not in _NUMBERS_MADE_TENSORS:
+        return args, kwargs
+    from thunder_ir import ops as ltorch
+    from thunder_ir.ops._helpers import is_number
+
+    a = args[0] if args else kwargs.get("input")
+    b = args[1] if len(args) > 1 else kwargs.get("other")
+    if not (is_number(a) and is_number(b)):
+        return args, kwargs
+    made = ltorch.tensor(a)
+    if args:
+        return (made, *args[1:]), kwargs
+    return args, {**kwargs, "input": made}
 
 
 def _refuse_spread_list(fn: Any, sym: Symbol, args: tuple[Any, ...]) -> None:
@@ -512,6 +554,7 @@ class CallsMixin(WritesMixin):
             compare_identity=self._cb_compare_identity,
             identity_used=self._cb_identity_used,
             descriptor_get=self._cb_descriptor_get,
+            write_failed=self.write_failed,
         )
 
     def _cb_opaque_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -533,6 +576,9 @@ class CallsMixin(WritesMixin):
             for a in args:
                 if compares_by_identity(a):
                     self._cb_identity_used(a)
+                elif isinstance(a, TensorProxy):  # (``d.get(t)``: looked for in ``d``)
+                    looked_in = fn.__self__ if _looks_up_items(fn) else None
+                    self._cb_identity_used(a, looked_in)
         owner = getattr(fn, "__self__", None)
         if type(owner) is str:
             check_str_formatting(getattr(fn, "__name__", ""), args, kwargs)
@@ -557,15 +603,7 @@ class CallsMixin(WritesMixin):
                         self._cb_load_global(args[0], result, owner, None)  # globals().get(k)
                 return result
             if mutators is not None and fn.__name__ in mutators:
-                self._record_mutation(owner, fn.__name__, args, kwargs)
-                if fn.__name__ in _RETURNS_CONTENTS:  # what it returns was in the container
-                    self._note_content_read_of(owner)
-                if fn.__name__ in ("pop", "popitem") and self.access_for(owner) is not None:
-                    result = fn(*args, **kwargs)
-                    for x in result if fn.__name__ == "popitem" else (result,):
-                        if not isinstance(x, _SCALAR_TYPES):
-                            self.paths.detached[id(x)] = x
-                    return result
+                return self._mutating_call(owner, fn, args, kwargs)
             elif type(owner) in _CONTAINER_MUTATORS:
                 self._note_content_read_of(owner)  # list.index, dict.get, ...
         for a in (*args, *kwargs.values()):
@@ -595,6 +633,37 @@ class CallsMixin(WritesMixin):
                 raise UnsupportedOperationError(_callable_name(fn), "it creates a tensor")
             return result
         return fn(*args, **kwargs)
+
+    def _mutating_call(self, owner: Any, fn: Any, args: tuple[Any, ...], kwargs: Any) -> Any:
+        """``owner.method(*args, **kwargs)`` of a container's mutator: recorded for the epilogue
+        to replay, unless it raises."""
+        name = fn.__name__
+        recorded = self._recorded(self._record_mutation, owner, name, args, kwargs, container=owner)
+        if name in _RETURNS_CONTENTS:  # what it returns was in the container
+            self._note_content_read_of(owner)
+        for a in (*args, *kwargs.values()):
+            if type(a) in _CONTAINER_MUTATORS:
+                self._note_content_read_of(a)
+        partial = recorded is not None and name in _PARTIAL_ON_FAILURE
+        before = copy.copy(owner) if partial else _MISSING
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException:
+            if recorded is None:
+                raise
+            if partial and not same_contents(before, owner):
+                kind = type(owner).__name__
+                raise RunsEagerly(
+                    f"calls {kind}.{name}, which raised after changing the {kind} part way: a "
+                    "compiled program cannot replay that"
+                ) from None
+            self.write_failed(recorded)
+            raise
+        if name in ("pop", "popitem") and self.access_for(owner) is not None:
+            for x in result if name == "popitem" else (result,):
+                if not isinstance(x, _SCALAR_TYPES):
+                    self.paths.detached[id(x)] = x
+        return result
 
     def _referent(self, ref: weakref.ReferenceType[Any]) -> Any:
         """``ref()`` of an outside weakref: the object is found through the ref on later calls

@@ -375,6 +375,36 @@ def _python_answers(obj: Any, name: str) -> str | None:
     return "__getattr__" if _interpreted(_class_lookup(cls, "__getattr__")) else None
 
 
+def _class_python_answer(cls: type, name: str) -> tuple[type, str] | None:
+    """Which interpreted Python code answers ``cls.name`` of a class (``type.__getattribute__``):
+    the class of the MRO searched for it (the metaclass or ``cls``) and the name it is held
+    at there (the metaclass's ``__getattribute__`` or ``__getattr__``, a property or
+    descriptor's own name); None where stored data or native code answers."""
+    meta = type(cls)
+    getattribute = _class_lookup(meta, "__getattribute__")
+    if _interpreted(getattribute):
+        return meta, "__getattribute__"
+    if getattribute is not type.__getattribute__:
+        return None
+
+    def python_get(descr: Any) -> bool:
+        if type(descr) is property:
+            return _interpreted(descr.fget)
+        return _interpreted(_class_lookup(type(descr), "__get__"))
+
+    meta_descr = _class_holding(meta, name)
+    if type(meta_descr) is property:  # (comes first: a data descriptor)
+        return (meta, name) if _interpreted(meta_descr.fget) else None
+    if meta_descr is not _ABSENT_FROM_CLASS:
+        return None  # another descriptor of the metaclass: run natively
+    descr = _class_holding(cls, name)
+    if descr is not _ABSENT_FROM_CLASS:
+        # (the interpreter runs a descriptor's ``__get__`` for a class of ``type`` only)
+        interpreted = meta is type and type(descr) is not property and python_get(descr)
+        return (cls, name) if interpreted else None
+    return (meta, "__getattr__") if _interpreted(_class_lookup(meta, "__getattr__")) else None
+
+
 def _container_store(module: Any) -> str | None:
     """What a module container's entries are known by (the dict whose keys they are, or its
     length), or None for other objects."""
@@ -456,7 +486,10 @@ def _is_users_module(module: types.ModuleType) -> bool:
     name = getattr(module, "__name__", "")
     if not isinstance(name, str) or is_library_module_name(name):
         return False
-    return not _is_library_source(getattr(module, "__file__", None) or "<no file>")
+    # (from its globals: a module's own ``__getattr__`` would answer a missing ``__file__``)
+    ns = getattr(module, "__dict__", None)
+    file = ns.get("__file__") if type(ns) is dict else None
+    return not _is_library_source(file if isinstance(file, str) else "<no file>")
 
 
 def _lists_names_itself(obj: Any) -> bool:
@@ -1437,11 +1470,53 @@ class ReadsMixin(BinderState):
         if type(obj) is functools.partial and name in ("args", "keywords"):
             return self._load_partial_arguments(value, parent.attr(name))
         if isinstance(value, Proxy) or not isinstance(value, torch.Tensor):
+            if isinstance(obj, type):
+                class_answer = _class_python_answer(obj, name)
+                if class_answer is not None:
+                    self._guard_class_python_answer(obj, name, class_answer)
+                    return value
+            elif type(obj) is types.ModuleType and self._module_python_answer(obj, name):
+                return value
             answered_by = _python_answers(obj, name)
             if answered_by is not None:
                 self._guard_python_answer(obj, name, parent, answered_by)
                 return value
         return self.on_load(value, parent.attr(name), holder=obj)
+
+    def _guard_class_python_answer(self, cls: type, name: str, answer: tuple[type, str]) -> None:
+        """``cls.name`` was answered by interpreted code (``_class_python_answer``), whose reads
+        are guarded: guarded instead of its answer is that the same code answers, without
+        running it again (the metaclass's ``__getattr__``, a descriptor's ``__get__``)."""
+        holder, looked_up = answer
+        self._guard_class_holds(holder, looked_up, _class_holding(holder, looked_up))
+        meta = type(cls)
+        if looked_up == "__getattribute__":
+            return
+        self._guard_class_holds(meta, "__getattribute__", _class_holding(meta, "__getattribute__"))
+        if holder is meta and looked_up == name:
+            return  # a property of the metaclass: found first
+        self._guard_class_holds(meta, name, _ABSENT_FROM_CLASS)  # no metaclass descriptor
+        if looked_up == "__getattr__":  # still found nowhere the lookup looks
+            self._guard_class_holds(cls, name, _ABSENT_FROM_CLASS)
+
+    def _module_python_answer(self, module: types.ModuleType, name: str) -> bool:
+        """``module.name`` answered by the module's interpreted ``__getattr__`` (PEP 562), for a
+        name its globals lack: its reads are guarded; guarded instead of its answer is that the
+        globals still lack the name and hold the same function (the prologue does not run it,
+        and its effects, again)."""
+        ns = getattr(module, "__dict__", None)
+        if type(ns) is not dict or name in ns or not _interpreted(ns.get("__getattr__")):
+            return False
+        module_name = ns.get("__name__")
+        if any(
+            w.kind == GLOBAL and w.key == (module_name, name) for w in self.effects.written_paths
+        ):
+            return False
+        at = self._held_access(ns, f"globals of {module_name}")
+        getattr_ = at.item("__getattr__")
+        self.facts.guards.setdefault(getattr_, Guard(getattr_, "is", ns["__getattr__"]))
+        self.namespace_lacks(ns, name)
+        return True
 
     def _outside_class_access(self, cls: type) -> Access | None:
         """Where a class the program did not make is found on later calls: its own path, or
@@ -1689,6 +1764,16 @@ class ReadsMixin(BinderState):
             return
         if self._path_written(access.attr(name)):
             return  # deleted by the program (or never there before it set it)
+        if isinstance(obj, type):
+            class_answer = _class_python_answer(obj, name)
+            if class_answer is not None:
+                self._guard_class_python_answer(obj, name, class_answer)
+                return
+        if _python_answers(obj, name) == "__getattr__":
+            # Its interpreted ``__getattr__`` raised: the prologue checks the same code
+            # answers, without running it (and its effects) again.
+            self._guard_python_answer(obj, name, access, "__getattr__")
+            return
         if type(obj) is types.FunctionType and name not in _FUNCTION_TYPE_NAMES:
             # A function's attribute that its (immutable) type lacks lives in its __dict__ or
             # nowhere: checked there, without raising AttributeError (``__wrapped__``, which
@@ -1713,6 +1798,8 @@ class ReadsMixin(BinderState):
             w.kind == GLOBAL and w.key == (module_name, name) for w in self.effects.written_paths
         ):
             return  # deleted by the program (or never there before it set it)
+        if type(module) is types.ModuleType and self._module_python_answer(module, name):
+            return  # its interpreted ``__getattr__`` raised
         if "__getattr__" in ns:  # a module ``__getattr__`` (PEP 562) decides: asked again
             at = self._held_access(module, f"module {module_name}")
             self.facts.guards.setdefault(
@@ -1765,7 +1852,10 @@ class ReadsMixin(BinderState):
         if isinstance(a, TensorProxy) and isinstance(b, TensorProxy) and a is not b:
             # An in-place op returns its tensor (``x.add_(1) is x``, ``y += 1`` keeps ``y``):
             # the trace gives its result a name of its own, the same tensor in eager.
-            return self._written_tensor(a) is self._written_tensor(b)
+            wa, wb = self._written_tensor(a), self._written_tensor(b)
+            if wa is not wb:
+                self._guard_distinct_inputs(wa, wb)
+            return wa is wb
         real = a if isinstance(b, TensorProxy) else b if isinstance(a, TensorProxy) else None
         if isinstance(real, torch.Tensor) and not isinstance(real, Proxy):
             # A caller's tensor reached another way (a weakref.ref to a parameter, as RNN
@@ -1782,12 +1872,32 @@ class ReadsMixin(BinderState):
             self._guard_identity(at_a, at_b, same)
         return None  # else made by the program: not any outside object on a later call
 
-    def _cb_identity_used(self, obj: Any) -> None:
+    def _guard_distinct_inputs(self, a: TensorProxy, b: TensorProxy) -> None:
+        """Two input proxies answered ``is`` as different tensors: the key's alias pattern
+        covers only tensors found in the arguments' containers; one read from outside state
+        (``s.last is x``) may be the other tensor on a later call, so that is guarded."""
+        at_a, at_b = self._access_of_input(a), self._access_of_input(b)
+        if at_a is None or at_b is None:
+            return  # computed by the program: a new tensor on every call
+        if self._tensor_keyed(at_a) and self._tensor_keyed(at_b):
+            return
+        self._guard_identity(at_a, at_b, False)
+
+    def _tensor_keyed(self, access: Access) -> bool:
+        """Whether the input tensor at ``access`` is in the cache key (an argument's, not one
+        inside an object argument or read from outside state, which the prologue checks)."""
+        guard = self.facts.guards.get(access)
+        return access.root.kind in (ARG, KWARG) and (guard is None or guard.kind != "tensor")
+
+    def _cb_identity_used(self, obj: Any, container: Any = None) -> None:
         """A native result depended on which object ``obj`` is (``obj in a_set``,
         ``d.get(obj)``, ``id(obj)``; its class compares by identity): an outside ``obj`` is
         pinned at its path, so another object there recompiles (the container's contents are
         guarded as it is read)."""
-        if isinstance(obj, (Proxy, torch.Tensor, *_SCALAR_TYPES)):
+        if isinstance(obj, TensorProxy):
+            self._tensor_identity_used(obj, container)
+            return
+        if isinstance(obj, (Proxy, torch.Tensor, *_SCALAR_TYPES)) or not compares_by_identity(obj):
             return
         at = self.access_for(obj)
         if at is None:
@@ -1795,6 +1905,24 @@ class ReadsMixin(BinderState):
         guard = self.facts.guards.get(at)
         if guard is None or guard.kind not in ("is", "same_as"):
             self.facts.guards[at] = Guard(at, "is", obj)
+
+    def _tensor_identity_used(self, t: TensorProxy, container: Any = None) -> None:
+        """``id(t)``, ``hash(t)``, ``t`` looked for in a ``container`` from outside (a key, a set
+        member), for a proxy standing for the caller's tensor: eager's answer is that tensor's
+        identity, which a trace cannot hold (it has the proxy's), so the call runs eagerly. A
+        tensor the program computed is a new object on every call in eager too, and a
+        container the program made holds the proxies it put there."""
+        access = self._access_of_input(self._written_tensor(t))
+        if access is None:
+            return
+        if container is not None and self.access_for(container) is None:
+            return
+        if container is None and not _program_code_running():
+            return  # a library's ``id(t)`` keys its own memo (``copy.deepcopy``)
+        raise RunsEagerly(
+            f"uses which tensor {access.describe(self.param_names)} is (id(), hash(), a dict key "
+            "or set member), which the compiled program cannot tell from one call to the next"
+        )
 
     def _guard_identity(self, at_a: Access, at_b: Access, same: bool) -> None:
         if at_a == at_b:
@@ -1845,8 +1973,8 @@ class ReadsMixin(BinderState):
         )
 
     def _cb_load_item(self, container: Any, key: Any, value: Any) -> None:
-        if compares_by_identity(key):
-            self._cb_identity_used(key)  # ``registry[obj]``: which object it is decides
+        if compares_by_identity(key) or isinstance(key, TensorProxy):
+            self._cb_identity_used(key, container)  # ``registry[obj]``: which object it is decides
         if type(key) is str and self._is_namespace(container):
             if not isinstance(value, (Proxy, torch.Tensor)):
                 with self.constant_reads():
@@ -1898,8 +2026,8 @@ class ReadsMixin(BinderState):
     def _cb_load_item_missing(self, container: Any, key: Any) -> None:
         """``m[key]`` raised: the program relied on the key's absence (``os.environ.get(k, d)``
         with ``k`` unset). Guarded for outside mappings, so setting the key recompiles."""
-        if compares_by_identity(key):
-            self._cb_identity_used(key)
+        if compares_by_identity(key) or isinstance(key, TensorProxy):
+            self._cb_identity_used(key, container)
         if not isinstance(container, (dict, Mapping)) or not _is_guardable_key(key):
             return
         access = self.access_for(container)

@@ -8,8 +8,10 @@ import contextlib
 import copy
 import copyreg
 import inspect
+import itertools
 import types
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -176,8 +178,117 @@ def _restore_container(container: Any, snapshot: Any) -> None:
         container.update(snapshot)
 
 
+# Mutators that, failing, may leave a container changed part way (an update whose iterable
+# raises after some items; a sort whose comparison raises).
+_PARTIAL_ON_FAILURE = frozenset(
+    {
+        "extend",
+        "sort",
+        "__iadd__",
+        "update",
+        "__ior__",
+        "difference_update",
+        "intersection_update",
+        "symmetric_difference_update",
+    }
+)
+
+
+def same_contents(before: Any, now: Any) -> bool:
+    """Whether container ``now`` holds the same objects as its copy ``before``."""
+    if isinstance(now, dict):
+        return list(before) == list(now) and all(before[k] is v for k, v in now.items())
+    if isinstance(now, list):
+        return len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True))
+    return bool(before == now)
+
+
+class RecordedWrite:
+    """What the hook of one write recorded (``WritesMixin._recorded``): taken back where the
+    write then fails natively (``WritesMixin.write_failed``), as eager, where it raised,
+    changed nothing."""
+
+    def __init__(self, binder: WritesMixin, container: Any) -> None:
+        effects, paths = binder.effects, binder.paths
+        self.container = container  # (a container mutated, else None)
+        self.writes = len(effects.writes)
+        self.own_undo: list[Callable[[], None]] = []
+        self._sets = [
+            (s, set(s)) for s in (effects.written_paths, effects.inserted, effects.mutated)
+        ]
+        self._dicts = [(d, len(d)) for d in (effects.escaped, paths.access_of, paths.bound_at)]
+        self.writes_end = self.writes
+        self._added_to_sets: list[tuple[set[Any], set[Any]]] = []
+        self._added_to_dicts: list[tuple[dict[Any, Any], list[Any]]] = []
+
+    def finish(self, binder: WritesMixin) -> RecordedWrite | None:
+        self.writes_end = len(binder.effects.writes)
+        self._added_to_sets = [(s, s - before) for s, before in self._sets if len(s) > len(before)]
+        self._added_to_dicts = [
+            (d, list(itertools.islice(reversed(d.keys()), len(d) - n)))
+            for d, n in self._dicts
+            if len(d) > n
+        ]
+        self._sets, self._dicts = [], []
+        recorded = self.writes_end > self.writes or self.own_undo
+        return self if recorded or self._added_to_sets or self._added_to_dicts else None
+
+    def take_back(self, binder: WritesMixin) -> None:
+        writes = binder.effects.writes
+        if self.writes_end > self.writes and len(writes) != self.writes_end:
+            # The write ran code of the program's that wrote as well before it raised (a
+            # descriptor's setter): those writes stay, the failed one cannot be singled out.
+            raise RunsEagerly(
+                "makes a store that raised after code it ran (a setter) wrote state, which a "
+                "compiled program cannot replay"
+            )
+        if self.writes_end > self.writes:
+            del writes[self.writes :]
+            positions = getattr(writes, "positions", None)
+            if positions is not None:
+                del positions[self.writes :]
+        binder.effects.undo[:] = [
+            u for u in binder.effects.undo if not any(u is own for own in self.own_undo)
+        ]
+        for s, added in self._added_to_sets:
+            s -= added
+        for d, keys in self._added_to_dicts:
+            for k in keys:
+                d.pop(k, None)
+
+
 class WritesMixin(ReadsMixin):
     """Outside writes, deletions and mutations."""
+
+    _recording: RecordedWrite | None = None
+
+    def _recorded(
+        self, record: Callable[..., None], *args: Any, container: Any = None
+    ) -> RecordedWrite | None:
+        """``record(*args)``, what it records of a write kept apart: returned (None where it
+        recorded nothing) for ``write_failed`` to take back where the write then raises."""
+        outer, self._recording = self._recording, RecordedWrite(self, container)
+        try:
+            record(*args)
+            recorded = self._recording.finish(self)
+        finally:
+            self._recording = outer
+        return recorded
+
+    def _undo_own(self, undo: Callable[[], None]) -> None:
+        """``undo`` puts back what the write being recorded changes: void with the write."""
+        self.effects.undo.append(undo)
+        if self._recording is not None:
+            self._recording.own_undo.append(undo)
+
+    def write_failed(self, recorded: RecordedWrite) -> None:
+        """The write ``recorded`` raised natively (caught by the program, it goes on): eager
+        wrote nothing, so nothing is replayed. A container mutation that raised depended on
+        the container's contents (``list.remove`` of a missing item): they are guarded."""
+        container = recorded.container
+        recorded.take_back(self)
+        if container is not None:
+            self._note_content_read_of(container)
 
     def _cb_store_global(self, name: str, value: Any, globs: dict[str, Any]) -> None:
         module = globs.get("__name__")
@@ -210,7 +321,10 @@ class WritesMixin(ReadsMixin):
     def refuse_inference_tensor(self, value: Any, what: str) -> None:
         raise NotImplementedError  # calls.CallsMixin
 
-    def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> None:
+    def _cb_store_attribute(self, obj: Any, name: str, value: Any) -> RecordedWrite | None:
+        return self._recorded(self._store_attribute, obj, name, value)
+
+    def _store_attribute(self, obj: Any, name: str, value: Any) -> None:
         if isinstance(obj, TensorProxy):
             if name == "requires_grad":
                 # as x.requires_grad_(b) (transformers' gradient checkpointing sets it); the
@@ -243,7 +357,7 @@ class WritesMixin(ReadsMixin):
             # before this write changes them, are what a later item write guards.
             self._snapshot_entry(own)
         old = getattr(obj, name, _MISSING)
-        self.effects.undo.append(lambda: _restore_attr(obj, name, old))
+        self._undo_own(lambda: _restore_attr(obj, name, old))
         self.effects.writes.append(Write("attr", access, name, template))
         self.effects.written_paths.add(access.attr(name))
         self._track_stored(value, access.attr(name))
@@ -387,7 +501,10 @@ class WritesMixin(ReadsMixin):
         self.effects.writes.append(Write("del_cell", cell_access, name, None))
         self.effects.written_paths.add(cell_access)
 
-    def _cb_delete_attribute(self, obj: Any, name: str) -> None:
+    def _cb_delete_attribute(self, obj: Any, name: str) -> RecordedWrite | None:
+        return self._recorded(self._delete_attribute, obj, name)
+
+    def _delete_attribute(self, obj: Any, name: str) -> None:
         self._refuse_detached(obj, f"deletes the attribute {name!r} of")
         access = self.access_for(obj)
         if access is None:
@@ -399,11 +516,14 @@ class WritesMixin(ReadsMixin):
         self._snapshot_module_stores(obj)
         self._module_hook_on_copies(obj, torch.nn.Module.__delattr__, name)
         old = getattr(obj, name, _MISSING)
-        self.effects.undo.append(lambda: _restore_attr(obj, name, old))
+        self._undo_own(lambda: _restore_attr(obj, name, old))
         self.effects.writes.append(Write("del_attr", access, name, None))
         self.effects.written_paths.add(access.attr(name))
 
-    def _cb_delete_item(self, container: Any, key: Any) -> None:
+    def _cb_delete_item(self, container: Any, key: Any) -> RecordedWrite | None:
+        return self._recorded(self._delete_item, container, key, container=container)
+
+    def _delete_item(self, container: Any, key: Any) -> None:
         if isinstance(container, Proxy):
             return
         if self._is_namespace(container) and type(key) is str:
@@ -420,7 +540,10 @@ class WritesMixin(ReadsMixin):
                 "that the function did not create"
             )
 
-    def _cb_store_item(self, container: Any, key: Any, value: Any) -> None:
+    def _cb_store_item(self, container: Any, key: Any, value: Any) -> RecordedWrite | None:
+        return self._recorded(self._store_item, container, key, value, container=container)
+
+    def _store_item(self, container: Any, key: Any, value: Any) -> None:
         if isinstance(container, Proxy):
             return
         if self._is_namespace(container) and type(key) is str:
