@@ -258,14 +258,21 @@ def written_without_grad(
 _WRITTEN_WITHOUT_GRAD = _WrittenWithoutGrad._backward_cls  # type: ignore[attr-defined]
 
 
-def copy_(src: torch.Tensor, dst: torch.Tensor, *, bumps_version: bool = True) -> torch.Tensor:
+def copy_(
+    src: torch.Tensor, dst: torch.Tensor, *, bumps_version: bool | int = True
+) -> torch.Tensor:
     """Copies ``src`` into ``dst`` in place and returns ``dst``; without ``bumps_version``, its
-    version counter is left as it was (a batch_norm kernel's update of its running statistics)."""
-    if not bumps_version and not dst.is_inference():
+    version counter is left as it was (a batch_norm kernel's update of its running statistics);
+    an int moves it by that many (one write standing for several deferred ones)."""
+    if bumps_version is not True and not dst.is_inference():
         version = dst._version
-        dst.copy_(src)
-        torch._C._autograd._unsafe_set_version_counter((dst,), (version,))
+        _copy(src, dst)
+        torch._C._autograd._unsafe_set_version_counter((dst,), (version + int(bumps_version),))
         return dst
+    return _copy(src, dst)
+
+
+def _copy(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     node = src.grad_fn
     if type(node) is _WRITTEN_WITHOUT_GRAD and getattr(node, "gradient", False):
         with torch.no_grad():  # the program's write under no_grad, where torch records it

@@ -304,6 +304,9 @@ def simplify(e: Expr) -> Expr:
         if isinstance(rebuilt, Compare):
             if rebuilt.lhs == rebuilt.rhs and never_nan(rebuilt.lhs):
                 return Const(rebuilt.op in ("==", "<=", ">="))
+            difference = _constant_difference(rebuilt.lhs, rebuilt.rhs)
+            if difference is not None:
+                return Const(_COMPARE[rebuilt.op](difference, 0))
             rebuilt = _solve_linear(rebuilt)
         if (
             isinstance(rebuilt, Compare)
@@ -460,6 +463,51 @@ def single_variable(e: Expr) -> str | None:
         return None
     ((name, coef),) = lin[0].items()
     return name if coef == 1 else None
+
+
+def _sum_of_parts(e: Expr) -> tuple[dict[Expr, int], int] | None:
+    """``e`` as a sum of integer multiples of parts that are not sums (``1 // (n + 1)``,
+    ``min``-like clamps kept whole) plus an int constant, when ``e`` is integer arithmetic."""
+    parts: dict[Expr, int] = {}
+    const = 0
+
+    def add(x: Expr, k: int) -> bool:
+        nonlocal const
+        if isinstance(x, Const):
+            if type(x.value) is not int:
+                return False
+            const += k * x.value
+            return True
+        if isinstance(x, BinOp) and x.op in ("+", "-"):
+            return add(x.lhs, k) and add(x.rhs, k if x.op == "+" else -k)
+        if isinstance(x, UnaryOp) and x.op in ("-", "+"):
+            return add(x.operand, -k if x.op == "-" else k)
+        if isinstance(x, BinOp) and x.op == "*":
+            for c, other in ((x.lhs, x.rhs), (x.rhs, x.lhs)):
+                if isinstance(c, Const) and type(c.value) is int:
+                    return add(other, k * c.value)
+        if not never_nan(x):
+            return False
+        parts[x] = parts.get(x, 0) + k
+        return True
+
+    if not add(e, 1):
+        return None
+    return {x: c for x, c in parts.items() if c}, const
+
+
+def _constant_difference(a: Expr, b: Expr) -> int | None:
+    """``a - b`` where it is the same int whatever the values (``(6 - (k - c)) - c + k`` and
+    ``6``: the sizes of two slices at one bound read from data, summed), else None."""
+    sa, sb = _sum_of_parts(a), _sum_of_parts(b)
+    if sa is None or sb is None:
+        return None
+    parts = dict(sa[0])
+    for x, c in sb[0].items():
+        parts[x] = parts.get(x, 0) - c
+    if any(parts.values()):
+        return None
+    return sa[1] - sb[1]
 
 
 def _solve_linear(e: Compare) -> Expr:

@@ -47,7 +47,7 @@ from thunder.errors import (
 from thunder.guards import PatchedByFxTracer
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, WritesBeforeError, describe_guard_failure, failed_guard
-from thunder.signature import Signature, make_signature
+from thunder.signature import Signature, attributes_without_torch_function, make_signature
 from thunder.tensor_patches import patch_token
 from thunder.torch_func import eager_reason, forward_ad, transforms_active
 from thunder.torch_modes import (
@@ -339,6 +339,20 @@ def _reruns_after_error(
                 return False
         tb = tb.tb_next
     return False
+
+
+def _broken_program(error: BaseException) -> bool:
+    """Whether ``error`` is the generated program's own failure, never an op's (a name read
+    before the line defining it: ``UnboundLocalError``), which no handler of the program is
+    meant to catch."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return (
+        isinstance(error, NameError)
+        and tb is not None
+        and tb.tb_frame.f_code.co_filename.startswith("<thunder trace ")
+    )
 
 
 def _note_program_line(error: BaseException, generated: Any, lineno: int) -> None:
@@ -891,12 +905,16 @@ class ThunderFunction:
         except BaseException as eager_error:
             eager_error.__suppress_context__ = True  # the compiled program's: not the user's
             raise
-        if may_be_caught:
+        broken = _broken_program(error)
+        if may_be_caught and not broken:
             self.stats.eager_fallbacks += 1
             return result
+        what = (
+            "failed: a bug in thunder's generated code" if broken else "raised where eager does not"
+        )
         warnings.warn(
-            f"thunder.jit: the compiled program of {self._name} raised {type(error).__name__} "
-            f"({error}) where eager does not; the call ran eagerly (please report this)",
+            f"thunder.jit: the compiled program of {self._name} {what} "
+            f"({type(error).__name__}: {error}); the call ran eagerly (please report this)",
             InternalErrorWarning,
             stacklevel=logs.user_stacklevel(),
         )
@@ -1276,7 +1294,7 @@ def _eager_argument(
                 f"takes an iterator ({label}, a {type(x).__name__}), which tracing would consume "
                 "before the call runs; pass a list or tuple to compile it"
             )
-        if isinstance(x, torch.Tensor) and x.is_nested:
+        if isinstance(x, torch.Tensor) and attributes_without_torch_function(x, ("is_nested",))[0]:
             return f"takes a nested tensor ({label}), which thunder does not compile"
         if depth < 8 and type(x) in (tuple, list):
             return next(

@@ -480,13 +480,48 @@ def _without_data_decisions(constraint: C.Expr, trace: Trace) -> C.Expr:
     if not on_data:
         return constraint
     checked = data_checks_of(trace.bound_symbols)
-    unchecked = [t.python() for t in on_data if t.python() not in checked]
+    unchecked = [t for t in on_data if t.python() not in checked]
     if unchecked:
+        names = set().union(*(t.variables() for t in unchecked)) & set(trace.data_values)
+        reads, users = _data_value_sites(trace, names)
+        ops = f"compiling {', '.join(users)}" if users else "compiling"
+        read = f" ({', '.join(reads)})" if reads else ""
         raise DataDependentError(
-            f"compiling relied on {', '.join(unchecked)}, a decision on values read from tensor "
-            "data that the computation does not check"
+            f"{ops} relied on a decision on values read from tensor data{read} that the "
+            f"computation does not check: {', '.join(t.python() for t in unchecked)}"
         )
     return C.conjunction(t for t in terms if t not in on_data)
+
+
+def _data_value_sites(trace: Trace, names: set[str]) -> tuple[list[str], list[str]]:
+    """Where the program read the values ``names`` from tensor data, and the ops on tensors
+    that use them (as arguments or in their results' sizes), each with the user's file:line:
+    what to name in the reason a call runs split."""
+
+    def uses(x: Any) -> bool:
+        expr = getattr(x, "expr", None)
+        if isinstance(expr, C.Expr) and not expr.variables().isdisjoint(names):
+            return True
+        return any(uses(s) for s in getattr(x, "shape", ()) if not isinstance(s, int))
+
+    reads: list[str] = []
+    direct: list[str] = []  # ops given the values (or sizes made of them) as arguments
+    shaped: list[str] = []  # ops on tensors whose sizes are made of them
+    for b in trace.bound_symbols:
+        outs = b.flat_proxy_outs
+        if any(o.name in names for o in outs):
+            read = ", ".join(o.name for o in outs if o.name in names)
+            reads.append(f"{read} read{b.where()}")
+        elif b.location and any(isinstance(o, TensorProxy) for o in outs):
+            site = f"{b.sym.name}{b.where()}"
+            args = b.flat_proxy_args
+            if any(uses(a) for a in args if not isinstance(a, TensorProxy)):
+                direct.append(site)
+            elif any(uses(a) for a in args) or any(uses(o) for o in outs):
+                shaped.append(site)
+    users = list(dict.fromkeys(direct or shaped))
+    shown = users[:3] + ([f"{len(users) - 3} more"] if len(users) > 3 else [])
+    return reads, shown
 
 
 def _constraint_check(constraint: C.Expr, header: str) -> BoundSymbol:

@@ -42,6 +42,7 @@ __all__ = [
     "Same",
     "Signature",
     "alias_pattern",
+    "attributes_without_torch_function",
     "is_plain",
     "make_signature",
     "storage_address",
@@ -100,9 +101,19 @@ def storage_address(t: torch.Tensor) -> int:
     """The address of ``t``'s storage (0 when it has none; the object's id when it has no plain
     storage, e.g. a sparse tensor)."""
     try:
+        if torch._C._has_torch_function_unary(t):
+            with torch._C.DisableTorchFunctionSubclass():
+                return int(t.untyped_storage().data_ptr())
         return int(t.untyped_storage().data_ptr())
     except (RuntimeError, NotImplementedError, TypeError):
         return -id(t)
+
+
+def attributes_without_torch_function(t: torch.Tensor, attrs: tuple[str, ...]) -> tuple[Any, ...]:
+    """``t``'s attributes read as a plain tensor's: thunder's own inspection of an argument does
+    not go through its subclass's ``__torch_function__`` (which may log or refuse the read)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return tuple(getattr(t, a) for a in attrs)
 
 
 # Values keyed by themselves whatever the position held when the program was compiled: exact
@@ -387,10 +398,20 @@ class _Generator:
             sizes = (
                 "ndim" if self.symbolic and not isinstance(value, torch.nn.Parameter) else "shape"
             )
-            for attr in (sizes, "dtype", "device", "requires_grad", "layout"):
-                self.add(f"{var}.{attr}", f"{label}.{attr}")
+            attrs: tuple[str, ...] = (sizes, "dtype", "device", "requires_grad", "layout")
             if sizes == "ndim":  # (a nested tensor has an ndim, but no sizes to unpack)
-                self.add(f"{var}.is_nested", f"{label}.is_nested")
+                attrs = (*attrs, "is_nested")
+            if torch._C._has_torch_function_unary(value):
+                # A subclass's __torch_function__ would see (or refuse) thunder's reads.
+                read = self.fresh()
+                self.body.append(
+                    f"  {read} = attributes_without_torch_function({var}, {self.constant(attrs)})"
+                )
+                for i, attr in enumerate(attrs):
+                    self.add(f"{read}[{i}]", f"{label}.{attr}")
+            else:
+                for attr in attrs:
+                    self.add(f"{var}.{attr}", f"{label}.{attr}")
         elif isinstance(value, torch.Generator):  # the program draws from this object
             self.add(f"Same({var})", label)
         elif isinstance(value, _VALUES):
@@ -475,6 +496,7 @@ def make_signature(
         "get_default_device": torch.get_default_device,
         **tensor_patches.SIGNATURE_GLOBALS,
         "alias_pattern": alias_pattern,
+        "attributes_without_torch_function": attributes_without_torch_function,
         "same_objects": same_objects,
         "PLAIN_TYPES": PLAIN_TYPES,
         "SYMBOLIC_NUMBERS": _SYMBOLIC_NUMBERS,

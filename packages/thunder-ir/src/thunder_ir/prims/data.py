@@ -128,10 +128,14 @@ _TOLIST_LIMIT = 4096
 def _tolist_meta(t: Any) -> tuple[NumberProxy, ...]:
     check_tensor(t, "tolist")
     reader = _reader(t, "Tensor.tolist()")
-    if any(not isinstance(s, int) for s in t.shape) or _numel(t.shape) > _TOLIST_LIMIT:
+    # A symbolic size (an input's, or a count read from data: ``labels.unique()``) becomes this
+    # call's value: the list's length is a decision, checked as any other (a guard, or a check
+    # on data in the computation), and another length gets a program of its own.
+    shape = tuple(s if isinstance(s, int) else int(s) for s in t.shape)
+    if _numel(shape) > _TOLIST_LIMIT:
         raise DataDependentError(
-            f"Tensor.tolist() of tensor {t.name} of shape {tuple(t.shape)}: only a tensor of at "
-            f"most {_TOLIST_LIMIT} elements, of a static shape, is read while tracing"
+            f"Tensor.tolist() of tensor {t.name} of {_numel(shape)} elements: only a tensor of "
+            f"at most {_TOLIST_LIMIT} elements is read while tracing"
         )
     trace = get_tracectx()
     outs = tuple(_number(v, t) for v in reader(t).reshape(-1).tolist())

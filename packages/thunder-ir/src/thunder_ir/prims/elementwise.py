@@ -211,6 +211,8 @@ def _binary(
     out: str = SAME,
     expr: Callable[..., C.Expr] | None = None,
 ) -> Symbol:
+    if expr is None and number_fn is not None:
+        expr = _opaque_expr(name)  # numbers are computed; a symbolic one is refused
     return make_prim(
         name, _elementwise_meta(name, 2, out, number_fn, expr), tags=(OpTag.ELEMENTWISE,)
     )
@@ -224,7 +226,14 @@ def _trunc_div(a: Any, b: Any) -> Any:
     if isinstance(a, int) and isinstance(b, int):
         q = builtins.abs(a) // builtins.abs(b)
         return q if (a >= 0) == (b >= 0) else -q
-    return math.trunc(a / b)
+    q = a / b
+    return float(math.trunc(q)) if math.isfinite(q) else q  # a float stays a float
+
+
+def _fmod(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b * _trunc_div(a, b)  # an int stays an int
+    return math.fmod(a, b)
 
 
 def _sign(x: Any) -> Any:
@@ -285,7 +294,7 @@ div = _binary("div", operator.truediv, expr=_call_expr("/"))
 floor_divide = _binary("floor_divide", _py_floordiv, expr=_call_expr("//"))
 trunc_divide = _binary("trunc_divide", _trunc_div)
 remainder = _binary("remainder", operator.mod, expr=_call_expr("%"))  # Python's sign rule
-fmod = _binary("fmod", math.fmod)  # C's sign rule
+fmod = _binary("fmod", _fmod)  # C's sign rule
 pow = _binary("pow", operator.pow, expr=_call_expr("**"))
 atan2 = _binary("atan2", math.atan2)
 maximum = _binary("maximum", builtins.max)

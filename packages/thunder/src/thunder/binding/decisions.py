@@ -142,14 +142,14 @@ def hoist_decisions(trace: Trace) -> None:
     they do not depend on: never past a write into memory they read, never a write or an op with
     effects (random draws keep their order)."""
     body = trace.bound_symbols
-    producer = {p.name: i for i, b in enumerate(body) for p in b.flat_proxy_outs}
+    producer, uses = _definitions_and_uses(body, trace.args)
     needed: set[int] = set()
     stack = [i for i, b in enumerate(body) if _stops(b, trace)]
     while stack:
         i = stack.pop()
         if i not in needed:
             needed.add(i)
-            stack.extend(producer[p.name] for p in body[i].flat_proxy_args if p.name in producer)
+            stack.extend(producer[n] for n in uses[i] if n in producer)
     info = alias_info(body)
     hoisted: list[int] = []
     moved: set[int] = set()
@@ -162,10 +162,7 @@ def hoist_decisions(trace: Trace) -> None:
             and (b.sym is prims.check_data or not has_effects(b))
             and not b.has_tag(OpTag.RETURN)
             and not reads & written
-            and all(
-                producer.get(p.name, -1) in moved or p.name not in producer
-                for p in b.flat_proxy_args
-            )
+            and all(producer[n] in moved for n in uses[i] if n in producer)
         )
         if movable:
             hoisted.append(i)
@@ -178,6 +175,48 @@ def hoist_decisions(trace: Trace) -> None:
         trace.bound_symbols[:] = [body[i] for i in hoisted] + [
             b for i, b in enumerate(body) if i not in moved
         ]
+
+
+def _definitions_and_uses(
+    body: list[BoundSymbol], inputs: tuple[Proxy, ...]
+) -> tuple[dict[str, int], list[set[str]]]:
+    """Where each value of ``body`` is defined (by index) and the values each op uses. Beyond
+    the listed arguments and outputs: a symbolic size an op's decomposition computes (the
+    ``-1`` of ``view(B, L, -1, 8)``) is defined by that op, and the sizes in the shapes of the
+    tensors it takes or makes are used by it (``zeros((B, n, 8))``'s ``n``); the first op whose
+    output shape names a size defines it."""
+    producer: dict[str, int] = {}
+    uses: list[set[str]] = []
+    seen = {p.name for p in inputs} | {n for p in inputs for n in _size_names(p)}
+    for i, b in enumerate(body):
+        defined_inside, read_inside = _inside(b.subsymbols)
+        read = {p.name for p in b.flat_proxy_args} | read_inside
+        read |= {n for x in b.flat_proxy_args for n in _size_names(x)}
+        outs = {p.name for p in b.flat_proxy_outs} | defined_inside
+        for n in (n for x in b.flat_proxy_outs for n in _size_names(x)):
+            (read if n in seen or n in read else outs).add(n)
+        read -= outs
+        for n in outs:
+            producer.setdefault(n, i)
+        seen |= read | outs
+        uses.append(read)
+    return producer, uses
+
+
+def _inside(subsymbols: Any) -> tuple[set[str], set[str]]:
+    """The values a decomposition defines, and those it reads without defining them."""
+    defined: set[str] = set()
+    read: set[str] = set()
+    for sub in subsymbols:
+        sub_defined, sub_read = _inside(sub.subsymbols)
+        read |= {p.name for p in sub.flat_proxy_args} - defined
+        read |= sub_read - defined
+        defined |= sub_defined | {p.name for p in sub.flat_proxy_outs}
+    return defined, read
+
+
+def _size_names(x: Proxy) -> list[str]:
+    return [d.name for d in x.shape if isinstance(d, Proxy)] if isinstance(x, TensorProxy) else []
 
 
 def defer_input_writes(trace: Trace, inputs: Inputs) -> None:
@@ -211,14 +250,73 @@ def defer_input_writes(trace: Trace, inputs: Inputs) -> None:
     # In place: symbols recorded later (the generators' states) go into the same list.
     body[:] = program[:first] + made + program[first:]
     returned = substitute(ret, copies).args
+    effects = _eager_write_effects(original[:-1])
     with tracectx(trace):
-        finals = {copies[p.name].name: prims.copy_(copies[p.name], p) for p in written}
+        finals = {copies[p.name].name: _final_write(copies[p.name], p, effects) for p in written}
         try:
             returned = _views_of_inputs_remade(body[: -len(finals)], returned, finals)
         except NotImplementedError as e:
             body[:] = original
             raise _not_deferred(names, str(e)) from None
         prims.python_return(*returned)
+
+
+def _eager_write_effects(program: list[BoundSymbol]) -> tuple[set[str], dict[str, int]]:
+    """What eager's writes in ``program`` do to autograd's view of the memory they write, by
+    the names of ``program``'s values: those some write autograd records goes into (a write
+    with grad enabled into a tensor that requires grad: eager gives it a new ``grad_fn``; on a
+    leaf it raises), and how many writes move each one's version counter. A write under
+    ``no_grad`` (its value made by ``prims.written_without_grad``) is not recorded; one through
+    ``.data`` is neither (``.data`` has a version counter of its own)."""
+    info = alias_info(program)
+    behind_data: set[str] = set()
+    bumps: dict[str, int] = {}
+    for b in program:
+        args = {p.name for p in b.flat_proxy_args}
+        if b.sym is ltorch.data or (OpTag.VIEW in b.sym.tags and args & behind_data):
+            behind_data.update(o.name for o in b.flat_proxy_outs)
+        if writes_in_place(b):
+            for root in {info.root(n) for n in written_inputs(b) if n not in behind_data}:
+                bumps[root] = bumps.get(root, 0) + 1
+    exposed = with_writes_exposed(program)
+    made_by = {o.name: b for b in exposed for o in b.flat_proxy_outs}
+    recorded: set[str] = set()
+    for b in exposed:
+        if not writes_in_place(b):
+            continue
+        if b.sym is prims.copy_:
+            src, dst = b.args[:2]
+            if not getattr(dst, "requires_grad", False):
+                continue
+            maker = made_by.get(src.name) if isinstance(src, Proxy) else None
+            if (
+                maker is not None
+                and maker.sym is prims.written_without_grad
+                and (len(maker.args) < 3 or maker.args[2])
+            ):
+                continue
+        recorded.update(info.root(n) for n in written_inputs(b))
+    names = {p.name for b in program for p in (*b.flat_proxy_args, *b.flat_proxy_outs)}
+    return (
+        {n for n in names if info.root(n) in recorded},
+        {n: bumps.get(info.root(n), 0) for n in names},
+    )
+
+
+def _final_write(copy: Proxy, target: TensorProxy, effects: tuple[set[str], dict[str, int]]) -> Any:
+    """``copy`` written into the input ``target`` with the effects of eager's writes into it:
+    where autograd recorded none of them (writes under ``no_grad``: weight clipping, an EMA),
+    the deferred one is not recorded either (a leaf stays a leaf, ``target`` keeps its
+    ``grad_fn``, the gradient of the values read after the writes flows to it); its version
+    counter moves by as many writes as eager's moved it."""
+    recorded, bumps = effects
+    count = bumps.get(target.name, 1)
+    bumps_version: bool | int = count if count > 1 else bool(count)
+    if target.requires_grad and target.name not in recorded:
+        copy = prims.written_without_grad(target, copy)
+    if bumps_version is True:
+        return prims.copy_(copy, target)
+    return prims.copy_(copy, target, bumps_version=bumps_version)
 
 
 def _not_deferred(names: str, why: str) -> DataDependentError:
