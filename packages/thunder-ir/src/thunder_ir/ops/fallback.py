@@ -1309,6 +1309,11 @@ def _call_on_copies(
     return out
 
 
+def _subclass_target(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    cls = args[1] if len(args) > 1 else kwargs.get("cls")
+    return isinstance(cls, type) and cls is not torch.Tensor
+
+
 def call_torch_fallback(
     fn: Any, args: Sequence[Any], kwargs: dict[str, Any], *, name: str | None = None
 ) -> Any:
@@ -1331,6 +1336,10 @@ def call_torch_fallback(
         raise TorchRunsItError(name, reason)
     if _method_name(name) in _QUANTIZED_RESULTS:
         raise TorchRunsItEagerlyError(name, _QUANTIZED_REASON)
+    if fn is torch.Tensor.as_subclass and _subclass_target(args, kwargs):
+        # A tensor of the subclass (whose __torch_function__ may decide what later calls
+        # return) has no proxy; its fake run cannot make one either.
+        raise TorchRunsItEagerlyError(name, "it makes a tensor of a subclass of torch.Tensor")
     if reason is None and kwargs.get("out") is not None:
         raise TorchRunsItError(name, "it writes into its out= argument")
     if reason is None and draws_from_own_generator(tree_iter((tuple(args), dict(kwargs)))):

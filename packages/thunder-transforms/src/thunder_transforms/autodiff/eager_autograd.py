@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, prims
+from thunder_ir import higher_order as ho
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import (
     alias_info,
@@ -71,6 +72,17 @@ def _saves_result(bsym: BoundSymbol) -> bool:
     if sym in SAVES_RESULT_IN_PLACE:  # ``leaky_relu(y, inplace=True)``
         return writes_in_place_here(bsym)
     return sym in RESULT_SAVING_OPS
+
+
+def _saved_function_outputs(bsym: BoundSymbol) -> list[TensorProxy]:
+    """The outputs of an ``autograd.Function`` its forward saved for the backward
+    (``ctx.save_for_backward(y)`` of the ``y`` it returns): autograd refuses them once written."""
+    if bsym.sym is not ho.autograd_function or len(bsym.args) < 4:
+        return []
+    outputs, saved = bsym.args[1], bsym.args[3]
+    saved_names = {p.name for p in saved if isinstance(p, TensorProxy)}
+    outs = [o for o in bsym.flat_outs if isinstance(o, TensorProxy)]
+    return [o for o, made in zip(outs, outputs) if made.name in saved_names]
 
 
 def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = None) -> bool:
@@ -116,6 +128,9 @@ def needs_eager_autograd(trace: Trace, requires_grad: Sequence[bool] | None = No
                 touched.update(info.root(p.name) for p in tensors if info.is_written(p.name))
             if _saves_result(b):
                 touched.update(info.root(o.name) for o in outs if info.is_written(o.name))
+            touched.update(
+                info.root(o.name) for o in _saved_function_outputs(b) if info.is_written(o.name)
+            )
             active.update(o.name for o in outs)
     try:
         functionalize(trace, only=relevant)

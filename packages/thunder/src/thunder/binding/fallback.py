@@ -6,6 +6,7 @@ eager's semantics (outputs whose shape depends on data, writes into arguments)."
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -14,9 +15,10 @@ import torch
 from thunder.binding.rng import refuse_generators
 from thunder.errors import RunsEagerly, UnsupportedOperationError
 from thunder.lookasides import query_is_allowed
-from thunder_ir import TensorProxy, get_tracectx
+from thunder_ir import NumberProxy, TensorProxy, get_tracectx
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import alias_info
+from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.errors import DataDependentError, UnsupportedOptionError
 from thunder_ir.ops.fallback import (
     TorchFallbackError,
@@ -24,8 +26,9 @@ from thunder_ir.ops.fallback import (
     call_torch_fallback,
     torch_callable_name,
 )
-from thunder_ir.pytree import tree_iter
+from thunder_ir.pytree import tree_flatten, tree_iter, tree_unflatten
 from thunder_ir.sizes import same_size
+from thunder_ir.tags import OpTag
 
 __all__ = ["call_torch_callable", "is_ir_refusal", "mirrored_call", "op_overload_lookasides"]
 
@@ -37,15 +40,23 @@ def is_ir_refusal(exc: BaseException) -> bool:
 
 
 def _computed_into_out(
-    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], compute: Callable[..., Any]
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    compute: Callable[..., Any],
+    *,
+    elementwise: bool = False,
 ) -> Any:
     """``f(..., out=t)``: ``f`` computed without ``out``, then copied into ``t``, which it returns,
     as eager writes its result there. Where eager would do more than that write (resize ``t``,
-    cast into another dtype, refuse autograd through ``out=``, refuse a partial overlap), torch
-    runs the call (``TorchRunsItError``: the program runs split there)."""
+    cast into another dtype, refuse autograd through ``out=``, refuse an overlap, read an operand
+    while writing it), torch runs the call (``TorchRunsItError``: the program runs split there).
+    An ``elementwise`` op (a TensorIterator kernel) may write into an operand that is ``t``
+    itself: each element is read before it is written."""
     name = torch_callable_name(fn) or str(getattr(fn, "__qualname__", repr(fn)))
     out = kwargs["out"]
     rest = {k: v for k, v in kwargs.items() if k != "out"}
+    _refuse_out_keyword(fn, args, kwargs)
     tensors = [a for a in tree_iter((args, rest)) if isinstance(a, TensorProxy)]
     trace = get_tracectx()
     refused = TorchRunsItError(name, "it writes into its out= argument")
@@ -53,7 +64,9 @@ def _computed_into_out(
         raise refused
     if trace.grad_enabled and any(t.requires_grad for t in (*tensors, out)):
         raise refused  # eager raises: out= does not support automatic differentiation
-    if any(t is not out and _may_overlap(trace, t, out) for t in tensors):
+    # Other kernels (mm, gather, index_select) read an operand that is ``out`` while writing it,
+    # or raise for it: torch runs them.
+    if any((t is not out or not elementwise) and _may_overlap(trace, t, out) for t in tensors):
         raise refused
     # Eager's autocast casts the functional ops only, not their out= variants: computed as
     # without autocast.
@@ -72,6 +85,31 @@ def _computed_into_out(
         raise refused
     ltorch.copy_(out, result)
     return out
+
+
+def _refuse_out_keyword(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raises eager's TypeError where torch's callable takes no ``out=`` (``torch.flip``,
+    ``Tensor.add``) though the op mirroring it does: torch's argument parser is asked, on empty
+    meta tensors (it rejects a keyword before any kernel runs)."""
+
+    def probe_value(x: Any) -> Any:
+        if isinstance(x, TensorProxy):
+            return torch.empty(0, dtype=to_torch_dtype(x.dtype), device="meta")
+        if isinstance(x, NumberProxy):
+            return x.value
+        return x
+
+    leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
+    probe_args, probe_kwargs = tree_unflatten([probe_value(x) for x in leaves], spec)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(*probe_args, **probe_kwargs)
+    except TypeError as e:
+        if "unexpected keyword argument 'out'" in str(e):
+            raise TypeError(str(e)) from None
+    except Exception:  # any other error is the kernel's on empty tensors
+        pass
 
 
 def _may_overlap(trace: Any, a: TensorProxy, b: TensorProxy) -> bool:
@@ -97,7 +135,13 @@ def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, An
     the torch fallback runs ``fn`` itself. Nothing the refused attempt recorded is kept (a
     composite records its calls only when it succeeds)."""
     if _writes_out(kwargs):
-        return _computed_into_out(fn, args, kwargs, lambda a, kw: mirrored_call(fn, sym, a, kw))
+        return _computed_into_out(
+            fn,
+            args,
+            kwargs,
+            lambda a, kw: mirrored_call(fn, sym, a, kw),
+            elementwise=OpTag.ELEMENTWISE in getattr(sym, "tags", ()),
+        )
     try:
         return sym(*args, **kwargs)
     except UnsupportedOptionError as e:
@@ -185,7 +229,6 @@ def _call_aten_op(op: Any, *args: Any, **kwargs: Any) -> Any:
     """``torch.ops.aten.<name>.<overload>(...)`` (or the packet): recorded as a fallback op that
     names it, as the torch function it backs would be."""
     from thunder_ir import Proxy
-    from thunder_ir.pytree import tree_iter
 
     has_proxy = any(isinstance(a, Proxy) for a in tree_iter((args, kwargs)))
     return call_torch_callable(op, args, kwargs, has_proxy=has_proxy, display_name=str(op))

@@ -82,9 +82,9 @@ class HigherOrderMixin(RegionsMixin):
     ) -> Trace:
         """``fn`` interpreted into a sub-trace; refused if it writes outside state or its inputs.
         Its outputs never share memory with its inputs (``fresh_outputs``), as torch's.
-        ``split_on_outside_writes``: a write to outside state breaks no contract (an
-        ``autograd.Function``'s backward, which eager runs as Python): torch runs the call,
-        for this reason."""
+        ``split_on_outside_writes``: a write to outside state or into an input breaks no contract
+        (an ``autograd.Function``'s backward, which eager runs as Python): torch runs the call,
+        for this reason (or for the input written)."""
         writes = len(self.effects.writes)
         interpreted = self._interpreted(table, fn)
         sub = ho.record_subtrace(interpreted, inputs, name=name, fresh_outputs=fresh_outputs)
@@ -98,6 +98,12 @@ class HigherOrderMixin(RegionsMixin):
             )
         info = alias_info(sub.bound_symbols)
         written = [a.name for a in sub.args if info.is_written(a.name)]
+        if written and split_on_outside_writes:
+            # An autograd.Function's backward writing its incoming gradient, a saved tensor or a
+            # captured one (Megatron's ``weight.main_grad``): eager's Python backward allows it,
+            # and the write may show in tensors the program does not see (a gradient buffer
+            # autograd shares between branches).
+            raise RunsSplit(f"{what} writes {written[0]} in place; torch runs it")
         if written:
             raise HigherOrderOperatorError(
                 f"{what} writes its input {written[0]} in place, which torch's higher-order "
