@@ -580,19 +580,11 @@ def _autograd_function_meta(
 
 class _UserBackward(torch.autograd.Function):
     """Where torch.autograd records the program (thunder_transforms' eager autograd), the
-    outputs get the user's backward as their grad_fn."""
+    outputs get the user's backward as their grad_fn. In the ``setup_context`` form, so that it
+    also runs under torch.func's transforms (a jitted program differentiated at a grad level)."""
 
     @staticmethod
-    def forward(
-        ctx: Any, backward: Any, once: bool, n_outputs: int, n_inputs: int, *tensors: Any
-    ) -> Any:
-        ctx.backward, ctx.n_outputs, ctx.n_inputs = backward, n_outputs, n_inputs
-        ctx.once_differentiable = once
-        saved = tensors[n_outputs + n_inputs :]
-        # Saved as eager's ctx.save_for_backward saves them: a later in-place write into one
-        # raises in the backward.
-        ctx.saved_layout = [None if isinstance(t, torch.Tensor) else (t,) for t in saved]
-        ctx.save_for_backward(*(t for t in saved if isinstance(t, torch.Tensor)))
+    def forward(backward: Any, once: bool, n_outputs: int, n_inputs: int, *tensors: Any) -> Any:
         inputs = tensors[n_outputs : n_outputs + n_inputs]
         # Returned as it is, an argument would become a view autograd refuses in-place writes
         # into; eager's output is one only where it shares an input's memory (``x.view_as(x)``).
@@ -602,12 +594,40 @@ class _UserBackward(torch.autograd.Function):
         )
 
     @staticmethod
+    def setup_context(ctx: Any, args: tuple[Any, ...], output: Any) -> None:
+        backward, once, n_outputs, n_inputs, *tensors = args
+        ctx.backward, ctx.n_outputs, ctx.n_inputs = backward, n_outputs, n_inputs
+        ctx.once_differentiable = once
+        # A saved output of the Function (``ctx.save_for_backward(y)`` of the ``y`` it returns)
+        # is, as in eager, the output this node returns: differentiated again (create_graph),
+        # the gradient through it flows back through this node; the value computed before it
+        # would be a constant. An input returned as it is stays the input when saved, as eager's.
+        inputs = {id(t) for t in tensors[n_outputs : n_outputs + n_inputs]}
+        given_outputs = {id(t): k for k, t in enumerate(tensors[:n_outputs]) if id(t) not in inputs}
+        saved = [
+            output[given_outputs[id(t)]] if id(t) in given_outputs else t
+            for t in tensors[n_outputs + n_inputs :]
+        ]
+        # Saved as eager's ctx.save_for_backward saves them: a later in-place write into one
+        # raises in the backward.
+        ctx.saved_layout = [None if isinstance(t, torch.Tensor) else (t,) for t in saved]
+        ctx.save_for_backward(*(t for t in saved if isinstance(t, torch.Tensor)))
+
+    @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if s is None else s[0] for s in ctx.saved_layout]
-        input_grads = ctx.backward(*grads, *saved)
-        if ctx.once_differentiable and torch.is_grad_enabled():
-            input_grads = _raising_when_differentiated(input_grads)
+        if not ctx.once_differentiable:
+            input_grads = ctx.backward(*grads, *saved)
+        else:
+            # As @once_differentiable's wrapper: computed without a graph, behind a node that
+            # raises only where a gradient given requires grad.
+            with torch.no_grad():
+                input_grads = ctx.backward(*grads, *saved)
+            if torch.is_grad_enabled() and any(
+                isinstance(g, torch.Tensor) and g.requires_grad for g in grads
+            ):
+                input_grads = _raising_when_differentiated(input_grads)
         return (
             None,
             None,

@@ -21,6 +21,7 @@ from thunder_ir import (
     prims,
     tracectx,
 )
+from thunder_ir import higher_order as ho
 from thunder_ir.aliasing import (
     AliasInfo,
     alias_info,
@@ -275,12 +276,28 @@ def _reached_in_decomposition(bsym: BoundSymbol, active: set[str]) -> set[str]:
 def _values_read(bsym: BoundSymbol) -> set[str]:
     """The arguments whose values ``bsym`` reads: by its decomposition where it has one (not
     ``p`` of ``x.to(p)``, read for its dtype: eager leaves its ``.grad`` None)."""
+    if bsym.sym is ho.autograd_function:
+        return _autograd_function_edges(bsym)
     names = {p.name for p in bsym.flat_proxy_args}
     if not bsym.subsymbols:
         return names
     read = {p.name for leaf in leaf_prims(bsym) for p in leaf.flat_proxy_args}
     read.update(p.name for p in bsym.flat_proxy_outs)  # an argument given back as it is
     return names & read
+
+
+def _autograd_function_edges(bsym: BoundSymbol) -> set[str]:
+    """The inputs a ``torch.autograd.Function``'s node has edges to: the tensors passed to
+    ``apply`` for which its backward returns a gradient. What it saves or reads otherwise (a
+    tensor inside a list argument, a parameter kept on ``ctx``) autograd never sees: eager leaves
+    its ``.grad`` None."""
+    backward, _, inputs, _ = bsym.args
+    grads = backward.return_value
+    return {
+        a.name
+        for a, g in zip(inputs, grads if isinstance(grads, tuple) else (grads,))
+        if isinstance(a, Proxy) and g is not None
+    }
 
 
 def _reads(bsym: BoundSymbol) -> list[Proxy]:

@@ -34,6 +34,7 @@ from thunder.errors import (
 from thunder_ir import Proxy, TensorProxy, get_tracectx
 from thunder_ir import higher_order as ho
 from thunder_ir import ops as ltorch
+from thunder_ir.pytree import tree_iter
 
 __all__ = ["AutogradFunctionMixin", "TracedFunctionCtx"]
 
@@ -190,12 +191,34 @@ class AutogradFunctionMixin(HigherOrderMixin):
             self.regions.autocast_stack.pop()
             restore()
         saved = ho.captures(sub, len(protos))
+        outside = _outside_tensors_read(saved, (ctx.to_save, args, kwargs))
+        if outside:
+            # Eagerly, not split: torch.compile reads such a global at the forward too.
+            raise RunsEagerly(
+                f"calls {name}.apply, whose backward reads the tensor {outside[0]} from outside "
+                "it (a global, an attribute), which eager reads when the backward runs"
+            )
         inputs = tuple(a for a, n in zip(args, needs) if n)
         once = getattr(cls.backward, "__code__", None) is _ONCE_DIFFERENTIABLE_CODE
         new = ho.autograd_function(sub, tuple(diff), inputs, tuple(saved), once_differentiable=once)
         replaced = {o.name: n for o, n in zip(diff, new)}
         result = [replaced.get(o.name, o) if isinstance(o, TensorProxy) else o for o in leaves]
         return tuple(result) if is_tuple else result[0]
+
+
+def _outside_tensors_read(captured: Any, given: Any) -> list[str]:
+    """The names of the tensors made outside the program that a backward reads other than
+    through ``ctx.saved_tensors`` or ``apply``'s arguments: eager reads (the current value of)
+    such a global or attribute when the backward runs, the program would at the forward."""
+    trace = get_tracectx()
+    assert trace is not None
+    made = {p.name for b in trace.bound_symbols for p in b.flat_proxy_outs}
+    own = {p.name for p in tree_iter(given) if isinstance(p, TensorProxy)}
+    return [
+        p.name
+        for p in captured
+        if isinstance(p, TensorProxy) and p.name not in made and p.name not in own
+    ]
 
 
 # The code of ``@once_differentiable``'s wrapper: a backward marked with it runs it.
@@ -205,9 +228,10 @@ _ONCE_DIFFERENTIABLE_CODE = torch.autograd.function.once_differentiable(lambda c
 def _input_gradients(
     name: str, result: Any, args: tuple[Any, ...], needs: tuple[bool, ...]
 ) -> tuple[Any, ...]:
-    """The gradients ``backward`` returned for the inputs that need one (zeros for None),
-    checked as eager checks them: where eager's backward would raise, the call runs eagerly
-    (its forward runs, as eager's; the error comes in the backward)."""
+    """The gradients ``backward`` returned for the inputs that need one (None stays None: eager
+    leaves such an input's ``.grad`` None), checked as eager checks them: where eager's backward
+    would raise, the call runs eagerly (its forward runs, as eager's; the error comes in the
+    backward)."""
     grads = result if isinstance(result, tuple) else (result,)
     if len(grads) < len(args) or any(g is not None for g in grads[len(args) :]):
         # Eager raises in its backward, after a forward that ran: the call runs eagerly.
@@ -221,12 +245,12 @@ def _input_gradients(
                 f"calls {name}.apply, whose backward returns a gradient for argument {i}, "
                 "which is not a tensor: eager raises when it runs"
             )
-    out = []
+    out: list[Any] = []
     for i, (a, g, need) in enumerate(zip(args, grads, needs)):
         if not need:
             continue
         if g is None:
-            out.append(_zeros(a))
+            out.append(None)
             continue
         if not isinstance(g, TensorProxy):
             raise RunsEagerly(
