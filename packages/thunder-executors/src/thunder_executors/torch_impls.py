@@ -144,11 +144,17 @@ def _nested(values: Sequence[Any], shape: Sequence[int]) -> Any:
 
 def _exact_integer(value: Any, dtype: torch.dtype) -> bool:
     """Whether ``torch.scalar_tensor`` makes ``value`` as ``torch.tensor`` does: an int of an
-    integer dtype, a bool of bool. (A float out of range becomes inf in one and raises in the
-    other, so floats take ``torch.tensor``.)"""
+    integer dtype within int64, a bool of bool. (A float out of range becomes inf in one and
+    raises in the other, so floats take ``torch.tensor``; an int beyond int64 raises a different
+    error in each.)"""
     if dtype == torch.bool:
         return type(value) is bool
-    return type(value) is int and not dtype.is_floating_point and not dtype.is_complex
+    return (
+        type(value) is int
+        and -(2**63) <= value < 2**63
+        and not dtype.is_floating_point
+        and not dtype.is_complex
+    )
 
 
 def iota(

@@ -67,12 +67,23 @@ def can_read_data() -> bool:
 
 
 def _read_item(t: Any, what: str) -> Any:
-    """``t.item()`` as a number read on this call, where tracing can read it."""
+    """``t.item()`` as a number read on this call, where tracing can read it; the number itself
+    where the trace knows it (``thunder_ir.known_numbers``: no read of data)."""
+    from thunder_ir.known_numbers import known_number
+
+    known = known_number(t)
+    if known is not None:
+        return known
     if not can_read_data():
         raise _data_dependent(t, what)
     from thunder_ir.prims.data import item
 
     return item(t)
+
+
+def _has_known_number(t: Any) -> bool:
+    trace = get_tracectx()
+    return trace is not None and t.name in trace.known_numbers
 
 
 def _item_method(t: Any) -> Any:
@@ -368,7 +379,7 @@ class TensorProxy(Proxy):
         if fn is None:
             import torch
 
-            if name == "item" and can_read_data():
+            if name == "item" and (can_read_data() or _has_known_number(self)):
                 return _BoundTensorMethod(_item_method, self)
             if name in _DATA_METHODS:
                 raise _data_dependent(self, f"Tensor.{name}()")

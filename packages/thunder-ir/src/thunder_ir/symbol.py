@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thunder_ir.errors import TracingError
+from thunder_ir.known_numbers import forget_written, note_prim_output, settle
 from thunder_ir.proxies import NumberProxy, Proxy
 from thunder_ir.pytree import tree_iter
 from thunder_ir.tags import OpTag
@@ -188,6 +189,12 @@ class Symbol:
                 return out
         location = trace.call_location() if trace.locate is not None else None
         trace.record(BoundSymbol(self, args, kwargs, out, subsymbols, location=location))
+        if self.is_prim:
+            note_prim_output(self, args, kwargs, out)
+        if trace.known_numbers:
+            forget_written(self, args, kwargs)
+            if trace.at_top_level():
+                settle(out)
         if not trace.grad_enabled and not keeps_grad and not self._stops_gradient:
             return _without_grad(out)
         return out

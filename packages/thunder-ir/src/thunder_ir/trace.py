@@ -99,6 +99,8 @@ class Trace:
         # computation makes (``prims.check_data``), not guards, recorded at the top level.
         self.read_data: Callable[[Any], Any] | None = None
         self.data_values: dict[str, Any] = {}
+        # 0-dim tensors whose value is a known number, by name (``thunder_ir.known_numbers``).
+        self.known_numbers: dict[str, Any] = {}
         self.data_sizes: set[str] = set()  # those that are sizes (never negative)
         # Integer tensors with no negative element (indices of nonzero elements): an index
         # tensor among them needs no wrapping of negative values.

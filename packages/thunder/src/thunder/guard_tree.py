@@ -1001,5 +1001,14 @@ def _verify(
         expected = prologue(args, kwargs)
     except GuardFailure as e:
         raise AssertionError(f"the guard tree accepted a call the prologue rejects: {e}") from e
-    if len(expected) != len(inputs) or any(a is not b for a, b in zip(expected, inputs)):
+    if len(expected) != len(inputs) or not all(map(_same_input, expected, inputs)):
         raise AssertionError("the guard tree returned other inputs than the prologue")
+
+
+def _same_input(a: Any, b: Any) -> bool:
+    """The same object, or the same number (a size above 256 is a new int at each read)."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or type(a) not in (int, float, complex):
+        return False
+    return bool(a == b or (a != a and b != b))

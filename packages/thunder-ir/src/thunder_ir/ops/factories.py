@@ -16,6 +16,7 @@ from thunder_ir import dtypes, prims
 from thunder_ir.devices import Device, default_device, to_device
 from thunder_ir.dtypes import DType
 from thunder_ir.errors import UnsupportedOptionError
+from thunder_ir.known_numbers import index_value
 from thunder_ir.ops._helpers import dtype_arg, to_shape
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.elementwise import check_number_fits
@@ -88,7 +89,7 @@ def _size_arg(size: tuple[Any, ...], op: str) -> tuple[Any, ...]:
     # A 0-d integer tensor is a size, as torch reads it (__index__): a value read from data
     # (RNNs make their initial state with a packed sequence's batch_sizes[0]).
     shape = tuple(
-        s.__index__() if isinstance(s, TensorProxy) and _is_index_tensor(s) else s
+        index_value(s) if isinstance(s, TensorProxy) and _is_index_tensor(s) else s
         for s in to_shape(size)
     )
     for s in shape:

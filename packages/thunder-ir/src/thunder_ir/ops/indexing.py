@@ -17,6 +17,7 @@ from typing import Any
 
 from thunder_ir import dtypes, prims
 from thunder_ir.errors import DataDependentError, UnsupportedOptionError
+from thunder_ir.known_numbers import index_value
 from thunder_ir.ops._helpers import broadcast_shapes, expand_to, to_dtype
 from thunder_ir.ops._registry import torchop
 from thunder_ir.ops.shape import (
@@ -135,6 +136,13 @@ def parse_key(a: TensorProxy, key: Any) -> list[Item]:
     return items
 
 
+def _slice_bound(x: Any) -> Any:
+    """A 0-dim integer tensor in a slice as Python reads it (``__index__``): its number."""
+    if isinstance(x, TensorProxy) and x.ndim == 0 and x.dtype.is_exact and not x.dtype.is_boolean:
+        return index_value(x)
+    return x
+
+
 def _is_slice_index(x: Any) -> bool:
     """What Python accepts in a slice of a tensor: None, an int (or symbolic int), an object with
     ``__index__`` (a float, symbolic or not, is refused)."""
@@ -146,6 +154,7 @@ def _is_slice_index(x: Any) -> bool:
 
 
 def _canonical_slice(s: slice, size: Any) -> tuple[Any, Any, Any]:
+    s = slice(*(_slice_bound(x) for x in (s.start, s.stop, s.step)))
     check(
         all(_is_slice_index(x) for x in (s.start, s.stop, s.step)),
         "slice indices must be integers or None or have an __index__ method",
@@ -409,7 +418,7 @@ def _value_tensor(a: TensorProxy, value: Any, shape: Sequence[Any]) -> TensorPro
 def _set_basic(a: TensorProxy, items: list[Item], value: Any) -> TensorProxy:
     """``a`` with the region a basic key selects replaced by ``value``: pad + where."""
     if any(item[0] == "bool" and not item[1] for item in items):
-        return a  # t[False] selects nothing
+        return a  # t[False] selects nothing (eager records no write)
     region = {item[1]: item for item in items if item[0] in ("int", "slice")}
     view_shape: list[Any] = []
     for item in items:
@@ -436,7 +445,7 @@ def _set_basic(a: TensorProxy, items: list[Item], value: Any) -> TensorProxy:
             )
         lengths.append(length)
         if isinstance(length, int) and length == 0:
-            return a
+            return _unchanged_by_empty_write(a, v, value)
         config.append((start, size - start - ((length - 1) * step + 1), step - 1))
     v = reshape_to(v, lengths)
     padded = prims.pad(v, zero_of(a.dtype), config)
@@ -444,6 +453,20 @@ def _set_basic(a: TensorProxy, items: list[Item], value: Any) -> TensorProxy:
         prims.full(tuple(lengths), True, device=a.device, dtype=dtypes.bool8), False, config
     )
     return prims.where(mask, padded, a)  # type: ignore[no-any-return]
+
+
+def _unchanged_by_empty_write(a: TensorProxy, v: TensorProxy, value: Any) -> TensorProxy:
+    """``a`` as it is, computed from the empty ``v`` written into it: eager records the empty
+    write, so the result requires grad where ``value`` does (which gets a zero gradient)."""
+    if not isinstance(value, TensorProxy):
+        return a
+    zero = prims.pad(reshape_to(v, (0,)), zero_of(a.dtype), [(0, 1, 0)])
+    if a.ndim:
+        zeros = prims.broadcast_in_dim(zero, tuple(a.shape), (a.ndim - 1,))
+    else:
+        zeros = reshape_to(zero, ())
+    nowhere = prims.full(tuple(a.shape), False, device=a.device, dtype=dtypes.bool8)
+    return prims.where(nowhere, zeros, a)  # type: ignore[no-any-return]
 
 
 def _set_advanced(a: TensorProxy, key: Any, value: Any) -> TensorProxy:

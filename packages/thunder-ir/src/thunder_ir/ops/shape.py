@@ -87,7 +87,9 @@ def index_arg(x: Any) -> Any:
     """An int argument as torch reads it: a 0-d integer tensor is its value (``__index__``, a
     read of tensor data), anything else is left to the op's own checks."""
     if isinstance(x, TensorProxy) and x.ndim == 0 and x.dtype.is_exact and not x.dtype.is_boolean:
-        return x.__index__()
+        from thunder_ir.known_numbers import index_value
+
+        return index_value(x)
     return x
 
 

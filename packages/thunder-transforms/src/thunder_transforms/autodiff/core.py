@@ -183,6 +183,11 @@ class _Linearizer:
             self.differentiated.append(bsym)
             self.active |= _reached_in_decomposition(bsym, self.active)
             return
+        if rule is None and bsym.subsymbols and not _gives_grad(bsym, self.active):
+            # No gradient through it (zeros_like(x), rand_like(x), argmax): kept whole as in a
+            # program without grad, so the executor runs torch's own (eager's strides, RNG draws).
+            self.forward.append(bsym)
+            return
         if rule is None and bsym.subsymbols:
             if bsym.has_tag(OpTag.CHECKPOINT):
                 self.checkpointed.update(checkpointed_values(bsym))
@@ -244,6 +249,17 @@ def _fallback_grad_outputs(
         if o.requires_grad
     }
     return [o for o in outs if o.name in wanted]
+
+
+def _gives_grad(bsym: BoundSymbol, active: set[str]) -> bool:
+    """Whether a gradient reaches an output of the composite ``bsym`` from ``active``."""
+    if bsym.has_tag(OpTag.CHECKPOINT) or OpTag.IN_PLACE in bsym.sym.tags:
+        return True
+    outs = [o for o in bsym.flat_outs if _carries_grad(o)]
+    if not outs:
+        return False
+    reached = _reached_in_decomposition(bsym, active)
+    return any(o.name in reached for o in outs)
 
 
 def _reached_in_decomposition(bsym: BoundSymbol, active: set[str]) -> set[str]:
