@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, prims
+from thunder_ir import BoundSymbol, NumberProxy, OpTag, Symbol, TensorProxy, prims
 from thunder_ir.sizes import current_size_facts, same_size
 from thunder_ir.symbol import leaf_prims
 
@@ -127,6 +127,15 @@ def bound_arguments(bsym: BoundSymbol) -> dict[str, Any]:
     bound = sig.bind(*bsym.args, **bsym.kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
+
+
+def is_real_number(x: Any) -> bool:
+    """A real Python number argument (not a bool), a concrete one or a symbolic one: a rule that
+    branches on a symbolic one decides on its value on this call (a constraint the prologue
+    checks, so another value gets its own program)."""
+    if isinstance(x, NumberProxy):
+        return x.python_type in (int, float)
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def static_eq(a: Any, b: Any) -> bool:

@@ -15,6 +15,7 @@ from thunder_transforms.autodiff.registry import (
     GradPairs,
     bound_arguments,
     expand_reduced,
+    is_real_number,
     register_vjp,
     sum_to_shape,
     zeros_like,
@@ -135,7 +136,8 @@ def _div(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 def _log_of_number(x: Any) -> Any:
     """log of a Python number base as eager's ``Scalar`` log: -inf at 0, NaN below 0 (for a real
     base; a complex one takes the principal branch)."""
-    if isinstance(x, complex):
+    if isinstance(x, complex) or getattr(x, "python_type", None) is complex:
+        x = complex(x)  # a symbolic complex base: its value on this call (a constraint)
         return cmath.log(x) if x != 0 else complex(-math.inf, 0.0)
     if x == 0:
         return -math.inf
@@ -152,11 +154,13 @@ def _pow(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
         if isinstance(b, TensorProxy):
             d = P.mul(g, P.mul(b, P.pow(a, P.sub(b, 1.0))))
             pairs.append((a, P.where(P.eq(b, 0.0), 0.0, d)))  # +0, not g * 0
-        elif not (isinstance(b, (int, float)) and b == 0):
+        elif not (is_real_number(b) and b == 0):
             pairs.append((a, P.mul(g, P.mul(b, P.pow(a, P.sub(b, 1.0))))))
     if isinstance(b, TensorProxy):
         # torch: a ** b * log(a), with 0 where a == 0 and b >= 0.
-        if isinstance(a, (int, float, complex)):  # a Python number: log(a) known now
+        if is_real_number(a) and isinstance(a, NumberProxy):
+            d = _times_log_of_symbolic_base(y, a, b)
+        elif isinstance(a, (int, float, complex, NumberProxy)):  # a number: log(a) known now
             d = P.mul(y, _log_of_number(a))
             if a == 0:
                 d = P.where(P.ge(b, 0.0), 0.0, d)
@@ -165,6 +169,18 @@ def _pow(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
             d = P.where(P.bitwise_and(P.eq(a, 0.0), P.ge(b, 0.0)), 0.0, d)
         pairs.append((b, P.mul(g, d)))
     return pairs
+
+
+def _times_log_of_symbolic_base(y: TensorProxy, a: NumberProxy, b: TensorProxy) -> Any:
+    """``y * log(a)`` of a symbolic real base, 0 where a == 0 and b >= 0: the log taken by the
+    program (float64, as eager's Scalar log; -inf at 0, NaN below), so one program serves every
+    base; the product in the computation dtype, as eager's multiply by a scalar."""
+    base = P.full(tuple(y.shape), a, device=y.device, dtype=dtypes.float64)
+    compute = dtypes.float32 if y.dtype.is_low_precision else y.dtype
+    log = P.convert_element_type(P.log(base), compute)
+    d = P.mul(y if y.dtype == compute else P.convert_element_type(y, compute), log)
+    d = P.where(P.bitwise_and(P.eq(base, 0.0), P.ge(b, 0.0)), 0.0, d)
+    return d if d.dtype == y.dtype else P.convert_element_type(d, y.dtype)
 
 
 def _select_between(bsym: BoundSymbol, g: TensorProxy, a_loses: Any, b_loses: Any) -> GradPairs:

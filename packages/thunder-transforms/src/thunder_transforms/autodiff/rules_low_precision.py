@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from thunder_ir import BoundSymbol, TensorProxy, dtypes, prims
+from thunder_ir import BoundSymbol, NumberProxy, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.ops._helpers import to_dtype
 from thunder_ir.utils import canonicalize_dims
@@ -279,7 +279,18 @@ def var_grad_low_precision(
     if std is not None:
         gv = ltorch.where(ltorch.eq(std, 0), 0.0, ltorch.div(gv, ltorch.mul(std, 2)))
     centered = ltorch.sub(a, ltorch.mean(a, ds, keepdim=True))
-    return ltorch.mul(ltorch.mul(gv, 2.0 / dof), centered)
+    return ltorch.mul(_times_two_over(gv, dof), centered)
+
+
+def _times_two_over(gv: Any, dof: Any) -> Any:
+    """``gv * (2 / dof)``. A symbolic count (sizes, a correction, or read from data) may be 0 on
+    some call, where a number's division raises: 2 / dof is taken by the program in float64 (inf
+    at 0, as eager's double), the product in float32 as eager's multiply by a scalar."""
+    if not isinstance(dof, NumberProxy):
+        return ltorch.mul(gv, 2.0 / dof)
+    scale = prims.div(2.0, prims.full((), dof, device=gv.device, dtype=dtypes.float64))
+    scale = prims.broadcast_in_dim(to_dtype(scale, dtypes.float32), tuple(gv.shape), ())
+    return to_dtype(prims.mul(to_dtype(gv, dtypes.float32), scale), gv.dtype)
 
 
 def _cumprod_applies(bsym: BoundSymbol) -> bool:

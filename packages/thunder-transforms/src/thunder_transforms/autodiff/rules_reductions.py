@@ -16,6 +16,7 @@ from thunder_transforms.autodiff.registry import (
     GradPairs,
     bound_arguments,
     expand_reduced,
+    is_real_number,
     register_vjp,
     sum_to_shape,
     zeros_like,
@@ -67,8 +68,11 @@ def _count(shape: Any, ds: tuple[int, ...]) -> Any:
 
 def _along_dim_or_all(bsym: BoundSymbol) -> bool:
     # max(a), max(a, dim); max(a, other) is maximum (its decomposition).
+    # A symbolic dim too: the rule uses it as it is on this call (a constraint).
     dim = bound_arguments(bsym)["dim"]
-    return dim is None or (isinstance(dim, int) and not isinstance(dim, bool))
+    return dim is None or (
+        is_real_number(dim) and not isinstance(getattr(dim, "value", dim), float)
+    )
 
 
 @register_vjp(ltorch.max, ltorch.min, applies=_along_dim_or_all)
@@ -106,14 +110,16 @@ def _evenly_distributed(g: TensorProxy, a: TensorProxy, value: TensorProxy) -> A
 # Norms ------------------------------------------------------------------------------------------
 
 
-def _norm_grad(x: Any, p: float, norm: Any, g: Any, ds: tuple[int, ...]) -> Any:
+def _norm_grad(x: Any, p: Any, norm: Any, g: Any, ds: tuple[int, ...]) -> Any:
     """Eager's norm backward: ``norm`` and ``g`` broadcast to ``x``'s shape. Where the norm is 0
-    the gradient is 0 (the subgradient), not the ``0 * inf`` of the decomposition."""
+    the gradient is 0 (the subgradient), not the ``0 * inf`` of the decomposition. A symbolic
+    ``p`` is decided on as it is on this call (the formula's form depends on it); the exponents
+    stay symbolic."""
     if p == 1:
         return P.mul(P.sign(x), g)
     if p == 2:
         return P.mul(g, P.where(P.eq(norm, 0.0), 0.0, P.div(x, norm)))
-    if math.isinf(p):
+    if p == math.inf or p == -math.inf:
         ax = P.abs(x)
         mask = P.convert_element_type(P.bitwise_or(P.eq(ax, norm), P.isnan(ax)), x.dtype)
         count = expand_reduced(P.sum(mask, ds), x.shape, ds)
@@ -130,7 +136,8 @@ def _norm_grad(x: Any, p: float, norm: Any, g: Any, ds: tuple[int, ...]) -> Any:
 
 
 def _real_nonzero_ord(bsym: BoundSymbol, x: str, ord: str) -> bool:
-    return _real_ord(bsym, x, ord) and bound_arguments(bsym)[ord] != 0
+    # bool(): a symbolic ord answers a truth value outside any trace (a constraint)
+    return _real_ord(bsym, x, ord) and bool(bound_arguments(bsym)[ord])
 
 
 def _real_ord(bsym: BoundSymbol, x: str, ord: str) -> bool:
@@ -144,8 +151,7 @@ def _real_ord(bsym: BoundSymbol, x: str, ord: str) -> bool:
         and not t.dtype.is_complex
         and dtype is not None
         and not dtype.is_complex
-        and isinstance(p, (int, float))
-        and not isinstance(p, bool)
+        and is_real_number(p)
     )
 
 
@@ -168,7 +174,12 @@ def _vector_norm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     xc = _opmath(x, compute)
     norm = _expand(_opmath(bsym.output, compute), x.shape, ds, keepdim)
     gx = _expand(_opmath(g, compute), x.shape, ds, keepdim)
-    return [(x, _norm_grad(xc, float(args["ord"]), norm, gx, ds))]
+    return [(x, _norm_grad(xc, _as_float(args["ord"]), norm, gx, ds))]
+
+
+def _as_float(p: Any) -> Any:
+    """A concrete number as a float; a symbolic one kept symbolic."""
+    return p if isinstance(p, NumberProxy) else float(p)
 
 
 def _normalize_applies(bsym: BoundSymbol) -> bool:
@@ -179,7 +190,7 @@ def _normalize_applies(bsym: BoundSymbol) -> bool:
 def _normalize(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # y = a / max(norm, eps): the clamp passes the gradient where norm >= eps, as eager's.
     args = bound_arguments(bsym)
-    a, p, eps = args["a"], float(args["p"]), args["eps"]
+    a, p, eps = args["a"], _as_float(args["p"]), args["eps"]
     ds = (canonicalize_dim(a.ndim, args["dim"]),) if a.ndim else ()
     if a.dtype.is_low_precision and p == 2 and ds:
         return [(a, normalize_grad_low_precision(a, bsym.output, g, ds, eps))]
@@ -235,9 +246,8 @@ def _pairwise_applies(bsym: BoundSymbol) -> bool:
     p = args["p"]
     return (
         all(isinstance(x, TensorProxy) and not x.dtype.is_complex for x in (args["x1"], args["x2"]))
-        and isinstance(p, (int, float))
-        and not isinstance(p, bool)
-        and p != 0
+        and is_real_number(p)
+        and bool(p)
     )
 
 
@@ -252,7 +262,7 @@ def _pairwise_distance(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     norm = _expand(_opmath(bsym.output, compute), diff.shape, ds, keepdim)
     gd = _norm_grad(
         _opmath(diff, compute),
-        float(args["p"]),
+        _as_float(args["p"]),
         norm,
         _expand(_opmath(g, compute), diff.shape, ds, keepdim),
         ds,
@@ -280,7 +290,9 @@ def _real_input(bsym: BoundSymbol) -> bool:
     return isinstance(a, TensorProxy) and not a.dtype.is_complex
 
 
-def _var_backward(gv: Any, ac: Any, ds: tuple[int, ...], correction: Any, whole: bool) -> Any:
+def _var_backward(
+    gv: Any, ac: Any, ds: tuple[int, ...], correction: Any, whole: bool, dtype: Any
+) -> Any:
     """Eager's var_backward: ``gv`` (broadcast to the input's shape) times 2 / (n - correction)
     times the centered input. Over the whole tensor (no dim given, or a 0-d input) with no
     degrees of freedom left, eager gives ``gv * inf`` instead (NaN where an element equals the
@@ -289,42 +301,69 @@ def _var_backward(gv: Any, ac: Any, ds: tuple[int, ...], correction: Any, whole:
     mean = expand_reduced(P.div(P.sum(ac, ds), n), ac.shape, ds)
     dof = n - correction
     if whole and isinstance(dof, (int, float)) and dof <= 0:
-        return P.mul(gv, P.where(P.eq(ac, mean), math.nan, math.inf))
+        return P.mul(gv, _nan_or_inf(ac, mean, dtype))
     scaled = times_var_scale(P.mul(gv, P.sub(ac, mean)), n, correction)
     if whole and isinstance(dof, NumberProxy):  # a count read from data: chosen per call
-        no_dof = P.mul(gv, P.where(P.eq(ac, mean), math.nan, math.inf))
+        no_dof = P.mul(gv, _nan_or_inf(ac, mean, dtype))
         left = P.full(tuple(ac.shape), dof, device=ac.device, dtype=dtypes.float64)
         return P.where(P.le(left, 0.0), no_dof, scaled)
     return scaled
 
 
+def _nan_or_inf(ac: Any, mean: Any, dtype: Any) -> Any:
+    """NaN where an element equals the mean as eager rounds it (to the input's ``dtype``), inf
+    elsewhere, in ``ac``'s dtype (a where of two numbers alone would be float32)."""
+    if dtype != ac.dtype:
+        mean = P.convert_element_type(P.convert_element_type(mean, dtype), ac.dtype)
+    return P.convert_element_type(P.where(P.eq(ac, mean), math.nan, math.inf), ac.dtype)
+
+
 def _std_grad(bsym: BoundSymbol, std: TensorProxy, g: TensorProxy) -> Any:
     # Eager: the variance's gradient g / (2 std), 0 where std is 0 (a constant input).
     a, ds, correction, keepdim, whole = _std_args(bsym)
-    if _low_precision_dof(a, ds, correction):
-        std, g = _expand(std, a.shape, ds, keepdim), _expand(g, a.shape, ds, keepdim)
-        return var_grad_low_precision(g, a, ds, _count(a.shape, ds) - correction, std)
     compute = _compute_dtype(a.dtype)
     s = _expand(_opmath(std, compute), a.shape, ds, keepdim)
     gs = _expand(_opmath(g, compute), a.shape, ds, keepdim)
     gv = P.where(P.eq(s, 0.0), 0.0, P.div(gs, P.mul(s, 2.0)))
-    return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0)
+    if not _low_precision_dof(a, ds, correction):
+        return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0, a.dtype)
+    std, g = _expand(std, a.shape, ds, keepdim), _expand(g, a.shape, ds, keepdim)
+    low = var_grad_low_precision(g, a, ds, _count(a.shape, ds) - correction, std)
+    return _unless_no_dof(low, gv, a, ds, correction, whole)
 
 
 def _low_precision_dof(a: TensorProxy, ds: tuple[int, ...], correction: Any) -> bool:
-    """A float16/bfloat16 input with degrees of freedom left (eager's formula op by op)."""
+    """A float16/bfloat16 input with degrees of freedom left (eager's formula op by op), or with a
+    symbolic count (``_unless_no_dof`` takes the case of none left)."""
     dof = _count(a.shape, ds) - correction
+    if isinstance(dof, NumberProxy):
+        return a.dtype.is_low_precision and a.ndim > 0
     return a.dtype.is_low_precision and a.ndim > 0 and isinstance(dof, (int, float)) and dof > 0
+
+
+def _unless_no_dof(
+    low: Any, gv: Any, a: TensorProxy, ds: tuple[int, ...], correction: Any, whole: bool
+) -> Any:
+    """The low-precision gradient ``low``, or, over the whole tensor where a symbolic count leaves
+    no degrees of freedom on a call, eager's ``gv * inf`` of ``_var_backward``."""
+    dof = _count(a.shape, ds) - correction
+    if not whole or not isinstance(dof, NumberProxy):
+        return low
+    compute = _compute_dtype(a.dtype)
+    generic = _var_backward(gv, _opmath(a, compute), ds, correction, True, a.dtype)
+    left = P.full(tuple(a.shape), dof, device=a.device, dtype=dtypes.float64)
+    return P.where(P.le(left, 0.0), _opmath(generic, low.dtype), low)
 
 
 def _var_grad(bsym: BoundSymbol, g: TensorProxy) -> Any:
     a, ds, correction, keepdim, whole = _std_args(bsym)
-    if _low_precision_dof(a, ds, correction):
-        g = _expand(g, a.shape, ds, keepdim)
-        return var_grad_low_precision(g, a, ds, _count(a.shape, ds) - correction, None)
     compute = _compute_dtype(a.dtype)
     gv = _expand(_opmath(g, compute), a.shape, ds, keepdim)
-    return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0)
+    if not _low_precision_dof(a, ds, correction):
+        return _var_backward(gv, _opmath(a, compute), ds, correction, whole or a.ndim == 0, a.dtype)
+    g = _expand(g, a.shape, ds, keepdim)
+    low = var_grad_low_precision(g, a, ds, _count(a.shape, ds) - correction, None)
+    return _unless_no_dof(low, gv, a, ds, correction, whole)
 
 
 def _mean_grad(bsym: BoundSymbol, gm: TensorProxy, dtype: Any = None) -> Any:
