@@ -47,7 +47,12 @@ from thunder.errors import (
 from thunder.guards import PatchedByFxTracer
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, WritesBeforeError, describe_guard_failure, failed_guard
-from thunder.signature import Signature, attributes_without_torch_function, make_signature
+from thunder.signature import (
+    Signature,
+    attributes_without_torch_function,
+    make_signature,
+    same_objects,
+)
 from thunder.tensor_patches import patch_token
 from thunder.torch_func import eager_reason, forward_ad, transforms_active
 from thunder.torch_modes import (
@@ -205,9 +210,26 @@ def _plain_leaves() -> frozenset[type]:
 _PLAIN_LEAVES = _plain_leaves()
 
 
+def _mutable_arguments(tree: Any, into: list[Any], depth: int = 0) -> list[Any]:
+    """``into`` with the lists, dicts, sets and plain objects among the arguments (and inside
+    their tuples, lists and dicts, a few levels down)."""
+    t = type(tree)
+    if t in (list, dict, set) or (
+        t.__flags__ & _HEAPTYPE and hasattr(tree, "__dict__") and not callable(tree)
+    ):
+        into.append(tree)
+    if depth < 3 and t in (tuple, list, dict):
+        for v in tree.values() if t is dict else tree:
+            _mutable_arguments(v, into, depth + 1)
+    return into
+
+
+_HEAPTYPE = 1 << 9
+
+
 def _split_facts(
     fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], held: bool
-) -> tuple[bool, ...]:
+) -> tuple[Any, ...]:
     """Whether each tensor of the call (in the arguments' containers; with ``held``, also a
     parameter, buffer or tensor attribute of a module there or of the jitted module) is a leaf
     and whether a view: facts dynamo does not guard, so a split program read them natively
@@ -230,7 +252,10 @@ def _split_facts(
         for t in tensors:
             if isinstance(t, torch.Tensor):
                 facts += (t.is_leaf, t._is_view())
-    return tuple(facts)
+    # Which container arguments are one object (``f(d, d)``): the split program written
+    # through one and read through the other differs (dynamo's guards do not tell).
+    shared = same_objects(*_mutable_arguments((args, kwargs), []))
+    return tuple(facts) if shared is None else (*facts, shared)
 
 
 def _leaves(tree: Any, into: list[Any]) -> list[Any]:

@@ -109,6 +109,14 @@ def _holds_only_values(container: Any, depth: int = 0) -> bool:
     )
 
 
+def _is_bound_builtin(x: Any) -> bool:
+    """A C method bound to an object (``lst.append``, ``d.__setitem__``, ``it.__next__``)."""
+    if type(x) not in (types.BuiltinMethodType, types.MethodWrapperType):
+        return False
+    owner = x.__self__
+    return owner is not None and not isinstance(owner, types.ModuleType)
+
+
 def _is_outside_mapping(container: Any) -> bool:
     """A mapping other than the plain containers (those are tracked whole) and modules."""
     return isinstance(container, Mapping) and not isinstance(container, torch.nn.Module)
@@ -650,6 +658,9 @@ class ReadsMixin(BinderState):
             )
             return self._stand_in(x, bound_tuple, access)
         if t is list or t is dict:
+            earlier = self._bound_argument_container(x, access)
+            if earlier is not None:
+                return earlier
             # The program sees a copy holding proxies that stands for the argument: what it
             # does to the copy (append, item stores, returning it) is done to the argument.
             # Without tensors in it (nothing to proxy) the program sees the argument itself, so
@@ -674,6 +685,10 @@ class ReadsMixin(BinderState):
             self.facts.generators.add(id(x))  # keyed by identity (signature)
         if isinstance(x, (set, frozenset)) and not is_plain(frozenset(x)):
             return self._bind_set_of_objects(x, access)
+        if id(x) in self.inputs.argument_copies:  # (an object with a stand-in, bound twice)
+            earlier = self._bound_argument_container(x, access)
+            if earlier is not None:
+                return earlier
         stand_in = self._bind_object(x, access)
         if stand_in is not None:
             return stand_in
@@ -696,13 +711,67 @@ class ReadsMixin(BinderState):
                 # One object passed twice: its reads are guarded where it was first bound.
                 self.facts.guards.setdefault(access, Guard(access, "same_as", first[1]))
             self._associate(x, access)
-            if isinstance(x, types.MethodType):
+            if _is_bound_builtin(x):
+                # ``run(x, got.append)``: as the method reached through its object, which is
+                # read at ``cb.__self__`` (its writes replayed, its reads guarded).
+                name_access = access.attr("__name__")
+                self.facts.guards.setdefault(name_access, Guard(name_access, "value", x.__name__))
+                self.on_load(x.__self__, access.attr("__self__"))
+            elif isinstance(x, types.MethodType):
                 # A bound method (``run(s.apply, x)``): what it reads from its object is found
                 # through it, so the prologue checks those reads (``s.k``) on every call.
                 self_access = access.attr("__self__")
                 self.facts.guards.setdefault(self_access, Guard(self_access, "is", x.__self__))
                 self._associate(x.__self__, self_access)
         return x
+
+    def _bound_argument_container(self, x: Any, access: Access) -> Any:
+        """What the program already sees for the list, dict or object ``x`` bound at another
+        argument path (``f(d, d)``, ``f(l, [l])``): the same object, that path guarded to lead to
+        it (a second copy would hide the writes through one path from reads through the
+        other)."""
+        copied = self.inputs.argument_copies.get(id(x))
+        seen = copied[1] if copied is not None and copied[0] is x else x
+        first = self.paths.access_of.get(id(seen))
+        if first is None or first[0] is not seen or first[1] == access:
+            return None
+        self.facts.guards.setdefault(access, Guard(access, "same_as", first[1]))
+        return seen
+
+    def guard_written_objects_distinct(self) -> None:
+        """Objects the program wrote (item or attribute stores, ``append``...) are distinct
+        from the other objects of their type it reached by another path, where either path
+        starts at an argument (``f(a, b)`` writing ``a`` and reading ``b``; an argument that is
+        also a global or ``self.cache``): a call where they are one object compiles again. (One
+        object reached by two paths is guarded ``same_as`` where it is read.) Nothing for a
+        program that writes no outside object."""
+        written = {
+            w.target
+            for w in self.effects.writes
+            if w.kind in ("attr", "del_attr", "call", "call_kw")
+        }
+        if not written:
+            return
+        for at, first in self.paths.value_aliases.items():
+            if first in written or at in written:
+                self.facts.guards[at] = Guard(at, "same_as", first)
+        found = [
+            entry
+            for entry in self.paths.access_of.values()
+            if not isinstance(entry[0], (torch.Tensor, *_SCALAR_TYPES))
+        ]
+        for obj, at in found:
+            if at not in written:
+                continue
+            from_argument = at.root.kind in (ARG, KWARG)
+            for other, other_at in found:
+                if (
+                    other is not obj
+                    and type(other) is type(obj)
+                    and other_at != at
+                    and (from_argument or other_at.root.kind in (ARG, KWARG))
+                ):
+                    self._guard_identity(other_at, at, False)
 
     def _bind_set_of_objects(self, x: Any, access: Access) -> Any:
         """A set argument holding objects (a set of numbers is keyed by value): the prologue
@@ -864,11 +933,14 @@ class ReadsMixin(BinderState):
             if not _loaded_to_read_one_item():
                 self.guard_namespace_names(value)
             return value
+        if t in _CONTAINER_TYPES and aliased is not None:
+            if is_scalar_constant(value):
+                self.paths.value_aliases.setdefault(access, aliased)
+            else:
+                self.facts.guards.setdefault(access, Guard(access, "same_as", aliased))
         if t is list and self._taken_to_add_to(value, access):
             return value
         if t in _CONTAINER_TYPES:
-            if aliased is not None and not is_scalar_constant(value):
-                self.facts.guards.setdefault(access, Guard(access, "same_as", aliased))
             return self._load_container(value, access)
         if isinstance(value, types.FunctionType):
             self._guard_code(value)
@@ -2207,6 +2279,8 @@ class ReadsMixin(BinderState):
         known = self.inputs.proxied_copies.values()
         if any(copy is container for _, copy in known):
             return  # a copy holding proxies: its items were each guarded when it was loaded
+        if any(copy is container for _, copy in self.inputs.argument_copies.values()):
+            return  # an argument's copy: what it held is in the cache key
         if self.is_inserted(access):
             return  # the program made it in this call: what it holds is the program's own
         entry = self.effects.entry_contents[id(container)]

@@ -421,6 +421,9 @@ class Paths:
 
     # Outside objects the program can reach, by id: (object, access path).
     access_of: dict[int, tuple[Any, Access]] = field(default_factory=dict)
+    # A container of constants reached again by a second path -> its first path: unguarded
+    # (its value is), unless the program writes it (``guard_written_objects_distinct``).
+    value_aliases: dict[Access, Access] = field(default_factory=dict)
     # When each object's path was taken, as the number of writes made before: the epilogue
     # resolves a path at that point of its replay, so writes made since (an insert before a
     # list item, a ``del``) do not move it to another object.

@@ -788,6 +788,7 @@ class WritesMixin(ReadsMixin):
         and the arrays read natively, ``guard_arrays_read_natively``.)"""
         self.check_native_writes()
         self.guard_arrays_read_natively()
+        self.guard_written_objects_distinct()
         for cell, contents in self.effects.stored_cells:
             try:
                 now: tuple[Any, ...] = (cell.cell_contents,)
