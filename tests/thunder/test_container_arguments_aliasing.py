@@ -5,6 +5,7 @@ builtin bound method passed as an argument (``got.append``) acts on the caller's
 
 import collections
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -277,3 +278,15 @@ def test_split_call_with_one_dict_twice(order):
         return (*_dicts(x, same), collections.deque([0]))
 
     _run(f, args, order, "constant values")
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_empty_sequence_and_set_arguments(cache: str) -> None:
+    # An empty deque or set argument made signature code that did not compile.
+    def f(x: torch.Tensor, items: Any) -> torch.Tensor:
+        return x + len(items) + sum(items)
+
+    jf = thunder.jit(f, cache=cache)
+    for items in [collections.deque(), collections.deque([1]), collections.deque(), set(), {4}]:
+        x = torch.randn(3)
+        torch.testing.assert_close(jf(x, items), f(x, items))

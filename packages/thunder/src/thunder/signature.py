@@ -435,7 +435,10 @@ class _Generator:
             # A deque, an array, a set subclass, ``d.values()``: as a tuple of its items
             items = tuple(value)  # type: ignore[arg-type]
             names = [self.fresh() for _ in items]
-            self.body.append(f"  {', '.join(names)}{',' if names else ''} = tuple({var})")
+            if names:
+                self.body.append(f"  {', '.join(names)}, = tuple({var})")
+            else:  # an empty one: another length is another structure
+                self.body.append(f"  if len({var}): raise LookupError")
             for i, (name, v) in enumerate(zip(names, items)):
                 self.leaf(name, v, f"{label}[{i}]", depth + 1)
         # Any other object: its exact type; what the program reads from it, the prologue checks.
