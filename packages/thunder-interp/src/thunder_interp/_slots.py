@@ -293,6 +293,8 @@ def type_info(cls: type) -> TypeInfo:
             NOT_PLAIN.add(cls)
         if cls is super:
             pass  # its lookup calls descriptors found on the MRO (see _super_attribute)
+        elif cls is ModuleType:
+            pass  # a name its globals lack may be answered by its Python ``__getattr__``
         elif not info.get_hook and not info.set_hook and not info.descriptors:
             PLAIN_ATTRS.add(cls)
         elif not info.get_hook:

@@ -133,10 +133,13 @@ class Symbol:
 
     def _record(self, trace: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         numpy = sys.modules.get("numpy")
-        if numpy is not None and OpTag.RETURN not in self.tags:
-            # (a returned numpy scalar is the program's value, returned as it is)
+        returned = OpTag.RETURN in self.tags
+        # (a returned numpy scalar or IntEnum member is the program's value, returned as it is)
+        if numpy is not None and not returned:
             args, kwargs = _without_numpy_scalars(numpy.generic, args, kwargs)
-        if any(map(_has_number_subclass, args)) or any(map(_has_number_subclass, kwargs.values())):
+        if not returned and (
+            any(map(_has_number_subclass, args)) or any(map(_has_number_subclass, kwargs.values()))
+        ):
             args, kwargs = _without_number_subclasses(args, kwargs)
         if any(_is_proxy_sequence(a) for a in args):
             args = tuple(tuple(a) if _is_proxy_sequence(a) else a for a in args)
