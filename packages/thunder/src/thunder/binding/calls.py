@@ -67,7 +67,7 @@ from thunder_ir import (
 from thunder_ir.aliasing import alias_info
 from thunder_ir.dtypes import from_torch_dtype
 from thunder_ir.proxies import tensor_dir
-from thunder_ir.pytree import tree_iter
+from thunder_ir.pytree import tree_iter, tree_map
 
 # Layout queries of a tensor the call was given, answered from it (``_InputLayout``).
 _LAYOUT_QUERIES = frozenset({"stride", "is_contiguous"})
@@ -107,6 +107,7 @@ def _returning_torch_types(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
         if fn is not None:
             _refuse_spread_list(fn, sym, args)
             args, kwargs = _without_stacklevel(fn, args, kwargs)
+            _refuse_numbers_only(fn, sym, args, kwargs)
             args, kwargs = _numbers_input_as_tensor(fn, args, kwargs)
         out = sym(*args, **kwargs) if fn is None else mirrored_call(fn, sym, args, kwargs)
         return _written_tensor_itself(out) if isinstance(out, TensorProxy) else torch_value(out)
@@ -149,6 +150,27 @@ def _numbers_input_as_tensor(
     if args:
         return (made, *args[1:]), kwargs
     return args, {**kwargs, "input": made}
+
+
+def _refuse_numbers_only(
+    fn: Any, sym: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """``torch.exp(7)``, ``torch.remainder(5, 3)``: an elementwise torch function given numbers
+    and no tensor. The op computes a number; eager's argument parser raises TypeError for all
+    but the few taking two numbers (``_NUMBERS_MADE_TENSORS``). Which it does depends only on
+    the arguments' types, so torch is asked with this call's values, and its error is raised."""
+    if fn in _NUMBERS_MADE_TENSORS or OpTag.ELEMENTWISE not in getattr(sym, "tags", ()):
+        return
+    if _is_tensor_method(fn) or any(isinstance(a, TensorProxy) for a in tree_iter((args, kwargs))):
+        return
+
+    def concrete(a: Any) -> Any:
+        return a.value if isinstance(a, NumberProxy) else a
+
+    try:
+        fn(*tree_map(concrete, args), **tree_map(concrete, kwargs))
+    except TypeError as e:
+        raise TypeError(*e.args) from None
 
 
 def _refuse_spread_list(fn: Any, sym: Symbol, args: tuple[Any, ...]) -> None:
