@@ -23,6 +23,8 @@ through ``real``/``imag`` of a complex tensor. A write through a view with an el
 
 from __future__ import annotations
 
+import functools
+import operator
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -316,16 +318,16 @@ class _Functionalizer:
         index = prims.reshape(positions, (m,))
         values = prims.reshape(value, (m,))
         shape = tuple(base.shape)
-        if len(shape) <= 1 or not all(type(d) is int for d in shape) or n == 0:
+        if len(shape) <= 1 or (type(n) is int and n == 0):
             flat = prims.reshape(base, (n,))
             return prims.reshape(prims.index_put(flat, [index], values, False), shape)  # type: ignore[no-any-return]
         # One index per dimension (the positions unravelled), not a flattened base: index_put
-        # then returns the base's own layout, as the tensor eager writes in place keeps it.
+        # then returns the base's own layout, as the tensor eager writes in place keeps it. The
+        # sizes may be symbols (an empty base has an empty index: no division by zero runs).
         indices: list[Proxy] = []
-        inner = n
         for d, size in enumerate(shape):
-            inner //= size
-            i = prims.floor_divide(index, inner) if inner != 1 else index
+            inner = functools.reduce(operator.mul, shape[d + 1 :], 1)
+            i = index if type(inner) is int and inner == 1 else prims.floor_divide(index, inner)
             indices.append(prims.remainder(i, size) if d > 0 else i)
         return prims.index_put(base, indices, values, False)  # type: ignore[no-any-return]
 
