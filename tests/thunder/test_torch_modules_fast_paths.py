@@ -137,9 +137,47 @@ def _mha_inputs(batch_first: bool, *, cross: bool = False) -> tuple[torch.Tensor
 def test_multihead_attention_matches_eager(mode: str, batch_first: bool, call: str) -> None:
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(E, HEADS, batch_first=batch_first)
-    jitted = _check(mha, lambda: _mha_inputs(batch_first), MHA_CALLS[call](batch_first), mode)
-    # The traceable path, recorded op by op, not torch's fused C++ kernel.
-    assert "_native_multi_head_attention" not in _trace_text(jitted)
+    kwargs = MHA_CALLS[call](batch_first)
+    jitted = _check(mha, lambda: _mha_inputs(batch_first), kwargs, mode)
+    # Where eager takes its fast path, its fused C++ kernel runs (the traceable path's results
+    # differ: a query whose keys are all masked gives NaN there, 0 here); elsewhere the traceable
+    # path, recorded op by op.
+    fused = mode == "eval" and _eager_fast_path(mha, _mha_inputs(batch_first), kwargs)
+    assert ("_native_multi_head_attention" in _trace_text(jitted)) == fused
+
+
+def _eager_fast_path(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Any) -> bool:
+    """Whether eager's call in eval mode under no_grad runs the fused fast-path kernel."""
+    module.eval()
+    with torch.no_grad(), torch.profiler.profile() as prof:
+        module(*args, **kwargs)
+    return any(e.key == "aten::_native_multi_head_attention" for e in prof.key_averages())
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+@pytest.mark.parametrize("masks", ["key_padding_mask", "attn_mask", "both"])
+def test_multihead_attention_fast_path_all_masked_rows_are_eagers(masks: str, cache: str) -> None:
+    """A query whose keys are all masked: eager's fast path gives NaN there (its fused kernel),
+    and so does the compiled program; rows with a key give eager's values."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(E, HEADS, batch_first=True).eval()
+    jitted = thunder.jit(mha, cache=cache)
+    for call in range(3):
+        x = _randn(2, 4, E)
+        padding = torch.zeros(2, 4, dtype=torch.bool)
+        padding[call % 2] = True  # one sequence all padding
+        causal_rows = torch.zeros(4, 4, dtype=torch.bool)
+        causal_rows[call % 4] = True  # one query sees no key
+        kwargs: dict[str, Any] = {"need_weights": False}
+        if masks in ("key_padding_mask", "both"):
+            kwargs["key_padding_mask"] = padding
+        if masks in ("attn_mask", "both"):
+            kwargs["attn_mask"] = causal_rows
+        with torch.no_grad():
+            expected = mha(x, x, x, **kwargs)[0]
+            got = jitted(x, x, x, **kwargs)[0]
+        assert expected.isnan().any()
+        torch.testing.assert_close(got, expected, equal_nan=True)
 
 
 MHA_VARIANTS: dict[str, Callable[[bool], tuple[torch.nn.Module, Callable[[], tuple[Any, ...]]]]] = {

@@ -48,8 +48,8 @@ def _compiling() -> bool:
     return True
 
 
-def _traced() -> bool:
-    return True
+def _not_traced() -> bool:
+    return False
 
 
 # Queries of the ambient dispatch state (the stack of ``TorchDispatchMode``s the call runs under,
@@ -73,12 +73,12 @@ def _fast_path_lookasides() -> dict[Any, Any]:
 
     ``nn.MultiheadAttention`` asks ``_is_make_fx_tracing()`` (is a make_fx or export trace
     recording this call?) before it calls ``torch._native_multi_head_attention``, one C++ kernel
-    for the whole block. While a tracer records it, it takes its ordinary path
-    (``F.multi_head_attention_forward``: linear, scaled_dot_product_attention, linear, which thunder
-    records op by op, fuses and differentiates) and gives its output the fast path's layout, so
-    the values are eager's (up to rounding) in whatever dispatch state the compiled program is
-    called. Thunder is such a tracer, as torch.compile is (dynamo answers True too): the answer
-    does not depend on the call, so it needs no guard.
+    for the whole block. Thunder answers False, as eager does: where the module's other checks
+    (eval mode, grad off or nothing requiring grad, no autocast, self-attention, the fast path
+    enabled: all state the program guards) choose the fast path, its kernel runs as an opaque
+    torch op, so the values are eager's. The ordinary path (linear, scaled_dot_product_attention,
+    linear) differs from it: a query whose keys are all masked gives NaN in the kernel and 0
+    there.
 
     ``nn.TransformerEncoder``/``TransformerDecoder`` look at the data of a mask given without an
     ``is_causal`` hint (``_detect_is_causal_mask``: is it the causal mask?) only to pass
@@ -89,7 +89,7 @@ def _fast_path_lookasides() -> dict[Any, Any]:
     activation = sys.modules.get("torch.nn.modules.activation")
     is_make_fx_tracing = getattr(activation, "_is_make_fx_tracing", None)
     if is_make_fx_tracing is not None:
-        out[is_make_fx_tracing] = _traced
+        out[is_make_fx_tracing] = _not_traced
     transformer = sys.modules.get("torch.nn.modules.transformer")
     detect_is_causal_mask = getattr(transformer, "_detect_is_causal_mask", None)
     if detect_is_causal_mask is not None:
