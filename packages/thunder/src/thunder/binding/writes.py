@@ -4,6 +4,7 @@ itself has no visible effect."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import copyreg
@@ -43,6 +44,13 @@ from thunder_ir import Proxy, TensorProxy
 
 _NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
 _SUSPENDED_CODE = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+# C types the program may build and return or store, rebuilt by their ``__reduce_ex__`` as a
+# Python class's instance is (their own code is torch-free: the rebuilt one equals the program's).
+_REDUCED_BUILTINS = frozenset(
+    {collections.OrderedDict, collections.defaultdict, collections.deque, types.SimpleNamespace}
+)
+# A defaultdict's factories rebuilt as constants (builtin types, not made by the program).
+_PLAIN_FACTORIES = frozenset({list, dict, set, tuple, int, float, str, collections.OrderedDict})
 
 
 def _is_built_object(value: Any) -> bool:
@@ -697,7 +705,8 @@ class WritesMixin(ReadsMixin):
         """An object of a Python class the program built, as the copy protocol rebuilds it; None
         when it cannot be (C types, a reduction this does not follow, a cycle)."""
         t = type(value)
-        if not t.__flags__ & _HEAPTYPE or isinstance(value, (type, torch.Tensor)):
+        builtin = not t.__flags__ & _HEAPTYPE
+        if (builtin and t not in _REDUCED_BUILTINS) or isinstance(value, (type, torch.Tensor)):
             return None
         if id(value) in self.effects.rebuilding:
             return None
@@ -714,7 +723,11 @@ class WritesMixin(ReadsMixin):
         if type(args) is not tuple:
             return None
         constants: tuple[Any, ...] = ()
-        if func is _NEWOBJ and args and args[0] is t:
+        if t is collections.defaultdict:
+            if args[0] is not None and args[0] not in _PLAIN_FACTORIES:
+                return None  # a factory the program made (a lambda): not rebuilt
+            constants, args = args, ()
+        elif func is _NEWOBJ and args and args[0] is t:
             constants, args = args[:1], args[1:]  # cls.__new__(cls, *args)
         elif func is not t:
             return None
