@@ -3,6 +3,8 @@ an op's refusal of an option it does not implement."""
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "DataDependentError",
     "TracingError",
@@ -23,7 +25,11 @@ class TracingError(Exception):
 
 
 class DataDependentError(TracingError, RuntimeError):
-    """A Python value computed from a tensor's data: ``bool(t)``, ``float(t)``, ``t.item()``."""
+    """A Python value computed from a tensor's data: ``bool(t)``, ``float(t)``, ``t.item()``.
+    ``index_of``: the tensor, where an op used it as an index or size (``torch.zeros(n)`` of a
+    0-dim tensor ``n``)."""
+
+    index_of: Any = None
 
 
 class UnsupportedInTracingError(TracingError, NotImplementedError):

@@ -347,7 +347,11 @@ class TensorProxy(Proxy):
     def __index__(self) -> int:
         if self.dtype.is_float or self.dtype.is_complex or self.dtype.is_boolean:
             raise TypeError("only integer tensors of a single element can be converted to an index")
-        return _read_item(self, "using it as an index or size").__index__()  # type: ignore[no-any-return]
+        try:
+            return _read_item(self, "using it as an index or size").__index__()  # type: ignore[no-any-return]
+        except DataDependentError as e:
+            e.index_of = self  # an op's argument: its caller may read it first (the jit does)
+            raise
 
     def __complex__(self) -> complex:
         return complex(_read_item(self, "complex()"))

@@ -696,6 +696,8 @@ def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tup
     assert reader is not None
 
     def real(x: Any) -> Any:
+        if isinstance(x, NumberProxy):  # (a size of another tensor read from data)
+            return x.value
         if not isinstance(x, TensorProxy):
             return x
         value = reader(x).clone()  # the callable may write
@@ -835,7 +837,7 @@ def _draws_random(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> boo
             return torch.empty(
                 shape, dtype=to_torch_dtype(x.dtype), device=to_torch_device(x.device)
             )
-        return x
+        return x.value if isinstance(x, NumberProxy) else x
 
     try:
         with torch.inference_mode(False), mode, recorder:

@@ -26,7 +26,7 @@ from thunder_ir.ops.fallback import (
     call_torch_fallback,
     torch_callable_name,
 )
-from thunder_ir.pytree import tree_flatten, tree_iter, tree_unflatten
+from thunder_ir.pytree import tree_flatten, tree_iter, tree_map, tree_unflatten
 from thunder_ir.sizes import same_size
 from thunder_ir.tags import OpTag
 
@@ -129,6 +129,22 @@ def _writes_out(kwargs: dict[str, Any]) -> bool:
     return isinstance(kwargs.get("out"), TensorProxy)
 
 
+def _with_sizes_read(sym: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``sym``'s call, where an argument tensor it uses as a size or index (``torch.zeros(n)``
+    of a 0-dim tensor, as ``nn.LSTM`` passes a packed sequence's ``batch_sizes[0]``) is read at
+    the top of the trace first and the call made with the number (inside the op the read cannot
+    be recorded). The refused attempt recorded nothing."""
+    while True:
+        try:
+            return sym(*args, **kwargs)
+        except DataDependentError as e:
+            tensor = e.index_of
+            if tensor is None or not any(x is tensor for x in tree_iter((args, kwargs))):
+                raise
+            number = tensor.__index__()  # at the top level now: a read of this call's data
+            args, kwargs = tree_map(lambda x: number if x is tensor else x, (args, kwargs))
+
+
 def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A call of the torch callable ``fn`` through the IR op ``sym`` mirroring it; where the op
     refuses an option it does not implement (``avg_pool2d(ceil_mode=True)``, reflect padding),
@@ -143,7 +159,7 @@ def mirrored_call(fn: Any, sym: Any, args: tuple[Any, ...], kwargs: dict[str, An
             elementwise=OpTag.ELEMENTWISE in getattr(sym, "tags", ()),
         )
     try:
-        return sym(*args, **kwargs)
+        return _with_sizes_read(sym, args, kwargs)
     except UnsupportedOptionError as e:
         if torch_callable_name(fn) is None:
             raise
