@@ -227,7 +227,9 @@ def test_shallow_copy_shares_the_module_not_the_cache() -> None:
     x = torch.randn(5, 4)
     jm(x)
     cp = copy.copy(jm)
-    assert cp.get_model() is model  # parameters shared, as copy.copy of a module shares them
+    # a shallow copy of the module, as eager's copy.copy: its parameters and submodules shared
+    assert cp.get_model() is not model and cp.get_model()._parameters is model._parameters
+    assert cp.get_model()._modules is model._modules
     assert cp._thunder_function is not jm._thunder_function
     assert cp._thunder_function.options == jm._thunder_function.options
     assert thunder.compile_stats(cp).compilations == 0

@@ -87,6 +87,38 @@ def _torch_callables(op: Symbol) -> tuple[tuple[Symbol, bool], ...]:
     return tuple(out)
 
 
+@functools.cache
+def _schema_parameters(name: str) -> tuple[int, frozenset[str]] | None:
+    """The most arguments torch's aten schemas named ``name`` take by position, and all their
+    parameter names; None where there is no such schema (the callable is taken on trust)."""
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+    except RuntimeError:
+        return None
+    if not schemas:
+        return None
+    positional = max(sum(not a.kwarg_only for a in s.arguments) for s in schemas)
+    return positional, frozenset(a.name for s in schemas for a in s.arguments)
+
+
+def _fits_schema(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether torch's C callable ``fn`` may take these arguments (a Python one: ``_accepts``)."""
+    if inspect.isfunction(fn):
+        return True
+    found = _schema_parameters(getattr(fn, "__name__", ""))
+    return found is None or (len(args) <= found[0] and found[1].issuperset(kwargs))
+
+
+def _is_default(value: Any, param: inspect.Parameter) -> bool:
+    default = param.default
+    return (
+        default is not param.empty
+        and type(value) is type(default)
+        and isinstance(value, (bool, int, float, str, type(None)))
+        and value == default
+    )
+
+
 def _accepts(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``fn`` takes these arguments, as far as its Python signature says (torch's C
     functions have none: they are taken on trust)."""
@@ -110,11 +142,13 @@ def _signature(op: Symbol) -> inspect.Signature | None:
 
 
 def _as_torch_arguments(
-    op: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]
+    op: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any], omit_defaults: bool = False
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The op's arguments as the torch callable takes them: bound to the op's signature (which
     mirrors torch's) and passed by position up to the first one left out, by keyword after it, so
-    that parameter names that differ between ``torch.x`` and ``Tensor.x`` do not matter."""
+    that parameter names that differ between ``torch.x`` and ``Tensor.x`` do not matter.
+    ``omit_defaults``: arguments given their default value are left out too (``F.relu``'s
+    ``inplace=False``, which ``Tensor.relu`` does not take)."""
     sig = _signature(op)
     if sig is None:
         return args, kwargs
@@ -126,7 +160,9 @@ def _as_torch_arguments(
     keywords: dict[str, Any] = {}
     gap = False
     for param in sig.parameters.values():
-        given = param.name in bound.arguments
+        given = param.name in bound.arguments and not (
+            omit_defaults and _is_default(bound.arguments[param.name], param)
+        )
         if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
             if not given:
                 gap = True
@@ -197,6 +233,12 @@ def torch_call(bsym: BoundSymbol) -> BoundSymbol | None:
         # as its decomposition (a new tensor either way).
         return None
     for sym, is_method in _torch_callables(bsym.sym):
+        if not _fits_schema(sym.impl, args, kwargs):
+            # an argument of the op that torch's C callable lacks, given its default value
+            # (``relu(t, False)`` as ``Tensor.relu(t)``)
+            fewer = _as_torch_arguments(bsym.sym, bsym.args, bsym.kwargs, omit_defaults=True)
+            if _fits_schema(sym.impl, *fewer):
+                args, kwargs = fewer
         if _accepts(sym.impl, args, kwargs):
             if is_method and not kwargs:
                 args = _sizes_as_varargs(bsym.sym, args)

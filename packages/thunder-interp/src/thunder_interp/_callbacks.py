@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import CellType, CodeType
+from types import CellType, CodeType, FunctionType
 from typing import Any
 
 from thunder_interp._provenance import Provenance
@@ -25,6 +25,10 @@ class Callbacks:
     - ``load_closure_cell(name, value, code, provenance, cell) -> value``: a closure cell is
       read (``cell`` is the cell object: functions made by one ``def`` share ``code``).
     - ``load_constant(value, provenance) -> value``: a constant of a code object is read.
+    - ``load_defaults(fn) -> (defaults, kwdefaults) | None``: a call of the Python function
+      ``fn`` is about to be bound, and ``fn`` has default values (read from ``fn.__defaults__``
+      and ``fn.__kwdefaults__`` without a load the other hooks see). A pair returned is bound
+      instead of them, for the rest of the interpretation (while ``fn``'s own stay the same).
     - ``load_attribute(obj, name, value, provenance) -> value``: ``obj.name`` was read.
     - ``load_attribute_missing(obj, name) -> None``: ``obj.name``, ``getattr(obj, name[,
       default])`` or ``hasattr(obj, name)`` found no such attribute (the program's path depends
@@ -83,6 +87,9 @@ class Callbacks:
         None
     )
     load_constant: Callable[[Any, Provenance | None], Any] | None = None
+    load_defaults: (
+        Callable[[FunctionType], tuple[tuple[Any, ...] | None, dict[str, Any] | None] | None] | None
+    ) = None
     load_attribute: Callable[[Any, str, Any, Provenance | None], Any] | None = None
     load_attribute_missing: Callable[[Any, str], None] | None = None
     load_generic_attribute: Callable[[Any, str, Any, Provenance | None], Any] | None = None
@@ -110,7 +117,7 @@ class Callbacks:
 PROVENANCE = "provenance"
 """The member of a hook profile that stands for provenance recording (see :func:`hook_profile`)."""
 
-CALL_HOOKS = frozenset({"opaque_call", "special_lookup"})
+CALL_HOOKS = frozenset({"opaque_call", "special_lookup", "load_defaults"})
 """Hooks that calls and special-method lookups test for themselves: an interpretation with no
 other hook and no provenance runs the plain (unhooked) ops."""
 

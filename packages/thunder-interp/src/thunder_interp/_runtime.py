@@ -328,6 +328,7 @@ class Runtime:
         "cb_load_attr_missing",
         "cb_load_cell",
         "cb_load_const",
+        "cb_load_defaults",
         "cb_load_generic_attr",
         "cb_load_generic_attr_missing",
         "cb_load_global",
@@ -394,6 +395,7 @@ class Runtime:
         self.cb_store_global = cb.store_global
         self.cb_store_cell = cb.store_closure_cell
         self.cb_make_cell = cb.make_cell
+        self.cb_load_defaults = cb.load_defaults
         self.cb_store_attr = cb.store_attribute
         self.cb_store_item = cb.store_item
         self.cb_load_item = cb.load_item
@@ -437,7 +439,8 @@ class Runtime:
         # holds it did what it needs to do once per interpretation.
         self.token = object()
         self._stub_codes: StubCodes = {}
-        self._binders: dict[int, tuple[FunctionType, FunctionType]] = {}
+        # id(fn) -> (fn, its binder, the defaults of fn it was made for)
+        self._binders: dict[int, tuple[FunctionType, FunctionType, Any, Any]] = {}
 
     # ------------------------------------------------------------------------------------------
     # provenance
@@ -774,18 +777,20 @@ class Runtime:
         return obj
 
     def _binder(self, fn: FunctionType) -> FunctionType:
+        defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
         entry = self._binders.get(id(fn))
-        if entry is not None and entry[0] is fn:
-            binder = entry[1]
-            if (
-                binder.__defaults__ is fn.__defaults__
-                and binder.__kwdefaults__ is fn.__kwdefaults__
-            ):
-                return binder
-        binder = FunctionType(_binder_code(fn.__code__), {}, fn.__name__, fn.__defaults__, None)
-        binder.__kwdefaults__ = fn.__kwdefaults__
+        if entry is not None and entry[0] is fn and entry[2] is defaults and entry[3] is kwdefaults:
+            return entry[1]
+        bound_defaults, bound_kwdefaults = defaults, kwdefaults
+        hook = self.cb_load_defaults
+        if hook is not None and (defaults or kwdefaults):
+            seen = hook(fn)
+            if seen is not None:
+                bound_defaults, bound_kwdefaults = seen
+        binder = FunctionType(_binder_code(fn.__code__), {}, fn.__name__, bound_defaults, None)
+        binder.__kwdefaults__ = bound_kwdefaults
         binder.__qualname__ = fn.__qualname__
-        self._binders[id(fn)] = (fn, binder)
+        self._binders[id(fn)] = (fn, binder, defaults, kwdefaults)
         return binder
 
     def make_frame(self, fn: FunctionType, args: Any, kwargs: dict[str, Any] | None) -> Frame:

@@ -44,9 +44,10 @@ class ThunderModule(torch.nn.Module):
     Copies keep the jit's options, executors and transforms but never the compiled programs
     (they compile again on their first call, with their own ``compile_stats``):
     ``copy.deepcopy``, ``pickle`` and ``torch.save``/``torch.load(..., weights_only=False)``
-    copy the module too (its own parameters); ``copy.copy`` wraps the same module (parameters
-    shared, as ``copy.copy`` of a module shares them). ``state_dict()`` keys are the original
-    module's either way, so ``torch.save(jm.state_dict())`` loads with ``weights_only=True``.
+    copy the module too (its own parameters); ``copy.copy`` wraps a shallow copy of the module
+    (its parameters, buffers and submodules shared, its attributes and ``training`` its own, as
+    eager's ``copy.copy`` of a module). ``state_dict()`` keys are the original module's either
+    way, so ``torch.save(jm.state_dict())`` loads with ``weights_only=True``.
 
     For tools written for the wrapped module (``thunder/module_calls.py``):
     ``inspect.signature(jm.forward)`` is the wrapped ``forward``'s; the wrapped module's own
@@ -125,14 +126,21 @@ class ThunderModule(torch.nn.Module):
         return run_compiled(self, args, kwargs)
 
     def __copy__(self) -> ThunderModule:
-        # Its own container dicts copied: a hook or attribute added to one copy is not the
-        # other's; those of the wrapped module stay shared with it (the copy wraps it too).
+        # Wraps a shallow copy of the module, as eager's copy.copy of it: its own attributes and
+        # top-level ``training`` (``cp.scale = 5``, ``cp.eval()`` leave the original as it is),
+        # its parameter, buffer and submodule dicts the original's. This wrapper's own hook
+        # dicts are copied: a hook on one copy is not the other's.
         new = type(self).__new__(type(self))
         own = {k: v for k, v in vars(self).items() if k not in _MODEL_CONTAINERS}
         new.__dict__.update(
             {k: copy.copy(v) if isinstance(v, (dict, set)) else v for k, v in own.items()}
         )
-        new.__dict__["_thunder_function"] = copy.copy(self._thunder_function)
+        model = copy.copy(self._model)
+        compiled = self._thunder_function
+        new.__dict__["_model"] = model
+        new.__dict__["_thunder_function"] = ThunderFunction(
+            model, compiled.options, compiled.executors, compiled.transforms
+        )
         _share_model_state(new)
         return new
 

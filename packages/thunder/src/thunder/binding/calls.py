@@ -563,6 +563,7 @@ class CallsMixin(WritesMixin):
             store_global=self._cb_store_global,
             store_closure_cell=self._cb_store_cell,
             make_cell=self._cb_make_cell,
+            load_defaults=self._cb_load_defaults,
             store_attribute=self._cb_store_attribute,
             store_item=self._cb_store_item,
             load_item=self._cb_load_item,
@@ -594,12 +595,14 @@ class CallsMixin(WritesMixin):
             return self._type_of(args[0])
         if isinstance(fn, weakref.ReferenceType) and not args and not kwargs:
             return self._referent(fn)
-        if fn is id or fn is hash or _looks_up_items(fn):  # ``id(obj)``, ``d.get(obj)``
-            for a in args:
+        looks_up = _looks_up_items(fn)
+        if fn is id or fn is hash or looks_up:  # ``id(obj)``, ``d.get(obj)``
+            # an item lookup compares only its first argument (``d.get(k, default)``: the key)
+            for a in args[:1] if looks_up else args:
                 if compares_by_identity(a):
                     self._cb_identity_used(a)
                 elif isinstance(a, TensorProxy):  # (``d.get(t)``: looked for in ``d``)
-                    looked_in = fn.__self__ if _looks_up_items(fn) else None
+                    looked_in = fn.__self__ if looks_up else None
                     self._cb_identity_used(a, looked_in)
         owner = getattr(fn, "__self__", None)
         if type(owner) is str:

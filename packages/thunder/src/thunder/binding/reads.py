@@ -460,6 +460,13 @@ def _holds_tensor(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _is_tensor_default(value: Any) -> bool:
+    """A default value the program sees as proxies (``_cb_load_defaults``), not as a constant."""
+    if isinstance(value, torch.Tensor):
+        return True
+    return type(value) in (list, tuple, dict) and _holds_tensors_nested(value)
+
+
 def _holds_tensors_nested(container: Any, depth: int = 0) -> bool:
     """Whether a list, tuple or dict holds tensors, itself or in the plain containers it holds
     (an optimizer's ``param_groups``: dicts holding lists of parameters), so that the program's
@@ -626,7 +633,7 @@ class ReadsMixin(BinderState):
         """The default values of an outside function the program calls, which the interpreter
         binds without a read the binder sees: ``__defaults__`` replaced or a mutable default
         changed compiles again. Guarded whole, whether or not this call uses them; those
-        holding tensors are left to the call (a tensor default is read as a constant)."""
+        holding tensors are bound where a call binds them (``_cb_load_defaults``)."""
         key = (func, "__defaults__")
         if key in self.facts.lookups:
             return
@@ -640,12 +647,41 @@ class ReadsMixin(BinderState):
             (root.attr("__kwdefaults__").item(k), v) for k, v in (func.__kwdefaults__ or {}).items()
         ]
         for access, value in items:
-            if isinstance(value, torch.Tensor):
-                continue
-            if type(value) in _CONTAINER_TYPES and _holds_tensors(value):
+            if _is_tensor_default(value):
                 continue
             with self.constant_reads():
                 self.on_load(value, access)
+
+    def _cb_load_defaults(
+        self, fn: types.FunctionType
+    ) -> tuple[tuple[Any, ...] | None, dict[str, Any] | None] | None:
+        """A call of ``fn`` binds its defaults: a tensor among them (or in a list, tuple or dict
+        default) is outside state the program reads, an input of the computation as any other
+        (its values data, not constants baked in). Found through the function, pinned by the
+        prologue (as its closure cells are)."""
+        defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
+        values = [*(defaults or ()), *(kwdefaults or {}).values()]
+        if not any(_is_tensor_default(v) for v in values) or fn is self._jitted_function():
+            return None  # (the jitted function's own: bind_arguments passes them in)
+        self._guard_defaults(fn)
+        root = Access(QUERY, (held_object, (Held(fn, f"function {fn.__qualname__}"),)))
+
+        def bound(value: Any, access: Access) -> Any:
+            return self.on_load(value, access) if _is_tensor_default(value) else value
+
+        if defaults is not None:
+            defaults = tuple(
+                bound(v, root.attr("__defaults__").item(i)) for i, v in enumerate(defaults)
+            )
+        if kwdefaults is not None:
+            kwdefaults = {
+                k: bound(v, root.attr("__kwdefaults__").item(k)) for k, v in kwdefaults.items()
+            }
+        return defaults, kwdefaults
+
+    def _jitted_function(self) -> Any:
+        fn = self.fn
+        return fn.__func__ if isinstance(fn, types.MethodType) else fn
 
     def _bind_leaf(self, x: Any, access: Access, guarded: bool = False) -> Any:
         """What the program sees for the argument ``x`` found at ``access``. ``guarded``: the
