@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thunder_ir.errors import TracingError
+from thunder_ir.float8_kernels import check_float8_kernel, has_float8_tensor
 from thunder_ir.known_numbers import forget_written, note_prim_output, settle
 from thunder_ir.proxies import NumberProxy, Proxy
 from thunder_ir.pytree import tree_iter
@@ -148,6 +149,8 @@ class Symbol:
         depth = len(trace.scopes)
         if depth == 1 and not self.is_prim:
             _check_int_operands(args, kwargs)
+            if self.torch_names and has_float8_tensor(args, kwargs):
+                check_float8_kernel(self.torch_names, self.tags, args, kwargs)
         if trace.intercept is not None and depth == trace.intercept_depth:
             return trace.intercept(self, args, kwargs)
         if depth == 1 and trace.locate is not None:

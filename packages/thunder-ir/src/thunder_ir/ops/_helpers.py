@@ -148,13 +148,26 @@ def check_no_complex_half(*args: Any) -> None:
         higher, lower = zeros, numbers
     else:
         return
-    if not lower or result_type(*higher) != dtypes.float16:
+    if not lower:
         return
-    if result_type(*lower).is_complex:
+    higher_dtype = result_type(*higher)
+    if higher_dtype == dtypes.float16 and result_type(*lower).is_complex:
         raise UnsupportedOptionError(
             "an elementwise op of a float16 tensor with a complex number (or complex 0-dim "
             "tensor): torch computes it in complex32 (torch.chalf), a dtype thunder does not "
             "support; convert the tensor first (x.float() or x.to(torch.complex64))"
+        )
+    if (
+        higher_dtype.is_exact
+        and any(dtype_of(x).is_complex for x in numbers)
+        and torch.get_default_dtype() == torch.float16
+    ):
+        # An integer or bool tensor with a complex number computes in the default dtype's
+        # complex dtype: complex32 where that is float16.
+        raise UnsupportedOptionError(
+            "an elementwise op of an integer or bool tensor with a complex number while "
+            "torch.float16 is the default dtype: torch computes it in complex32 (torch.chalf), "
+            "a dtype thunder does not support; convert the tensor first (x.to(torch.complex64))"
         )
 
 

@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from thunder_ir import dtypes, prims
 from thunder_ir.devices import Device, default_device, to_device
 from thunder_ir.dtypes import DType
@@ -143,12 +145,26 @@ def _data_dtype(values: Sequence[Any]) -> DType:
     """torch.tensor's dtype for Python values when none is given."""
     types = {v.python_type if isinstance(v, NumberProxy) else type(v) for v in values}
     if complex in types:
-        return dtypes.default_complex_dtype()
+        return _inferred_complex_dtype()
     if float in types or not types:
         return dtypes.default_float_dtype()
     if types == {bool}:
         return dtypes.bool8
     return dtypes.int64
+
+
+def _inferred_complex_dtype() -> DType:
+    """torch.tensor's dtype for complex values: the complex dtype of the default dtype, which
+    is complex32 for float16 (no IR dtype: refused) and none for bfloat16 (eager's error)."""
+    default = torch.get_default_dtype()
+    if default == torch.bfloat16:
+        raise RuntimeError("invalid default scalar type for complex")
+    if default == torch.float16:
+        raise UnsupportedOptionError(
+            "complex values with torch.float16 as the default dtype make a complex32 "
+            "(torch.chalf) tensor, a dtype thunder does not support; pass dtype=torch.complex64"
+        )
+    return dtypes.default_complex_dtype()
 
 
 def _from_data(data: Any, dtype: Any, device: Device, op: str) -> TensorProxy:

@@ -1517,6 +1517,8 @@ class ReadsMixin(BinderState):
                 return False
             if name == "__class__" and isinstance(obj, TensorProxy):
                 return self.tensor_type(obj)
+            if name == "__class__" and isinstance(obj, NumberProxy):
+                return obj.python_type  # eager's int / float / bool / complex, as ``type()``
             return torch_value(value, as_size=name == "shape")
         if name == "__class__" and isinstance(obj, SymbolicSize):
             return torch.Size

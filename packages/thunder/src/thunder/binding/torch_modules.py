@@ -85,6 +85,10 @@ def transformer_encoder_forward(
     is_causal: bool | None = None,
 ) -> Any:
     """``nn.TransformerEncoder.forward`` as eager computes it (see the module's docstring)."""
+    # (decided before canonicalizing the mask: eager's forward canonicalizes it, and warns
+    # about it, once)
+    if not _takes_nested_path(self, src, mask, src_key_padding_mask):
+        return _ENCODER_FORWARD(self, src, mask, src_key_padding_mask, is_causal)
     padding = F._canonical_mask(
         mask=src_key_padding_mask,
         mask_name="src_key_padding_mask",
@@ -92,8 +96,7 @@ def transformer_encoder_forward(
         other_name="mask",
         target_type=src.dtype,
     )
-    if padding is None or not _takes_nested_path(self, src, mask, src_key_padding_mask):
-        return _ENCODER_FORWARD(self, src, mask, src_key_padding_mask, is_causal)
+    assert padding is not None  # (the nested path is taken with a padding mask only)
     # The nested tensor holds, per row, as many tokens as the mask keeps, taken from the start
     # (torch._nested_tensor_from_mask); with mask_check (the default) only where every row is
     # left aligned, the ordinary path with the mask as given elsewhere.

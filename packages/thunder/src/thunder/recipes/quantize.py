@@ -10,7 +10,8 @@
   respect to the input and the bias).
 - The recipe's one-op kernel runs the op as one matmul with the int8 weights widened to the
   input's dtype, the scales applied to its output (measured faster on CPU than
-  ``torch._weight_int8pack_mm``; see ``_int8_weight_linear_impl``).
+  ``torch._weight_int8pack_mm``), except for float16 inputs, which it dequantizes first like the
+  reference (raw int8 products overflow float16; see ``_int8_weight_linear_impl``).
 
 Error against the float32 model (``|out - ref| / |ref|`` of the logits, random weights): 0.9%
 for the tiny Llama of the tests, 2.2% for a 4-layer, 256-wide one (``python -m benchmarks
@@ -92,10 +93,21 @@ per-output-feature scales (its decomposition dequantizes)."""
 def _int8_weight_linear_impl(
     x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None
 ) -> torch.Tensor:
-    # The int8 weights widened for one matmul, the scales applied to its output columns: on the
-    # 2-core CPU this is 1.5x a float32 linear, while torch._weight_int8pack_mm is 5x to 25x.
+    if x.dtype not in _FLOAT32_RANGE_DTYPES:
+        # float16 (or a non-float input): a matmul of the raw int8 values (up to
+        # 127 * in_features * max|x|) overflows, so dequantize first, exactly as the reference.
+        weight = qweight.to(x.dtype).mul_(scale.to(x.dtype)[:, None])
+        return torch.nn.functional.linear(x, weight, bias)
+    # Dtypes with float32's exponent range: the int8 weights widened for one matmul, the scales
+    # applied to its output columns, which saves a pass over the weights (2x faster for one-row
+    # inputs on CPU; torch._weight_int8pack_mm is 5x to 25x slower). Equal to the reference up
+    # to rounding.
     out = torch.nn.functional.linear(x, qweight.to(x.dtype)) * scale.to(x.dtype)
     return out if bias is None else out + bias
+
+
+# Dtypes whose range holds a matmul of raw int8 values (float16's max is 65504).
+_FLOAT32_RANGE_DTYPES = frozenset({torch.float32, torch.float64, torch.bfloat16})
 
 
 # -- 4-bit (NF4, bitsandbytes) ---------------------------------------------------------------
