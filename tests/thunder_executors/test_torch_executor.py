@@ -523,6 +523,7 @@ def test_every_prim_has_a_case() -> None:
     # Reads of tensor data need the jit's reader: tests/thunder/test_data_dependent_*.py.
     data_reads = {"item", "nonzero", "tolist", "check_data", "torch_fallback_sized"}
     checks = {"check_values"}  # no result: test_check_values_raises_where_its_value_is_zero
+    checks.add("check_in_place_allowed")  # tests/thunder/test_rng_generators_and_reruns.py
     covered = {c.prim for c in CASES} | {"copy_"} | random | collectives | data_reads | checks
     runnable = {
         n for n, s in prims.ALL_PRIMS.items() if not ({OpTag.PROLOGUE, OpTag.RETURN} & s.tags)

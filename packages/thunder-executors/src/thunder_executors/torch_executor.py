@@ -581,10 +581,11 @@ def _register_random() -> None:
 def _register_data_reads() -> None:
     """Reads of tensor data and the checks of decisions on them (``thunder_ir/prims/data.py``,
     the sized fallback): each runs as its own implementation, a torch call and a number read."""
-    from thunder_ir.ops.fallback import SIZED_SYMBOLS
+    from thunder_ir.ops.fallback import SIZED_SYMBOLS, check_in_place_allowed
 
     for prim in (prims.item, prims.nonzero, prims.tolist, prims.check_data, prims.check_values):
         torch_executor.register_implementation(prim, translate=lambda b: b)
+    torch_executor.register_implementation(check_in_place_allowed, translate=lambda b: b)
     checked = helper_symbol("torch_fallback_sized")
 
     def sized(b: BoundSymbol) -> BoundSymbol:

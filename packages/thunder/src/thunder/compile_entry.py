@@ -36,7 +36,7 @@ from thunder.prologue import (
 from thunder_executors import transform_for_execution
 from thunder_executors.channels_last import channels_last_trace
 from thunder_executors.torch_random import get_rng_state
-from thunder_ir import BoundSymbol, Proxy, TensorProxy, Trace, Transform
+from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace, Transform
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs, written_intermediates
 from thunder_ir.codegen import Printer, bound_symbol_lines
 from thunder_ir.sizes import SizeFacts, size_facts
@@ -130,15 +130,21 @@ def compile_entry(
 
 
 def _noting_generator_states(
-    computation: Callable[..., Any], devices: tuple[str, ...]
+    computation: Callable[..., Any],
+    devices: Sequence[str],
+    generators: Sequence[torch.Generator] = (),
 ) -> Callable[..., Any]:
-    """``computation`` noting on an exception it raises the states of the generators of
-    ``devices`` as the call found them (``GENERATOR_STATES``): the program draws random numbers
-    before an op whose error it may catch, and the eager run after that error
+    """``computation`` noting on an exception it raises the states of the default generators of
+    ``devices`` and of the ``generators`` it draws from (passed in or read from outside state)
+    as the call found them (``GENERATOR_STATES``): the program draws random numbers and may run
+    again eagerly after an error (``jit_function._reruns_after_error``), and that eager run
     (``jit_function._rerun_after_error``) draws eager's numbers from them."""
 
     def run(*args: Any) -> Any:
-        states = [(device, get_rng_state(device)) for device in devices]
+        states: list[tuple[str | torch.Generator, torch.Tensor]] = [
+            (device, get_rng_state(device)) for device in devices
+        ]
+        states.extend((g, g.get_state()) for g in generators)
         try:
             return computation(*args)
         except Exception as e:
@@ -146,6 +152,34 @@ def _noting_generator_states(
             raise
 
     return run
+
+
+def _drawn_generators(program: TracedProgram) -> tuple[list[str], list[torch.Generator]]:
+    """The devices whose default generators the program draws from and the generators passed in
+    (or read) it draws from, where an error may run the call again eagerly (it writes outside
+    state or an input, or may catch an op's error): empty where it draws nothing."""
+    trace = program.trace
+    if not (program.writes or trace.caught_op_outputs or _input_writes(trace)):
+        return [], []
+    devices: set[str] = set(trace.caught_after_draws_on)
+    generators: dict[int, torch.Generator] = {}
+
+    def visit(bsyms: Sequence[BoundSymbol], random: bool) -> None:
+        # (a seed the program sets, eager's run sets again: only draws need their states)
+        for b in bsyms:
+            drawn = random or b.has_tag(OpTag.RANDOM)
+            if drawn:
+                devices.update(
+                    str(o.device) for o in b.flat_proxy_outs if isinstance(o, TensorProxy)
+                )
+            for x in b.flat_args:
+                if isinstance(x, torch.Generator):
+                    generators[id(x)] = x
+            visit(b.subsymbols, drawn)
+
+    visit(trace.bound_symbols, False)
+    kept = sorted(d for d in devices if torch.device(d).type in ("cpu", "cuda"))
+    return kept, list(generators.values())
 
 
 # The attribute of a computation's exception that holds the generators' states at its start.
@@ -200,8 +234,9 @@ def _compile_entry(
         contiguous_checked,
     )
     clock.lap("transforms")
-    if program.trace.caught_after_draws_on:
-        computation = _noting_generator_states(computation, program.trace.caught_after_draws_on)
+    devices, generators = _drawn_generators(program)
+    if devices or generators:
+        computation = _noting_generator_states(computation, devices, generators)
 
     check_late_constraints(prologue_trace, facts.constraints_since(checked), program)
     body = prologue_trace.bound_symbols  # the last one returns

@@ -923,8 +923,12 @@ class ThunderFunction:
             f"the compiled program raised {type(error).__name__} ({error}); the call runs "
             "eagerly, for eager's writes before the error",
         )
-        for device, state in getattr(error, GENERATOR_STATES, ()):
-            set_rng_state(state, device)  # the program drew before it raised: eager draws again
+        for where, state in getattr(error, GENERATOR_STATES, ()):
+            # the program drew before it raised: eager draws again
+            if isinstance(where, str):  # a device's default generator
+                set_rng_state(state, where)
+            else:
+                where.set_state(state)
         try:
             result = self.fn(*args, **kwargs)
         except BaseException as eager_error:

@@ -742,17 +742,24 @@ def _sized_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, tup
 
 @contextlib.contextmanager
 def _generators_kept(args: Any, kwargs: Any) -> Any:
-    """The default CPU generator's state, and that of the CUDA devices among the tensors, put
-    back afterwards."""
+    """The default CPU generator's state, that of the CUDA devices among the tensors and that of
+    each generator passed in (``generator=g``), put back afterwards."""
+    leaves = list(tree_iter((args, kwargs)))
     cuda = sorted(
         {
             x.device.index or 0
-            for x in tree_iter((args, kwargs))
+            for x in leaves
             if isinstance(x, TensorProxy) and x.device.type == "cuda"
         }
     )
-    with torch.random.fork_rng(devices=cuda):
-        yield
+    given = [x for x in leaves if isinstance(x, torch.Generator)]
+    states = [g.get_state() for g in given]
+    try:
+        with torch.random.fork_rng(devices=cuda):
+            yield
+    finally:
+        for g, state in zip(given, states):
+            g.set_state(state)
 
 
 # The type of the result of the last ``torch_fallback_sized`` recorded in this context: the trace
@@ -938,6 +945,10 @@ def _in_place_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> Any:
 
         call_args = tuple(tree_map(detached, tuple(call_args)))
         call_kwargs = tree_map(detached, dict(call_kwargs))
+        if isinstance(args[0], TensorProxy) and args[0].requires_grad:
+            # Eager refuses a leaf (or a view of one) before it draws; the copy_ below would
+            # raise only after the draw.
+            check_in_place_allowed(args[0])
         filled = call_torch_fallback(op, call_args, call_kwargs)
         if isinstance(args[0], TensorProxy) and args[0].requires_grad:
             # The tensor still requires grad afterwards, and receives zeros (torch's derivative).
@@ -949,6 +960,35 @@ def _in_place_meta(torch_name: str, /, *args: Any, **kwargs: Any) -> Any:
 torch_fallback_inplace = torchop(
     name="torch_fallback_inplace", tags=(OpTag.TORCH_FALLBACK, OpTag.IN_PLACE)
 )(_in_place_meta)
+
+
+def _check_in_place_meta(target: Any) -> None:
+    return None
+
+
+def _check_in_place_allowed(target: torch.Tensor) -> None:
+    if not (torch.is_grad_enabled() and target.requires_grad):
+        return
+    base = target._base
+    if base is not None and base.is_leaf and base.requires_grad:
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an in-place operation."
+        )
+    if target.is_leaf:
+        raise RuntimeError(
+            "a leaf Variable that requires grad is being used in an in-place operation."
+        )
+
+
+# Eager's check of an in-place op's tensor (not a leaf requiring grad, nor a view of one) where
+# the op itself is recorded as a random draw and a copy: raises before the draw, as eager does.
+# In program order with the draws (and, as a random op, undone with them by a failing decision).
+check_in_place_allowed = make_prim(
+    "check_in_place_allowed",
+    _check_in_place_meta,
+    tags=(OpTag.RANDOM, OpTag.DONT_DCE),
+    impl=_check_in_place_allowed,
+)
 
 
 def _method_name(name: str) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from thunder.binding.data_reads import has_effects, replayable
 from thunder.binding.state import Inputs
 from thunder_ir import (
@@ -50,8 +52,11 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
     last = _last_check(trace)
     observed = [p.name for p, _ in inputs.in_order]
     writes_first = last > 0 and _writes_an_input(trace.bound_symbols[:last], observed)
+    # A failing check cannot put back a generator passed in (only the default ones): checks
+    # go before such draws where they can.
+    given_first = last > 0 and _given_generator_draw(trace.bound_symbols[:last]) is not None
     # Inputs sharing memory alias unseen.
-    if writes_first and not _sharing_memory(inputs):
+    if (writes_first or given_first) and not _sharing_memory(inputs):
         hoist_decisions(trace)
         last = _last_check(trace)
     if last > 0 and _writes_an_input(trace.bound_symbols[:last], observed):
@@ -84,6 +89,17 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
             )
     if draws:
         first = trace.bound_symbols.index(draws[0])
+        given = _given_generator_draw(draws)
+        if given is not None:
+            after = trace.bound_symbols[trace.bound_symbols.index(given) : last + 1]
+            decision = next((b for b in after if not _caught(b, trace) and _stops(b, trace)), None)
+            if decision is not None:  # (a caught op's error reruns eagerly from their states)
+                raise DataDependentError(
+                    f"the program decides on a value read from tensor data{decision.where()} "
+                    f"after drawing from a torch.Generator it was given ({given.sym.name}"
+                    f"{given.where()}), whose state a call deciding otherwise cannot put back; "
+                    "this is not supported yet"
+                )
         if any(_caught(b, trace) for b in trace.bound_symbols[first : last + 1]):
             # The eager run after its error draws from the generators as the call found them.
             trace.caught_after_draws_on = _devices(draws)
@@ -94,6 +110,18 @@ def check_data_decisions(trace: Trace, inputs: Inputs) -> None:
                 f"random draws ({draws[0].sym.name}{draws[0].where()}), which is not supported yet"
             )
         _restoring_random_state(trace, draws)
+
+
+def _given_generator_draw(bsyms: list[BoundSymbol]) -> BoundSymbol | None:
+    """The first of ``bsyms`` that draws from a torch.Generator given to (or read by) the
+    program rather than a default one."""
+
+    def given(b: BoundSymbol) -> bool:
+        return any(isinstance(x, torch.Generator) for x in b.flat_args) or any(
+            map(given, b.subsymbols)
+        )
+
+    return next((b for b in bsyms if _draws(b) and given(b)), None)
 
 
 def _draws(b: BoundSymbol) -> bool:

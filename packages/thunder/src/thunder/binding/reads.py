@@ -924,7 +924,7 @@ class ReadsMixin(BinderState):
             return value
         if isinstance(value, torch.Generator):
             # The program draws from this object: another one at this path recompiles.
-            self.facts.guards.setdefault(access, Guard(access, "is", value))
+            self._pin_identity(access, value)
             self.facts.generators.add(id(value))
             return value
         t = type(value)
@@ -944,7 +944,7 @@ class ReadsMixin(BinderState):
         if t is types.CodeType:
             # Immutable: pinned by identity and left without a path, so what the program reads
             # from it (the arguments inspect.signature reads) is a constant with no guard.
-            self.facts.guards.setdefault(access, Guard(access, "is", value))
+            self._pin_identity(access, value)
             return value
         aliased = first[1] if first is not None and first[0] is value else None
         if aliased == access:
@@ -995,7 +995,7 @@ class ReadsMixin(BinderState):
             # (a C callable's type says nothing of what it does: itemgetter(0) or (1),
             # torch.Tensor.mean or .sum)
             if not self._is_library_global(access):
-                self.facts.guards.setdefault(access, Guard(access, "is", value))
+                self._pin_identity(access, value)
             return value
         if t is types.MappingProxyType and aliased is None:
             # A class's ``__dict__`` (``vars(type(obj))``): iterating it, ``in`` and ``len`` run
@@ -1149,12 +1149,25 @@ class ReadsMixin(BinderState):
             elif isinstance(item, _IDENTIFIED_TYPES):
                 kind = "is"
                 self._track_iterable_callable(item, item_access)
+            elif isinstance(item, torch.Generator):
+                # drawn from, reached by iteration too (``for g in gens``): which object it is
+                kind = "is"
+                self.facts.generators.add(id(item))
+            elif isinstance(item, (*_C_CALLABLES, types.CodeType)):
+                kind = "is"  # its type says nothing of what it does (itemgetter(0) or (1))
             else:
                 kind = "type"
                 self._associate(item, item_access)
             self.facts.guards.setdefault(
                 item_access, Guard(item_access, kind, type(item) if kind == "type" else item)
             )
+
+    def _pin_identity(self, access: Access, value: Any) -> None:
+        """Guards which object is at ``access``; a weaker guard set there before (the "type"
+        guard of an item of a container read whole, ``GL`` before ``GL[0]``) is replaced."""
+        guard = self.facts.guards.get(access)
+        if guard is None or guard.kind == "type":
+            self.facts.guards[access] = Guard(access, "is", value)
 
     def _associate_keys(self, mapping: Any, access: Access) -> None:
         """The keys of a dict whose keys are guarded: an object among them (iterated natively)
