@@ -36,7 +36,10 @@ def eager_reason(disable_torch_autograd: bool) -> str | None:
     """None when the compiled program serves a call under the active transforms; else why the
     call runs eagerly."""
     kinds = [i.key() for i in get_interpreter_stack() or ()]
-    if forward_ad._current_level >= 0 and TransformType.Jvp not in kinds:
+    forward_mode = forward_ad._current_level >= 0
+    if not kinds and not forward_mode:
+        return None  # (torch.compile's frames can leave a level peeked with none active)
+    if forward_mode and TransformType.Jvp not in kinds:
         return (
             "is called under forward-mode AD (torch.autograd.forward_ad.dual_level), whose "
             "tangents the compiled program does not compute as eager does"

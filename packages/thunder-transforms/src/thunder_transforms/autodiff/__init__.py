@@ -75,6 +75,7 @@ from thunder_transforms.autodiff.eager_autograd import (
     no_grad_reads_detached,
 )
 from thunder_transforms.autodiff.eager_graph import eager_graph
+from thunder_transforms.autodiff.forward_reads import forward_reads_of_unsaved_inputs
 from thunder_transforms.autodiff.registry import VJP_RULES, VJPRule, register_vjp
 from thunder_transforms.autodiff.runner import DifferentiableFunction
 
@@ -138,6 +139,7 @@ def make_differentiable(
         fb = remat.rematerialize(fb, saved_by_eager=eager.saved_inputs)
     else:  # what must be recomputed still is: checkpointed regions, OpTag.RECOMPUTE (gathers)
         fb = remat.rematerialize(fb, method="checkpointed_only")
+    fb = forward_reads_of_unsaved_inputs(fb, eager.saved_inputs)
     fb = snapshot_written_inputs(fb)
     fn = DifferentiableFunction(fb, compile(fb.forward), compile(fb.backward), eager)
     return fn, fb.forward, fb.backward

@@ -53,12 +53,12 @@ _SAVES_NOTHING = _symbols(
         "type_as", "expand", "expand_as", "pad", "add_", "sub_", "neg_", "flatten", "unflatten",
         "reshape", "view", "view_as", "permute", "transpose", "t", "squeeze", "unsqueeze",
         "movedim", "split", "chunk", "unbind", "narrow", "diagonal", "real", "positive",
-        "cumsum", "double", "float", "half", "bfloat16",
+        "cumsum", "double", "float", "half", "bfloat16", "sign", "sign_",
     ],
 ) | _symbols(
     prims,
     ["add", "sub", "neg", "sum", "convert_element_type", "broadcast_in_dim", "reshape", "cat",
-     "transpose", "squeeze", "slice", "pad"],
+     "transpose", "squeeze", "slice", "pad", "sign"],
 )  # fmt: skip
 
 # Ops whose eager backward reads their result only.
@@ -78,7 +78,7 @@ _PRODUCTS = _symbols(
     ltorch, ["mul", "mul_", "matmul", "linear", "mm", "bmm", "mv", "dot", "outer"]
 ) | _symbols(prims, ["mul", "matmul", "linear"])
 
-# Quotients: the divisor is saved, the dividend too where the divisor requires grad.
+# Quotients: the divisor is saved, the dividend only where the divisor requires grad.
 _QUOTIENTS = _symbols(ltorch, ["div", "div_", "true_divide"]) | _symbols(prims, ["div"])
 
 # Ops that save only their index or mask argument (by name), not the values they select.
@@ -93,8 +93,9 @@ _SAVES_SELECTOR = {
     for sym in _symbols(ltorch, names)
 }
 
-# Ops that save only tensors they make themselves (dropout's mask; l1_loss's difference).
-_SAVES_OWN = _symbols(ltorch, ["dropout", "l1_loss"])
+# Ops that save only tensors they make themselves (dropout's mask; l1_loss's and
+# pairwise_distance's difference).
+_SAVES_OWN = _symbols(ltorch, ["dropout", "l1_loss", "pairwise_distance"])
 
 # Ops whose eager backward saves the named arguments only (not a bias, nor a loss's input whose
 # log_softmax it saves): by parameter name.
@@ -126,10 +127,31 @@ _FALLBACK_SELECTIONS = frozenset(
 # Fallback ops calling the torch callable their first argument names.
 _FALLBACKS = _symbols(ltorch, ["torch_fallback", "torch_fallback_view", "torch_fallback_random"])
 
-# Result-saving ops that also save their arguments (pow, prod, norms, cumprod, logsumexp...).
+# Result-saving ops that also save their arguments (prod, norms, cumprod, logsumexp, sgn...).
 _SAVES_RESULT_AND_ARGS = _symbols(
-    ltorch, ["pow", "prod", "std", "norm", "vector_norm", "cumprod", "logsumexp", "pow_"]
-) | _symbols(prims, ["pow", "prod", "cumprod"])
+    ltorch, ["prod", "std", "norm", "vector_norm", "cumprod", "logsumexp", "sgn", "sgn_"]
+) | _symbols(prims, ["prod", "cumprod"])
+
+# pow: a number exponent saves the base only (PowBackward0), a number base the exponent and the
+# result (PowBackward2), two tensors all three (PowBackward1).
+_POWERS = _symbols(ltorch, ["pow", "pow_"]) | _symbols(prims, ["pow"])
+
+# Ops saving each tensor argument only where it requires grad (``hypot`` its result too): a
+# constant operand is read through values eager computes from it (cosine_similarity's norms).
+_SAVES_ARGS_CARRYING = _symbols(ltorch, ["cosine_similarity", "hypot", "hypot_"])
+_SAVES_RESULT_TOO = _symbols(ltorch, ["hypot", "hypot_"])
+
+# Remainders: a number divisor saves nothing; a tensor one saves both operands where it
+# requires grad (its gradient reads the quotient).
+_REMAINDERS = _symbols(ltorch, ["fmod", "fmod_", "remainder", "remainder_"]) | _symbols(
+    prims, ["fmod", "remainder"]
+)
+
+# Contractions (eager runs einsum as bmm's): each operand is saved where another requires grad.
+_CONTRACTIONS = _symbols(ltorch, ["einsum"])
+
+# addcdiv(self, t1, t2): t2 is saved where t1 or t2 requires grad, t1 where t2 does.
+_ADDED_QUOTIENTS = _symbols(ltorch, ["addcdiv", "addcdiv_"])
 
 
 @dataclass(frozen=True)
@@ -203,7 +225,7 @@ def _saved_names(bsym: BoundSymbol, carries: set[str]) -> tuple[bool, list[str]]
         names = []
         if _carries(a, carries) and isinstance(b, TensorProxy):
             names.append(b.name)
-        if (_carries(b, carries) or sym in _QUOTIENTS) and isinstance(a, TensorProxy):
+        if _carries(b, carries) and isinstance(a, TensorProxy):
             names.append(a.name)
         if sym in _QUOTIENTS and isinstance(b, TensorProxy) and b.name not in names:
             names.append(b.name)
@@ -214,6 +236,11 @@ def _saved_names(bsym: BoundSymbol, carries: set[str]) -> tuple[bool, list[str]]
         selector = bound_arguments(bsym).get(_SAVES_SELECTOR[sym])
         return True, [selector.name] if isinstance(selector, TensorProxy) else []
     if sym in _SAVES_RESULT_AND_ARGS:
+        return True, [p.name for p in tensors] + [o.name for o in outs]
+    if sym in _POWERS:
+        base, exponent = (*bsym.args, None, None)[:2]
+        if not isinstance(exponent, TensorProxy):
+            return True, [base.name] if isinstance(base, TensorProxy) else []
         return True, [p.name for p in tensors] + [o.name for o in outs]
     return _saved_by_formula(bsym, carries, tensors, outs)
 
@@ -228,6 +255,32 @@ def _saved_by_formula(
     if sym in _SAVES_NAMED:
         bound = bound_arguments(bsym)
         names = [p.name for n in _SAVES_NAMED[sym] if isinstance(p := bound.get(n), TensorProxy)]
+        return True, names
+    if sym in _SAVES_ARGS_CARRYING:
+        names = [p.name for p in tensors if p.name in carries]
+        return True, names + ([o.name for o in outs] if sym in _SAVES_RESULT_TOO else [])
+    if sym in _REMAINDERS:
+        a, b = (*bsym.args, None, None)[:2]
+        names = [p.name for p in tensors] if _carries(b, carries) else []
+        return bool(names), names  # (a number or constant divisor: nothing)
+    if sym in _CONTRACTIONS:
+        names = [
+            p.name
+            for i, p in enumerate(tensors)
+            if any(_carries(q, carries) for j, q in enumerate(tensors) if j != i)
+        ]
+        return True, names
+    if sym is ltorch.kl_div:  # target * (log(target) - a), or exp(target) * (target - a)
+        bound = bound_arguments(bsym)
+        target = bound.get("target")
+        if bound.get("log_target") or not isinstance(target, TensorProxy):
+            return True, []
+        return True, [target.name]
+    if sym in _ADDED_QUOTIENTS and len(bsym.args) >= 3:
+        _added, t1, t2 = bsym.args[:3]
+        names = [t2.name] if isinstance(t2, TensorProxy) else []
+        if _carries(t2, carries) and isinstance(t1, TensorProxy):
+            names.append(t1.name)
         return True, names
     if sym in _ADDED_PRODUCTS and len(bsym.args) >= 3:
         _added, a, b = bsym.args[:3]
@@ -289,6 +342,37 @@ def _saved_by_in_place(bsym: BoundSymbol, carries: set[str], names: list[str]) -
     return [n for n in names if n in outs] + saved_other_arguments(bsym, carries)
 
 
+# Broadcasts: a dimension they grow has stride 0, so their result is never contiguous.
+_BROADCASTS = _symbols(ltorch, ["expand", "expand_as", "broadcast_to"])
+
+
+def _copies_for_sure(bsyms: Sequence[BoundSymbol]) -> set[int]:
+    """The ops (by id) that copy when eager runs them though they may return a view: making a
+    broadcast contiguous (``w[:, None].expand(4, 3).contiguous()``, whose copy conv saves, not
+    ``w``)."""
+    grown: set[str] = set()
+    found: set[int] = set()
+    for b in bsyms:
+        if b.sym in _BROADCASTS and b.args and isinstance(b.args[0], TensorProxy):
+            src, out = b.args[0], b.output
+            if isinstance(out, TensorProxy) and _grows(tuple(src.shape), tuple(out.shape)):
+                grown.add(out.name)
+        elif b.sym is ltorch.contiguous and b.args and getattr(b.args[0], "name", None) in grown:
+            found.add(id(b))
+    return found
+
+
+def _grows(before: tuple[object, ...], after: tuple[object, ...]) -> bool:
+    """Whether a broadcast from ``before`` to ``after`` (known sizes, none zero) grows a
+    dimension beyond 1."""
+    old = [n for n in before if type(n) is int]
+    new = [n for n in after if type(n) is int]
+    if len(old) < len(before) or len(new) < len(after) or 0 in new:
+        return False
+    lead = len(new) - len(old)
+    return any(n > 1 and (i < lead or old[i - lead] != n) for i, n in enumerate(new))
+
+
 def _carries(p: object, carries: set[str]) -> bool:
     return isinstance(p, TensorProxy) and p.name in carries
 
@@ -298,7 +382,8 @@ def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> Ea
     args = trace.args
     carries = differentiable_inputs(trace, requires_grad)
     leaves = tree_flatten(trace.return_value)[0]
-    info = alias_info(trace.bound_symbols)
+    copies = _copies_for_sure(trace.bound_symbols)
+    info = alias_info(b for b in trace.bound_symbols if id(b) not in copies)
     inputs_of: dict[str, set[int]] = {}
     for i, a in enumerate(args):
         if isinstance(a, TensorProxy):

@@ -12,7 +12,8 @@ from typing import Any
 from thunder_ir import BoundSymbol, TensorProxy
 from thunder_ir import ops as ltorch
 from thunder_ir.ops.fallback import torch_fallback_sized, torch_fallback_sized_random
-from thunder_ir.pytree import tree_iter
+from thunder_ir.pytree import tree_iter, tree_map
+from thunder_transforms.autodiff.fallback_saved import fallback_saved
 from thunder_transforms.autodiff.registry import GradPairs, register_vjp, zeros_like
 
 __all__: list[str] = []
@@ -50,9 +51,36 @@ def _torch_fallback(bsym: BoundSymbol, *cotangents: Any) -> GradPairs:
     if selected is not None:
         return selected
     qualified, *args = bsym.args
-    grads = ltorch.torch_fallback_vjp(qualified, tuple(args), dict(bsym.kwargs), cotangents)
+    run_on = _values_read(bsym, qualified, tuple(args), dict(bsym.kwargs))
+    grads = ltorch.torch_fallback_vjp(qualified, *run_on, cotangents)
     leaves = list(tree_iter((tuple(args), dict(bsym.kwargs))))
     return [(x, g) for x, g in zip(leaves, grads) if g is not None]
+
+
+def _values_read(
+    bsym: BoundSymbol, qualified: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments the backward re-runs the callable on: where torch's graph of it saves no
+    tensor (``x.trace()`` keeps sizes), zeros of their shapes, so the backward reads none of
+    them and a write into one after the forward does not raise where eager's does not."""
+    if bsym.sym is not ltorch.torch_fallback:
+        return args, kwargs
+    found = fallback_saved(qualified, args, kwargs, _inexact)
+    if found is None or found.saves:
+        return args, kwargs
+    # Integer tensors stay: never differentiated, they may have to be valid (lu_unpack's pivots).
+    zeros = tree_map(lambda p: _zeros_as(p) if _inexact(p) else p, (args, kwargs))
+    return tuple(zeros[0]), dict(zeros[1])
+
+
+def _inexact(p: Any) -> bool:
+    return isinstance(p, TensorProxy) and p.dtype.is_inexact
+
+
+def _zeros_as(p: TensorProxy) -> TensorProxy:
+    zeros = zeros_like(p)
+    zeros.requires_grad = p.requires_grad  # (the re-run differentiates what required grad)
+    return zeros
 
 
 @register_vjp(ltorch.torch_fallback_random_replay)

@@ -69,6 +69,7 @@ class DifferentiableFunction:
         )
         # Flat output index of each cotangent.
         self.cotangent_outputs = tuple(i for i, d in enumerate(fb.differentiable_outputs) if d)
+        self.hook_order = _hook_order(eager, self.cotangent_outputs)
         self._saved_needed: dict[frozenset[int], frozenset[int]] = {}
         self._saved_inputs_read: list[frozenset[int]] | None = None
 
@@ -489,6 +490,12 @@ class _ThunderFunction(torch.autograd.Function):
             if k < len(outs) and isinstance(outs[k], torch.Tensor)
         }
         ctx.freed_nodes = set()
+        if fn.hook_order is not None:  # (for _register_hook_dict)
+            ctx.output_refs = {
+                k: weakref.ref(outs[k])
+                for k in fn.hook_order
+                if k < len(outs) and isinstance(outs[k], torch.Tensor)
+            }
         # An output the caller's graph does not use gets None, not zeros: the inputs reached only
         # through such outputs get None too, as eager's autograd never reaches them.
         ctx.set_materialize_grads(False)
@@ -694,8 +701,10 @@ def _saved_unchecked(ctx: Any, present: frozenset[int], tensors: dict[int, Any])
     optimizer step changed that only another output's gradient reads (``a, b = f(x)``,
     ``a.backward()``, ``opt.step()``, ``b.backward()``). ``tensors``: the saved tensors at hand
     (unchecked), by position. Only the values this backward's cotangents need must be as saved
-    (the others meet only zero cotangents): one of those written in place raises; one not at
-    hand is computed again with the rest (``_saved_again``)."""
+    (the others meet only zero cotangents): one not at hand, or written in place (an output the
+    caller wrote, ``y = x / x.norm(); y.mul_(2)``, where eager saved the operands), is computed
+    again with the rest (``_saved_again``) where the inputs it is computed from are unchanged;
+    else it raises."""
     fn: DifferentiableFunction = ctx.fn
     needed = fn.saved_needed(present)
     layout = ctx.saved_layout
@@ -705,6 +714,8 @@ def _saved_unchecked(ctx: Any, present: frozenset[int], tensors: dict[int, Any])
         t = tensors.get(j)
         expected = ctx.saved_versions[j]
         if t is not None and t._version != expected:
+            if _computable_again(ctx, needed):
+                return _saved_again(ctx, present)
             raise _modified(
                 "a tensor the compiled backward reads, where eager's graph saves another "
                 f"(thunder.jit cannot compute eager's gradient): saved value {j}",
@@ -730,6 +741,20 @@ def _stand_ins(ctx: Any) -> dict[int, Any]:
         j: torch.ones(shape, dtype=dtype, device=device)
         for j, (shape, dtype, device) in shapes.items()
     }
+
+
+def _computable_again(ctx: Any, needed: frozenset[int]) -> bool:
+    """Whether the forward run again gives the saved values ``needed``: it has no effects, and
+    the inputs they are computed from are unchanged since it ran."""
+    fn: DifferentiableFunction = ctx.fn
+    if fn.mutated_inputs or fn.draws_random:
+        return False
+    reads = fn.saved_inputs_read()
+    return not any(
+        (expected := ctx.versions[i]) is not None and ctx.inputs[i]._version != expected
+        for j in needed
+        for i in (reads[j] if j < len(reads) else range(len(ctx.inputs)))
+    )
 
 
 def _saved_again(ctx: Any, present: frozenset[int]) -> list[Any]:
@@ -882,6 +907,9 @@ def _grads_from_forward_again(
         for i, a in enumerate(args)
         if i in fn.gets_grad and ctx.needs_input_grad[2 + i] and isinstance(a, torch.Tensor)
     ]
+    # Differentiable only where something the caller has requires grad: the leaves made below
+    # are no part of its graphs (torch.func's vjp function of constants returns plain tensors).
+    differentiable = _any_requires_grad(*args, *grads)
     # An input the caller's graph wants but autograd does not track here (one torch.func
     # wrapped, whose plain tensor needs no grad): a leaf of its own, no part of outer graphs.
     leaves = {
@@ -904,7 +932,7 @@ def _grads_from_forward_again(
             [o for o, _g in pairs],
             [leaves[i] for i in wanted],
             [g for _o, g in pairs],
-            create_graph=True,
+            create_graph=differentiable,
             allow_unused=True,
         )
     for i, g in zip(wanted, found, strict=True):
@@ -1022,9 +1050,36 @@ def _skipped_when_missing(hook: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 def _register_hook_dict(node: Any, tensor: torch.Tensor) -> None:
     # ``Tensor.register_hook``'s first hook on an output: its dict, then the node's pre-hook
-    # reading it (so only a program whose output gets a hook pays for this).
-    tensor._backward_hooks = _OneOutputHooks()
-    torch._C._FunctionBase._register_hook_dict(node, tensor)
+    # reading it (so only a program whose output gets a hook pays for this). The node runs its
+    # outputs' hooks in the order their dicts were registered; eager runs each output's hooks
+    # with the node of the op computing it, the last op first: so every output's dict is
+    # registered now, in that order (``DifferentiableFunction.hook_order``).
+    refs = getattr(node, "output_refs", None)
+    outputs = [tensor]
+    if refs is not None:
+        found = [ref() for ref in refs.values()]
+        outputs = [
+            o
+            for o in found
+            if o is tensor or (o is not None and o._backward_hooks is None and o.grad_fn is node)
+        ]
+        if not any(o is tensor for o in outputs):
+            outputs = [tensor]
+    for o in outputs:
+        o._backward_hooks = _OneOutputHooks()
+        torch._C._FunctionBase._register_hook_dict(node, o)
+
+
+def _hook_order(eager: EagerGraph | None, outputs: Sequence[int]) -> tuple[int, ...] | None:
+    """The differentiable outputs (flat indices) in the order eager runs their hooks: by the
+    last op computing each, the last first. None where that is the order of registration
+    (one output; two computed by the same op, whose node runs their hooks so)."""
+    if eager is None or len(outputs) < 2:
+        return None
+    last = {k: max(eager.reach[k]) for k in outputs if k < len(eager.reach) and eager.reach[k]}
+    if len(last) < 2 or len(set(last.values())) < len(last):
+        return None
+    return tuple(sorted(last, key=lambda k: -last[k]))
 
 
 _ThunderFunction._backward_cls._register_hook_dict = _register_hook_dict  # type: ignore[attr-defined]
