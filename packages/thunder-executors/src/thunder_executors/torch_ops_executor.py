@@ -126,6 +126,7 @@ ATEN_OPS: tuple[Symbol, ...] = (
     ltorch.batch_norm_backward, ltorch.hardswish_backward, ltorch.hardsigmoid_backward,
     ltorch.hardtanh_backward, ltorch.silu_backward, ltorch.leaky_relu_backward,
     ltorch.elu_backward, ltorch.softplus_backward, ltorch.mish_backward, ltorch.advanced_index,
+    ltorch.native_group_norm, ltorch.group_norm_backward,
 )  # fmt: skip
 
 torch_ops_executor = OperatorExecutor("torch_ops")
@@ -363,23 +364,33 @@ def _last_dim_dense(*tensors: Any) -> tuple[Any, ...]:
     return tuple(t if t.stride(-1) == 1 or t.size(-1) <= 1 else t.contiguous() for t in tensors)
 
 
-def _sdpa_flash(q: Any, k: Any, v: Any, is_causal: bool, scale: float) -> tuple[Any, Any]:
+def _sdpa_flash(
+    q: Any, k: Any, v: Any, is_causal: bool, scale: float, attn_mask: Any = None
+) -> tuple[Any, Any]:
     import torch
 
     q, k, v = _last_dim_dense(q, k, v)
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(  # type: ignore[no-any-return]
-        q, k, v, 0.0, is_causal, scale=scale
+        q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale
     )
 
 
 def _sdpa_flash_backward(
-    grad_out: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, is_causal: bool, scale: float
+    grad_out: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    lse: Any,
+    is_causal: bool,
+    scale: float,
+    attn_mask: Any = None,
 ) -> tuple[Any, Any, Any]:
     import torch
 
     grad_out, q, k, v, out = _last_dim_dense(grad_out, q, k, v, out)
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(  # type: ignore[no-any-return]
-        grad_out, q, k, v, out, lse, 0.0, is_causal, scale=scale
+        grad_out, q, k, v, out, lse, 0.0, is_causal, attn_mask=attn_mask, scale=scale
     )
 
 
@@ -461,6 +472,34 @@ def _batch_norm_backward(
     return tuple(g for g in grads if g is not None)
 
 
+def _group_sizes(a: Any) -> tuple[int, int, int]:
+    """N, C and the elements per channel, as torch's group norm kernels take them."""
+    n, c = a.shape[0], a.shape[1]
+    return n, c, a.numel() // (n * c) if n * c else 0
+
+
+def _native_group_norm(
+    a: Any, weight: Any, bias: Any, num_groups: int, eps: float
+) -> tuple[Any, ...]:
+    import torch
+
+    return torch.ops.aten.native_group_norm(  # type: ignore[no-any-return]
+        a, weight, bias, *_group_sizes(a), num_groups, eps
+    )
+
+
+def _group_norm_backward(
+    grad_out: Any, a: Any, mean: Any, rstd: Any, weight: Any, num_groups: int, has_bias: bool
+) -> tuple[Any, ...]:
+    import torch
+
+    mask = [True, weight is not None, has_bias]
+    grads = torch.ops.aten.native_group_norm_backward(
+        grad_out, a, mean, rstd, weight, *_group_sizes(a), num_groups, mask
+    )
+    return tuple(g for g in grads if g is not None)
+
+
 def _leaky_relu_backward(torch: Any, grad_out: Any, a: Any, negative_slope: float) -> Any:
     return torch.ops.aten.leaky_relu_backward(grad_out, a, negative_slope, False)
 
@@ -491,6 +530,8 @@ def _aten_ops() -> dict[Symbol, Callable[..., Any]]:
         ltorch.embedding_backward: torch.ops.aten.embedding_dense_backward,
         ltorch.native_batch_norm: _native_batch_norm,
         ltorch.batch_norm_backward: _batch_norm_backward,
+        ltorch.native_group_norm: _native_group_norm,
+        ltorch.group_norm_backward: _group_norm_backward,
         ltorch.hardswish_backward: torch.ops.aten.hardswish_backward,
         ltorch.hardsigmoid_backward: torch.ops.aten.hardsigmoid_backward,
         ltorch.hardtanh_backward: torch.ops.aten.hardtanh_backward,

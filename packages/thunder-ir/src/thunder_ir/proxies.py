@@ -247,6 +247,20 @@ class TensorProxy(Proxy):
 
         return self.shape[canonicalize_dim(self.ndim, dim)]
 
+    nelement = numel
+
+    def is_same_size(self, other: TensorProxy) -> bool:
+        # symbolic sizes compared as numbers: a constraint between symbols, not one size each
+        return len(self.shape) == len(other.shape) and all(
+            a == b for a, b in zip(self.shape, other.shape)
+        )
+
+    def is_signed(self) -> bool:
+        return self.dtype.kind != "bool" and self.dtype.name != "uint8"
+
+    def get_device(self) -> int:
+        return -1 if self.device.index is None else self.device.index
+
     def element_size(self) -> int:
         return self.dtype.bytes
 

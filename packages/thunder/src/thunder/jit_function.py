@@ -77,6 +77,21 @@ _MAX_EAGER_WAIT = 4096
 _INTERNAL: Exception = RuntimeError("thunder failed compiling the traced program")
 
 
+def _next_eager_wait(structure: _Structure | None, key: tuple[Any, ...] | None) -> int | None:
+    """How many calls with ``key``'s inputs run eagerly after this one (tracing them failed
+    where eager ran), or None where nothing is cached."""
+    if structure is None or key is None:
+        return None
+    last = structure.eager.get(key, (0, _FIRST_EAGER_WAIT // 2))[1]
+    return min(2 * last, _MAX_EAGER_WAIT)
+
+
+def _eager_wait_note(wait: int | None) -> str:
+    if not wait:
+        return ""
+    return f", as do the next {wait} calls with inputs like these before tracing is tried again"
+
+
 @dataclass(frozen=True)
 class CompileRecord:
     """One compilation: its number, how long it took (and per stage), why it happened (None for
@@ -808,7 +823,7 @@ class ThunderFunction:
                     raise
                 raised = _refused(e)  # torch runs what thunder cannot compile: split, visibly
             else:  # after tracing: thunder's own failure, never the program's
-                self._warn_internal_error(e)
+                self._warn_internal_error(e, _next_eager_wait(structure, key))
                 raised = _INTERNAL
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
             if isinstance(raised, RunsEagerly) and self.split_by_caller:
@@ -822,18 +837,17 @@ class ThunderFunction:
                 if structure is not None and key is not None:
                     structure.split.add((key, facts))
                 return self._run_split(args, kwargs, raised, facts)
+            wait = _next_eager_wait(structure, key)
             if raised is _INTERNAL:
                 self.stats.eager_fallbacks += 1
                 logs.log_eager(self._name, self.stats.last_eager_reason or "an internal error")
                 result = self.fn(*args, **kwargs)
             else:
-                result = self._run_eagerly_after_raise(args, kwargs, raised)
-            if structure is not None and key is not None:
+                result = self._run_eagerly_after_raise(args, kwargs, raised, wait)
+            if structure is not None and key is not None and wait is not None:
                 # Eager ran: the same inputs run eagerly for a while before tracing is tried
-                # again, each wait twice the last (state the trace read may change).
-                wait = min(
-                    2 * structure.eager.get(key, (0, _FIRST_EAGER_WAIT // 2))[1], _MAX_EAGER_WAIT
-                )
+                # again, each wait twice the last (state the trace read may change); the
+                # warning says so.
                 structure.eager[key] = (wait, wait)
             return result
         stats = self.stats
@@ -1023,7 +1037,7 @@ class ThunderFunction:
         finally:
             distribution._validate_args = validating
 
-    def _warn_internal_error(self, error: Exception) -> None:
+    def _warn_internal_error(self, error: Exception, eager_wait: int | None = None) -> None:
         """Compiling the traced program raised inside thunder: the call runs eagerly (its result
         is torch's, never a half-compiled one) and the warning says what to report."""
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
@@ -1034,8 +1048,8 @@ class ThunderFunction:
         try:
             warnings.warn(
                 f"thunder.jit: compiling {name} failed inside thunder with "
-                f"{type(error).__name__}: {error}{where}; the call runs eagerly (please report "
-                "this)",
+                f"{type(error).__name__}: {error}{where}; the call runs eagerly"
+                f"{_eager_wait_note(eager_wait)} (please report this)",
                 InternalErrorWarning,
                 stacklevel=logs.user_stacklevel(),
             )
@@ -1097,7 +1111,11 @@ class ThunderFunction:
         return self.fn(*args, **kwargs)
 
     def _run_eagerly_after_raise(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], error: BaseException
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        error: BaseException,
+        eager_wait: int | None = None,
     ) -> Any:
         """Tracing this call raised. It runs as Python runs it: the writes made before the raise
         happen and the exception is eager's own, with its traceback. Were eager not to raise,
@@ -1116,13 +1134,14 @@ class ThunderFunction:
         logs.log_eager(name, self.stats.last_eager_reason)
         if isinstance(error, RunsEagerly):  # a known limit, not a failure to report
             warnings.warn(
-                f"thunder.jit: {name} {error}{at}; the call ran eagerly",
+                f"thunder.jit: {name} {error}{at}; the call ran eagerly"
+                f"{_eager_wait_note(eager_wait)}",
                 stacklevel=logs.user_stacklevel(),
             )
             return result
         warnings.warn(
             f"thunder.jit: tracing {name} raised {type(error).__name__}: {error}{at}; the call "
-            "ran eagerly instead (please report this). Libraries take their torch.compile "
+            f"ran eagerly instead{_eager_wait_note(eager_wait)} (please report this). Libraries take their torch.compile "
             "paths while thunder traces (torch.compiler.is_compiling() is True), so the line "
             "may be on such a path",
             stacklevel=logs.user_stacklevel(),

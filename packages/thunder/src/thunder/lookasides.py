@@ -351,9 +351,14 @@ def _static_lookasides() -> dict[Any, Any]:
         table[fn] = functools.partial(_differentiates_inside, name)
     table[torch._check_with] = _check_with
     table[torch._C._group_tensors_by_device_and_dtype] = _group_tensors_by_device_and_dtype  # type: ignore[attr-defined]
-    for name in ("is_conj", "is_neg"):  # the view bits: answered (or run by torch) by the proxy
-        for fn in (getattr(torch, name), tensor_patches.original(name)):
-            table[fn] = functools.partial(_view_bit_query, name, fn)
+    # Metadata queries (and the view bits, answered or run by torch by the proxy): a torch
+    # fallback would make each symbolic size of the tensor a constant (``F._canonical_mask`` asks
+    # ``torch.is_floating_point(mask)``).
+    for name in _METADATA_QUERIES:
+        for query in (getattr(torch, name, None), tensor_patches.original(name)):
+            if query is not None:
+                table[query] = functools.partial(_metadata_query, name, query)
+    table[torch.result_type] = _result_type
     table[print] = _prints
     table[Proxy.__repr__] = _proxy_text
     # A Python __str__/__repr__ is interpreted (its reads guarded, a tensor's text refused)
@@ -373,10 +378,34 @@ def _static_lookasides() -> dict[Any, Any]:
     return table
 
 
-def _view_bit_query(name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``torch.is_conj(t)``, ``torch.Tensor.is_neg(t)``: as ``t.is_conj()`` asks the proxy."""
-    if len(args) == 1 and not kwargs and isinstance(args[0], TensorProxy):
-        return getattr(args[0], name)()
+_METADATA_QUERIES = (
+    "is_conj", "is_neg", "is_floating_point", "is_complex", "is_signed", "numel", "nelement",
+    "is_same_size", "get_device",
+)  # fmt: skip
+
+
+def _result_type(*args: Any, **kwargs: Any) -> Any:
+    """``torch.result_type``: it reads a tensor's dtype and whether it is 0-d and a number's
+    kind, never sizes or values, so it runs on a meta tensor of each proxy's dtype and rank
+    rather than as a fallback that would make the sizes constants."""
+
+    def stand_in(x: Any) -> Any:
+        if isinstance(x, TensorProxy):
+            dtype = dtypes.to_torch_dtype(x.dtype)
+            return torch.empty((1,) * x.ndim, dtype=dtype, device="meta")
+        if isinstance(x, NumberProxy):  # a number's kind decides, not its value
+            return x.python_type()
+        return x
+
+    return torch.result_type(*map(stand_in, args), **{k: stand_in(v) for k, v in kwargs.items()})
+
+
+def _metadata_query(name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``torch.is_conj(t)``, ``torch.Tensor.is_neg(t)``, ``torch.numel(t)``: as ``t.numel()``
+    asks the proxy."""
+    others_given = all(isinstance(a, TensorProxy) for a in args[1:])
+    if args and not kwargs and isinstance(args[0], TensorProxy) and others_given:
+        return getattr(args[0], name)(*args[1:])
     return fn(*args, **kwargs)
 
 

@@ -243,21 +243,27 @@ def _one_value_per_element(a: TensorProxy, mask: TensorProxy, value: Any) -> boo
 def _masks_as_indices(a: TensorProxy, entries: tuple[Any, ...]) -> tuple[Any, ...]:
     """``entries`` with each boolean mask replaced by the columns of its nonzero indices."""
     new: list[Any] = []
-    dim: int | None = 0  # the dimension of ``a`` the next entry indexes (None after an Ellipsis)
+    used = sum(_dims_indexed(e) for e in entries)
+    dim = 0  # the dimension of ``a`` the next entry indexes
     for e in entries:
         if _is_mask(e):
-            if dim is not None:
-                _check_mask_shape(a, e, dim)
-                dim += e.ndim
+            _check_mask_shape(a, e, dim)
+            dim += e.ndim
             indices = _indices_of_mask(e)
             new.extend(_column(indices, j) for j in range(e.ndim))
             continue
         new.append(e)
-        if e is Ellipsis:
-            dim = None
-        elif e is not None and not isinstance(e, bool) and dim is not None:
-            dim += 1
+        # an Ellipsis spans the dimensions the other entries leave
+        dim += max(a.ndim - used, 0) if e is Ellipsis else _dims_indexed(e)
     return tuple(new)
+
+
+def _dims_indexed(e: Any) -> int:
+    if e is None or e is Ellipsis or isinstance(e, bool):
+        return 0
+    if isinstance(e, TensorProxy) and e.dtype in (dtypes.bool8, dtypes.uint8):
+        return e.ndim  # a mask (a 0-dim one indexes none, as None)
+    return 1
 
 
 def _check_mask_shape(a: TensorProxy, mask: TensorProxy, dim: int) -> None:

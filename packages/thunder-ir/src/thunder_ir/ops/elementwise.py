@@ -149,6 +149,54 @@ def _symbolic_number_may_overflow(value: NumberProxy, dtype: DType) -> bool:
     return bool((value > high and value < math.inf) or (value < -high and value > -math.inf))
 
 
+def check_value_fits(value: TensorProxy, dtype: DType) -> None:
+    """``check_number_fits`` for the number a one-element tensor holds (the ``value.item()``
+    that ``masked_fill`` and ``index_fill`` convert, checked): a check on every call."""
+    if dtype.is_boolean or value.dtype.is_boolean:
+        return  # nothing overflows bool, and a bool fits everything
+    v = value if value.ndim == 0 else prims.reshape(value, ())
+    target = dtypes.corresponding_real_dtype(dtype)
+    fits = []
+    if value.dtype.is_complex:
+        imag = prims.imag(v)
+        v = prims.real(v)
+        fits.append(_real_value_fits(imag, target) if dtype.is_complex else prims.eq(imag, 0))
+    fits.append(_real_value_fits(v, target))
+    cond = fits[0]
+    for f in fits[1:]:
+        cond = prims.bitwise_and(cond, f)
+    prims.check_values(
+        cond,
+        f"value cannot be converted to type {_C10_TYPE_NAMES.get(dtype.name, dtype.name)} "
+        "without overflow",
+    )
+
+
+def _real_value_fits(v: TensorProxy, target: DType) -> TensorProxy:
+    """c10's ``not overflows<target>(v)`` for a real 0-dim tensor ``v``, compared in 64 bits
+    as the ``Scalar`` that ``item()`` gives."""
+    torch_dtype = dtypes.to_torch_dtype(target)
+    assert torch_dtype is not None
+    within: Any
+    if v.dtype.is_exact:
+        v = prims.convert_element_type(v, dtypes.int64) if v.dtype != dtypes.int64 else v
+        if target.is_exact:
+            info = torch.iinfo(torch_dtype)
+            low = -info.max if info.min == 0 else info.min  # unsigned: negative ints wrap
+            return prims.bitwise_and(prims.ge(v, low), prims.le(v, info.max))  # type: ignore[no-any-return]
+        finfo = torch.finfo(torch_dtype)
+        v = prims.convert_element_type(v, dtypes.float64)
+        return prims.bitwise_and(prims.ge(v, finfo.min), prims.le(v, finfo.max))  # type: ignore[no-any-return]
+    v = prims.convert_element_type(v, dtypes.float64) if v.dtype != dtypes.float64 else v
+    if target.is_exact:
+        info = torch.iinfo(torch_dtype)
+        within = prims.bitwise_and(prims.ge(v, float(info.min)), prims.le(v, float(info.max)))
+        return prims.bitwise_and(prims.isfinite(v), within)  # type: ignore[no-any-return]
+    finfo = torch.finfo(torch_dtype)
+    within = prims.bitwise_and(prims.ge(v, finfo.min), prims.le(v, finfo.max))
+    return prims.bitwise_or(prims.bitwise_not(prims.isfinite(v)), within)  # type: ignore[no-any-return]
+
+
 def not_implemented_for(op: str, d: DType) -> UnsupportedOptionError:
     """torch's error for an op without a kernel for a dtype (``"abs" not implemented for 'Bool'``)."""
     return UnsupportedOptionError(f"\"{op}\" not implemented for '{torch_dtype_name(d)}'")

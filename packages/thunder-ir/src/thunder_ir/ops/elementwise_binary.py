@@ -26,6 +26,7 @@ from thunder_ir.ops.elementwise import (
     check_dtype,
     check_number_fits,
     check_tensor_arg,
+    check_value_fits,
     compute,
     inplace,
     low_precision_cpu_dtype,
@@ -760,7 +761,11 @@ def masked_fill(a: Any, mask: Any, value: Any) -> Any:
                 f"{value.ndim} dimension(s)."
             ),
         )
-        fill: Any = prims.convert_element_type(value, a.dtype) if value.dtype != a.dtype else value
+        fill: Any = value
+        if value.dtype != a.dtype:
+            if value.device.type == "cpu":
+                check_value_fits(value, a.dtype)  # eager converts value.item(), checked
+            fill = prims.convert_element_type(value, a.dtype)
     else:
         check(
             is_number(value),

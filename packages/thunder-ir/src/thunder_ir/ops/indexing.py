@@ -15,11 +15,14 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from thunder_ir import dtypes, prims
 from thunder_ir.errors import DataDependentError, UnsupportedOptionError
 from thunder_ir.known_numbers import index_value
 from thunder_ir.ops._helpers import broadcast_shapes, expand_to, to_dtype
 from thunder_ir.ops._registry import torchop
+from thunder_ir.ops.elementwise import check_number_fits, check_value_fits, number_overflows
 from thunder_ir.ops.shape import (
     check_tensor_arg,
     contiguous,
@@ -384,9 +387,15 @@ def _check_broadcasts_to(value_shape: Sequence[Any], shape: Sequence[Any]) -> No
         )
 
 
-def _value_tensor(a: TensorProxy, value: Any, shape: Sequence[Any]) -> TensorProxy:
-    """``value`` (a tensor or a number) as ``a``'s dtype, broadcast to ``shape``."""
+def _value_tensor(
+    a: TensorProxy, value: Any, shape: Sequence[Any], *, casts: bool = True
+) -> TensorProxy:
+    """``value`` (a tensor or a number) as ``a``'s dtype, broadcast to ``shape``. ``casts``:
+    whether eager casts a tensor of another dtype (a ``copy_``; else an ``index_put_``, which
+    raises for it)."""
     if isinstance(value, TensorProxy):
+        if not casts:
+            _check_put_dtype(a, value)
         check(
             value.ndim <= len(shape)
             or all(isinstance(s, int) and s == 1 for s in value.shape[: value.ndim - len(shape)]),
@@ -406,13 +415,41 @@ def _value_tensor(a: TensorProxy, value: Any, shape: Sequence[Any]) -> TensorPro
         lambda: f"can't assign a {type(value).__name__} to a tensor",
         TypeError,
     )
-    filled: TensorProxy = prims.full(
-        tuple(shape),
-        dtypes.python_type_of(a.dtype)(value) if not isinstance(value, NumberProxy) else value,
-        device=a.device,
-        dtype=a.dtype,
+    return _written_number(a, value, tuple(shape))
+
+
+def _written_number(a: TensorProxy, value: Any, shape: tuple[Any, ...]) -> TensorProxy:
+    """The number eager's ``t[key] = number`` writes (its ``scalarToTensor``), filling
+    ``shape``: converted to ``a``'s dtype with the range checked, except that float16 and
+    bfloat16 take any double (one out of their range rounds to an infinity)."""
+    low_precision = a.dtype in (dtypes.float16, dtypes.bfloat16)
+    if isinstance(value, NumberProxy):
+        if low_precision and value.python_type in (int, float):
+            # converted when the program runs, as eager converts it (every such number fits a double)
+            wide = prims.full(shape, value, device=a.device, dtype=dtypes.float64)
+            return prims.convert_element_type(wide, a.dtype)  # type: ignore[no-any-return]
+        check_number_fits(value, a.dtype)
+        return prims.full(shape, value, device=a.device, dtype=a.dtype)  # type: ignore[no-any-return]
+    check_number_fits(value, dtypes.float64 if low_precision else a.dtype)
+    if isinstance(value, complex) and not a.dtype.is_complex:
+        value = value.real  # what fits has no imaginary part
+    if low_precision and number_overflows(value, a.dtype):
+        torch_dtype = dtypes.to_torch_dtype(a.dtype)
+        value = float(torch.tensor(float(value), dtype=torch.float64).to(torch_dtype))
+    number = dtypes.python_type_of(a.dtype)(value)
+    return prims.full(shape, number, device=a.device, dtype=a.dtype)  # type: ignore[no-any-return]
+
+
+def _check_put_dtype(a: TensorProxy, value: TensorProxy) -> None:
+    names = [str(torch.empty(0, dtype=dtypes.to_torch_dtype(t.dtype)).type()) for t in (a, value)]
+    destination, source = (n.removeprefix("torch.").removesuffix("Tensor") for n in names)
+    check(
+        value.dtype == a.dtype,
+        lambda: (
+            f"Index put requires the source and destination dtypes match, got {destination} for "
+            f"the destination and {source} for the source."
+        ),
     )
-    return filled
 
 
 def _set_basic(a: TensorProxy, items: list[Item], value: Any) -> TensorProxy:
@@ -477,7 +514,18 @@ def _set_advanced(a: TensorProxy, key: Any, value: Any) -> TensorProxy:
         prims.iota(numel, start=0, step=1, device=a.device, dtype=dtypes.int64), a.shape
     )
     selected = _apply_items(positions, parse_key(positions, key))
-    v = _value_tensor(a, value, selected.shape)
+    # eager selects at a 0-dim integer tensor as at an int (basic indexing: a copy_, which casts)
+    entries = key if isinstance(key, tuple) else (key,)
+    casts = all(
+        not _is_advanced(e)
+        or (
+            isinstance(e, TensorProxy)
+            and e.ndim == 0
+            and e.dtype not in (dtypes.bool8, dtypes.uint8)
+        )
+        for e in entries
+    )
+    v = _value_tensor(a, value, selected.shape, casts=casts)
     n = selected.numel()
     flat = reshape_to(a, (numel,))
     written = prims.index_put(flat, [reshape_to(selected, (n,))], reshape_to(v, (n,)), False)
@@ -508,7 +556,18 @@ def _set_mask(a: TensorProxy, mask: TensorProxy, value: Any) -> TensorProxy:
                 "t[mask] = values with one value per selected element depends on how many elements the mask selects; "
                 "use torch.where(mask, values, t) with values of t's shape instead"
             )
-    v = _value_tensor(a, value, rest)
+    # eager's index_put_ writes one element on the CPU through a mask as masked_fill_ (casting
+    # ``value.item()``, checked); any other value must have ``a``'s dtype
+    fills = (
+        isinstance(value, TensorProxy)
+        and k > 0
+        and mask.device == a.device
+        and value.device.type == "cpu"
+        and all(isinstance(s, int) and s == 1 for s in value.shape)
+    )
+    if fills and value.dtype != a.dtype:
+        check_value_fits(value, a.dtype)
+    v = _value_tensor(a, value, rest, casts=fills)
     v = expand_to(v, a.shape) if not same_shape(v.shape, a.shape) else v
     m = prims.broadcast_in_dim(mask, a.shape, tuple(range(k))) if k != a.ndim else mask
     return prims.where(m, v, a)  # type: ignore[no-any-return]
@@ -584,6 +643,10 @@ def _check_gather_shapes(
 @torchop("torch.gather", "torch.Tensor.gather")
 def gather(a: Any, dim: int, index: Any, *, sparse_grad: bool = False) -> Any:
     a = check_tensor_arg(a, "gather")
+    if sparse_grad:  # (as embedding's sparse=True: torch runs it, for its sparse gradient)
+        raise UnsupportedOptionError(
+            "gather: sparse_grad=True (sparse gradients) is not supported yet"
+        )
     index = to_dtype(_check_index(index, "gather"), dtypes.int64)
     d = canonicalize_dim(a.ndim, dim)
     _check_gather_shapes(a, d, index, "gather")
@@ -791,7 +854,7 @@ def _along_dim(
     return movedim(out, 0, d) if d else out  # type: ignore[no-any-return]
 
 
-def _index_add(a: Any, dim: int, index: Any, source: Any, alpha: Any, op: str) -> TensorProxy:
+def _check_index_add(a: Any, dim: int, index: Any, source: Any, op: str) -> None:
     a = check_tensor_arg(a, op)
     index = _check_index(index, op)
     source = check_tensor_arg(source, op, "source")
@@ -801,14 +864,18 @@ def _index_add(a: Any, dim: int, index: Any, source: Any, alpha: Any, op: str) -
             f"{op}(): self ({a.dtype.name}) and source ({source.dtype.name}) must have the same scalar type"
         ),
     )
-    n = index.numel()
     d = canonicalize_dim(a.ndim, dim)
-    src_n = source.shape[d] if source.ndim else 1
+    n, src_n = index.numel(), source.shape[d] if source.ndim else 1
     check(
         n == src_n,
         lambda: f"{op}(): Number of indices ({n}) should be equal to source.size(dim) ({src_n})",
         IndexError,
     )
+
+
+def _index_add(a: Any, dim: int, index: Any, source: Any, alpha: Any, op: str) -> TensorProxy:
+    _check_index_add(a, dim, index, source, op)
+    d = canonicalize_dim(a.ndim, dim)
     if alpha != 1:
         source = prims.mul(source, dtypes.python_type_of(a.dtype)(alpha))
     return _along_dim(
@@ -828,7 +895,9 @@ def index_add(a: Any, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> A
 
 @torchop("torch.Tensor.index_add_", tags=(OpTag.IN_PLACE,))
 def index_add_(a: Any, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Any:
-    return prims.copy_(_index_add(a, dim, index, source, alpha, "index_add_"), a)
+    # The functional op, kept whole where differentiated: eager's kernel adds the rows.
+    _check_index_add(a, dim, index, source, "index_add_")
+    return prims.copy_(index_add(a, dim, index, source, alpha=alpha), a)
 
 
 def _index_copy(a: Any, dim: int, index: Any, source: Any, op: str) -> TensorProxy:
@@ -868,7 +937,20 @@ def _index_fill(a: Any, dim: int, index: Any, value: Any, op: str) -> TensorProx
                 f"{op} only supports a 0-dimensional value tensor, but got tensor with {value.ndim} dimension(s)."
             ),
         )
+    value_type = dtypes.python_type_of(value.dtype) if isinstance(value, TensorProxy) else None
+    if isinstance(value, NumberProxy):
+        value_type = value.python_type
+    check(
+        a.dtype.is_complex or not (isinstance(value, complex) or value_type is complex),
+        "index_fill_(): Converting complex Scalar to non-complex type is not supported",
+    )
+    # eager fills the number (``value.item()`` of a tensor) converted with its range checked
+    if isinstance(value, TensorProxy):
+        if value.dtype != a.dtype:
+            check_value_fits(value, a.dtype)
         value = to_dtype(value, a.dtype)
+    else:
+        check_number_fits(value, a.dtype)
     shape = list(a.shape) if a.ndim else [1]
     shape[d] = index.numel()
     if isinstance(value, TensorProxy):

@@ -118,11 +118,15 @@ def scaled_dot_product_attention(
     _check_attention_arguments(q, k, v, attn_mask, dropout_p, is_causal)
     if enable_gqa and q.ndim >= 3:
         k, v = _heads_repeated_for_groups(q, k, v)
-    if _runs_fused(q, k, v, attn_mask, dropout_p):
+    if _runs_fused(q, k, v, attn_mask, dropout_p, is_causal):
         # One op that also returns the logsumexp: autodiff differentiates it with torch's fused
         # attention backward (``sdpa_flash_backward``) instead of this decomposition.
         s = _default_scale(q) if scale is None else scale
-        return sdpa_flash(q, k, v, is_causal, s)[0]
+        if attn_mask is None:
+            return sdpa_flash(q, k, v, is_causal, s)[0]
+        if attn_mask.dtype.is_boolean:  # as eager's convert_boolean_attn_mask: -inf where False
+            attn_mask = to_dtype(where(attn_mask, 0.0, -math.inf), q.dtype)
+        return sdpa_flash(q, k, v, is_causal, s, attn_mask)[0]
     compute = opmath(q.dtype)
     qc, kc, vc = (to_dtype(x, compute) for x in (q, k, v))
     scale_factor = _default_scale(q) if scale is None else scale
@@ -222,12 +226,18 @@ def _heads_repeated_for_groups(
 
 
 def _runs_fused(
-    q: TensorProxy, k: TensorProxy, v: TensorProxy, attn_mask: Any, dropout_p: float
+    q: TensorProxy,
+    k: TensorProxy,
+    v: TensorProxy,
+    attn_mask: Any,
+    dropout_p: float,
+    is_causal: bool = False,
 ) -> bool:
-    """Whether the call is recorded as ``sdpa_flash`` (no mask, float32/64 or a low-precision one on the CPU, 4-D, same batch and
-    heads, value's head size the query's) rather than decomposed."""
+    """Whether the call is recorded as ``sdpa_flash`` (float32/64 or a low-precision one on the
+    CPU, 4-D, same batch and heads, value's head size the query's; a mask where eager's CPU
+    dispatch takes its flash kernel with it) rather than decomposed."""
     return (
-        attn_mask is None
+        (attn_mask is None or _flash_takes_mask(q, k, attn_mask, is_causal))
         and dropout_p == 0
         and (
             q.dtype in (dtypes.float32, dtypes.float64)
@@ -240,6 +250,24 @@ def _runs_fused(
         # torch's fused kernels divide by these sizes (SIGFPE); eager takes its math path
         and not any(_is_zero_size(d) for d in (*q.shape, *k.shape))
     )
+
+
+def _flash_takes_mask(q: TensorProxy, k: TensorProxy, mask: Any, is_causal: bool) -> bool:
+    """aten's check_attn_mask_shape for the CPU flash kernel: a mask that requires no grad, of 2
+    dims or 4 (batch and heads 1 or the query's), its last two the queries' and keys' or 1."""
+    if not isinstance(mask, TensorProxy) or mask.requires_grad or is_causal:
+        return False
+    if q.device.type != "cpu" or not (mask.dtype.is_boolean or mask.dtype.is_float):
+        return False
+    if mask.ndim not in (2, 4) or q.ndim != 4 or k.ndim != 4:
+        return False
+    if not all(_is_one_or(m, s) for m, s in zip(mask.shape[-2:], (q.shape[2], k.shape[2]))):
+        return False
+    return mask.ndim == 2 or all(_is_one_or(m, s) for m, s in zip(mask.shape[:2], q.shape[:2]))
+
+
+def _is_one_or(size: Any, other: Any) -> bool:
+    return bool(size == 1) or bool(size == other)
 
 
 def _is_zero_size(size: Any) -> bool:

@@ -1,6 +1,6 @@
 """Ops whose backward torch runs as one fused kernel: a forward that also returns what the backward
 needs (``native_layer_norm``: the output, mean and rstd) and the backward itself
-(``layer_norm_backward``, ``gelu_backward``, ``sdpa_flash_backward``). They mirror no torch callable (autodiff's rules
+(``layer_norm_backward``, ``group_norm_backward``, ``gelu_backward``, ``sdpa_flash_backward``). They mirror no torch callable (autodiff's rules
 emit them); their decompositions are the math in prims, so every executor can run them, and the
 torch_ops executor runs them with torch's aten kernels."""
 
@@ -40,10 +40,11 @@ def _norm_dims(a: TensorProxy, normalized_shape: Any) -> tuple[int, ...]:
 def native_layer_norm(
     a: TensorProxy, normalized_shape: Any, weight: Any, bias: Any, eps: float
 ) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
-    """Layer norm of ``a`` (weight and bias of its dtype) returning ``(out, mean, rstd)``; mean
-    and rstd keep the normalized dimensions as size 1 (torch's ``native_layer_norm``). float16
-    and bfloat16 compute in float32; their mean and rstd are rounded to ``a``'s dtype on the CPU
-    as torch's CPU kernel returns them (its backward reads those), float32 elsewhere."""
+    """Layer norm of ``a`` (weight and bias of its dtype, or float32 with a float16/bfloat16
+    ``a`` on the CPU) returning ``(out, mean, rstd)``; mean and rstd keep the normalized
+    dimensions as size 1 (torch's ``native_layer_norm``). float16 and bfloat16 compute in
+    float32; their mean and rstd are rounded to ``a``'s dtype on the CPU as torch's CPU kernel
+    returns them (its backward reads those), float32 elsewhere and with float32 parameters."""
     dims = _norm_dims(a, normalized_shape)
     compute = opmath(a.dtype)
     x = to_dtype(a, compute)
@@ -55,8 +56,15 @@ def native_layer_norm(
         out = mul(out, to_dtype(weight, compute))
     if bias is not None:
         out = add(out, to_dtype(bias, compute))
-    stats = a.dtype if a.device.type == "cpu" else compute
+    mixed = any(p is not None and p.dtype != a.dtype for p in (weight, bias))
+    stats = a.dtype if a.device.type == "cpu" and not mixed else compute
     return to_dtype(out, a.dtype), to_dtype(mean, stats), to_dtype(rstd, stats)
+
+
+def _reciprocal_count(n: Any) -> Any:
+    """``1 / n`` for a number of elements normalized together, which may be 0 (the gradient it
+    scales is then empty): ``n + 1 // (n + 1)`` is ``n``, or 1 for 0, also for a symbolic one."""
+    return 1.0 / (n + 1 // (n + 1))
 
 
 @torchop(name="layer_norm_backward")
@@ -86,7 +94,7 @@ def layer_norm_backward(
     s1 = sum_(gxhat, dims, keepdim=True)
     s2 = sum_(mul(gxhat, xhat), dims, keepdim=True)
     inner = sub(sub(mul(gxhat, n), s1), mul(xhat, s2))
-    ga = mul(mul(rstd, 1.0 / n), inner)
+    ga = mul(mul(rstd, _reciprocal_count(n)), inner)
     outs: list[TensorProxy] = [ga]
     if weight is not None:
         gw = mul(grad_out, xhat)
@@ -116,30 +124,45 @@ def gelu_backward(grad_out: TensorProxy, a: TensorProxy, approximate: str = "non
     return to_dtype(mul(grad_out, d), result_dtype)  # type: ignore[no-any-return]
 
 
-def _scores(q: TensorProxy, k: TensorProxy, is_causal: bool, scale: float) -> TensorProxy:
+def _scores(
+    q: TensorProxy, k: TensorProxy, is_causal: bool, scale: float, attn_mask: Any = None
+) -> TensorProxy:
     from thunder_ir.ops.nn import matmul
     from thunder_ir.ops.nn_attention import _causal_mask
 
     scores = mul(matmul(q, prims.transpose(k, (0, 1, 3, 2))), scale)
     if is_causal:
         scores = where(_causal_mask(q, k), scores, -math.inf)
+    if attn_mask is not None:  # a float mask, added to the scaled scores as torch's kernel does
+        scores = add(scores, to_dtype(attn_mask, scores.dtype))
     return scores  # type: ignore[no-any-return]
 
 
 @torchop(name="sdpa_flash")
 def sdpa_flash(
-    q: TensorProxy, k: TensorProxy, v: TensorProxy, is_causal: bool, scale: float
+    q: TensorProxy,
+    k: TensorProxy,
+    v: TensorProxy,
+    is_causal: bool,
+    scale: float,
+    attn_mask: Any = None,
 ) -> tuple[TensorProxy, TensorProxy]:
-    """Attention of 4-D ``q, k, v`` (same heads, no mask, no dropout; float16/bfloat16 computed
-    in float32, the output rounded, logsumexp float32) returning ``(out, logsumexp)``, logsumexp over the keys of the scaled (masked) scores
-    (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``)."""
+    """Attention of 4-D ``q, k, v`` (same heads, no dropout, an optional float ``attn_mask`` of
+    2 or 4 dims; float16/bfloat16 computed in float32, the output rounded, logsumexp float32)
+    returning ``(out, logsumexp)``, logsumexp over the keys of the scaled (masked) scores
+    (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``). A query the mask leaves
+    nothing to attend to gets zeros and a logsumexp of 0, as torch's kernel gives."""
     from thunder_ir.ops.nn import matmul
 
     dtype = q.dtype
     q, k, v = (to_dtype(t, opmath(dtype)) for t in (q, k, v))  # float16/bfloat16: in float32
-    scores = _scores(q, k, is_causal, scale)
+    scores = _scores(q, k, is_causal, scale, attn_mask)
     m = amax_(scores, 3)
+    if attn_mask is not None:
+        m = where(prims.eq(m, -math.inf), 0.0, m)
     lse = add(log(sum_(exp(sub(scores, keep_dims(scores, m, (3,)))), 3)), m)
+    if attn_mask is not None:
+        lse = where(prims.eq(lse, -math.inf), 0.0, lse)
     weights = exp(sub(scores, keep_dims(scores, lse, (3,))))
     return to_dtype(matmul(weights, v), dtype), lse
 
@@ -154,6 +177,7 @@ def sdpa_flash_backward(
     lse: TensorProxy,
     is_causal: bool,
     scale: float,
+    attn_mask: Any = None,
 ) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
     """The gradients of ``sdpa_flash`` for q, k and v
     (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward``)."""
@@ -162,7 +186,7 @@ def sdpa_flash_backward(
     dtype, compute = q.dtype, opmath(q.dtype)
     grad_out, q, k, v, out = (to_dtype(t, compute) for t in (grad_out, q, k, v, out))
     perm = (0, 1, 3, 2)
-    scores = _scores(q, k, is_causal, scale)
+    scores = _scores(q, k, is_causal, scale, attn_mask)
     weights = exp(sub(scores, keep_dims(scores, lse, (3,))))
     gv = matmul(prims.transpose(weights, perm), grad_out)
     gw = matmul(grad_out, prims.transpose(v, perm))
@@ -313,17 +337,23 @@ def _per_channel(t: TensorProxy, a: TensorProxy) -> TensorProxy:
 def native_batch_norm(
     a: TensorProxy, weight: Any, bias: Any, eps: float
 ) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
-    """Training batch norm of a float32/float64 ``a`` (weight and bias of its dtype) with the
-    batch's statistics, returning ``(out, mean, invstd)`` per channel; it reads and writes no
-    running statistics (``torch.ops.aten._native_batch_norm_legit.no_stats``)."""
-    var, mean = prims.var_mean(a, _channel_dims(a), correction=0)
+    """Training batch norm of ``a`` (weight and bias of its dtype, or float32 with a
+    float16/bfloat16 ``a`` on the CPU) with the batch's statistics, returning ``(out, mean,
+    invstd)`` per channel; it reads and writes no running statistics
+    (``torch.ops.aten._native_batch_norm_legit.no_stats``). float16 and bfloat16 compute in
+    float32; mean and invstd have the parameters' dtype as the CPU kernel returns them."""
+    compute = opmath(a.dtype)
+    x = to_dtype(a, compute)
+    var, mean = prims.var_mean(x, _channel_dims(a), correction=0)
     invstd = rsqrt(add(var, eps))
-    out = mul(sub(a, _per_channel(mean, a)), _per_channel(invstd, a))
+    out = mul(sub(x, _per_channel(mean, x)), _per_channel(invstd, x))
     if weight is not None:
-        out = mul(out, _per_channel(weight, a))
+        out = mul(out, _per_channel(to_dtype(weight, compute), x))
     if bias is not None:
-        out = add(out, _per_channel(bias, a))
-    return out, mean, invstd
+        out = add(out, _per_channel(to_dtype(bias, compute), x))
+    mixed = any(p is not None and p.dtype != a.dtype for p in (weight, bias))
+    stats = compute if mixed else a.dtype
+    return to_dtype(out, a.dtype), to_dtype(mean, stats), to_dtype(invstd, stats)
 
 
 @torchop(name="batch_norm_backward")
@@ -336,7 +366,13 @@ def batch_norm_backward(
     has_bias: bool,
 ) -> tuple[TensorProxy, ...]:
     """The gradients of ``native_batch_norm``: of the input, then of weight and of bias where
-    they are given (``torch.ops.aten.native_batch_norm_backward`` in training)."""
+    they are given (``torch.ops.aten.native_batch_norm_backward`` in training); float16 and
+    bfloat16 in float32, each gradient rounded once to its dtype."""
+    compute = opmath(a.dtype)
+    # The statistics have the parameters' dtype (float32 for a mixed call), as the gradients.
+    like = [a.dtype, mean.dtype, mean.dtype]
+    grad_out, a, mean, invstd = (to_dtype(t, compute) for t in (grad_out, a, mean, invstd))
+    weight = None if weight is None else to_dtype(weight, compute)
     dims = _channel_dims(a)
     n: Any = 1
     for d in dims:
@@ -346,12 +382,87 @@ def batch_norm_backward(
     s1 = _per_channel(sum_(gxhat, dims), a)
     s2 = _per_channel(sum_(mul(gxhat, xhat), dims), a)
     inner = sub(sub(mul(gxhat, n), s1), mul(xhat, s2))
-    outs: list[TensorProxy] = [mul(mul(_per_channel(invstd, a), 1.0 / n), inner)]
+    outs: list[TensorProxy] = [mul(mul(_per_channel(invstd, a), _reciprocal_count(n)), inner)]
     if weight is not None:
         outs.append(sum_(mul(grad_out, xhat), dims))
     if has_bias:
         outs.append(sum_(grad_out, dims))
-    return tuple(outs)
+    return tuple(to_dtype(g, d) for g, d in zip(outs, like))
+
+
+# Group norm ----------------------------------------------------------------------------------
+
+
+def _grouped(x: TensorProxy, num_groups: Any) -> TensorProxy:
+    """``x`` as ``(N, num_groups, elements per group)``."""
+    n = x.shape[0]
+    per_group = x.numel() // (n * num_groups) if n * num_groups else 0
+    return prims.reshape(x, (n, num_groups, per_group))  # type: ignore[no-any-return]
+
+
+def _ungrouped(t: TensorProxy, a: TensorProxy) -> TensorProxy:
+    """Per-group ``(N, G)`` values broadcast against ``a`` (in ``a``'s shape)."""
+    g = t.shape[1]
+    per_group = prims.broadcast_in_dim(t, _grouped(a, g).shape, (0, 1))
+    return prims.reshape(per_group, tuple(a.shape))  # type: ignore[no-any-return]
+
+
+@torchop(name="native_group_norm")
+def native_group_norm(
+    a: TensorProxy, weight: Any, bias: Any, num_groups: int, eps: float
+) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
+    """Group norm of ``a`` (weight and bias of its dtype, or float32 with a float16/bfloat16
+    ``a`` on the CPU) returning ``(out, mean, rstd)``, mean and rstd of shape ``(N, G)``
+    (``torch.ops.aten.native_group_norm``). float16 and bfloat16 compute in float32; mean and
+    rstd have the parameters' dtype as the CPU kernel returns them."""
+    compute = opmath(a.dtype)
+    x = to_dtype(a, compute)
+    var, mean = prims.var_mean(_grouped(x, num_groups), (2,), correction=0)
+    rstd = rsqrt(add(var, eps))
+    out = mul(sub(x, _ungrouped(mean, x)), _ungrouped(rstd, x))
+    if weight is not None:
+        out = mul(out, _per_channel(to_dtype(weight, compute), x))
+    if bias is not None:
+        out = add(out, _per_channel(to_dtype(bias, compute), x))
+    mixed = any(p is not None and p.dtype != a.dtype for p in (weight, bias))
+    stats = compute if mixed else a.dtype
+    return to_dtype(out, a.dtype), to_dtype(mean, stats), to_dtype(rstd, stats)
+
+
+@torchop(name="group_norm_backward")
+def group_norm_backward(
+    grad_out: TensorProxy,
+    a: TensorProxy,
+    mean: TensorProxy,
+    rstd: TensorProxy,
+    weight: Any,
+    num_groups: int,
+    has_bias: bool,
+) -> tuple[TensorProxy, ...]:
+    """The gradients of ``native_group_norm``: of the input, then of weight and of bias where
+    they are given (``torch.ops.aten.native_group_norm_backward``); float16 and bfloat16 in
+    float32, each gradient rounded once to its dtype."""
+    compute = opmath(a.dtype)
+    like = [a.dtype, mean.dtype, mean.dtype]
+    grad_out, a, mean, rstd = (to_dtype(t, compute) for t in (grad_out, a, mean, rstd))
+    xhat = mul(sub(a, _ungrouped(mean, a)), _ungrouped(rstd, a))
+    gxhat = grad_out
+    if weight is not None:
+        gxhat = mul(grad_out, _per_channel(to_dtype(weight, compute), a))
+    grouped_g, grouped_x = _grouped(gxhat, num_groups), _grouped(xhat, num_groups)
+    n: Any = grouped_g.shape[2]
+    s1 = sum_(grouped_g, (2,), keepdim=True)
+    s2 = sum_(mul(grouped_g, grouped_x), (2,), keepdim=True)
+    inner = sub(sub(mul(grouped_g, n), s1), mul(grouped_x, s2))
+    rstd_g = prims.broadcast_in_dim(rstd, inner.shape, (0, 1))
+    ga = prims.reshape(mul(mul(rstd_g, _reciprocal_count(n)), inner), tuple(a.shape))
+    outs: list[TensorProxy] = [ga]
+    dims = _channel_dims(a)
+    if weight is not None:
+        outs.append(sum_(mul(grad_out, xhat), dims))
+    if has_bias:
+        outs.append(sum_(grad_out, dims))
+    return tuple(to_dtype(g, d) for g, d in zip(outs, like))
 
 
 # Activations ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 from thunder_ir import dtypes, prims
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
-from thunder_ir.ops.nn_backward import native_batch_norm, native_layer_norm
+from thunder_ir.ops.nn_backward import native_batch_norm, native_group_norm, native_layer_norm
 from thunder_ir.ops.nn_base import (
     abs_,
     add,
@@ -128,11 +128,13 @@ def layer_norm(
     check(
         a.dtype.is_inexact, lambda: f"\"LayerNormKernelImpl\" not implemented for '{a.dtype.name}'"
     )
-    if a.dtype in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64) and all(
-        p is None or p.dtype == a.dtype for p in (weight, bias)
+    if a.dtype in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64) and (
+        a.device.type == "cpu" or all(p is None or p.dtype == a.dtype for p in (weight, bias))
     ):
         # One op that also returns mean and rstd: autodiff differentiates it with torch's fused
-        # backward kernel (``layer_norm_backward``) instead of this decomposition.
+        # backward kernel (``layer_norm_backward``) instead of this decomposition. On the CPU
+        # this includes the mixed dtypes checked above (float32 affine with a low-precision
+        # input, as autocast gives): eager's mixed kernels round their sums their own way.
         return native_layer_norm(a, shape, weight, bias, eps)[0]
     compute = opmath(a.dtype)
     x = to_dtype(a, compute)
@@ -167,12 +169,21 @@ def group_norm(
     eps: float = 1e-5,
     cudnn_enabled: bool = True,
 ) -> Any:
+    _check_group_norm(a, num_groups, weight, bias)
+    if _fused_group_norm(a, weight, bias):
+        # One op that also returns mean and rstd: autodiff differentiates it with torch's fused
+        # backward kernel (``group_norm_backward``) instead of this decomposition.
+        return native_group_norm(a, weight, bias, num_groups, eps)[0]
+    return _group_norm_decomposed(a, num_groups, weight, bias, eps)
+
+
+def _check_group_norm(a: Any, num_groups: int, weight: Any, bias: Any) -> None:
     require_tensor(a, "group_norm")
     check(
         a.ndim >= 2,
         lambda: f"Expected at least 2 dimensions for input tensor but received {a.ndim}",
     )
-    n, c = a.shape[0], a.shape[1]
+    c = a.shape[1]
     check(
         c % num_groups == 0,
         lambda: (
@@ -192,6 +203,23 @@ def group_norm(
     check(
         a.dtype.is_inexact, lambda: f"\"GroupNormKernelImpl\" not implemented for '{a.dtype.name}'"
     )
+
+
+def _fused_group_norm(a: TensorProxy, weight: Any, bias: Any) -> bool:
+    """Whether group norm runs as ``native_group_norm``: float32/float64, or float16/bfloat16 on
+    the CPU (its parameters of its dtype or, checked before, float32). Not a bias without a
+    weight: eager's backward kernel raises for it."""
+    if bias is not None and weight is None:
+        return False
+    if a.dtype in (dtypes.float32, dtypes.float64):
+        return all(p is None or p.dtype == a.dtype for p in (weight, bias))
+    return a.device.type == "cpu" and a.dtype in (dtypes.float16, dtypes.bfloat16)
+
+
+def _group_norm_decomposed(
+    a: TensorProxy, num_groups: int, weight: Any, bias: Any, eps: float
+) -> Any:
+    n = a.shape[0]
     compute = opmath(a.dtype)
     x = to_dtype(a, compute)
     grouped = prims.reshape(
@@ -257,6 +285,8 @@ def _batch_norm(
             require_tensor(p, "batch_norm", what)
             check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
     check(a.dtype.is_inexact, lambda: f"\"batch_norm\" not implemented for '{a.dtype.name}'")
+    if a.numel() == 0:
+        return _batch_norm_of_empty(a, weight, bias)
     if check_dtypes:
         _check_cpu_param_dtypes(a, weight, bias, running_mean, running_var)
     compute = opmath(a.dtype)
@@ -272,9 +302,14 @@ def _batch_norm(
         )
         if _fused_training(a, running_mean, running_var, weight, bias, momentum):
             out, mean, invstd = native_batch_norm(a, weight, bias, eps)
-            if running_mean is not None:
+            if running_mean is not None and mean.dtype.is_low_precision:
+                # The kernel updates them from float32 statistics it does not return.
+                dims = tuple(d for d in range(a.ndim) if d != 1)
+                var, mean = prims.var_mean(x, dims, correction=0)
+            elif running_mean is not None:
                 # The batch variance from invstd = 1 / sqrt(var + eps), as the kernel has it.
                 var = sub(div(1.0, mul(invstd, invstd)), eps)
+            if running_mean is not None:
                 _update_running_stat(running_mean, mean, momentum)
                 _update_running_stat(
                     running_var, mul(var, per_channel / (per_channel - 1)), momentum
@@ -302,18 +337,43 @@ def _batch_norm(
     return to_dtype(out, a.dtype)
 
 
+def _batch_norm_of_empty(a: TensorProxy, weight: Any, bias: Any) -> TensorProxy:
+    """Eager's batch norm of an empty input: a copy of it, times ``weight[0]`` and plus
+    ``bias[0]`` (so they get zero gradients); the running statistics stay as they are."""
+    out: TensorProxy = prims.clone(a)
+    for p, op in ((weight, mul), (bias, add)):
+        if p is not None:
+            size = p.shape[0]
+            check(
+                p.numel() > 0,
+                lambda size=size: (
+                    f"select(): index 0 out of range for tensor of size [{size}] at dimension 0"
+                ),
+                IndexError,
+            )
+            first = prims.reshape(prims.slice_prim(p, (0,), (1,), (1,)), ())
+            out = op(out, to_dtype(first, a.dtype))
+    return out
+
+
 def _fused_training(a: Any, *params: Any) -> bool:
     """Whether training batch norm runs as ``native_batch_norm`` (one kernel forward and one
-    backward under torch_ops): float32/float64 input, both running statistics or neither, all of
-    its dtype, a momentum where they are given. Other cases keep the decomposition."""
+    backward under torch_ops): float32/float64 input, or float16/bfloat16 on the CPU; both
+    running statistics or neither, all of its dtype or (on the CPU, a low-precision input) all
+    float32 as autocast leaves them; a momentum where they are given. Other cases keep the
+    decomposition."""
     *tensors, momentum = params
     running = tensors[:2]
     if (running[0] is None) != (running[1] is None):
         return False
+    given = [t for t in tensors if t is not None]
+    on_cpu_low = a.device.type == "cpu" and a.dtype in (dtypes.float16, dtypes.bfloat16)
+    same = all(t.dtype == a.dtype for t in given)
+    mixed = on_cpu_low and all(t.dtype == dtypes.float32 for t in given)
     return (
         (momentum is not None or running[0] is None)
-        and a.dtype in (dtypes.float32, dtypes.float64)
-        and all(t is None or t.dtype == a.dtype for t in tensors)
+        and (a.dtype in (dtypes.float32, dtypes.float64) or on_cpu_low)
+        and (same or mixed)
     )
 
 
@@ -325,8 +385,10 @@ def _update_running_stat(
     # torch updates the running statistics outside autograd: they never carry a gradient, and
     # batch_norm's kernel leaves their version counter as it was (a node that saved them, as
     # batch_norm's own does, still runs); instance_norm's copy_ back bumps it.
-    stat = to_dtype(prims.stop_gradient(batch_stat), running.dtype)
-    updated = add(mul(running, 1.0 - momentum), mul(stat, momentum))
+    # computed in float32 for low-precision statistics and rounded once, as torch's kernels
+    compute = opmath(running.dtype)
+    stat = to_dtype(prims.stop_gradient(batch_stat), compute)
+    updated = add(mul(to_dtype(running, compute), 1.0 - momentum), mul(stat, momentum))
     prims.copy_(to_dtype(updated, running.dtype), running, bumps_version=bumps_version)
 
 
@@ -353,7 +415,9 @@ def instance_norm(
         return _batch_norm(
             a, running_mean, running_var, weight, bias, False, momentum, eps, check_dtypes=False
         )
-    spatial = a.numel() // (a.shape[0] * a.shape[1]) if a.shape[0] * a.shape[1] else 0
+    spatial: Any = 1
+    for s in a.shape[2:]:
+        spatial = spatial * s  # (also where N or C is 0)
     check(
         spatial != 1,
         lambda: (
@@ -361,9 +425,20 @@ def instance_norm(
         ),
         ValueError,
     )
+    if a.numel() == 0:
+        # eager's batch norm of the input as (1, N*C, ...), weight and bias repeated N times
+        if running_mean is not None or running_var is not None:
+            raise not_implemented("instance_norm", "running statistics with an empty input")
+        weight, bias = (
+            p if p is None or a.shape[0] else prims.slice_prim(p, (0,), (0,), (1,))
+            for p in (weight, bias)
+        )
+        return _batch_norm_of_empty(a, weight, bias)
     if running_mean is not None or running_var is not None:
         _update_instance_stats(a, running_mean, running_var, momentum, spatial)
-    return group_norm(a, a.shape[1], weight, bias, eps)
+    # eager runs batch norm here, whose numbers the decomposition gives (not group norm's kernel)
+    _check_group_norm(a, a.shape[1], weight, bias)
+    return _group_norm_decomposed(a, a.shape[1], weight, bias, eps)
 
 
 def _update_instance_stats(

@@ -340,9 +340,14 @@ def _prod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, dims = bsym.args
     if a.ndim == 0:
         return [(a, g)]
-    ds = _reduced_dims(a, dims)
+    return [(a, _prod_grad(a, _reduced_dims(a, dims), bsym.output, g))]
+
+
+def _prod_grad(a: TensorProxy, ds: tuple[int, ...], result: TensorProxy, g: TensorProxy) -> Any:
+    """Eager's prod_backward of ``result = a.prod(ds)`` (``ds`` removed from its shape), in
+    ``a``'s dtype: each op rounds there as eager's."""
     gb = expand_reduced(g, a.shape, ds)
-    by_division = P.mul(gb, P.div(expand_reduced(bsym.output, a.shape, ds), a))
+    by_division = P.mul(gb, P.div(expand_reduced(result, a.shape, ds), a))
     zeros = _scalar_to(_count_zeros(a), a.shape)
     if len(ds) == 1:
         others = _products_of_others(gb, a, ds[0])
@@ -352,7 +357,37 @@ def _prod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
         others = _unmerged(merged, a, ds)
     if len(ds) == a.ndim:
         others = P.where(P.eq(zeros, 1), others, 0.0)
-    return [(a, P.where(P.eq(zeros, 0), by_division, others))]
+    return P.where(P.eq(zeros, 0), by_division, others)
+
+
+def _low_precision_prod(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    a, dtype = args["a"], args["dtype"]
+    return (
+        isinstance(a, TensorProxy)
+        and a.dtype.is_low_precision
+        and a.ndim > 0
+        and (dtype is None or dtypes.to_dtype(dtype) == a.dtype)
+    )
+
+
+@register_vjp(ltorch.prod, applies=_low_precision_prod)
+def _ltorch_prod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """float16/bfloat16: kept whole, so the forward is torch's kernel (the decomposition
+    multiplies in float32, torch's kernel otherwise); the gradient eager's, in that dtype."""
+    args = bound_arguments(bsym)
+    a, dim, keepdim = args["a"], args["dim"], args["keepdim"]
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        ds = tuple(range(a.ndim))
+    else:
+        ds = tuple(
+            sorted({d % a.ndim for d in (dim if isinstance(dim, (tuple, list)) else (dim,))})
+        )
+    result = bsym.output
+    if keepdim:
+        reduced = tuple(s for i, s in enumerate(a.shape) if i not in ds)
+        result, g = P.reshape(result, reduced), P.reshape(g, reduced)
+    return [(a, _prod_grad(a, ds, result, g))]
 
 
 @register_vjp(P.amax, P.amin)

@@ -44,6 +44,20 @@ def _native_layer_norm(
     return _affine_pairs(grads, a, weight, bias)
 
 
+@register_vjp(ltorch.native_group_norm)
+def _native_group_norm(
+    bsym: BoundSymbol, g: TensorProxy | None, *stats: TensorProxy | None
+) -> GradPairs:
+    if any(s is not None for s in stats):
+        raise NotImplementedError("gradients through native_group_norm's mean and rstd")
+    if g is None:
+        return []
+    a, weight, bias, num_groups, _eps = bsym.args
+    _out, mean, rstd = bsym.output
+    grads = ltorch.group_norm_backward(g, a, mean, rstd, weight, num_groups, bias is not None)
+    return _affine_pairs(grads, a, weight, bias)
+
+
 @register_vjp(ltorch.gelu)
 def _gelu(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     args = bound_arguments(bsym)
@@ -64,9 +78,11 @@ def _sdpa_flash(bsym: BoundSymbol, g: TensorProxy | None, g_lse: TensorProxy | N
         raise NotImplementedError("gradients through sdpa_flash's logsumexp")
     if g is None:
         return []
-    q, k, v, is_causal, scale = bsym.args
+    args = bound_arguments(bsym)
+    q, k, v, mask = args["q"], args["k"], args["v"], args["attn_mask"]
     out, lse = bsym.output
-    gq, gk, gv = ltorch.sdpa_flash_backward(g, q, k, v, out, lse, is_causal, scale)
+    rest = (args["is_causal"], args["scale"], *(() if mask is None else (mask,)))
+    gq, gk, gv = ltorch.sdpa_flash_backward(g, q, k, v, out, lse, *rest)
     return [(q, gq), (k, gk), (v, gv)]
 
 

@@ -8,19 +8,22 @@ keep the prims' rules."""
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from thunder_ir import BoundSymbol, NumberProxy, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.ops._helpers import to_dtype
+from thunder_ir.ops.nn_conv import pool_params
 from thunder_ir.utils import canonicalize_dims
 from thunder_transforms.autodiff.registry import (
     GradPairs,
     bound_arguments,
     expand_reduced,
     register_vjp,
+    static_eq,
     sum_to_shape,
 )
 
@@ -194,10 +197,12 @@ def _logsumexp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 
 def _group_norm_applies(bsym: BoundSymbol) -> bool:
+    # (on the CPU, group_norm is native_group_norm, whose rule emits eager's backward kernel)
     args = bound_arguments(bsym)
     a = args["a"]
     return (
         isinstance(a, TensorProxy)
+        and a.device.type != "cpu"
         and a.dtype in (dtypes.float16, dtypes.bfloat16)
         and all(p is None or p.dtype == a.dtype for p in (args["weight"], args["bias"]))
     )
@@ -291,6 +296,118 @@ def _times_two_over(gv: Any, dof: Any) -> Any:
     scale = prims.div(2.0, prims.full((), dof, device=gv.device, dtype=dtypes.float64))
     scale = prims.broadcast_in_dim(to_dtype(scale, dtypes.float32), tuple(gv.shape), ())
     return to_dtype(prims.mul(to_dtype(gv, dtypes.float32), scale), gv.dtype)
+
+
+def scalar_in(value: float, dtype: dtypes.DType) -> float:
+    """``value`` rounded to ``dtype``, as a kernel's ``Scalar.to<scalar_t>()`` rounds it."""
+    import torch
+
+    return float(torch.tensor(value, dtype=dtypes.to_torch_dtype(dtype)).item())
+
+
+_AVG_POOLS = {ltorch.avg_pool1d: 1, ltorch.avg_pool2d: 2, ltorch.avg_pool3d: 3}
+
+
+def _avg_pool_applies(bsym: BoundSymbol) -> bool:
+    a = bound_arguments(bsym)["a"]
+    return isinstance(a, TensorProxy) and a.dtype.is_low_precision
+
+
+def _window_divisors(
+    a: TensorProxy,
+    out: Sequence[Any],
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    count_include_pad: bool,
+) -> Any:
+    """Each output's divisor as torch's kernel counts it (int64, the output's spatial shape): the
+    window's elements inside the padded input, or inside the input only."""
+    nd = len(kernel)
+    total: Any = None
+    for i in range(nd):
+        size, n = a.shape[a.ndim - nd + i], out[i]
+        begin = P.sub(
+            P.mul(P.iota(n, start=0, step=1, device=a.device, dtype=dtypes.int64), stride[i]),
+            padding[i],
+        )
+        stop = P.minimum(
+            P.add(begin, kernel[i]),
+            P.add(P.full((n,), 0, device=a.device, dtype=dtypes.int64), size + padding[i]),
+        )
+        if not count_include_pad:
+            zeros = P.full((n,), 0, device=a.device, dtype=dtypes.int64)
+            stop = P.minimum(stop, P.add(zeros, size))
+            begin = P.maximum(begin, zeros)
+        count = P.sub(stop, begin)
+        shape = tuple(out)
+        count = P.broadcast_in_dim(count, shape, (i,))
+        total = count if total is None else P.mul(total, count)
+    return total
+
+
+@register_vjp(*_AVG_POOLS, applies=_avg_pool_applies)
+def _avg_pool(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """Eager's CPU avg_pool backward kernel in the dtype: each output's ``grad / divisor``
+    (rounded) added into zeros at its window's elements, output after output, each add rounded:
+    an element's additions come from the windows over it in output order (kernel offsets in
+    reverse order), then the padding is cut off."""
+    args = bound_arguments(bsym)
+    a, nd = args["a"], _AVG_POOLS[bsym.sym]
+    kernel, stride, padding, _ = pool_params(
+        nd, args["kernel_size"], args["stride"], args["padding"], 1
+    )
+    lead = a.ndim - nd
+    out = tuple(g.shape[lead:])
+    override = args.get("divisor_override")
+    if override is not None:
+        delta = P.div(g, scalar_in(float(override), a.dtype))  # BFloat16 / int64: the int rounded
+    else:
+        counts = _window_divisors(a, out, kernel, stride, padding, bool(args["count_include_pad"]))
+        counts = P.broadcast_in_dim(
+            P.convert_element_type(counts, a.dtype), tuple(g.shape), tuple(range(lead, g.ndim))
+        )
+        delta = P.div(g, counts)
+    # windows (ceil_mode) may run past the padded input: room for them, cut off with the padding
+    padded = [*a.shape[:lead]]
+    for i in range(nd):
+        reach = (out[i] - 1) * stride[i] + kernel[i]
+        size = a.shape[lead + i] + 2 * padding[i]
+        padded.append(
+            reach if isinstance(reach, int) and isinstance(size, int) and reach > size else size
+        )
+    acc = P.full(tuple(padded), 0.0, device=a.device, dtype=a.dtype)
+    for offsets in reversed(list(itertools.product(*(range(k) for k in kernel)))):
+        config = [(0, 0, 0)] * lead
+        for i, k in enumerate(offsets):
+            end = k + (out[i] - 1) * stride[i] + 1
+            config.append((k, padded[lead + i] - end, stride[i] - 1))
+        acc = P.add(acc, P.pad(delta, 0.0, config))
+    start = [0] * lead + list(padding)
+    stop = [*a.shape[:lead], *(padding[i] + a.shape[lead + i] for i in range(nd))]
+    if all(static_eq(x, y) for x, y in zip(stop, padded)) and not any(padding):
+        return [(a, acc)]
+    return [(a, P.slice_prim(acc, tuple(start), tuple(stop)))]
+
+
+def _cumsum_applies(bsym: BoundSymbol) -> bool:
+    a = bound_arguments(bsym)["a"]
+    return (
+        isinstance(a, TensorProxy)
+        and a.dtype.is_float
+        and a.ndim > 0
+        and bsym.output.dtype != a.dtype
+    )
+
+
+@register_vjp(ltorch.cumsum, applies=_cumsum_applies)
+def _cumsum(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # A result of another dtype= (bfloat16 summed in float32): eager's cumsum_backward(grad.to(
+    # self.scalar_type()), dim) rounds the gradient to the input's dtype before the reversed sum.
+    a = bound_arguments(bsym)["a"]
+    d = canonicalize_dims(a.ndim, bound_arguments(bsym)["dim"])[0]
+    g = to_dtype(g, a.dtype)
+    return [(a, ltorch.flip(ltorch.cumsum(ltorch.flip(g, (d,)), d), (d,)))]
 
 
 def _cumprod_applies(bsym: BoundSymbol) -> bool:
@@ -484,9 +601,11 @@ def _through_eager(torch_name: str) -> Callable[[BoundSymbol, TensorProxy], Grad
     return rule
 
 
-register_vjp(ltorch.batch_norm, applies=lambda b: _batch_statistics_only(b, "training"))(
-    _through_eager("torch.nn.functional.batch_norm")
-)
+# (on the CPU, training batch_norm is native_batch_norm, whose rule emits eager's backward kernel)
+register_vjp(
+    ltorch.batch_norm,
+    applies=lambda b: _batch_statistics_only(b, "training") and b.args[0].device.type != "cpu",
+)(_through_eager("torch.nn.functional.batch_norm"))
 register_vjp(ltorch.instance_norm, applies=lambda b: _batch_statistics_only(b, "use_input_stats"))(
     _through_eager("torch.nn.functional.instance_norm")
 )

@@ -19,10 +19,13 @@ from thunder_transforms.autodiff.registry import (
     bound_arguments,
     expand_reduced,
     register_vjp,
+    static_eq,
     sum_to_shape,
+    was_one,
 )
 from thunder_transforms.autodiff.rules_elementwise import _conj
 from thunder_transforms.autodiff.rules_fused import _not_in_place
+from thunder_transforms.autodiff.rules_low_precision import scalar_in
 from thunder_transforms.autodiff.rules_shape import _reshape_to
 
 __all__: list[str] = []
@@ -50,6 +53,18 @@ def _matmul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
             (a, P.mul(P.broadcast_in_dim(g, a.shape, ()), cb)),
             (b, P.mul(P.broadcast_in_dim(g, b.shape, ()), ca)),
         ]
+    if a.ndim == 3 and b.ndim == 3 and not static_eq(a.shape[0], b.shape[0]):
+        # Eager's matmul drops a batch of 1 that requires grad, then folds the other's batch.
+        for one, other, first in ((a, b, True), (b, a, False)):
+            if was_one(one.shape[0]) and one.requires_grad:
+                sq = _reshape_to(_conj(one), one.shape[1:])
+                a2, b2 = (sq, b) if first else (a, sq)
+                ca2, cb2 = (sq, cb) if first else (ca, sq)
+                ga2, gb2 = (gr for _, gr in _folded_matmul_grads(a2, b2, ca2, cb2, g))
+                g_one = _reshape_to(ga2 if first else gb2, one.shape)
+                return [(one, g_one), (other, gb2 if first else ga2)]
+    if _eager_folds(a, b):
+        return _folded_matmul_grads(a, b, ca, cb, g)
     a2 = ca if a.ndim > 1 else P.unsqueeze(ca, 0)
     b2 = cb if b.ndim > 1 else P.unsqueeze(cb, 1)
     g2 = g
@@ -62,18 +77,69 @@ def _matmul(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, ga), (b, gb)]
 
 
+def _outer(u: TensorProxy, v: TensorProxy) -> TensorProxy:
+    shape = (u.shape[0], v.shape[0])
+    return P.mul(P.broadcast_in_dim(u, shape, (0,)), P.broadcast_in_dim(v, shape, (1,)))  # type: ignore[no-any-return]
+
+
+def _eager_folds(a: TensorProxy, b: TensorProxy) -> bool:
+    """Whether eager's matmul folds the batch dimensions of the operand with more of them into
+    one ``mm``/``mv`` (aten's ``should_fold``, the larger operand taken as contiguous)."""
+    big, small = (a, b) if a.ndim >= b.ndim else (b, a)
+    if not (big.ndim >= 3 and small.ndim <= 2):
+        return False
+    return bool(small.requires_grad) or big is a  # b^T of a contiguous b does not fold
+
+
+def _folded_matmul_grads(
+    a: TensorProxy, b: TensorProxy, ca: Any, cb: Any, g: TensorProxy
+) -> GradPairs:
+    """Gradients of a batched operand times a matrix or vector as eager's matmul takes them: it
+    folds the batch dimensions into one ``mm``/``mv`` (``should_fold``), so the weight's gradient
+    is one product over all rows, not a product per batch summed in low precision after."""
+    if a.ndim >= 3:  # a [..., K] @ b [K, N] or [K]: a folded to [rows, K]
+        rows: Any = 1
+        for s in a.shape[:-1]:
+            rows = rows * s
+        a_f = _reshape_to(ca, (rows, a.shape[-1]))
+        if b.ndim == 2:
+            g_f = _reshape_to(g, (rows, b.shape[1]))
+            return [(a, _reshape_to(P.matmul(g_f, _mT(cb)), a.shape)), (b, P.matmul(_mT(a_f), g_f))]
+        g_f = _reshape_to(g, (rows,))
+        return [(a, _reshape_to(_outer(g_f, cb), a.shape)), (b, P.matmul(_mT(a_f), g_f))]
+    # a [M, K] or [K] @ b [..., K, N]: eager folds b^T, [..., N, K], to [rows, K]
+    rows = b.shape[-1]
+    for s in b.shape[:-2]:
+        rows = rows * s
+    bT = _mT(cb)
+    bT_shape = bT.shape
+    b_f = _reshape_to(bT, (rows, b.shape[-2]))
+    if a.ndim == 2:  # out^T = b_f @ a^T
+        g_f = _reshape_to(_mT(g), (rows, a.shape[0]))
+        gb = _mT(_reshape_to(P.matmul(g_f, ca), bT_shape))
+        return [(a, P.matmul(_mT(g_f), b_f)), (b, gb)]
+    g_f = _reshape_to(g, (rows,))
+    return [(a, P.matmul(_mT(b_f), g_f)), (b, _mT(_reshape_to(_outer(g_f, ca), bT_shape)))]
+
+
 @register_vjp(P.linear)
 def _linear(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, w, bias = bsym.args
     pairs: list[tuple[Any, Any]] = []
     if bias is not None:
         pairs.append((bias, sum_to_shape(g, bias.shape)))
-    if w.ndim == 1:  # a @ w: the last dimension of a is contracted away
+    if w.ndim == 1:  # a @ w: eager's matmul, one mv over a's rows (the products unrounded)
         lead = tuple(range(a.ndim - 1))
         g_full = P.broadcast_in_dim(g, a.shape, lead)
         pairs.append((a, P.mul(g_full, P.broadcast_in_dim(w, a.shape, (a.ndim - 1,)))))
-        prod = P.mul(g_full, a)
-        pairs.append((w, P.sum(prod, lead) if lead else prod))
+        if not lead:
+            pairs.append((w, P.mul(g_full, a)))
+            return pairs
+        n_rows: Any = 1
+        for s in a.shape[:-1]:
+            n_rows = n_rows * s
+        a_f = _reshape_to(a, (n_rows, a.shape[-1]))
+        pairs.append((w, P.matmul(_mT(a_f), _reshape_to(g, (n_rows,)))))
         return pairs
     out_f, in_f = w.shape
     pairs.append((a, P.matmul(g, w)))
@@ -303,11 +369,11 @@ def _kl_div(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     gl = ltorch.expand(g, tuple(x.shape)) if reduction != "none" else g
     neg_g = ltorch.neg(gl)  # sub: -grad
     grad_x = ltorch.mul(neg_g, t)  # mul: grad * other
-    # xlogy: self: xlogy(grad, other), 0 where self == 0 and other <= 0; other: grad * self / other
-    compute = opmath(common)
-    gc, tc = to_dtype(gl, compute), to_dtype(t, compute)
-    xlogy = ltorch.where(ltorch.eq(gc, 0), 0.0, ltorch.mul(gc, ltorch.log(tc)))
-    xlogy = to_dtype(ltorch.where(ltorch.isnan(tc), tc, xlogy), common)
+    # xlogy: self: xlogy(grad, other), 0 where self == 0 and other <= 0; other: grad * self / other.
+    # torch's xlogy kernel rounds log(other) to the dtype before the product (float16/bfloat16).
+    log_t = ltorch.log(t)
+    xlogy = ltorch.where(ltorch.eq(gl, 0), 0.0, ltorch.mul(gl, log_t))
+    xlogy = ltorch.where(ltorch.isnan(t), t, xlogy)
     self_part = ltorch.masked_fill(xlogy, ltorch.eq(t, 0), 0)
     other_part = ltorch.div(ltorch.mul(gl, t), t)
     grad_t = ltorch.add(ltorch.add(self_part, other_part), ltorch.mul(neg_g, x))
@@ -497,8 +563,30 @@ def _mse_applies(bsym: BoundSymbol) -> bool:
 
 @register_vjp(ltorch.mse_loss, applies=_mse_applies)
 def _mse_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # Eager's mse_loss_backward: 2 * d * g, at d = target - input for the target (not -(2 * d * g))
-    return _pointwise_loss_grads(bsym, g, lambda d, gc: P.mul(P.mul(d, 2.0), gc))
+    # Eager's mse_loss_backward kernel: norm * (input - target) * grad, each op in the inputs'
+    # dtype (float16/bfloat16 round after each), norm = 2 (2 / numel for "mean") rounded to it;
+    # the target's at d = target - input (not -(norm * d * g)).
+    args = bound_arguments(bsym)
+    a, target = args["a"], args["target"]
+    reduction = reduction_arg(args.get("size_average"), args.get("reduce"), args["reduction"])
+    same_dtype = a.dtype == target.dtype == g.dtype and a.dtype.is_float
+    x, t = broadcast(a, target) if same_dtype else (a, target)
+    n = _numel(x)
+    if not same_dtype:
+        return _pointwise_loss_grads(bsym, g, lambda d, gc: P.mul(P.mul(d, 2.0), gc))
+    norm: Any
+    if reduction == "mean" and not isinstance(n, int):  # 2 / n rounded when the program runs
+        two = P.full((), 2.0, device=a.device, dtype=dtypes.float64)
+        norm = P.convert_element_type(P.div(two, n), a.dtype)
+        norm = P.broadcast_in_dim(norm, tuple(x.shape), ())
+    else:
+        norm = scalar_in(2.0 / n if reduction == "mean" and n else 2.0, a.dtype)
+    gb = P.broadcast_in_dim(g, tuple(x.shape), ()) if reduction != "none" else g
+
+    def grad(d: Any, like: TensorProxy) -> Any:
+        return sum_to_shape(P.mul(P.mul(d, norm), gb), like.shape)
+
+    return [(a, grad(P.sub(x, t), a)), (target, grad(P.sub(t, x), target))]
 
 
 @register_vjp(ltorch.binary_cross_entropy_with_logits)

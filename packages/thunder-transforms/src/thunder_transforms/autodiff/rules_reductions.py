@@ -169,7 +169,9 @@ def _vector_norm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     if args["ord"] == 0:
         return []  # a count: eager's output requires grad, with an undefined gradient
     x, keepdim = args["x"], args["keepdim"]
-    compute = _compute_dtype(dtype_arg(args["dtype"]) or x.dtype)
+    out_dtype = dtype_arg(args["dtype"]) or x.dtype
+    # float16/bfloat16 result of the input's dtype: eager's norm_backward runs op by op in it
+    compute = x.dtype if out_dtype == x.dtype else _compute_dtype(out_dtype)
     ds = _reduced(x, args["dim"])
     xc = _opmath(x, compute)
     norm = _expand(_opmath(bsym.output, compute), x.shape, ds, keepdim)

@@ -184,15 +184,40 @@ def _take(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 @register_vjp(P.index_select)
 def _index_select(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's index_select_backward: zeros.index_add_(dim, index, grad), one kernel that adds
+    # repeated rows in eager's order and rounding (index_put's accumulation adds otherwise).
     a, dim, index = bsym.args
     if a.ndim == 0:
         return [(a, _reshape_to(g, ()))]
-    d = dim % a.ndim
-    perm = (d, *(i for i in range(a.ndim) if i != d))
-    moved = P.transpose(g, perm) if d else g
-    rest = [a.shape[i] for i in perm[1:]]
-    acc = _rows_accumulated(a.shape[d], rest, index, moved)
-    return [(a, P.transpose(acc, _inverse(perm)) if d else acc)]
+    z = P.full(tuple(a.shape), 0.0, device=g.device, dtype=g.dtype)
+    return [(a, ltorch.index_add(z, dim % a.ndim, index, g))]
+
+
+def _index_add_applies(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    a, source, alpha = args["a"], args["source"], args["alpha"]
+    return (
+        isinstance(a, TensorProxy)
+        and isinstance(source, TensorProxy)
+        and a.ndim >= 1
+        and source.ndim == a.ndim
+        and not a.dtype.is_complex
+        and not isinstance(alpha, complex)
+    )
+
+
+@register_vjp(ltorch.index_add, applies=_index_add_applies)
+def _index_add(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    """Kept whole, so the forward runs eager's kernel (index_put's accumulation adds repeated
+    rows in another order and rounding); eager's gradients: ``grad`` for the input,
+    ``grad.index_select(dim, index) * alpha`` for the source."""
+    args = bound_arguments(bsym)
+    a, index, source, alpha = args["a"], args["index"], args["source"], args["alpha"]
+    idx = index if index.ndim == 1 else P.reshape(index, (1,))
+    gs = P.index_select(g, args["dim"] % a.ndim, idx)
+    if not (isinstance(alpha, (int, float)) and alpha == 1):
+        gs = P.mul(gs, alpha)
+    return [(a, g), (source, gs)]
 
 
 @register_vjp(P.gather)
