@@ -284,3 +284,45 @@ def test_metadata_queries_keep_sizes_symbolic(query: str) -> None:
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1] and type(got[1]) is type(want[1]), (got[1], want[1])
     assert thunder.compile_stats(jf).compilations <= 2, thunder.compile_stats(jf)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(2, 4, 5, 6).to(memory_format=torch.channels_last),
+        lambda: torch.randn(2, 6, 5, 4).transpose(1, 3),  # no dense layout at all
+        lambda: torch.randn(3, 5, 4).transpose(1, 2),
+    ],
+    ids=["channels_last", "transposed", "transposed_3d"],
+)
+def test_group_norm_of_strided_inputs_like_eager(make):
+    """torch's group norm hands its kernels a dense input (in the suggested memory format); so
+    does the compiled program: its kernel reads rows as dense and raised otherwise."""
+
+    def f(x, w, b):
+        return torch.nn.functional.group_norm(x, 2, w, b)
+
+    jf = thunder.jit(f)
+    for _ in range(2):
+        x = make().requires_grad_()
+        w, b = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
+        expected, got = f(x, w, b), jf(x, w, b)
+        torch.testing.assert_close(got, expected)
+        assert got.stride() == expected.stride()
+        g = torch.randn_like(expected)
+        for ge, gg in zip(
+            torch.autograd.grad(expected, (x, w, b), g), torch.autograd.grad(got, (x, w, b), g)
+        ):
+            torch.testing.assert_close(gg, ge)
+            assert gg.stride() == ge.stride()
+
+
+def test_group_norm_of_a_selection_like_eager():
+    def f(x, m):
+        return torch.nn.functional.group_norm(x[m][None].transpose(1, 2), 1)
+
+    jf = thunder.jit(f)
+    for k in (3, 0, 4, 6):
+        x = torch.randn(6, 3, requires_grad=True)
+        m = torch.arange(6) < k
+        torch.testing.assert_close(jf(x, m), f(x, m), equal_nan=True)

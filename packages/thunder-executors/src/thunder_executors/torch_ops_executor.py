@@ -478,11 +478,20 @@ def _group_sizes(a: Any) -> tuple[int, int, int]:
     return n, c, a.numel() // (n * c) if n * c else 0
 
 
+def _dense_as_torch_makes_it(a: Any) -> Any:
+    """``a`` dense in the memory format torch's group norm gives its kernels (which read it as
+    dense without checking: a transposed input raised)."""
+    from torch._prims_common import suggest_memory_format
+
+    return a.contiguous(memory_format=suggest_memory_format(a))
+
+
 def _native_group_norm(
     a: Any, weight: Any, bias: Any, num_groups: int, eps: float
 ) -> tuple[Any, ...]:
     import torch
 
+    a = _dense_as_torch_makes_it(a)
     return torch.ops.aten.native_group_norm(  # type: ignore[no-any-return]
         a, weight, bias, *_group_sizes(a), num_groups, eps
     )
@@ -494,6 +503,7 @@ def _group_norm_backward(
     import torch
 
     mask = [True, weight is not None, has_bias]
+    a, grad_out = _dense_as_torch_makes_it(a), _dense_as_torch_makes_it(grad_out)
     grads = torch.ops.aten.native_group_norm_backward(
         grad_out, a, mean, rstd, weight, *_group_sizes(a), num_groups, mask
     )
