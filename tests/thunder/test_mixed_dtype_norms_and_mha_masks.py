@@ -326,3 +326,36 @@ def test_group_norm_of_a_selection_like_eager():
         x = torch.randn(6, 3, requires_grad=True)
         m = torch.arange(6) < k
         torch.testing.assert_close(jf(x, m), f(x, m), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda dt: torch.randn(2, 4, 5, 6, dtype=dt).to(memory_format=torch.channels_last),
+        lambda dt: torch.randn(2, 6, 5, 4, dtype=dt).transpose(1, 3),
+        lambda dt: torch.randn(2, 4, 5, 12, dtype=dt)[..., ::2],
+        lambda dt: torch.randn(3, 4, 7, dtype=dt),
+    ],
+    ids=["channels_last", "transposed", "strided", "3d"],
+)
+def test_instance_norm_is_eagers_batch_norm(make, dtype):
+    """Eager computes instance norm as batch norm of the dense input viewed as one sample of
+    N*C channels: the compiled program too, so values, gradients and the (dense) result's
+    layout are eager's exactly."""
+
+    def f(x, w, b):
+        return torch.nn.functional.instance_norm(x, weight=w, bias=b)
+
+    jf = thunder.jit(f)
+    for _ in range(2):
+        x = make(dtype).requires_grad_()
+        w = torch.randn(4, dtype=dtype, requires_grad=True)
+        b = torch.randn(4, dtype=dtype, requires_grad=True)
+        expected, got = f(x, w, b), jf(x, w, b)
+        assert torch.equal(got, expected) and got.stride() == expected.stride()
+        g = torch.randn_like(expected)
+        for ge, gg in zip(
+            torch.autograd.grad(expected, (x, w, b), g), torch.autograd.grad(got, (x, w, b), g)
+        ):
+            assert torch.equal(gg, ge)

@@ -33,6 +33,7 @@ from thunder_ir.ops.nn_base import (
     sum_,
     unsqueeze_to,
 )
+from thunder_ir.ops.shape import contiguous, repeat
 from thunder_ir.proxies import TensorProxy
 from thunder_ir.utils import canonicalize_dim, check, result_type
 
@@ -436,9 +437,14 @@ def instance_norm(
         return _batch_norm_of_empty(a, weight, bias)
     if running_mean is not None or running_var is not None:
         _update_instance_stats(a, running_mean, running_var, momentum, spatial)
-    # eager runs batch norm here, whose numbers the decomposition gives (not group norm's kernel)
+    # As eager: batch norm of the input made dense and viewed as one sample of N*C channels
+    # (its kernel's numbers, a dense result), the weight and bias repeated per sample.
     _check_group_norm(a, a.shape[1], weight, bias)
-    return _group_norm_decomposed(a, a.shape[1], weight, bias, eps)
+    n, c = a.shape[0], a.shape[1]
+    dense = prims.reshape(contiguous(a), (1, n * c, *a.shape[2:]))
+    weight, bias = (None if p is None else repeat(p, n) for p in (weight, bias))
+    out = _batch_norm(dense, None, None, weight, bias, True, momentum, eps, check_dtypes=False)
+    return prims.reshape(out, tuple(a.shape))
 
 
 def _update_instance_stats(
