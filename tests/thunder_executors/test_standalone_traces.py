@@ -14,14 +14,21 @@ import torch
 import thunder
 from thunder_executors.executor import OperatorExecutor, get_all_executors
 from thunder_executors.torch_ops_executor import RUNNERS
+from thunder_executors.torch_views import torch_callable_symbols
 from thunder_ir import Symbol, TensorProxy, Trace, prims
+from thunder_ir.ops import ALL_OPS
 from thunder_ir.standalone import StandaloneError, importable_expression, standalone_python
 
 
 def _executor_symbols() -> dict[str, Symbol]:
     """Every executor symbol an operator executor translates to. They are held by the
-    translators' closures (``same_arguments(exsym)``), read here for the test only."""
+    translators' closures (``same_arguments(exsym)``), read here for the test only, and made
+    per op for the torch callables it mirrors (``torch_callable_symbols``: ``torch_ex.T_attribute``)."""
     found: dict[str, Symbol] = {s.id: s for s in RUNNERS}
+    for op in ALL_OPS.values():
+        for sym in torch_callable_symbols(op):
+            if sym.impl is not None:
+                found[sym.id] = sym
     for ex in get_all_executors():
         if not isinstance(ex, OperatorExecutor):
             continue
@@ -41,6 +48,10 @@ def test_every_executor_symbol_has_an_importable_path() -> None:
     expr, modules = importable_expression(symbols["torch_ops::sdpa_flash"].impl)  # type: ignore[misc]
     assert expr == "thunder_executors.torch_ops_executor._sdpa_flash"
     assert modules == {"thunder_executors.torch_ops_executor"}
+    assert importable_expression(symbols["torch_views::T"].impl) == (
+        "thunder_executors.torch_views.T_attribute",
+        frozenset({"thunder_executors.torch_views"}),
+    )
 
 
 def _model(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

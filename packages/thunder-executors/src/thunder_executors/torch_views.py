@@ -38,12 +38,27 @@ def setitem_(a: torch.Tensor, key: Any, value: Any) -> torch.Tensor:
 _RETURNING_SELF: dict[str, Callable[..., Any]] = {"torch.Tensor.__setitem__": setitem_}
 
 
+_ATTRIBUTE_SUFFIX = "_attribute"
+
+
+@functools.cache
 def _attribute_getter(name: str) -> Callable[[Any], Any]:
     def get(a: Any) -> Any:
         return getattr(a, name)
 
-    get.__name__ = get.__qualname__ = f"{name}_attribute"
+    # Importable as this module's attribute (``__getattr__`` below), as standalone programs
+    # and reproducers name it: one function per attribute.
+    get.__name__ = get.__qualname__ = f"{name}{_ATTRIBUTE_SUFFIX}"
+    get.__module__ = __name__
     return get
+
+
+def __getattr__(name: str) -> Any:
+    attr = name.removesuffix(_ATTRIBUTE_SUFFIX)
+    prop = getattr(torch.Tensor, attr, None) if attr != name and attr[:1] != "_" else None
+    if prop is not None and not callable(prop):
+        return _attribute_getter(attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def torch_callable_symbols(op: Symbol) -> tuple[Symbol, ...]:

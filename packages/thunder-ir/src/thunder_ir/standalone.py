@@ -120,7 +120,9 @@ class _Program:
             self.imports.add(top)
             self.used.add(top)
             return
-        if "." in dotted:
+        # (a dotted symbol, ``special.bessel_j0``, is no keyword of a namespace: live code finds
+        # it through the real module, so a program has no other way to bind it)
+        if "." in dotted or any("." in k for k in symbols):
             self.errors.append(f"symbols under {dotted!r} are not that module's attributes")
             return
         attrs = self.namespaces.setdefault(dotted, {})
@@ -356,7 +358,7 @@ def _real_module(name: str) -> types.ModuleType | None:
 
 def _attribute(module: types.ModuleType, dotted: str, attr: str) -> Any:
     try:
-        return functools.reduce(getattr, [*dotted.split(".")[1:], attr], module)
+        return functools.reduce(getattr, [*dotted.split(".")[1:], *attr.split(".")], module)
     except AttributeError:
         return None
 

@@ -151,6 +151,7 @@ def _noting_generator_states(
             setattr(e, GENERATOR_STATES, states)
             raise
 
+    run.__wrapped__ = computation  # type: ignore[attr-defined]  # (tools find its runner)
     return run
 
 

@@ -85,6 +85,7 @@ __all__ = [
     "DifferentiableFunction",
     "ForwardBackward",
     "VJPRule",
+    "backward_run_by_torch",
     "make_differentiable",
     "needs_eager_autograd",
     "register_vjp",
@@ -145,6 +146,19 @@ def make_differentiable(
     return fn, fb.forward, fb.backward
 
 
+_RUN_BY_TORCH = (
+    "The program writes in place where only torch.autograd does what eager does: it "
+    "records the forward's torch calls and runs their backward; thunder runs none."
+)
+
+
+def backward_run_by_torch(backward: Trace) -> bool:
+    """Whether ``backward`` is the placeholder of a program torch.autograd differentiates
+    (``_recorded_by_torch``): its forward returns plain outputs that autograd recorded, nothing
+    saved for a backward trace."""
+    return backward.docstring == _RUN_BY_TORCH
+
+
 def _recorded_by_torch(
     trace: Trace, compile: Callable[[Trace], Callable[..., Any]]
 ) -> tuple[Callable[..., Any], Trace, Trace]:
@@ -156,10 +170,7 @@ def _recorded_by_torch(
     fn = compile(trace)
     backward = Trace(
         f"{trace.fn_name}_backward",
-        docstring=(
-            "The program writes in place where only torch.autograd does what eager does: it "
-            "records the forward's torch calls and runs their backward; thunder runs none."
-        ),
+        docstring=_RUN_BY_TORCH,
     )
     with tracectx(backward):
         prims.python_return(None)

@@ -14,6 +14,8 @@ import torch
 
 from thunder_ir import TensorProxy, Trace
 from thunder_ir.dtypes import to_torch_dtype
+from thunder_ir.pytree import tree_flatten
+from thunder_transforms.autodiff import backward_run_by_torch
 
 __all__ = ["RegionTime", "profile_program"]
 
@@ -89,6 +91,9 @@ def profile_program(
     forward = _labeled(forward_trace, "forward")
     backward = _labeled(backward_trace, "backward") if backward_trace is not None else None
     cotangents = _cotangents(forward_trace, backward_trace) if backward_trace is not None else []
+    if backward_trace is not None and backward_run_by_torch(backward_trace):
+        # torch.autograd differentiates the forward as it runs: its backward is torch's.
+        return _profile_rows(_run_by_torch(forward, inputs), runs)
 
     def run() -> None:
         with torch.no_grad():
@@ -99,6 +104,37 @@ def profile_program(
                 with torch.profiler.record_function(f"{_PREFIX}backward:total"):
                     backward(*saved, *cotangents)
 
+    return _profile_rows(run, runs)
+
+
+def _run_by_torch(forward: Callable[..., Any], inputs: list[Any]) -> Callable[[], None]:
+    """A call of a forward torch.autograd differentiates, and its backward (cotangents of
+    ones), on copies of the inputs (autograd records its writes into them)."""
+
+    def run() -> None:
+        values = [_copy(v) if isinstance(v, torch.Tensor) else v for v in inputs]
+        with torch.enable_grad():
+            with torch.profiler.record_function(f"{_PREFIX}forward:total"):
+                outs = [o for o in tree_flatten(forward(*values))[0] if _has_grad(o)]
+            if outs:
+                with torch.profiler.record_function(f"{_PREFIX}backward:total"):
+                    torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+
+    return run
+
+
+def _copy(v: torch.Tensor) -> torch.Tensor:
+    """A copy requiring grad as ``v`` does, not a leaf where ``v`` is none (autograd lets a
+    program write into it then)."""
+    c = v.detach().clone().requires_grad_(v.requires_grad)
+    return c.clone() if v.requires_grad and not v.is_leaf else c
+
+
+def _has_grad(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.requires_grad and x.grad_fn is not None
+
+
+def _profile_rows(run: Callable[[], None], runs: int) -> list[RegionTime]:
     run()
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():

@@ -21,6 +21,7 @@ import torch
 from thunder.reproducer import script
 from thunder_ir import NumberProxy, Proxy, TensorProxy, Trace
 from thunder_ir.standalone import StandaloneError, standalone_python
+from thunder_transforms.autodiff import backward_run_by_torch
 from thunder_transforms.autodiff.chain import ChainedFunction
 
 __all__ = ["program_inputs", "program_name", "reference_trace", "write_reproducer"]
@@ -100,16 +101,22 @@ def write_reproducer(
     if recorded:
         torch.save(recorded, out / "inputs.pt")
     computation = _differentiable(entry.computation)
+    by_torch = backward is not None and backward_run_by_torch(backward)
+    differentiable_outputs = list(getattr(computation, "differentiable_outputs", ()))
+    cotangents = _cotangent_specs(forward, backward)
+    if by_torch:  # torch.autograd differentiates the forward's outputs as it runs them
+        differentiable_outputs, cotangents = _outputs_autograd_differentiates(forward)
     manifest = {
         "name": program_name(jfn),
         "forward": forward.fn_name,
         "backward": backward.fn_name if backward is not None else None,
         "eager": eager_name,
         "differentiated": backward is not None,
-        "differentiable_outputs": list(getattr(computation, "differentiable_outputs", ())),
+        "backward_by_torch": by_torch,
+        "differentiable_outputs": differentiable_outputs,
         "hidden_outputs": getattr(computation, "hidden_outputs", 0),
         "inputs": _input_specs(forward, values),
-        "cotangents": _cotangent_specs(forward, backward),
+        "cotangents": cotangents,
         "runs": runs,
         "versions": script.versions(),
         "notes": notes,
@@ -250,6 +257,11 @@ def _input_specs(forward: Trace, values: list[Any] | None) -> list[dict[str, Any
             spec["int_high"] = high
             if isinstance(value, torch.Tensor):
                 spec["stride"] = list(value.stride())
+                # The value's, as the call finds it: a proxy written in place may say what
+                # the write made it (``x.add_(y)`` with y requiring grad).
+                spec["requires_grad"] = value.requires_grad
+                if value.requires_grad and not value.is_leaf:
+                    spec["leaf"] = False  # autograd lets a program write into it
             specs.append(spec)
         else:
             known = value if values is not None else _traced_value(a)
@@ -284,6 +296,26 @@ def _cotangent_specs(forward: Trace, backward: Trace | None) -> list[dict[str, A
             spec["requires_grad"] = False
             specs.append(spec)
     return specs
+
+
+def _outputs_autograd_differentiates(
+    forward: Trace,
+) -> tuple[list[bool], list[dict[str, Any]]]:
+    """For a forward torch.autograd differentiates: whether each of its (flat) outputs may have
+    a gradient (a floating tensor), and a cotangent spec for each that may."""
+    from thunder_ir.dtypes import to_torch_dtype
+    from thunder_ir.pytree import tree_flatten
+
+    flags, specs = [], []
+    for o in tree_flatten(forward.return_value)[0]:
+        dtype = to_torch_dtype(o.dtype) if isinstance(o, TensorProxy) else None
+        floating = dtype is not None and (dtype.is_floating_point or dtype.is_complex)
+        flags.append(floating)
+        if floating:
+            spec = _tensor_spec(o)
+            spec["requires_grad"] = False
+            specs.append(spec)
+    return flags, specs
 
 
 def _recorded_values(forward: Trace, values: list[Any] | None) -> dict[str, torch.Tensor]:

@@ -60,7 +60,21 @@ def _tensor(spec: dict[str, Any], recorded: dict[str, torch.Tensor]) -> torch.Te
         strided = strided.as_strided(shape, stride)
         strided.copy_(t)
         t = strided
-    return t.requires_grad_(bool(spec["requires_grad"]))
+    t = t.requires_grad_(bool(spec["requires_grad"]))
+    return _non_leaf(t) if spec.get("leaf", True) is False else t
+
+
+def _non_leaf(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` (requiring grad) of its strides, computed from it: not a leaf."""
+    empty = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    return empty.copy_(t)
+
+
+def _requiring_grad_as(v: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """``c`` (a detached copy of ``v``) requiring grad as ``v`` does, a leaf where ``v`` is one
+    (autograd refuses a program's writes into a leaf requiring grad, not into others)."""
+    c = c.requires_grad_(v.requires_grad)
+    return _non_leaf(c) if v.requires_grad and not v.is_leaf else c
 
 
 def make_inputs(manifest: dict[str, Any], seed: int) -> list[Any]:
@@ -78,8 +92,7 @@ def _fresh(values: Sequence[Any]) -> list[Any]:
     out = []
     for v in values:
         if isinstance(v, torch.Tensor):
-            c = v.detach().clone(memory_format=torch.preserve_format)
-            v = c.requires_grad_(v.requires_grad)
+            v = _requiring_grad_as(v, v.detach().clone(memory_format=torch.preserve_format))
         out.append(v)
     return out
 
@@ -133,7 +146,7 @@ def _compare(
 
 def _in_double(values: Sequence[Any]) -> list[Any]:
     return [
-        v.detach().double().requires_grad_(v.requires_grad)
+        _requiring_grad_as(v, v.detach().double())
         if isinstance(v, torch.Tensor) and v.dtype in _GRADIENT_TOLERANCES
         else v
         for v in values
@@ -205,11 +218,18 @@ class _Programs:
         self.backward = _load("backward.py", manifest["backward"]) if manifest["backward"] else None
         self.eager = _load("eager.py", manifest["eager"]) if manifest["eager"] else None
         self.flags: list[bool] = manifest["differentiable_outputs"]
+        # torch.autograd differentiates the forward as it runs (it writes in place where only
+        # autograd does what eager does): the backward is torch's, not backward.py's.
+        self.by_torch: bool = manifest.get("backward_by_torch", False)
 
     def thunder(self, inputs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """The forward execution trace as autograd runs it (without grad): its outputs, and
         what it saves for the backward."""
         torch.manual_seed(self.seed + 1)
+        if self.by_torch:
+            with torch.enable_grad():
+                outs = _leaves(self.forward(*inputs))
+            return outs, [outs, list(inputs)]
         with torch.no_grad():
             result = self.forward(*inputs)
         if not self.manifest["differentiated"]:
@@ -220,6 +240,18 @@ class _Programs:
 
     def thunder_backward(self, saved: Sequence[Any], cotangents: Sequence[Any]) -> list[Any]:
         assert self.backward is not None
+        if self.by_torch:
+            outs, inputs = saved
+            wanted = [i for i, v in enumerate(inputs) if getattr(v, "requires_grad", False)]
+            grads: list[Any] = [None] * len(inputs)
+            outs, cotangents = self.differentiable(outs, cotangents)
+            if outs:
+                found = torch.autograd.grad(
+                    outs, [inputs[i] for i in wanted], cotangents, allow_unused=True
+                )
+                for i, g in zip(wanted, found):
+                    grads[i] = g
+            return grads
         with torch.no_grad():
             return list(self.backward(*saved, *cotangents))
 
@@ -284,14 +316,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             problems += found
 
     def run_thunder() -> None:
-        _, saved = programs.thunder(inputs)
+        # (autograd records writes into the inputs: each call on copies, as eager's)
+        _, saved = programs.thunder(_fresh(inputs) if programs.by_torch else inputs)
         if programs.backward is not None:
             programs.thunder_backward(saved, cotangents)
 
     def run_eager() -> None:
         values = [
-            v.detach().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
-            for v in inputs
+            _requiring_grad_as(v, v.detach()) if isinstance(v, torch.Tensor) else v for v in inputs
         ]
         ref_outs, ref_cts = programs.differentiable(programs.reference(values), cotangents)
         if programs.backward is not None and ref_outs:
