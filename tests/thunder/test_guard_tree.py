@@ -215,9 +215,11 @@ def test_the_verification_catches_a_tree_that_accepts_wrongly(monkeypatch: Any) 
     tree = _state(j).tree
     # a tree that accepts anything and returns its cached inputs: the verifying run must refuse
     monkeypatch.setattr(tree, "_check", lambda x: True)
+    old = m.lin.weight  # alive: its death would make the tree reject every call
     m.lin.weight = torch.nn.Parameter(torch.randn(4, 4))
     with pytest.raises(AssertionError, match="other inputs than the prologue"), torch.no_grad():
         j(torch.randn(3, 4))
+    del old
 
 
 class Sliced(torch.nn.Module):

@@ -194,7 +194,10 @@ def test_example_inputs_keep_no_tensor_alive_and_read_no_stale_index() -> None:
     idx = torch.tensor([3, 1])
     examples = ExampleInputs((x, idx, x, 2.5))
     got = examples.materialize()
-    assert got[0] is x and got[2] is got[0]  # the live float tensor itself; aliases stay aliases
+    # the live float tensor's storage and layout, detached (its autograd state is the caller's);
+    # aliases stay aliases
+    assert got[0] is not x and got[0].data_ptr() == x.data_ptr() and got[2] is got[0]
+    assert got[0].stride() == x.stride() and torch.equal(got[0], x)
     # ones, never zeros: a zero divisor traps compiled integer division (SIGFPE)
     assert got[1] is not idx and torch.equal(got[1], torch.ones(2, dtype=torch.long))
     assert got[3] == 2.5

@@ -5,8 +5,9 @@ until its compiled program is ready, then switches to it: the first call costs w
 costs, not what a compiler costs (torch.compile takes tens of seconds on a CPU model).
 
 The compile runs the region once, as torch.compile must, on example inputs made from the call
-that asked for it: the caller's floating-point tensors themselves when they are still alive (held
-by weak reference, so a queued job keeps no activation alive), else zeros of the same size,
+that asked for it: the caller's floating-point tensors' storage when they are still alive (held
+by weak reference, so a queued job keeps no activation alive; detached, so the caller's autograd
+history is never read), else zeros of the same size,
 strides, dtype and device; ones for integer tensors, never the caller's values: compiled integer
 division by zero traps the whole process (SIGFPE) where eager raises, and a value the caller
 passed or is changing may be such a divisor. Regions hold no in-place ops, so that run writes
@@ -25,6 +26,7 @@ import ctypes
 import importlib
 import logging
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -35,8 +37,10 @@ from typing import Any
 import torch
 
 from thunder_executors.compile_thread_isolation import (
+    isolate_private_rng_state,
     serialize_torch_imports,
     thread_private_fx_tracing,
+    thread_private_rng_state,
 )
 
 __all__ = [
@@ -107,6 +111,13 @@ class _TensorMeta:
         needed = (t.storage_offset() + self.extent()) * t.element_size()
         return t.untyped_storage().nbytes() >= needed
 
+    def detached(self, t: torch.Tensor) -> torch.Tensor:
+        """``t``'s storage without its autograd history: the caller may write ``t`` (or its
+        base) in place meanwhile, and autograd refuses a view of it made in no_grad mode
+        once its base is written."""
+        out = t.detach()
+        return out.requires_grad_() if self.requires_grad else out
+
     def stand_in(self) -> torch.Tensor:
         """A tensor of this layout: zeros, ones for integers (never a zero divisor)."""
         extent = self.extent()
@@ -146,7 +157,10 @@ class ExampleInputs:
                 out.append(out[item])
             elif isinstance(item, _TensorMeta):
                 live = item.alive() if item.alive is not None else None
-                out.append(live if item.usable(live) else item.stand_in())
+                if live is not None and item.usable(live):
+                    out.append(item.detached(live))
+                else:
+                    out.append(item.stand_in())
             else:
                 out.append(item[1])
         return out
@@ -180,7 +194,9 @@ def _run(job: _Job) -> None:
         if not _closing:
             with _idle:
                 _running = True
-            with job.ambient.entered():
+            # torch's compilers save the generators' state and write it back when done: here
+            # that would rewind the program's streams by what its threads drew meanwhile.
+            with job.ambient.entered(), thread_private_rng_state():
                 job.run(job.examples.materialize())
     except _Interrupted:
         raise
@@ -198,6 +214,9 @@ def _run(job: _Job) -> None:
 # Every thread's first imports of torch modules take turns (the user's own too: a
 # ``torch.compile`` on the main thread while the compile thread imports inductor).
 serialize_torch_imports()
+# Before any program is traced: the compile thread's saves and restores of the generators'
+# state then stay in it (``thread_private_rng_state``), and no function a trace read changes.
+isolate_private_rng_state()
 
 
 def import_compile_stack(*modules: str) -> None:
@@ -301,6 +320,18 @@ def wait_for_background_compiles(timeout: float | None = None) -> bool:
         return _idle.wait_for(lambda: _pending == 0, timeout)
 
 
+def _drop_lost_interruptions() -> None:
+    """An interruption raised inside a callback whose errors are ignored (a weakref's) is
+    reported as "Exception ignored in ..." on stderr: it is ours, and no error of the user's."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not _Interrupted:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
 def _close() -> None:
     """At exit, queued compiles are dropped and a running one is interrupted (its region keeps
     running its torch calls; nothing is waiting for it)."""
@@ -309,6 +340,7 @@ def _close() -> None:
     worker = _worker
     if worker is None or worker.ident is None:
         return
+    _drop_lost_interruptions()
     deadline = time.monotonic() + 60.0
     while not _stopped.is_set() and time.monotonic() < deadline:
         with _idle:

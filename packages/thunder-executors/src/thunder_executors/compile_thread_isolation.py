@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib._bootstrap as _bootstrap  # the module the interpreter calls on every import
+import inspect
 import logging
 import os
+import random
 import sys
 import threading
 import types
@@ -37,7 +39,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["serialize_torch_imports", "thread_private_fx_tracing"]
+__all__ = [
+    "isolate_private_rng_state",
+    "serialize_torch_imports",
+    "thread_private_fx_tracing",
+    "thread_private_rng_state",
+]
 
 log = logging.getLogger(__name__)
 
@@ -274,3 +281,139 @@ def thread_private_fx_tracing() -> bool:
         return False
     _private.enabled = True
     return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Random generators' state
+
+_rng_private = threading.local()  # .states: {generator key: state} while the thread keeps its own
+_RNG_HOOKS = "_thunder_rng_state_hooks"  # the name the rewritten torch functions call through
+_rng_installed: bool | None = None
+
+
+def _generator_key(device_type: str, device: Any) -> Any:
+    """The default generator ``torch.<device_type>.get_rng_state(device)`` reads."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    elif isinstance(device, int):
+        device = torch.device(device_type, device)
+    index = getattr(device, "index", None)
+    if index is None:
+        index = getattr(getattr(torch, device_type), "current_device", lambda: 0)()
+    return (device_type, index)
+
+
+def _private_rng_hook(original: Callable[..., Any], device_type: str, setter: bool) -> Any:
+    def hook(*args: Any) -> Any:
+        states = getattr(_rng_private, "states", None)
+        if states is None:
+            return original(*args)
+        device = args[1 if setter else 0] if device_type != "cpu" else None
+        key = "cpu" if device_type == "cpu" else _generator_key(device_type, device)
+        if setter:
+            states[key] = args[0].clone()
+            return None
+        state = states.get(key)
+        return original(*args) if state is None else state.clone()
+
+    return hook
+
+
+def _route_through_hook(fn: Any, device_type: str, setter: bool) -> bool:
+    """Rewrites ``fn``'s code (the function object stays: torch, dynamo and thunder know these
+    functions by identity) to call a hook that keeps a private thread's state apart."""
+    code = getattr(fn, "__code__", None)
+    if (
+        not isinstance(fn, types.FunctionType)
+        or code is None
+        or fn.__closure__
+        or code.co_kwonlyargcount
+        or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        or code.co_argcount != (2 if setter else 1) - (device_type == "cpu")
+    ):
+        return False
+    original = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__)
+    original.__kwdefaults__ = fn.__kwdefaults__
+    params = ", ".join(code.co_varnames[: code.co_argcount])
+    namespace: dict[str, Any] = {}
+    exec(
+        f"def {fn.__name__}({params}):\n    return {_RNG_HOOKS}[{fn.__name__!r}]({params})\n",
+        namespace,
+    )
+    fn.__globals__.setdefault(_RNG_HOOKS, {})[fn.__name__] = _private_rng_hook(
+        original, device_type, setter
+    )
+    fn.__code__ = namespace[fn.__name__].__code__
+    return True
+
+
+def _python_random_state_functions() -> None:
+    """``random.getstate``/``setstate`` (dynamo saves and restores them around a compile, by
+    name) keep a private thread's state apart."""
+    shared_get, shared_set = random.getstate, random.setstate
+
+    def getstate() -> Any:
+        states = getattr(_rng_private, "states", None)
+        state = None if states is None else states.get("python")
+        return shared_get() if state is None else state
+
+    def setstate(state: Any) -> None:
+        states = getattr(_rng_private, "states", None)
+        if states is None:
+            shared_set(state)
+        else:
+            states["python"] = state
+
+    getstate.__wrapped__ = shared_get  # type: ignore[attr-defined]
+    setstate.__wrapped__ = shared_set  # type: ignore[attr-defined]
+    getstate.__doc__, setstate.__doc__ = shared_get.__doc__, shared_set.__doc__
+    random.getstate, random.setstate = getstate, setstate  # type: ignore[assignment]
+
+
+def _install_rng_isolation() -> bool:
+    global _rng_installed
+    with _install_lock:
+        if _rng_installed is not None:
+            return _rng_installed
+        modules = [("cpu", torch.random)]
+        for device_type in ("cuda", "xpu"):
+            module = getattr(getattr(torch, device_type, None), "random", None)
+            if isinstance(module, types.ModuleType):
+                modules.append((device_type, module))
+        routed = True
+        for device_type, module in modules:
+            for name, setter in (("get_rng_state", False), ("set_rng_state", True)):
+                fn = getattr(module, name, None)
+                if fn is not None and not _route_through_hook(fn, device_type, setter):
+                    log.debug("torch.%s.%s is not the one known here", device_type, name)
+                    routed = False
+        _python_random_state_functions()
+        _rng_installed = routed
+        return routed
+
+
+def isolate_private_rng_state() -> bool:
+    """Lets threads keep their generators' state apart (``thread_private_rng_state``); installed
+    once, before any program is traced (it rewrites torch's ``get_rng_state``/``set_rng_state``
+    for the CPU and each device type, and replaces ``random.getstate``/``setstate``). False
+    where one of them is not as known here."""
+    return _install_rng_isolation()
+
+
+@contextlib.contextmanager
+def thread_private_rng_state() -> Iterator[None]:
+    """Inside, this thread's ``torch.get_rng_state``/``set_rng_state`` (and CUDA's, XPU's,
+    Python's ``random.getstate``/``setstate``) act on a state of its own: a read returns what
+    the thread last set, else the generator's state; a write never reaches the generator.
+
+    torch's compilers save the default generators' state when a compile starts and write it
+    back when it ends (``preserve_rng_state``, dynamo's ``preserve_global_state``): on the
+    compile thread that rewound the program's own threads' streams by whatever they drew
+    meanwhile. Draws themselves still use the process's generators (regions draw nothing)."""
+    isolate_private_rng_state()
+    previous = getattr(_rng_private, "states", None)
+    _rng_private.states = {}
+    try:
+        yield
+    finally:
+        _rng_private.states = previous

@@ -68,8 +68,9 @@ class CacheEntry:
     # their name there: the paths to give symbolic sizes where their sizes change
     # (``ThunderFunction._state_resized``).
     state_tensors: dict[str, Any] = field(default_factory=dict)
-    # Whether the epilogue writes outside state (a Python attribute, a list, a log, a warning):
-    # lost where the computation raises, as eager's writes before the error are not.
+    # Whether the epilogue writes outside state (a Python attribute, a list, a log, a warning),
+    # or the program switches grad mode: lost where the computation raises, as eager's writes
+    # before the error are not.
     writes_outside: bool = False
     # Those writes, made on the error path where the computation wrote inputs before it raised.
     writes_before_error: WritesBeforeError | None = None
@@ -160,7 +161,12 @@ def _drawn_generators(program: TracedProgram) -> tuple[list[str], list[torch.Gen
     (or read) it draws from, where an error may run the call again eagerly (it writes outside
     state or an input, or may catch an op's error): empty where it draws nothing."""
     trace = program.trace
-    if not (program.writes or trace.caught_op_outputs or _input_writes(trace)):
+    if not (
+        program.writes
+        or program.switches_grad_mode
+        or trace.caught_op_outputs
+        or _input_writes(trace)
+    ):
         return [], []
     devices: set[str] = set(trace.caught_after_draws_on)
     generators: dict[int, torch.Generator] = {}
@@ -262,7 +268,7 @@ def _compile_entry(
         backward_traces,
         _number_reads(program),
         _state_tensors(program),
-        writes_outside=bool(program.writes),
+        writes_outside=bool(program.writes) or program.switches_grad_mode,
         writes_before_error=build_writes_before_error(program),
         catches_op_errors=bool(program.trace.caught_op_outputs),
     )

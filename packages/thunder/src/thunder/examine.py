@@ -11,13 +11,21 @@ from typing import Any
 
 import torch
 
+from thunder.binding.fallback import is_torch_function_query
 from thunder.errors import JitError, RequestedError, RunsSplit
 from thunder.lookasides import AUTOGRAD_HOOKS, data_shaped_functions, is_torch_callable
 from thunder.options import JitOptions
 from thunder_interp import Callbacks, interpret
 from thunder_ir import OpTag, TensorProxy, Trace, TracingError, prims
 from thunder_ir.ops import torch_symbol_map
-from thunder_ir.ops.fallback import fallback_refusal, torch_callable_name
+from thunder_ir.ops.fallback import (
+    SIZED_SYMBOLS,
+    TorchFallbackError,
+    fallback_refusal,
+    resolve_fallback,
+    split_autocast_name,
+    torch_callable_name,
+)
 
 __all__ = ["ExaminationReport", "describe_data_reads", "examine"]
 
@@ -94,14 +102,16 @@ def describe_data_reads(trace: Trace) -> list[str]:
     return lines
 
 
-def _traced(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], report: Any) -> None:
-    """What tracing the call finds: its reads of data, or why the call would run eagerly.
+def _traced(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: JitOptions, report: Any
+) -> Trace | None:
+    """What tracing the call with the jit's ``options`` finds: its reads of data, or why the
+    call would run eagerly. Returns the trace, or None where the call cannot be one program.
     Tracing has no effect outside (its writes are undone; it writes no tensor)."""
     from thunder.binding.program import ProgramRaised, trace_program, user_location
     from thunder.compile_entry import parameter_names
 
     try:
-        options = JitOptions.from_kwargs(None, None, False, {})
         program = trace_program(fn, args, kwargs, options, parameter_names(fn))
     except ProgramRaised as e:
         if not isinstance(e.error, Exception):
@@ -118,6 +128,39 @@ def _traced(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], report: Any)
         report.split_reason = f"cannot be compiled by thunder ({e})"
     else:
         report.data_reads = describe_data_reads(program.trace)
+        return program.trace
+    return None
+
+
+def _fallback_calls(trace: Trace) -> Counter[str]:
+    """The torch callables ``trace`` runs by the torch fallback, by name and count."""
+    found: Counter[str] = Counter()
+
+    def visit(bsyms: Any) -> None:
+        for b in bsyms:
+            is_fallback = OpTag.TORCH_FALLBACK in b.sym.tags or b.sym in SIZED_SYMBOLS
+            if is_fallback and b.args and isinstance(b.args[0], str):
+                found[split_autocast_name(b.args[0])[0]] += 1
+            else:
+                visit(b.subsymbols)
+
+    visit(trace.bound_symbols)
+    return found
+
+
+def _as_traced(report: ExaminationReport, trace: Trace) -> None:
+    """Lists the torch fallback's calls as the trace records them: an op may hand a call it
+    mirrors to the fallback (an option it does not support: ``avg_pool2d(ceil_mode=True)``)."""
+    for name, n in _fallback_calls(trace).items():
+        if name not in report.fallback:
+            try:
+                listed = _name(resolve_fallback(name))
+            except TorchFallbackError:
+                listed = name
+            left = report.supported.pop(listed, 0) - n
+            if left > 0:
+                report.supported[listed] = left
+        report.fallback[name] = n
 
 
 def _name(fn: Any) -> str:
@@ -163,6 +206,12 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
     jitted ``fn`` is examined as the function it wraps, and so are jitted functions it calls."""
     from thunder.jit_function import ThunderFunction, _native_reason
 
+    options = getattr(fn, "options", None)
+    if not isinstance(options, JitOptions):  # a plain function, or a ThunderModule
+        compiled = getattr(fn, "_thunder_function", None)
+        options = getattr(compiled, "options", None)
+    if not isinstance(options, JitOptions):
+        options = JitOptions.from_kwargs(None, None, False, {})
     fn = _user_callable(fn)
     report = ExaminationReport()
     native = _native_reason(fn)
@@ -194,7 +243,7 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
         lookasides[method] = run_by_torch(method, f"torch.Tensor.{hook}")
 
     def opaque_call(f: Any, a: tuple[Any, ...], k: dict[str, Any]) -> Any:
-        if is_torch_callable(f):
+        if is_torch_callable(f) and not is_torch_function_query(f):
             method = None
             owner = getattr(f, "__self__", None)
             if isinstance(owner, torch.Tensor) and isinstance(f, types.BuiltinMethodType):
@@ -224,8 +273,10 @@ def examine(fn: Any, *args: Any, show: bool = True, **kwargs: Any) -> Examinatio
         return interpret(jitted.fn, lookasides=lookasides, callbacks=callbacks)(*a, **k)
 
     lookasides[ThunderFunction.__call__] = call_jitted
-    _traced(fn, args, kwargs, report)
+    trace = _traced(fn, args, kwargs, options, report)
     interpret(fn, lookasides=lookasides, callbacks=callbacks)(*args, **kwargs)
+    if trace is not None:
+        _as_traced(report, trace)
     if show:
         print(report)
     return report

@@ -16,8 +16,8 @@ the same semantics, and each check a guard on the value read:
 What the computation reads from outside the arguments (parameters, buffers, numbers from
 globals) must be the very objects that call found (an identity guard each): the tree then
 returns those objects, and reads only what comes from the arguments again, in a few generated
-lines. The metadata of tensors that are not arguments is checked after the tree, by the
-prologue's own tensor guard.
+lines, which also check the metadata of the tensors that are not arguments. It holds the objects
+of the state weakly (``_Held``): what the caller dropped dies as in eager.
 
 Whatever the tree cannot say, the Python prologue says. A call the tree rejects runs the
 Python prologue, which accepts or raises ``GuardFailure`` as before; a call it accepts rebuilds
@@ -34,6 +34,7 @@ import gc
 import os
 import sys
 import types
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -112,21 +113,26 @@ class GuardTree:
         consts: tuple[Any, ...],
         post: list[tuple[Callable[..., bool], tuple[Any, ...]]],
         extract: Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]],
-        keep: list[Any],
+        held: _Held,
         size: int,
-        versioned: dict[str, dict[Any, Any]],
+        versioned: dict[str, tuple[Any, ...]],
     ) -> None:
         self._check = root.check
         self.root = root
         self.consts = consts
         self.post = post
         self.extract = extract
-        self.keep = keep  # objects whose identity is guarded: alive, so their ids stay theirs
+        self.held = held
         self.size = size
         self.versioned = versioned
+        held.tree = weakref.ref(self)
 
-    def changed_dict(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[Any, Any] | None:
-        """The dict whose version guard rejects this call, if one does."""
+    def _reject(self, _object_died: Any) -> None:
+        """An object whose identity a guard checks died: its id may be reused, never a hit."""
+        self._check = _rejects
+
+    def changed_dict(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The path of the dict whose version guard rejects this call, if one does."""
         try:
             result = self.root.check_verbose((args, kwargs, self.consts))
             parts = result.verbose_code_parts
@@ -144,6 +150,59 @@ class GuardTree:
             return self.extract(args, kwargs)
         except Exception:  # a guard applied to a value of another type: the prologue decides
             return None
+
+
+def _rejects(_inputs: Any) -> bool:
+    return False
+
+
+class _Held:
+    """What a tree refers to: weakly where the object allows (a guarded identity holds only
+    while its object lives: its death rejects every call, as its id may be reused), strongly
+    the others (``None``, a tuple, a builtin function: their ids stay theirs). The tree holds
+    no tensor, module or batch of a call after the caller dropped it, as eager holds none."""
+
+    __slots__ = ("refs", "strong", "tree")
+
+    def __init__(self) -> None:
+        self.refs: dict[int, Callable[[], Any]] = {}
+        self.strong: list[Any] = []
+        self.tree: Callable[[], GuardTree | None] | None = None
+
+    def died(self, _ref: Any) -> None:
+        tree = self.tree() if self.tree is not None else None
+        if tree is not None:
+            tree._reject(_ref)
+
+    def ref(self, obj: Any) -> Callable[[], Any] | None:
+        """A weak reference to ``obj`` watched for its death; None where it cannot have one."""
+        found = self.refs.get(id(obj))
+        if found is None:
+            try:
+                found = weakref.ref(obj, self.died)
+            except TypeError:
+                self.strong.append(obj)
+                return None
+            self.refs[id(obj)] = found
+        return found
+
+
+def _path(node: _Node) -> tuple[Any, ...]:
+    """Where ``node`` is read from (a dict that changes between calls is one at the same path,
+    each call's a new one: a request context assigned on every call)."""
+    parts: list[Any] = []
+    n: _Node | None = node
+    while n is not None:
+        key = n.key
+        if n.parent is not None and n.parent.how == "root" and n.parent.key == 2:
+            key = id(n.value)  # a constant: by the object (its position varies between builds)
+        try:
+            hash(key)
+        except TypeError:
+            key = id(key)
+        parts.append((n.how, key))
+        n = n.parent
+    return tuple(parts)
 
 
 def _nth(members: Any, i: int) -> Any:
@@ -308,13 +367,13 @@ class _Node:
 
 
 class _Builder:
-    def __init__(self, ctx: dict[str, Any], volatile: set[int]) -> None:
+    def __init__(self, ctx: dict[str, Any], volatile: set[tuple[Any, ...]]) -> None:
         assert _cpp is not None
         # The guard manager imports torch._dynamo on first use: never alongside the compile thread.
         import_compile_stack("torch._dynamo")
         self.ctx = ctx
-        self.volatile = volatile  # ids of dicts that changed between calls: not versioned
-        self.versioned: dict[str, dict[Any, Any]] = {}  # a version guard's name -> its dict
+        self.volatile = volatile  # paths of dicts that changed between calls: not versioned
+        self.versioned: dict[str, tuple[Any, ...]] = {}  # a version guard's name -> its path
         self.root = _cpp.RootGuardManager()
         self.consts: list[Any] = []
         self.const_nodes: dict[int, _Node] = {}
@@ -323,7 +382,11 @@ class _Builder:
         )
         self.nodes: dict[str, _Node] = {}
         self.children: dict[tuple[int, str, Any], _Node] = {}
-        self.keep: list[Any] = []
+        self.held = _Held()
+        # The state objects the generated code reads: by id, its name there.
+        self.state_names: dict[int, str] = {}
+        self.cached: list[Any] = []  # those without weak references
+        self.refs: list[Callable[[], Any]] = []
         self.post: list[tuple[Callable[..., bool], tuple[Any, ...]]] = []
         self.frozen_classes: set[type] = set()
         self.mro_fixed: set[type] = set()
@@ -523,15 +586,18 @@ class _Builder:
         """Guards the version of a dict of the state: the same dict, unchanged (versions are
         unique). False for a dict that changed on a call the tree was built before."""
         d = node.value
-        if not isinstance(d, dict) or node.expr is not None or id(d) in self.volatile:
+        if not isinstance(d, dict) or node.expr is not None:
+            return False
+        path = _path(node)
+        if path in self.volatile:
             return False
         if _reads_an_instance_dict(node) and not _instance_dicts_versioned():
             return False  # its attribute writes go unseen: the values read are checked instead
         if "version" not in node.guarded:
             node.guarded.add("version")
-            self.keep.append(d)
+            # (versions are process-unique: a new dict at a dead one's address has another)
             note = self._note()
-            self.versioned[note[0]] = d
+            self.versioned[note[0]] = path
             self.manager(node).add_dict_version_guard(d, note, None)
             node.pinned = True
         return True
@@ -543,7 +609,7 @@ class _Builder:
             return  # the same object, of a class it cannot leave
         if ("type", typ) not in node.guarded:
             node.guarded.add(("type", typ))
-            self.keep.append(typ)
+            self.held.ref(typ)
             self.manager(node).add_type_match_guard(id(typ), self._note(), None)
 
     def identity(self, node: _Node, obj: Any) -> None:
@@ -553,7 +619,7 @@ class _Builder:
             return
         if ("id", id(obj)) not in node.guarded:
             node.guarded.add(("id", id(obj)))
-            self.keep.append(obj)
+            self.held.ref(obj)
             self.manager(node).add_id_match_guard(id(obj), self._note(), None)
 
     def equals(self, node: _Node, value: Any) -> None:
@@ -571,7 +637,7 @@ class _Builder:
         if type(value) is dict and _immutable(tuple(value.items())) and self.version(node):
             return  # an unchanged dict of immutable values (a mutable value can change in place)
         self.type_is(node, type(value))
-        self.keep.append(value)
+        self.held.strong.append(value)  # the prologue's own constant
         if _equal_is_same(value):
             self.manager(node).add_equals_match_guard(value, self._note(), None)
         else:  # `==` takes (1, 2) for (1.0, 2), -0.0 for 0.0: the prologue's own comparison
@@ -862,39 +928,56 @@ class _Builder:
         for t in tensors:
             if t.expr is None:
                 self.identity(t, t.value)
-        if all(t.expr is None for t in tensors):  # checked after the tree, on those objects
-            self.post.append((metadata.check, tuple(t.value for t in tensors)))
-            return
-        # tensors held by an argument object: checked by the generated reads
-        k = len(self.namespace)
-        check, fixed = f"_thunder_check{k}", f"_thunder_fixed{k}"
+        # checked by the generated reads: those of the state held weakly, those of the
+        # arguments read again
+        values = [t.expr or self.state_value(t.value) for t in tensors]
+        check = f"_thunder_check{len(self.namespace)}"
         self.namespace[check] = metadata.check
-        self.namespace[fixed] = tuple(t.value for t in tensors)
-        values = [t.expr or f"{fixed}[{i}]" for i, t in enumerate(tensors)]
         self.lines.append(f"if not {check}({', '.join(values)}): return None")
+
+    def state_value(self, obj: Any) -> str:
+        """The generated code's name for ``obj``, an object of the state the tree returns or
+        checks: read from its weak reference once per call (alive while the guards hold: pinned,
+        or its death rejects every call), or held where it cannot be referred to weakly."""
+        name = self.state_names.get(id(obj))
+        if name is None:
+            ref = self.held.ref(obj)
+            if ref is None:
+                name = f"_thunder_cached[{len(self.cached)}]"
+                self.cached.append(obj)
+            else:
+                name = f"_thunder_s{len(self.refs)}"
+                self.lines.append(f"{name} = _thunder_r[{len(self.refs)}]()")
+                self.refs.append(ref)
+            self.state_names[id(obj)] = name
+        return name
 
     def finish(self, returned: tuple[Any, ...]) -> GuardTree:
         parts = []
-        cached: list[Any] = []
         for x in returned:
             node = self.node_of(x)
             if node.expr is None:
                 self.identity(node, node.value)
-                parts.append(f"_thunder_cached[{len(cached)}]")
-                cached.append(node.value)
+                parts.append(self.state_value(node.value))
             else:
                 parts.append(node.expr)
         body = ", ".join(parts) + ("," if parts else "")
         lines = [*self.lines, f"return ({body})"]
+        if self.refs:
+            lines.insert(0, "_thunder_r = _thunder_refs")  # a local: read once per call
         source = "def extract(args, kwargs):\n" + "".join(f"    {line}\n" for line in lines)
-        namespace = {**self.namespace, "_thunder_cached": tuple(cached)}
+        namespace = {
+            **self.namespace,
+            "_thunder_cached": tuple(self.cached),
+            "_thunder_refs": tuple(self.refs),
+        }
         exec(compile(source, "<thunder guard tree>", "exec"), namespace)
         return GuardTree(
             self.root,
             tuple(self.consts),
             self.post,
             namespace["extract"],
-            self.keep,
+            self.held,
             self.size,
             self.versioned,
         )
@@ -905,7 +988,7 @@ def build_guard_tree(
     ctx: dict[str, Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    volatile: set[int] | None = None,
+    volatile: set[tuple[Any, ...]] | None = None,
 ) -> GuardTree | None:
     """The tree of ``trace`` (a prologue trace and its context), from a call its Python form
     accepted; None where a step has no translation or this torch has no guard manager."""
@@ -920,15 +1003,14 @@ def build_guard_tree(
 
 
 class _Entry:
-    __slots__ = ("accepted", "builds", "hits", "tree", "volatile", "volatile_dicts")
+    __slots__ = ("accepted", "builds", "hits", "tree", "volatile")
 
     def __init__(self) -> None:
         self.tree: GuardTree | None = None
         self.hits = 0  # calls the tree accepted
         self.accepted = 0  # calls the Python prologue accepted
         self.builds = 0
-        self.volatile: set[int] = set()
-        self.volatile_dicts: list[dict[Any, Any]] = []  # alive, so their ids stay theirs
+        self.volatile: set[tuple[Any, ...]] = set()  # paths of dicts that change between calls
 
 
 def with_guard_tree(
@@ -982,8 +1064,7 @@ def _rebuild(
     if old is not None:
         changed = old.changed_dict(args, kwargs)
         if changed is not None:
-            state.volatile.add(id(changed))
-            state.volatile_dicts.append(changed)
+            state.volatile.add(changed)
     state.builds += 1
     state.accepted = 0
     state.tree = build_guard_tree(trace, ctx, args, kwargs, state.volatile)

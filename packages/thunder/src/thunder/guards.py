@@ -342,6 +342,31 @@ class PatchedByFxTracer(GuardFailure):
     nothing of the program changed, and the call is tried again once the tracer is done."""
 
 
+class RewrappedByTorch(GuardFailure):
+    """A function or method of torch's was replaced by a wrapper of the one the program was
+    traced with: torch does so once, for the whole process, on a lazy import of its internals
+    (``import torch._dynamo`` wraps ``torch.manual_seed``, which a fake run while tracing
+    triggers; a first ``torch.compile`` wraps ``torch.jit.trace``), possibly on another thread.
+    Nothing of the program changed: the call is traced again."""
+
+
+def _belongs_to_torch(holder: Any) -> bool:
+    name = holder.__name__ if isinstance(holder, types.ModuleType) else None
+    if name is None and isinstance(holder, type):
+        name = holder.__module__
+    return isinstance(name, str) and (name == "torch" or name.startswith("torch."))
+
+
+def _wraps(found: Any, expected: Any) -> bool:
+    for _ in range(8):  # a chain of functools.wraps wrappers
+        found = getattr(found, "__wrapped__", None)
+        if found is None:
+            return False
+        if found is expected:
+            return True
+    return False
+
+
 class Lookups:
     """What the program ran that an identity or type guard does not pin down, checked to be
     unchanged: the methods it looked up on classes (``self.forward``, ``self.helper(x)``,
@@ -371,6 +396,8 @@ class Lookups:
                     raise PatchedByFxTracer(
                         f"{name!r} of {holder!r} is torch.fx's tracer's while it traces"
                     )
+                if _belongs_to_torch(holder) and _wraps(found, expected):
+                    raise RewrappedByTorch(f"{name!r} of {holder!r} was wrapped by torch")
                 raise GuardFailure(f"{name!r} of {holder!r} was replaced")
         for holder, name, expected in self.bound:
             found = getattr(holder, name, None)
@@ -625,10 +652,15 @@ class TensorsMetadata:
                 or t.requires_grad is not requires_grad
                 or t.device != device
             ):
+                got = (
+                    f"{t.device} {t.dtype}{_shape_text(tuple(t.shape))} "
+                    f"requires_grad={t.requires_grad}"
+                    if isinstance(t, torch.Tensor)
+                    else type(t).__name__
+                )
                 return (
                     f"tensor metadata of {name} changed: expected {device} {dtype}"
-                    f"{_shape_text(shape)} "
-                    f"requires_grad={requires_grad}"
+                    f"{_shape_text(shape)} requires_grad={requires_grad}, got {got}"
                 )
         return None
 

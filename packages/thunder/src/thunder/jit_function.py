@@ -20,6 +20,7 @@ import time
 import traceback
 import types
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,11 +45,12 @@ from thunder.errors import (
     RunsEagerly,
     RunsSplit,
 )
-from thunder.guards import PatchedByFxTracer
+from thunder.guards import PatchedByFxTracer, RewrappedByTorch
 from thunder.options import CACHE_OPTIONS, JitOptions
 from thunder.prologue import GuardFailure, WritesBeforeError, describe_guard_failure, failed_guard
 from thunder.signature import (
     Signature,
+    WeakSame,
     attributes_without_torch_function,
     make_signature,
     same_objects,
@@ -198,7 +200,7 @@ class _Structure:
     ran: key -> (calls left to run eagerly before tracing again, the next such wait); and the
     keys whose program calls a function run natively (they run split, ``_run_split``)."""
 
-    __slots__ = ("buckets", "eager", "signature", "split", "symbolic")
+    __slots__ = ("buckets", "eager", "signature", "split", "symbolic", "watchers")
 
     def __init__(self, signature: Signature, symbolic: bool = False) -> None:
         self.signature = signature
@@ -206,6 +208,8 @@ class _Structure:
         self.buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
         self.eager: dict[tuple[Any, ...], tuple[int, int]] = {}
         self.split: set[tuple[tuple[Any, ...], tuple[bool, ...]]] = set()  # (key, split facts)
+        # Weak references whose objects' death drops their keys' entries (_drop_when_key_dies).
+        self.watchers: set[weakref.ref[Any]] = set()
 
 
 # Reads of these make a call run split with its tensors' facts including the tensors modules hold.
@@ -334,6 +338,38 @@ def _refused(error: Exception) -> RunsSplit:
     split = RunsSplit(f"cannot be compiled by thunder ({message}); torch runs it")
     split.__traceback__ = error.__traceback__
     return split
+
+
+def _drop_when_key_dies(fn: ThunderFunction, structure: _Structure, key: tuple[Any, ...]) -> None:
+    """Drops the entries of ``key`` when an object it holds weakly dies (a callback made per
+    call): no call can match them again, and their programs hold that object (its defaults, its
+    code). The bucket is emptied, not removed: the callback may run while the buckets are
+    iterated."""
+    objects = [obj for k in key if type(k) is WeakSame and (obj := k.ref()) is not None]
+    if not objects:
+        return
+    owner = weakref.ref(fn)
+
+    def died(_ref: Any) -> None:
+        bucket = structure.buckets.get(key)
+        jf = owner()
+        if bucket and jf is not None:
+            jf._entries -= len(bucket)
+            if jf._last_call is not None and jf._last_call[1] in bucket:
+                jf._last_call = None
+        if bucket:
+            bucket.clear()
+        structure.watchers.difference_update(watchers)
+
+    watchers = {weakref.ref(obj, died) for obj in objects}
+    structure.watchers.update(watchers)
+
+
+def _nearest_key(structure: _Structure, key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The compiled key that differs from ``key`` in the fewest entries (the most recent of
+    those): what changed is told against it (a size, not the grad mode of the call before)."""
+    keys = list(reversed(structure.buckets))
+    return min(keys, key=lambda k: len(structure.signature.changes(k, key)))
 
 
 def _fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -679,12 +715,12 @@ class ThunderFunction:
         reason = self._change_reason(structure, key)
         if self._goes_symbolic(structure, key):
             structure, key = self._compile_symbolic_from_now(args, kwargs, reason)
-        while True:  # each refusal turns symbolic values off for good: at most three tries
-            try:
-                with progress.compiling(self._name):
+        with progress.compiling(self._name):  # (one compilation, whichever try makes it)
+            while True:  # each refusal turns symbolic values off for good: at most three tries
+                try:
                     return self._compile_and_run(args, kwargs, structure, key, reason)
-            except _SymbolicRefused:  # compiled with constant values from now on
-                structure, key = self._find_structure(args, kwargs)
+                except _SymbolicRefused:  # compiled with constant values from now on
+                    structure, key = self._find_structure(args, kwargs)
 
     def _numbers_changed(self, entry: CacheEntry, failure: GuardFailure) -> None:
         """Where ``entry``'s guard on a number read from outside state failed (a counter
@@ -837,6 +873,7 @@ class ThunderFunction:
                 if structure is not None and key is not None:
                     structure.split.add((key, facts))
                 return self._run_split(args, kwargs, raised, facts)
+            progress.running("running eagerly")
             wait = _next_eager_wait(structure, key)
             if raised is _INTERNAL:
                 self.stats.eager_fallbacks += 1
@@ -850,6 +887,7 @@ class ThunderFunction:
                 # warning says so.
                 structure.eager[key] = (wait, wait)
             return result
+        progress.compiled()
         stats = self.stats
         stats.compilations += 1
         stats.last_compile_seconds = time.perf_counter() - start
@@ -884,6 +922,7 @@ class ThunderFunction:
         if structure is not None and key is not None:
             structure.buckets.setdefault(key, []).insert(0, entry)  # it serves the state now
             self._entries += 1
+            _drop_when_key_dies(self, structure, key)
         if self._same_input:
             self._last_call = (_fingerprint(args, kwargs), entry)
         try:
@@ -897,9 +936,10 @@ class ThunderFunction:
                 f"computes ({e})"
             )
             return self._run_eagerly_after_raise(args, kwargs, differs)
-        except PatchedByFxTracer as e:
+        except (PatchedByFxTracer, RewrappedByTorch) as e:
             # Traced or checked while a compile on another thread had nn.Module's methods
-            # replaced by torch.fx's tracer: dropped before it ran, traced again after.
+            # replaced by torch.fx's tracer, or while torch wrapped one of its functions (once
+            # per process): dropped before it ran, traced again after.
             if not retraces:
                 raise JitError(f"thunder.jit: {describe_guard_failure(e)}") from e
             if structure is not None and key is not None:
@@ -1001,6 +1041,7 @@ class ThunderFunction:
         # Dynamo's first torch.compile switches torch.distributions' argument validation off for
         # the whole process (its TorchPatcher): the split call and eager code after it keep the
         # caller's (eager raises for an invalid parameter; dynamo runs that check natively).
+        progress.running("running split by torch.compile", split=True)
         distribution = torch.distributions.Distribution
         validating = distribution._validate_args
         split_program = self._split_programs.get(facts)
@@ -1180,8 +1221,7 @@ class ThunderFunction:
             return f"a guard failed: {self._last_failure}"
         if not structure.buckets:
             return "the arguments have a new structure (count, keywords, nesting or types)"
-        last_key = next(reversed(structure.buckets))
-        changes = structure.signature.describe_change(last_key, key)
+        changes = structure.signature.describe_change(_nearest_key(structure, key), key)
         return "; ".join(changes) if changes else "a guard failed"
 
     def _warn_recompile_limit(
@@ -1215,8 +1255,10 @@ class ThunderFunction:
     ) -> bool:
         if structure is None or key is None or not structure.buckets:
             return False
-        last_key = next(reversed(structure.buckets))
-        return structure.signature.symbolic_values_would_help(last_key, key)
+        # Against each compiled key, not the last only: training calls interleaved with no_grad
+        # evaluation calls change sizes per grad mode.
+        would_help = structure.signature.symbolic_values_would_help
+        return any(would_help(k, key) for k in list(structure.buckets))
 
     def __getattr__(self, name: str) -> Any:
         """The wrapped function's own attributes (``jf.some_flag`` set by a decorator), as a

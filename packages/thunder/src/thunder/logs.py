@@ -115,10 +115,21 @@ def _own_files() -> tuple[tuple[str, ...], str]:
     return tuple(folders), str(module_calls.__file__)
 
 
+@functools.cache
+def _dynamo_folder() -> str:
+    """torch._dynamo's folder: its frames run the graphs of a split call, between the user's
+    frame and thunder's."""
+    spec = importlib.util.find_spec("torch._dynamo")  # (not imported for this)
+    assert spec is not None and spec.origin is not None
+    return str(Path(spec.origin).parent) + os.sep
+
+
 def _is_own(filename: str) -> bool:
     folders, module_calls = _own_files()
     # (and the code thunder generates: an epilogue replaying a warning runs in its own)
-    return filename.startswith((*folders, "<thunder ")) or filename == module_calls
+    return (
+        filename.startswith((*folders, _dynamo_folder(), "<thunder ")) or filename == module_calls
+    )
 
 
 def is_own_file(filename: str) -> bool:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["compiling", "lap"]
+__all__ = ["compiled", "compiling", "lap", "running"]
 
 _current = threading.local()
 
@@ -25,6 +25,11 @@ class _Progress:
         self.laps: dict[str, float] = {}
         self.stage = "interpretation"
         self.shown = False
+        # Compilations inside this one (the graphs of a split call): their stages are not its.
+        self.nested = 0
+        self.graphs = 0
+        self.compiled = False
+        self.split = False
         self.lock = threading.Lock()
         self.timer: threading.Timer | None = None
         self._arm(after)
@@ -53,19 +58,28 @@ class _Progress:
             self.laps[stage] = seconds
             self.stage = next_stage
 
-    def finish(self) -> None:
+    def finish(self, failed: bool) -> None:
         with self.lock:
             if self.timer is not None:
                 self.timer.cancel()
                 self.timer = None
             if self.shown:
-                total = time.perf_counter() - self.start
-                stages = ", ".join(f"{k} {v:.1f} s" for k, v in self.laps.items())
-                print(
-                    f"[thunder] compiled {self.name} in {total:.1f} s ({stages})",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                print(f"[thunder] {self._outcome(failed)}", file=sys.stderr, flush=True)
+
+    def _outcome(self, failed: bool) -> str:
+        total = time.perf_counter() - self.start
+        stages = ", ".join(f"{k} {v:.1f} s" for k, v in self.laps.items())
+        stages = f" ({stages})" if stages else ""
+        if failed:
+            return f"{self.name} was not compiled: the call raised ({total:.1f} s{stages})"
+        if self.compiled:
+            return f"compiled {self.name} in {total:.1f} s{stages}"
+        if self.split:
+            return (
+                f"{self.name} ran split by torch.compile in {total:.1f} s (thunder compiled "
+                f"{self.graphs} graph(s) of it)"
+            )
+        return f"{self.name} was not compiled: it ran eagerly ({total:.1f} s{stages})"
 
 
 def _enabled() -> bool:
@@ -79,16 +93,32 @@ def _enabled() -> bool:
 @contextmanager
 def compiling(name: str) -> Iterator[None]:
     """Around one compilation (and its first run, where executors compile their regions)."""
-    if not _enabled() or getattr(_current, "progress", None) is not None:
-        yield  # off, or a compilation inside another's (an enclosing jit shows it)
+    outer = getattr(_current, "progress", None)
+    if not _enabled() or outer is not None:
+        with _nested(outer):  # off, or a compilation inside another's (an enclosing jit shows it)
+            yield
         return
     after = float(os.environ.get("THUNDER_PROGRESS_AFTER", "2"))
     _current.progress = progress = _Progress(name, after)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        _current.progress = None
+        progress.finish(failed)
+
+
+@contextmanager
+def _nested(progress: _Progress | None) -> Iterator[None]:
+    if progress is None:
+        yield
+        return
+    progress.nested += 1
     try:
         yield
     finally:
-        _current.progress = None
-        progress.finish()
+        progress.nested -= 1
 
 
 # What each stage is followed by, for the line shown while it runs.
@@ -98,5 +128,25 @@ _NEXT = {"interpretation": "transforms", "transforms": "codegen", "codegen": "fi
 def lap(stage: str, seconds: float) -> None:
     """``stage`` of the compilation on this thread took ``seconds``."""
     progress = getattr(_current, "progress", None)
-    if progress is not None:
+    if progress is not None and not progress.nested:
         progress.lap(stage, seconds, _NEXT.get(stage, "running"))
+
+
+def compiled() -> None:
+    """The compilation on this thread made a program (or, inside another, one of its graphs)."""
+    progress = getattr(_current, "progress", None)
+    if progress is None:
+        return
+    if progress.nested:
+        progress.graphs += 1
+    else:
+        progress.compiled = True
+
+
+def running(stage: str, *, split: bool = False) -> None:
+    """The compilation on this thread now runs ``stage`` (the call, split by torch.compile)."""
+    progress = getattr(_current, "progress", None)
+    if progress is not None and not progress.nested:
+        with progress.lock:
+            progress.stage = stage
+            progress.split = progress.split or split

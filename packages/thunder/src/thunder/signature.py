@@ -29,6 +29,7 @@ import linecache
 import math
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,7 @@ __all__ = [
     "PLAIN_TYPES",
     "Same",
     "Signature",
+    "WeakSame",
     "alias_pattern",
     "attributes_without_torch_function",
     "is_plain",
@@ -234,6 +236,44 @@ class Same:
         return f"the {type(self.obj).__name__} object at {id(self.obj):#x}"
 
 
+class WeakSame:
+    """A key entry equal only to an entry of the same living object, which it does not keep
+    alive: a function or ``functools.partial`` argument made per call (closing over a tensor)
+    dies with the caller's last reference, as in eager; a dead one's id reused by another
+    object never matches."""
+
+    __slots__ = ("hash", "ref")
+
+    def __init__(self, obj: Any) -> None:
+        self.ref = weakref.ref(obj)
+        self.hash = id(obj)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not WeakSame:
+            return False
+        obj = self.ref()
+        return obj is not None and obj is other.ref()
+
+    def __repr__(self) -> str:
+        obj = self.ref()
+        return "a dead object" if obj is None else _show(obj)
+
+
+# Values keyed by their identity, weakly: user callables, often made per call.
+_WEAKLY_KEYED = (types.FunctionType, functools.partial)
+
+
+def _weakly_referable(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
 def plain_set_key(s: Any) -> frozenset[Any]:
     """The key of a set of plain values (another set has another structure)."""
     if not all(map(is_plain, s)):
@@ -414,6 +454,12 @@ class _Generator:
                     self.add(f"{var}.{attr}", f"{label}.{attr}")
         elif isinstance(value, torch.Generator):  # the program draws from this object
             self.add(f"Same({var})", label)
+        elif (
+            isinstance(value, _WEAKLY_KEYED)
+            and _weakly_referable(value)
+            and type(value).__eq__ is object.__eq__  # type: ignore[comparison-overlap]
+        ):
+            self.add(f"WeakSame({var})", label)
         elif isinstance(value, _VALUES):
             # The program calls it, or reads it as a constant: another one is another program.
             self.add(var if _equality_is_builtin(value) else f"Same({var})", label)
@@ -504,6 +550,7 @@ def make_signature(
         "PLAIN_TYPES": PLAIN_TYPES,
         "SYMBOLIC_NUMBERS": _SYMBOLIC_NUMBERS,
         "Same": Same,
+        "WeakSame": WeakSame,
         "NumpyScalarKey": NumpyScalarKey,
         "plain_set_key": plain_set_key,
         "is_plain": is_plain,

@@ -188,6 +188,12 @@ _TORCH_FUNCTION_QUERIES = frozenset(
 )
 
 
+def is_torch_function_query(fn: Any) -> bool:
+    """Whether ``fn`` asks for ``__torch_function__`` overrides (``has_torch_function_unary``):
+    dispatch bookkeeping, no tensor operation."""
+    return getattr(fn, "__name__", "") in _TORCH_FUNCTION_QUERIES
+
+
 @functools.cache
 def _is_aten_tensor_factory(name: str) -> bool:
     """Whether ``torch.<base>`` is an aten operator all of whose overloads return tensors (a

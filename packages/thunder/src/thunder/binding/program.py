@@ -93,6 +93,8 @@ class TracedProgram:
     # (``prologue.WritesBeforeError``).
     write_positions: tuple[int, ...] = ()
     recorded: tuple[BoundSymbol, ...] = ()
+    # Whether the program switches grad mode (an effect on the process an error keeps).
+    switches_grad_mode: bool = False
 
     @property
     def needs_epilogue(self) -> bool:
@@ -367,6 +369,7 @@ def _result(
         autocast_at_start=readonly(binder.autocast_at_start()),
         write_positions=positions,
         recorded=tuple(recorded) if writes else (),
+        switches_grad_mode=binder.regions.grad_mode_switched,
     )
 
 

@@ -137,6 +137,9 @@ class RegionState:
     # (grad mode before the block, whether the block enables inference mode).
     grad_mode: bool | None = None
     started_without_grad: bool = False  # traced under grad mode for a call made without it
+    # The program switched grad mode: an op's error after the switch leaves eager's process in
+    # the switched mode (``torch.set_grad_enabled(False)`` then an index out of range).
+    grad_mode_switched: bool = False
     inference_stack: list[tuple[bool, bool]] = field(default_factory=list)
     # Context variables the program set in this call, and their values.
     context_values: dict[Any, Any] = field(default_factory=dict)
@@ -390,6 +393,8 @@ class RegionsMixin(CopyingMixin):
             # Compiled without autodiff so far: traced again, through autodiff, starting in a
             # no-grad region (see compile_entry).
             raise GradEnabledInside
+        if mode != self._grad_mode():
+            self.regions.grad_mode_switched = True
         self.regions.grad_mode = mode
         # The trace being recorded: a function of a higher-order op records into its own.
         trace = get_tracectx() or self.trace
