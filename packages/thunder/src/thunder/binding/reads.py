@@ -460,6 +460,17 @@ def _holds_tensor(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _at_entry(access: Access) -> bool:
+    """Whether ``access`` finds what the call found (no step of it reads a value the program
+    stored itself, ``G = G + [k]``): the prologue checks only those."""
+    step: Access | None = access
+    while step is not None:
+        if step.version:
+            return False
+        step = step.parent
+    return True
+
+
 def _is_tensor_default(value: Any) -> bool:
     """A default value the program sees as proxies (``_cb_load_defaults``), not as a constant."""
     if isinstance(value, torch.Tensor):
@@ -791,10 +802,13 @@ class ReadsMixin(BinderState):
         for at, first in self.paths.value_aliases.items():
             if first in written or at in written:
                 self.facts.guards[at] = Guard(at, "same_as", first)
+        # The caller's object where the program sees a copy of it (an argument list's copy
+        # holding proxies): one caller's object reached by two paths is no pair to tell apart.
+        originals = {id(c): o for o, c in self.inputs.proxied_copies.values()}
         found = [
-            entry
-            for entry in self.paths.access_of.values()
-            if not isinstance(entry[0], (torch.Tensor, *_SCALAR_TYPES))
+            (originals.get(id(obj), obj), at)
+            for obj, at in self.paths.access_of.values()
+            if not isinstance(obj, (torch.Tensor, *_SCALAR_TYPES)) and _at_entry(at)
         ]
         for obj, at in found:
             if at not in written:
