@@ -112,7 +112,8 @@ def test_segmentation_model_output_ordered_dict():
             model.zero_grad()
             (sum(t.sum() for t in expected.values())).backward()
             for g, p in zip(grads, model.parameters()):
-                torch.testing.assert_close(g, p.grad)
+                # (a bias gradient sums 128 elements: the kernels' reduction order may differ)
+                torch.testing.assert_close(g, p.grad, rtol=1e-5, atol=1e-4)
             model.zero_grad()
     assert thunder.compile_stats(jm).compilations == 1
 

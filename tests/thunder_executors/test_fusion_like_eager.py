@@ -202,6 +202,8 @@ def test_a_failed_synchronous_compile_warns_and_runs_the_torch_calls(monkeypatch
 def test_example_inputs_stand_in_ones_for_integer_tensors() -> None:
     x, n, mask = torch.randn(3), torch.randint(-5, 5, (2, 3)), torch.rand(4) > 0.5
     got = ExampleInputs((x, n, mask, n.int())).materialize()
-    assert got[0] is x
+    # the float tensor's own storage and layout (detached from the caller's autograd state)
+    assert got[0].data_ptr() == x.data_ptr() and got[0].stride() == x.stride()
+    assert torch.equal(got[0], x)
     assert torch.equal(got[1], torch.ones(2, 3, dtype=torch.long))
     assert got[2].dtype == torch.bool and got[3].dtype == torch.int32 and bool(got[3].all())
