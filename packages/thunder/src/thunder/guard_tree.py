@@ -70,7 +70,7 @@ from thunder.guards import (
 from thunder_executors.background_compile import import_compile_stack
 from thunder_ir import Proxy, Trace, prims
 from thunder_ir.codegen import PythonCode
-from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure, same_value
+from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure, SetInOrder, same_value
 
 _cpp: Any  # torch's guard manager module (its stubs lag its signatures: used untyped)
 try:
@@ -630,6 +630,13 @@ class _Builder:
             raise _Untranslatable("a NaN is never equal")
         if _numpy_scalar(value) and (value != value or not value):
             raise _Untranslatable("numpy's == takes -0.0 for 0.0 and no NaN for itself")
+        if type(value) is SetInOrder:  # a set's items in the traced order
+            if not same_value(node.value, value):
+                raise _Untranslatable("the prologue's call read another value")
+            self.type_is(node, value.kind)
+            self.held.strong.append(value)
+            self.manager(node).add_lambda_guard(lambda x: same_value(x, value), self._note(), None)
+            return
         if type(node.value) is not type(value) or node.value != value:
             raise _Untranslatable("the prologue's call read another value")
         if node.pinned and _immutable(value):

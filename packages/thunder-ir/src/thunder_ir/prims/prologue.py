@@ -17,7 +17,7 @@ from thunder_ir.prims._common import make_prim
 from thunder_ir.proxies import Proxy
 from thunder_ir.tags import OpTag
 
-__all__ = ["PROLOGUE_MISSES", "GuardFailure"]
+__all__ = ["PROLOGUE_MISSES", "GuardFailure", "SetInOrder", "value_snapshot"]
 
 
 class GuardFailure(Exception):
@@ -98,11 +98,57 @@ def _same_float(x: float, value: float) -> bool:
     return x == value and math.copysign(1.0, x) == math.copysign(1.0, value)
 
 
+class SetInOrder(tuple):  # type: ignore[type-arg]
+    """A set (or frozenset) a guard compares with, as its items in the order the traced call
+    iterated them: a copy of a set may iterate in another order (the copy's hash table is
+    built afresh), so the copy cannot stand for the order the program baked in."""
+
+    kind: type
+
+    def __new__(cls, items: Any, kind: type) -> SetInOrder:
+        self = super().__new__(cls, items)
+        self.kind = kind
+        return self
+
+    def __repr__(self) -> str:
+        return f"{self.kind.__name__}({{{', '.join(map(repr, self))}}})"
+
+
+def value_snapshot(value: Any) -> Any:
+    """What a value guard compares with: a deep copy, each set in it kept as the items in the
+    order ``value`` iterates them (``SetInOrder``)."""
+    import copy
+
+    t = type(value)
+    if t is set or t is frozenset:
+        return SetInOrder(tuple(value_snapshot(v) for v in value), t)
+    if (t is list or t is tuple) and any(_holds_set(v) for v in value):
+        return t(value_snapshot(v) for v in value)
+    if t is dict and any(_holds_set(v) for v in value.values()):
+        return {copy.deepcopy(k): value_snapshot(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def _holds_set(value: Any) -> bool:
+    t = type(value)
+    if t is set or t is frozenset:
+        return True
+    if t is list or t is tuple:
+        return any(_holds_set(v) for v in value)
+    return t is dict and any(_holds_set(v) for v in value.values())
+
+
 def same_value(x: Any, value: Any) -> bool:
     """Whether ``x`` is ``value`` as a program that baked ``value`` in sees it: ``==`` and the
     same types all through (``(0, 4)`` is not ``(0, 4.0)``), the same sign of zero, NaN for NaN,
     and the same order of a dict's (a set's) items."""
     t = type(value)
+    if t is SetInOrder:
+        return (
+            type(x) is value.kind
+            and len(x) == len(value)
+            and all(same_value(a, b) for a, b in zip(x, value))
+        )
     if type(x) is not t:
         return False
     if t is float:
@@ -266,6 +312,9 @@ def _inline_check_value(bsym: Any, p: Printer) -> str | None:
         return None  # nan, and 0.0 against -0.0: the call tells them apart
     else:  # _check_value's own test, on constants of the program (no literal rebuilt per call)
         v = p.opaque(value)
+        if type(value) is SetInOrder:
+            test = f"not {p.opaque(same_value)}({x_src}, {v})"
+            return f"if {test}: {p.symbol(bsym.sym)}({x_src}, {v})"
         test = f"type({x_src}) is not {p.opaque(type(value))}"
         if type(value) in (tuple, list, dict, set, frozenset) and _marshals_exactly(value):
             # one C call tells the types, signs of zero and order apart (a value marshal

@@ -16,6 +16,7 @@ from thunder.binding.calls import CallsMixin
 from thunder.binding.state import Guard, is_scalar_constant
 from thunder.lookasides import native_special
 from thunder_interp import interpret
+from thunder_ir.prims.prologue import value_snapshot
 
 # The largest plain state compared on every call (a config has a few dozen attributes).
 _MAX_STATE = 512
@@ -58,7 +59,7 @@ class CopyingMixin(CallsMixin):
         if access is not None and state is not None:
             self.facts.guards.setdefault(access, Guard(access, "type", type(x)))
             state_access = access.attr("__dict__")
-            self.facts.guards[state_access] = Guard(state_access, "value", copy.deepcopy(state))
+            self.facts.guards[state_access] = Guard(state_access, "value", value_snapshot(state))
             return copy.deepcopy(x) if deep else copy.copy(x)
         fn = copy.deepcopy if deep else copy.copy
         plain = {k: v for k, v in table.items() if k is not copy.copy and k is not copy.deepcopy}

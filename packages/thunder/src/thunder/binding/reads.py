@@ -61,6 +61,7 @@ from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
 from thunder_interp import compares_by_identity
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, OpTag, Proxy, TensorProxy
+from thunder_ir.prims.prologue import value_snapshot
 
 # Names that ``getattr`` on a class answers from ``type`` itself (data descriptors of the
 # metaclass), not from the class's MRO.
@@ -1124,7 +1125,7 @@ class ReadsMixin(BinderState):
             # a long list or dict of numbers (class weights, a vocabulary): compared whole, one
             # test rather than a guard per item (a larger one of objects is guarded item by item)
             self.facts.guards[access.attr("<value>")] = Guard(
-                access, "value", copy.deepcopy(container)
+                access, "value", value_snapshot(container)
             )
             return
         if isinstance(container, (set, frozenset, collections.deque)):
@@ -1399,7 +1400,7 @@ class ReadsMixin(BinderState):
             and not number_reads
             and not self._holds_changed(value)
         ):
-            self.facts.guards.setdefault(access, Guard(access, "value", copy.deepcopy(found)))
+            self.facts.guards.setdefault(access, Guard(access, "value", value_snapshot(found)))
             return value
         self.facts.guards.setdefault(access, Guard(access, "type", type(value)))
         if not _holds_tensors_nested(value) and not number_reads:
