@@ -3,7 +3,10 @@ graph torch builds: the callable is run once on fake tensors (shapes and dtypes 
 arguments, those carrying a gradient requiring grad) with a ``saved_tensors_hooks`` that sees
 every tensor a node saves. A saved tensor that shares memory with an argument or a result is
 that argument or result being saved (``linalg.inv`` saves its result; ``nn.LSTM`` with
-``batch_first=True`` saves a copy of its input, not the input)."""
+``batch_first=True`` saves a copy of its input, not the input). The hooks see only what a node
+saves through ``save_for_backward``: a node torch does not generate (a custom op's or an
+``autograd.Function``'s, a C++ custom function's) may keep tensors on its ctx, in closures or in
+``saved_data``, which its backward reads unseen (``reads_unsaved``)."""
 
 from __future__ import annotations
 
@@ -28,11 +31,13 @@ __all__ = ["FallbackSaved", "fallback_saved"]
 class FallbackSaved:
     """``saves``: whether any node saves a tensor; ``arguments``: the positions (among the
     tensor arguments, in flattening order) of those saved; ``outputs``: the positions (among
-    the tensor results) of those saved."""
+    the tensor results) of those saved; ``reads_unsaved``: whether the graph holds a node whose
+    backward may read tensors it did not save (its arguments and results, for all one knows)."""
 
     saves: bool
     arguments: frozenset[int]
     outputs: frozenset[int]
+    reads_unsaved: bool = False
 
 
 def _size(s: Any) -> int:
@@ -122,4 +127,22 @@ def _run(
             if any(torch._C._is_alias_of(s, t) for s in saved)  # type: ignore[attr-defined]
         )
 
-    return FallbackSaved(bool(saved), aliased(fakes), aliased(outs))
+    return FallbackSaved(bool(saved), aliased(fakes), aliased(outs), _has_opaque_node(outs, fakes))
+
+
+def _has_opaque_node(outs: list[torch.Tensor], fakes: list[torch.Tensor]) -> bool:
+    """Whether the graph from ``outs`` back to the arguments holds a node torch did not generate
+    (generated nodes keep tensors only as saved variables, which the hooks saw)."""
+    stop = {f.grad_fn for f in fakes if f.grad_fn is not None}
+    todo: list[Any] = [o.grad_fn for o in outs if o.grad_fn is not None]
+    seen: set[Any] = set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen or node in stop:
+            continue
+        seen.add(node)
+        kind = type(node)
+        if getattr(torch._C._functions, kind.__name__, None) is not kind:
+            return True
+        todo.extend(n for n, _ in node.next_functions)
+    return False

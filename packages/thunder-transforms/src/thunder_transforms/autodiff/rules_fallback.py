@@ -62,11 +62,13 @@ def _values_read(
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The arguments the backward re-runs the callable on: where torch's graph of it saves no
     tensor (``x.trace()`` keeps sizes), zeros of their shapes, so the backward reads none of
-    them and a write into one after the forward does not raise where eager's does not."""
+    them and a write into one after the forward does not raise where eager's does not. Where
+    a node may read tensors it did not save (a custom op keeping its input on ctx), or where
+    it cannot be told, the arguments themselves."""
     if bsym.sym is not ltorch.torch_fallback:
         return args, kwargs
     found = fallback_saved(qualified, args, kwargs, _inexact)
-    if found is None or found.saves:
+    if found is None or found.saves or found.reads_unsaved:
         return args, kwargs
     # Integer tensors stay: never differentiated, they may have to be valid (lu_unpack's pivots).
     zeros = tree_map(lambda p: _zeros_as(p) if _inexact(p) else p, (args, kwargs))

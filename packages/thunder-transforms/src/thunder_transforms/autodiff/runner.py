@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from torch._C._functorch import TransformType, is_functorch_wrapped_tensor, unwrap_if_dead
+from torch._compile import _disable_dynamo
 from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 
 from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace, prims
@@ -530,6 +531,10 @@ class _ThunderFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
+        if torch.compiler.is_compiling():
+            # compiled autograd tracing this backward (dynamo takes functorch's interpreter
+            # stack for active): it runs as it is, a graph break in the compiled backward
+            return _backward_outside_dynamo(ctx, *grads)
         if under_transforms():
             if torch.is_grad_enabled() and _differentiated_at_grad_level():
                 return (None, None, *_grads_at_grad_level(ctx, grads))
@@ -1021,6 +1026,12 @@ def _hidden_from_dynamo(code: Any) -> None:
 
 
 _hidden_from_dynamo(_ThunderFunction.backward.__code__)
+
+
+@_disable_dynamo
+def _backward_outside_dynamo(ctx: Any, *grads: Any) -> Any:
+    return _ThunderFunction.backward(ctx, *grads)
+
 
 # The C++ ``apply`` of ``torch.autograd.Function``, bound to ``_ThunderFunction`` (see ``_apply``).
 _C_APPLY = super(torch.autograd.Function, _ThunderFunction).apply

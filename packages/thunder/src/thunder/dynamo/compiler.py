@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import operator
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,13 +95,98 @@ class Subgraph:
             self._fallback = compile_fx(self.graph_module, list(args))
             self.runs = f"{kind}: {self.fallback_reason}"
         else:
-            self._fallback = self.graph_module
+            self._fallback = _with_eager_checkpoints(self.graph_module)
             self.runs = f"{kind}: {self.fallback_reason}"
         logs.log_eager(
             f"torch.compile graph {self.graph_module.__class__.__name__}",
             f"thunder refused it ({self.fallback_reason}); it runs as {self.runs}",
         )
         return self._fallback
+
+
+def _with_eager_checkpoints(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` with its ``tag_activation_checkpoint`` calls run as eager's checkpoint runs them
+    (``_checkpoint_as_eager``), not as torch's implementation of the operator runs them."""
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        changed = False
+        for node in module.graph.nodes:
+            if node.op == "call_function" and node.target is _tag_activation_checkpoint():
+                node.target = _checkpoint_as_eager
+                changed = True
+        if changed:
+            module.recompile()
+    return gm
+
+
+def _tag_activation_checkpoint() -> Any:
+    from torch._higher_order_ops.wrap import tag_activation_checkpoint
+
+    return tag_activation_checkpoint
+
+
+def _checkpoint_as_eager(body: torch.fx.GraphModule, *args: Any, **kwargs: Any) -> Any:
+    """``torch.utils.checkpoint.checkpoint`` of ``body`` as the program called it. Dynamo
+    passes the module state the function reads (parameters, buffers) as arguments; eager's
+    checkpoint saves only the function's own arguments, whose writes after the forward raise
+    in the backward. torch's implementation of the operator saves them all (a buffer the
+    function writes, BatchNorm's ``num_batches_tracked``, then raises), recomputes without
+    the forward's random state and ignores ``use_reentrant``: here the arguments the function
+    writes are read as the function reads state, at its recompute too."""
+    from torch._higher_order_ops.wrap import TagActivationCheckpoint
+    from torch.utils.checkpoint import checkpoint
+
+    checkpoint_kwargs, body_kwargs = TagActivationCheckpoint.divide_kwargs(kwargs)  # type: ignore[no-untyped-call]
+    context_fn = body.meta.get("_checkpoint_context_fn")
+    if context_fn is not None:
+        checkpoint_kwargs.setdefault("context_fn", context_fn)
+    written = _arguments_written(body, args, body_kwargs)
+    saved = [i for i in range(len(args)) if i not in written]
+
+    def function(*saved_args: Any) -> Any:
+        full = list(args)
+        for i, a in zip(saved, saved_args):
+            full[i] = a
+        return body(*full, **body_kwargs)
+
+    return checkpoint(function, *[args[i] for i in saved], **checkpoint_kwargs)
+
+
+def _arguments_written(
+    body: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> frozenset[int]:
+    """The positions of the tensor arguments ``body`` writes in place (their version counters
+    move), from a run on fake tensors; none where that run fails (torch's own behavior)."""
+    key = tuple(
+        (tuple(a.shape), a.dtype, a.device, a.requires_grad)
+        if isinstance(a, torch.Tensor)
+        else None
+        for a in args
+    )
+    known = _WRITTEN.setdefault(body, {})
+    if key not in known:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+                fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+                before = [f._version if isinstance(f, torch.Tensor) else None for f in fakes]
+                with torch.no_grad():
+                    body(*fakes, **kwargs)
+            known[key] = frozenset(
+                i
+                for i, (f, v) in enumerate(zip(fakes, before))
+                if isinstance(f, torch.Tensor) and f._version != v
+            )
+        except Exception:
+            known[key] = frozenset()
+    return known[key]
+
+
+_WRITTEN: weakref.WeakKeyDictionary[torch.fx.GraphModule, dict[Any, frozenset[int]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def compile_graph(
