@@ -1,7 +1,8 @@
 """Matrix products, embeddings and one-hot encoding: the linear-algebra side of neural networks.
 
 matmul, linear and embedding stay single ops over their prims so that executors claim them whole;
-addmm/baddbmm decompose into a product and a scaled sum, as GPT-2's Conv1D uses them."""
+addmm/baddbmm decompose into a product and a scaled sum, as GPT-2's Conv1D uses them (executors
+run them whole, and their grad rules keep them whole while training: one rounding, as eager)."""
 
 from __future__ import annotations
 

@@ -116,9 +116,10 @@ def scaled_dot_product_attention(
     k = require_tensor(key, "scaled_dot_product_attention", "key")
     v = require_tensor(value, "scaled_dot_product_attention", "value")
     _check_attention_arguments(q, k, v, attn_mask, dropout_p, is_causal)
+    groups = (1, 1)
     if enable_gqa and q.ndim >= 3:
-        k, v = _heads_repeated_for_groups(q, k, v)
-    if _runs_fused(q, k, v, attn_mask, dropout_p, is_causal):
+        groups = _head_groups(q, k, v)
+    if _runs_fused(q, k, v, attn_mask, dropout_p, is_causal, groups):
         # One op that also returns the logsumexp: autodiff differentiates it with torch's fused
         # attention backward (``sdpa_flash_backward``) instead of this decomposition.
         s = _default_scale(q) if scale is None else scale
@@ -127,11 +128,17 @@ def scaled_dot_product_attention(
         if attn_mask.dtype.is_boolean:  # as eager's convert_boolean_attn_mask: -inf where False
             attn_mask = to_dtype(where(attn_mask, 0.0, -math.inf), q.dtype)
         return sdpa_flash(q, k, v, is_causal, s, attn_mask)[0]
+    # As eager's _scaled_dot_product_attention_math: in float32 for float16/bfloat16, the heads
+    # repeated after the upcast (their gradients summed before rounding), q and k^T each scaled
+    # by the square root of the scale before the product.
     compute = opmath(q.dtype)
     qc, kc, vc = (to_dtype(x, compute) for x in (q, k, v))
+    kc, vc = _repeat_heads(kc, groups[0]), _repeat_heads(vc, groups[1])
     scale_factor = _default_scale(q) if scale is None else scale
+    root = abs(scale_factor) ** 0.5
     perm = (*range(kc.ndim - 2), kc.ndim - 1, kc.ndim - 2)
-    scores = mul(matmul(qc, prims.transpose(kc, perm)), scale_factor)
+    scaled_q = mul(qc, 0.0 - root if scale_factor < 0 else root)
+    scores = matmul(scaled_q, mul(prims.transpose(kc, perm), root))
     scores = _masked_scores(scores, q, k, attn_mask, is_causal)
     weights = _attention_weights(scores, attn_mask)
     if dropout_p > 0:
@@ -211,10 +218,8 @@ def _check_mask_with_causal(q: TensorProxy, k: TensorProxy, v: TensorProxy) -> N
     )
 
 
-def _heads_repeated_for_groups(
-    q: TensorProxy, k: TensorProxy, v: TensorProxy
-) -> tuple[TensorProxy, TensorProxy]:
-    """``enable_gqa``: key and value with each head repeated for its group of query heads."""
+def _head_groups(q: TensorProxy, k: TensorProxy, v: TensorProxy) -> tuple[int, int]:
+    """``enable_gqa``: how many query heads share each key head and each value head."""
     hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
     check(
         hq % hk == 0 and hq % hv == 0,
@@ -222,7 +227,7 @@ def _heads_repeated_for_groups(
             f"Number of heads in key and value must divide the number of heads in query, got {hk}, {hv} and {hq}"
         ),
     )
-    return _repeat_heads(k, hq // hk), _repeat_heads(v, hq // hv)
+    return hq // hk, hq // hv
 
 
 def _runs_fused(
@@ -232,10 +237,16 @@ def _runs_fused(
     attn_mask: Any,
     dropout_p: float,
     is_causal: bool = False,
+    groups: tuple[int, int] = (1, 1),
 ) -> bool:
     """Whether the call is recorded as ``sdpa_flash`` (float32/64 or a low-precision one on the
     CPU, 4-D, same batch and heads, value's head size the query's; a mask where eager's CPU
-    dispatch takes its flash kernel with it) rather than decomposed."""
+    dispatch takes its flash kernel with it) rather than decomposed. With ``enable_gqa``
+    (``groups``), key and value with as many heads as each other: torch's CPU flash kernels take
+    the grouped heads themselves (eager's math path repeats them otherwise)."""
+    same_heads = q.shape[1] == k.shape[1] == v.shape[1] or (
+        groups[0] == groups[1] and k.shape[1] == v.shape[1]
+    )
     return (
         (attn_mask is None or _flash_takes_mask(q, k, attn_mask, is_causal))
         and dropout_p == 0
@@ -245,7 +256,8 @@ def _runs_fused(
             or (q.dtype in (dtypes.float16, dtypes.bfloat16) and q.device.type == "cpu")
         )
         and q.ndim == k.ndim == v.ndim == 4
-        and q.shape[:2] == k.shape[:2] == v.shape[:2]
+        and q.shape[0] == k.shape[0] == v.shape[0]
+        and same_heads
         and v.shape[-1] == q.shape[-1]
         # torch's fused kernels divide by these sizes (SIGFPE); eager takes its math path
         and not any(_is_zero_size(d) for d in (*q.shape, *k.shape))

@@ -147,7 +147,7 @@ def sdpa_flash(
     scale: float,
     attn_mask: Any = None,
 ) -> tuple[TensorProxy, TensorProxy]:
-    """Attention of 4-D ``q, k, v`` (same heads, no dropout, an optional float ``attn_mask`` of
+    """Attention of 4-D ``q, k, v`` (same heads, or key and value heads grouped: ``enable_gqa``; no dropout, an optional float ``attn_mask`` of
     2 or 4 dims; float16/bfloat16 computed in float32, the output rounded, logsumexp float32)
     returning ``(out, logsumexp)``, logsumexp over the keys of the scaled (masked) scores
     (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``). A query the mask leaves
@@ -156,6 +156,7 @@ def sdpa_flash(
 
     dtype = q.dtype
     q, k, v = (to_dtype(t, opmath(dtype)) for t in (q, k, v))  # float16/bfloat16: in float32
+    k, v = _heads_for_query(q, k), _heads_for_query(q, v)
     scores = _scores(q, k, is_causal, scale, attn_mask)
     m = amax_(scores, 3)
     if attn_mask is not None:
@@ -185,6 +186,8 @@ def sdpa_flash_backward(
 
     dtype, compute = q.dtype, opmath(q.dtype)
     grad_out, q, k, v, out = (to_dtype(t, compute) for t in (grad_out, q, k, v, out))
+    k_heads = k.shape[1]
+    k, v = _heads_for_query(q, k), _heads_for_query(q, v)
     perm = (0, 1, 3, 2)
     scores = _scores(q, k, is_causal, scale, attn_mask)
     weights = exp(sub(scores, keep_dims(scores, lse, (3,))))
@@ -194,7 +197,24 @@ def sdpa_flash_backward(
     gs = mul(mul(weights, sub(gw, d)), scale)
     gq = matmul(gs, k)
     gk = matmul(prims.transpose(gs, perm), q)
+    # grouped heads: each key/value head's gradient summed over its group in float32
+    gk, gv = _summed_over_groups(gk, k_heads), _summed_over_groups(gv, k_heads)
     return to_dtype(gq, dtype), to_dtype(gk, dtype), to_dtype(gv, dtype)
+
+
+def _heads_for_query(q: TensorProxy, kv: TensorProxy) -> TensorProxy:
+    """Key or value of fewer heads than the query (``enable_gqa``) with each head repeated for
+    its group of query heads."""
+    from thunder_ir.ops.nn_attention import _repeat_heads
+
+    return _repeat_heads(kv, q.shape[1] // kv.shape[1])
+
+
+def _summed_over_groups(g: TensorProxy, heads: Any) -> TensorProxy:
+    if g.shape[1] == heads:
+        return g
+    b, hq, s, e = g.shape
+    return sum_(prims.reshape(g, (b, heads, hq // heads, s, e)), 2)  # type: ignore[no-any-return]
 
 
 # Convolution ---------------------------------------------------------------------------------
