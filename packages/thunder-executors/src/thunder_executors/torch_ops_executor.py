@@ -41,6 +41,7 @@ from thunder_executors.executor import (
 )
 from thunder_ir import BoundSymbol, NumberProxy, Symbol, TensorProxy
 from thunder_ir import ops as ltorch
+from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.ops.nn_activations import softmax_dtype
 
 __all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "RUNNERS", "torch_ops_executor"]
@@ -126,7 +127,8 @@ ATEN_OPS: tuple[Symbol, ...] = (
     ltorch.batch_norm_backward, ltorch.hardswish_backward, ltorch.hardsigmoid_backward,
     ltorch.hardtanh_backward, ltorch.silu_backward, ltorch.leaky_relu_backward,
     ltorch.elu_backward, ltorch.softplus_backward, ltorch.mish_backward, ltorch.advanced_index,
-    ltorch.native_group_norm, ltorch.group_norm_backward,
+    ltorch.native_group_norm, ltorch.group_norm_backward, ltorch.softmax_backward_data,
+    ltorch.log_softmax_backward_data,
 )  # fmt: skip
 
 torch_ops_executor = OperatorExecutor("torch_ops")
@@ -357,6 +359,18 @@ def _gelu_backward(grad_out: Any, a: Any, approximate: str = "none") -> Any:
     return torch.ops.aten.gelu_backward(grad_out, a, approximate=approximate)
 
 
+def _softmax_backward_data(grad_out: Any, output: Any, dim: int, input_dtype: Any) -> Any:
+    import torch
+
+    return torch._softmax_backward_data(grad_out, output, dim, to_torch_dtype(input_dtype))
+
+
+def _log_softmax_backward_data(grad_out: Any, output: Any, dim: int, input_dtype: Any) -> Any:
+    import torch
+
+    return torch._log_softmax_backward_data(grad_out, output, dim, to_torch_dtype(input_dtype))
+
+
 def _last_dim_dense(*tensors: Any) -> tuple[Any, ...]:
     """The tensors with a last dimension of stride 1: the CPU flash kernels read rows as dense
     without checking (eager's dispatcher takes its math path for other layouts; a transposed
@@ -531,6 +545,8 @@ def _aten_ops() -> dict[Symbol, Callable[..., Any]]:
         ltorch.native_layer_norm: torch.ops.aten.native_layer_norm,
         ltorch.layer_norm_backward: _layer_norm_backward,
         ltorch.gelu_backward: _gelu_backward,
+        ltorch.softmax_backward_data: _softmax_backward_data,
+        ltorch.log_softmax_backward_data: _log_softmax_backward_data,
         ltorch.sdpa_flash: _sdpa_flash,
         ltorch.sdpa_flash_backward: _sdpa_flash_backward,
         ltorch.convolution_backward_input: _convolution_backward_input,

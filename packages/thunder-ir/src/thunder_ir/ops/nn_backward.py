@@ -1,6 +1,7 @@
 """Ops whose backward torch runs as one fused kernel: a forward that also returns what the backward
 needs (``native_layer_norm``: the output, mean and rstd) and the backward itself
-(``layer_norm_backward``, ``group_norm_backward``, ``gelu_backward``, ``sdpa_flash_backward``). They mirror no torch callable (autodiff's rules
+(``layer_norm_backward``, ``group_norm_backward``, ``gelu_backward``, ``sdpa_flash_backward``,
+``softmax_backward_data``, ...). They mirror no torch callable (autodiff's rules
 emit them); their decompositions are the math in prims, so every executor can run them, and the
 torch_ops executor runs them with torch's aten kernels."""
 
@@ -122,6 +123,32 @@ def gelu_backward(grad_out: TensorProxy, a: TensorProxy, approximate: str = "non
         dinner = mul(add(mul(a2, 3.0 * 0.044715), 1.0), k)
         d = add(mul(add(t, 1.0), 0.5), mul(mul(mul(a, 0.5), sub(1.0, mul(t, t))), dinner))
     return to_dtype(mul(grad_out, d), result_dtype)  # type: ignore[no-any-return]
+
+
+@torchop(name="softmax_backward_data")
+def softmax_backward_data(
+    grad_out: TensorProxy, output: TensorProxy, dim: int, input_dtype: Any
+) -> TensorProxy:
+    """The gradient of ``softmax`` from its result (``torch._softmax_backward_data``):
+    ``y * (g - sum(g * y, dim))``, float16/bfloat16 in float32, rounded once to
+    ``input_dtype``. One kernel in eager, whose reduction order thunder's torch executors keep."""
+    compute = opmath(output.dtype)
+    g, y = to_dtype(grad_out, compute), to_dtype(output, compute)
+    s = sum_(mul(g, y), (dim,), keepdim=True)
+    return to_dtype(mul(y, sub(g, s)), input_dtype)  # type: ignore[no-any-return]
+
+
+@torchop(name="log_softmax_backward_data")
+def log_softmax_backward_data(
+    grad_out: TensorProxy, output: TensorProxy, dim: int, input_dtype: Any
+) -> TensorProxy:
+    """The gradient of ``log_softmax`` from its result (``torch._log_softmax_backward_data``):
+    ``g - exp(y) * sum(g, dim)``, float16/bfloat16 in float32, rounded once to
+    ``input_dtype``."""
+    compute = opmath(output.dtype)
+    g, y = to_dtype(grad_out, compute), to_dtype(output, compute)
+    s = sum_(g, (dim,), keepdim=True)
+    return to_dtype(sub(g, mul(exp(y), s)), input_dtype)  # type: ignore[no-any-return]
 
 
 def _scores(

@@ -17,7 +17,6 @@ from thunder_ir.utils import canonicalize_dim, result_type
 from thunder_transforms.autodiff.registry import (
     GradPairs,
     bound_arguments,
-    expand_reduced,
     register_vjp,
     static_eq,
     sum_to_shape,
@@ -236,10 +235,8 @@ def _softmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, y = bsym.args[0], bsym.output
     if y.ndim == 0:
         return [(a, P.convert_element_type(P.mul(g, 0.0), a.dtype))]
-    d = _softmax_dim(bsym, y.ndim)
-    y, g = _upcast_low_precision(y, g)
-    s = expand_reduced(P.sum(P.mul(g, y), (d,)), y.shape, (d,))
-    ga = _rounded_as(P.mul(y, P.sub(g, s)), bsym.output)
+    # eager's kernel (one reduction order; float16/bfloat16 in float32, rounded once)
+    ga = ltorch.softmax_backward_data(g, y, _softmax_dim(bsym, y.ndim), y.dtype)
     return [(a, ga if ga.dtype == a.dtype else P.convert_element_type(ga, a.dtype))]
 
 
@@ -248,23 +245,8 @@ def _log_softmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     a, y = bsym.args[0], bsym.output
     if y.ndim == 0:
         return [(a, P.convert_element_type(P.mul(g, 0.0), a.dtype))]
-    d = _softmax_dim(bsym, y.ndim)
-    y, g = _upcast_low_precision(y, g)
-    s = expand_reduced(P.sum(g, (d,)), y.shape, (d,))
-    ga = _rounded_as(P.sub(g, P.mul(P.exp(y), s)), bsym.output)
+    ga = ltorch.log_softmax_backward_data(g, y, _softmax_dim(bsym, y.ndim), y.dtype)
     return [(a, ga if ga.dtype == a.dtype else P.convert_element_type(ga, a.dtype))]
-
-
-def _upcast_low_precision(y: TensorProxy, g: TensorProxy) -> tuple[Any, Any]:
-    """A float16/bfloat16 result (as returned, saved in its dtype) and its cotangent in float32:
-    eager's softmax backward kernels compute in float32 and round once."""
-    if not y.dtype.is_low_precision:
-        return y, g
-    return to_dtype(y, opmath(y.dtype)), to_dtype(g, opmath(y.dtype))
-
-
-def _rounded_as(grad: Any, y: TensorProxy) -> Any:
-    return grad if grad.dtype == y.dtype else P.convert_element_type(grad, y.dtype)
 
 
 # Activations and losses whose decomposition differentiates to another gradient than eager's at
