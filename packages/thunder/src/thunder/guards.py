@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import contextvars
 import itertools
 import operator
 import types
@@ -19,6 +20,7 @@ from thunder_ir.tags import OpTag
 
 __all__ = [
     "HOOK_ATTRIBUTES",
+    "NO_CONTEXT_VALUE",
     "BuiltinReads",
     "GenericAbsence",
     "Held",
@@ -42,6 +44,9 @@ __all__ = [
     "check_not_shadowed",
     "check_strides",
     "check_tensors",
+    "context_var_get",
+    "context_var_value",
+    "has_context_default",
     "held_object",
     "is_plain_module_member",
     "module_store",
@@ -268,6 +273,46 @@ class Held:
 
 def held_object(held: Held) -> Any:
     return held.value
+
+
+class _NoContextValue:
+    """What ``context_var_value`` answers for a variable the calling context holds no value of."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no context value>"
+
+    def __reduce__(self) -> str:
+        return "NO_CONTEXT_VALUE"
+
+    def __deepcopy__(self, memo: Any) -> _NoContextValue:
+        return self
+
+
+NO_CONTEXT_VALUE = _NoContextValue()
+
+
+def context_var_value(held: Held) -> Any:
+    """The value the held ``contextvars.ContextVar`` has in the calling context, or
+    ``NO_CONTEXT_VALUE`` (then ``get`` answers a default): asked on every call, so a call made
+    in a context holding another value takes another program."""
+    return held.value.get(NO_CONTEXT_VALUE)
+
+
+def context_var_get(held: Held) -> Any:
+    """``var.get()`` of the held ``contextvars.ContextVar``, one made with a default: its value
+    in the calling context, else that default."""
+    return held.value.get()
+
+
+def has_context_default(var: contextvars.ContextVar[Any]) -> bool:
+    """Whether ``var`` was made with a default (fixed for its life)."""
+    try:
+        contextvars.Context().run(var.get)  # (an empty context: no value, only a default)
+    except LookupError:
+        return False
+    return True
 
 
 def _check_contiguous(x: Any) -> None:

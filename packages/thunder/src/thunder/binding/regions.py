@@ -1,7 +1,7 @@
 """Regions of state the program enters itself: ``torch.autocast`` blocks (applied as each op is
 recorded, as eager's dispatcher applies them), grad and inference mode, ``torch.utils.checkpoint.checkpoint``
-regions, ``contextvars.ContextVar`` values set and reset within the call, and locks taken and
-released within the call."""
+regions, ``contextvars.ContextVar`` values set and reset within the call (and those read from the
+calling context, guarded), and locks taken and released within the call."""
 
 from __future__ import annotations
 
@@ -25,6 +25,13 @@ from thunder.errors import (
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
+from thunder.guards import (
+    NO_CONTEXT_VALUE,
+    Held,
+    context_var_get,
+    context_var_value,
+    has_context_default,
+)
 from thunder.lookasides import native_special
 from thunder_interp import interpret, uncatchable
 from thunder_ir import Proxy, TensorProxy, get_tracectx
@@ -40,8 +47,19 @@ class _TracedToken:
 
     __slots__ = ("old", "used", "var")
 
+    MISSING = contextvars.Token.MISSING
+
     def __init__(self, var: contextvars.ContextVar[Any], old: Any) -> None:
         self.var, self.old, self.used = var, old, False
+
+    @property
+    def old_value(self) -> Any:
+        if self.old is _UNSET:  # the calling context's: not read by the program
+            raise UnsupportedOperationError(
+                f"Token.old_value of ContextVar {self.var.name} set in the jitted function",
+                "read the variable with get() before setting it",
+            )
+        return self.old
 
 
 def _compiling() -> bool:
@@ -143,6 +161,8 @@ class RegionState:
     inference_stack: list[tuple[bool, bool]] = field(default_factory=list)
     # Context variables the program set in this call, and their values.
     context_values: dict[Any, Any] = field(default_factory=dict)
+    # The path of each read of a context variable in the calling context, by (variable, query).
+    context_reads: dict[tuple[Any, Any], Access] = field(default_factory=dict)
     held_locks: list[Any] = field(default_factory=list)  # taken and not released yet
 
 
@@ -276,7 +296,8 @@ class RegionsMixin(CopyingMixin):
     def _context_var_call(self, var: Any, name: str, args: tuple[Any, ...]) -> Any:
         """``var.set/get/reset`` while tracing. Values the program sets live in this run only (the
         variable itself is untouched); it must reset them before it returns, as libraries do
-        around a call, so a call leaves the variable as it found it."""
+        around a call, so a call leaves the variable as it found it. A value the calling context
+        holds is read as outside state (``_context_var_read``)."""
         overlay = self.regions.context_values
         if name == "set" and len(args) == 1:
             token = _TracedToken(var, overlay.get(var, _UNSET))
@@ -296,12 +317,39 @@ class RegionsMixin(CopyingMixin):
             return None
         if name == "get" and var in overlay:
             return overlay[var]
+        if name == "get" and not args and has_context_default(var):
+            # (a value set equal to the default reads as the default does: one program)
+            return self._context_var_read(var, context_var_get)
+        if name == "get" and len(args) <= 1:
+            value = self._context_var_read(var, context_var_value)
+            if value is not NO_CONTEXT_VALUE:
+                return value
+            if args:
+                return args[0]
+            return var.get()  # (LookupError: no value and no default, as the prologue checks)
         raise ImpureCallError(
             f"contextvars.ContextVar.{name} ({var.name})",
-            "its result would become a constant of the compiled program (it reads or changes the "
-            "variable's value outside the function; only values the function sets and resets "
-            "itself are traced)",
+            "it changes the variable's value outside the function (only values the function "
+            "sets and resets itself are traced)",
         )
+
+    def _context_var_read(self, var: contextvars.ContextVar[Any], query: Any) -> Any:
+        """What ``query`` (``context_var_value``, ``context_var_get``) answers of ``var`` in the
+        calling context, read as outside state is: the prologue asks again on every call and
+        guards it, so a call in a context holding another value takes another program."""
+        key = (var, query)
+        access = self.regions.context_reads.get(key)
+        if access is None:
+            found_at = self.access_for(var)
+            if found_at is not None and not self.is_inserted(found_at):
+                self._pin_identity(found_at, var)  # the query holds this very variable
+            access = Access(QUERY, (query, (Held(var, f"ContextVar {var.name}"),)))
+            self.regions.context_reads[key] = access
+        value = query(*access.key[1])
+        if value is NO_CONTEXT_VALUE:
+            self.facts.guards.setdefault(access, Guard(access, "is", value))
+            return value
+        return self.on_load(value, access)
 
     # -- locks ----------------------------------------------------------------------------------
 
