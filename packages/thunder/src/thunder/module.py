@@ -30,8 +30,9 @@ class ThunderModule(torch.nn.Module):
     containers (``_parameters``, ``_buffers``, ``_modules``, the state-dict hooks), not copies,
     so ``named_modules()``, ``named_parameters()``, ``state_dict()``, ``get_buffer`` and the
     rest give the original's names, also for a module holding this one; ``register_buffer``,
-    ``add_module``, ``register_parameter``, ``jm.attr = value`` (an attribute of the original)
-    and the state-dict hooks registered on ``jm`` act on the original, where its ``forward``
+    ``add_module``, ``register_parameter``, ``jm.attr = value`` and ``del jm.attr`` (any name
+    but the wrapper's own: its nn.Module state and call hooks, a ``forward`` set on it) and the
+    state-dict hooks registered on ``jm`` act on the original, where its ``forward``
     sees them; ``training`` is the original's flag; ``train()``, ``apply()``, ``to()`` and the
     others that walk the module run the original's (its class's overrides too), and ``jm[0]``,
     ``len(jm)``, ``iter(jm)`` those of a container (``nn.Sequential``). The original's
@@ -50,12 +51,14 @@ class ThunderModule(torch.nn.Module):
     way, so ``torch.save(jm.state_dict())`` loads with ``weights_only=True``.
 
     For tools written for the wrapped module (``thunder/module_calls.py``):
-    ``inspect.signature(jm.forward)`` is the wrapped ``forward``'s; the wrapped module's own
-    methods reached through ``jm`` (``jm.generate(...)``) run with its calls of itself
-    (``self(...)``) going to the compiled program; a transformers ``PreTrainedModel`` wrapped
-    presents its class as ``jm.__class__`` (``isinstance(jm, PreTrainedModel)``, as
-    ``Trainer.save_model`` asks; ``type(jm)`` stays ``ThunderModule``); ``jm.forward.__func__``
-    takes the ThunderModule first (accelerate's mixed precision wraps it and binds the wrapper
+    ``inspect.signature(jm.forward)`` is the wrapped ``forward``'s, and ``jm.forward(x)`` runs
+    it compiled as ``model.forward(x)`` does (without the module's own hooks); the wrapped
+    module's own methods reached through ``jm`` (``jm.generate(...)``) run with its calls of
+    itself (``self(...)``) going to the compiled program; ``jm.__class__`` is the wrapped
+    module's class (``isinstance(jm, nn.Linear)`` in an init loop, ``isinstance(jm,
+    PreTrainedModel)`` in ``Trainer.save_model``; ``type(jm)`` stays ``ThunderModule``; a
+    LightningModule's excepted), and ``jm.__class__ = C`` sets it (parametrize);
+    ``jm.forward.__func__`` (the whole call) takes the ThunderModule first (accelerate's mixed precision wraps it and binds the wrapper
     to ``jm``). Lightning's ``Trainer`` takes the LightningModule whose network is jitted, not a
     jitted LightningModule (``thunder.jit`` warns with that advice).
     """
@@ -76,10 +79,20 @@ class ThunderModule(torch.nn.Module):
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:
-        # isinstance() falls back to __class__: a transformers model wrapped stays one to the
-        # tools that test for PreTrainedModel (Trainer.save_model writes its config)
+        # isinstance() falls back to __class__: the wrapped module's class, so the walks that
+        # pick layers by class (init loops, PreTrainedModel tests in Trainer.save_model) take it
         model = self.__dict__.get("_model")
         return (model is not None and presented_class(model)) or type(self)
+
+    @__class__.setter
+    def __class__(self, cls: type) -> None:
+        # ``jm.__class__ = C`` is ``model.__class__ = C``: parametrize (and fully_shard) derive a
+        # class from the one presented and set it, and the model's forward must run under it
+        model = self.__dict__.get("_model")
+        if model is None or issubclass(cls, ThunderModule):
+            object.__dict__["__class__"].__set__(self, cls)
+        else:
+            model.__class__ = cls
 
     @property  # type: ignore[override]
     def training(self) -> bool:
@@ -228,13 +241,20 @@ class ThunderModule(torch.nn.Module):
     # -- attributes: those of the original module are its own --------------------------------
 
     def _model_attribute(self, name: str) -> torch.nn.Module | None:
-        """The wrapped module, where ``name`` is an attribute of its own (in its ``__dict__``)
-        and not one of this wrapper's: ``jm.name = value`` sets it there, where ``forward``
-        reads it. (Parameters, buffers and submodules are in the shared containers.)"""
-        model = self.__dict__.get("_model")
-        if model is None or name in self.__dict__ or hasattr(type(self), name):
+        """The wrapped module, where ``name`` is not one of this wrapper's own attributes (its
+        ``nn.Module`` state, its call hooks, a ``forward`` set on it, its class's): ``jm.name =
+        value`` and ``del jm.name`` act on the module as ``model.name = value`` would (an
+        attribute, a class default overridden, a property's setter, a parameter, buffer or
+        submodule), where ``forward`` sees them."""
+        model: torch.nn.Module | None = self.__dict__.get("_model")
+        if (
+            model is None
+            or name in self.__dict__
+            or hasattr(type(self), name)
+            or name in _ABOUT_OWN_FORWARD
+        ):
             return None
-        return model if name in model.__dict__ else None
+        return model
 
     def __setattr__(self, name: str, value: Any) -> None:
         model = self._model_attribute(name)
@@ -251,6 +271,8 @@ class ThunderModule(torch.nn.Module):
             super().__delattr__(name)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__deepcopy__":  # the model's class's (parametrize's) would copy the model only
+            raise AttributeError(name)
         try:
             return super().__getattr__(name)
         except AttributeError:
@@ -263,6 +285,10 @@ class ThunderModule(torch.nn.Module):
             return routed_method(self, found)
         return found
 
+
+# Set on the wrapper by tools beside the ``forward`` they set on it, and read back from its
+# ``__dict__`` (accelerate's ``unwrap_model(keep_fp32_wrapper=False)``): the wrapper's own.
+_ABOUT_OWN_FORWARD = frozenset({"_original_forward"})
 
 # The wrapped module's containers, which its ThunderModule holds too (the same objects): what
 # nn.Module's methods read and write through them is the original's. Its call hooks are not

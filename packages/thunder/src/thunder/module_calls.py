@@ -8,12 +8,16 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import types
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.modules.module as _module_globals
+
+from thunder.jit_function import ThunderFunction
 
 __all__ = [
     "SignedForward",
@@ -29,8 +33,10 @@ _SLOT = "_compiled_call_impl"  # what Module.__call__ calls instead of itself wh
 
 
 class _BoundForward:
-    """``jm.forward``: runs the compiled program; ``inspect.signature`` gives the wrapped
-    forward's parameters."""
+    """``jm.forward``: the wrapped module's ``forward`` compiled, as ``model.forward(x)`` runs it
+    (none of the module's own hooks); called by nn.Module's call of the wrapper (hooks on
+    ``jm``), the whole call of the module. ``inspect.signature`` gives the wrapped forward's
+    parameters."""
 
     __slots__ = ("_module",)
 
@@ -38,7 +44,10 @@ class _BoundForward:
         self._module = module
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return run_compiled(self._module, args, kwargs)
+        caller = sys._getframe(1)
+        if caller.f_code in _CALL_IMPL_CODES and caller.f_locals.get("self") is self._module:
+            return run_compiled(self._module, args, kwargs)
+        return _run_forward_only(self._module, args, kwargs)
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -156,13 +165,69 @@ def call_without_global_module_hooks(
 def run_compiled(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A ThunderModule's compiled program, with the global module hooks in place (its call may
     have hidden them): they fire for the wrapped modules."""
+    return _with_global_hooks(module._thunder_function, args, kwargs)
+
+
+def _with_global_hooks(program: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if not _hooks_hidden():
-        return module._thunder_function(*args, **kwargs)
+        return program(*args, **kwargs)
     _show_global_hooks()
     try:
-        return module._thunder_function(*args, **kwargs)
+        return program(*args, **kwargs)
     finally:
         _hide_global_hooks()
+
+
+# Where nn.Module's call calls ``forward``: ``_call_impl``, or its ``inner`` where there are hooks
+_CALL_IMPL_CODES = frozenset(
+    (
+        torch.nn.Module._call_impl.__code__,
+        *(
+            c
+            for c in torch.nn.Module._call_impl.__code__.co_consts
+            if isinstance(c, types.CodeType)
+        ),
+    )
+)
+
+# Per ThunderModule, the program of its module's ``forward`` alone (``jm.forward(x)`` where the
+# module's call would run hooks of its own); weak: a copy of the wrapper compiles its own.
+_forward_programs: weakref.WeakKeyDictionary[Any, ThunderFunction] = weakref.WeakKeyDictionary()
+
+
+def _has_call_of_its_own(model: torch.nn.Module) -> bool:
+    """Whether ``model(x)`` runs more than ``model.forward(x)``: hooks on it or on all modules,
+    a ``Module.compile()``."""
+    d = model.__dict__
+    if any(d.get(name) for name in _OWN_CALL_HOOKS) or d.get(_SLOT) is not None:
+        return True
+    for name in _GLOBAL_CALL_HOOKS:
+        hooks = getattr(_module_globals, name)
+        if hooks.real if isinstance(hooks, _HiddenHooks) else hooks:
+            return True
+    return False
+
+
+_OWN_CALL_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _run_forward_only(jm: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``jm.forward(...)``: ``model.forward(...)`` compiled. Where the module's call runs only
+    its forward (no hooks: nearly always), that is the module's own program."""
+    model = jm._model
+    if not _has_call_of_its_own(model):
+        return run_compiled(jm, args, kwargs)
+    program = _forward_programs.get(jm)
+    if program is None:
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            return model.forward(*args, **kwargs)
+
+        compiled = jm._thunder_function
+        program = _forward_programs[jm] = ThunderFunction(
+            forward, compiled.options, compiled.executors, compiled.transforms
+        )
+    return _with_global_hooks(program, args, kwargs)
 
 
 class _Router:
@@ -213,12 +278,29 @@ def routed_method(jm: Any, method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def presented_class(model: torch.nn.Module) -> type | None:
-    """The class a ThunderModule of ``model`` presents as its ``__class__``: the model's own for
-    a transformers ``PreTrainedModel`` (its Trainer, pipelines and ``unwrap_model`` decide by
-    ``isinstance``, and recognize no wrapper but their own), else None."""
-    hf = sys.modules.get("transformers.modeling_utils")
-    base = getattr(hf, "PreTrainedModel", None)
-    return type(model) if base is not None and isinstance(model, base) else None
+    """The class a ThunderModule of ``model`` presents as its ``__class__``: the model's own
+    (``isinstance(jm, nn.Linear)`` holds where the model is one, as the walks that initialize or
+    swap layers by class test; transformers' Trainer, pipelines and ``unwrap_model`` decide by
+    ``isinstance`` too, and recognize no wrapper but their own). None for a Lightning
+    ``LightningModule``: its Trainer must refuse the wrapper (``lightning_module_advice``)."""
+    cls = type(model)
+    # by the class's bases, not sys.modules: the jit traces this where a traced function reads
+    # ``jm.__class__``, and guards what it read
+    for base in cls.__mro__:
+        if base.__name__ == "LightningModule" and base.__module__.startswith(_LIGHTNING):
+            return None
+    return cls
+
+
+_LIGHTNING = ("lightning.pytorch", "pytorch_lightning")
+
+
+def _lightning_module_class(model: torch.nn.Module) -> type | None:
+    for package in _LIGHTNING:
+        base = getattr(sys.modules.get(package), "LightningModule", None)
+        if base is not None and isinstance(model, base):
+            return base  # type: ignore[no-any-return]
+    return None
 
 
 def lightning_module_advice(model: torch.nn.Module) -> str | None:
@@ -227,15 +309,13 @@ def lightning_module_advice(model: torch.nn.Module) -> str | None:
     LightningModule or torch.compile's ``OptimizedModule`` (tested by type, then unwrapped through
     its ``_orig_mod`` and ``dynamo_ctx``), and runs ``training_step`` and the other hooks, which
     call the network's layers directly; a jitted LightningModule compiles only its ``forward``."""
-    for package in ("lightning.pytorch", "pytorch_lightning"):
-        base = getattr(sys.modules.get(package), "LightningModule", None)
-        if base is not None and isinstance(model, base):
-            return (
-                f"thunder.jit({type(model).__name__}): the result runs the LightningModule's "
-                "forward compiled, but Lightning's Trainer takes only a LightningModule (or "
-                "torch.compile's module) and its training_step calls the layers directly. To "
-                "train with thunder, jit the network inside the LightningModule (`self.model = "
-                "thunder.jit(self.model)` in __init__ or configure_model) and pass the "
-                "LightningModule itself to the Trainer."
-            )
+    if _lightning_module_class(model) is not None:
+        return (
+            f"thunder.jit({type(model).__name__}): the result runs the LightningModule's "
+            "forward compiled, but Lightning's Trainer takes only a LightningModule (or "
+            "torch.compile's module) and its training_step calls the layers directly. To "
+            "train with thunder, jit the network inside the LightningModule (`self.model = "
+            "thunder.jit(self.model)` in __init__ or configure_model) and pass the "
+            "LightningModule itself to the Trainer."
+        )
     return None

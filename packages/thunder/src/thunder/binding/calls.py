@@ -919,7 +919,8 @@ class CallsMixin(WritesMixin):
         if isinstance(obj, (Proxy, *_SCALAR_TYPES)) or not cls.__flags__ & _HEAPTYPE:
             return cls
         access = self.access_for(obj)
-        if access is not None:
+        # (not where ``__class__`` presents another class: a ThunderModule's is its module's)
+        if access is not None and getattr(obj, "__class__", None) is cls:
             self._associate(cls, access.attr("__class__"))
         return cls
 
