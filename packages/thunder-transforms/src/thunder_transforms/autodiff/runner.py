@@ -535,6 +535,10 @@ class _ThunderFunction(torch.autograd.Function):
             # compiled autograd tracing this backward (dynamo takes functorch's interpreter
             # stack for active): it runs as it is, a graph break in the compiled backward
             return _backward_outside_dynamo(ctx, *grads)
+        return _ThunderFunction._backward_body(ctx, *grads)
+
+    @staticmethod
+    def _backward_body(ctx: Any, *grads: Any) -> Any:
         if under_transforms():
             if torch.is_grad_enabled() and _differentiated_at_grad_level():
                 return (None, None, *_grads_at_grad_level(ctx, grads))
@@ -1026,11 +1030,13 @@ def _hidden_from_dynamo(code: Any) -> None:
 
 
 _hidden_from_dynamo(_ThunderFunction.backward.__code__)
+_hidden_from_dynamo(_ThunderFunction._backward_body.__code__)
 
 
 @_disable_dynamo
 def _backward_outside_dynamo(ctx: Any, *grads: Any) -> Any:
-    return _ThunderFunction.backward(ctx, *grads)
+    # the body itself: ``is_compiling()`` may still answer True here (no recursion then)
+    return _ThunderFunction._backward_body(ctx, *grads)
 
 
 # The C++ ``apply`` of ``torch.autograd.Function``, bound to ``_ThunderFunction`` (see ``_apply``).
