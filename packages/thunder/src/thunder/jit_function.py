@@ -689,6 +689,7 @@ class ThunderFunction:
         if structure is not None and key is not None and key in structure.eager:
             left, wait = structure.eager[key]
             if left:  # tracing these inputs failed where eager ran: no retrace on every call
+                self._refuse_eager_if_distributed(self.stats.last_eager_reason or "failed to trace")
                 structure.eager[key] = (left - 1, wait)
                 self.stats.eager_fallbacks += 1
                 logs.log_eager(
@@ -700,8 +701,10 @@ class ThunderFunction:
         self.stats.cache_misses += 1
         limit = self.options.recompile_limit
         if caching and limit is not None and self._entries >= limit:
+            self._refuse_eager_if_distributed(f"reached the recompile limit ({limit})")
             self._warn_recompile_limit(structure, key)
             self.stats.eager_fallbacks += 1
+            self.stats.last_eager_reason = f"reached the recompile limit ({limit})"
             logs.log_eager(self._name, f"the recompile limit ({limit}) is reached")
             return self.fn(*args, **kwargs)
         if caching and structure is None:
@@ -859,6 +862,9 @@ class ThunderFunction:
                     raise
                 raised = _refused(e)  # torch runs what thunder cannot compile: split, visibly
             else:  # after tracing: thunder's own failure, never the program's
+                self._refuse_eager_if_distributed(
+                    f"failed inside thunder with {type(e).__name__}: {e}", e
+                )
                 self._warn_internal_error(e, _next_eager_wait(structure, key))
                 raised = _INTERNAL
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
@@ -972,6 +978,9 @@ class ThunderFunction:
         (with its own traceback); where eager does not raise, its result, with an
         ``InternalErrorWarning``: the compiled program raised where eager does not, unless the
         program may catch an op's error (``may_be_caught``: its handler ran in eager)."""
+        self._refuse_eager_if_distributed(
+            f"its compiled program raised {type(error).__name__}: {error}", error
+        )
         logs.log_eager(
             self._name,
             f"the compiled program raised {type(error).__name__} ({error}); the call runs "
@@ -989,9 +998,13 @@ class ThunderFunction:
             eager_error.__suppress_context__ = True  # the compiled program's: not the user's
             raise
         broken = _broken_program(error)
+        self.stats.last_eager_reason = (
+            f"its compiled program raised {type(error).__name__}: {error}"
+        )
         if may_be_caught and not broken:
             self.stats.eager_fallbacks += 1
             return result
+        self.stats.eager_fallbacks += 1
         what = (
             "failed: a bug in thunder's generated code" if broken else "raised where eager does not"
         )
@@ -1020,6 +1033,41 @@ class ThunderFunction:
         whose collectives thunder's transforms insert into its whole program)."""
         state = getattr(self.fn, "__dict__", {})
         return "_thunder_ddp" not in state and "_thunder_fsdp" not in state
+
+    def _distributed_kind(self) -> str | None:
+        """``"ddp"`` or ``"fsdp"`` for a module ``thunder.distributed`` prepared, else None."""
+        state = getattr(self.fn, "__dict__", {})
+        if "_thunder_fsdp" in state:
+            return "fsdp"
+        return "ddp" if "_thunder_ddp" in state else None
+
+    def _refuse_eager_if_distributed(self, why: str, error: BaseException | None = None) -> None:
+        """A module ``thunder.distributed`` prepared cannot run eagerly where its collectives
+        matter: an eager ``fsdp`` call computes on each rank's parameter shards, an eager
+        ``ddp`` call with gradients leaves them unaveraged. Such a call raises, naming why it
+        would have run eagerly (eager ``ddp`` calls without gradient, or inside ``no_sync``,
+        are what a compiled one would compute, and run)."""
+        kind = self._distributed_kind()
+        if kind is None:
+            return
+        if kind == "ddp":
+            import torch
+
+            state = self.fn.__dict__["_thunder_ddp"]
+            training = torch.is_grad_enabled() and any(
+                p.requires_grad for p in self.fn.parameters()
+            )
+            if not training or not getattr(state, "sync", True):
+                return
+            would = "its gradients would not be averaged over the ranks"
+        else:
+            would = "it would compute with each rank's shards of the parameters"
+        raise JitError(
+            f"thunder.jit: {self._name} is prepared by thunder.distributed.{kind}(), whose calls "
+            f"need thunder's compiled program for their collectives; this call cannot be "
+            f"compiled ({why}) and cannot run eagerly ({would}). Change that code so thunder "
+            "can trace it, or call it outside thunder.jit"
+        ) from error
 
     def _run_split(
         self,
@@ -1100,6 +1148,7 @@ class ThunderFunction:
     def _run_natively(self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: str) -> Any:
         """A function thunder cannot compile at all (``_native_reason``): it runs as Python
         runs it, never traced nor handed to torch.compile; the warning is shown once."""
+        self._refuse_eager_if_distributed(reason)
         self.stats.eager_fallbacks += 1
         self.stats.last_eager_reason = reason
         logs.log_eager(self._name, reason)
@@ -1116,6 +1165,7 @@ class ThunderFunction:
     ) -> Any:
         """A call under torch.func transforms the compiled program cannot serve (see
         ``thunder.torch_func``): the function runs eagerly, so its results are eager's."""
+        self._refuse_eager_if_distributed(reason)
         self.stats.eager_fallbacks += 1
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
         self.stats.last_eager_reason = reason
@@ -1141,6 +1191,7 @@ class ThunderFunction:
             f"is called under the torch {kind} mode {name}, which would see other {calls} calls "
             "in the compiled program than in eager"
         )
+        self._refuse_eager_if_distributed(reason)
         self.stats.last_eager_reason = reason
         logs.log_eager(self._name, reason)
         if cls not in self._warned_modes:
@@ -1164,6 +1215,11 @@ class ThunderFunction:
         A ``BaseException`` that is no ``Exception`` (``KeyboardInterrupt``) eager does not
         raise again came from outside the program (an interrupt while tracing): once the call
         ran, it is raised, never lost."""
+        if isinstance(error, Exception):
+            where = user_location(error)
+            self._refuse_eager_if_distributed(f"{error}{f' at {where}' if where else ''}", error)
+        elif self._distributed_kind() is not None:
+            raise error
         self.stats.eager_fallbacks += 1
         result = self.fn(*args, **kwargs)
         if not isinstance(error, Exception):

@@ -375,7 +375,29 @@ def _static_lookasides() -> dict[Any, Any]:
     for name in AUTOGRAD_HOOKS:
         table[tensor_patches.original(name)] = functools.partial(_registers_hook, name)
     table.update(data_shaped_functions())
+    table.update(_distributed_queries())
     return table
+
+
+def _distributed_queries() -> dict[Any, Any]:
+    """torch.distributed's rank and world size, answered natively: constants of the process
+    (each process compiles its own program; its process group lives as long), so a forward that
+    scales or branches by them compiles, where a distributed-prepared module cannot run
+    eagerly. Reads no proxy: a group passed is a plain object."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return {}
+    return {
+        fn: functools.partial(_native_query, fn)
+        for fn in (dist.get_rank, dist.get_world_size, dist.is_initialized)
+    }
+
+
+def _native_query(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    if any(isinstance(a, Proxy) for a in (*args, *kwargs.values())):
+        raise RunsEagerly(f"calls {fn.__module__}.{fn.__name__} with a traced value")
+    return fn(*args, **kwargs)
 
 
 _METADATA_QUERIES = (

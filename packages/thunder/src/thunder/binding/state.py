@@ -30,6 +30,7 @@ from thunder_ir.devices import Device, to_torch_device
 from thunder_ir.dtypes import DType, to_torch_dtype
 from thunder_ir.prims.prologue import GuardFailure
 from thunder_ir.pytree import tree_iter
+from thunder_ir.tracectx import get_tracectx
 from thunder_ir.tracing import proxy_for_tensor
 
 _MISSING: Any = object()
@@ -652,7 +653,15 @@ class BinderState:
             # parameter, gathered from the shards by the ops ``unshard`` records.
             if guarded:
                 self.facts.guards[access] = Guard(access, "tensor", t)
-            whole: TensorProxy = unshard(proxy)
+            # The gather is the program's own read, not the user's: recorded with gradient
+            # even where the first read is under no_grad, so that the whole parameter requires
+            # grad like the parameter and later no_grad reads of it are detached.
+            recording = get_tracectx() or self.trace
+            grad_mode, recording.grad_enabled = recording.grad_enabled, True
+            try:
+                whole: TensorProxy = unshard(proxy)
+            finally:
+                recording.grad_enabled = grad_mode
             self.inputs.seen_as[proxy.name] = whole
             return whole
         if (self.symbolic and self._has_symbolic_sizes(t, access)) or (

@@ -5,7 +5,8 @@ marks the model: ``thunder.jit`` then adds a ``DDPTransform``, which places the 
 synchronization in the backward trace. Gradients of parameters are averaged over the ranks in
 buckets: each bucket's asynchronous ``prims.all_reduce`` starts as soon as its last gradient is
 computed, so communication overlaps the rest of the backward, and the trace waits for them all
-just before it returns.
+just before it returns. Each backward also checks that every rank averages the same gradients in
+the same order (``start_layout_check``): a program whose parameters depend on the rank raises.
 
 ``no_sync(model)`` (also ``model.no_sync()``) is for gradient accumulation: backward passes
 inside it communicate nothing and the gradients accumulate locally in ``.grad``; leaving it
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import types
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from thunder.errors import JitError
-from thunder_ir import PythonCode, TensorProxy, Trace, Transform, prims, tracectx
+from thunder_ir import PythonCode, TensorProxy, Trace, Transform, dtypes, prims, tracectx
 from thunder_ir import ops as ltorch
 from thunder_ir.proxies import Proxy
 
@@ -127,15 +129,32 @@ def state_of(model: Any) -> DDPState | None:
 
 
 def _average_gradients(model: torch.nn.Module, state: DDPState) -> None:
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    for dtype in {g.dtype for g in grads}:
-        same = [g for g in grads if g.dtype == dtype]
-        flat = torch.cat([g.reshape(-1) for g in same])
+    """Every rank reduces the same tensors in the same order, whatever it computed: every
+    parameter that requires grad, in the model's order, a missing gradient as zeros (a rank
+    that skipped a layer contributes nothing to it, as torch's DDP with
+    ``find_unused_parameters``). A parameter no rank has a gradient of keeps ``None``."""
+    params = [p for p in dict.fromkeys(model.parameters()) if p.requires_grad]
+    if not params:
+        return
+    index = {id(p): k for k, p in enumerate(params)}
+    has_grad = torch.tensor([float(p.grad is not None) for p in params], device=params[0].device)
+    dist.all_reduce(has_grad, op=dist.ReduceOp.MAX, group=state.group)
+    # Grouped by dtype in an order every process agrees on (a set's is by address).
+    dtypes = sorted({p.dtype for p in params}, key=str)
+    for dtype in dtypes:
+        same = [p for p in params if p.dtype == dtype]
+        flat = torch.cat(
+            [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in same]
+        )
         dist.all_reduce(flat, op=dist.ReduceOp.AVG, group=state.group)
         offset = 0
-        for g in same:
-            g.copy_(flat[offset : offset + g.numel()].view_as(g))
-            offset += g.numel()
+        for p in same:
+            averaged = flat[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+            if p.grad is not None:
+                p.grad.copy_(averaged)
+            elif has_grad[index[id(p)]]:
+                p.grad = averaged.clone()
 
 
 class DDPTransform(Transform):
@@ -147,7 +166,8 @@ class DDPTransform(Transform):
         if state is None:
             raise JitError("thunder.distributed.DDPTransform: prepare the model with ddp() first")
         self.state = state
-        self.parameters = {id(p) for p in model.parameters()}
+        # Each parameter's position in the model: names the gradients in the collectives' layout.
+        self.parameters = {id(p): k for k, p in enumerate(dict.fromkeys(model.parameters()))}
 
     def transform_traces_pre_prologue(
         self, prologue: Trace, computation: Trace, epilogue: Trace | None, **kwargs: Any
@@ -168,10 +188,11 @@ class DDPTransform(Transform):
     def transform_backward(self, backward: Trace, *, inputs: Sequence[Any], **kwargs: Any) -> Trace:
         if not self.state.sync:
             return backward
-        grads, chosen = parameter_gradients(backward, inputs, self.parameters, "ddp")
+        grads, chosen = parameter_gradients(backward, inputs, set(self.parameters), "ddp")
         if not chosen:
             return backward
-        return _with_gradient_sync(backward, grads, chosen, self.state)
+        layout = [self.parameters[id(inputs[i])] for i in chosen]
+        return _with_gradient_sync(backward, grads, chosen, self.state, layout)
 
 
 def parameter_gradients(
@@ -196,7 +217,11 @@ def parameter_gradients(
 
 
 def _with_gradient_sync(
-    backward: Trace, grads: tuple[Any, ...], chosen: list[int], state: DDPState
+    backward: Trace,
+    grads: tuple[Any, ...],
+    chosen: list[int],
+    state: DDPState,
+    positions: list[int],
 ) -> Trace:
     body = backward.bound_symbols[:-1]
     made_at = {p.name: k for k, b in enumerate(body) for p in b.flat_proxy_outs}
@@ -225,8 +250,11 @@ def _with_gradient_sync(
             bucket
         )
 
+    position = dict(zip(chosen, positions))
+    layout = [[(position[i], grads[i].shape, str(grads[i].dtype)) for i in b] for b in buckets]
     pending: list[tuple[list[int], Any]] = []
     with backward.rerecord("ddp gradient sync") as out:
+        agreed = start_layout_check(layout, grads[chosen[0]].device, state.group)
         for bucket in ready_after.get(-1, []):
             pending.append((bucket, _start(bucket, grads, state)))
         for k, bsym in enumerate(body):
@@ -246,8 +274,39 @@ def _with_gradient_sync(
                 piece = ltorch.narrow(averaged, 0, offset, n)
                 synced[i] = ltorch.reshape(piece, g.shape)
                 offset += n
+        finish_layout_check(
+            agreed,
+            "thunder.distributed.ddp: the ranks' backward passes average different gradients "
+            "(the forward reads other parameters, or in another order, on another rank: "
+            "control flow that depends on the rank or on the rank's data?). Every rank must "
+            "run the same program",
+        )
         prims.python_return(tuple(synced))
     return out
+
+
+def start_layout_check(layout: Any, device: Any, group: Any) -> Any:
+    """Starts the check that every rank's program communicates the same tensors in the same
+    order (``layout``: what it communicates, by parameter position, shape and dtype): a program
+    that pairs one rank's gradient with another's of another parameter averages them silently
+    where the sizes agree. Each rank's fingerprint ``h`` and ``-h`` reduced by ``max`` are
+    ``h`` and ``-h`` again only where every rank's is ``h``: one collective of two numbers."""
+    h = zlib.crc32(repr(layout).encode()) & 0x7FFFFFFF
+    mine = ltorch.cat(
+        [
+            prims.full((1,), h, device=device, dtype=dtypes.int64),
+            prims.full((1,), -h, device=device, dtype=dtypes.int64),
+        ]
+    )
+    return mine, prims.all_reduce(mine, "max", group, True)
+
+
+def finish_layout_check(started: Any, message: str) -> None:
+    """Raises ``RuntimeError(message)`` where another rank's layout differed (a device-side
+    assert on accelerators: no synchronization)."""
+    mine, future = started
+    agreed = ltorch.all(ltorch.eq(prims.wait(future), mine))
+    prims.check_values(agreed, message)
 
 
 def _start(bucket: list[int], grads: tuple[Any, ...], state: DDPState) -> Any:

@@ -35,7 +35,13 @@ import torch
 import torch.distributed as dist
 
 from thunder.distributed.checkpoint import attach_tensor_parallel, install_state_dict_hooks
-from thunder.distributed.ddp import no_sync, parameter_gradients, require_initialized
+from thunder.distributed.ddp import (
+    finish_layout_check,
+    no_sync,
+    parameter_gradients,
+    require_initialized,
+    start_layout_check,
+)
 from thunder.errors import JitError
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, Transform, prims, tracectx
 from thunder_ir import ops as ltorch
@@ -329,6 +335,7 @@ def _symbols(name: str, region: Any) -> dict[bool, Symbol]:
 _UNSHARD = _symbols("unshard", _unshard_region)
 _BUCKET = _symbols("unshard_bucket", _bucket_region)
 _UNSHARD_SYMBOLS = frozenset(_UNSHARD.values())
+_BUCKET_SYMBOLS = frozenset(_BUCKET.values())
 
 
 @register_vjp(*_UNSHARD.values())
@@ -387,6 +394,37 @@ def _bucketed(computation: Trace, bucket_bytes: int) -> Trace:
                     renames[m.output.name] = o
             if k not in merged:
                 out.record(substitute_proxies(bsym, renames))
+    return out
+
+
+def _gathers_checked(computation: Trace) -> Trace:
+    """``computation`` checking first that every rank's program gathers the same parameters in
+    the same order: a branch on the rank (or on a rank's data) that reads another parameter
+    would pair this rank's shard of one with another rank's shard of the other, and compute with
+    the mix silently where the sizes agree. One collective of two numbers per call."""
+    body = computation.bound_symbols
+    gathers = [b for b in body if b.sym in _UNSHARD_SYMBOLS or b.sym in _BUCKET_SYMBOLS]
+    if not gathers:
+        return computation
+    layout = []
+    for b in gathers:
+        _, *parts = b.args
+        layout.append([(a.name, a.shape, str(a.dtype)) for a in parts])
+    first_shard = gathers[0].args[0]
+    group = (first_shard[0] if isinstance(first_shard, tuple) else first_shard).group
+    first = next(k for k, b in enumerate(body) if b is gathers[0])
+    with computation.rerecord("fsdp gather check") as out:
+        for k, bsym in enumerate(body):
+            if k == first:
+                started = start_layout_check(layout, gathers[0].args[1].device, group)
+                finish_layout_check(
+                    started,
+                    "thunder.distributed.fsdp: the ranks' programs gather different parameters "
+                    "(the forward reads other parameters, or in another order, on another rank: "
+                    "control flow that depends on the rank or on the rank's data?). Every rank "
+                    "must run the same program",
+                )
+            out.record(bsym)
     return out
 
 
@@ -475,7 +513,7 @@ class FSDPTransform(Transform):
     def transform_traces_pre_prologue(
         self, prologue: Trace, computation: Trace, epilogue: Trace | None, **kwargs: Any
     ) -> tuple[Trace, Trace, Trace | None]:
-        return prologue, _bucketed(computation, self.state.bucket_bytes), epilogue
+        return prologue, _gathers_checked(_bucketed(computation, self.state.bucket_bytes)), epilogue
 
     def transform_backward(self, backward: Trace, *, inputs: Sequence[Any], **kwargs: Any) -> Trace:
         grads, chosen = parameter_gradients(backward, inputs, self.parameters, "fsdp")
