@@ -757,8 +757,20 @@ class _Builder:
         elif sym is prims.check_len or sym is prims.check_keys:
             node = self.node_of(a[0])
             # (an OrderedDict's move_to_end reorders it without a new version)
-            if type(node.value) is not dict or not self.version(node):
-                self.by_call(node, _impl(sym), a, 0)  # else the same keys, in the same order
+            if type(node.value) is dict and self.version(node):
+                pass  # the same keys, in the same order
+            elif sym is prims.check_len and type(node.value) in (list, tuple):
+                self.type_is(node, type(node.value))  # (its own len, in C)
+                self.manager(node).add_length_check_guard(a[1], self._note(), None)
+            elif sym is prims.check_keys and type(node.value) is dict:
+                self.type_is(node, dict)
+                keys = a[1]
+                self.held.strong.append(keys)
+                self.manager(node).add_lambda_guard(
+                    lambda d: tuple(d) == keys  # (an exact dict), self._note(), None
+                )
+            else:
+                self.by_call(node, _impl(sym), a, 0)
         elif sym is check_lacks_item and type(self.node_of(a[0]).value) in (dict, OrderedDict):
             self.lacks_key(self.node_of(a[0]), a[1])
         elif sym is check_is_not:

@@ -110,6 +110,12 @@ def _holds_only_values(container: Any, depth: int = 0) -> bool:
     )
 
 
+def _builtin_items(mapping: Any) -> Any:
+    """A dict's (or a subclass's) items as its builtin base holds them, running no method of a
+    subclass."""
+    return (OrderedDict if isinstance(mapping, OrderedDict) else dict).items(mapping)
+
+
 def _is_bound_builtin(x: Any) -> bool:
     """A C method bound to an object (``lst.append``, ``d.__setitem__``, ``it.__next__``)."""
     if type(x) not in (types.BuiltinMethodType, types.MethodWrapperType):
@@ -695,16 +701,20 @@ class ReadsMixin(BinderState):
         fn = self.fn
         return fn.__func__ if isinstance(fn, types.MethodType) else fn
 
-    def _bind_leaf(self, x: Any, access: Access, guarded: bool = False) -> Any:
+    def _bind_leaf(
+        self, x: Any, access: Access, guarded: bool = False, keyed: bool | None = None
+    ) -> Any:
         """What the program sees for the argument ``x`` found at ``access``. ``guarded``: the
         cache key does not cover it (inside an object argument), so the prologue checks its
-        tensors' metadata."""
+        tensors' metadata. ``keyed``: whether the cache key covers its structure (its exact
+        type, length or keys); by default where it covers the tensors' metadata."""
+        keyed = not guarded if keyed is None else keyed
         t = type(x)
         if t is tuple:
             bound_tuple = tuple(
-                self._bind_leaf(v, access.item(i), guarded) for i, v in enumerate(x)
+                self._bind_leaf(v, access.item(i), guarded, keyed) for i, v in enumerate(x)
             )
-            return self._stand_in(x, bound_tuple, access)
+            return self._unkeyed_structure(x, self._stand_in(x, bound_tuple, access), access, keyed)
         if t is list or t is dict:
             earlier = self._bound_argument_container(x, access)
             if earlier is not None:
@@ -714,7 +724,7 @@ class ReadsMixin(BinderState):
             # Without tensors in it (nothing to proxy) the program sees the argument itself, so
             # it also sees what it does to the argument through another path (a global).
             items = enumerate(x) if t is list else x.items()
-            bound = [(k, self._bind_leaf(v, access.item(k), guarded)) for k, v in items]
+            bound = [(k, self._bind_leaf(v, access.item(k), guarded, keyed)) for k, v in items]
             values = x.values() if t is dict else x
             same = all(b is v for (_, b), v in zip(bound, values))
             seen = x if same else ([v for _, v in bound] if t is list else dict(bound))
@@ -722,11 +732,13 @@ class ReadsMixin(BinderState):
                 self.inputs.argument_copies[id(x)] = (x, seen)
             self._associate(seen, access)
             self.paths.container_at[access] = seen
-            return seen
+            return self._unkeyed_structure(x, seen, access, keyed)
         if isinstance(x, tuple) and hasattr(t, "_make") and _holds_tensors(x):
             # A namedtuple of tensors: the program sees one of proxies (items and fields alike).
-            bound = t._make(self._bind_leaf(v, access.item(i), guarded) for i, v in enumerate(x))
-            return self._stand_in(x, bound, access)
+            bound = t._make(
+                self._bind_leaf(v, access.item(i), guarded, keyed) for i, v in enumerate(x)
+            )
+            return self._unkeyed_structure(x, self._stand_in(x, bound, access), access, keyed)
         if isinstance(x, torch.Tensor):
             return self._tensor_input(x, access, guarded=guarded)
         if isinstance(x, torch.Generator):
@@ -737,9 +749,9 @@ class ReadsMixin(BinderState):
             earlier = self._bound_argument_container(x, access)
             if earlier is not None:
                 return earlier
-        stand_in = self._bind_object(x, access)
+        stand_in = self._bind_object(x, access, keyed)
         if stand_in is not None:
-            return stand_in
+            return self._unkeyed_structure(x, stand_in, access, keyed)
         if self.symbolic and t in (int, float):
             name = self._name_for(access)
             proxy: NumberProxy = (
@@ -850,7 +862,52 @@ class ReadsMixin(BinderState):
             return bound
         return x
 
-    def _bind_object(self, x: Any, access: Access) -> Any:
+    def _unkeyed_structure(self, x: Any, seen: Any, access: Access, keyed: bool) -> Any:
+        """``seen``, what the program sees for ``x``. A stand-in (holding proxies) of a container
+        or object whose structure the cache key does not cover (inside an object argument):
+        reading the stand-in is no read the prologue checks, so the exact type, the length or
+        keys, and the items that are not proxies (iterated natively, as ``sum(o.items)``) are
+        guarded here, as the key would for an argument (reading the tensors by position alone
+        takes a longer list, or a dict with more keys, for the one traced). Without proxies the
+        program reads ``x`` itself, guarded where it is read (``on_load``)."""
+        if keyed or seen is x:
+            return seen
+        guards = self.facts.guards
+        guards.setdefault(access, Guard(access, "type", type(x)))
+        if isinstance(x, dict):
+            guards.setdefault(access.attr("<keys>"), Guard(access, "keys", tuple(x)))
+            items = _builtin_items(x)
+            self._guard_unbound_items(items, (v for _, v in _builtin_items(seen)), access)
+        elif isinstance(x, tuple):  # (a namedtuple's class fixes its length)
+            if type(x) is tuple:
+                guards.setdefault(access.attr("<len>"), Guard(access, "len", len(x)))
+            self._guard_unbound_items(enumerate(x), seen, access)
+        elif isinstance(x, list):
+            guards.setdefault(access.attr("<len>"), Guard(access, "len", len(x)))
+            self._guard_unbound_items(enumerate(list.__iter__(x)), list.__iter__(seen), access)
+        return seen
+
+    def _guard_unbound_items(self, items: Any, bound: Any, access: Access) -> None:
+        """The items of an unkeyed container the binder left as they are (a number, a string,
+        an object without tensors): guarded as a read of each by its key is."""
+        for (key, value), seen in zip(items, bound):
+            if seen is value:
+                self._guard_item(access, key, value)
+
+    def _guard_attribute_names(self, seen_state: dict[str, Any], access: Access) -> None:
+        """The stand-in's ``__dict__`` read as a dict (``vars(o)``, ``len(o.__dict__)``): the
+        cache key holds only the object's type, so which attributes it had is guarded."""
+        copies = self.inputs.argument_copies.values()
+        original = next((o for o, c in copies if c is seen_state), None)
+        if original is None or access.attr("<keys>") in self.facts.guards:
+            return
+        self.facts.guards.setdefault(access, Guard(access, "type", dict))
+        self.facts.guards[access.attr("<keys>")] = Guard(access, "keys", tuple(original))
+        # (its values may be taken natively too: ``sum(vars(o).values())``)
+        now = [seen_state.get(k, _MISSING) for k in original]
+        self._guard_unbound_items(original.items(), now, access)
+
+    def _bind_object(self, x: Any, access: Access, keyed: bool = True) -> Any:
         """An argument object of a Python class whose state is its ``__dict__`` and items (a
         ``ModelOutput``, a dataclass: encoder outputs handed back to ``forward`` by
         ``generate()``) holding tensors: the program sees a stand-in of the same class holding
@@ -874,11 +931,16 @@ class ReadsMixin(BinderState):
         values = [*state.values(), *(v for _, v in items)]
         if not any(_holds_tensor(v) for v in values):
             return None
-        new_state = {k: self._bind_leaf(v, access.attr(k), True) for k, v in state.items()}
-        new_items = [(k, self._bind_leaf(v, access.item(k), True)) for k, v in items]
+        # The key covers the items of a keyed list or mapping argument, never the attributes.
+        new_state = {k: self._bind_leaf(v, access.attr(k), True, False) for k, v in state.items()}
+        new_items = [(k, self._bind_leaf(v, access.item(k), True, keyed)) for k, v in items]
         seen = restore(t, base, new_state, [v for _, v in new_items] if base is list else new_items)
         self.inputs.argument_copies[id(x)] = (x, seen)
         self._associate(seen, access)
+        # ``vars(o)`` / ``o.__dict__`` of the stand-in stands for the argument's own dict
+        seen_state = object.__getattribute__(seen, "__dict__")
+        self.inputs.argument_copies[id(state)] = (state, seen_state)
+        self._associate(seen_state, access.attr("__dict__"))
         return seen
 
     def on_load(self, value: Any, access: Access, holder: Any = _MISSING) -> Any:
@@ -898,6 +960,8 @@ class ReadsMixin(BinderState):
             # second path (``a[-1]`` after ``a[0]``), the path must lead to the same item.
             if known[1] != access:
                 self.facts.guards.setdefault(access, Guard(access, "same_as", known[1]))
+            if known[1].kind == ATTR and known[1].key == "__dict__":
+                self._guard_attribute_names(value, known[1])
             return value
         if id(value) in self.facts.added_only and not _loaded_to_add_to(access):
             self._note_content_read_of(value)  # taken again, to read: what it held is guarded
