@@ -362,13 +362,17 @@ def _gelu_backward(grad_out: Any, a: Any, approximate: str = "none") -> Any:
 def _softmax_backward_data(grad_out: Any, output: Any, dim: int, input_dtype: Any) -> Any:
     import torch
 
-    return torch._softmax_backward_data(grad_out, output, dim, to_torch_dtype(input_dtype))
+    dtype = to_torch_dtype(input_dtype)
+    assert dtype is not None
+    return torch._softmax_backward_data(grad_out, output, dim, dtype)
 
 
 def _log_softmax_backward_data(grad_out: Any, output: Any, dim: int, input_dtype: Any) -> Any:
     import torch
 
-    return torch._log_softmax_backward_data(grad_out, output, dim, to_torch_dtype(input_dtype))
+    dtype = to_torch_dtype(input_dtype)
+    assert dtype is not None
+    return torch._log_softmax_backward_data(grad_out, output, dim, dtype)
 
 
 def _last_dim_dense(*tensors: Any) -> tuple[Any, ...]:
