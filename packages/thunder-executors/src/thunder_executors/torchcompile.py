@@ -39,6 +39,7 @@ from thunder_executors.inductor_direct import (
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, dtypes, prims
+from thunder_ir import ops as ltorch
 from thunder_ir.ops.elementwise import number_overflows
 from thunder_ir.ops.fallback import split_autocast_name
 from thunder_ir.pytree import tree_map
@@ -47,7 +48,9 @@ from thunder_ir.tags import OpTag
 
 __all__ = [
     "CompiledRegion",
+    "RegionOutputMismatch",
     "TorchCompileExecutor",
+    "output_mismatch",
     "region_trace",
     "torch_calls",
     "torchcompile_background_executor",
@@ -88,6 +91,34 @@ _DIVISIONS = frozenset(
     {prims.div, prims.floor_divide, prims.trunc_divide, prims.remainder, prims.fmod}
 )
 _FLOAT_DIVISIONS_UNLIKE_EAGER = frozenset({prims.floor_divide, prims.remainder})
+# Inductor's C++ (CPU) lowerings that are not eager's numbers (tests/thunder/
+# test_region_edge_numerics.py): its vectorized expm1 is exp(x) - 1 (0 below ~6e-8, 5% off at
+# 1e-6), atanh is 0.5 * log((1 + x) / (1 - x)) and erf a polynomial (both 0 for tiny x, 1% off at
+# 1e-5), acosh overflows to inf above ~1e19, float fmod of a huge quotient is nan; eager's kernels
+# call a math library there. Elsewhere they differ from eager's by a few ulps at most.
+_CPU_LOWERINGS_UNLIKE_EAGER = frozenset(
+    {prims.expm1, prims.erf, prims.atanh, prims.acosh, prims.fmod}
+)
+# Composites computed with such a lowering whose results stay within a few ulps of their input's
+# magnitude: GELU's x * cdf(x) (and its backward's cdf + x * pdf) moves by ulps of 1 in cdf, so by
+# ulps of x (gelu(-2.0) is 40 of its own ulps off, the far tail's tiny results far below an ulp
+# of x). Fused in float32/float64: splitting regions at every GELU cost a GPT training step ~10%.
+_ACCURATE_COMPOSITES = frozenset({"gelu", "gelu_backward"})
+# Torch fallbacks whose inductor decomposition is not eager's kernel: softshrink maps nan to 0;
+# on the CPU, those computed with the lowerings above (ndtr(-2) is 4e-6 off through erf).
+_FALLBACKS_UNLIKE_EAGER = frozenset({"softshrink"})
+_CPU_FALLBACKS_UNLIKE_EAGER = frozenset(
+    {"erf", "expm1", "atanh", "acosh", "fmod", "ndtr", "log_ndtr", "elu", "selu", "celu"}
+)
+# Ops inductor lowers to maximum/minimum, which give +0.0 for a -0.0 input at a zero bound (eager
+# keeps -0.0): in a region they run as their decomposition (where(x >= lo, x, lo) keeps it).
+_CLAMPS = frozenset({"clamp", "clamp_min", "clamp_max", "hardtanh", "relu6"})
+# Ops whose inductor lowering returns the second of two equal zeros where eager returns the first.
+_WHOLE_OPS_UNLIKE_EAGER = frozenset({"fmax", "fmin"})
+# Ops on float16/bfloat16 that inductor computes in float32 and rounds once, where eager's kernel
+# rounds its steps (nextafter's step, xlogy's log) or overflows otherwise (gelu of inf is nan).
+_LOW_PRECISION_UNLIKE_EAGER = frozenset({"nextafter", "xlogy", "logit", "gelu", "gelu_backward"})
+_LOW_PRECISION = frozenset({dtypes.float16, dtypes.bfloat16})
 
 
 def _touches_complex(bsym: BoundSymbol) -> bool:
@@ -138,11 +169,44 @@ def _index_ranges(bsym: BoundSymbol) -> list[_IndexRange] | None:
     return None
 
 
-def _unlike_eager_in_inductor(bsym: BoundSymbol) -> bool:
-    """Whether inductor would compute this prim otherwise than eager (see ``_INDEXING``), or it
-    handles complex tensors (inductor has no complex kernels and its views of them fail)."""
-    if _touches_complex(bsym):
+def _on_cpu(bsym: BoundSymbol) -> bool:
+    return any(
+        isinstance(p, TensorProxy) and p.device.type == "cpu"
+        for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)
+    )
+
+
+def _low_precision_unlike_eager(bsym: BoundSymbol) -> bool:
+    return bsym.sym.name in _LOW_PRECISION_UNLIKE_EAGER and any(
+        isinstance(p, TensorProxy) and p.dtype in _LOW_PRECISION
+        for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)
+    )
+
+
+def _fallback_unlike_eager(name: str, bsym: BoundSymbol) -> bool:
+    """A torch fallback (``torch.nn.functional.softshrink``, ``torch.Tensor.xlogy``) whose
+    inductor decomposition is not eager's kernel."""
+    short = name.rsplit(".", 1)[-1]
+    if short in _FALLBACKS_UNLIKE_EAGER:
         return True
+    if short in _CPU_FALLBACKS_UNLIKE_EAGER and _on_cpu(bsym):
+        return True
+    return short in _LOW_PRECISION_UNLIKE_EAGER and any(
+        isinstance(p, TensorProxy) and p.dtype in _LOW_PRECISION
+        for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)
+    )
+
+
+def _unlike_eager_in_inductor(bsym: BoundSymbol) -> bool:
+    """Whether inductor would compute this prim otherwise than eager (see ``_INDEXING`` and
+    ``_CPU_LOWERINGS_UNLIKE_EAGER``), or it handles complex tensors (inductor has no complex
+    kernels and its views of them fail)."""
+    if _touches_complex(bsym) or _low_precision_unlike_eager(bsym):
+        return True
+    if bsym.sym in _CPU_LOWERINGS_UNLIKE_EAGER and _on_cpu(bsym):
+        out = bsym.flat_proxy_outs[0]
+        if isinstance(out, TensorProxy) and out.dtype.is_inexact:
+            return True
     if bsym.sym in _INDEXING:
         return _index_ranges(bsym) is None
     if bsym.sym not in _DIVISIONS:
@@ -208,13 +272,20 @@ def _torch_calls_with_ranges(
         if b.sym.is_prim or OpTag.TORCH_FALLBACK in b.sym.tags:
             ranges = _index_ranges(b) if b.sym in _INDEXING else None
             out.append((torch_executor.translate(b), ranges or []))
-        elif torch_ops_executor.claims(b) and (
-            whole_index_ops or not any(s.sym in _INDEXING for s in leaf_prims(b))
+        elif (
+            torch_ops_executor.claims(b)
+            and not (b.sym.name in _CLAMPS and _number_bounds(b))
+            and (whole_index_ops or not any(s.sym in _INDEXING for s in leaf_prims(b)))
         ):
             out.append((torch_ops_executor.translate(b), []))
         else:
             out.extend(_torch_calls_with_ranges(b.subsymbols, whole_index_ops=whole_index_ops))
     return out
+
+
+def _number_bounds(bsym: BoundSymbol) -> bool:
+    """A clamp whose bounds are numbers (a tensor bound's ties give the bound, in eager too)."""
+    return not any(isinstance(x, TensorProxy) for x in bsym.flat_args[1:])
 
 
 def _arg_at(bsym: BoundSymbol, path: tuple[int, ...]) -> Any:
@@ -320,6 +391,173 @@ def _has_symbolic_sizes(inputs: Sequence[Proxy]) -> bool:
     )
 
 
+def _runner_ids(*ops: Symbol) -> frozenset[str]:
+    return frozenset(f"torch_ops::{op.name}" for op in ops)
+
+
+# Normalizations whose inductor decompositions return the statistics (mean, rstd) in the input's
+# dtype on a CPU, where eager's kernels for a low-precision input with float32 parameters (as CPU
+# autocast leaves a BatchNorm, a GroupNorm) return float32: running statistics updated from them,
+# and the backward's kernel given them (it refuses bf16 statistics with float32 weights), would
+# differ from eager's.
+_NORMS_WITH_STATS = _runner_ids(
+    ltorch.native_batch_norm, ltorch.native_layer_norm, ltorch.native_group_norm
+)
+# Their backwards: inductor's decomposition of group norm's gives a float32 input gradient for a
+# bf16 input where eager rounds it to bf16.
+_NORM_BACKWARDS = _runner_ids(
+    ltorch.batch_norm_backward, ltorch.layer_norm_backward, ltorch.group_norm_backward
+)
+
+
+def _norm_with_float_stats(call: BoundSymbol, stats_dtype: torch.dtype) -> BoundSymbol:
+    """``call`` (a normalization returning its statistics in ``stats_dtype``, wider than its
+    input's) taking its input in that dtype, its output rounded to the input's dtype: what eager's
+    mixed-dtype kernel computes, and inductor then keeps the statistics' dtype."""
+    run = call.sym.impl
+    assert run is not None
+
+    def norm(a: torch.Tensor, *args: Any) -> tuple[Any, ...]:
+        out, *stats = run(a.to(stats_dtype), *args)
+        return (out.to(a.dtype), *stats)
+
+    name = f"{call.sym.name}_stats_in_{str(stats_dtype).removeprefix('torch.')}"
+    sym = Symbol(name, None, module="inductor_region", impl=norm, id=f"inductor_region::{name}")
+    return call.replace(sym=sym)
+
+
+def _outputs_as_recorded(call: BoundSymbol) -> BoundSymbol:
+    """``call`` with each tensor output converted to the dtype the trace records for it (eager's;
+    a no-op where inductor already gives it)."""
+    run = call.sym.impl
+    assert run is not None
+    recorded = [
+        dtypes.to_torch_dtype(o.dtype) if isinstance(o, TensorProxy) else None
+        for o in (call.output if isinstance(call.output, (tuple, list)) else (call.output,))
+    ]
+
+    def as_recorded(*args: Any) -> Any:
+        outs = run(*args)
+        single = not isinstance(outs, (tuple, list))
+        converted = tuple(
+            o.to(d) if d is not None and isinstance(o, torch.Tensor) else o
+            for o, d in zip((outs,) if single else outs, recorded, strict=True)
+        )
+        return converted[0] if single else converted
+
+    name = f"{call.sym.name}_as_recorded"
+    sym = Symbol(
+        name, None, module="inductor_region", impl=as_recorded, id=f"inductor_region::{name}"
+    )
+    return call.replace(sym=sym)
+
+
+def _for_inductor(calls: Sequence[BoundSymbol]) -> list[BoundSymbol]:
+    """The region's torch calls as inductor is given them: ops whose inductor decompositions
+    return other dtypes than eager's kernels (``_NORMS_WITH_STATS``, ``_NORM_BACKWARDS``) rewritten
+    to return eager's. Its torch calls as they are still run where the compiled program does not."""
+    out: list[BoundSymbol] = []
+    for call in calls:
+        outs = call.output if isinstance(call.output, (tuple, list)) else (call.output,)
+        a = call.args[0] if call.args else None
+        if not isinstance(a, TensorProxy) or a.device.type != "cpu":
+            out.append(call)
+            continue
+        if call.sym.id in _NORMS_WITH_STATS and len(outs) == 3:
+            stats = outs[1]
+            stats_dtype = (
+                dtypes.to_torch_dtype(stats.dtype) if isinstance(stats, TensorProxy) else None
+            )
+            if stats_dtype is not None and stats.dtype != a.dtype:
+                call = _norm_with_float_stats(call, stats_dtype)
+        elif call.sym.id in _NORM_BACKWARDS:
+            call = _outputs_as_recorded(call)
+        out.append(call)
+    return out
+
+
+def _significant_strides(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(s for n, s in zip(t.shape, t.stride()) if n > 1)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t`` covers its memory without gaps or overlaps (a layout the compiled program
+    must then keep: the program, or its caller, may view it, or ask whether it is contiguous)."""
+    if t.numel() == 0:
+        return False
+    expected = 1
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def output_mismatch(compiled: Any, torch_calls: Any) -> str | None:
+    """How the outputs of a region's compiled program differ from those of its torch calls in
+    dtype, shape, device or (where the torch calls' is dense) layout; None where they do not."""
+    fc = compiled if isinstance(compiled, (tuple, list)) else (compiled,)
+    ft = torch_calls if isinstance(torch_calls, (tuple, list)) else (torch_calls,)
+    if len(fc) != len(ft):
+        return f"{len(fc)} outputs, its torch calls {len(ft)}"
+    for i, (c, t) in enumerate(zip(fc, ft)):
+        if not isinstance(t, torch.Tensor):
+            continue
+        if not isinstance(c, torch.Tensor):
+            return f"output {i} is a {type(c).__name__}, its torch calls' a tensor"
+        for what, got, want in (
+            ("dtype", c.dtype, t.dtype),
+            ("shape", tuple(c.shape), tuple(t.shape)),
+            ("device", c.device, t.device),
+        ):
+            if got != want:
+                return f"output {i} has {what} {got}, its torch calls' {want}"
+        if _dense(t) and _significant_strides(c) != _significant_strides(t):
+            return f"output {i} has strides {c.stride()}, its torch calls' {t.stride()}"
+    return None
+
+
+def _dim_orders_to_restore(compiled: Any, torch_calls: Any) -> dict[int, list[int]]:
+    """Output index -> the dims of the torch calls' output, outermost first, for each dense
+    output the compiled program lays out otherwise (of the same dtype and shape)."""
+    if not isinstance(compiled, (tuple, list)) or not isinstance(torch_calls, (tuple, list)):
+        return {}
+    orders: dict[int, list[int]] = {}
+    for i, (c, t) in enumerate(zip(compiled, torch_calls)):
+        if (
+            isinstance(c, torch.Tensor)
+            and isinstance(t, torch.Tensor)
+            and c.dtype == t.dtype
+            and c.shape == t.shape
+            and _dense(t)
+            and _significant_strides(c) != _significant_strides(t)
+        ):
+            strides = t.stride()
+            orders[i] = sorted(range(t.dim()), key=lambda d: (-strides[d], d))
+    return orders
+
+
+def _in_dim_orders(outs: Sequence[Any], orders: dict[int, list[int]]) -> tuple[Any, ...]:
+    """``outs`` with each output of ``orders`` dense in that order of dims (a no-op where it is)."""
+    fixed = list(outs)
+    for i, order in orders.items():
+        inverse = sorted(range(len(order)), key=order.__getitem__)
+        fixed[i] = fixed[i].permute(order).contiguous().permute(inverse)
+    return tuple(fixed)
+
+
+def _restrided(program: Callable[..., Any], orders: dict[int, list[int]]) -> Callable[..., Any]:
+    def run(*args: Any) -> tuple[Any, ...]:
+        return _in_dim_orders(program(*args), orders)
+
+    return run
+
+
+class RegionOutputMismatch(RuntimeError):
+    """The compiled program of a region gives outputs of other dtypes, shapes or layouts than
+    its torch calls: it is not used."""
+
+
 _NOT_RUN = object()  # no result: compiling did not run the region
 
 
@@ -359,9 +597,13 @@ class CompiledRegion:
         background: bool,
         index_check: Callable[..., bool] | None = None,
         on_bad_indices: Callable[..., Any] | None = None,
+        compile_fn: Callable[..., Any] | None = None,
     ) -> None:
         self.source = source
         self.fn = fn
+        # What inductor compiles: ``fn`` with ops rewritten to give eager's dtypes there
+        # (``_for_inductor``).
+        self.compile_fn = compile_fn or fn
         self.index_check = index_check
         self.on_bad_indices = on_bad_indices or fn
         self.options = options
@@ -399,6 +641,7 @@ class CompiledRegion:
         (a compiled trace, printed from its source) and how it is compiled."""
         options = ", ".join(f"{k}={v!r}" for k, v in self._dynamo_options().items())
         options = options.replace("{", "{{").replace("}", "}}")  # a format template
+        # The torch calls as they are: ``compile_fn``'s rewrites are closures, not importable.
         return self.fn, f"torch.compile({{fn}}{', ' if options else ''}{options})"
 
     def _dynamo_options(self) -> dict[str, Any]:
@@ -483,20 +726,46 @@ class CompiledRegion:
     def _compile(self, examples: list[Any]) -> tuple[Callable[..., Any], Any]:
         """The compiled program: inductor's without dynamo where the region's inputs are CPU
         tensors of static shapes (``inductor_direct``), else ``torch.compile``'s; and its result
-        on ``examples`` where compiling ran it (dynamo compiles on a call), else ``_NOT_RUN``."""
+        on ``examples``. Raises ``RegionOutputMismatch`` where that result has other dtypes, shapes
+        or layouts than the torch calls give on ``examples`` (``output_mismatch``)."""
         if self.options == {"dynamic": False}:
-            direct = compile_direct(self.fn, examples, self.fn, EAGER_NUMERICS)
+            direct = compile_direct(self.compile_fn, examples, self.fn, EAGER_NUMERICS)
             if direct is not None:
-                return direct, _NOT_RUN
+                # Unguarded: arming the guards here would take this thread's state.
+                run = getattr(direct, "run_unguarded", direct)
+                return self._checked(direct, run, examples)
         background_compile.import_compile_stack()  # never alongside another thread's import
         keep_mutation_order_in_inductor()  # a scatter's readers after it (see there)
-        dynamo_fn = torch.compile(self.fn, **self._dynamo_options())
+        dynamo_fn = torch.compile(self.compile_fn, **self._dynamo_options())
 
         def fn(*args: Any) -> Any:
             # Dynamo's programs read a negated view's storage as if it were not negated.
             return dynamo_fn(*without_view_bits(args))
 
-        return fn, fn(*examples)  # compiles now: dynamo is lazy
+        return self._checked(fn, fn, examples)  # compiles now: dynamo is lazy
+
+    def _checked(
+        self, program: Callable[..., Any], run: Callable[..., Any], examples: list[Any]
+    ) -> tuple[Callable[..., Any], Any]:
+        """``program`` and its result on ``examples`` (computed by ``run``), where its outputs
+        have the dtypes and shapes of the torch calls' (a safety net under the rewrites of
+        ``_for_inductor``: a program that differs is refused, and the region keeps its torch
+        calls). A dense output laid out otherwise than the torch calls lay it out (inductor's
+        gradient of a channels-last input can be contiguous) is copied into their layout."""
+        if self.index_check is not None and not self.index_check(*examples):
+            raise RegionOutputMismatch(
+                "its example inputs hold indices out of range: its outputs could not be checked"
+            )
+        out = run(*examples)
+        expected = self.fn(*examples)
+        orders = _dim_orders_to_restore(out, expected)
+        if orders:
+            program = _restrided(program, orders)
+            out = _in_dim_orders(out, orders)
+        mismatch = output_mismatch(out, expected)
+        if mismatch is not None:
+            raise RegionOutputMismatch(f"its compiled program's {mismatch}")
+        return program, out
 
     def _compile_failed(self, e: Exception) -> None:
         self.error = e
@@ -555,6 +824,8 @@ class TorchCompileExecutor(FusionExecutor):
             name = bsym.args[0] if bsym.args else None
             if isinstance(name, str) and split_autocast_name(name)[1] is not None:
                 return False
+            if isinstance(name, str) and _fallback_unlike_eager(name, bsym):
+                return False
             # One that checks its inputs' values raises in eager with its result unused, where
             # inductor drops it (a factorization's check of its info).
             if raises_on_values(bsym) or _number_may_not_fit(bsym) or _symbolic_sizes(bsym):
@@ -562,6 +833,13 @@ class TorchCompileExecutor(FusionExecutor):
             outs = bsym.flat_proxy_outs
             return all(isinstance(o, TensorProxy) for o in outs) and not _touches_complex(bsym)
         if not bsym.sym.is_prim:
+            if bsym.sym.name in _WHOLE_OPS_UNLIKE_EAGER or _low_precision_unlike_eager(bsym):
+                return False
+            if bsym.sym.name in _ACCURATE_COMPOSITES:
+                prims_ = leaf_prims(bsym)
+                return bool(prims_) and all(
+                    s.sym in _CPU_LOWERINGS_UNLIKE_EAGER or self.can_fuse(s) for s in prims_
+                )
             return bool(bsym.subsymbols) and all(self.can_fuse(s) for s in bsym.subsymbols)
         outs = bsym.flat_proxy_outs
         if not outs or not all(isinstance(o, TensorProxy) for o in outs):
@@ -614,6 +892,13 @@ class TorchCompileExecutor(FusionExecutor):
                 if as_eager is not translated:
                     eager_trace = region_trace("fusion", *_canonical(as_eager, inputs, outputs))
                     eager_fn = eager_trace.python_callable({"torch": torch})
+                rewritten = _for_inductor(canonical)
+                compile_fn = fn
+                if any(r is not c for r, c in zip(rewritten, canonical, strict=True)):
+                    compile_trace = region_trace(
+                        "fusion", rewritten, canonical_inputs, canonical_outputs
+                    )
+                    compile_fn = compile_trace.python_callable({"torch": torch})
                 compiled = CompiledRegion(
                     source,
                     fn,
@@ -621,6 +906,7 @@ class TorchCompileExecutor(FusionExecutor):
                     background=self.background,
                     index_check=check,
                     on_bad_indices=eager_fn,
+                    compile_fn=compile_fn,
                 )
                 self._cache[key] = compiled
         sym = Symbol(name, None, module=self.name, impl=compiled, id=f"{self.name}::{name}")
