@@ -16,6 +16,7 @@ from thunder import progress
 from thunder.access import ARG, ATTR, CELL, GLOBAL, KWARG, ROOT
 from thunder.binding import ProgramRaised, TracedProgram, trace_program, user_location
 from thunder.binding.regions import GradEnabledInside
+from thunder.binding.warning_calls import WarningWouldRaise, checking_warning_filters
 from thunder.eager_layouts import (
     EagerViewError,
     check_fused_views,
@@ -44,7 +45,14 @@ from thunder_transforms import dce, recognize_composites, sign_flipped_rotary
 from thunder_transforms.autodiff import make_differentiable
 from thunder_transforms.functionalize import functionalize
 
-__all__ = ["CacheEntry", "ProgramRaised", "compile_entry", "parameter_names", "user_location"]
+__all__ = [
+    "CacheEntry",
+    "ProgramRaised",
+    "WarningWouldRaise",
+    "compile_entry",
+    "parameter_names",
+    "user_location",
+]
 
 
 @dataclass
@@ -244,6 +252,9 @@ def _compile_entry(
     devices, generators = _drawn_generators(program)
     if devices or generators:
         computation = _noting_generator_states(computation, devices, generators)
+    warning_replays = tuple((w.value[0], w.value[1]) for w in program.writes if w.kind == "warn")
+    if warning_replays:  # checked before any effect: eager raises at the call
+        computation = checking_warning_filters(computation, warning_replays)
 
     check_late_constraints(prologue_trace, facts.constraints_since(checked), program)
     body = prologue_trace.bound_symbols  # the last one returns

@@ -31,6 +31,7 @@ from thunder.compile_entry import (
     GENERATOR_STATES,
     CacheEntry,
     ProgramRaised,
+    WarningWouldRaise,
     bound_symbol_at_line,
     compile_entry,
     first_input_write_line,
@@ -389,7 +390,10 @@ def _reruns_after_error(
     A program that may catch an op's error (``CacheEntry.catches_op_errors``: a ``try`` around
     a linalg factorization, an index) runs again eagerly there too, so that its handler decides
     as in eager (tracing never raised there; ``decisions.check_data_decisions`` put every
-    effect after such ops)."""
+    effect after such ops). A warning the filters may turn into an error
+    (``WarningWouldRaise``) stopped it before it ran: eager raises it at the user's line."""
+    if isinstance(error, WarningWouldRaise):
+        return True
     tb = error.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -1001,7 +1005,7 @@ class ThunderFunction:
         self.stats.last_eager_reason = (
             f"its compiled program raised {type(error).__name__}: {error}"
         )
-        if may_be_caught and not broken:
+        if (may_be_caught or isinstance(error, WarningWouldRaise)) and not broken:
             self.stats.eager_fallbacks += 1
             return result
         self.stats.eager_fallbacks += 1

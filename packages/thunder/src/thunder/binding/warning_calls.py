@@ -25,6 +25,8 @@ from thunder_interp._frames import FrameView, _user_frames, warn_args, warn_from
 __all__ = [
     "LogReplay",
     "WarningReplay",
+    "WarningWouldRaise",
+    "checking_warning_filters",
     "legacy_reduction_lookasides",
     "log_site",
     "warning_lookaside",
@@ -244,3 +246,81 @@ class LogReplay:
     def __repr__(self) -> str:
         where = f"{self.site[0]}:{self.site[1]}" if self.site else f"caller+{self.outside - 1}"
         return f"<{self.method} at {where}>"
+
+
+class WarningWouldRaise(Exception):
+    """Raised before a program's computation where one of its replayed ``warnings.warn``
+    calls may be turned into an error by the filters in force (``simplefilter("error")``,
+    ``pytest -W error``): eager raises at the call, before the program's later writes and
+    random draws, which the epilogue's replay would come after. The call runs eagerly."""
+
+
+def _may_be_error(replay: WarningReplay, message: Any) -> bool:
+    """Whether ``warnings.warn`` as the replay issues it may take the "error" action (the
+    first matching filter's, CPython's ``warn_explicit``); a message or site known only at
+    the call (computed, or a frame out of the program) is taken to match."""
+    category = replay.category
+    text = str(message) if isinstance(message, (str, Warning)) else None
+    site = replay.site
+    module = None
+    lineno = None
+    if site is not None:
+        lineno = site[1]
+        module_globals = site[3]
+        module = module_globals.get("__name__", "<string>") if module_globals else "<string>"
+    for action, msg, cat, mod, ln in warnings.filters:
+        if (
+            (msg is None or text is None or msg.match(text))
+            and issubclass(category, cat)
+            and (mod is None or not isinstance(module, str) or mod.match(module))
+            and (ln == 0 or lineno is None or lineno == ln)
+        ):
+            return bool(action == "error")
+    return bool(warnings.defaultaction == "error")  # type: ignore[attr-defined]
+
+
+# The filters last scanned (the list, its length, its first entry, the default action) and
+# whether one says "error": ``simplefilter``, ``filterwarnings``, ``resetwarnings`` and
+# ``catch_warnings`` change one of the four, so that a call mostly skips the scan.
+_filters_seen: tuple[Any, int, Any, Any, bool] = (None, -1, None, None, False)
+
+
+def _scan_filters() -> tuple[Any, int, Any, Any, bool]:
+    global _filters_seen
+    filters = warnings.filters
+    default = warnings.defaultaction  # type: ignore[attr-defined]
+    error = default == "error" or any(entry[0] == "error" for entry in filters)
+    _filters_seen = (filters, len(filters), filters[0] if filters else None, default, error)
+    return _filters_seen
+
+
+def checking_warning_filters(
+    computation: Any, replays: tuple[tuple[WarningReplay, Any], ...]
+) -> Any:
+    """``computation``, raising ``WarningWouldRaise`` before it runs where one of the program's
+    replayed warnings (``replays``: each with its message template) may be an error now. The
+    common case, no "error" filter, costs one scan of the filters."""
+
+    def check() -> None:
+        for replay, message in replays:
+            if _may_be_error(replay, message):
+                raise WarningWouldRaise(
+                    f"its warning {replay!r} may be an error under the warning filters"
+                )
+
+    def run(*args: Any) -> Any:
+        filters = warnings.filters
+        seen = _filters_seen
+        if (
+            seen[0] is not filters
+            or seen[1] != len(filters)
+            or (seen[2] is not filters[0] if filters else seen[2] is not None)
+            or seen[3] is not warnings.defaultaction  # type: ignore[attr-defined]
+        ):
+            seen = _scan_filters()
+        if seen[4]:
+            check()
+        return computation(*args)
+
+    run.__wrapped__ = computation  # type: ignore[attr-defined]
+    return run
