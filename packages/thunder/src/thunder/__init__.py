@@ -19,7 +19,8 @@ import importlib
 import importlib.util
 import pkgutil
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import torch
@@ -40,7 +41,7 @@ from thunder.lookasides import Lookaside
 from thunder.module import ThunderModule
 from thunder.module_calls import lightning_module_advice
 from thunder.options import CACHE_OPTIONS, SHARP_EDGES_OPTIONS, JitOptions
-from thunder_executors.executor import Executor
+from thunder_executors.executor import Executor, get_executor
 from thunder_ir import Trace, Transform
 from thunder_ir.prims.prologue import GuardFailure
 
@@ -168,28 +169,51 @@ def jit_arguments(
     options = JitOptions.from_kwargs(
         cache, sharp_edges, disable_torch_autograd, compile_options or {}
     )
-    user_lookasides = tuple(lookasides or ())
+    user_lookasides = _sequence_option("lookasides", lookasides, "thunder.Lookaside values")
     for la in user_lookasides:
         if not isinstance(la, Lookaside):
             raise TypeError(f"thunder.jit: lookasides must be thunder.Lookaside values, got {la!r}")
     if user_lookasides:
         options = dataclasses.replace(options, lookasides=user_lookasides)
-    transforms = tuple(transforms or ())
+    transforms = _sequence_option("transforms", transforms, "thunder.Transform objects")
     for t in transforms:
         if not isinstance(t, Transform):
             raise TypeError(f"thunder.jit: transforms must be thunder.Transform objects, got {t!r}")
     if isinstance(executors, (str, Executor)):
         executors = (executors,)  # one executor, not a sequence of one-letter names
-    elif executors is not None and not isinstance(executors, Iterable):
-        raise TypeError(
-            "thunder.jit: executors must be an executor or its name, or a sequence of them, "
-            f"got {type(executors).__name__}"
-        )
-    executors = tuple(executors) if executors is not None else DEFAULT_EXECUTORS
+    what = "executor names or Executor objects (or one of them)"
+    executors = (
+        _sequence_option("executors", executors, what)
+        if executors is not None
+        else DEFAULT_EXECUTORS
+    )
     from thunder_executors.assignment import resolve_executors
 
+    for e in executors:
+        if isinstance(e, str):
+            try:
+                get_executor(e)
+            except KeyError as unknown:  # (RuntimeError: known, but unavailable here)
+                raise ValueError(f"thunder.jit: {unknown.args[0]}") from None
+        elif not isinstance(e, Executor):
+            raise TypeError(
+                f"thunder.jit: executors must be executor names (str) or Executor objects, "
+                f"got {e!r} ({type(e).__name__})"
+            )
     resolved = resolve_executors(executors)  # an unavailable executor is an error now, not later
     return options, tuple(resolved), transforms
+
+
+def _sequence_option(name: str, value: Any, what: str) -> tuple[Any, ...]:
+    """The option ``name``, a sequence (ordered: a set, a dict or a string is a mistake)."""
+    if value is None:
+        return ()
+    if not isinstance(value, Iterable) or isinstance(value, (str, bytes, Mapping, AbstractSet)):
+        raise TypeError(
+            f"thunder.jit: the option {name} must be a list or tuple of {what}, got "
+            f"{value!r} ({type(value).__name__})"
+        )
+    return tuple(value)
 
 
 def run_natively(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -53,12 +53,18 @@ def resolve_cache_option(cache: CACHE_OPTIONS | str | None) -> CACHE_OPTIONS:
         return CACHE_OPTIONS.CONSTANT_VALUES
     if isinstance(cache, CACHE_OPTIONS):
         return cache
-    if isinstance(cache, str):
-        for option in CACHE_OPTIONS:
-            if cache.lower() in (option.value, option.name.lower()):
-                return option
     known = ", ".join(repr(o.value) for o in CACHE_OPTIONS)
-    raise ValueError(f"unknown cache option {cache!r}; known: {known} (or thunder.CACHE_OPTIONS)")
+    if not isinstance(cache, str):
+        raise TypeError(
+            f"thunder.jit: the option cache must be a string ({known}), a "
+            f"thunder.CACHE_OPTIONS or None, got {cache!r} ({type(cache).__name__})"
+        )
+    for option in CACHE_OPTIONS:
+        if cache.lower() in (option.value, option.name.lower()):
+            return option
+    raise ValueError(
+        f"thunder.jit: unknown cache option {cache!r}; known: {known} (or thunder.CACHE_OPTIONS)"
+    )
 
 
 def _resolve_sharp_edges(value: SHARP_EDGES_OPTIONS | str | None) -> SHARP_EDGES_OPTIONS:
@@ -66,11 +72,16 @@ def _resolve_sharp_edges(value: SHARP_EDGES_OPTIONS | str | None) -> SHARP_EDGES
         return SHARP_EDGES_OPTIONS.ALLOW
     if isinstance(value, SHARP_EDGES_OPTIONS):
         return value
-    for option in SHARP_EDGES_OPTIONS:
-        if str(value).lower() in (option.value, option.name.lower()):
-            return option
     known = ", ".join(repr(o.value) for o in SHARP_EDGES_OPTIONS)
-    raise ValueError(f"unknown sharp_edges option {value!r}; known: {known}")
+    if not isinstance(value, str):
+        raise TypeError(
+            f"thunder.jit: the option sharp_edges must be a string ({known}), a "
+            f"thunder.SHARP_EDGES_OPTIONS or None, got {value!r} ({type(value).__name__})"
+        )
+    for option in SHARP_EDGES_OPTIONS:
+        if value.lower() in (option.value, option.name.lower()):
+            return option
+    raise ValueError(f"thunder.jit: unknown sharp_edges option {value!r}; known: {known}")
 
 
 # compile option -> (default, description). Anything else passed to jit is an error.
@@ -142,11 +153,25 @@ class JitOptions:
                     f"({type(value).__name__})"
                 )
         limit = merged["recompile_limit"]
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
-            raise ValueError(f"recompile_limit must be a positive int or None, got {limit!r}")
-        if merged["reshape_inplace"] not in ("error", "warn"):
+        # (a bool is an int to Python, never a count to the caller)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+            raise TypeError(
+                "thunder.jit: the option recompile_limit must be a positive int or None, got "
+                f"{limit!r} ({type(limit).__name__})"
+            )
+        if limit is not None and limit < 1:
             raise ValueError(
-                f"reshape_inplace must be 'error' or 'warn', got {merged['reshape_inplace']!r}"
+                f"thunder.jit: recompile_limit must be a positive int or None, got {limit!r}"
+            )
+        reshape_inplace = merged["reshape_inplace"]
+        if not isinstance(reshape_inplace, str):
+            raise TypeError(
+                "thunder.jit: the option reshape_inplace must be 'error' or 'warn', got "
+                f"{reshape_inplace!r} ({type(reshape_inplace).__name__})"
+            )
+        if reshape_inplace not in ("error", "warn"):
+            raise ValueError(
+                f"thunder.jit: reshape_inplace must be 'error' or 'warn', got {reshape_inplace!r}"
             )
         return JitOptions(
             reshape_inplace=merged["reshape_inplace"],

@@ -15,7 +15,9 @@ eager would reject (too many gradients, one for a non-tensor argument, of a wron
 the call run eagerly: eager raises in the backward, after a forward that ran. A call whose backward writes to outside state (a
 counter, a list) runs split: eager makes that write on each backward. A gradient of a
 broadcast shape is summed to its input's, one of another dtype converted, as eager's engine
-does. ``mark_dirty`` (in-place forwards) is refused.
+does. ``mark_dirty`` (in-place forwards) is refused. What eager's ``ctx`` rejects (a non-tensor
+saved, marked non-differentiable or dirty; a non-bool ``set_materialize_grads``) raises eager's
+error, as eager raises it (``_check_ctx_like_eager``).
 A class statement defining such a subclass in the program runs its metaclass natively.
 """
 
@@ -39,6 +41,50 @@ from thunder_ir.pytree import tree_iter
 __all__ = ["AutogradFunctionMixin", "TracedFunctionCtx"]
 
 
+def _stand_in(value: Any) -> Any:
+    """A concrete value of ``value``'s type (a proxy's value), for torch to judge."""
+    if isinstance(value, TensorProxy):
+        return torch.empty(0)
+    if isinstance(value, Proxy):
+        return getattr(value, "value", value)
+    return value
+
+
+def _check_ctx_like_eager(ctx: TracedFunctionCtx, executable: bool) -> None:
+    """Raises what eager's ``apply`` raises after ``forward`` for what ``ctx`` was given: a
+    non-tensor saved (only where a gradient is recorded), marked non-differentiable or dirty.
+    A probe Function with the same calls lets torch raise its own error."""
+    saves = executable and any(
+        v is not None and not isinstance(v, (TensorProxy, torch.Tensor)) for v in ctx.to_save
+    )
+    marks = any(not isinstance(v, (TensorProxy, torch.Tensor)) for v in ctx.non_differentiable)
+    if not (saves or marks or ctx.dirty):
+        return
+    to_save = [_stand_in(v) for v in ctx.to_save] if saves else []
+    non_differentiable = [_stand_in(v) for v in ctx.non_differentiable]
+    dirty = [_stand_in(v) for v in ctx.dirty]
+
+    class _EagerCtxCheck(torch.autograd.Function):
+        @staticmethod
+        def forward(probe_ctx: Any, x: torch.Tensor) -> torch.Tensor:
+            probe_ctx.save_for_backward(*to_save)
+            probe_ctx.mark_non_differentiable(*non_differentiable)
+            probe_ctx.mark_dirty(*dirty)
+            return x.clone()
+
+        @staticmethod
+        def backward(probe_ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            return grad
+
+    with torch.enable_grad():
+        _EagerCtxCheck.apply(torch.zeros((), requires_grad=executable))  # type: ignore[no-untyped-call]
+    if ctx.dirty:
+        raise UnsupportedOperationError(
+            "ctx.mark_dirty in a torch.autograd.Function",
+            "forwards that write their inputs in place are not supported; return a new tensor",
+        )
+
+
 class TracedFunctionCtx:
     """The ``ctx`` a traced ``torch.autograd.Function`` sees."""
 
@@ -47,6 +93,7 @@ class TracedFunctionCtx:
         self.to_save: tuple[Any, ...] = ()
         self.non_differentiable: list[Any] = []
         self.materialize_grads = True
+        self.dirty: tuple[Any, ...] = ()
 
     def save_for_backward(self, *tensors: Any) -> None:
         self.to_save = tensors
@@ -56,12 +103,18 @@ class TracedFunctionCtx:
         return tuple(self.to_save)
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
-        self.non_differentiable.extend(tensors)
+        self.non_differentiable = list(tensors)  # a later call replaces, as eager's ctx
 
     def set_materialize_grads(self, value: bool) -> None:
+        if type(value) is not bool and not isinstance(value, Proxy):
+            # eager's ctx rejects anything but a bool, with its own TypeError
+            torch._C._FunctionBase().materialize_grads = value
         self.materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors: Any) -> None:
+        if any(not isinstance(t, (TensorProxy, torch.Tensor)) for t in tensors):
+            self.dirty = tensors  # eager's error, after forward (_check_ctx_like_eager)
+            return
         raise UnsupportedOperationError(
             "ctx.mark_dirty in a torch.autograd.Function",
             "forwards that write their inputs in place are not supported; return a new tensor",
@@ -136,6 +189,7 @@ class AutogradFunctionMixin(HigherOrderMixin):
                 out = self._interpreted(table, cls.forward)(ctx, *args, **kwargs)
         finally:
             restore()
+        _check_ctx_like_eager(ctx, executable=any(needs))
         # Eager's apply tracks the tensors returned directly or in a (top-level) tuple, which
         # it returns as a plain tuple; one inside a list or dict is not differentiable.
         is_tuple = isinstance(out, tuple)

@@ -166,6 +166,31 @@ class RegionState:
     held_locks: list[Any] = field(default_factory=list)  # taken and not released yet
 
 
+def _eager_stand_in(value: Any) -> Any:
+    """A concrete value of ``value``'s type (a proxy's value), for torch to judge."""
+    if isinstance(value, TensorProxy):
+        return torch.empty(0, device="meta")
+    if isinstance(value, Proxy):
+        return getattr(value, "value", value)
+    return value
+
+
+def _validated_like_eager(setter: Any, getter: Any, *args: Any, accepts: type = bool) -> None:
+    """Raises the error eager's ``setter(*args)`` raises (its argument parser's TypeError); the
+    process state is left as it was. Context managers whose ``__enter__`` the binder models call
+    such setters in eager: the program must reject the arguments eager rejects, not coerce them."""
+    prefix, value = args[:-1], args[-1]
+    if type(value) is accepts:  # (bool and torch.dtype have no subclasses)
+        return
+    if isinstance(value, Proxy) and getattr(value, "python_type", None) is accepts:
+        return
+    before = getter(*prefix)
+    try:
+        setter(*prefix, _eager_stand_in(value))
+    finally:
+        setter(*prefix, before)
+
+
 class RegionsMixin(CopyingMixin):
     """Autocast and checkpoint regions entered by the program."""
 
@@ -433,6 +458,7 @@ class RegionsMixin(CopyingMixin):
         """``torch.no_grad()``, ``enable_grad()``, ``set_grad_enabled(b)`` inside the program:
         the program's grad mode changes, not the process's. Ops recorded while it is off pass
         what they compute through ``stop_gradient`` (the trace's ``grad_enabled``)."""
+        _validated_like_eager(torch._C._set_grad_enabled, torch.is_grad_enabled, mode)
         mode = bool(mode)
         at_start = torch.is_grad_enabled()
         # Under inference mode grad mode is only an answer: nothing gets a gradient history.
@@ -456,7 +482,12 @@ class RegionsMixin(CopyingMixin):
     def _inference_mode_enter(self, cm: Any) -> None:
         """``torch.inference_mode()`` inside the program: grad mode off for the block (the
         process's own inference mode is never entered while tracing)."""
-        enabled = bool(self._context_setting(cm, "mode", True))
+        mode = self._context_setting(cm, "mode", True)
+        if not isinstance(mode, (bool, Proxy, torch.Tensor)):
+            # eager's __enter__ builds this guard: it rejects a str or a list (and enters and
+            # leaves inference mode here, at once, for what it accepts)
+            torch._C._InferenceMode(mode)  # (dropped at once)
+        enabled = bool(mode)
         self.regions.inference_stack.append((self._grad_mode(), enabled))
         if enabled:
             self._set_grad_enabled(False)
@@ -590,7 +621,25 @@ class RegionsMixin(CopyingMixin):
 
     def _autocast_enter(self, cm: Any) -> Any:
         device = self._context_setting(cm, "device", None)
-        enabled = bool(self._context_setting(cm, "_enabled", False))
+        enabled = self._context_setting(cm, "_enabled", False)
+        if isinstance(device, str):
+            # eager's __enter__ sets these in this order; its setters reject a bad argument
+            _validated_like_eager(
+                torch.set_autocast_enabled, torch.is_autocast_enabled, device, enabled
+            )
+            dtype = self._context_setting(cm, "fast_dtype", None)
+            _validated_like_eager(
+                torch.set_autocast_dtype,
+                torch.get_autocast_dtype,
+                device,
+                dtype,
+                accepts=torch.dtype,
+            )
+            cache = self._context_setting(cm, "_cache_enabled", None)
+            _validated_like_eager(
+                torch.set_autocast_cache_enabled, torch.is_autocast_cache_enabled, cache
+            )
+        enabled = bool(enabled)
         if device not in AUTOCAST_TRANSFORM_DEVICES:
             if enabled:
                 raise UnsupportedOperationError(

@@ -333,7 +333,7 @@ class ThunderCompiler:
         python_comparisons.install()
         known = ("executors", "transforms", "lookasides", "cache", "sharp_edges")
         named = {k: thunder_options.pop(k) for k in known if k in thunder_options}
-        disable_autograd = bool(thunder_options.pop("disable_torch_autograd", False))
+        disable_autograd = thunder_options.pop("disable_torch_autograd", False)  # (checked there)
         options, executors, transforms = jit_arguments(
             **named, disable_torch_autograd=disable_autograd, compile_options=thunder_options
         )
