@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["CACHE_OPTIONS", "SHARP_EDGES_OPTIONS", "JitOptions", "resolve_cache_option"]
 
@@ -49,39 +49,33 @@ class SHARP_EDGES_OPTIONS(enum.Enum):
 
 
 def resolve_cache_option(cache: CACHE_OPTIONS | str | None) -> CACHE_OPTIONS:
-    if cache is None:
-        return CACHE_OPTIONS.CONSTANT_VALUES
-    if isinstance(cache, CACHE_OPTIONS):
-        return cache
-    known = ", ".join(repr(o.value) for o in CACHE_OPTIONS)
-    if not isinstance(cache, str):
-        raise TypeError(
-            f"thunder.jit: the option cache must be a string ({known}), a "
-            f"thunder.CACHE_OPTIONS or None, got {cache!r} ({type(cache).__name__})"
-        )
-    for option in CACHE_OPTIONS:
-        if cache.lower() in (option.value, option.name.lower()):
-            return option
-    raise ValueError(
-        f"thunder.jit: unknown cache option {cache!r}; known: {known} (or thunder.CACHE_OPTIONS)"
-    )
+    return _resolve_choice(cache, CACHE_OPTIONS, "cache", " (or thunder.CACHE_OPTIONS)")
 
 
 def _resolve_sharp_edges(value: SHARP_EDGES_OPTIONS | str | None) -> SHARP_EDGES_OPTIONS:
+    return _resolve_choice(value, SHARP_EDGES_OPTIONS, "sharp_edges")
+
+
+_Choice = TypeVar("_Choice", CACHE_OPTIONS, SHARP_EDGES_OPTIONS)
+
+
+def _resolve_choice(value: Any, choices: type[_Choice], option: str, hint: str = "") -> _Choice:
+    """An option given as one of ``choices`` or its value or name as a string; None is the
+    first choice (the default)."""
     if value is None:
-        return SHARP_EDGES_OPTIONS.ALLOW
-    if isinstance(value, SHARP_EDGES_OPTIONS):
+        return next(iter(choices))
+    if isinstance(value, choices):
         return value
-    known = ", ".join(repr(o.value) for o in SHARP_EDGES_OPTIONS)
+    known = ", ".join(repr(o.value) for o in choices)
     if not isinstance(value, str):
         raise TypeError(
-            f"thunder.jit: the option sharp_edges must be a string ({known}), a "
-            f"thunder.SHARP_EDGES_OPTIONS or None, got {value!r} ({type(value).__name__})"
+            f"thunder.jit: the option {option} must be a string ({known}), a "
+            f"thunder.{choices.__name__} or None, got {value!r} ({type(value).__name__})"
         )
-    for option in SHARP_EDGES_OPTIONS:
-        if value.lower() in (option.value, option.name.lower()):
-            return option
-    raise ValueError(f"thunder.jit: unknown sharp_edges option {value!r}; known: {known}")
+    for choice in choices:
+        if value.lower() in (choice.value, choice.name.lower()):
+            return choice
+    raise ValueError(f"thunder.jit: unknown {option} option {value!r}; known: {known}{hint}")
 
 
 # compile option -> (default, description). Anything else passed to jit is an error.

@@ -157,29 +157,20 @@ def _times(x: Any, s: Any) -> Any:
     return x if (not isinstance(s, TensorProxy) and s == 1) else ltorch.mul(x, s)
 
 
-@register_vjp(ltorch.addmm)
+@register_vjp(ltorch.addmm, ltorch.baddbmm)
 def _addmm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # Kept whole (one rounding of the product plus the bias, as eager's addmm kernel) and
-    # differentiated as eager's AddmmBackward: grad @ mat2^H and mat1^H @ grad, each times alpha,
-    # and the input's grad times beta (zeros for beta=0, not none) summed to its shape.
+    # Kept whole (one rounding of the product plus the input, as eager's kernels) and
+    # differentiated as eager's AddmmBackward/BaddbmmBackward: grad @ second^H and first^H @ grad,
+    # each times alpha, and the input's grad times beta (zeros for beta=0, not none) summed to
+    # its shape.
     args = bound_arguments(bsym)
-    a, m1, m2, beta, alpha = (args[k] for k in ("a", "mat1", "mat2", "beta", "alpha"))
+    names = ("mat1", "mat2") if bsym.sym is ltorch.addmm else ("batch1", "batch2")
+    a, first, second = args["a"], args[names[0]], args[names[1]]
+    beta, alpha = args["beta"], args["alpha"]
     return [
         (a, sum_to_shape(_times(g, beta), a.shape)),
-        (m1, _times(P.matmul(g, _mT(_conj(m2))), alpha)),
-        (m2, _times(P.matmul(_mT(_conj(m1)), g), alpha)),
-    ]
-
-
-@register_vjp(ltorch.baddbmm)
-def _baddbmm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # As eager's BaddbmmBackward0: grad.bmm(batch2^H) and batch1^H.bmm(grad), each times alpha.
-    args = bound_arguments(bsym)
-    a, b1, b2, beta, alpha = (args[k] for k in ("a", "batch1", "batch2", "beta", "alpha"))
-    return [
-        (a, sum_to_shape(_times(g, beta), a.shape)),
-        (b1, _times(P.matmul(g, _mT(_conj(b2))), alpha)),
-        (b2, _times(P.matmul(_mT(_conj(b1)), g), alpha)),
+        (first, _times(P.matmul(g, _mT(_conj(second))), alpha)),
+        (second, _times(P.matmul(_mT(_conj(first)), g), alpha)),
     ]
 
 
