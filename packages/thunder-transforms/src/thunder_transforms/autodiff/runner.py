@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import types
 import weakref
 from collections import OrderedDict
@@ -531,14 +532,10 @@ class _ThunderFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() and not getattr(_OUTSIDE_DYNAMO, "active", False):
             # compiled autograd tracing this backward (dynamo takes functorch's interpreter
             # stack for active): it runs as it is, a graph break in the compiled backward
             return _backward_outside_dynamo(ctx, *grads)
-        return _ThunderFunction._backward_body(ctx, *grads)
-
-    @staticmethod
-    def _backward_body(ctx: Any, *grads: Any) -> Any:
         if under_transforms():
             if torch.is_grad_enabled() and _differentiated_at_grad_level():
                 return (None, None, *_grads_at_grad_level(ctx, grads))
@@ -1030,13 +1027,20 @@ def _hidden_from_dynamo(code: Any) -> None:
 
 
 _hidden_from_dynamo(_ThunderFunction.backward.__code__)
-_hidden_from_dynamo(_ThunderFunction._backward_body.__code__)
+# Set while ``_backward_outside_dynamo`` runs the backward: ``is_compiling()`` may still answer
+# True there, which would recurse. (The body stays in ``backward``: a grad-level check counts
+# the frames above it.)
+_OUTSIDE_DYNAMO = threading.local()
 
 
 @_disable_dynamo
 def _backward_outside_dynamo(ctx: Any, *grads: Any) -> Any:
-    # the body itself: ``is_compiling()`` may still answer True here (no recursion then)
-    return _ThunderFunction._backward_body(ctx, *grads)
+    was = getattr(_OUTSIDE_DYNAMO, "active", False)
+    _OUTSIDE_DYNAMO.active = True
+    try:
+        return _ThunderFunction.backward(ctx, *grads)
+    finally:
+        _OUTSIDE_DYNAMO.active = was
 
 
 # The C++ ``apply`` of ``torch.autograd.Function``, bound to ``_ThunderFunction`` (see ``_apply``).
