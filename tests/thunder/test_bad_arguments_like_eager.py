@@ -18,17 +18,30 @@ CACHES = [None, "symbolic values"]
 
 @pytest.fixture(autouse=True)
 def _torch_state_restored() -> Iterator[None]:
-    """Eager's ``autocast.__enter__`` leaves autocast switched on when a later setter rejects
-    its argument: each test starts and ends with the process state it found."""
+    """Eager's ``autocast.__enter__`` leaves autocast switched on, and its nesting counted up,
+    when a later setter rejects its argument: each test starts and ends with the process state
+    it found. (A nesting left above zero keeps autocast's cast weights cached across later
+    autocast blocks, so later tests' training steps would read stale weights.)"""
     grad = torch.is_grad_enabled()
     autocast = torch.is_autocast_enabled("cpu")
     dtype = torch.get_autocast_dtype("cpu")
     cache = torch.is_autocast_cache_enabled()
+    nesting = _autocast_nesting()
     yield
     torch.set_grad_enabled(grad)
     torch.set_autocast_enabled("cpu", autocast)
     torch.set_autocast_dtype("cpu", dtype)
     torch.set_autocast_cache_enabled(cache)
+    for _ in range(_autocast_nesting() - nesting):
+        torch.autocast_decrement_nesting()
+    assert _autocast_nesting() == nesting
+
+
+def _autocast_nesting() -> int:
+    """torch has no getter: count up and back down."""
+    depth = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return depth
 
 
 def _outcome(fn: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
