@@ -37,8 +37,10 @@ from typing import Any
 import torch
 
 from thunder_executors.compile_thread_isolation import (
+    isolate_private_compiler_flags,
     isolate_private_rng_state,
     serialize_torch_imports,
+    thread_private_compiler_flags,
     thread_private_fx_tracing,
     thread_private_rng_state,
 )
@@ -196,7 +198,9 @@ def _run(job: _Job) -> None:
                 _running = True
             # torch's compilers save the generators' state and write it back when done: here
             # that would rewind the program's streams by what its threads drew meanwhile.
-            with job.ambient.entered(), thread_private_rng_state():
+            # Nor may dynamo's compile here make ``torch.compiler.is_compiling()`` True on the
+            # program's threads: a ThunderModule would run the module it wraps meanwhile.
+            with job.ambient.entered(), thread_private_rng_state(), thread_private_compiler_flags():
                 job.run(job.examples.materialize())
     except _Interrupted:
         raise
@@ -217,6 +221,9 @@ serialize_torch_imports()
 # Before any program is traced: the compile thread's saves and restores of the generators'
 # state then stay in it (``thread_private_rng_state``), and no function a trace read changes.
 isolate_private_rng_state()
+# Before any program is traced too (it rewrites torch.compiler's flag functions' code): the
+# compile thread's dynamo compiles then set flags of its own (``thread_private_compiler_flags``).
+isolate_private_compiler_flags()
 
 
 def import_compile_stack(*modules: str) -> None:

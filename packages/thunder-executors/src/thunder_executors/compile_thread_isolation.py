@@ -21,10 +21,18 @@ thread and the caller's code (a user's own ``torch.compile``, ``make_fx`` or ``s
   (``make_fx``'s tracers record operators by dispatch; the patches only let them see module
   calls and attribute reads, which they pass through unchanged). Other threads run torch's
   tracer as before.
+
+- Dynamo's compile flag. Dynamo holds ``torch.compiler``'s ``_is_compiling_flag`` True for its
+  whole compile: every thread's ``torch.compiler.is_compiling()`` answered True meanwhile, so a
+  ``ThunderModule`` ran the bare module it wraps (as under a user's ``torch.compile``) and
+  libraries took their compile paths. Under ``thread_private_compiler_flags`` the thread's
+  ``is_compiling()`` reads, and dynamo's compile session writes, a flag of the thread's own;
+  other threads see torch's as before.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib._bootstrap as _bootstrap  # the module the interpreter calls on every import
 import inspect
@@ -32,6 +40,7 @@ import logging
 import os
 import random
 import sys
+import textwrap
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -40,8 +49,10 @@ from typing import Any
 import torch
 
 __all__ = [
+    "isolate_private_compiler_flags",
     "isolate_private_rng_state",
     "serialize_torch_imports",
+    "thread_private_compiler_flags",
     "thread_private_fx_tracing",
     "thread_private_rng_state",
 ]
@@ -417,3 +428,154 @@ def thread_private_rng_state() -> Iterator[None]:
         yield
     finally:
         _rng_private.states = previous
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.compiler's flags
+
+_compiler_module = torch.compiler
+# The flag dynamo sets for the duration of a compile, its reader and that writer (a
+# ``contextmanager``: its generator function is routed). Export sets its flags itself and is
+# never run on a compile thread; thunder's tracing reads ``is_exporting`` by interpreting it
+# (and guards what it reads): it stays torch's.
+_FLAG_QUERIES = ("is_compiling",)
+_FLAG_SESSIONS = ("_compile_session_context",)
+_FLAGS = ("_is_compiling_flag",)
+_ROUTE = "_thunder_compiler_flags"  # the name the rewritten functions read
+_flags_installed: bool | None = None
+
+
+class _ThreadFlagFunctions(threading.local):
+    """Copies of torch.compiler's flag functions: reading and writing a thread's own flags
+    (instance attributes) on a thread that keeps them, torch's (class attributes) on others."""
+
+
+class _FlagRoute:
+    """What the rewritten flag functions read: whether a thread keeps flags of its own, and the
+    calling thread's flag functions."""
+
+    def __init__(self) -> None:
+        self.private_threads = 0
+        self.functions = _ThreadFlagFunctions()
+
+
+_flag_route = _FlagRoute()
+_flag_lock = threading.Lock()
+
+
+def _count_private_threads_after_fork() -> None:
+    # Only the forking thread lives on in a child process.
+    _flag_route.private_threads = int(_FLAG_QUERIES[0] in vars(_flag_route.functions))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_private_threads_after_fork)
+
+
+def _flag_function(name: str) -> types.FunctionType | None:
+    fn = getattr(_compiler_module, name, None)
+    if name in _FLAG_SESSIONS:
+        fn = getattr(fn, "__wrapped__", None)
+    code = getattr(fn, "__code__", None)
+    if (
+        not isinstance(fn, types.FunctionType)
+        or code is None
+        or fn.__closure__
+        or fn.__globals__ is not vars(_compiler_module)
+        or code.co_argcount
+        or code.co_kwonlyargcount
+        or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        or not any(flag in code.co_names for flag in _FLAGS)
+    ):
+        return None
+    return fn
+
+
+def _copy(fn: types.FunctionType, namespace: dict[str, Any]) -> types.FunctionType:
+    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
+
+
+def _routed_code(fn: types.FunctionType) -> types.CodeType:
+    """``fn``'s code with a first statement that, while a thread keeps flags of its own, calls
+    the calling thread's copy instead: the other calls run torch's code in place, at the cost of
+    one read (a thread-local lookup costs a few times the query; ``ThunderModule`` asks
+    ``is_compiling()`` on every call). Compiled from its source at its file and lines, so
+    TorchScript still reads ``is_compiling``'s source. Raises OSError without the source."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    definition = tree.body[0]
+    if not isinstance(definition, ast.FunctionDef) or definition.name != fn.__name__:
+        raise OSError(f"no definition of {fn.__name__} in its source")
+    definition.decorator_list = []  # a contextmanager's generator function is the one routed
+    definition.returns = None  # evaluated where it is compiled, without the module's names
+    call = f"{_ROUTE}.functions.{fn.__name__}()"
+    generator = fn.__code__.co_flags & inspect.CO_GENERATOR
+    body = f"yield from {call}\n    return" if generator else f"return {call}"
+    route = ast.parse(f"if {_ROUTE}.private_threads:\n    {body}\n").body[0]
+    docstring = ast.get_docstring(definition, clean=False) is not None
+    definition.body.insert(1 if docstring else 0, route)
+    ast.increment_lineno(tree, fn.__code__.co_firstlineno - definition.lineno)
+    namespace: dict[str, Any] = {}
+    exec(compile(tree, fn.__code__.co_filename, "exec"), namespace)
+    code: types.CodeType = namespace[fn.__name__].__code__
+    return code
+
+
+def _install_flag_isolation() -> bool:
+    global _flags_installed
+    with _install_lock:
+        if _flags_installed is not None:
+            return _flags_installed
+        _flags_installed = False
+        functions = {name: _flag_function(name) for name in _FLAG_QUERIES + _FLAG_SESSIONS}
+        if not all(hasattr(_compiler_module, flag) for flag in _FLAGS) or None in functions:
+            log.debug("torch.compiler's flags are not the ones known here: they stay shared")
+            return False
+        try:
+            routed = {name: _routed_code(fn) for name, fn in functions.items() if fn is not None}
+        except Exception as e:  # no source, or source unlike the function
+            log.debug("torch.compiler's flag functions could not be routed (%s): shared", e)
+            return False
+        vars(_compiler_module)[_ROUTE] = _flag_route
+        for name, fn in functions.items():
+            assert fn is not None
+            # The copy each thread with flags of its own starts from.
+            setattr(_ThreadFlagFunctions, name, staticmethod(_copy(fn, fn.__globals__)))
+            # The function objects stay: dynamo and thunder know the queries by identity.
+            fn.__code__ = routed[name]
+        _flags_installed = True
+        return True
+
+
+def isolate_private_compiler_flags() -> bool:
+    """Lets threads keep dynamo's compile flag apart (``thread_private_compiler_flags``);
+    installed once, before any program is traced (it rewrites the code of
+    ``torch.compiler.is_compiling`` and of dynamo's compile session; the function objects
+    stay). False where they are not the ones known here."""
+    return _install_flag_isolation()
+
+
+@contextlib.contextmanager
+def thread_private_compiler_flags() -> Iterator[None]:
+    """Inside, this thread's ``torch.compiler.is_compiling()`` reads a flag of its own, False
+    but where dynamo's compile session on this thread sets it: other threads never see it (nor
+    this one theirs). Export sets torch's flags itself: not for use around ``torch.export``."""
+    if not _install_flag_isolation() or _FLAG_QUERIES[0] in vars(_flag_route.functions):
+        yield  # torch's flags as they are, or this thread's own already
+        return
+    namespace = dict(vars(_compiler_module))
+    namespace.update(dict.fromkeys(_FLAGS, False))
+    names = _FLAG_QUERIES + _FLAG_SESSIONS
+    torch_functions = vars(_ThreadFlagFunctions)
+    for name in names:
+        setattr(_flag_route.functions, name, _copy(torch_functions[name].__func__, namespace))
+    with _flag_lock:
+        _flag_route.private_threads += 1
+    try:
+        yield
+    finally:
+        with _flag_lock:
+            _flag_route.private_threads -= 1
+        for name in names:
+            delattr(_flag_route.functions, name)
