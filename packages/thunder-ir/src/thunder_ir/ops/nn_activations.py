@@ -88,10 +88,12 @@ def silu(a: Any, inplace: bool = False) -> Any:
 
 @torchop("torch.relu", "torch.Tensor.relu", "torch.nn.functional.relu", tags=_EW)
 def relu(a: Any, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, relu(a))
     require_tensor(a, "relu")
     check(not a.dtype.is_boolean, "\"clamp_min_scalar_cpu\" not implemented for 'Bool'")
     # where(a < 0, 0, a) rather than a > 0: NaN stays NaN and -0.0 stays -0.0, as in torch.
-    return _finish(a, where(lt(a, 0), 0, a), a.dtype, inplace)
+    return _finish(a, where(lt(a, 0), 0, a), a.dtype)
 
 
 @torchop("torch.nn.functional.hardtanh", tags=_EW)
@@ -140,16 +142,20 @@ def elu(a: Any, alpha: float = 1.0, inplace: bool = False) -> Any:
 
 @torchop("torch.nn.functional.selu", "torch.selu", tags=_EW)
 def selu(a: Any, inplace: bool = False) -> Any:
+    if inplace:
+        return _written(a, selu(a))
     x, rd = _float_input(a, "selu")
     alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
-    return _finish(a, _elu(x, alpha, scale, 1.0), rd, inplace)
+    return _finish(a, _elu(x, alpha, scale, 1.0), rd)
 
 
 @torchop("torch.nn.functional.celu", "torch.celu", tags=_EW)
 def celu(a: Any, alpha: float = 1.0, inplace: bool = False) -> Any:
     check(alpha != 0, "ZeroDivisionError: alpha cannot be 0 for CELU")
+    if inplace:
+        return _written(a, celu(a, alpha))
     x, rd = _float_input(a, "celu")
-    return _finish(a, _elu(x, alpha, 1.0, 1.0 / alpha), rd, inplace)
+    return _finish(a, _elu(x, alpha, 1.0, 1.0 / alpha), rd)
 
 
 def _softplus(x: TensorProxy, beta: float, threshold: float) -> TensorProxy:
