@@ -128,7 +128,7 @@ ATEN_OPS: tuple[Symbol, ...] = (
     ltorch.hardtanh_backward, ltorch.silu_backward, ltorch.leaky_relu_backward,
     ltorch.elu_backward, ltorch.softplus_backward, ltorch.mish_backward, ltorch.advanced_index,
     ltorch.native_group_norm, ltorch.group_norm_backward, ltorch.softmax_backward_data,
-    ltorch.log_softmax_backward_data,
+    ltorch.log_softmax_backward_data, ltorch.elu_written, ltorch.elu_backward_from_result,
 )  # fmt: skip
 
 torch_ops_executor = OperatorExecutor("torch_ops")
@@ -536,6 +536,12 @@ def _elu_backward(torch: Any, grad_out: Any, a: Any, alpha: float) -> Any:
     return torch.ops.aten.elu_backward(grad_out, alpha, 1, 1, False, a)
 
 
+def _elu_backward_from_result(
+    torch: Any, grad_out: Any, result: Any, alpha: float, scale: float, input_scale: float
+) -> Any:
+    return torch.ops.aten.elu_backward(grad_out, alpha, scale, input_scale, True, result)
+
+
 def _on_cpu(q: Any, *args: Any, **kwargs: Any) -> bool:
     return str(q.device.type) == "cpu"
 
@@ -568,6 +574,8 @@ def _aten_ops() -> dict[Symbol, Callable[..., Any]]:
         ltorch.silu_backward: torch.ops.aten.silu_backward,
         ltorch.leaky_relu_backward: functools.partial(_leaky_relu_backward, torch),
         ltorch.elu_backward: functools.partial(_elu_backward, torch),
+        ltorch.elu_written: torch.ops.aten.elu,
+        ltorch.elu_backward_from_result: functools.partial(_elu_backward_from_result, torch),
         ltorch.softplus_backward: torch.ops.aten.softplus_backward,
         ltorch.mish_backward: torch.ops.aten.mish_backward,
         # ``a[key]`` with the key's tensors: aten.index, without the dispatch of torch.ops

@@ -113,6 +113,15 @@ _CPU_FALLBACKS_UNLIKE_EAGER = frozenset(
 # Ops inductor lowers to maximum/minimum, which give +0.0 for a -0.0 input at a zero bound (eager
 # keeps -0.0): in a region they run as their decomposition (where(x >= lo, x, lo) keeps it).
 _CLAMPS = frozenset({"clamp", "clamp_min", "clamp_max", "hardtanh", "relu6"})
+# Dtypes inductor's CPU sums and products get wrong when they accumulate in them: int8 and uint8
+# sums give other values (of ones, 3x their count), a bool sum fails to compile or writes out of
+# bounds (and eager refuses a bool scan). Such prims stay out of regions.
+_NARROW_ACCUMULATIONS = frozenset({dtypes.int8, dtypes.uint8, dtypes.bool8})
+_ACCUMULATING_PRIMS = frozenset({prims.sum, prims.prod, prims.cumsum, prims.cumprod})
+# Reductions given a result dtype run in a region as their decomposition (which converts and
+# accumulates as eager does): inductor's lowerings accumulate in a narrow result dtype as above,
+# and round a float16/bfloat16 mean's steps (100 ulps off).
+_WHOLE_REDUCTIONS_WITH_DTYPE = frozenset({ltorch.sum, ltorch.nansum, ltorch.prod, ltorch.mean})
 # Ops whose inductor lowering returns the second of two equal zeros where eager returns the first.
 _WHOLE_OPS_UNLIKE_EAGER = frozenset({"fmax", "fmin"})
 # Ops on float16/bfloat16 that inductor computes in float32 and rounds once, where eager's kernel
@@ -209,6 +218,8 @@ def _unlike_eager_in_inductor(bsym: BoundSymbol) -> bool:
             return True
     if bsym.sym in _INDEXING:
         return _index_ranges(bsym) is None
+    if bsym.sym in _ACCUMULATING_PRIMS:
+        return _narrow_accumulation(bsym)
     if bsym.sym not in _DIVISIONS:
         return False
     out = bsym.flat_proxy_outs[0]
@@ -217,6 +228,23 @@ def _unlike_eager_in_inductor(bsym: BoundSymbol) -> bool:
     divisor = bsym.args[1] if len(bsym.args) > 1 else None
     # A constant divisor other than 0 and -1 never traps.
     return isinstance(divisor, Proxy) or not isinstance(divisor, int) or divisor in (0, -1)
+
+
+def _narrow_accumulation(bsym: BoundSymbol) -> bool:
+    return any(
+        isinstance(o, TensorProxy) and o.dtype in _NARROW_ACCUMULATIONS
+        for o in bsym.flat_proxy_outs
+    )
+
+
+def _converting_reduction(bsym: BoundSymbol) -> bool:
+    """A sum, product or mean whose result dtype is not its input's (``sum(dtype=torch.int8)``,
+    an integer's sum in int64) or that accumulates in a narrow dtype."""
+    if bsym.sym not in _WHOLE_REDUCTIONS_WITH_DTYPE:
+        return False
+    a, out = bsym.args[0] if bsym.args else None, bsym.flat_proxy_outs[0]
+    converts = isinstance(a, TensorProxy) and isinstance(out, TensorProxy) and a.dtype != out.dtype
+    return converts or _narrow_accumulation(bsym)
 
 
 _WIDEST = frozenset({dtypes.float64, dtypes.int64, dtypes.complex128, dtypes.bool8})
@@ -275,6 +303,7 @@ def _torch_calls_with_ranges(
         elif (
             torch_ops_executor.claims(b)
             and not (b.sym.name in _CLAMPS and _number_bounds(b))
+            and not _converting_reduction(b)
             and (whole_index_ops or not any(s.sym in _INDEXING for s in leaf_prims(b)))
         ):
             out.append((torch_ops_executor.translate(b), []))

@@ -132,28 +132,40 @@ def _elu(x: TensorProxy, alpha: float, scale: float, input_scale: float) -> Tens
     return where(gt(x, 0), pos_part, neg_part)  # type: ignore[no-any-return]
 
 
+@torchop(name="elu_written", tags=_EW)
+def elu_written(a: Any, alpha: float, scale: float, input_scale: float) -> Any:
+    """``aten.elu`` for an ``inplace=True`` call of elu, celu or selu, whose result the caller
+    writes into ``a``: eager differentiates that one from its result (autodiff's rule for this
+    op), the out-of-place op from its input."""
+    x, rd = _float_input(a, "elu")
+    return _finish(a, _elu(x, alpha, scale, input_scale), rd)
+
+
 @torchop("torch.nn.functional.elu", tags=_EW)
 def elu(a: Any, alpha: float = 1.0, inplace: bool = False) -> Any:
     if inplace:
-        return _written(a, elu(a, alpha))
+        return _written(a, elu_written(a, alpha, 1.0, 1.0))
     x, rd = _float_input(a, "elu")
-    return _finish(a, _elu(x, alpha, 1.0, 1.0), rd, inplace)
+    return _finish(a, _elu(x, alpha, 1.0, 1.0), rd)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
 
 
 @torchop("torch.nn.functional.selu", "torch.selu", tags=_EW)
 def selu(a: Any, inplace: bool = False) -> Any:
     if inplace:
-        return _written(a, selu(a))
+        return _written(a, elu_written(a, _SELU_ALPHA, _SELU_SCALE, 1.0))
     x, rd = _float_input(a, "selu")
-    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
-    return _finish(a, _elu(x, alpha, scale, 1.0), rd)
+    return _finish(a, _elu(x, _SELU_ALPHA, _SELU_SCALE, 1.0), rd)
 
 
 @torchop("torch.nn.functional.celu", "torch.celu", tags=_EW)
 def celu(a: Any, alpha: float = 1.0, inplace: bool = False) -> Any:
     check(alpha != 0, "ZeroDivisionError: alpha cannot be 0 for CELU")
     if inplace:
-        return _written(a, celu(a, alpha))
+        return _written(a, elu_written(a, alpha, 1.0, 1.0 / alpha))
     x, rd = _float_input(a, "celu")
     return _finish(a, _elu(x, alpha, 1.0, 1.0 / alpha), rd)
 

@@ -603,6 +603,21 @@ def elu_backward(grad_out: TensorProxy, a: TensorProxy, alpha: float) -> TensorP
     return _activation_grad(grad_out, a, d)
 
 
+@torchop(name="elu_backward_from_result")
+def elu_backward_from_result(
+    grad_out: TensorProxy, result: TensorProxy, alpha: float, scale: float, input_scale: float
+) -> TensorProxy:
+    """``aten.elu_backward`` from the result (of ``elu_written``): ``g * input_scale * (y + alpha
+    * scale)`` where ``y <= 0``, else ``g * scale``."""
+
+    def d(y: Any, g: Any) -> Any:
+        return where(
+            prims.le(y, 0.0), mul(mul(g, input_scale), add(y, alpha * scale)), mul(g, scale)
+        )
+
+    return _activation_grad(grad_out, result, d)
+
+
 @torchop(name="softplus_backward")
 def softplus_backward(
     grad_out: TensorProxy, a: TensorProxy, beta: float, threshold: float

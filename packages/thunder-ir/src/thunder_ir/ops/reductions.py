@@ -78,16 +78,22 @@ def _check_nonempty(op: str, a: TensorProxy) -> None:
 # Sums and products ------------------------------------------------------------------------
 
 
+def _as_accumulated(a: TensorProxy, out_dtype: DType) -> TensorProxy:
+    """A sum's, product's or scan's input as it accumulates: converted to the result's dtype
+    first, as eager does (a bool sum is then an any); integers accumulate in int64, which wraps as
+    the narrower dtype would once truncated at the end (an int8 accumulator is not compiled
+    faithfully by every fusion executor)."""
+    computation = dtypes.int64 if out_dtype.is_exact else _accumulation(out_dtype)
+    return to_dtype(to_dtype(a, out_dtype), computation)  # type: ignore[no-any-return]
+
+
 def _sum_like(op: str, prim: Any, a: Any, dim: DimArg, keepdim: bool, dtype: Any) -> Any:
     a = _check_input(op, a)
     out_dtype = dtype_arg(dtype)
     if out_dtype is None:
         out_dtype = dtypes.int64 if a.dtype.is_exact else a.dtype
-    computation = _accumulation(out_dtype)
-    if computation.is_boolean:
-        computation = dtypes.int64
     dims = _dims(a, dim)
-    out = prim(to_dtype(a, computation), dims)
+    out = prim(_as_accumulated(a, out_dtype), dims)
     return _keep(a, to_dtype(out, out_dtype), dims, keepdim)
 
 
@@ -481,7 +487,9 @@ def _scan(op: str, prim: Any, a: Any, dim: int, dtype: Any) -> Any:
     if out_dtype is None:
         out_dtype = dtypes.int64 if a.dtype.is_exact else a.dtype
     d = canonicalize_dim(a.ndim, dim)
-    out = prim(to_dtype(a, _accumulation(out_dtype)), d)
+    # (a bool scan stays one: eager's kernels refuse it)
+    x = to_dtype(a, out_dtype) if out_dtype.is_boolean else _as_accumulated(a, out_dtype)
+    out = prim(x, d)
     return to_dtype(out, out_dtype)
 
 

@@ -157,7 +157,8 @@ def _native_batch_norm(
 
 # Activations kept whole in the forward, their gradients one op each (eager's backward kernel
 # under torch_ops). A call given ``inplace=True`` writes its input inside the op: it is
-# differentiated through its decomposition instead.
+# differentiated through its decomposition instead, the op out of place (or ``elu_written``)
+# then a write.
 
 
 def _not_in_place(bsym: BoundSymbol) -> bool:
@@ -185,6 +186,13 @@ _ACTIVATIONS = (
 )
 for _op, _backward, _params in _ACTIVATIONS:
     register_vjp(_op, applies=_not_in_place)(_activation(_backward, *_params))
+
+
+@register_vjp(ltorch.elu_written)
+def _elu_written(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # An inplace=True call of elu, celu or selu: eager's gradient is from the result it wrote.
+    a, alpha, scale, input_scale = bsym.args
+    return [(a, ltorch.elu_backward_from_result(g, bsym.output, alpha, scale, input_scale))]
 
 
 @register_vjp(ltorch.relu6, applies=_not_in_place)
