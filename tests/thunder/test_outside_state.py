@@ -1178,7 +1178,7 @@ def test_a_forward_hook_the_module_registers_on_itself_once_runs_as_in_eager():
     assert model.hooked is True
 
 
-def test_a_lock_taken_and_released_in_the_function_is_taken_while_tracing_only():
+def test_a_lock_taken_and_released_in_the_function_is_left_free_after_each_call():
     def f(x):
         with LOCK:
             y = x * 2

@@ -26,9 +26,11 @@ from thunder.eager_layouts import (
 from thunder.errors import JitError
 from thunder.guard_tree import with_guard_tree
 from thunder.options import JitOptions
+from thunder.program_locks import holding_locks
 from thunder.prologue import (
     WritesBeforeError,
     build_epilogue,
+    build_lock_finder,
     build_prologue,
     build_writes_before_error,
     check_late_constraints,
@@ -86,6 +88,8 @@ class CacheEntry:
     # (``Trace.caught_op_outputs``): where the computation raises before any effect, eager's
     # handler decides (the call runs again eagerly).
     catches_op_errors: bool = False
+    # Whether the program takes locks (``thunder.program_locks``): its calls hold them.
+    takes_locks: bool = False
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Prologue, computation, epilogue (the prologue's GuardFailure propagates)."""
@@ -131,11 +135,9 @@ def compile_entry(
     import torch
 
     with size_facts() as facts, torch.enable_grad():
-        entry = _compile_entry(
+        return _compile_entry(
             fn, args, kwargs, options, executors, transforms, param_names, key, facts, False
         )
-    entry.computation = _with_grad_enabled(entry.computation)
-    return entry
 
 
 def _noting_generator_states(
@@ -255,6 +257,8 @@ def _compile_entry(
     warning_replays = tuple((w.value[0], w.value[1]) for w in program.writes if w.kind == "warn")
     if warning_replays:  # checked before any effect: eager raises at the call
         computation = checking_warning_filters(computation, warning_replays)
+    if not grad_at_start:
+        computation = _with_grad_enabled(computation)
 
     check_late_constraints(prologue_trace, facts.constraints_since(checked), program)
     body = prologue_trace.bound_symbols  # the last one returns
@@ -262,10 +266,18 @@ def _compile_entry(
         *stride_checks(strides_checked),
         *contiguity_checks(contiguous_checked),
     ]
-    prologue = with_guard_tree(
-        reporting_misses(prologue_trace.python_callable(ctx)), prologue_trace, ctx
-    )
+    python_prologue = reporting_misses(prologue_trace.python_callable(ctx))
+    prologue = with_guard_tree(python_prologue, prologue_trace, ctx)
     epilogue_source, epilogue = build_epilogue(program) if program.needs_epilogue else (None, None)
+    if program.locks:
+        prologue, computation, epilogue = holding_locks(
+            prologue,
+            computation,
+            epilogue,
+            program.locks,
+            build_lock_finder(program),
+            python_prologue,
+        )
     clock.lap("codegen")
     return CacheEntry(
         prologue,
@@ -282,6 +294,7 @@ def _compile_entry(
         writes_outside=bool(program.writes) or program.switches_grad_mode,
         writes_before_error=build_writes_before_error(program),
         catches_op_errors=bool(program.trace.caught_op_outputs),
+        takes_locks=bool(program.locks),
     )
 
 

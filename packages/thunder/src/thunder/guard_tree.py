@@ -33,6 +33,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
 import types
 import weakref
 from collections import OrderedDict
@@ -1022,7 +1023,7 @@ def build_guard_tree(
 
 
 class _Entry:
-    __slots__ = ("accepted", "builds", "hits", "tree", "volatile")
+    __slots__ = ("accepted", "building", "builds", "hits", "tree", "volatile")
 
     def __init__(self) -> None:
         self.tree: GuardTree | None = None
@@ -1030,6 +1031,9 @@ class _Entry:
         self.accepted = 0  # calls the Python prologue accepted
         self.builds = 0
         self.volatile: set[tuple[Any, ...]] = set()  # paths of dicts that change between calls
+        # Held by the call that builds the tree: calls on other threads meanwhile do not build
+        # one too (each build would count against REBUILDS).
+        self.building = threading.Lock()
 
 
 def with_guard_tree(
@@ -1061,8 +1065,12 @@ def with_guard_tree(
         inputs = prologue(args, kwargs)  # GuardFailure: not this entry
         state.accepted += 1
         if state.builds < REBUILDS:
-            if state.accepted >= after << state.builds:
-                _rebuild(state, tree, trace, ctx, args, kwargs)
+            if state.accepted >= after << state.builds and state.building.acquire(blocking=False):
+                try:
+                    if state.accepted >= after << state.builds:  # (not built meanwhile)
+                        _rebuild(state, tree, trace, ctx, args, kwargs)
+                finally:
+                    state.building.release()
         elif tree is not None:
             state.tree = None  # rebuilt enough and still wrong: the Python prologue alone
         return inputs
@@ -1085,8 +1093,8 @@ def _rebuild(
         if changed is not None:
             state.volatile.add(changed)
     state.builds += 1
-    state.accepted = 0
     state.tree = build_guard_tree(trace, ctx, args, kwargs, state.volatile)
+    state.accepted = 0  # (after: calls on other threads while it was built count for nothing)
     if state.tree is None:
         state.builds = REBUILDS  # a step without translation: not tried again
 

@@ -16,6 +16,8 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import os
+import threading
 import time
 import traceback
 import types
@@ -78,6 +80,17 @@ _FIRST_EAGER_WAIT = 8
 _MAX_EAGER_WAIT = 4096
 # Stands for "compiling raised inside thunder" where the slow path holds the exception to run after.
 _INTERNAL: Exception = RuntimeError("thunder failed compiling the traced program")
+
+# A miss waits for the thread compiling for the same function (``_take_compile_turn``) unless
+# that thread used less than this CPU time in the last window of the wait: it waits for
+# something, which may be this thread (a lock this thread holds that the traced code takes).
+_STALL_WINDOW = 1.0
+_STALL_CPU = 0.005
+# Where the platform has no per-thread CPU clock, the longest wait.
+_LONGEST_BLIND_WAIT = 10.0
+# How many compile turns (of any jitted function) this thread holds: a thread holding one never
+# waits for another's, so no two threads wait for each other.
+_turns_held = threading.local()
 
 
 def _next_eager_wait(structure: _Structure | None, key: tuple[Any, ...] | None) -> int | None:
@@ -344,8 +357,9 @@ def _refused(error: Exception) -> RunsSplit:
 def _drop_when_key_dies(fn: ThunderFunction, structure: _Structure, key: tuple[Any, ...]) -> None:
     """Drops the entries of ``key`` when an object it holds weakly dies (a callback made per
     call): no call can match them again, and their programs hold that object (its defaults, its
-    code). The bucket is emptied, not removed: the callback may run while the buckets are
-    iterated."""
+    code). The bucket is replaced by an empty one, not removed: the callback may run while the
+    buckets are iterated; nor changed in place: calls on other threads may iterate it. It takes
+    no lock: it may run on any thread, one that holds a lock of another jitted function too."""
     objects = [obj for k in key if type(k) is WeakSame and (obj := k.ref()) is not None]
     if not objects:
         return
@@ -353,13 +367,11 @@ def _drop_when_key_dies(fn: ThunderFunction, structure: _Structure, key: tuple[A
 
     def died(_ref: Any) -> None:
         bucket = structure.buckets.get(key)
-        jf = owner()
-        if bucket and jf is not None:
-            jf._entries -= len(bucket)
-            if jf._last_call is not None and jf._last_call[1] in bucket:
-                jf._last_call = None
         if bucket:
-            bucket.clear()
+            structure.buckets[key] = []
+            jf = owner()
+            if jf is not None and (last := jf._last_call) is not None and last[1] in bucket:
+                jf._last_call = None
         structure.watchers.difference_update(watchers)
 
     watchers = {weakref.ref(obj, died) for obj in objects}
@@ -504,6 +516,55 @@ def _same_objects(
     return fingerprint == _fingerprint(args, kwargs)
 
 
+class _CompileTurn:
+    """A miss's turn to compile (``ThunderFunction._take_compile_turn``), or a compile beside
+    the turn (``held`` False). The turn ends once the program is in the cache, before it runs,
+    or once the call's failure to compile is recorded (after its eager run)."""
+
+    __slots__ = ("fn", "held")
+
+    def __init__(self, fn: ThunderFunction, held: bool) -> None:
+        self.fn, self.held = fn, held
+
+    def end(self) -> None:
+        if self.held:
+            self.held = False
+            self.fn._end_compile_turn()
+
+
+class _Stall:
+    """Whether a thread that holds a compile turn is stalled: it used less than
+    ``_STALL_CPU`` seconds of CPU time in the last ``_STALL_WINDOW`` seconds of a wait for it
+    (it waits itself, on a lock the waiting thread may hold: traced code takes locks)."""
+
+    __slots__ = ("cpu", "read", "since")
+
+    def __init__(self, thread_id: int) -> None:
+        self.read: Any = None
+        self.cpu = 0.0
+        try:
+            self.read = functools.partial(time.clock_gettime, time.pthread_getcpuclockid(thread_id))
+            self.cpu = self.read()
+        except (AttributeError, OSError):  # no per-thread CPU clock here: the wait is bounded
+            self.read = None
+        self.since = time.monotonic()
+
+    def stalled(self) -> bool:
+        now = time.monotonic()
+        if self.read is None:
+            return now - self.since >= _LONGEST_BLIND_WAIT
+        if now - self.since < _STALL_WINDOW:
+            return False
+        try:
+            cpu = self.read()
+        except OSError:  # it ended (and its turn with it)
+            return False
+        if cpu - self.cpu < _STALL_CPU:
+            return True
+        self.since, self.cpu = now, cpu
+        return False
+
+
 class ThunderFunction:
     """What ``thunder.jit(fn)`` returns for a function: call it like ``fn``."""
 
@@ -520,14 +581,23 @@ class ThunderFunction:
         self.transforms = tuple(transforms)
         self.stats = CompileStats()
         self._param_names = parameter_names(fn)
+        # Calls on several threads share the cache. The lists (of structures, of a bucket's
+        # entries) are replaced, never changed in place: a call iterates the one it read
+        # without a lock. Changes are made under ``_cache_lock``; a miss compiles in its turn
+        # (``_take_compile_turn``): concurrent misses of the same inputs compile once.
         self._structures: list[_Structure] = []
-        self._entries = 0
-        # The fast path reads these two directly.
-        self._signature: Any = _no_signature
-        self._buckets: dict[tuple[Any, ...], list[CacheEntry]] = {}
-        self._split_keys: set[tuple[tuple[Any, ...], tuple[bool, ...]]] = set()  # as _buckets
+        # The fast path's signature, buckets and split keys (of the first structure), replaced
+        # together: a call never pairs a signature with another structure's buckets.
+        self._lookup: tuple[Any, dict[tuple[Any, ...], list[CacheEntry]], set[Any]] = (
+            _no_signature,
+            {},
+            set(),
+        )
+        self._cache_lock = threading.RLock()
+        self._compile_done = threading.Condition(self._cache_lock)
+        self._compiling: tuple[int, int] | None = None  # (process, thread) compiling now
+        self._cache_version = 0  # counts the entries added and the turns ended
         self._last_failure = ""
-        self._sizes_failed = False  # a program failed these inputs on tensor sizes only
         # The default cache compiles with symbolic values once sizes changed for a third program
         # (_goes_symbolic); False again for good where such a program could not be compiled.
         self._auto_symbolic = False
@@ -612,14 +682,15 @@ class ThunderFunction:
                 else:
                     self.stats.cache_hits += 1
                     return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
+        signature, buckets, split_keys = self._lookup
         try:
-            key = self._signature(args, kwargs)
-            bucket = self._buckets.get(key)
+            key = signature(args, kwargs)
+            bucket = buckets.get(key)
         except Exception:  # another structure (or nothing compiled yet): the slow path
             key = bucket = None
-        if bucket is None and self._split_keys:
+        if bucket is None and split_keys:
             facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
-            if (key, facts) in self._split_keys:  # it runs split: no program to try
+            if (key, facts) in split_keys:  # it runs split: no program to try
                 return self._run_split(args, kwargs, None, facts)
         if bucket is not None:
             for i, entry in enumerate(bucket):
@@ -638,7 +709,7 @@ class ThunderFunction:
                         raise
                     return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
                 if i:  # the entry that served this call is tried first next time
-                    bucket.insert(0, bucket.pop(i))
+                    self._try_first(buckets, key, bucket, i)
                 self.stats.cache_hits += 1
                 if self._same_input:
                     self._last_call = (_fingerprint(args, kwargs), entry)
@@ -659,52 +730,77 @@ class ThunderFunction:
         if eager_argument is not None:
             return self._run_eagerly_after_raise(args, kwargs, RunsEagerly(eager_argument))
         caching = self.options.cache is not CACHE_OPTIONS.NO_CACHING
-        structure, key = self._find_structure(args, kwargs) if caching else (None, None)
-        self._sizes_failed = False
-        if structure is not None and key is not None:
-            for entry in structure.buckets.get(key, ()):
-                try:
-                    inputs = entry.prologue(args, kwargs)
-                except GuardFailure as e:
-                    resized_state = self._state_resized(entry, e)
-                    self._sizes_failed |= e.sizes_only and not resized_state
-                    self._numbers_changed(entry, e)
-                    self._last_failure = describe_guard_failure(e)
-                    logs.log_guard_failure(self._name, self._last_failure)
-                    continue
-                try:
-                    out = entry.computation(*inputs)
-                except DataChanged as e:
-                    self._last_failure = str(e)
-                    logs.log_guard_failure(self._name, f"a decision on data differs: {e}")
-                    continue
-                except Exception as e:
-                    if not _reruns_after_error(entry, e, args, kwargs):
-                        raise
-                    return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
-                self.stats.cache_hits += 1
-                if self._same_input:
-                    self._last_call = (_fingerprint(args, kwargs), entry)
-                return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
-        if structure is not None and key is not None and structure.split:
-            facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
-            if (key, facts) in structure.split:
-                return self._run_split(args, kwargs, None, facts)
-        if structure is not None and key is not None and key in structure.eager:
-            left, wait = structure.eager[key]
-            if left:  # tracing these inputs failed where eager ran: no retrace on every call
-                self._refuse_eager_if_distributed(self.stats.last_eager_reason or "failed to trace")
-                structure.eager[key] = (left - 1, wait)
-                self.stats.eager_fallbacks += 1
-                logs.log_eager(
-                    self._name,
-                    f"tracing these inputs failed before ({self.stats.last_eager_reason}); "
-                    f"it is tried again after {left - 1} more such calls",
-                )
-                return self.fn(*args, **kwargs)
+        while True:  # again where another thread added to the cache meanwhile
+            version = self._cache_version
+            structure, key = self._find_structure(args, kwargs) if caching else (None, None)
+            sizes_failed = False  # a program failed these inputs on tensor sizes only
+            if structure is not None and key is not None:
+                for entry in structure.buckets.get(key, ()):
+                    try:
+                        inputs = entry.prologue(args, kwargs)
+                    except GuardFailure as e:
+                        resized_state = self._state_resized(entry, e)
+                        sizes_failed |= e.sizes_only and not resized_state
+                        self._numbers_changed(entry, e)
+                        self._last_failure = describe_guard_failure(e)
+                        logs.log_guard_failure(self._name, self._last_failure)
+                        continue
+                    try:
+                        out = entry.computation(*inputs)
+                    except DataChanged as e:
+                        self._last_failure = str(e)
+                        logs.log_guard_failure(self._name, f"a decision on data differs: {e}")
+                        continue
+                    except Exception as e:
+                        if not _reruns_after_error(entry, e, args, kwargs):
+                            raise
+                        return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
+                    self.stats.cache_hits += 1
+                    if self._same_input:
+                        self._last_call = (_fingerprint(args, kwargs), entry)
+                    return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
+            if structure is not None and key is not None and structure.split:
+                facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
+                if (key, facts) in structure.split:
+                    return self._run_split(args, kwargs, None, facts)
+            if structure is not None and key is not None and key in structure.eager:
+                left, wait = structure.eager[key]
+                if left:  # tracing these inputs failed where eager ran: no retrace on every call
+                    self._refuse_eager_if_distributed(
+                        self.stats.last_eager_reason or "failed to trace"
+                    )
+                    structure.eager[key] = (left - 1, wait)
+                    self.stats.eager_fallbacks += 1
+                    logs.log_eager(
+                        self._name,
+                        f"tracing these inputs failed before ({self.stats.last_eager_reason}); "
+                        f"it is tried again after {left - 1} more such calls",
+                    )
+                    return self.fn(*args, **kwargs)
+            # (without caching, every call compiles its own program: nothing to share)
+            turn = self._take_compile_turn(version) if caching else _CompileTurn(self, False)
+            if turn is not None:
+                break
+        try:
+            return self._compile_miss(args, kwargs, structure, key, sizes_failed, turn)
+        finally:
+            turn.end()
+
+    def _compile_miss(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        structure: _Structure | None,
+        key: tuple[Any, ...] | None,
+        sizes_failed: bool,
+        turn: _CompileTurn,
+    ) -> Any:
+        """A call no program serves, in its turn to compile (``_take_compile_turn``)."""
         self.stats.cache_misses += 1
+        caching = self.options.cache is not CACHE_OPTIONS.NO_CACHING
         limit = self.options.recompile_limit
-        if caching and limit is not None and self._entries >= limit:
+        if caching and limit is not None and self._entry_count() >= limit:
+            turn.end()
             self._refuse_eager_if_distributed(f"reached the recompile limit ({limit})")
             self._warn_recompile_limit(structure, key)
             self.stats.eager_fallbacks += 1
@@ -712,22 +808,81 @@ class ThunderFunction:
             logs.log_eager(self._name, f"the recompile limit ({limit}) is reached")
             return self.fn(*args, **kwargs)
         if caching and structure is None:
-            signature = make_signature(args, kwargs, self._symbolic, self._param_names)
-            structure = _Structure(signature, self._symbolic)
-            self._structures.append(structure)
-            key = signature.fn(args, kwargs)
-            if len(self._structures) == 1:
-                self._signature, self._buckets = signature.fn, structure.buckets
-                self._split_keys = structure.split
+            with self._cache_lock:
+                # (a thread compiling without the turn may have made it meanwhile)
+                structure, key = self._find_structure(args, kwargs)
+                if structure is None:
+                    signature = make_signature(args, kwargs, self._symbolic, self._param_names)
+                    structure = _Structure(signature, self._symbolic)
+                    self._structures = [*self._structures, structure]
+                    key = signature.fn(args, kwargs)
+                    if len(self._structures) == 1:
+                        self._lookup = (signature.fn, structure.buckets, structure.split)
         reason = self._change_reason(structure, key)
-        if self._goes_symbolic(structure, key):
+        if self._goes_symbolic(structure, key, sizes_failed):
             structure, key = self._compile_symbolic_from_now(args, kwargs, reason)
         with progress.compiling(self._name):  # (one compilation, whichever try makes it)
             while True:  # each refusal turns symbolic values off for good: at most three tries
                 try:
-                    return self._compile_and_run(args, kwargs, structure, key, reason)
+                    return self._compile_and_run(args, kwargs, structure, key, reason, turn)
                 except _SymbolicRefused:  # compiled with constant values from now on
                     structure, key = self._find_structure(args, kwargs)
+
+    def _take_compile_turn(self, version: int | None) -> _CompileTurn | None:
+        """This thread's turn to compile a miss; None where the cache changed since the lookup
+        that missed (made at ``version``): look again. While another thread compiles, the miss
+        waits for it, then looks again (it compiled these inputs, most likely). A thread that
+        holds a turn (a call made while compiling or in an eager run: recursion, another jitted
+        function) never waits, nor one whose compiling thread is stalled (``_Stall``): it
+        compiles without the turn."""
+        me = (os.getpid(), threading.get_ident())
+        stall: _Stall | None = None
+        with self._cache_lock:
+            while True:
+                if version is not None and version != self._cache_version:
+                    return None
+                owner = self._compiling
+                # (a turn taken before a fork, in the parent: its thread is not in this process)
+                if owner is None or owner[0] != me[0]:
+                    self._compiling = me
+                    _turns_held.count = getattr(_turns_held, "count", 0) + 1
+                    return _CompileTurn(self, True)
+                if owner == me or getattr(_turns_held, "count", 0) > 0:
+                    return _CompileTurn(self, False)
+                if stall is None:
+                    stall = _Stall(owner[1])  # (while it holds the turn: a live thread)
+                elif stall.stalled():
+                    return _CompileTurn(self, False)
+                self._compile_done.wait(_STALL_WINDOW / 4)
+
+    def _end_compile_turn(self) -> None:
+        with self._cache_lock:
+            self._compiling = None
+            self._cache_version += 1
+            _turns_held.count -= 1
+            self._compile_done.notify_all()
+
+    def _try_first(
+        self,
+        buckets: dict[tuple[Any, ...], list[CacheEntry]],
+        key: tuple[Any, ...],
+        bucket: list[CacheEntry],
+        i: int,
+    ) -> None:
+        """The entry at ``i`` first in its bucket from now on: it served the last call. Skipped
+        where another thread changes the cache meanwhile: it is an order only."""
+        if not self._cache_lock.acquire(blocking=False):
+            return
+        try:
+            if buckets.get(key) is bucket:
+                reordered = bucket.copy()
+                reordered.insert(0, reordered.pop(i))
+                buckets[key] = reordered
+        finally:
+            self._cache_lock.release()
+
+    def _entry_count(self) -> int:
+        return sum(len(b) for s in self._structures for b in list(s.buckets.values()))
 
     def _numbers_changed(self, entry: CacheEntry, failure: GuardFailure) -> None:
         """Where ``entry``'s guard on a number read from outside state failed (a counter
@@ -738,7 +893,8 @@ class ThunderFunction:
             return
         paths = entry.number_reads.get(failed_guard(failure))
         if paths and not self._symbolic_reads.issuperset(paths):
-            self._symbolic_reads = self._symbolic_reads.union(paths)
+            with self._cache_lock:  # (calls on other threads may add theirs)
+                self._symbolic_reads = self._symbolic_reads.union(paths)
             logs.log_cache_mode(
                 self._name,
                 f"a number read from outside state changed ({describe_guard_failure(failure)}): "
@@ -756,7 +912,8 @@ class ThunderFunction:
         if any(p is None for p in paths):
             return False  # also a tensor of the arguments: the arguments' rule (_goes_symbolic)
         if not self._symbolic_state.issuperset(paths):
-            self._symbolic_state = self._symbolic_state.union(paths)
+            with self._cache_lock:
+                self._symbolic_state = self._symbolic_state.union(paths)
             logs.log_cache_mode(
                 self._name,
                 f"a tensor of outside state changed sizes ({describe_guard_failure(failure)}): "
@@ -764,20 +921,23 @@ class ThunderFunction:
             )
         return True
 
-    def _goes_symbolic(self, structure: _Structure | None, key: tuple[Any, ...] | None) -> bool:
+    def _goes_symbolic(
+        self, structure: _Structure | None, key: tuple[Any, ...] | None, sizes_failed: bool
+    ) -> bool:
         """Whether the default cache compiles this call with symbolic values: sizes changed
-        (of tensors in the arguments or read through them, a KV cache's) where two programs
-        serve other sizes already. One program then serves every size (``cache="symbolic
-        values"``), where each new length (a decoding step, a batch of another length) compiled
-        a program of its own up to the recompile limit."""
+        (of tensors in the arguments or read through them, a KV cache's; ``sizes_failed``: a
+        program of the key failed on sizes alone) where two programs serve other sizes
+        already. One program then serves every size (``cache="symbolic values"``), where each
+        new length (a decoding step, a batch of another length) compiled a program of its own
+        up to the recompile limit."""
         # Per structure: a call of another structure (an eval call without targets, interleaved
         # with training calls) goes symbolic on its own sizes.
         if not self._auto_symbolic_allowed or structure is None or structure.symbolic:
             return False
-        if key is None or self._entries < 2:
+        if key is None or self._entry_count() < 2:
             return False
         if key in structure.buckets:
-            return self._sizes_failed
+            return sizes_failed
         return self._symbolic_would_help(structure, key)
 
     def _compile_symbolic_from_now(
@@ -787,9 +947,9 @@ class ThunderFunction:
         self._auto_symbolic = True
         signature = make_signature(args, kwargs, True, self._param_names)
         structure = _Structure(signature, symbolic=True)
-        self._structures.insert(0, structure)
-        self._signature, self._buckets = signature.fn, structure.buckets
-        self._split_keys = structure.split
+        with self._cache_lock:
+            self._structures = [structure, *self._structures]
+            self._lookup = (signature.fn, structure.buckets, structure.split)
         logs.log_cache_mode(
             self._name,
             f"sizes changed again ({reason}): compiling with cache='symbolic values' from now on",
@@ -800,14 +960,13 @@ class ThunderFunction:
         """A program with symbolic values could not be compiled: back to constant values for
         good (the structure keyed symbolically is dropped, its entries with it)."""
         self._auto_symbolic, self._auto_symbolic_allowed = False, False
-        self._structures.remove(dropped)
-        self._entries -= sum(len(b) for b in dropped.buckets.values())
-        if self._structures:
-            first = self._structures[0]
-            self._signature, self._buckets = first.signature.fn, first.buckets
-            self._split_keys = first.split
-        else:
-            self._signature, self._buckets, self._split_keys = _no_signature, {}, set()
+        with self._cache_lock:
+            self._structures = [s for s in self._structures if s is not dropped]
+            if self._structures:
+                first = self._structures[0]
+                self._lookup = (first.signature.fn, first.buckets, first.split)
+            else:
+                self._lookup = (_no_signature, {}, set())
         raise _SymbolicRefused
 
     def _compile_and_run(
@@ -817,10 +976,12 @@ class ThunderFunction:
         structure: _Structure | None,
         key: tuple[Any, ...] | None,
         reason: str | None,
+        turn: _CompileTurn,
         retraces: int = 8,
     ) -> Any:
         """Compiles a program for these inputs (stored in ``structure``'s bucket ``key`` when
-        caching) and runs it; the call runs eagerly where tracing cannot hold it."""
+        caching) and runs it; the call runs eagerly where tracing cannot hold it. ``turn`` ends
+        once the program is stored, before it runs (or once the failure is recorded)."""
         start = time.perf_counter()
         raised: BaseException | None = None
         options = self.options
@@ -882,6 +1043,7 @@ class ThunderFunction:
                 facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
                 if structure is not None and key is not None:
                     structure.split.add((key, facts))
+                turn.end()
                 return self._run_split(args, kwargs, raised, facts)
             progress.running("running eagerly")
             wait = _next_eager_wait(structure, key)
@@ -930,11 +1092,14 @@ class ThunderFunction:
             lambda: stats.last_data_reads,
         )
         if structure is not None and key is not None:
-            structure.buckets.setdefault(key, []).insert(0, entry)  # it serves the state now
-            self._entries += 1
+            with self._cache_lock:
+                buckets = structure.buckets
+                buckets[key] = [entry, *buckets.get(key, ())]  # it serves the state now
+                self._cache_version += 1
             _drop_when_key_dies(self, structure, key)
         if self._same_input:
             self._last_call = (_fingerprint(args, kwargs), entry)
+        turn.end()  # (waiting calls find the entry; this one runs it)
         try:
             return entry.run(args, kwargs)
         except DataChanged as e:
@@ -953,13 +1118,24 @@ class ThunderFunction:
             if not retraces:
                 raise JitError(f"thunder.jit: {describe_guard_failure(e)}") from e
             if structure is not None and key is not None:
-                structure.buckets[key].remove(entry)
-                self._entries -= 1
+                with self._cache_lock:
+                    bucket = structure.buckets.get(key, [])
+                    structure.buckets[key] = [other for other in bucket if other is not entry]
             if self._last_call is not None and self._last_call[1] is entry:
                 self._last_call = None
             wait_while_fx_tracer_patches()
-            return self._compile_and_run(args, kwargs, structure, key, reason, retraces - 1)
+            turn = self._take_compile_turn(None) or turn
+            try:
+                return self._compile_and_run(
+                    args, kwargs, structure, key, reason, turn, retraces - 1
+                )
+            finally:
+                turn.end()
         except GuardFailure as e:
+            if entry.takes_locks:
+                # Another thread changed what tracing read between tracing and this run (the
+                # program's locks are free in between): the call goes through the cache again.
+                return self._slow_call(args, kwargs)
             raise JitError(
                 "thunder.jit: the program compiled for these inputs rejects them "
                 f"({describe_guard_failure(e)}). The function changed state it also reads in a "
@@ -1108,7 +1284,8 @@ class ThunderFunction:
             # A module's own _call_impl, not the module: torch.compile's OptimizedModule wrapper
             # would fire global module hooks once more.
             target = self.fn._call_impl if isinstance(self.fn, torch.nn.Module) else self.fn
-            split_program = self._split_programs[facts] = compile_split(target, compiler)
+            # (the first one made serves every thread: dynamo compiles it once)
+            split_program = self._split_programs.setdefault(facts, compile_split(target, compiler))
         if reason is not None:
             where = user_location(reason)
             at = f" at {where}" if where and where not in str(reason) else ""
@@ -1250,6 +1427,11 @@ class ThunderFunction:
         return result
 
     @property
+    def _buckets(self) -> dict[tuple[Any, ...], list[CacheEntry]]:
+        """The buckets the cached path looks in."""
+        return self._lookup[1]
+
+    @property
     def _name(self) -> str:
         return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
 
@@ -1273,7 +1455,7 @@ class ThunderFunction:
         self, structure: _Structure | None, key: tuple[Any, ...] | None
     ) -> str | None:
         """What differs from the most recent compiled entry (None for the first compilation)."""
-        if self._entries == 0:
+        if self._entry_count() == 0:
             return None
         if structure is None or key is None:
             return "the arguments have a new structure (count, keywords, nesting or types)"

@@ -103,6 +103,7 @@ __all__ = [
     "GuardFailure",
     "WritesBeforeError",
     "build_epilogue",
+    "build_lock_finder",
     "build_prologue",
     "describe_guard_failure",
     "failed_guard",
@@ -769,6 +770,17 @@ def build_epilogue(program: TracedProgram) -> tuple[str, Callable[..., Any]]:
     lines.append(f"  return {value}")
     source, fn = _compiled(lines, ctx, writer, f"<thunder epilogue {id(program):x}>")
     return source, fn
+
+
+def build_lock_finder(program: TracedProgram) -> Callable[..., tuple[Any, ...]]:
+    """Python that reads, as a call starts, the objects at the paths of the locks the program
+    takes (``program.locks``, in that order)."""
+    ctx: dict[str, Any] = {"fn": program.fn}
+    writer = _EpilogueWriter(program, ctx)
+    found = "".join(f"{writer.path(lock.access)}, " for lock in program.locks)
+    lines = ["def find_locks(args, kwargs):", f"  return ({found})"]
+    _, find = _compiled(lines, ctx, writer, f"<thunder locks {id(program):x}>")
+    return cast(Callable[..., tuple[Any, ...]], find)
 
 
 def _compiled(

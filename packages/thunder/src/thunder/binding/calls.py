@@ -523,7 +523,8 @@ def _looks_up_items(fn: Any) -> bool:
 
 
 # Locks a program may take and release within a call (regions.RegionsMixin._lock_call):
-# threading.Lock and RLock (Condition and Semaphore are Python classes built on them).
+# threading.Lock and RLock (a Condition is a Python class over one; a Semaphore's methods are
+# lookasides of regions.RegionsMixin).
 LOCK_TYPES: frozenset[type] = frozenset({_thread.LockType, type(threading.RLock())})
 LOCK_METHODS = frozenset({"acquire", "release", "__enter__", "__exit__"})
 
@@ -534,7 +535,14 @@ class CallsMixin(WritesMixin):
     def _context_var_call(self, var: Any, name: str, args: tuple[Any, ...]) -> Any:
         raise NotImplementedError  # regions.RegionsMixin
 
-    def _lock_call(self, lock: Any, name: str, args: tuple[Any, ...], kwargs: Any) -> Any:
+    def _lock_call(
+        self,
+        lock: Any,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: Any,
+        native: Callable[..., Any] | None = None,
+    ) -> Any:
         raise NotImplementedError  # regions.RegionsMixin
 
     def _context_setting(self, cm: Any, name: str, default: Any) -> Any:

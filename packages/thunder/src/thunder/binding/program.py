@@ -23,19 +23,26 @@ from thunder.binding.data_reads import TensorDataReader
 from thunder.binding.decisions import check_data_decisions
 from thunder.binding.fallback import is_ir_refusal
 from thunder.binding.locations import is_library_file
-from thunder.binding.regions import GradEnabledInside
+from thunder.binding.regions import GradEnabledInside, LockBusy
 from thunder.binding.reshape_writes import install as install_reshape_write_check
 from thunder.binding.rng import drawing_from
 from thunder.binding.state import (
     ExternalRef,
     Guard,
+    ProgramLock,
     Rebuilt,
     Write,
     holds_a_container_twice,
     iter_proxies,
     template_leaves,
 )
-from thunder.errors import JitError, RunsEagerly, RunsSplit, UnsupportedOperationError
+from thunder.errors import (
+    JitError,
+    RunsEagerly,
+    RunsSplit,
+    UnsupportedOperationError,
+    UnsupportedSideEffectError,
+)
 from thunder.lookasides import SymbolicSize, native_special
 from thunder.options import JitOptions
 from thunder_interp import interpret
@@ -95,6 +102,9 @@ class TracedProgram:
     recorded: tuple[BoundSymbol, ...] = ()
     # Whether the program switches grad mode (an effect on the process an error keeps).
     switches_grad_mode: bool = False
+    # The locks the program takes, in the order it first took them: the compiled call holds
+    # them from its prologue through its epilogue (``thunder.program_locks``).
+    locks: tuple[ProgramLock, ...] = ()
 
     @property
     def needs_epilogue(self) -> bool:
@@ -133,6 +143,29 @@ def trace_program(
     wrote. Outside state written while tracing is restored before this returns. Raises
     ``ProgramRaised`` for the program's own errors, ``JitError`` (with the user's file:line)
     for what thunder refuses, and ``GradEnabledInside`` (see ``binding.regions``)."""
+    for _ in range(_LOCK_TRIES):
+        try:
+            return _trace_program(fn, args, kwargs, options, param_names, grad_at_start)
+        except LockBusy as busy:  # (everything given back): once it is free, again
+            busy.wait()
+    raise UnsupportedSideEffectError(
+        "thunder.jit: other threads kept taking the locks the function takes one after another "
+        f"while it was traced ({_LOCK_TRIES} tries)"
+    )
+
+
+# How often tracing starts again where a lock it takes is busy (``regions.LockBusy``).
+_LOCK_TRIES = 100
+
+
+def _trace_program(
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: JitOptions,
+    param_names: tuple[str, ...],
+    grad_at_start: bool,
+) -> TracedProgram:
     trace = Trace("computation")
     binder = Binder(fn, options, trace, param_names)
     if not grad_at_start:
@@ -168,16 +201,18 @@ def trace_program(
             if reported is e:
                 raise
             raise reported from (e if isinstance(reported, ProgramRaised) else None)
-        except GradEnabledInside:
-            raise  # thunder's own: traced again from a no-grad region (compile_entry)
+        except (GradEnabledInside, LockBusy):
+            raise  # thunder's own: traced again (compile_entry, trace_program)
         except BaseException as e:
             # KeyboardInterrupt, SystemExit, a class of the user's: raised by the program as any
             # exception (its writes before the raise are undone here; eager makes them and
             # raises it again), or an interrupt that came while tracing (the caller raises it).
             raise ProgramRaised(e) from e
         finally:
-            binder.release_held_locks()
-            binder.undo_effects()
+            try:
+                binder.undo_effects()
+            finally:  # (after: another thread taking them sees the state as it was)
+                binder.release_held_locks()
             trace.read_data = None  # it holds this call's tensors
             trace.in_handler = None
     return _result(binder, template, outputs, recorded)
@@ -370,6 +405,7 @@ def _result(
         write_positions=positions,
         recorded=tuple(recorded) if writes else (),
         switches_grad_mode=binder.regions.grad_mode_switched,
+        locks=binder.program_locks(),
     )
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextvars
 import functools
 import sys
+import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +18,7 @@ import torch
 
 from thunder.access import QUERY, Access
 from thunder.binding.copying import CopyingMixin
-from thunder.binding.state import Guard
+from thunder.binding.state import Guard, ProgramLock
 from thunder.binding.torch_modules import transformer_encoder_forward
 from thunder.binding.writes import module_setattr
 from thunder.errors import (
@@ -137,6 +139,57 @@ class GradEnabledInside(BaseException):
     ``Exception``, and uncatchable by the interpreted program's ``except`` clauses."""
 
 
+@uncatchable
+class LockBusy(BaseException):
+    """The program takes a lock another thread holds while tracing still holds locks the
+    program released (``RegionState.released_locks``): waiting there could deadlock with code
+    taking them in another order, so tracing gives everything back, waits for this one and
+    starts again (``binding.program.trace_program``). Uncatchable by the program."""
+
+    def __init__(self, lock: Any) -> None:
+        super().__init__(f"{type(lock).__name__} held by another thread")
+        self.lock = lock
+
+    def wait(self) -> None:
+        """Until the lock is free (taken and given back at once, holding nothing else)."""
+        acquire, release = _lock_methods(self.lock)
+        acquire(self.lock)
+        release(self.lock)
+
+
+def _waits_until_taken(lock: Any, args: tuple[Any, ...], kwargs: Any) -> bool:
+    """Whether ``lock.acquire(*args, **kwargs)`` waits until it holds the lock (and so returns
+    True): blocking, without a timeout (-1 for a C lock, None for a Semaphore)."""
+    if len(args) > 2 or not set(kwargs) <= {"blocking", "timeout"}:
+        return False
+    given = dict(zip(("blocking", "timeout"), args))
+    if set(given) & set(kwargs):
+        return False
+    given.update(kwargs)
+    blocking = given.get("blocking", True)
+    no_timeout = None if isinstance(lock, threading.Semaphore) else -1
+    timeout = given.get("timeout", no_timeout)
+    return (
+        type(blocking) in (bool, int)
+        and bool(blocking)
+        and type(timeout) is type(no_timeout)
+        and timeout == no_timeout
+    )
+
+
+def _last_index(locks: list[Any], lock: Any) -> int | None:
+    return next((i for i in range(len(locks) - 1, -1, -1) if locks[i] is lock), None)
+
+
+def _lock_methods(lock: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The native acquire and release of ``lock`` (a Semaphore's, never a subclass's own)."""
+    if isinstance(lock, threading.BoundedSemaphore):
+        return threading.Semaphore.acquire, threading.BoundedSemaphore.release
+    if isinstance(lock, threading.Semaphore):
+        return threading.Semaphore.acquire, threading.Semaphore.release
+    return type(lock).acquire, type(lock).release
+
+
 @dataclass
 class RegionState:
     """The regions the program is inside (owned by ``RegionsMixin``)."""
@@ -164,6 +217,13 @@ class RegionState:
     # The path of each read of a context variable in the calling context, by (variable, query).
     context_reads: dict[tuple[Any, Any], Access] = field(default_factory=dict)
     held_locks: list[Any] = field(default_factory=list)  # taken and not released yet
+    # Released by the program, still held by tracing until its writes are undone: they are
+    # real until then, and another thread must not see (or write under the lock) what undoing
+    # them puts back.
+    released_locks: list[Any] = field(default_factory=list)
+    # The locks the program took, by id, in the order first taken (with the lock, kept alive
+    # while tracing).
+    taken_locks: dict[int, tuple[Any, ProgramLock]] = field(default_factory=dict)
 
 
 def _eager_stand_in(value: Any) -> Any:
@@ -229,6 +289,7 @@ class RegionsMixin(CopyingMixin):
         for is_compiling in _is_compiling_queries():
             out[is_compiling] = _compiling
         out.update(_fast_path_lookasides())
+        out.update(self._semaphore_lookasides())
         # nn.TransformerEncoder's nested-tensor path, computed as eager does (binding.torch_modules).
         # Interpreted with the finished table (built at its first call): an interpretation copies
         # its table, and this one's must hold the lookasides added after these (grad mode's).
@@ -378,29 +439,110 @@ class RegionsMixin(CopyingMixin):
 
     # -- locks ----------------------------------------------------------------------------------
 
-    def _lock_call(self, lock: Any, name: str, args: tuple[Any, ...], kwargs: Any) -> Any:
-        """``lock.acquire/release`` and ``with lock:`` while tracing. The lock is taken for real
-        (another thread holding it makes tracing wait, as eager waits), so the Python the program
-        runs under it while tracing runs exclusively; the program must release it before it
-        returns, so a call leaves the lock as it found it. The compiled program does not take the
-        lock: what the block computes is in the program, and what it writes outside is replayed
-        by the epilogue on every call (without the lock)."""
-        method = getattr(lock, name)
-        result = method(*args, **kwargs)
-        if name in ("acquire", "__enter__") and result is not False:
-            self.regions.held_locks.append(lock)
-        elif name in ("release", "__exit__"):
-            for i in range(len(self.regions.held_locks) - 1, -1, -1):
-                if self.regions.held_locks[i] is lock:
-                    del self.regions.held_locks[i]
-                    break
-        return result
+    def _lock_call(
+        self,
+        lock: Any,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: Any,
+        native: Callable[..., Any] | None = None,
+    ) -> Any:
+        """``lock.acquire/release`` and ``with lock:`` while tracing (``native``: the unbound
+        method to run, a Semaphore's). The lock is taken for real (another thread holding it
+        makes tracing wait, as eager waits), so the Python the program runs under it while
+        tracing runs exclusively; the program must release it before it returns, so a call
+        leaves the lock as it found it. Tracing gives it back once the writes the program made
+        are undone (``released_locks``). The compiled call takes the locks the program took
+        (``program_locks``) for its whole run: what the program reads and writes under them
+        stays exclusive, as in eager."""
+        method = getattr(lock, name) if native is None else functools.partial(native, lock)
+        held, released = self.regions.held_locks, self.regions.released_locks
+        if name in ("acquire", "__enter__"):
+            self._taking_lock(lock, name, args, kwargs)
+            again = _last_index(released, lock)
+            if again is not None:  # released by the program, still held by tracing
+                del released[again]
+                result = True
+            elif not released:
+                result = method(*args, **kwargs)
+            elif _lock_methods(lock)[0](lock, False):  # never waits holding released ones
+                result = True
+            else:
+                raise LockBusy(lock)
+            held.append(lock)
+            return result
+        i = _last_index(held, lock)
+        if i is None:
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function releases a {type(lock).__name__} it did not acquire "
+                "(a signal to other threads); the compiled program cannot replay that"
+            )
+        if name == "release" and (args or kwargs) and (*args, *kwargs.values()) != (1,):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function releases a {type(lock).__name__} more than once in "
+                "one call; the compiled program cannot replay that"
+            )
+        del held[i]
+        released.append(lock)  # (given back after tracing: release_held_locks)
+        return None
+
+    def _taking_lock(self, lock: Any, name: str, args: tuple[Any, ...], kwargs: Any) -> None:
+        """Records a lock the program takes (refusing, before it waits, what the compiled call
+        could not take as eager does)."""
+        if name == "acquire" and not _waits_until_taken(lock, args, kwargs):
+            raise UnsupportedSideEffectError(
+                f"thunder.jit: the function calls {type(lock).__name__}.acquire without "
+                "waiting until it holds it (blocking=False, or a timeout): its result depends on "
+                "other threads at each call, which the compiled program cannot decide"
+            )
+        held = self.regions.held_locks
+        if isinstance(lock, threading.Semaphore) and any(h is lock for h in held):
+            raise UnsupportedSideEffectError(
+                "thunder.jit: the function acquires a Semaphore it holds already; the compiled "
+                "program takes each lock once"
+            )
+        taken = self.regions.taken_locks
+        if id(lock) not in taken:
+            access = self.access_for(lock)
+            if access is None or self.is_inserted(access):
+                raise UnsupportedSideEffectError(
+                    f"thunder.jit: the function takes a {type(lock).__name__} it made itself or "
+                    "reached where later calls cannot find it again; the compiled program takes "
+                    "the locks the function takes from where they are found"
+                )
+            acquire, release = _lock_methods(lock)
+            taken[id(lock)] = (lock, ProgramLock(access, type(lock), acquire, release))
+
+    def _semaphore_lookasides(self) -> dict[Any, Any]:
+        """A Semaphore's acquire and release (Python over a Condition) run natively, as a C
+        lock's do: the program takes the semaphore, not the lock inside it."""
+
+        def lock_call(name: str, native: Callable[..., Any]) -> Callable[..., Any]:
+            def call(semaphore: Any, *args: Any, **kwargs: Any) -> Any:
+                return self._lock_call(semaphore, name, args, kwargs, native)
+
+            return call
+
+        semaphore, bounded = threading.Semaphore, threading.BoundedSemaphore
+        return {
+            semaphore.acquire: lock_call("acquire", semaphore.acquire),  # (and __enter__)
+            semaphore.__exit__: lock_call("__exit__", semaphore.__exit__),
+            semaphore.release: lock_call("release", semaphore.release),
+            bounded.release: lock_call("release", bounded.release),
+        }
+
+    def program_locks(self) -> tuple[ProgramLock, ...]:
+        """The locks the compiled call takes, in the order the program first took them."""
+        return tuple(lock for _, lock in self.regions.taken_locks.values())
 
     def release_held_locks(self) -> None:
-        """Release what the program took and did not release (tracing stopped, or the program
-        returns holding a lock, which ``check_context_vars`` refuses)."""
-        while self.regions.held_locks:
-            self.regions.held_locks.pop().release()
+        """Gives back every lock tracing holds, after the program's writes are undone: those
+        the program released, and those it did not (tracing stopped, or the program returns
+        holding a lock, which ``check_context_vars`` refuses)."""
+        for locks in (self.regions.held_locks, self.regions.released_locks):
+            while locks:
+                lock = locks.pop()
+                _lock_methods(lock)[1](lock)
 
     def check_context_vars(self) -> None:
         """Refuse a program that returns with a context variable still set by it, holding a

@@ -185,6 +185,19 @@ class Write:
     value: Any
 
 
+@dataclass(frozen=True)
+class ProgramLock:
+    """A lock the program takes (a ``threading`` Lock, RLock, Semaphore or BoundedSemaphore; a
+    Condition's lock): found at ``access`` when a call starts, of exactly the type ``kind``,
+    taken by ``acquire(lock)`` (``acquire(lock, False)``: only if free) and given back by
+    ``release(lock)`` (``binding/regions.py``)."""
+
+    access: Access
+    kind: type
+    acquire: Callable[..., Any]
+    release: Callable[..., Any]
+
+
 class ExternalRef:
     """An outside object in a value template, re-read through its access path."""
 
