@@ -42,6 +42,7 @@ from thunder_executors.executor import (
 from thunder_ir import BoundSymbol, NumberProxy, Symbol, TensorProxy
 from thunder_ir import ops as ltorch
 from thunder_ir.dtypes import to_torch_dtype
+from thunder_ir.ops import own_arguments
 from thunder_ir.ops.nn_activations import softmax_dtype
 
 __all__ = ["ATEN_OPS", "KEPT_OFF_CPU", "KEPT_OPS", "RUNNERS", "torch_ops_executor"]
@@ -157,6 +158,8 @@ def _bound(op: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[st
     sig = _op_signature(op)
     if sig is None:
         return None
+    assert op.meta is not None
+    args, kwargs = own_arguments(op.meta, args, kwargs)  # torch's keyword names
     first = next(iter(sig.parameters))
     kwargs = {first if k in ("input", "self") else k: v for k, v in kwargs.items()}
     try:

@@ -92,6 +92,7 @@ from thunder_ir import (
 from thunder_ir import higher_order as ho
 from thunder_ir import ops as ltorch
 from thunder_ir.dtypes import DType
+from thunder_ir.ops import own_arguments
 from thunder_ir.ops.fallback import (
     FALLBACK_SYMBOLS,
     FallbackAutocast,
@@ -359,6 +360,8 @@ def _bound_arguments(bsym: BoundSymbol, args: Any, kwargs: Any) -> dict[str, Any
     sig = _SIGNATURES[sym]
     if sig is None:
         return None
+    assert sym.meta is not None
+    args, kwargs = own_arguments(sym.meta, tuple(args), dict(kwargs))  # torch's keyword names
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError:

@@ -25,6 +25,7 @@ from thunder_ir.ops import (  # noqa: F401  (importing a family module registers
     shape,
     statistics,
 )
+from thunder_ir.ops._keywords import own_arguments
 from thunder_ir.ops._registry import (
     ALL_OPS,
     is_torch_op,
@@ -34,7 +35,14 @@ from thunder_ir.ops._registry import (
 )
 from thunder_ir.symbol import Symbol
 
-__all__ = ["ALL_OPS", "is_torch_op", "resolve_torch_name", "torch_symbol_map", "torchop"]
+__all__ = [
+    "ALL_OPS",
+    "is_torch_op",
+    "own_arguments",
+    "resolve_torch_name",
+    "torch_symbol_map",
+    "torchop",
+]
 
 globals().update(ALL_OPS)
 

@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["accepting_torch_keywords"]
+__all__ = ["accepting_torch_keywords", "own_arguments"]
 
 _SELF = ("self", "input")
 # The numpy spellings torch's argument parser also takes (``sum(x, axis=0)``, ``cat(axis=)``).
@@ -53,7 +53,23 @@ def accepting_torch_keywords(
             rebound = _rebind(torch_names, accepted, args, kwargs)
         return fn(*rebound[0], **rebound[1])  # where nothing binds, the op's own TypeError
 
+    op.torch_keywords = (tuple(torch_names), accepted)  # type: ignore[attr-defined]
     return op
+
+
+def own_arguments(
+    op: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A recorded call of ``op`` (its arguments as the program passed them, torch's keyword
+    names included: ``mul(x, other=w)``) as the op's own parameters take them."""
+    names = getattr(op, "torch_keywords", None)
+    if names is None or not kwargs:
+        return args, kwargs
+    try:
+        inspect.signature(op).bind(*args, **kwargs)
+        return args, kwargs
+    except TypeError:
+        return _rebind(names[0], names[1], args, kwargs)
 
 
 def _rebind(

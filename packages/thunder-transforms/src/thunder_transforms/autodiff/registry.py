@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thunder_ir import BoundSymbol, NumberProxy, OpTag, Symbol, TensorProxy, prims
+from thunder_ir.ops import own_arguments
 from thunder_ir.sizes import current_size_facts, same_size
 from thunder_ir.symbol import leaf_prims
 
@@ -124,7 +125,9 @@ def bound_arguments(bsym: BoundSymbol) -> dict[str, Any]:
     sig = _SIGNATURES.get(id(fn))
     if sig is None:
         sig = _SIGNATURES[id(fn)] = inspect.signature(fn)
-    bound = sig.bind(*bsym.args, **bsym.kwargs)
+    # A call recorded with torch's keyword names (``torch.mul(x, other=w)``) binds by the op's.
+    args, kwargs = own_arguments(fn, tuple(bsym.args), dict(bsym.kwargs))
+    bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
 
