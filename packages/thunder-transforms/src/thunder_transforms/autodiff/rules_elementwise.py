@@ -613,6 +613,26 @@ def _nan_to_num(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, P.mul(g, P.convert_element_type(P.isfinite(a), g.dtype)))]
 
 
+def _scaled_by_alpha(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    alpha = args["alpha"]
+    return (
+        isinstance(alpha, (int, float, NumberProxy))
+        and not (type(alpha) in (int, float) and alpha == 1)
+        and any(isinstance(x, TensorProxy) and x.dtype.is_inexact for x in (args["a"], args["b"]))
+    )
+
+
+@register_vjp(ltorch.add, ltorch.sub, applies=_scaled_by_alpha)
+def _add_sub_alpha(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager: grad and (-)grad * alpha. Kept whole, the forward is torch's kernel, which computes
+    # a + alpha * b rounding once where the decomposition rounds the product first.
+    args = bound_arguments(bsym)
+    a, b, alpha = args["a"], args["b"], args["alpha"]
+    gb = ltorch.mul(g if bsym.sym is ltorch.add else ltorch.neg(g), alpha)
+    return [(a, _to_shape(g, a)), (b, _to_shape(gb, b))]
+
+
 @register_vjp(ltorch.addcdiv)
 def _addcdiv(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # Eager: g * (value / t2) and -g * (value * t1 / (t2 * t2)), not the gradient of the
