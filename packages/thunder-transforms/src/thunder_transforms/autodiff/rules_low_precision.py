@@ -165,22 +165,6 @@ def _logsumexp_applies(bsym: BoundSymbol) -> bool:
     return isinstance(a, TensorProxy) and a.dtype.is_float and a.ndim > 0
 
 
-@register_vjp(ltorch.softmin, applies=_low_precision_input)
-def _softmin(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # softmax(-a): _softmax_backward_data on the rounded result (float32 inside), then neg
-    a, y = bsym.args[0], bsym.output
-    if y.ndim == 0:
-        return [(a, to_dtype(P.mul(g, 0.0), a.dtype))]
-    dim = bound_arguments(bsym)["dim"]
-    if dim is None:  # torch's legacy implicit dimension
-        dim = 0 if y.ndim in (0, 1, 3) else 1
-    d = int(dim) % y.ndim
-    y32, g32 = to_dtype(y, _F32), to_dtype(g, _F32)
-    s = expand_reduced(P.sum(P.mul(g32, y32), (d,)), y.shape, (d,))
-    grad = to_dtype(P.mul(y32, P.sub(g32, s)), y.dtype)
-    return [(a, to_dtype(ltorch.neg(grad), a.dtype))]
-
-
 @register_vjp(ltorch.logsumexp, applies=_logsumexp_applies)
 def _logsumexp(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # logsumexp_backward: grad * (self - result).exp(), grad and result unsqueezed back
@@ -587,11 +571,17 @@ def _batch_statistics_only(bsym: BoundSymbol, uses_batch_stats: str) -> bool:
     )
 
 
+def _evaluation(bsym: BoundSymbol) -> bool:
+    # Any dtype: torch's kernel computes x * (invstd * w) + (b - mean * invstd * w) from the
+    # running statistics, which the decomposition's (x - mean) * invstd * w + b rounds otherwise.
+    return not bool(bound_arguments(bsym)["training"])
+
+
 def _through_eager(torch_name: str) -> Callable[[BoundSymbol, TensorProxy], GradPairs]:
     """A rule running eager's backward of the op (``torch.autograd.grad`` through it): the
     forward stays torch's one kernel (its float16/bfloat16 result is not the decomposition's
-    rounded), the gradients are eager's. Only without running statistics, which the re-run
-    would update again."""
+    rounded), the gradients are eager's. Only where the running statistics are not updated
+    (none given, or read in evaluation), which the re-run would update again."""
 
     def rule(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
         args = tuple(bound_arguments(bsym).values())
@@ -604,7 +594,9 @@ def _through_eager(torch_name: str) -> Callable[[BoundSymbol, TensorProxy], Grad
 # (on the CPU, training batch_norm is native_batch_norm, whose rule emits eager's backward kernel)
 register_vjp(
     ltorch.batch_norm,
-    applies=lambda b: _batch_statistics_only(b, "training") and b.args[0].device.type != "cpu",
+    applies=lambda b: (
+        _evaluation(b) or (_batch_statistics_only(b, "training") and b.args[0].device.type != "cpu")
+    ),
 )(_through_eager("torch.nn.functional.batch_norm"))
 register_vjp(ltorch.instance_norm, applies=lambda b: _batch_statistics_only(b, "use_input_stats"))(
     _through_eager("torch.nn.functional.instance_norm")

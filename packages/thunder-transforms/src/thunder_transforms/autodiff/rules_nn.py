@@ -240,6 +240,12 @@ def _log_softmax(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, ga if ga.dtype == a.dtype else P.convert_element_type(ga, a.dtype))]
 
 
+@register_vjp(ltorch.softmin)
+def _softmin(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Eager's softmin is softmax(-a): the softmax kernel's gradient, negated.
+    return [(a, P.neg(ga)) for a, ga in _softmax(bsym, g)]
+
+
 # Activations and losses whose decomposition differentiates to another gradient than eager's at
 # edge points (exactly 0, overflowing exp in a branch ``where`` did not select, a perfect
 # prediction): eager's backward formula, computed in the forward's computation dtype and

@@ -107,6 +107,21 @@ def _evenly_distributed(g: TensorProxy, a: TensorProxy, value: TensorProxy) -> A
     return P.where(mask, P.broadcast_in_dim(share, shape, ()), 0.0)
 
 
+def _low_precision_nansum(bsym: BoundSymbol) -> bool:
+    a = bound_arguments(bsym)["a"]
+    return isinstance(a, TensorProxy) and a.dtype.is_low_precision
+
+
+@register_vjp(ltorch.nansum, applies=_low_precision_nansum)
+def _nansum(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # Kept whole: torch's float16/bfloat16 kernel sums in another order than the decomposition.
+    # Eager: the gradient in the input's dtype, summed back, times self.isnan().logical_not().
+    args = bound_arguments(bsym)
+    a = args["a"]
+    grad = _expand(_opmath(g, a.dtype), a.shape, _reduced(a, args["dim"]), bool(args["keepdim"]))
+    return [(a, ltorch.mul(grad, ltorch.logical_not(ltorch.isnan(a))))]
+
+
 # Norms ------------------------------------------------------------------------------------------
 
 
