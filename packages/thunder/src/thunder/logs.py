@@ -119,9 +119,11 @@ def _own_files() -> tuple[tuple[str, ...], str]:
 def _dynamo_folder() -> str:
     """torch._dynamo's folder: its frames run the graphs of a split call, between the user's
     frame and thunder's."""
-    spec = importlib.util.find_spec("torch._dynamo")  # (not imported for this)
-    assert spec is not None and spec.origin is not None
-    return str(Path(spec.origin).parent) + os.sep
+    # Beside torch's own file: not imported for this, nor found through ``sys.modules``, where
+    # another thread may be importing it (a module without its spec yet).
+    import torch
+
+    return str(Path(torch.__file__).parent / "_dynamo") + os.sep
 
 
 def _is_own(filename: str) -> bool:
