@@ -173,9 +173,6 @@ class _Scaler:
         return x * self.w
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a bound method argument's object is held by its program's prologue"
-)
 def test_bound_method_argument_not_kept() -> None:
     def run(f: Any) -> list[int]:
         refs = []
@@ -202,11 +199,6 @@ def test_same_partial_is_one_program() -> None:
     assert thunder.cache_misses(jf) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a lambda argument's prologue holds it (guards.Held of its defaults, Lookups of its "
-    "__code__ and __defaults__)",
-)
 def test_lambda_argument_made_per_call_not_kept() -> None:
     def run(f: Any) -> list[int]:
         refs = []

@@ -503,11 +503,12 @@ def _register_all() -> None:
 def _fallback_symbol(qualified: str) -> Symbol:
     """The executor symbol printed as ``qualified`` (``torch.special.polygamma``) that runs it;
     one run under ``torch.autocast`` (``thunder_ir.ops.fallback.autocast_name``) prints as a
-    function of ``torch_ex`` named after the callable and the autocast state."""
+    function of ``torch_ex`` named after the callable and the autocast state (so does one run
+    under backend flags: ``thunder_ir.ops.backend_flags``)."""
     from thunder_ir.ops import resolve_torch_name
-    from thunder_ir.ops.fallback import resolve_fallback, split_autocast_name
+    from thunder_ir.ops.fallback import resolve_fallback, runs_under_state
 
-    if split_autocast_name(qualified)[1] is not None:
+    if runs_under_state(qualified):
         name = re.sub(r"\W+", "_", qualified.removeprefix("torch.")).strip("_")
         return _symbol("torch_ex", name, resolve_fallback(qualified))
     module, _, name = qualified.partition(".")  # thunder's own (a custom op's functional form)

@@ -41,7 +41,7 @@ from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, dtypes, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.ops.elementwise import number_overflows
-from thunder_ir.ops.fallback import split_autocast_name
+from thunder_ir.ops.fallback import runs_under_state
 from thunder_ir.pytree import tree_map
 from thunder_ir.symbol import leaf_prims, raises_on_values
 from thunder_ir.tags import OpTag
@@ -849,9 +849,10 @@ class TorchCompileExecutor(FusionExecutor):
         if bsym.sym.tags >= _FUSIBLE_FALLBACK and not _VIEWS & bsym.sym.tags:
             # A torch callable no op mirrors (thunder_ir.ops.fallback): dynamo traces the call.
             # Not one run under autocast: torch.compile does not cast inside a composite as
-            # eager's dispatcher does (bilinear's matmuls), so it would give other values.
+            # eager's dispatcher does (bilinear's matmuls), so it would give other values; nor
+            # one run under backend flags, which it would not set.
             name = bsym.args[0] if bsym.args else None
-            if isinstance(name, str) and split_autocast_name(name)[1] is not None:
+            if isinstance(name, str) and runs_under_state(name):
                 return False
             if isinstance(name, str) and _fallback_unlike_eager(name, bsym):
                 return False

@@ -17,7 +17,12 @@ from thunder_interp._provenance import Provenance, ProvenanceKind
 from thunder_interp._recursion import DepthGuard, depth_below
 from thunder_interp._registry import DEFAULT_OPCODE_TABLE, OpcodeTable
 from thunder_interp._runtime import CodeCache, Runtime, lookaside_codes, strip_interpreter_frames
-from thunder_interp._slots import reset_special_lookup, set_special_lookup
+from thunder_interp._slots import (
+    interpretation_ended,
+    interpretation_started,
+    reset_special_lookup,
+    set_special_lookup,
+)
 
 __all__ = ["InterpretedFunction", "interpret", "provenance_of"]
 
@@ -103,11 +108,13 @@ class InterpretedFunction:
         token = _CURRENT_RUNTIME.set(rt)
         callbacks = self.callbacks
         lookups = set_special_lookup(callbacks.special_lookup if callbacks else None)
+        interpretation_started()
         try:
             return _with_stack_room(rt.call, self.fn, args, kwargs, None)
         except BaseException as e:
             raise e.with_traceback(strip_interpreter_frames(e.__traceback__))  # noqa: B904
         finally:
+            interpretation_ended()
             reset_special_lookup(lookups)
             guard.close()
             _CURRENT_RUNTIME.reset(token)

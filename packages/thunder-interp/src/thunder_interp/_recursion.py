@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import threading
+import weakref
 from types import CodeType, FrameType
 from typing import Any
 
@@ -305,7 +306,9 @@ class DepthGuard:
     """
 
     def __init__(self, rt: Any, below: tuple[int, int, int]) -> None:
-        self.rt = rt
+        # Weakly: the runtime holds its guard, and what the interpretation touched (a callback
+        # made per call) dies with the runtime as in eager, not at a gc pass.
+        self._rt = weakref.ref(rt)
         self.base, real, c_bytes = below  # see depth_below
         self.c_budget = _c_stack_budget()
         first = _Checkpoint(0, None, real, c_bytes)
@@ -315,6 +318,10 @@ class DepthGuard:
         room = self.user_room()
         self._plan(first, room)
         self._install(first, room)
+
+    @property
+    def rt(self) -> Any:
+        return self._rt()
 
     def user_room(self) -> int:
         """How many interpreted frames may nest (CPython's limit minus the frames below)."""

@@ -19,6 +19,9 @@ import contextlib
 import contextvars
 import gc
 import operator
+import sys
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from types import FunctionType, ModuleType
@@ -135,8 +138,70 @@ def _mro_dicts(cls: type, mro: tuple[type, ...]) -> tuple[tuple[type, ...], tupl
         _MRO_DICTS.clear()
     entry = (mro, tuple(_class_dict(klass) for klass in mro), not cls.__flags__ & _IMMUTABLE_TYPE)
     with contextlib.suppress(TypeError):  # a metaclass that makes classes unhashable
-        _MRO_DICTS[cls] = entry
+        if _may_keep(cls):
+            _MRO_DICTS[cls] = entry
     return entry
+
+
+# The tables keyed by class (``_MRO_DICTS``, ``_INFO``, ``PLAIN``, ``PLAIN_READS``, ...) hold
+# their classes. A class that lasts (``lasts_with_its_module``) stays in them; one made at run
+# time (a factory's local class, a class ``type()`` makes per instance) only while an
+# interpretation runs: it is forgotten when none runs any more, so it dies with its last use,
+# as in eager (the next interpretation finds it out again, once).
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
+_TRANSIENT: set[type] = set()  # the classes to forget
+_RUNNING = [0]  # how many interpretations run, in all threads
+_RUNNING_LOCK = threading.Lock()
+
+
+def lasts_with_its_module(cls: type) -> bool:
+    """Whether ``cls`` lives as long as its module: a builtin or extension type, or a class its
+    module holds under its qualified name."""
+    if not cls.__flags__ & _HEAPTYPE or cls.__flags__ & _IMMUTABLE_TYPE:
+        return True
+    try:
+        found: Any = sys.modules.get(vars(cls).get("__module__"))  # type: ignore[arg-type]
+        for name in cls.__qualname__.split("."):
+            found = vars(found).get(name) if found is not None else None
+    except Exception:  # (an unusual module or class): taken not to last
+        return False
+    return found is cls
+
+
+def _may_keep(cls: type) -> bool:
+    """Whether the tables may hold ``cls`` now (a class that does not last: while an
+    interpretation runs, noted to be forgotten after)."""
+    if cls in _TRANSIENT or lasts_with_its_module(cls):
+        return True
+    with _RUNNING_LOCK:
+        if not _RUNNING[0]:
+            return False
+        _TRANSIENT.add(cls)
+    return True
+
+
+def interpretation_started() -> None:
+    with _RUNNING_LOCK:
+        _RUNNING[0] += 1
+
+
+def interpretation_ended() -> None:
+    """When no interpretation runs any more, the tables forget the classes that do not last."""
+    with _RUNNING_LOCK:
+        _RUNNING[0] -= 1
+        if _RUNNING[0] or not _TRANSIENT:
+            return
+        classes = list(_TRANSIENT)
+        _TRANSIENT.clear()
+        for cls in classes:
+            _MRO_DICTS.pop(cls, None)
+            _INFO.pop(cls, None)
+            ATTR_DESCRIPTORS.pop(cls, None)
+        for table in (PLAIN, NOT_PLAIN, PLAIN_VALUES, PLAIN_ATTRS):
+            table.difference_update(classes)
+        for names in (PLAIN_READS, PLAIN_WRITES):
+            for found in list(names.values()):
+                found.difference_update(classes)
 
 
 def _class_dict(klass: type) -> Any:
@@ -196,6 +261,9 @@ class TypeInfo:
 
 
 _INFO: dict[type, TypeInfo] = {}
+# The same for the classes that do not last (see ``_may_keep``), kept by the class alone: found
+# again by the next interpretation, not computed again.
+_TRANSIENT_INFO: weakref.WeakKeyDictionary[type, TypeInfo] = weakref.WeakKeyDictionary()
 # Classes whose special methods the ``special_lookup`` hook may replace (a proxy standing for a
 # class whose methods were replaced): never plain, so their operations look them up.
 STAND_INS: set[type] = set()
@@ -210,6 +278,7 @@ def set_stand_in(cls: type, on: bool) -> None:
     else:
         STAND_INS.discard(cls)
     _INFO.pop(cls, None)
+    _TRANSIENT_INFO.pop(cls, None)
     PLAIN.discard(cls)
     NOT_PLAIN.discard(cls)
     PLAIN_VALUES.discard(cls)
@@ -268,6 +337,7 @@ def register_attribute_view(cls: type, name: str, view: Callable[[Any], Any]) ->
     """Interpreted code reading ``obj.name`` (``obj`` of exactly ``cls``) sees ``view(value)``."""
     ATTRIBUTE_VIEWS[cls, name] = view
     _INFO.pop(cls, None)  # recomputed with ``name`` among its descriptors
+    _TRANSIENT_INFO.pop(cls, None)
     PLAIN.discard(cls)
     NOT_PLAIN.discard(cls)
     PLAIN_VALUES.discard(cls)
@@ -279,12 +349,19 @@ def register_attribute_view(cls: type, name: str, view: Callable[[Any], Any]) ->
 def type_info(cls: type) -> TypeInfo:
     info = _INFO.get(cls)
     if info is None:
+        info = _TRANSIENT_INFO.get(cls)
+        if info is None:
+            info = TypeInfo(cls)
+            if not lasts_with_its_module(cls):
+                _TRANSIENT_INFO[cls] = info
+        if not _may_keep(cls):
+            return info
         if len(_INFO) > 8192:  # classes created in a loop: forget, never grow without bound
             _INFO.clear()
             NOT_PLAIN.clear()
             ATTR_DESCRIPTORS.clear()
             _forget_plain_names(None)
-        info = _INFO[cls] = TypeInfo(cls)
+        _INFO[cls] = info
         if info.plain:
             PLAIN.add(cls)
             if cls.__flags__ & _IMMUTABLE_TYPE and cls is not object:  # (object(): a sentinel)
@@ -899,7 +976,8 @@ def store_attr(rt: Runtime, obj: Any, name: str, value: Any) -> None:
     info = _INFO.get(cls) or type_info(cls)
     if not info.set_hook and name not in info.descriptors:
         setattr(obj, name, value)
-        plain_writes(name).add(cls)
+        if cls in _INFO:  # (not a class the tables may not hold now)
+            plain_writes(name).add(cls)
         return
     setter = lookup_type(cls, "__setattr__")
     if setter is object.__setattr__:

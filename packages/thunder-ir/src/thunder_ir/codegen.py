@@ -4,9 +4,11 @@ same text, with a context that binds the names the text uses."""
 from __future__ import annotations
 
 import dis
+import linecache
 import math
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +28,19 @@ __all__ = [
     "SymbolNamespace",
     "bound_symbol_lines",
     "global_names",
+    "keep_source",
     "register_inline",
     "type_comment",
     "value_to_python",
 ]
+
+
+def keep_source(fn: Callable[..., Any], filename: str, source: str) -> None:
+    """Registers ``source``, which ``fn`` was compiled from under ``filename``, with linecache
+    while ``fn`` lives: tracebacks through it show its lines, and a program's lines go with it
+    (a process that compiles on and on keeps only those of the programs it still has)."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    weakref.finalize(fn, linecache.cache.pop, filename, None)
 
 
 # The module higher-order symbols print under: their sub-trace arguments are local functions.

@@ -153,6 +153,12 @@ class Symbol:
                 check_float8_kernel(self.torch_names, self.tags, args, kwargs)
         if trace.intercept is not None and depth == trace.intercept_depth:
             return trace.intercept(self, args, kwargs)
+        if trace.backend_flags and depth == 1 and not self.is_prim:
+            from thunder_ir.ops.backend_flags import NOT_ROUTED, record_under_flags
+
+            routed = record_under_flags(self, args, kwargs)
+            if routed is not NOT_ROUTED:
+                return routed
         if depth == 1 and trace.locate is not None:
             trace.new_call()
         keeps_grad = False

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import itertools
-import linecache
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -12,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from thunder_ir import constraints as C
-from thunder_ir.codegen import Printer, bound_symbol_lines, global_names
+from thunder_ir.codegen import Printer, bound_symbol_lines, global_names, keep_source
 from thunder_ir.proxies import Proxy
 from thunder_ir.sizes import note_constraint, note_data_fact
 from thunder_ir.symbol import BoundSymbol
@@ -85,6 +84,10 @@ class Trace:
         # autocast, applied as eager's dispatcher applies it).
         self.intercept: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] | None = None
         self.intercept_depth = 1
+        # torch's backend flags the recorded program changed, where they differ from the call's
+        # (name and value, sorted): an op recorded now whose kernel reads one runs under them
+        # (``thunder_ir.ops.backend_flags``).
+        self.backend_flags: tuple[tuple[str, Any], ...] = ()
         # Scopes on top that hold a top-level call recorded provisionally (``intercept`` records
         # the call, then records it again as it computes): what is recorded there is the
         # program's own call, which may read tensor data.
@@ -354,7 +357,6 @@ class Trace:
         """Compiles the printed trace. ``ctx`` adds or overrides global names the code uses."""
         source, needed = self._source(subsymbol_depth=0)
         filename = f"<thunder trace {self.fn_name} #{next(_trace_ids)}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         code = compile(source, filename, "exec")
         globs: dict[str, Any] = {"__builtins__": __builtins__, **needed, **(ctx or {})}
         unbound = sorted(n for n in global_names(code) if n not in globs and n not in _BUILTINS)
@@ -366,6 +368,7 @@ class Trace:
         exec(code, globs)
         fn: Callable[..., Any] = globs[self.fn_name]
         fn.__thunder_source__ = source  # type: ignore[attr-defined]
+        keep_source(fn, filename, source)
         return fn
 
     def __repr__(self) -> str:

@@ -744,11 +744,11 @@ class _Builder:
             fn, index = self.node_of(a[0]), a[1]
             cells = self.attr(fn, "__closure__")
             cell = self.item(cells, index)
+            # (of an argument function: read again on every call, as its other reads)
+            expr = None if cell.expr is None else f"{cell.expr}.cell_contents"
             self.nodes[out.name] = self.child(
-                cell, "attr", "cell_contents", cell.value.cell_contents, None, False
+                cell, "attr", "cell_contents", cell.value.cell_contents, expr, False
             )
-            if cell.expr is not None:
-                raise _Untranslatable("a cell of an argument")
         elif sym is prims.check_value:
             self.equals(self.node_of(a[0]), a[1])
         elif sym is prims.check_type:

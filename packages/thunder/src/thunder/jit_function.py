@@ -17,6 +17,7 @@ import functools
 import inspect
 import itertools
 import os
+import sys
 import threading
 import time
 import traceback
@@ -994,6 +995,7 @@ class ThunderFunction:
         symbolic_state = self._symbolic_state
         if symbolic_state:
             options = dataclasses.replace(options, symbolic_state_tensors=symbolic_state)
+        modules = len(sys.modules)
         try:
             entry = compile_entry(
                 self.fn,
@@ -1033,33 +1035,40 @@ class ThunderFunction:
                 self._warn_internal_error(e, _next_eager_wait(structure, key))
                 raised = _INTERNAL
         if raised is not None:  # outside the handler: eager's traceback is not chained to it
-            if isinstance(raised, RunsEagerly) and self.split_by_caller:
-                # A graph of thunder's torch.compile backend: the backend splits the graph
-                # around what torch must run, or runs it as FX does, and says so.
-                raise raised
-            if isinstance(raised, RunsSplit) and self._can_split():
-                if raised.torch_op in _AUTOGRAD_FACT_OPS:  # (earlier split keys then miss once)
-                    self._split_facts_held = True
-                facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
-                if structure is not None and key is not None:
-                    structure.split.add((key, facts))
-                turn.end()
-                return self._run_split(args, kwargs, raised, facts)
-            progress.running("running eagerly")
-            wait = _next_eager_wait(structure, key)
-            if raised is _INTERNAL:
-                self.stats.eager_fallbacks += 1
-                logs.log_eager(self._name, self.stats.last_eager_reason or "an internal error")
-                result = self.fn(*args, **kwargs)
-            else:
-                result = self._run_eagerly_after_raise(args, kwargs, raised, wait)
-            if structure is not None and key is not None and wait is not None:
-                # Eager ran: the same inputs run eagerly for a while before tracing is tried
-                # again, each wait twice the last (state the trace read may change); the
-                # warning says so.
-                structure.eager[key] = (wait, wait)
-            return result
+            try:
+                if isinstance(raised, RunsEagerly) and self.split_by_caller:
+                    # A graph of thunder's torch.compile backend: the backend splits the graph
+                    # around what torch must run, or runs it as FX does, and says so.
+                    raise raised
+                if isinstance(raised, RunsSplit) and self._can_split():
+                    if raised.torch_op in _AUTOGRAD_FACT_OPS:  # (earlier split keys then miss once)
+                        self._split_facts_held = True
+                    facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
+                    if structure is not None and key is not None:
+                        structure.split.add((key, facts))
+                    turn.end()
+                    return self._run_split(args, kwargs, raised, facts)
+                progress.running("running eagerly")
+                wait = _next_eager_wait(structure, key)
+                if raised is _INTERNAL:
+                    self.stats.eager_fallbacks += 1
+                    logs.log_eager(self._name, self.stats.last_eager_reason or "an internal error")
+                    result = self.fn(*args, **kwargs)
+                else:
+                    result = self._run_eagerly_after_raise(args, kwargs, raised, wait)
+                if structure is not None and key is not None and wait is not None:
+                    # Eager ran: the same inputs run eagerly for a while before tracing is tried
+                    # again, each wait twice the last (state the trace read may change); the
+                    # warning says so.
+                    structure.eager[key] = (wait, wait)
+                return result
+            finally:
+                # The error's traceback holds the frames it went through, and theirs this one
+                # (and the call's inputs): a cycle a gc pass would free, where eager frees
+                # them once the caller drops them.
+                del raised
         progress.compiled()
+        imported_while_compiling = len(sys.modules) != modules
         stats = self.stats
         stats.compilations += 1
         stats.last_compile_seconds = time.perf_counter() - start
@@ -1117,25 +1126,20 @@ class ThunderFunction:
             # per process): dropped before it ran, traced again after.
             if not retraces:
                 raise JitError(f"thunder.jit: {describe_guard_failure(e)}") from e
-            if structure is not None and key is not None:
-                with self._cache_lock:
-                    bucket = structure.buckets.get(key, [])
-                    structure.buckets[key] = [other for other in bucket if other is not entry]
-            if self._last_call is not None and self._last_call[1] is entry:
-                self._last_call = None
             wait_while_fx_tracer_patches()
-            turn = self._take_compile_turn(None) or turn
-            try:
-                return self._compile_and_run(
-                    args, kwargs, structure, key, reason, turn, retraces - 1
-                )
-            finally:
-                turn.end()
+            return self._compile_again(args, kwargs, structure, key, reason, entry, turn, retraces)
         except GuardFailure as e:
             if entry.takes_locks:
                 # Another thread changed what tracing read between tracing and this run (the
                 # program's locks are free in between): the call goes through the cache again.
                 return self._slow_call(args, kwargs)
+            if imported_while_compiling and retraces:
+                # A module imported lazily while compiling changed state tracing had read (a
+                # first fake run imports torch._dynamo, which adds DTensor to torch's
+                # ``_foreach_supported_types``): compiled again, the imports done.
+                return self._compile_again(
+                    args, kwargs, structure, key, reason, entry, turn, retraces
+                )
             raise JitError(
                 "thunder.jit: the program compiled for these inputs rejects them "
                 f"({describe_guard_failure(e)}). The function changed state it also reads in a "
@@ -1145,6 +1149,31 @@ class ThunderFunction:
             if not _reruns_after_error(entry, e, args, kwargs):
                 raise
             return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
+
+    def _compile_again(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        structure: _Structure | None,
+        key: tuple[Any, ...] | None,
+        reason: str | None,
+        entry: CacheEntry,
+        turn: _CompileTurn,
+        retraces: int,
+    ) -> Any:
+        """The call compiled and run again after ``entry``, just compiled for it, rejected it
+        before running for a reason outside the program: ``entry`` is dropped."""
+        if structure is not None and key is not None:
+            with self._cache_lock:
+                bucket = structure.buckets.get(key, [])
+                structure.buckets[key] = [other for other in bucket if other is not entry]
+        if self._last_call is not None and self._last_call[1] is entry:
+            self._last_call = None
+        turn = self._take_compile_turn(None) or turn
+        try:
+            return self._compile_and_run(args, kwargs, structure, key, reason, turn, retraces - 1)
+        finally:
+            turn.end()
 
     def _rerun_after_error(
         self,

@@ -92,7 +92,7 @@ from thunder_ir import (
     tracectx,
 )
 from thunder_ir import constraints as C
-from thunder_ir.codegen import Printer, value_to_python
+from thunder_ir.codegen import Printer, keep_source, value_to_python
 from thunder_ir.devices import to_torch_device
 from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.prims.data import data_checks_of
@@ -790,10 +790,10 @@ def _compiled(
     linecache: tracebacks show its lines), and its source."""
     source = "\n".join(lines) + "\n"
     ctx.update(writer.printer.ctx)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     globs: dict[str, Any] = {"__builtins__": __builtins__, **ctx}
     exec(compile(source, filename, "exec"), globs)
     name = lines[0][len("def ") : lines[0].index("(")]
+    keep_source(globs[name], filename, source)
     return source, globs[name]
 
 

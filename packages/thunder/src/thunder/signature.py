@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections.abc
 import enum
 import functools
-import linecache
 import math
 import sys
 import types
@@ -37,6 +36,7 @@ import torch
 
 from thunder import tensor_patches
 from thunder.errors import JitError
+from thunder_ir.codegen import keep_source
 
 __all__ = [
     "PLAIN_TYPES",
@@ -452,6 +452,14 @@ class _Generator:
             else:
                 for attr in attrs:
                     self.add(f"{var}.{attr}", f"{label}.{attr}")
+        elif t is functools.partial:
+            # Keyed by what it holds, not by which object it is: a partial made per call with
+            # the same function and arguments is the same program (the prologue also checks
+            # what the call reads from it, as its attributes).
+            parts = [self.fresh() for _ in range(3)]
+            self.body.append(f"  {', '.join(parts)} = {var}.func, {var}.args, {var}.keywords")
+            for name, part in zip(parts, ("func", "args", "keywords"), strict=True):
+                self.leaf(name, getattr(value, part), f"{label}.{part}", depth + 1)
         elif isinstance(value, torch.Generator):  # the program draws from this object
             self.add(f"Same({var})", label)
         elif (
@@ -460,6 +468,20 @@ class _Generator:
             and type(value).__eq__ is object.__eq__  # type: ignore[comparison-overlap]
         ):
             self.add(f"WeakSame({var})", label)
+        elif (
+            t is types.MethodType
+            and type(value.__func__) is types.FunctionType
+            and not isinstance(value.__self__, torch.Tensor)
+        ):
+            # A bound method (``obj.method``, a new object on every read): its function by
+            # identity and its object by type, as an object argument is keyed (the prologue
+            # guards what the program reads from the object). A per-call object's method is
+            # then kept by nothing and takes the same program.
+            func = self.fresh()
+            self.body.append(f"  {func} = {var}.__func__")
+            self.exact_type(func, value.__func__)
+            self.add(func, f"{label}.__func__")
+            self.add(f"type({var}.__self__)", f"type({label}.__self__)")
         elif isinstance(value, _VALUES):
             # The program calls it, or reads it as a constant: another one is another program.
             self.add(var if _equality_is_builtin(value) else f"Same({var})", label)
@@ -532,7 +554,6 @@ def make_signature(
         + f"\n  return ({key}{',' if len(gen.key) == 1 else ''})\n"
     )
     filename = f"<thunder signature {id(gen):x}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     globs: dict[str, Any] = {
         "__builtins__": __builtins__,
         "is_grad_enabled": torch.is_grad_enabled,
@@ -558,4 +579,5 @@ def make_signature(
         **gen.constants,
     }
     exec(compile(source, filename, "exec"), globs)
+    keep_source(globs["signature"], filename, source)
     return Signature(globs["signature"], gen.labels, source)

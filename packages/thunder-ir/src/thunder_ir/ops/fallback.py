@@ -32,8 +32,11 @@ What the fake run shows decides the variant recorded, or a clear refusal:
   ``ltorch.get_rng_state``, so that its backward re-runs it on the forward's numbers;
 - a ``torch.Generator`` argument other than the default one: refused (it would be baked in).
 
-Symbolic numbers among the arguments, and symbolic sizes of tensor arguments, are specialized
-(a constraint that they equal this call's value): the inferred output shapes hold only for them.
+Symbolic sizes of the tensor arguments, and symbolic ints among the arguments, stay symbolic: the
+fake run uses torch's symbolic shapes (``fallback_sizes``), the outputs' sizes are expressions of
+them, and the guards torch's shape code made on the way are constraints of the trace. Where that
+run shows what the IR cannot state, and for other numbers, writes and runs on data, they are
+specialized (a constraint that they equal this call's value).
 
 A call recorded inside a ``torch.autocast`` region runs under that autocast, as eager's does (its
 name says so: ``autocast_name``): its fake run, the executors and the backward's re-run enter it.
@@ -56,6 +59,8 @@ from thunder_ir.devices import to_torch_device
 from thunder_ir.dtypes import all_dtypes, from_torch_dtype, to_torch_dtype
 from thunder_ir.errors import DataDependentError, UnsupportedInTracingError
 from thunder_ir.ops._registry import resolve_torch_name, torchop
+from thunder_ir.ops.backend_flags import flags_for, flags_name, run_under_flags, split_flags_name
+from thunder_ir.ops.fallback_sizes import SymbolicSizes, has_symbolic_sizes
 from thunder_ir.ops.random_state import draws_from_own_generator
 from thunder_ir.prims._common import make_prim
 from thunder_ir.proxies import IntegerProxy, NumberProxy, TensorProxy, can_read_data
@@ -81,6 +86,7 @@ __all__ = [
     "fallback_refusal",
     "fallback_under_autocast",
     "resolve_fallback",
+    "runs_under_state",
     "split_autocast_name",
     "torch_callable_name",
     "torch_fallback",
@@ -215,6 +221,9 @@ def torch_callable_name(fn: Any) -> str | None:
 
 @functools.cache
 def _resolve(name: str) -> Any:
+    plain, flags = split_flags_name(name)
+    if flags is not None:
+        return run_under_flags(_resolve(plain), flags)
     plain, state = split_autocast_name(name)
     fn = resolve_torch_name(plain)
     if fn is None:
@@ -224,7 +233,7 @@ def _resolve(name: str) -> Any:
 
 def resolve_fallback(name: str) -> Any:
     """The callable a fallback op's name denotes (a torch callable, or one run under
-    ``torch.autocast``: ``autocast_name``)."""
+    ``torch.autocast``: ``autocast_name``, or under backend flags: ``backend_flags.flags_name``)."""
     return _resolve(name)
 
 
@@ -278,6 +287,12 @@ def split_autocast_name(name: str) -> tuple[str, FallbackAutocast | None]:
         device, _, dtype = item.partition("=")
         dtypes.append((device, getattr(torch, dtype)))
     return found["name"], FallbackAutocast(tuple(dtypes), cached)
+
+
+def runs_under_state(name: str) -> bool:
+    """Whether the fallback ``name`` runs its callable under state of its own (autocast, backend
+    flags) rather than as it is."""
+    return split_autocast_name(name)[1] is not None or split_flags_name(name)[1] is not None
 
 
 def _under_autocast(fn: Any, state: FallbackAutocast) -> Any:
@@ -361,23 +376,51 @@ def converted_only(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tu
     """Of the arguments the autocast cache holds for the fallback ``name`` (run under autocast),
     those it uses only by autocast's conversion to the autocast dtype: giving it that
     conversion instead computes the same, and shares the conversion with the program's other
-    uses of the tensor, as eager's cache does. Found by running it on fake tensors."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
+    uses of the tensor, as eager's cache does. Found by running it on fake tensors (with
+    symbolic sizes where it has any, as ``_fake_run``)."""
     plain, state = split_autocast_name(name)
     if state is None or not state.cached:
         return ()
+    if has_symbolic_sizes(args, kwargs):
+        sizes = SymbolicSizes()
+        try:
+            found = _converted_only(plain, state, args, kwargs, sizes)
+            sizes.accept(None)
+        except Exception:  # (on this call's sizes instead)
+            pass
+        else:
+            return found
+    try:
+        return _converted_only(plain, state, args, kwargs, None)
+    except Exception:  # (the call itself is checked where it is recorded)
+        return ()
+
+
+def _converted_only(
+    plain: str,
+    state: FallbackAutocast,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    sizes: SymbolicSizes | None,
+) -> tuple[int, ...]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
     on = dict(state.dtypes)
     leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
     watched: dict[int, int] = {}
     to: dict[int, torch.dtype] = {}
-    mode = FakeTensorMode(allow_fallback_kernels=False)
+    mode = FakeTensorMode(
+        allow_fallback_kernels=False, shape_env=sizes.shape_env if sizes else None
+    )
     with torch.inference_mode(False), mode:
         fakes: list[Any] = []
         for i, x in enumerate(leaves):
             if isinstance(x, TensorProxy):
                 t = torch.empty(
-                    tuple(int(_specialize(n)) for n in x.shape),
+                    tuple(
+                        sizes.size(n, _specialize) if sizes else int(_specialize(n))
+                        for n in x.shape
+                    ),
                     dtype=to_torch_dtype(x.dtype),
                     device=to_torch_device(x.device),
                 )
@@ -385,16 +428,15 @@ def converted_only(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tu
                     watched[id(t)], to[i] = i, on[x.device.type]
                 x = t
             elif isinstance(x, torch.Tensor):
-                x = mode.from_tensor(x)
+                x = mode.from_tensor(x, static_shapes=True)
+            elif isinstance(x, NumberProxy) and sizes:
+                x = sizes.number(x, _specialize)
             fakes.append(x)
         call_args, call_kwargs = tree_unflatten(fakes, spec)
         uses = _Uses(watched, to)
         run = _resolve(autocast_name(plain, FallbackAutocast(state.dtypes)))
-        try:
-            with torch.no_grad(), uses:  # nothing requires grad: no cache, each use shows
-                run(*call_args, **call_kwargs)
-        except Exception:  # (the call itself is checked where it is recorded)
-            return ()
+        with torch.no_grad(), uses:  # nothing requires grad: no cache, each use shows
+            run(*call_args, **call_kwargs)
     return tuple(i for i in state.cached if i in to and i not in uses.used_otherwise)
 
 
@@ -428,6 +470,18 @@ def _specialize(x: Any) -> Any:
 def _specialize_shape(t: TensorProxy) -> None:
     for s in t.shape:
         _specialize(s)
+
+
+def _specialized(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Any]:
+    """The arguments with symbolic numbers as this call's values, and the sizes of their
+    tensors specialized too: for a call recorded otherwise than by its outputs' shapes (a write
+    through a functional variant, a run on data)."""
+    args = tuple(tree_map(_specialize, tuple(args)))
+    kwargs = tree_map(_specialize, dict(kwargs))
+    for p in tree_iter((args, kwargs)):
+        if isinstance(p, TensorProxy):
+            _specialize_shape(p)
+    return args, kwargs
 
 
 class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -478,9 +532,11 @@ class _FakeRun:
         args: Sequence[Any],
         kwargs: dict[str, Any],
         writes: bool = False,
+        sizes: SymbolicSizes | None = None,
     ) -> None:
         """``writes``: a write into an argument is noted (``written``, ``returns_written``) for
-        the caller to record; otherwise it raises ``TorchRunsItError``."""
+        the caller to record; otherwise it raises ``TorchRunsItError``. ``sizes``: the symbols
+        of a symbolic run (``_fake_run``); without, symbolic sizes and numbers are specialized."""
         from torch._subclasses.fake_tensor import (
             DataDependentOutputException,
             DynamicOutputShapeException,
@@ -491,7 +547,10 @@ class _FakeRun:
         from thunder_ir.ops.fallback_inplace import fake_tensor_log_quiet
 
         self.name = name
-        mode = FakeTensorMode(allow_fallback_kernels=False)
+        self.sizes = sizes
+        mode = FakeTensorMode(
+            allow_fallback_kernels=False, shape_env=sizes.shape_env if sizes else None
+        )
         recorder = _Recorder()
         # Outside inference mode: an inference tensor has no version counter, which is how the
         # run tells a write into an argument (the callable's values do not depend on the mode).
@@ -505,7 +564,10 @@ class _FakeRun:
                     return fake_of[id(x)]
                 if isinstance(x, TensorProxy):
                     t = torch.empty(
-                        tuple(int(_specialize(s)) for s in x.shape),
+                        tuple(
+                            sizes.size(s, _specialize) if sizes else int(_specialize(s))
+                            for s in x.shape
+                        ),
                         dtype=to_torch_dtype(x.dtype),
                         device=to_torch_device(x.device),
                     )
@@ -521,7 +583,7 @@ class _FakeRun:
                     t = (
                         torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
                         if x.is_inference()
-                        else mode.from_tensor(x)
+                        else mode.from_tensor(x, static_shapes=True)
                     )
                     fakes.append(t)
                     return t
@@ -529,6 +591,8 @@ class _FakeRun:
                     # It changes no metadata, and torch's meta kernels of refs refuse one
                     # (``aten.exponential``): the program passes it when it runs.
                     return None
+                if isinstance(x, NumberProxy):
+                    return sizes.number(x, _specialize) if sizes else _specialize(x)
                 return x
 
             leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
@@ -637,6 +701,24 @@ class _FakeRun:
         )
 
 
+def _fake_run(
+    name: str, fn: Any, args: Sequence[Any], kwargs: dict[str, Any], writes: bool = False
+) -> _FakeRun:
+    """``_FakeRun`` with symbolic sizes where the call has any (``fallback_sizes``) and what
+    the run shows can be stated in the IR (its guards then constraints of the trace); otherwise
+    (or where the symbolic run fails in any way) on this call's sizes, specialized to them."""
+    if has_symbolic_sizes(args, kwargs):
+        sizes = SymbolicSizes()
+        try:
+            run = _FakeRun(name, fn, args, kwargs, writes, sizes)
+            sizes.accept(run.out)
+        except Exception:  # (the run on this call's sizes raises what eager's call would)
+            pass
+        else:
+            return run
+    return _FakeRun(name, fn, args, kwargs, writes)
+
+
 def _is_alias_of(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch._C._is_alias_of(a, b))  # type: ignore[attr-defined]
 
@@ -649,19 +731,92 @@ def _as_tree(out: Any) -> Any:
 
 
 def _meta(torch_name: str, /, *args: Any, **kwargs: Any) -> Any:
-    run = _FakeRun(torch_name, _resolve(torch_name), args, kwargs)
+    run = _fake_run(torch_name, _resolve(torch_name), args, kwargs)
+    out = _as_tree(run.out)
+    sizes = run.sizes
+    if sizes is None and any(
+        isinstance(x, torch.Tensor) and x.numel() == 0 for x in tree_iter(out)
+    ):
+        out = _kernel_structure(torch_name, args, kwargs, out)
 
     def proxy(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
             return TensorProxy(
-                shape=tuple(x.shape),
+                shape=sizes.shape(x) if sizes else tuple(x.shape),
                 dtype=from_torch_dtype(x.dtype),
                 device=x.device,
                 requires_grad=x.requires_grad,
             )
         return x
 
-    return tree_map(proxy, _as_tree(run.out))
+    return tree_map(proxy, out)
+
+
+def _kernel_structure(
+    torch_name: str, args: Sequence[Any], kwargs: dict[str, Any], out: Any
+) -> Any:
+    """The fake run's result ``out`` with None where torch's kernel returns None. A meta kernel
+    may stand an empty tensor for an output its kernel leaves undefined
+    (``_native_multi_head_attention`` with ``need_weights=False``: its schema says ``Tensor``,
+    its CPU kernel gives None), and the program may decide on ``w is None``. Where the fake run
+    gives an empty tensor, the
+    kernel runs once on zeros of the arguments' shapes (the structure of a result depends on
+    sizes and options, not on values; data-dependent results are ``torch_fallback_sized``). A
+    structure that differs otherwise (another length) is refused: torch.compile's fake tensors
+    would answer the same wrong structure, so the call runs eagerly."""
+
+    def real(x: Any) -> Any:
+        if not isinstance(x, TensorProxy):
+            return x
+        t = torch.zeros(
+            tuple(int(_specialize(s)) for s in x.shape),
+            dtype=to_torch_dtype(x.dtype),
+            device=to_torch_device(x.device),
+        )
+        return t.requires_grad_(x.requires_grad and (t.is_floating_point() or t.is_complex()))
+
+    try:
+        with (
+            torch.inference_mode(False),
+            torch.enable_grad(),
+            torch.autocast("cpu", enabled=False),
+            torch.autocast("cuda", enabled=False),
+            _generators_kept(args, kwargs),
+        ):
+            found = _as_tree(_resolve(torch_name)(*tree_map(real, args), **tree_map(real, kwargs)))
+    except Exception as e:
+        raise TorchRunsItEagerlyError(
+            torch_name,
+            f"its kernel's result may differ in structure from its shape inference's, and "
+            f"running it to see raised {type(e).__name__}: {e}",
+        ) from None
+    leaves, spec = tree_flatten(out)
+    found_leaves, found_spec = tree_flatten(found)
+    if found_spec == spec and all(map(_same_kind, leaves, found_leaves)):
+        return tree_unflatten(
+            [None if f is None else x for x, f in zip(leaves, found_leaves)], spec
+        )
+    raise TorchRunsItEagerlyError(
+        torch_name,
+        f"its kernel returns {_structure(found)} where its shape inference (fake kernel) says "
+        f"{_structure(out)}",
+    )
+
+
+def _same_kind(fake: Any, found: Any) -> bool:
+    """Whether the kernel's leaf ``found`` agrees with the fake run's ``fake``: both tensors, or
+    None (the kernel's undefined tensor), or both other values."""
+    if found is None:
+        return True
+    return isinstance(fake, torch.Tensor) == isinstance(found, torch.Tensor)
+
+
+def _structure(out: Any) -> str:
+    leaves, spec = tree_flatten(out)
+    shown = tree_unflatten(
+        ["Tensor" if isinstance(x, torch.Tensor) else type(x).__name__ for x in leaves], spec
+    )
+    return str(shown).replace("'", "")
 
 
 torch_fallback = torchop(name="torch_fallback", tags=(OpTag.TORCH_FALLBACK,))(_meta)
@@ -1028,7 +1183,7 @@ def checks_values(name: str, kwargs: Mapping[str, Any]) -> bool:
     """Whether the torch callable ``name`` (a fallback's, ``thunder_ir.symbol.raises_on_values``)
     may raise for some values of its tensor inputs. The ``_ex`` variants of ``torch.linalg``
     raise only with ``check_errors=True``."""
-    name = split_autocast_name(name)[0]
+    name = split_autocast_name(split_flags_name(name)[0])[0]
     last = _method_name(name)
     if name.startswith("torch.linalg."):
         if last.endswith("_ex"):
@@ -1124,6 +1279,38 @@ def _is_foreach_in_place(name: str, args: Sequence[Any]) -> bool:
 # Foreach ops whose scalar list is the keyword ``value`` of the per-tensor method.
 _VALUE_KEYWORD = frozenset({"addcmul_", "addcdiv_", "addcmul", "addcdiv"})
 
+# The foreach ops' argument names after the tensor list, in their schemas' order: a keyword
+# argument becomes the positional one it names (the per-tensor methods name them otherwise:
+# ``mul_(other)`` for ``_foreach_mul_(self, scalar)``).
+_FOREACH_ARGUMENTS = (
+    "other",
+    "tensor1",
+    "tensor2",
+    "tensors1",
+    "scalar",
+    "scalars",
+    "exponent",
+    "weight",
+)
+
+# In-place foreach ops whose CPU kernel casts a number scalar to each tensor's dtype first, by
+# the aten operator its per-tensor loop calls: ``mul_.Scalar`` reads the scalar cast, where the
+# Tensor method computes with it in float32 (``_foreach_mul_(bf16 tensors, 0.99)`` multiplies
+# by 0.98828125). Their backward multiplies by the scalar as given.
+_CASTS_NUMBER_SCALAR = {"mul_": "torch.ops.aten.mul_.Scalar"}
+
+
+def _foreach_positional(
+    args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The foreach call's arguments with those given by keyword (``scalar=``, ``tensor2=``)
+    placed at their positions."""
+    if kwargs.keys().isdisjoint(_FOREACH_ARGUMENTS):
+        return list(args), kwargs
+    kw = dict(kwargs)
+    named = [kw.pop(k) for k in _FOREACH_ARGUMENTS if k in kw]
+    return [*args, *named], kw
+
 
 def _scalar_of(scalars: TensorProxy, i: int, n: int) -> Any:
     """Element ``i`` of the scalars of a foreach op given as a tensor (torch.optim's Adam under
@@ -1136,13 +1323,53 @@ def _scalar_of(scalars: TensorProxy, i: int, n: int) -> Any:
         lambda: f"Expected scalars to be on CPU, got {scalars.device} instead.",
     )
     check(
-        scalars.ndim == 1 and scalars.shape[0] == n,
+        scalars.ndim == 1,
+        lambda: f"Expected packed scalar Tensor to be of dimension 1. Got {scalars.ndim} instead.",
+    )
+    check(
+        scalars.shape[0] == n,
         lambda: (
             "Expected length of scalars to match input of length "
-            f"{n} but got {scalars.numel} instead."
+            f"{n} but got {scalars.shape[0]} instead."
         ),
     )
     return tensor_method("__getitem__")(scalars, i)
+
+
+def _listed_scalar(scalar: TensorProxy) -> TensorProxy:
+    """A scalar given as a tensor in a list of scalars (torch.optim's Adamax under compile:
+    ``step_size`` from step tensors): one element, read as a number as in the packed form."""
+    from thunder_ir.utils import check
+
+    check(
+        scalar.numel() == 1,
+        lambda: f"Expected a scalar tensor in the list of scalars, got shape {scalar.shape}.",
+    )
+    return scalar if scalar.ndim == 0 else scalar.reshape(())
+
+
+def _casts_number_scalar(scalar: Any, t: TensorProxy) -> bool:
+    """Whether a CPU ``_CASTS_NUMBER_SCALAR`` kernel reads ``scalar`` otherwise for ``t`` than
+    the Tensor method does: a real number, and a dtype narrower than the float32 it computes in."""
+    if isinstance(scalar, NumberProxy):
+        number = scalar.python_type in (int, float)
+    else:
+        number = isinstance(scalar, (int, float)) and not isinstance(scalar, bool)
+    return number and t.device.type == "cpu" and t.dtype.is_low_precision
+
+
+def _number_scalar_cast(scalar: Any, t: TensorProxy) -> Any:
+    """``scalar`` cast to ``t``'s dtype (``_casts_number_scalar``)."""
+    if isinstance(scalar, NumberProxy):
+        from thunder_ir.ops.factories import full
+
+        return full((), scalar, dtype=t.dtype, device=t.device)
+    return torch.tensor(scalar, dtype=to_torch_dtype(t.dtype)).item()
+
+
+def _gradient_flows_into(t: TensorProxy) -> bool:
+    trace = get_tracectx()
+    return torch.is_grad_enabled() and (trace is None or trace.grad_enabled) and t.requires_grad
 
 
 def _per_tensor_calls(
@@ -1150,7 +1377,9 @@ def _per_tensor_calls(
 ) -> list[tuple[list[Any], dict[str, Any]]] | None:
     """The arguments of ``tensors[i].<method>(...)`` for each ``i`` (foreach ops are defined as
     that loop); None where an argument does not split so (a tensor of scalars)."""
-    n = len(args[0])
+    args, kwargs = _foreach_positional(args, kwargs)
+    tensors = args[0]
+    n = len(tensors)
     calls = []
     for i in range(n):
         elem: list[Any] = []
@@ -1164,7 +1393,10 @@ def _per_tensor_calls(
         kw = dict(kwargs)
         if method in _VALUE_KEYWORD and len(elem) == 3:
             scalar = elem.pop()
-            kw["value"] = _scalar_of(scalar, i, n) if isinstance(scalar, TensorProxy) else scalar
+            if isinstance(scalar, TensorProxy):
+                listed = isinstance(args[3], (list, tuple))
+                scalar = _listed_scalar(scalar) if listed else _scalar_of(scalar, i, n)
+            kw["value"] = scalar
         calls.append((elem, kw))
     return calls
 
@@ -1182,6 +1414,12 @@ def _foreach_in_place(name: str, args: Sequence[Any], kwargs: dict[str, Any]) ->
     calls = _per_tensor_calls(method, args, kwargs) if method in _TENSOR_METHODS else None
     if calls is not None:
         for t, (elem, kw) in zip(tensors, calls):
+            aten = _CASTS_NUMBER_SCALAR.get(method)
+            if aten is not None and len(elem) == 1 and _casts_number_scalar(elem[0], t):
+                if _gradient_flows_into(t):  # torch's operator: its forward and its backward
+                    call_torch_fallback(_resolve(aten), (t, *elem), kw, name=aten)
+                    continue
+                elem = [_number_scalar_cast(elem[0], t)]
             tensor_method(method)(t, *elem, **kw)
         # torch._foreach_add_ returns its list argument itself; the aten operator, nothing.
         return None if name.startswith("torch.ops.") else tensors
@@ -1192,13 +1430,18 @@ def _foreach_in_place(name: str, args: Sequence[Any], kwargs: dict[str, Any]) ->
     return None if name.startswith("torch.ops.") else tensors
 
 
-def _is_foreach_with_tensor_scalars(name: str, args: Sequence[Any]) -> bool:
-    """``torch._foreach_addcdiv(tensors, t1, t2, scalars)`` with the scalars as a tensor: its
-    fake kernel refuses them (it reads them as numbers), so it is recorded per tensor."""
+def _is_foreach_with_tensor_scalars(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """``torch._foreach_addcdiv(tensors, t1, t2, scalars)`` with the scalars as a tensor, or as
+    a list of tensors (torch.optim's Adamax under compile): its fake kernel refuses them (it
+    reads them as numbers), so it is recorded per tensor."""
+    if name.rpartition(".")[2] not in ("_foreach_addcdiv", "_foreach_addcmul"):
+        return False
+    args, _ = _foreach_positional(args, kwargs)
+    scalars = args[3] if len(args) == 4 else None
+    if isinstance(scalars, (list, tuple)):
+        scalars = next((s for s in scalars if isinstance(s, TensorProxy)), None)
     return (
-        name.rpartition(".")[2] in ("_foreach_addcdiv", "_foreach_addcmul")
-        and len(args) == 4
-        and isinstance(args[3], TensorProxy)
+        isinstance(scalars, TensorProxy)
         and isinstance(args[0], (list, tuple))
         and all(isinstance(t, TensorProxy) for t in args[0])
     )
@@ -1395,26 +1638,25 @@ def call_torch_fallback(
         raise TorchFallbackError(name, reason)
     if reason is None and _is_foreach_in_place(name, args):
         return _foreach_in_place(name, args, kwargs)
-    if reason is None and _is_foreach_with_tensor_scalars(name, args):
+    if reason is None and _is_foreach_with_tensor_scalars(name, args, kwargs):
         return _foreach_per_tensor(name, args, kwargs)
     if not in_place:
         written = _kernel_written(fn, args, kwargs)
         if written is not None:
             return _call_on_copies(name, written, args, kwargs)
     autocast = None if in_place else _recording_autocast(args, kwargs)
+    flags = () if in_place else flags_for(args, kwargs)
     if not in_place and can_read_data() and _reads_data_sizes(args, kwargs):
         # Sizes read from data: run on this call's values, not specialized to them.
         if autocast is not None:
             name = fallback_under_autocast(name, autocast)
-        return _call_sized(name, args, kwargs)
-    args = tuple(tree_map(_specialize, tuple(args)))
-    kwargs = tree_map(_specialize, dict(kwargs))
-    for p in tree_iter((args, kwargs)):
-        if isinstance(p, TensorProxy):
-            _specialize_shape(p)
+        return _call_sized(flags_name(name, flags) if flags else name, args, kwargs)
+    writes_first = _writes_first_argument_by_name(name, fn, args)
+    if in_place or writes_first:
+        args, kwargs = _specialized(args, kwargs)
     if in_place:
         return _through_functional_variant(name, fn, args, kwargs)
-    if _writes_first_argument_by_name(name, fn, args):
+    if writes_first:
         from thunder_ir.ops.fallback_inplace import functional_variant_call
 
         # torch.relu_(t), F.elu_(t): recorded as the in-place Tensor methods are, where torch
@@ -1425,24 +1667,31 @@ def call_torch_fallback(
     if autocast is not None:  # the fake run's dtypes are then eager's
         name = fallback_under_autocast(name, autocast)
         run_fn = _resolve(name)
+    written_name = name
+    if flags:  # (a call that writes into its arguments runs as they are)
+        name = flags_name(name, flags)
+        run_fn = _resolve(name)
     try:
-        run = _FakeRun(name, run_fn, args, kwargs, writes=True)
+        run = _fake_run(name, run_fn, args, kwargs, writes=True)
     except DataDependentFallbackError as e:
+        args, kwargs = _specialized(args, kwargs)
         if written_arguments(fn):  # no fake implementation: its functional variant runs
             return call_mutating_custom_op(fn, args, kwargs)
         if not can_read_data():
             raise
         if e.written:  # no meta kernel (``_fused_sgd_``): run on the call's values
-            return _call_writing(name, args, kwargs, e.written, None)
+            return _call_writing(written_name, args, kwargs, e.written, None)
         return _call_sized(name, args, kwargs)
     except TorchFallbackError:
         if not written_arguments(fn):
             raise
+        args, kwargs = _specialized(args, kwargs)
         return call_mutating_custom_op(fn, args, kwargs)  # it writes the arguments it declares
     if run.written:
+        args, kwargs = _specialized(args, kwargs)
         if written_arguments(fn):
             return call_mutating_custom_op(fn, args, kwargs)  # it writes the arguments it declares
-        return _call_writing(name, args, kwargs, run.written, run)
+        return _call_writing(written_name, args, kwargs, run.written, run)
     _check_result_dtypes(name, run.out)
     has_tensor_out = any(isinstance(o, torch.Tensor) for o in tree_iter(_as_tree(run.out)))
     if not has_tensor_out and not run.random:

@@ -44,6 +44,15 @@ def _size(s: Any) -> int:
     return int(s.value) if isinstance(s, NumberProxy) else int(s)
 
 
+def _sized_as_value(x: Any) -> Any:
+    """A symbolic int argument (a size passed as a number) as its value, as the tensors' sizes
+    are: what torch saves does not depend on them. Other numbers stay (their ``repr`` in the
+    cache key holds the program to their values)."""
+    if isinstance(x, NumberProxy) and x.python_type is int:
+        return x.value
+    return x
+
+
 def fallback_saved(
     torch_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], carries: Callable[[Any], bool]
 ) -> FallbackSaved | None:
@@ -58,7 +67,12 @@ def fallback_saved(
                 (tuple(_size(s) for s in x.shape), x.dtype, str(x.device), carries(x))
                 for x in tensors
             ),
-            repr(tree_map(lambda x: None if isinstance(x, TensorProxy) else x, (args, kwargs))),
+            repr(
+                tree_map(
+                    lambda x: None if isinstance(x, TensorProxy) else _sized_as_value(x),
+                    (args, kwargs),
+                )
+            ),
         )
     except Exception:  # an argument without a usable description: not cached
         return _run(torch_name, args, kwargs, carries)
@@ -96,7 +110,7 @@ def _run(
 
             def fake(x: Any) -> Any:
                 if not isinstance(x, TensorProxy):
-                    return x
+                    return _sized_as_value(x)
                 t = torch.empty(
                     tuple(_size(s) for s in x.shape),
                     dtype=to_torch_dtype(x.dtype),

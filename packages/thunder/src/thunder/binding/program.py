@@ -168,6 +168,23 @@ def _trace_program(
 ) -> TracedProgram:
     trace = Trace("computation")
     binder = Binder(fn, options, trace, param_names)
+    try:
+        return _trace_with(binder, fn, args, kwargs, options, grad_at_start)
+    finally:
+        # Its tables refer to its own methods (the lookasides): a cycle that would keep this
+        # call's inputs and what it read alive until a gc pass (eager frees them at once).
+        binder.__dict__.clear()
+
+
+def _trace_with(
+    binder: Binder,
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: JitOptions,
+    grad_at_start: bool,
+) -> TracedProgram:
+    trace = binder.trace
     if not grad_at_start:
         binder.start_without_grad()
     install_reshape_write_check(trace, options.reshape_inplace)
@@ -200,7 +217,10 @@ def _trace_program(
             reported = _as_reported(e)
             if reported is e:
                 raise
-            raise reported from (e if isinstance(reported, ProgramRaised) else None)
+            try:
+                raise reported from (e if isinstance(reported, ProgramRaised) else None)
+            finally:
+                del reported  # (its traceback holds this frame)
         except (GradEnabledInside, LockBusy):
             raise  # thunder's own: traced again (compile_entry, trace_program)
         except BaseException as e:

@@ -60,6 +60,7 @@ from thunder.opaque import advances_natively
 from thunder.options import SHARP_EDGES_OPTIONS
 from thunder.signature import is_plain
 from thunder_interp import compares_by_identity
+from thunder_interp._slots import lasts_with_its_module
 from thunder_ir import FloatProxy, IntegerProxy, NumberProxy, OpTag, Proxy, TensorProxy
 from thunder_ir.prims.prologue import value_snapshot
 
@@ -261,7 +262,11 @@ def _loaded_to_read_one_item() -> bool:
     return bool(following.opname == "LOAD_CONST" and then.opname == "BINARY_SUBSCR")
 
 
+# Per class that lasts (``lasts_with_its_module``); a class made at run time, weakly.
 _INTERPRETED_GETATTRIBUTE: dict[type, bool] = {}
+_TRANSIENT_INTERPRETED_GETATTRIBUTE: weakref.WeakKeyDictionary[type, bool] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _interprets_getattribute(cls: type) -> bool:
@@ -271,11 +276,17 @@ def _interprets_getattribute(cls: type) -> bool:
     (``ReadsMixin._module_getattr_answer``)."""
     known = _INTERPRETED_GETATTRIBUTE.get(cls)
     if known is None:
+        known = _TRANSIENT_INTERPRETED_GETATTRIBUTE.get(cls)
+        if known is not None:
+            return known
         getattribute = _class_lookup(cls, "__getattribute__")
         getattr_ = _class_lookup(cls, "__getattr__")
         known = _interpreted(getattribute) and (
             getattr_ is None or getattr_ is _MODULE_GETATTR or _interpreted(getattr_)
         )
+        if not lasts_with_its_module(cls):
+            _TRANSIENT_INTERPRETED_GETATTRIBUTE[cls] = known
+            return known
         if len(_INTERPRETED_GETATTRIBUTE) > 4096:
             _INTERPRETED_GETATTRIBUTE.clear()
         _INTERPRETED_GETATTRIBUTE[cls] = known
@@ -652,12 +663,23 @@ class ReadsMixin(BinderState):
         binds without a read the binder sees: ``__defaults__`` replaced or a mutable default
         changed compiles again. Guarded whole, whether or not this call uses them; those
         holding tensors are bound where a call binds them (``_cb_load_defaults``)."""
-        key = (func, "__defaults__")
-        if key in self.facts.lookups:
-            return
-        self.facts.lookups[key] = (func, "__defaults__", func.__defaults__)
-        self.facts.lookups[(func, "__kwdefaults__")] = (func, "__kwdefaults__", func.__kwdefaults__)
-        root = Access(QUERY, (held_object, (Held(func, f"function {func.__qualname__}"),)))
+        root = self._argument_access(func)
+        if root is not None:  # guarded where the call passes it, not held (_argument_access)
+            if root.attr("__defaults__") in self.facts.guards:
+                return
+            self._guard_defaults_at(root.attr("__defaults__"), func.__defaults__)
+            self._guard_defaults_at(root.attr("__kwdefaults__"), func.__kwdefaults__)
+        else:
+            key = (func, "__defaults__")
+            if key in self.facts.lookups:
+                return
+            self.facts.lookups[key] = (func, "__defaults__", func.__defaults__)
+            self.facts.lookups[(func, "__kwdefaults__")] = (
+                func,
+                "__kwdefaults__",
+                func.__kwdefaults__,
+            )
+            root = Access(QUERY, (held_object, (Held(func, f"function {func.__qualname__}"),)))
         items = [
             (root.attr("__defaults__").item(i), v) for i, v in enumerate(func.__defaults__ or ())
         ]
@@ -669,6 +691,18 @@ class ReadsMixin(BinderState):
                 continue
             with self.constant_reads():
                 self.on_load(value, access)
+
+    def _guard_defaults_at(
+        self, access: Access, defaults: tuple[Any, ...] | dict[str, Any] | None
+    ) -> None:
+        """A function's ``__defaults__`` or ``__kwdefaults__`` found at ``access``: its type
+        and length or keys (its items are guarded where they are read)."""
+        guards = self.facts.guards
+        guards[access] = Guard(access, "type", type(defaults))
+        if type(defaults) is tuple:
+            guards[access.attr("<len>")] = Guard(access, "len", len(defaults))
+        elif defaults is not None:
+            guards[access.attr("<keys>")] = Guard(access, "keys", tuple(defaults))
 
     def _cb_load_defaults(
         self, fn: types.FunctionType
@@ -682,7 +716,9 @@ class ReadsMixin(BinderState):
         if not any(_is_tensor_default(v) for v in values) or fn is self._jitted_function():
             return None  # (the jitted function's own: bind_arguments passes them in)
         self._guard_defaults(fn)
-        root = Access(QUERY, (held_object, (Held(fn, f"function {fn.__qualname__}"),)))
+        root = self._argument_access(fn) or Access(
+            QUERY, (held_object, (Held(fn, f"function {fn.__qualname__}"),))
+        )
 
         def bound(value: Any, access: Access) -> Any:
             return self.on_load(value, access) if _is_tensor_default(value) else value
@@ -761,8 +797,6 @@ class ReadsMixin(BinderState):
             self.inputs.numbers[proxy.name] = (x, access)
             self.trace.input_numbers[proxy.name] = proxy
             return proxy
-        if isinstance(x, types.FunctionType):
-            self._guard_code(x)
         if t is NDARRAY:
             self._took_array(x)
         if not isinstance(x, _SCALAR_TYPES):
@@ -779,10 +813,16 @@ class ReadsMixin(BinderState):
                 self.on_load(x.__self__, access.attr("__self__"))
             elif isinstance(x, types.MethodType):
                 # A bound method (``run(s.apply, x)``): what it reads from its object is found
-                # through it, so the prologue checks those reads (``s.k``) on every call.
+                # through it, so the prologue checks those reads (``s.k``) on every call. As an
+                # argument it is keyed by its function and its object's type: its object, as
+                # an object argument, is not held (a per-call object's method takes one program).
                 self_access = access.attr("__self__")
-                self.facts.guards.setdefault(self_access, Guard(self_access, "is", x.__self__))
+                if not self._keyed_argument(access):
+                    self.facts.guards.setdefault(self_access, Guard(self_access, "is", x.__self__))
                 self._associate(x.__self__, self_access)
+        if isinstance(x, types.FunctionType):
+            self._guard_code(x)  # (once its path is known)
+            self._register_cells(x, access)
         return x
 
     def _bound_argument_container(self, x: Any, access: Access) -> Any:
@@ -967,13 +1007,6 @@ class ReadsMixin(BinderState):
             self._note_content_read_of(value)  # taken again, to read: what it held is guarded
         if self._set_by_program(value, access):
             return value  # what the program itself put there: nothing to guard
-        if access.kind == ATTR and access.key == "__dict__" and self._attrs_written(access):
-            # Its contents now are not the call's entry state, which a guard would check.
-            raise UnsupportedSideEffectError(
-                f"thunder.jit: the function reads {access.describe(self.param_names)} after "
-                "setting attributes of that object; read it before, or outside the jitted "
-                "function"
-            )
         if self._changed_natively(value) and id(value) not in self.inputs.proxied_copies:
             known = self.paths.access_of.get(id(value))
             if known is not None and known[0] is value:
@@ -1060,7 +1093,7 @@ class ReadsMixin(BinderState):
         if isinstance(value, types.FunctionType):
             self._guard_code(value)
             self._register_cells(value, access)
-            if not self._is_library_global(access):
+            if not self._is_library_global(access) and not self._keyed_argument(access):
                 self.facts.guards.setdefault(access, Guard(access, "is", value))
             return value
         # (on the type: an object's own __getattr__ may raise anything for a name it lacks)
@@ -1316,11 +1349,15 @@ class ReadsMixin(BinderState):
                     )
                 return
         self_access = access.attr("__self__")
-        self.facts.guards.setdefault(self_access, Guard(self_access, "is", owner))
+        # An argument's method: keyed by its function and its object's type (see _bind_leaf).
+        keyed = isinstance(value, types.MethodType) and self._keyed_argument(access)
+        if not keyed:
+            self.facts.guards.setdefault(self_access, Guard(self_access, "is", owner))
         self._associate(owner, self_access)  # what the method reads from it is found through it
         if isinstance(value, types.MethodType):
             func_access = access.attr("__func__")
-            self.facts.guards.setdefault(func_access, Guard(func_access, "is", value.__func__))
+            if not keyed:
+                self.facts.guards.setdefault(func_access, Guard(func_access, "is", value.__func__))
             self._guard_code(value.__func__)  # its ``__code__`` and defaults, as a function's
             if isinstance(value.__func__, types.FunctionType):
                 self._register_cells(value.__func__, func_access)
@@ -1381,9 +1418,10 @@ class ReadsMixin(BinderState):
         )
 
     def _changed_natively(self, value: Any) -> bool:
-        """Whether ``value`` is a module's store that nn.Module's native ``__setattr__`` or
-        ``__delattr__`` may have changed in this call (``WritesMixin._snapshot_module_stores``)
-        and now holds other than what the call found."""
+        """Whether ``value`` is a store (an object's instance dict, a module's other stores)
+        that a native ``__setattr__`` or ``__delattr__`` may have changed in this call
+        (``WritesMixin._snapshot_attribute_stores``) and now holds other than what the call
+        found."""
         store = self.effects.module_stores.get(id(value))
         before = self.effects.snapshots.get(id(value))
         if store is None or store is not value or before is None:
@@ -1393,8 +1431,8 @@ class ReadsMixin(BinderState):
         return list(before) != list(store) or any(before[k] is not v for k, v in store.items())
 
     def _replaced_since_entry(self, container: Any, key: Any, item: Any) -> bool:
-        """Whether ``item``, at ``key`` of a module's store, is not what the call found there
-        (nn.Module's native ``__setattr__`` put it there)."""
+        """Whether ``item``, at ``key`` of an attribute store, is not what the call found there
+        (a native ``__setattr__`` put it there)."""
         if self.effects.module_stores.get(id(container)) is not container:
             return False
         before = self.effects.snapshots.get(id(container))
@@ -1437,14 +1475,6 @@ class ReadsMixin(BinderState):
         if id(container) in self.effects.mutated or id(container) in self.effects.module_stores:
             return self.effects.snapshots.get(id(container), container)
         return container
-
-    def _attrs_written(self, dict_access: Access) -> bool:
-        """Whether the program set or deleted an attribute of the object whose ``__dict__`` is
-        found at ``dict_access``."""
-        owner = dict_access.parent
-        return any(w.kind == ATTR and w.parent == owner for w in self.effects.written_paths) or any(
-            at == owner for _, at, _ in self.effects.dict_snapshots.values()
-        )
 
     def _load_container(self, value: Any, access: Access, depth: int = 0) -> Any:
         if type(value) in _CONTAINER_MUTATORS:

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from thunder.access import QUERY, Access
-from thunder.binding.copying import CopyingMixin
+from thunder.binding.backend_flags import BackendFlagsMixin
 from thunder.binding.state import Guard, ProgramLock
 from thunder.binding.torch_modules import transformer_encoder_forward
 from thunder.binding.writes import module_setattr
@@ -251,7 +251,7 @@ def _validated_like_eager(setter: Any, getter: Any, *args: Any, accepts: type = 
         setter(*prefix, before)
 
 
-class RegionsMixin(CopyingMixin):
+class RegionsMixin(BackendFlagsMixin):
     """Autocast and checkpoint regions entered by the program."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -332,6 +332,7 @@ class RegionsMixin(CopyingMixin):
             out[cls.__enter__] = self._autocast_enter
             out[cls.__exit__] = self._autocast_exit
         out.update(self._fx_graph_lookasides(table, autocast_cls))
+        out.update(self._backend_flag_lookasides())
         return out
 
     def _fx_graph_lookasides(self, table: dict[Any, Any], autocast_cls: type) -> dict[Any, Any]:
@@ -546,7 +547,9 @@ class RegionsMixin(CopyingMixin):
 
     def check_context_vars(self) -> None:
         """Refuse a program that returns with a context variable still set by it, holding a
-        lock it took, or with grad mode changed (torch then runs the call, split)."""
+        lock it took, or with grad mode or a backend flag changed (torch then runs the call,
+        split)."""
+        self.check_backend_flags()
         if self.regions.grad_mode is not None:
             at_call = False if self.regions.started_without_grad else torch.is_grad_enabled()
             if self.regions.grad_mode != at_call:

@@ -597,8 +597,30 @@ class BinderState:
             self.facts.guards[root.attr("<type>")] = Guard(root, "type", type(fn))
 
     def _lookup_code(self, func: types.FunctionType) -> None:
-        if not is_library_code(func.__code__):
+        if is_library_code(func.__code__):
+            return
+        access = self._argument_access(func)
+        if access is not None:  # checked where the prologue finds it, not held
+            code = access.attr("__code__")
+            self.facts.guards.setdefault(code, Guard(code, "is", func.__code__))
+        else:
             self.facts.lookups.setdefault((func, "__code__"), (func, "__code__", func.__code__))
+
+    def _keyed_argument(self, access: Access) -> bool:
+        """Whether what ``access`` reads is the argument (or an item of argument containers) as
+        the call passed it: the cache key covers which function it is (by a weak identity) or
+        which method (its function and its object's type), so no identity guard holds it."""
+        return access.is_argument_leaf() and not self.is_inserted(access)
+
+    def _argument_access(self, obj: Any) -> Access | None:
+        """The path of ``obj`` where it is an argument or an item of argument containers: the
+        cache key holds a function there weakly (a callback made per call), so what the
+        prologue checks of it (its code, its defaults) is read there, never held: its entries
+        die with it."""
+        entry = self.paths.access_of.get(id(obj))
+        if entry is not None and entry[0] is obj and self._keyed_argument(entry[1]):
+            return entry[1]
+        return None
 
     def _register_function(self, fn: Any, access: Access) -> None:
         self.paths.access_of.setdefault(id(fn), (fn, access))

@@ -356,7 +356,7 @@ class WritesMixin(ReadsMixin):
         if self._through_setter(obj, name, access, "__set__"):
             return
         _refuse_user_attribute_hook(obj, name, "__setattr__")
-        self._snapshot_module_stores(obj)
+        self._snapshot_attribute_stores(obj)
         self._module_hook_on_copies(obj, torch.nn.Module.__setattr__, name, value)
         template = self._template(value, f"attribute {name}")
         own = self.paths.container_at.get(access.attr("__dict__"))
@@ -370,18 +370,18 @@ class WritesMixin(ReadsMixin):
         self.effects.written_paths.add(access.attr(name))
         self._track_stored(value, access.attr(name))
 
-    def _snapshot_module_stores(self, obj: Any) -> None:
-        """Before nn.Module's ``__setattr__`` or ``__delattr__``, run natively, changes the
-        module: each of its stores as the call found it. Undoing puts back all of them (the
-        attribute may move between stores: a buffer deleted, a parameter replaced by a module),
-        and a later read of a store tells what the program changed there (``ReadsMixin.
-        _changed_natively``)."""
-        if not isinstance(obj, torch.nn.Module):
-            return
+    def _snapshot_attribute_stores(self, obj: Any) -> None:
+        """Before a native ``__setattr__`` or ``__delattr__`` (object's, nn.Module's) changes
+        ``obj``: each of its stores as the call found it, its instance dict and a module's
+        others. Undoing puts back all of them (the attribute may move between stores: a buffer
+        deleted, a parameter replaced by a module), and a later read of a store (``vars(obj)``,
+        ``"k" in self.__dict__`` in ``register_buffer``) sees the program's writes while its
+        guards state the entry contents (``ReadsMixin._changed_natively``, ``as_found``)."""
         state = _instance_dict(obj)
         if state is None:
             return
-        for store in (state, *(state.get(name) for name in _MODULE_STORES)):
+        others = _MODULE_STORES if isinstance(obj, torch.nn.Module) else ()
+        for store in (state, *(state.get(name) for name in others)):
             if (
                 type(store) in (dict, OrderedDict, set)
                 and id(store) not in self.effects.module_stores
@@ -445,6 +445,7 @@ class WritesMixin(ReadsMixin):
         native_store = setattr_ in (object.__setattr__, object.__delattr__)
         if (native_store or _interpreted(setattr_)) and _interpreted(descr):
             return True
+        self._snapshot_attribute_stores(obj)
         state = _instance_dict(obj)
         if state is not None and id(obj) not in self.effects.dict_snapshots:
             snapshot = dict(state)
@@ -521,7 +522,7 @@ class WritesMixin(ReadsMixin):
         if self._through_setter(obj, name, access, "__delete__"):
             return
         _refuse_user_attribute_hook(obj, name, "__delattr__")
-        self._snapshot_module_stores(obj)
+        self._snapshot_attribute_stores(obj)
         self._module_hook_on_copies(obj, torch.nn.Module.__delattr__, name)
         old = getattr(obj, name, _MISSING)
         self._undo_own(lambda: _restore_attr(obj, name, old))
