@@ -65,7 +65,7 @@ def test_softmax_row_points_at_its_definitions() -> None:
 
 
 def test_prims_and_composites_rows() -> None:
-    rows = {r.op: r for r in op_rows(["add", "exp", "gelu"])}
+    rows = {r.op: r for r in op_rows(["add", "exp", "gelu", "abs"])}
     assert {"prims.add", "ltorch.add", "prims.exp", "ltorch.exp", "ltorch.gelu"} <= set(rows)
     add = rows["prims.add"]
     assert add.meta == source_location(prims.add.meta)
@@ -74,7 +74,9 @@ def test_prims_and_composites_rows() -> None:
     assert add.claims["torch"] == "runs"
     assert add.claims["nvfuser"] == "fuses (CUDA tensors)"
     assert add.claims["torchcompile"] == "fuses"
-    assert rows["ltorch.add"].grad == "decomposition"  # no rule of its own
+    assert rows["ltorch.abs"].grad == "decomposition"  # no rule of its own
+    # a rule that applies only when its checker says so (add with alpha rounds as eager does)
+    assert rows["ltorch.add"].grad.endswith(" if _scaled_by_alpha")
     assert rows["ltorch.gelu"].claims["torch_ops"] == "runs if gelu_checker"
     # a prim with effects: the torch executor runs it, no fusion region takes it
     (copy,) = op_rows(["prims.copy_"])
