@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sys
 import threading
 import types
@@ -982,7 +983,8 @@ class _Builder:
             else:
                 parts.append(node.expr)
         body = ", ".join(parts) + ("," if parts else "")
-        lines = [*self.lines, f"return ({body})"]
+        values = {n.expr: n.value for n in self.nodes.values() if n.expr is not None}
+        lines = [*_unpacked(self.lines, values), f"return ({body})"]
         if self.refs:
             lines.insert(0, "_thunder_r = _thunder_refs")  # a local: read once per call
         source = "def extract(args, kwargs):\n" + "".join(f"    {line}\n" for line in lines)
@@ -1001,6 +1003,36 @@ class _Builder:
             self.size,
             self.versioned,
         )
+
+
+_ITEM_READ = re.compile(r"(\w+) = (\w+)\[(\d+)\]\Z")
+
+
+def _unpacked(lines: list[str], values: dict[str, Any]) -> list[str]:
+    """``lines`` with each run of ``x_i = seq[i]`` reading every item of a list or tuple in order
+    (the tree guards its exact type) made one unpacking, ``x_0, x_1, ... = seq``: a list of
+    hundreds of tensors is read in one step. Where the call's one has another length, the
+    unpacking raises and the Python prologue decides the call."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        first = _ITEM_READ.match(lines[i])
+        seq = values.get(first.group(2)) if first and first.group(3) == "0" else None
+        length = len(seq) if type(seq) in (list, tuple) else 0  # type: ignore[arg-type]
+        if first and length > 1:
+            names: list[str] = []
+            for line in lines[i : i + length]:
+                read = _ITEM_READ.match(line)
+                if not read or read.group(2) != first.group(2) or read.group(3) != str(len(names)):
+                    break
+                names.append(read.group(1))
+            if len(names) == length:
+                out.append(f"{', '.join(names)}, = {first.group(2)}")
+                i += len(names)
+                continue
+        out.append(lines[i])
+        i += 1
+    return out
 
 
 def build_guard_tree(

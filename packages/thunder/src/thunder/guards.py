@@ -50,6 +50,7 @@ __all__ = [
     "held_object",
     "is_plain_module_member",
     "module_store",
+    "torch_tensor_guard",
     "unpack_element",
     "unpack_from_numpy",
     "unpack_generic_attr",
@@ -678,7 +679,7 @@ class TensorsMetadata:
         self.expected = tuple(
             (shape, t.dtype, t.device, t.requires_grad) for shape, t in zip(shapes, tensors)
         )
-        fast = _torch_tensor_guard(tensors, shapes)
+        fast = torch_tensor_guard(tensors, shapes)
         self.check = fast.check if fast is not None else self._matches
 
     def _matches(self, *tensors: Any) -> bool:
@@ -736,7 +737,7 @@ class TensorsMetadata:
         )
 
 
-def _torch_tensor_guard(
+def torch_tensor_guard(
     tensors: Sequence[torch.Tensor], shapes: Sequence[tuple[int | None, ...]]
 ) -> Any:
     """torch's own guard for these tensors (sizes checked where not None, strides not), or

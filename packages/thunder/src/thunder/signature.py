@@ -8,7 +8,9 @@ default dtype (the IR reads it at trace time for factories, Python floats and in
 promotion), inference mode, and the autocast state (off, or the devices and dtypes autocast is
 enabled for: an entry compiled under ``torch.autocast`` has the autocast transform applied) and
 whether autocast's weight cache is on. Then per tensor its shape, dtype, device, requires_grad and
-layout, and, with two tensors or more, which of them share memory; per plain value (a number,
+layout (all tensors' in one entry, ``TensorsKey``: found by torch's C++ tensor guard of a recent
+key where it accepts the tensors, else read, ``TensorKeys``), and, with two tensors or more, which
+of them share memory; per plain value (a number,
 string, dtype, device, ``torch.Size``...) its type and (with constant values) its value; per
 value-like object (enum members, memory formats, slices and sets of plain values, functions) the
 value itself, or the object's identity where its class defines its own equality; tuple subclasses
@@ -27,6 +29,7 @@ import enum
 import functools
 import math
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -36,17 +39,21 @@ import torch
 
 from thunder import tensor_patches
 from thunder.errors import JitError
+from thunder.guards import torch_tensor_guard
 from thunder_ir.codegen import keep_source
 
 __all__ = [
     "PLAIN_TYPES",
     "Same",
     "Signature",
+    "TensorKeys",
+    "TensorsKey",
     "WeakSame",
     "alias_pattern",
     "attributes_without_torch_function",
     "is_plain",
     "make_signature",
+    "plain_alias_pattern",
     "storage_address",
 ]
 
@@ -89,14 +96,38 @@ def alias_pattern(*tensors: torch.Tensor) -> tuple[tuple[int, int], ...] | None:
     each, the position of the first one with the same storage and of the first that is the same
     tensor. A program traced for ``f(t, t)`` reads one input where ``f(x, y)`` reads two, and
     writes through one argument show in another only when they share memory."""
-    ptrs = [storage_address(t) for t in tensors]
+    ptrs = list(map(storage_address, tensors))
     if len(set(ptrs)) == len(ptrs):
         return None
-    pattern = []
-    for i, (p, t) in enumerate(zip(ptrs, tensors)):
-        same_object = next(j for j, u in enumerate(tensors) if u is t)
-        pattern.append((ptrs.index(p) if p else i, same_object))
-    return tuple(pattern)
+    return _sharing(ptrs, tensors)
+
+
+_untyped_storage = torch.Tensor.untyped_storage
+# Up to this many tensors, the signature tests their storages itself (no call of a function).
+_INLINE_STORAGES = 4
+_storage_data_ptr = torch._C.StorageBase.data_ptr  # type: ignore[attr-defined]
+
+
+def plain_alias_pattern(*tensors: torch.Tensor) -> tuple[tuple[int, int], ...] | None:
+    """``alias_pattern`` of tensors whose exact types have no ``__torch_function__`` (a tensor, a
+    Parameter): their storages' addresses read in one pass of C calls."""
+    try:
+        if len(set(map(_storage_data_ptr, map(_untyped_storage, tensors)))) == len(tensors):
+            return None
+        ptrs = list(map(_storage_data_ptr, map(_untyped_storage, tensors)))
+    except Exception:  # one without a plain storage (sparse): as alias_pattern reads it
+        return alias_pattern(*tensors)
+    return _sharing(ptrs, tensors)
+
+
+def _sharing(ptrs: list[int], tensors: tuple[torch.Tensor, ...]) -> tuple[tuple[int, int], ...]:
+    # (first positions by dict: a pattern of hundreds of tensors costs no quadratic search)
+    first_storage: dict[int, int] = {}
+    first_object: dict[int, int] = {}
+    return tuple(
+        (first_storage.setdefault(p, i) if p else i, first_object.setdefault(id(t), i))
+        for i, (p, t) in enumerate(zip(ptrs, tensors))
+    )
 
 
 def storage_address(t: torch.Tensor) -> int:
@@ -289,24 +320,182 @@ def plain_slice_key(s: slice) -> tuple[Any, Any, Any]:
     return parts
 
 
-class Signature:
-    """A generated key function and the labels of its key's entries."""
+class TensorsKey:
+    """One entry of the key for the metadata of all the tensor arguments (``values``: the shape,
+    dtype, device, requires_grad and layout of each, as ``Signature.tensor_labels`` name them).
+    Equal values are one object while it lives (``TensorKeys`` interns them), so the key's hash and
+    equality are this object's identity: a lookup costs nothing per tensor."""
 
-    __slots__ = ("fn", "labels", "source")
+    __slots__ = ("__weakref__", "guards", "seen", "values")
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+        self.seen = 0  # calls that read these values (a guard is made from the third)
+        self.guards = 0  # guards made for them (-1: they cannot have one)
+
+    def __repr__(self) -> str:
+        return f"TensorsKey{self.values!r}"
+
+
+def _never(*_tensors: Any) -> bool:
+    return False
+
+
+# How many recent keys' guards a call tries before it reads the metadata; how many guards one
+# key gets (one per dispatch state it is met in, inference mode or not; a key pushed out by
+# others cycling past this many keeps the Python reads, as fast as before the guards).
+_RECENT_KEYS = 8
+_GUARDS_PER_KEY = 3
+
+
+class TensorKeys:
+    """The tensor metadata entry of one signature's keys. ``read`` is generated: it checks each
+    tensor's exact type (raising ``LookupError`` as the signature does) and reads the values the
+    key holds. A call first tries the guard of the key found last (``last``: torch's C++ tensor
+    guard, which checks in one call each tensor's exact type, dispatch keys, dtype, device,
+    requires_grad and sizes, and so every value read), then those of the other recent keys
+    (``recent``, most recent first), and reads the values only where none holds (``miss``)."""
+
+    __slots__ = ("_lock", "guardable", "interned", "last", "read", "recent", "sized")
+
+    def __init__(
+        self, read: Callable[..., tuple[Any, ...]], sized: tuple[bool, ...], types: tuple[type, ...]
+    ) -> None:
+        self.read = read
+        self.sized = sized  # per tensor: whether its sizes are in the key (or its ndim alone)
+        # (a subclass may answer its sizes itself: its values are read)
+        self.guardable = all(t in _GUARDED_TYPES for t in types)
+        self.last: tuple[Callable[..., bool], TensorsKey | None] = (_never, None)
+        self.recent: tuple[tuple[Callable[..., bool], TensorsKey], ...] = ()
+        self.interned: weakref.WeakValueDictionary[tuple[Any, ...], TensorsKey] = (
+            weakref.WeakValueDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def miss(self, *tensors: torch.Tensor) -> TensorsKey:
+        """The key entry of tensors the last key's guard did not accept."""
+        recent = self.recent
+        for found in recent[1:]:
+            if _accepts(found[0], tensors):
+                with self._lock:
+                    self.recent = (found, *(r for r in self.recent if r is not found))
+                    self.last = found
+                return found[1]
+        values = self.read(*tensors)
+        with self._lock:
+            key = self.interned.get(values)
+            if key is None:
+                key = self.interned[values] = TensorsKey(values)
+            key.seen += 1
+            # A guard for metadata met again (a compiled call's: once it is found, once looked up
+            # in the cache as it compiles), not for sizes that change on every call.
+            if key.seen >= 3 and 0 <= key.guards < _GUARDS_PER_KEY and self.guardable:
+                guard = _tensors_guard(tensors, self.sized)
+                if guard is None:
+                    key.guards = -1
+                else:
+                    key.guards += 1
+                    self.last = (guard.check, key)
+                    self.recent = (self.last, *self.recent)[:_RECENT_KEYS]
+        return key
+
+
+def _accepts(check: Callable[..., bool], tensors: tuple[torch.Tensor, ...]) -> bool:
+    try:
+        return check(*tensors)
+    except Exception:  # (a guard that cannot tell: the values are read)
+        return False
+
+
+def _tensors_guard(tensors: tuple[torch.Tensor, ...], sized: tuple[bool, ...]) -> Any:
+    """torch's C++ guard of these tensors' key values (of the types ``_GUARDED_TYPES``), or None
+    where it would not imply them: a sparse or nested tensor (sparse layouts share dispatch keys),
+    or a torch whose guard does not check what the key holds (``_guard_checks_the_key``)."""
+    if not _guard_checks_the_key():
+        return None
+    if not all(t.layout is torch.strided and not t.is_nested for t in tensors):
+        return None
+    shapes = [tuple(t.shape) if s else (None,) * t.ndim for t, s in zip(tensors, sized)]
+    return torch_tensor_guard(tensors, shapes)
+
+
+_GUARDED_TYPES = (torch.Tensor, torch.nn.Parameter)
+_GUARD_CHECKS_THE_KEY: list[bool] = []
+
+
+def _guard_checks_the_key() -> bool:
+    """Whether torch's tensor guard rejects a tensor that differs in any value of the key from
+    the one it was made from: probed once per process (a torch whose guard compares
+    ``requires_grad`` only under grad mode, or that lacks the guard, keeps the Python reads)."""
+    if not _GUARD_CHECKS_THE_KEY:
+        _GUARD_CHECKS_THE_KEY.append(_probe_guard())
+    return _GUARD_CHECKS_THE_KEY[0]
+
+
+def _probe_guard() -> bool:
+    try:
+        # (tensors of their own device and dtype whatever the defaults, made outside inference
+        # mode; the guards compared under no_grad, where requires_grad must still count)
+        with torch.inference_mode(False), torch.no_grad():
+            made = functools.partial(torch.zeros, device="cpu", dtype=torch.float32)
+            guard = torch_tensor_guard([made(2, 3, requires_grad=True)], [(2, 3)])
+            if guard is None or not guard.check(made(2, 3, requires_grad=True)):
+                return False
+            others = (
+                made(2, 3),
+                torch.zeros(2, 3, device="cpu", dtype=torch.float64, requires_grad=True),
+                made(3, 2, requires_grad=True),
+                made(2, 3, 1, requires_grad=True),
+                torch.zeros(2, 3, device="meta", dtype=torch.float32, requires_grad=True),
+                torch.nn.Parameter(made(2, 3)),
+                made(2, 3).to_sparse().requires_grad_(),
+            )
+            return not any(guard.check(t) for t in others)
+    except Exception:
+        return False
+
+
+class Signature:
+    """A generated key function and the labels of its key's entries (those of the tensors'
+    metadata, one ``TensorsKey`` entry, in ``tensor_labels``; ``positions`` and
+    ``tensor_positions`` order them as the arguments are)."""
+
+    __slots__ = ("fn", "labels", "positions", "source", "tensor_labels", "tensor_positions")
 
     def __init__(
         self,
         fn: Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]],
         labels: list[str],
         source: str,
+        positions: list[int] | None = None,
+        tensor_labels: list[str] | None = None,
+        tensor_positions: list[int] | None = None,
     ):
         self.fn = fn
         self.labels = labels
         self.source = source
+        self.positions = positions if positions is not None else list(range(len(labels)))
+        self.tensor_labels = tensor_labels or []
+        self.tensor_positions = tensor_positions or []
 
     def changes(self, old: tuple[Any, ...], new: tuple[Any, ...]) -> list[tuple[str, Any, Any]]:
         """The entries that differ between two keys of this signature: (label, old, new)."""
-        return [(lb, a, b) for lb, a, b in zip(self.labels, old, new) if a is not b and a != b]
+        found: list[tuple[int, str, Any, Any]] = []
+        for position, label, a, b in zip(self.positions, self.labels, old, new):
+            if a is b:
+                continue
+            if type(a) is TensorsKey and type(b) is TensorsKey:
+                found.extend(
+                    (p, lb, x, y)
+                    for p, lb, x, y in zip(
+                        self.tensor_positions, self.tensor_labels, a.values, b.values
+                    )
+                    if x is not y and x != y
+                )
+            elif a != b:
+                found.append((position, label, a, b))
+        found.sort(key=lambda change: change[0])
+        return [(lb, a, b) for _, lb, a, b in found]
 
     def describe_change(self, old: tuple[Any, ...], new: tuple[Any, ...]) -> list[str]:
         """What differs between two keys of this signature, as readable lines."""
@@ -357,6 +546,17 @@ class _Generator:
         self.tensors: list[str] = []
         self.scalars: list[str] = []
         self.constants: dict[str, Any] = {}
+        # The order of the key's entries as the arguments are (the tensors' metadata is one).
+        self.positions: list[int] = []
+        # Of the tensors' metadata: the generated reads, their labels and positions, and per
+        # tensor whether its sizes (not only its ndim) are in the key, and its type.
+        self.tensor_read: list[str] = []
+        self.tensor_exprs: list[str] = []
+        self.tensor_labels: list[str] = []
+        self.tensor_positions: list[int] = []
+        self.tensor_sized: list[bool] = []
+        self.tensor_types: list[type] = []
+        self.tensors_at = -1  # the index of the tensors' entry in the key
 
     def fresh(self) -> str:
         self.counter += 1
@@ -368,8 +568,36 @@ class _Generator:
         return name
 
     def add(self, expr: str, label: str) -> None:
+        self.positions.append(len(self.positions) + len(self.tensor_positions))
         self.key.append(expr)
         self.labels.append(label)
+
+    def add_tensor(self, var: str, value: torch.Tensor, label: str, attrs: tuple[str, ...]) -> None:
+        """A tensor's metadata, read by ``TensorKeys.read`` (one entry of the key for all)."""
+        if self.tensors_at < 0:
+            self.tensors_at = len(self.key)
+            self.positions.append(len(self.positions) + len(self.tensor_positions))
+            self.key.append("_tensors_key")
+            self.labels.append("tensor metadata")
+        self.tensors.append(var)
+        self.tensor_types.append(type(value))
+        self.tensor_sized.append(attrs[0] == "shape")
+        self.tensor_read.append(
+            f"  if type({var}) is not {self.constant(type(value))}: raise LookupError"
+        )
+        if torch._C._has_torch_function_unary(value):
+            # A subclass's __torch_function__ would see (or refuse) thunder's reads.
+            read = self.fresh()
+            self.tensor_read.append(
+                f"  {read} = attributes_without_torch_function({var}, {self.constant(attrs)})"
+            )
+            exprs = [f"{read}[{i}]" for i in range(len(attrs))]
+        else:
+            exprs = [f"{var}.{attr}" for attr in attrs]
+        for expr, attr in zip(exprs, attrs):
+            self.tensor_positions.append(len(self.positions) + len(self.tensor_positions))
+            self.tensor_exprs.append(expr)
+            self.tensor_labels.append(f"{label}.{attr}")
 
     def exact_type(self, var: str, value: Any) -> None:
         self.body.append(f"  if type({var}) is not {self.constant(type(value))}: raise LookupError")
@@ -400,7 +628,8 @@ class _Generator:
             if t in _IDENTIFIABLE and not (self.symbolic and t in _SYMBOLIC_NUMBERS):
                 self.scalars.append(var)  # symbolic numbers: ``is`` is guarded where it is used
             return
-        self.exact_type(var, value)
+        if not isinstance(value, torch.Tensor):  # (a tensor's type: checked with its metadata)
+            self.exact_type(var, value)
         if _is_numpy_scalar(value):
             # An immutable value the program may use as a constant (``x * s``, ``if s:``) with no
             # read the prologue sees: keyed by value, as a plain number is.
@@ -433,7 +662,6 @@ class _Generator:
                 self.body.append(f"  {name} = {var}[{self.constant(k)}]")
                 self.leaf(name, v, f"{label}[{_key_text(k)}]", depth + 1)
         elif isinstance(value, torch.Tensor):
-            self.tensors.append(var)
             # Symbolic sizes: the prologue unpacks and checks the sizes (parameters keep theirs).
             sizes = (
                 "ndim" if self.symbolic and not isinstance(value, torch.nn.Parameter) else "shape"
@@ -441,17 +669,7 @@ class _Generator:
             attrs: tuple[str, ...] = (sizes, "dtype", "device", "requires_grad", "layout")
             if sizes == "ndim":  # (a nested tensor has an ndim, but no sizes to unpack)
                 attrs = (*attrs, "is_nested")
-            if torch._C._has_torch_function_unary(value):
-                # A subclass's __torch_function__ would see (or refuse) thunder's reads.
-                read = self.fresh()
-                self.body.append(
-                    f"  {read} = attributes_without_torch_function({var}, {self.constant(attrs)})"
-                )
-                for i, attr in enumerate(attrs):
-                    self.add(f"{read}[{i}]", f"{label}.{attr}")
-            else:
-                for attr in attrs:
-                    self.add(f"{var}.{attr}", f"{label}.{attr}")
+            self.add_tensor(var, value, label, attrs)
         elif t is functools.partial:
             # Keyed by what it holds, not by which object it is: a partial made per call with
             # the same function and arguments is the same program (the prologue also checks
@@ -522,8 +740,7 @@ def make_signature(
     # the IR reads the default dtype while tracing; autocast changes the dtypes ops compute in.
     # A few C calls (about 0.2 us); autocast_state() runs only while some autocast is enabled.
     for expr, label in AMBIENT_KEY:
-        gen.key.append(expr)
-        gen.labels.append(label)
+        gen.add(expr, label)
     names = [f"a{i}" for i in range(len(args))]
     if names:
         gen.body.append(f"  {', '.join(names)}, = args")
@@ -541,18 +758,49 @@ def make_signature(
             gen.leaf(name, value, k, 0)
     else:
         gen.body.append("  if kwargs: raise LookupError")
+    tensors = ", ".join(gen.tensors)
+    if gen.tensors:
+        # The tensors' metadata: from the guard of a recent key where it holds (one C call),
+        # else read (TensorKeys.miss). Their types are checked there, before the aliasing.
+        gen.body.append("  _tensor_check, _tensors_key = TENSOR_KEYS.last")
+        gen.body.append("  try:")
+        gen.body.append(f"    _tensors_found = _tensor_check({tensors})")
+        gen.body.append("  except Exception:  # (a guard that cannot tell: the values are read)")
+        gen.body.append("    _tensors_found = False")
+        gen.body.append(f"  if not _tensors_found: _tensors_key = TENSOR_KEYS.miss({tensors})")
     if len(gen.tensors) > 1:
-        gen.key.append(f"alias_pattern({', '.join(gen.tensors)})")
-        gen.labels.append("which tensor arguments share memory")
+        pattern = f"alias_pattern({tensors})"
+        if all(t in _GUARDED_TYPES for t in gen.tensor_types):
+            pattern = f"plain_{pattern}"
+            if len(gen.tensors) <= _INLINE_STORAGES:  # (the common case, without a call)
+                ptrs = [f"_p{i}" for i in range(len(gen.tensors))]
+                same = " or ".join(f"{p} == {q}" for i, p in enumerate(ptrs) for q in ptrs[i + 1 :])
+                gen.body.append("  try:")
+                for p, t in zip(ptrs, gen.tensors):
+                    gen.body.append(f"    {p} = _storage_data_ptr(_untyped_storage({t}))")
+                gen.body.append(f"    _shared = {same}")
+                gen.body.append("  except Exception:  # (no plain storage: as alias_pattern reads)")
+                gen.body.append("    _shared = True")
+                pattern = f"({pattern} if _shared else None)"
+        gen.add(pattern, "which tensor arguments share memory")
     if len(gen.scalars) > 1:
-        gen.key.append(f"same_objects({', '.join(gen.scalars)})")
-        gen.labels.append("which number and string arguments are one object")
+        gen.add(
+            f"same_objects({', '.join(gen.scalars)})",
+            "which number and string arguments are one object",
+        )
+    assert len(gen.positions) == len(gen.key) == len(gen.labels)
     key = ", ".join(gen.key)
     source = (
         "def signature(args, kwargs):\n"
         + "\n".join(gen.body)
         + f"\n  return ({key}{',' if len(gen.key) == 1 else ''})\n"
     )
+    if gen.tensors:
+        source += (
+            f"\ndef read_tensors({tensors}):\n"
+            + "".join(f"{line}\n" for line in gen.tensor_read)
+            + f"  return ({', '.join(gen.tensor_exprs)},)\n"
+        )
     filename = f"<thunder signature {id(gen):x}>"
     globs: dict[str, Any] = {
         "__builtins__": __builtins__,
@@ -566,6 +814,9 @@ def make_signature(
         "get_default_device": torch.get_default_device,
         **tensor_patches.SIGNATURE_GLOBALS,
         "alias_pattern": alias_pattern,
+        "plain_alias_pattern": plain_alias_pattern,
+        "_storage_data_ptr": _storage_data_ptr,
+        "_untyped_storage": _untyped_storage,
         "attributes_without_torch_function": attributes_without_torch_function,
         "same_objects": same_objects,
         "PLAIN_TYPES": PLAIN_TYPES,
@@ -579,5 +830,16 @@ def make_signature(
         **gen.constants,
     }
     exec(compile(source, filename, "exec"), globs)
+    if gen.tensors:
+        globs["TENSOR_KEYS"] = TensorKeys(
+            globs["read_tensors"], tuple(gen.tensor_sized), tuple(gen.tensor_types)
+        )
     keep_source(globs["signature"], filename, source)
-    return Signature(globs["signature"], gen.labels, source)
+    return Signature(
+        globs["signature"],
+        gen.labels,
+        source,
+        gen.positions,
+        gen.tensor_labels,
+        gen.tensor_positions,
+    )
