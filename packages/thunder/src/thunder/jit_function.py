@@ -509,6 +509,14 @@ def _write_before_error(
     )
 
 
+def _has_key(jf: ThunderFunction, args: tuple[Any, ...], kwargs: dict[str, Any], key: Any) -> bool:
+    """Whether the call's key is ``key`` (another structure raises in the signature)."""
+    try:
+        return key is not None and jf._lookup[0](args, kwargs) == key
+    except Exception:
+        return False
+
+
 def _same_objects(
     fingerprint: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> bool:
@@ -621,7 +629,7 @@ class ThunderFunction:
         self._warned_modes: set[type] = set()  # torch function/dispatch mode classes warned about
         # cache="same input": (ids of the last call's arguments, the entry that served it).
         self._same_input = options.cache is CACHE_OPTIONS.SAME_INPUT
-        self._last_call: tuple[tuple[Any, ...], CacheEntry] | None = None
+        self._last_call: tuple[tuple[Any, ...], CacheEntry, Any] | None = None
         # torch.compile of fn with thunder's backend, one per split facts (``_split_facts``)
         self._split_programs: dict[tuple[bool, ...], Any] = {}
         self._split_facts_held = False  # whether they include the tensors modules hold
@@ -666,8 +674,12 @@ class ThunderFunction:
             return self._run_eagerly_under_mode(args, kwargs, mode, dispatch=True)
         last = self._last_call
         if last is not None and _same_objects(last[0], args, kwargs):
-            entry = last[1]  # cache="same input": the previous call's program, guards checked
+            # cache="same input": the previous call's program, when the call has its key (the
+            # same objects may hold other items: a list that grew) and its guards hold
+            entry = last[1]
             try:
+                if not _has_key(self, args, kwargs, last[2]):
+                    raise GuardFailure("another key")
                 inputs = entry.prologue(args, kwargs)
             except GuardFailure:
                 pass
@@ -713,7 +725,7 @@ class ThunderFunction:
                     self._try_first(buckets, key, bucket, i)
                 self.stats.cache_hits += 1
                 if self._same_input:
-                    self._last_call = (_fingerprint(args, kwargs), entry)
+                    self._last_call = (_fingerprint(args, kwargs), entry, key)
                 if entry.epilogue is None:
                     return out
                 return entry.epilogue(args, kwargs, out)
@@ -758,7 +770,7 @@ class ThunderFunction:
                         return self._rerun_after_error(args, kwargs, e, entry.catches_op_errors)
                     self.stats.cache_hits += 1
                     if self._same_input:
-                        self._last_call = (_fingerprint(args, kwargs), entry)
+                        self._last_call = (_fingerprint(args, kwargs), entry, key)
                     return out if entry.epilogue is None else entry.epilogue(args, kwargs, out)
             if structure is not None and key is not None and structure.split:
                 facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
@@ -1107,7 +1119,7 @@ class ThunderFunction:
                 self._cache_version += 1
             _drop_when_key_dies(self, structure, key)
         if self._same_input:
-            self._last_call = (_fingerprint(args, kwargs), entry)
+            self._last_call = (_fingerprint(args, kwargs), entry, key)
         turn.end()  # (waiting calls find the entry; this one runs it)
         try:
             return entry.run(args, kwargs)
