@@ -29,7 +29,7 @@ from thunder_ir.trace import Trace
 from thunder_ir.tracectx import get_tracectx
 from thunder_ir.utils import check
 
-__all__ = ["argwhere", "getitem", "masked_select", "nonzero", "setitem", "where"]
+__all__ = ["argwhere", "getitem", "mask_of_column", "masked_select", "nonzero", "setitem", "where"]
 
 
 def nonzero(a: Any, *, as_tuple: bool = False) -> Any:
@@ -65,7 +65,9 @@ def masked_select(a: Any, mask: Any) -> Any:
     if not _is_mask(mask):
         return getitem(a, mask)
     indices = _indices_of_mask(mask)
-    return indexing.masked_select_at(a, tuple(_column(indices, j) for j in range(mask.ndim)))
+    return indexing.masked_select_at(
+        a, tuple(_mask_column(mask, indices, j) for j in range(mask.ndim))
+    )
 
 
 def _column(indices: TensorProxy, j: int) -> Any:
@@ -74,6 +76,31 @@ def _column(indices: TensorProxy, j: int) -> Any:
     if trace is not None:  # indices of nonzero elements: never negative
         trace.nonnegative.add(column.name)
     return column
+
+
+# The columns of a mask's nonzero indices made to index with the mask (``x[m]``,
+# ``masked_select``, ``x[m] = v``), by id, with the mask: eager indexes with the mask itself and
+# its backward saves it (a write into the mask after the call raises there), where
+# ``torch.nonzero``/``torch.where(m)`` the program calls itself are what eager saves.
+_MASK_COLUMNS: dict[int, tuple[weakref.ref[TensorProxy], TensorProxy]] = {}
+
+
+def _mask_column(mask: TensorProxy, indices: TensorProxy, j: int) -> Any:
+    column = _column(indices, j)
+    key = id(column)
+
+    def forget(_: object) -> None:
+        _MASK_COLUMNS.pop(key, None)
+
+    _MASK_COLUMNS[key] = (weakref.ref(column, forget), mask)
+    return column
+
+
+def mask_of_column(p: TensorProxy) -> TensorProxy | None:
+    """The mask that ``p``, a column of its nonzero indices, stands for where the program
+    indexed with the mask (see ``_MASK_COLUMNS``); None for any other tensor."""
+    found = _MASK_COLUMNS.get(id(p))
+    return found[1] if found is not None and found[0]() is p else None
 
 
 # Per trace: a mask's nonzero indices, by the mask's name, with the number of bound symbols then.
@@ -250,7 +277,7 @@ def _masks_as_indices(a: TensorProxy, entries: tuple[Any, ...]) -> tuple[Any, ..
             _check_mask_shape(a, e, dim)
             dim += e.ndim
             indices = _indices_of_mask(e)
-            new.extend(_column(indices, j) for j in range(e.ndim))
+            new.extend(_mask_column(e, indices, j) for j in range(e.ndim))
             continue
         new.append(e)
         # an Ellipsis spans the dimensions the other entries leave

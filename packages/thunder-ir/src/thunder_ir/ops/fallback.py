@@ -60,6 +60,7 @@ from thunder_ir.dtypes import all_dtypes, from_torch_dtype, to_torch_dtype
 from thunder_ir.errors import DataDependentError, UnsupportedInTracingError
 from thunder_ir.ops._registry import resolve_torch_name, torchop
 from thunder_ir.ops.backend_flags import flags_for, flags_name, run_under_flags, split_flags_name
+from thunder_ir.ops.fallback_foreach import check_foreach_arguments
 from thunder_ir.ops.fallback_sizes import SymbolicSizes, has_symbolic_sizes
 from thunder_ir.ops.random_state import draws_from_own_generator
 from thunder_ir.prims._common import make_prim
@@ -1637,6 +1638,7 @@ def call_torch_fallback(
     if reason is not None and not (in_place and args and isinstance(args[0], TensorProxy)):
         raise TorchFallbackError(name, reason)
     if reason is None and _is_foreach_in_place(name, args):
+        check_foreach_arguments(name, fn, args, kwargs)
         return _foreach_in_place(name, args, kwargs)
     if reason is None and _is_foreach_with_tensor_scalars(name, args, kwargs):
         return _foreach_per_tensor(name, args, kwargs)

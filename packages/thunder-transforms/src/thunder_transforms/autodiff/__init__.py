@@ -71,6 +71,7 @@ from thunder_transforms.autodiff.core import (
     writes_where_gradients_flow,
 )
 from thunder_transforms.autodiff.eager_autograd import (
+    masked_reads_as_eager,
     needs_eager_autograd,
     no_grad_reads_detached,
 )
@@ -166,7 +167,7 @@ def _recorded_by_torch(
     eager ones: views, writes and the checks autograd makes (a leaf written in place, a saved
     tensor overwritten) are then exactly eager's, also for inputs that share memory, which no
     trace can know. Its backward is torch's: the backward trace only says so."""
-    trace = no_grad_reads_detached(trace)
+    trace = no_grad_reads_detached(masked_reads_as_eager(trace))
     fn = compile(trace)
     backward = Trace(
         f"{trace.fn_name}_backward",

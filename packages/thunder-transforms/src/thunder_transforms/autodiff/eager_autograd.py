@@ -37,6 +37,7 @@ from thunder_ir.aliasing import (
     written_inputs,
     written_where_gradients_flow,
 )
+from thunder_ir.ops.data_shapes import mask_of_column
 from thunder_transforms.autodiff.eager_graph import (
     SAVES_RESULT_IN_PLACE,
     saved_other_arguments,
@@ -46,7 +47,12 @@ from thunder_transforms.autodiff.registry import differentiable_inputs, stopped_
 from thunder_transforms.functionalize import functionalize
 from thunder_transforms.passes import substitute
 
-__all__ = ["RESULT_SAVING_OPS", "needs_eager_autograd", "no_grad_reads_detached"]
+__all__ = [
+    "RESULT_SAVING_OPS",
+    "masked_reads_as_eager",
+    "needs_eager_autograd",
+    "no_grad_reads_detached",
+]
 
 # Ops whose backward torch computes from their result, which autograd saves: torch-language ops,
 # their in-place forms, and the prims of the same computation.
@@ -187,3 +193,57 @@ def _detached(bsym: BoundSymbol, trace: Trace) -> BoundSymbol:
 
 def _same(a: Sequence[BoundSymbol], b: Sequence[BoundSymbol]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def masked_reads_as_eager(trace: Trace) -> Trace:
+    """``trace`` with each read through a boolean mask (``x[m]``, ``masked_select(x, m)``),
+    which the trace makes at the columns of the mask's nonzero indices, made as eager makes it,
+    with the mask: torch.autograd then saves the mask, as eager's, and a write into it before
+    the backward raises as in eager."""
+    new = [_read_with_mask(b) for b in trace.bound_symbols]
+    if _same(new, trace.bound_symbols):
+        return trace
+    return trace.derive(new, pass_name="masked_reads_as_eager")
+
+
+def _read_with_mask(bsym: BoundSymbol) -> BoundSymbol:
+    if bsym.sym is ltorch.masked_select_at and len(bsym.args) == 2:
+        a, columns = bsym.args
+        masks = [mask_of_column(c) if isinstance(c, TensorProxy) else None for c in columns]
+        mask = masks[0] if masks else None
+        if mask is None or any(m is not mask for m in masks) or len(masks) != mask.ndim:
+            return bsym
+        return _torch_call(bsym, "torch.masked_select", (a, mask))
+    if bsym.sym is not ltorch.getitem or len(bsym.args) != 2:
+        return bsym
+    a, key = bsym.args
+    entries = key if isinstance(key, tuple) else (key,)
+    new: list[object] = []
+    found = False
+    i = 0
+    while i < len(entries):
+        e = entries[i]
+        mask = mask_of_column(e) if isinstance(e, TensorProxy) else None
+        if mask is None:
+            new.append(e)
+            i += 1
+            continue
+        # (a mask of k dimensions is its k columns, in order)
+        columns = entries[i : i + mask.ndim]
+        if len(columns) != mask.ndim or any(
+            not isinstance(c, TensorProxy) or mask_of_column(c) is not mask for c in columns
+        ):
+            return bsym
+        new.append(mask)
+        found = True
+        i += mask.ndim
+    if not found:
+        return bsym
+    return _torch_call(bsym, "torch.Tensor.__getitem__", (a, tuple(new)))
+
+
+def _torch_call(bsym: BoundSymbol, name: str, args: tuple[object, ...]) -> BoundSymbol:
+    """``bsym`` as a call of the torch callable ``name`` (same output)."""
+    return BoundSymbol(
+        ltorch.torch_fallback, (name, *args), {}, bsym.output, location=bsym.location
+    )

@@ -9,27 +9,36 @@ three of eager's checks, which are made here from a model of eager's graph:
   backward through another output whose eager graph shares no such node runs;
 - a backward raises "modified by an inplace operation" where a tensor one of its nodes saved was
   written in place after the forward (an input an optimizer step changed, an output the caller
-  wrote, ``y = f(x).exp(); y.mul_(2)``), and only then;
+  wrote, ``y = f(x).exp(); y.mul_(2)``), or by the program itself after the op that saved it (an
+  index or mask no gradient flows through: ``y = x[m]; m.logical_not_()``, ``v, i = x.max(1);
+  i.zero_()``), and only then;
 - an inference tensor eager would save for the backward raises when the call is recorded.
 
 The model (``eager_graph``) is made from the trace before the forward/backward split: per op that
 autograd records (it reads a value carrying a gradient), whether eager saves a tensor for it and
 which of the tensors the caller can reach (inputs, outputs, and what shares their memory) it
-saves; per output, the ops its graph holds. Which tensors an op saves follows torch's derivative
-formulas for the common ops; any other op is taken to save its tensor arguments.
+saves, and whether the program writes in place what it saved after it ran; per output, the ops
+its graph holds. Which tensors an op saves follows torch's derivative formulas for the common
+ops; any other op is taken to save its tensor arguments. Saved tensors are followed through the
+tensors sharing their version counter (views, ``detach``; not ``.data``, which has its own).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from thunder_ir import BoundSymbol, OpTag, Symbol, TensorProxy, Trace, prims
 from thunder_ir import ops as ltorch
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs
+from thunder_ir.ops.data_shapes import mask_of_column
 from thunder_ir.pytree import tree_flatten
 from thunder_transforms.autodiff.fallback_saved import fallback_saved
-from thunder_transforms.autodiff.registry import bound_arguments, differentiable_inputs
+from thunder_transforms.autodiff.registry import (
+    bound_arguments,
+    differentiable_inputs,
+    signature_of,
+)
 
 __all__ = [
     "SAVES_RESULT_IN_PLACE",
@@ -120,6 +129,10 @@ _ADDED_PRODUCTS = _symbols(
 
 # Selections whose backward scatters into the positions their indices (second output) name.
 _SELECTS_BY_INDEX = _symbols(ltorch, ["max", "min"])
+# Max pooling with ``return_indices=True``: its input and the indices (second output).
+_POOLS_WITH_INDICES = _symbols(
+    ltorch, ["max_pool1d", "max_pool2d", "max_pool3d", "max_pool_with_indices"]
+)
 _FALLBACK_SELECTIONS = frozenset(
     {"torch.topk", "torch.Tensor.topk", "torch.sort", "torch.Tensor.sort"}
 )
@@ -162,6 +175,9 @@ class EagerNode:
     saves: bool
     saved_inputs: frozenset[int] = frozenset()
     saved_outputs: frozenset[int] = frozenset()
+    # How the program wrote in place a tensor this op saved, after the op ran (eager's backward
+    # through it raises whatever the caller does); None where it did not.
+    overwritten: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +209,7 @@ class EagerGraph:
                 any(n.saves for n in nodes),
                 frozenset().union(*(n.saved_inputs for n in nodes)),
                 frozenset().union(*(n.saved_outputs for n in nodes)),
+                next((n.overwritten for n in nodes if n.overwritten), None),
             )
         return found
 
@@ -290,6 +307,8 @@ def _saved_by_formula(
         return True, names
     if sym in _SELECTS_BY_INDEX and len(outs) == 2:  # max(x, dim): the indices
         return True, [outs[1].name]
+    if sym in _POOLS_WITH_INDICES and len(outs) == 2:
+        return True, [p.name for p in tensors] + [outs[1].name]
     if sym is ltorch.torch_fallback and bsym.args and bsym.args[0] in _FALLBACK_SELECTIONS:
         return True, [outs[-1].name] if len(outs) == 2 else [p.name for p in tensors]
     if sym is ltorch.lerp and len(bsym.args) == 3 and not isinstance(bsym.args[2], TensorProxy):
@@ -308,7 +327,11 @@ def _saved_by_formula(
 
 
 def writes_in_place_here(bsym: BoundSymbol) -> bool:
-    """Whether an activation was called with ``inplace=True``."""
+    """Whether an activation was called with ``inplace=True`` (ops with no ``inplace``
+    parameter, higher-order ones with their own keywords included, never are)."""
+    meta = bsym.sym.meta
+    if meta is None or "inplace" not in signature_of(meta).parameters:
+        return False
     return bool(bound_arguments(bsym).get("inplace"))
 
 
@@ -377,6 +400,53 @@ def _carries(p: object, carries: set[str]) -> bool:
     return isinstance(p, TensorProxy) and p.name in carries
 
 
+# Ops whose result shares its argument's memory but not its version counter (``t.data``): a write
+# through one is not seen by what eager saved of the other.
+_OWN_VERSION_COUNTER = _symbols(ltorch, ["data"])
+
+
+def _stops_gradient(bsym: BoundSymbol) -> bool:
+    """``prims.stop_gradient``, or an op that is only that (``detach``, ``.data``)."""
+    if OpTag.STOPS_GRADIENT in bsym.sym.tags:
+        return True
+    return bool(bsym.subsymbols) and all(_stops_gradient(s) for s in bsym.subsymbols)
+
+
+def _copies_in(bsym: BoundSymbol) -> list[BoundSymbol]:
+    if bsym.sym is prims.copy_:
+        return [bsym]
+    return [c for s in bsym.subsymbols for c in _copies_in(s)]
+
+
+def _moves_versions(bsym: BoundSymbol) -> bool:
+    """Whether the writes of ``bsym`` (``writes_in_place``) move version counters: not those of a
+    kernel that updates a tensor without (batch norm's running statistics,
+    ``prims.copy_(..., bumps_version=False)``)."""
+    copies = _copies_in(bsym)
+    return not copies or any(c.kwargs.get("bumps_version") is not False for c in copies)
+
+
+def _masks_indexed_with(tensors: list[TensorProxy], names: list[str]) -> list[str]:
+    """The masks that the saved tensors among ``tensors`` (by ``names``) stand for, being columns
+    of their nonzero indices (``x[m]``): eager's op takes the mask, and saves it."""
+    found = []
+    for p in tensors:
+        if p.name in names and (mask := mask_of_column(p)) is not None:
+            found.append(mask.name)
+    return found
+
+
+def _overwrite(saver: BoundSymbol, writer: BoundSymbol, name: str) -> str:
+    """How the program wrote ``name`` (by ``writer``) after ``saver`` saved it, for the error."""
+    written = next((p for p in writer.flat_proxy_args if p.name == name), None)
+    what = f"a tensor ({written.type_string()})" if isinstance(written, TensorProxy) else "a tensor"
+    return (
+        f"{what} that {saver.sym.name}{saver.where()} saved for the backward was then written "
+        f"in place by {writer.sym.name}{writer.where()} in the thunder.jit program (eager's "
+        "backward refuses it too)"
+    )
+
+
 def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> EagerGraph:
     """The model of eager's autograd graph of ``trace`` (see the module docstring)."""
     args = trace.args
@@ -384,14 +454,18 @@ def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> Ea
     leaves = tree_flatten(trace.return_value)[0]
     copies = _copies_for_sure(trace.bound_symbols)
     info = alias_info(b for b in trace.bound_symbols if id(b) not in copies)
+    # The tensors sharing a version counter: what a write moves the version of.
+    versions = alias_info(
+        b for b in trace.bound_symbols if id(b) not in copies and b.sym not in _OWN_VERSION_COUNTER
+    )
     inputs_of: dict[str, set[int]] = {}
     for i, a in enumerate(args):
         if isinstance(a, TensorProxy):
-            inputs_of.setdefault(info.root(a.name), set()).add(i)
+            inputs_of.setdefault(versions.root(a.name), set()).add(i)
     outputs_of: dict[str, set[int]] = {}
     for k, x in enumerate(leaves):
         if isinstance(x, TensorProxy):
-            outputs_of.setdefault(info.root(x.name), set()).add(k)
+            outputs_of.setdefault(versions.root(x.name), set()).add(k)
 
     input_index: dict[str, list[int]] = {}
     for i, a in enumerate(args):
@@ -399,22 +473,31 @@ def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> Ea
             input_index.setdefault(a.name, []).append(i)
     read_inputs: set[int] = set()
     nodes: list[EagerNode] = []
+    savers: list[BoundSymbol] = []
     held: dict[str, frozenset[int]] = {}  # name -> the nodes of its graph
+    saved_at: dict[str, list[int]] = {}  # version group -> the nodes that saved a member
+    overwritten: dict[int, str] = {}
     seen: list[str] = []
     for b in trace.bound_symbols:
         if b.has_tag(OpTag.RETURN):
             continue
+        if saved_at and writes_in_place(b) and _moves_versions(b):
+            for n in written_inputs(b):
+                for index in saved_at.get(versions.root(n), ()):
+                    if index not in overwritten:
+                        overwritten[index] = _overwrite(savers[index], b, n)
         tensors = [p for p in b.flat_proxy_args if isinstance(p, TensorProxy)]
         outs = [o for o in b.flat_outs if isinstance(o, TensorProxy)]
         seen.extend(o.name for o in outs)
         grad_outs = [o for o in outs if o.dtype.is_inexact]
         read = [p for p in tensors if p.name in carries]
-        if not read or not grad_outs or b.sym is prims.stop_gradient:
+        if not read or not grad_outs or _stops_gradient(b):
             continue
         saves, names = _saved_names(b, carries)
-        if OpTag.IN_PLACE in b.sym.tags:
+        if OpTag.IN_PLACE in b.sym.tags or writes_in_place_here(b):  # (``inplace=True`` too)
             names = _saved_by_in_place(b, carries, names)
-        roots = {info.root(n) for n in names}
+        names += _masks_indexed_with(tensors, names)
+        roots = {versions.root(n) for n in names}
         node = EagerNode(
             saves,
             frozenset(i for r in roots for i in inputs_of.get(r, ())),
@@ -422,6 +505,9 @@ def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> Ea
         )
         index = len(nodes)
         nodes.append(node)
+        savers.append(b)
+        for r in roots:
+            saved_at.setdefault(r, []).append(index)
         read_inputs.update(i for p in read for i in input_index.get(p.name, ()))
         graph = frozenset({index}).union(*(held.get(p.name, frozenset()) for p in read))
         carries.update(o.name for o in grad_outs)
@@ -434,6 +520,8 @@ def eager_graph(trace: Trace, requires_grad: Sequence[bool] | None = None) -> Ea
                 if info.root(n) in written:
                     held[n] = graph | held.get(n, frozenset())
                     carries.add(n)
+    for index, how in overwritten.items():
+        nodes[index] = replace(nodes[index], overwritten=how)
     reach = tuple(
         held.get(x.name, frozenset()) if isinstance(x, TensorProxy) else frozenset() for x in leaves
     )

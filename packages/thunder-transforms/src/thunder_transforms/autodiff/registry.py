@@ -114,7 +114,15 @@ def register_vjp(
     return decorate
 
 
-_SIGNATURES: dict[int, inspect.Signature] = {}
+_SIGNATURES: dict[int, tuple[Callable[..., Any], inspect.Signature]] = {}
+
+
+def signature_of(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature, computed once per op's meta function."""
+    known = _SIGNATURES.get(id(fn))
+    if known is None or known[0] is not fn:  # (an id reused by another function)
+        known = _SIGNATURES[id(fn)] = (fn, inspect.signature(fn))
+    return known[1]
 
 
 def bound_arguments(bsym: BoundSymbol) -> dict[str, Any]:
@@ -122,9 +130,7 @@ def bound_arguments(bsym: BoundSymbol) -> dict[str, Any]:
     same way whether it was passed by position or by keyword)."""
     fn = bsym.sym.meta
     assert fn is not None
-    sig = _SIGNATURES.get(id(fn))
-    if sig is None:
-        sig = _SIGNATURES[id(fn)] = inspect.signature(fn)
+    sig = signature_of(fn)
     # A call recorded with torch's keyword names (``torch.mul(x, other=w)``) binds by the op's.
     args, kwargs = own_arguments(fn, tuple(bsym.args), dict(bsym.kwargs))
     bound = sig.bind(*args, **kwargs)

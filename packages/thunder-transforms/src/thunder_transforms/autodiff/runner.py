@@ -655,6 +655,10 @@ def _as_eager_graph(ctx: Any, grads: Sequence[Any]) -> None:
 
 
 def _check_saved_versions(ctx: Any, node: EagerNode) -> None:
+    if node.overwritten is not None:  # by the program itself, on every call
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation {_MODIFIED}: {node.overwritten}."
+        )
     for i in node.saved_inputs:
         expected = ctx.versions[i]
         if expected is not None and ctx.inputs[i]._version != expected:
