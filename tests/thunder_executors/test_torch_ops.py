@@ -116,7 +116,7 @@ def test_every_kept_op_has_an_opinfo() -> None:
 
 
 # Ops kept only when given an argument, and the word naming their OpInfos that give it.
-_KEPT_WITH = {ltorch.add: "alpha", ltorch.sub: "alpha", ltorch.sum: "dtype"}
+_KEPT_WITH = {ltorch.add: "alpha", ltorch.sub: "alpha", ltorch.rsub: "alpha", ltorch.sum: "dtype"}
 
 
 @pytest.mark.parametrize("oi", KEPT_OPINFOS, ids=lambda oi: oi.name)

@@ -85,10 +85,11 @@ KEPT_OPS: tuple[Symbol, ...] = (
     # `python -m benchmarks ops --ops frac,div_trunc,prod,all,...` measured 2-8x
     ltorch.frac, ltorch.div, ltorch.prod, ltorch.all, ltorch.any, ltorch.isneginf,
     ltorch.isposinf, ltorch.logical_not, ltorch.cosine_similarity,
-    # add and sub given an alpha (two calls decomposed); empty tensors without a zero fill;
-    # combinations (its decomposition indexes by a literal of every pair); index_copy (4 calls),
-    # normalize (7 calls against torch's 3), sum given a dtype (a cast, then the sum)
-    ltorch.add, ltorch.sub, ltorch.empty, ltorch.empty_like, ltorch.combinations,
+    # add, sub and rsub given an alpha (two calls decomposed, rounding the product first);
+    # empty tensors without a zero fill; combinations (its decomposition indexes by a literal
+    # of every pair); index_copy (4 calls), normalize (7 calls against torch's 3), sum given a
+    # dtype (a cast, then the sum)
+    ltorch.add, ltorch.sub, ltorch.rsub, ltorch.empty, ltorch.empty_like, ltorch.combinations,
     ltorch.index_copy, ltorch.normalize, ltorch.sum,
     # one kernel, which checks the classes are in range as eager does
     ltorch.one_hot,
@@ -123,13 +124,14 @@ _CPU_AVG_POOL_WINDOW = 9
 ATEN_OPS: tuple[Symbol, ...] = (
     ltorch.native_layer_norm, ltorch.layer_norm_backward, ltorch.gelu_backward, ltorch.sdpa_flash,
     ltorch.sdpa_flash_backward, ltorch.convolution_backward_input,
-    ltorch.convolution_backward_weight, ltorch.max_pool_with_indices,
+    ltorch.convolution_backward_weight, ltorch.nll_loss_total_weight, ltorch.max_pool_with_indices,
     ltorch.max_pool_with_indices_backward, ltorch.embedding_backward, ltorch.native_batch_norm,
     ltorch.batch_norm_backward, ltorch.hardswish_backward, ltorch.hardsigmoid_backward,
     ltorch.hardtanh_backward, ltorch.silu_backward, ltorch.leaky_relu_backward,
     ltorch.elu_backward, ltorch.softplus_backward, ltorch.mish_backward, ltorch.advanced_index,
     ltorch.native_group_norm, ltorch.group_norm_backward, ltorch.softmax_backward_data,
     ltorch.log_softmax_backward_data, ltorch.elu_written, ltorch.elu_backward_from_result,
+    ltorch.native_batch_norm_updating,
 )  # fmt: skip
 
 torch_ops_executor = OperatorExecutor("torch_ops")
@@ -277,6 +279,7 @@ _CONDITIONS: dict[Symbol, Callable[[dict[str, Any]], bool]] = {
     ltorch.avg_pool2d: _avg_pool_kept(2),
     ltorch.add: _scaled_by_alpha,
     ltorch.sub: _scaled_by_alpha,
+    ltorch.rsub: _scaled_by_alpha,
     ltorch.sum: _with_dtype,
 }
 
@@ -429,8 +432,31 @@ def _convolution_backward_input(grad_out: Any, a: Any, w: Any, *conv: Any) -> An
     return _convolution_backward(0, grad_out, a, w, *conv)
 
 
-def _convolution_backward_weight(grad_out: Any, a: Any, w: Any, *conv: Any) -> Any:
-    return _convolution_backward(1, grad_out, a, w, *conv)
+def _convolution_backward_weight(
+    grad_out: Any, a: Any, w: Any, *conv: Any, bias: bool = False
+) -> Any:
+    if not bias:
+        return _convolution_backward(1, grad_out, a, w, *conv)
+    import torch
+
+    sizes = [grad_out.shape[1]]
+    mask = [False, True, True]
+    return torch.ops.aten.convolution_backward(grad_out, a, w, sizes, *conv, mask)[1:]
+
+
+def _nll_loss_total_weight(a: Any, target: Any, weight: Any, ignore_index: int) -> Any:
+    """The total weight of eager's forward kernel for ``a``'s rank (``nll_loss_nd``'s shapes)."""
+    import torch
+
+    aten = torch.ops.aten
+    if a.ndim <= 2:
+        return aten.nll_loss_forward(a, target, weight, 1, ignore_index)[1]
+    if a.ndim != 4:
+        n, c = a.shape[:2]
+        empty = a.numel() == 0
+        a = a.contiguous().view(n, c, *((0, 0) if empty else (1, -1)))
+        target = target.contiguous().view(n, *((0, 0) if empty else (1, -1)))
+    return aten.nll_loss2d_forward(a, target, weight, 1, ignore_index)[1]
 
 
 def _max_pool_with_indices(a: Any, kernel_size: Any, *params: Any) -> tuple[Any, Any]:
@@ -478,6 +504,44 @@ def _native_batch_norm(a: Any, weight: Any, bias: Any, eps: float) -> tuple[Any,
 
     return torch.ops.aten._native_batch_norm_legit.no_stats(  # type: ignore[no-any-return]
         a, weight, bias, True, 0.0, eps
+    )
+
+
+def _native_batch_norm_updating(
+    a: Any,
+    weight: Any,
+    bias: Any,
+    running_mean: Any,
+    running_var: Any,
+    momentum: float,
+    eps: float,
+) -> tuple[Any, ...]:
+    import torch
+    from torch._subclasses.fake_tensor import is_fake
+
+    functional = torch.ops.aten._native_batch_norm_legit_functional
+    if not (torch.compiler.is_compiling() or is_fake(a)):
+        return functional(  # type: ignore[no-any-return]
+            a, weight, bias, running_mean, running_var, True, momentum, eps
+        )
+    # Traced for a compiler, whose decomposition gives a float16/bfloat16 input's statistics
+    # other dtypes than eager's kernel: computed from float32 copies, each result in the dtype
+    # eager's kernel gives it.
+    wide = torch.promote_types(a.dtype, torch.float32)
+    given = [p for p in (weight, bias, running_mean, running_var) if p is not None]
+    stats = a.dtype if all(p.dtype == a.dtype for p in given) else wide
+    out, mean, invstd, new_mean, new_var = functional(
+        *(None if t is None else t.to(wide) for t in (a, weight, bias, running_mean, running_var)),
+        True,
+        momentum,
+        eps,
+    )
+    return (
+        out.to(a.dtype),
+        mean.to(stats),
+        invstd.to(stats),
+        new_mean.to(running_mean.dtype),
+        new_var.to(running_var.dtype),
     )
 
 
@@ -564,10 +628,12 @@ def _aten_ops() -> dict[Symbol, Callable[..., Any]]:
         ltorch.sdpa_flash_backward: _sdpa_flash_backward,
         ltorch.convolution_backward_input: _convolution_backward_input,
         ltorch.convolution_backward_weight: _convolution_backward_weight,
+        ltorch.nll_loss_total_weight: _nll_loss_total_weight,
         ltorch.max_pool_with_indices: _max_pool_with_indices,
         ltorch.max_pool_with_indices_backward: _max_pool_with_indices_backward,
         ltorch.embedding_backward: torch.ops.aten.embedding_dense_backward,
         ltorch.native_batch_norm: _native_batch_norm,
+        ltorch.native_batch_norm_updating: _native_batch_norm_updating,
         ltorch.batch_norm_backward: _batch_norm_backward,
         ltorch.native_group_norm: _native_group_norm,
         ltorch.group_norm_backward: _group_norm_backward,

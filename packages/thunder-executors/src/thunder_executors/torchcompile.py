@@ -127,6 +127,9 @@ _WHOLE_OPS_UNLIKE_EAGER = frozenset({"fmax", "fmin"})
 # Ops on float16/bfloat16 that inductor computes in float32 and rounds once, where eager's kernel
 # rounds its steps (nextafter's step, xlogy's log) or overflows otherwise (gelu of inf is nan).
 _LOW_PRECISION_UNLIKE_EAGER = frozenset({"nextafter", "xlogy", "logit", "gelu", "gelu_backward"})
+# On the CPU: rsqrt, whose kernel's scalar loop (a tail, a strided input) rounds the root before
+# dividing, and bfloat16's pow by -0.5, which torch runs with that kernel.
+_CPU_LOW_PRECISION_UNLIKE_EAGER = frozenset({"rsqrt"})
 _LOW_PRECISION = frozenset({dtypes.float16, dtypes.bfloat16})
 
 
@@ -186,10 +189,26 @@ def _on_cpu(bsym: BoundSymbol) -> bool:
 
 
 def _low_precision_unlike_eager(bsym: BoundSymbol) -> bool:
-    return bsym.sym.name in _LOW_PRECISION_UNLIKE_EAGER and any(
-        isinstance(p, TensorProxy) and p.dtype in _LOW_PRECISION
+    tensors = [
+        p
         for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)
+        if isinstance(p, TensorProxy) and p.dtype in _LOW_PRECISION
+    ]
+    if not tensors:
+        return False
+    name = bsym.sym.name
+    if name in _LOW_PRECISION_UNLIKE_EAGER:
+        return True
+    if not _on_cpu(bsym):
+        return False
+    rsqrt_power = (
+        name == "pow"
+        and tensors[0].dtype == dtypes.bfloat16
+        and len(bsym.args) > 1
+        and type(bsym.args[1]) in (int, float)
+        and bsym.args[1] == -0.5
     )
+    return name in _CPU_LOW_PRECISION_UNLIKE_EAGER or rsqrt_power
 
 
 def _fallback_unlike_eager(name: str, bsym: BoundSymbol) -> bool:

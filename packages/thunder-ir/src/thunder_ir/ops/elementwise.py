@@ -236,10 +236,16 @@ def compute(
     *args: Any,
     names: tuple[str, ...] = (),
     casts_cpu_scalars: bool | tuple[int, ...] = False,
+    own_low_precision_kernel: bool = False,
 ) -> Any:
     """Runs ``fn`` (written with prims) on ``args`` broadcast to their common shape and converted to
     the computation dtype of ``kind``; converts its result to the result dtype. Tensors and
     numbers are accepted; None passes through untouched.
+
+    ``own_low_precision_kernel``: ``fn`` is one prim whose torch float16/bfloat16 CPU kernel is
+    not its float32 kernel rounded (see ``_float_unary``); where every tensor is of such a dtype
+    on the CPU (after the conversions below), the prim takes them as they are, and the torch
+    executor runs eager's kernel on eager's layout.
 
     ``casts_cpu_scalars``: the op's torch CPU kernel converts a number (or 0-dim tensor) operand
     to the common dtype, bfloat16 or float16, before computing in float32 (``x + 0.7`` adds
@@ -263,11 +269,40 @@ def compute(
     elif casts_cpu_scalars:
         args = scalars_in_common_dtype(args, scalar_positions=casts_cpu_scalars)
     computation, result = promote(*(x for x in args if x is not None), kind=kind)
+    as_given = () if isinstance(casts_cpu_scalars, bool) else casts_cpu_scalars
+    args = _in_common_dtype(args, kind, result, as_given)
+    if own_low_precision_kernel and kind is not Promotion.ALWAYS_BOOL:
+        low = low_precision_cpu_dtype(args)
+        if low == result and all(not isinstance(x, TensorProxy) or x.dtype == low for x in args):
+            computation = low
     converted = [None if x is None else _for_computation(x, computation) for x in broadcast(*args)]
     out = fn(*converted)
     if kind is Promotion.ALWAYS_BOOL:
         return out
     return to_dtype(out, result)
+
+
+def _in_common_dtype(
+    args: tuple[Any, ...], kind: Promotion, result: DType, scalars_converted: tuple[int, ...]
+) -> tuple[Any, ...]:
+    """``args`` with the tensors of another dtype than the operands' common one converted to it
+    before they are broadcast, as torch's TensorIterator converts them: a bfloat16 op reads an
+    int tensor's 257 as 256 (and compares it so), a float32 op with a bfloat16 operand computes
+    on the converted operand's own layout, and that operand's gradient is summed over the
+    broadcast dimensions in float32, then rounded once. 0-dim tensors are ``compute``'s
+    ``casts_cpu_scalars``' to convert, and so is a one-element CPU tensor where the op converts
+    only some positions: mul's and div's CPU kernels read a second one as given."""
+    if kind in (Promotion.ALWAYS_BOOL, Promotion.COMPLEX_TO_FLOAT):
+        result = promote(*(x for x in args if x is not None), kind=Promotion.DEFAULT)[1]
+
+    def converted(i: int, x: Any) -> bool:
+        if not isinstance(x, TensorProxy) or x.ndim == 0 or x.dtype.strong() == result:
+            return False
+        one_element = all(isinstance(n, int) and n == 1 for n in x.shape)
+        read_as_given = bool(scalars_converted) and i not in scalars_converted
+        return not (one_element and read_as_given and x.device.type == "cpu")
+
+    return tuple(to_dtype(x, result) if converted(i, x) else x for i, x in enumerate(args))
 
 
 def low_precision_cpu_dtype(args: tuple[Any, ...]) -> DType | None:
@@ -359,6 +394,12 @@ def inplace(op: Symbol, *torch_names: str) -> Symbol:
 
 
 def _float_unary(prim: Symbol, a: Any) -> Any:
+    if isinstance(a, TensorProxy) and low_precision_cpu_dtype((a,)) is not None:
+        # torch's float16/bfloat16 CPU kernels are not its float32 kernels rounded: erf's and
+        # sqrt's are other code than the float32 ones (MKL's), sin of float16 300 and cosh of
+        # bfloat16 89 differ, rsqrt's scalar loop (a tail, a strided input) rounds the root
+        # first. The prim on the tensor as it is runs eager's kernel.
+        return prim(a)
     return elementwise_unary(prim, a, Promotion.INT_TO_FLOAT)
 
 

@@ -268,57 +268,50 @@ def true_divide(a: Any, b: Any) -> Any:
 @torchop("torch.floor_divide", "torch.Tensor.floor_divide", tags=_EW)
 def floor_divide(a: Any, b: Any) -> Any:
     _check_common_dtype("div_floor", a, b)
-    low = low_precision_cpu_dtype((a, b))
-    if low is not None and not (is_number(b) or (isinstance(b, TensorProxy) and b.ndim == 0)):
-        # torch's CPU kernel without a scalar divisor computes c10::div_floor_floating in the
-        # low-precision dtype, each step rounded
-        return compute(
-            "floor_divide",
-            Promotion.DEFAULT,
-            lambda x, y: _stepwise_floor_divide(x, y, low),
-            a,
-            b,
-            casts_cpu_scalars=_FIRST_ONLY,
-        )
-    return _binary("floor_divide", prims.floor_divide, a, b, casts_cpu_scalars=_FIRST_ONLY)
-
-
-def _stepwise_floor_divide(a: Any, b: Any, low: Any) -> Any:
-    """c10::div_floor_floating on float32 values of ``low`` operands, rounding to ``low`` after
-    each step as its arithmetic on ``low`` scalars does."""
-
-    def r(t: Any) -> Any:
-        return prims.convert_element_type(prims.convert_element_type(t, low), t.dtype)
-
-    mod = r(prims.fmod(a, b))
-    div = r(prims.div(r(prims.sub(a, mod)), b))
-    signs_differ = prims.ne(prims.lt(b, 0.0), prims.lt(mod, 0.0))
-    div = prims.where(
-        prims.bitwise_and(prims.ne(mod, 0.0), signs_differ), r(prims.sub(div, 1.0)), div
+    # torch's float16/bfloat16 CPU kernel without a scalar divisor rounds each step of
+    # c10::div_floor_floating; one of a huge quotient (a subnormal divisor) is nan in its vector
+    # loop, 0 in its scalar one
+    return compute(
+        "floor_divide",
+        Promotion.DEFAULT,
+        prims.floor_divide,
+        a,
+        b,
+        casts_cpu_scalars=_FIRST_ONLY,
+        own_low_precision_kernel=True,
     )
-    floordiv = prims.floor(div)
-    floordiv = prims.where(
-        prims.gt(r(prims.sub(div, floordiv)), 0.5), r(prims.add(floordiv, 1.0)), floordiv
-    )
-    quotient = prims.div(a, b)
-    floordiv = prims.where(
-        prims.eq(div, 0.0), prims.copysign(prims.mul(a, 0.0), quotient), floordiv
-    )
-    # division by zero: the IEEE quotient
-    return prims.where(prims.eq(b, 0.0), quotient, floordiv)
 
 
 @torchop("torch.remainder", "torch.Tensor.remainder", tags=_EW)
 def remainder(a: Any, b: Any) -> Any:
     _check_common_dtype("remainder", a, b)
-    return _binary("remainder", prims.remainder, a, b, casts_cpu_scalars=True)
+    # fmod's kernel (see there)
+    return compute(
+        "remainder",
+        Promotion.DEFAULT,
+        prims.remainder,
+        a,
+        b,
+        casts_cpu_scalars=True,
+        own_low_precision_kernel=True,
+    )
 
 
 @torchop("torch.fmod", "torch.Tensor.fmod", tags=_EW)
 def fmod(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "fmod", "input", 1)
     _check_common_dtype("fmod", a, b)
-    return _binary("fmod", prims.fmod, a, b, casts_cpu_scalars=True)
+    # torch's float16/bfloat16 CPU kernel of a huge quotient (a subnormal divisor) is nan in its
+    # vector loop, 0 in its scalar one (a tail, a broadcast or strided operand)
+    return compute(
+        "fmod",
+        Promotion.DEFAULT,
+        prims.fmod,
+        a,
+        b,
+        casts_cpu_scalars=True,
+        own_low_precision_kernel=True,
+    )
 
 
 @torchop("torch.pow", "torch.Tensor.pow", tags=_EW)
@@ -343,6 +336,12 @@ def pow(a: Any, b: Any) -> Any:
         # values.
         square = mul(a, a)
         return mul(square, a) if b == 3 else reciprocal(square)
+    if _exponent_is_converted(a, b) and a.device.type == "cpu":
+        # Nor is any other exponent torch's float32 kernel rounded: float16's computes every
+        # one as pow (pow(-inf, 0.5) is inf where sqrt gives nan), bfloat16's takes -0.5 to
+        # rsqrt's kernel (see ``elementwise._float_unary``). The prim on the tensor as it is,
+        # with the number unconverted, runs eager's kernel.
+        return prims.pow(a, b)
     return _binary("pow", prims.pow, a, b, casts_cpu_scalars=True)
 
 
@@ -378,15 +377,27 @@ def float_power(a: Any, b: Any) -> Any:
     )
     complex_ = any(dtype_of(x).is_complex for x in (a, b))
     dtype = dtypes.complex128 if complex_ else dtypes.float64
-    a, b = broadcast(a, b)
-    return prims.pow(_for_computation(a, dtype), _for_computation(b, dtype))
+    # Converted before they are broadcast, as eager's ``pow(a.to(dtype), b.to(dtype))``: the
+    # gradient of an operand broadcast is summed in that dtype, then converted once.
+    a, b = broadcast(_for_computation(a, dtype), _for_computation(b, dtype))
+    return prims.pow(a, b)
 
 
 @torchop("torch.atan2", "torch.Tensor.atan2", "torch.arctan2", "torch.Tensor.arctan2", tags=_EW)
 def atan2(a: Any, b: Any) -> Any:
     check_tensor_arg(a, "atan2", "input", 1)
     check_tensor_arg(b, "atan2", "other", 2)
-    return _binary("atan2", prims.atan2, a, b, Promotion.INT_TO_FLOAT, casts_cpu_scalars=True)
+    # torch's float16/bfloat16 CPU kernel computes its scalar loop with another function than
+    # its vector loop
+    return compute(
+        "atan2",
+        Promotion.INT_TO_FLOAT,
+        prims.atan2,
+        a,
+        b,
+        casts_cpu_scalars=True,
+        own_low_precision_kernel=True,
+    )
 
 
 @torchop("torch.hypot", "torch.Tensor.hypot", tags=_EW)

@@ -266,10 +266,15 @@ def convolution_backward_input(
     (``torch.ops.aten.convolution_backward``'s first output)."""
     nd = w.ndim - 2
     if transposed:
-        # A transposed convolution is the adjoint of the direct one with the same weight.
-        return prims.convolution(  # type: ignore[no-any-return]
+        # A transposed convolution is the adjoint of the direct one with the same weight. An
+        # output_padding of at least the stride (allowed below the dilation) adds rows past the
+        # input's: the direct convolution then gives more, which no input element produced.
+        grad = prims.convolution(
             grad_out, w, None, stride, padding, dilation, False, (0,) * nd, groups
         )
+        if any(not isinstance(s, int) or s != n for s, n in zip(grad.shape, a.shape)):
+            grad = prims.slice_prim(grad, [0] * (nd + 2), list(a.shape), [1] * (nd + 2))
+        return grad  # type: ignore[no-any-return]
     # The transposed convolution; output_padding restores the rows the forward's stride dropped.
     kernel = w.shape[2:]
     restored = tuple(
@@ -298,13 +303,20 @@ def convolution_backward_weight(
     transposed: bool,
     output_padding: tuple[int, ...],
     groups: int,
-) -> TensorProxy:
+    bias: bool = False,
+) -> Any:
     """The gradient of ``prims.convolution(a, w, ...)`` for ``w``
-    (``torch.ops.aten.convolution_backward``'s second output)."""
+    (``torch.ops.aten.convolution_backward``'s second output), and with ``bias`` the bias's too
+    (its third): torch's float32 CPU kernels sum the bias's gradient in their own order, in the
+    call that computes the weight's."""
     kernel = w.shape[2:]
     if transposed:
-        return _conv_weight_grad(grad_out, a, kernel, stride, padding, dilation, groups)
-    return _conv_weight_grad(a, grad_out, kernel, stride, padding, dilation, groups)
+        gw = _conv_weight_grad(grad_out, a, kernel, stride, padding, dilation, groups)
+    else:
+        gw = _conv_weight_grad(a, grad_out, kernel, stride, padding, dilation, groups)
+    if not bias:
+        return gw
+    return gw, prims.sum(grad_out, (0, *range(2, grad_out.ndim)))
 
 
 def _conv_weight_grad(
@@ -332,6 +344,26 @@ def _conv_weight_grad(
     if any(not isinstance(s, int) or s != kk for s, kk in zip(out.shape[2:], kernel)):
         out = prims.slice_prim(out, [0] * (nd + 2), [ci, groups * co, *kernel], [1] * (nd + 2))
     return prims.transpose(out, (1, 0, *range(2, nd + 2)))  # type: ignore[no-any-return]
+
+
+# Class-index losses ----------------------------------------------------------------------------
+
+
+@torchop(name="nll_loss_total_weight")
+def nll_loss_total_weight(
+    a: TensorProxy, target: TensorProxy, weight: TensorProxy, ignore_index: int
+) -> TensorProxy:
+    """What eager's ``nll_loss`` divides a "mean" by, in ``a``'s dtype: the weights of the
+    targets not ignored, summed (``torch.ops.aten.nll_loss_forward``'s second output, whose CPU
+    kernel sums them in ``a``'s dtype, block by block; here in float32, rounded once).
+    ``a`` is the loss's input, of class dimension 0 when 1-D, else 1."""
+    from thunder_ir import dtypes
+
+    t = to_dtype(target, dtypes.int64)
+    keep = prims.ne(t, ignore_index)
+    picked = prims.take(to_dtype(weight, dtypes.float32), prims.where(keep, t, 0))
+    total = prims.sum(prims.where(keep, picked, 0.0), tuple(range(t.ndim)))
+    return to_dtype(total, a.dtype)  # type: ignore[no-any-return]
 
 
 # Embedding -----------------------------------------------------------------------------------
@@ -389,6 +421,14 @@ def native_batch_norm(
     invstd)`` per channel; it reads and writes no running statistics
     (``torch.ops.aten._native_batch_norm_legit.no_stats``). float16 and bfloat16 compute in
     float32; mean and invstd have the parameters' dtype as the CPU kernel returns them."""
+    return _batch_normalized(a, weight, bias, eps, (weight, bias))
+
+
+def _batch_normalized(
+    a: TensorProxy, weight: Any, bias: Any, eps: float, params: tuple[Any, ...]
+) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
+    """``native_batch_norm``'s results; mean and invstd of ``a``'s dtype, or float32 where one of
+    the kernel's ``params`` has another dtype (its mixed-dtype kernel)."""
     compute = opmath(a.dtype)
     x = to_dtype(a, compute)
     var, mean = prims.var_mean(x, _channel_dims(a), correction=0)
@@ -398,9 +438,43 @@ def native_batch_norm(
         out = mul(out, _per_channel(to_dtype(weight, compute), x))
     if bias is not None:
         out = add(out, _per_channel(to_dtype(bias, compute), x))
-    mixed = any(p is not None and p.dtype != a.dtype for p in (weight, bias))
+    mixed = any(p is not None and p.dtype != a.dtype for p in params)
     stats = compute if mixed else a.dtype
     return to_dtype(out, a.dtype), to_dtype(mean, stats), to_dtype(invstd, stats)
+
+
+@torchop(name="native_batch_norm_updating")
+def native_batch_norm_updating(
+    a: TensorProxy,
+    weight: Any,
+    bias: Any,
+    running_mean: TensorProxy,
+    running_var: TensorProxy,
+    momentum: float,
+    eps: float,
+) -> tuple[TensorProxy, ...]:
+    """``native_batch_norm`` that also returns the running statistics updated with the batch's
+    (``(out, mean, invstd, running_mean, running_var)``, the last two new tensors, which eager's
+    kernel writes in place): ``(1 - momentum) * running + momentum * batch statistic``, the
+    variance unbiased; under torch_ops eager's one kernel, with its roundings
+    (``torch.ops.aten._native_batch_norm_legit_functional``). No gradient flows through the
+    updated statistics."""
+    params = (weight, bias, running_mean, running_var)
+    out, mean, invstd = _batch_normalized(a, weight, bias, eps, params)
+    dims = _channel_dims(a)
+    n: Any = 1
+    for d in dims:
+        n = n * a.shape[d]
+    x = prims.stop_gradient(to_dtype(a, opmath(a.dtype)))
+    var, batch_mean = prims.var_mean(x, dims, correction=0)
+    updated = []
+    for running, stat in ((running_mean, batch_mean), (running_var, mul(var, n / (n - 1)))):
+        compute = opmath(running.dtype)
+        new = add(
+            mul(to_dtype(running, compute), 1.0 - momentum), mul(to_dtype(stat, compute), momentum)
+        )
+        updated.append(to_dtype(new, running.dtype))
+    return out, mean, invstd, updated[0], updated[1]
 
 
 @torchop(name="batch_norm_backward")

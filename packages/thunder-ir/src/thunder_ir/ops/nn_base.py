@@ -298,7 +298,8 @@ def reduction_arg(size_average: Any, reduce: Any, reduction: str) -> str:
 
 def apply_reduction(loss: TensorProxy, reduction: str) -> TensorProxy:
     if reduction == "mean":
-        return mean_(loss)
+        # torch's mean: float16/bfloat16 summed and divided in float32, rounded once
+        return to_dtype(mean_(to_dtype(loss, opmath(loss.dtype))), loss.dtype)  # type: ignore[no-any-return]
     if reduction == "sum":
         return sum_(loss)
     return loss

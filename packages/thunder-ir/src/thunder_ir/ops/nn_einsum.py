@@ -1,7 +1,8 @@
 """torch.einsum as transposes, reshapes, sums and batched matmuls.
 
 Operands are contracted left to right; each contraction is one ``prims.matmul`` over
-(batch, left, contracted) x (batch, contracted, right). Labels that only one operand has and the
+(batch, left, contracted) x (batch, contracted, right), a pair with nothing to contract one
+``prims.mul``, as torch's. Labels that only one operand has and the
 output does not need are summed out first. Repeated labels within one operand (diagonals) and the
 sublist format are not supported."""
 
@@ -113,6 +114,19 @@ def _sum_out(
     return prims.sum(x, dims), [lab for lab in labels if lab in keep]
 
 
+def _outer(a: TensorProxy, b: TensorProxy, shape: tuple[Any, ...], n_batch: int) -> TensorProxy:
+    """``a`` (batch, left) times ``b`` (batch, right) elementwise, broadcast to (batch, left,
+    right): torch multiplies a pair with nothing to contract (each product rounded once, where
+    a matmul over a contraction of one element would give the gradients' sums unrounded
+    products)."""
+    n_left = a.ndim - n_batch
+    b_dims = (*range(n_batch), *range(n_batch + n_left, len(shape)))
+    return prims.mul(  # type: ignore[no-any-return]
+        prims.broadcast_in_dim(a, shape, tuple(range(a.ndim))),
+        prims.broadcast_in_dim(b, shape, b_dims),
+    )
+
+
 def _prod(xs: list[Any]) -> Any:
     n: Any = 1
     for x in xs:
@@ -183,13 +197,19 @@ def einsum(equation: Any, *operands: Any) -> Any:
         left = [lab for lab in acc_labels if lab not in b_labels]
         right = [lab for lab in b_labels if lab not in acc_labels]
         bs, ls, ks, rs = ([sizes[lab] for lab in g] for g in (batch, left, contracted, right))
-        a3 = _reshape(
-            _permute(acc, acc_labels, batch + left + contracted), (_prod(bs), _prod(ls), _prod(ks))
-        )
-        b3 = _reshape(
-            _permute(b, b_labels, batch + contracted + right), (_prod(bs), _prod(ks), _prod(rs))
-        )
-        acc = _reshape(prims.matmul(a3, b3), (*bs, *ls, *rs))
+        if contracted:
+            a3 = _reshape(
+                _permute(acc, acc_labels, batch + left + contracted),
+                (_prod(bs), _prod(ls), _prod(ks)),
+            )
+            b3 = _reshape(
+                _permute(b, b_labels, batch + contracted + right), (_prod(bs), _prod(ks), _prod(rs))
+            )
+            acc = _reshape(prims.matmul(a3, b3), (*bs, *ls, *rs))
+        else:
+            a2 = _permute(acc, acc_labels, batch + left)
+            b2 = _permute(b, b_labels, batch + right)
+            acc = _outer(a2, b2, (*bs, *ls, *rs), len(bs))
         acc_labels = batch + left + right
     acc, acc_labels = _sum_out(acc, acc_labels, set(out))
     return _permute(acc, acc_labels, out)

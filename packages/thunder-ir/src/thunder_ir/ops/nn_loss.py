@@ -10,7 +10,7 @@ from thunder_ir.dtypes import DType
 from thunder_ir.errors import UnsupportedOptionError
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
-from thunder_ir.ops.elementwise_binary import _check_sub_bool, bitwise_and
+from thunder_ir.ops.elementwise_binary import _check_sub_bool, bitwise_and, true_divide
 from thunder_ir.ops.nn_activations import log_softmax, logsigmoid
 from thunder_ir.ops.nn_base import (
     abs_,
@@ -23,11 +23,13 @@ from thunder_ir.ops.nn_base import (
     ge,
     le,
     log,
+    log1p,
     lt,
     mul,
     ne,
     neg,
     opmath,
+    pow_,
     reduction_arg,
     require_tensor,
     sub,
@@ -260,7 +262,8 @@ def _weighted(loss: TensorProxy, weight: Any, a: TensorProxy, reduction: str) ->
     )
     loss = mul(loss, weight)
     if reduction == "mean":
-        return div(sum_(loss), sum_(weight))  # type: ignore[no-any-return]
+        # the op, whose gradient follows eager's formula (float16/bfloat16: rounded per op)
+        return true_divide(sum_(loss), sum_(weight))  # type: ignore[no-any-return]
     return apply_reduction(loss, reduction)
 
 
@@ -275,8 +278,9 @@ def mse_loss(
 ) -> Any:
     reduction = reduction_arg(size_average, reduce, reduction)
     x, t = _pointwise_loss_inputs("mse_cpu", a, target)
-    d = sub(x, t)
-    return _weighted(mul(d, d), weight, a, reduction)
+    # pow, as eager's weighted loss: its gradient g * (2 * d) rounds once (the products of d * d
+    # each round, their sum then differs at subnormals)
+    return _weighted(pow_(sub(x, t), 2), weight, a, reduction)
 
 
 @torchop("torch.nn.functional.l1_loss")
@@ -319,10 +323,19 @@ def huber_loss(
 ) -> Any:
     reduction = reduction_arg(None, None, reduction)
     check(delta > 0, "huber_loss does not support non-positive values for delta.")
+    if weight is not None:
+        # eager's Python: the unweighted loss (its kernel) times the weight, a plain mean
+        require_tensor(weight, "loss", "weight")
+        check(
+            tuple(weight.shape) == tuple(a.shape),
+            "Weights and input must have the same size.",
+            ValueError,
+        )
+        return apply_reduction(mul(huber_loss(a, target, "none", delta), weight), reduction)
     x, t = _pointwise_loss_inputs("huber_cpu", a, target)
     z = abs_(sub(x, t))
     loss = where(lt(z, delta), mul(mul(z, z), 0.5), mul(sub(z, 0.5 * delta), delta))
-    return _weighted(loss, weight, a, reduction)
+    return apply_reduction(loss, reduction)
 
 
 def _check_in_unit_interval(x: TensorProxy, what: str) -> None:
@@ -360,18 +373,17 @@ def binary_cross_entropy(
         UnsupportedOptionError,
     )
     _not_differentiable("binary_cross_entropy", "weight", weight)
-    compute = opmath(a.dtype)
-    x, t = to_dtype(a, compute), to_dtype(target, compute)
     # eager's kernel refuses values outside [0, 1] (NaN too): without the check, a NaN loss
-    _check_in_unit_interval(x, "input")
-    _check_in_unit_interval(t, "target")
-    # torch clamps the logs at -100 so that 0 * log(0) stays finite.
-    log_x = clamp(log(x), -100.0)
-    log_1mx = clamp(log(sub(1.0, x)), -100.0)
-    loss = neg(add(mul(t, log_x), mul(sub(1.0, t), log_1mx)))
+    _check_in_unit_interval(a, "input")
+    _check_in_unit_interval(target, "target")
+    # Eager's kernel, each op in the input's dtype (float16/bfloat16 rounded after each):
+    # (t - 1) * max(log1p(-x), -100) - t * max(log(x), -100); the clamp keeps 0 * log(0) finite.
+    log_x = clamp(log(a), -100.0)
+    log_1mx = clamp(log1p(neg(a)), -100.0)
+    loss = sub(mul(sub(target, 1), log_1mx), mul(target, log_x))
     if weight is not None:
-        loss = mul(loss, to_dtype(weight, compute))
-    return to_dtype(apply_reduction(loss, reduction), a.dtype)
+        loss = to_dtype(mul(loss, weight), a.dtype)  # in place, as eager's ``loss.mul_(weight)``
+    return apply_reduction(loss, reduction)
 
 
 @torchop("torch.nn.functional.binary_cross_entropy_with_logits")

@@ -9,9 +9,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder_ir import dtypes, prims
+from thunder_ir.ops import reductions
 from thunder_ir.ops._helpers import broadcast, to_dtype
 from thunder_ir.ops._registry import torchop
-from thunder_ir.ops.nn_backward import native_batch_norm, native_group_norm, native_layer_norm
+from thunder_ir.ops.nn_backward import (
+    native_batch_norm,
+    native_batch_norm_updating,
+    native_group_norm,
+    native_layer_norm,
+)
 from thunder_ir.ops.nn_base import (
     abs_,
     add,
@@ -208,10 +214,8 @@ def _check_group_norm(a: Any, num_groups: int, weight: Any, bias: Any) -> None:
 
 def _fused_group_norm(a: TensorProxy, weight: Any, bias: Any) -> bool:
     """Whether group norm runs as ``native_group_norm``: float32/float64, or float16/bfloat16 on
-    the CPU (its parameters of its dtype or, checked before, float32). Not a bias without a
-    weight: eager's backward kernel raises for it."""
-    if bias is not None and weight is None:
-        return False
+    the CPU (its parameters of its dtype or, checked before, float32). A bias without a weight
+    too: eager's kernel, whose backward raises where the bias's gradient is asked for."""
     if a.dtype in (dtypes.float32, dtypes.float64):
         return all(p is None or p.dtype == a.dtype for p in (weight, bias))
     return a.device.type == "cpu" and a.dtype in (dtypes.float16, dtypes.bfloat16)
@@ -302,19 +306,14 @@ def _batch_norm(
             ValueError,
         )
         if _fused_training(a, running_mean, running_var, weight, bias, momentum):
-            out, mean, invstd = native_batch_norm(a, weight, bias, eps)
-            if running_mean is not None and mean.dtype.is_low_precision:
-                # The kernel updates them from float32 statistics it does not return.
-                dims = tuple(d for d in range(a.ndim) if d != 1)
-                var, mean = prims.var_mean(x, dims, correction=0)
-            elif running_mean is not None:
-                # The batch variance from invstd = 1 / sqrt(var + eps), as the kernel has it.
-                var = sub(div(1.0, mul(invstd, invstd)), eps)
-            if running_mean is not None:
-                _update_running_stat(running_mean, mean, momentum)
-                _update_running_stat(
-                    running_var, mul(var, per_channel / (per_channel - 1)), momentum
-                )
+            if running_mean is None:
+                return native_batch_norm(a, weight, bias, eps)[0]
+            out, *updated = _native_batch_norm_updating(
+                a, weight, bias, running_mean, running_var, momentum, eps
+            )
+            for new, running in zip(updated, (running_mean, running_var)):
+                # as the kernel writes them: its version counters left as they were
+                prims.copy_(new, running, bumps_version=False)
             return out
         dims = tuple(d for d in range(a.ndim) if d != 1)
         var, mean = prims.var_mean(x, dims, correction=0)
@@ -327,7 +326,7 @@ def _batch_norm(
     else:
         check(running_mean is not None, "running_mean must be defined in evaluation mode")
         check(running_var is not None, "running_var must be defined in evaluation mode")
-        mean, var = to_dtype(running_mean, compute), to_dtype(running_var, compute)
+        return _batch_norm_evaluation(a, running_mean, running_var, weight, bias, eps)
     mean_b = unsqueeze_to(mean, a.ndim, 1)
     rstd_b = unsqueeze_to(rsqrt(add(var, eps)), a.ndim, 1)
     out = mul(sub(x, mean_b), rstd_b)
@@ -336,6 +335,43 @@ def _batch_norm(
     if bias is not None:
         out = add(out, unsqueeze_to(to_dtype(bias, compute), a.ndim, 1))
     return to_dtype(out, a.dtype)
+
+
+def _batch_norm_evaluation(
+    a: TensorProxy, running_mean: Any, running_var: Any, weight: Any, bias: Any, eps: float
+) -> TensorProxy:
+    """As eager's kernel: ``x * alpha + beta`` per channel, ``alpha = invstd * weight``,
+    ``beta = bias - mean * alpha`` and ``invstd = 1 / sqrt(var + eps)``, in float32 for
+    float16/bfloat16 (the order of its roundings, not those of ``(x - mean) * invstd``)."""
+    compute = opmath(a.dtype)
+    mean, var = to_dtype(running_mean, compute), to_dtype(running_var, compute)
+    alpha = div(1.0, sqrt(add(var, eps)))
+    if weight is not None:
+        alpha = mul(alpha, to_dtype(weight, compute))
+    beta = sub(0.0 if bias is None else to_dtype(bias, compute), mul(mean, alpha))
+    x = to_dtype(a, compute)
+    out = add(mul(x, unsqueeze_to(alpha, a.ndim, 1)), unsqueeze_to(beta, a.ndim, 1))
+    return to_dtype(out, a.dtype)  # type: ignore[no-any-return]
+
+
+def _native_batch_norm_updating(
+    a: TensorProxy,
+    weight: Any,
+    bias: Any,
+    running_mean: TensorProxy,
+    running_var: TensorProxy,
+    momentum: float,
+    eps: float,
+) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
+    """Training batch norm's output and its updated running statistics, by eager's one kernel.
+    It reads copies of the statistics and they are written from behind ``stop_gradient``: what
+    gradients flow through reads and writes no memory the program writes (else torch.autograd
+    would have to record the whole program)."""
+    copies = (prims.clone(running_mean), prims.clone(running_var))
+    out, _, _, new_mean, new_var = native_batch_norm_updating(
+        a, weight, bias, *copies, momentum, eps
+    )
+    return out, prims.stop_gradient(new_mean), prims.stop_gradient(new_var)
 
 
 def _batch_norm_of_empty(a: TensorProxy, weight: Any, bias: Any) -> TensorProxy:
@@ -409,13 +445,21 @@ def instance_norm(
     (``prims.copy_``) with the batch average of the per-instance statistics, as torch does (it
     runs batch_norm on the input viewed as one sample of N*C channels)."""
     require_tensor(a, "instance_norm")
-    check(a.ndim >= 3, lambda: f"instance_norm: expected a 3D or higher input, got {a.ndim}D")
+    # eager reads the batch and channel sizes; a 2-D input has no spatial elements, which only
+    # the running statistics normalize
+    check(
+        a.ndim >= 2,
+        lambda: f"instance_norm: expected a 2D or higher input, got {a.ndim}D",
+        IndexError,
+    )
     if not use_input_stats:
         # Eager checks the weight's and bias's dtypes here, not the running statistics'.
         _check_cpu_param_dtypes(a, weight, bias)
-        return _batch_norm(
-            a, running_mean, running_var, weight, bias, False, momentum, eps, check_dtypes=False
+        check(
+            running_mean is not None and running_var is not None,
+            "Expected running_mean and running_var to be defined when use_input_stats is false",
         )
+        return _instance_norm_evaluation(a, running_mean, running_var, weight, bias, momentum, eps)
     spatial: Any = 1
     for s in a.shape[2:]:
         spatial = spatial * s  # (also where N or C is 0)
@@ -435,20 +479,76 @@ def instance_norm(
             for p in (weight, bias)
         )
         return _batch_norm_of_empty(a, weight, bias)
-    if running_mean is not None or running_var is not None:
-        _update_instance_stats(a, running_mean, running_var, momentum, spatial)
+    stats = running_mean is not None or running_var is not None
+    if stats:
+        _check_instance_stats(a, running_mean, running_var, momentum)
     # As eager: batch norm of the input made dense and viewed as one sample of N*C channels
     # (its kernel's numbers, a dense result), the weight and bias repeated per sample.
     _check_group_norm(a, a.shape[1], weight, bias)
     n, c = a.shape[0], a.shape[1]
     dense = prims.reshape(contiguous(a), (1, n * c, *a.shape[2:]))
     weight, bias = (None if p is None else repeat(p, n) for p in (weight, bias))
+    if stats:
+        mean, var = (repeat(p, n) for p in (running_mean, running_var))
+        if _fused_training(dense, mean, var, weight, bias, momentum):
+            # eager's kernel updates the repeated statistics; their mean over the batch is
+            # copied back
+            out, *updated = _native_batch_norm_updating(
+                dense, weight, bias, mean, var, momentum, eps
+            )
+            for new, running in zip(updated, (running_mean, running_var)):
+                batch_mean = reductions.mean(prims.reshape(new, (n, c)), 0)
+                prims.copy_(batch_mean, running, bumps_version=True)
+            return prims.reshape(out, tuple(a.shape))
+        _update_instance_stats(a, running_mean, running_var, momentum, spatial)
     out = _batch_norm(dense, None, None, weight, bias, True, momentum, eps, check_dtypes=False)
     return prims.reshape(out, tuple(a.shape))
 
 
-def _update_instance_stats(
-    a: TensorProxy, running_mean: Any, running_var: Any, momentum: Any, spatial: int
+def _instance_norm_evaluation(
+    a: TensorProxy,
+    running_mean: Any,
+    running_var: Any,
+    weight: Any,
+    bias: Any,
+    momentum: Any,
+    eps: float,
+) -> Any:
+    """As eager: evaluation batch norm of the input made dense and viewed as one sample of N*C
+    channels, the statistics, weight and bias repeated per sample. Where batch_norm takes their
+    dtypes, as the op (eager's kernel forward and backward); else its decomposition."""
+    n, c = a.shape[0], a.shape[1]
+    for p, what in (
+        (running_mean, "running_mean"),
+        (running_var, "running_var"),
+        (weight, "weight"),
+        (bias, "bias"),
+    ):
+        if p is not None:
+            require_tensor(p, "instance_norm", what)
+            check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
+    dense = prims.reshape(contiguous(a), (1, n * c, *a.shape[2:]))
+    mean, var, weight, bias = (
+        None if p is None else repeat(p, n) for p in (running_mean, running_var, weight, bias)
+    )
+    if _batch_norm_takes_dtypes(a, mean, var, weight, bias):
+        out = batch_norm(dense, mean, var, weight, bias, False, momentum, eps)
+    else:
+        out = _batch_norm(dense, mean, var, weight, bias, False, momentum, eps, check_dtypes=False)
+    return prims.reshape(out, tuple(a.shape))
+
+
+def _batch_norm_takes_dtypes(a: TensorProxy, *params: Any) -> bool:
+    """Whether ``batch_norm`` takes these parameters with ``a`` (``_check_cpu_param_dtypes``)."""
+    given = [p for p in params if p is not None]
+    if a.device.type != "cpu" or all(p.dtype == a.dtype for p in given):
+        return True
+    low = a.dtype in (dtypes.float16, dtypes.bfloat16)
+    return low and all(p.dtype == dtypes.float32 for p in given)
+
+
+def _check_instance_stats(
+    a: TensorProxy, running_mean: Any, running_var: Any, momentum: Any
 ) -> None:
     check(
         running_mean is not None and running_var is not None,
@@ -457,11 +557,15 @@ def _update_instance_stats(
     )
     c = a.shape[1]
     for p, what in ((running_mean, "running_mean"), (running_var, "running_var")):
-        if p is not None:
-            require_tensor(p, "instance_norm", what)
-            check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
+        require_tensor(p, "instance_norm", what)
+        check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
     if momentum is None:
         raise not_implemented("instance_norm", "momentum=None (cumulative moving average)")
+
+
+def _update_instance_stats(
+    a: TensorProxy, running_mean: Any, running_var: Any, momentum: Any, spatial: int
+) -> None:
     dims = tuple(range(2, a.ndim))
     var, mean = prims.var_mean(to_dtype(a, opmath(a.dtype)), dims, correction=0)
     # torch keeps the unbiased variance; each running value is the mean over the batch.
@@ -537,8 +641,7 @@ def pairwise_distance(
 ) -> Any:
     require_tensor(x1, "pairwise_distance", "x1")
     require_tensor(x2, "pairwise_distance", "x2")
+    # As eager: the norm op of x1 - x2 + eps over the last dim (its kernel's sums, and a count
+    # for p=0 that requires grad as eager's does)
     diff = add(sub(x1, x2), eps)
-    nd = diff.ndim
-    if nd == 0:
-        return vector_norm(diff, p, (), keepdim)
-    return vector_norm(diff, p, (nd - 1,), keepdim)
+    return reductions.vector_norm(diff, p, -1, keepdim)

@@ -33,6 +33,7 @@ from thunder_ir.aliasing import (
 from thunder_ir.ops.fallback import FALLBACK_SYMBOLS
 from thunder_ir.pytree import tree_flatten, tree_map
 from thunder_ir.symbol import leaf_prims
+from thunder_transforms.autodiff.fallback_saved import unreached_arguments
 from thunder_transforms.autodiff.registry import (
     gives_no_gradient,
     rule_for,
@@ -295,6 +296,8 @@ def _values_read(bsym: BoundSymbol) -> set[str]:
     if bsym.sym is ho.autograd_function:
         return _autograd_function_edges(bsym)
     names = {p.name for p in bsym.flat_proxy_args}
+    if bsym.sym in FALLBACK_SYMBOLS:
+        return names - unreached_arguments(bsym)  # a loss's target read by ``target == 1``
     if not bsym.subsymbols:
         return names
     read = {p.name for leaf in leaf_prims(bsym) for p in leaf.flat_proxy_args}

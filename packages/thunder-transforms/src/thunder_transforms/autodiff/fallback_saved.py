@@ -6,7 +6,9 @@ that argument or result being saved (``linalg.inv`` saves its result; ``nn.LSTM`
 ``batch_first=True`` saves a copy of its input, not the input). The hooks see only what a node
 saves through ``save_for_backward``: a node torch does not generate (a custom op's or an
 ``autograd.Function``'s, a C++ custom function's) may keep tensors on its ctx, in closures or in
-``saved_data``, which its backward reads unseen (``reads_unsaved``)."""
+``saved_data``, which its backward reads unseen (``reads_unsaved``). The same graph says which
+arguments the results are computed from (``reached``): torch gives the others no gradient (a
+loss's target read only by ``target == 1``), not zeros."""
 
 from __future__ import annotations
 
@@ -17,14 +19,15 @@ from typing import Any
 
 import torch
 
-from thunder_ir import TensorProxy
+from thunder_ir import BoundSymbol, TensorProxy
+from thunder_ir import ops as ltorch
 from thunder_ir.devices import to_torch_device
 from thunder_ir.dtypes import to_torch_dtype
 from thunder_ir.ops.fallback import resolve_fallback
 from thunder_ir.proxies import NumberProxy
 from thunder_ir.pytree import tree_iter, tree_map
 
-__all__ = ["FallbackSaved", "fallback_saved"]
+__all__ = ["FallbackSaved", "fallback_saved", "unreached_arguments"]
 
 
 @dataclass(frozen=True)
@@ -32,12 +35,15 @@ class FallbackSaved:
     """``saves``: whether any node saves a tensor; ``arguments``: the positions (among the
     tensor arguments, in flattening order) of those saved; ``outputs``: the positions (among
     the tensor results) of those saved; ``reads_unsaved``: whether the graph holds a node whose
-    backward may read tensors it did not save (its arguments and results, for all one knows)."""
+    backward may read tensors it did not save (its arguments and results, for all one knows);
+    ``reached``: the positions (among the tensor arguments) of those carrying a gradient that
+    the results' graph reaches."""
 
     saves: bool
     arguments: frozenset[int]
     outputs: frozenset[int]
     reads_unsaved: bool = False
+    reached: frozenset[int] = frozenset()
 
 
 def _size(s: Any) -> int:
@@ -84,6 +90,25 @@ def fallback_saved(
 
 
 _CACHE: dict[Any, FallbackSaved | None] = {}
+
+
+def _inexact(p: Any) -> bool:
+    return isinstance(p, TensorProxy) and p.dtype.is_inexact
+
+
+def unreached_arguments(bsym: BoundSymbol) -> set[str]:
+    """The names of the floating-point tensor arguments of a ``torch_fallback`` or
+    ``torch_fallback_view`` call that torch's graph of the callable does not reach (a loss's
+    target read only by ``target == 1``): eager gives them no gradient, not zeros. Empty where
+    the fake run cannot tell."""
+    if bsym.sym not in (ltorch.torch_fallback, ltorch.torch_fallback_view):
+        return set()
+    name, *args = bsym.args
+    found = fallback_saved(name, tuple(args), dict(bsym.kwargs), _inexact)
+    if found is None:
+        return set()
+    tensors = [x for x in tree_iter((tuple(args), dict(bsym.kwargs))) if isinstance(x, TensorProxy)]
+    return {x.name for i, x in enumerate(tensors) if _inexact(x) and i not in found.reached}
 
 
 @functools.cache
@@ -141,22 +166,37 @@ def _run(
             if any(torch._C._is_alias_of(s, t) for s in saved)  # type: ignore[attr-defined]
         )
 
-    return FallbackSaved(bool(saved), aliased(fakes), aliased(outs), _has_opaque_node(outs, fakes))
+    opaque, reached = _walk_graph(outs, fakes)
+    return FallbackSaved(bool(saved), aliased(fakes), aliased(outs), opaque, reached)
 
 
-def _has_opaque_node(outs: list[torch.Tensor], fakes: list[torch.Tensor]) -> bool:
+def _walk_graph(outs: list[torch.Tensor], fakes: list[torch.Tensor]) -> tuple[bool, frozenset[int]]:
     """Whether the graph from ``outs`` back to the arguments holds a node torch did not generate
-    (generated nodes keep tensors only as saved variables, which the hooks saw)."""
-    stop = {f.grad_fn for f in fakes if f.grad_fn is not None}
+    (generated nodes keep tensors only as saved variables, which the hooks saw), and the
+    positions of the arguments it reaches."""
+    stop = {f.grad_fn: i for i, f in enumerate(fakes) if f.grad_fn is not None}
     todo: list[Any] = [o.grad_fn for o in outs if o.grad_fn is not None]
     seen: set[Any] = set()
+    opaque = False
+    reached: set[int] = set()
     while todo:
         node = todo.pop()
-        if node is None or node in seen or node in stop:
+        if node is None or node in seen:
             continue
         seen.add(node)
+        if node in stop:
+            reached.add(stop[node])
+            continue
+        if _counts_nonzeros(node):
+            continue  # its backward gives an undefined gradient: nothing is reached through it
         kind = type(node)
         if getattr(torch._C._functions, kind.__name__, None) is not kind:
-            return True
+            opaque = True
         todo.extend(n for n, _ in node.next_functions)
-    return False
+    return opaque, frozenset(reached)
+
+
+def _counts_nonzeros(node: Any) -> bool:
+    """A vector norm of ord 0 (``torch.linalg.norm(x, ord=0)``): a count, whose backward
+    (norm_backward) returns no gradient."""
+    return type(node).__name__ == "LinalgVectorNormBackward0" and node._saved_ord == 0

@@ -39,6 +39,16 @@ def _unary(sym: Any, dx: Any) -> None:
         return [(x, P.mul(g, dx(x, y)))]
 
 
+def _divided(sym: Any, denominator: Any) -> None:
+    """Registers ``g / denominator(x)`` as the rule of a unary prim: eager divides, where
+    ``g * (1 / d)`` overflows at a subnormal ``d`` (1 / 1e-45 is inf, 0.5 / 1e-45 is not)."""
+
+    @register_vjp(sym)
+    def rule(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+        x = bsym.args[0]
+        return [(x, P.div(g, denominator(x)))]
+
+
 def _sq(x: Any) -> Any:
     return P.mul(x, x)
 
@@ -46,10 +56,10 @@ def _sq(x: Any) -> Any:
 _unary(P.exp, lambda x, y: y)
 _unary(P.exp2, lambda x, y: P.mul(y, math.log(2.0)))
 _unary(P.expm1, lambda x, y: P.add(y, 1.0))
-_unary(P.log, lambda x, y: P.reciprocal(x))
-_unary(P.log1p, lambda x, y: P.reciprocal(P.add(x, 1.0)))
-_unary(P.log2, lambda x, y: P.reciprocal(P.mul(x, math.log(2.0))))
-_unary(P.log10, lambda x, y: P.reciprocal(P.mul(x, math.log(10.0))))
+_divided(P.log, lambda x: x)
+_divided(P.log1p, lambda x: P.add(x, 1.0))
+_divided(P.log2, lambda x: P.mul(x, math.log(2.0)))
+_divided(P.log10, lambda x: P.mul(x, math.log(10.0)))
 _unary(P.sqrt, lambda x, y: P.div(0.5, y))
 _unary(P.rsqrt, lambda x, y: P.mul(-0.5, P.mul(y, _sq(y))))
 _unary(P.reciprocal, lambda x, y: P.neg(_sq(y)))
@@ -623,12 +633,15 @@ def _scaled_by_alpha(bsym: BoundSymbol) -> bool:
     )
 
 
-@register_vjp(ltorch.add, ltorch.sub, applies=_scaled_by_alpha)
+@register_vjp(ltorch.add, ltorch.sub, ltorch.rsub, applies=_scaled_by_alpha)
 def _add_sub_alpha(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # Eager: grad and (-)grad * alpha. Kept whole, the forward is torch's kernel, which computes
-    # a + alpha * b rounding once where the decomposition rounds the product first.
+    # a + alpha * b rounding once where the decomposition rounds the product first (rsub(a, b)
+    # is b - alpha * a).
     args = bound_arguments(bsym)
     a, b, alpha = args["a"], args["b"], args["alpha"]
+    if bsym.sym is ltorch.rsub:
+        a, b = b, a
     gb = ltorch.mul(g if bsym.sym is ltorch.add else ltorch.neg(g), alpha)
     return [(a, _to_shape(g, a)), (b, _to_shape(gb, b))]
 

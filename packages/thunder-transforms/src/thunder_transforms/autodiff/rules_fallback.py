@@ -13,7 +13,7 @@ from thunder_ir import BoundSymbol, TensorProxy
 from thunder_ir import ops as ltorch
 from thunder_ir.ops.fallback import torch_fallback_sized, torch_fallback_sized_random
 from thunder_ir.pytree import tree_iter, tree_map
-from thunder_transforms.autodiff.fallback_saved import fallback_saved
+from thunder_transforms.autodiff.fallback_saved import fallback_saved, unreached_arguments
 from thunder_transforms.autodiff.registry import GradPairs, register_vjp, zeros_like
 
 __all__: list[str] = []
@@ -54,7 +54,13 @@ def _torch_fallback(bsym: BoundSymbol, *cotangents: Any) -> GradPairs:
     run_on = _values_read(bsym, qualified, tuple(args), dict(bsym.kwargs))
     grads = ltorch.torch_fallback_vjp(qualified, *run_on, cotangents)
     leaves = list(tree_iter((tuple(args), dict(bsym.kwargs))))
-    return [(x, g) for x, g in zip(leaves, grads) if g is not None]
+    # the re-run's autograd.grad gives zeros where eager's graph gives none
+    unreached = unreached_arguments(bsym)
+    return [
+        (x, g)
+        for x, g in zip(leaves, grads)
+        if g is not None and not (isinstance(x, TensorProxy) and x.name in unreached)
+    ]
 
 
 def _values_read(

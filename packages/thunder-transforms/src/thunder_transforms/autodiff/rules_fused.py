@@ -54,6 +54,10 @@ def _native_group_norm(
         return []
     a, weight, bias, num_groups, _eps = bsym.args
     _out, mean, rstd = bsym.output
+    if weight is None and bias is not None and not bias.requires_grad:
+        # Eager's kernel raises for a bias's gradient without a weight: asked only where the
+        # bias requires grad (its raise then eager's, in the backward).
+        bias = None
     grads = ltorch.group_norm_backward(g, a, mean, rstd, weight, num_groups, bias is not None)
     return _affine_pairs(grads, a, weight, bias)
 
@@ -141,7 +145,7 @@ def _max_pool_with_indices(
     return [(a, grad)]
 
 
-@register_vjp(ltorch.native_batch_norm)
+@register_vjp(ltorch.native_batch_norm, ltorch.native_batch_norm_updating)
 def _native_batch_norm(
     bsym: BoundSymbol, g: TensorProxy | None, *stats: TensorProxy | None
 ) -> GradPairs:
@@ -149,8 +153,8 @@ def _native_batch_norm(
         raise NotImplementedError("gradients through native_batch_norm's statistics")
     if g is None:
         return []
-    a, weight, bias, _eps = bsym.args
-    _out, mean, invstd = bsym.output
+    a, weight, bias = bsym.args[:3]
+    _out, mean, invstd = bsym.output[:3]
     grads = ltorch.batch_norm_backward(g, a, weight, mean, invstd, bias is not None)
     return _affine_pairs(grads, a, weight, bias)
 

@@ -137,7 +137,8 @@ _UNARY.update(
         ltorch.acosh: _input_formula(
             lambda g, x: ltorch.mul(g, ltorch.rsqrt(ltorch.sub(ltorch.pow(x, 2), 1)))
         ),
-        # grad / (self * ln 2), grad / (self * ln 10), grad / (self + 1)
+        # grad / self, grad / (self * ln 2), grad / (self * ln 10), grad / (self + 1)
+        ltorch.log: _input_formula(lambda g, x: ltorch.div(g, x)),
         ltorch.log2: _input_formula(lambda g, x: ltorch.div(g, ltorch.mul(x, 0.6931471805599453))),
         ltorch.log10: _input_formula(lambda g, x: ltorch.div(g, ltorch.mul(x, 2.3025850929940456))),
         ltorch.log1p: _input_formula(lambda g, x: ltorch.div(g, ltorch.add(x, 1))),
@@ -241,21 +242,6 @@ def _group_norm(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     if bias is not None:
         pairs.append((bias, to_dtype(ltorch.sum(db, 0), bias.dtype)))
     return pairs
-
-
-def normalize_grad_low_precision(
-    a: TensorProxy, y: TensorProxy, g: TensorProxy, dims: tuple[int, ...], eps: Any
-) -> Any:
-    """The float16/bfloat16 gradient of ``F.normalize(a, 2)``, eager's graph of it step by step:
-    ``a / norm.clamp_min(eps)`` (div's gradients, the expand's sum, clamp_min's mask) and
-    ``vector_norm``'s ``grad * (a / norm)``, each op rounded, the two gradients added."""
-    norm = ltorch.vector_norm(a, 2, dims, keepdim=True)
-    denom = ltorch.clamp_min(norm, eps)
-    direct = ltorch.div(g, denom)
-    g_denom = ltorch.sum(ltorch.mul(ltorch.neg(g), ltorch.div(y, denom)), dims, keepdim=True)
-    g_norm = ltorch.where(ltorch.ge(norm, eps), g_denom, 0.0)
-    through_norm = ltorch.mul(g_norm, ltorch.where(ltorch.eq(norm, 0), 0.0, ltorch.div(a, norm)))
-    return ltorch.add(direct, through_norm)
 
 
 def var_grad_low_precision(
@@ -432,12 +418,19 @@ def _cumprod(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     return [(a, to_dtype(ltorch.where(before, before_grad, rest), a.dtype))]
 
 
+def _low_precision_operand(operands: Sequence[Any]) -> bool:
+    return any(isinstance(x, TensorProxy) and x.dtype.is_low_precision for x in operands)
+
+
 def _pow_applies(bsym: BoundSymbol) -> bool:
+    # also a float32 result of a float16/bfloat16 operand: eager's formulas read the operands
+    # as given (``exponent - 1`` rounded in the exponent's dtype)
     y = bsym.output
     operands = bsym.args[:2]
     return (
         isinstance(y, TensorProxy)
-        and y.dtype.is_low_precision
+        and y.dtype.is_float
+        and (y.dtype.is_low_precision or _low_precision_operand(operands))
         and all(
             x.dtype.is_float if isinstance(x, TensorProxy) else type(x) in (int, float)
             for x in operands
@@ -474,6 +467,51 @@ def _pow(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 def _summed_to(grad: Any, x: TensorProxy) -> Any:
     return sum_to_shape(grad, x.shape)
+
+
+def _binary_low_precision(bsym: BoundSymbol) -> bool:
+    # a float16/bfloat16 operand, whatever the result's dtype (a float32 one's gradient reads
+    # the low-precision operand as given)
+    args = bound_arguments(bsym)
+    return _low_precision_operand((args["a"], args["b"]))
+
+
+@register_vjp(ltorch.atan2, applies=_binary_low_precision)
+def _atan2(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+    # atan2_backward: recip = (self * self + other * other).reciprocal(), 0 where the sum is;
+    # grad * other * recip and grad * -self * recip, each op rounded
+    args = bound_arguments(bsym)
+    a, b = args["a"], args["b"]
+    denom = ltorch.add(ltorch.mul(a, a), ltorch.mul(b, b))
+    recip = ltorch.where(ltorch.eq(denom, 0), 0.0, ltorch.reciprocal(denom))
+    ga = ltorch.mul(ltorch.mul(g, b), recip)
+    gb = ltorch.mul(ltorch.mul(g, ltorch.neg(a)), recip)
+    return [(a, _summed_to(ga, a)), (b, _summed_to(gb, b))]
+
+
+def _rounded_division_applies(bsym: BoundSymbol) -> bool:
+    args = bound_arguments(bsym)
+    return isinstance(args["a"], TensorProxy) and _binary_low_precision(bsym)
+
+
+def _rounded_division_rule(mode: str) -> Callable[[BoundSymbol, TensorProxy], GradPairs]:
+    """fmod's and remainder's rules: ``grad`` and ``-grad * self.div(other, rounding_mode)``,
+    the quotient rounded to the dtype before it is truncated or floored, as eager's kernel."""
+
+    def rule(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
+        args = bound_arguments(bsym)
+        a, b = args["a"], args["b"]
+        pairs: list[tuple[Any, Any]] = [(a, _summed_to(g, a))]
+        if isinstance(b, TensorProxy):
+            quotient = ltorch.div(a, b, rounding_mode=mode)
+            pairs.append((b, _summed_to(ltorch.mul(ltorch.neg(g), quotient), b)))
+        return pairs
+
+    return rule
+
+
+register_vjp(ltorch.fmod, applies=_rounded_division_applies)(_rounded_division_rule("trunc"))
+register_vjp(ltorch.remainder, applies=_rounded_division_applies)(_rounded_division_rule("floor"))
 
 
 @register_vjp(ltorch.tanhshrink, applies=_low_precision_input)

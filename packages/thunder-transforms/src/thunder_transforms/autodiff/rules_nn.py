@@ -6,6 +6,7 @@ huber_loss, smooth_l1_loss)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -184,15 +185,16 @@ def _convolution(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     nd = w.ndim - 2
     per_dim = tuple(_per_dim(x, nd) for x in (stride, padding, dilation, output_padding))
     stride, padding, dilation, output_padding = per_dim
-    pairs: list[tuple[Any, Any]] = []
-    if bias is not None:
-        pairs.append((bias, P.sum(g, (0, *range(2, g.ndim)))))
     # Two ops, as eager's convolution_backward with an output mask: the gradient of an input
-    # that needs none (a model's first layer) is dropped with its op.
+    # that needs none (a model's first layer) is dropped with its op. The bias's comes with the
+    # weight's, from the kernel that sums it as eager's does.
     args = (g, a, w, stride, padding, dilation, transposed, output_padding, groups)
-    pairs.append((a, ltorch.convolution_backward_input(*args)))
-    pairs.append((w, ltorch.convolution_backward_weight(*args)))
-    return pairs
+    pairs: list[tuple[Any, Any]] = [(a, ltorch.convolution_backward_input(*args))]
+    if bias is None:
+        pairs.append((w, ltorch.convolution_backward_weight(*args)))
+        return pairs
+    gw, gb = ltorch.convolution_backward_weight(*args, bias=True)
+    return [*pairs, (w, gw), (bias, gb)]
 
 
 @register_vjp(P.embedding)
@@ -325,26 +327,32 @@ def _loss_weight_fixed(bsym: BoundSymbol) -> bool:
 @register_vjp(ltorch.nll_loss, applies=_loss_weight_fixed)
 def _nll_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # Eager's nll_loss_backward writes -w * grad at each row's target class into zeros (where
-    # the decomposition's gather adds it to a zero: -0.0 would become +0.0).
+    # the decomposition's gather adds it to a zero: -0.0 would become +0.0), in the input's
+    # dtype: for "mean" grad = -(grad / total_weight) first, total_weight its forward's (a
+    # float16/bfloat16 count of rows rounded to the dtype), then times w; a 1-D input's "mean"
+    # is -grad whatever its weight.
     args = bound_arguments(bsym)
-    a, weight = args["a"], args["weight"]
+    a, weight, ignore_index = args["a"], args["weight"], args["ignore_index"]
     reduction = reduction_arg(args["size_average"], args["reduce"], args["reduction"])
     cd = 0 if a.ndim == 1 else 1
-    compute = opmath(a.dtype)
     t = to_dtype(args["target"], dtypes.int64)
-    keep = ltorch.ne(t, args["ignore_index"])
+    keep = ltorch.ne(t, ignore_index)
     safe_t = ltorch.where(keep, t, 0)
-    w = None
-    if weight is not None:
-        w = ltorch.where(keep, P.take(to_dtype(weight, compute), safe_t), 0.0)
-    gc = to_dtype(g, compute)
+    gd = to_dtype(g, a.dtype)
+    w = None if weight is None else P.take(to_dtype(weight, a.dtype), safe_t)
     if reduction == "none":
-        value = ltorch.neg(gc) if w is None else ltorch.mul(ltorch.neg(w), gc)
+        value = ltorch.neg(gd) if w is None else ltorch.mul(ltorch.neg(w), gd)
     else:
-        if reduction == "mean":
-            total = ltorch.sum(to_dtype(keep, compute) if w is None else w)
-            gc = ltorch.div(gc, total)
-        value = ltorch.neg(gc) if w is None else ltorch.mul(w, ltorch.neg(gc))
+        if reduction == "mean" and a.ndim > 1:
+            if weight is None:
+                total = to_dtype(ltorch.sum(to_dtype(keep, dtypes.int64)), a.dtype)
+            else:
+                total = ltorch.nll_loss_total_weight(a, args["target"], weight, ignore_index)
+            gd = ltorch.div(gd, total)
+        if w is None or (reduction == "mean" and a.ndim == 1):
+            value = ltorch.neg(gd)
+        else:
+            value = ltorch.mul(w, ltorch.neg(gd))
     shape = [1] * a.ndim
     shape[cd] = a.shape[cd]
     classes = ltorch.reshape(ltorch.arange(a.shape[cd], device=a.device), shape)
@@ -357,16 +365,19 @@ def _nll_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 def _kl_div_applies(bsym: BoundSymbol) -> bool:
     args = bound_arguments(bsym)
-    return not args["log_target"] and all(
-        isinstance(x, TensorProxy) and x.dtype.is_float for x in (args["a"], args["target"])
-    )
+    a, target = args["a"], args["target"]
+    if not all(isinstance(x, TensorProxy) and x.dtype.is_float for x in (a, target)):
+        return False
+    # a log target of another dtype: exp(target) rounded in its own (the decomposition's)
+    return not args["log_target"] or a.dtype == target.dtype
 
 
 @register_vjp(ltorch.kl_div, applies=_kl_div_applies)
 def _kl_div(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # Eager differentiates xlogy(t, t) - t * x by derivatives.yaml's xlogy rule: where the
     # gradient is 0 its target gradient is 0 at a negative target (the decomposition's
-    # where(t == 0, 0, t * log(t)) differentiates to 0 * NaN there).
+    # where(t == 0, 0, t * log(t)) differentiates to 0 * NaN there). A log target's
+    # exp(t) * (t - x) follows eager's autograd op by op.
     args = bound_arguments(bsym)
     a, target, reduction = args["a"], args["target"], args["reduction"]
     if reduction != "batchmean" or args["size_average"] is not None or args["reduce"] is not None:
@@ -378,6 +389,17 @@ def _kl_div(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     elif reduction == "mean":
         g = ltorch.div(g, _numel(x))
     gl = ltorch.expand(g, tuple(x.shape)) if reduction != "none" else g
+    if args["log_target"]:
+        # exp(t) * (t - x): the product's gradient times exp(t) for the difference, and times
+        # the difference then exp(t) (exp's result, rounded) for the exp; the target's two
+        # terms added after (float16/bfloat16 rounded after each op, as eager's autograd).
+        e = ltorch.exp(t)
+        grad_d = ltorch.mul(gl, e)
+        grad_t = ltorch.add(grad_d, ltorch.mul(ltorch.mul(gl, ltorch.sub(t, x)), e))
+        return [
+            (a, to_dtype(sum_to_shape(ltorch.neg(grad_d), a.shape), a.dtype)),
+            (target, to_dtype(sum_to_shape(grad_t, target.shape), target.dtype)),
+        ]
     neg_g = ltorch.neg(gl)  # sub: -grad
     grad_x = ltorch.mul(neg_g, t)  # mul: grad * other
     # xlogy: self: xlogy(grad, other), 0 where self == 0 and other <= 0; other: grad * self / other.
@@ -399,30 +421,29 @@ _BCE_EPSILON = 1e-12
 
 @register_vjp(ltorch.binary_cross_entropy, applies=_loss_weight_fixed)
 def _binary_cross_entropy(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # Eager: g * (x - y) / max(x * (1 - x), 1e-12) for the input (0 at a perfect prediction, not
-    # 0 / 0) and -g * logit(x) for the target; times the weight, divided by numel for "mean".
+    # Eager's kernels, each op in the input's dtype (float16/bfloat16 rounded after each):
+    # g * (x - y) / max((1 - x) * x, 1e-12) for the input (0 at a perfect prediction, not 0 / 0)
+    # and -logit(x) * g for the target (torch's logit, log(x / (1 - x)), rounds after each op
+    # too); times the weight, divided by numel for "mean".
     args = bound_arguments(bsym)
     a, target, weight = args["a"], args["target"], args["weight"]
     reduction = reduction_arg(args["size_average"], args["reduce"], args["reduction"])
-    compute = opmath(a.dtype)
-    x, y = to_dtype(a, compute), to_dtype(target, compute)
-    gc = to_dtype(g, compute)
     if reduction != "none":
-        gc = P.broadcast_in_dim(gc, tuple(a.shape), ())
+        g = P.broadcast_in_dim(g, tuple(a.shape), ())
 
     def finish(grad: Any, like: TensorProxy) -> Any:
         if weight is not None:
-            grad = ltorch.mul(grad, to_dtype(weight, compute))
+            grad = to_dtype(ltorch.mul(grad, weight), a.dtype)  # in place: eager's mul_
         if reduction == "mean":
-            grad = P.div(grad, _numel(a))
+            grad = ltorch.div(grad, _numel(a))
         return to_dtype(grad, like.dtype)
 
-    # eager's kernel takes the epsilon in the input's dtype: float16 rounds it to 0
-    eps = 0.0 if a.dtype == dtypes.float16 else _BCE_EPSILON
-    spread = P.mul(P.sub(1.0, x), x)
+    # the epsilon in the input's dtype: float16 rounds it to 0
+    eps = scalar_in(_BCE_EPSILON, a.dtype)
+    spread = P.mul(P.sub(1.0, a), a)
     spread = P.where(P.lt(spread, eps), eps, spread)
-    ga = P.div(P.mul(gc, P.sub(x, y)), spread)
-    gt = P.mul(P.neg(P.log(P.div(x, P.sub(1.0, x)))), gc)
+    ga = P.div(P.mul(g, P.sub(a, target)), spread)
+    gt = P.mul(P.neg(P.log(P.div(a, P.sub(1.0, a)))), g)
     return [(a, finish(ga, a)), (target, finish(gt, target))]
 
 
@@ -458,22 +479,72 @@ def _pointwise_loss_grads(bsym: BoundSymbol, g: TensorProxy, slope: Any) -> Grad
     return [(a, grad(P.sub(x, t), a)), (target, grad(P.sub(t, x), target))]
 
 
+def _kernel_norm(reduction: str, x: TensorProxy, dtype: dtypes.DType) -> Any:
+    """The ``norm`` of eager's pointwise-loss backward kernels, rounded to ``dtype`` (their
+    ``Scalar.to<scalar_t>()``): 1 / numel for "mean", else 1. A tensor of ``x``'s shape where the
+    numel is known only when the program runs."""
+    if reduction != "mean":
+        return 1.0
+    n = _numel(x)
+    if isinstance(n, int):
+        return scalar_in(1.0 / n if n else math.inf, dtype)
+    one = P.full((), 1.0, device=x.device, dtype=dtypes.float64)
+    norm = P.convert_element_type(P.div(one, n), dtype)
+    return P.broadcast_in_dim(norm, tuple(x.shape), ())
+
+
+def _kernel_loss_grads(
+    bsym: BoundSymbol, g: TensorProxy, compute: dtypes.DType, slope: Any
+) -> GradPairs:
+    """The gradients of a pointwise loss of ``a - target`` as eager's backward kernel computes
+    them (its vectorized loop): ``norm * slope(d) * g`` in ``compute``, rounded after each op,
+    at ``d = a - target`` for the input and at ``target - a`` for the target (eager's backward
+    with the operands swapped). Each branch of ``slope`` is selected: an infinite difference
+    never meets the quadratic branch."""
+    args = bound_arguments(bsym)
+    a, target = args["a"], args["target"]
+    reduction = reduction_arg(args.get("size_average"), args.get("reduce"), args["reduction"])
+    common = result_type(a, target)
+    x, t = broadcast(to_dtype(a, compute), to_dtype(target, compute))
+    gc = to_dtype(g, compute)
+    if reduction != "none":
+        gc = P.broadcast_in_dim(gc, tuple(x.shape), ())
+    norm = _kernel_norm(reduction, x, compute)
+
+    def grad(d: Any, like: TensorProxy) -> Any:
+        scaled = slope(d)
+        if not (isinstance(norm, float) and norm == 1.0):
+            scaled = P.mul(norm, scaled)
+        return sum_to_shape(to_dtype(P.mul(scaled, gc), common), like.shape)
+
+    return [(a, grad(P.sub(x, t), a)), (target, grad(P.sub(t, x), target))]
+
+
 def _huber_applies(bsym: BoundSymbol) -> bool:
     return bound_arguments(bsym).get("weight") is None  # eager computes a weighted one in Python
 
 
 @register_vjp(ltorch.huber_loss, applies=_huber_applies)
 def _huber_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # Eager's huber_loss_backward: -g * delta at or below -delta, g * delta at or above delta,
-    # g * d between.
-    delta = float(bound_arguments(bsym)["delta"])
+    # Eager's huber_loss_backward: norm * delta * sign(d) where |d| >= delta, norm * d between,
+    # times g; each op in the inputs' dtype (float16/bfloat16 rounded after each, delta too).
+    args = bound_arguments(bsym)
+    a, target, delta = args["a"], args["target"], float(args["delta"])
+    if not (a.dtype == target.dtype == g.dtype and a.dtype.is_float):
+        # (eager's kernel refuses other dtypes: computed in the common one)
 
-    def slope(d: Any, gc: Any) -> Any:
-        outer = P.mul(gc, delta)
-        inner = P.where(P.ge(d, delta), outer, P.mul(d, gc))
-        return P.where(P.le(d, -delta), P.neg(outer), inner)
+        def slope_mixed(d: Any, gc: Any) -> Any:
+            outer = P.mul(gc, delta)
+            inner = P.where(P.ge(d, delta), outer, P.mul(d, gc))
+            return P.where(P.le(d, -delta), P.neg(outer), inner)
 
-    return _pointwise_loss_grads(bsym, g, slope)
+        return _pointwise_loss_grads(bsym, g, slope_mixed)
+    delta_in = scalar_in(delta, a.dtype)
+
+    def slope(d: Any) -> Any:
+        return P.where(P.ge(P.abs(d), delta_in), P.mul(P.sign(d), delta_in), d)
+
+    return _kernel_loss_grads(bsym, g, a.dtype, slope)
 
 
 def _smooth_l1_applies(bsym: BoundSymbol) -> bool:
@@ -485,14 +556,16 @@ def _smooth_l1_applies(bsym: BoundSymbol) -> bool:
 
 @register_vjp(ltorch.smooth_l1_loss, applies=_smooth_l1_applies)
 def _smooth_l1_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # Eager's smooth_l1_loss_backward: -g below -beta, g above beta, g * d / beta between.
-    beta = float(bound_arguments(bsym)["beta"])
+    # Eager's smooth_l1_loss_backward: norm * sign(d) where |d| >= beta, norm * d / beta between,
+    # times g; float16/bfloat16 computed in float32, rounded once.
+    args = bound_arguments(bsym)
+    compute = opmath(result_type(args["a"], args["target"]))
+    beta = scalar_in(float(args["beta"]), compute)
 
-    def slope(d: Any, gc: Any) -> Any:
-        inner = P.where(P.gt(d, beta), gc, P.mul(P.div(d, beta), gc))
-        return P.where(P.lt(d, -beta), P.neg(gc), inner)
+    def slope(d: Any) -> Any:
+        return P.where(P.ge(P.abs(d), beta), P.sign(d), P.div(d, beta))
 
-    return _pointwise_loss_grads(bsym, g, slope)
+    return _kernel_loss_grads(bsym, g, compute, slope)
 
 
 # Single-kernel eager ops whose decomposition adds gradient pieces (a slice's zero padding, a
@@ -604,7 +677,7 @@ def _mse_loss(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 def _binary_cross_entropy_with_logits(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # Eager's binary_cross_entropy_with_logits_backward and its target_backward, op by op:
     # (sigmoid(x) - y) * g, or ((pw * y + 1 - y) * sigmoid(x) - pw * y) * g; the target's
-    # -x * g, or (log(1 - sigmoid(x)) - pw * log(sigmoid(x))) * g; times the weight, over numel.
+    # -x * g, or (logsigmoid(-x) - logsigmoid(x) * pw) * g; times the weight, over numel.
     args = bound_arguments(bsym)
     a, target = args["a"], args["target"]
     weight, pos_weight = args["weight"], args["pos_weight"]
@@ -615,8 +688,8 @@ def _binary_cross_entropy_with_logits(bsym: BoundSymbol, g: TensorProxy) -> Grad
     if pos_weight is not None:
         t = ltorch.mul(pos_weight, target)
         ga = ltorch.sub(ltorch.mul(ltorch.sub(ltorch.add(t, 1), target), sig), t)
-        gt = ltorch.sub(ltorch.log(ltorch.sub(1, sig)), ltorch.mul(pos_weight, ltorch.log(sig)))
-        gt = ltorch.mul(gt, g)
+        log_sig = ltorch.mul(ltorch.logsigmoid(a), pos_weight)
+        gt = ltorch.mul(ltorch.sub(ltorch.logsigmoid(ltorch.neg(a)), log_sig), g)
     else:
         ga = ltorch.sub(sig, target)
         gt = ltorch.mul(a, ltorch.neg(g))

@@ -16,4 +16,10 @@ def _counts_nonzeros(bsym: BoundSymbol) -> bool:
     return bool(bound_arguments(bsym)["ord"] == 0)
 
 
+def _pairwise_counts_nonzeros(bsym: BoundSymbol) -> bool:
+    # the norm of x1 - x2 + eps with p=0: the same undefined gradient
+    return bool(bound_arguments(bsym)["p"] == 0)
+
+
 register_no_gradient(ltorch.vector_norm, _counts_nonzeros)
+register_no_gradient(ltorch.pairwise_distance, _pairwise_counts_nonzeros)

@@ -9,7 +9,7 @@ from typing import Any
 
 from thunder_ir import BoundSymbol, NumberProxy, TensorProxy, dtypes, prims
 from thunder_ir import ops as ltorch
-from thunder_ir.ops import nn_base, nn_norm
+from thunder_ir.ops import nn_base
 from thunder_ir.ops._helpers import broadcast, dtype_arg, to_dtype
 from thunder_ir.utils import canonicalize_dim, canonicalize_dims, result_type
 from thunder_transforms.autodiff.registry import (
@@ -22,10 +22,7 @@ from thunder_transforms.autodiff.registry import (
     zeros_like,
 )
 from thunder_transforms.autodiff.rules_elementwise import times_var_scale
-from thunder_transforms.autodiff.rules_low_precision import (
-    normalize_grad_low_precision,
-    var_grad_low_precision,
-)
+from thunder_transforms.autodiff.rules_low_precision import var_grad_low_precision
 
 __all__: list[str] = []
 
@@ -205,19 +202,22 @@ def _normalize_applies(bsym: BoundSymbol) -> bool:
 
 @register_vjp(ltorch.normalize, applies=_normalize_applies)
 def _normalize(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # y = a / max(norm, eps): the clamp passes the gradient where norm >= eps, as eager's.
+    # Eager's graph of a / norm.clamp_min(eps), op by op in a's dtype (float16/bfloat16 round
+    # after each, as eager's): div's gradients (-g * ((a / denom) / denom) summed over the dim
+    # for the denominator), clamp_min's mask, then norm_backward from the norm op's own value.
     args = bound_arguments(bsym)
     a, p, eps = args["a"], _as_float(args["p"]), args["eps"]
     ds = (canonicalize_dim(a.ndim, args["dim"]),) if a.ndim else ()
-    if a.dtype.is_low_precision and p == 2 and ds:
-        return [(a, normalize_grad_low_precision(a, bsym.output, g, ds, eps))]
-    compute = _compute_dtype(a.dtype)
-    ac, gc, y = _opmath(a, compute), _opmath(g, compute), _opmath(bsym.output, compute)
-    norm = _expand(_opmath(nn_norm.vector_norm(a, p, ds, keepdim=True), compute), a.shape, ds, True)
+    y = _opmath(bsym.output, a.dtype)
+    norm = ltorch.vector_norm(a, p, ds, keepdim=True)
     denom = P.where(P.lt(norm, eps), eps, norm)
-    g_denom = expand_reduced(P.neg(P.sum(P.div(P.mul(gc, y), denom), ds)), a.shape, ds)
+    direct = ltorch.div(g, denom)
+    g_denom = ltorch.sum(ltorch.mul(ltorch.neg(g), ltorch.div(y, denom)), ds, keepdim=True)
     g_norm = P.where(P.ge(norm, eps), g_denom, 0.0)
-    return [(a, P.add(P.div(gc, denom), _norm_grad(ac, p, norm, g_norm, ds)))]
+    through_norm = _norm_grad(
+        a, p, _expand(norm, a.shape, ds, True), _expand(g_norm, a.shape, ds, True), ds
+    )
+    return [(a, ltorch.add(direct, through_norm))]
 
 
 @register_vjp(ltorch.cosine_similarity)
@@ -232,7 +232,9 @@ def _cosine_similarity(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
     # float inputs keep their dtypes (as eager's, and the op's)
     a, b = broadcast(*(x if x.dtype.is_float else to_dtype(x, common) for x in (x1, x2)))
     d = canonicalize_dim(a.ndim, args["dim"])
-    ge = ltorch.expand(ltorch.unsqueeze(to_dtype(g, common), d), tuple(a.shape))
+    ge = to_dtype(g, common)
+    if a.ndim:  # a 0-d input's norm and sum keep its shape
+        ge = ltorch.expand(ltorch.unsqueeze(ge, d), tuple(a.shape))
 
     def parts(x: TensorProxy) -> tuple[Any, Any, Any]:
         norm = ltorch.vector_norm(x, 2, (d,), True)
@@ -260,25 +262,25 @@ def _cosine_similarity(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
 
 def _pairwise_applies(bsym: BoundSymbol) -> bool:
     args = bound_arguments(bsym)
-    p = args["p"]
-    return (
-        all(isinstance(x, TensorProxy) and not x.dtype.is_complex for x in (args["x1"], args["x2"]))
-        and is_real_number(p)
-        and bool(p)
-    )
+    return all(
+        isinstance(x, TensorProxy) and not x.dtype.is_complex for x in (args["x1"], args["x2"])
+    ) and is_real_number(args["p"])
 
 
 @register_vjp(ltorch.pairwise_distance, applies=_pairwise_applies)
 def _pairwise_distance(bsym: BoundSymbol, g: TensorProxy) -> GradPairs:
-    # The norm of x1 - x2 + eps over the last dim.
+    # Eager's norm_backward of x1 - x2 + eps over the last dim, op by op in the difference's
+    # dtype as eager's (float16/bfloat16 too); p=0 is a count, with no gradient.
     args = bound_arguments(bsym)
+    if not args["p"]:
+        return []
     x1, x2, keepdim = args["x1"], args["x2"], args["keepdim"]
     diff = nn_base.add(nn_base.sub(x1, x2), args["eps"])
     ds = (diff.ndim - 1,) if diff.ndim else ()
-    compute = _compute_dtype(diff.dtype)
+    compute = diff.dtype
     norm = _expand(_opmath(bsym.output, compute), diff.shape, ds, keepdim)
     gd = _norm_grad(
-        _opmath(diff, compute),
+        diff,
         _as_float(args["p"]),
         norm,
         _expand(_opmath(g, compute), diff.shape, ds, keepdim),
