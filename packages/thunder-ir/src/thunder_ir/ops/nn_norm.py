@@ -243,6 +243,21 @@ def _group_norm_decomposed(
     return to_dtype(out, a.dtype)
 
 
+def _check_per_channel(
+    op: str, c: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any
+) -> None:
+    """Eager's checks of a norm's per-channel tensors: tensors of ``c`` elements where given."""
+    for p, what in (
+        (running_mean, "running_mean"),
+        (running_var, "running_var"),
+        (weight, "weight"),
+        (bias, "bias"),
+    ):
+        if p is not None:
+            require_tensor(p, op, what)
+            check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
+
+
 @torchop("torch.nn.functional.batch_norm")
 def batch_norm(
     a: Any,
@@ -280,15 +295,7 @@ def _batch_norm(
     )
     check(a.ndim >= 2, lambda: f"batch_norm: expected a 2D or higher input, got {a.ndim}D")
     c = a.shape[1]
-    for p, what in (
-        (running_mean, "running_mean"),
-        (running_var, "running_var"),
-        (weight, "weight"),
-        (bias, "bias"),
-    ):
-        if p is not None:
-            require_tensor(p, "batch_norm", what)
-            check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
+    _check_per_channel("batch_norm", c, running_mean, running_var, weight, bias)
     check(a.dtype.is_inexact, lambda: f"\"batch_norm\" not implemented for '{a.dtype.name}'")
     if a.numel() == 0:
         return _batch_norm_of_empty(a, weight, bias)
@@ -518,15 +525,7 @@ def _instance_norm_evaluation(
     channels, the statistics, weight and bias repeated per sample. Where batch_norm takes their
     dtypes, as the op (eager's kernel forward and backward); else its decomposition."""
     n, c = a.shape[0], a.shape[1]
-    for p, what in (
-        (running_mean, "running_mean"),
-        (running_var, "running_var"),
-        (weight, "weight"),
-        (bias, "bias"),
-    ):
-        if p is not None:
-            require_tensor(p, "instance_norm", what)
-            check(p.numel() == c, lambda: f"{what} should contain {c} elements not {p.numel()}")
+    _check_per_channel("instance_norm", c, running_mean, running_var, weight, bias)
     dense = prims.reshape(contiguous(a), (1, n * c, *a.shape[2:]))
     mean, var, weight, bias = (
         None if p is None else repeat(p, n) for p in (running_mean, running_var, weight, bias)
