@@ -52,6 +52,17 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture(autouse=True)
+def _backend_flags_settable_as_in_a_users_process() -> None:
+    """torch's OpInfo test utilities freeze the ``torch.backends`` flags when they are imported
+    (``disable_global_flags``); a user's process never does, and tests that set a flag as users
+    do (``torch.backends.mkldnn.enabled = False``) must not depend on which tests ran first in
+    their worker."""
+    backends = sys.modules.get("torch.backends")  # (not imported by the interpreter tests)
+    if backends is not None and backends.flags_frozen():
+        backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
+
+
+@pytest.fixture(autouse=True)
 def _background_compiles_finish_in_their_test() -> Iterator[None]:
     """A fusion region compiling in the background (thunder.compile) finishes within the test
     that started it: its warnings land there, and the next test gets the machine to itself."""
