@@ -14,7 +14,12 @@ import torch
 
 from thunder.binding.arrays import array_lookasides
 from thunder.binding.autograd_function import AutogradFunctionMixin
-from thunder.binding.calls import _call_tensor_method, _returning_torch_types, _tensor_size
+from thunder.binding.calls import (
+    _call_tensor_method,
+    _returning_torch_types,
+    _tensor_size,
+    torch_typed_call,
+)
 from thunder.binding.fallback import op_overload_lookasides
 from thunder.binding.locations import is_library_file, program_location
 from thunder.binding.rng import rng_lookasides
@@ -142,7 +147,7 @@ class Binder(AutogradFunctionMixin):
         table[ThunderFunction.__call__] = call_jitted
         for fn, impl in table.items():
             if isinstance(impl, Symbol):  # a torch callable the IR mirrors: a user-level call
-                table[fn] = _returning_torch_types(impl, None if fn is impl else fn)
+                table[fn] = torch_typed_call(impl, None if fn is impl else fn)
 
         def call_tensor_method(method: _BoundTensorMethod, *args: Any, **kwargs: Any) -> Any:
             if method.fn is set_requires_grad:

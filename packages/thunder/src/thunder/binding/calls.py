@@ -100,6 +100,21 @@ class _InputLayout:
         return answer
 
 
+# The wrappers of the static table's symbols, made once: a trace's table holds ~1,250 of them,
+# and making them anew took most of a small function's first call.
+_TORCH_TYPED: dict[tuple[Symbol, Any], Callable[..., Any]] = {}
+
+
+def torch_typed_call(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
+    """``_returning_torch_types(sym, fn)``, the same object for every trace (for the symbols of
+    the static lookaside table, which live as long as the process)."""
+    key = (sym, fn)
+    call = _TORCH_TYPED.get(key)
+    if call is None:
+        call = _TORCH_TYPED[key] = _returning_torch_types(sym, fn)
+    return call
+
+
 def _returning_torch_types(sym: Symbol, fn: Any = None) -> Callable[..., Any]:
     @functools.wraps(sym)
     def call(*args: Any, **kwargs: Any) -> Any:
