@@ -2,12 +2,13 @@
 
 ``interpret(fn)(*args)`` behaves like ``fn(*args)``, with lookasides (replace callables),
 callbacks (hooks on loads, stores and opaque calls), provenance (where values came from) and an
-optional execution history.
+optional execution history; a suspendable mode stops at a chosen call and resumes later
+(``interpret(fn, suspendable=True)``, :func:`suspend`).
 """
 
 from thunder_interp import ops as _ops  # noqa: F401  (registers the opcode handlers)
 from thunder_interp.__about__ import __version__
-from thunder_interp._api import InterpretedFunction, interpret, provenance_of
+from thunder_interp._api import InterpretedFunction, SuspendableFunction, interpret, provenance_of
 from thunder_interp._callbacks import Callbacks
 from thunder_interp._errors import InterpreterError, UnsupportedOpcodeError, uncatchable
 from thunder_interp._frames import running_in_handler, running_line
@@ -24,9 +25,18 @@ from thunder_interp._registry import (
     unsupported_opcodes,
 )
 from thunder_interp._slots import compares_by_identity
+from thunder_interp._suspend import (
+    UNBOUND,
+    Suspended,
+    SuspendedFrame,
+    Suspension,
+    SuspensionRefused,
+    suspend,
+)
 
 __all__ = [
     "DEFAULT_OPCODE_TABLE",
+    "UNBOUND",
     "UNSUPPORTED_OPCODES",
     "Callbacks",
     "HistoryEntry",
@@ -35,6 +45,11 @@ __all__ = [
     "OpcodeTable",
     "Provenance",
     "ProvenanceKind",
+    "SuspendableFunction",
+    "Suspended",
+    "SuspendedFrame",
+    "Suspension",
+    "SuspensionRefused",
     "UnsupportedOpcodeError",
     "__version__",
     "compares_by_identity",
@@ -50,6 +65,7 @@ __all__ = [
     "register_opcode",
     "running_in_handler",
     "running_line",
+    "suspend",
     "text_lookaside",
     "uncatchable",
     "unsupported_opcodes",

@@ -7,7 +7,7 @@ import functools
 import sys
 from collections.abc import Callable, Mapping
 from types import CodeType, FunctionType
-from typing import Any
+from typing import Any, Literal, overload
 
 from thunder_interp._callbacks import CALL_HOOKS, Callbacks, hook_profile
 from thunder_interp._history import HistoryEntry, format_history
@@ -23,8 +23,16 @@ from thunder_interp._slots import (
     reset_special_lookup,
     set_special_lookup,
 )
+from thunder_interp._suspend import (
+    SuspendableRuntime,
+    Suspended,
+    SuspendSignal,
+    Suspension,
+    rebuild_frame,
+    resume_frames,
+)
 
-__all__ = ["InterpretedFunction", "interpret", "provenance_of"]
+__all__ = ["InterpretedFunction", "SuspendableFunction", "interpret", "provenance_of"]
 
 _CURRENT_RUNTIME: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar(
     "thunder_interp_runtime", default=None
@@ -138,6 +146,85 @@ class InterpretedFunction:
         return functools.partial(self, obj)
 
 
+class SuspendableFunction(InterpretedFunction):
+    """``fn`` run by the interpreter in a mode that can stop at a call and go on later
+    (``interpret(fn, suspendable=True)``).
+
+    A lookaside or the ``opaque_call`` hook stops it by calling :func:`suspend`: the call then
+    raises :class:`Suspended`, whose ``suspension`` holds the interpreted frames and the call,
+    and :meth:`resume` goes on from there. It interprets with ops only (no basic blocks), which
+    is slower than :class:`InterpretedFunction`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        codes = self._codes
+        self._codes = CodeCache(codes.table, codes.hooked, codes.history, codes.hooks, False)
+
+    def _runtime(self) -> SuspendableRuntime:
+        rt = SuspendableRuntime(
+            self._codes,
+            self.lookasides,
+            self.callbacks,
+            self.provenance,
+            self.record_history,
+            self._lookaside_codes,
+        )
+        rt.fast_builtins = self._fast_builtins
+        rt.native_special = self.native_special
+        self._last = rt
+        return rt
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn``: its value, or :class:`Suspended` where it stopped at a call."""
+        rt = self._runtime()
+        if rt.prov is not None:
+            names = _parameter_names(self.fn)
+            for i, value in enumerate(args):
+                name = names[i] if i < len(names) else None
+                rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=name, index=i))
+            for key, value in kwargs.items():
+                rt.record(value, Provenance(ProvenanceKind.ARGUMENT, name=key, index=None))
+        return self._run(rt, rt.call, self.fn, args, kwargs, None)
+
+    def resume(
+        self, suspension: Suspension, value: Any = None, *, exception: BaseException | None = None
+    ) -> Any:
+        """Go on with the interpretation ``suspension`` stopped, its call having returned
+        ``value`` (or raised ``exception``): the innermost frame goes on after its call, then
+        each frame with the value of the one it called, and the outermost frame's value is
+        returned; an exception goes through the frames' handlers as in CPython. It may stop at a
+        call again (:class:`Suspended`). This function's lookasides, hooks and settings apply;
+        its ``fn`` plays no part. A suspension may be resumed several times (objects that its
+        frames share with the program, such as a list, are not copied). Resume outside the
+        ``except`` clause that caught :class:`Suspended`: as for any call made in one, the
+        program's exceptions would have it as their ``__context__``."""
+        rt = self._runtime()
+        frames = [rebuild_frame(rt, state) for state in suspension.frames]
+        if not frames:
+            raise ValueError("a suspension has at least one frame")
+        return self._run(rt, resume_frames, frames, value, exception)
+
+    def _run(self, rt: Runtime, runner: Callable[..., Any], *args: Any) -> Any:
+        """``runner(*args)`` as the interpretation ``rt`` (the entry's bookkeeping)."""
+        guard = rt.guard = DepthGuard(rt, depth_below(sys._getframe()))
+        token = _CURRENT_RUNTIME.set(rt)
+        callbacks = self.callbacks
+        lookups = set_special_lookup(callbacks.special_lookup if callbacks else None)
+        interpretation_started()
+        try:
+            return _with_stack_room(runner, *args)
+        except SuspendSignal as signal:
+            raise Suspended(signal.suspension) from None
+        except BaseException as e:
+            raise e.with_traceback(strip_interpreter_frames(e.__traceback__))  # noqa: B904
+        finally:
+            interpretation_ended()
+            reset_special_lookup(lookups)
+            guard.close()
+            _CURRENT_RUNTIME.reset(token)
+
+
 @functools.lru_cache(maxsize=1)
 def _default_table() -> tuple[dict[Any, Any], frozenset[CodeType], frozenset[Any]]:
     """The lookaside table of an interpretation without lookasides of its own (shared: it is
@@ -172,6 +259,7 @@ def _parameter_names(fn: Any) -> tuple[str, ...]:
     return tuple(code.co_varnames[: code.co_argcount])
 
 
+@overload
 def interpret(
     fn: Callable[..., Any],
     *,
@@ -181,6 +269,34 @@ def interpret(
     record_history: bool = False,
     opcode_table: OpcodeTable | None = None,
     native_special: Callable[[FunctionType], bool] | None = None,
+    suspendable: Literal[True],
+) -> SuspendableFunction: ...
+
+
+@overload
+def interpret(
+    fn: Callable[..., Any],
+    *,
+    lookasides: Mapping[Any, Callable[..., Any]] | None = None,
+    callbacks: Callbacks | None = None,
+    provenance: bool = False,
+    record_history: bool = False,
+    opcode_table: OpcodeTable | None = None,
+    native_special: Callable[[FunctionType], bool] | None = None,
+    suspendable: bool = False,
+) -> InterpretedFunction: ...
+
+
+def interpret(
+    fn: Callable[..., Any],
+    *,
+    lookasides: Mapping[Any, Callable[..., Any]] | None = None,
+    callbacks: Callbacks | None = None,
+    provenance: bool = False,
+    record_history: bool = False,
+    opcode_table: OpcodeTable | None = None,
+    native_special: Callable[[FunctionType], bool] | None = None,
+    suspendable: bool = False,
 ) -> InterpretedFunction:
     """Return a callable that runs ``fn``'s bytecode in the interpreter.
 
@@ -199,7 +315,13 @@ def interpret(
         native_special: a predicate on Python special methods (``__getitem__`` of some class,
             say): where CPython would call one implicitly, those it accepts run natively
             (properties and explicit calls are unaffected). Default: all are interpreted.
+        suspendable: return a :class:`SuspendableFunction`, which lookasides and hooks may
+            stop at a call (:func:`suspend`) and :meth:`~SuspendableFunction.resume` later.
     """
+    if suspendable:
+        return SuspendableFunction(
+            fn, lookasides, callbacks, provenance, record_history, opcode_table, native_special
+        )
     return InterpretedFunction(
         fn, lookasides, callbacks, provenance, record_history, opcode_table, native_special
     )

@@ -141,10 +141,16 @@ def _traced(op: Op, index: int, opname: str, argrepr: str, lineno: int) -> Op:
 
 
 def compile_code(
-    code: CodeType, table: OpcodeTable, hooked: bool, history: bool, hooks: frozenset[str]
+    code: CodeType,
+    table: OpcodeTable,
+    hooked: bool,
+    history: bool,
+    hooks: frozenset[str],
+    blocks: bool = True,
 ) -> CompiledCode:
     """Compile ``code`` into ops (one closure per instruction), for an interpretation whose
-    hook profile is ``hooks`` (``_callbacks.hook_profile``)."""
+    hook profile is ``hooks`` (``_callbacks.hook_profile``). ``blocks=False``: ops only, never
+    basic blocks (a suspendable interpretation needs every frame's value stack in its frame)."""
     normalized = normalize(code)
     names = _local_names(code)
     ctx = CompileContext(code, normalized.instructions, hooked, names, code.co_nlocals, hooks)
@@ -159,7 +165,7 @@ def compile_code(
             op = _traced(op, instr.index, instr.opname, instr.argrepr, instr.lineno)
         ops.append(op)
     cc = CompiledCode(code, normalized.instructions, normalized.handlers, ops, names)
-    if not history and table is DEFAULT_OPCODE_TABLE:
+    if blocks and not history and table is DEFAULT_OPCODE_TABLE:
         cc.block_builder = _block_builder(cc, ctx)
     else:
         cc.call_argcount = cc.fast_argcount
@@ -203,24 +209,29 @@ WARM_THRESHOLD = 8
 
 
 _COMPILED: weakref.WeakKeyDictionary[
-    CodeType, dict[tuple[bool, bool, frozenset[str]], CompiledCode]
+    CodeType, dict[tuple[bool, bool, frozenset[str], bool], CompiledCode]
 ] = weakref.WeakKeyDictionary()
 
 
 def compile_code_memo(
-    code: CodeType, table: OpcodeTable, hooked: bool, history: bool, hooks: frozenset[str]
+    code: CodeType,
+    table: OpcodeTable,
+    hooked: bool,
+    history: bool,
+    hooks: frozenset[str],
+    blocks: bool = True,
 ) -> CompiledCode:
     """:func:`compile_code`, memoized per code object for the default table (a pure memo: every
     interpreted function and runtime with the same mode and hook profile shares it)."""
     if table is not DEFAULT_OPCODE_TABLE:
-        return compile_code(code, table, hooked, history, hooks)
+        return compile_code(code, table, hooked, history, hooks, blocks)
     per_code = _COMPILED.get(code)
     if per_code is None:
         per_code = _COMPILED[code] = {}
-    key = (hooked, history, hooks)
+    key = (hooked, history, hooks, blocks)
     cc = per_code.get(key)
     if cc is None:
-        cc = per_code[key] = compile_code(code, table, hooked, history, hooks)
+        cc = per_code[key] = compile_code(code, table, hooked, history, hooks, blocks)
     return cc
 
 
@@ -244,22 +255,28 @@ _NO_ENTRY: tuple[Any, Any] = (None, None)
 class CodeCache:
     """Compiled code per code object for one table and mode (owned by an interpreted function)."""
 
-    __slots__ = ("entries", "history", "hooked", "hooks", "table")
+    __slots__ = ("blocks", "entries", "history", "hooked", "hooks", "table")
 
     def __init__(
-        self, table: OpcodeTable, hooked: bool, history: bool, hooks: frozenset[str]
+        self,
+        table: OpcodeTable,
+        hooked: bool,
+        history: bool,
+        hooks: frozenset[str],
+        blocks: bool = True,
     ) -> None:
         self.table = table
         self.hooked = hooked
         self.history = history
         self.hooks = hooks  # the hook profile (``_callbacks.hook_profile``)
+        self.blocks = blocks  # False: ops only (see compile_code)
         self.entries: dict[int, tuple[CodeType, CompiledCode]] = {}
 
     def get(self, code: CodeType) -> CompiledCode:
         entry = self.entries.get(id(code))
         if entry is not None and entry[0] is code:
             return entry[1]
-        cc = compile_code_memo(code, self.table, self.hooked, self.history, self.hooks)
+        cc = compile_code_memo(code, self.table, self.hooked, self.history, self.hooks, self.blocks)
         cc.native = is_opaque_code(code)
         if cc.native:
             cc.fast_argcount = cc.call_argcount = -1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from types import CellType, FunctionType, MethodType
+from types import CellType, CodeType, FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
 from thunder_interp._bytecode import Instruction
@@ -344,6 +344,25 @@ def call_function_ex(ins: Instruction, ctx: CompileContext) -> Op:
         return nxt
 
     return op
+
+
+def _op_codes(*factories: Any) -> frozenset[CodeType]:
+    """The code objects of the ops (closures named ``op*``) that ``factories`` make."""
+    return frozenset(
+        const
+        for factory in factories
+        for const in factory.__code__.co_consts
+        if isinstance(const, CodeType) and const.co_name.startswith("op")
+    )
+
+
+# The ops that run a call instruction (the CALL family and CALL_FUNCTION_EX): they pop the
+# callable and the arguments before the call, so the frame's stack then holds what lies below.
+# A suspension (``_suspend``) is at a call one of them made.
+CALL_OP_CODES = _op_codes(_call_factory, call_function_ex)
+CALL_OPNAMES = frozenset(
+    {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_METHOD", "CALL_FUNCTION_EX"}
+)
 
 
 def _annotations(value: Any) -> dict[str, Any]:
