@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +80,9 @@ class ForwardBackward:
     hidden_outputs: int = 0
     # Mutated inputs written through a view of them (eager's error for a leaf names the view).
     written_through_views: frozenset[int] = frozenset()
-    # Flat outputs that are views of an input taken under no_grad (eager's require grad).
-    no_grad_input_views: frozenset[int] = frozenset()
+    # Flat outputs that are views of an input taken under no_grad (eager's require grad): the
+    # input (by index) each is a view of.
+    no_grad_input_views: Mapping[int, int] = dataclasses.field(default_factory=dict, hash=False)
 
 
 def _carries_grad(p: Any) -> bool:
@@ -469,12 +470,12 @@ def split_forward_backward(
     )
 
 
-def _no_grad_input_views(trace: Trace, leaves: Sequence[Any]) -> frozenset[int]:
+def _no_grad_input_views(trace: Trace, leaves: Sequence[Any]) -> dict[int, int]:
     """The flat outputs (``leaves``) that are views of an input, each view taken under no_grad
-    (recorded with its gradient stopped): eager's views of a tensor that requires grad do too,
-    unlike ``x.detach()[1:]``."""
-    inputs = {a.name for a in trace.args if isinstance(a, TensorProxy)}
-    views: set[str] = set()
+    (recorded with its gradient stopped), with the input (by index) each is a view of: eager's
+    views of a tensor that requires grad do too, unlike ``x.detach()[1:]``."""
+    inputs = {a.name: i for i, a in enumerate(trace.args) if isinstance(a, TensorProxy)}
+    views: dict[str, int] = {}  # view: the input it is a view of
     for b in trace.bound_symbols:
         first = next(iter(b.flat_proxy_args), None)
         # (``detach`` is its stop alone; a view under no_grad is the view, then the stop)
@@ -483,13 +484,15 @@ def _no_grad_input_views(trace: Trace, leaves: Sequence[Any]) -> frozenset[int]:
             continue
         stopped = len(stops) > 1 and stops[-1]
         # (a view of such a view records no stop: its argument requires no grad here)
-        if (first.name in inputs and stopped) or first.name in views:
-            views.update(o.name for o in b.flat_proxy_outs)
-    return frozenset(
-        k
+        source = inputs.get(first.name) if stopped else None
+        source = views.get(first.name, source)
+        if source is not None:
+            views.update((o.name, source) for o in b.flat_proxy_outs)
+    return {
+        k: views[x.name]
         for k, x in enumerate(leaves)
         if isinstance(x, TensorProxy) and x.name in views and x.name not in inputs
-    )
+    }
 
 
 def _differentiated_inputs(

@@ -10,7 +10,7 @@ import threading
 import types
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -27,6 +27,8 @@ from thunder_transforms.autodiff.eager_graph import EagerGraph, EagerNode
 from thunder_transforms.autodiff.functorch_backward import run_below_transforms, under_transforms
 
 __all__ = ["DifferentiableFunction"]
+
+_NO_VIEWS: Mapping[int, int] = types.MappingProxyType({})
 
 
 class DifferentiableFunction:
@@ -147,6 +149,10 @@ class DifferentiableFunction:
                 outs[out_index] = outs[base_index].as_strided(
                     o.size(), o.stride(), o.storage_offset()
                 )
+            for out_index in call.alias_views:
+                # (a view, as eager's, of the detached alias it is returned as)
+                o = outs[out_index]
+                outs[out_index] = o.as_strided(o.size(), o.stride(), o.storage_offset())
         outs = list(outs)
         if self.hidden_outputs:
             outs = outs[: len(outs) - self.hidden_outputs]
@@ -278,21 +284,23 @@ def _private_views_detached(
     outs: Sequence[Any],
     args: Sequence[Any],
     call: _Call,
-    mutated: frozenset[int] | set[int],
     differentiable: Sequence[bool],
     through_custom_functions: frozenset[int] = frozenset(),
-    no_grad_views: frozenset[int] = frozenset(),
+    no_grad_views: Mapping[int, int] = _NO_VIEWS,
 ) -> list[Any]:
     """The outputs with each view of memory only it can reach (a view of an intermediate,
     ``(x * 2).view(-1)``, or of what an op made inside, ``repeat_interleave``) detached from
     its base. autograd refuses in-place writes into views a custom Function returns, where eager
     allows them on such a view; nothing else sees its base, so no view relation is lost. The
     detached tensor shares the version counter: a write still invalidates saved tensors.
-    A view of the memory of one input the program does not write (``a[0]``) goes to
-    ``call.input_views``: the caller gets it made again from that input (``__call__``); one of
-    another output's memory that no input shares (``return y, y[1:]``) is detached and goes to
-    ``call.output_views``, to be made again from that output, when both are differentiable
-    (a view remade from ``y.detach()`` would lose its gradient)."""
+    A view of an input (``a[0]``, written by the program or not, also where other inputs share
+    its memory) goes to ``call.input_views``: the caller gets it made again from that input
+    (``__call__``); one the program stopped the gradient of (``a.detach()[1:]``) is detached and
+    goes to ``call.alias_views``, to be made a view of that detached alias, as eager's; one of
+    another output (``y = x.detach(); return y, y[1:]``), or of its memory that no input shares
+    (``return y, y[1:]``), is detached and goes to ``call.output_views``, to be made again from
+    that output, when both are differentiable (a view remade from ``y.detach()`` would lose its
+    gradient) or neither is (a write into either rebases the other, as in eager)."""
     views = [
         i
         for i, o in enumerate(outs)
@@ -323,43 +331,83 @@ def _private_views_detached(
                 for j, a in enumerate(args)
                 if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == low
             ]
+            # The inputs ``o`` is a view of: one the trace says it took under no_grad (it may be
+            # a detached view), else those of its base, as autograd tracks views (overlapping
+            # views of one tensor passed as several inputs share it: any of them will do).
+            source = no_grad_views.get(i)
+            if source is not None:
+                of = [source] if source in owners else []
+            else:
+                of = [j for j in owners if _view_base(args[j]) is o._base]
             # Not made again: a view of a custom Function's output (it keeps its backward), nor
             # one the program stopped the gradient of (``x.detach()[1:]``) from an input that
             # requires grad (a view of the caller's would require grad), but a view taken under
             # no_grad (made again under no_grad: it requires grad, as eager's).
             stopped = not (i < len(differentiable) and differentiable[i]) and i not in no_grad_views
-            if (
-                len(owners) == 1
-                and owners[0] not in mutated
-                and i not in through_custom_functions
-                and not (stopped and args[owners[0]].requires_grad)
-            ):
-                a = args[owners[0]]
-                same = (a.dtype, a.device, a.layout, a.is_conj(), a.is_neg())
-                if same == (o.dtype, o.device, o.layout, o.is_conj(), o.is_neg()):
-                    call.input_views[i] = owners[0]
+            made_from = next(
+                (
+                    j
+                    for j in of
+                    if i not in through_custom_functions
+                    and not (stopped and args[j].requires_grad)
+                    and _kind(args[j]) == _kind(o)
+                ),
+                None,
+            )
+            if made_from is not None:
+                call.input_views[i] = made_from
                 continue
+            # The output ``o`` is a view of (``y = x.detach(); return y, y[1:]``), else one
+            # sharing only its memory (``return y, y[1:]`` of an intermediate ``y``).
             if owners:
-                continue
-            bases = [
-                j
-                for j, b in enumerate(outs)
-                if j not in views
-                and isinstance(b, torch.Tensor)
-                and b.untyped_storage().data_ptr() == low
-            ]
-            if len(bases) == 1 and all(
-                k < len(differentiable) and differentiable[k] for k in (i, bases[0])
+                bases = [k for k, b in enumerate(outs) if k not in views and b is o._base]
+            else:
+                bases = [
+                    k
+                    for k, b in enumerate(outs)
+                    if k not in views
+                    and isinstance(b, torch.Tensor)
+                    and b.untyped_storage().data_ptr() == low
+                ]
+            if (
+                len(bases) == 1
+                and _remade_from_output(o, outs[bases[0]], i, bases[0], differentiable)
+                and _kind(outs[bases[0]]) == _kind(o)
             ):
-                b = outs[bases[0]]
-                same = (b.dtype, b.device, b.layout, b.is_conj(), b.is_neg())
-                if same == (o.dtype, o.device, o.layout, o.is_conj(), o.is_neg()):
-                    # Detached here, made again from its base in ``__call__``.
-                    outs[i] = o.detach()
-                    call.output_views[i] = bases[0]
+                # Detached here, made again from its base in ``__call__``.
+                outs[i] = o.detach()
+                call.output_views[i] = bases[0]
+            elif owners and not of and stopped and i not in through_custom_functions:
+                # A view of an input's alias made inside (``x.detach()[1:]``): eager's is a view
+                # of a detached alias no one else sees, which a write into the input does not
+                # rebase; a custom Function's output view would refuse it. Detached here, a view
+                # of that detached alias in ``__call__``.
+                outs[i] = o.detach()
+                call.alias_views.add(i)
     except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, a subclass)
         return list(outs)
     return outs
+
+
+def _remade_from_output(
+    o: torch.Tensor, b: torch.Tensor, i: int, k: int, differentiable: Sequence[bool]
+) -> bool:
+    """Whether output ``o`` (index ``i``), sharing only output ``b``'s memory (index ``k``), is
+    made again from ``b``: where both carry gradients, or neither and ``o`` is a view of ``b``
+    itself (not of ``b.detach()``, which a write into ``b`` does not rebase)."""
+    d_o, d_b = (j < len(differentiable) and differentiable[j] for j in (i, k))
+    return (d_o and d_b) or (not d_o and not d_b and o._base is b)
+
+
+def _kind(t: torch.Tensor) -> tuple[Any, ...]:
+    """What a view made again by ``as_strided`` keeps of the tensor it is made from."""
+    return (t.dtype, t.device, t.layout, t.is_conj(), t.is_neg())
+
+
+def _view_base(t: torch.Tensor) -> torch.Tensor:
+    """The tensor autograd tracks ``t``'s views against: its base, or ``t`` itself."""
+    base = t._base
+    return t if base is None else base
 
 
 def _cotangents_read(backward: Trace, n_cotangents: int) -> list[frozenset[int]] | None:
@@ -414,13 +462,21 @@ class _Call:
     """What one ``_ThunderFunction.apply`` passes from ``forward`` to ``setup_context``: the
     outputs that are inputs returned unchanged, and what the backward trace takes."""
 
-    __slots__ = ("aliased_inputs", "input_views", "output_views", "returned_inputs", "saved")
+    __slots__ = (
+        "alias_views",
+        "aliased_inputs",
+        "input_views",
+        "output_views",
+        "returned_inputs",
+        "saved",
+    )
 
     def __init__(self, returned_inputs: dict[int, int]) -> None:
         self.returned_inputs = returned_inputs
         self.aliased_inputs: set[int] = set()  # the inputs returned as they are (by index)
         self.input_views: dict[int, int] = {}  # output index: the input it is a view of
         self.output_views: dict[int, int] = {}  # output index: the output it is a view of
+        self.alias_views: set[int] = set()  # outputs that are views of an input's detached alias
         self.saved: list[Any] = []
 
 
@@ -448,7 +504,6 @@ class _ThunderFunction(torch.autograd.Function):
                 outs,
                 args,
                 call,
-                fn.mutated_inputs,
                 fn.differentiable_outputs,
                 fn.through_custom_functions,
                 fn.no_grad_input_views,
