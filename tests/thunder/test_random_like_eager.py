@@ -191,8 +191,9 @@ def test_rng_state_inside_the_program_with_gradients() -> None:
 
 
 def test_generator_objects_from_outside_are_drawn_from() -> None:
-    """A generator passed in (keyed by identity) or read from a module (guarded by identity) is
-    the object the compiled program draws from, on every call; another one recompiles."""
+    """A generator passed in (an input, keyed by type and device: one program for every
+    generator) or read from a module (guarded by identity: another one recompiles) is the object
+    the compiled program draws from, on every call."""
 
     def fn(x, g):
         return x + torch.rand(3, generator=g)
@@ -209,7 +210,7 @@ def test_generator_objects_from_outside_are_drawn_from() -> None:
             want = f(x, g)
             g.manual_seed(seed)
             assert torch.equal(jf(x, g), want)
-        assert thunder.compile_stats(jf).cache_misses == 2
+        assert thunder.compile_stats(jf).cache_misses == 1
 
     class Noisy(torch.nn.Module):
         def __init__(self) -> None:

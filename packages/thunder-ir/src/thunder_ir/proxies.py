@@ -30,6 +30,7 @@ __all__ = [
     "ComplexProxy",
     "FloatProxy",
     "FutureTensorProxy",
+    "GeneratorProxy",
     "IntegerProxy",
     "NumberProxy",
     "Proxy",
@@ -1042,6 +1043,21 @@ class CollectionProxy(Proxy):
 
     def type_string(self) -> str:
         return type(self.collection).__name__
+
+
+class GeneratorProxy(Proxy):
+    """A ``torch.Generator`` argument: an input of the computation, so one program draws from
+    whichever generator of its device each call passes (it is keyed by type and device)."""
+
+    __slots__ = ("device",)
+    prefix = "gen"
+
+    def __init__(self, name: str | None = None, *, device: Any) -> None:
+        super().__init__(name)
+        self.device = device  # the torch.device the generator draws on
+
+    def type_string(self) -> str:
+        return f"torch.Generator {self.device}"
 
 
 def pyval(x: Any) -> Any:

@@ -42,6 +42,7 @@ from thunder_executors.torch_random import get_rng_state
 from thunder_ir import BoundSymbol, OpTag, Proxy, TensorProxy, Trace, Transform
 from thunder_ir.aliasing import alias_info, writes_in_place, written_inputs, written_intermediates
 from thunder_ir.codegen import Printer, bound_symbol_lines
+from thunder_ir.proxies import GeneratorProxy
 from thunder_ir.sizes import SizeFacts, size_facts
 from thunder_transforms import dce, recognize_composites, sign_flipped_rotary
 from thunder_transforms.autodiff import make_differentiable
@@ -144,11 +145,13 @@ def _noting_generator_states(
     computation: Callable[..., Any],
     devices: Sequence[str],
     generators: Sequence[torch.Generator] = (),
+    generator_inputs: Sequence[int] = (),
 ) -> Callable[..., Any]:
     """``computation`` noting on an exception it raises the states of the default generators of
-    ``devices`` and of the ``generators`` it draws from (passed in or read from outside state)
-    as the call found them (``GENERATOR_STATES``): the program draws random numbers and may run
-    again eagerly after an error (``jit_function._reruns_after_error``), and that eager run
+    ``devices``, of the ``generators`` it draws from (read from outside state) and of those
+    passed in at the positions ``generator_inputs`` of its inputs as the call found them
+    (``GENERATOR_STATES``): the program draws random numbers and may run again eagerly after an
+    error (``jit_function._reruns_after_error``), and that eager run
     (``jit_function._rerun_after_error``) draws eager's numbers from them."""
 
     def run(*args: Any) -> Any:
@@ -156,6 +159,7 @@ def _noting_generator_states(
             (device, get_rng_state(device)) for device in devices
         ]
         states.extend((g, g.get_state()) for g in generators)
+        states.extend((args[i], args[i].get_state()) for i in generator_inputs)
         try:
             return computation(*args)
         except Exception as e:
@@ -166,10 +170,13 @@ def _noting_generator_states(
     return run
 
 
-def _drawn_generators(program: TracedProgram) -> tuple[list[str], list[torch.Generator]]:
-    """The devices whose default generators the program draws from and the generators passed in
-    (or read) it draws from, where an error may run the call again eagerly (it writes outside
-    state or an input, or may catch an op's error): empty where it draws nothing."""
+def _drawn_generators(
+    program: TracedProgram,
+) -> tuple[list[str], list[torch.Generator], list[int]]:
+    """The devices whose default generators the program draws from, the generators read from
+    outside state it draws from and the positions of its generator inputs, where an error may
+    run the call again eagerly (it writes outside state or an input, or may catch an op's
+    error): empty where it draws nothing."""
     trace = program.trace
     if not (
         program.writes
@@ -177,7 +184,7 @@ def _drawn_generators(program: TracedProgram) -> tuple[list[str], list[torch.Gen
         or trace.caught_op_outputs
         or _input_writes(trace)
     ):
-        return [], []
+        return [], [], []
     devices: set[str] = set(trace.caught_after_draws_on)
     generators: dict[int, torch.Generator] = {}
 
@@ -196,7 +203,8 @@ def _drawn_generators(program: TracedProgram) -> tuple[list[str], list[torch.Gen
 
     visit(trace.bound_symbols, False)
     kept = sorted(d for d in devices if torch.device(d).type in ("cpu", "cuda"))
-    return kept, list(generators.values())
+    inputs = [i for i, (p, _) in enumerate(program.inputs) if isinstance(p, GeneratorProxy)]
+    return kept, list(generators.values()), inputs
 
 
 # The attribute of a computation's exception that holds the generators' states at its start.
@@ -251,9 +259,9 @@ def _compile_entry(
         contiguous_checked,
     )
     clock.lap("transforms")
-    devices, generators = _drawn_generators(program)
-    if devices or generators:
-        computation = _noting_generator_states(computation, devices, generators)
+    devices, generators, generator_inputs = _drawn_generators(program)
+    if devices or generators or generator_inputs:
+        computation = _noting_generator_states(computation, devices, generators, generator_inputs)
     warning_replays = tuple((w.value[0], w.value[1]) for w in program.writes if w.kind == "warn")
     if warning_replays:  # checked before any effect: eager raises at the call
         computation = checking_warning_filters(computation, warning_replays)

@@ -13,7 +13,8 @@ key where it accepts the tensors, else read, ``TensorKeys``), and, with two tens
 of them share memory; per plain value (a number,
 string, dtype, device, ``torch.Size``...) its type and (with constant values) its value; per
 value-like object (enum members, memory formats, slices and sets of plain values, functions) the
-value itself, or the object's identity where its class defines its own equality; tuple subclasses
+value itself, or the object's identity where its class defines its own equality; per
+``torch.Generator`` its device (an input of the computation, not a constant of it); tuple subclasses
 item by item; per other object nothing (what the program reads from it is guarded by the prologue).
 Every leaf is checked to be of the kind seen at compile time (its exact type; any plain type where
 a plain value was): a call whose arguments have another structure or kinds makes the generated code
@@ -678,8 +679,10 @@ class _Generator:
             self.body.append(f"  {', '.join(parts)} = {var}.func, {var}.args, {var}.keywords")
             for name, part in zip(parts, ("func", "args", "keywords"), strict=True):
                 self.leaf(name, getattr(value, part), f"{label}.{part}", depth + 1)
-        elif isinstance(value, torch.Generator):  # the program draws from this object
-            self.add(f"Same({var})", label)
+        elif isinstance(value, torch.Generator):
+            # An input the program draws from (its exact type checked above): any generator of
+            # this device takes the same program (the prologue pins one it cannot pass in).
+            self.add(f"{var}.device", f"device of {label}")
         elif (
             isinstance(value, _WEAKLY_KEYED)
             and _weakly_referable(value)

@@ -25,7 +25,7 @@ from thunder.binding.fallback import is_ir_refusal
 from thunder.binding.locations import is_library_file
 from thunder.binding.regions import GradEnabledInside, LockBusy
 from thunder.binding.reshape_writes import install as install_reshape_write_check
-from thunder.binding.rng import drawing_from
+from thunder.binding.rng import drawing_from, generators_as_inputs
 from thunder.binding.state import (
     ExternalRef,
     Guard,
@@ -213,6 +213,7 @@ def _trace_with(
             prims.python_return(template if outputs is None else outputs)
             _returned_leaf(trace, binder)
             check_data_decisions(trace, binder.inputs)
+            recorded = generators_as_inputs(binder, recorded, template)
         except Exception as e:
             reported = _as_reported(e)
             if reported is e:
@@ -234,6 +235,7 @@ def _trace_with(
             finally:  # (after: another thread taking them sees the state as it was)
                 binder.release_held_locks()
             trace.read_data = None  # it holds this call's tensors
+            trace.raised_by_ops.clear()  # their tracebacks hold this call's arguments
             trace.in_handler = None
     return _result(binder, template, outputs, recorded)
 

@@ -778,7 +778,11 @@ class ReadsMixin(BinderState):
         if isinstance(x, torch.Tensor):
             return self._tensor_input(x, access, guarded=guarded)
         if isinstance(x, torch.Generator):
-            self.facts.generators.add(id(x))  # keyed by identity (signature)
+            self.facts.generators.add(id(x))
+            if keyed and not guarded:  # keyed by type and device: an input (once traced)
+                self.inputs.generator_args.setdefault(id(x), (x, access))
+            else:  # the key does not cover it: which object it is
+                self._pin_identity(access, x)
         if isinstance(x, (set, frozenset)) and not is_plain(frozenset(x)):
             return self._bind_set_of_objects(x, access)
         if id(x) in self.inputs.argument_copies:  # (an object with a stand-in, bound twice)
@@ -1035,8 +1039,10 @@ class ReadsMixin(BinderState):
             self.facts.guards.setdefault(access, Guard(access, "value", value))
             return value
         if isinstance(value, torch.Generator):
-            # The program draws from this object: another one at this path recompiles.
-            self._pin_identity(access, value)
+            # The program draws from this object: another one at this path recompiles (an
+            # argument's, read through its container, is an input: keyed by type and device).
+            if not self._is_generator_argument(value, access):
+                self._pin_identity(access, value)
             self.facts.generators.add(id(value))
             return value
         t = type(value)
@@ -1263,8 +1269,10 @@ class ReadsMixin(BinderState):
                 self._track_iterable_callable(item, item_access)
             elif isinstance(item, torch.Generator):
                 # drawn from, reached by iteration too (``for g in gens``): which object it is
-                kind = "is"
                 self.facts.generators.add(id(item))
+                if self._is_generator_argument(item, item_access):
+                    continue  # an input (keyed by type and device)
+                kind = "is"
             elif isinstance(item, (*_C_CALLABLES, types.CodeType)):
                 kind = "is"  # its type says nothing of what it does (itemgetter(0) or (1))
             else:
@@ -1273,6 +1281,11 @@ class ReadsMixin(BinderState):
             self.facts.guards.setdefault(
                 item_access, Guard(item_access, kind, type(item) if kind == "type" else item)
             )
+
+    def _is_generator_argument(self, value: Any, access: Access) -> bool:
+        """Whether ``value`` is the generator argument bound at ``access`` (made an input)."""
+        found = self.inputs.generator_args.get(id(value))
+        return found is not None and found[0] is value and found[1] == access
 
     def _pin_identity(self, access: Access, value: Any) -> None:
         """Guards which object is at ``access``; a weaker guard set there before (the "type"

@@ -5,25 +5,39 @@
 fork), so draws inside leave the outer stream as eager does; ``torch.manual_seed(n)`` is an op
 run on every call. ``torch.get_rng_state``/``set_rng_state`` are ops themselves (their torch
 names): the state is read when the program runs, never a constant of it. A ``torch.Generator``
-found outside the program (an argument: keyed by identity; a global or attribute: guarded by
+found outside the program (an argument: an input; a global or attribute: guarded by
 identity) is the object the compiled program draws from; one made inside is refused
-(``refuse_generators``): it would be baked into the compiled program."""
+(``refuse_generators``): it would be baked into the compiled program. A generator argument the
+cache key covers (by type and device) is an input of the computation (``generators_as_inputs``):
+one program serves a fresh generator on every call and holds none."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from thunder.binding.state import Guard, template_leaves
 from thunder.errors import RandomStateError, RunsEagerly
 from thunder_ir import ops as ltorch
 from thunder_ir.ops.random_state import GUARDED_GENERATORS, draws_from_own_generator
-from thunder_ir.pytree import tree_iter
+from thunder_ir.proxies import GeneratorProxy
+from thunder_ir.pytree import tree_iter, tree_map
+from thunder_ir.symbol import BoundSymbol
 
-__all__ = ["drawing_from", "refuse_generator_state", "refuse_generators", "rng_lookasides"]
+if TYPE_CHECKING:
+    from thunder.binding.binder import Binder
+
+__all__ = [
+    "drawing_from",
+    "generators_as_inputs",
+    "refuse_generator_state",
+    "refuse_generators",
+    "rng_lookasides",
+]
 
 
 class _ForkedRng:
@@ -118,3 +132,55 @@ def refuse_generator_state(method: str) -> None:
             f"calls torch.Generator.{method} (torch.seed(), torch.initial_seed() call it), "
             "which reads or sets a random generator's seed or state on every call"
         )
+
+
+def generators_as_inputs(
+    binder: Binder, recorded: list[BoundSymbol], template: Any
+) -> list[BoundSymbol]:
+    """Once the program is traced: each generator argument the cache key covers becomes an input
+    of the computation (a ``GeneratorProxy`` the recorded draws take in its place), so the
+    program draws from the generator each call passes and keeps none. One the program also
+    reached another way (a global, returned or stored as an object) stays the object it drew
+    from, its path guarded by identity. Returns ``recorded`` with the same replacements."""
+    found = binder.inputs.generator_args
+    if not found:
+        return recorded
+    trace = binder.trace
+    kept = {id(g.expected) for g in binder.facts.guards.values() if g.kind == "is"}
+    outside = [template, *(w.value for w in binder.effects.writes)]
+    kept.update(id(x) for x in template_leaves(outside) if isinstance(x, torch.Generator))
+    proxies: dict[int, GeneratorProxy] = {}
+    for key, (generator, access) in found.items():
+        if key in kept:
+            binder.facts.guards[access] = Guard(access, "is", generator)
+            continue
+        proxy = GeneratorProxy(binder._name_for(access), device=generator.device)
+        proxies[key] = proxy
+        binder.inputs.in_order.append((proxy, access))
+        binder.paths.access_of.pop(key, None)  # (the traced program's objects would hold it)
+    if not proxies:
+        return recorded
+    trace.args = tuple(p for p, _ in binder.inputs.in_order)
+    replaced: dict[int, BoundSymbol] = {}
+
+    def swap(x: Any) -> Any:
+        return proxies.get(id(x), x) if isinstance(x, torch.Generator) else x
+
+    def rewrite(b: BoundSymbol) -> BoundSymbol:
+        done = replaced.get(id(b))
+        if done is not None:
+            return done
+        subsymbols = tuple(map(rewrite, b.subsymbols))
+        if any(isinstance(x, torch.Generator) for x in b.flat_args) or any(
+            s is not t for s, t in zip(subsymbols, b.subsymbols)
+        ):
+            new = b.replace(
+                args=tree_map(swap, b.args), kwargs=tree_map(swap, b.kwargs), subsymbols=subsymbols
+            )
+        else:
+            new = b
+        replaced[id(b)] = new
+        return new
+
+    trace.bound_symbols[:] = map(rewrite, trace.bound_symbols)
+    return list(map(rewrite, recorded))

@@ -487,6 +487,10 @@ class Inputs:
     # Outside containers of tensors -> the copy holding proxies the program sees (one per
     # container, so that reading it twice gives the same object).
     proxied_copies: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    # torch.Generator arguments the cache key covers (by type and device), by id: (the
+    # generator, the path it was first found at). Made inputs once the program is traced
+    # (``rng.generators_as_inputs``).
+    generator_args: dict[int, tuple[Any, Access]] = field(default_factory=dict)
 
 
 @dataclass
@@ -501,7 +505,8 @@ class Facts:
     # super(), special methods) and the code of outside functions: (holder, name, what
     # getattr(holder, name) gave), checked to stay so (guards.Lookups).
     lookups: dict[tuple[Any, ...], tuple[Any, str, Any]] = field(default_factory=dict)
-    # ids of the torch.Generator objects found outside the program (guarded by identity).
+    # ids of the torch.Generator objects found outside the program (arguments: inputs of the
+    # computation; globals and attributes: guarded by identity).
     generators: set[int] = field(default_factory=set)
     # The last generic read (object.__getattribute__) inside a class's own interpreted
     # __getattribute__: (object, value or _MISSING). Its outer read is then not guarded again.
