@@ -720,8 +720,11 @@ def _differentiable_computation(
         )
 
     try:
+        fuses = _fuses(executors)
+        # Fused, a value the backward reads from memory (a matmul's operand) is saved: recomputing
+        # it would cost the step a pass over memory (and GELU's erf twice).
         fn, _fw, _bw = make_differentiable(
-            trace, compile=compile_half, rematerialize=_fuses(executors)
+            trace, compile=compile_half, rematerialize=fuses, recompute_materialized=not fuses
         )
     except NotImplementedError as e:
         raise JitError(

@@ -103,13 +103,15 @@ def make_differentiable(
     compile: Callable[[Trace], Callable[..., Any]],
     requires_grad: Sequence[bool] | None = None,
     rematerialize: bool = True,
+    recompute_materialized: bool = True,
 ) -> tuple[Callable[..., Any], Trace, Trace]:
     """Splits ``trace`` into forward and backward traces, compiles both with ``compile`` and wires
     them to ``torch.autograd``. Returns the callable (it takes the trace's inputs in order) and
     the forward and backward traces. With ``rematerialize``, cheap values are recomputed in the
     backward where that saves memory (min-cut, see ``remat``); checkpointed regions (see
     ``thunder_transforms.checkpoint``) and ops tagged ``OpTag.RECOMPUTE`` (ZeRO-3's parameter
-    gathers) are recomputed either way.
+    gathers) are recomputed either way. With ``recompute_materialized=False`` values the backward
+    reads from memory (a matmul's operand) are saved, not recomputed (``remat``).
 
     A trace that writes in place where only torch.autograd can do what eager does
     (``eager_autograd.needs_eager_autograd``: a written input, a tensor autograd may have saved
@@ -127,18 +129,22 @@ def make_differentiable(
             compile=compile,
             requires_grad=cut.second_requires_grad,
             rematerialize=rematerialize,
+            recompute_materialized=recompute_materialized,
         )
         first, fw, bw = make_differentiable(
             cut.first,
             compile=compile,
             requires_grad=cut.first_requires_grad,
             rematerialize=rematerialize,
+            recompute_materialized=recompute_materialized,
         )
         return ChainedFunction(cut, first, second), fw, bw
     fb = split_forward_backward(trace, requires_grad=requires_grad)
     eager = eager_graph(trace, requires_grad)
     if rematerialize:
-        fb = remat.rematerialize(fb, saved_by_eager=eager.saved_inputs)
+        fb = remat.rematerialize(
+            fb, saved_by_eager=eager.saved_inputs, recompute_materialized=recompute_materialized
+        )
     else:  # what must be recomputed still is: checkpointed regions, OpTag.RECOMPUTE (gathers)
         fb = remat.rematerialize(fb, method="checkpointed_only")
     fb = forward_reads_of_unsaved_inputs(fb, eager.saved_inputs)

@@ -18,6 +18,14 @@ composite's inputs and other outputs (``native_layer_norm``'s output, from its i
 bias and the small mean and rstd, which the fused backward reads anyway). The intermediates of
 such a part exist only in the decomposition: they are never saved.
 
+With ``recompute_materialized=False`` (what ``thunder.jit`` runs with a fusion executor), a
+value the backward must hold in memory, because an op no fusion region takes reads it there (a
+matmul's operand: a normalized output, an activation before a linear layer), directly or through
+shape ops, is never recomputed (``_materialized_in_backward``): recomputing it is not free, the
+backward computes it once more and writes it out where it would read a saved one (GELU's erf
+twice per layer). The backward then reads it as eager's does, saved by the forward that wrote it
+anyway: more bytes saved, at most eager's, for a faster step. The default saves fewest bytes.
+
 Values listed in ``ForwardBackward.checkpointed`` (activation checkpointing, see
 ``thunder_transforms.checkpoint``) are never saved: any non-random op producing them may be
 recomputed and their capacity is infinite, so the backward recomputes such a region from its
@@ -136,17 +144,24 @@ def rematerialize(
     *,
     method: Literal["min_cut", "checkpointed_only", "greedy"] = "min_cut",
     saved_by_eager: frozenset[int] | None = None,
+    recompute_materialized: bool = True,
 ) -> ForwardBackward:
     """``fb`` with forward values recomputed in the backward where that saves bytes (and the
     values of checkpointed regions always recomputed). Gradients are unchanged.
 
     ``saved_by_eager``: the trace inputs (by position) eager's graph saves. Only those are free to
     save (min-cut); recomputing from another would make the backward read an input eager's does
-    not, which the caller may write between forward and backward (``tanh(x)`` saves its result)."""
+    not, which the caller may write between forward and backward (``tanh(x)`` saves its result).
+
+    ``recompute_materialized=False``: values the backward reads from memory (a matmul's operand)
+    are saved, not recomputed (min-cut; see the module's docstring)."""
     start = time.perf_counter()
     if method in ("min_cut", "checkpointed_only"):
         kept, recompute = _min_cut_choice(
-            fb, cheap_ops=method == "min_cut", saved_by_eager=saved_by_eager
+            fb,
+            cheap_ops=method == "min_cut",
+            saved_by_eager=saved_by_eager,
+            recompute_materialized=recompute_materialized,
         )
     elif method == "greedy":
         kept, recompute = _greedy_choice(fb)
@@ -178,6 +193,58 @@ def _recomputable(bsym: BoundSymbol, checkpointed: frozenset[str], cheap_ops: bo
     )
 
 
+_FUSIBLE_TAGS = frozenset({OpTag.ELEMENTWISE, OpTag.SHAPE_OP, OpTag.REDUCTION, OpTag.FACTORY})
+
+
+def _fusible(bsym: BoundSymbol) -> bool:
+    """Whether a fusion region can compute ``bsym`` with the ops that produce its inputs:
+    elementwise, shape, reduction and factory prims, and composites of them (``gelu_backward``,
+    ``layer_norm_backward``). A matmul, attention or an indexing op reads its inputs from memory."""
+    tags = bsym.sym.tags
+    if bsym.sym.is_prim:
+        return not _FUSIBLE_TAGS.isdisjoint(tags) and OpTag.MATMUL not in tags
+    return bool(bsym.subsymbols) and all(_fusible(s) for s in bsym.subsymbols)
+
+
+def _materialized_in_backward(fw: Trace, bw: Trace) -> set[str]:
+    """The forward values that the backward must hold in memory: read there by an op that is not
+    ``_fusible``, directly or through shape ops of one tensor (of either trace: a reshape or a
+    transpose holds the same elements; a value made by one is a view, free to recompute, and is
+    not listed). A ``cat`` joins its inputs into new memory: its readers are not theirs."""
+
+    def passes_through(b: BoundSymbol) -> bool:
+        tensors = [a for a in b.flat_proxy_args if isinstance(a, TensorProxy)]
+        return OpTag.SHAPE_OP in b.sym.tags and len(tensors) == 1
+
+    readers: dict[str, list[tuple[BoundSymbol, bool]]] = {}
+    for in_backward, trace in ((False, fw), (True, bw)):
+        for b in trace.bound_symbols:
+            if b.has_tag(OpTag.DELETE) or (not in_backward and b.has_tag(OpTag.RETURN)):
+                continue
+            for a in b.flat_proxy_args:
+                readers.setdefault(a.name, []).append((b, in_backward))
+    memo: dict[str, bool] = {}
+
+    def materialized(name: str) -> bool:
+        if name not in memo:
+            memo[name] = False  # no cycles in a trace; guards the recursion all the same
+            memo[name] = any(
+                any(materialized(o.name) for o in b.flat_proxy_outs)
+                if passes_through(b)
+                else in_backward and not _fusible(b)
+                for b, in_backward in readers.get(name, ())
+            )
+        return memo[name]
+
+    return {
+        o.name
+        for b in fw.bound_symbols
+        if not passes_through(b)
+        for o in b.flat_proxy_outs
+        if isinstance(o, TensorProxy) and materialized(o.name)
+    }
+
+
 def _reads_written_memory(fw: Trace) -> Callable[[BoundSymbol], bool]:
     """Whether a forward op reads memory the forward writes in place (a batch_norm buffer, an
     input written at its end): the value it read is not there any more in the backward, so it is
@@ -195,7 +262,11 @@ def _flat_subsymbols(bsym: BoundSymbol) -> Iterable[BoundSymbol]:
 
 
 def _min_cut_choice(
-    fb: ForwardBackward, *, cheap_ops: bool, saved_by_eager: frozenset[int] | None = None
+    fb: ForwardBackward,
+    *,
+    cheap_ops: bool,
+    saved_by_eager: frozenset[int] | None = None,
+    recompute_materialized: bool = True,
 ) -> tuple[set[str], dict[str, BoundSymbol]]:
     fw, bw = fb.forward, fb.backward
     checkpointed = fb.checkpointed
@@ -223,6 +294,9 @@ def _min_cut_choice(
     )
     needed = list(bw.args[: fb.n_saved])
     reads_written = _reads_written_memory(fw)
+    materialized = (
+        _materialized_in_backward(fw, bw) if cheap_ops and not recompute_materialized else set()
+    )
 
     # The values that matter: what the backward reads and, through recomputable ops, what those
     # are computed from, up to values that cannot be recomputed.
@@ -240,6 +314,11 @@ def _min_cut_choice(
             and p.name not in inputs
             and _recomputable(b, checkpointed, cheap_ops)
             and not reads_written(b)
+            and (
+                p.name not in materialized
+                or p.name in checkpointed
+                or OpTag.RECOMPUTE in b.sym.tags
+            )
         )
         recomputable[p.name] = ok
         if ok:
