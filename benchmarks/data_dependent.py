@@ -9,8 +9,8 @@
 - The cost of a decision on data: a program that branches on ``s > 0`` (``s = x.sum()``) against
   the same program without the branch: the read and the check (goal: at most 10 us per call).
 - The cost of a split: a program calling a function run natively (``thunder.run_natively``), which
-  runs split by torch.compile, against its two parts jitted apart with the native call between
-  them (goal: at most 10 us per call).
+  runs split as thunder's own segments (``THUNDER_OWN_SEGMENTS=0``: by torch.compile), against its
+  two parts jitted apart with the native call between them (goal: at most 10 us per call).
 
 Run: ``python -m benchmarks data_dependent [--repeat N] [--no-torch-compile]``.
 """
@@ -192,8 +192,8 @@ def main() -> None:
     tparts, tsplit = median_times([lambda: second(native(first(x))), lambda: js(x)], 2000)
     print(
         f"{'split at a native call':<22}{tparts * 1e6:10.2f} us parts  {tsplit * 1e6:10.2f} us "
-        f"split (+{(tsplit - tparts) * 1e6:.2f} us per call: torch.compile's frame, guards and "
-        "resume; goal <= 10 us)"
+        f"split (+{(tsplit - tparts) * 1e6:.2f} us per call: the key lookup, the first segment's "
+        "epilogue, the state into the continuation; goal <= 10 us)"
     )
     print("goals: MoE one program, no slower than eager; decode no slower than eager")
 

@@ -47,6 +47,7 @@ from thunder.errors import (
     JitError,
     RequestedError,
     RunsEagerly,
+    RunsNatively,
     RunsSplit,
 )
 from thunder.guards import PatchedByFxTracer, RewrappedByTorch
@@ -637,6 +638,11 @@ class ThunderFunction:
         # reaches it (it runs the nodes torch must run by torch, thunder's program around them).
         self.split_by_caller = False
         self._warned_split = False
+        # Thunder's own segments around a native call (THUNDER_OWN_SEGMENTS=0 switches them
+        # off), and the keys they refused (torch.compile runs those calls).
+        self._segments_enabled = os.environ.get("THUNDER_OWN_SEGMENTS", "1") != "0"
+        self._own_segments: Any = None
+        self._segments_refused: set[Any] = set()
         self._native_reason = _native_reason(fn)  # every call runs natively
         self._warned_native = False
         with contextlib.suppress(AttributeError, TypeError):  # objects without a name
@@ -702,9 +708,12 @@ class ThunderFunction:
         except Exception:  # another structure (or nothing compiled yet): the slow path
             key = bucket = None
         if bucket is None and split_keys:
+            segments = self._own_segments
+            if segments is not None and key in segments.keys:  # thunder's own segments run it
+                return self._run_segments(args, kwargs, key)
             facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
             if (key, facts) in split_keys:  # it runs split: no program to try
-                return self._run_split(args, kwargs, None, facts)
+                return self._run_split(args, kwargs, None, facts, key)
         if bucket is not None:
             for i, entry in enumerate(bucket):
                 try:
@@ -775,7 +784,7 @@ class ThunderFunction:
             if structure is not None and key is not None and structure.split:
                 facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
                 if (key, facts) in structure.split:
-                    return self._run_split(args, kwargs, None, facts)
+                    return self._run_split(args, kwargs, None, facts, key)
             if structure is not None and key is not None and key in structure.eager:
                 left, wait = structure.eager[key]
                 if left:  # tracing these inputs failed where eager ran: no retrace on every call
@@ -1059,7 +1068,7 @@ class ThunderFunction:
                     if structure is not None and key is not None:
                         structure.split.add((key, facts))
                     turn.end()
-                    return self._run_split(args, kwargs, raised, facts)
+                    return self._run_split(args, kwargs, raised, facts, key)
                 progress.running("running eagerly")
                 wait = _next_eager_wait(structure, key)
                 if raised is _INTERNAL:
@@ -1296,6 +1305,7 @@ class ThunderFunction:
         kwargs: dict[str, Any],
         reason: RunsSplit | None,
         facts: tuple[bool, ...],
+        key: Any = None,
     ) -> Any:
         """A call that cannot be one program (``RunsSplit``: it reaches a function run natively,
         or reads data where tracing cannot): ``torch.compile`` with thunder's backend
@@ -1313,40 +1323,97 @@ class ThunderFunction:
         progress.running("running split by torch.compile", split=True)
         distribution = torch.distributions.Distribution
         validating = distribution._validate_args
-        split_program = self._split_programs.get(facts)
-        if split_program is None:
-            import_compile_stack("torch._dynamo")  # never alongside the compile thread
-            from thunder.dynamo import ThunderCompiler
-            from thunder.dynamo.split_program import compile_split
-
-            # A backend of its own: dynamo's cache entries are kept apart per backend.
-            compiler = ThunderCompiler.of_jit(self.options, self.executors, self.transforms)
-            compiler.subgraphs = self.stats.split_graphs
-            # A module's own _call_impl, not the module: torch.compile's OptimizedModule wrapper
-            # would fire global module hooks once more.
-            target = self.fn._call_impl if isinstance(self.fn, torch.nn.Module) else self.fn
-            # (the first one made serves every thread: dynamo compiles it once)
-            split_program = self._split_programs.setdefault(facts, compile_split(target, compiler))
         if reason is not None:
             where = user_location(reason)
             at = f" at {where}" if where and where not in str(reason) else ""
             self.stats.last_split_reason = f"{reason}{at}"
-            logs.log_split(self._name, self.stats.last_split_reason)
-            if not self._warned_split:
-                self._warned_split = True
-                warnings.warn(
-                    f"thunder.jit: {self._name} {self.stats.last_split_reason}; such calls run "
-                    "split by torch.compile with thunder's backend: that part runs natively "
-                    "and thunder compiles the graphs around it (shown once; "
-                    "thunder.compile_stats(fn).split_graphs lists them)",
-                    stacklevel=logs.user_stacklevel(),
-                )
         self.stats.split_calls += 1
+        if self._segments_enabled and self._own_segments is None:
+            from thunder.own_segments import OwnSegments
+
+            self._own_segments = OwnSegments(self)
+        refused: str | None = None
+        if reason is not None and not isinstance(reason, RunsNatively):
+            self._segments_refused.add(key)  # (a split the first segment would make too)
+        if self._own_segments is not None and key not in self._segments_refused:
+            from thunder.binding.segments import SegmentRefused
+
+            try:
+                result = self._own_segments(args, kwargs)
+            except SegmentRefused as e:  # nothing ran: torch.compile runs the call
+                self._segments_refused.add(key)
+                refused = f"thunder's own segments refused it: {e.reason}"
+            else:
+                if key is not None:  # later calls of the key go to the segments directly
+                    self._own_segments.keys.add(key)
+                if reason is not None:
+                    self._said_split(segments=True)
+                return result
+        if reason is not None:
+            self._said_split(refused)
+        elif refused is not None:
+            logs.log_split(self._name, refused)
+        split_program = self._split_programs.get(facts)
+        if split_program is None:
+            split_program = self._split_program(facts)
         distribution._validate_args = validating
         try:
             return split_program(*args, **kwargs)
         finally:
             distribution._validate_args = validating
+
+    def _said_split(self, refused: str | None = None, segments: bool = False) -> None:
+        """The split's log message and its warning (once), with ``last_split_reason``."""
+        said = self.stats.last_split_reason or ""
+        logs.log_split(self._name, f"{said} ({refused})" if refused else said, segments)
+        if not self._warned_split:
+            self._warned_split = True
+            how = (
+                "as thunder's own segments: that part runs natively and thunder compiles the "
+                "programs before and after it (shown once; thunder.compile_stats(fn)"
+                ".split_graphs lists them)"
+                if segments
+                else "split by torch.compile with thunder's backend: that part runs natively "
+                "and thunder compiles the graphs around it (shown once; "
+                "thunder.compile_stats(fn).split_graphs lists them)"
+            )
+            warnings.warn(
+                f"thunder.jit: {self._name} {said}; such calls run {how}",
+                stacklevel=logs.user_stacklevel(),
+            )
+
+    def _run_segments(self, args: tuple[Any, ...], kwargs: dict[str, Any], key: Any) -> Any:
+        """A call of a key that ran as thunder's own segments before: they run it (their
+        programs guard what the call's split facts would); torch.compile where they refuse."""
+        from thunder.binding.segments import SegmentRefused
+
+        self.stats.split_calls += 1
+        try:
+            return self._own_segments(args, kwargs)
+        except SegmentRefused as refused:
+            self._own_segments.keys.discard(key)
+            self._segments_refused.add(key)
+            logs.log_split(self._name, f"thunder's own segments refused it: {refused.reason}")
+        self.stats.split_calls -= 1  # (counted again by the split)
+        facts = _split_facts(self.fn, args, kwargs, self._split_facts_held)
+        return self._run_split(args, kwargs, None, facts, key)
+
+    def _split_program(self, facts: tuple[bool, ...]) -> Any:
+        """``torch.compile`` of the function with thunder's backend, for calls with ``facts``."""
+        import torch
+
+        import_compile_stack("torch._dynamo")  # never alongside the compile thread
+        from thunder.dynamo import ThunderCompiler
+        from thunder.dynamo.split_program import compile_split
+
+        # A backend of its own: dynamo's cache entries are kept apart per backend.
+        compiler = ThunderCompiler.of_jit(self.options, self.executors, self.transforms)
+        compiler.subgraphs = self.stats.split_graphs
+        # A module's own _call_impl, not the module: torch.compile's OptimizedModule wrapper
+        # would fire global module hooks once more.
+        target = self.fn._call_impl if isinstance(self.fn, torch.nn.Module) else self.fn
+        # (the first one made serves every thread: dynamo compiles it once)
+        return self._split_programs.setdefault(facts, compile_split(target, compiler))
 
     def _warn_internal_error(self, error: Exception, eager_wait: int | None = None) -> None:
         """Compiling the traced program raised inside thunder: the call runs eagerly (its result

@@ -218,14 +218,16 @@ def log_eager(name: str, reason: str) -> None:
         log.info("%s: the call at %s ran eagerly: %s", name, user_call_site() or "?", reason)
 
 
-def log_split(name: str, reason: str) -> None:
+def log_split(name: str, reason: str, segments: bool = False) -> None:
     log = _on("splits")
     if log is not None:
         log.info(
-            "%s: the call at %s runs split by torch.compile (thunder compiles the graphs around "
-            "the native call): %s",
+            "%s: the call at %s runs split %s: %s",
             name,
             user_call_site() or "?",
+            "as thunder's own segments around the native call"
+            if segments
+            else "by torch.compile (thunder compiles the graphs around the native call)",
             reason,
         )
 

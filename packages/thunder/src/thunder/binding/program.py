@@ -26,6 +26,13 @@ from thunder.binding.locations import is_library_file
 from thunder.binding.regions import GradEnabledInside, LockBusy
 from thunder.binding.reshape_writes import install as install_reshape_write_check
 from thunder.binding.rng import drawing_from, generators_as_inputs
+from thunder.binding.segments import (
+    DONE,
+    Continuation,
+    SegmentHead,
+    run_segment,
+    suspend_at_native_call,
+)
 from thunder.binding.state import (
     ExternalRef,
     Guard,
@@ -39,13 +46,14 @@ from thunder.binding.state import (
 from thunder.errors import (
     JitError,
     RunsEagerly,
+    RunsNatively,
     RunsSplit,
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
 from thunder.lookasides import SymbolicSize, native_special
 from thunder.options import JitOptions
-from thunder_interp import interpret
+from thunder_interp import InterpretedFunction, interpret
 from thunder_ir import (
     BoundSymbol,
     DataDependentError,
@@ -167,7 +175,8 @@ def _trace_program(
     grad_at_start: bool,
 ) -> TracedProgram:
     trace = Trace("computation")
-    binder = Binder(fn, options, trace, param_names)
+    # (a first segment reads outside state through the jitted function, as the whole call does)
+    binder = Binder(fn.fn if isinstance(fn, SegmentHead) else fn, options, trace, param_names)
     try:
         return _trace_with(binder, fn, args, kwargs, options, grad_at_start)
     finally:
@@ -195,14 +204,39 @@ def _trace_with(
         if binder.autocast_at_start():
             binder.record_under_autocast()
         handled: list[BaseException] = []
-        interpreted = interpret(
-            fn,
-            lookasides=binder.lookasides(),
-            callbacks=replace(binder.callbacks(), exception_handled=handled.append),
-            native_special=native_special,
-        )
+        lookasides = binder.lookasides()
+        callbacks = replace(binder.callbacks(), exception_handled=handled.append)
+        segment = fn if isinstance(fn, (SegmentHead, Continuation)) else None
+        interpreted: InterpretedFunction
+        if segment is not None:  # one segment of a call split at a native call
+            lookasides[torch._C._dynamo.eval_frame.set_eval_frame] = suspend_at_native_call
+            interpreted = interpret(
+                fn.fn if isinstance(fn, SegmentHead) else fn.shape.frames[0].function,
+                lookasides=lookasides,
+                callbacks=callbacks,
+                native_special=native_special,
+                suspendable=True,
+            )
+        else:
+            interpreted = interpret(
+                fn, lookasides=lookasides, callbacks=callbacks, native_special=native_special
+            )
         try:
-            result = interpreted(*pargs, **pkwargs)
+            if segment is None:
+                result = interpreted(*pargs, **pkwargs)
+            else:
+                made = binder.paths.made_cells
+                result = run_segment(
+                    segment,
+                    interpreted,
+                    callbacks.make_cell,
+                    lambda cell: made.get(id(cell)) is cell,
+                    pargs,
+                    pkwargs,
+                )
+                if result[0] != DONE and binder.regions.grad_mode_switched:
+                    # (the native function would run under the caller's grad mode)
+                    raise RunsNatively("switches grad mode before calling a function run natively")
             recorded = list(trace.bound_symbols)
             _check_caught_op_errors(trace, handled)
             binder.check_context_vars()
