@@ -93,8 +93,11 @@ class InterpretedFunction:
         self._last: Runtime | None = None
         functools.update_wrapper(self, fn, updated=())  # type: ignore[arg-type]
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        rt = Runtime(
+    # The runtime an interpretation of this function runs in.
+    _runtime_type: type[Runtime] = Runtime
+
+    def _runtime(self) -> Runtime:
+        rt = self._runtime_type(
             self._codes,
             self.lookasides,
             self.callbacks,
@@ -105,6 +108,10 @@ class InterpretedFunction:
         rt.fast_builtins = self._fast_builtins
         rt.native_special = self.native_special
         self._last = rt
+        return rt
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        rt = self._runtime()
         if rt.prov is not None:
             names = _parameter_names(self.fn)
             for i, value in enumerate(args):
@@ -161,19 +168,7 @@ class SuspendableFunction(InterpretedFunction):
         codes = self._codes
         self._codes = CodeCache(codes.table, codes.hooked, codes.history, codes.hooks, False)
 
-    def _runtime(self) -> SuspendableRuntime:
-        rt = SuspendableRuntime(
-            self._codes,
-            self.lookasides,
-            self.callbacks,
-            self.provenance,
-            self.record_history,
-            self._lookaside_codes,
-        )
-        rt.fast_builtins = self._fast_builtins
-        rt.native_special = self.native_special
-        self._last = rt
-        return rt
+    _runtime_type = SuspendableRuntime
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call ``fn``: its value, or :class:`Suspended` where it stopped at a call."""
