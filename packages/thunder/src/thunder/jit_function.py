@@ -73,6 +73,7 @@ from thunder_executors.torch_random import set_rng_state
 from thunder_ir import Trace, Transform
 from thunder_ir.errors import TracingError
 from thunder_ir.prims import DataChanged
+from thunder_transforms.autodiff.runner import hide_from_dynamo
 
 __all__ = ["BoundThunderFunction", "CompileRecord", "CompileStats", "ThunderFunction"]
 
@@ -1659,6 +1660,12 @@ class ThunderFunction:
             jit_copies.check_picklable(la, f"lookaside {la!r}")
         state = (self.fn, self.options, jit_copies.executors_state(self.executors), self.transforms)
         return (_restore, state)
+
+
+# torch.compile of code that calls a jitted function runs thunder's program as it is, where
+# dynamo would trace thunder's compiler and caches frame by frame (a minute for one module, as
+# many graph breaks) and compile what thunder compiled already.
+hide_from_dynamo(ThunderFunction.__call__, "thunder.jit runs its own compiled program")
 
 
 class BoundThunderFunction(ThunderFunction):

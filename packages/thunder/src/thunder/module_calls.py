@@ -18,6 +18,7 @@ import torch
 import torch.nn.modules.module as _module_globals
 
 from thunder.jit_function import ThunderFunction
+from thunder_transforms.autodiff.runner import hide_from_dynamo
 
 __all__ = [
     "SignedForward",
@@ -48,6 +49,8 @@ class _BoundForward:
         if caller.f_code in _CALL_IMPL_CODES and caller.f_locals.get("self") is self._module:
             return run_compiled(self._module, args, kwargs)
         return _run_forward_only(self._module, args, kwargs)
+
+    hide_from_dynamo(__call__, "thunder.jit runs its own compiled program")  # (its caller's frame)
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -90,6 +93,8 @@ class SignedForward:
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         return _forward if obj is None else _BoundForward(obj)
+
+    hide_from_dynamo(__get__, "thunder.jit runs its own compiled program")
 
 
 def _forward(self: Any, *args: Any, **kwargs: Any) -> Any:

@@ -26,7 +26,7 @@ from thunder_transforms.autodiff.core import ForwardBackward
 from thunder_transforms.autodiff.eager_graph import EagerGraph, EagerNode
 from thunder_transforms.autodiff.functorch_backward import run_below_transforms, under_transforms
 
-__all__ = ["DifferentiableFunction"]
+__all__ = ["DifferentiableFunction", "hide_from_dynamo"]
 
 _NO_VIEWS: Mapping[int, int] = types.MappingProxyType({})
 
@@ -1075,8 +1075,8 @@ def _input_grads_below_transforms(ctx: Any, n_saved: int, *flat: Any) -> Sequenc
     return _not_differentiable(first) if tracked else first
 
 
-def _hidden_from_dynamo(code: Any) -> None:
-    """torch.compile's frame evaluator skips ``code`` and the frames it calls, as for
+def _skipped_by_dynamo(code: Any) -> None:
+    """torch.compile's frame evaluator skips ``code``'s frames and the frames they call, as for
     ``torch._dynamo.disable`` (without importing dynamo, about a second). A split call's regions
     run from code dynamo evaluates: a ``torch.autograd.grad`` there runs thunder's backward,
     which dynamo would try (and fail) to compile, printing its traceback."""
@@ -1085,7 +1085,16 @@ def _hidden_from_dynamo(code: Any) -> None:
     eval_frame.set_code_exec_strategy(code, eval_frame._FrameExecStrategy(skip, skip))
 
 
-_hidden_from_dynamo(_ThunderFunction.backward.__code__)
+def hide_from_dynamo(function: Any, why: str) -> None:
+    """torch.compile runs ``function`` as it is, as for ``torch._dynamo.skip`` but without a
+    wrapper on every call: its frames are skipped (``_skipped_by_dynamo``) and dynamo's inliner
+    stops at a call of it (the attributes it reads), a graph break that says ``why``."""
+    _skipped_by_dynamo(function.__code__)
+    function._torchdynamo_disable = True
+    function._torchdynamo_disable_msg = why
+
+
+_skipped_by_dynamo(_ThunderFunction.backward.__code__)
 # Set while ``_backward_outside_dynamo`` runs the backward: ``is_compiling()`` may still answer
 # True there, which would recurse. (The body stays in ``backward``: a grad-level check counts
 # the frames above it.)
