@@ -221,3 +221,21 @@ def test_exit_during_a_background_compile_prints_nothing():
     )
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr and "_Interrupted" not in done.stderr, done.stderr
+
+
+def _slow_before_native(x):
+    for i in range(150):
+        x = x * 1.01 + i
+    return _native(x.sin()).cos()
+
+
+@pytest.mark.parametrize(
+    "fn, how",
+    [
+        (_slow_before_native, "as thunder's own segments"),  # split at a function run natively
+        (_slow_split, "by torch.compile"),  # (the sleep: dynamo's split runs it)
+    ],
+)
+def test_progress_of_a_split_call_says_how_it_ran_split(capsys, monkeypatch, fn, how):
+    lines = _progress_lines(capsys, monkeypatch, thunder.jit(fn), fn)
+    assert f"ran split {how}" in lines[-1], lines

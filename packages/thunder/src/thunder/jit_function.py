@@ -30,6 +30,7 @@ from typing import Any
 
 import thunder_interp
 from thunder import jit_copies, logs, progress
+from thunder.binding.segments import SegmentRefused
 from thunder.compile_entry import (
     GENERATOR_STATES,
     CacheEntry,
@@ -1309,8 +1310,9 @@ class ThunderFunction:
         key: Any = None,
     ) -> Any:
         """A call that cannot be one program (``RunsSplit``: it reaches a function run natively,
-        or reads data where tracing cannot): ``torch.compile`` with thunder's backend
-        (``thunder.dynamo``) runs it. Dynamo splits the program there, runs the function (or the
+        or reads data where tracing cannot). At a function run natively, thunder's own segments
+        run it (``own_segments.py``); where they refuse, and for other splits,
+        ``torch.compile`` with thunder's backend (``thunder.dynamo``) runs it. Dynamo splits the program there, runs the function (or the
         Python deciding on data) natively, guards what follows against the state it left (its
         effects are seen), and hands the graphs around it to thunder, compiled with this jit's
         options. Dynamo's own failures run their frame eagerly (``suppress_errors``), never
@@ -1321,7 +1323,6 @@ class ThunderFunction:
         # Dynamo's first torch.compile switches torch.distributions' argument validation off for
         # the whole process (its TorchPatcher): the split call and eager code after it keep the
         # caller's (eager raises for an invalid parameter; dynamo runs that check natively).
-        progress.running("running split by torch.compile", split=True)
         distribution = torch.distributions.Distribution
         validating = distribution._validate_args
         if reason is not None:
@@ -1337,8 +1338,8 @@ class ThunderFunction:
         if reason is not None and not isinstance(reason, RunsNatively):
             self._segments_refused.add(key)  # (a split the first segment would make too)
         if self._own_segments is not None and key not in self._segments_refused:
-            from thunder.binding.segments import SegmentRefused
-
+            how = "as thunder's own segments"
+            progress.running(f"running split {how}", split=how)
             try:
                 result = self._own_segments(args, kwargs)
             except SegmentRefused as e:  # nothing ran: torch.compile runs the call
@@ -1354,6 +1355,7 @@ class ThunderFunction:
             self._said_split(refused)
         elif refused is not None:
             logs.log_split(self._name, refused)
+        progress.running("running split by torch.compile", split="by torch.compile")
         split_program = self._split_programs.get(facts)
         if split_program is None:
             split_program = self._split_program(facts)
@@ -1386,8 +1388,6 @@ class ThunderFunction:
     def _run_segments(self, args: tuple[Any, ...], kwargs: dict[str, Any], key: Any) -> Any:
         """A call of a key that ran as thunder's own segments before: they run it (their
         programs guard what the call's split facts would); torch.compile where they refuse."""
-        from thunder.binding.segments import SegmentRefused
-
         self.stats.split_calls += 1
         try:
             return self._own_segments(args, kwargs)

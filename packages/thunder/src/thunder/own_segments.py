@@ -103,19 +103,19 @@ class OwnSegments:
                     self._owner.stats.split_graphs.append(
                         SegmentProgram("first segment", self.head)
                     )
+        shapes = self.segmented.shapes
         while out[0] != DONE:
             number, native_args, native_kwargs, values = out
-            shape = self.segmented.shapes[number]
-            native = shape.native
+            shape = shapes[number]
             raised: BaseException | None = None
             try:
-                value = native(*native_args, **native_kwargs)
+                value = shape.native(*native_args, **native_kwargs)
             except BaseException as error:
                 raised = error
-            if raised is not None:  # the frames' handlers see it, as Python runs them
+            if raised is not None:  # the frames' handlers see it (outside this except clause)
                 try:
                     return Continuation(shape, self.segmented).resume_raising(raised, values)
                 finally:
                     del raised
-            out = self._continuation(shape)(value, *values)
+            out = (shape.jitted or self._continuation(shape))(value, *values)
         return out[1]

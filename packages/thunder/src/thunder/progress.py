@@ -29,7 +29,7 @@ class _Progress:
         self.nested = 0
         self.graphs = 0
         self.compiled = False
-        self.split = False
+        self.split: str | None = None  # how the call runs split, where it does
         self.lock = threading.Lock()
         self.timer: threading.Timer | None = None
         self._arm(after)
@@ -76,7 +76,7 @@ class _Progress:
             return f"compiled {self.name} in {total:.1f} s{stages}"
         if self.split:
             return (
-                f"{self.name} ran split by torch.compile in {total:.1f} s (thunder compiled "
+                f"{self.name} ran split {self.split} in {total:.1f} s (thunder compiled "
                 f"{self.graphs} graph(s) of it)"
             )
         return f"{self.name} was not compiled: it ran eagerly ({total:.1f} s{stages})"
@@ -143,10 +143,11 @@ def compiled() -> None:
         progress.compiled = True
 
 
-def running(stage: str, *, split: bool = False) -> None:
-    """The compilation on this thread now runs ``stage`` (the call, split by torch.compile)."""
+def running(stage: str, *, split: str | None = None) -> None:
+    """The compilation on this thread now runs ``stage`` (the call, split ``split``: "by
+    torch.compile" or "as thunder's own segments")."""
     progress = getattr(_current, "progress", None)
     if progress is not None and not progress.nested:
         with progress.lock:
             progress.stage = stage
-            progress.split = progress.split or split
+            progress.split = split or progress.split
