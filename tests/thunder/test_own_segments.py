@@ -6,6 +6,7 @@ gradients, on fresh random inputs over several calls; the split runs as thunder'
 
 from __future__ import annotations
 
+import collections
 import warnings
 
 import pytest
@@ -278,7 +279,7 @@ def test_a_closure_reading_outside_cells_runs_as_segments():
 
 
 def test_what_the_segments_refuse_runs_split_by_torch_compile():
-    def over_a_dict(x, d):  # a dict's iterator at the native call: torch.compile runs it
+    def over_a_dict(x, d):  # an OrderedDict's iterator at the native call: torch.compile runs it
         for k in d:
             x = _normalize(x * d[k])
         return x
@@ -286,7 +287,7 @@ def test_what_the_segments_refuse_runs_split_by_torch_compile():
     jf = thunder.jit(over_a_dict)
     for _ in range(2):
         x = torch.randn(4)
-        d = {"a": 2.0, "b": 3.0}
+        d = collections.OrderedDict(a=2.0, b=3.0)
         torch.testing.assert_close(_quiet(jf, x, d), over_a_dict(x, d))
     stats = thunder.compile_stats(jf)
     assert stats.split_calls == 2

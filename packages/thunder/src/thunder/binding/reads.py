@@ -553,7 +553,33 @@ class ReadsMixin(BinderState):
             return entry[1]
         if isinstance(obj, torch.nn.Module):
             return self._module_access(obj)
+        if type(obj) is dict:
+            access = self._module_store_access(obj)
+            if access is not None:
+                return access
         return self._find_in_outside_containers(obj)
+
+    def _module_store_access(self, d: dict[str, Any]) -> Access | None:
+        """A module's ``_modules`` (``_parameters``, ``_buffers``) reached without a path (a
+        ModuleList's loop iterates it, the iterator is part of a split's state): found as the
+        attribute of its module, itself found as ``_module_access`` finds it."""
+        tracked = [o for o, _ in self.paths.access_of.values() if isinstance(o, torch.nn.Module)]
+        if self.paths.store_index is None or len(tracked) != self.paths.indexed_stores:
+            index: dict[int, tuple[Any, str]] = {}
+            for root in tracked:
+                for sub in root.modules():
+                    for store in ("_modules", "_parameters", "_buffers"):
+                        held = sub.__dict__.get(store)
+                        if type(held) is dict:
+                            index.setdefault(id(held), (sub, store))
+            self.paths.store_index = index
+            self.paths.indexed_stores = len(tracked)
+        found = self.paths.store_index.get(id(d))
+        if found is None or getattr(found[0], "__dict__", {}).get(found[1]) is not d:
+            return None
+        module, store = found
+        module_access = self.access_for(module)
+        return None if module_access is None else module_access.attr(store)
 
     def _find_in_outside_containers(self, obj: Any) -> Access | None:
         """The path of ``obj`` when it sits in an outside container the program read (reached

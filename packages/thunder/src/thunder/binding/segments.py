@@ -79,6 +79,13 @@ def suspend_at_native_call(*args: Any, **kwargs: Any) -> Any:
 _NATIVE_CALL = object()  # what suspend is told: the callable is the wrapper (its frame)
 
 _ITERATOR_TYPES = {type(iter([])): list, type(iter(())): tuple, type(iter(range(0))): range}
+# A plain dict's iterators (a ModuleList's or ModuleDict's loop: over its ``_modules``), by the
+# view each iterates
+_DICT_ITERATOR_TYPES: dict[type, Any] = {
+    type(iter({}.keys())): dict.keys,
+    type(iter({}.values())): dict.values,
+    type(iter({}.items())): dict.items,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +96,17 @@ class _Iter:
     value: int | None
     index: int
     constant: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _DictIter:
+    """An iterator over a view of the dict in state value ``value``, ``index`` items in, made
+    when the dict had ``keys`` (the shape's: a resume over other keys is CPython's error)."""
+
+    value: int
+    view: Any  # dict.keys, dict.values or dict.items
+    index: int
+    keys: tuple[Any, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,6 +238,8 @@ def _frames_with(
             cell = types.CellType() if content is None else types.CellType(slot(content))
             cells.append(cell)
             return cell
+        if type(marker) is _DictIter:
+            return _dict_iterator(values[marker.value], marker)
         it = iter(marker.constant if marker.value is None else values[marker.value])
         if marker.index:
             it.__setstate__(marker.index)
@@ -229,6 +249,41 @@ def _frames_with(
         dataclasses.replace(f, locals=tuple(map(slot, f.locals)), stack=tuple(map(slot, f.stack)))
         for f in shape.frames
     )
+
+
+def _dict_iterator(d: dict[Any, Any], marker: _DictIter) -> Any:
+    """The iterator ``marker`` marks, over ``d`` as the native call left it: its items read now,
+    as CPython's iterator reads them; where the call added or removed keys, one that raises
+    CPython's error at its next item."""
+    if tuple(d) != marker.keys:
+        changed = "size" if len(d) != len(marker.keys) else "keys"
+        return _raising_iterator(RuntimeError(f"dictionary changed {changed} during iteration"))
+    it = iter(marker.view(d))
+    for _ in range(marker.index):
+        next(it)
+    return it
+
+
+_EXHAUSTED = _Const(iter(()))  # (one: the shape's key names it)
+
+
+def _raising_iterator(error: Exception) -> Any:
+    raise error
+    yield  # (a generator: raises at its first item)
+
+
+def _dict_iter_marker(obj: Any, view: Any, value_of: Callable[[Any], int]) -> Any:
+    """The marker of a dict iterator of the state (``obj``), or a refusal where it cannot be
+    made again."""
+    try:
+        obj.__reduce__()  # (raises where the dict changed size since it was made)
+    except RuntimeError as e:
+        raise RunsNatively(f"holds an iterator over a dict that changed ({e})") from None
+    dicts = [r for r in gc.get_referents(obj) if type(r) is dict]
+    if not dicts:  # exhausted: it holds nothing and yields nothing
+        return _EXHAUSTED
+    d = dicts[0]
+    return _DictIter(value_of(d), view, len(d) - obj.__length_hint__(), tuple(d))
 
 
 def run_segment(
@@ -280,6 +335,9 @@ def _suspended(
     def marker(obj: Any) -> Any:
         if obj is UNBOUND:
             return None
+        view = _DICT_ITERATOR_TYPES.get(type(obj))
+        if view is not None:
+            return _dict_iter_marker(obj, view, value_of)
         kind = _ITERATOR_TYPES.get(type(obj))
         if kind is not None:
             reduced = obj.__reduce__()

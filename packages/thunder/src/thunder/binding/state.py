@@ -456,6 +456,9 @@ class Paths:
     # Submodules of the jitted module by id, indexed lazily (``reads``).
     module_index: dict[int, Access] | None = None
     indexed_modules: int = 0
+    # the modules' own dicts (``_modules``, ``_parameters``, ``_buffers``): their module, the name
+    store_index: dict[int, tuple[Any, str]] | None = None
+    indexed_stores: int = 0
     container_at: dict[Access, Any] = field(default_factory=dict)
     # Objects the prologue holds itself (a module's globals, a class whose names the program
     # listed), by id: (object, the access that reads it on every call).
