@@ -237,13 +237,27 @@ def compile_code_memo(
 
 def lookaside_codes(table: Mapping[Any, Any]) -> frozenset[CodeType]:
     """The code objects of the Python functions that are keys of ``table`` (of a bound method:
-    its function's)."""
+    its function's). A tool builds a table of the same keys for every interpretation (only the
+    replacements differ): the last answer is kept, by the keys, as hashing thousands of code
+    objects costs milliseconds and comparing the keys microseconds."""
+    global _last_codes
+    keys = frozenset(table)
+    last = _last_codes
+    if last is not None and last[0] == keys:
+        return last[1]
     codes = set()
-    for key in table:
+    for key in keys:
         fn = key.__func__ if type(key) is MethodType else key
         if type(fn) is FunctionType:
             codes.add(fn.__code__)
-    return frozenset(codes)
+    found = frozenset(codes)
+    _last_codes = (keys, found)  # (one tuple: another thread sees either)
+    return found
+
+
+# The keys of the last table ``lookaside_codes`` answered for, and its answer (one table's keys
+# kept alive until another's replace them).
+_last_codes: tuple[frozenset[Any], frozenset[CodeType]] | None = None
 
 
 _NO_CALLBACKS = Callbacks()
