@@ -647,7 +647,12 @@ def register_lookaside(fn: Any, replacement: Any) -> None:
     """While any program is traced, calls of ``fn`` call ``replacement`` (an IR ``Symbol`` is
     recorded as that op). For a feature of thunder whose functions run eagerly outside the jit
     and are ops of the trace inside it."""
+    global _registrations
     _REGISTERED[fn] = replacement
+    _registrations += 1
+
+
+_registrations = 0  # how many register_lookaside calls: what a table derived from this one is of
 
 
 def jit_lookasides() -> dict[Any, Any]:
@@ -655,6 +660,11 @@ def jit_lookasides() -> dict[Any, Any]:
     table = dict(_static_lookasides())
     table.update(_REGISTERED)
     return table
+
+
+def jit_lookasides_version() -> int:
+    """Changes whenever ``jit_lookasides`` would give another table."""
+    return _registrations
 
 
 def is_torch_callable(fn: Any) -> bool:

@@ -30,6 +30,7 @@ from thunder.lookasides import (
     check_native_text,
     check_no_proxy_text,
     jit_lookasides,
+    jit_lookasides_version,
     native_special,
 )
 from thunder_interp import frame_globals, interpret, running_in_handler
@@ -83,6 +84,26 @@ def _refuse_finalized_object(fn: Any, args: tuple[Any, ...]) -> None:
     )
 
 
+# The jit's table with its torch callables as user-level calls (``torch_typed_call``), made once
+# per version of the table: each trace copies it (walking ~2,400 entries took ~3 ms a trace).
+_typed_table: tuple[int, dict[Any, Any]] | None = None
+
+
+def _typed_jit_lookasides() -> dict[Any, Any]:
+    """A fresh copy of the jit's lookaside table, torch callables the IR mirrors made calls
+    that return torch's types."""
+    global _typed_table
+    version = jit_lookasides_version()
+    typed = _typed_table
+    if typed is None or typed[0] != version:
+        table = jit_lookasides()
+        for fn, impl in table.items():
+            if isinstance(impl, Symbol):  # a torch callable the IR mirrors: a user-level call
+                table[fn] = torch_typed_call(impl, None if fn is impl else fn)
+        typed = _typed_table = (version, table)
+    return dict(typed[1])
+
+
 class Binder(AutogradFunctionMixin):
     """The state of one tracing run (one cache entry being compiled)."""
 
@@ -132,7 +153,7 @@ class Binder(AutogradFunctionMixin):
         own cache."""
         from thunder.jit_function import ThunderFunction
 
-        table = jit_lookasides()
+        table = _typed_jit_lookasides()
         self.run_lookasides = table  # (a property replaced on torch.Tensor runs with them)
 
         def call_jitted(jitted: ThunderFunction, *args: Any, **kwargs: Any) -> Any:
@@ -145,9 +166,6 @@ class Binder(AutogradFunctionMixin):
             return inner(*args, **kwargs)
 
         table[ThunderFunction.__call__] = call_jitted
-        for fn, impl in table.items():
-            if isinstance(impl, Symbol):  # a torch callable the IR mirrors: a user-level call
-                table[fn] = torch_typed_call(impl, None if fn is impl else fn)
 
         def call_tensor_method(method: _BoundTensorMethod, *args: Any, **kwargs: Any) -> Any:
             if method.fn is set_requires_grad:
