@@ -1095,6 +1095,8 @@ def with_guard_tree(
                     _verify(prologue, args, kwargs, inputs)
                 return inputs
         inputs = prologue(args, kwargs)  # GuardFailure: not this entry
+        if tree is not state.tree:  # another thread built one meanwhile: it rejected nothing
+            return inputs
         state.accepted += 1
         if state.builds < REBUILDS:
             if state.accepted >= after << state.builds and state.building.acquire(blocking=False):
