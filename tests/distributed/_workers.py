@@ -1,5 +1,5 @@
-"""Worker functions for the distributed tests: each runs in a process of its own (spawned), with
-a gloo process group of ``world_size`` ranks, and puts its results in a queue."""
+"""Worker functions for the distributed tests: each runs in a process of its own (started by
+``_spawn``), with a gloo process group of ``world_size`` ranks, and puts its results in a queue."""
 
 from __future__ import annotations
 
@@ -60,8 +60,19 @@ def single_process_training(steps: int = STEPS) -> tuple[list[float], dict[str, 
 
 
 def run(
-    rank: int, world_size: int, port: int, target: Callable[..., Any], queue: Any, timeout: float
+    rank: int,
+    world_size: int,
+    port: int,
+    target: Callable[..., Any],
+    queue: Any,
+    timeout: float,
+    streams: Any = None,
 ) -> None:
+    for fd, inherited in zip((1, 2), streams or ()):  # the test process's stdout and stderr
+        received = inherited.detach()
+        os.dup2(received, fd)
+        os.close(received)
+    torch.seed()  # a random state of its own, as a new process has, not the server's
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
