@@ -20,7 +20,7 @@ import textwrap
 import threading
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import torch
@@ -193,10 +193,15 @@ class _Mlp(torch.nn.Module):
         return self.b(torch.relu(self.a(x)))
 
 
+class _HeldTrace(NamedTuple):
+    inside: threading.Event  # set once the compile thread is held
+    release: threading.Event  # set to let it go on
+
+
 @pytest.fixture
-def compile_thread_held_in_a_trace(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Holds the compile thread inside its first FX trace until the test is done (or 120 s);
-    yields the event set once it is there."""
+def compile_thread_held_in_a_trace(monkeypatch: pytest.MonkeyPatch) -> Iterator[_HeldTrace]:
+    """Holds the compile thread inside its first FX trace until released (at the latest when the
+    test is done, or after 120 s)."""
     assert background_compile.wait_for_background_compiles(300)
     inside, release = threading.Event(), threading.Event()
     create_arg = PythonKeyTracer.create_arg
@@ -215,7 +220,7 @@ def compile_thread_held_in_a_trace(monkeypatch: pytest.MonkeyPatch) -> Iterator[
     )
     try:
         with no_caches[0], no_caches[1]:
-            yield inside
+            yield _HeldTrace(inside, release)
     finally:
         release.set()
         assert background_compile.wait_for_background_compiles(300)
@@ -231,7 +236,7 @@ def _assert_no_tracing_state_visible() -> None:
 
 @pytest.mark.parametrize("cache", [None])  # "symbolic values": see the report (no AOT trace seen)
 def test_user_compile_and_tracing_while_a_region_traces(
-    cache: str | None, compile_thread_held_in_a_trace: threading.Event
+    cache: str | None, compile_thread_held_in_a_trace: _HeldTrace
 ) -> None:
     # Compiled (and run once) before the region started tracing.
     compiled_before = torch.compile(lambda x: _user(x))
@@ -246,7 +251,7 @@ def test_user_compile_and_tracing_while_a_region_traces(
         cf = thunder.jit(blk, executors=default_executors(), cache=cache)
     x, w = torch.randn(3, 8), torch.randn(8)
     torch.testing.assert_close(cf(x, w), blk(x, w))
-    assert compile_thread_held_in_a_trace.wait(300), "no region traced on the compile thread"
+    assert compile_thread_held_in_a_trace.inside.wait(300), "no region traced on the compile thread"
 
     # The compile thread is inside a trace now.
     _assert_no_tracing_state_visible()
@@ -284,18 +289,19 @@ def test_user_compile_and_tracing_while_a_region_traces(
 
 
 def test_thunder_compile_results_after_held_traces(
-    compile_thread_held_in_a_trace: threading.Event,
+    compile_thread_held_in_a_trace: _HeldTrace,
 ) -> None:
     blk = _block()
     cf = thunder.compile(blk)
     for i in range(3):  # three regions (three shapes) to compile
         x, w = torch.randn(2 + i, 8), torch.randn(8)
         torch.testing.assert_close(cf(x, w), blk(x, w))
-    assert compile_thread_held_in_a_trace.wait(300)
+    assert compile_thread_held_in_a_trace.inside.wait(300)
     # A user's compile and trace on this thread while the region traces there.
     torch.testing.assert_close(torch.compile(lambda x: _user(x))(x := torch.randn(4)), _user(x))
     make_fx(_user)(torch.randn(4))
-    # Released (the fixture): every region compiles, and the results stay eager's.
+    # Released: every region compiles, and the results stay eager's.
+    compile_thread_held_in_a_trace.release.set()
     assert background_compile.wait_for_background_compiles(300)
     for _ in range(3):
         for i in range(3):

@@ -100,6 +100,9 @@ class _TensorMeta:
     device: torch.device
     requires_grad: bool
     alive: Callable[[], torch.Tensor | None] | None  # a weak reference for float tensors
+    # dynamo guards on the type: a plain tensor standing in for a parameter made the caller's
+    # first call recompile the region on its own thread
+    parameter: bool = False
 
     def extent(self) -> int:
         """Elements of storage the tensor spans."""
@@ -117,8 +120,7 @@ class _TensorMeta:
         """``t``'s storage without its autograd history: the caller may write ``t`` (or its
         base) in place meanwhile, and autograd refuses a view of it made in no_grad mode
         once its base is written."""
-        out = t.detach()
-        return out.requires_grad_() if self.requires_grad else out
+        return self._typed(t.detach())
 
     def stand_in(self) -> torch.Tensor:
         """A tensor of this layout: zeros, ones for integers (never a zero divisor)."""
@@ -128,7 +130,14 @@ class _TensorMeta:
         )
         fill = torch.ones if integer else torch.zeros
         base = fill(extent, dtype=self.dtype, device=self.device)
-        t = base.as_strided(self.size, self.stride)
+        # Not a view of ``base``: dynamo guards on a view's base, which the caller's tensor
+        # lacks, and its first call would recompile the region on the caller's thread.
+        t = torch.empty(0, dtype=self.dtype, device=self.device)
+        return self._typed(t.set_(base.untyped_storage(), 0, self.size, self.stride))
+
+    def _typed(self, t: torch.Tensor) -> torch.Tensor:
+        if self.parameter:
+            return torch.nn.Parameter(t, requires_grad=self.requires_grad)
         return t.requires_grad_() if self.requires_grad else t
 
 
@@ -147,7 +156,15 @@ class ExampleInputs:
                 floating = a.is_floating_point() or a.is_complex()
                 ref = weakref.ref(a) if floating else None
                 self._items.append(
-                    _TensorMeta(tuple(a.shape), a.stride(), a.dtype, a.device, a.requires_grad, ref)
+                    _TensorMeta(
+                        tuple(a.shape),
+                        a.stride(),
+                        a.dtype,
+                        a.device,
+                        a.requires_grad,
+                        ref,
+                        type(a) is torch.nn.Parameter,
+                    )
                 )
             else:
                 self._items.append(("value", a))

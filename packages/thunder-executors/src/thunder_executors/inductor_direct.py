@@ -198,14 +198,26 @@ def compile_direct(
         import_compile_stack()  # the caller's thread may compile while the compile thread imports
         keep_mutation_order_in_inductor()
         from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards  # noqa: F401
-        from torch._inductor import compile as inductor_compile
+        from torch._guards import TracingContext, tracing
         from torch._inductor import config
+        from torch._inductor.compile_fx import compile_fx
+        from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.proxy_tensor import make_fx
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+        # Inductor's on-disk caches (FX graph, AOTAutograd) serve only compiles whose fake mode
+        # has a shape env, which a compile without dynamo lacks unless given one: without it
+        # every process compiled every region anew. The shapes stay static
+        # (``ignore_shape_env``), as the guards above assume.
+        fake_mode = FakeTensorMode(
+            allow_non_fake_inputs=True, shape_env=ShapeEnv(), static_shapes=True
+        )
         with config.patch(dict(inductor_config)):
             # Constant tensors the region reads from its globals are real tensors, not inputs.
             graph = make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*examples)
-            compiled = inductor_compile(graph, list(examples))
+            with tracing(TracingContext(fake_mode)):
+                # (a callable for a graph's compile; the other types are ahead-of-time's)
+                compiled: Any = compile_fx(graph, list(examples), ignore_shape_env=True)
     except Exception as e:  # untraceable without dynamo (a decision on data), or no such API
         log.debug("fusion region compiled through dynamo: %s: %s", type(e).__name__, e)
         return None
