@@ -563,10 +563,10 @@ class ReadsMixin(BinderState):
         """A module's ``_modules`` (``_parameters``, ``_buffers``) reached without a path (a
         ModuleList's loop iterates it, the iterator is part of a split's state): found as the
         attribute of its module, itself found as ``_module_access`` finds it."""
-        tracked = [o for o, _ in self.paths.access_of.values() if isinstance(o, torch.nn.Module)]
+        tracked = self.paths.modules
         if self.paths.store_index is None or len(tracked) != self.paths.indexed_stores:
             index: dict[int, tuple[Any, str]] = {}
-            for root in tracked:
+            for root, _ in list(tracked.values()):
                 for sub in root.modules():
                     for store in ("_modules", "_parameters", "_buffers"):
                         held = sub.__dict__.get(store)
@@ -606,12 +606,10 @@ class ReadsMixin(BinderState):
     def _module_access(self, module: torch.nn.Module) -> Access | None:
         """Submodules reached without a path (iterating a ModuleList): found by their name in
         an outside module, and the containers on the way guarded by length."""
-        tracked = [
-            (o, a) for o, a in self.paths.access_of.values() if isinstance(o, torch.nn.Module)
-        ]
+        tracked = self.paths.modules
         if self.paths.module_index is None or len(tracked) != self.paths.indexed_modules:
             index: dict[int, Access] = {}
-            for root, root_access in tracked:
+            for root, root_access in list(tracked.values()):
                 for name, sub in root.named_modules(remove_duplicate=True):
                     if name and id(sub) not in index:
                         index[id(sub)] = _dotted(root_access, name)
@@ -631,7 +629,7 @@ class ReadsMixin(BinderState):
             if node.kind != ATTR:
                 break
             node = node.parent
-        self.paths.access_of[id(module)] = (module, access)
+        self.paths.found_at(module, access)
         self.facts.guards.setdefault(access, Guard(access, "type", type(module)))
         return access
 

@@ -453,6 +453,9 @@ class Paths:
     detached: dict[int, Any] = field(default_factory=dict)
     # torch.backends modules and flag objects read by the program: their canonical paths.
     backend: dict[int, tuple[Any, Access]] = field(default_factory=dict)
+    # The modules among them, by id (kept apart: the index below is rebuilt from them, and
+    # walking every entry for that made a big model's trace quadratic).
+    modules: dict[int, tuple[Any, Access]] = field(default_factory=dict)
     # Submodules of the jitted module by id, indexed lazily (``reads``).
     module_index: dict[int, Access] | None = None
     indexed_modules: int = 0
@@ -463,6 +466,12 @@ class Paths:
     # Objects the prologue holds itself (a module's globals, a class whose names the program
     # listed), by id: (object, the access that reads it on every call).
     held: dict[int, tuple[Any, Access]] = field(default_factory=dict)
+
+    def found_at(self, obj: Any, access: Access) -> None:
+        """``obj`` is found at ``access`` (its entry in ``access_of``, and in ``modules``)."""
+        self.access_of[id(obj)] = (obj, access)
+        if isinstance(obj, torch.nn.Module):
+            self.modules[id(obj)] = (obj, access)
 
 
 @dataclass
@@ -590,12 +599,12 @@ class BinderState:
 
     def _register_root(self, fn: Any) -> None:
         root = Access(ROOT, None)
-        self.paths.access_of[id(fn)] = (fn, root)
+        self.paths.found_at(fn, root)
         if isinstance(fn, types.FunctionType):
             self._register_cells(fn, root)
             self._lookup_code(fn)  # ``f.__code__ = ...`` after compiling runs the new code
         elif isinstance(fn, types.MethodType):
-            self.paths.access_of[id(fn.__self__)] = (fn.__self__, root.attr("__self__"))
+            self.paths.found_at(fn.__self__, root.attr("__self__"))
             func = fn.__func__
             if isinstance(func, types.FunctionType):
                 self._register_cells(func, root.attr("__func__"))
@@ -782,7 +791,7 @@ class BinderState:
         """``obj`` is found at ``access`` (the first path the program took to it is kept)."""
         entry = self.paths.access_of.get(id(obj))
         if entry is None or entry[0] is not obj:
-            self.paths.access_of[id(obj)] = (obj, access)
+            self.paths.found_at(obj, access)
             self.paths.bound_at.setdefault(access, len(self.effects.writes))
 
     def is_inserted(self, access: Access) -> bool:

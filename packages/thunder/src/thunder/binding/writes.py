@@ -224,7 +224,9 @@ class RecordedWrite:
         self._sets = [
             (s, set(s)) for s in (effects.written_paths, effects.inserted, effects.mutated)
         ]
-        self._dicts = [(d, len(d)) for d in (effects.escaped, paths.access_of, paths.bound_at)]
+        self._dicts = [
+            (d, len(d)) for d in (effects.escaped, paths.access_of, paths.modules, paths.bound_at)
+        ]
         self.writes_end = self.writes
         self._added_to_sets: list[tuple[set[Any], set[Any]]] = []
         self._added_to_dicts: list[tuple[dict[Any, Any], list[Any]]] = []
