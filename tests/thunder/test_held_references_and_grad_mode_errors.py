@@ -12,15 +12,22 @@ import functools
 import gc
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import torch
+from gc_new_objects import only_new_objects_collected
 
 import thunder
 
 CACHES = [None, "symbolic values"]
+
+
+@pytest.fixture(autouse=True)
+def _collections_walk_only_what_the_test_makes() -> Iterator[None]:
+    with only_new_objects_collected():
+        yield
 
 
 def _jit(fn: Any, cache: str | None) -> Any:

@@ -30,9 +30,16 @@ import torch
 # The first guard tree built in a process imports torch._dynamo, and that import keeps the
 # frames of the call that made it: imported here, so every test sees its steady state.
 import torch._dynamo  # noqa: F401
+from gc_new_objects import only_new_objects_collected
 
 import thunder
 import thunder_interp
+
+
+@pytest.fixture(autouse=True)
+def _collections_walk_only_what_the_test_makes() -> Iterator[None]:
+    with only_new_objects_collected():
+        yield
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import torch
+from gc_new_objects import only_new_objects_collected
 
 import thunder
 
@@ -324,6 +325,7 @@ def _registers_weakref_callback(x: torch.Tensor) -> torch.Tensor:
         _registers_weakref_callback,
     ],
 )
+@only_new_objects_collected()  # its 8 collections walk what it makes, not the whole process
 def test_finalizers_run_on_every_call(fn: Callable[..., Any], cache: str | None) -> None:
     jf = _jit(fn, cache)
     warned = []
