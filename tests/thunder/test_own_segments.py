@@ -319,3 +319,32 @@ def test_grad_mode_around_the_native_call_is_eagers():
         w = torch.randn(3, 3, requires_grad=True)
         _check_grads(_quiet(jf, x, w), _native_under_no_grad(x, w), (x, w), (x, w))
         _check_grads(_quiet(jg, x), _native_after_set_grad_enabled(x), (x,), (x,))
+
+
+def _closure_made_before_the_native_call(x):
+    y = x * 2
+    g = lambda: y  # noqa: E731  (holds the frame's cell of y across the native call)
+    z = _normalize(x)
+    return z + g()
+
+
+def _closure_made_after_the_native_call(x):
+    y = x * 2
+    z = _normalize(x)
+    g = lambda: y  # noqa: E731
+    return z + g()
+
+
+def test_a_cell_a_closure_holds_at_the_native_call_is_not_made_again():
+    # Made again for the continuation, the cell would no longer be the closure's: the call runs
+    # split by torch.compile. A closure made after the native call is the continuation's own.
+    for fn, segments in (
+        (_closure_made_before_the_native_call, False),
+        (_closure_made_after_the_native_call, True),
+    ):
+        jf = thunder.jit(fn)
+        for _ in range(2):
+            x = torch.randn(4, requires_grad=True)
+            _check_grads(_quiet(jf, x), fn(x), (x,), (x,))
+        graphs = thunder.compile_stats(jf).split_graphs
+        assert graphs and all(_is_segment(g) == segments for g in graphs), graphs

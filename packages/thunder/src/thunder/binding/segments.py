@@ -368,7 +368,7 @@ def _suspended(
     def cell_marker(cell: Any) -> Any:
         if cell is UNBOUND:
             return None
-        if not isinstance(cell, types.CellType) or _shared_cell(cell):
+        if not isinstance(cell, types.CellType) or id(cell) in shared:
             raise RunsNatively("a closure shares a cell of a frame at the native call")
         try:
             contents = cell.cell_contents
@@ -383,16 +383,15 @@ def _suspended(
             values.append(obj)
         return n
 
+    # (the frames' own cells looked up at once: each lookup walks every object of the process)
+    shared = _shared_cells(
+        [v for f in frames for v, own in zip(f.locals, _own_cell_slots(f)) if own]
+    )
     shaped: list[SuspendedFrame] = []
     for f in frames:
         code = f.code
-        cellvars = set(code.co_cellvars)
-        names = f.local_names
-        first_free = len(names) - len(code.co_freevars)
-        if sys.version_info >= (3, 11):
-            is_cell = [name in cellvars for name in names]
-        else:
-            is_cell = [i >= code.co_nlocals for i in range(len(names))]
+        first_free = len(f.local_names) - len(code.co_freevars)
+        is_cell = _own_cell_slots(f)
         slots = []
         for i, (v, cell) in enumerate(zip(f.locals, is_cell)):
             if i >= first_free:
@@ -446,17 +445,40 @@ def _traced(part: Any, depth: int) -> bool:
     return False
 
 
-def _shared_cell(cell: types.CellType) -> bool:
-    """Whether a closure holds ``cell`` (made before the native call): made again for the
-    continuation, it would no longer be the closure's."""
-    for holder in gc.get_referrers(cell):
+def _own_cell_slots(f: SuspendedFrame) -> list[bool]:
+    """Per local slot of ``f``, whether it is one of the frame's own cells (a cell variable, not
+    a closure cell of its function)."""
+    code = f.code
+    names = f.local_names
+    first_free = len(names) - len(code.co_freevars)
+    if sys.version_info >= (3, 11):
+        cellvars = set(code.co_cellvars)
+        return [name in cellvars and i < first_free for i, name in enumerate(names)]
+    return [code.co_nlocals <= i < first_free for i in range(len(names))]
+
+
+def _shared_cells(cells: list[Any]) -> set[int]:
+    """The ids of those of ``cells`` (made before the native call) that a closure or a generator
+    holds: made again for the continuation, they would no longer be the holder's. One walk of
+    the process's objects for all of them (``gc.get_referrers`` walks every object)."""
+    cells = [c for c in cells if isinstance(c, types.CellType)]
+    if not cells:
+        return set()
+    ids = {id(c) for c in cells}
+    shared: set[int] = set()
+    tuples: list[tuple[Any, ...]] = []
+    for holder in gc.get_referrers(*cells):
         if isinstance(holder, (types.GeneratorType, types.CoroutineType)):
-            return True
-        if type(holder) is tuple and any(
-            getattr(f, "__closure__", None) is holder for f in gc.get_referrers(holder)
-        ):
-            return True
-    return False
+            shared.update(id(r) for r in gc.get_referents(holder) if id(r) in ids)
+        elif type(holder) is tuple:
+            tuples.append(holder)
+    if tuples:
+        closures = {id(t) for t in tuples}
+        for fn in gc.get_referrers(*tuples):
+            closure = fn.__closure__ if type(fn) is types.FunctionType else None
+            if closure is not None and id(closure) in closures:
+                shared.update(id(c) for c in closure if id(c) in ids)
+    return shared
 
 
 _SCALARS = (int, float, complex, bool, str, bytes, type(None))
