@@ -266,3 +266,93 @@ def test_torch_compile_and_script_see_the_flags_as_before() -> None:
         torch.testing.assert_close(compiled(x), x * 2)
         torch.testing.assert_close(scripted(x), x * 3)
         torch.testing.assert_close(_branches(x), x * 3)
+
+
+def _graph_module_cls() -> type:
+    return torch.fx._lazy_graph_module._get_graph_module_cls()
+
+
+class _Small(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.lin(x))
+
+
+def _check_strict_export() -> None:
+    """What the flag broke on the program's threads: a strict ``torch.export`` (dynamo's graph
+    came out a ``_LazyGraphModule`` without ``_in_spec``), of a module and of a jitted one."""
+    model = _Small().eval()
+    x = torch.randn(2, 4)
+    for exported in (model, thunder.jit(model)):
+        ep = torch.export.export(exported, (x,), strict=True)
+        torch.testing.assert_close(ep.module()(x), model(x))
+
+
+def test_main_thread_builds_graph_modules_while_a_region_compiles_in_dynamo(
+    compile_thread_held_in_dynamo: _Held,
+) -> None:
+    net = _Net(_act)
+    model = thunder.compile(net, recipe=_TanhAct())
+    _check_module_like_eager(model, net, torch.tanh)  # queues the region's compile
+    assert compile_thread_held_in_dynamo.inside.wait(300), "no region compiled through dynamo"
+    # Dynamo has set the lazy graph module flag on the compile thread, not on this one. (A
+    # strict export here would wait for the compile: it resets dynamo under its compile lock.)
+    assert _graph_module_cls() is torch.fx.GraphModule
+    assert not isinstance(
+        torch.fx.symbolic_trace(_Small()), torch.fx._lazy_graph_module._LazyGraphModule
+    )
+    _check_module_like_eager(model, net, torch.tanh)
+
+
+def test_thread_private_graph_module_flags_keep_each_threads_own() -> None:
+    """The context managers nested from two threads, exited out of order: each restored what it
+    saw when it entered, which left the process's flag set for good."""
+    from torch.fx._lazy_graph_module import (
+        _force_skip_lazy_graph_module,
+        _LazyGraphModule,
+        _use_lazy_graph_module,
+    )
+
+    from thunder_executors.compile_thread_isolation import thread_private_compiler_flags
+
+    inside, release, done = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, type] = {}
+
+    def private_thread() -> None:
+        with thread_private_compiler_flags():
+            seen["before"] = _graph_module_cls()
+            with _use_lazy_graph_module(True):
+                seen["during"] = _graph_module_cls()
+                inside.set()
+                release.wait(60)
+                seen["main's context left"] = _graph_module_cls()
+                with _force_skip_lazy_graph_module(), _use_lazy_graph_module(True):
+                    seen["forced off"] = _graph_module_cls()
+            seen["after"] = _graph_module_cls()
+        done.set()
+
+    thread = threading.Thread(target=private_thread)
+    thread.start()
+    try:
+        assert inside.wait(60)
+        assert _graph_module_cls() is torch.fx.GraphModule
+        _check_strict_export()
+        with _use_lazy_graph_module(True):  # the main thread's own
+            assert _graph_module_cls() is _LazyGraphModule
+        release.set()
+        assert done.wait(60)
+        assert _graph_module_cls() is torch.fx.GraphModule
+    finally:
+        release.set()
+        thread.join(60)
+    assert seen == {
+        "before": torch.fx.GraphModule,
+        "during": _LazyGraphModule,
+        "main's context left": _LazyGraphModule,
+        "forced off": torch.fx.GraphModule,
+        "after": torch.fx.GraphModule,
+    }
+    assert not torch.fx._lazy_graph_module._use_lazy_graph_module_flag

@@ -1,6 +1,6 @@
 """Keeping the compile thread's work invisible to the program's own threads.
 
-Two kinds of process-wide state would otherwise leak between thunder's background compile
+Several kinds of process-wide state would otherwise leak between thunder's background compile
 thread and the caller's code (a user's own ``torch.compile``, ``make_fx`` or ``symbolic_trace``):
 
 - Imports. ``torch._dynamo`` and ``torch._inductor`` import each other: two threads importing
@@ -22,12 +22,14 @@ thread and the caller's code (a user's own ``torch.compile``, ``make_fx`` or ``s
   calls and attribute reads, which they pass through unchanged). Other threads run torch's
   tracer as before.
 
-- Dynamo's compile flag. Dynamo holds ``torch.compiler``'s ``_is_compiling_flag`` True for its
-  whole compile: every thread's ``torch.compiler.is_compiling()`` answered True meanwhile, so a
+- Compiler flags. Dynamo holds ``torch.compiler``'s ``_is_compiling_flag`` True for its whole
+  compile: every thread's ``torch.compiler.is_compiling()`` answered True meanwhile, so a
   ``ThunderModule`` ran the bare module it wraps (as under a user's ``torch.compile``) and
-  libraries took their compile paths. Under ``thread_private_compiler_flags`` the thread's
-  ``is_compiling()`` reads, and dynamo's compile session writes, a flag of the thread's own;
-  other threads see torch's as before.
+  libraries took their compile paths. Dynamo and inductor also set torch.fx's
+  ``_use_lazy_graph_module_flag`` around a compile: a strict ``torch.export`` on another thread
+  then failed, and two threads' context managers could leave the flag set for good. Under
+  ``thread_private_compiler_flags`` the thread's queries read, and its context managers write,
+  flags of the thread's own; other threads see torch's as before.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.fx._lazy_graph_module
 
 __all__ = [
     "isolate_private_compiler_flags",
@@ -431,64 +434,91 @@ def thread_private_rng_state() -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------
-# torch.compiler's flags
+# Compiler flags: torch.compiler's, and torch.fx's graph module class
 
-_compiler_module = torch.compiler
-# The flag dynamo sets for the duration of a compile, its reader and that writer (a
-# ``contextmanager``: its generator function is routed). Export sets its flags itself and is
-# never run on a compile thread; thunder's tracing reads ``is_exporting`` by interpreting it
-# (and guards what it reads): it stays torch's.
-_FLAG_QUERIES = ("is_compiling",)
-_FLAG_SESSIONS = ("_compile_session_context",)
-_FLAGS = ("_is_compiling_flag",)
+# The flag functions of a torch module, rewritten in place (dynamo and thunder know them by
+# identity; other modules import the context managers by name) to read and write flags of the
+# calling thread's own while it keeps them, torch's module globals otherwise.
 _ROUTE = "_thunder_compiler_flags"  # the name the rewritten functions read
-_flags_installed: bool | None = None
-
-
-class _ThreadFlagFunctions(threading.local):
-    """Copies of torch.compiler's flag functions: reading and writing a thread's own flags
-    (instance attributes) on a thread that keeps them, torch's (class attributes) on others."""
 
 
 class _FlagRoute:
-    """What the rewritten flag functions read: whether a thread keeps flags of its own, and the
-    calling thread's flag functions."""
+    """What one module's rewritten flag functions read: whether a thread keeps flags of its own,
+    and the calling thread's copies of the functions (reading and writing a namespace of the
+    thread's own)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, module: types.ModuleType, flags: tuple[str, ...], functions: tuple[str, ...]
+    ) -> None:
+        self.module = module
+        self.flags = flags  # the module globals the functions read and write
+        self.names = functions  # plain functions and ``contextmanager``s (their generators)
         self.private_threads = 0
-        self.functions = _ThreadFlagFunctions()
+        # A thread's own copies are instance attributes; torch's, the class's.
+        self.functions: Any = type("_ThreadFlagFunctions", (threading.local,), {})()
+        self.installed: bool | None = None
 
+    def _function(self, name: str) -> types.FunctionType | None:
+        fn = getattr(self.module, name, None)
+        fn = getattr(fn, "__wrapped__", fn)  # a contextmanager: its generator function
+        code = getattr(fn, "__code__", None)
+        if (
+            not isinstance(fn, types.FunctionType)
+            or code is None
+            or fn.__closure__
+            or fn.__globals__ is not vars(self.module)
+            or code.co_kwonlyargcount
+            or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+            or not any(flag in code.co_names for flag in self.flags)
+        ):
+            return None
+        return fn
 
-_flag_route = _FlagRoute()
-_flag_lock = threading.Lock()
+    def install(self) -> bool:
+        with _install_lock:
+            if self.installed is not None:
+                return self.installed
+            self.installed = False
+            functions = {name: self._function(name) for name in self.names}
+            if not all(hasattr(self.module, flag) for flag in self.flags) or None in functions:
+                log.debug("%s's flags are not the ones known here: shared", self.module.__name__)
+                return False
+            try:
+                routed = {name: _routed_code(fn) for name, fn in functions.items() if fn}
+            except Exception as e:  # no source, or source unlike the function
+                log.debug("%s's flag functions stay shared (%s)", self.module.__name__, e)
+                return False
+            vars(self.module)[_ROUTE] = self
+            for name, fn in functions.items():
+                assert fn is not None
+                # The copy each thread with flags of its own starts from.
+                setattr(type(self.functions), name, staticmethod(_copy(fn, fn.__globals__)))
+                fn.__code__ = routed[name]
+            self.installed = True
+            return True
 
+    def owned_by_this_thread(self) -> bool:
+        return self.names[0] in vars(self.functions)
 
-def _count_private_threads_after_fork() -> None:
-    # Only the forking thread lives on in a child process.
-    _flag_route.private_threads = int(_FLAG_QUERIES[0] in vars(_flag_route.functions))
+    def enter(self) -> None:
+        """From now on, this thread's flags are its own, all False."""
+        namespace = dict(vars(self.module))
+        namespace.update(dict.fromkeys(self.flags, False))
+        torch_functions = vars(type(self.functions))
+        for name in self.names:
+            setattr(self.functions, name, _copy(torch_functions[name].__func__, namespace))
+        with _flag_lock:
+            self.private_threads += 1
 
+    def leave(self) -> None:
+        with _flag_lock:
+            self.private_threads -= 1
+        for name in self.names:
+            delattr(self.functions, name)
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_count_private_threads_after_fork)
-
-
-def _flag_function(name: str) -> types.FunctionType | None:
-    fn = getattr(_compiler_module, name, None)
-    if name in _FLAG_SESSIONS:
-        fn = getattr(fn, "__wrapped__", None)
-    code = getattr(fn, "__code__", None)
-    if (
-        not isinstance(fn, types.FunctionType)
-        or code is None
-        or fn.__closure__
-        or fn.__globals__ is not vars(_compiler_module)
-        or code.co_argcount
-        or code.co_kwonlyargcount
-        or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-        or not any(flag in code.co_names for flag in _FLAGS)
-    ):
-        return None
-    return fn
+    def count_private_threads_after_fork(self) -> None:
+        # Only the forking thread lives on in a child process.
+        self.private_threads = int(self.owned_by_this_thread())
 
 
 def _copy(fn: types.FunctionType, namespace: dict[str, Any]) -> types.FunctionType:
@@ -509,7 +539,10 @@ def _routed_code(fn: types.FunctionType) -> types.CodeType:
         raise OSError(f"no definition of {fn.__name__} in its source")
     definition.decorator_list = []  # a contextmanager's generator function is the one routed
     definition.returns = None  # evaluated where it is compiled, without the module's names
-    call = f"{_ROUTE}.functions.{fn.__name__}()"
+    for argument in definition.args.args:
+        argument.annotation = None
+    arguments = ", ".join(fn.__code__.co_varnames[: fn.__code__.co_argcount])
+    call = f"{_ROUTE}.functions.{fn.__name__}({arguments})"
     generator = fn.__code__.co_flags & inspect.CO_GENERATOR
     body = f"yield from {call}\n    return" if generator else f"return {call}"
     route = ast.parse(f"if {_ROUTE}.private_threads:\n    {body}\n").body[0]
@@ -522,60 +555,53 @@ def _routed_code(fn: types.FunctionType) -> types.CodeType:
     return code
 
 
-def _install_flag_isolation() -> bool:
-    global _flags_installed
-    with _install_lock:
-        if _flags_installed is not None:
-            return _flags_installed
-        _flags_installed = False
-        functions = {name: _flag_function(name) for name in _FLAG_QUERIES + _FLAG_SESSIONS}
-        if not all(hasattr(_compiler_module, flag) for flag in _FLAGS) or None in functions:
-            log.debug("torch.compiler's flags are not the ones known here: they stay shared")
-            return False
-        try:
-            routed = {name: _routed_code(fn) for name, fn in functions.items() if fn is not None}
-        except Exception as e:  # no source, or source unlike the function
-            log.debug("torch.compiler's flag functions could not be routed (%s): shared", e)
-            return False
-        vars(_compiler_module)[_ROUTE] = _flag_route
-        for name, fn in functions.items():
-            assert fn is not None
-            # The copy each thread with flags of its own starts from.
-            setattr(_ThreadFlagFunctions, name, staticmethod(_copy(fn, fn.__globals__)))
-            # The function objects stay: dynamo and thunder know the queries by identity.
-            fn.__code__ = routed[name]
-        _flags_installed = True
-        return True
+_flag_lock = threading.Lock()
+# Dynamo holds ``_is_compiling_flag`` for a compile (``_compile_session_context``). Export sets
+# its flags itself and is never run on a compile thread; thunder's tracing reads
+# ``is_exporting`` by interpreting it (and guards what it reads): it stays torch's.
+_COMPILER_FLAGS = _FlagRoute(
+    torch.compiler, ("_is_compiling_flag",), ("is_compiling", "_compile_session_context")
+)
+# Dynamo and inductor set ``_use_lazy_graph_module_flag`` around a compile: on the program's
+# threads, ``torch.export``'s strict graph then came out a ``_LazyGraphModule`` missing
+# ``_in_spec``. Nested from two threads, the context managers (each restores what it saw)
+# could leave it set for good.
+_GRAPH_MODULE_FLAGS = _FlagRoute(
+    torch.fx._lazy_graph_module,
+    ("_use_lazy_graph_module_flag", "_force_skip_lazy_graph_module_flag"),
+    ("_get_graph_module_cls", "_use_lazy_graph_module", "_force_skip_lazy_graph_module"),
+)
+_ROUTES = (_COMPILER_FLAGS, _GRAPH_MODULE_FLAGS)
+
+if hasattr(os, "register_at_fork"):
+    for _route in _ROUTES:
+        os.register_at_fork(after_in_child=_route.count_private_threads_after_fork)
 
 
 def isolate_private_compiler_flags() -> bool:
-    """Lets threads keep dynamo's compile flag apart (``thread_private_compiler_flags``);
-    installed once, before any program is traced (it rewrites the code of
-    ``torch.compiler.is_compiling`` and of dynamo's compile session; the function objects
-    stay). False where they are not the ones known here."""
-    return _install_flag_isolation()
+    """Lets threads keep dynamo's compile flag and torch.fx's graph module flags apart
+    (``thread_private_compiler_flags``); installed once, before any program is traced (it
+    rewrites the code of ``torch.compiler.is_compiling``, dynamo's compile session and
+    ``torch.fx._lazy_graph_module``'s flag functions; the function objects stay). False where
+    one of them is not the one known here (that one stays shared)."""
+    return all([route.install() for route in _ROUTES])
 
 
 @contextlib.contextmanager
 def thread_private_compiler_flags() -> Iterator[None]:
     """Inside, this thread's ``torch.compiler.is_compiling()`` reads a flag of its own, False
-    but where dynamo's compile session on this thread sets it: other threads never see it (nor
-    this one theirs). Export sets torch's flags itself: not for use around ``torch.export``."""
-    if not _install_flag_isolation() or _FLAG_QUERIES[0] in vars(_flag_route.functions):
-        yield  # torch's flags as they are, or this thread's own already
-        return
-    namespace = dict(vars(_compiler_module))
-    namespace.update(dict.fromkeys(_FLAGS, False))
-    names = _FLAG_QUERIES + _FLAG_SESSIONS
-    torch_functions = vars(_ThreadFlagFunctions)
-    for name in names:
-        setattr(_flag_route.functions, name, _copy(torch_functions[name].__func__, namespace))
-    with _flag_lock:
-        _flag_route.private_threads += 1
+    but where dynamo's compile session on this thread sets it, and so do torch.fx's lazy graph
+    module flags: other threads never see them (nor this one theirs). Export sets torch's flags
+    itself: not for use around ``torch.export``."""
+    entered = [
+        route
+        for route in _ROUTES
+        if route.install() and not route.owned_by_this_thread()  # else its own already
+    ]
+    for route in entered:
+        route.enter()
     try:
         yield
     finally:
-        with _flag_lock:
-            _flag_route.private_threads -= 1
-        for name in names:
-            delattr(_flag_route.functions, name)
+        for route in entered:
+            route.leave()
