@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from _timing import settle_regions
 
 import thunder
 from thunder.models import GPT, GPTConfig
@@ -77,28 +78,6 @@ def saved_bytes(
     for p in params:
         p.grad = None
     return total, activations
-
-
-def _regions(jm: Any) -> list[Any]:
-    """The fusion regions (``CompiledRegion``) of the last forward and backward programs."""
-    traces = [*thunder.last_traces(jm)[-1:], *thunder.last_backward_traces(jm)[-1:]]
-    return [r.sym.impl for t in traces for r in getattr(t, "fusion_regions", ())]
-
-
-def _settle(step: Callable[[], Any], jm: Any, max_steps: int = 200) -> tuple[int, str]:
-    """Steps until every region of ``jm`` has chosen what it runs (``CompiledRegion.settled``);
-    the steps taken and, per region, what it runs."""
-    steps = 0
-    while steps < max_steps and not all(getattr(r, "settled", True) for r in _regions(jm)):
-        step()
-        steps += 1
-    runs = [
-        "measuring" if not getattr(r, "settled", True)
-        else "failed" if getattr(r, "error", None) is not None
-        else "compiled" if getattr(r, "runs_compiled", True) else "torch calls"
-        for r in _regions(jm)
-    ]  # fmt: skip
-    return steps, ", ".join(runs)
 
 
 def _interleaved(fns: list[Callable[[], Any]], n: int, rounds: int) -> list[list[float]]:
@@ -168,7 +147,7 @@ def main() -> None:
         first = time.perf_counter() - start
         wait_for_background_compiles()
         fused = time.perf_counter() - start
-        steps, runs = _settle(lambda jm=jm: _step(jm, params, batch), jm)
+        steps, runs = settle_regions(lambda jm=jm: _step(jm, params, batch), jm)
         note = (
             f"first step {first:.2f} s, fused after {fused:.2f} s, regions chose after "
             f"{steps} more steps: {runs}"
