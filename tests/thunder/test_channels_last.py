@@ -141,7 +141,22 @@ def test_inputs_laid_out_otherwise_compile_again():
     assert thunder.compile_stats(jm).cache_misses == 2
 
 
-def test_dense_convolutions_keep_their_layout():
+def test_dense_convolutions_of_computed_weights_keep_their_layout():
+    """oneDNN lays a weight out for its channels-last kernels on every call: a dense
+    convolution over many channels runs slower so, unless its weight is the program's input,
+    which is laid out once (test_packed_convolutions.py)."""
+
+    def dense(x, w1, w2):
+        return F.conv2d(F.relu(F.conv2d(x, w1 * 2, padding=1)), w2 + 1, padding=1)
+
+    jf = thunder.jit(dense)
+    x, w1, w2 = torch.randn(2, 4, 8, 8), torch.randn(4, 4, 3, 3), torch.randn(4, 4, 3, 3)
+    with torch.no_grad():
+        _assert_as_eager(jf(x, w1, w2), dense(x, w1, w2))
+    assert not _uses_channels_last(jf)
+
+
+def test_dense_convolutions_of_input_weights_run_channels_last_packed():
     def dense(x, w1, w2):
         return F.conv2d(F.relu(F.conv2d(x, w1, padding=1)), w2, padding=1)
 
@@ -149,7 +164,11 @@ def test_dense_convolutions_keep_their_layout():
     x, w1, w2 = torch.randn(2, 4, 8, 8), torch.randn(4, 4, 3, 3), torch.randn(4, 4, 3, 3)
     with torch.no_grad():
         _assert_as_eager(jf(x, w1, w2), dense(x, w1, w2))
-    assert not _uses_channels_last(jf)
+    from thunder_executors import packed_convolutions
+
+    if packed_convolutions.available():
+        assert _uses_channels_last(jf)
+        assert str(thunder.last_traces(jf)[-1]).count("packed_conv2d(") == 2
 
 
 def test_training_step_is_unchanged():

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from thunder_executors import packed_convolutions
 from thunder_executors.torch_symbols import helper_symbol
 from thunder_ir import BoundSymbol, PassRecord, Proxy, TensorProxy, Trace
 from thunder_ir.pytree import tree_iter, tree_map
@@ -53,6 +54,7 @@ def to_contiguous(x: torch.Tensor) -> torch.Tensor:
 
 _TO_CHANNELS_LAST = helper_symbol("to_channels_last", to_channels_last)
 _TO_CONTIGUOUS = helper_symbol("to_contiguous", to_contiguous)
+_PACKED_CONV2D = helper_symbol("packed_conv2d", packed_convolutions.packed_conv2d)
 _CONVOLUTIONS = frozenset({"torch_ops::conv2d", "torch::torch.conv2d"})
 
 # Ops whose values do not depend on the strides of their tensor arguments and that do not
@@ -120,6 +122,32 @@ def _may_be_depthwise(bsym: BoundSymbol) -> bool:
     return isinstance(w, TensorProxy) and w.ndim == 4 and w.shape[1] == 1
 
 
+def _conv_arguments(bsym: BoundSymbol) -> tuple[Any, Any, Any, Any]:
+    """A 2-D convolution's stride, padding, dilation and groups."""
+    names = ("stride", "padding", "dilation", "groups")
+    defaults = (1, 0, 1, 1)
+    return tuple(  # type: ignore[return-value]
+        bsym.args[3 + k] if len(bsym.args) > 3 + k else bsym.kwargs.get(n, d)
+        for k, (n, d) in enumerate(zip(names, defaults, strict=True))
+    )
+
+
+def _may_pack(bsym: BoundSymbol, inputs: frozenset[str]) -> bool:
+    """From the trace alone: a dense convolution of one of the program's inputs (a weight its
+    caller keeps: ``packed_convolutions`` lays it out once) with numeric padding."""
+    if bsym.sym.id not in _CONVOLUTIONS or len(bsym.args) < 2:
+        return False
+    w = bsym.args[1]
+    return (
+        isinstance(w, TensorProxy)
+        and w.name in inputs
+        and w.ndim == 4
+        and w.shape[1] > 1
+        and packed_convolutions.packable(*_conv_arguments(bsym))
+        and packed_convolutions.available()
+    )
+
+
 def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal strides in every dimension of more than one element (others are never stepped)."""
     return all(n <= 1 or s == t for n, s, t in zip(a.shape, a.stride(), b.stride(), strict=True))
@@ -141,8 +169,15 @@ class _Refused(Exception):
 class _Rewrite:
     """One pass over the execution trace, each op run on fake tensors as it is written."""
 
-    def __init__(self, bsyms: Sequence[BoundSymbol], eager: dict[str, Any], env: dict[str, Any]):
+    def __init__(
+        self,
+        bsyms: Sequence[BoundSymbol],
+        eager: dict[str, Any],
+        env: dict[str, Any],
+        inputs: frozenset[str] = frozenset(),
+    ):
         self.bsyms = bsyms
+        self.inputs = inputs  # the names of the program's inputs
         self.eager = eager  # name -> fake value in the program as it was
         self.env = env  # name -> fake value in the rewritten program
         self.names = set(eager)
@@ -151,7 +186,7 @@ class _Rewrite:
         self.base: dict[str, str] = {}  # a view's name -> the name of the tensor it aliases
         self.converted: set[str] = set()
         self.copied_from = ""  # the tensor the last restoring copy was made of
-        self.depthwise = 0
+        self.gains = 0  # convolutions that gain from the layout: depthwise or packed ones
 
     def _fresh(self, like: TensorProxy, suffix: str) -> TensorProxy:
         name, k = f"{like.name}_{suffix}", 0
@@ -187,17 +222,31 @@ class _Rewrite:
         x, w = (self.env.get(a.name) if isinstance(a, Proxy) else a for a in b.args[:2])
         return _is_depthwise(b, x, w)
 
+    def _packs(self, b: BoundSymbol) -> bool:
+        """Whether the convolution runs on a weight laid out once (``packed_convolutions``)."""
+        if not _may_pack(b, self.inputs):
+            return False
+        x, w = (self.env.get(a.name) if isinstance(a, Proxy) else a for a in b.args[:2])
+        return (
+            isinstance(x, torch.Tensor)
+            and _on_cpu(x)
+            and x.dtype == torch.float32
+            and isinstance(w, torch.Tensor)
+            and w.dtype == torch.float32
+        )
+
     def _converts(self, b: BoundSymbol) -> bool:
         """Whether the convolution's input is laid out channels-last first: depthwise ones,
         pointwise ones and those of few input channels (an image's stem), which oneDNN runs at
-        least as fast so; not a dense one over many channels (3x3 over 256: 1.2x to 1.7x slower
-        here), which takes the layout it is given."""
+        least as fast so, and dense ones on a packed weight; not a dense one over many channels
+        whose weight oneDNN lays out on every call (3x3 over 256: 1.2x to 1.7x slower here),
+        which takes the layout it is given."""
         if b.sym.id not in _CONVOLUTIONS or len(b.args) < 2:
             return False
         x, w = (self.env.get(a.name) if isinstance(a, Proxy) else a for a in b.args[:2])
         if not isinstance(w, torch.Tensor) or w.ndim != 4:
             return False
-        if _is_depthwise(b, x, w):
+        if _is_depthwise(b, x, w) or self._packs(b):
             return True
         return _on_cpu(x) and (tuple(w.shape[2:]) == (1, 1) or math.prod(w.shape[1:]) <= 32)
 
@@ -213,8 +262,9 @@ class _Rewrite:
                 continue
             ident = b.sym.id
             args, kwargs = b.args, b.kwargs
-            if self._depthwise(b):
-                self.depthwise += 1
+            packs = self._packs(b)
+            if self._depthwise(b) or packs:
+                self.gains += 1
             if self._converts(b):
                 x = args[0]
                 if not self.env[x.name].is_contiguous(memory_format=torch.channels_last):
@@ -240,7 +290,9 @@ class _Rewrite:
                 source = self._base(b.flat_proxy_args[0].name)
                 for o in b.flat_proxy_outs:
                     self.base.setdefault(o.name, source)
-            self.out.append(b)
+            # The packed call computes the convolution's values and strides (its fake run is
+            # the convolution's).
+            self.out.append(b.replace(sym=_PACKED_CONV2D) if packs else b)
         return self.out
 
     def _execute(self, b: BoundSymbol) -> None:
@@ -274,7 +326,8 @@ def channels_last_convolutions(
     on channels-last tensors, and the names of the inputs whose contiguity the decision read; or
     None where that is not done (fewer than two convolutions, or the layouts cannot be said).
     ``args``: the trace's arguments; ``values``: this call's tensor or number for each name."""
-    if sum(map(_may_be_depthwise, bsyms)) < 2:
+    inputs = frozenset(a.name for a in args if isinstance(a, TensorProxy))
+    if sum(_may_be_depthwise(b) or _may_pack(b, inputs) for b in bsyms) < 2:
         return None  # a conversion and a restore cost more than one convolution gains
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -288,11 +341,11 @@ def channels_last_convolutions(
             }
             eager = dict(start)
             _run(bsyms, eager)
-            rewrite = _Rewrite(bsyms, eager, dict(start))
+            rewrite = _Rewrite(bsyms, eager, dict(start), inputs)
             out = rewrite.run()
     except Exception:
         return None
-    if rewrite.depthwise < 2 or not rewrite.converted:
+    if rewrite.gains < 2 or not rewrite.converted:
         return None
     sources = _leading_to(out, rewrite.converted)
     checked = [
