@@ -233,3 +233,14 @@ def test_bfloat16_and_other_dtypes_keep_conv2d() -> None:
         x = torch.randn(2, 3, 20, 20, dtype=torch.float64)
         _check(jm, model, x)
     assert _packed_calls(jm) == 0
+
+
+def test_images_of_varying_sizes_keep_one_layout_per_weight() -> None:
+    model = _net()
+    jm = thunder.jit(model)
+    weight = model.blocks[0].conv1.weight
+    with torch.no_grad():
+        for size in (20, 24, 17, 31):
+            _check(jm, model, torch.randn(2, 3, size, size + 3))
+    entries = [k for k in packed_convolutions._packed._entries if k[0] == id(weight)]
+    assert len(entries) == 1
