@@ -356,3 +356,30 @@ def test_thread_private_graph_module_flags_keep_each_threads_own() -> None:
         "after": torch.fx.GraphModule,
     }
     assert not torch.fx._lazy_graph_module._use_lazy_graph_module_flag
+
+
+def test_the_callers_compiler_settings_reach_the_compile_thread() -> None:
+    """torch's compiler configurations are set per thread: a setting made on the caller's thread
+    (an assignment, or a ``config.patch`` around the call that queues the compile) is what the
+    region's compile sees, as a ``torch.compile`` on that thread would."""
+    import torch._inductor.config as inductor_config
+
+    assert background_compile.wait_for_background_compiles(300)
+    seen: list[tuple[bool, int]] = []
+
+    def job(examples: list[Any]) -> None:
+        seen.append((inductor_config.fx_graph_cache, torch._dynamo.config.recompile_limit))
+
+    default = (inductor_config.fx_graph_cache, torch._dynamo.config.recompile_limit)
+    with (
+        inductor_config.patch(fx_graph_cache=not default[0]),
+        torch._dynamo.config.patch(recompile_limit=default[1] + 3),
+    ):
+        background_compile.submit(job, ())
+    background_compile.submit(job, ())  # after the patch: the defaults again
+    assert background_compile.wait_for_background_compiles(300)
+    assert seen == [(not default[0], default[1] + 3), default]
+    # The compile thread's own settings are left as they were.
+    background_compile.submit(job, ())
+    assert background_compile.wait_for_background_compiles(300)
+    assert seen[-1] == default

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import ctypes
 import importlib
 import logging
@@ -62,13 +63,49 @@ _AUTOCAST_DEVICES = ("cpu", "cuda")
 _FX_TRACER_FILE = torch.fx._symbolic_trace.__file__
 
 
+# torch's compiler configurations. Their settings are the setting thread's own (context
+# variables): ``torch._inductor.config.fx_graph_cache = False`` on the caller's thread, or a
+# ``config.patch`` around the call, did not reach the compile thread.
+_CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
+
+_Settings = tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
+_UNSET = getattr(importlib.import_module("torch.utils._config_module"), "_UNSET_SENTINEL", None)
+
+
+def _config_settings() -> _Settings:
+    """This thread's own settings of torch's compiler configurations (modules not imported yet
+    have none): ``(module name, ((key, value), ...))``."""
+    settings: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
+    if _UNSET is None:  # another torch's configuration: its settings as they are
+        return ()
+    for name in _CONFIG_MODULES:
+        module = sys.modules.get(name)
+        entries = getattr(module, "_config", None)
+        if not isinstance(entries, dict):
+            continue
+        own = []
+        for key, entry in entries.items():
+            override = getattr(entry, "user_override", None)
+            # (a torch whose settings are process-wide: the compile thread sees them)
+            if not isinstance(override, contextvars.ContextVar) or entry.alias is not None:
+                continue
+            value = override.get()
+            if value is not _UNSET:
+                own.append((key, value))
+        if own:
+            settings.append((name, tuple(own)))
+    return tuple(settings)
+
+
 @dataclass(frozen=True)
 class Ambient:
-    """The thread-local torch state a compiled program's guards read."""
+    """The thread-local torch state a compiled program's guards read, and the caller's settings
+    of torch's compilers."""
 
     grad: bool
     autocast: tuple[tuple[str, torch.dtype], ...]  # (device type, dtype) of the enabled ones
     cuda_device: int | None
+    config: _Settings = ()
 
     @staticmethod
     def of_this_thread() -> Ambient:
@@ -79,7 +116,7 @@ class Ambient:
         )
         initialized = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
         cuda = torch.cuda.current_device() if initialized else None
-        return Ambient(torch.is_grad_enabled(), autocast, cuda)
+        return Ambient(torch.is_grad_enabled(), autocast, cuda, _config_settings())
 
     @contextlib.contextmanager
     def entered(self) -> Iterator[None]:
@@ -89,6 +126,8 @@ class Ambient:
                 stack.enter_context(torch.autocast(device, dtype=dtype))
             if self.cuda_device is not None:
                 stack.enter_context(torch.cuda.device(self.cuda_device))
+            for name, own in self.config:
+                stack.enter_context(sys.modules[name].patch(dict(own)))
             yield
 
 
