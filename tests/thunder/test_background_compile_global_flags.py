@@ -143,13 +143,19 @@ def _user_code(x: torch.Tensor) -> torch.Tensor:
     return x * 3 + (1 if torch.compiler.is_compiling() else 0)
 
 
-def test_main_thread_sees_no_flag_while_a_region_compiles_in_dynamo(
-    compile_thread_held_in_dynamo: _Held,
-) -> None:
+def _compiled_until_held(held: _Held) -> tuple[_Net, Any]:
+    """A module and its ``thunder.compile``, called until its region's compile is held."""
     net = _Net(_act)
     model = thunder.compile(net, recipe=_TanhAct())
     _check_module_like_eager(model, net, torch.tanh)  # queues the region's compile
-    assert compile_thread_held_in_dynamo.inside.wait(300), "no region compiled through dynamo"
+    assert held.inside.wait(300), "no region compiled through dynamo"
+    return net, model
+
+
+def test_main_thread_sees_no_flag_while_a_region_compiles_in_dynamo(
+    compile_thread_held_in_dynamo: _Held,
+) -> None:
+    net, model = _compiled_until_held(compile_thread_held_in_dynamo)
 
     # The compile thread is inside dynamo's compile now, and sees dynamo's flag there.
     assert compile_thread_held_in_dynamo.flags["torch.compiler.is_compiling"]
@@ -294,10 +300,7 @@ def _check_strict_export() -> None:
 def test_main_thread_builds_graph_modules_while_a_region_compiles_in_dynamo(
     compile_thread_held_in_dynamo: _Held,
 ) -> None:
-    net = _Net(_act)
-    model = thunder.compile(net, recipe=_TanhAct())
-    _check_module_like_eager(model, net, torch.tanh)  # queues the region's compile
-    assert compile_thread_held_in_dynamo.inside.wait(300), "no region compiled through dynamo"
+    net, model = _compiled_until_held(compile_thread_held_in_dynamo)
     # Dynamo has set the lazy graph module flag on the compile thread, not on this one. (A
     # strict export here would wait for the compile: it resets dynamo under its compile lock.)
     assert _graph_module_cls() is torch.fx.GraphModule
