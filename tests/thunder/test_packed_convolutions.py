@@ -36,15 +36,15 @@ class _Block(torch.nn.Module):
 
 
 class _Net(torch.nn.Module):
-    """A ResNet-like stack: a stem, residual blocks of dense 3x3 convolutions, a strided one, a
-    pooled head (returns a contiguous result, as eager's)."""
+    """A ResNet-like stack: a stem, residual blocks of dense 3x3 convolutions over 96 channels
+    (weights large enough to be packed), a strided one, a pooled head."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.stem = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1)
-        self.blocks = torch.nn.Sequential(_Block(16), _Block(16))
-        self.down = torch.nn.Conv2d(16, 32, 3, stride=2, padding=1, dilation=1)
-        self.head = torch.nn.Linear(32, 10)
+        self.stem = torch.nn.Conv2d(3, 96, 3, stride=2, padding=1)
+        self.blocks = torch.nn.Sequential(_Block(96), _Block(96))
+        self.down = torch.nn.Conv2d(96, 128, 3, stride=2, padding=1, dilation=1)
+        self.head = torch.nn.Linear(128, 10)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.down(self.blocks(torch.relu(self.stem(x))))
@@ -78,7 +78,8 @@ def test_inference_runs_dense_convolutions_packed_like_eager() -> None:
     with torch.no_grad():
         for batch in (2, 2, 3):
             _check(jm, model, torch.randn(batch, 3, 20, 20))
-    assert _packed_calls(jm) == 6  # the stem, the blocks' four and the strided one
+    # the blocks' four and the strided one; the stem's weight is too small to gain from it
+    assert _packed_calls(jm) == 5
 
 
 @pytest.mark.parametrize(
