@@ -245,3 +245,55 @@ def test_images_of_varying_sizes_keep_one_layout_per_weight() -> None:
             _check(jm, model, torch.randn(2, 3, size, size + 3))
     entries = [k for k in packed_convolutions._packed._entries if k[0] == id(weight)]
     assert len(entries) == 1
+
+
+class _PermutedNorms(torch.nn.Module):
+    """ConvNeXt's pattern: layer norms over channels between ``permute``s, so every convolution
+    after the stem takes a channels-last input without any conversion."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 96, 4, stride=4)
+        self.norm1 = torch.nn.LayerNorm(96)
+        self.depthwise = torch.nn.Conv2d(96, 96, 7, padding=3, groups=96)
+        self.norm2 = torch.nn.LayerNorm(96)
+        self.down = torch.nn.Conv2d(96, 192, 2, stride=2)
+
+    def _norm(self, norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._norm(self.norm1, self.stem(x))
+        x = x + self._norm(self.norm2, self.depthwise(x))
+        return self.down(x)
+
+
+def test_channels_last_inputs_run_packed_without_a_conversion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass packs a convolution whose input is channels-last already, and its first check
+    of oneDNN (run while the pass computes on fake tensors) tests real ones."""
+    monkeypatch.setattr(packed_convolutions, "_available", None)
+    torch.manual_seed(0)
+    model = _PermutedNorms().eval()
+    jm = thunder.jit(model)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 3, 32, 32)
+            got, want = jm(x), model(x)
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+            assert got.stride() == want.stride()
+    assert packed_convolutions._available is True
+    assert _packed_calls(jm) == 1  # the strided one (the others' weights are small)
+    assert "to_channels_last" not in str(thunder.last_traces(jm)[-1])
+
+
+def test_the_check_of_onednn_runs_on_real_tensors_under_a_fake_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setattr(packed_convolutions, "_available", None)
+    with FakeTensorMode():
+        assert packed_convolutions.available()
+    assert packed_convolutions._available is True

@@ -195,6 +195,7 @@ class _Rewrite:
         self.converted: set[str] = set()
         self.copied_from = ""  # the tensor the last restoring copy was made of
         self.gains = 0  # convolutions that gain from the layout: depthwise or packed ones
+        self.packed = 0  # convolutions run on a weight laid out once
 
     def _fresh(self, like: TensorProxy, suffix: str) -> TensorProxy:
         name, k = f"{like.name}_{suffix}", 0
@@ -273,6 +274,7 @@ class _Rewrite:
             packs = self._packs(b)
             if self._depthwise(b) or packs:
                 self.gains += 1
+            self.packed += packs
             if self._converts(b):
                 x = args[0]
                 if not self.env[x.name].is_contiguous(memory_format=torch.channels_last):
@@ -332,11 +334,13 @@ def channels_last_convolutions(
 ) -> tuple[list[BoundSymbol], list[str]] | None:
     """The bound symbols of an execution trace (without its deletes) with its CPU convolutions
     on channels-last tensors, and the names of the inputs whose contiguity the decision read; or
-    None where that is not done (fewer than two convolutions, or the layouts cannot be said).
+    None where that is not done (nothing would change, a conversion for fewer than two
+    convolutions that gain, or the layouts cannot be said). Convolutions whose input is already
+    channels-last (as after ``permute``s from ``N, H, W, C``) are packed without conversion.
     ``args``: the trace's arguments; ``values``: this call's tensor or number for each name."""
     inputs = frozenset(a.name for a in args if isinstance(a, TensorProxy))
-    if sum(_may_be_depthwise(b) or _may_pack(b, inputs) for b in bsyms) < 2:
-        return None  # a conversion and a restore cost more than one convolution gains
+    if not any(_may_be_depthwise(b) or _may_pack(b, inputs) for b in bsyms):
+        return None
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -353,8 +357,10 @@ def channels_last_convolutions(
             out = rewrite.run()
     except Exception:
         return None
-    if rewrite.gains < 2 or not rewrite.converted:
-        return None
+    if rewrite.converted and rewrite.gains < 2:
+        return None  # a conversion and a restore cost more than one convolution gains
+    if not rewrite.converted and not rewrite.packed:
+        return None  # nothing changes
     sources = _leading_to(out, rewrite.converted)
     checked = [
         a.name

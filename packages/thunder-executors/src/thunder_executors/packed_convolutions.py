@@ -100,6 +100,15 @@ def available() -> bool:
 
 
 def _self_test() -> bool:
+    # Real tensors whatever the caller's mode: a first call from a pass running ops on fake
+    # tensors would otherwise test fakes and turn packing off for the process.
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        return _checks_out()
+
+
+def _checks_out() -> bool:
     try:
         if not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
             return False
