@@ -253,7 +253,7 @@ class _PermutedNorms(torch.nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.stem = torch.nn.Conv2d(3, 96, 4, stride=4)
+        self.stem = torch.nn.Conv2d(8, 96, 4, stride=4)  # (not an image's 3: those convert)
         self.norm1 = torch.nn.LayerNorm(96)
         self.depthwise = torch.nn.Conv2d(96, 96, 7, padding=3, groups=96)
         self.norm2 = torch.nn.LayerNorm(96)
@@ -279,7 +279,7 @@ def test_channels_last_inputs_run_packed_without_a_conversion(
     jm = thunder.jit(model)
     with torch.no_grad():
         for _ in range(3):
-            x = torch.randn(2, 3, 32, 32)
+            x = torch.randn(2, 8, 32, 32)
             got, want = jm(x), model(x)
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
             assert got.stride() == want.stride()
