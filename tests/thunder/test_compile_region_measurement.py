@@ -80,7 +80,7 @@ def test_the_choice_compares_the_calls_of_each_pair(
     region = region_bsym.sym.impl
     assert background_compile.wait_for_background_compiles(timeout=60)
     assert region.runs_compiled is None and region.status == "compiled"
-    region.fn = clock.timed(region.fn, 1.0)
+    region.torch_calls = clock.timed(region.torch_calls, 1.0)
     for _ in range(2 * (measured + 1)):
         a, b = torch.randn(8, 16), torch.randn(16)
         torch.testing.assert_close(fn(a, b), _program(a, b))
@@ -139,3 +139,90 @@ def test_training_matches_eager_through_the_measurement_and_after(cache: str) ->
         step(sizes[k % len(sizes)])
     assert all(r.runs_compiled is not None for r in regions), [r.status for r in regions]
     assert all(r.settled for r in regions)
+
+
+def _embed(idx: torch.Tensor, table: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(F.embedding(idx, table) * scale) + 1.0
+
+
+def test_a_region_that_keeps_its_torch_calls_stops_checking_indices(monkeypatch: Any) -> None:
+    """A region reading indices checks them before each call while its compiled program may run
+    (inductor does not raise eager's error); once its torch calls are chosen they raise eager's
+    error themselves, and the check (a read of the indices per call) is not paid again."""
+    clock = _FakeClock(lambda call: 1.0)
+    monkeypatch.setattr(tc_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(tc_module, "compile_direct", lambda fn, *args: clock.timed(fn, 2.0))
+    checks = []
+    in_range = tc_module._indices_in_range
+    monkeypatch.setattr(tc_module, "_indices_in_range", lambda *a: checks.append(1) or in_range(*a))
+    executor = tc_module.TorchCompileExecutor("torchcompile_bg_index_check", background=True)
+    fn = thunder.jit(_embed, executors=(executor, "torch"))
+    table, scale = torch.randn(10, 4), torch.randn(4)
+
+    def call() -> None:
+        idx = torch.randint(0, 10, (3, 5))
+        torch.testing.assert_close(fn(idx, table, scale), _embed(idx, table, scale))
+
+    call()
+    (region_bsym,) = thunder.last_traces(fn)[-1].fusion_regions
+    region = region_bsym.sym.impl
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    region.torch_calls = clock.timed(region.torch_calls, 1.0)
+    for _ in range(2 * (tc_module.CompiledRegion.MEASURED_CALLS + 1)):
+        call()
+    assert region.runs_compiled is False
+    checked = len(checks)
+    assert checked > 0
+    for _ in range(5):
+        call()
+    assert len(checks) == checked
+    bad = torch.tensor([[1, 10]])
+    with pytest.raises(IndexError) as want:
+        _embed(bad, table, scale)
+    with pytest.raises(IndexError) as got:
+        fn(bad, table, scale)
+    assert str(got.value) == str(want.value)
+
+
+def _split_gate(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    a, b = (x @ w).chunk(2, -1)
+    return (torch.tanh(a) * b).view(2, 2, 3) + 1.0
+
+
+def _aten_calls(fn: Callable[..., Any], *args: Any) -> list[str]:
+    with torch.profiler.profile() as prof:
+        fn(*args)
+    return sorted(e.name for e in prof.events() if e.name.startswith("aten::"))
+
+
+def test_a_region_runs_its_ops_as_thunder_jit_runs_them_until_and_unless_compiled(
+    monkeypatch: Any,
+) -> None:
+    """While its program compiles, and for good once its torch calls measure faster, a region
+    runs its ops as thunder.jit runs them (``view`` as torch calls it, not its decomposition's
+    ``reshape``): thunder.compile then costs what thunder.jit costs."""
+    clock = _FakeClock(lambda call: 1.0)
+    monkeypatch.setattr(tc_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(tc_module, "compile_direct", lambda fn, *args: clock.timed(fn, 2.0))
+    executor = tc_module.TorchCompileExecutor("torchcompile_bg_as_jit", background=True)
+    fn = thunder.jit(_split_gate, executors=(executor, "torch"))
+
+    def call() -> None:
+        x, w = torch.randn(4, 8), torch.randn(8, 6)
+        torch.testing.assert_close(fn(x, w), _split_gate(x, w))
+
+    call()
+    (region_bsym,) = thunder.last_traces(fn)[-1].fusion_regions  # the whole program
+    region = region_bsym.sym.impl
+    x, w = torch.randn(4, 8), torch.randn(8, 6)
+    jitted = thunder.jit(_split_gate)
+    jitted(x, w)
+    as_jit = _aten_calls(jitted, x, w)
+    assert "aten::view" in as_jit and "aten::reshape" not in as_jit  # (not a decomposition's)
+    assert _aten_calls(fn, x, w) == as_jit  # its program compiles meanwhile
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    region.torch_calls = clock.timed(region.torch_calls, 1.0)
+    for _ in range(2 * (tc_module.CompiledRegion.MEASURED_CALLS + 1)):
+        call()
+    assert region.runs_compiled is False
+    assert _aten_calls(fn, x, w) == as_jit

@@ -113,13 +113,13 @@ def test_the_faster_of_compiled_and_torch_calls_runs_once_measured(
     fn(a, b)
     assert background_compile.wait_for_background_compiles(timeout=60)
     if not compiled_is_slower:  # the torch calls made slower instead (compiled kept its own)
-        torch_calls = region.fn
+        torch_calls = region.torch_calls
 
         def slowed(*args: Any) -> Any:
             time.sleep(0.005)
             return torch_calls(*args)
 
-        region.fn = slowed
+        region.torch_calls = slowed
     measured = 2 * (region.MEASURED_CALLS + 1)
     for _ in range(measured):
         a, b = torch.randn(8, 16), torch.randn(16)

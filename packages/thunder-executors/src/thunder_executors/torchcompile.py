@@ -431,6 +431,40 @@ def _canonical(
     return new_region, new_inputs, [rename(p) for p in outputs]
 
 
+# The operator executors thunder.jit runs a program on (thunder.recipes' default list without
+# its fusion executors).
+_OPERATOR_EXECUTORS = ("torch_ops", "torch")
+
+
+def _operator_calls(
+    region: Sequence[BoundSymbol], inputs: Sequence[Proxy], outputs: Sequence[Proxy]
+) -> tuple[str, Callable[..., Any]] | None:
+    """The region as thunder.jit runs it, without fusion (the operator executors' calls, as
+    eager calls the ops that it keeps whole: ``chunk``, ``view``, ``linear``...; its deletes,
+    its peepholes): its canonical source and the function. What a region that keeps its torch
+    calls runs, so that it costs what the same ops cost without ``thunder.compile``. None where
+    the region's symbols cannot be translated so (then its decomposition's torch calls run)."""
+    from thunder_executors.assignment import transform_for_execution
+
+    try:
+        ex = transform_for_execution(
+            region_trace("fusion", region, inputs, outputs), _OPERATOR_EXECUTORS
+        )
+        fn = ex.python_callable({"torch": torch})
+    except Exception:  # (a symbol only a fusion executor runs)
+        log.debug("fusion region: its operator calls could not be built", exc_info=True)
+        return None
+    body = [b for b in ex.bound_symbols if not b.has_tag(OpTag.RETURN)]
+    defined = {p.name for p in inputs}
+    for b in ex.bound_symbols:
+        if any(p.name not in defined for p in b.flat_proxy_args):
+            return None  # it reads a number the region is not given (a size it computes)
+        defined.update(p.name for p in b.flat_proxy_outs)
+    # Translated under the trace's names (the sizes in its tensors' shapes are named there);
+    # compared under canonical ones.
+    return region_trace("fusion", *_canonical(body, inputs, outputs)).python(), fn
+
+
 def _has_symbolic_sizes(inputs: Sequence[Proxy]) -> bool:
     return any(
         isinstance(p, NumberProxy)
@@ -646,6 +680,7 @@ class CompiledRegion:
         index_check: Callable[..., bool] | None = None,
         on_bad_indices: Callable[..., Any] | None = None,
         compile_fn: Callable[..., Any] | None = None,
+        torch_calls: Callable[..., Any] | None = None,
     ) -> None:
         self.source = source
         self.fn = fn
@@ -654,6 +689,9 @@ class CompiledRegion:
         self.compile_fn = compile_fn or fn
         self.index_check = index_check
         self.on_bad_indices = on_bad_indices or fn
+        # What runs while no compiled program does: the region's ops as thunder.jit runs them
+        # (``_operator_calls``), else as eager calls them.
+        self.torch_calls = torch_calls or self.on_bad_indices
         self.options = options
         self.background = background
         self.compile_seconds = 0.0
@@ -712,7 +750,7 @@ class CompiledRegion:
                     if not self._submitted:
                         self._submitted = True
                         background_compile.submit(self._compile_in_background, args)
-            return self.fn(*args)
+            return self.torch_calls(*args)
         with self._lock:
             if self._compiled is None:
                 start = time.perf_counter()
@@ -720,7 +758,7 @@ class CompiledRegion:
                     fn, out = self._compile(list(args))
                 except Exception as e:  # any compiler failure: the torch calls run instead
                     self._compile_failed(e)
-                    fn, out = self.fn, _NOT_RUN
+                    fn, out = self.torch_calls, _NOT_RUN
                 finally:
                     self.compile_seconds += time.perf_counter() - start
                 self._compiled = fn
@@ -740,7 +778,7 @@ class CompiledRegion:
             return candidate(*args)
         compiled_times, torch_times = self._times
         use_compiled = len(compiled_times) <= len(torch_times)
-        fn = candidate if use_compiled else self.fn
+        fn = candidate if use_compiled else self.torch_calls
         start = time.perf_counter()
         out = fn(*args)
         elapsed = time.perf_counter() - start
@@ -760,7 +798,10 @@ class CompiledRegion:
 
     def _choose(self, candidate: Callable[..., Any], compiled: bool) -> None:
         self.runs_compiled = compiled
-        self._compiled = candidate if compiled else self.fn
+        if compiled:
+            self._compiled = candidate
+        else:
+            self._keep_torch_calls()
         if len(self._times[0]) > 1 and len(self._times[1]) > 1:
             log.info(
                 "fusion region: compiled %.1f us, torch calls %.1f us per call (medians), "
@@ -815,6 +856,12 @@ class CompiledRegion:
             raise RegionOutputMismatch(f"its compiled program's {mismatch}")
         return program, out
 
+    def _keep_torch_calls(self) -> None:
+        """From now on the region runs ``torch_calls``: they raise eager's errors themselves, so
+        their indices need no check first."""
+        self._compiled = self.torch_calls
+        self.index_check = None
+
     def _compile_failed(self, e: Exception) -> None:
         self.error = e
         warnings.warn(
@@ -831,6 +878,7 @@ class CompiledRegion:
             fn, _ = self._compile(examples)
         except Exception as e:  # any compiler failure: the torch calls stay
             self._compile_failed(e)
+            self._keep_torch_calls()
             return
         finally:
             self.compile_seconds += time.perf_counter() - start
@@ -930,7 +978,11 @@ class TorchCompileExecutor(FusionExecutor):
         options = self.compile_options
         if _has_symbolic_sizes(inputs):
             options = {**options, "dynamic": True}
+        # (Regions compiled on the first call run their torch calls only where that fails.)
+        unfused = _operator_calls(region, inputs, outputs) if self.background else None
         key = f"{source}\n# options: {sorted(options.items(), key=str)!r}"
+        if unfused is not None:  # (regions of other ops with one decomposition differ here)
+            key += f"\n# without fusion:\n{unfused[0]}"
         with self._cache_lock:
             compiled = self._cache.get(key)
             if compiled is None:
@@ -956,6 +1008,7 @@ class TorchCompileExecutor(FusionExecutor):
                     index_check=check,
                     on_bad_indices=eager_fn,
                     compile_fn=compile_fn,
+                    torch_calls=unfused[1] if unfused is not None else None,
                 )
                 self._cache[key] = compiled
         sym = Symbol(name, None, module=self.name, impl=compiled, id=f"{self.name}::{name}")
