@@ -6,6 +6,7 @@ measurement and after it matches eager, and ``settled`` says when a region has c
 from __future__ import annotations
 
 import copy
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -203,7 +204,13 @@ def test_a_region_runs_its_ops_as_thunder_jit_runs_them_until_and_unless_compile
     ``reshape``): thunder.compile then costs what thunder.jit costs."""
     clock = _FakeClock(lambda call: 1.0)
     monkeypatch.setattr(tc_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
-    monkeypatch.setattr(tc_module, "compile_direct", lambda fn, *args: clock.timed(fn, 2.0))
+    held = threading.Event()  # the compile waits until the calls made meanwhile are seen
+
+    def compile_when_let(fn: Callable[..., Any], *args: Any) -> Callable[..., Any]:
+        held.wait(timeout=60)
+        return clock.timed(fn, 2.0)
+
+    monkeypatch.setattr(tc_module, "compile_direct", compile_when_let)
     executor = tc_module.TorchCompileExecutor("torchcompile_bg_as_jit", background=True)
     fn = thunder.jit(_split_gate, executors=(executor, "torch"))
 
@@ -220,6 +227,7 @@ def test_a_region_runs_its_ops_as_thunder_jit_runs_them_until_and_unless_compile
     as_jit = _aten_calls(jitted, x, w)
     assert "aten::view" in as_jit and "aten::reshape" not in as_jit  # (not a decomposition's)
     assert _aten_calls(fn, x, w) == as_jit  # its program compiles meanwhile
+    held.set()
     assert background_compile.wait_for_background_compiles(timeout=60)
     region.torch_calls = clock.timed(region.torch_calls, 1.0)
     for _ in range(2 * (tc_module.CompiledRegion.MEASURED_CALLS + 1)):
