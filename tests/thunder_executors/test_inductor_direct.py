@@ -155,3 +155,29 @@ def test_thunder_regions_run_directly_and_match_eager_forward_and_backward() -> 
     ]
     assert programs and all(isinstance(p, DirectProgram) for p in programs), programs
     assert any(p.fallback_calls for p in programs)  # the transposed x ran the torch calls
+
+
+def test_a_program_compiled_on_another_thread_under_its_settings_runs_here() -> None:
+    """thunder.compile compiles on its background thread, whose settings of torch's compilers
+    are its own while it compiles (the caller's, inductor's patches): the program's guards
+    compare grad mode, autocast and device, not those settings, so it runs on the caller's
+    thread."""
+    import threading
+
+    from torch._inductor import config
+
+    otherwise = _Counting()
+    made: list[Any] = []
+
+    def compile_there() -> None:
+        with config.patch(fx_graph_cache=False, compile_threads=1):
+            made.append(compile_direct(region, [torch.randn(2, 4), torch.randn(2, 4)], otherwise))
+
+    thread = threading.Thread(target=compile_there)
+    thread.start()
+    thread.join()
+    (program,) = made
+    assert isinstance(program, DirectProgram)
+    for _ in range(3):
+        _check(program, torch.randn(2, 4), torch.randn(2, 4))
+    assert otherwise.calls == 0 and program.fallback_calls == 0

@@ -108,7 +108,10 @@ class Ambient:
     config: _Settings = ()
 
     @staticmethod
-    def of_this_thread() -> Ambient:
+    def of_this_thread(*, compiler_settings: bool = True) -> Ambient:
+        """This thread's state; ``compiler_settings=False``: without its settings of torch's
+        compilers (what a compiled program's guards compare: those settings are the compile's,
+        and the compile thread's differ from its caller's while it compiles)."""
         autocast = tuple(
             (d, torch.get_autocast_dtype(d))
             for d in _AUTOCAST_DEVICES
@@ -116,7 +119,8 @@ class Ambient:
         )
         initialized = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
         cuda = torch.cuda.current_device() if initialized else None
-        return Ambient(torch.is_grad_enabled(), autocast, cuda, _config_settings())
+        config = _config_settings() if compiler_settings else ()
+        return Ambient(torch.is_grad_enabled(), autocast, cuda, config)
 
     @contextlib.contextmanager
     def entered(self) -> Iterator[None]:

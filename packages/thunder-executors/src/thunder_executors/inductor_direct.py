@@ -115,7 +115,9 @@ class DirectProgram:
     def _arm(self, args: Sequence[Any]) -> bool:
         """Makes the guards from ``args`` when they and this thread's torch state are the
         compiled ones (checked in Python, once)."""
-        if len(args) != len(self._layouts) or Ambient.of_this_thread() != self._ambient:
+        if len(args) != len(self._layouts):
+            return False
+        if Ambient.of_this_thread(compiler_settings=False) != self._ambient:
             return False
         if not all(
             isinstance(a, torch.Tensor) and type(a) in (torch.Tensor, torch.nn.Parameter)
@@ -221,4 +223,5 @@ def compile_direct(
     except Exception as e:  # untraceable without dynamo (a decision on data), or no such API
         log.debug("fusion region compiled through dynamo: %s: %s", type(e).__name__, e)
         return None
-    return DirectProgram(compiled, examples, Ambient.of_this_thread(), otherwise)
+    ambient = Ambient.of_this_thread(compiler_settings=False)
+    return DirectProgram(compiled, examples, ambient, otherwise)
