@@ -81,3 +81,24 @@ def test_a_tuple_in_a_dict_that_also_holds_a_counter(cache: str) -> None:
         if i == 7:
             state["t"] = (2.0, 1)
         _run(f, jf, torch.tensor([3, 4]))
+
+
+class _Name(str):
+    pass
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_a_tuple_gaining_an_item_of_a_type_marshal_refuses(cache: str) -> None:
+    # The tree compares such containers by their marshal bytes; an item marshal refuses (a str
+    # subclass, an object) is another value, never an error and never the old program.
+    cfg = _Config(("a", "b"))
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        v = cfg.scale
+        return x * len(v) + (10 if type(v[0]) is not str else 0)
+
+    jf = thunder.jit(f, cache=cache)
+    for v in (("a", "b"), (_Name("a"), "b"), ("a", "b"), (object(), "b", "c"), ("a", "b")):
+        cfg.scale = v
+        for _ in range(3):
+            _run(f, jf, torch.tensor([1, 2]))

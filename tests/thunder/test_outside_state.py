@@ -933,7 +933,11 @@ def test_a_method_changing_an_outside_deque_runs_split_once_per_call() -> None:
         assert list(_DEQUE) == [*before, *[1.0] * n]
 
 
-class _MappedConfig:
+class _ConfigBase:
+    pass
+
+
+class _MappedConfig(_ConfigBase):
     """Like a transformers config: its own __getattribute__ maps some names to others."""
 
     attribute_map = {"width": "hidden"}
@@ -961,29 +965,35 @@ def _reads_a_mapped_config(x: torch.Tensor) -> torch.Tensor:
         lambda: setattr(_MAPPED, "hidden", 3.0),
         lambda: setattr(_MAPPED, "extra", 1),
         lambda: setattr(_MappedConfig, "extra", 1),  # found by the class's lookup
+        lambda: setattr(_ConfigBase, "extra", 1),  # and by its base's
         lambda: (
             setattr(_MAPPED, "other", 4.0)
             or setattr(_MappedConfig, "attribute_map", {"width": "other"})
         ),
         lambda: setattr(_MAPPED, "other", 5.0) or _MAPPED.attribute_map.update(width="other"),
     ],
-    ids=["value", "instance_gains", "class_gains", "map_replaced", "map_changed"],
+    ids=["value", "instance_gains", "class_gains", "base_gains", "map_replaced", "map_changed"],
 )
-def test_a_class_with_its_own_getattribute_is_read_by_its_generic_lookups(change: Any) -> None:
+@pytest.mark.parametrize("calls", [1, 3], ids=["prologue", "guard_tree"])
+def test_a_class_with_its_own_getattribute_is_read_by_its_generic_lookups(
+    change: Any, calls: int
+) -> None:
     # The class's __getattribute__ is interpreted: the prologue checks the generic lookups it
-    # made (object.__getattribute__), and what they missed, without running it again.
+    # made (object.__getattribute__), and what they missed, without running it again. After a
+    # few calls the guard tree checks them (through the versions of the classes' dicts).
     saved_map = dict(_MappedConfig.attribute_map)
     try:
         j = thunder.jit(_reads_a_mapped_config)
         x = torch.ones(2)
-        torch.testing.assert_close(j(x), _reads_a_mapped_config(x))
+        for _ in range(calls):
+            torch.testing.assert_close(j(x), _reads_a_mapped_config(x))
         source = thunder.compile_stats(j).last_prologue_traces[-1].python()
         assert "object.__getattribute__(" in source and "check_has_attribute" not in source
         change()
         torch.testing.assert_close(j(x), _reads_a_mapped_config(x))
     finally:
         _MappedConfig.attribute_map = saved_map
-        for obj in (_MAPPED, _MappedConfig):
+        for obj in (_MAPPED, _MappedConfig, _ConfigBase):
             for name in ("extra", "other"):
                 if name in vars(obj):
                     delattr(obj, name)
@@ -1238,3 +1248,51 @@ def test_an_object_whose_getattr_raises_key_error_for_unknown_names():
     cfg.store["k"] = 3.0
     torch.testing.assert_close(jf(x), f(x))
     assert thunder.compile_stats(jf).eager_fallbacks == 0
+
+
+class _WidthBase:
+    @property
+    def width(self) -> float:
+        return self._w * 2
+
+
+class _WidthConfig(_WidthBase):
+    def __init__(self) -> None:
+        self._w = 1.5
+
+
+_WIDTH = _WidthConfig()
+
+
+def _reads_a_property(x: torch.Tensor) -> torch.Tensor:
+    return x * _WIDTH.width
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda: setattr(_WidthConfig, "width", property(lambda self: self._w * 3)),
+        lambda: setattr(_WidthBase, "width", property(lambda self: self._w * 4)),
+        lambda: setattr(_WidthConfig, "width", 7.0),  # a plain class attribute shadows it
+        lambda: setattr(_WIDTH, "_w", 2.5),
+    ],
+    ids=["class_replaces", "base_replaces", "class_shadows", "value"],
+)
+@pytest.mark.parametrize("calls", [1, 3], ids=["prologue", "guard_tree"])
+def test_a_property_replaced_on_the_class_or_its_base(change: Any, calls: int) -> None:
+    # The property's getter ran interpreted: guarded is that the classes still hold it (after a
+    # few calls, by the guard tree through the versions of the classes' dicts).
+    saved = _WidthBase.__dict__["width"]
+    try:
+        j = thunder.jit(_reads_a_property)
+        x = torch.ones(2)
+        for _ in range(calls):
+            torch.testing.assert_close(j(x), _reads_a_property(x))
+        change()
+        for _ in range(2):
+            torch.testing.assert_close(j(x), _reads_a_property(x))
+    finally:
+        _WidthBase.width = saved  # type: ignore[method-assign]
+        if "width" in vars(_WidthConfig):
+            del _WidthConfig.width
+        _WIDTH._w = 1.5

@@ -48,6 +48,7 @@ from thunder.guards import (
     Lookups,
     ModulesWithoutHooks,
     NotShadowed,
+    StaticClassLookup,
     TensorsMetadata,
     check_builtins,
     check_contiguity,
@@ -72,7 +73,13 @@ from thunder.guards import (
 from thunder_executors.background_compile import import_compile_stack
 from thunder_ir import Proxy, Trace, prims
 from thunder_ir.codegen import PythonCode
-from thunder_ir.prims.prologue import PROLOGUE_MISSES, GuardFailure, SetInOrder, same_value
+from thunder_ir.prims.prologue import (
+    PROLOGUE_MISSES,
+    GuardFailure,
+    SetInOrder,
+    same_value,
+    same_value_test,
+)
 
 _cpp: Any  # torch's guard manager module (its stubs lag its signatures: used untyped)
 try:
@@ -650,7 +657,7 @@ class _Builder:
         if _equal_is_same(value):
             self.manager(node).add_equals_match_guard(value, self._note(), None)
         else:  # `==` takes (1, 2) for (1.0, 2), -0.0 for 0.0: the prologue's own comparison
-            self.manager(node).add_lambda_guard(lambda x: same_value(x, value), self._note(), None)
+            self.manager(node).add_lambda_guard(same_value_test(value), self._note(), None)
 
     def lacks_key(self, node: _Node, key: Any) -> None:
         if key in node.value:
@@ -900,6 +907,12 @@ class _Builder:
         for holder, name, expected in zip(lookups.holders, lookups.names, lookups.expected):
             if isinstance(holder, type) and self.class_attribute(holder, name, expected):
                 continue
+            if (
+                type(holder) is StaticClassLookup
+                and getattr(holder, name) is expected
+                and self.freeze_class(object.__getattribute__(holder, "cls"))
+            ):
+                continue  # what the MRO holds at the name: unchanged with its classes' dicts
             self.identity(self.attr(self.const(holder), name), expected)
         for holder, name, expected in lookups.bound:
             found = self.attr(self.const(holder), name)

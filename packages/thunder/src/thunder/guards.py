@@ -413,6 +413,32 @@ def _wraps(found: Any, expected: Any) -> bool:
     return False
 
 
+ABSENT_FROM_CLASS: Any = object()  # what StaticClassLookup finds for a name no class holds
+
+
+def class_holding(cls: type, name: str) -> Any:
+    """What the MRO of ``cls`` holds at ``name``, or ``ABSENT_FROM_CLASS`` (a stored None is
+    found as None)."""
+    return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), ABSENT_FROM_CLASS)
+
+
+class StaticClassLookup:
+    """A holder for ``Lookups``: ``getattr(holder, name)`` is what the MRO of ``cls`` holds at
+    ``name`` (the descriptor itself), without running a Python ``__get__``
+    (``ABSENT_FROM_CLASS`` where no class holds it)."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def __getattribute__(self, name: str) -> Any:
+        return class_holding(object.__getattribute__(self, "cls"), name)
+
+    def __repr__(self) -> str:
+        return f"<class {object.__getattribute__(self, 'cls').__qualname__}>"
+
+
 class Lookups:
     """What the program ran that an identity or type guard does not pin down, checked to be
     unchanged: the methods it looked up on classes (``self.forward``, ``self.helper(x)``,

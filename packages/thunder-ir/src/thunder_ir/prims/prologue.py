@@ -10,6 +10,7 @@ import marshal
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from thunder_ir.codegen import Printer, PythonCode, register_inline
@@ -194,6 +195,24 @@ def _marshals_exactly(value: Any, depth: int = 0) -> bool:
             for k, v in value.items()
         )
     return False
+
+
+def same_value_test(value: Any) -> Callable[[Any], bool]:
+    """``same_value(x, value)`` as a test of ``x`` alone, in one C call where ``value`` is a
+    container built of types marshal tells apart (``_marshals_exactly``): equal ``marshal``
+    bytes (version 2: no references, which would depend on which items are shared objects),
+    and a value marshal refuses is another value."""
+    if type(value) in (tuple, list, dict, set, frozenset) and _marshals_exactly(value):
+        dumped, dumps = marshal.dumps(value, 2), marshal.dumps
+
+        def same_bytes(x: Any) -> bool:
+            try:
+                return dumps(x, 2) == dumped
+            except ValueError:  # an item of a type marshal refuses: not of value's types
+                return False
+
+        return same_bytes
+    return lambda x: same_value(x, value)
 
 
 def _check_type(x: Any, typ: type) -> None:

@@ -54,7 +54,14 @@ from thunder.errors import (
     UnsupportedOperationError,
     UnsupportedSideEffectError,
 )
-from thunder.guards import HOOK_ATTRIBUTES, Held, held_object
+from thunder.guards import (
+    ABSENT_FROM_CLASS,
+    HOOK_ATTRIBUTES,
+    Held,
+    StaticClassLookup,
+    class_holding,
+    held_object,
+)
 from thunder.lookasides import LIBRARY_DIRS, SymbolicSize, native_special
 from thunder.opaque import advances_natively
 from thunder.options import SHARP_EDGES_OPTIONS
@@ -314,15 +321,6 @@ def _interpreted(fn: Any) -> bool:
     )
 
 
-_ABSENT_FROM_CLASS: Any = object()  # what _StaticClassLookup finds for a name no class holds
-
-
-def _class_holding(cls: type, name: str) -> Any:
-    """What the MRO of ``cls`` holds at ``name``, or ``_ABSENT_FROM_CLASS`` (a stored None is
-    found as None)."""
-    return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _ABSENT_FROM_CLASS)
-
-
 _IMMUTABLETYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtins' and C extensions' fixed classes
 
 
@@ -345,23 +343,6 @@ def _class_may_change(cls: type) -> bool:
     for part in qualname.split("."):
         found = getattr(found, "__dict__", {}).get(part, _MISSING)
     return found is cls
-
-
-class _StaticClassLookup:
-    """A holder for ``Lookups``: ``getattr(holder, name)`` is what the MRO of ``cls`` holds at
-    ``name`` (the descriptor itself), without running a Python ``__get__``
-    (``_ABSENT_FROM_CLASS`` where no class holds it)."""
-
-    __slots__ = ("cls",)
-
-    def __init__(self, cls: type) -> None:
-        self.cls = cls
-
-    def __getattribute__(self, name: str) -> Any:
-        return _class_holding(object.__getattribute__(self, "cls"), name)
-
-    def __repr__(self) -> str:
-        return f"<class {object.__getattribute__(self, 'cls').__qualname__}>"
 
 
 def _python_answers(obj: Any, name: str) -> str | None:
@@ -418,13 +399,13 @@ def _class_python_answer(cls: type, name: str) -> tuple[type, str] | None:
             return _interpreted(descr.fget)
         return _interpreted(_class_lookup(type(descr), "__get__"))
 
-    meta_descr = _class_holding(meta, name)
+    meta_descr = class_holding(meta, name)
     if type(meta_descr) is property:  # (comes first: a data descriptor)
         return (meta, name) if _interpreted(meta_descr.fget) else None
-    if meta_descr is not _ABSENT_FROM_CLASS:
+    if meta_descr is not ABSENT_FROM_CLASS:
         return None  # another descriptor of the metaclass: run natively
-    descr = _class_holding(cls, name)
-    if descr is not _ABSENT_FROM_CLASS:
+    descr = class_holding(cls, name)
+    if descr is not ABSENT_FROM_CLASS:
         # (the interpreter runs a descriptor's ``__get__`` for a class of ``type`` only)
         interpreted = meta is type and type(descr) is not property and python_get(descr)
         return (cls, name) if interpreted else None
@@ -1757,16 +1738,16 @@ class ReadsMixin(BinderState):
         are guarded: guarded instead of its answer is that the same code answers, without
         running it again (the metaclass's ``__getattr__``, a descriptor's ``__get__``)."""
         holder, looked_up = answer
-        self._guard_class_holds(holder, looked_up, _class_holding(holder, looked_up))
+        self._guard_class_holds(holder, looked_up, class_holding(holder, looked_up))
         meta = type(cls)
         if looked_up == "__getattribute__":
             return
-        self._guard_class_holds(meta, "__getattribute__", _class_holding(meta, "__getattribute__"))
+        self._guard_class_holds(meta, "__getattribute__", class_holding(meta, "__getattribute__"))
         if holder is meta and looked_up == name:
             return  # a property of the metaclass: found first
-        self._guard_class_holds(meta, name, _ABSENT_FROM_CLASS)  # no metaclass descriptor
+        self._guard_class_holds(meta, name, ABSENT_FROM_CLASS)  # no metaclass descriptor
         if looked_up == "__getattr__":  # still found nowhere the lookup looks
-            self._guard_class_holds(cls, name, _ABSENT_FROM_CLASS)
+            self._guard_class_holds(cls, name, ABSENT_FROM_CLASS)
 
     def _module_python_answer(self, module: types.ModuleType, name: str) -> bool:
         """``module.name`` answered by the module's interpreted ``__getattr__`` (PEP 562), for a
@@ -1816,8 +1797,8 @@ class ReadsMixin(BinderState):
         if answered_by is not None:
             self._guard_python_answer(obj, name, None, answered_by)
             return value
-        found = _class_holding(cls, name)
-        if found is _ABSENT_FROM_CLASS:
+        found = class_holding(cls, name)
+        if found is ABSENT_FROM_CLASS:
             return _MISSING
         kind = type(found)
         is_data = _class_lookup(kind, "__set__") is not None or _class_lookup(kind, "__delete__")
@@ -1830,7 +1811,7 @@ class ReadsMixin(BinderState):
                 return _MISSING
         if (
             _class_lookup(kind, "__get__") is None
-            and _class_holding(type(cls), name) is _ABSENT_FROM_CLASS
+            and class_holding(type(cls), name) is ABSENT_FROM_CLASS
         ):
             # a plain value: ``getattr(cls, name)`` in the prologue finds it as the instance did
             return self.on_load(value, cls_access.attr(name), holder=cls)
@@ -1838,18 +1819,18 @@ class ReadsMixin(BinderState):
         return value
 
     def _guard_class_holds(self, cls: type, name: str, found: Any) -> None:
-        """The MRO of ``cls`` still holds ``found`` at ``name`` (``_ABSENT_FROM_CLASS``: still
+        """The MRO of ``cls`` still holds ``found`` at ``name`` (``ABSENT_FROM_CLASS``: still
         none of its classes holds it), checked as ``getattr(cls, name)`` where that gives the
         object itself (a function, a property), else without running ``__get__``."""
         if (
-            found is not _ABSENT_FROM_CLASS
+            found is not ABSENT_FROM_CLASS
             and not type(found).__flags__ & _HEAPTYPE
-            and _class_holding(type(cls), name) is _ABSENT_FROM_CLASS
+            and class_holding(type(cls), name) is ABSENT_FROM_CLASS
             and getattr(cls, name, _MISSING) is found
         ):
             self._lookup_found(cls, name, found)
             return
-        self._lookup_found(_StaticClassLookup(cls), name, found, key=(cls, name, "static"))
+        self._lookup_found(StaticClassLookup(cls), name, found, key=(cls, name, "static"))
 
     def _guard_python_answer(
         self, obj: Any, name: str, access: Access | None, answered_by: str
@@ -1859,7 +1840,7 @@ class ReadsMixin(BinderState):
         class still holds it; an instance attribute does not shadow a non-data descriptor; the
         name ``__getattr__`` answered is still nowhere the generic lookup looks)."""
         cls = type(obj)
-        static = _StaticClassLookup(cls)
+        static = StaticClassLookup(cls)
         looked_up = answered_by if answered_by.startswith("__") else name
         found = _class_lookup(cls, looked_up)
         self._lookup_found(static, looked_up, found, key=(cls, looked_up, "static"))
@@ -1870,7 +1851,7 @@ class ReadsMixin(BinderState):
             if access is None:
                 # an object the program made: what it holds is the program's; its class still
                 # lacks the name
-                self._guard_class_holds(cls, name, _class_holding(cls, name))
+                self._guard_class_holds(cls, name, class_holding(cls, name))
             elif not self._path_written(access.attr(name)):
                 key = access.attr(f"<generic lacks {name}>")
                 self.facts.guards.setdefault(key, Guard(access, "lacks_generic", (cls, name)))
@@ -2027,7 +2008,7 @@ class ReadsMixin(BinderState):
             # An object the program made: its class still lacks the name.
             cls = type(obj)
             if self._outside_class_access(cls) is not None:
-                self._guard_class_holds(cls, name, _class_holding(cls, name))
+                self._guard_class_holds(cls, name, class_holding(cls, name))
             return
         if self._set_by_program(obj, access):
             return
