@@ -411,3 +411,39 @@ else:
     raise AssertionError("the child never imported")
 """
     )
+
+
+def test_a_region_compiled_while_the_programs_thread_bundles_kernels() -> None:
+    # Inductor gathers the Triton kernels of the compile in progress in one bundle for the whole
+    # process (TritonBundler's class attributes). A region compiled on the compile thread while
+    # the program's thread was inside a compile of its own failed on the bundle's assertion, and
+    # cleared that compile's bundle.
+    import random
+
+    from torch._inductor import config as inductor_config
+    from torch._inductor.triton_bundler import TritonBundler
+
+    from thunder_executors.torchcompile import TorchCompileExecutor
+
+    n = random.randrange(9, 10**6)  # a graph inductor's cache has not seen: it compiles
+
+    def program(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (x * w).sin().cos() + x
+
+    executor = TorchCompileExecutor("torchcompile_bg_bundle", background=True)
+    with inductor_config.patch(bundle_triton_into_fx_graph_cache=True, fx_graph_cache=True):
+        TritonBundler.begin_compile()  # the program's thread's own compile, in progress
+        try:
+            f = thunder.jit(program, executors=(executor, "torch"))
+            x, w = torch.randn(2, n), torch.randn(n)
+            torch.testing.assert_close(f(x, w), program(x, w))
+            assert background_compile.wait_for_background_compiles(timeout=120)
+            (region,) = thunder.last_traces(f)[-1].fusion_regions
+            assert region.sym.impl.error is None, region.sym.impl.status
+            assert region.sym.impl.status.startswith("compiled")
+            assert TritonBundler._entries == []  # the program's bundle, untouched
+        finally:
+            TritonBundler.end_compile()
+    for _ in range(3):
+        x, w = torch.randn(2, n), torch.randn(n)
+        torch.testing.assert_close(f(x, w), program(x, w))

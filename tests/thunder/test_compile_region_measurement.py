@@ -185,6 +185,41 @@ def test_a_region_that_keeps_its_torch_calls_stops_checking_indices(monkeypatch:
     assert str(got.value) == str(want.value)
 
 
+def test_the_measurement_counts_the_index_check_as_the_compiled_programs_time(
+    monkeypatch: Any,
+) -> None:
+    """The compiled program is 10% faster than the torch calls but needs its indices checked
+    first, which costs another 20%: the torch calls, which need no check, are kept."""
+    clock = _FakeClock(lambda call: 1.0)
+    monkeypatch.setattr(tc_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(tc_module, "compile_direct", lambda fn, *args: clock.timed(fn, 0.9))
+    in_range = tc_module._indices_in_range
+
+    def timed_check(*args: Any) -> bool:
+        clock.now += 0.2
+        return in_range(*args)
+
+    monkeypatch.setattr(tc_module, "_indices_in_range", timed_check)
+    executor = tc_module.TorchCompileExecutor("torchcompile_bg_timed_check", background=True)
+    fn = thunder.jit(_embed, executors=(executor, "torch"))
+    table, scale = torch.randn(10, 4), torch.randn(4)
+
+    def call() -> None:
+        idx = torch.randint(0, 10, (3, 5))
+        torch.testing.assert_close(fn(idx, table, scale), _embed(idx, table, scale))
+
+    call()
+    (region_bsym,) = thunder.last_traces(fn)[-1].fusion_regions
+    region = region_bsym.sym.impl
+    assert region.index_check is not None
+    assert background_compile.wait_for_background_compiles(timeout=60)
+    region.torch_calls = clock.timed(region.torch_calls, 1.0)
+    for _ in range(2 * (tc_module.CompiledRegion.MEASURED_CALLS + 1)):
+        call()
+    assert region.runs_compiled is False
+    assert region._paired_ratio() == pytest.approx(1.1)
+
+
 def _split_gate(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     a, b = (x @ w).chunk(2, -1)
     return (torch.tanh(a) * b).view(2, 2, 3) + 1.0

@@ -40,6 +40,7 @@ import torch
 from thunder_executors.compile_thread_isolation import (
     isolate_private_compiler_flags,
     isolate_private_rng_state,
+    isolate_triton_bundler,
     serialize_torch_imports,
     thread_private_compiler_flags,
     thread_private_fx_tracing,
@@ -302,6 +303,7 @@ def _import_first() -> None:
         _running = True
     try:
         import_compile_stack()
+        isolate_triton_bundler()  # before any compile here: inductor's bundle stays the caller's
     except Exception:  # the jobs report the import's failure themselves
         log.exception("importing torch's compile stack failed")
     finally:

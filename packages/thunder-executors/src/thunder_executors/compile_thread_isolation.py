@@ -30,6 +30,13 @@ thread and the caller's code (a user's own ``torch.compile``, ``make_fx`` or ``s
   then failed, and two threads' context managers could leave the flag set for good. Under
   ``thread_private_compiler_flags`` the thread's queries read, and its context managers write,
   flags of the thread's own; other threads see torch's as before.
+
+- Triton bundles. Inductor gathers the Triton kernels of the compile in progress, to store them
+  in its cache entry, in class attributes of ``TritonBundler``: one bundle for the whole
+  process. A compile on the compile thread while a program's thread compiled failed that
+  thread's compile (``assert cls._entries is None``) or emptied its bundle. Under
+  ``thread_private_compiler_flags`` (once ``isolate_triton_bundler`` is installed) the
+  thread's compiles bundle nothing: their kernels stay in Triton's own cache.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ import torch.fx._lazy_graph_module
 __all__ = [
     "isolate_private_compiler_flags",
     "isolate_private_rng_state",
+    "isolate_triton_bundler",
     "serialize_torch_imports",
     "thread_private_compiler_flags",
     "thread_private_fx_tracing",
@@ -587,6 +595,42 @@ def isolate_private_compiler_flags() -> bool:
     return all([route.install() for route in _ROUTES])
 
 
+_bundling = threading.local()  # .private: this thread's compiles bundle no Triton kernels
+
+
+def isolate_triton_bundler() -> bool:
+    """Makes ``TritonBundler``'s bundle the program's threads' alone: on a thread inside
+    ``thread_private_compiler_flags`` its methods that read or write the bundle do nothing and
+    ``collect`` gives an empty bundle. Installed once inductor is imported; False where this
+    torch has no ``TritonBundler`` as known here (it stays shared)."""
+    try:
+        from torch._inductor.triton_bundler import TritonBundle, TritonBundler
+    except ImportError:
+        return False
+    if getattr(TritonBundler, "_thunder_private_threads", False):
+        return True
+    names = ("begin_compile", "end_compile", "put", "put_winner", "put_static_autotuner")
+    if not all(isinstance(vars(TritonBundler).get(n), classmethod) for n in (*names, "collect")):
+        return False
+
+    def quiet(name: str, result: Callable[[], Any]) -> None:
+        original = vars(TritonBundler)[name].__func__
+
+        def method(cls: type, *args: Any, **kwargs: Any) -> Any:
+            if getattr(_bundling, "private", False):
+                return result()
+            return original(cls, *args, **kwargs)
+
+        method.__name__ = method.__qualname__ = name
+        setattr(TritonBundler, name, classmethod(method))
+
+    for name in names:
+        quiet(name, lambda: None)
+    quiet("collect", lambda: (TritonBundle([], []), None))
+    TritonBundler._thunder_private_threads = True  # type: ignore[attr-defined]
+    return True
+
+
 @contextlib.contextmanager
 def thread_private_compiler_flags() -> Iterator[None]:
     """Inside, this thread's ``torch.compiler.is_compiling()`` reads a flag of its own, False
@@ -600,8 +644,11 @@ def thread_private_compiler_flags() -> Iterator[None]:
     ]
     for route in entered:
         route.enter()
+    private_bundle = getattr(_bundling, "private", False)
+    _bundling.private = True
     try:
         yield
     finally:
+        _bundling.private = private_bundle
         for route in entered:
             route.leave()

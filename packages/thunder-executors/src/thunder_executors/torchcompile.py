@@ -662,9 +662,11 @@ class CompiledRegion:
     Regions of CPU tensors of static shapes compile without dynamo (``inductor_direct``);
     the others through ``torch.compile``.
 
-    A region reading indices checks them first (``index_check``): where one is out of the range
-    eager accepts, its ops run as eager calls them (``on_bad_indices``) and raise eager's error
-    (inductor would wrap a negative index or raise its own error).
+    A region reading indices checks them before its compiled program runs (``index_check``;
+    the measurement counts the check as the compiled program's time): where one is out of the
+    range eager accepts, its ops run as eager calls them (``on_bad_indices``) and raise eager's
+    error (inductor would wrap a negative index or raise its own error). Its torch calls need no
+    check: they raise eager's errors themselves.
     """
 
     MEASURED_CALLS = 15
@@ -736,11 +738,9 @@ class CompiledRegion:
         return {**self.options, "options": {**EAGER_NUMERICS, **self.options.get("options", {})}}
 
     def __call__(self, *args: Any) -> Any:
-        if self.index_check is not None and not self.index_check(*args):
-            return self.on_bad_indices(*args)  # eager's kernels raise eager's error
         compiled = self._compiled
         if compiled is not None:
-            return compiled(*args)
+            return self._run_checked(compiled, args)
         if self.background:
             candidate = self._candidate
             if candidate is not None:
@@ -750,7 +750,9 @@ class CompiledRegion:
                     if not self._submitted:
                         self._submitted = True
                         background_compile.submit(self._compile_in_background, args)
-            return self.torch_calls(*args)
+            return self.torch_calls(*args)  # they raise eager's errors themselves
+        if self.index_check is not None and not self.index_check(*args):
+            return self.on_bad_indices(*args)
         with self._lock:
             if self._compiled is None:
                 start = time.perf_counter()
@@ -767,20 +769,28 @@ class CompiledRegion:
                 return fn(*args) if out is _NOT_RUN else out
         return self._compiled(*args)
 
+    def _run_checked(self, program: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """``program`` on ``args`` where their indices are in the range eager accepts, else the
+        ops as eager calls them (eager's kernels raise eager's error)."""
+        check = self.index_check
+        if check is not None and not check(*args):
+            return self.on_bad_indices(*args)
+        return program(*args)
+
     def _measured_call(self, candidate: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
             # Timing device kernels needs a synchronization per call; fused, they pay.
             self._choose(candidate, True)
-            return candidate(*args)
+            return self._run_checked(candidate, args)
         if background_compile.compiling():
             # Another region compiles on the other thread: timings now would measure the
             # contention, not the region (the compiled program runs meanwhile).
-            return candidate(*args)
+            return self._run_checked(candidate, args)
         compiled_times, torch_times = self._times
         use_compiled = len(compiled_times) <= len(torch_times)
-        fn = candidate if use_compiled else self.torch_calls
+        # The compiled side's time includes its index check, which the torch calls do not need.
         start = time.perf_counter()
-        out = fn(*args)
+        out = self._run_checked(candidate, args) if use_compiled else self.torch_calls(*args)
         elapsed = time.perf_counter() - start
         with self._lock:
             (compiled_times if use_compiled else torch_times).append(elapsed)
