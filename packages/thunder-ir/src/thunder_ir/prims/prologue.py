@@ -198,10 +198,10 @@ def _marshals_exactly(value: Any, depth: int = 0) -> bool:
 
 
 def same_value_test(value: Any) -> Callable[[Any], bool]:
-    """``same_value(x, value)`` as a test of ``x`` alone, in one C call where ``value`` is a
+    """``same_value(x, value)`` as a test of ``x`` alone: in one C call where ``value`` is a
     container built of types marshal tells apart (``_marshals_exactly``): equal ``marshal``
     bytes (version 2: no references, which would depend on which items are shared objects),
-    and a value marshal refuses is another value."""
+    and a value marshal refuses is another value; for a float, its type, ``==`` and sign."""
     if type(value) in (tuple, list, dict, set, frozenset) and _marshals_exactly(value):
         dumped, dumps = marshal.dumps(value, 2), marshal.dumps
 
@@ -212,6 +212,9 @@ def same_value_test(value: Any) -> Callable[[Any], bool]:
                 return False
 
         return same_bytes
+    if type(value) is float and value == value:  # (a zero: its sign; a NaN: same_value's test)
+        sign = math.copysign(1.0, value)
+        return lambda x: type(x) is float and x == value and math.copysign(1.0, x) == sign
     return lambda x: same_value(x, value)
 
 
