@@ -65,6 +65,7 @@ def _variants(value: Any) -> list[Any]:
 @example([0.0], [-0.0])
 @example({"a": True}, {"a": 1})
 @example(("a", "b"), (_Text("a"), "b"))
+@example([float("nan")], [-float("nan")])  # another NaN: the same to a program
 def test_same_value_test_answers_as_same_value(value: Any, other: Any) -> None:
     test = same_value_test(value)
     for x in [*_variants(value), other]:

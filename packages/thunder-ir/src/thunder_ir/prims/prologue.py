@@ -201,15 +201,18 @@ def same_value_test(value: Any) -> Callable[[Any], bool]:
     """``same_value(x, value)`` as a test of ``x`` alone: in one C call where ``value`` is a
     container built of types marshal tells apart (``_marshals_exactly``): equal ``marshal``
     bytes (version 2: no references, which would depend on which items are shared objects),
-    and a value marshal refuses is another value; for a float, its type, ``==`` and sign."""
+    else ``same_value`` decides, and a value marshal refuses is another value; for a float, its
+    type, ``==`` and sign."""
     if type(value) in (tuple, list, dict, set, frozenset) and _marshals_exactly(value):
         dumped, dumps = marshal.dumps(value, 2), marshal.dumps
 
         def same_bytes(x: Any) -> bool:
             try:
-                return dumps(x, 2) == dumped
+                if dumps(x, 2) == dumped:
+                    return True
             except ValueError:  # an item of a type marshal refuses: not of value's types
                 return False
+            return same_value(x, value)  # (a NaN of another sign or payload is the same)
 
         return same_bytes
     if type(value) is float and value == value:  # (a zero: its sign; a NaN: same_value's test)
