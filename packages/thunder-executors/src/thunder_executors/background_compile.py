@@ -251,12 +251,21 @@ _worker: threading.Thread | None = None
 _closing = False
 
 
+def _isolate_triton_bundler() -> None:
+    try:
+        isolate_triton_bundler()
+    except Exception:  # an inductor this module does not know: its bundle stays shared
+        log.debug("could not make inductor's Triton bundle the program's own", exc_info=True)
+
+
 def _run(job: _Job) -> None:
     global _pending, _running
     try:
         if not _closing:
             with _idle:
                 _running = True
+            # (installed after the first import already; again where that import failed)
+            _isolate_triton_bundler()
             # torch's compilers save the generators' state and write it back when done: here
             # that would rewind the program's streams by what its threads drew meanwhile.
             # Nor may dynamo's compile here make ``torch.compiler.is_compiling()`` True on the
@@ -303,7 +312,7 @@ def _import_first() -> None:
         _running = True
     try:
         import_compile_stack()
-        isolate_triton_bundler()  # before any compile here: inductor's bundle stays the caller's
+        _isolate_triton_bundler()  # before any compile here: inductor's bundle stays the caller's
     except Exception:  # the jobs report the import's failure themselves
         log.exception("importing torch's compile stack failed")
     finally:
