@@ -5,8 +5,10 @@ Without nvFuser, ``thunder.compile`` compiles regions in the background and then
 region's compiled program against its torch calls, keeping the faster. Per model: the steady
 forward time of ``thunder.compile`` (after its regions are compiled and measured), of
 ``thunder.jit`` and of ``torch.compile`` as ratios to eager (medians of interleaved calls, one
-process), the ratio of ``thunder.compile`` to ``torch.compile`` (goal: at most 1.05), and per
-region what it runs (``compiled`` or ``torch calls``). The logits are checked against eager's.
+process), the ratio of ``thunder.compile`` to ``torch.compile`` (goal: at most 1.05), the
+microseconds thunder.jit's program spends per call checking its guards (its prologue, the guard
+tree once built; part of both thunder columns), and per region what it runs (``compiled`` or
+``torch calls``). The logits are checked against eager's.
 
 Run: ``python -m benchmarks compile_choice [--models bert,llama|all] [--repeat N] [--threads N]
 [--no-torch-compile]``.
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     names = zoo.ARCHITECTURES if args.models == "all" else [n for n in args.models.split(",") if n]
     print(
         f"{'model':<10} {'thunder.compile':>15} {'thunder.jit':>12} {'torch.compile':>14} "
-        f"{'compile/torch.compile':>22}  regions run"
+        f"{'compile/torch.compile':>22} {'prologue us':>12}  regions run"
     )
     print("-" * 100)
     for name in names:
@@ -64,10 +66,13 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(40):  # the measurement of each region (16 calls each way)
                 compiled(**kwargs)
             torch.testing.assert_close(zoo.logits(compiled(**kwargs)), expected)
+            program = thunder.compile_stats(jitted).last_program
+            assert program is not None
             runs = {
                 "eager": lambda: model(**kwargs),
                 "jit": lambda: jitted(**kwargs),
                 "compile": lambda: compiled(**kwargs),
+                "prologue": lambda: program.prologue((), kwargs),
             }
             if not args.no_torch_compile:
                 torch_compiled = torch.compile(model)
@@ -83,8 +88,8 @@ def main(argv: list[str] | None = None) -> None:
         against_tc = f"{times['compile'] / tc:.2f}" if tc else "-"
         print(
             f"{name:<10} {times['compile'] / times['eager']:>14.2f}x "
-            f"{times['jit'] / times['eager']:>11.2f}x {tc_ratio:>14} {against_tc:>22}  "
-            f"{regions_run or '-'}",
+            f"{times['jit'] / times['eager']:>11.2f}x {tc_ratio:>14} {against_tc:>22} "
+            f"{times['prologue'] * 1e6:>12.1f}  {regions_run or '-'}",
             flush=True,
         )
 

@@ -1,5 +1,6 @@
 """``python -m benchmarks compile_choice`` keeps running: a row per model, the logits checked
-against eager, and for each fusion region what it runs after the measurement."""
+against eager, the prologue's time per call, and for each fusion region what it runs after the
+measurement."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def test_a_row_for_bert(capsys: pytest.CaptureFixture, monkeypatch: pytest.Monke
         line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("bert")
     ]
     assert len(rows) == 1, rows
-    _, compiled, jitted, torch_compiled, against_torch_compile, *runs = rows[0]
+    _, compiled, jitted, torch_compiled, against_torch_compile, prologue_us, *runs = rows[0]
     assert compiled.endswith("x") and jitted.endswith("x")
+    assert 0 < float(prologue_us) < 1e5
     assert torch_compiled == against_torch_compile == "-"  # left out: torch.compile takes ~20 s
     assert runs and set(" ".join(runs).split(", ")) <= {"compiled", "torch calls"}, runs
