@@ -146,17 +146,13 @@ def _embed(idx: torch.Tensor, table: torch.Tensor, scale: torch.Tensor) -> torch
     return torch.tanh(F.embedding(idx, table) * scale) + 1.0
 
 
-def test_a_region_that_keeps_its_torch_calls_stops_checking_indices(monkeypatch: Any) -> None:
-    """A region reading indices checks them before each call while its compiled program may run
-    (inductor does not raise eager's error); once its torch calls are chosen they raise eager's
-    error themselves, and the check (a read of the indices per call) is not paid again."""
-    clock = _FakeClock(lambda call: 1.0)
-    monkeypatch.setattr(tc_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
-    monkeypatch.setattr(tc_module, "compile_direct", lambda fn, *args: clock.timed(fn, 2.0))
-    checks = []
-    in_range = tc_module._indices_in_range
-    monkeypatch.setattr(tc_module, "_indices_in_range", lambda *a: checks.append(1) or in_range(*a))
-    executor = tc_module.TorchCompileExecutor("torchcompile_bg_index_check", background=True)
+def _measured_embedding(
+    executor_name: str, clock: _FakeClock
+) -> tuple[Callable[..., Any], Any, Callable[[], None]]:
+    """``_embed`` jitted with a background region of its own, called until the region has
+    measured its compiled program against its torch calls (1.0 each on ``clock``): the jitted
+    function, its region (which checks its indices) and a call checked against eager."""
+    executor = tc_module.TorchCompileExecutor(executor_name, background=True)
     fn = thunder.jit(_embed, executors=(executor, "torch"))
     table, scale = torch.randn(10, 4), torch.randn(4)
 
@@ -167,17 +163,32 @@ def test_a_region_that_keeps_its_torch_calls_stops_checking_indices(monkeypatch:
     call()
     (region_bsym,) = thunder.last_traces(fn)[-1].fusion_regions
     region = region_bsym.sym.impl
+    assert region.index_check is not None
     assert background_compile.wait_for_background_compiles(timeout=60)
     region.torch_calls = clock.timed(region.torch_calls, 1.0)
     for _ in range(2 * (tc_module.CompiledRegion.MEASURED_CALLS + 1)):
         call()
+    return fn, region, call
+
+
+def test_a_region_that_keeps_its_torch_calls_stops_checking_indices(monkeypatch: Any) -> None:
+    """A region reading indices checks them before each call while its compiled program may run
+    (inductor does not raise eager's error); once its torch calls are chosen they raise eager's
+    error themselves, and the check (a read of the indices per call) is not paid again."""
+    clock = _FakeClock(lambda call: 1.0)
+    monkeypatch.setattr(tc_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(tc_module, "compile_direct", lambda fn, *args: clock.timed(fn, 2.0))
+    checks = []
+    in_range = tc_module._indices_in_range
+    monkeypatch.setattr(tc_module, "_indices_in_range", lambda *a: checks.append(1) or in_range(*a))
+    fn, region, call = _measured_embedding("torchcompile_bg_index_check", clock)
     assert region.runs_compiled is False
     checked = len(checks)
     assert checked > 0
     for _ in range(5):
         call()
     assert len(checks) == checked
-    bad = torch.tensor([[1, 10]])
+    bad, table, scale = torch.tensor([[1, 10]]), torch.randn(10, 4), torch.randn(4)
     with pytest.raises(IndexError) as want:
         _embed(bad, table, scale)
     with pytest.raises(IndexError) as got:
@@ -200,22 +211,7 @@ def test_the_measurement_counts_the_index_check_as_the_compiled_programs_time(
         return in_range(*args)
 
     monkeypatch.setattr(tc_module, "_indices_in_range", timed_check)
-    executor = tc_module.TorchCompileExecutor("torchcompile_bg_timed_check", background=True)
-    fn = thunder.jit(_embed, executors=(executor, "torch"))
-    table, scale = torch.randn(10, 4), torch.randn(4)
-
-    def call() -> None:
-        idx = torch.randint(0, 10, (3, 5))
-        torch.testing.assert_close(fn(idx, table, scale), _embed(idx, table, scale))
-
-    call()
-    (region_bsym,) = thunder.last_traces(fn)[-1].fusion_regions
-    region = region_bsym.sym.impl
-    assert region.index_check is not None
-    assert background_compile.wait_for_background_compiles(timeout=60)
-    region.torch_calls = clock.timed(region.torch_calls, 1.0)
-    for _ in range(2 * (tc_module.CompiledRegion.MEASURED_CALLS + 1)):
-        call()
+    _, region, _ = _measured_embedding("torchcompile_bg_timed_check", clock)
     assert region.runs_compiled is False
     assert region._paired_ratio() == pytest.approx(1.1)
 
