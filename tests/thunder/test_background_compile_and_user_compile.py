@@ -152,6 +152,57 @@ print("OK")
     )
 
 
+def test_user_and_thunder_compiles_register_inductors_patterns_in_turn() -> None:
+    # Inductor registers its post-grad patterns on a compile's first use of them: a user's
+    # first torch.compile and the compile thread's both ran that registration, and the second
+    # to register a pattern failed its compile ("Duplicate pattern"). Here the user's thread is
+    # held inside the registration until the compile thread registers too (or 5 s went by).
+    _run_fresh(
+        _CHECKS
+        + """
+import torch._inductor.config, torch._functorch.config
+import torch._inductor.fx_passes.post_grad as post_grad
+# (a compile served from the on-disk caches registers nothing)
+torch._inductor.config.fx_graph_cache = False
+torch._functorch.config.enable_autograd_cache = False
+user_inside, compile_thread_inside, failed = threading.Event(), threading.Event(), []
+register = post_grad.register_replacement
+def held_register(*args, **kwargs):
+    name = threading.current_thread().name
+    if name == "thunder-compile":
+        compile_thread_inside.set()
+    elif name == "user-thread" and not user_inside.is_set():
+        user_inside.set()
+        if compile_thread_inside.wait(5.0):
+            time.sleep(1.0)  # the compile thread's registration runs meanwhile
+    try:
+        return register(*args, **kwargs)
+    except Exception as e:
+        failed.append((name, e))
+        raise
+post_grad.register_replacement = held_register
+errors = []
+def user_thread():
+    try:
+        check_user_compile(torch.compile(user))
+    except BaseException as e:
+        errors.append(e)
+t = threading.Thread(target=user_thread, name="user-thread")
+t.start()
+assert user_inside.wait(300), "the user's compile never registered inductor's patterns"
+f = thunder.compile(region)
+check_thunder(f)  # the compile thread compiles while the user's thread registers
+t.join(300)
+assert not errors, errors
+assert wait_for_background_compiles(300)
+check_thunder(f)
+assert not failed, failed
+assert not [s for s in seen if "could not compile" in s], seen
+print("OK")
+"""
+    )
+
+
 def test_first_imports_of_unrelated_modules_are_not_serialized() -> None:
     # Only torch's own modules take turns; a user's other imports never wait for them.
     from thunder_executors import compile_thread_isolation as iso

@@ -41,6 +41,7 @@ from thunder_executors.compile_thread_isolation import (
     isolate_private_compiler_flags,
     isolate_private_rng_state,
     isolate_triton_bundler,
+    serialize_pattern_inits,
     serialize_torch_imports,
     thread_private_compiler_flags,
     thread_private_fx_tracing,
@@ -288,6 +289,9 @@ def _run(job: _Job) -> None:
 # Every thread's first imports of torch modules take turns (the user's own too: a
 # ``torch.compile`` on the main thread while the compile thread imports inductor).
 serialize_torch_imports()
+# Inductor's pattern registrations too (on a compile's first use of its passes): a user's
+# compile and one here would register the same patterns twice, and one of them would fail.
+serialize_pattern_inits()
 # Before any program is traced: the compile thread's saves and restores of the generators'
 # state then stay in it (``thread_private_rng_state``), and no function a trace read changes.
 isolate_private_rng_state()

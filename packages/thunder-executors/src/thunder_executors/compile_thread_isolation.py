@@ -37,12 +37,18 @@ thread and the caller's code (a user's own ``torch.compile``, ``make_fx`` or ``s
   thread's compile (``assert cls._entries is None``) or emptied its bundle. Under
   ``thread_private_compiler_flags`` (once ``isolate_triton_bundler`` is installed) the
   thread's compiles bundle nothing: their kernels stay in Triton's own cache.
+
+- Pattern registrations. Inductor's pattern passes register their patterns the first time a
+  compile runs them (a ``functools.cache``d ``lazy_init``): two threads' first compiles both
+  registered them, and one failed ("Duplicate pattern"). ``serialize_pattern_inits`` makes them
+  take turns.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib._bootstrap as _bootstrap  # the module the interpreter calls on every import
 import inspect
 import logging
@@ -62,6 +68,7 @@ __all__ = [
     "isolate_private_compiler_flags",
     "isolate_private_rng_state",
     "isolate_triton_bundler",
+    "serialize_pattern_inits",
     "serialize_torch_imports",
     "thread_private_compiler_flags",
     "thread_private_fx_tracing",
@@ -161,7 +168,10 @@ def _find_and_load(name: str, import_: Callable[..., Any]) -> Any:
         return load(name, import_)
     held = _import_turn.acquire()
     try:
-        return load(name, import_)
+        module = load(name, import_)
+        if _pattern_inits_serialized and name in _PATTERN_INIT_MODULES:
+            _serialize_init_of(module)
+        return module
     finally:
         if held:
             _import_turn.release()
@@ -629,6 +639,57 @@ def isolate_triton_bundler() -> bool:
     quiet("collect", lambda: (TritonBundle([], []), None))
     TritonBundler._thunder_private_threads = True  # type: ignore[attr-defined]
     return True
+
+
+# Inductor's pattern passes register their patterns on first use (``init_once_fakemode``: a
+# ``functools.cache`` of a function that registers them), which two threads may both run: the
+# second registration fails the compile ("Duplicate pattern"). The modules whose ``lazy_init``
+# is such a function; the calls go through the module global, so replacing it reaches them.
+_PATTERN_INIT_MODULES = (
+    "torch._inductor.fx_passes.pre_grad",
+    "torch._inductor.fx_passes.joint_graph",
+    "torch._inductor.fx_passes.post_grad",
+    "torch._inductor.fx_passes.freezing_patterns",
+)
+_pattern_init_lock = threading.RLock()  # (reentrant: one init may run another)
+
+
+_pattern_inits_serialized = False
+
+
+def serialize_pattern_inits() -> None:
+    """From now on inductor's pattern registrations (``lazy_init`` of its pattern passes) run
+    one thread at a time, so that a compile on the compile thread and one on a program's thread
+    never register the same patterns twice: the pass modules imported already now, the others
+    as they are imported (through ``serialize_torch_imports``'s hook). A module whose
+    ``lazy_init`` is not the cached function known here is left as it is."""
+    global _pattern_inits_serialized
+    _pattern_inits_serialized = True
+    for name in _PATTERN_INIT_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            _serialize_init_of(module)
+
+
+def _serialize_init_of(module: types.ModuleType) -> None:
+    init = getattr(module, "lazy_init", None)
+    if getattr(init, "_thunder_serialized", False) or not callable(
+        getattr(init, "cache_info", None)
+    ):
+        return
+    module.lazy_init = _serialized_init(init)  # type: ignore[attr-defined]
+
+
+def _serialized_init(init: Any) -> Any:
+    @functools.wraps(init)
+    def lazy_init(*args: Any, **kwargs: Any) -> Any:
+        with _pattern_init_lock:
+            return init(*args, **kwargs)
+
+    lazy_init._thunder_serialized = True  # type: ignore[attr-defined]
+    lazy_init.cache_info = init.cache_info  # type: ignore[attr-defined]
+    lazy_init.cache_clear = init.cache_clear  # type: ignore[attr-defined]
+    return lazy_init
 
 
 @contextlib.contextmanager
