@@ -215,6 +215,31 @@ def test_len_under_the_opaque_hook() -> None:
     assert seen.count(len) == 12
 
 
+class _Finalized:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __del__(self) -> None:
+        pass
+
+
+def test_instances_with_a_finalizer_are_made_by_an_opaque_call_at_compiled_sites() -> None:
+    # Their death runs code: the hook hears of each one's creation; other instances are made
+    # without it.
+    made: list[Any] = []
+
+    def opaque_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if fn is object.__new__:
+            made.append(args[0])
+        return fn(*args, **kwargs)
+
+    def f(n: int) -> int:
+        return sum(_Finalized(i).value + Box(i).value for i in range(n))
+
+    assert interpret(f, callbacks=Callbacks(opaque_call=opaque_call))(N) == f(N)
+    assert made == [_Finalized] * N
+
+
 def _generator(n: int) -> Any:
     for i in range(n):
         try:

@@ -120,21 +120,28 @@ def _len(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]
     """``len``: ``_one(len, slots.length, "__len__")``, looking ``__len__`` up once."""
     if kw or len(args) != 1:
         return rt.opaque_call(len, args, kw)
-    v = args[0]
+    return _len_of(rt, args[0])
+
+
+def _len_of(rt: Runtime, v: Any) -> Any:
+    """``len(v)`` (``_len`` of one argument: what a call site with one argument calls)."""
     if rt.plain_opaque:
         return slots.length(rt, v)  # which calls ``len`` where no Python code runs
     cls = type(v)
     if cls in slots.PLAIN or (cls not in slots.NOT_PLAIN and is_plain(v)):
-        return rt.opaque_call(len, args, kw)
+        return rt.opaque_call(len, (v,), {})
     descr = slots.lookup_type(cls, "__len__")
     if type(descr) is FunctionType:
         result = slots.run_special(rt, descr, [v])
         if result is NULL:  # opaque code: the native call
-            return rt.opaque_call(len, args, kw)
+            return rt.opaque_call(len, (v,), {})
         return slots.length_result(rt, result)
     if not slots.is_python_level(descr):
-        return rt.opaque_call(len, args, kw)
+        return rt.opaque_call(len, (v,), {})
     return slots.length_by(rt, v, descr)
+
+
+_len.unary = _len_of  # type: ignore[attr-defined]
 
 
 def _bool(rt: Runtime, f: Frame | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

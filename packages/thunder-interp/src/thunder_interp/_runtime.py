@@ -32,7 +32,7 @@ from thunder_interp._registry import (
     Op,
     OpcodeTable,
 )
-from thunder_interp._slots import lookup_type
+from thunder_interp._slots import WITHOUT_DEL, lookup_type
 from thunder_interp._tracebacks import StubCodes, traceback_entry
 
 __all__ = ["CodeCache", "InternalLookaside", "Runtime", "run_frame"]
@@ -66,7 +66,7 @@ _METHOD_WRAPPER = type((1).__add__)
 class InternalLookaside:
     """A lookaside implemented by the interpreter; it sees the calling frame."""
 
-    __slots__ = ("impl", "name")
+    __slots__ = ("impl", "name", "unary")
 
     def __init__(
         self,
@@ -75,6 +75,9 @@ class InternalLookaside:
     ) -> None:
         self.name = name
         self.impl = impl
+        # ``impl`` of one positional argument, ``unary(rt, arg)``, where it has one (``len``):
+        # a call site's call of the builtin with one argument makes no argument tuple.
+        self.unary: Callable[[Runtime, Any], Any] | None = getattr(impl, "unary", None)
 
 
 def _local_names(code: CodeType) -> tuple[str, ...]:
@@ -728,7 +731,7 @@ class Runtime:
     def _construct_plain(self, cls: Any, init: FunctionType, args: Any) -> Any:
         """``_construct`` for a class made by ``type`` with ``object.__new__`` and a Python
         ``__init__`` (no lookaside for it), called with positional arguments."""
-        obj = self._new_object(cls)
+        obj = object.__new__(cls) if cls in WITHOUT_DEL else self._new_object(cls)
         if type(args) is list:
             args.insert(0, obj)
         else:

@@ -197,7 +197,7 @@ def interpretation_ended() -> None:
             _MRO_DICTS.pop(cls, None)
             _INFO.pop(cls, None)
             ATTR_DESCRIPTORS.pop(cls, None)
-        for table in (PLAIN, NOT_PLAIN, PLAIN_VALUES, PLAIN_ATTRS):
+        for table in (PLAIN, NOT_PLAIN, PLAIN_VALUES, PLAIN_ATTRS, WITHOUT_DEL):
             table.difference_update(classes)
         for names in (PLAIN_READS, PLAIN_WRITES):
             for found in list(names.values()):
@@ -239,7 +239,7 @@ _ATTR_HOOKS = ("__getattribute__", "__getattr__", "__setattr__", "__delattr__")
 class TypeInfo:
     """What a type's instances need from the slow paths (computed once per type)."""
 
-    __slots__ = ("descriptors", "get_hook", "plain", "set_hook")
+    __slots__ = ("descriptors", "finalized", "get_hook", "plain", "set_hook")
 
     def __init__(self, cls: type) -> None:
         found: dict[str, Any] = {}
@@ -251,6 +251,8 @@ class TypeInfo:
         # Any Python function here (opaque ones too: a lookaside may replace them).
         hooks = {name: type(found.get(name)) is FunctionType for name in _ATTR_HOOKS}
         self.get_hook = hooks["__getattribute__"] or hooks["__getattr__"]
+        # Whether its instances have a ``__del__`` (their creation is then an opaque call).
+        self.finalized = "__del__" in found
         self.set_hook = hooks["__setattr__"] or hooks["__delattr__"]
         # Attribute names whose class attribute runs Python code when read or written.
         self.descriptors = frozenset(
@@ -282,6 +284,7 @@ def set_stand_in(cls: type, on: bool) -> None:
     PLAIN.discard(cls)
     NOT_PLAIN.discard(cls)
     PLAIN_VALUES.discard(cls)
+    WITHOUT_DEL.discard(cls)
 
 
 # Types whose instances need no slow path for special methods (attribute access is separate).
@@ -293,6 +296,8 @@ NOT_PLAIN: set[type] = set()
 PLAIN_VALUES: set[type] = set()
 # Types whose instances need no slow path for attribute access.
 PLAIN_ATTRS: set[type] = set()
+# Types without a ``__del__`` (``object.__new__`` makes their instances with no opaque call).
+WITHOUT_DEL: set[type] = set()
 # Types without attribute hooks: the names whose reads run Python code (properties, ...).
 ATTR_DESCRIPTORS: dict[type, frozenset[str]] = {}
 # Per attribute name, the types (not in PLAIN_ATTRS) whose instances read it, or write it,
@@ -359,9 +364,12 @@ def type_info(cls: type) -> TypeInfo:
         if len(_INFO) > 8192:  # classes created in a loop: forget, never grow without bound
             _INFO.clear()
             NOT_PLAIN.clear()
+            WITHOUT_DEL.clear()
             ATTR_DESCRIPTORS.clear()
             _forget_plain_names(None)
         _INFO[cls] = info
+        if not info.finalized:
+            WITHOUT_DEL.add(cls)
         if info.plain:
             PLAIN.add(cls)
             if cls.__flags__ & _IMMUTABLE_TYPE and cls is not object:  # (object(): a sentinel)
@@ -1098,7 +1106,7 @@ def binary(rt: Runtime, sym: str, a: Any, b: Any) -> Any:
         return inplace(rt, sym[:-1], a, b)
     name, rname, native = entry
     ta, tb = type(a), type(b)
-    if _formats_text(sym, ta, tb):
+    if sym == "%" and _formats_text(sym, ta, tb):
         # ``"%s" % x`` makes text of ``x`` (or of what a tuple or dict holds) in C: through
         # ``opaque_call``, so that a caller sees what is formatted.
         return rt.opaque_call(a.__mod__, (b,), None)

@@ -45,13 +45,11 @@ def call_positional(f: Frame, fn: Any, args: list[Any]) -> Any:
             if rt.plain_opaque:
                 return fn(*args)
         elif type(la) is InternalLookaside:
-            if (
-                rt.plain_opaque
-                and fn in rt.fast_builtins
-                and len(args) == 1
-                and type(args[0]) in PLAIN
-            ):
-                return fn(*args)
+            if len(args) == 1:
+                if rt.plain_opaque and fn in rt.fast_builtins and type(args[0]) in PLAIN:
+                    return fn(*args)
+                if la.unary is not None:
+                    return la.unary(rt, args[0])
             return la.impl(rt, f, tuple(args), {})
     elif t is type and fn not in rt.lookasides:
         return rt.instantiate(fn, args, None, f)
@@ -269,19 +267,20 @@ def _call_at_site(block: BlockBuilder, fn: str, args: list[str]) -> str:
     remembers the last one, so the next call of it skips finding its code."""
     arglist = f"[{', '.join(args)}]"
     t = block.temp()
-    code, codes, cc = block.temp(), block.temp(), block.temp()
+    code, codes, cc, kind = block.temp(), block.temp(), block.temp(), block.temp()
     site = block.const([(NULL, NULL, NULL)])
     block.emit(f"{code}, {codes}, {cc} = {site}[0]")
+    block.emit(f"{kind} = type({fn})")  # (read once: each branch below tests it)
     with_self = f"[{fn}.__self__, {arglist[1:]}"
     # The site remembers (code, the lookaside table's codes, compiled code) of its last
     # callee: a function with that code, which no lookaside can be for, is entered
     # directly. It holds no function, no lookaside and no caller state.
     block.emit(
-        f"if type({fn}) is FT and {fn}.__code__ is {code} and {codes} is LC: "
+        f"if {kind} is FT and {fn}.__code__ is {code} and {codes} is LC: "
         f"{t} = {cc}.enter(rt, {fn}, {code}, {cc}, {arglist})"
     )
     block.emit(
-        f"elif type({fn}) is MT and type({fn}.__func__) is FT"
+        f"elif {kind} is MT and type({fn}.__func__) is FT"
         f" and {fn}.__func__.__code__ is {code} and {codes} is LC:"
         f" {t} = {cc}.enter(rt, {fn}.__func__, {code}, {cc}, {with_self})"
     )
@@ -292,18 +291,16 @@ def _call_at_site(block: BlockBuilder, fn: str, args: list[str]) -> str:
         native = f"({native} or ({fn} in rt.fast_builtins and type({args[0]}) in P))"
     values = f"({', '.join(args)}{',' if len(args) == 1 else ''})"
     if block.plain_opaque:
-        block.emit(f"elif type({fn}) is BT and {native}: {t} = {fn}({', '.join(args)})")
+        block.emit(f"elif {kind} is BT and {native}: {t} = {fn}({', '.join(args)})")
     elif not block.provenance:  # the opaque_call hook makes the call
-        block.emit(f"elif type({fn}) is BT and {native}: {t} = rt.cb_opaque({fn}, {values}, {{}})")
+        block.emit(f"elif {kind} is BT and {native}: {t} = rt.cb_opaque({fn}, {values}, {{}})")
     else:  # which records the result's provenance
-        block.emit(
-            f"elif type({fn}) is BT and {native}: {t} = rt.opaque_call({fn}, {values}, None)"
-        )
+        block.emit(f"elif {kind} is BT and {native}: {t} = rt.opaque_call({fn}, {values}, None)")
     # Another builtin (its lookaside: ``len`` of an instance of a Python class).
-    block.emit(f"elif type({fn}) is BT: {t} = call_positional(f, {fn}, {arglist})")
+    block.emit(f"elif {kind} is BT: {t} = call_positional(f, {fn}, {arglist})")
     # A class (of metaclass type) with no lookaside: instantiated.
     block.emit(
-        f"elif type({fn}) is type and {fn} not in rt.lookasides: {t} = rt.instantiate({fn}, {arglist}, None, f)"
+        f"elif {kind} is type and {fn} not in rt.lookasides: {t} = rt.instantiate({fn}, {arglist}, None, f)"
     )
     # Anything else (a function the site does not know yet): call_at_site.
     block.emit(f"else: {t} = call_at_site(f, {fn}, {arglist}, {site})")

@@ -450,7 +450,11 @@ def _hooked_attribute_lines(block: BlockBuilder, o: str, name: str, read: str) -
 def hooked_store_attr(rt: Runtime, obj: Any, name: str, v: Any) -> None:
     """``obj.name = v`` after the ``store_attribute`` hook, which hears of a failed store."""
     hook = rt.cb_store_attr
-    token = hook(obj, name, v) if hook is not None else None
+    stored_after_hook(rt, obj, name, v, hook(obj, name, v) if hook is not None else None)
+
+
+def stored_after_hook(rt: Runtime, obj: Any, name: str, v: Any, token: Any) -> None:
+    """``obj.name = v`` once the ``store_attribute`` hook gave ``token`` (told of a failure)."""
     try:
         if type(obj) in PLAIN_ATTRS:
             setattr(obj, name, v)
@@ -484,21 +488,29 @@ def store_attr(ins: Instruction, ctx: CompileContext) -> Op:
 
 @block_template(
     store_attr,
-    helpers={"PA": PLAIN_ATTRS, "store_attr": slot_store_attr, "hooked_store": hooked_store_attr},
+    helpers={
+        "PA": PLAIN_ATTRS,
+        "store_attr": slot_store_attr,
+        "stored_after_hook": stored_after_hook,
+    },
 )
 def store_attr_block(block: BlockBuilder, ins: Instruction) -> int:
     attr = ins.argval
     o = block.pop()
     v = block.pop()
     name = block.const(attr)
-    if block.hooked and "store_attribute" in block.hooks:
-        block.emit(f"hooked_store(rt, {o}, {name}, {v})")
-        return GOES_ON
     plain = f"type({o}) in PA or type({o}) in {block.const(plain_writes(attr))}"
-    if _spelled_as_attribute(attr):
-        block.emit(f"if {plain}: {o}.{attr} = {v}")
-    else:
-        block.emit(f"if {plain}: setattr({o}, {name}, {v})")
+    store = f"{o}.{attr} = {v}" if _spelled_as_attribute(attr) else f"setattr({o}, {name}, {v})"
+    if block.hooked and "store_attribute" in block.hooks:
+        # The hook first; a store that fails is reported to it (``stored_after_hook``).
+        token = block.temp()
+        block.emit(f"{token} = rt.cb_store_attr({o}, {name}, {v})")
+        block.emit(f"if {plain}:")
+        block.emit(f"    try: {store}")
+        block.emit(f"    except BaseException: rt.write_failed({token}); raise")
+        block.emit(f"else: stored_after_hook(rt, {o}, {name}, {v}, {token})")
+        return GOES_ON
+    block.emit(f"if {plain}: {store}")
     block.emit(f"else: store_attr(f.rt, {o}, {name}, {v})")
     return GOES_ON
 
