@@ -35,13 +35,13 @@ from thunder_executors import background_compile
 _FRESH_ENV = {k: v for k, v in os.environ.items() if not k.startswith("THUNDER_")}
 
 
-def _run_fresh(program: str) -> None:
+def _run_fresh(program: str, **env: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(program)],
         capture_output=True,
         text=True,
         timeout=600,
-        env=_FRESH_ENV,
+        env={**_FRESH_ENV, **env},
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("OK"), (
         done.stdout[-2000:] + done.stderr[-4000:]
@@ -160,11 +160,7 @@ def test_user_and_thunder_compiles_register_inductors_patterns_in_turn() -> None
     _run_fresh(
         _CHECKS
         + """
-import torch._inductor.config, torch._functorch.config
 import torch._inductor.fx_passes.post_grad as post_grad
-# (a compile served from the on-disk caches registers nothing)
-torch._inductor.config.fx_graph_cache = False
-torch._functorch.config.enable_autograd_cache = False
 user_inside, compile_thread_inside, failed = threading.Event(), threading.Event(), []
 register = post_grad.register_replacement
 def held_register(*args, **kwargs):
@@ -199,7 +195,10 @@ check_thunder(f)
 assert not failed, failed
 assert not [s for s in seen if "could not compile" in s], seen
 print("OK")
-"""
+""",
+        # A compile served from the on-disk caches registers nothing (set in the environment:
+        # torch's compiler configs set in code are the setting thread's own).
+        TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
     )
 
 

@@ -43,7 +43,11 @@ def _executor_symbols() -> dict[str, Symbol]:
 def test_every_executor_symbol_has_an_importable_path() -> None:
     symbols = _executor_symbols()
     assert len(symbols) > 100
-    missing = [k for k, s in sorted(symbols.items()) if importable_expression(s.impl) is None]
+    missing = [
+        f"{k}: {s.impl!r} ({getattr(s.impl, '__module__', None)}.{getattr(s.impl, '__qualname__', None)})"
+        for k, s in sorted(symbols.items())
+        if importable_expression(s.impl) is None
+    ]
     assert missing == []
     expr, modules = importable_expression(symbols["torch_ops::sdpa_flash"].impl)  # type: ignore[misc]
     assert expr == "thunder_executors.torch_ops_executor._sdpa_flash"
