@@ -74,6 +74,18 @@ def check_thunder(f):
         x, w = torch.randn(4 + i, 8), torch.randn(8)
         torch.testing.assert_close(f(x, w), region(x, w))
 
+def start_user_compile():
+    # The user's torch.compile on a thread of its own ("user-thread"): the thread and its errors.
+    errors = []
+    def run():
+        try:
+            check_user_compile(torch.compile(user))
+        except BaseException as e:
+            errors.append(e)
+    t = threading.Thread(target=run, name="user-thread")
+    t.start()
+    return t, errors
+
 class HoldImport:
     # Holds a thread inside the import of `name` once: until `other` is set (`patience` seconds
     # at most), then for `seconds`.
@@ -131,14 +143,7 @@ in_user = HoldImport(
     "torch._inductor.utils", "user-thread", other=in_compile_thread.inside, patience=3.0
 )
 sys.meta_path[:0] = [in_user, in_compile_thread]
-errors = []
-def user_thread():
-    try:
-        check_user_compile(torch.compile(user))
-    except BaseException as e:
-        errors.append(e)
-t = threading.Thread(target=user_thread, name="user-thread")
-t.start()
+t, errors = start_user_compile()
 assert in_user.inside.wait(300), "the user thread never imported torch._inductor.utils"
 f = thunder.compile(region)
 check_thunder(f)  # the compile thread's import starts while the user thread's runs
@@ -177,14 +182,7 @@ def held_register(*args, **kwargs):
         failed.append((name, e))
         raise
 post_grad.register_replacement = held_register
-errors = []
-def user_thread():
-    try:
-        check_user_compile(torch.compile(user))
-    except BaseException as e:
-        errors.append(e)
-t = threading.Thread(target=user_thread, name="user-thread")
-t.start()
+t, errors = start_user_compile()
 assert user_inside.wait(300), "the user's compile never registered inductor's patterns"
 f = thunder.compile(region)
 check_thunder(f)  # the compile thread compiles while the user's thread registers
