@@ -12,6 +12,11 @@ traces, rematerialization). Columns:
   sides, counting each storage once (goal: at most eager's); "activations" leaves out the
   parameters' storages (both sides save the weights they multiply by).
 
+Each configuration runs in a process of its own, the rounds taking turns between them (one
+process running at a time): in one process, configurations that free memory in different orders
+make the allocator's heap shrink and grow, and the step measured after pays page faults it does
+not pay alone (hundreds per step).
+
 Configurations: thunder with the torch executors only (``torch_ops``, ``torch``) and, when the
 ``torchcompile`` executor is available, with torch.compile fusion regions first;
 ``thunder.compile`` (its regions compiled in the background: the note says when its first step
@@ -38,7 +43,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from _timing import settle_regions
+from _timing import interleaved_in_processes, settle_regions
 
 import thunder
 from thunder.models import GPT, GPTConfig
@@ -80,17 +85,74 @@ def saved_bytes(
     return total, activations
 
 
-def _interleaved(fns: list[Callable[[], Any]], n: int, rounds: int) -> list[list[float]]:
-    """Seconds per call of each of ``fns``, one figure per round of ``n`` calls; rounds
-    interleaved so that the machine's drift touches every function alike."""
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(rounds):
-        for k, fn in enumerate(fns):
-            start = time.perf_counter()
-            for _ in range(n):
-                fn()
-            times[k].append((time.perf_counter() - start) / n)
-    return times
+def _setup(name: str, options: argparse.Namespace) -> tuple[Callable[[], Any], dict[str, Any]]:
+    """One configuration's step (in its own process, see ``interleaved_in_processes``) and its
+    report: the note, the bytes saved for backward, torch's thread count."""
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    model, params, batch = _model_and_batch(options)
+
+    def step_of(m: Any) -> Callable[[], Any]:
+        return lambda: _step(m, params, batch)
+
+    note = ""
+    if name == "eager":
+        run: Any = model
+    elif name == "thunder.compile":
+        from thunder_executors.background_compile import wait_for_background_compiles
+
+        # Regions compile in the background; the first steps run their torch calls.
+        run = thunder.compile(model)
+        start = time.perf_counter()
+        _step(run, params, batch)
+        first = time.perf_counter() - start
+        wait_for_background_compiles()
+        fused = time.perf_counter() - start
+        steps, runs = settle_regions(step_of(run), run)
+        note = (
+            f"first step {first:.2f} s, fused after {fused:.2f} s, regions chose after "
+            f"{steps} more steps: {runs}"
+        )
+    else:
+        if name == "torch.compile":
+            run = torch.compile(model)
+        else:
+            run = thunder.jit(model, executors=_EXECUTORS[name])
+        expected = _step(model, params, batch)
+        grads = [p.grad for p in params]
+        start = time.perf_counter()
+        loss = _step(run, params, batch)
+        note = f"first step {time.perf_counter() - start:.2f} s"
+        torch.testing.assert_close(loss, expected)
+        for p, g in zip(params, grads):
+            torch.testing.assert_close(p.grad, g, atol=1e-4, rtol=1e-3)
+    _step(run, params, batch)  # warm (torch.compile regions compile lazily)
+    report = {
+        "note": note,
+        "saved": saved_bytes(run, batch, params),
+        "threads": torch.get_num_threads(),
+    }
+    return step_of(run), report
+
+
+_EXECUTORS = {
+    "thunder (torch)": ("torch_ops", "torch"),
+    "thunder (torchcompile)": ("torchcompile", "torch_ops", "torch"),
+}
+
+
+def _model_and_batch(
+    options: argparse.Namespace,
+) -> tuple[GPT, list[torch.nn.Parameter], tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    config = GPTConfig(n_layer=options.layers)
+    model = GPT(config)
+    shape = (options.batch, config.block_size)
+    batch = (
+        torch.randint(0, config.vocab_size, shape),
+        torch.randint(0, config.vocab_size, shape),
+    )
+    return model, list(model.parameters()), batch
 
 
 def main() -> None:
@@ -102,83 +164,33 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
     parser.add_argument("--profile", action="store_true", help="cProfile thunder's steps")
     options = parser.parse_args()
-    if options.threads:
-        torch.set_num_threads(options.threads)
     from thunder_executors import get_available_executors
 
-    torch.manual_seed(0)
-    config = GPTConfig(n_layer=options.layers)
-    model = GPT(config)
-    params = list(model.parameters())
-
-    def make_batch() -> tuple[torch.Tensor, torch.Tensor]:
-        shape = (options.batch, config.block_size)
-        return torch.randint(0, config.vocab_size, shape), torch.randint(
-            0, config.vocab_size, shape
-        )
-
-    batch = make_batch()
     available = {e.name for e in get_available_executors()}
-    configs: list[tuple[str, tuple[str, ...]]] = [("thunder (torch)", ("torch_ops", "torch"))]
+    names = ["eager", "thunder (torch)"]
     if "torchcompile" in available:
-        configs.append(("thunder (torchcompile)", ("torchcompile", "torch_ops", "torch")))
-
-    runners: list[tuple[str, Any, str]] = [("eager", model, "")]
-    for name, executors in configs:
-        jm = thunder.jit(model, executors=executors)
-        start = time.perf_counter()
-        expected = _step(model, params, batch)
-        grads = [p.grad for p in params]
-        loss = _step(jm, params, batch)
-        first = time.perf_counter() - start
-        torch.testing.assert_close(loss, expected)
-        for p, g in zip(params, grads):
-            torch.testing.assert_close(p.grad, g, atol=1e-4, rtol=1e-3)
-        _step(jm, params, batch)  # warm (torch.compile regions compile lazily)
-        runners.append((name, jm, f"first step {first:.2f} s"))
-
-    # thunder.compile: regions compile in the background, the first steps run their torch calls.
+        names.append("thunder (torchcompile)")
     if "torchcompile_background" in available:
-        from thunder_executors.background_compile import wait_for_background_compiles
-
-        jm = thunder.compile(model)
-        start = time.perf_counter()
-        _step(jm, params, batch)
-        first = time.perf_counter() - start
-        wait_for_background_compiles()
-        fused = time.perf_counter() - start
-        steps, runs = settle_regions(lambda jm=jm: _step(jm, params, batch), jm)
-        note = (
-            f"first step {first:.2f} s, fused after {fused:.2f} s, regions chose after "
-            f"{steps} more steps: {runs}"
-        )
-        runners.append(("thunder.compile", jm, note))
-
-    # torch.compile itself, for the same step (its first step compiles forward and backward).
-    compiled = torch.compile(model)
-    start = time.perf_counter()
-    _step(compiled, params, batch)
-    first = time.perf_counter() - start
-    _step(compiled, params, batch)
-    runners.append(("torch.compile", compiled, f"first step {first:.2f} s"))
+        names.append("thunder.compile")
+    names.append("torch.compile")
 
     n, rounds = (3, 3) if options.quick else (5, options.rounds)
-    rounds_times = _interleaved(
-        [lambda m=m: _step(m, params, batch) for _, m, _ in runners], n, rounds
-    )
-    times = [statistics.median(t) for t in rounds_times]
-    saved = [saved_bytes(m, batch, params) for _, m, _ in runners]
+    results = interleaved_in_processes(_setup, names, options, n, rounds)
+    times = [statistics.median(t) for _, t in results]
+    saved = [report["saved"] for report, _ in results]
 
+    config = GPTConfig(n_layer=options.layers)
     print(
         f"nanoGPT training step: {config.n_layer} layers, {config.n_embd} dims, vocab "
         f"{config.vocab_size}, batch {options.batch}x{config.block_size}; torch "
-        f"{torch.__version__}, {torch.get_num_threads()} threads, Python {sys.version.split()[0]}"
+        f"{torch.__version__}, {results[0][0]['threads']} threads, Python "
+        f"{sys.version.split()[0]}"
     )
     header = (
         "", "ms/step", "time ratio", "fastest", "saved MB", "saved ratio", "activations MB", "notes"
     )  # fmt: skip
     rows = []
-    for (name, _, note), t, each, (total, acts) in zip(runners, times, rounds_times, saved):
+    for name, (report, each), t, (total, acts) in zip(names, results, times, saved):
         rows.append(
             (
                 name,
@@ -188,7 +200,7 @@ def main() -> None:
                 f"{total / 2**20:.2f}",
                 f"{total / saved[0][0]:.2f}",
                 f"{acts / 2**20:.2f}",
-                note,
+                report["note"],
             )
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -196,17 +208,19 @@ def main() -> None:
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
     print(
-        f"medians of {rounds} interleaved rounds of {n} steps; goals: time ratio <= 1.0 with the "
-        "default executors, <= 0.92 with fusion; saved ratio <= 1.0"
+        f"medians of {rounds} interleaved rounds of {n} steps, each configuration in its own "
+        "process; goals: time ratio <= 1.0 with the default executors, <= 0.92 with fusion; "
+        "saved ratio <= 1.0"
     )
 
     if options.profile:
-        for name, m, _ in runners[1:]:
+        for name in names[1:]:
+            step, _ = _setup(name, options)
             print(f"\n== cProfile of 5 steps: {name} ==")
             profiler = cProfile.Profile()
             profiler.enable()
             for _ in range(5):
-                _step(m, params, batch)
+                step()
             profiler.disable()
             pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 

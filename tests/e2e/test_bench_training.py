@@ -1,10 +1,11 @@
 """``python -m benchmarks training`` keeps running: a row per configuration, gradients checked
 against eager, and ``thunder.compile``'s row timed once each of its regions has chosen between
-its compiled program and its torch calls (before that, half its calls run the torch calls)."""
+its compiled program and its torch calls (before that, half its calls run the torch calls); each
+configuration in a process of its own."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -18,11 +19,9 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 def test_thunder_compile_is_timed_after_its_regions_chose(
     capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Importable by name: each configuration runs in a spawned process, which imports it.
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("bench_training", BENCHMARKS / "training.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = importlib.import_module("training")
     argv = ["training.py", "--quick", "--layers", "1", "--batch", "1", "--threads", "1"]
     monkeypatch.setattr(sys, "argv", argv)
     bench.main()
