@@ -70,8 +70,10 @@ class _HeldCompile:
 def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[_HeldCompile]:
     assert wait_for_background_compiles(300)
     hold = _HeldCompile()
-    # Inductor's save, seen by a profile of the compile thread; dynamo's (which runs no
-    # profile), by a call it makes after it.
+    # Inductor's save, seen by a profile of the compile thread (the one running now, or the
+    # next: the thread ends when nothing is queued); dynamo's (which runs no profile), by a call
+    # it makes after it.
+    threading.setprofile(hold.profile)
     background_compile.submit(lambda examples: sys.setprofile(hold.profile), ())
     setup_compile_debug = torch._dynamo.convert_frame.setup_compile_debug
 
@@ -91,6 +93,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[_HeldCompile]:
             yield hold
     finally:
         hold.release.set()
+        threading.setprofile(None)  # type: ignore[arg-type]
         background_compile.submit(lambda examples: sys.setprofile(None), ())
         assert wait_for_background_compiles(300)
 

@@ -255,6 +255,53 @@ def test_the_process_exits_cleanly_while_a_compile_runs() -> None:
     assert done.stdout.strip() == "exiting" and "terminate" not in done.stderr
 
 
+_IDLE_COMPILE_THREAD = textwrap.dedent(
+    """
+    import os, threading, time
+    import torch
+    from thunder_executors import background_compile
+    from thunder_executors.background_compile import import_compile_stack
+
+    def os_threads():
+        return len(os.listdir("/proc/self/task"))
+
+    import_compile_stack()
+    torch.mm(torch.randn(256, 256), torch.randn(256, 256))  # this thread's OpenMP team
+    before = os_threads()
+    ran = []
+
+    def job(examples):
+        ran.append(threading.current_thread())
+        torch.mm(torch.randn(256, 256), torch.randn(256, 256))  # a team of the compile thread
+
+    for _ in range(2):  # a job after the thread ended starts another
+        background_compile.submit(job, ())
+        assert background_compile.wait_for_background_compiles(timeout=60)
+        ran[-1].join(timeout=60)
+        assert not ran[-1].is_alive(), "the compile thread outlived its queue"
+        deadline = time.monotonic() + 30  # (the OS's threads end after Python's)
+        while os_threads() != before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os_threads() == before, (os_threads(), before)
+    assert len(ran) == 2 and ran[0] is not ran[1]
+    print("ok", flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc")
+def test_the_compile_thread_and_its_openmp_threads_end_when_nothing_is_queued() -> None:
+    # While a thread that ran a parallel op lives, so do its OpenMP threads: with more of them
+    # than cores, the program's own OpenMP threads sleep between parallel regions and its small
+    # ops ran up to twice as slow for as long as the process lived. Fresh process: the count of
+    # the OS's threads is this program's alone.
+    done = subprocess.run(
+        [sys.executable, "-c", _IDLE_COMPILE_THREAD], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
+
+
 def _fx_patch_held_by_a_compile() -> threading.Event:
     """While a background compile runs, another of the program's threads holds torch.fx's
     tracer's patch of nn.Module's methods (as its make_fx does while it traces) until the
