@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from thunder_executors.executor import Executor, FusionExecutor, OperatorExecutor, get_executor
+from thunder_executors.onednn_matmul import onednn_matmul_products
 from thunder_executors.peephole import (
     accumulate_in_place,
     drop_identity_arithmetic,
@@ -592,6 +593,7 @@ def transform_for_execution(
     out = drop_unread_numbers(drop_identity_arithmetic(out, returned), returned, aliases.is_written)
     if sums_in_place:
         out = accumulate_in_place(out, returned)
+    out = onednn_matmul_products(out)
     out = with_deletes(out, returned | {a.name for a in trace.args})
     seconds = time.perf_counter() - start
     return ExecutionTrace.like(
