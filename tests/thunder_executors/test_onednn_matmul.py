@@ -95,14 +95,23 @@ class _Mlp(torch.nn.Module):
         return self.b(h) @ self.a.weight[:, :48].t() + torch.matmul(x, x.transpose(-1, -2)).sum()
 
 
-@pytest.mark.parametrize("setting", ["1", "0"])
+@pytest.mark.parametrize(
+    "setting, executors",
+    [("1", None), ("0", None), ("1", ("torchcompile", "torch_ops", "torch"))],
+    ids=["onednn", "eager-kernels", "onednn-between-torch.compile-regions"],
+)
 def test_programs_match_eager_forward_and_backward(
-    setting: str, monkeypatch: pytest.MonkeyPatch
+    setting: str, executors: tuple[str, ...] | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if executors is not None:
+        from thunder_executors import get_available_executors
+
+        if "torchcompile" not in {e.name for e in get_available_executors()}:
+            pytest.skip("no torch.compile executor here")
     monkeypatch.setenv("THUNDER_ONEDNN_MATMUL", setting)
     torch.manual_seed(0)
     model = _Mlp()
-    jm = thunder.jit(model)
+    jm = thunder.jit(model) if executors is None else thunder.jit(model, executors=executors)
     for shape in [(4, 10, 48), (7, 48)]:
         x = torch.randn(shape, requires_grad=True)
         want = model(x)
@@ -111,7 +120,7 @@ def test_programs_match_eager_forward_and_backward(
         (gx, *gp) = torch.autograd.grad(got.square().sum(), [x, *model.parameters()])
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
         for g, gw in zip([gx, *gp], [gx_want, *gp_want]):
-            torch.testing.assert_close(g, gw, rtol=1e-4, atol=1e-3)
+            torch.testing.assert_close(g, gw, rtol=1e-3, atol=1e-3)  # (float32 sums of 4k terms)
     forward = str(thunder.last_traces(jm)[-1])
     backward = str(thunder.last_backward_traces(jm)[-1])
     if setting == "1":

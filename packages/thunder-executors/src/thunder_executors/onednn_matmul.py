@@ -36,7 +36,7 @@ from thunder_executors.torch_symbols import helper_symbol
 from thunder_ir import BoundSymbol, TensorProxy
 from thunder_ir.dtypes import to_torch_dtype
 
-__all__ = ["linear", "matmul", "mm", "onednn_matmul_products", "pays"]
+__all__ = ["left_to_onednn", "linear", "matmul", "mm", "onednn_matmul_products", "pays"]
 
 # thunder's "compiles" channel (``THUNDER_LOGS=compiles``): what a compilation chose
 log = logging.getLogger("thunder.compiles")
@@ -207,6 +207,27 @@ def _product_size(bsym: BoundSymbol, weight_is_nk: bool) -> tuple[int, int, int]
     for s in x.shape[:-1]:
         m *= s
     return (m, k, n) if x.shape[-1] == k else None
+
+
+def _op_products() -> dict[Any, bool]:
+    from thunder_ir import ops as ltorch
+    from thunder_ir import prims
+
+    return {
+        prims.linear: True, ltorch.linear: True,
+        prims.matmul: False, ltorch.matmul: False, ltorch.mm: False,
+    }  # fmt: skip
+
+
+def left_to_onednn(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` is a product (an op or prim of a trace not yet executable) that this
+    pass runs through oneDNN: a fusion executor leaves it out of its regions, whose compiler
+    would compute it with eager's kernel."""
+    weight_is_nk = _op_products().get(bsym.sym)
+    if weight_is_nk is None or _setting() == "0":
+        return False
+    size = _product_size(bsym, weight_is_nk)
+    return size is not None and pays(*size)
 
 
 def onednn_matmul_products(bsyms: Sequence[BoundSymbol]) -> list[BoundSymbol]:

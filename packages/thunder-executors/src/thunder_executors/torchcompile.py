@@ -36,6 +36,7 @@ from thunder_executors.inductor_direct import (
     keep_mutation_order_in_inductor,
     without_view_bits,
 )
+from thunder_executors.onednn_matmul import left_to_onednn
 from thunder_executors.torch_executor import torch_executor
 from thunder_executors.torch_ops_executor import torch_ops_executor
 from thunder_ir import BoundSymbol, NumberProxy, Proxy, Symbol, TensorProxy, Trace, dtypes, prims
@@ -922,6 +923,8 @@ class TorchCompileExecutor(FusionExecutor):
         if bsym.sym.tags & _NOT_FUSIBLE or bsym.sym is prims.written_without_grad:
             # A value written under no_grad carries that mark in its grad_fn, which the copy
             # into the written tensor reads (torch_impls.copy_); a region's outputs lose it.
+            return False
+        if left_to_onednn(bsym):  # faster there than inductor's call of eager's kernel
             return False
         if bsym.sym.tags >= _FUSIBLE_FALLBACK and not _VIEWS & bsym.sym.tags:
             # A torch callable no op mirrors (thunder_ir.ops.fallback): dynamo traces the call.
