@@ -33,6 +33,7 @@ Run: ``python -m benchmarks training [--quick] [--rounds N] [--threads N] [--lay
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import pstats
 import statistics
@@ -109,6 +110,8 @@ def _setup(name: str, options: argparse.Namespace) -> tuple[Callable[[], Any], d
         wait_for_background_compiles()
         fused = time.perf_counter() - start
         steps, runs = settle_regions(step_of(run), run)
+        counts = collections.Counter(runs.split(", "))
+        runs = ", ".join(f"{kind} x{n}" for kind, n in counts.items())  # (one per region)
         note = (
             f"first step {first:.2f} s, fused after {fused:.2f} s, regions chose after "
             f"{steps} more steps: {runs}"
